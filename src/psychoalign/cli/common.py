@@ -1,0 +1,37 @@
+"""Shared CLI plumbing: settings from flags, consoles, JSON output, safe printing of model text."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from ..config import Settings, load_settings
+
+__all__ = ["ConfigOpt", "JsonOpt", "emit_json", "err_console", "out_console", "safe", "settings_from"]
+
+out_console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+ConfigOpt = typer.Option(
+    None, "--config", "-c", help="Config file (TOML or YAML). Default: $PSYCHOALIGN_CONFIG or ./psychoalign.toml."
+)
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+
+
+def settings_from(config: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    return load_settings(config, overrides=overrides or {})
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def safe(text: str) -> Text:
+    """Model output is untrusted: render it literally, never as rich markup."""
+    return Text(text)

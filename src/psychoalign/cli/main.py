@@ -1,0 +1,181 @@
+"""The ``psychoalign`` command. Each sub-command lives in its own module; this file wires them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import InputError, PsychoAlignError
+from ..models import BACKENDS, ModelSpec, backend_class, build_model
+from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
+
+__all__ = ["app", "run"]
+
+app = typer.Typer(
+    name="psychoalign",
+    help=(
+        "PsychoAlign: negotiated alignment (DRIVE / EVALUATOR / MEDIATOR) and STAR red teaming.\n\n"
+        "Start with `psychoalign models list` to see which model backends work here, then "
+        "`psychoalign chat \"hello\"` for a raw call to the embedded model."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+models_app = typer.Typer(help="Model backends: what is installed and usable here.", no_args_is_help=True)
+config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(config_app, name="config")
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors (or PSYCHOALIGN_DEBUG=1)."),
+) -> None:
+    """Global options; ``--debug`` is read by :func:`run` before the command starts."""
+
+
+def _spec_overrides(
+    backend: str | None, model: str | None, base_url: str | None, temperature: float | None, max_tokens: int | None
+) -> dict[str, Any]:
+    flags = {"backend": backend, "model": model, "base_url": base_url, "temperature": temperature,
+             "max_tokens": max_tokens}
+    return {k: v for k, v in flags.items() if v is not None}
+
+
+@app.command()
+def chat(
+    prompt: str = typer.Argument(..., help="The prompt; '-' reads it from standard input."),
+    role: str = typer.Option("chat", "--role", "-r", help="Use this role's model from the config."),
+    backend: str | None = typer.Option(None, "--backend", "-b", help=f"One of: {', '.join(BACKENDS)}."),
+    model: str | None = typer.Option(None, "--model", "-m", help="Model name (or a .gguf path for local)."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Endpoint for OpenAI-compatible servers."),
+    system: str | None = typer.Option(None, "--system", help="System prompt."),
+    schema: Path | None = typer.Option(None, "--schema", help="JSON Schema file the reply must satisfy."),
+    temperature: float | None = typer.Option(None, "--temperature", "-t"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens"),
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Send one prompt to one model and print the reply (a raw call: no negotiation, no gates)."""
+    if backend is not None and backend not in BACKENDS:
+        raise PsychoAlignError(f"unknown backend '{backend}'", hint=f"choose one of: {', '.join(BACKENDS)}")
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise InputError("the prompt is empty", hint="pass a non-empty prompt")
+    flags = _spec_overrides(backend, model, base_url, temperature, max_tokens)
+    settings = settings_from(config, {"roles": {role: flags}} if flags else None)
+    spec = settings.model_spec(role)
+    schema_obj = _read_schema(schema) if schema is not None else None
+
+    async def go() -> Any:
+        m = build_model(spec, cache_dir=settings.cache_dir())
+        try:
+            return await m.chat(prompt, system=system, output=schema_obj)
+        finally:
+            await m.aclose()
+
+    result = asyncio.run(go())
+    if json_out:
+        emit_json(result.model_dump(mode="json"))
+        return
+    out_console.print(safe(result.text))
+    err_console.print(
+        f"[dim]{result.backend}:{result.model} · {result.usage.prompt_tokens}+{result.usage.completion_tokens} "
+        f"tokens · {result.latency_s:.2f}s{' · cached' if result.cached else ''}[/dim]"
+    )
+
+
+def _read_schema(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read schema file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a JSON Schema must be an object")
+    return data
+
+
+@models_app.command("list")
+def models_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
+    """List backends, whether each is usable here, and the model each role resolves to."""
+    settings = settings_from(config)
+    rows = []
+    for name in BACKENDS:
+        cls = backend_class(name)
+        ok, detail = cls.availability(ModelSpec(backend=name))
+        rows.append({"backend": name, "usable": ok, "detail": detail, "default_model": cls.default_model})
+    roles = {r: settings.model_spec(r).label() for r in ("drive", "evaluator", "mediator", "chat")}
+    if json_out:
+        emit_json({"backends": rows, "roles": roles})
+        return
+    table = Table(title="Model backends")
+    for col in ("backend", "usable", "default model", "detail"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["backend"], "[green]yes[/]" if row["usable"] else "[red]no[/]",
+                      str(row["default_model"]), safe(str(row["detail"])))
+    out_console.print(table)
+    roles_table = Table(title="Roles (effective configuration)")
+    roles_table.add_column("role")
+    roles_table.add_column("model")
+    for role, label in roles.items():
+        roles_table.add_row(role, label)
+    out_console.print(roles_table)
+
+
+@config_app.command("show")
+def config_show(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
+    """Print the effective configuration (file + environment + flags), secrets masked."""
+    data = settings_from(config).masked()
+    if json_out:
+        emit_json(data)
+        return
+    import yaml
+
+    out_console.print(safe(yaml.safe_dump(data, sort_keys=False)))
+
+
+def _register_optional_commands() -> None:
+    """Sub-commands that live in their own modules (negotiation, traces, frameworks, ...)."""
+    from importlib import import_module
+
+    for module in ("negotiate",):
+        try:
+            mod = import_module(f"{__package__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{module}":
+                raise
+            continue
+        mod.register(app)
+
+
+_register_optional_commands()
+
+
+def run() -> None:
+    """Console-script entry point: one clean error line unless --debug."""
+    debug = "--debug" in sys.argv or os.environ.get("PSYCHOALIGN_DEBUG") == "1"
+    try:
+        app()
+    except PsychoAlignError as exc:
+        if debug:
+            raise
+        hint = f" — {exc.hint}" if exc.hint else ""
+        err_console.print(Text.assemble(("error: ", "bold red"), exc.message + hint), soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]")
+        sys.exit(130)

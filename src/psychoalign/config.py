@@ -1,0 +1,206 @@
+"""Configuration: one pydantic model, four layers, one precedence.
+
+Precedence, lowest to highest (a later layer overrides keys of an earlier one, key by key):
+
+1. built-in defaults (this module);
+2. the config file: ``--config FILE``, else ``$PSYCHOALIGN_CONFIG``, else ``./psychoalign.toml``
+   or ``./psychoalign.yaml`` if present (TOML or YAML);
+3. environment variables ``PSYCHOALIGN_<SECTION>__<KEY>`` (``__`` nests, case-insensitive), e.g.
+   ``PSYCHOALIGN_DEFAULTS__BACKEND=openai`` or ``PSYCHOALIGN_ROLES__DRIVE__MODEL=gpt-4o``;
+   API keys come from the providers' usual variables (``OPENAI_API_KEY`` …) or ``api_key_env``;
+4. command-line flags.
+
+Per-role model specs live under ``[roles.<role>]`` and inherit every key they do not set from
+``[defaults]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .models.spec import ModelSpec
+
+__all__ = [
+    "KNOWN_ROLES",
+    "Settings",
+    "deep_merge",
+    "env_overrides",
+    "find_config_file",
+    "load_settings",
+]
+
+ENV_PREFIX = "PSYCHOALIGN_"
+#: Roles the product uses; any other name is accepted too (e.g. a custom baseline).
+KNOWN_ROLES = ("drive", "evaluator", "mediator", "chat", "judge", "attacker", "annotator", "target")
+DEFAULT_FILES = ("psychoalign.toml", "psychoalign.yaml", "psychoalign.yml")
+
+
+def _default_home() -> str:
+    return str(Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "psychoalign")
+
+
+class Settings(BaseModel):
+    """The effective configuration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    defaults: dict[str, Any] = Field(default_factory=dict, description="Model-spec keys every role inherits.")
+    roles: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Per-role model-spec keys.")
+    home: str = Field(default_factory=_default_home, description="Where the store and cache live.")
+    store_url: str | None = Field(None, description="SQLAlchemy URL; default sqlite file under home.")
+    cache: bool = Field(False, description="Cache model replies on disk under home/cache.")
+    negotiation: dict[str, Any] = Field(default_factory=dict, description="Negotiation parameters.")
+    source: str = Field("defaults", description="Which config file was read, if any.")
+
+    def model_spec(self, role: str = "chat") -> ModelSpec:
+        """The model spec for ``role``: defaults overlaid with the role's own table."""
+        merged = {**self.defaults, **self.roles.get(role, {})}
+        try:
+            return ModelSpec.model_validate(merged)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, prefix=f"roles.{role}")) from None
+
+    def effective_store_url(self) -> str:
+        return self.store_url or f"sqlite+aiosqlite:///{Path(self.home) / 'psychoalign.db'}"
+
+    def cache_dir(self) -> Path | None:
+        return Path(self.home) / "cache" if self.cache else None
+
+    def masked(self) -> dict[str, Any]:
+        """The configuration as a dict with secrets masked, roles fully resolved."""
+        data = self.model_dump(mode="json")
+        resolved: dict[str, Any] = {}
+        for role in sorted({*KNOWN_ROLES[:3], *self.roles}):
+            spec = self.model_spec(role).model_dump(mode="json", exclude_none=True)
+            if "api_key" in spec:
+                spec["api_key"] = "****"
+            key_env = self.model_spec(role).key_env_name()
+            if key_env:
+                spec["api_key_env"] = key_env
+                spec["api_key_set"] = bool(self.model_spec(role).resolved_api_key())
+            resolved[role] = spec
+        data["roles"] = resolved
+        if isinstance(data["defaults"], dict) and "api_key" in data["defaults"]:
+            data["defaults"]["api_key"] = "****"
+        data["store_url"] = _mask_url(self.effective_store_url())
+        return data
+
+
+def _mask_url(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        if ":" in creds:
+            return f"{scheme}://{creds.split(':', 1)[0]}:****@{host}"
+    return url
+
+
+def _describe(exc: ValidationError, prefix: str = "") -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in (prefix, *first["loc"]) if p != "")
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"invalid configuration at {loc}: {first['msg']}{more}"
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``override`` into ``base`` recursively; scalars and lists in ``override`` win."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _parse_scalar(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``PSYCHOALIGN_A__B__C=v`` becomes ``{"a": {"b": {"c": v}}}``; ``PSYCHOALIGN_CONFIG`` is skipped."""
+    out: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.upper().startswith(ENV_PREFIX) or name.upper() == ENV_PREFIX + "CONFIG":
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+        if not path:
+            continue
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"environment variable {name} conflicts with another PSYCHOALIGN_ variable")
+        node[path[-1]] = _parse_scalar(raw)
+    return out
+
+
+def find_config_file(explicit: str | Path | None, environ: Mapping[str, str]) -> Path | None:
+    if explicit is not None:
+        return Path(explicit)
+    if environ.get(ENV_PREFIX + "CONFIG"):
+        return Path(environ[ENV_PREFIX + "CONFIG"])
+    for name in DEFAULT_FILES:
+        if Path(name).is_file():
+            return Path(name)
+    return None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a TOML or YAML config file; errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}", hint="check the --config path") from None
+    try:
+        if path.suffix.lower() == ".toml":
+            data: Any = tomllib.loads(text)
+        else:
+            data = yaml.safe_load(text) or {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a table/mapping")
+    return data
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the effective :class:`Settings` from file, environment and flags (see module doc)."""
+    environ = os.environ if environ is None else environ
+    layers: dict[str, Any] = {}
+    source = "defaults"
+    path = find_config_file(config_file, environ)
+    if path is not None:
+        layers = deep_merge(layers, read_config_file(path))
+        source = str(path)
+    layers = deep_merge(layers, env_overrides(environ))
+    layers = deep_merge(layers, overrides or {})
+    layers["source"] = source
+    try:
+        settings = Settings.model_validate(layers)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from None
+    for role in {"defaults", *settings.roles}:  # validate every role eagerly: fail at load, not mid-run
+        settings.model_spec("chat" if role == "defaults" else role)
+    return settings

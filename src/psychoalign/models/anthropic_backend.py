@@ -1,0 +1,102 @@
+"""Anthropic Messages API through the official SDK. Structured output by a forced tool call."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from ..errors import BackendUnavailableError, EndpointError, TransientBackendError
+from .base import Backend
+from .spec import ModelSpec
+from .types import ChatRequest, Completion, Usage
+
+__all__ = ["AnthropicBackend"]
+
+
+class AnthropicBackend(Backend):
+    """Adapter over ``anthropic.AsyncAnthropic``; SDK retries are off (ChatModel owns retry policy)."""
+
+    name: ClassVar[str] = "anthropic"
+    default_model: ClassVar[str] = "claude-sonnet-4-5"
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__(spec)
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise BackendUnavailableError(
+                "the anthropic SDK is not installed", hint="pip install 'psychoalign[anthropic]'"
+            ) from exc
+        key = spec.resolved_api_key()
+        if key is None:
+            raise BackendUnavailableError(
+                f"no API key for the anthropic backend: ${spec.key_env_name()} is not set",
+                hint=f"export {spec.key_env_name()}=...",
+            )
+        self._sdk = anthropic
+        self._client = anthropic.AsyncAnthropic(
+            api_key=key, base_url=spec.base_url, max_retries=0, timeout=spec.timeout_s
+        )
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        sdk = self._sdk
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        kwargs: dict[str, Any] = {
+            "model": self.model_name,
+            "max_tokens": request.max_tokens,
+            "temperature": min(request.temperature, 1.0),
+            "messages": [
+                {"role": m.role, "content": m.content} for m in request.messages if m.role != "system"
+            ],
+        }
+        if system:
+            kwargs["system"] = system
+        if request.stop:
+            kwargs["stop_sequences"] = list(request.stop)
+        if request.json_schema is not None:
+            kwargs["tools"] = [
+                {
+                    "name": request.schema_name,
+                    "description": "Return the answer in this exact structure.",
+                    "input_schema": request.json_schema,
+                }
+            ]
+            kwargs["tool_choice"] = {"type": "tool", "name": request.schema_name}
+        try:
+            response = await self._client.messages.create(**kwargs)
+        except (sdk.APIConnectionError, sdk.RateLimitError, sdk.InternalServerError) as exc:
+            raise TransientBackendError(f"anthropic: {type(exc).__name__}: {exc}") from exc
+        except sdk.APIStatusError as exc:
+            if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
+                raise TransientBackendError(f"anthropic: HTTP {exc.status_code}") from exc
+            hint = "check the API key" if exc.status_code in (401, 403) else "check the model name"
+            raise EndpointError(f"anthropic: HTTP {exc.status_code}: {exc.message}", hint=hint) from exc
+        text = ""
+        for block in response.content:
+            if request.json_schema is not None and block.type == "tool_use":
+                text = json.dumps(block.input)
+                break
+            if block.type == "text":
+                text += block.text
+        return Completion(
+            text=text,
+            usage=Usage(
+                prompt_tokens=response.usage.input_tokens, completion_tokens=response.usage.output_tokens
+            ),
+            model=response.model,
+            finish_reason=response.stop_reason,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    @classmethod
+    def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
+        spec = spec or ModelSpec(backend="anthropic")
+        try:
+            import anthropic  # noqa: F401
+        except ImportError:
+            return False, "pip install 'psychoalign[anthropic]'"
+        if spec.resolved_api_key() is None:
+            return False, f"set ${spec.key_env_name()}"
+        return True, f"${spec.key_env_name()} set"

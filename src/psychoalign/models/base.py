@@ -1,0 +1,51 @@
+"""The backend contract. Backends are thin adapters: one attempt per call, nothing else."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from .spec import ModelSpec
+from .types import ChatRequest, Completion
+
+__all__ = ["Backend"]
+
+
+class Backend(ABC):
+    """An adapter from :class:`ChatRequest` to one provider.
+
+    Contract:
+
+    * :meth:`complete` makes exactly **one** attempt. It must not retry, cache or validate:
+      :class:`~psychoalign.models.ChatModel` does that uniformly for every backend.
+    * When ``request.json_schema`` is set, the backend asks the provider for output that
+      satisfies the schema through the provider's native mechanism (grammar, response_format,
+      forced tool call), returning the JSON text.
+    * A failure that may pass on retry (HTTP 429, 5xx, connection reset) raises
+      :class:`~psychoalign.errors.TransientBackendError`; a permanent one (bad key, unknown model)
+      raises :class:`~psychoalign.errors.EndpointError` or
+      :class:`~psychoalign.errors.BackendUnavailableError`.
+    * It must be safe to call concurrently from one event loop.
+    """
+
+    name: ClassVar[str]
+    default_model: ClassVar[str] = ""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+
+    @property
+    def model_name(self) -> str:
+        return self.spec.model or self.default_model
+
+    @abstractmethod
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Make one attempt at ``request``."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release connections. Idempotent."""
+
+    @classmethod
+    def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
+        """Whether this backend can be used here, and why not."""
+        return True, "ready"

@@ -1,0 +1,241 @@
+"""ChatModel: the one interface every agent, baseline, judge and persona calls.
+
+It wraps a :class:`Backend` with the policy that must be identical everywhere: input checks,
+timeouts, bounded retries with exponential backoff and jitter, the response cache, JSON Schema
+validation with bounded re-asks, and token/cost accounting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import (
+    EndpointError,
+    InputError,
+    ModelTimeoutError,
+    SchemaValidationError,
+    TransientBackendError,
+)
+from .base import Backend
+from .cache import ResponseCache, cache_key
+from .schema import schema_for, validate_reply
+from .spec import ModelSpec
+from .types import ChatRequest, ChatResult, Completion, Message, Usage
+
+__all__ = ["ChatModel", "Messages"]
+
+T = TypeVar("T", bound=BaseModel)
+Messages = str | Sequence[Message | dict[str, str]]
+
+
+def _to_messages(messages: Messages, system: str | None) -> tuple[Message, ...]:
+    if isinstance(messages, str):
+        out = [Message(role="user", content=messages)]
+    else:
+        out = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+    if system is not None:
+        out.insert(0, Message(role="system", content=system))
+    return tuple(out)
+
+
+class ChatModel:
+    """Call policy around one backend. Cheap to share; safe for concurrent use."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        backend: Backend,
+        *,
+        cache: ResponseCache | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.cache = cache
+        self._rng = rng or random.Random()
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.calls = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend.name}:{self.backend.model_name}"
+
+    # -- public API -------------------------------------------------------------------------
+    @overload
+    async def chat(
+        self,
+        messages: Messages,
+        *,
+        output: type[T],
+        system: str | None = ...,
+        temperature: float | None = ...,
+        max_tokens: int | None = ...,
+        schema_name: str = ...,
+    ) -> ChatResult: ...
+
+    @overload
+    async def chat(
+        self,
+        messages: Messages,
+        *,
+        output: dict[str, Any] | None = ...,
+        system: str | None = ...,
+        temperature: float | None = ...,
+        max_tokens: int | None = ...,
+        schema_name: str = ...,
+    ) -> ChatResult: ...
+
+    async def chat(
+        self,
+        messages: Messages,
+        *,
+        output: type[BaseModel] | dict[str, Any] | None = None,
+        system: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        schema_name: str = "reply",
+    ) -> ChatResult:
+        """Complete ``messages``; with ``output`` the reply must satisfy its JSON Schema.
+
+        ``output`` may be a pydantic model class (``result.data`` is then an instance of it)
+        or a JSON Schema dict (``result.data`` is the parsed JSON). Raises
+        :class:`SchemaValidationError` when no reply fits after ``spec.schema_retries`` re-asks.
+        """
+        msgs = _to_messages(messages, system)
+        self._check_input(msgs)
+        schema = schema_for(output) if output is not None else None
+        base = ChatRequest(
+            messages=msgs,
+            json_schema=schema,
+            schema_name=schema_name,
+            temperature=self.spec.temperature if temperature is None else temperature,
+            max_tokens=max_tokens or self.spec.max_tokens,
+            seed=self.spec.seed,
+        )
+        started = time.perf_counter()
+        usage = Usage()
+        attempts = 0
+        last_text = ""
+        last_problem = ""
+        for schema_try in range(self.spec.schema_retries + 1):
+            # A deterministic model re-asked the same question answers the same way: vary the seed.
+            request = base if schema_try == 0 else base.model_copy(
+                update={"seed": (base.seed or 0) + schema_try, "temperature": max(base.temperature, 0.7)}
+            )
+            completion, cached, n = await self._complete_with_retries(request)
+            attempts += n
+            usage = usage + completion.usage
+            last_text = completion.text
+            if schema is None:
+                return await self._finish(request, completion, None, usage, started, attempts, cached)
+            try:
+                data: Any = validate_reply(completion.text, schema)
+                if isinstance(output, type):
+                    data = output.model_validate(data)
+            except (ValueError, ValidationError) as exc:
+                last_problem = str(exc).splitlines()[0]
+                continue
+            return await self._finish(request, completion, data, usage, started, attempts, cached)
+        raise SchemaValidationError(
+            f"{self.label}: reply did not match the '{schema_name}' schema after "
+            f"{self.spec.schema_retries + 1} tries ({last_problem})",
+            hint="use a stronger model, or raise schema_retries",
+            last_reply=last_text,
+        )
+
+    async def structured(self, messages: Messages, output: type[T], **kwargs: Any) -> tuple[T, ChatResult]:
+        """Typed convenience: ``obj, result = await model.structured(msgs, MyModel)``."""
+        result = await self.chat(messages, output=output, **kwargs)
+        assert isinstance(result.data, output)
+        return result.data, result
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    # -- internals --------------------------------------------------------------------------
+    def _check_input(self, msgs: tuple[Message, ...]) -> None:
+        if not msgs or not any(m.content.strip() for m in msgs if m.role == "user"):
+            raise InputError("the prompt is empty", hint="pass a non-empty prompt")
+        total = sum(len(m.content) for m in msgs)
+        if total > self.spec.max_prompt_chars:
+            raise InputError(
+                f"the prompt is {total} characters, over the limit of {self.spec.max_prompt_chars}",
+                hint="shorten it or raise max_prompt_chars in the model spec",
+            )
+
+    async def _complete_with_retries(self, request: ChatRequest) -> tuple[Completion, bool, int]:
+        key = cache_key(self.spec, request) if self.cache is not None else ""
+        if self.cache is not None:
+            hit = await self.cache.get(key)
+            if hit is not None:
+                return hit, True, 0
+        last_error = ""
+        for attempt in range(self.spec.max_retries + 1):
+            try:
+                async with asyncio.timeout(self.spec.timeout_s):
+                    completion = await self.backend.complete(request)
+                return completion, False, attempt + 1
+            except TimeoutError:
+                last_error = f"timed out after {self.spec.timeout_s:g}s"
+                if attempt == self.spec.max_retries:
+                    raise ModelTimeoutError(
+                        f"{self.label}: {last_error} on {attempt + 1} attempt(s)",
+                        hint="raise timeout_s or use a faster model",
+                    ) from None
+                delay = self._backoff(attempt, None)
+            except TransientBackendError as exc:
+                last_error = str(exc)
+                if attempt == self.spec.max_retries:
+                    break
+                delay = self._backoff(attempt, exc.retry_after)
+            await asyncio.sleep(delay)
+        raise EndpointError(
+            f"{self.label}: {last_error} (gave up after {self.spec.max_retries + 1} attempts)",
+            hint="check that the endpoint is up and reachable, or raise max_retries",
+        )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Full-jitter exponential backoff, bounded; a server's Retry-After wins if larger."""
+        cap = min(self.spec.backoff_max_s, self.spec.backoff_base_s * (2**attempt))
+        delay = self._rng.uniform(0, cap)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.spec.backoff_max_s))
+        return delay
+
+    async def _finish(
+        self,
+        request: ChatRequest,
+        completion: Completion,
+        data: Any,
+        usage: Usage,
+        started: float,
+        attempts: int,
+        cached: bool,
+    ) -> ChatResult:
+        if self.cache is not None and not cached:
+            await self.cache.put(cache_key(self.spec, request), completion)
+        cost = 0.0 if cached else (
+            usage.prompt_tokens * self.spec.input_cost_per_mtok
+            + usage.completion_tokens * self.spec.output_cost_per_mtok
+        ) / 1e6
+        self.usage = self.usage + usage
+        self.cost_usd += cost
+        self.calls += 1
+        return ChatResult(
+            text=completion.text,
+            data=data,
+            usage=usage,
+            latency_s=time.perf_counter() - started,
+            backend=self.backend.name,
+            model=completion.model or self.backend.model_name,
+            attempts=attempts,
+            cached=cached,
+            cost_usd=cost,
+        )

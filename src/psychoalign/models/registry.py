@@ -1,0 +1,45 @@
+"""Build a :class:`ChatModel` from a :class:`ModelSpec`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from .base import Backend
+from .cache import ResponseCache
+from .client import ChatModel
+from .spec import BACKENDS, BackendName, ModelSpec
+
+__all__ = ["backend_class", "build_model"]
+
+
+def backend_class(name: BackendName | str) -> type[Backend]:
+    """The adapter class for a backend name (imports the SDK lazily)."""
+    if name == "local":
+        from .local import LocalBackend
+
+        return LocalBackend
+    if name == "openai":
+        from .openai_compat import OpenAIBackend
+
+        return OpenAIBackend
+    if name == "anthropic":
+        from .anthropic_backend import AnthropicBackend
+
+        return AnthropicBackend
+    if name == "gemini":
+        from .gemini_backend import GeminiBackend
+
+        return GeminiBackend
+    if name == "scripted":
+        from .scripted import ScriptedBackend
+
+        return ScriptedBackend
+    raise ConfigError(f"unknown backend '{name}'", hint=f"choose one of: {', '.join(BACKENDS)}")
+
+
+def build_model(spec: ModelSpec, *, cache_dir: str | Path | None = None) -> ChatModel:
+    """A ready :class:`ChatModel`; with ``cache_dir`` replies are cached on disk under it."""
+    backend = backend_class(spec.backend)(spec)
+    cache = ResponseCache(Path(cache_dir) / "responses.sqlite") if cache_dir is not None else None
+    return ChatModel(spec, backend, cache=cache)

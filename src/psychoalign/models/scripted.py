@@ -1,0 +1,117 @@
+"""Deterministic replies for tests and simulations: from a list, a function, or a YAML/JSON file."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from ..errors import ConfigError, ModelError
+from .base import Backend
+from .spec import ModelSpec
+from .types import ChatRequest, Completion, Usage
+
+__all__ = ["Reply", "ScriptFn", "ScriptedBackend"]
+
+Reply = str | dict[str, Any] | list[Any]
+ScriptFn = Callable[[ChatRequest], Reply | Awaitable[Reply]]
+
+
+def _render(reply: Reply) -> str:
+    return reply if isinstance(reply, str) else json.dumps(reply)
+
+
+class ScriptedBackend(Backend):
+    """Replies in order from ``replies`` (cycling when ``cycle``), or computed by ``fn``.
+
+    A script file is YAML or JSON: either a list of replies, or
+    ``{"rules": [{"match": REGEX, "reply": ...}], "default": ...}`` where the first rule whose
+    regex matches the last user message wins. Token usage is counted as whitespace-separated words.
+    ``latency_s`` simulates a slow model; ``fail_first`` raises the given exceptions first.
+    """
+
+    name: ClassVar[str] = "scripted"
+    default_model: ClassVar[str] = "script"
+
+    def __init__(
+        self,
+        spec: ModelSpec | None = None,
+        *,
+        replies: Sequence[Reply] | None = None,
+        fn: ScriptFn | None = None,
+        cycle: bool = False,
+        latency_s: float = 0.0,
+        fail_first: Sequence[BaseException] = (),
+    ) -> None:
+        super().__init__(spec or ModelSpec(backend="scripted"))
+        self._rules: list[tuple[re.Pattern[str], Reply]] = []
+        self._default: Reply | None = None
+        if replies is None and fn is None:
+            if self.spec.script is None:
+                raise ConfigError("the scripted backend needs replies, a function, or a script file")
+            replies = self._load(Path(self.spec.script))
+        self._replies = list(replies or [])
+        self._fn = fn
+        self._cycle = cycle
+        self._latency = latency_s
+        self._failures = list(fail_first)
+        self._index = 0
+        self.requests: list[ChatRequest] = []
+
+    def _load(self, path: Path) -> list[Reply]:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read script file {path}: {exc}") from exc
+        if isinstance(data, list):
+            return data
+        if isinstance(data, dict) and "rules" in data:
+            self._rules = [(re.compile(r["match"], re.I), r["reply"]) for r in data["rules"]]
+            self._default = data.get("default")
+            self._cycle = True
+            return []
+        raise ConfigError(f"script file {path} must hold a list of replies or a 'rules' mapping")
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        if self._latency:
+            await asyncio.sleep(self._latency)
+        if self._failures:
+            raise self._failures.pop(0)
+        reply = await self._next(request)
+        text = _render(reply)
+        prompt_words = sum(len(m.content.split()) for m in request.messages)
+        return Completion(
+            text=text,
+            usage=Usage(prompt_tokens=prompt_words, completion_tokens=len(text.split())),
+            model=self.model_name,
+            finish_reason="stop",
+        )
+
+    async def _next(self, request: ChatRequest) -> Reply:
+        if self._fn is not None:
+            out = self._fn(request)
+            return await out if inspect.isawaitable(out) else out
+        if self._rules or self._default is not None:
+            last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+            for pattern, reply in self._rules:
+                if pattern.search(last):
+                    return reply
+            if self._default is None:
+                raise ModelError("scripted model: no rule matched and no default reply")
+            return self._default
+        if not self._replies:
+            raise ModelError("scripted model: no replies configured")
+        if self._index >= len(self._replies):
+            if not self._cycle:
+                raise ModelError(f"scripted model: ran out of replies after {len(self._replies)}")
+            self._index = 0
+        reply = self._replies[self._index]
+        self._index += 1
+        return reply

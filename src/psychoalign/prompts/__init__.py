@@ -1,0 +1,27 @@
+"""Prompts are package data files (``*.txt`` / ``*.yaml`` beside this module), loaded by name."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+import yaml
+
+__all__ = ["load_prompt", "load_prompt_yaml"]
+
+
+@functools.cache
+def load_prompt(name: str) -> str:
+    """The text of ``prompts/<name>.txt``."""
+    return (resources.files(__package__) / f"{name}.txt").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _load_yaml_text(name: str) -> str:
+    return (resources.files(__package__) / f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def load_prompt_yaml(name: str) -> Any:
+    """Parsed ``prompts/<name>.yaml`` (a fresh object on each call, so callers may mutate it)."""
+    return yaml.safe_load(_load_yaml_text(name))
