@@ -135,7 +135,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     for name, raw in environ.items():
         if not name.upper().startswith(ENV_PREFIX) or name.upper() == ENV_PREFIX + "CONFIG":
             continue
-        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
         if not path:
             continue
         node = out

@@ -23,7 +23,7 @@ app = typer.Typer(
     help=(
         "PsychoAlign: negotiated alignment (DRIVE / EVALUATOR / MEDIATOR) and STAR red teaming.\n\n"
         "Start with `psychoalign models list` to see which model backends work here, then "
-        "`psychoalign chat \"hello\"` for a raw call to the embedded model."
+        '`psychoalign chat "hello"` for a raw call to the embedded model.'
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -45,8 +45,13 @@ def _root(
 def _spec_overrides(
     backend: str | None, model: str | None, base_url: str | None, temperature: float | None, max_tokens: int | None
 ) -> dict[str, Any]:
-    flags = {"backend": backend, "model": model, "base_url": base_url, "temperature": temperature,
-             "max_tokens": max_tokens}
+    flags = {
+        "backend": backend,
+        "model": model,
+        "base_url": base_url,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+    }
     return {k: v for k, v in flags.items() if v is not None}
 
 
@@ -125,8 +130,12 @@ def models_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> No
     for col in ("backend", "usable", "default model", "detail"):
         table.add_column(col)
     for row in rows:
-        table.add_row(row["backend"], "[green]yes[/]" if row["usable"] else "[red]no[/]",
-                      str(row["default_model"]), safe(str(row["detail"])))
+        table.add_row(
+            str(row["backend"]),
+            "[green]yes[/]" if row["usable"] else "[red]no[/]",
+            str(row["default_model"]),
+            safe(str(row["detail"])),
+        )
     out_console.print(table)
     roles_table = Table(title="Roles (effective configuration)")
     roles_table.add_column("role")

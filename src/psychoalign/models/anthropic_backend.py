@@ -1,4 +1,9 @@
-"""Anthropic Messages API through the official SDK. Structured output by a forced tool call."""
+"""Anthropic Messages API through the official SDK.
+
+Structured output uses the API's native ``output_config.format`` (``json_schema``). The current
+SDK (2.x) no longer accepts sampling parameters such as ``temperature``, so the spec's
+temperature is not sent to Anthropic.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ class AnthropicBackend(Backend):
     """Adapter over ``anthropic.AsyncAnthropic``; SDK retries are off (ChatModel owns retry policy)."""
 
     name: ClassVar[str] = "anthropic"
-    default_model: ClassVar[str] = "claude-sonnet-4-5"
+    default_model: ClassVar[str] = "claude-sonnet-4-6"
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__(spec)
@@ -44,24 +49,14 @@ class AnthropicBackend(Backend):
         kwargs: dict[str, Any] = {
             "model": self.model_name,
             "max_tokens": request.max_tokens,
-            "temperature": min(request.temperature, 1.0),
-            "messages": [
-                {"role": m.role, "content": m.content} for m in request.messages if m.role != "system"
-            ],
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"],
         }
         if system:
             kwargs["system"] = system
         if request.stop:
             kwargs["stop_sequences"] = list(request.stop)
         if request.json_schema is not None:
-            kwargs["tools"] = [
-                {
-                    "name": request.schema_name,
-                    "description": "Return the answer in this exact structure.",
-                    "input_schema": request.json_schema,
-                }
-            ]
-            kwargs["tool_choice"] = {"type": "tool", "name": request.schema_name}
+            kwargs["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
         try:
             response = await self._client.messages.create(**kwargs)
         except (sdk.APIConnectionError, sdk.RateLimitError, sdk.InternalServerError) as exc:
@@ -73,16 +68,14 @@ class AnthropicBackend(Backend):
             raise EndpointError(f"anthropic: HTTP {exc.status_code}: {exc.message}", hint=hint) from exc
         text = ""
         for block in response.content:
-            if request.json_schema is not None and block.type == "tool_use":
+            if block.type == "tool_use":  # older models answer a schema request with a tool call
                 text = json.dumps(block.input)
                 break
             if block.type == "text":
                 text += block.text
         return Completion(
             text=text,
-            usage=Usage(
-                prompt_tokens=response.usage.input_tokens, completion_tokens=response.usage.output_tokens
-            ),
+            usage=Usage(prompt_tokens=response.usage.input_tokens, completion_tokens=response.usage.output_tokens),
             model=response.model,
             finish_reason=response.stop_reason,
         )

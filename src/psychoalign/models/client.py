@@ -126,8 +126,12 @@ class ChatModel:
         last_problem = ""
         for schema_try in range(self.spec.schema_retries + 1):
             # A deterministic model re-asked the same question answers the same way: vary the seed.
-            request = base if schema_try == 0 else base.model_copy(
-                update={"seed": (base.seed or 0) + schema_try, "temperature": max(base.temperature, 0.7)}
+            request = (
+                base
+                if schema_try == 0
+                else base.model_copy(
+                    update={"seed": (base.seed or 0) + schema_try, "temperature": max(base.temperature, 0.7)}
+                )
             )
             completion, cached, n = await self._complete_with_retries(request)
             attempts += n
@@ -221,10 +225,15 @@ class ChatModel:
     ) -> ChatResult:
         if self.cache is not None and not cached:
             await self.cache.put(cache_key(self.spec, request), completion)
-        cost = 0.0 if cached else (
-            usage.prompt_tokens * self.spec.input_cost_per_mtok
-            + usage.completion_tokens * self.spec.output_cost_per_mtok
-        ) / 1e6
+        cost = (
+            0.0
+            if cached
+            else (
+                usage.prompt_tokens * self.spec.input_cost_per_mtok
+                + usage.completion_tokens * self.spec.output_cost_per_mtok
+            )
+            / 1e6
+        )
         self.usage = self.usage + usage
         self.cost_usd += cost
         self.calls += 1

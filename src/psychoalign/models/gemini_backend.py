@@ -37,9 +37,11 @@ class GeminiBackend(Backend):
             )
         self._types = types
         self._errors = genai.errors
-        http_options = types.HttpOptions(
-            base_url=spec.base_url, timeout=int(spec.timeout_s * 1000)
-        ) if spec.base_url else types.HttpOptions(timeout=int(spec.timeout_s * 1000))
+        http_options = (
+            types.HttpOptions(base_url=spec.base_url, timeout=int(spec.timeout_s * 1000))
+            if spec.base_url
+            else types.HttpOptions(timeout=int(spec.timeout_s * 1000))
+        )
         self._client = genai.Client(api_key=key, http_options=http_options)
 
     async def complete(self, request: ChatRequest) -> Completion:

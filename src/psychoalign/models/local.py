@@ -82,14 +82,12 @@ class _LoadedModel:
         if not _LOG_CALLBACK:
             _route_llama_logs()
 
-        self.llama = Llama(
-            model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False, logits_all=False
-        )
+        self.llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False, logits_all=False)
         self.lock = threading.Lock()
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - the instance lives as long as the process
     def grammar(self, schema_json: str) -> Any:
-        from llama_cpp import LlamaGrammar
+        from llama_cpp.llama_grammar import LlamaGrammar
 
         return LlamaGrammar.from_json_schema(schema_json, verbose=False)
 
@@ -182,9 +180,10 @@ class LocalBackend(Backend):
                     f"n_ctx={self.spec.n_ctx}",
                     hint="raise n_ctx in the model spec or shorten the prompt",
                 )
-            out = model.llama.create_completion(prompt, **kwargs)
+            out = model.llama.create_completion(prompt, stream=False, **kwargs)
+        assert isinstance(out, dict)  # stream=False returns one response
         choice = out["choices"][0]
-        usage = out.get("usage") or {}
+        usage: dict[str, Any] = dict(out.get("usage") or {})
         return Completion(
             text=choice["text"].strip(),
             usage=Usage(

@@ -1,0 +1,95 @@
+"""Configuration: file < environment < flags, role inheritance, clear errors, masked secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from psychoalign.config import env_overrides, load_settings
+from psychoalign.errors import ConfigError
+
+TOML = """
+[defaults]
+backend = "openai"
+model = "base-model"
+base_url = "http://127.0.0.1:9/v1"
+temperature = 0.2
+
+[roles.drive]
+model = "drive-model"
+temperature = 0.9
+
+[roles.evaluator]
+backend = "anthropic"
+api_key_env = "EVAL_KEY"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_roles_inherit_defaults(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, TOML), environ={})
+    drive = settings.model_spec("drive")
+    assert (drive.backend, drive.model, drive.temperature) == ("openai", "drive-model", 0.9)
+    assert drive.base_url == "http://127.0.0.1:9/v1"
+    mediator = settings.model_spec("mediator")
+    assert (mediator.model, mediator.temperature) == ("base-model", 0.2)
+    assert settings.model_spec("evaluator").key_env_name() == "EVAL_KEY"
+
+
+def test_precedence_file_then_env_then_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, TOML)
+    env = {"PSYCHOALIGN_ROLES__DRIVE__MODEL": "env-model", "PSYCHOALIGN_DEFAULTS__MAX_TOKENS": "77"}
+    settings = load_settings(path, environ=env)
+    assert settings.model_spec("drive").model == "env-model"
+    assert settings.model_spec("mediator").max_tokens == 77
+    flagged = load_settings(path, environ=env, overrides={"roles": {"drive": {"model": "flag-model"}}})
+    assert flagged.model_spec("drive").model == "flag-model"
+    assert flagged.model_spec("drive").max_tokens == 77  # env still applies to other keys
+
+
+def test_config_file_from_environment_and_cwd(tmp_path: Path) -> None:
+    path = write(tmp_path, "[defaults]\nmodel = 'from-env-file'\n", "elsewhere.toml")
+    assert load_settings(environ={"PSYCHOALIGN_CONFIG": str(path)}).model_spec().model == "from-env-file"
+    write(tmp_path, "defaults:\n  model: from-cwd\n", "psychoalign.yaml")  # cwd is tmp_path
+    assert load_settings(environ={}).model_spec().model == "from-cwd"
+
+
+def test_env_parsing_types() -> None:
+    out = env_overrides({"PSYCHOALIGN_CACHE": "true", "PSYCHOALIGN_DEFAULTS__TEMPERATURE": "0.5", "OTHER": "x"})
+    assert out == {"cache": True, "defaults": {"temperature": 0.5}}
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "match"),
+    [
+        ("[defaults\nmodel='x'", "bad.toml", "invalid TOML"),
+        ("defaults:\n  model: [unclosed\n", "bad.yaml", "line"),
+        ("[defaults]\ntemperature = 9\n", "c.toml", r"defaults.*temperature|temperature"),
+        ("[defaults]\nbackend = 'nope'\n", "c.toml", "backend"),
+        ("[roles.drive]\ntimeout_s = -1\n", "c.toml", r"roles\.drive\.timeout_s"),
+        ("surprise = 1\n", "c.toml", "surprise"),
+    ],
+)
+def test_invalid_config_names_the_problem(tmp_path: Path, text: str, name: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        load_settings(write(tmp_path, text, name), environ={})
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(tmp_path / "nope.toml", environ={})
+
+
+def test_masked_hides_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVAL_KEY", "super-secret")
+    text = TOML + '\n[roles.mediator]\napi_key = "inline-secret"\n'
+    settings = load_settings(write(tmp_path, text), environ={"PSYCHOALIGN_STORE_URL": "postgresql+asyncpg://u:pw@h/db"})
+    dumped = str(settings.masked())
+    assert "super-secret" not in dumped and "inline-secret" not in dumped and ":pw@" not in dumped
+    assert settings.masked()["roles"]["evaluator"]["api_key_set"] is True

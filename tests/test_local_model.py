@@ -1,0 +1,60 @@
+"""Real-model tests: the embedded Gemma 3 270M through llama-cpp-python (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import BaseModel, Field
+
+from psychoalign.models import Message, ModelSpec, build_model
+from psychoalign.models.local import grammar_schema, render_prompt
+from psychoalign.models.schema import schema_for
+
+pytestmark = pytest.mark.realmodel
+
+
+class Rated(BaseModel):
+    answer: str = Field(max_length=200)
+    confidence: float = Field(ge=0, le=1)
+    score: int = Field(ge=0, le=100)
+    verdict: str = Field(
+        pattern="^(APPROVED|CONDITIONAL|VETOED)$", json_schema_extra={"enum": ["APPROVED", "CONDITIONAL", "VETOED"]}
+    )
+
+
+async def test_plain_text_generation() -> None:
+    model = build_model(ModelSpec(backend="local", max_tokens=24))
+    result = await model.chat("What is the capital of Italy?")
+    assert result.text.strip()
+    assert result.usage.completion_tokens > 0
+    assert result.backend == "local"
+
+
+async def test_schema_valid_json_from_the_base_model() -> None:
+    model = build_model(ModelSpec(backend="local", max_tokens=120))
+    result = await model.chat("Is it fine to tell a friend the time? Rate it.", output=Rated)
+    assert isinstance(result.data, Rated)
+    assert 0 <= result.data.confidence <= 1 and 0 <= result.data.score <= 100
+    assert result.attempts == 1  # the grammar makes the first reply parse and fit the bounds
+
+
+async def test_concurrent_callers_share_one_context() -> None:
+    model = build_model(ModelSpec(backend="local", max_tokens=8))
+    results = await asyncio.gather(*(model.chat(f"Count to {i}.") for i in range(4)))
+    serial = [await model.chat(f"Count to {i}.") for i in range(4)]
+    assert [r.text for r in results] == [r.text for r in serial]  # same seed, no corrupted state
+
+
+def test_grammar_schema_bounds_numbers_as_enums() -> None:
+    flat = grammar_schema(schema_for(Rated))
+    assert flat["properties"]["score"]["enum"] == list(range(101))
+    assert flat["properties"]["confidence"]["enum"][:3] == [0, 0.01, 0.02]
+    assert flat["properties"]["confidence"]["enum"][-1] == 1
+
+
+def test_render_prompt_adds_preamble_only_without_system() -> None:
+    msgs = (Message(role="user", content="hi"),)
+    assert render_prompt(msgs).startswith("The following is a conversation")
+    with_sys = (Message(role="system", content="SYS"), *msgs)
+    assert render_prompt(with_sys).startswith("SYS") and render_prompt(with_sys).endswith("Assistant:")
