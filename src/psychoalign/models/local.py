@@ -111,7 +111,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
 def grammar_schema(schema: Any) -> Any:
     """Rewrite bounded numbers as enums, because llama.cpp's schema-to-grammar ignores min/max.
 
-    An integer in [a, b] becomes ``enum: [a..b]``; a number in [a, b] becomes the two-decimal
+    String ``maxLength``/``minLength`` are dropped. An integer in [a, b] becomes ``enum: [a..b]``; a number in [a, b] becomes the two-decimal
     grid over [a, b]. Only for ranges of at most 1,001 values; wider ones stay unbounded and rely
     on validation. Used for decoding only; replies are still validated against the original.
     """
@@ -119,7 +119,9 @@ def grammar_schema(schema: Any) -> Any:
         return [grammar_schema(v) for v in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: grammar_schema(v) for k, v in schema.items()}
+    # String lengths become nested repetitions in the grammar (thousands of rules for
+    # maxLength=4000): drop them for decoding; max_tokens bounds the length, validation checks it.
+    out = {k: grammar_schema(v) for k, v in schema.items() if k not in ("maxLength", "minLength")}
     lo, hi, kind = out.get("minimum"), out.get("maximum"), out.get("type")
     if kind in ("integer", "number") and isinstance(lo, int | float) and isinstance(hi, int | float):
         if kind == "integer" and hi - lo <= 1000:

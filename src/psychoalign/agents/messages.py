@@ -1,0 +1,79 @@
+"""Messages the MEDIATOR's runtime sends to each agent, and the envelope agents reply with.
+
+Each task carries only what its recipient may see: the EVALUATOR gets one proposal's text and
+never the DRIVE's other proposals or identity; the DRIVE gets only feedback the MEDIATOR relays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..models.types import Usage
+from .schemas import DriveOutput, Evaluation, MediatorAssessment, MediatorCompose
+
+__all__ = [
+    "AgentReply",
+    "AgentRole",
+    "AssessItem",
+    "AssessTask",
+    "ComposeTask",
+    "DriveTask",
+    "EvaluateTask",
+]
+
+AgentRole = Literal["drive", "evaluator", "mediator"]
+T = TypeVar("T", DriveOutput, Evaluation, MediatorAssessment, MediatorCompose)
+
+
+class _Task(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request: str
+    context: str
+
+
+class DriveTask(_Task):
+    kind: Literal["drive"] = "drive"
+    n: int = Field(3, ge=1, le=8)
+    feedback: str | None = None
+
+
+class EvaluateTask(_Task):
+    kind: Literal["evaluate"] = "evaluate"
+    proposal: str
+    framework: dict[str, Any] = Field(description="The framework content (Framework.model_dump()).")
+
+
+class AssessItem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    utility: float
+    score: int
+    verdict: str
+
+
+class AssessTask(_Task):
+    kind: Literal["assess"] = "assess"
+    items: list[AssessItem]
+
+
+class ComposeTask(_Task):
+    kind: Literal["compose"] = "compose"
+    proposal: str
+    modifications: list[str] = Field(default_factory=list)
+    instruction: str
+
+
+class AgentReply(BaseModel, Generic[T]):
+    """An agent's typed output plus the accounting the trace needs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    output: T
+    usage: Usage = Usage()
+    latency_s: float = 0.0
+    model: str = ""
+    host: str = "in-process"

@@ -1,0 +1,112 @@
+"""The message bus: every inter-agent message passes here, and only the MEDIATOR's routes exist.
+
+Invariant (paper §2.4 (1)): there is no DRIVE <-> EVALUATOR channel. The bus refuses any
+(sender, recipient, task) triple outside :data:`ROUTES`, whatever transport carries it. Agents
+never hold a reference to the bus, the transport or each other.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
+from ..agents.messages import AgentReply, AgentRole, AssessTask, ComposeTask, DriveTask, EvaluateTask
+from ..errors import PsychoAlignError
+
+__all__ = ["ROUTES", "AgentStats", "AgentTransport", "InProcessTransport", "MessageBus", "RouteViolationError", "Task"]
+
+Task = DriveTask | EvaluateTask | AssessTask | ComposeTask
+
+#: (sender, recipient) -> task kinds allowed. Everything else is refused.
+ROUTES: dict[tuple[str, str], frozenset[str]] = {
+    ("mediator", "drive"): frozenset({"drive"}),
+    ("mediator", "evaluator"): frozenset({"evaluate"}),
+    ("mediator", "mediator"): frozenset({"assess", "compose"}),
+}
+
+
+class RouteViolationError(PsychoAlignError):
+    """A message tried a route the architecture forbids (e.g. DRIVE -> EVALUATOR)."""
+
+
+class AgentTransport(Protocol):
+    """Carries one task to one agent and returns its validated reply.
+
+    Implementations: :class:`InProcessTransport` (direct calls) and the A2A transport.
+    A transport must raise (never return partial output) when the agent fails.
+    """
+
+    async def deliver(self, recipient: AgentRole, task: Task) -> AgentReply[Any]: ...
+
+
+class InProcessTransport:
+    """Direct calls to agent objects in this process (no sockets)."""
+
+    def __init__(self, drive: DriveAgent, evaluator: EvaluatorAgent, mediator: MediatorAgent) -> None:
+        self._drive = drive
+        self._evaluator = evaluator
+        self._mediator = mediator
+
+    async def deliver(self, recipient: AgentRole, task: Task) -> AgentReply[Any]:
+        if recipient == "drive" and isinstance(task, DriveTask):
+            return await self._drive.propose(task)
+        if recipient == "evaluator" and isinstance(task, EvaluateTask):
+            return await self._evaluator.evaluate(task)
+        if recipient == "mediator" and isinstance(task, AssessTask):
+            return await self._mediator.assess(task)
+        if recipient == "mediator" and isinstance(task, ComposeTask):
+            return await self._mediator.compose(task)
+        raise RouteViolationError(f"agent '{recipient}' does not accept '{task.kind}' tasks")
+
+
+class AgentStats(BaseModel):
+    """Per-agent negotiation cost: calls, tokens, latency, and information exchanged."""
+
+    model_config = ConfigDict(frozen=False)
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    bits_received: int = 0  # 8 x UTF-8 bytes of task payloads delivered to the agent
+    bits_sent: int = 0  # 8 x UTF-8 bytes of the agent's structured replies
+    info_bits_sent: int = 0  # 8 x zlib-compressed bytes of replies: an upper bound on their information
+    model: str = ""
+    hosts: list[str] = []
+
+
+def _bits(payload: str) -> tuple[int, int]:
+    raw = payload.encode()
+    return 8 * len(raw), 8 * len(zlib.compress(raw, 9))
+
+
+class MessageBus:
+    def __init__(self, transport: AgentTransport) -> None:
+        self._transport = transport
+        self.stats: dict[str, AgentStats] = {r: AgentStats() for r in ("drive", "evaluator", "mediator")}
+        self.log: list[tuple[str, str, str, float]] = []  # (sender, recipient, kind, t)
+
+    async def send(self, sender: str, recipient: AgentRole, task: Task) -> AgentReply[Any]:
+        allowed = ROUTES.get((sender, recipient), frozenset())
+        if task.kind not in allowed:
+            raise RouteViolationError(f"route {sender} -> {recipient} ({task.kind}) is not allowed")
+        self.log.append((sender, recipient, task.kind, time.time()))
+        reply = await self._transport.deliver(recipient, task)
+        stats = self.stats[recipient]
+        stats.calls += 1
+        stats.prompt_tokens += reply.usage.prompt_tokens
+        stats.completion_tokens += reply.usage.completion_tokens
+        stats.latency_s += reply.latency_s
+        received, _ = _bits(task.model_dump_json())
+        sent, info = _bits(reply.output.model_dump_json())
+        stats.bits_received += received
+        stats.bits_sent += sent
+        stats.info_bits_sent += info
+        stats.model = reply.model
+        if reply.host not in stats.hosts:
+            stats.hosts.append(reply.host)
+        return reply

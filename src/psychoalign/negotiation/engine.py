@@ -1,0 +1,406 @@
+"""The negotiation loop: one request in, one gated response and one trace out.
+
+Read this file top to bottom to follow a request: validate -> rounds of (DRIVE proposes,
+EVALUATOR scores each proposal, gates filter, MEDIATOR assesses) until early exit, convergence
+or k rounds -> choose -> defense mechanism -> MEDIATOR composes -> dual gate -> trace.
+Every agent call goes through the :class:`MessageBus` as the MEDIATOR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
+from ..agents.messages import AssessItem, AssessTask, ComposeTask, DriveTask, EvaluateTask
+from ..agents.schemas import Evaluation, Verdict
+from ..config import Settings, load_settings
+from ..errors import InputError, PsychoAlignError
+from ..frameworks import Framework, load_framework
+from ..models import ChatModel, build_model
+from ..traces.model import AlignmentContribution, FinalDecision, ProposalRecord, RoundRecord, Trace, TraceStatus
+from ..traces.store import TraceStore
+from .bus import AgentTransport, InProcessTransport, MessageBus
+from .defense import DefenseContext, DefenseMechanism, compose_instruction, repress, select_mechanism, template
+from .gates import GateResult, Layer1Enforcer, TauFilter, apply_gates
+from .params import NegotiationParams
+from .tension import classify_state, tension
+
+__all__ = ["Negotiator"]
+
+_log = logging.getLogger(__name__)
+ROLES = ("drive", "evaluator", "mediator")
+NO_PROPOSAL = "(no proposal passed the safety gates)"
+
+
+class Negotiator:
+    """Runs negotiations. Reusable and safe for concurrent ``negotiate`` calls.
+
+    ``models`` overrides the per-role models from ``settings`` (used by tests and benchmarks);
+    ``transport`` overrides how agents are reached (in-process by default, or A2A).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        params: NegotiationParams | None = None,
+        models: Mapping[str, ChatModel] | None = None,
+        transport: AgentTransport | None = None,
+        store: TraceStore | None = None,
+    ) -> None:
+        self.settings = settings or load_settings()
+        self.params = params or NegotiationParams.model_validate(self.settings.negotiation)
+        self.store = store
+        self._models: dict[str, ChatModel] = dict(models or {})
+        self._transport = transport
+        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+
+    def _model(self, role: str) -> ChatModel:
+        if role not in self._models:
+            self._models[role] = build_model(self.settings.model_spec(role), cache_dir=self.settings.cache_dir())
+        return self._models[role]
+
+    @property
+    def transport(self) -> AgentTransport:
+        if self._transport is None:
+            self._transport = InProcessTransport(
+                DriveAgent(self._model("drive")), EvaluatorAgent(self._model("evaluator")), MediatorAgent(self._model("mediator"))
+            )
+        return self._transport
+
+    def model_labels(self) -> dict[str, str]:
+        if self._transport is not None and not self._models:
+            return {r: "remote" for r in ROLES}
+        return {r: self._model(r).label for r in ROLES}
+
+    async def aclose(self) -> None:
+        for model in self._models.values():
+            await model.aclose()
+
+    # ------------------------------------------------------------------------------------------
+    async def negotiate(
+        self,
+        request: str,
+        *,
+        framework: str | Path | Framework = "general",
+        context: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Trace:
+        """Negotiate one request. Never raises for model or input failures: the returned trace
+        has ``status == FAILED``, the reason in ``error``, and a fixed refusal as response."""
+        trace = Trace(request=request, context=context or "", params=self.params, metadata=dict(metadata or {}))
+        trace.metadata.setdefault("owner", self._owner)
+        bus = MessageBus(self.transport)
+        try:
+            trace.models = self.model_labels()
+            if self.store is not None:
+                await self.store.start(trace)
+            async with asyncio.timeout(self.params.timeout_s):
+                await self._run(trace, bus, framework, context)
+            trace.status = TraceStatus.COMPLETED
+        except (PsychoAlignError, TimeoutError) as exc:
+            self._fail(trace, exc)
+        except Exception as exc:  # fail closed on anything, including bugs
+            _log.exception("negotiation %s failed unexpectedly", trace.id)
+            self._fail(trace, exc)
+        except BaseException as exc:  # cancelled: record, then let it propagate
+            self._fail(trace, exc)
+            await self._save(trace, bus)
+            raise
+        await self._save(trace, bus)
+        return trace
+
+    @staticmethod
+    def _fail(trace: Trace, exc: BaseException) -> None:
+        trace.status = TraceStatus.FAILED
+        if isinstance(exc, TimeoutError):
+            trace.error = f"negotiation exceeded timeout_s={trace.params.timeout_s:g}"
+        else:
+            trace.error = str(exc) or type(exc).__name__
+        # Fail closed: whatever was computed, the user gets a fixed text and no model output.
+        trace.final = FinalDecision(response=template("fail_closed"), composed_by="fallback", fallback=True)
+
+    async def _save(self, trace: Trace, bus: MessageBus) -> None:
+        trace.agents = {role: stats.model_copy(deep=True) for role, stats in bus.stats.items()}
+        trace.finished_at = datetime.now(UTC)
+        if self.store is not None:
+            await self.store.finish(trace)
+
+    # ------------------------------------------------------------------------------------------
+    async def _run(self, trace: Trace, bus: MessageBus, framework: str | Path | Framework, context: str | None) -> None:
+        p = self.params
+        request = trace.request
+        if not request.strip():
+            raise InputError("the request is empty", hint="pass a non-empty request")
+        if len(request) > p.max_request_chars:
+            raise InputError(
+                f"the request is {len(request)} characters, over the limit of {p.max_request_chars}",
+                hint="shorten it or raise negotiation.max_request_chars",
+            )
+        fw = framework if isinstance(framework, Framework) else load_framework(framework)
+        trace.framework = fw.stamp
+        context = context or fw.deployment_context
+        trace.context = context
+        layer1, tau = Layer1Enforcer(fw), TauFilter(p.tau)
+        fw_payload = fw.model_dump(mode="json")
+
+        feedback: str | None = None
+        converged = False
+        evals_by_round: list[list[Evaluation]] = []
+        for r in range(1, p.k + 1):
+            # 1. DRIVE proposes (it sees only the request, context and relayed feedback).
+            drive = await bus.send("mediator", "drive", DriveTask(request=request, context=context, n=p.n_proposals, feedback=feedback))
+            proposals = sorted(drive.output.proposals, key=lambda x: -x.utility)[: p.n_proposals]
+            # 2. EVALUATOR scores each proposal independently and concurrently.
+            replies = await asyncio.gather(
+                *(
+                    bus.send("mediator", "evaluator", EvaluateTask(request=request, context=context, proposal=x.text, framework=fw_payload))
+                    for x in proposals
+                )
+            )
+            evals: list[Evaluation] = [reply.output for reply in replies]
+            evals_by_round.append(evals)
+            # 3. Gates, independent of the MEDIATOR: Layer-1 enforcer and tau filter.
+            records = [
+                ProposalRecord(
+                    rank=i + 1,
+                    text=x.text,
+                    utility=x.utility,
+                    evaluation=e,
+                    gate=apply_gates(layer1, tau, x.text, e),
+                    tension=tension(x.utility, e.score / 100),
+                )
+                for i, (x, e) in enumerate(zip(proposals, evals, strict=True))
+            ]
+            admissible = [rec for rec in records if rec.gate is not None and rec.gate.admissible]
+            # 4. MEDIATOR judges feasibility of admissible proposals only; the objective picks the lead.
+            if admissible:
+                await self._assess(bus, request, context, admissible)
+                lead = max(admissible, key=lambda rec: rec.objective or 0.0)
+            else:
+                lead = records[0]  # the DRIVE's favourite: what the disagreement is about
+            round_record = RoundRecord(
+                index=r, proposals=records, lead=records.index(lead), tension=lead.tension or 0.0, admissible=len(admissible)
+            )
+            trace.rounds.append(round_record)
+            # 5. Exit tests (docs/negotiation.md).
+            lead_eval = lead.evaluation
+            accepted = bool(admissible) and lead_eval is not None and lead_eval.verdict is Verdict.APPROVED and lead_eval.score / 100 >= p.eta
+            if accepted:
+                round_record.exit = "early_exit" if r == 1 else "accepted"
+                converged = True
+                break
+            if r > 1 and admissible and abs(round_record.tension - trace.rounds[-2].tension) < p.epsilon:
+                round_record.exit = "converged"
+                converged = True
+                break
+            if r < p.k:
+                feedback = self._relay_feedback(records)
+                round_record.feedback_to_drive = feedback
+
+        trace.converged = converged
+        await self._decide(trace, bus, fw, layer1, tau, context, evals_by_round[-1])
+
+    async def _assess(self, bus: MessageBus, request: str, context: str, admissible: list[ProposalRecord]) -> None:
+        p = self.params
+        items = [
+            AssessItem(text=rec.text, utility=rec.utility, score=rec.evaluation.score, verdict=rec.evaluation.verdict.value)
+            for rec in admissible
+            if rec.evaluation is not None
+        ]
+        reply = await bus.send("mediator", "mediator", AssessTask(request=request, context=context, items=items))
+        feasibility = {a.proposal: a.feasibility for a in reply.output.assessments}
+        for i, rec in enumerate(admissible, start=1):
+            assert rec.evaluation is not None
+            rec.feasibility = feasibility.get(i, 0.0)  # an unrated proposal gets no feasibility credit
+            rec.objective = (p.alpha * rec.utility + p.beta * rec.evaluation.score / 100 + p.gamma * rec.feasibility) / (
+                p.alpha + p.beta + p.gamma
+            )
+
+    @staticmethod
+    def _relay_feedback(records: list[ProposalRecord]) -> str:
+        """The MEDIATOR's relay to the DRIVE: structured findings, never the EVALUATOR verbatim."""
+        lines = []
+        for rec in records:
+            e = rec.evaluation
+            if e is None:
+                continue
+            rules = ", ".join(h.rule_id for h in e.rule_hits) or "none"
+            mods = "; ".join(e.modifications) or "none"
+            gate = "passed the gates" if rec.gate and rec.gate.admissible else "blocked by the gates"
+            lines.append(f"Proposal {rec.rank}: score {e.score}/100, {e.verdict.value}, {gate}. Rules: {rules}. Required changes: {mods}.")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------------------------------
+    async def _decide(
+        self,
+        trace: Trace,
+        bus: MessageBus,
+        fw: Framework,
+        layer1: Layer1Enforcer,
+        tau: TauFilter,
+        context: str,
+        last_evals: list[Evaluation],
+    ) -> None:
+        p = self.params
+        chosen_round, chosen = self._choose(trace)
+        deadlock = not trace.converged
+        ctx = DefenseContext(
+            chosen_text=chosen.text if chosen else None,
+            chosen_eval=chosen.evaluation if chosen else None,
+            round_evals=last_evals,
+            deadlock=deadlock,
+            framework=fw,
+        )
+        mechanism = select_mechanism(ctx, layer1)
+        response, composed_by = await self._compose(bus, trace.request, context, mechanism, ctx, layer1)
+
+        # Dual gate: the final text passes the gates again, unless it is a fixed template
+        # (framework text and constant strings only: no model output to check).
+        final_gate: GateResult | None = None
+        final_eval: Evaluation | None = None
+        fallback = False
+        if composed_by != "template":
+            if p.final_gate:
+                task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw.model_dump(mode="json"))
+                final_eval = (await bus.send("mediator", "evaluator", task)).output
+                final_gate = apply_gates(layer1, tau, response, final_eval)
+            else:  # deterministic Layer-1 checks still apply when re-evaluation is switched off
+                reasons = layer1.deterministic(response)
+                final_gate = GateResult(layer1_passed=not reasons, tau_passed=True, reasons=reasons)
+            if not final_gate.admissible:
+                fallback = True
+                mechanism = DefenseMechanism.RATIONALIZATION
+                response = self._refusal(ctx, layer1)
+                composed_by = "fallback"
+
+        lead_round = trace.rounds[chosen_round - 1] if chosen is not None and chosen_round else trace.rounds[-1]
+        ref = chosen or lead_round.proposals[lead_round.lead]
+        u_d = ref.utility
+        u_v = ref.evaluation.score / 100 if ref.evaluation else 0.0
+        t_final = tension(u_d, u_v)
+        trace.final = FinalDecision(
+            response=response,
+            chosen_round=chosen_round if chosen else None,
+            chosen_rank=chosen.rank if chosen else None,
+            u_d=u_d,
+            u_v=u_v,
+            tension=t_final,
+            state=classify_state(
+                final_tension=t_final,
+                u_d=u_d,
+                u_v=u_v,
+                round_tensions=[rd.tension for rd in trace.rounds],
+                converged=trace.converged,
+                threshold=p.healthy_threshold,
+            ),
+            defense=mechanism,
+            composed_by=composed_by,
+            final_gate=final_gate,
+            fallback=fallback,
+        )
+        trace.contribution = self._contribution(trace, chosen, None if fallback else final_eval)
+
+    def _choose(self, trace: Trace) -> tuple[int, ProposalRecord | None]:
+        """Converged: the last round's lead. Deadlock: the highest-scoring admissible proposal
+        seen in any round (ties: higher objective, then earlier round)."""
+        if trace.converged:
+            last = trace.rounds[-1]
+            return last.index, last.proposals[last.lead]
+        best: tuple[int, ProposalRecord] | None = None
+        for rd in trace.rounds:
+            for rec in rd.proposals:
+                if rec.gate is None or not rec.gate.admissible or rec.evaluation is None:
+                    continue
+                key = (rec.evaluation.score, rec.objective or 0.0)
+                if best is None or key > (best[1].evaluation.score, best[1].objective or 0.0):  # type: ignore[union-attr]
+                    best = (rd.index, rec)
+        return (best[0], best[1]) if best else (0, None)
+
+    async def _compose(
+        self,
+        bus: MessageBus,
+        request: str,
+        context: str,
+        mechanism: DefenseMechanism | None,
+        ctx: DefenseContext,
+        layer1: Layer1Enforcer,
+    ) -> tuple[str, str]:
+        """Returns (response, composed_by). Only admissible proposal text ever enters here."""
+        if mechanism is DefenseMechanism.RATIONALIZATION:
+            return self._refusal(ctx, layer1), "template"
+        if mechanism is DefenseMechanism.REACTION_FORMATION:
+            return template("reaction_formation", rules=self._rules_text(ctx, layer1)), "template"
+        if mechanism is DefenseMechanism.REPRESSION:
+            assert ctx.chosen_text is not None and ctx.chosen_eval is not None
+            kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
+            return f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx, layer1))}", "mediator"
+        if mechanism is None and ctx.chosen_eval is not None and ctx.chosen_text is not None:
+            if ctx.chosen_eval.verdict is Verdict.APPROVED and not ctx.chosen_eval.modifications:
+                return ctx.chosen_text, "adopted"
+        modifications = list(ctx.chosen_eval.modifications) if ctx.chosen_eval else []
+        task = ComposeTask(
+            request=request,
+            context=context,
+            proposal=ctx.chosen_text or NO_PROPOSAL,
+            modifications=modifications,
+            instruction=compose_instruction(mechanism, ctx),
+        )
+        text = (await bus.send("mediator", "mediator", task)).output.response.strip()
+        ref = ctx.reference
+        if mechanism is DefenseMechanism.SUBLIMATION:
+            channel = ctx.safe_channel()
+            if channel.lower() not in text.lower():
+                text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
+        elif mechanism is DefenseMechanism.DISPLACEMENT and ref is not None:
+            text = f"{template('displacement_prefix', adjacent_topic=ref.conflict.safe_adjacent_topic.strip())} {text}"
+        elif mechanism is DefenseMechanism.PROJECTION and ref is not None:
+            bullets = "\n".join(f"- {s}" for s in ref.conflict.stakeholders)
+            text = f"{text}\n\n{template('projection_header')}\n{bullets}"
+        return text, "mediator"
+
+    def _refusal(self, ctx: DefenseContext, layer1: Layer1Enforcer) -> str:
+        return template(
+            "rationalization", rules=self._rules_text(ctx, layer1), alternative=template("default_alternative")
+        )
+
+    @staticmethod
+    def _rules_text(ctx: DefenseContext, layer1: Layer1Enforcer) -> str:
+        """Framework rules hit in the deciding round, as 'id (text)'. Only framework text is used."""
+        ids: list[str] = []
+        for e in ctx.round_evals:
+            for hit in e.rule_hits:
+                if ctx.framework.rule(hit.rule_id) is not None and hit.rule_id not in ids:
+                    ids.append(hit.rule_id)
+        if not ids:
+            return "the safety rules of this deployment"
+        return "; ".join(f"{rid} ({ctx.framework.rule(rid).text})" for rid in ids[:3])  # type: ignore[union-attr]
+
+    @staticmethod
+    def _contribution(trace: Trace, chosen: ProposalRecord | None, final_eval: Evaluation | None) -> AlignmentContribution:
+        """u_V(final) - u_V(DRIVE's round-1 favourite), split into evaluator (gating and
+        selection in round 1), drive (revision across rounds) and mediator (composition) parts.
+        A stage with no evaluated text carries the previous stage's value forward."""
+        first = trace.rounds[0]
+        top = first.proposals[0]
+        baseline = top.evaluation.score / 100 if top.evaluation else None
+        if baseline is None:
+            return AlignmentContribution()
+        adm = [r.evaluation.score / 100 for r in first.proposals if r.gate and r.gate.admissible and r.evaluation]
+        after_eval = max(adm) if adm else baseline
+        chosen_u_v = chosen.evaluation.score / 100 if chosen and chosen.evaluation else after_eval
+        final_u_v = final_eval.score / 100 if final_eval is not None else chosen_u_v
+        return AlignmentContribution(
+            baseline_u_v=baseline,
+            evaluator=after_eval - baseline,
+            drive=chosen_u_v - after_eval,
+            mediator=final_u_v - chosen_u_v,
+            final_u_v=final_u_v,
+        )

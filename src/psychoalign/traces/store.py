@@ -1,0 +1,254 @@
+"""Trace storage behind one interface: in-memory, and SQL (SQLite file by default, PostgreSQL for teams).
+
+Writes are atomic: :meth:`TraceStore.start` inserts a complete ``running`` row, and
+:meth:`TraceStore.finish` replaces it in one transaction. A process that dies in between leaves a
+``running`` row, which :meth:`TraceStore.recover_interrupted` marks ``failed`` (same host, dead pid).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Column, DateTime, Float, MetaData, String, Table, Text, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ..errors import ConfigError
+from .model import Trace, TraceStatus
+
+__all__ = ["InMemoryTraceStore", "SQLTraceStore", "TraceStore", "normalise_url", "open_store"]
+
+
+class TraceStore(ABC):
+    """Where traces live. Implementations must make ``start`` and ``finish`` atomic."""
+
+    @abstractmethod
+    async def start(self, trace: Trace) -> None:
+        """Insert ``trace`` (status running). Raises if the id exists."""
+
+    @abstractmethod
+    async def finish(self, trace: Trace) -> None:
+        """Write the final state of ``trace`` (insert or replace) in one transaction."""
+
+    @abstractmethod
+    async def get(self, trace_id: str) -> Trace | None:
+        """The trace with this id, or with this unique id prefix."""
+
+    @abstractmethod
+    async def list(self, *, limit: int = 50, status: TraceStatus | None = None) -> list[dict[str, Any]]:
+        """Newest first: summaries (see :meth:`Trace.summary`)."""
+
+    @abstractmethod
+    def iter_all(self) -> AsyncIterator[Trace]:
+        """Every trace, oldest first."""
+
+    @abstractmethod
+    async def recover_interrupted(self) -> int:
+        """Mark running traces whose process is gone as failed; return how many."""
+
+    async def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release connections."""
+
+
+def _owner_is_dead(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _interrupted(trace: Trace) -> Trace:
+    out = trace.model_copy(deep=True)
+    out.status = TraceStatus.FAILED
+    out.error = f"interrupted: process {trace.metadata.get('owner', '?')} ended mid-negotiation"
+    return out
+
+
+class InMemoryTraceStore(TraceStore):
+    def __init__(self) -> None:
+        self._traces: dict[str, Trace] = {}
+        self._lock = asyncio.Lock()
+
+    async def start(self, trace: Trace) -> None:
+        async with self._lock:
+            if trace.id in self._traces:
+                raise ValueError(f"trace {trace.id} exists")
+            self._traces[trace.id] = trace.model_copy(deep=True)
+
+    async def finish(self, trace: Trace) -> None:
+        async with self._lock:
+            self._traces[trace.id] = trace.model_copy(deep=True)
+
+    async def get(self, trace_id: str) -> Trace | None:
+        matches = [t for k, t in self._traces.items() if k.startswith(trace_id)]
+        return matches[0].model_copy(deep=True) if len(matches) == 1 else None
+
+    async def list(self, *, limit: int = 50, status: TraceStatus | None = None) -> list[dict[str, Any]]:
+        items = sorted(self._traces.values(), key=lambda t: t.created_at, reverse=True)
+        return [t.summary() for t in items if status is None or t.status == status][:limit]
+
+    async def iter_all(self) -> AsyncIterator[Trace]:
+        for t in sorted(self._traces.values(), key=lambda t: t.created_at):
+            yield t.model_copy(deep=True)
+
+    async def recover_interrupted(self) -> int:
+        n = 0
+        async with self._lock:
+            for key, t in self._traces.items():
+                if t.status is TraceStatus.RUNNING and _owner_is_dead(str(t.metadata.get("owner", ""))):
+                    self._traces[key] = _interrupted(t)
+                    n += 1
+        return n
+
+
+metadata = MetaData()
+traces_table = Table(
+    "psychoalign_traces",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("status", String(16), nullable=False, index=True),
+    Column("owner", String(300), nullable=False),
+    Column("request", Text, nullable=False),
+    Column("framework", String(200)),
+    Column("state", String(40)),
+    Column("tension", Float),
+    Column("defense", String(40)),
+    Column("error", Text),
+    Column("body", Text, nullable=False),
+)
+
+
+def normalise_url(url: str) -> str:
+    """Accept plain SQLAlchemy URLs and pick the async drivers we ship."""
+    if url.startswith("sqlite:///"):
+        url = "sqlite+aiosqlite:///" + url.removeprefix("sqlite:///")
+    elif url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+asyncpg://" + url.split("://", 1)[1]
+    if url.startswith("sqlite+aiosqlite:///"):
+        path = url.removeprefix("sqlite+aiosqlite:///")
+        if path and path != ":memory:":
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    return url
+
+
+def _row(trace: Trace) -> dict[str, Any]:
+    f = trace.final
+    return {
+        "id": trace.id,
+        "created_at": trace.created_at,
+        "finished_at": trace.finished_at,
+        "status": trace.status.value,
+        "owner": str(trace.metadata.get("owner", "")),
+        "request": trace.request,
+        "framework": f"{trace.framework.name}@{trace.framework.version}" if trace.framework else None,
+        "state": f.state.value if f and f.state else None,
+        "tension": f.tension if f else None,
+        "defense": f.defense.value if f and f.defense else None,
+        "error": trace.error,
+        "body": trace.model_dump_json(),
+    }
+
+
+class SQLTraceStore(TraceStore):
+    """SQLAlchemy (async) store. ``url``: ``sqlite+aiosqlite:///file.db`` or ``postgresql+asyncpg://…``."""
+
+    def __init__(self, url: str, **engine_kwargs: Any) -> None:
+        self.url = normalise_url(url)
+        try:
+            self.engine: AsyncEngine = create_async_engine(self.url, **engine_kwargs)
+        except Exception as exc:  # bad URL or missing driver
+            raise ConfigError(f"cannot open store {url!r}: {exc}", hint="check store_url") from None
+        self._ready = False
+        self._init_lock = asyncio.Lock()
+
+    async def _init(self) -> None:
+        if self._ready:
+            return
+        async with self._init_lock:
+            if not self._ready:
+                try:
+                    async with self.engine.begin() as conn:
+                        await conn.run_sync(metadata.create_all)
+                except OSError as exc:
+                    raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
+                self._ready = True
+
+    async def start(self, trace: Trace) -> None:
+        await self._init()
+        async with self.engine.begin() as conn:
+            await conn.execute(traces_table.insert().values(**_row(trace)))
+
+    async def finish(self, trace: Trace) -> None:
+        await self._init()
+        row = _row(trace)
+        async with self.engine.begin() as conn:
+            result = await conn.execute(update(traces_table).where(traces_table.c.id == trace.id).values(**row))
+            if result.rowcount == 0:
+                await conn.execute(traces_table.insert().values(**row))
+
+    async def get(self, trace_id: str) -> Trace | None:
+        await self._init()
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(select(traces_table.c.body).where(traces_table.c.id.startswith(trace_id)).limit(2))
+            ).all()
+        return Trace.model_validate_json(rows[0][0]) if len(rows) == 1 else None
+
+    async def list(self, *, limit: int = 50, status: TraceStatus | None = None) -> list[dict[str, Any]]:
+        await self._init()
+        query = select(traces_table.c.body).order_by(traces_table.c.created_at.desc()).limit(limit)
+        if status is not None:
+            query = query.where(traces_table.c.status == status.value)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [Trace.model_validate_json(r[0]).summary() for r in rows]
+
+    async def iter_all(self) -> AsyncIterator[Trace]:
+        await self._init()
+        async with self.engine.connect() as conn:
+            result = await conn.stream(select(traces_table.c.body).order_by(traces_table.c.created_at))
+            async for row in result:
+                yield Trace.model_validate_json(row[0])
+
+    async def recover_interrupted(self) -> int:
+        await self._init()
+        async with self.engine.begin() as conn:
+            rows = (
+                await conn.execute(
+                    select(traces_table.c.id, traces_table.c.owner, traces_table.c.body).where(
+                        traces_table.c.status == TraceStatus.RUNNING.value
+                    )
+                )
+            ).all()
+            n = 0
+            for trace_id, owner, body in rows:
+                if _owner_is_dead(owner):
+                    failed = _interrupted(Trace.model_validate_json(body))
+                    await conn.execute(update(traces_table).where(traces_table.c.id == trace_id).values(**_row(failed)))
+                    n += 1
+        return n
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def open_store(url: str | None) -> TraceStore:
+    """``None`` or ``memory://`` gives an in-memory store; anything else a SQL store."""
+    if url is None or url == "memory://":
+        return InMemoryTraceStore()
+    return SQLTraceStore(url)
+
+

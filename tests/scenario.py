@@ -1,0 +1,92 @@
+"""Deterministic scripted agents for negotiation tests: a tiny world described by data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psychoalign.config import Settings
+from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+from psychoalign.negotiation import NegotiationParams, Negotiator
+from psychoalign.traces import TraceStore
+
+
+def conflict(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "adversarial_intent": False,
+        "harmful_intent": False,
+        "legitimate_need": True,
+        "harmful_segments": [],
+        "third_party_harm": False,
+        "stakeholders": [],
+        "safe_adjacent_topic": "",
+        "safe_channel": "",
+    }
+    base.update(kw)
+    return base
+
+
+def evaluation(score: int, verdict: str, *, hits: Sequence[tuple[str, str]] = (), mods: Sequence[str] = (), **c: Any) -> dict[str, Any]:
+    return {
+        "score": score,
+        "verdict": verdict,
+        "modifications": list(mods),
+        "rule_hits": [{"rule_id": r, "layer": layer} for r, layer in hits],
+        "conflict": conflict(**c),
+        "reasoning": "scripted",
+    }
+
+
+APPROVE = evaluation(95, "APPROVED")
+
+
+def proposals(*items: tuple[str, float]) -> dict[str, Any]:
+    return {"proposals": [{"text": t, "utility": u} for t, u in items]}
+
+
+def _field(request: ChatRequest, name: str) -> str:
+    last = request.messages[-1].content
+    m = re.search(rf"^{name}: (.*)$", last, re.M)
+    return m.group(1) if m else ""
+
+
+@dataclass
+class World:
+    """``drive_rounds[i]`` is the DRIVE's reply in round i+1 (the last repeats).
+    ``judge(text)`` gives the evaluation of any text (proposals and final responses)."""
+
+    drive_rounds: list[dict[str, Any]]
+    judge: Callable[[str], dict[str, Any]] = lambda text: APPROVE
+    feasibility: float = 0.8
+    compose: Callable[[str, str], str] = lambda proposal, instruction: f"Final: {proposal}"
+    calls: dict[str, int] = field(default_factory=lambda: {"drive": 0, "evaluator": 0, "assess": 0, "compose": 0})
+
+    def drive(self, request: ChatRequest) -> dict[str, Any]:
+        i = self.calls["drive"]
+        self.calls["drive"] += 1
+        return self.drive_rounds[min(i, len(self.drive_rounds) - 1)]
+
+    def evaluator(self, request: ChatRequest) -> dict[str, Any]:
+        self.calls["evaluator"] += 1
+        return self.judge(_field(request, "Proposed answer"))
+
+    def mediator(self, request: ChatRequest) -> dict[str, Any]:
+        if request.schema_name == "assessment":
+            self.calls["assess"] += 1
+            n = len(re.findall(r"^Proposal \d+ ", request.messages[-1].content, re.M))
+            return {"assessments": [{"proposal": i, "feasibility": self.feasibility} for i in range(1, n + 1)]}
+        self.calls["compose"] += 1
+        system = request.messages[0].content
+        return {"response": self.compose(_field(request, "Selected proposal"), system)}
+
+    def models(self, latency_s: float = 0.0) -> dict[str, ChatModel]:
+        out = {}
+        for role, fn in (("drive", self.drive), ("evaluator", self.evaluator), ("mediator", self.mediator)):
+            spec = ModelSpec(backend="scripted", model=role, schema_retries=0, max_retries=0)
+            out[role] = ChatModel(spec, ScriptedBackend(spec, fn=fn, latency_s=latency_s))
+        return out
+
+    def negotiator(self, store: TraceStore | None = None, **params: Any) -> Negotiator:
+        return Negotiator(Settings(), params=NegotiationParams(**params), models=self.models(), store=store)
