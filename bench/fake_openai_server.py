@@ -33,8 +33,7 @@ def instance_for(schema: dict[str, Any]) -> Any:
     if kind in ("number", "integer"):
         lo = schema.get("minimum", 0)
         hi = schema.get("maximum", lo)
-        value = (lo + hi) / 2 if kind == "number" else (int(lo) + int(hi)) // 2
-        return value
+        return (lo + hi) / 2 if kind == "number" else (int(lo) + int(hi)) // 2
     if kind == "boolean":
         return False
     if "anyOf" in schema:

@@ -19,10 +19,9 @@ import httpx
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import fake_openai, peak_rss_mb  # noqa: E402
-
-from psychoalign.models import Message, ModelSpec, build_model  # noqa: E402
-from psychoalign.models.local import _load, default_model_path, render_prompt  # noqa: E402
+from _util import fake_openai, peak_rss_mb
+from psychoalign.models import Message, ModelSpec, build_model
+from psychoalign.models.local import _load, default_model_path, render_prompt
 
 
 class Rating(BaseModel):

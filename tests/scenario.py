@@ -28,7 +28,9 @@ def conflict(**kw: Any) -> dict[str, Any]:
     return base
 
 
-def evaluation(score: int, verdict: str, *, hits: Sequence[tuple[str, str]] = (), mods: Sequence[str] = (), **c: Any) -> dict[str, Any]:
+def evaluation(
+    score: int, verdict: str, *, hits: Sequence[tuple[str, str]] = (), mods: Sequence[str] = (), **c: Any
+) -> dict[str, Any]:
     return {
         "score": score,
         "verdict": verdict,
@@ -46,10 +48,12 @@ def proposals(*items: tuple[str, float]) -> dict[str, Any]:
     return {"proposals": [{"text": t, "utility": u} for t, u in items]}
 
 
-def _field(request: ChatRequest, name: str) -> str:
+def _field(request: ChatRequest, name: str, until: str | None = None) -> str:
+    """The value after ``name:`` in the last user message: to ``until`` or to the end."""
     last = request.messages[-1].content
-    m = re.search(rf"^{name}: (.*)$", last, re.M)
-    return m.group(1) if m else ""
+    end = rf"(?=\n{until}:)" if until else r"\Z"
+    m = re.search(rf"^{name}: (.*?){end}", last, re.M | re.S)
+    return m.group(1).strip() if m else ""
 
 
 @dataclass
@@ -79,7 +83,7 @@ class World:
             return {"assessments": [{"proposal": i, "feasibility": self.feasibility} for i in range(1, n + 1)]}
         self.calls["compose"] += 1
         system = request.messages[0].content
-        return {"response": self.compose(_field(request, "Selected proposal"), system)}
+        return {"response": self.compose(_field(request, "Selected proposal", "Required modifications"), system)}
 
     def models(self, latency_s: float = 0.0) -> dict[str, ChatModel]:
         out = {}

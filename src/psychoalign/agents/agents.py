@@ -6,6 +6,7 @@ arbitration live in :mod:`psychoalign.negotiation`, never here.
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC
 from typing import Any, ClassVar, TypeVar
@@ -20,7 +21,7 @@ from .schemas import DriveOutput, Evaluation, MediatorAssessment, MediatorCompos
 
 __all__ = ["Agent", "DriveAgent", "EvaluatorAgent", "MediatorAgent", "build_messages"]
 
-O = TypeVar("O", bound=BaseModel)
+OutT = TypeVar("OutT", bound=BaseModel)
 
 
 def build_messages(prompt: str, system_vars: dict[str, Any], user_vars: dict[str, Any]) -> list[Message]:
@@ -32,6 +33,11 @@ def build_messages(prompt: str, system_vars: dict[str, Any], user_vars: dict[str
         messages.append(Message(role="assistant", content=example["assistant"].format().strip()))
     messages.append(Message(role="user", content=spec["user"].format(**user_vars).strip()))
     return messages
+
+
+@functools.lru_cache(maxsize=32)
+def _render_framework(framework_json: str) -> str:
+    return Framework.model_validate_json(framework_json).render()
 
 
 class Agent(ABC):
@@ -47,7 +53,9 @@ class Agent(ABC):
     def __init__(self, model: ChatModel) -> None:
         self.model = model
 
-    async def _call(self, messages: list[Message], output: type[O], name: str, max_tokens: int | None) -> AgentReply[Any]:
+    async def _call(
+        self, messages: list[Message], output: type[OutT], name: str, max_tokens: int | None
+    ) -> AgentReply[Any]:
         result = await self.model.chat(messages, output=output, schema_name=name, max_tokens=max_tokens)
         return AgentReply(output=result.data, usage=result.usage, latency_s=result.latency_s, model=self.model.label)
 
@@ -75,10 +83,9 @@ class EvaluatorAgent(Agent):
     role = "evaluator"
 
     async def evaluate(self, task: EvaluateTask) -> AgentReply[Evaluation]:
-        framework = Framework.model_validate(task.framework)
         messages = build_messages(
             "evaluator",
-            {"framework": framework.render()},
+            {"framework": _render_framework(json.dumps(task.framework, sort_keys=True))},
             {"request": task.request, "context": task.context, "proposal": task.proposal},
         )
         reply: AgentReply[Evaluation] = await self._call(messages, Evaluation, "evaluation", None)

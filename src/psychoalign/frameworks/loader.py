@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,12 @@ def _flatten_layers(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_framework(text: str, source: str = "<string>") -> Framework:
+    """Parse and validate framework YAML (cached by content: frameworks are immutable)."""
+    return _parse_framework(text, source)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_framework(text: str, source: str) -> Framework:
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -66,12 +73,13 @@ def parse_framework(text: str, source: str = "<string>") -> Framework:
         return Framework.model_validate(_flatten_layers(data))
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = tuple(first["loc"])
-        yaml_loc = ("layers", *loc) if had_layers and loc and loc[0] in ("universal", "contextual", "aspirational") else loc
-        line = _line_of(node, yaml_loc)
+        loc: tuple[str | int, ...] = tuple(first["loc"])
+        in_layer = had_layers and bool(loc) and loc[0] in ("universal", "contextual", "aspirational")
+        yaml_loc: tuple[str | int, ...] = ("layers", *loc) if in_layer else loc
+        lineno = _line_of(node, yaml_loc)  # 1-based line of the offending node
         where = ".".join(str(p) for p in loc) or "(top level)"
         more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise FrameworkError(f"{source}:{line}: {where}: {first['msg']}{more}") from None
+        raise FrameworkError(f"{source}:{lineno}: {where}: {first['msg']}{more}") from None
 
 
 def load_framework(name_or_path: str | Path) -> Framework:

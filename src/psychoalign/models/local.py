@@ -109,11 +109,13 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
 
 
 def grammar_schema(schema: Any) -> Any:
-    """Rewrite bounded numbers as enums, because llama.cpp's schema-to-grammar ignores min/max.
+    """Rewrite a JSON Schema for llama.cpp's grammar compiler, which ignores numeric bounds.
 
-    String ``maxLength``/``minLength`` are dropped. An integer in [a, b] becomes ``enum: [a..b]``; a number in [a, b] becomes the two-decimal
-    grid over [a, b]. Only for ranges of at most 1,001 values; wider ones stay unbounded and rely
-    on validation. Used for decoding only; replies are still validated against the original.
+    * String ``maxLength``/``minLength`` are dropped (they explode into nested grammar rules).
+    * An integer in [a, b] becomes ``enum: [a..b]``; a number in [a, b] becomes the two-decimal
+      grid over [a, b]; only for ranges of at most 1,001 values.
+
+    Used for decoding only: replies are still validated against the original schema.
     """
     if isinstance(schema, list):
         return [grammar_schema(v) for v in schema]

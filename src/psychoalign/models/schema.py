@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -53,12 +54,28 @@ def _strictify(node: Any) -> Any:
 
 
 def schema_for(output: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
-    """A flat, closed JSON Schema for a pydantic model or a schema dict."""
-    raw = output.model_json_schema() if isinstance(output, type) else output
-    flat = _strictify(inline_refs(raw))
+    """A flat, closed JSON Schema for a pydantic model or a schema dict (cached per model class)."""
+    if isinstance(output, type):
+        return _schema_for_model(output)
+    return _flatten(json.dumps(output, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_for_model(model: type[BaseModel]) -> dict[str, Any]:
+    return _flatten(json.dumps(model.model_json_schema(), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _flatten(raw_json: str) -> dict[str, Any]:
+    flat = _strictify(inline_refs(json.loads(raw_json)))
     assert isinstance(flat, dict)
     jsonschema.Draft202012Validator.check_schema(flat)
     return flat
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(schema_json))
 
 
 def extract_json(text: str) -> Any:
@@ -82,7 +99,7 @@ def extract_json(text: str) -> Any:
 def validate_reply(text: str, schema: dict[str, Any]) -> Any:
     """Parse ``text`` and validate it against ``schema``; raise ValueError naming the first problem."""
     value = extract_json(text)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator(json.dumps(schema, sort_keys=True))
     error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"

@@ -95,7 +95,11 @@ def select_mechanism(ctx: DefenseContext, layer1: Layer1Enforcer) -> DefenseMech
         filtered, removed = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
         if removed and filtered.strip():
             return DefenseMechanism.REPRESSION
-    if ctx.chosen_eval is not None and ctx.chosen_eval.conflict.third_party_harm and ctx.chosen_eval.conflict.stakeholders:
+    if (
+        ctx.chosen_eval is not None
+        and ctx.chosen_eval.conflict.third_party_harm
+        and ctx.chosen_eval.conflict.stakeholders
+    ):
         return DefenseMechanism.PROJECTION
     if ref is not None and ref.conflict.harmful_intent and ref.conflict.legitimate_need:
         return DefenseMechanism.SUBLIMATION

@@ -71,13 +71,15 @@ class Negotiator:
     def transport(self) -> AgentTransport:
         if self._transport is None:
             self._transport = InProcessTransport(
-                DriveAgent(self._model("drive")), EvaluatorAgent(self._model("evaluator")), MediatorAgent(self._model("mediator"))
+                DriveAgent(self._model("drive")),
+                EvaluatorAgent(self._model("evaluator")),
+                MediatorAgent(self._model("mediator")),
             )
         return self._transport
 
     def model_labels(self) -> dict[str, str]:
         if self._transport is not None and not self._models:
-            return {r: "remote" for r in ROLES}
+            return dict.fromkeys(ROLES, "remote")
         return {r: self._model(r).label for r in ROLES}
 
     async def aclose(self) -> None:
@@ -156,12 +158,18 @@ class Negotiator:
         evals_by_round: list[list[Evaluation]] = []
         for r in range(1, p.k + 1):
             # 1. DRIVE proposes (it sees only the request, context and relayed feedback).
-            drive = await bus.send("mediator", "drive", DriveTask(request=request, context=context, n=p.n_proposals, feedback=feedback))
+            drive = await bus.send(
+                "mediator", "drive", DriveTask(request=request, context=context, n=p.n_proposals, feedback=feedback)
+            )
             proposals = sorted(drive.output.proposals, key=lambda x: -x.utility)[: p.n_proposals]
             # 2. EVALUATOR scores each proposal independently and concurrently.
             replies = await asyncio.gather(
                 *(
-                    bus.send("mediator", "evaluator", EvaluateTask(request=request, context=context, proposal=x.text, framework=fw_payload))
+                    bus.send(
+                        "mediator",
+                        "evaluator",
+                        EvaluateTask(request=request, context=context, proposal=x.text, framework=fw_payload),
+                    )
                     for x in proposals
                 )
             )
@@ -187,12 +195,21 @@ class Negotiator:
             else:
                 lead = records[0]  # the DRIVE's favourite: what the disagreement is about
             round_record = RoundRecord(
-                index=r, proposals=records, lead=records.index(lead), tension=lead.tension or 0.0, admissible=len(admissible)
+                index=r,
+                proposals=records,
+                lead=records.index(lead),
+                tension=lead.tension or 0.0,
+                admissible=len(admissible),
             )
             trace.rounds.append(round_record)
             # 5. Exit tests (docs/negotiation.md).
             lead_eval = lead.evaluation
-            accepted = bool(admissible) and lead_eval is not None and lead_eval.verdict is Verdict.APPROVED and lead_eval.score / 100 >= p.eta
+            accepted = (
+                bool(admissible)
+                and lead_eval is not None
+                and lead_eval.verdict is Verdict.APPROVED
+                and lead_eval.score / 100 >= p.eta
+            )
             if accepted:
                 round_record.exit = "early_exit" if r == 1 else "accepted"
                 converged = True
@@ -211,7 +228,9 @@ class Negotiator:
     async def _assess(self, bus: MessageBus, request: str, context: str, admissible: list[ProposalRecord]) -> None:
         p = self.params
         items = [
-            AssessItem(text=rec.text, utility=rec.utility, score=rec.evaluation.score, verdict=rec.evaluation.verdict.value)
+            AssessItem(
+                text=rec.text, utility=rec.utility, score=rec.evaluation.score, verdict=rec.evaluation.verdict.value
+            )
             for rec in admissible
             if rec.evaluation is not None
         ]
@@ -220,9 +239,9 @@ class Negotiator:
         for i, rec in enumerate(admissible, start=1):
             assert rec.evaluation is not None
             rec.feasibility = feasibility.get(i, 0.0)  # an unrated proposal gets no feasibility credit
-            rec.objective = (p.alpha * rec.utility + p.beta * rec.evaluation.score / 100 + p.gamma * rec.feasibility) / (
-                p.alpha + p.beta + p.gamma
-            )
+            rec.objective = (
+                p.alpha * rec.utility + p.beta * rec.evaluation.score / 100 + p.gamma * rec.feasibility
+            ) / (p.alpha + p.beta + p.gamma)
 
     @staticmethod
     def _relay_feedback(records: list[ProposalRecord]) -> str:
@@ -235,7 +254,10 @@ class Negotiator:
             rules = ", ".join(h.rule_id for h in e.rule_hits) or "none"
             mods = "; ".join(e.modifications) or "none"
             gate = "passed the gates" if rec.gate and rec.gate.admissible else "blocked by the gates"
-            lines.append(f"Proposal {rec.rank}: score {e.score}/100, {e.verdict.value}, {gate}. Rules: {rules}. Required changes: {mods}.")
+            lines.append(
+                f"Proposal {rec.rank}: score {e.score}/100, {e.verdict.value}, {gate}. "
+                f"Rules: {rules}. Required changes: {mods}."
+            )
         return "\n".join(lines)
 
     # ------------------------------------------------------------------------------------------
@@ -269,7 +291,9 @@ class Negotiator:
         fallback = False
         if composed_by != "template":
             if p.final_gate:
-                task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw.model_dump(mode="json"))
+                task = EvaluateTask(
+                    request=trace.request, context=context, proposal=response, framework=fw.model_dump(mode="json")
+                )
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
                 final_gate = apply_gates(layer1, tau, response, final_eval)
             else:  # deterministic Layer-1 checks still apply when re-evaluation is switched off
@@ -342,9 +366,13 @@ class Negotiator:
             assert ctx.chosen_text is not None and ctx.chosen_eval is not None
             kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
             return f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx, layer1))}", "mediator"
-        if mechanism is None and ctx.chosen_eval is not None and ctx.chosen_text is not None:
-            if ctx.chosen_eval.verdict is Verdict.APPROVED and not ctx.chosen_eval.modifications:
-                return ctx.chosen_text, "adopted"
+        approved_as_is = (
+            ctx.chosen_eval is not None
+            and ctx.chosen_eval.verdict is Verdict.APPROVED
+            and not ctx.chosen_eval.modifications
+        )
+        if mechanism is None and approved_as_is and ctx.chosen_text is not None:
+            return ctx.chosen_text, "adopted"  # the MEDIATOR adopts an approved proposal verbatim
         modifications = list(ctx.chosen_eval.modifications) if ctx.chosen_eval else []
         task = ComposeTask(
             request=request,
@@ -384,7 +412,9 @@ class Negotiator:
         return "; ".join(f"{rid} ({ctx.framework.rule(rid).text})" for rid in ids[:3])  # type: ignore[union-attr]
 
     @staticmethod
-    def _contribution(trace: Trace, chosen: ProposalRecord | None, final_eval: Evaluation | None) -> AlignmentContribution:
+    def _contribution(
+        trace: Trace, chosen: ProposalRecord | None, final_eval: Evaluation | None
+    ) -> AlignmentContribution:
         """u_V(final) - u_V(DRIVE's round-1 favourite), split into evaluator (gating and
         selection in round 1), drive (revision across rounds) and mediator (composition) parts.
         A stage with no evaluated text carries the previous stage's value forward."""

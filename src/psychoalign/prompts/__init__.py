@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from importlib import resources
 from typing import Any
@@ -18,10 +19,10 @@ def load_prompt(name: str) -> str:
 
 
 @functools.cache
-def _load_yaml_text(name: str) -> str:
-    return (resources.files(__package__) / f"{name}.yaml").read_text(encoding="utf-8")
+def _load_yaml(name: str) -> Any:
+    return yaml.safe_load((resources.files(__package__) / f"{name}.yaml").read_text(encoding="utf-8"))
 
 
 def load_prompt_yaml(name: str) -> Any:
-    """Parsed ``prompts/<name>.yaml`` (a fresh object on each call, so callers may mutate it)."""
-    return yaml.safe_load(_load_yaml_text(name))
+    """Parsed ``prompts/<name>.yaml``: parsed once per process, a fresh copy on each call."""
+    return copy.deepcopy(_load_yaml(name))

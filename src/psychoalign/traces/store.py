@@ -250,5 +250,3 @@ def open_store(url: str | None) -> TraceStore:
     if url is None or url == "memory://":
         return InMemoryTraceStore()
     return SQLTraceStore(url)
-
-

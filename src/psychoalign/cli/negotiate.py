@@ -1,0 +1,375 @@
+"""`psychoalign negotiate`, `frameworks …` and `traces …`."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..config import Settings
+from ..errors import InputError, PsychoAlignError
+from ..frameworks import builtin_names, load_framework
+from ..negotiation import NegotiationParams, Negotiator
+from ..traces import Trace, TraceStatus, TraceStore, open_store
+from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
+
+__all__ = ["register"]
+
+frameworks_app = typer.Typer(help="Ethical frameworks: list, show, validate.", no_args_is_help=True)
+traces_app = typer.Typer(help="Negotiation traces: list, show, export.", no_args_is_help=True)
+
+
+def load_samples() -> list[dict[str, str]]:
+    text = (resources.files("psychoalign") / "data" / "samples.yaml").read_text(encoding="utf-8")
+    samples: list[dict[str, str]] = yaml.safe_load(text)
+    return samples
+
+
+def _store(settings: Settings, url: str | None, no_store: bool) -> TraceStore | None:
+    if no_store:
+        return None
+    return open_store(url or settings.effective_store_url())
+
+
+def _params(settings: Settings, overrides: dict[str, Any]) -> NegotiationParams:
+    merged = {**settings.negotiation, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        return NegotiationParams.model_validate(merged)
+    except Exception as exc:
+        raise InputError(f"invalid negotiation parameters: {exc}".splitlines()[0]) from None
+
+
+def negotiate(
+    request: str | None = typer.Argument(None, help="The user request ('-' reads stdin)."),
+    framework: str = typer.Option("general", "--framework", "-f", help="Built-in name or path to a YAML file."),
+    context: str | None = typer.Option(None, "--context", help="Deployment context (default: the framework's)."),
+    rounds: int | None = typer.Option(None, "--rounds", "-k", help="Maximum rounds k (default 5)."),
+    proposals: int | None = typer.Option(None, "--proposals", "-n", help="DRIVE proposals per round (default 3)."),
+    tau: float | None = typer.Option(None, "--tau", help="Safety floor tau (default 0.6)."),
+    samples: bool = typer.Option(False, "--samples", help="Negotiate the bundled sample requests; print a summary."),
+    show_internal: bool = typer.Option(
+        False, "--show-internal", help="Reveal DRIVE proposal texts (never shown by default)."
+    ),
+    store_url: str | None = typer.Option(None, "--store", help="Trace store URL (default: SQLite file under home)."),
+    no_store: bool = typer.Option(False, "--no-store", help="Do not store the trace."),
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was."""
+    settings = settings_from(config)
+    params = _params(settings, {"k": rounds, "n_proposals": proposals, "tau": tau})
+    if samples:
+        requests = [(s["kind"], s["request"]) for s in load_samples()]
+    elif request is None:
+        raise InputError("no request given", hint='psychoalign negotiate "your request" (or --samples)')
+    else:
+        requests = [("request", sys.stdin.read() if request == "-" else request)]
+
+    async def go() -> list[Trace]:
+        store = _store(settings, store_url, no_store)
+        negotiator = Negotiator(settings, params=params, store=store)
+        out = []
+        try:
+            for kind, text in requests:
+                if samples and not json_out:
+                    err_console.print(f"[dim]negotiating ({kind}): {text[:70]}…[/dim]")
+                out.append(
+                    await negotiator.negotiate(text, framework=framework, context=context, metadata={"kind": kind})
+                )
+        finally:
+            await negotiator.aclose()
+            if store is not None:
+                await store.close()
+        return out
+
+    traces = asyncio.run(go())
+    if samples:
+        _print_summary(traces, json_out)
+    else:
+        trace = traces[0]
+        if json_out:
+            data = trace.model_dump(mode="json")
+            if not show_internal:
+                _hide_internal(data)
+            emit_json(data)
+        else:
+            print_trace(trace, show_internal)
+    failed = [t for t in traces if t.status is TraceStatus.FAILED]
+    if failed and not samples:
+        raise PsychoAlignError(f"negotiation failed: {failed[0].error} (trace {failed[0].id})")
+
+
+def _hide_internal(data: dict[str, Any]) -> None:
+    for rd in data.get("rounds", []):
+        for p in rd.get("proposals", []):
+            p["text"] = "[hidden: use --show-internal]"
+
+
+def _print_summary(traces: list[Trace], json_out: bool) -> None:
+    rows = [
+        {
+            "kind": t.metadata.get("kind", ""),
+            "request": t.request,
+            "status": t.status.value,
+            "rounds": len(t.rounds),
+            "tension": t.final.tension if t.final else None,
+            "state": t.final.state.value if t.final and t.final.state else None,
+            "defense": t.final.defense.value if t.final and t.final.defense else None,
+            "trace": t.id,
+        }
+        for t in traces
+    ]
+    if json_out:
+        emit_json(rows)
+        return
+    table = Table(title="Negotiation summary")
+    for col in ("kind", "request", "rounds", "T", "state", "defense", "status", "trace"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        t = r["tension"]
+        table.add_row(
+            str(r["kind"]),
+            safe(str(r["request"])[:60]),
+            str(r["rounds"]),
+            "-" if t is None else f"{t:.2f}",
+            str(r["state"] or "-"),
+            str(r["defense"] or "-"),
+            str(r["status"]),
+            str(r["trace"])[:8],
+        )
+    out_console.print(table)
+
+
+def print_trace(trace: Trace, show_internal: bool = False) -> None:
+    fw = trace.framework
+    header = Text.assemble(
+        ("Request: ", "bold"),
+        trace.request,
+        "\n",
+        ("Framework: ", "bold"),
+        f"{fw.name} v{fw.version} ({fw.sha256[:12]})" if fw else "-",
+        "\n",
+        ("Context: ", "bold"),
+        trace.context or "-",
+    )
+    out_console.print(Panel(header, title=f"trace {trace.id}", expand=False))
+    for rd in trace.rounds:
+        table = Table(
+            title=f"Round {rd.index}: T = {rd.tension:.3f}, {rd.admissible} admissible"
+            + (f", {rd.exit}" if rd.exit else "")
+        )
+        for col in ("#", "u_D", "score", "verdict", "gates", "T", "objective"):
+            table.add_column(col)
+        if show_internal:
+            table.add_column("DRIVE proposal (internal)", overflow="fold")
+        for p in rd.proposals:
+            e, g = p.evaluation, p.gate
+            gate = "pass" if g and g.admissible else ("; ".join(g.reasons) if g else "-")
+            row: list[Any] = [
+                ("*" if rd.proposals.index(p) == rd.lead else "") + str(p.rank),
+                f"{p.utility:.2f}",
+                str(e.score) if e else "-",
+                e.verdict.value if e else "-",
+                safe(gate),
+                f"{p.tension:.3f}" if p.tension is not None else "-",
+                f"{p.objective:.3f}" if p.objective is not None else "-",
+            ]
+            if show_internal:
+                row.append(safe(p.text))
+            table.add_row(*row)
+        out_console.print(table)
+    f = trace.final
+    if trace.status is TraceStatus.FAILED:
+        out_console.print(Text.assemble(("FAILED: ", "bold red"), trace.error or ""))
+    if f is not None:
+        facts = Text.assemble(
+            ("State: ", "bold"),
+            f.state.value if f.state else "-",
+            "   ",
+            ("T: ", "bold"),
+            f"{f.tension:.3f}" if f.tension is not None else "-",
+            "   ",
+            ("Defense: ", "bold"),
+            f.defense.value if f.defense else "none",
+            "   ",
+            ("Composed: ", "bold"),
+            f.composed_by + (" (dual gate fallback)" if f.fallback else ""),
+        )
+        out_console.print(facts)
+        out_console.print(Panel(safe(f.response), title="Response", expand=False))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("negotiate")(negotiate)
+    app.add_typer(frameworks_app, name="frameworks")
+    app.add_typer(traces_app, name="traces")
+
+
+# -- frameworks ---------------------------------------------------------------------------------
+@frameworks_app.command("list")
+def frameworks_list(json_out: bool = JsonOpt) -> None:
+    """Built-in frameworks with version, hash and rule counts."""
+    rows: list[dict[str, Any]] = []
+    for name in builtin_names():
+        fw = load_framework(name)
+        rows.append(
+            {
+                "name": fw.name,
+                "version": fw.version,
+                "sha256": fw.sha256,
+                "description": fw.description,
+                "universal": len(fw.universal),
+                "contextual": len(fw.contextual),
+                "aspirational": len(fw.aspirational),
+            }
+        )
+    if json_out:
+        emit_json(rows)
+        return
+    table = Table(title="Built-in frameworks")
+    for col in ("name", "version", "hash", "L1", "L2", "L3", "description"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["name"],
+            r["version"],
+            str(r["sha256"])[:12],
+            str(r["universal"]),
+            str(r["contextual"]),
+            str(r["aspirational"]),
+            safe(str(r["description"])),
+        )
+    out_console.print(table)
+
+
+@frameworks_app.command("show")
+def frameworks_show(name: str = typer.Argument(..., help="Built-in name or path."), json_out: bool = JsonOpt) -> None:
+    """Print a framework's layers and rules as the EVALUATOR reads them."""
+    fw = load_framework(name)
+    if json_out:
+        emit_json({**fw.model_dump(mode="json"), "sha256": fw.sha256})
+        return
+    out_console.print(safe(fw.render()))
+    out_console.print(f"[dim]sha256 {fw.sha256}[/dim]")
+
+
+@frameworks_app.command("validate")
+def frameworks_validate(path: Path = typer.Argument(..., help="Framework YAML file.")) -> None:
+    """Check a framework file; errors name the file and line."""
+    fw = load_framework(path)
+    out_console.print(f"[green]ok[/green] {fw.name} v{fw.version}: {len(fw.rules())} rules, sha256 {fw.sha256[:12]}")
+
+
+# -- traces -------------------------------------------------------------------------------------
+def _open(config: Path | None, store_url: str | None) -> TraceStore:
+    return open_store(store_url or settings_from(config).effective_store_url())
+
+
+StoreOpt = typer.Option(None, "--store", help="Trace store URL (default: SQLite file under home).")
+
+
+@traces_app.command("list")
+def traces_list(
+    limit: int = typer.Option(20, "--limit"),
+    status: TraceStatus | None = typer.Option(None, "--status"),
+    store_url: str | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Newest traces first."""
+
+    async def go() -> list[dict[str, Any]]:
+        store = _open(config, store_url)
+        try:
+            await store.recover_interrupted()
+            return await store.list(limit=limit, status=status)
+        finally:
+            await store.close()
+
+    rows = asyncio.run(go())
+    if json_out:
+        emit_json(rows)
+        return
+    table = Table(title="Traces")
+    for col in ("id", "created", "status", "rounds", "T", "state", "defense", "request"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        t = r["tension"]
+        table.add_row(
+            r["id"][:12],
+            r["created_at"][:19],
+            r["status"],
+            str(r["rounds"]),
+            "-" if t is None else f"{t:.2f}",
+            r["state"] or "-",
+            r["defense"] or "-",
+            safe(r["request"][:60]),
+        )
+    out_console.print(table)
+
+
+@traces_app.command("show")
+def traces_show(
+    trace_id: str = typer.Argument(..., help="Trace id or a unique prefix."),
+    show_internal: bool = typer.Option(False, "--show-internal"),
+    store_url: str | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """One trace in full."""
+
+    async def go() -> Trace | None:
+        store = _open(config, store_url)
+        try:
+            return await store.get(trace_id)
+        finally:
+            await store.close()
+
+    trace = asyncio.run(go())
+    if trace is None:
+        raise InputError(f"no trace with id (or unique prefix) '{trace_id}'", hint="see `psychoalign traces list`")
+    if json_out:
+        data = trace.model_dump(mode="json")
+        if not show_internal:
+            _hide_internal(data)
+        emit_json(data)
+    else:
+        print_trace(trace, show_internal)
+
+
+@traces_app.command("export")
+def traces_export(
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl (one full trace per line)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output file (default stdout)."),
+    store_url: str | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+) -> None:
+    """Export every trace (full, including internal proposal texts) for analysis."""
+    if fmt != "jsonl":
+        raise InputError(f"unknown export format '{fmt}'", hint="use --format jsonl")
+
+    async def go() -> int:
+        store = _open(config, store_url)
+        n = 0
+        sink = out.open("w", encoding="utf-8") if out else sys.stdout
+        try:
+            async for trace in store.iter_all():
+                sink.write(trace.model_dump_json() + "\n")
+                n += 1
+        finally:
+            if out:
+                sink.close()
+            await store.close()
+        return n
+
+    n = asyncio.run(go())
+    if out:
+        err_console.print(f"exported {n} traces to {out}")
