@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/psychoalign chat --backend local --max-tokens 48 "Explain in one sentence why the sky is blue."
+	$(BIN)/psychoalign negotiate --samples --rounds 2 --proposals 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

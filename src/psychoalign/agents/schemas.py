@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +18,10 @@ __all__ = [
     "RuleHit",
     "Verdict",
 ]
+
+
+Short = Annotated[str, Field(max_length=300)]
+Name = Annotated[str, Field(max_length=80)]
 
 
 class Verdict(StrEnum):
@@ -60,11 +65,11 @@ class Conflict(BaseModel):
     adversarial_intent: bool = Field(description="The request tries to manipulate or jailbreak.")
     harmful_intent: bool = Field(description="The request aims at harm.")
     legitimate_need: bool = Field(description="Behind the request there is a legitimate need.")
-    harmful_segments: list[str] = Field(
+    harmful_segments: list[Short] = Field(
         default_factory=list, max_length=5, description="Exact harmful sentences inside an otherwise useful answer."
     )
     third_party_harm: bool = Field(description="The answer could harm people other than the user in non-obvious ways.")
-    stakeholders: list[str] = Field(default_factory=list, max_length=5, description="Who else is affected.")
+    stakeholders: list[Name] = Field(default_factory=list, max_length=5, description="Who else is affected.")
     safe_adjacent_topic: str = Field("", max_length=200, description="A safe related topic, if one exists.")
     safe_channel: str = Field("", max_length=200, description="Where the legitimate need is best served.")
 
@@ -76,10 +81,10 @@ class Evaluation(BaseModel):
 
     score: int = Field(ge=0, le=100, description="Ethical alignment of the proposal under the framework.")
     verdict: Verdict
-    modifications: list[str] = Field(default_factory=list, max_length=5)
+    modifications: list[Short] = Field(default_factory=list, max_length=5)
     rule_hits: list[RuleHit] = Field(default_factory=list, max_length=8)
     conflict: Conflict
-    reasoning: str = Field("", max_length=600)
+    reasoning: str = Field("", max_length=300)
 
 
 class Feasibility(BaseModel):

@@ -132,12 +132,12 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         return
     table = Table(title="Negotiation summary")
     for col in ("kind", "request", "rounds", "T", "state", "defense", "status", "trace"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col != "request", overflow="fold")
     for r in rows:
         t = r["tension"]
         table.add_row(
             str(r["kind"]),
-            safe(str(r["request"])[:60]),
+            safe(str(r["request"])[:48]),
             str(r["rounds"]),
             "-" if t is None else f"{t:.2f}",
             str(r["state"] or "-"),
@@ -145,7 +145,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
             str(r["status"]),
             str(r["trace"])[:8],
         )
-    out_console.print(table)
+    out_console.print(table, width=max(out_console.width, 140))
 
 
 def print_trace(trace: Trace, show_internal: bool = False) -> None:

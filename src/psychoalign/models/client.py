@@ -24,7 +24,7 @@ from ..errors import (
 )
 from .base import Backend
 from .cache import ResponseCache, cache_key
-from .schema import schema_for, validate_reply
+from .schema import extract_json, schema_for, validate_reply
 from .spec import ModelSpec
 from .types import ChatRequest, ChatResult, Completion, Message, Usage
 
@@ -140,10 +140,19 @@ class ChatModel:
             if schema is None:
                 return await self._finish(request, completion, None, usage, started, attempts, cached)
             try:
-                data: Any = validate_reply(completion.text, schema)
-                if isinstance(output, type):
-                    data = output.model_validate(data)
-            except (ValueError, ValidationError) as exc:
+                # A pydantic output type enforces every constraint its schema states, in Rust:
+                # the (slower) generic JSON Schema validator is only needed for schema dicts.
+                data: Any = (
+                    output.model_validate(extract_json(completion.text))
+                    if isinstance(output, type)
+                    else validate_reply(completion.text, schema)
+                )
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = "/".join(str(p) for p in first["loc"]) or "(root)"
+                last_problem = f"at {where}: {first['msg']}"
+                continue
+            except ValueError as exc:
                 last_problem = str(exc).splitlines()[0]
                 continue
             return await self._finish(request, completion, data, usage, started, attempts, cached)

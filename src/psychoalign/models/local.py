@@ -27,6 +27,7 @@ from .types import ChatRequest, Completion, Message, Usage
 __all__ = ["LocalBackend", "default_model_path", "grammar_schema", "render_prompt"]
 
 DEFAULT_MODEL = "gemma-3-270m-q4_k_m"
+GRAMMAR_MAX_STRING = 600
 
 
 def default_model_path() -> Path:
@@ -111,7 +112,8 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
 def grammar_schema(schema: Any) -> Any:
     """Rewrite a JSON Schema for llama.cpp's grammar compiler, which ignores numeric bounds.
 
-    * String ``maxLength``/``minLength`` are dropped (they explode into nested grammar rules).
+    * String bounds above ``GRAMMAR_MAX_STRING`` characters are dropped (they explode into
+      nested grammar rules); shorter ones are kept.
     * An integer in [a, b] becomes ``enum: [a..b]``; a number in [a, b] becomes the two-decimal
       grid over [a, b]; only for ranges of at most 1,001 values.
 
@@ -121,9 +123,10 @@ def grammar_schema(schema: Any) -> Any:
         return [grammar_schema(v) for v in schema]
     if not isinstance(schema, dict):
         return schema
-    # String lengths become nested repetitions in the grammar (thousands of rules for
-    # maxLength=4000): drop them for decoding; max_tokens bounds the length, validation checks it.
-    out = {k: grammar_schema(v) for k, v in schema.items() if k not in ("maxLength", "minLength")}
+    # String lengths become nested repetitions in the grammar; past ~1,000 characters llama.cpp
+    # refuses the grammar. Keep short bounds (they stop a base model rambling), drop long ones.
+    too_long = isinstance(schema.get("maxLength"), int) and schema["maxLength"] > GRAMMAR_MAX_STRING
+    out = {k: grammar_schema(v) for k, v in schema.items() if not (too_long and k in ("maxLength", "minLength"))}
     lo, hi, kind = out.get("minimum"), out.get("maximum"), out.get("type")
     if kind in ("integer", "number") and isinstance(lo, int | float) and isinstance(hi, int | float):
         if kind == "integer" and hi - lo <= 1000:

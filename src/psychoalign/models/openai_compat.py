@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
+import ssl
 from typing import Any, ClassVar
 
 import httpx
@@ -14,6 +17,13 @@ from .types import ChatRequest, Completion, Usage
 __all__ = ["OpenAIBackend"]
 
 _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
+_POOL_SHARDS = 8
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One default TLS context for every client: loading the CA bundle costs ~20 ms each time."""
+    return ssl.create_default_context()
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -45,12 +55,23 @@ class OpenAIBackend(Backend):
                 hint=f"export {spec.key_env_name()}=... or set base_url to a local server",
             )
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        # Connection pool sized for concurrent experiments; timeouts are enforced per call by ChatModel.
-        self._client = client or httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s)),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        # httpcore's pool matches queued requests to connections in O(queued x connections); at
+        # 50+ concurrent calls that dominates CPU. Several small pools, used round-robin, keep it
+        # linear (bench/negotiation.py measures the difference).
+        self._clients = (
+            [client]
+            if client is not None
+            else [
+                httpx.AsyncClient(
+                    headers=headers,
+                    timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s)),
+                    limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
+                    verify=_ssl_context(),
+                )
+                for _ in range(_POOL_SHARDS)
+            ]
         )
+        self._next = itertools.cycle(self._clients)
         self._owns_client = client is None
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
@@ -74,7 +95,7 @@ class OpenAIBackend(Backend):
     async def complete(self, request: ChatRequest) -> Completion:
         url = f"{self.base_url}/chat/completions"
         try:
-            response = await self._client.post(url, json=self.payload(request))
+            response = await next(self._next).post(url, json=self.payload(request))
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise TransientBackendError(f"cannot reach {url}: {type(exc).__name__}") from exc
         if response.status_code in _RETRYABLE:
@@ -104,7 +125,8 @@ class OpenAIBackend(Backend):
 
     async def aclose(self) -> None:
         if self._owns_client:
-            await self._client.aclose()
+            for c in self._clients:
+                await c.aclose()
 
     @classmethod
     def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 from importlib import resources
 from typing import Any
@@ -24,5 +23,5 @@ def _load_yaml(name: str) -> Any:
 
 
 def load_prompt_yaml(name: str) -> Any:
-    """Parsed ``prompts/<name>.yaml``: parsed once per process, a fresh copy on each call."""
-    return copy.deepcopy(_load_yaml(name))
+    """Parsed ``prompts/<name>.yaml``, parsed once per process. Shared: callers must not mutate it."""
+    return _load_yaml(name)

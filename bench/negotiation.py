@@ -1,0 +1,109 @@
+"""Negotiation-engine benchmark. Run: .venv/bin/python bench/negotiation.py [--quick]
+
+1. Engine overhead per round with zero-latency scripted models (target < 2 ms per round).
+2. Wall time for N negotiations at C concurrent against a loopback OpenAI-compatible server with
+   a fixed 50 ms latency, against the ideal: the critical-path model calls of every negotiation
+   x 50 ms, spread over C workers (target >= 85 % of ideal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.scenario import World, evaluation, proposals
+
+from _util import fake_openai, peak_rss_mb
+from psychoalign.config import Settings
+from psychoalign.negotiation import NegotiationParams, Negotiator
+from psychoalign.traces import Trace
+
+
+async def engine_overhead(negotiations: int) -> dict[str, float]:
+    # Three proposals, CONDITIONAL 65 everywhere and epsilon=0: every negotiation runs all k=5 rounds
+    # (drive, 3 evaluations, gates, assessment per round), then composes and passes the dual gate.
+    world = World(
+        [proposals(("Answer one.", 0.9), ("Answer two.", 0.8), ("Answer three.", 0.7))],
+        judge=lambda text: evaluation(65, "CONDITIONAL", mods=["Add a caveat."]),
+    )
+    negotiator = Negotiator(Settings(), params=NegotiationParams(k=5, epsilon=0.0), models=world.models())
+    for _ in range(20):
+        await negotiator.negotiate("warm-up")
+    per_round = []
+    for _ in range(negotiations):
+        t = time.perf_counter()
+        trace = await negotiator.negotiate("How should I handle this?")
+        per_round.append((time.perf_counter() - t) / len(trace.rounds))
+    return {
+        "median_ms": statistics.median(per_round) * 1000,
+        "p95_ms": sorted(per_round)[int(0.95 * len(per_round))] * 1000,
+    }
+
+
+def critical_path_calls(trace: Trace) -> int:
+    """Sequential model calls: per round the DRIVE, then the (parallel) evaluations, then the
+    assessment if any proposal was admissible; then the composition and the dual-gate evaluation."""
+    per_round = sum(2 + (1 if rd.admissible else 0) for rd in trace.rounds)
+    assessments = sum(1 for rd in trace.rounds if rd.admissible)
+    compose = trace.agents["mediator"].calls - assessments
+    final_gate = trace.agents["evaluator"].calls - sum(len(rd.proposals) for rd in trace.rounds)
+    return per_round + compose + final_gate
+
+
+async def loopback(total: int, concurrency: int, latency_ms: float) -> dict[str, float]:
+    with fake_openai(latency_ms) as url:
+        spec = {"backend": "openai", "model": "fake", "base_url": url, "max_retries": 0, "timeout_s": 30}
+        settings = Settings(defaults=spec)
+        negotiator = Negotiator(settings, params=NegotiationParams(k=5))
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one() -> Trace:
+            async with sem:
+                return await negotiator.negotiate("What is a good way to learn chess?")
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))  # warm connection pools
+        t = time.perf_counter()
+        traces = await asyncio.gather(*(one() for _ in range(total)))
+        wall = time.perf_counter() - t
+        await negotiator.aclose()
+    failed = sum(1 for tr in traces if tr.status.value != "completed")
+    steps = [critical_path_calls(tr) for tr in traces]
+    ideal = sum(steps) * latency_ms / 1000 / concurrency
+    return {
+        "wall_s": wall,
+        "ideal_s": ideal,
+        "efficiency": ideal / wall,
+        "calls_per_negotiation": statistics.mean(steps),
+        "rounds": statistics.mean(len(tr.rounds) for tr in traces),
+        "failed": float(failed),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    n_overhead, total = (100, 200) if args.quick else (500, 1000)
+    over = asyncio.run(engine_overhead(n_overhead))
+    print("engine overhead, zero-latency scripted models (k=5 rounds, 3 proposals)")
+    print(f"  per round (median)             {over['median_ms']:.3f} ms   (target < 2 ms)")
+    print(f"  per round (p95)                {over['p95_ms']:.3f} ms")
+    lb = asyncio.run(loopback(total, 50, 50.0))
+    print(f"{total} negotiations at 50 concurrent, loopback OpenAI-compatible server, 50 ms per call")
+    print(f"  rounds per negotiation         {lb['rounds']:.1f}")
+    print(f"  critical-path calls            {lb['calls_per_negotiation']:.1f} per negotiation")
+    print(f"  wall time                      {lb['wall_s']:.2f} s")
+    print(f"  ideal (calls x 50 ms / 50)     {lb['ideal_s']:.2f} s")
+    print(f"  efficiency                     {lb['efficiency'] * 100:.1f} % of ideal   (target >= 85 %)")
+    print(f"  failed negotiations            {lb['failed']:.0f}")
+    print(f"peak RSS                         {peak_rss_mb():.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""`psychoalign negotiate`, `frameworks` and `traces` as a user runs them, on scripted models from a config file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from .scenario import APPROVE, evaluation, proposals
+from .test_cli import cli
+
+
+def write_config(tmp_path: Path) -> Path:
+    scripts = {
+        "drive": {"default": proposals(("Boil the egg for 6 minutes.", 0.9), ("INTERNAL second idea.", 0.4))},
+        "evaluator": {
+            "rules": [{"match": "Proposed answer: INTERNAL", "reply": evaluation(20, "VETOED")}],
+            "default": APPROVE,
+        },
+        "mediator": {
+            "rules": [
+                {"match": "Proposal 1 \\(", "reply": {"assessments": [{"proposal": 1, "feasibility": 0.9}]}},
+                {"match": "Selected proposal", "reply": {"response": "composed"}},
+            ],
+            "default": {"response": "composed"},
+        },
+    }
+    lines = []
+    for role, script in scripts.items():
+        path = tmp_path / f"{role}.yaml"
+        path.write_text(yaml.safe_dump({"rules": script.get("rules", []), "default": script["default"]}))
+        lines.append(f'[roles.{role}]\nbackend = "scripted"\nscript = "{path}"\n')
+    lines.append(f'home = "{tmp_path / "home"}"\n')
+    config = tmp_path / "psychoalign.toml"
+    config.write_text("\n".join(reversed(lines)))
+    return config
+
+
+def test_negotiate_json_hides_internal_text_by_default(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    out = cli("negotiate", "--config", str(config), "--json", "How do I boil an egg?")
+    assert out.returncode == 0, out.stderr
+    trace = json.loads(out.stdout)
+    assert trace["status"] == "completed"
+    assert trace["final"]["response"] == "Boil the egg for 6 minutes."
+    assert trace["final"]["state"] == "healthy_equilibrium"
+    assert trace["framework"]["name"] == "general" and len(trace["framework"]["sha256"]) == 64
+    assert "INTERNAL" not in out.stdout
+    shown = cli("negotiate", "--config", str(config), "--json", "--show-internal", "--no-store", "egg?")
+    assert "INTERNAL second idea." in shown.stdout
+
+
+def test_negotiate_table_output_and_traces_commands(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    out = cli("negotiate", "--config", str(config), "-f", "medical", "How do I boil an egg?")
+    assert out.returncode == 0, out.stderr
+    assert "Round 1" in out.stdout and "healthy_equilibrium" in out.stdout
+    assert "INTERNAL" not in out.stdout
+    listed = json.loads(cli("traces", "list", "--config", str(config), "--json").stdout)
+    assert len(listed) == 1 and listed[0]["framework"] == "medical"
+    shown = cli("traces", "show", listed[0]["id"][:8], "--config", str(config))
+    assert shown.returncode == 0 and "Response" in shown.stdout
+    export = tmp_path / "t.jsonl"
+    assert cli("traces", "export", "--config", str(config), "--out", str(export)).returncode == 0
+    lines = export.read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["id"] == listed[0]["id"]
+    missing = cli("traces", "show", "nope", "--config", str(config))
+    assert missing.returncode != 0 and "no trace" in missing.stderr
+
+
+def test_negotiate_failures_exit_nonzero_with_trace(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    out = cli("negotiate", "--config", str(config), "-f", "nonexistent", "hello")
+    assert out.returncode != 0
+    assert "unknown framework 'nonexistent'" in out.stderr and "trace" in out.stderr
+    assert "Traceback" not in out.stderr
+    empty = cli("negotiate", "--config", str(config), "")
+    assert empty.returncode != 0 and "empty" in empty.stderr
+
+
+def test_negotiate_samples_summary(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    out = cli("negotiate", "--config", str(config), "--samples", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert {r["kind"] for r in rows} >= {"easy", "contested", "harmful"}
+    assert all(r["status"] == "completed" for r in rows)
+
+
+def test_frameworks_commands(tmp_path: Path) -> None:
+    listed = json.loads(cli("frameworks", "list", "--json").stdout)
+    assert {f["name"] for f in listed} == {"general", "medical", "content-moderation", "child-safe"}
+    show = cli("frameworks", "show", "child-safe")
+    assert "Layer 1" in show.stdout and "U1-sexual" in show.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: Bad Name\nversion: '1'\ndescription: x\nuniversal: []\n")
+    out = cli("frameworks", "validate", str(bad))
+    assert out.returncode != 0
+    assert f"{bad}:1" in out.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "name: mine\nversion: '0.1'\ndescription: test\nlayers:\n  universal:\n    - id: U1\n      text: Be safe.\n"
+    )
+    assert cli("frameworks", "validate", str(good)).returncode == 0
