@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from .errors import ConfigError
 from .models.spec import ModelSpec
 
 __all__ = [
     "KNOWN_ROLES",
+    "A2ASettings",
     "Settings",
     "deep_merge",
     "env_overrides",
@@ -48,6 +49,24 @@ def _default_home() -> str:
     return str(Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "psychoalign")
 
 
+class A2ASettings(BaseModel):
+    """Where the agents live when they run as A2A services (see docs/a2a.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    urls: dict[str, str] = Field(default_factory=dict, description="role -> base URL of its A2A service.")
+    tokens: dict[str, SecretStr] = Field(default_factory=dict, description="identity -> bearer token.")
+    timeout_s: float = Field(300.0, gt=0, description="Per A2A call (LLM calls are slow).")
+    retries: int = Field(2, ge=0, le=10, description="Retries when an agent cannot be reached.")
+
+    def token(self, identity: str) -> str | None:
+        secret = self.tokens.get(identity)
+        return secret.get_secret_value() if secret is not None else None
+
+    def plain_tokens(self) -> dict[str, str]:
+        return {name: secret.get_secret_value() for name, secret in self.tokens.items()}
+
+
 class Settings(BaseModel):
     """The effective configuration."""
 
@@ -59,6 +78,7 @@ class Settings(BaseModel):
     store_url: str | None = Field(None, description="SQLAlchemy URL; default sqlite file under home.")
     cache: bool = Field(False, description="Cache model replies on disk under home/cache.")
     negotiation: dict[str, Any] = Field(default_factory=dict, description="Negotiation parameters.")
+    a2a: A2ASettings = Field(default_factory=A2ASettings, description="A2A service layout.")
     source: str = Field("defaults", description="Which config file was read, if any.")
 
     def model_spec(self, role: str = "chat") -> ModelSpec:
@@ -92,6 +112,7 @@ class Settings(BaseModel):
         if isinstance(data["defaults"], dict) and "api_key" in data["defaults"]:
             data["defaults"]["api_key"] = "****"
         data["store_url"] = _mask_url(self.effective_store_url())
+        data["a2a"]["tokens"] = dict.fromkeys(self.a2a.tokens, "****")
         return data
 
 

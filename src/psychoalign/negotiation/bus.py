@@ -46,21 +46,27 @@ class AgentTransport(Protocol):
 class InProcessTransport:
     """Direct calls to agent objects in this process (no sockets)."""
 
-    def __init__(self, drive: DriveAgent, evaluator: EvaluatorAgent, mediator: MediatorAgent) -> None:
+    def __init__(
+        self,
+        drive: DriveAgent | None = None,
+        evaluator: EvaluatorAgent | None = None,
+        mediator: MediatorAgent | None = None,
+    ) -> None:
+        # A role service hosts one agent; the in-process negotiation hosts all three.
         self._drive = drive
         self._evaluator = evaluator
         self._mediator = mediator
 
     async def deliver(self, recipient: AgentRole, task: Task) -> AgentReply[Any]:
-        if recipient == "drive" and isinstance(task, DriveTask):
+        if recipient == "drive" and isinstance(task, DriveTask) and self._drive is not None:
             return await self._drive.propose(task)
-        if recipient == "evaluator" and isinstance(task, EvaluateTask):
+        if recipient == "evaluator" and isinstance(task, EvaluateTask) and self._evaluator is not None:
             return await self._evaluator.evaluate(task)
-        if recipient == "mediator" and isinstance(task, AssessTask):
+        if recipient == "mediator" and isinstance(task, AssessTask) and self._mediator is not None:
             return await self._mediator.assess(task)
-        if recipient == "mediator" and isinstance(task, ComposeTask):
+        if recipient == "mediator" and isinstance(task, ComposeTask) and self._mediator is not None:
             return await self._mediator.compose(task)
-        raise RouteViolationError(f"agent '{recipient}' does not accept '{task.kind}' tasks")
+        raise RouteViolationError(f"agent '{recipient}' is not hosted here or does not accept '{task.kind}' tasks")
 
 
 class AgentStats(BaseModel):

@@ -69,6 +69,14 @@ class Negotiator:
 
     @property
     def transport(self) -> AgentTransport:
+        urls = self.settings.a2a.urls
+        if self._transport is None and all(role in urls for role in ROLES):
+            from ..a2a.transport import A2ATransport  # only when the agents are remote
+
+            a2a = self.settings.a2a
+            self._transport = A2ATransport(
+                urls, token=a2a.token("mediator"), timeout_s=a2a.timeout_s, retries=a2a.retries
+            )
         if self._transport is None:
             self._transport = InProcessTransport(
                 DriveAgent(self._model("drive")),
@@ -78,13 +86,18 @@ class Negotiator:
         return self._transport
 
     def model_labels(self) -> dict[str, str]:
-        if self._transport is not None and not self._models:
-            return dict.fromkeys(ROLES, "remote")
+        transport = self.transport
+        if not isinstance(transport, InProcessTransport):
+            urls: dict[str, str] = getattr(transport, "urls", {})
+            return {r: f"a2a:{urls.get(r, 'remote')}" for r in ROLES}
         return {r: self._model(r).label for r in ROLES}
 
     async def aclose(self) -> None:
         for model in self._models.values():
             await model.aclose()
+        closer = getattr(self._transport, "aclose", None)
+        if closer is not None:
+            await closer()
 
     # ------------------------------------------------------------------------------------------
     async def negotiate(

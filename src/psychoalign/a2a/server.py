@@ -1,0 +1,213 @@
+"""Each agent role as an A2A server: card, JSON-RPC and HTTP+JSON bindings, streaming, bearer auth.
+
+The DRIVE and EVALUATOR services accept tasks only from the MEDIATOR's identity: the no-direct-
+channel invariant holds on the network too, not just inside one process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    Part,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from a2a.utils import TransportProtocol
+from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
+
+from ..agents.messages import AgentRole
+from ..negotiation.bus import AgentTransport
+from .codec import decode_task, encode_reply
+
+__all__ = [
+    "CARD_PATH",
+    "JSONRPC_PATH",
+    "REST_PATH",
+    "BearerBackend",
+    "RoleExecutor",
+    "a2a_app",
+    "build_role_app",
+    "role_card",
+]
+
+_log = logging.getLogger(__name__)
+CARD_PATH = "/.well-known/agent-card.json"
+JSONRPC_PATH = "/a2a/jsonrpc"
+REST_PATH = "/a2a/rest"
+
+ROLE_SKILLS: dict[str, tuple[str, str, list[str]]] = {
+    "drive": (
+        "propose",
+        "Takes a DriveTask {request, context, n, feedback} and returns DriveOutput: n ranked proposals, "
+        "each {text, utility in [0,1]}. Unconstrained capability maximiser; never user-facing.",
+        ["drive"],
+    ),
+    "evaluator": (
+        "evaluate",
+        "Takes an EvaluateTask {request, context, proposal, framework} and returns an Evaluation: score 0-100, "
+        "verdict APPROVED/CONDITIONAL/VETOED, modifications, rule hits by layer, conflict classification.",
+        ["evaluate"],
+    ),
+    "mediator": (
+        "arbitrate",
+        "Takes an AssessTask (feasibility of admissible proposals) or a ComposeTask (the final user-facing "
+        "response) and returns MediatorAssessment or MediatorCompose.",
+        ["assess", "compose"],
+    ),
+}
+
+
+class BearerBackend(AuthenticationBackend):
+    """``Authorization: Bearer <token>`` -> identity. The agent card stays public."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._identity = {token: name for name, token in tokens.items()}
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser] | None:
+        if conn.url.path == CARD_PATH:
+            return None
+        header = conn.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise AuthenticationError("missing bearer token")
+        name = self._identity.get(token.strip())
+        if name is None:
+            raise AuthenticationError("invalid bearer token")
+        return AuthCredentials(["authenticated"]), SimpleUser(name)
+
+
+def _unauthorized(conn: HTTPConnection, exc: Exception) -> Response:
+    return JSONResponse({"error": str(exc)}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+class RoleExecutor(AgentExecutor):
+    """Runs one role's agent for each A2A task. Task lifecycle: submitted -> working -> completed,
+    or rejected (bad input, forbidden sender) or failed (the model failed)."""
+
+    def __init__(self, role: AgentRole, transport: AgentTransport, allowed_senders: set[str] | None) -> None:
+        self.role = role
+        self.transport = transport
+        self.allowed_senders = allowed_senders  # None: no authentication configured
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        task = context.current_task or new_task_from_user_message(context.message)
+        await event_queue.enqueue_event(task)  # the Task must be the first event
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        user = context.call_context.user if context.call_context is not None else None
+        sender = user.user_name if user is not None and user.is_authenticated else ""
+        if self.allowed_senders is not None and sender not in self.allowed_senders:
+            await updater.reject(
+                updater.new_agent_message([Part(text=f"{self.role} accepts tasks only from the mediator")])
+            )
+            return
+        try:
+            parts = get_data_parts(list(context.message.parts))
+            ptask = decode_task(parts[0] if parts else None)
+            if ptask.kind not in ROLE_SKILLS[self.role][2]:
+                raise ValueError(f"{self.role} does not accept '{ptask.kind}' tasks")
+        except ValueError as exc:
+            await updater.reject(updater.new_agent_message([Part(text=str(exc))]))
+            return
+        await updater.start_work(updater.new_agent_message([Part(text=f"{self.role}: {ptask.kind} started")]))
+        try:
+            reply = await self.transport.deliver(self.role, ptask)
+        except Exception as exc:  # the model failed: the caller must fail closed
+            _log.warning("%s task failed: %s", self.role, exc)
+            await updater.failed(updater.new_agent_message([Part(text=f"{self.role} failed: {exc}")]))
+            return
+        await updater.add_artifact(
+            parts=[new_data_part(encode_reply(reply))], name=f"{self.role}-{ptask.kind}", last_chunk=True
+        )
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel()
+
+
+def _card(name: str, description: str, base_url: str, skills: list[AgentSkill], auth: bool) -> AgentCard:
+    card = AgentCard(
+        name=name,
+        description=description,
+        version="0.1.0",
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["application/json", "text/plain"],
+        default_output_modes=["application/json", "text/plain"],
+        skills=skills,
+        supported_interfaces=[
+            AgentInterface(
+                protocol_binding=TransportProtocol.JSONRPC, protocol_version="1.0", url=f"{base_url}{JSONRPC_PATH}"
+            ),
+            AgentInterface(
+                protocol_binding=TransportProtocol.HTTP_JSON, protocol_version="1.0", url=f"{base_url}{REST_PATH}"
+            ),
+        ],
+    )
+    if auth:
+        card.security_schemes["bearer"].CopyFrom(
+            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer"))
+        )
+        card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
+    return card
+
+
+def role_card(role: AgentRole, base_url: str, auth: bool) -> AgentCard:
+    skill_id, description, kinds = ROLE_SKILLS[role]
+    skill = AgentSkill(
+        id=skill_id,
+        name=f"PsychoAlign {role}",
+        description=description,
+        tags=["psychoalign", role, *kinds],
+        input_modes=["application/json"],
+        output_modes=["application/json"],
+    )
+    return _card(
+        f"PsychoAlign {role.upper()}",
+        f"The {role.upper()} agent of a PsychoAlign negotiation.",
+        base_url,
+        [skill],
+        auth,
+    )
+
+
+def a2a_app(executor: AgentExecutor, card: AgentCard, tokens: Mapping[str, str] | None) -> Starlette:
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+    routes: list[Any] = [
+        *create_agent_card_routes(card),  # card first: the REST routes add a catch-all mount
+        *create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH),
+        *create_rest_routes(handler, path_prefix=REST_PATH),
+    ]
+    middleware = (
+        [Middleware(AuthenticationMiddleware, backend=BearerBackend(tokens), on_error=_unauthorized)] if tokens else []
+    )
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def build_role_app(
+    role: AgentRole, transport: AgentTransport, base_url: str, tokens: Mapping[str, str] | None = None
+) -> Starlette:
+    """The A2A app for one role. With ``tokens`` ({identity: token}) only the mediator may send tasks."""
+    allowed = {"mediator"} if tokens else None
+    executor = RoleExecutor(role, transport, allowed)
+    return a2a_app(executor, role_card(role, base_url, auth=bool(tokens)), tokens)

@@ -1,0 +1,131 @@
+"""The whole PsychoAlign system (gates and all) as one A2A agent.
+
+Its reply is the MEDIATOR's final response; tension, state, defense and the trace id travel in
+the response artifact's data part and metadata. Decision (docs/a2a.md): a deadlock that ended in
+Sublimation or Displacement maps to ``input-required`` — the request has a legitimate core that a
+clarification could unlock — every other deadlock completes with the structured refusal.
+Follow-ups in the same A2A context carry the conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.helpers import new_data_part, new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import AgentCard, AgentSkill, Part
+from google.protobuf.json_format import MessageToDict
+from starlette.applications import Starlette
+
+from ..negotiation.defense import DefenseMechanism
+from ..negotiation.engine import Negotiator
+from ..negotiation.tension import SystemState
+from ..traces.model import Trace, TraceStatus
+from .server import _card, a2a_app
+
+__all__ = ["SystemExecutor", "build_system_app", "system_card"]
+
+CLARIFY = "Could you say more about what you need this for, so I can help within the rules?"
+MAX_HISTORY = 6
+
+
+def outcome(trace: Trace) -> dict[str, Any]:
+    f = trace.final
+    return {
+        "trace_id": trace.id,
+        "status": trace.status.value,
+        "rounds": len(trace.rounds),
+        "tension": f.tension if f else None,
+        "state": f.state.value if f and f.state else None,
+        "defense": f.defense.value if f and f.defense else None,
+        "framework": trace.framework.name if trace.framework else None,
+    }
+
+
+def _with_history(history: list[tuple[str, str]], text: str) -> str:
+    if not history:
+        return text
+    turns = "\n".join(f"User: {u}\nAssistant: {a}" for u, a in history[-MAX_HISTORY:])
+    return f"Earlier in this conversation:\n{turns}\n\nCurrent request: {text}"
+
+
+class SystemExecutor(AgentExecutor):
+    def __init__(self, negotiator: Negotiator, framework: str = "general") -> None:
+        self.negotiator = negotiator
+        self.framework = framework
+        self.history: dict[str, list[tuple[str, str]]] = {}
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        task = context.current_task or new_task_from_user_message(context.message)
+        await event_queue.enqueue_event(task)
+        # Build the updater from the stored task: a follow-up with only task_id gets a fresh
+        # context_id from the SDK (a2a-python #1206), which would not match the task.
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        text = context.get_user_input().strip()
+        if not text:
+            await updater.reject(updater.new_agent_message([Part(text="empty request: send a text part")]))
+            return
+        meta = MessageToDict(context.message.metadata) if context.message.HasField("metadata") else {}
+        await updater.start_work(updater.new_agent_message([Part(text="negotiating")]))
+        history = self.history.setdefault(task.context_id, [])
+        trace = await self.negotiator.negotiate(
+            _with_history(history, text),
+            framework=str(meta.get("framework", self.framework)),
+            context=meta.get("context"),
+            metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id},
+        )
+        info = outcome(trace)
+        await updater.add_artifact(
+            parts=[Part(text=trace.response), new_data_part(info)], name="response", metadata=info, last_chunk=True
+        )
+        history.append((text, trace.response))
+        del history[:-MAX_HISTORY]
+        f = trace.final
+        if trace.status is TraceStatus.FAILED:
+            await updater.failed(updater.new_agent_message([Part(text=trace.response)], metadata=info))
+        elif (
+            f is not None
+            and f.state is SystemState.DEADLOCK
+            and f.defense
+            in (
+                DefenseMechanism.SUBLIMATION,
+                DefenseMechanism.DISPLACEMENT,
+            )
+        ):
+            await updater.requires_input(updater.new_agent_message([Part(text=CLARIFY)], metadata=info))
+        else:
+            await updater.complete(updater.new_agent_message([Part(text=trace.response)], metadata=info))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel()
+
+
+def system_card(base_url: str, auth: bool) -> AgentCard:
+    skill = AgentSkill(
+        id="negotiate",
+        name="Negotiated answer",
+        description=(
+            "Answers a request after a DRIVE / EVALUATOR / MEDIATOR negotiation under an ethical framework. "
+            "Send text; optional message metadata {framework, context}. The response artifact carries the "
+            "answer (text) and {trace_id, tension, state, defense} (data)."
+        ),
+        tags=["psychoalign", "alignment", "safety", "negotiation"],
+        examples=["Is it safe to take ibuprofen with paracetamol?"],
+        input_modes=["text/plain"],
+        output_modes=["text/plain", "application/json"],
+    )
+    return _card(
+        "PsychoAlign", "Negotiated, auditable answers with a per-request alignment tension.", base_url, [skill], auth
+    )
+
+
+def build_system_app(
+    negotiator: Negotiator, base_url: str, *, framework: str = "general", token: str | None = None
+) -> Starlette:
+    """The system agent. With ``token``, clients must send it as a bearer token (identity 'user')."""
+    tokens = {"user": token} if token else None
+    return a2a_app(SystemExecutor(negotiator, framework), system_card(base_url, auth=bool(token)), tokens)

@@ -1,0 +1,119 @@
+"""The negotiation engine's A2A transport: each role at a URL, every call as the MEDIATOR's identity."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from a2a.client import A2ACardResolver, AgentCardResolutionError, Client, ClientConfig, ClientFactory
+from a2a.helpers import get_data_parts, get_message_text, new_data_message
+from a2a.types import Role, SendMessageRequest, TaskState
+
+from ..agents.messages import AgentReply, AgentRole
+from ..errors import EndpointError
+from .codec import Task, decode_reply, encode_task
+
+__all__ = ["A2ATransport"]
+
+_TRANSIENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    """A connection-level failure, possibly wrapped by the a2a client."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (*_TRANSIENT, AgentCardResolutionError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class A2ATransport:
+    """Sends each task as an A2A message to the role's service and validates the reply.
+
+    Fails closed: a service that is down, rejects the task, fails it or answers with something
+    that is not a valid reply raises :class:`EndpointError`; the engine then fails the negotiation.
+    Connection failures are retried ``retries`` times with exponential backoff; a task the
+    service itself failed is not (its model layer already retried).
+    """
+
+    def __init__(
+        self,
+        urls: Mapping[str, str],
+        *,
+        token: str | None = None,
+        timeout_s: float = 300.0,
+        retries: int = 2,
+        backoff_s: float = 0.25,
+    ) -> None:
+        self.urls = {role: url.rstrip("/") for role, url in urls.items()}
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # LLM calls take far longer than httpx's 5 s default.
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+        )
+        self._clients: dict[str, Client] = {}
+        self._lock = asyncio.Lock()
+        self.retries = retries
+        self.backoff_s = backoff_s
+
+    async def _client(self, role: str) -> Client:
+        if role not in self._clients:
+            async with self._lock:
+                if role not in self._clients:
+                    if role not in self.urls:
+                        raise EndpointError(f"no A2A URL configured for role '{role}'", hint="set a2a.urls.<role>")
+                    card = await A2ACardResolver(self._http, self.urls[role]).get_agent_card()
+                    config = ClientConfig(
+                        streaming=False, httpx_client=self._http, supported_protocol_bindings=["JSONRPC"]
+                    )
+                    self._clients[role] = ClientFactory(config).create(card)
+        return self._clients[role]
+
+    async def deliver(self, recipient: AgentRole, task: Task) -> AgentReply[Any]:
+        url = self.urls.get(recipient, "?")
+        for attempt in range(self.retries + 1):
+            try:
+                return await self._once(recipient, task)
+            except EndpointError:
+                raise
+            except Exception as exc:
+                if not _is_unreachable(exc):  # a protocol error: fail closed at once
+                    raise EndpointError(f"{recipient} agent at {url}: {type(exc).__name__}: {exc}") from None
+                self._clients.pop(recipient, None)
+                if attempt == self.retries:
+                    raise EndpointError(
+                        f"{recipient} agent at {url} is unreachable ({type(exc).__name__})",
+                        hint="is the agent running? see `psychoalign agent serve`",
+                    ) from None
+                await asyncio.sleep(self.backoff_s * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def _once(self, recipient: str, task: Task) -> AgentReply[Any]:
+        client = await self._client(recipient)
+        url = self.urls[recipient]
+        message = new_data_message(encode_task(task), role=Role.ROLE_USER)
+        final = None
+        async for resp in client.send_message(SendMessageRequest(message=message)):
+            if resp.HasField("task"):
+                final = resp.task
+        if final is None:
+            raise EndpointError(f"{recipient} agent at {url} returned no task")
+        state = final.status.state
+        if state != TaskState.TASK_STATE_COMPLETED:
+            why = get_message_text(final.status.message) if final.status.HasField("message") else ""
+            raise EndpointError(f"{recipient} agent at {url} ended the task {TaskState.Name(state)}: {why}")
+        for artifact in final.artifacts:
+            data = get_data_parts(list(artifact.parts))
+            if data:
+                return decode_reply(task.kind, data[0], host=url)
+        raise EndpointError(f"{recipient} agent at {url} completed without a reply artifact")
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        await self._http.aclose()

@@ -1,0 +1,164 @@
+"""A2A: real servers on loopback, the official a2a-sdk client, auth, the bus invariant over the network."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_data_parts, new_data_message
+from a2a.types import GetTaskRequest, Role, SendMessageRequest, TaskState
+from starlette.applications import Starlette
+
+from psychoalign.a2a import A2ATransport, build_role_app
+from psychoalign.a2a.codec import encode_task
+from psychoalign.agents import DriveTask
+from psychoalign.config import Settings
+from psychoalign.negotiation import Negotiator
+from psychoalign.negotiation.defense import template
+from psychoalign.traces import TraceStatus
+
+from .loopback import free_port
+from .scenario import World, evaluation, proposals
+
+TOKENS = {"mediator": "tok-mediator", "drive": "tok-drive", "evaluator": "tok-evaluator"}
+
+
+class Server:
+    def __init__(self, app: Starlette, port: int) -> None:
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@contextmanager
+def role_servers(world: World, latency_s: float = 0.0) -> Iterator[tuple[dict[str, str], dict[str, Server]]]:
+    transport = Negotiator(Settings(), models=world.models(latency_s=latency_s)).transport
+    urls, servers = {}, {}
+    for role in ("drive", "evaluator", "mediator"):
+        port = free_port()
+        urls[role] = f"http://127.0.0.1:{port}"
+        servers[role] = Server(build_role_app(role, transport, urls[role], TOKENS), port)  # type: ignore[arg-type]
+    try:
+        yield urls, servers
+    finally:
+        for s in servers.values():
+            if s.thread.is_alive():
+                s.stop()
+
+
+def drive_message() -> SendMessageRequest:
+    task = DriveTask(request="How do I boil an egg?", context="chat", n=1)
+    return SendMessageRequest(message=new_data_message(encode_task(task), role=Role.ROLE_USER))
+
+
+EGG = [proposals(("Boil it for 6 minutes.", 0.9))]
+
+
+async def test_card_send_stream_get_and_auth() -> None:
+    with role_servers(World(EGG)) as (urls, _):
+        async with httpx.AsyncClient(headers={"Authorization": "Bearer tok-mediator"}, timeout=30) as hc:
+            card = await A2ACardResolver(hc, urls["drive"]).get_agent_card()
+            assert card.name == "PsychoAlign DRIVE"
+            assert card.skills[0].id == "propose"
+            assert "bearer" in card.security_schemes
+            assert {i.protocol_binding for i in card.supported_interfaces} == {"JSONRPC", "HTTP+JSON"}
+            for binding in ("JSONRPC", "HTTP+JSON"):
+                client = ClientFactory(
+                    ClientConfig(streaming=False, httpx_client=hc, supported_protocol_bindings=[binding])
+                ).create(card)
+                tasks = [r.task async for r in client.send_message(drive_message()) if r.HasField("task")]
+                assert tasks[-1].status.state == TaskState.TASK_STATE_COMPLETED
+                reply = get_data_parts(list(tasks[-1].artifacts[0].parts))[0]
+                assert reply["reply"]["output"]["proposals"][0]["text"] == "Boil it for 6 minutes."
+                fetched = await client.get_task(GetTaskRequest(id=tasks[-1].id))
+                assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+            streaming = ClientFactory(ClientConfig(streaming=True, httpx_client=hc)).create(card)
+            kinds = [r.WhichOneof("payload") async for r in streaming.send_message(drive_message())]
+            assert kinds[0] == "task" and "artifact_update" in kinds and kinds[-1] == "status_update"
+        # No token: the HTTP layer refuses before any agent runs.
+        async with httpx.AsyncClient(timeout=30) as anon:
+            resp = await anon.post(
+                f"{urls['drive']}/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}
+            )
+            assert resp.status_code == 401
+            assert (await anon.get(f"{urls['drive']}/.well-known/agent-card.json")).status_code == 200
+
+
+async def test_drive_cannot_reach_evaluator_over_the_network() -> None:
+    world = World(EGG)
+    with role_servers(world) as (urls, _):
+        transport = A2ATransport(urls, token=TOKENS["drive"])  # a DRIVE holding its own credentials
+        trace = await Negotiator(Settings(), transport=transport).negotiate("egg?")
+        await transport.aclose()
+    assert trace.status is TraceStatus.FAILED
+    assert "accepts tasks only from the mediator" in (trace.error or "")
+    assert world.calls["evaluator"] == 0
+
+
+async def test_negotiation_over_a2a_matches_in_process() -> None:
+    def judge(text: str) -> dict[str, Any]:
+        return (
+            evaluation(65, "CONDITIONAL", mods=["Add a caveat."]) if text == "Answer." else evaluation(90, "APPROVED")
+        )
+
+    local = await World([proposals(("Answer.", 0.9))], judge=judge).negotiator().negotiate("q")
+    world = World([proposals(("Answer.", 0.9))], judge=judge)
+    with role_servers(world) as (urls, _):
+        transport = A2ATransport(urls, token=TOKENS["mediator"])
+        remote = await Negotiator(Settings(), transport=transport).negotiate("q")
+        await transport.aclose()
+    assert remote.status is TraceStatus.COMPLETED
+    strip = {"id", "created_at", "finished_at", "agents", "models", "metadata"}
+    assert remote.model_dump(exclude=strip) == local.model_dump(exclude=strip)
+    assert remote.agents["evaluator"].hosts == [urls["evaluator"]]
+    assert remote.models["drive"] == f"a2a:{urls['drive']}"
+
+
+async def test_agent_killed_mid_negotiation_fails_closed() -> None:
+    world = World([proposals(("SECRET proposal", 0.9))])
+    with role_servers(world, latency_s=0.5) as (urls, servers):
+        transport = A2ATransport(urls, token=TOKENS["mediator"], retries=1, backoff_s=0.05)
+        task = asyncio.create_task(Negotiator(Settings(), transport=transport).negotiate("q"))
+        await asyncio.sleep(0.1)  # the DRIVE is thinking; the EVALUATOR goes down
+        await asyncio.to_thread(servers["evaluator"].stop)
+        trace = await task
+        await transport.aclose()
+    assert trace.status is TraceStatus.FAILED
+    assert "unreachable" in (trace.error or "")
+    assert trace.response == template("fail_closed")
+    assert "SECRET" not in trace.response
+
+
+async def test_invalid_task_is_rejected() -> None:
+    with role_servers(World(EGG)) as (urls, _):
+        async with httpx.AsyncClient(headers={"Authorization": "Bearer tok-mediator"}, timeout=30) as hc:
+            card = await A2ACardResolver(hc, urls["evaluator"]).get_agent_card()
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
+            wrong_kind = [r.task async for r in client.send_message(drive_message()) if r.HasField("task")]
+            assert wrong_kind[-1].status.state == TaskState.TASK_STATE_REJECTED
+            junk = SendMessageRequest(message=new_data_message({"hello": 1}, role=Role.ROLE_USER))
+            junk_tasks = [r.task async for r in client.send_message(junk) if r.HasField("task")]
+            assert junk_tasks[-1].status.state == TaskState.TASK_STATE_REJECTED
+
+
+def test_unknown_role_url_is_a_clear_error() -> None:
+    with pytest.raises(Exception, match="no A2A URL configured for role 'mediator'"):
+        asyncio.run(A2ATransport({"drive": "http://x"})._client("mediator"))
