@@ -7,10 +7,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
 from ..errors import ConfigError
+from ..yamlio import load_yaml_model
 from .model import Framework
 
 __all__ = ["FrameworkError", "builtin_names", "load_framework", "parse_framework"]
@@ -23,24 +21,6 @@ class FrameworkError(ConfigError):
 def builtin_names() -> list[str]:
     root = resources.files(__package__) / "builtin"
     return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
-
-
-def _line_of(node: yaml.Node, loc: tuple[str | int, ...]) -> int:
-    """1-based line of the YAML node at ``loc`` (the deepest node that exists)."""
-    current = node
-    for part in loc:
-        if isinstance(current, yaml.MappingNode):
-            match = next((v for k, v in current.value if k.value == part), None)
-            if match is None:
-                match = next((k for k, _ in current.value if k.value == part), None)
-                if match is None:
-                    break
-            current = match
-        elif isinstance(current, yaml.SequenceNode) and isinstance(part, int) and part < len(current.value):
-            current = current.value[part]
-        else:
-            break
-    return int(current.start_mark.line) + 1
 
 
 def _flatten_layers(data: dict[str, Any]) -> dict[str, Any]:
@@ -57,29 +37,17 @@ def parse_framework(text: str, source: str = "<string>") -> Framework:
     return _parse_framework(text, source)
 
 
+_LAYERS = ("universal", "contextual", "aspirational")
+
+
 @functools.lru_cache(maxsize=64)
 def _parse_framework(text: str, source: str) -> Framework:
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise FrameworkError(f"{source}{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict) or node is None:
-        raise FrameworkError(f"{source}:1: a framework must be a YAML mapping")
-    had_layers = "layers" in data
-    try:
-        return Framework.model_validate(_flatten_layers(data))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc: tuple[str | int, ...] = tuple(first["loc"])
-        in_layer = had_layers and bool(loc) and loc[0] in ("universal", "contextual", "aspirational")
-        yaml_loc: tuple[str | int, ...] = ("layers", *loc) if in_layer else loc
-        lineno = _line_of(node, yaml_loc)  # 1-based line of the offending node
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise FrameworkError(f"{source}:{lineno}: {where}: {first['msg']}{more}") from None
+    nested = "layers:" in text  # errors inside layers point at the nested YAML node
+
+    def yaml_loc(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+        return ("layers", *loc) if nested and loc and loc[0] in _LAYERS else loc
+
+    return load_yaml_model(text, source, Framework, error=FrameworkError, prepare=_flatten_layers, yaml_loc=yaml_loc)
 
 
 def load_framework(name_or_path: str | Path) -> Framework:

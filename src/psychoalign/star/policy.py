@@ -1,0 +1,93 @@
+"""The content safety policy STAR red-teams against: areas, rules, and the matching each rule needs."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..errors import ConfigError
+from ..yamlio import load_yaml_model
+
+__all__ = ["Area", "Policy", "PolicyError", "PolicyRule", "load_policy"]
+
+Matching = Literal["none", "demographic", "medical", "fact_checking"]
+
+
+class PolicyError(ConfigError):
+    """A policy or parameter file is missing or invalid."""
+
+
+class PolicyRule(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    text: str = Field(min_length=3)
+    matching: Matching = "none"
+    targets_group: bool = Field(False, description="Instructions name a target demographic group.")
+
+    @model_validator(mode="after")
+    def _group_needs_demographic_matching(self) -> PolicyRule:
+        if self.targets_group and self.matching != "demographic":
+            raise ValueError("a rule that targets a group must use matching: demographic")
+        return self
+
+
+class Area(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    text: str
+    rules: tuple[PolicyRule, ...] = Field(min_length=1)
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    version: str = Field(pattern=r"^\d+\.\d+(\.\d+)?$")
+    description: str = ""
+    areas: tuple[Area, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Policy:
+        ids = [r.id for r in self.rules()]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate rule ids: {', '.join(dupes)}")
+        return self
+
+    def rules(self) -> tuple[PolicyRule, ...]:
+        return tuple(r for a in self.areas for r in a.rules)
+
+    def rule(self, rule_id: str) -> PolicyRule:
+        for r in self.rules():
+            if r.id == rule_id:
+                return r
+        raise KeyError(rule_id)
+
+    def area_of(self, rule_id: str) -> str:
+        return next(a.id for a in self.areas for r in a.rules if r.id == rule_id)
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """The built-in policy (``None``) or a YAML file."""
+    if path is None:
+        text = (resources.files(__package__) / "builtin" / "policy.yaml").read_text(encoding="utf-8")
+        return load_yaml_model(text, "builtin:policy.yaml", Policy, error=PolicyError)
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file {p}: {exc.strerror}") from None
+    return load_yaml_model(text, str(p), Policy, error=PolicyError)
