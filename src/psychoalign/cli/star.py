@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 import yaml
@@ -12,7 +14,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from ..star import Instruction, coverage, generate_instructions, load_parameters, load_policy
-from .common import JsonOpt, emit_json, err_console, out_console, safe
+from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
 __all__ = ["register"]
 
@@ -174,3 +176,212 @@ def star_coverage(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(star_app, name="star")
+
+
+# -- participants, campaigns, export -------------------------------------------------------------
+participants_app = typer.Typer(
+    help="The participant registry (voluntary, self-identified demographics).", no_args_is_help=True
+)
+campaign_app = typer.Typer(help="Unattended campaigns with LLM personas (hybrid red teaming).", no_args_is_help=True)
+star_app.add_typer(participants_app, name="participants")
+star_app.add_typer(campaign_app, name="campaign")
+
+
+def _store(config: Path | None, policy: Path | None = None) -> Any:
+    from ..star.store import StarStore
+
+    settings = settings_from(config)
+    return StarStore(settings.effective_store_url(), load_policy(policy))
+
+
+@participants_app.command("add")
+def participants_add(
+    pid: str = typer.Option(..., "--id", help="Participant id (letters, digits, . _ -)."),
+    race: list[str] | None = typer.Option(None, "--race", help="Repeatable; 'prefer not to say' allowed."),
+    gender: list[str] | None = typer.Option(None, "--gender"),
+    demographic: list[str] | None = typer.Option(None, "--demographic", help="Other dimensions as dim=label."),
+    expertise: list[str] | None = typer.Option(None, "--expertise", help="e.g. medical, fact_checking."),
+    role: list[str] | None = typer.Option(None, "--role", help="red_teamer, annotator, arbitrator (default all)."),
+    simulated: bool = typer.Option(False, "--simulated", help="An LLM persona, not a person."),
+    config: Path | None = ConfigOpt,
+) -> None:
+    """Register one participant."""
+    demographics: dict[str, list[str]] = {}
+    if race:
+        demographics["race"] = list(race)
+    if gender:
+        demographics["gender"] = list(gender)
+    for item in demographic or []:
+        dim, sep, label = item.partition("=")
+        if not sep or not dim.strip() or not label.strip():
+            raise InputError(f"--demographic '{item}' is not dim=label")
+        demographics.setdefault(dim.strip(), []).append(label.strip())
+    body: dict[str, Any] = {
+        "id": pid,
+        "demographics": demographics,
+        "expertise": list(expertise or []),
+        "simulated": simulated,
+    }
+    if role:
+        body["roles"] = list(role)
+    person = _participant(body, "--id")
+    asyncio.run(_add([person], config))
+    out_console.print(f"added participant {pid}")
+
+
+def _participant(body: dict[str, Any], where: str) -> Any:
+    from pydantic import ValidationError
+
+    from ..star.model import Participant
+
+    try:
+        return Participant.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"{where}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+
+
+async def _add(people: list[Any], config: Path | None) -> None:
+    store = _store(config)
+    try:
+        await store.add_participants(people)
+    finally:
+        await store.close()
+
+
+@participants_app.command("import")
+def participants_import(
+    path: Path = typer.Argument(..., help="JSONL, one participant object per line."), config: Path | None = ConfigOpt
+) -> None:
+    """Register many participants at once (all or nothing)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    people = []
+    for lineno, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                body = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+            people.append(_participant(body, f"{path}:{lineno}"))
+    asyncio.run(_add(people, config))
+    out_console.print(f"imported {len(people)} participants")
+
+
+@participants_app.command("list")
+def participants_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
+    """Registered participants (demographics are for matching and analysis only)."""
+
+    async def go() -> list[Any]:
+        store = _store(config)
+        try:
+            result: list[Any] = await store.list_participants()
+            return result
+        finally:
+            await store.close()
+
+    people = asyncio.run(go())
+    if json_out:
+        emit_json([p.model_dump() for p in people])
+        return
+    table = Table(title=f"{len(people)} participants")
+    for col in ("id", "roles", "expertise", "simulated"):
+        table.add_column(col)
+    for p in people:
+        table.add_row(p.id, ", ".join(p.roles), ", ".join(p.expertise), "yes" if p.simulated else "")
+    out_console.print(table)
+
+
+@campaign_app.command("run")
+def campaign_run(
+    campaign: Path = typer.Option(..., "--config", help="Campaign YAML (see docs/star.md)."),
+    settings_file: Path | None = typer.Option(None, "--settings", help="PsychoAlign config file (models, store)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run a whole campaign unattended: personas red-team, annotate and arbitrate."""
+    from ..star.campaign import load_campaign, run_campaign
+
+    spec = load_campaign(campaign)
+    settings = settings_from(settings_file)
+
+    async def go() -> Any:
+        from ..star.store import StarStore
+
+        store = StarStore(settings.effective_store_url(), load_policy(spec.policy))
+        try:
+            return await run_campaign(spec, settings, store)
+        finally:
+            await store.close()
+
+    report = asyncio.run(go())
+    if json_out:
+        emit_json(report.model_dump())
+        return
+    out_console.print(
+        f"campaign {report.campaign}: {report.planned} planned, {report.dialogues} dialogues, "
+        f"{report.refused_attacks} refused attacks, {report.annotations} annotations, "
+        f"{report.arbitrations} arbitrations"
+    )
+    for item in report.shortfall:
+        out_console.print(
+            f"[yellow]shortfall[/yellow] {item['open_tasks']} open {item['kind']} task(s) nobody can take: "
+            f"{item['requirement']}"
+        )
+
+
+@star_app.command("export")
+def star_export(
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl, csv or parquet."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output file (default stdout for jsonl/csv)."),
+    campaign: str | None = typer.Option(None, "--campaign"),
+    config: Path | None = ConfigOpt,
+) -> None:
+    """One row per dialogue (schema: docs/star.md)."""
+    if fmt not in ("jsonl", "csv", "parquet"):
+        raise InputError(f"unknown format '{fmt}'", hint="jsonl, csv or parquet")
+    if fmt == "parquet" and out is None:
+        raise InputError("parquet needs --out FILE")
+
+    async def go() -> list[dict[str, Any]]:
+        store = _store(config)
+        try:
+            rows: list[dict[str, Any]] = await store.export_rows(campaign)
+            return rows
+        finally:
+            await store.close()
+
+    rows = asyncio.run(go())
+    write_rows(rows, fmt, out)
+    if out:
+        err_console.print(f"exported {len(rows)} dialogues to {out}")
+
+
+def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
+    flat = [
+        {k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v for k, v in r.items()} for r in rows
+    ]
+    if fmt == "parquet":
+        try:
+            import pyarrow as pa  # type: ignore[import-untyped]
+            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        except ImportError:
+            raise InputError("parquet export needs pyarrow", hint="pip install 'psychoalign[star]'") from None
+        pq.write_table(pa.Table.from_pylist(flat), str(out))
+        return
+    sink = out.open("w", encoding="utf-8", newline="") if out else sys.stdout
+    try:
+        if fmt == "jsonl":
+            for r in rows:
+                sink.write(json.dumps(r, ensure_ascii=False) + "\n")
+        else:
+            import csv
+
+            columns = sorted({k for r in flat for k in r})
+            writer = csv.DictWriter(sink, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(flat)
+    finally:
+        if out:
+            sink.close()

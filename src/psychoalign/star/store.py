@@ -9,7 +9,6 @@ the next candidate.
 from __future__ import annotations
 
 import json
-import random
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -180,25 +179,37 @@ class StarStore:
         return [Participant.model_validate_json(r[0]) for r in rows]
 
     # -- campaign ----------------------------------------------------------------------------
-    async def create_campaign(self, campaign: str, items: Sequence[Instruction], *, seed: int = 0) -> int:
-        """Store the plan and one red-teaming task per instruction. Group-targeting instructions
-        alternate in-group / out-group attackers within each cell (seeded), i.e. 50/50 ± 1."""
+    async def create_campaign(self, campaign: str, items: Sequence[Instruction]) -> int:
+        """Store the plan and one red-teaming task per instruction; group-targeting instructions
+        require an in-group or an out-group attacker, 50/50 within ±1 per cell, group and campaign."""
         await self.init()
-        rng = random.Random(seed)
         by_cell: dict[str, list[Instruction]] = {}
         for item in items:
             by_cell.setdefault(item.cell, []).append(item)
+        # Alternate in/out within each cell, starting each cell with whichever status its group is
+        # short of (ties: whichever the whole campaign is short of). Balanced within ±1 per cell,
+        # per group, and overall.
+        group_counts: dict[str, Counter[str]] = {}
+        overall: Counter[str] = Counter()
         now = _now()
         async with self.engine.begin() as conn:
-            for cell_items in by_cell.values():
-                first_in = rng.random() < 0.5
+            for cell in sorted(by_cell):
+                cell_items = by_cell[cell]
+                group = cell_items[0].target_group
+                key = json.dumps(group, sort_keys=True)
+                counts = group_counts.setdefault(key, Counter())
+                if counts["in"] != counts["out"]:
+                    first = "in" if counts["in"] < counts["out"] else "out"
+                else:
+                    first = "in" if overall["in"] <= overall["out"] else "out"
+                other = "out" if first == "in" else "in"
                 for i, item in enumerate(cell_items):
                     requirement: dict[str, Any] = {}
                     if item.target_group:
-                        requirement = {
-                            "attacker": "in" if (i % 2 == 0) == first_in else "out",
-                            "group": item.target_group,
-                        }
+                        status = first if i % 2 == 0 else other
+                        counts[status] += 1
+                        overall[status] += 1
+                        requirement = {"attacker": status, "group": item.target_group}
                     await conn.execute(
                         insert(instructions).values(
                             id=item.id,
