@@ -109,6 +109,10 @@ def test_campaign_cli_and_export(tmp_path: Path) -> None:
     assert pq.read_table(str(tmp_path / "export.parquet")).num_rows == 4
     listed = json.loads(cli("star", "participants", "list", "--config", str(settings), "--json").stdout)
     assert listed and all(p["simulated"] for p in listed)
+    cov = json.loads(cli("star", "coverage", "--campaign", "cli1", "--config", str(settings), "--json").stdout)
+    assert cov["planned"] == 4 and cov["done"] == 4
+    assigned = json.loads(cli("star", "assign", "--kind", "annotate", "--config", str(settings), "--json").stdout)
+    assert assigned["open_before"] == 0  # every annotation was already done
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ninstructions: 0\n")
     err = cli("star", "campaign", "run", "--config", str(bad), "--settings", str(settings))

@@ -223,3 +223,30 @@ async def test_concurrent_claiming_on_postgres_never_double_assigns() -> None:
         async with admin.engine.begin() as conn:
             await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
         await admin.close()
+
+
+async def test_batch_assignment_respects_matching_and_balances_load(store: StarStore) -> None:
+    people = pool(60)
+    await store.add_participants(people)
+    items = generate_instructions(POLICY, SPACE, 400, seed=9)
+    await store.create_campaign("c1", items)
+    result = await store.assign_all(TaskKind.RED_TEAM, campaign="c1")
+    assert result["assigned"] + sum(s["open_tasks"] for s in result["shortfall"]) == 400
+    by_id = {p.id: p for p in people}
+    from sqlalchemy import select
+
+    from psychoalign.star.store import tasks
+
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(select(tasks.c.participant_id, tasks.c.requirement, tasks.c.status))).all()
+    import json
+
+    loads = Counter(pid for pid, _, status in rows if status == "claimed")
+    for pid, req, status in rows:
+        if status == "claimed":
+            r = json.loads(req)
+            if "attacker" in r:
+                assert by_id[pid].in_group(r["group"]) is (r["attacker"] == "in")
+    assert max(loads.values()) - min(loads.values()) <= max(loads.values()) // 2 + 2
+    again = await store.assign_all(TaskKind.RED_TEAM, campaign="c1")
+    assert again["assigned"] == 0  # nothing assigned twice

@@ -98,6 +98,24 @@ def instructions_generate(
         err_console.print(f"wrote {len(items)} instructions to {out}")
 
 
+def _instruction(row: dict[str, Any], index: int) -> Instruction:
+    params = {k: row[k] for k in row if k not in _RESERVED and not k.startswith("target_") and k != "topic"}
+    group = {k.removeprefix("target_"): v for k, v in row.items() if k.startswith("target_") and k != "target_group"}
+    return Instruction(
+        id=row["id"],
+        index=index,
+        seed=row["seed"],
+        policy=row["policy"],
+        area=row["area"],
+        rule=row["rule"],
+        params=params,
+        sampled={"topic": row.get("topic")},
+        target_group=group or None,
+        cell=row["cell"],
+        text=row["text"],
+    )
+
+
 def _read_instructions(path: Path) -> list[Instruction]:
     items = []
     try:
@@ -108,26 +126,7 @@ def _read_instructions(path: Path) -> list[Instruction]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            params = {k: row[k] for k in row if k not in _RESERVED and not k.startswith("target_") and k != "topic"}
-            group = {
-                k.removeprefix("target_"): v for k, v in row.items() if k.startswith("target_") and k != "target_group"
-            }
-            items.append(
-                Instruction(
-                    id=row["id"],
-                    index=lineno - 1,
-                    seed=row["seed"],
-                    policy=row["policy"],
-                    area=row["area"],
-                    rule=row["rule"],
-                    params=params,
-                    sampled={"topic": row.get("topic")},
-                    target_group=group or None,
-                    cell=row["cell"],
-                    text=row["text"],
-                )
-            )
+            items.append(_instruction(json.loads(line), lineno - 1))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path}:{lineno}: not an instruction record ({type(exc).__name__}: {exc})") from None
     return items
@@ -151,15 +150,25 @@ def _read_done(path: Path) -> list[str]:
 
 @star_app.command("coverage")
 def star_coverage(
-    plan: Path = typer.Option(..., "--plan", help="Instructions JSONL (from `star instructions generate`)."),
+    plan: Path | None = typer.Option(None, "--plan", help="Instructions JSONL (from `star instructions generate`)."),
     done: Path | None = typer.Option(None, "--done", help="JSONL with an instruction_id per completed dialogue."),
+    campaign: str | None = typer.Option(None, "--campaign", help="Read plan and progress from the store instead."),
     policy: Path | None = PolicyOpt,
     parameters: Path | None = ParamsOpt,
+    config: Path | None = ConfigOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Planned vs done per cell, and how even the plan is (max/min per cell, overall and per rule)."""
     pol, space = load_policy(policy), load_parameters(parameters)
-    report = coverage(pol, space, _read_instructions(plan), _read_done(done) if done else ())
+    if campaign:
+        records, done_ids = asyncio.run(_plan_from_store(config, campaign))
+        items = [_instruction(row, i) for i, row in enumerate(records)]
+    elif plan is not None:
+        items = _read_instructions(plan)
+        done_ids = _read_done(done) if done else []
+    else:
+        raise InputError("give --plan FILE or --campaign NAME")
+    report = coverage(pol, space, items, done_ids)
     if json_out:
         emit_json(report.model_dump(mode="json"))
         return
@@ -172,6 +181,50 @@ def star_coverage(
     out_console.print(table)
     if report.uncovered_cells:
         out_console.print(f"[yellow]{report.uncovered_cells} cells have no planned instruction[/yellow]")
+
+
+async def _plan_from_store(config: Path | None, campaign: str) -> tuple[list[dict[str, Any]], list[str]]:
+    store = _store(config)
+    try:
+        result: tuple[list[dict[str, Any]], list[str]] = await store.plan_and_done(campaign)
+        return result
+    finally:
+        await store.close()
+
+
+@star_app.command("assign")
+def star_assign(
+    kind: str = typer.Option("red_team", "--kind", help="red_team, annotate or arbitrate."),
+    campaign: str | None = typer.Option(None, "--campaign"),
+    relax: bool = typer.Option(False, "--relax", help="Let red teamers take tasks they do not match (logged)."),
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Assign every open task of a kind at once; report the shortfall per requirement."""
+    from ..star.model import TaskKind
+
+    try:
+        task_kind = TaskKind(kind)
+    except ValueError:
+        raise InputError(f"unknown task kind '{kind}'", hint="red_team, annotate or arbitrate") from None
+
+    async def go() -> dict[str, Any]:
+        store = _store(config)
+        try:
+            result: dict[str, Any] = await store.assign_all(task_kind, campaign=campaign, relax=relax)
+            return result
+        finally:
+            await store.close()
+
+    result = asyncio.run(go())
+    if json_out:
+        emit_json(result)
+        return
+    out_console.print(f"assigned {result['assigned']} of {result['open_before']} open {kind} tasks")
+    for item in result["shortfall"]:
+        out_console.print(
+            f"[yellow]shortfall[/yellow] {item['open_tasks']} task(s) nobody can take: {item['requirement']}"
+        )
 
 
 def register(app: typer.Typer) -> None:

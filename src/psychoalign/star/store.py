@@ -192,45 +192,52 @@ class StarStore:
         group_counts: dict[str, Counter[str]] = {}
         overall: Counter[str] = Counter()
         now = _now()
-        async with self.engine.begin() as conn:
-            for cell in sorted(by_cell):
-                cell_items = by_cell[cell]
-                group = cell_items[0].target_group
-                key = json.dumps(group, sort_keys=True)
-                counts = group_counts.setdefault(key, Counter())
-                if counts["in"] != counts["out"]:
-                    first = "in" if counts["in"] < counts["out"] else "out"
-                else:
-                    first = "in" if overall["in"] <= overall["out"] else "out"
-                other = "out" if first == "in" else "in"
-                for i, item in enumerate(cell_items):
-                    requirement: dict[str, Any] = {}
-                    if item.target_group:
-                        status = first if i % 2 == 0 else other
-                        counts[status] += 1
-                        overall[status] += 1
-                        requirement = {"attacker": status, "group": item.target_group}
-                    await conn.execute(
-                        insert(instructions).values(
-                            id=item.id,
-                            campaign=campaign,
-                            rule=item.rule,
-                            cell=item.cell,
-                            record=json.dumps(item.record()),
-                        )
-                    )
-                    await conn.execute(
-                        insert(tasks).values(
-                            id=uuid.uuid4().hex,
-                            campaign=campaign,
-                            kind=TaskKind.RED_TEAM.value,
-                            status="open",
-                            instruction_id=item.id,
-                            requirement=json.dumps(requirement),
-                            created_at=now,
-                            updated_at=now,
-                        )
-                    )
+        instruction_rows: list[dict[str, Any]] = []
+        task_rows: list[dict[str, Any]] = []
+        for cell in sorted(by_cell):
+            cell_items = by_cell[cell]
+            group = cell_items[0].target_group
+            counts = group_counts.setdefault(json.dumps(group, sort_keys=True), Counter())
+            if counts["in"] != counts["out"]:
+                first = "in" if counts["in"] < counts["out"] else "out"
+            else:
+                first = "in" if overall["in"] <= overall["out"] else "out"
+            other = "out" if first == "in" else "in"
+            for i, item in enumerate(cell_items):
+                requirement: dict[str, Any] = {}
+                if item.target_group:
+                    status = first if i % 2 == 0 else other
+                    counts[status] += 1
+                    overall[status] += 1
+                    requirement = {"attacker": status, "group": item.target_group}
+                instruction_rows.append(
+                    {
+                        "id": item.id,
+                        "campaign": campaign,
+                        "rule": item.rule,
+                        "cell": item.cell,
+                        "record": json.dumps(item.record()),
+                    }
+                )
+                task_rows.append(
+                    {
+                        "id": uuid.uuid4().hex,
+                        "campaign": campaign,
+                        "kind": TaskKind.RED_TEAM.value,
+                        "status": "open",
+                        "instruction_id": item.id,
+                        "dialogue_id": None,
+                        "participant_id": None,
+                        "requirement": json.dumps(requirement),
+                        "relaxed": None,
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                )
+        async with self.engine.begin() as conn:  # one transaction: the whole plan or nothing
+            if instruction_rows:
+                await conn.execute(insert(instructions), instruction_rows)
+                await conn.execute(insert(tasks), task_rows)
         return len(items)
 
     async def instruction(self, instruction_id: str) -> dict[str, Any]:
@@ -303,6 +310,79 @@ class StarStore:
             return True
         except IntegrityError:
             return False
+
+    async def assign_all(self, kind: TaskKind, *, campaign: str | None = None, relax: bool = False) -> dict[str, Any]:
+        """Assign every open task of ``kind`` at once (a research lead's batch assignment).
+
+        Greedy, load-balanced: each task goes to the eligible participant with the fewest tasks
+        who has not seen its dialogue. Same rules as :meth:`claim`, written in one transaction
+        with the same conditional update, so it is safe next to concurrent claimers. Returns
+        counts, and the shortfall per requirement for tasks nobody could take.
+        """
+        await self.init()
+        people = await self.list_participants()
+        async with self.engine.connect() as conn:
+            query = select(tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement).where(
+                and_(tasks.c.kind == kind.value, tasks.c.status == "open")
+            )
+            if campaign:
+                query = query.where(tasks.c.campaign == campaign)
+            open_tasks = (await conn.execute(query.order_by(tasks.c.created_at, tasks.c.id))).all()
+            seen_rows = (await conn.execute(select(exposures.c.dialogue_id, exposures.c.participant_id))).all()
+            load_rows = (await conn.execute(select(tasks.c.participant_id).where(tasks.c.status == "claimed"))).all()
+        seen: set[tuple[str, str]] = {(d, p) for d, p in seen_rows}
+        load: Counter[str] = Counter(r[0] for r in load_rows if r[0])
+        eligible_by_req: dict[str, list[str]] = {}
+        relaxed_by_req: dict[str, list[str]] = {}
+        assignments: list[tuple[str, str, str | None, str | None]] = []
+        shortfall: Counter[str] = Counter()
+        for task_id, dialogue_id, req_json in open_tasks:
+            if req_json not in eligible_by_req:
+                requirement = json.loads(req_json)
+                checks = [(p.id, eligible(p, kind, requirement)) for p in people]
+                eligible_by_req[req_json] = [pid for pid, (ok, _) in checks if ok]
+                relaxed_by_req[req_json] = [
+                    pid
+                    for pid, (ok, why) in checks
+                    if not ok and kind is TaskKind.RED_TEAM and ("attacker" in why or "demographics unknown" in why)
+                ]
+            note = None
+            pool = [pid for pid in eligible_by_req[req_json] if dialogue_id is None or (dialogue_id, pid) not in seen]
+            if not pool and relax:
+                pool = [
+                    pid for pid in relaxed_by_req[req_json] if dialogue_id is None or (dialogue_id, pid) not in seen
+                ]
+                note = "relaxed: no matching participant (batch assignment)"
+            if not pool:
+                shortfall[req_json] += 1
+                continue
+            chosen = min(pool, key=lambda pid: (load[pid], pid))
+            load[chosen] += 1
+            if dialogue_id is not None:
+                seen.add((dialogue_id, chosen))
+            assignments.append((task_id, chosen, dialogue_id, note))
+        now = _now()
+        taken = 0
+        async with self.engine.begin() as conn:
+            for task_id, pid, dialogue_id, note in assignments:
+                result = await conn.execute(
+                    update(tasks)
+                    .where(and_(tasks.c.id == task_id, tasks.c.status == "open"))
+                    .values(status="claimed", participant_id=pid, relaxed=note, updated_at=now)
+                )
+                if result.rowcount == 1:
+                    taken += 1
+                    if dialogue_id is not None:
+                        await conn.execute(
+                            insert(exposures).values(dialogue_id=dialogue_id, participant_id=pid, role=kind.value)
+                        )
+        return {
+            "assigned": taken,
+            "open_before": len(open_tasks),
+            "participants_used": len({a[1] for a in assignments}),
+            "max_load": max(load.values(), default=0),
+            "shortfall": [{"requirement": json.loads(r), "open_tasks": n} for r, n in shortfall.items()],
+        }
 
     async def task(self, task_id: str) -> TaskRecord:
         async with self.engine.connect() as conn:
@@ -531,6 +611,22 @@ class StarStore:
         ]
 
     # -- reporting -----------------------------------------------------------------------------
+    async def plan_and_done(self, campaign: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """The campaign's instruction records, and the ids of instructions with a submitted dialogue."""
+        await self.init()
+        async with self.engine.connect() as conn:
+            plan = (await conn.execute(select(instructions.c.record).where(instructions.c.campaign == campaign))).all()
+            done = (
+                await conn.execute(
+                    select(dialogues.c.instruction_id).where(
+                        and_(dialogues.c.campaign == campaign, dialogues.c.status == "submitted")
+                    )
+                )
+            ).all()
+        if not plan:
+            raise InputError(f"no campaign '{campaign}' in this store")
+        return [json.loads(r[0]) for r in plan], [str(r[0]) for r in done]
+
     async def shortfall(self, campaign: str | None = None) -> list[dict[str, Any]]:
         """Open tasks per requirement that no registered participant can take."""
         people = await self.list_participants()
