@@ -417,8 +417,8 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
     ]
     if fmt == "parquet":
         try:
-            import pyarrow as pa  # type: ignore[import-untyped]
-            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+            import pyarrow as pa
+            import pyarrow.parquet as pq
         except ImportError:
             raise InputError("parquet export needs pyarrow", hint="pip install 'psychoalign[star]'") from None
         pq.write_table(pa.Table.from_pylist(flat), str(out))
@@ -438,3 +438,29 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
     finally:
         if out:
             sink.close()
+
+
+@star_app.command("analyze")
+def star_analyze(
+    data: list[Path] = typer.Argument(..., help="Datasets: STAR exports, DICES, DiaSafety-CC, XSTest, Anthropic HH."),
+    fmt: str | None = typer.Option(None, "--format", help="Force one adapter for every file (default: detect)."),
+    compare: list[str] | None = typer.Option(None, "--compare", help="NAME=FILE, an extra dataset under a name."),
+    out: Path = typer.Option(..., "--out", help="Directory for report.html, report.json, item_disagreement.csv."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for intervals."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Analyse red-teaming data into an HTML report and a JSON file with every number."""
+    from ..star.analysis import analyze, load, write_report
+
+    datasets = [load(path, fmt) for path in data]
+    for item in compare or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--compare '{item}' is not NAME=FILE")
+        datasets.append(load(Path(path), fmt, name=name))
+    names = [d.name for d in datasets]
+    if len(set(names)) != len(names):
+        raise InputError(f"two datasets share a name: {names}", hint="use --compare NAME=FILE to rename one")
+    report = analyze(datasets, n_boot=bootstrap, seed=seed)
+    for written in write_report(report, datasets, out):
+        err_console.print(f"wrote {written}")
