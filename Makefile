@@ -9,6 +9,8 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip wheel
+	# torch first and pinned: the CPU wheel on this machine kind (any other spec pulls GBs of CUDA).
+	$(BIN)/pip install --quiet 'torch==2.13.0'
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

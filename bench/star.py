@@ -47,8 +47,13 @@ async def assignment(tmp: Path, policy: object, space: object) -> dict[str, floa
     result = await store.assign_all(TaskKind.RED_TEAM, campaign="bench")
     assign_s = time.perf_counter() - t
     await store.close()
-    return {"create_s": create_s, "assign_s": assign_s, "assigned": result["assigned"],
-            "max_load": result["max_load"], "used": result["participants_used"]}
+    return {
+        "create_s": create_s,
+        "assign_s": assign_s,
+        "assigned": result["assigned"],
+        "max_load": result["max_load"],
+        "used": result["participants_used"],
+    }
 
 
 def main() -> None:

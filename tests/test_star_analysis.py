@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,47 @@ def test_cli_analyze_escapes_and_writes_everything(tmp_path: Path) -> None:
     assert set(csv_rows["dataset"]) == {"export", "dia"}
     bad = cli("star", "analyze", str(tmp_path / "nope.json"), "--out", str(tmp_path / "r2"))
     assert bad.returncode != 0 and "cannot read" in bad.stderr
+
+
+def fake_embedder(texts: list[str]) -> np.ndarray:
+    """Deterministic vectors: texts from campaign k land near k (clusters are then predictable)."""
+    out = []
+    for t in texts:
+        m = re.search(r"campaign (\d)", t)
+        k = int(m.group(1)) if m else 9
+        rng = np.random.default_rng(abs(hash(t)) % 2**32)
+        out.append(np.eye(10)[k] * 5 + rng.normal(0, 0.1, 10))
+    return np.asarray(out, dtype=np.float32)
+
+
+def test_embedding_map_table_and_concentration(tmp_path: Path) -> None:
+    from psychoalign.star.analysis.embedding import embedding_section
+
+    datasets = []
+    for k in range(3):
+        rows = synthetic_star(np.random.default_rng(k), 120)
+        for r in rows:
+            r["turns"] = [{"role": "red_teamer", "text": f"campaign {k} topic {r['dialogue_id']}", "tension": None}]
+        datasets.append(to_data(tmp_path, rows, f"c{k}"))
+    section = embedding_section(datasets, per_dataset=100, n_clusters=6, seed=1, embedder=fake_embedder)
+    assert section["computable"] and section["per_dataset"] == 100
+    totals = {
+        n: sum(section["cluster_by_dataset"][c][n] for c in section["cluster_by_dataset"]) for n in ("c0", "c1", "c2")
+    }
+    assert totals == {"c0": 100, "c1": 100, "c2": 100}  # equal-size downsampling
+    for name, conc in section["concentration"].items():
+        assert 0 <= conc["normalised_entropy"] <= 1
+        assert conc["clusters_used"] <= 3, name  # each campaign sits in its own region of the map
+    assert len(section["points"]["x"]) == 300
+
+
+@pytest.mark.realmodel
+def test_embedding_map_with_the_offline_minilm(tmp_path: Path) -> None:
+    from psychoalign.star.analysis.embedding import embedding_section, minilm_embedder
+
+    dia = load(DIASAFETY)
+    hh = load(SHARED_DATA / "anthropic_hh_harmless_base" / "test.jsonl.gz", name="anthropic-hh")
+    section = embedding_section([dia, hh], per_dataset=60, n_clusters=5, seed=0, embedder=minilm_embedder())
+    assert section["computable"]
+    assert sum(sum(v.values()) for v in section["cluster_by_dataset"].values()) == 120
+    assert all(section["top_terms"][c] for c in section["top_terms"])

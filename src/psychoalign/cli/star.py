@@ -448,6 +448,11 @@ def star_analyze(
     out: Path = typer.Option(..., "--out", help="Directory for report.html, report.json, item_disagreement.csv."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for intervals."),
     seed: int = typer.Option(0, "--seed"),
+    no_embed: bool = typer.Option(False, "--no-embed", help="Skip the embedding map."),
+    per_dataset: int = typer.Option(4000, "--per-dataset", help="Dialogues sampled per dataset for the map."),
+    clusters: int = typer.Option(20, "--clusters", help="Clusters in the embedding map."),
+    embed_model: str | None = typer.Option(None, "--embed-model", help="Local sentence-transformers model path."),
+    embed_url: str | None = typer.Option(None, "--embed-url", help="OpenAI-compatible embeddings endpoint (…/v1)."),
 ) -> None:
     """Analyse red-teaming data into an HTML report and a JSON file with every number."""
     from ..star.analysis import analyze, load, write_report
@@ -461,6 +466,23 @@ def star_analyze(
     names = [d.name for d in datasets]
     if len(set(names)) != len(names):
         raise InputError(f"two datasets share a name: {names}", hint="use --compare NAME=FILE to rename one")
-    report = analyze(datasets, n_boot=bootstrap, seed=seed)
+    embedder = None
+    if not no_embed and (embed_model or embed_url):
+        from ..star.analysis.embedding import minilm_embedder, openai_embedder
+
+        embedder = (
+            openai_embedder(embed_url, embed_model or "text-embedding-3-small")
+            if embed_url
+            else minilm_embedder(embed_model)
+        )
+    report = analyze(
+        datasets,
+        n_boot=bootstrap,
+        seed=seed,
+        embed=not no_embed,
+        embedder=embedder,
+        per_dataset=per_dataset,
+        n_clusters=clusters,
+    )
     for written in write_report(report, datasets, out):
         err_console.print(f"wrote {written}")

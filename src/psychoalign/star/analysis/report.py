@@ -39,10 +39,25 @@ METHODS = {
         "(statsmodels Logit); likelihood-ratio test of the nested models; odds ratios with 95% intervals."
     ),
     "coverage": "Dialogues per rule and per target group against even quotas, chi-square goodness of fit (scipy).",
+    "embedding": (
+        "Equal-size seeded samples per dataset, embedded (all-MiniLM-L6-v2 offline by default), projected to 2-D "
+        "with UMAP, clustered with Ward agglomerative clustering on the projection. Concentration: entropy of "
+        "each dataset over clusters (normalised by log K; 1 = spread evenly) and its largest-cluster share. "
+        "Top terms: largest TF-IDF lift of the cluster over all dialogues."
+    ),
 }
 
 
-def analyze(datasets: Sequence[RatingData], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+def analyze(
+    datasets: Sequence[RatingData],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    embed: bool = True,
+    embedder: Any = None,
+    per_dataset: int = 4000,
+    n_clusters: int = 20,
+) -> dict[str, Any]:
     report: dict[str, Any] = {
         "generated_at": datetime.now(UTC).isoformat(),
         "settings": {"bootstrap": n_boot, "seed": seed},
@@ -74,6 +89,17 @@ def analyze(datasets: Sequence[RatingData], *, n_boot: int = 1000, seed: int = 0
                     entry[name] = {"computable": False, "reason": f"{type(exc).__name__}: {exc}"}
                 progress.advance(bar)
             report["datasets"][data.name] = entry
+    if embed:
+        from .embedding import embedding_section
+
+        try:
+            report["embedding"] = embedding_section(
+                datasets, per_dataset=per_dataset, n_clusters=n_clusters, seed=seed, embedder=embedder
+            )
+        except Exception as exc:  # missing model or dependencies: the rest of the report stands
+            report["embedding"] = {"computable": False, "reason": f"{type(exc).__name__}: {exc}"}
+    else:
+        report["embedding"] = {"computable": False, "reason": "skipped (--no-embed)"}
     return report
 
 
@@ -129,6 +155,39 @@ def _fmt(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.3g}" if abs(x) < 1e-3 and x != 0 else f"{x:.3f}"
     return str(x)
+
+
+def _embedding_html(section: dict[str, Any], method: str) -> str:
+    parts = ["<h2>Embedding map</h2>", f"<p class='method'>{html.escape(method)}</p>"]
+    if not section.get("computable"):
+        parts.append(f"<p class='nc'>Not computable: {html.escape(str(section.get('reason')))}</p>")
+        return "".join(parts)
+    names = list(section["concentration"])
+    rows = [
+        (c, *(str(section["cluster_by_dataset"][c][n]) for n in names), ", ".join(section["top_terms"].get(c, [])))
+        for c in section["cluster_by_dataset"]
+    ]
+    parts.append(_table(rows, ("cluster", *names, "top terms")))
+    conc = [
+        (n, _fmt(v["normalised_entropy"]), _fmt(v["largest_cluster_share"]), str(v["clusters_used"]))
+        for n, v in section["concentration"].items()
+    ]
+    parts.append(_table(conc, ("dataset", "normalised entropy", "largest cluster share", "clusters used")))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = section["points"]
+    fig, ax = plt.subplots(figsize=(6, 5))
+    for n in names:
+        idx = [i for i, s in enumerate(pts["dataset"]) if s == n]
+        ax.scatter([pts["x"][i] for i in idx], [pts["y"][i] for i in idx], s=3, label=n, alpha=0.6)
+    ax.legend(markerscale=4, fontsize=8)
+    ax.set_title("UMAP of dialogue embeddings")
+    parts.append(f"<figure><img src='data:image/png;base64,{_figure_png(fig)}'></figure>")
+    plt.close(fig)
+    return "".join(parts)
 
 
 def _ci(v: dict[str, Any]) -> str:
@@ -210,6 +269,7 @@ def write_report(report: dict[str, Any], datasets: Sequence[RatingData], out: Pa
         for caption, png in _figures(name, entry):
             img = f"<img src='data:image/png;base64,{png}'>"
             body.append(f"<figure>{img}<figcaption>{html.escape(caption)}</figcaption></figure>")
+    body.append(_embedding_html(report.get("embedding", {}), report["methods"]["embedding"]))
     style = (
         "body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}.nc{color:#a40}.method{color:#555;font-size:13px}"
