@@ -94,17 +94,21 @@ def negotiate(
     if samples:
         _print_summary(traces, json_out)
     else:
-        trace = traces[0]
-        if json_out:
-            data = trace.model_dump(mode="json")
-            if not show_internal:
-                _hide_internal(data)
-            emit_json(data)
-        else:
-            print_trace(trace, show_internal)
+        show_trace(traces[0], show_internal, json_out)
     failed = [t for t in traces if t.status is TraceStatus.FAILED]
     if failed and not samples:
         raise PsychoAlignError(f"negotiation failed: {failed[0].error} (trace {failed[0].id})")
+
+
+def show_trace(trace: Trace, show_internal: bool, json_out: bool) -> None:
+    """One trace as JSON or tables; DRIVE proposal texts only with ``show_internal``."""
+    if json_out:
+        data = trace.model_dump(mode="json")
+        if not show_internal:
+            _hide_internal(data)
+        emit_json(data)
+    else:
+        print_trace(trace, show_internal)
 
 
 def _hide_internal(data: dict[str, Any]) -> None:
@@ -336,13 +340,7 @@ def traces_show(
     trace = asyncio.run(go())
     if trace is None:
         raise InputError(f"no trace with id (or unique prefix) '{trace_id}'", hint="see `psychoalign traces list`")
-    if json_out:
-        data = trace.model_dump(mode="json")
-        if not show_internal:
-            _hide_internal(data)
-        emit_json(data)
-    else:
-        print_trace(trace, show_internal)
+    show_trace(trace, show_internal, json_out)
 
 
 @traces_app.command("export")

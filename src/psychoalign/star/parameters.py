@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from importlib import resources
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..yamlio import load_yaml_model
-from .policy import PolicyError
+from .policy import load_star_yaml
 
 __all__ = ["Intersection", "Parameter", "ParameterSpace", "TargetGroups", "load_parameters"]
 
@@ -102,12 +100,5 @@ class ParameterSpace(BaseModel):
 
 
 def load_parameters(path: str | Path | None = None) -> ParameterSpace:
-    if path is None:
-        text = (resources.files(__package__) / "builtin" / "parameters.yaml").read_text(encoding="utf-8")
-        return load_yaml_model(text, "builtin:parameters.yaml", ParameterSpace, error=PolicyError)
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"cannot read parameter file {p}: {exc.strerror}") from None
-    return load_yaml_model(text, str(p), ParameterSpace, error=PolicyError)
+    """The built-in parameter space (``None``) or a YAML file."""
+    return load_star_yaml(path, "parameters.yaml", ParameterSpace, "parameter")

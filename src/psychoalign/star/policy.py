@@ -7,16 +7,17 @@ import hashlib
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ConfigError
 from ..yamlio import load_yaml_model
 
-__all__ = ["Area", "Policy", "PolicyError", "PolicyRule", "load_policy"]
+__all__ = ["Area", "Policy", "PolicyError", "PolicyRule", "load_policy", "load_star_yaml"]
 
 Matching = Literal["none", "demographic", "medical", "fact_checking"]
+M = TypeVar("M", bound=BaseModel)
 
 
 class PolicyError(ConfigError):
@@ -80,14 +81,19 @@ class Policy(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def load_policy(path: str | Path | None = None) -> Policy:
-    """The built-in policy (``None``) or a YAML file."""
+def load_star_yaml(path: str | Path | None, builtin: str, model: type[M], what: str) -> M:
+    """A built-in STAR file (``path`` None) or the user's, validated as ``model`` with file:line errors."""
     if path is None:
-        text = (resources.files(__package__) / "builtin" / "policy.yaml").read_text(encoding="utf-8")
-        return load_yaml_model(text, "builtin:policy.yaml", Policy, error=PolicyError)
+        text = (resources.files(__package__) / "builtin" / builtin).read_text(encoding="utf-8")
+        return load_yaml_model(text, f"builtin:{builtin}", model, error=PolicyError)
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PolicyError(f"cannot read policy file {p}: {exc.strerror}") from None
-    return load_yaml_model(text, str(p), Policy, error=PolicyError)
+        raise PolicyError(f"cannot read {what} file {p}: {exc.strerror}") from None
+    return load_yaml_model(text, str(p), model, error=PolicyError)
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """The built-in policy (``None``) or a YAML file."""
+    return load_star_yaml(path, "policy.yaml", Policy, "policy")

@@ -513,19 +513,7 @@ class StarStore:
         async with self.engine.begin() as conn:
             row = await self._own(conn, task_id, participant_id, TaskKind.ANNOTATE)
             await self._write_annotation(conn, row, participant_id, TaskKind.ANNOTATE, rating, reasoning)
-            ratings = [
-                r[0]
-                for r in (
-                    await conn.execute(
-                        select(annotation_rows.c.rating).where(
-                            and_(
-                                annotation_rows.c.dialogue_id == row["dialogue_id"],
-                                annotation_rows.c.kind == TaskKind.ANNOTATE.value,
-                            )
-                        )
-                    )
-                ).all()
-            ]
+            ratings = await _annotator_ratings(conn, row["dialogue_id"])
             if len(ratings) == 2 and arbitration_needed(*ratings):
                 tid = uuid.uuid4().hex
                 now = _now()
@@ -550,19 +538,7 @@ class StarStore:
             raise InputError("an arbitration needs its reasoning")
         async with self.engine.begin() as conn:
             row = await self._own(conn, task_id, participant_id, TaskKind.ARBITRATE)
-            ratings = [
-                r[0]
-                for r in (
-                    await conn.execute(
-                        select(annotation_rows.c.rating).where(
-                            and_(
-                                annotation_rows.c.dialogue_id == row["dialogue_id"],
-                                annotation_rows.c.kind == TaskKind.ANNOTATE.value,
-                            )
-                        )
-                    )
-                ).all()
-            ]
+            ratings = await _annotator_ratings(conn, row["dialogue_id"])
             if len(ratings) != 2 or not arbitration_needed(*ratings):
                 raise InputError(f"dialogue '{row['dialogue_id']}' has no diverging pair of annotations to arbitrate")
             await self._write_annotation(conn, row, participant_id, TaskKind.ARBITRATE, rating, reasoning)
@@ -722,6 +698,14 @@ class StarStore:
                 row["arbitrator_reasoning"] = arb["reasoning"] if arb else None
                 out.append(row)
         return out
+
+
+async def _annotator_ratings(conn: AsyncConnection, dialogue_id: str) -> list[int]:
+    """The (up to two) annotators' ratings of a dialogue, arbitration excluded."""
+    query = select(annotation_rows.c.rating).where(
+        and_(annotation_rows.c.dialogue_id == dialogue_id, annotation_rows.c.kind == TaskKind.ANNOTATE.value)
+    )
+    return [int(r[0]) for r in (await conn.execute(query)).all()]
 
 
 def _likert(rating: int) -> int:

@@ -99,6 +99,25 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
 RATING_COLUMNS = ["item_id", "rater_id", "rater_group", "value", "kind", "in_group"]
 
 
+def _rating(
+    item_id: str,
+    value: int,
+    rater_id: str | None = None,
+    group: str | None = None,
+    *,
+    kind: str = "annotation",
+    in_group: bool | None = None,
+) -> dict[str, Any]:
+    return {
+        "item_id": item_id,
+        "rater_id": rater_id,
+        "rater_group": group,
+        "value": value,
+        "kind": kind,
+        "in_group": in_group,
+    }
+
+
 def _dices(path: Path, name: str) -> RatingData:
     data = _json_or_jsonl(_read_text(path))
     scale = ["No", "Unsure", "Yes"]  # DICES Q_overall: "Yes" = the rater judged the response UNSAFE
@@ -112,16 +131,7 @@ def _dices(path: Path, name: str) -> RatingData:
             if score not in scale:
                 unknown += 1
                 continue
-            ratings.append(
-                {
-                    "item_id": item_id,
-                    "rater_id": None,
-                    "rater_group": None,
-                    "value": scale.index(score),
-                    "kind": "annotation",
-                    "in_group": None,
-                }
-            )
+            ratings.append(_rating(item_id, scale.index(score)))
     notes = ["No rater ids or demographics: alpha from per-item value counts; no in-/out-group analysis."]
     if unknown:
         notes.append(f"{unknown} ratings with unknown values were left out (missing, not zero).")
@@ -148,16 +158,7 @@ def _dices_expert(path: Path, name: str) -> RatingData:
         items.append({"item_id": item_id, "text": inst["instance"].get("response", "")})
         label = inst["annotations"]["safety"].get("majority_human") or inst["annotations"]["safety"].get("expert")
         if label in scale:
-            ratings.append(
-                {
-                    "item_id": item_id,
-                    "rater_id": "expert",
-                    "rater_group": None,
-                    "value": scale.index(label),
-                    "kind": "annotation",
-                    "in_group": None,
-                }
-            )
+            ratings.append(_rating(item_id, scale.index(label), "expert"))
     return RatingData(
         name,
         "dices-expert",
@@ -188,16 +189,7 @@ def _diasafety(path: Path, name: str) -> RatingData:
                 if label not in scale:
                     missing += 1
                     continue
-                ratings.append(
-                    {
-                        "item_id": item_id,
-                        "rater_id": f"{code}{k}",
-                        "rater_group": country,
-                        "value": scale.index(label),
-                        "kind": "annotation",
-                        "in_group": None,
-                    }
-                )
+                ratings.append(_rating(item_id, scale.index(label), f"{code}{k}", country))
     notes = ["Rater ids are the label columns (ng1..ng3, in1..in3); rater metadata cannot be joined to them."]
     if missing:
         notes.append(f"{missing} missing labels left out.")
@@ -223,16 +215,7 @@ def _xstest(path: Path, name: str) -> RatingData:
         items.append({"item_id": item_id, "text": f"{row['prompt']}\n{row['completion']}", "category": row.get("type")})
         for k in ("annotation_1", "annotation_2"):
             if row.get(k) in scale:
-                ratings.append(
-                    {
-                        "item_id": item_id,
-                        "rater_id": k,
-                        "rater_group": None,
-                        "value": scale.index(row[k]),
-                        "kind": "annotation",
-                        "in_group": None,
-                    }
-                )
+                ratings.append(_rating(item_id, scale.index(row[k]), k))
     return RatingData(
         name,
         "xstest",
@@ -289,25 +272,16 @@ def _star(path: Path, name: str) -> RatingData:
             rating = row.get(f"annotator{k}_rating")
             if rating in (1, 2, 3, 4):
                 ratings.append(
-                    {
-                        "item_id": item_id,
-                        "rater_id": row.get(f"annotator{k}_id"),
-                        "rater_group": None,
-                        "value": int(rating) - 1,
-                        "kind": "annotation",
-                        "in_group": row.get(f"annotator{k}_in_group"),
-                    }
+                    _rating(
+                        item_id,
+                        int(rating) - 1,
+                        row.get(f"annotator{k}_id"),
+                        in_group=row.get(f"annotator{k}_in_group"),
+                    )
                 )
         if row.get("arbitrator_rating") in (1, 2, 3, 4):
             ratings.append(
-                {
-                    "item_id": item_id,
-                    "rater_id": row.get("arbitrator_id"),
-                    "rater_group": None,
-                    "value": int(row["arbitrator_rating"]) - 1,
-                    "kind": "arbitration",
-                    "in_group": None,
-                }
+                _rating(item_id, int(row["arbitrator_rating"]) - 1, row.get("arbitrator_id"), kind="arbitration")
             )
     return RatingData(name, "star", scale, True, {0, 1}, "broken", _frame(ratings, RATING_COLUMNS), pd.DataFrame(items))
 
