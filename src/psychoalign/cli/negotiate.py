@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 import yaml
+from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -149,7 +150,9 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
             str(r["status"]),
             str(r["trace"])[:8],
         )
-    out_console.print(table, width=max(out_console.width, 140))
+    # Piped output defaults to 80 columns, too narrow for this table: give it room.
+    wide = Console(width=max(out_console.width, 140), highlight=False, force_terminal=out_console.is_terminal)
+    wide.print(table)
 
 
 def print_trace(trace: Trace, show_internal: bool = False) -> None:
