@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..config import Settings, load_settings
 
-__all__ = ["ConfigOpt", "JsonOpt", "emit_json", "err_console", "out_console", "safe", "settings_from"]
+__all__ = ["ConfigOpt", "JsonOpt", "emit_json", "err_console", "out_console", "print_wide", "safe", "settings_from"]
 
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -30,6 +30,13 @@ def settings_from(config: Path | None, overrides: dict[str, Any] | None = None) 
 
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def print_wide(renderable: Any, min_width: int = 140) -> None:
+    """Print a wide table; piped output otherwise defaults to 80 columns and folds every cell."""
+    Console(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
+        renderable
+    )
 
 
 def safe(text: str) -> Text:

@@ -10,7 +10,6 @@ from typing import Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -20,7 +19,7 @@ from ..errors import InputError, PsychoAlignError
 from ..frameworks import builtin_names, load_framework
 from ..negotiation import NegotiationParams, Negotiator
 from ..traces import Trace, TraceStatus, TraceStore, open_store
-from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
+from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
 
 __all__ = ["register"]
 
@@ -150,9 +149,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
             str(r["status"]),
             str(r["trace"])[:8],
         )
-    # Piped output defaults to 80 columns, too narrow for this table: give it room.
-    wide = Console(width=max(out_console.width, 140), highlight=False, force_terminal=out_console.is_terminal)
-    wide.print(table)
+    print_wide(table)
 
 
 def print_trace(trace: Trace, show_internal: bool = False) -> None:
@@ -320,7 +317,7 @@ def traces_list(
             r["defense"] or "-",
             safe(r["request"][:60]),
         )
-    out_console.print(table)
+    print_wide(table, 120)
 
 
 @traces_app.command("show")
