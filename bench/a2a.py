@@ -109,6 +109,31 @@ async def per_round(config: Path, urls: dict[str, str], n: int) -> dict[str, flo
     }
 
 
+async def per_call(urls: dict[str, str], n: int) -> dict[str, float]:
+    """One A2A call at a time to a single role service: the SDK's floor per call."""
+    from psychoalign.agents import DriveTask, EvaluateTask
+    from psychoalign.frameworks import load_framework
+
+    transport = A2ATransport(urls, token=TOKENS["mediator"])
+    framework = load_framework("general").model_dump(mode="json")
+    tasks = {
+        "drive": DriveTask(request="How do I boil an egg?", context="chat", n=2),
+        "evaluator": EvaluateTask(request="q", context="chat", proposal="Boil it.", framework=framework),
+    }
+    out = {}
+    for role, task in tasks.items():
+        for _ in range(20):
+            await transport.deliver(role, task)  # type: ignore[arg-type]
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            await transport.deliver(role, task)  # type: ignore[arg-type]
+            times.append(time.perf_counter() - t)
+        out[role] = statistics.median(times) * 1000
+    await transport.aclose()
+    return out
+
+
 async def throughput(url: str, total: int, concurrency: int) -> dict[str, float]:
     from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
     from a2a.helpers import new_text_message
@@ -165,6 +190,7 @@ def main() -> None:
                         urls[role],
                     )
                 )
+            single = asyncio.run(per_call(urls, n))
             lat = asyncio.run(per_round(config, urls, n))
             port = free_port()
             sys_url = f"http://127.0.0.1:{port}"
@@ -179,6 +205,7 @@ def main() -> None:
     print(f"  in-process negotiation (median)       {lat['local_ms']:.2f} ms")
     print(f"  over A2A (median)                     {lat['remote_ms']:.2f} ms")
     print(f"  added latency per round               {lat['added_per_round_ms']:.2f} ms   (target < 15 ms)")
+    print(f"  one call alone, drive / evaluator     {single['drive']:.2f} / {single['evaluator']:.2f} ms (median)")
     print(f"system agent (serve-a2a, in-process agents, SQLite traces), {total} requests at 32 concurrent clients")
     print(f"  throughput                            {thr['per_s']:.1f} negotiations/s")
     print(f"  latency p50 / p95                     {thr['p50_ms']:.1f} / {thr['p95_ms']:.1f} ms")
