@@ -240,11 +240,10 @@ star_app.add_typer(participants_app, name="participants")
 star_app.add_typer(campaign_app, name="campaign")
 
 
-def _store(config: Path | None, policy: Path | None = None) -> Any:
+def _store(config: Path | None) -> Any:
     from ..star.store import StarStore
 
-    settings = settings_from(config)
-    return StarStore(settings.effective_store_url(), load_policy(policy))
+    return StarStore(settings_from(config).effective_store_url(), load_policy())
 
 
 @participants_app.command("add")

@@ -236,7 +236,7 @@ class Negotiator:
                 round_record.feedback_to_drive = feedback
 
         trace.converged = converged
-        await self._decide(trace, bus, fw, layer1, tau, context, evals_by_round[-1])
+        await self._decide(trace, bus, fw, fw_payload, layer1, tau, context, evals_by_round[-1])
 
     async def _assess(self, bus: MessageBus, request: str, context: str, admissible: list[ProposalRecord]) -> None:
         p = self.params
@@ -279,6 +279,7 @@ class Negotiator:
         trace: Trace,
         bus: MessageBus,
         fw: Framework,
+        fw_payload: dict[str, Any],
         layer1: Layer1Enforcer,
         tau: TauFilter,
         context: str,
@@ -304,9 +305,7 @@ class Negotiator:
         fallback = False
         if composed_by != "template":
             if p.final_gate:
-                task = EvaluateTask(
-                    request=trace.request, context=context, proposal=response, framework=fw.model_dump(mode="json")
-                )
+                task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw_payload)
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
                 final_gate = apply_gates(layer1, tau, response, final_eval)
             else:  # deterministic Layer-1 checks still apply when re-evaluation is switched off
@@ -315,11 +314,11 @@ class Negotiator:
             if not final_gate.admissible:
                 fallback = True
                 mechanism = DefenseMechanism.RATIONALIZATION
-                response = self._refusal(ctx, layer1)
+                response = self._refusal(ctx)
                 composed_by = "fallback"
 
-        lead_round = trace.rounds[chosen_round - 1] if chosen is not None and chosen_round else trace.rounds[-1]
-        ref = chosen or lead_round.proposals[lead_round.lead]
+        last = trace.rounds[-1]
+        ref = chosen or last.proposals[last.lead]  # no choice: the last round's lead is what was contested
         u_d = ref.utility
         u_v = ref.evaluation.score / 100 if ref.evaluation else 0.0
         t_final = tension(u_d, u_v)
@@ -372,13 +371,13 @@ class Negotiator:
     ) -> tuple[str, str]:
         """Returns (response, composed_by). Only admissible proposal text ever enters here."""
         if mechanism is DefenseMechanism.RATIONALIZATION:
-            return self._refusal(ctx, layer1), "template"
+            return self._refusal(ctx), "template"
         if mechanism is DefenseMechanism.REACTION_FORMATION:
-            return template("reaction_formation", rules=self._rules_text(ctx, layer1)), "template"
+            return template("reaction_formation", rules=self._rules_text(ctx)), "template"
         if mechanism is DefenseMechanism.REPRESSION:
             assert ctx.chosen_text is not None and ctx.chosen_eval is not None
             kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
-            return f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx, layer1))}", "mediator"
+            return f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx))}", "mediator"
         approved_as_is = (
             ctx.chosen_eval is not None
             and ctx.chosen_eval.verdict is Verdict.APPROVED
@@ -407,13 +406,11 @@ class Negotiator:
             text = f"{text}\n\n{template('projection_header')}\n{bullets}"
         return text, "mediator"
 
-    def _refusal(self, ctx: DefenseContext, layer1: Layer1Enforcer) -> str:
-        return template(
-            "rationalization", rules=self._rules_text(ctx, layer1), alternative=template("default_alternative")
-        )
+    def _refusal(self, ctx: DefenseContext) -> str:
+        return template("rationalization", rules=self._rules_text(ctx), alternative=template("default_alternative"))
 
     @staticmethod
-    def _rules_text(ctx: DefenseContext, layer1: Layer1Enforcer) -> str:
+    def _rules_text(ctx: DefenseContext) -> str:
         """Framework rules hit in the deciding round, as 'id (text)'. Only framework text is used."""
         ids: list[str] = []
         for e in ctx.round_evals:

@@ -8,6 +8,7 @@ arbitration work exactly as for humans: the campaign goes through the same store
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -119,17 +120,7 @@ async def run_campaign(
     known = {p.id for p in await store.list_participants()}
     await store.add_participants([p for p in personas if p.id not in known])
     report = CampaignReport(campaign=config.name, planned=len(items))
-    async with store.engine.connect() as conn:
-        from sqlalchemy import select
-
-        from .store import instructions as instruction_table
-
-        exists = (
-            await conn.execute(
-                select(instruction_table.c.id).where(instruction_table.c.campaign == config.name).limit(1)
-            )
-        ).first()
-    if exists is None:
+    if not await store.has_campaign(config.name):
         await store.create_campaign(config.name, items)
 
     attacker = AttackerPersona(model(config.attacker_role))
@@ -184,7 +175,7 @@ async def run_campaign(
                     continue
                 progress = True
                 dialogue_id = task.dialogue_id or ""
-                record = await store.instruction(await _instruction_of(store, dialogue_id))
+                record = await store.dialogue_instruction(dialogue_id)
                 persona = AnnotatorPersona(annotator_model, person)
                 turns = await store.dialogue_turns(dialogue_id)
                 rule_text = policy.rule(record["rule"]).text
@@ -214,18 +205,5 @@ GROUP_WORDS = {
 
 
 def groups_mentioned(turns: list[Turn]) -> list[str]:
-    import re
-
     text = " ".join(t.text for t in turns).lower()
     return [name for name, pattern in GROUP_WORDS.items() if re.search(pattern, text)]
-
-
-async def _instruction_of(store: StarStore, dialogue_id: str) -> str:
-    from sqlalchemy import select
-
-    from .store import dialogues
-
-    async with store.engine.connect() as conn:
-        return str(
-            (await conn.execute(select(dialogues.c.instruction_id).where(dialogues.c.id == dialogue_id))).scalar_one()
-        )

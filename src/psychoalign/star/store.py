@@ -240,6 +240,26 @@ class StarStore:
                 await conn.execute(insert(tasks), task_rows)
         return len(items)
 
+    async def has_campaign(self, campaign: str) -> bool:
+        await self.init()
+        async with self.engine.connect() as conn:
+            query = select(instructions.c.id).where(instructions.c.campaign == campaign).limit(1)
+            return (await conn.execute(query)).first() is not None
+
+    async def dialogue_instruction(self, dialogue_id: str) -> dict[str, Any]:
+        """The instruction record a dialogue was red-teamed from."""
+        async with self.engine.connect() as conn:
+            query = (
+                select(instructions.c.record)
+                .join(dialogues, dialogues.c.instruction_id == instructions.c.id)
+                .where(dialogues.c.id == dialogue_id)
+            )
+            row = (await conn.execute(query)).first()
+        if row is None:
+            raise InputError(f"unknown dialogue '{dialogue_id}'")
+        result: dict[str, Any] = json.loads(row[0])
+        return result
+
     async def instruction(self, instruction_id: str) -> dict[str, Any]:
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(instructions.c.record).where(instructions.c.id == instruction_id))).first()
