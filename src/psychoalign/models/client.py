@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 from collections.abc import Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -68,30 +68,6 @@ class ChatModel:
         return f"{self.backend.name}:{self.backend.model_name}"
 
     # -- public API -------------------------------------------------------------------------
-    @overload
-    async def chat(
-        self,
-        messages: Messages,
-        *,
-        output: type[T],
-        system: str | None = ...,
-        temperature: float | None = ...,
-        max_tokens: int | None = ...,
-        schema_name: str = ...,
-    ) -> ChatResult: ...
-
-    @overload
-    async def chat(
-        self,
-        messages: Messages,
-        *,
-        output: dict[str, Any] | None = ...,
-        system: str | None = ...,
-        temperature: float | None = ...,
-        max_tokens: int | None = ...,
-        schema_name: str = ...,
-    ) -> ChatResult: ...
-
     async def chat(
         self,
         messages: Messages,
