@@ -4,7 +4,9 @@ Its reply is the MEDIATOR's final response; tension, state, defense and the trac
 the response artifact's data part and metadata. Decision (docs/a2a.md): a deadlock that ended in
 Sublimation or Displacement maps to ``input-required`` — the request has a legitimate core that a
 clarification could unlock — every other deadlock completes with the structured refusal.
-Follow-ups in the same A2A context carry the conversation.
+Follow-ups in the same A2A context carry the conversation, and its cross-turn tension track: each
+turn is filed under the (caller identity, context id) key and reads the context's earlier turns
+back from the trace store (docs/negotiation.md, "Cross-turn tension").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from starlette.applications import Starlette
 from ..negotiation.defense import DefenseMechanism
 from ..negotiation.engine import Negotiator
 from ..negotiation.tension import SystemState
+from ..negotiation.track import conversation_ref
 from ..traces.model import Trace, TraceStatus
 from .server import _card, a2a_app
 
@@ -90,11 +93,16 @@ class SystemExecutor(AgentExecutor):
         client_context = meta.get("context")
         await updater.start_work(updater.new_agent_message([Part(text="negotiating")]))
         history = self.history.setdefault(task.context_id, [])
+        # Contexts are per caller: the track's scope is the authenticated identity, so a caller
+        # naming another caller's context id reaches nothing of theirs.
+        user = context.call_context.user if context.call_context is not None else None
+        identity = user.user_name if user is not None and user.is_authenticated else ""
         trace = await self.negotiator.negotiate(
             _with_history(history, text),
             framework=requested,
             context=client_context if isinstance(client_context, str) else None,
             metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id},
+            conversation=conversation_ref(f"a2a\x00{identity}", (), task.context_id),
         )
         info = outcome(trace)
         await updater.add_artifact(

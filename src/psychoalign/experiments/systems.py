@@ -9,6 +9,7 @@ are counted the same way for every system.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -25,8 +26,9 @@ from ..models import Backend, ChatModel, ChatRequest, Completion, Message
 from ..negotiation.defense import template
 from ..negotiation.gates import Layer1Enforcer, TauFilter, apply_gates
 from ..negotiation.params import NegotiationParams
+from ..negotiation.track import ConversationRef, conversation_ref
 from ..prompts import load_prompt_yaml
-from ..traces import TraceStatus, TraceStore
+from ..traces import InMemoryTraceStore, TraceStatus, TraceStore
 from .metering import CallMeter, ModelPool
 
 __all__ = [
@@ -356,12 +358,39 @@ class PsychoAlignSystem(_Negotiating):
         5 * (1 + 3 + 1) + 2,
     )
 
+    def __init__(self, spec: SystemSpec, settings: Settings) -> None:
+        super().__init__(spec, settings)
+        # The cross-turn track reads a conversation's earlier turns from the trace store; a run
+        # without one (library use, tests) keeps this system's traces in memory instead.
+        self._memory: TraceStore | None = None
+
+    def _store(self, ctx: CellContext) -> TraceStore:
+        if ctx.trace_store is not None:
+            return ctx.trace_store
+        if self._memory is None:
+            self._memory = InMemoryTraceStore()
+        return self._memory
+
+    def _conversation(self, messages: Sequence[Message], ctx: CellContext) -> ConversationRef:
+        """One cell is one conversation: the track's scope is (run, cell, system), and the turns
+        are linked by the user messages, so a benchmark that calls ``respond`` with a growing
+        conversation (MT-Bench's second turn, a multi-turn attack, with backtracking) gets the
+        track of its earlier turns (docs/negotiation.md, "Cross-turn tension")."""
+        run, cell = ctx.metadata.get("run_id"), ctx.metadata.get("cell")
+        if run is None or cell is None:  # outside the runner: one scope per cell context
+            run = ctx.metadata.setdefault("conversation_scope", uuid.uuid4().hex)
+        scope = f"exp\x00{run}\x00{cell}\x00{self.spec.name}"
+        return conversation_ref(scope, [m.content for m in messages if m.role == "user"])
+
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         from ..negotiation.engine import Negotiator
 
-        negotiator = Negotiator(self.settings, params=self.params, models=self._models(ctx), store=ctx.trace_store)
+        negotiator = Negotiator(self.settings, params=self.params, models=self._models(ctx), store=self._store(ctx))
         trace = await negotiator.negotiate(
-            render_conversation(messages), framework=self.framework, metadata={"experiment": dict(ctx.metadata)}
+            render_conversation(messages),
+            framework=self.framework,
+            metadata={"experiment": dict(ctx.metadata), "turn": sum(1 for m in messages if m.role == "user")},
+            conversation=self._conversation(messages, ctx),
         )
         if trace.status is not TraceStatus.COMPLETED or trace.final is None:
             raise SystemFailedError(f"{self.spec.name}: negotiation failed: {trace.error}", trace_id=trace.id)
@@ -375,6 +404,7 @@ class PsychoAlignSystem(_Negotiating):
                 "defense": final.defense.value if final.defense else None,
                 "rounds": len(trace.rounds),
                 "composed_by": final.composed_by,
+                "tau_effective": trace.cross_turn.tau_effective if trace.cross_turn else self.params.tau,
             },
         )
 

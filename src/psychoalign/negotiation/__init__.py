@@ -5,6 +5,7 @@ from .defense import DefenseMechanism, select_mechanism
 from .gates import GateResult, Layer1Enforcer, TauFilter
 from .params import NegotiationParams
 from .tension import SystemState, classify_state, tension
+from .track import ConversationRef, CrossTurnRecord, conversation_ref
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "ROUTES",
     "AgentTransport",
+    "ConversationRef",
+    "CrossTurnRecord",
     "DefenseMechanism",
     "GateResult",
     "InProcessTransport",
@@ -35,6 +38,7 @@ __all__ = [
     "SystemState",
     "TauFilter",
     "classify_state",
+    "conversation_ref",
     "select_mechanism",
     "tension",
 ]

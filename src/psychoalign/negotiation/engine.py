@@ -43,6 +43,7 @@ from .events import EventHook, NegotiationEvent, emit
 from .gates import FreeTextGuard, GateResult, Layer1Enforcer, TauFilter, apply_gates
 from .params import NegotiationParams, negotiation_source, parse_params
 from .tension import SystemState, classify_state, tension
+from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
 
 __all__ = ["Negotiator"]
 
@@ -123,11 +124,15 @@ class Negotiator:
         context: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         on_event: EventHook | None = None,
+        conversation: ConversationRef | None = None,
     ) -> Trace:
         """Negotiate one request. Never raises for model, input or storage failures: the returned
         trace has ``status == FAILED``, the reason in ``error`` (one line, no SQL), and a fixed
         refusal as response. Request and context are normalised first (textio.normalise_text).
-        ``on_event`` observes progress (stage names and numbers only, never agent text)."""
+        ``on_event`` observes progress (stage names and numbers only, never agent text).
+        ``conversation`` (server-derived keys, :func:`~psychoalign.negotiation.track.conversation_ref`)
+        files this turn in its conversation and lets the earlier turns' tension track tighten tau
+        (``cross_turn``; docs/negotiation.md)."""
         clean = normalise_text(request)
         trace = Trace(
             request=clean, context=normalise_text(context or ""), params=self.params, metadata=dict(metadata or {})
@@ -139,6 +144,7 @@ class Negotiator:
         self._hooks[trace.id] = on_event
         try:
             trace.models = self.model_labels()
+            trace.cross_turn = await self._track(trace, conversation)
             if self.store is not None:
                 await self._stored(self.store.start(trace), "record")
             await emit(on_event, NegotiationEvent(stage="started", trace_id=trace.id))
@@ -158,6 +164,27 @@ class Negotiator:
             self._hooks.pop(trace.id, None)
         await self._save(trace, bus)
         return trace
+
+    async def _track(self, trace: Trace, conversation: ConversationRef | None) -> CrossTurnRecord:
+        """The conversation's tension track for this turn, read from the trace store (the server's
+        own records of the earlier turns). Never raises: history that cannot be read gives the
+        fail-closed record (tau at the cap) with the reason."""
+        p = self.params
+        if not p.cross_turn or conversation is None or not conversation.look_up:
+            return assess(conversation, [], p)
+        if self.store is None:
+            return unavailable(conversation, p, "no trace store: earlier turns are not recorded")
+        try:
+            async with asyncio.timeout(p.timeout_s):
+                earlier = await self.store.conversation(
+                    conversation.look_up, limit=p.cross_turn_history, exclude=trace.id
+                )
+            history = [turn_signal(t, p) for t in earlier]
+        except Exception as exc:  # a read failure must not open the gates: fail closed
+            _log.warning("cross-turn history unavailable: %r", exc)
+            reason = "timed out" if isinstance(exc, TimeoutError) else describe_error(exc)
+            return unavailable(conversation, p, f"could not read the conversation's earlier turns: {reason}")
+        return assess(conversation, history, p)
 
     async def _emit(self, trace: Trace, stage: Any, **data: Any) -> None:
         await emit(self._hooks.get(trace.id), NegotiationEvent(stage=stage, trace_id=trace.id, **data))
@@ -216,7 +243,8 @@ class Negotiator:
         trace.framework = fw.stamp
         context = context or fw.deployment_context
         trace.context = context
-        layer1, tau = Layer1Enforcer(fw), TauFilter(p.tau)
+        # The cross-turn track may have tightened tau for this turn (never loosened it).
+        layer1, tau = Layer1Enforcer(fw), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.model_dump(mode="json")
 

@@ -37,10 +37,32 @@ class NegotiationParams(BaseModel):
         ),
     )
 
+    # Cross-turn tension (docs/negotiation.md, "Cross-turn tension"): evidence of escalation in
+    # the conversation's earlier turns tightens tau for the next turn, within [tau, tau cap].
+    cross_turn: bool = Field(
+        True, description="Read the conversation's earlier turns and tighten tau on escalation (off: the ablation)."
+    )
+    cross_turn_tau_cap: float = Field(
+        0.8, ge=0.0, le=1.0, description="The track never raises tau above this (nor lowers it below tau)."
+    )
+    cross_turn_window: int = Field(4, ge=3, le=50, description="Earlier turns the tension trend is fitted on.")
+    cross_turn_trend: float = Field(
+        0.15, gt=0.0, le=1.0, description="Tension slope per turn that gives the full tightening."
+    )
+    cross_turn_hot: float = Field(0.5, ge=0.0, le=1.0, description="A turn with T at or above this is 'hot'.")
+    cross_turn_min_hot: int = Field(2, ge=1, le=50, description="Hot turns before their count tightens tau.")
+    cross_turn_full_hot: int = Field(3, ge=1, le=50, description="Hot turns that give the full tightening.")
+    cross_turn_history: int = Field(50, ge=1, le=1000, description="Most recent earlier turns read.")
+
     @model_validator(mode="after")
     def _weights(self) -> NegotiationParams:
         if self.alpha + self.beta + self.gamma <= 0:
             raise ValueError("alpha + beta + gamma must be positive")
+        if self.cross_turn_full_hot < self.cross_turn_min_hot:
+            raise ValueError(
+                f"cross_turn_full_hot ({self.cross_turn_full_hot}) is below cross_turn_min_hot "
+                f"({self.cross_turn_min_hot})"
+            )
         return self
 
 
@@ -78,10 +100,14 @@ def parse_params(
         return NegotiationParams.model_validate(dict(values))
     except ValidationError as exc:
         err = exc.errors()[0]
-        if not err["loc"]:  # a model-level rule (the weights)
-            raise ConfigError(
-                f"{where}: {err['msg'].removeprefix('Value error, ')}", hint="make alpha + beta + gamma positive"
-            ) from None
+        if not err["loc"]:  # a model-level rule (the weights, the hot-turn counts)
+            msg = err["msg"].removeprefix("Value error, ")
+            hint = (
+                "make cross_turn_full_hot >= cross_turn_min_hot"
+                if msg.startswith("cross_turn")
+                else "make alpha + beta + gamma positive"
+            )
+            raise ConfigError(f"{where}: {msg}", hint=hint) from None
         name = str(err["loc"][0])
         source = origin.get(name, where)
         default = NegotiationParams.model_fields[name].default

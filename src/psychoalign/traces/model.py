@@ -16,6 +16,7 @@ from ..negotiation.defense import DefenseMechanism
 from ..negotiation.gates import GateResult
 from ..negotiation.params import NegotiationParams
 from ..negotiation.tension import SystemState
+from ..negotiation.track import CrossTurnRecord
 
 __all__ = [
     "AlignmentContribution",
@@ -106,6 +107,9 @@ class Trace(BaseModel):
     final: FinalDecision | None = None
     agents: dict[str, AgentStats] = Field(default_factory=dict)
     contribution: AlignmentContribution | None = None
+    cross_turn: CrossTurnRecord | None = Field(
+        None, description="The conversation's tension track for this turn and what it changed (tau)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property

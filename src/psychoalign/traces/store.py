@@ -8,13 +8,14 @@ Writes are atomic: :meth:`TraceStore.start` inserts a complete ``running`` row, 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import socket
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Float, MetaData, String, Table, Text, select, update
+from sqlalchemy import Column, DateTime, Float, MetaData, String, Table, Text, delete, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -56,6 +57,16 @@ class TraceStore(ABC):
     async def recover_interrupted(self) -> int:
         """Mark running traces whose process is gone as failed; return how many."""
 
+    async def conversation(
+        self, keys: Collection[str], *, limit: int, exclude: str | None = None
+    ) -> builtins.list[Trace]:
+        """The ``limit`` most recent traces filed under any of ``keys`` (their cross-turn record's
+        ``keys``), oldest first, without ``exclude``. The cross-turn track reads a conversation's
+        earlier turns with this. Generic version: a scan; the built-in stores answer from an index."""
+        wanted = set(keys)
+        hits = [t async for t in self.iter_all() if t.id != exclude and _filed_under(t, wanted)]
+        return hits[-limit:] if limit > 0 else []
+
     async def close(self) -> None:  # noqa: B027 - nothing to release by default
         """Release connections."""
 
@@ -71,6 +82,15 @@ def _owner_is_dead(owner: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def _filed_under(trace: Trace, keys: Collection[str]) -> bool:
+    record = trace.cross_turn
+    return record is not None and any(k in keys for k in record.keys)
+
+
+def _keys(trace: Trace) -> list[str]:
+    return list(dict.fromkeys(trace.cross_turn.keys)) if trace.cross_turn is not None else []
 
 
 def _interrupted(trace: Trace) -> Trace:
@@ -107,6 +127,15 @@ class InMemoryTraceStore(TraceStore):
         for t in sorted(self._traces.values(), key=lambda t: t.created_at):
             yield t.model_copy(deep=True)
 
+    async def conversation(
+        self, keys: Collection[str], *, limit: int, exclude: str | None = None
+    ) -> builtins.list[Trace]:
+        wanted = set(keys)
+        async with self._lock:
+            hits = [t for t in self._traces.values() if t.id != exclude and _filed_under(t, wanted)]
+        hits.sort(key=lambda t: t.created_at)
+        return [t.model_copy(deep=True) for t in hits[-limit:]] if limit > 0 else []
+
     async def recover_interrupted(self) -> int:
         n = 0
         async with self._lock:
@@ -133,6 +162,16 @@ traces_table = Table(
     Column("defense", String(40)),
     Column("error", Text),
     Column("body", Text, nullable=False),
+)
+
+#: Conversation keys -> traces (the cross-turn track's index; docs/negotiation.md). A turn's keys
+#: are known when it starts, so they are written with its running row.
+trace_keys_table = Table(
+    "psychoalign_trace_keys",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("trace_id", String(32), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
 
@@ -185,6 +224,7 @@ class SQLTraceStore(TraceStore):
         await self._init()
         async with write(self.engine) as conn:
             await conn.execute(traces_table.insert().values(**_row(trace)))
+            await self._file(conn, trace)
 
     async def finish(self, trace: Trace) -> None:
         await self._init()
@@ -193,6 +233,33 @@ class SQLTraceStore(TraceStore):
             result = await conn.execute(update(traces_table).where(traces_table.c.id == trace.id).values(**row))
             if result.rowcount == 0:
                 await conn.execute(traces_table.insert().values(**row))
+                await self._file(conn, trace)
+
+    @staticmethod
+    async def _file(conn: Any, trace: Trace) -> None:
+        keys = _keys(trace)
+        if keys:
+            await conn.execute(delete(trace_keys_table).where(trace_keys_table.c.trace_id == trace.id))
+            await conn.execute(
+                trace_keys_table.insert(),
+                [{"key": k, "trace_id": trace.id, "created_at": trace.created_at} for k in keys],
+            )
+
+    async def conversation(
+        self, keys: Collection[str], *, limit: int, exclude: str | None = None
+    ) -> builtins.list[Trace]:
+        await self._init()
+        wanted = list(dict.fromkeys(keys))
+        if not wanted or limit <= 0:
+            return []
+        ids = select(trace_keys_table.c.trace_id).where(trace_keys_table.c.key.in_(wanted))
+        query = select(traces_table.c.body).where(traces_table.c.id.in_(ids))
+        if exclude is not None:
+            query = query.where(traces_table.c.id != exclude)
+        query = query.order_by(traces_table.c.created_at.desc()).limit(limit)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [Trace.model_validate_json(body) for (body,) in reversed(rows)]
 
     async def get(self, trace_id: str) -> Trace | None:
         await self._init()

@@ -19,6 +19,7 @@ from ..frameworks import load_framework
 from ..negotiation.defense import template
 from ..negotiation.engine import Negotiator
 from ..negotiation.events import EventHook, NegotiationEvent
+from ..negotiation.track import ConversationRef
 from ..traces.model import Trace, TraceStatus
 from ..traces.store import TraceStore, open_store
 from .metrics import GatewayMetrics
@@ -102,8 +103,11 @@ class Gateway:
         context: str | None,
         metadata: Mapping[str, Any],
         on_event: EventHook | None = None,
+        conversation: ConversationRef | None = None,
     ) -> Outcome:
-        """Run one negotiation for a client. Raises only when the caller itself is cancelled."""
+        """Run one negotiation for a client. Raises only when the caller itself is cancelled.
+        ``conversation`` (server-derived keys) lets the cross-turn track read the earlier turns
+        from this gateway's trace store."""
         trace_id: str | None = None
 
         async def observe(event: NegotiationEvent) -> None:
@@ -114,7 +118,14 @@ class Gateway:
 
         negotiator = self.negotiator(deployment)
         task = asyncio.create_task(
-            negotiator.negotiate(request, framework=framework, context=context, metadata=metadata, on_event=observe)
+            negotiator.negotiate(
+                request,
+                framework=framework,
+                context=context,
+                metadata=metadata,
+                on_event=observe,
+                conversation=conversation,
+            )
         )
         self._inflight.add(task)
         self._idle.clear()

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..negotiation.defense import template
 from ..negotiation.events import NegotiationEvent
+from ..negotiation.track import ConversationRef, conversation_ref
 from .apikeys import KeyCheck, parse_bearer
 from .errors import APIError
 from .gateway import Gateway, Outcome
@@ -238,6 +239,14 @@ def openai_router(gateway: Gateway) -> APIRouter:
             )
         conversation_id, source = _conversation(req, request, req.model)
         turn = sum(1 for m in req.messages if m.role == "user")
+        # The cross-turn track (docs/negotiation.md): keys the server derives from this caller's
+        # scope (deployment + API key) and the user messages, plus the conversation id if any.
+        # Earlier turns are read back from the trace store, never taken from the client's history.
+        track = conversation_ref(
+            f"v1\x00{req.model}\x00{allowed[req.model]}",
+            [m.text for m in req.messages if m.role == "user"],
+            conversation_id,
+        )
         context = build_context(gateway.deployment_context(framework), req.messages)
         metadata: dict[str, Any] = {
             "source": "openai",
@@ -252,11 +261,16 @@ def openai_router(gateway: Gateway) -> APIRouter:
             metadata["user_hash"] = hashlib.sha256(req.user.encode()).hexdigest()[:16]
         if not req.stream:
             outcome = await gateway.negotiate(
-                req.model, req.messages[-1].text, framework=framework, context=context, metadata=metadata
+                req.model,
+                req.messages[-1].text,
+                framework=framework,
+                context=context,
+                metadata=metadata,
+                conversation=track,
             )
             decision = _decision(outcome, conversation_id, turn)
             return JSONResponse(_completion(outcome, decision), headers=_headers(decision))
-        return await _stream(gateway, req, framework, context, metadata, conversation_id, turn)
+        return await _stream(gateway, req, framework, context, metadata, conversation_id, turn, track)
 
     return router
 
@@ -361,6 +375,7 @@ async def _stream(
     metadata: dict[str, Any],
     conversation_id: str | None,
     turn: int,
+    track: ConversationRef | None = None,
 ) -> StreamingResponse:
     serve = gateway.settings.serve
     events: asyncio.Queue[NegotiationEvent] = asyncio.Queue()
@@ -372,6 +387,7 @@ async def _stream(
             context=context,
             metadata=metadata,
             on_event=events.put,
+            conversation=track,
         )
     )
     # Wait until the trace exists (its id goes in the headers) or the negotiation is over.

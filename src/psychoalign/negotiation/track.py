@@ -1,0 +1,298 @@
+"""Cross-turn tension: a conversation's earlier turns, read from the server's own trace records,
+tighten the tau gate of the next turn when they show escalation. The rule, its parameters and
+the threat model are in docs/negotiation.md ("Cross-turn tension").
+
+The paper negotiates each turn alone and names this as future work: a multi-turn attack can walk
+a conversation towards harm one acceptable step at a time. Here every turn is filed under
+conversation keys that the *server* derives (never a history the client claims), and the next
+turn reads the turns filed under its keys back from the trace store:
+
+* **per turn**: T (the boundary analysis' default request-level definition, ``round1_mean``:
+  the mean tension of the DRIVE's round-1 proposals, before any feedback), the EVALUATOR's
+  harmful-intent and adversarial flags, the lowest score, and whether the turn was refused;
+* **over the conversation**: the running maximum of T, the trend (least-squares slope of T per
+  turn over the last ``cross_turn_window`` turns) and the number of *hot* turns (T at or above
+  ``cross_turn_hot``, or flagged by the EVALUATOR).
+
+The evidence becomes a pressure in [0, 1] and ``tau_effective = tau + pressure * (cap - tau)``:
+never below the configured tau, never above ``max(tau, cap)``, and monotone in every piece of
+evidence. History that cannot be read is treated as full pressure (fail closed).
+
+This module is pure (no I/O); the engine reads the history and stamps the record on the trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..textio import normalise_text
+from .params import NegotiationParams
+
+if TYPE_CHECKING:
+    from ..traces.model import Trace
+
+__all__ = [
+    "ConversationRef",
+    "CrossTurnRecord",
+    "Evidence",
+    "TrackStatus",
+    "TurnSignal",
+    "assess",
+    "conversation_ref",
+    "effective_tau",
+    "evidence",
+    "pressure",
+    "turn_signal",
+    "unavailable",
+]
+
+TrackStatus = Literal["none", "off", "fresh", "read", "unavailable"]
+
+
+def _fold(text: str) -> str:
+    """What a turn's key depends on: the text without case, spacing or control-character noise."""
+    return " ".join(normalise_text(text).split()).casefold()
+
+
+def _h(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class ConversationRef(BaseModel):
+    """Where a turn sits in its conversation, as keys the server derived.
+
+    ``file_under``: the keys this turn's trace is filed under; ``look_up``: the keys whose traces
+    are this turn's earlier turns. Build it with :func:`conversation_ref`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file_under: tuple[str, ...] = ()
+    look_up: tuple[str, ...] = ()
+
+
+def conversation_ref(
+    scope: str, user_messages: Sequence[str] = (), conversation_id: str | None = None
+) -> ConversationRef:
+    """Keys for the last of ``user_messages`` (every user message of the conversation so far, in
+    order), within ``scope`` (who may share a track: e.g. deployment + API key).
+
+    * The **prefix chain**: ``P(j)`` hashes the scope and the first ``j`` user messages. A turn is
+      filed under ``P(t)`` and its parent ``P(t-1)`` (``t >= 2``), and looks up ``P(1..t)``: so it
+      finds every earlier turn on its path, every attempt the client backtracked from (a sibling
+      under the same parent), and earlier tries of the same turn. Editing an earlier user message
+      starts a new path; assistant messages are not part of the key (a client that rewrites the
+      assistant's replies keeps its track).
+    * A **conversation id** (client-supplied, or a server-side context id) adds one key, filed and
+      looked up: a client that sends only its last message keeps the track under its id, and a
+      forged fresh id cannot hide the prefix chain. Ids only reach turns in the same ``scope``.
+    """
+    prefixes: list[str] = []
+    current = _h("psychoalign-conversation", scope)
+    for message in user_messages:
+        current = _h(current, _fold(message))
+        prefixes.append(current)
+    file_under: list[str] = []
+    look_up: list[str] = list(prefixes)
+    if prefixes:
+        file_under.append(prefixes[-1])
+        if len(prefixes) >= 2:
+            file_under.append(prefixes[-2])
+    if conversation_id:
+        key = _h("psychoalign-conversation-id", scope, conversation_id)
+        file_under.append(key)
+        look_up.append(key)
+    return ConversationRef(file_under=tuple(file_under), look_up=tuple(dict.fromkeys(look_up)))
+
+
+class TurnSignal(BaseModel):
+    """One earlier turn as the track read it from its stored trace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    turn: int | None = Field(None, description="The turn number the gateway recorded, if any.")
+    tension: float | None = Field(None, description="round1_mean T; None for a failed turn (never 0).")
+    harmful: bool = False
+    adversarial: bool = False
+    min_score: int | None = None
+    refused: bool = False
+    hot: bool = False
+
+
+class CrossTurnRecord(BaseModel):
+    """What the track was for one turn and what it changed (stamped on every trace)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool
+    status: TrackStatus = Field(
+        description="none: no conversation given; off: cross_turn = false; fresh: no earlier turn found; "
+        "read: earlier turns used; unavailable: the history could not be read (fail closed)."
+    )
+    keys: list[str] = Field(default_factory=list, description="Conversation keys this turn is filed under.")
+    history: list[TurnSignal] = Field(default_factory=list, description="Earlier turns used, oldest first.")
+    running_max: float | None = None
+    trend: float | None = Field(None, description="Least-squares slope of T per turn over the window.")
+    hot_turns: int = 0
+    pressure: float = 0.0
+    tau_configured: float
+    tau_effective: float
+    reasons: list[str] = Field(default_factory=list, description="Why tau changed (numbers and rule names only).")
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the rule reads. ``trend`` is None with fewer than three turns with a T in the window."""
+
+    turns: int
+    running_max: float | None
+    trend: float | None
+    hot_turns: int
+
+
+def turn_signal(trace: Trace, params: NegotiationParams) -> TurnSignal:
+    """The signals of one stored earlier turn. A turn that did not complete has no T and is never
+    hot: it is kept in the history (so the record shows it) but adds no evidence."""
+    from ..traces.model import TraceStatus
+    from ..traces.tension import request_tension
+
+    turn = trace.metadata.get("turn")
+    base = {"trace_id": trace.id, "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None}
+    if trace.status is not TraceStatus.COMPLETED:
+        return TurnSignal(**base)
+    t = request_tension(trace)
+    evals = [p.evaluation for r in trace.rounds for p in r.proposals if p.evaluation is not None]
+    harmful = any(e.conflict.harmful_intent for e in evals)
+    adversarial = any(e.conflict.adversarial_intent for e in evals)
+    final = trace.final
+    refusals = ("rationalization", "reaction_formation")
+    refused = final is not None and (final.fallback or (final.defense is not None and final.defense.value in refusals))
+    return TurnSignal(
+        **base,
+        tension=t,
+        harmful=harmful,
+        adversarial=adversarial,
+        min_score=min((e.score for e in evals), default=None),
+        refused=refused,
+        hot=(t is not None and t >= params.cross_turn_hot) or harmful or adversarial,
+    )
+
+
+def _slope(values: Sequence[float]) -> float:
+    n = len(values)
+    mx = (n - 1) / 2
+    my = sum(values) / n
+    sxx = sum((i - mx) ** 2 for i in range(n))
+    return sum((i - mx) * (v - my) for i, v in enumerate(values)) / sxx
+
+
+def evidence(history: Sequence[TurnSignal], params: NegotiationParams) -> Evidence:
+    tensions = [s.tension for s in history if s.tension is not None and math.isfinite(s.tension)]
+    window = tensions[-params.cross_turn_window :]
+    return Evidence(
+        turns=len(history),
+        running_max=max(tensions) if tensions else None,
+        trend=_slope(window) if len(window) >= 3 else None,
+        hot_turns=sum(1 for s in history if s.hot),
+    )
+
+
+def _clip(x: float) -> float:
+    return min(max(x, 0.0), 1.0)
+
+
+def pressure(e: Evidence, params: NegotiationParams) -> tuple[float, list[str]]:
+    """(pressure in [0, 1], reasons). Non-decreasing in ``trend``, ``running_max`` and
+    ``hot_turns``; the larger of two terms:
+
+    * *rising trend*: slope / ``cross_turn_trend`` (clipped), counted only once the running
+      maximum has reached contested territory (``healthy_threshold``): a conversation drifting
+      between calm turns is not escalating;
+    * *hot turns*: 0 below ``cross_turn_min_hot`` hot turns, rising linearly to 1 at
+      ``cross_turn_full_hot`` (one sensitive turn in a benign conversation does not count).
+    """
+    p = params
+    reasons: list[str] = []
+    trend_term = 0.0
+    if e.trend is not None and e.running_max is not None and e.running_max >= p.healthy_threshold:
+        trend_term = _clip(e.trend / p.cross_turn_trend)
+        if trend_term > 0:
+            reasons.append(
+                f"rising tension: slope {e.trend:.3f}/turn (full at {p.cross_turn_trend:g}), "
+                f"running max {e.running_max:.2f} >= {p.healthy_threshold:g}"
+            )
+    hot_term = 0.0
+    if e.hot_turns >= p.cross_turn_min_hot:
+        span = p.cross_turn_full_hot - p.cross_turn_min_hot + 1
+        hot_term = _clip((e.hot_turns - p.cross_turn_min_hot + 1) / span)
+        reasons.append(
+            f"{e.hot_turns} hot turns (T >= {p.cross_turn_hot:g} or flagged intent; "
+            f"from {p.cross_turn_min_hot}, full at {p.cross_turn_full_hot})"
+        )
+    return max(trend_term, hot_term), reasons
+
+
+def effective_tau(params: NegotiationParams, pressure_value: float) -> float:
+    """``tau + pressure * (cap - tau)``, within [tau, max(tau, cap)] whatever the rounding."""
+    tau, cap = params.tau, max(params.tau, params.cross_turn_tau_cap)
+    return min(max(tau + _clip(pressure_value) * (cap - tau), tau), cap)
+
+
+def _record(params: NegotiationParams, keys: Sequence[str], **kw: object) -> CrossTurnRecord:
+    return CrossTurnRecord(
+        enabled=params.cross_turn,
+        keys=list(keys),
+        tau_configured=params.tau,
+        **kw,
+    )
+
+
+def assess(
+    conversation: ConversationRef | None, history: Sequence[TurnSignal], params: NegotiationParams
+) -> CrossTurnRecord:
+    """The record for a turn whose earlier turns are ``history`` (oldest first)."""
+    keys = conversation.file_under if conversation is not None else ()
+    if not params.cross_turn:
+        return _record(params, keys, status="off", tau_effective=params.tau)
+    if conversation is None or not conversation.look_up:
+        return _record(params, keys, status="none", tau_effective=params.tau)
+    e = evidence(history, params)
+    value, reasons = pressure(e, params)
+    tau = effective_tau(params, value)
+    if not reasons:
+        reasons = [f"no escalation in {e.turns} earlier turn(s)"] if history else ["first turn of the conversation"]
+    elif tau == params.tau:
+        reasons.append(f"no room: cross_turn_tau_cap {params.cross_turn_tau_cap:g} <= tau {params.tau:g}")
+    return _record(
+        params,
+        keys,
+        status="read" if history else "fresh",
+        history=list(history),
+        running_max=e.running_max,
+        trend=e.trend,
+        hot_turns=e.hot_turns,
+        pressure=value,
+        tau_effective=tau,
+        reasons=reasons,
+    )
+
+
+def unavailable(conversation: ConversationRef, params: NegotiationParams, error: str) -> CrossTurnRecord:
+    """The history could not be read: fail closed at the cap (docs/negotiation.md says why)."""
+    tau = effective_tau(params, 1.0)
+    return _record(
+        params,
+        conversation.file_under,
+        status="unavailable",
+        pressure=1.0,
+        tau_effective=tau,
+        reasons=[f"history unavailable: tau at the cap {tau:g} (fail closed)"],
+        error=error,
+    )
