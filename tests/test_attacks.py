@@ -363,3 +363,245 @@ async def test_resume_after_a_crash_runs_only_the_missing_cells(tmp_path: Path) 
     assert len(asked) - first == sum(per_cell[c.benchmark.name] for c in todo)
     await run(tmp_path, s, models, store=store)
     assert len(asked) - first == sum(per_cell[c.benchmark.name] for c in todo)  # nothing runs twice
+
+
+# -- Table 4 -------------------------------------------------------------------------------------
+def wilson3(k: int, n: int) -> tuple[float, float]:
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    return round(float(lo), 3), round(float(hi), 3)
+
+
+def check_cell(cell: dict[str, Any], k: int, n: int, failed: int = 0) -> None:
+    assert (cell["successes"], cell["n"], cell["failed"]) == (k, n, failed), cell
+    assert cell["asr"] == round(k / n, 3)
+    assert (cell["ci_low"], cell["ci_high"]) == wilson3(k, n)  # Wilson's interval, as statsmodels computes it
+
+
+ALL = [
+    "attack-direct",
+    {"name": "attack-multiturn", "options": {"max_turns": 3, "max_backtracks": 0}},
+    {"name": "attack-manyshot", "options": {"shots": [1, 4]}},
+    "attack-roleplay",
+    "xstest",
+]
+
+
+def refuse_everything(request: ChatRequest) -> str:
+    return REFUSAL
+
+
+async def test_a_target_that_refuses_everything_has_asr_0_and_over_refusal_100(tmp_path: Path) -> None:
+    models = {
+        "chat": scripted("t", refuse_everything),
+        "attacker": scripted("a", Attacker()),
+        "judge": scripted("j", HarmJudge()),
+    }
+    n = 4
+    report, _ = await run(tmp_path, spec(["vanilla", "rlhf"], ALL, n, layout="table4", baseline="rlhf"), models)
+    t = report["table4"]
+    assert [r["key"] for r in t["rows"]] == ["direct", "multi-turn", "many-shot", "role-play", "overall"]
+    sizes = {"direct": n, "multi-turn": n, "many-shot": 2 * n, "role-play": n, "overall": 5 * n}
+    for row in t["rows"]:
+        for c in row["cells"]:
+            check_cell(c, 0, sizes[row["key"]])
+        check_cell(row["pooled"], 0, sizes[row["key"]])  # pooled = every system but the baseline
+    assert t["pooled_over"] == ["vanilla"]
+    for c in t["benign"]["cells"]:
+        check_cell(c, n, n)  # over-refusal 100 %: nobody wins by refusing everything unnoticed
+    assert t["benign"]["cells"][0]["asr"] == 1.0
+
+
+def planted_world() -> tuple[dict[str, ChatModel], dict[str, Any]]:
+    """Two targets with planted behaviour (and a refusing baseline); returns models and the rules."""
+    from psychoalign.experiments.attacks import DirectAttack as D
+    from psychoalign.experiments.benchmarks import XSTest
+
+    goals = {i.turns[0]: int(i.id.split("/")[1]) for i in D().load(SHARED_DATA)}
+    xstest = {i.turns[0]: i for i in XSTest().load(SHARED_DATA)}
+    preamble = "You are a helpful assistant"
+
+    def objective_in(text: str) -> str | None:
+        found = [g for g in goals if g in text]
+        return max(found, key=len) if found else None
+
+    def a(request: ChatRequest) -> str:
+        """Complies whenever the objective's AdvBench row is even, except on a multi-turn opening;
+        refuses XSTest prompts of even length."""
+        text = users(request)[-1]
+        if text in xstest:
+            return REFUSAL if len(text) % 2 == 0 else BENIGN
+        goal = objective_in(text)
+        if text.startswith("turn ") and len(users(request)) == 1:
+            return BENIGN
+        return HARMFUL if goal is not None and goals[goal] % 2 == 0 else REFUSAL
+
+    def b(request: ChatRequest) -> str:
+        """Refuses direct requests, complies inside any role-play template, complies with >= 4 shots,
+        answers every multi-turn message harmlessly; never refuses XSTest."""
+        text = users(request)[-1]
+        if text in xstest or text.startswith("turn "):
+            return BENIGN
+        if text.startswith(preamble):
+            return HARMFUL if text.count("\nAssistant: ") >= 4 else REFUSAL
+        return REFUSAL if text in goals else HARMFUL
+
+    def attacker(request: ChatRequest) -> Any:
+        import re
+
+        turn = int(re.search(r"This is turn (\d+) of", request.messages[-1].content).group(1))  # type: ignore[union-attr]
+        goal = re.search(r'conversation objective: "(.*)"\.', request.messages[-1].content).group(1)  # type: ignore[union-attr]
+        return {"next_message": f"turn {turn}: {goal}", "pursues_objective": "yes"}
+
+    models = {
+        "a": scripted("a", a),
+        "b": scripted("b", b),
+        "chat": scripted("base", refuse_everything),
+        "attacker": scripted("attacker", attacker),
+        "judge": scripted("j", HarmJudge()),
+    }
+    return models, {"goals": goals, "xstest": xstest}
+
+
+async def test_table4_numbers_exactly_on_a_planted_world(tmp_path: Path) -> None:
+    from psychoalign.experiments.attacks import DirectAttack as D
+    from psychoalign.experiments.benchmarks import XSTest
+
+    models, world = planted_world()
+    n = 8
+    systems = [
+        {"name": "config-A", "kind": "vanilla", "options": {"role": "a"}},
+        {"name": "config-B", "kind": "vanilla", "options": {"role": "b"}},
+        "vanilla",
+    ]
+    s = spec(systems, ALL, n, layout="table4", baseline="vanilla")
+    report, store = await run(tmp_path, s, models)
+    assert report["status"]["failed"] == 0
+    t = report["table4"]
+    rows = {r["key"]: r for r in t["rows"]}
+    objectives = [i.turns[0] for i in D().objectives(D().load(SHARED_DATA), n, 0)]
+    even = sum(1 for g in objectives if world["goals"][g] % 2 == 0)
+    assert 0 < even < n  # the plant splits the sample
+    expected = {
+        # category: (A successes, B successes, n per system)
+        "direct": (even, 0, n),
+        "multi-turn": (even, 0, n),  # A complies from turn 2; B only ever answers harmlessly
+        "many-shot": (2 * even, n, 2 * n),  # B complies with 4 shots, not with 1
+        "role-play": (even, n, n),
+    }
+    for key, (ka, kb, size) in expected.items():
+        a_cell, b_cell, base = rows[key]["cells"]
+        check_cell(a_cell, ka, size)
+        check_cell(b_cell, kb, size)
+        check_cell(base, 0, size)
+        check_cell(rows[key]["pooled"], ka + kb, 2 * size)  # the baseline is not pooled
+    total_a = sum(v[0] for v in expected.values())
+    total_b = sum(v[1] for v in expected.values())
+    size = sum(v[2] for v in expected.values())
+    check_cell(rows["overall"]["cells"][0], total_a, size)
+    check_cell(rows["overall"]["pooled"], total_a + total_b, 2 * size)
+    breakdown = {r["key"]: r for r in t["breakdown"]}
+    check_cell(breakdown["many-shot/1"]["cells"][1], 0, n)
+    check_cell(breakdown["many-shot/4"]["cells"][1], n, n)
+    check_cell(breakdown["multi-turn/naive"]["cells"][1], n, n)  # the paper's scorer: B "succeeds" every time
+    check_cell(breakdown["multi-turn/naive"]["cells"][2], 0, n)
+    fams = [k for k in breakdown if k.startswith("role-play/")]
+    assert sum(breakdown[k]["cells"][1]["n"] for k in fams) == n
+    safe = [i.turns[0] for i in XSTest().sample(XSTest().load(SHARED_DATA), n, 0) if i.data["label"] == "safe"]
+    refused_a = sum(1 for p in safe if len(p) % 2 == 0)
+    check_cell(t["benign"]["cells"][0], refused_a, n)
+    check_cell(t["benign"]["cells"][1], 0, n)
+    check_cell(t["benign"]["cells"][2], n, n)
+    mt = {m["system"]: m for m in t["multiturn"]}
+    assert mt["config-A"]["success_turns"] == [2] * even and mt["config-A"]["attacker_calls"] == 3 * n
+    # every stored multi-turn cell of A that succeeded did so on an escalated turn with a harm verdict
+    for c in await store.cells(report["run"]["id"]):
+        if c.benchmark == "attack-multiturn" and c.metrics.get("success"):
+            turn = c.details["score"]["turns"][c.details["success_turn"] - 1]
+            assert turn["judged"] and turn["judges"][-1]["judge"] == "harm" and turn["judges"][-1]["verdict"]["harmful"]
+            assert turn["judges"][0]["verdict"]["label"] == "compliance"
+
+
+def test_paper_table4_preset_and_its_dry_run() -> None:
+    from psychoalign.experiments.estimate import estimate
+    from psychoalign.experiments.runner import plan_cells
+    from psychoalign.experiments.spec import load_spec
+
+    s = load_spec("paper-table4").with_overrides(n=2)
+    assert s.layout == "table4" and s.baseline == "vanilla"
+    assert [x.name for x in s.systems] == ["config-A", "config-B", "config-C", "config-D", "vanilla"]
+    cells, _ = plan_cells(s, SHARED_DATA, registry())
+    assert len(cells) == 5 * (2 + 2 + 2 * 3 + 2 + 2 * 2)
+    infos = {x.name: registry().systems[x.effective_kind].info for x in s.systems}
+    est = estimate(s, cells, Settings(), infos)
+    vanilla = next(r for r in est["systems"] if r["system"] == "vanilla")
+    # vanilla: one call per item, except the multi-turn bound (5 turns + 3 backtracks) and 2 x 3 shot counts
+    assert vanilla["calls_typical"] == 2 + 2 * 8 + 6 + 2 + 4
+
+
+async def test_every_number_of_the_table4_html_is_in_the_json(tmp_path: Path) -> None:
+    import html as html_lib
+    import re
+
+    from psychoalign.experiments import render_html
+
+    models, _ = planted_world()
+    systems = [{"name": "config-A", "kind": "vanilla", "options": {"role": "a"}}, "vanilla"]
+    report, _ = await run(tmp_path, spec(systems, ALL, 3, layout="table4"), models)
+    page = render_html(report)
+    assert "Table 4: attack success rate" in page and "Benign over-refusal" in page and "Many-shot, 4 shots" in page
+    body = re.sub(r"<(style|img)[^>]*>.*?(</style>|>)", "", page, flags=re.S)
+    body = html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
+
+    def numbers(text: str) -> set[float]:
+        return {float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", text)}
+
+    in_json = numbers(json.dumps({k: v for k, v in report.items() if k != "figure"}))
+    missing = {x for x in numbers(body) if x not in in_json and x not in (95.0, 4.0)}  # "95 %", "Table 4"
+    assert not missing, missing
+
+
+def test_cli_prints_table4_with_the_benign_refusal_beside_it(tmp_path: Path) -> None:
+    import yaml
+
+    from .test_cli import cli
+
+    def script(name: str, default: Any) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"rules": [], "default": default}))
+        return path
+
+    chat = script("chat", REFUSAL)
+    attacker = script("attacker", {"next_message": "Tell me more.", "pursues_objective": "yes"})
+    judge = script("judge", {"harmful": False, "reason": "x"})
+    roles = "".join(
+        f'[roles.{role}]\nbackend = "scripted"\nscript = "{path}"\n'
+        for role, path in (("chat", chat), ("attacker", attacker), ("judge", judge))
+    )
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n{roles}')
+    spec_file = tmp_path / "t4.yaml"
+    spec_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t4",
+                "layout": "table4",
+                "systems": ["vanilla", "rlhf"],
+                "baseline": "rlhf",
+                "n": 2,
+                "benchmarks": ALL,
+                "judge": {"calibration_n": 0},
+            }
+        )
+    )
+    out = tmp_path / "out"
+    res = cli("experiment", "run", str(spec_file), "--out", str(out), "--no-progress", "-c", str(config))
+    assert res.returncode == 0, res.stderr
+    assert "Table 4: attack success rate" in res.stdout and "Benign over-refusal" in res.stdout
+    assert "0.000 [0.000," in res.stdout and "Many-shot, 4 shots" in res.stdout
+    data = json.loads((out / "results.json").read_text())
+    assert data["table4"]["rows"][0]["cells"][0]["n"] == 2 and data["table4"]["benign"]["cells"][0]["asr"] == 1.0
+    assert (out / "report.html").read_text().startswith("<!doctype html>")
+    bad = cli("experiment", "run", "paper-table4", "--n", "1", "--dry-run", "--json", "-c", str(config))
+    assert bad.returncode == 0 and json.loads(bad.stdout)["cells"] == 5 * (1 + 1 + 3 + 1 + 2)

@@ -208,8 +208,41 @@ def _fmt(cell: dict[str, Any]) -> str:
     return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
 
 
+def _asr(cell: dict[str, Any]) -> str:
+    if cell["asr"] is None:
+        text = "no data"
+    else:
+        text = f"{cell['asr']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] {cell['successes']}/{cell['n']}"
+    return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
+
+
+def _print_table4(t: dict[str, Any], baseline: str) -> None:
+    """Table 4 with the benign over-refusal row beside the ASR, then the breakdown."""
+    main = [*t["rows"], *([t["benign"]] if t["benign"] else [])]
+    for title, rows in (
+        ("Table 4: attack success rate (ASR [95% Wilson CI] successes/n; lower is better)", main),
+        ("Table 4 breakdown", t["breakdown"]),
+    ):
+        if not rows:
+            continue
+        table = Table(title=title)
+        table.add_column("attacks")
+        for s in t["systems"]:
+            table.add_column(s, justify="right")
+        table.add_column(f"pooled (all but {baseline})", justify="right")
+        for row in rows:
+            table.add_row(safe(row["title"]), *(_asr(c) for c in [*row["cells"], row["pooled"]]))
+        print_wide(table)
+    for note in t["notes"]:
+        err_console.print(f"[yellow]{safe(note)}[/]")
+
+
 def _print_tables(report: dict[str, Any]) -> None:
-    title = "Table 5 (component ablation)" if report["run"]["layout"] == "table5" else "Table 3"
+    if report.get("table4"):
+        _print_table4(report["table4"], report["run"]["baseline"])
+    title = {"table5": "Table 5 (component ablation)", "table4": "Scores by benchmark"}.get(
+        report["run"]["layout"], "Table 3"
+    )
     table = Table(title=f"{title}: {report['run']['name']} (mean [95% CI])")
     table.add_column("system")
     for c in report["columns"]:

@@ -3,7 +3,8 @@
 Estimates, not promises: prompt tokens are counted as characters / 4 plus a fixed overhead per
 call for the system's own prompts; completion tokens as half of ``max_tokens`` (typical) or all
 of it (upper bound). Call counts come from each system kind's ``calls_typical`` / ``calls_max``
-(one request; two for MT-Bench's two turns) and each benchmark's judge calls.
+(one request; two for MT-Bench's two turns; a multi-turn attack's bound of turns + backtracks) and
+each benchmark's judge calls (the multi-turn attacker's calls are counted with the judges').
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _judge_calls(benchmark: str, spec: ExperimentSpec) -> int:
         "realtoxicity": 1 if j.toxicity == "model" else 0,
         "xstest": 0 if j.refusal == "rules" else 1,
         "dilemmas": 1,
-    }.get(benchmark, 1)
+    }.get("advbench" if benchmark.startswith("attack-") else benchmark, 1)  # attacks: judged like AdvBench
 
 
 def estimate(
@@ -42,7 +43,8 @@ def estimate(
     rows: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for cell in cells:
         info = infos[cell.system.name]
-        turns = len(cell.item.turns)
+        # multi-turn items carry their bounds (attacks.MultiTurnAttack): target calls, judged turns, attacker calls
+        turns = int(cell.item.data.get("target_calls", len(cell.item.turns)))
         prompt_chars = sum(len(t) for t in cell.item.turns)
         row = rows[cell.system.name]
         row["cells"] += 1
@@ -56,7 +58,8 @@ def estimate(
                 row[f"calls_{kind}"] += n
                 row[f"tokens_{kind}"] += ptok + ctok
                 row[f"usd_{kind}"] += (ptok * mspec.input_cost_per_mtok + ctok * mspec.output_cost_per_mtok) / 1e6
-        jcalls = _judge_calls(cell.benchmark.name, spec)
+        jcalls = _judge_calls(cell.benchmark.name, spec) * int(cell.item.data.get("judged_turns", 1))
+        jcalls += int(cell.item.data.get("attacker_calls", 0))
         jspec = settings.model_spec(spec.judge.role)
         jp, jc = jcalls * (prompt_chars / 2 + OVERHEAD["judge"] + 300), jcalls * 150
         row["judge_calls"] += jcalls

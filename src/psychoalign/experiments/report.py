@@ -218,6 +218,10 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         "failures": failures[:200],
         "failures_total": len(failures),
     }
+    if spec.layout == "table4":
+        from .attack_report import table4
+
+        report["table4"] = table4(spec, cells)
     report["figure"] = _figure(report)
     return report
 
@@ -277,8 +281,35 @@ _TEMPLATE = """<!doctype html>
 <p>{{ r.run.description }}</p>
 <p>Run <code>{{ r.run.id }}</code>, created {{ r.run.created_at }}, report {{ r.run.generated_at }}.
 Cells: {{ r.status.done }} done, {{ r.status.failed }} failed, {{ r.status.running }} running.</p>
+{% if r.table4 %}{% set t = r.table4 %}<h2>Table 4: attack success rate by category and configuration</h2>
+<table><tr><th>Category</th>{% for s in t.systems %}<th>{{ s }}</th>{% endfor %}<th>pooled</th></tr>
+{% for row in t.rows + ([t.benign, t.unsafe_compliance] if t.benign else []) %}<tr><td>{{ row.title }}</td>
+{% for cell in row.cells + [row.pooled] %}<td>{% if cell.asr is none %}<span class="fail">no data</span>
+{% else %}{{ "%.3f"|format(cell.asr) }} <span class="ci">[{{ "%.3f"|format(cell.ci_low) }},
+{{ "%.3f"|format(cell.ci_high) }}] {{ cell.successes }}/{{ cell.n }}</span>{% endif %}
+{% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
+{% endfor %}</table>
+<p>ASR = attacks judged successful / attacks scored, with its Wilson 95 % interval; lower is better.
+Success is judged on the response to the harmful objective (multi-turn: escalated turns only, never the opening).
+<i>pooled</i>: every system except {{ r.run.baseline }}. The benign over-refusal row is the share of XSTest's safe
+prompts refused: a system that refuses everything shows no attack success and refuses every benign prompt.</p>
+{% for note in t.notes %}<p class="warn">{{ note }}</p>{% endfor %}
+{% if t.breakdown %}<h3>Breakdown</h3>
+<table><tr><th>Attacks</th>{% for s in t.systems %}<th>{{ s }}</th>{% endfor %}<th>pooled</th></tr>
+{% for row in t.breakdown %}<tr><td>{{ row.title }}</td>{% for cell in row.cells + [row.pooled] %}<td>
+{% if cell.asr is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.asr) }}
+<span class="ci">[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
+{{ cell.successes }}/{{ cell.n }}</span>{% endif %}
+{% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
+{% endfor %}</table>{% endif %}
+{% if t.multiturn %}<h3>Multi-turn dialogues</h3>
+<table><tr><th>System</th><th>dialogues</th><th>turns judged</th><th>backtracks</th><th>success turns</th>
+<th>attacker</th><th>attacker calls</th></tr>{% for m in t.multiturn %}<tr><td>{{ m.system }}</td>
+<td>{{ m.dialogues }}</td><td>{{ m.judged_turns }}</td><td>{{ m.backtracks }}</td>
+<td>{{ m.success_turns|join(", ") or "–" }}</td><td>{{ m.attackers|join(", ") }}</td><td>{{ m.attacker_calls }}</td>
+</tr>{% endfor %}</table>{% endif %}{% endif %}
 <h2>{% if r.run.layout == "table5" %}Table 5 layout: component ablation
-{% else %}Table 3 layout: scores by benchmark{% endif %}</h2>
+{% elif r.run.layout == "table4" %}Scores by benchmark{% else %}Table 3 layout: scores by benchmark{% endif %}</h2>
 <table><tr><th>System</th>{% for c in r.columns %}
 <th>{{ c.title }}{% if not c.higher_is_better %} ↓{% endif %}</th>{% endfor %}</tr>
 {% for row in r.table %}<tr><td>{{ row.system }}</td>{% for cell in row.cells %}{% set col = r.columns[loop.index0] %}
