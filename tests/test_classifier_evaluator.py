@@ -98,6 +98,16 @@ def test_a_universal_deterministic_hit_vetoes_whatever_the_probabilities() -> No
     assert [h.rule_id for h in e.rule_hits] == ["U1-mass-harm"]
 
 
+def test_the_ceiling_is_the_request_probability_capped_by_a_request_hit() -> None:
+    # No answer can score above the request's own probability: the engine's fast path stops there.
+    assert ev(p_request=0.66, p_response=0.9).ceiling == 66
+    assert ev(p_request=0.66, p_response=0.2).ceiling == 66
+    assert ev(p_request=0.95, p_response=0.9, request_hit=True).ceiling == VETO_BELOW - 1
+    # A universal hit in the answer alone caps this answer's score, not what another answer could get.
+    hit = [{"rule_id": "U1-mass-harm", "layer": "universal"}]
+    assert ev(p_request=0.95, p_response=0.9, hits=hit).ceiling == 95
+
+
 def test_head_shift_puts_the_operating_threshold_at_the_approve_score() -> None:
     head = Head(coef=[1.0], intercept=0.0, threshold=0.2)
     x = np.asarray([[np.log(0.2 / 0.8)]], dtype=np.float32)  # logit exactly at the threshold
@@ -129,6 +139,7 @@ async def test_evaluator_agent_on_the_classifier_backend_benign_and_harmful() ->
         )
     )
     assert bad.output.verdict is Verdict.VETOED
+    assert bad.output.ceiling is not None and bad.output.ceiling < VETO_BELOW  # the request trips U1
     # The rule hit comes from the framework's deterministic check on the request, not a guess.
     assert [h.rule_id for h in bad.output.rule_hits] == ["U1-mass-harm"]
     assert ok.model.startswith("classifier:tiny-test@")

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ..frameworks.model import Layer
 
@@ -23,6 +24,7 @@ __all__ = [
     "RuleHit",
     "Verdict",
     "canonical_rule_id",
+    "parse_ceiling",
     "parse_layer",
     "parse_verdict",
 ]
@@ -92,6 +94,14 @@ def canonical_rule_id(value: Any) -> str:
     return text.strip("[]()<>{}'\"`* \t\r\n")
 
 
+def parse_ceiling(value: Any) -> int | None:
+    """A score ceiling as a whole number in [0, 100], or None for anything else (it is not asked
+    of models; junk in a model's reply must not cost the rest of its evaluation)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if 0 <= value <= 100 and float(value).is_integer() else None
+
+
 LayerField = Annotated[Layer, BeforeValidator(parse_layer)]
 VerdictField = Annotated[Verdict, BeforeValidator(parse_verdict)]
 
@@ -151,6 +161,14 @@ class Evaluation(BaseModel):
     rule_hits: list[RuleHit] = Field(default_factory=list, max_length=8)
     conflict: Conflict
     reasoning: str = Field("", max_length=300)
+    ceiling: SkipJsonSchema[Annotated[int | None, BeforeValidator(parse_ceiling)]] = Field(
+        None,
+        description=(
+            "The highest score this EVALUATOR can give any answer to this request, when it knows one "
+            "(the classifier backend: its score is capped by the request's own). Never asked of models "
+            "(not in the JSON Schema); the engine's fast path stops asking for drafts that cannot score higher."
+        ),
+    )
 
 
 class EvaluationBatch(BaseModel):

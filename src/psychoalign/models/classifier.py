@@ -19,6 +19,9 @@ fixed, documented rules, so the engine, gates and traces treat it like any EVALU
 * ``rule_hits``: only rules whose *deterministic* framework check matches the request or the
   proposal. The classifier never names a rule on its own, so a refusal never cites an unrelated
   rule; with no hit the refusal names "the safety rules of this deployment".
+* ``ceiling`` (``Evaluation.ceiling``): 100 x P(request), below ``VETO_BELOW`` when the request
+  itself trips a universal deterministic check: no answer to this request can score higher, so
+  the engine's fast path asks for no draft that could not change the outcome.
 * ``conflict``: ``harmful_intent`` = request below ``VETO_BELOW`` or a universal deterministic hit;
   ``adversarial_intent`` = adversarial head at or above its threshold; ``legitimate_need`` = not
   ``harmful_intent``; ``harmful_segments`` = the proposal's sentences that score below
@@ -223,6 +226,7 @@ class SafetyClassifier:
             hits=deterministic_hits(framework, request, proposal),
             segments=segments,
             label=self.weights.label,
+            request_hit=any(h["layer"] == "universal" for h in deterministic_hits(framework, request, "")),
         )
 
 
@@ -233,7 +237,7 @@ def deterministic_hits(framework: Any | None, request: str, proposal: str) -> li
     hits: list[dict[str, str]] = []
     for layer in ("universal", "contextual", "aspirational"):
         for rule in getattr(framework, layer):
-            if rule.check is not None and (rule.check.find(request) or rule.check.find(proposal)):
+            if rule.check is not None and (rule.check.find(request) or (proposal and rule.check.find(proposal))):
                 hits.append({"rule_id": rule.id, "layer": layer})
     return hits[:8]
 
@@ -246,9 +250,16 @@ def to_evaluation(
     hits: list[dict[str, str]],
     segments: list[str],
     label: str,
+    request_hit: bool = False,
 ) -> dict[str, Any]:
-    """The documented mapping from classifier outputs to the Evaluation schema (module doc)."""
+    """The documented mapping from classifier outputs to the Evaluation schema (module doc).
+    ``request_hit``: the request itself trips a universal deterministic check."""
     score = max(0, min(100, round(100 * min(p_request, p_response))))
+    # No answer to this request can score above the request's own probability (the score is
+    # the lower of the two), nor pass a universal check the request itself trips.
+    ceiling = max(0, min(100, round(100 * p_request)))
+    if request_hit:
+        ceiling = min(ceiling, VETO_BELOW - 1)
     universal_hit = any(h["layer"] == "universal" for h in hits)
     if universal_hit:
         score = min(score, VETO_BELOW - 1)
@@ -279,6 +290,7 @@ def to_evaluation(
             "safe_channel": "",
         },
         "reasoning": reasoning[:300],
+        "ceiling": ceiling,
     }
 
 

@@ -257,7 +257,7 @@ class Negotiator:
             # accepted outright; later rounds ask for n at once.
             want = 1 if r == 1 and p.fast_path else p.n_proposals
             records = await self._propose(bus, request, context, want, 0, feedback, fw_payload, layer1, tau)
-            if want < p.n_proposals and not self._accepted(records[0]):
+            if want < p.n_proposals and not self._accepted(records[0]) and not self._at_ceiling(records, tau):
                 more = await self._propose(
                     bus, request, context, p.n_proposals - want, want, feedback, fw_payload, layer1, tau
                 )
@@ -298,6 +298,12 @@ class Negotiator:
             if r > 1 and admissible and abs(round_record.tension - trace.rounds[-2].tension) < p.epsilon:
                 round_record.exit = "converged"
                 converged = True
+                break
+            if p.fast_path and self._at_ceiling(records, tau):
+                # No other draft can score higher: converged on the lead if it is admissible,
+                # else a deadlock with nothing to give (docs/negotiation.md, "the ceiling").
+                round_record.exit = "ceiling"
+                converged = bool(admissible)
                 break
             if r < p.k:
                 feedback = self._relay_feedback(records, fw)
@@ -341,6 +347,24 @@ class Negotiator:
             )
             for i, (x, e) in enumerate(zip(proposals, evals, strict=True))
         ]
+
+    def _at_ceiling(self, records: list[ProposalRecord], tau: TauFilter) -> bool:
+        """Fast path: the EVALUATOR declared the highest score any answer to this request can get
+        (``Evaluation.ceiling``), and either it is below the safety floor (no draft can ever pass
+        the tau gate) or an admissible proposal already reaches it (no draft can score higher).
+        Either way further drafts could not change the outcome: they are not asked for."""
+        if not self.params.fast_path:
+            return False
+        ceilings = [rec.evaluation.ceiling for rec in records if rec.evaluation is not None]
+        if not ceilings or any(c is None for c in ceilings):
+            return False
+        ceiling = min(c for c in ceilings if c is not None)
+        if ceiling < tau.tau * 100:
+            return True
+        return any(
+            rec.gate is not None and rec.gate.admissible and rec.evaluation is not None and rec.evaluation.score >= ceiling
+            for rec in records
+        )
 
     def _accepted(self, rec: ProposalRecord) -> bool:
         """Admissible, APPROVED and scored at least eta: the negotiation can stop here."""

@@ -59,7 +59,7 @@ class RoundRecord(BaseModel):
     tension: float
     admissible: int
     feedback_to_drive: str | None = None
-    exit: str | None = Field(None, description="early_exit / converged when the loop stopped here.")
+    exit: str | None = Field(None, description="early_exit / accepted / converged / ceiling when the loop stopped here.")
 
 
 class FinalDecision(BaseModel):
