@@ -10,7 +10,10 @@ from psychoalign.negotiation import DefenseMechanism, SystemState
 
 from .scenario import World, evaluation, proposals
 
-TWO_ROUNDS = [proposals(("Draft one.", 0.9), ("Draft two.", 0.8)), proposals(("Draft three.", 0.9), ("Draft four.", 0.8))]
+TWO_ROUNDS = [
+    proposals(("Draft one.", 0.9), ("Draft two.", 0.8)),
+    proposals(("Draft three.", 0.9), ("Draft four.", 0.8)),
+]
 
 
 def capped(score: int, verdict: str, ceiling: int | None, **kw: Any) -> dict[str, Any]:

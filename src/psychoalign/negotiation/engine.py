@@ -362,7 +362,10 @@ class Negotiator:
         if ceiling < tau.tau * 100:
             return True
         return any(
-            rec.gate is not None and rec.gate.admissible and rec.evaluation is not None and rec.evaluation.score >= ceiling
+            rec.gate is not None
+            and rec.gate.admissible
+            and rec.evaluation is not None
+            and rec.evaluation.score >= ceiling
             for rec in records
         )
 

@@ -59,7 +59,7 @@ class RoundRecord(BaseModel):
     tension: float
     admissible: int
     feedback_to_drive: str | None = None
-    exit: str | None = Field(None, description="early_exit / accepted / converged / ceiling when the loop stopped here.")
+    exit: str | None = Field(None, description="Why the loop stopped here: early_exit, accepted, converged, ceiling.")
 
 
 class FinalDecision(BaseModel):
