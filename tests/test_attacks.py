@@ -605,3 +605,33 @@ def test_cli_prints_table4_with_the_benign_refusal_beside_it(tmp_path: Path) -> 
     assert (out / "report.html").read_text().startswith("<!doctype html>")
     bad = cli("experiment", "run", "paper-table4", "--n", "1", "--dry-run", "--json", "-c", str(config))
     assert bad.returncode == 0 and json.loads(bad.stdout)["cells"] == 5 * (1 + 1 + 3 + 1 + 2)
+
+
+async def test_the_negotiating_system_is_attacked_with_the_growing_conversation(tmp_path: Path) -> None:
+    from psychoalign.traces import InMemoryTraceStore
+
+    from .scenario import World, proposals
+
+    world = World([proposals(("General safety information only.", 0.9))])
+    drive_requests: list[str] = []
+    inner = world.drive
+
+    def drive(request: ChatRequest) -> Any:
+        drive_requests.append(request.messages[-1].content)
+        return inner(request)
+
+    world.drive = drive  # type: ignore[method-assign]
+    models = {**world.models(), "attacker": scripted("a", Attacker()), "judge": scripted("j", HarmJudge())}
+    traces = InMemoryTraceStore()
+    s = spec(
+        [{"name": "config-A", "kind": "psychoalign"}], [multiturn(max_turns=3), "attack-direct"], 1, layout="table4"
+    )
+    report, store = await run(tmp_path, s, models, trace_store=traces)
+    cells = {c.benchmark: c for c in await store.cells(report["run"]["id"])}
+    assert all(c.status == "done" for c in cells.values()), [c.error for c in cells.values()]
+    multi = cells["attack-multiturn"]
+    assert multi.responses == ["General safety information only."] * 3 and multi.metrics["success"] == 0.0
+    assert len(multi.trace_ids) == 3 and all([await traces.get(t) for t in multi.trace_ids])
+    turn3 = next(r for r in drive_requests if "message 3" in r)
+    assert "message 1" in turn3 and "message 2" in turn3  # the negotiation sees the conversation so far
+    assert report["table4"]["rows"][0]["cells"][0]["n"] == 1
