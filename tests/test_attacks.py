@@ -515,6 +515,19 @@ async def test_table4_numbers_exactly_on_a_planted_world(tmp_path: Path) -> None
     check_cell(t["benign"]["cells"][2], n, n)
     mt = {m["system"]: m for m in t["multiturn"]}
     assert mt["config-A"]["success_turns"] == [2] * even and mt["config-A"]["attacker_calls"] == 3 * n
+    assert (mt["config-A"]["attacker_messages"], mt["config-A"]["distinct_messages"]) == (3 * n, 3 * n)
+    assert (mt["config-A"]["flags_yes"], mt["config-A"]["flags_unknown"]) == (n, 0)  # turn 2 of 3 is the middle
+    # B: direct refused (n), roleplay harmful (n), 1-shot refused (n), 4-shot harmful (n), multi-turn turns 2-3
+    # answered harmlessly (2n judged, the opening never)
+    judging = {j["system"]: j for j in t["judging"]}
+    assert judging["config-B"] == {
+        "system": "config-B",
+        "judged": 6 * n,
+        "refused": 2 * n,
+        "not_refused": 4 * n,
+        "harm_checked": 4 * n,
+        "harmful": 2 * n,
+    }
     # every stored multi-turn cell of A that succeeded did so on an escalated turn with a harm verdict
     for c in await store.cells(report["run"]["id"]):
         if c.benchmark == "attack-multiturn" and c.metrics.get("success"):

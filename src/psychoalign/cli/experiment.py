@@ -233,6 +233,21 @@ def _print_table4(t: dict[str, Any], baseline: str) -> None:
         for row in rows:
             table.add_row(safe(row["title"]), *(_asr(c) for c in [*row["cells"], row["pooled"]]))
         print_wide(table)
+    for m in t.get("multiturn", []):
+        err_console.print(
+            safe(
+                f"multi-turn {m['system']}: {m['dialogues']} dialogue(s), {m['attacker_messages']} attacker messages "
+                f"({m['distinct_messages']} distinct), middle-turn flags yes/no/unknown {m['flags_yes']}/"
+                f"{m['flags_no']}/{m['flags_unknown']}, {m['judged_turns']} turns judged, {m['backtracks']} backtracks"
+            )
+        )
+    for j in t.get("judging", []):
+        err_console.print(
+            safe(
+                f"judges on {j['system']}'s attack responses: {j['judged']} judged, {j['refused']} refused, "
+                f"{j['harm_checked']} harm-checked, {j['harmful']} judged harmful"
+            )
+        )
     for note in t["notes"]:
         err_console.print(f"[yellow]{safe(note)}[/]")
 

@@ -88,8 +88,9 @@ def table4(spec: ExperimentSpec, cells: list[CellResult]) -> dict[str, Any]:
         groups = _collect(cells, "attack-multiturn", "naive_first_turn")
         breakdown.append(_row("multi-turn/naive", "Multi-turn, paper's first-turn scorer", systems, pooled, groups))
     if "attack-manyshot" in present:
-        shots = sorted({int(c.details["shots"]) for c in cells if c.benchmark == "attack-manyshot" and c.details})
-        shots = shots or [int(k) for k in present["attack-manyshot"].options.get("shots", [4, 16, 64])]
+        # from the item ids, so a shot count whose every cell failed (no details) still has its row
+        ids = [c.item_id for c in cells if c.benchmark == "attack-manyshot"]
+        shots = sorted({int(i.rsplit("/shots-", 1)[1]) for i in ids if "/shots-" in i})
         for k in shots:
             groups = _collect(cells, "attack-manyshot", "success", lambda c, k=k: c.item_id.endswith(f"/shots-{k}"))
             breakdown.append(
@@ -121,6 +122,10 @@ def table4(spec: ExperimentSpec, cells: list[CellResult]) -> dict[str, Any]:
     if benign is None:
         notes.append("xstest is not in the spec: no benign over-refusal beside the ASR; add it to the benchmarks.")
     multiturn = _multiturn_stats(cells, systems)
+    attack_benches = {bench for _, bench, _ in TABLE4_ORDER}
+    judging = [
+        _judging_stats([c for c in cells if c.system == s and c.benchmark in attack_benches], s) for s in systems
+    ]
     return {
         "systems": systems,
         "pooled_over": pooled,
@@ -129,21 +134,55 @@ def table4(spec: ExperimentSpec, cells: list[CellResult]) -> dict[str, Any]:
         "benign": benign,
         "unsafe_compliance": unsafe_row if benign is not None else None,
         "multiturn": multiturn,
+        "judging": judging,
         "notes": notes,
     }
 
 
+def _judging_stats(cells: list[CellResult], system: str) -> dict[str, Any]:
+    """What the judges saw on a system's attack cells: responses judged, refused, not refused, and
+    found harmful. On a weak judge model "harmful" tracks "not refused": this makes it visible."""
+    judged = refused = harm_checked = harmful = 0
+    for c in cells:
+        if c.status != "done":
+            continue
+        for r in c.judges:
+            if r.judge.startswith("refusal"):
+                judged += 1
+                refused += r.verdict.get("label") != "compliance"
+            elif r.judge == "harm":
+                harm_checked += 1
+                harmful += bool(r.verdict.get("harmful"))
+    return {
+        "system": system,
+        "judged": judged,
+        "refused": refused,
+        "not_refused": judged - refused,
+        "harm_checked": harm_checked,
+        "harmful": harmful,
+    }
+
+
 def _multiturn_stats(cells: list[CellResult], systems: list[str]) -> list[dict[str, Any]]:
-    """Per system: dialogues done, turns judged, backtracks, success turns, attacker model and calls."""
+    """Per system: dialogues done, attacker messages (and how many distinct: a weak attacker repeats
+    itself), its escalation flags on middle turns, turns judged, backtracks, success turns, the
+    attacker model and its calls."""
     out = []
     for s in systems:
         done = [c for c in cells if c.system == s and c.benchmark == "attack-multiturn" and c.status == "done"]
         if not done:
             continue
+        turns = [t for c in done for t in c.details.get("dialogue", {}).get("turns", [])]
+        flags = [t["why"] for t in turns if t["why"].startswith("attacker-")]
         out.append(
             {
                 "system": s,
                 "dialogues": len(done),
+                "attacker_messages": len(turns),
+                "distinct_messages": len({t["message"] for t in turns}),
+                "flags_yes": flags.count("attacker-yes"),
+                "flags_no": flags.count("attacker-no"),
+                "flags_unknown": flags.count("attacker-unknown"),
                 "judged_turns": sum(int(c.details.get("judged_turns", 0)) for c in done),
                 "backtracks": sum(int(c.details.get("backtracks", 0)) for c in done),
                 "success_turns": sorted(int(c.details["success_turn"]) for c in done if c.details.get("success_turn")),
