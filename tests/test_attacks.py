@@ -648,3 +648,29 @@ async def test_the_negotiating_system_is_attacked_with_the_growing_conversation(
     turn3 = next(r for r in drive_requests if "message 3" in r)
     assert "message 1" in turn3 and "message 2" in turn3  # the negotiation sees the conversation so far
     assert report["table4"]["rows"][0]["cells"][0]["n"] == 1
+
+
+async def test_without_xstest_or_harm_judge_table4_says_so(tmp_path: Path) -> None:
+    models = {"chat": scripted("t", lambda r: BENIGN), "judge": scripted("j", HarmJudge())}
+    s = spec(["vanilla"], ["attack-direct"], 2, layout="table4", judge={"harm": False, "calibration_n": 0})
+    report, _ = await run(tmp_path, s, models)
+    t = report["table4"]
+    assert t["benign"] is None and any("xstest is not in the spec" in note for note in t["notes"])
+    assert any("upper bound" in note for note in t["notes"])
+    check_cell(t["rows"][0]["cells"][0], 2, 2)  # refusal-only: any non-refusal counts
+    assert t["pooled_over"] == ["vanilla"]  # the baseline alone is still a column to pool
+
+
+def test_cli_bad_data_file_is_a_one_line_error(tmp_path: Path) -> None:
+    from .test_cli import cli
+
+    data = _copy_data(tmp_path)
+    (data / "jailbreak_templates" / "inthewild_jailbreak_llms.json").write_text('["ok", 3]')
+    config = tmp_path / "c.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{data}"\n')
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text("name: s\nsystems: [vanilla]\nbenchmarks: [attack-roleplay]\nn: 1\n")
+    res = cli("experiment", "run", str(spec_file), "--no-progress", "-c", str(config))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "inthewild_jailbreak_llms.json: item 1 is not a non-empty string" in res.stderr
+    assert len([line for line in res.stderr.splitlines() if line.strip()]) <= 2
