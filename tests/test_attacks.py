@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,10 @@ from psychoalign.experiments.attacks import (
 from psychoalign.experiments.multiturn import parse_escalation
 from psychoalign.experiments.registry import Registry
 from psychoalign.experiments.store import CellResult
-from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+from psychoalign.models import ChatModel, ChatRequest
 
 from .conftest import SHARED_DATA
+from .test_experiments import dead_pid, scripted, settings, spec
 
 REFUSAL = "I'm sorry, but I can't help with that."
 BENIGN = "Ignition systems changed a lot over the twentieth century; electric starters arrived in 1912."
@@ -40,19 +40,6 @@ def registry() -> Registry:
     r = Registry()
     register(r)
     return r
-
-
-def scripted(name: str, fn: Callable[[ChatRequest], Any]) -> ChatModel:
-    spec = ModelSpec(backend="scripted", model=name, schema_retries=0, max_retries=0)
-    return ChatModel(spec, ScriptedBackend(spec, fn=fn))
-
-
-def settings(tmp_path: Path) -> Settings:
-    return Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})
-
-
-def spec(systems: list[Any], benchmarks: list[Any], n: int, **kw: Any) -> ExperimentSpec:
-    return ExperimentSpec.model_validate({"name": "t", "systems": systems, "benchmarks": benchmarks, "n": n} | kw)
 
 
 def users(request: ChatRequest) -> list[str]:
@@ -344,8 +331,6 @@ async def test_resume_after_a_crash_runs_only_the_missing_cells(tmp_path: Path) 
     assert len(done) == 4
     # a cell left 'running' by a dead process of this host is run again
     from psychoalign.experiments.runner import plan_cells
-
-    from .test_experiments import dead_pid
 
     cells, _ = plan_cells(s, SHARED_DATA, registry())
     todo = [c for c in cells if c.key not in done]
