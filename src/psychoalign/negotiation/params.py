@@ -47,7 +47,7 @@ class NegotiationParams(BaseModel):
     )
     cross_turn_window: int = Field(4, ge=3, le=50, description="Earlier turns the tension trend is fitted on.")
     cross_turn_trend: float = Field(
-        0.15, gt=0.0, le=1.0, description="Tension slope per turn that gives the full tightening."
+        0.1, gt=0.0, le=1.0, description="Tension slope per turn that gives the full tightening."
     )
     cross_turn_hot: float = Field(0.5, ge=0.0, le=1.0, description="A turn with T at or above this is 'hot'.")
     cross_turn_min_hot: int = Field(2, ge=1, le=50, description="Hot turns before their count tightens tau.")

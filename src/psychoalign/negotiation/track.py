@@ -10,9 +10,9 @@ turn reads the turns filed under its keys back from the trace store:
 * **per turn**: T (the boundary analysis' default request-level definition, ``round1_mean``:
   the mean tension of the DRIVE's round-1 proposals, before any feedback), the EVALUATOR's
   harmful-intent and adversarial flags, the lowest score, and whether the turn was refused;
-* **over the conversation**: the running maximum of T, the trend (least-squares slope of T per
-  turn over the last ``cross_turn_window`` turns) and the number of *hot* turns (T at or above
-  ``cross_turn_hot``, or flagged by the EVALUATOR).
+* **over the conversation**: the running maximum of T, the trend (the least-squares slope of T per
+  turn over the last ``cross_turn_window`` turns that survives dropping any one of them) and the
+  number of *hot* turns (T at or above ``cross_turn_hot``, or flagged by the EVALUATOR).
 
 The evidence becomes a pressure in [0, 1] and ``tau_effective = tau + pressure * (cap - tau)``:
 never below the configured tau, never above ``max(tau, cap)``, and monotone in every piece of
@@ -27,7 +27,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,9 +45,11 @@ __all__ = [
     "TurnSignal",
     "assess",
     "conversation_ref",
+    "depths",
     "effective_tau",
     "evidence",
     "pressure",
+    "robust_trend",
     "turn_signal",
     "unavailable",
 ]
@@ -74,6 +76,7 @@ class ConversationRef(BaseModel):
 
     file_under: tuple[str, ...] = ()
     look_up: tuple[str, ...] = ()
+    parent: str | None = Field(None, description="P(t-1): attempts with the same parent are one depth.")
 
 
 def conversation_ref(
@@ -107,7 +110,11 @@ def conversation_ref(
         key = _h("psychoalign-conversation-id", scope, conversation_id)
         file_under.append(key)
         look_up.append(key)
-    return ConversationRef(file_under=tuple(file_under), look_up=tuple(dict.fromkeys(look_up)))
+    return ConversationRef(
+        file_under=tuple(file_under),
+        look_up=tuple(dict.fromkeys(look_up)),
+        parent=prefixes[-2] if len(prefixes) >= 2 else None,
+    )
 
 
 class TurnSignal(BaseModel):
@@ -117,6 +124,7 @@ class TurnSignal(BaseModel):
 
     trace_id: str
     turn: int | None = Field(None, description="The turn number the gateway recorded, if any.")
+    parent: str | None = Field(None, description="Its parent key: consecutive attempts sharing it are one depth.")
     tension: float | None = Field(None, description="round1_mean T; None for a failed turn (never 0).")
     harmful: bool = False
     adversarial: bool = False
@@ -136,9 +144,10 @@ class CrossTurnRecord(BaseModel):
         "read: earlier turns used; unavailable: the history could not be read (fail closed)."
     )
     keys: list[str] = Field(default_factory=list, description="Conversation keys this turn is filed under.")
+    parent: str | None = Field(None, description="The parent prefix key (backtracked attempts share it).")
     history: list[TurnSignal] = Field(default_factory=list, description="Earlier turns used, oldest first.")
     running_max: float | None = None
-    trend: float | None = Field(None, description="Least-squares slope of T per turn over the window.")
+    trend: float | None = Field(None, description="Robust slope of T per turn over the window (robust_trend).")
     hot_turns: int = 0
     pressure: float = 0.0
     tau_configured: float
@@ -164,7 +173,11 @@ def turn_signal(trace: Trace, params: NegotiationParams) -> TurnSignal:
     from ..traces.tension import request_tension
 
     turn = trace.metadata.get("turn")
-    base = {"trace_id": trace.id, "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None}
+    base: dict[str, Any] = {
+        "trace_id": trace.id,
+        "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+        "parent": trace.cross_turn.parent if trace.cross_turn is not None else None,
+    }
     if trace.status is not TraceStatus.COMPLETED:
         return TurnSignal(**base)
     t = request_tension(trace)
@@ -185,21 +198,47 @@ def turn_signal(trace: Trace, params: NegotiationParams) -> TurnSignal:
     )
 
 
-def _slope(values: Sequence[float]) -> float:
-    n = len(values)
-    mx = (n - 1) / 2
-    my = sum(values) / n
-    sxx = sum((i - mx) ** 2 for i in range(n))
-    return sum((i - mx) * (v - my) for i, v in enumerate(values)) / sxx
+def _slope(points: Sequence[tuple[int, float]]) -> float:
+    """Least-squares slope of (turn index, T)."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx
+
+
+def robust_trend(values: Sequence[float]) -> float | None:
+    """The slope of T per turn that survives dropping any one turn: the smallest least-squares
+    slope over the leave-one-out subsets (turns keep their positions). A steady climb keeps its
+    slope; one sensitive turn at the end of a calm stretch is not a trend. None below 3 values."""
+    if len(values) < 3:
+        return None
+    points = list(enumerate(values))
+    return min(_slope(points[:i] + points[i + 1 :]) for i in range(len(points)))
+
+
+def depths(history: Sequence[TurnSignal]) -> list[float]:
+    """T per depth of the conversation: consecutive attempts with the same parent key (an attempt
+    and the rephrasings sent after backtracking from it) are one depth, at their highest T."""
+    out: list[float] = []
+    last_parent: str | None = None
+    for s in history:
+        if s.tension is None or not math.isfinite(s.tension):
+            continue
+        if s.parent is not None and s.parent == last_parent and out:
+            out[-1] = max(out[-1], s.tension)
+        else:
+            out.append(s.tension)
+        last_parent = s.parent
+    return out
 
 
 def evidence(history: Sequence[TurnSignal], params: NegotiationParams) -> Evidence:
-    tensions = [s.tension for s in history if s.tension is not None and math.isfinite(s.tension)]
-    window = tensions[-params.cross_turn_window :]
+    tensions = depths(history)
     return Evidence(
         turns=len(history),
         running_max=max(tensions) if tensions else None,
-        trend=_slope(window) if len(window) >= 3 else None,
+        trend=robust_trend(tensions[-params.cross_turn_window :]),
         hot_turns=sum(1 for s in history if s.hot),
     )
 
@@ -212,21 +251,23 @@ def pressure(e: Evidence, params: NegotiationParams) -> tuple[float, list[str]]:
     """(pressure in [0, 1], reasons). Non-decreasing in ``trend``, ``running_max`` and
     ``hot_turns``; the larger of two terms:
 
-    * *rising trend*: slope / ``cross_turn_trend`` (clipped), counted only once the running
-      maximum has reached contested territory (``healthy_threshold``): a conversation drifting
-      between calm turns is not escalating;
+    * *rising trend*: slope / ``cross_turn_trend`` (clipped), times how far the running maximum
+      has come towards contested territory (0 at half of ``healthy_threshold``, 1 at it): a
+      conversation drifting between calm turns is not escalating;
     * *hot turns*: 0 below ``cross_turn_min_hot`` hot turns, rising linearly to 1 at
       ``cross_turn_full_hot`` (one sensitive turn in a benign conversation does not count).
     """
     p = params
     reasons: list[str] = []
     trend_term = 0.0
-    if e.trend is not None and e.running_max is not None and e.running_max >= p.healthy_threshold:
-        trend_term = _clip(e.trend / p.cross_turn_trend)
+    if e.trend is not None and e.running_max is not None:
+        half = p.healthy_threshold / 2
+        level = 1.0 if e.running_max >= p.healthy_threshold else _clip((e.running_max - half) / half) if half else 0.0
+        trend_term = _clip(e.trend / p.cross_turn_trend) * level
         if trend_term > 0:
             reasons.append(
                 f"rising tension: slope {e.trend:.3f}/turn (full at {p.cross_turn_trend:g}), "
-                f"running max {e.running_max:.2f} >= {p.healthy_threshold:g}"
+                f"running max {e.running_max:.2f} (full at {p.healthy_threshold:g})"
             )
     hot_term = 0.0
     if e.hot_turns >= p.cross_turn_min_hot:
@@ -245,10 +286,11 @@ def effective_tau(params: NegotiationParams, pressure_value: float) -> float:
     return min(max(tau + _clip(pressure_value) * (cap - tau), tau), cap)
 
 
-def _record(params: NegotiationParams, keys: Sequence[str], **kw: object) -> CrossTurnRecord:
+def _record(params: NegotiationParams, ref: ConversationRef | None, **kw: Any) -> CrossTurnRecord:
     return CrossTurnRecord(
         enabled=params.cross_turn,
-        keys=list(keys),
+        keys=list(ref.file_under) if ref is not None else [],
+        parent=ref.parent if ref is not None else None,
         tau_configured=params.tau,
         **kw,
     )
@@ -258,11 +300,10 @@ def assess(
     conversation: ConversationRef | None, history: Sequence[TurnSignal], params: NegotiationParams
 ) -> CrossTurnRecord:
     """The record for a turn whose earlier turns are ``history`` (oldest first)."""
-    keys = conversation.file_under if conversation is not None else ()
     if not params.cross_turn:
-        return _record(params, keys, status="off", tau_effective=params.tau)
+        return _record(params, conversation, status="off", tau_effective=params.tau)
     if conversation is None or not conversation.look_up:
-        return _record(params, keys, status="none", tau_effective=params.tau)
+        return _record(params, conversation, status="none", tau_effective=params.tau)
     e = evidence(history, params)
     value, reasons = pressure(e, params)
     tau = effective_tau(params, value)
@@ -272,7 +313,7 @@ def assess(
         reasons.append(f"no room: cross_turn_tau_cap {params.cross_turn_tau_cap:g} <= tau {params.tau:g}")
     return _record(
         params,
-        keys,
+        conversation,
         status="read" if history else "fresh",
         history=list(history),
         running_max=e.running_max,
@@ -289,7 +330,7 @@ def unavailable(conversation: ConversationRef, params: NegotiationParams, error:
     tau = effective_tau(params, 1.0)
     return _record(
         params,
-        conversation.file_under,
+        conversation,
         status="unavailable",
         pressure=1.0,
         tau_effective=tau,
