@@ -312,3 +312,13 @@ async def test_the_harness_system_passes_the_conversation() -> None:
     assert on["benign_followup_refusal"]["benign-2turn"] == off["benign_followup_refusal"]["benign-2turn"]
     assert on["turns_tightened"]["benign-2turn"]["k"] == 0
     assert all(row["k"] == 0 for row in off["turns_tightened"].values())
+
+
+def test_the_cross_turn_preset_compares_the_switch_and_nothing_else() -> None:
+    from psychoalign.experiments.spec import load_spec
+
+    spec = load_spec("cross-turn")
+    on, off = spec.systems
+    assert (on.effective_kind, off.effective_kind) == ("psychoalign", "psychoalign")
+    assert on.negotiation == {} and off.negotiation == {"cross_turn": False}
+    assert [b.name for b in spec.benchmarks] == ["attack-multiturn", "mt-bench-followup"]
