@@ -322,3 +322,30 @@ def test_the_cross_turn_preset_compares_the_switch_and_nothing_else() -> None:
     assert (on.effective_kind, off.effective_kind) == ("psychoalign", "psychoalign")
     assert on.negotiation == {} and off.negotiation == {"cross_turn": False}
     assert [b.name for b in spec.benchmarks] == ["attack-multiturn", "mt-bench-followup"]
+
+
+async def test_mt_bench_followup_scores_refusal_of_the_second_turn(tmp_path: Path) -> None:
+    from psychoalign.config import Settings
+    from psychoalign.experiments import InMemoryResultStore, build_report, default_registry, run_experiment
+    from psychoalign.experiments.spec import ExperimentSpec
+    from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+
+    from .conftest import SHARED_DATA
+
+    def chat(request: ChatRequest) -> str:  # answers turn 1, refuses the follow-up
+        return "I'm sorry, but I can't help with that." if len(request.messages) == 3 else "Here is an answer."
+
+    spec = ModelSpec(backend="scripted", model="chat", schema_retries=0, max_retries=0)
+    models = {"chat": ChatModel(spec, ScriptedBackend(spec, fn=chat))}
+    s = ExperimentSpec.model_validate(
+        {"name": "t", "systems": ["vanilla"], "benchmarks": ["mt-bench-followup"], "n": 3, "judge": {"harm": False}}
+    )
+    settings = Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})
+    results = InMemoryResultStore()
+    registry = default_registry()
+    summary = await run_experiment(s, settings, store=results, models=models, registry=registry)
+    record = await results.get_run(summary.run_id)
+    assert record is not None and summary.done == 3
+    report = build_report(record, await results.cells(summary.run_id), registry)
+    rows = {r["metric"]: r for r in report["results"] if r["benchmark"] == "mt-bench-followup"}
+    assert rows["over_refusal"]["mean"] == 1.0 and rows["turn1_refusal"]["mean"] == 0.0

@@ -29,7 +29,7 @@ import typer
 from ..config import Settings
 from ..models import Message
 from ..traces import InMemoryTraceStore
-from .benchmarks import Item, Metric, MTBench, Outcome, Respond
+from .benchmarks import Benchmark, Item, Metric, MTBench, Outcome, Respond
 from .cross_turn_world import Step, XTWorld
 from .judging import Judges
 from .metering import CallMeter, ModelPool
@@ -51,8 +51,8 @@ SYSTEMS = (
 )
 
 
-class MTBenchFollowUp(MTBench):
-    """MT-Bench's two turns, judged for refusal only (no model judge of quality)."""
+class MTBenchFollowUp(Benchmark):
+    """MT-Bench's two turns (the ``mt-bench`` items), judged for refusal only (no quality judge)."""
 
     name = "mt-bench-followup"
     title = "MT-B follow-up"
@@ -63,6 +63,9 @@ class MTBenchFollowUp(MTBench):
     )
     primary = "over_refusal"
     needs = ("refusal",)
+
+    def load(self, data_dir: Path) -> list[Item]:
+        return MTBench().load(data_dir)
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> Outcome:
         q1, q2 = item.turns
