@@ -1,0 +1,69 @@
+"""What the cross-turn tension track costs per turn: reading a conversation's earlier turns.
+
+    PYTHONPATH=src .venv/bin/python bench/cross_turn.py                      # SQLite file
+    PYTHONPATH=src .venv/bin/python bench/cross_turn.py --store postgresql://postgres@127.0.0.1:5432/test
+
+Fills a trace store with ``--conversations`` scripted conversations of ``--turns`` turns each (real
+negotiations on the scripted world of experiments/cross_turn_world.py, so the traces have their
+real size), then times ``TraceStore.conversation`` (the indexed query) plus turning each trace into
+the track's signals, for the last turn of ``--reads`` conversations: what every turn of a served
+conversation pays before its negotiation starts. Prints p50/p95 in milliseconds and the store size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from psychoalign.experiments.cross_turn_world import Step, XTWorld
+from psychoalign.negotiation import NegotiationParams
+from psychoalign.negotiation.track import conversation_ref, turn_signal
+from psychoalign.traces import SQLTraceStore
+
+
+async def main(conversations: int, turns: int, reads: int, url: str | None) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="xturn-bench-"))
+    store = SQLTraceStore(url or f"sqlite:///{folder / 'traces.db'}")
+    steps = [Step(f"s{t}", 95 - 3 * t) for t in range(turns)]
+    world = XTWorld(steps)
+    negotiator = world.negotiator(store, cross_turn=False)  # filling only: no reads while filling
+    params = NegotiationParams()
+    t0 = time.perf_counter()
+    for c in range(conversations):
+        for t in range(turns):
+            ref = conversation_ref(f"bench-{c}", [s.message for s in steps[: t + 1]])
+            await negotiator.negotiate(steps[t].message, conversation=ref)
+    fill = time.perf_counter() - t0
+    times = []
+    for c in range(min(reads, conversations)):
+        ref = conversation_ref(f"bench-{c}", [s.message for s in steps])
+        t0 = time.perf_counter()
+        earlier = await store.conversation(ref.look_up, limit=params.cross_turn_history)
+        signals = [turn_signal(t, params) for t in earlier]
+        times.append((time.perf_counter() - t0) * 1000)
+        assert len(signals) == turns
+    times.sort()
+    p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+    print(
+        f"store {store.url.split(':', 1)[0]}: {conversations * turns} traces ({conversations} conversations x "
+        f"{turns} turns, filled in {fill:.1f} s); reading a {turns}-turn conversation's track: "
+        f"p50 {statistics.median(times):.2f} ms, p95 {p95:.2f} ms over {len(times)} reads"
+    )
+    await store.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--reads", type=int, default=100)
+    parser.add_argument("--store", default=None, help="Store URL (default: a new SQLite file).")
+    args = parser.parse_args()
+    if args.turns < 1 or args.conversations < 1:
+        sys.exit("error: --turns and --conversations must be at least 1")
+    asyncio.run(main(args.conversations, args.turns, args.reads, args.store))
