@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from psychoalign.experiments.cross_turn_world import Step, XTWorld
@@ -28,7 +29,15 @@ from psychoalign.traces import SQLTraceStore
 
 async def main(conversations: int, turns: int, reads: int, url: str | None) -> None:
     folder = Path(tempfile.mkdtemp(prefix="xturn-bench-"))
-    store = SQLTraceStore(url or f"sqlite:///{folder / 'traces.db'}")
+    schema = f"xturn_bench_{uuid.uuid4().hex[:8]}"
+    admin: SQLTraceStore | None = None
+    if url is not None and url.startswith("postgres"):  # a schema of its own, dropped afterwards
+        admin = SQLTraceStore(url)
+        async with admin.engine.begin() as conn:
+            await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+        store = SQLTraceStore(url, connect_args={"server_settings": {"search_path": schema}})
+    else:
+        store = SQLTraceStore(url or f"sqlite:///{folder / 'traces.db'}")
     steps = [Step(f"s{t}", 95 - 3 * t) for t in range(turns)]
     world = XTWorld(steps)
     negotiator = world.negotiator(store, cross_turn=False)  # filling only: no reads while filling
@@ -55,6 +64,10 @@ async def main(conversations: int, turns: int, reads: int, url: str | None) -> N
         f"p50 {statistics.median(times):.2f} ms, p95 {p95:.2f} ms over {len(times)} reads"
     )
     await store.close()
+    if admin is not None:
+        async with admin.engine.begin() as conn:
+            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        await admin.close()
 
 
 if __name__ == "__main__":
