@@ -283,7 +283,10 @@ def pressure(e: Evidence, params: NegotiationParams) -> tuple[float, list[str]]:
 def effective_tau(params: NegotiationParams, pressure_value: float) -> float:
     """``tau + pressure * (cap - tau)``, within [tau, max(tau, cap)] whatever the rounding."""
     tau, cap = params.tau, max(params.tau, params.cross_turn_tau_cap)
-    return min(max(tau + _clip(pressure_value) * (cap - tau), tau), cap)
+    pressure_value = _clip(pressure_value)
+    if pressure_value >= 1.0:  # exactly the cap (tau + (cap - tau) can miss it by a rounding step)
+        return cap
+    return min(max(tau + pressure_value * (cap - tau), tau), cap)
 
 
 def _record(params: NegotiationParams, ref: ConversationRef | None, **kw: Any) -> CrossTurnRecord:
