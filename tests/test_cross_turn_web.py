@@ -180,3 +180,42 @@ async def test_a2a_context_carries_the_track(store: TraceStore) -> None:  # noqa
     traces = [t async for t in store.iter_all()]
     last = max(traces, key=lambda t: t.created_at)
     assert last.cross_turn is not None and last.cross_turn.status == "read" and len(last.cross_turn.history) == 4
+
+
+async def test_a2a_context_ids_do_not_cross_callers() -> None:
+    """Another caller naming my context id gets neither my history nor my track."""
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.helpers import new_text_message
+    from a2a.types import Role, SendMessageRequest
+
+    from psychoalign.a2a.system import build_system_app
+    from psychoalign.traces import InMemoryTraceStore
+
+    traces = InMemoryTraceStore()
+    world = XTWorld(ESCALATION)
+    key = "sk-other-0123456789"
+    app = build_system_app(
+        world.negotiator(traces),
+        "http://testserver",
+        token="user-tok",
+        api_key_digests=[hashlib.sha256(key.encode()).hexdigest()],
+    )
+
+    async def send(token: str, text: str, context_id: str | None) -> str:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", headers=headers) as hc:
+            card = await A2ACardResolver(hc, "http://testserver").get_agent_card()
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
+            message = new_text_message(text, role=Role.ROLE_USER, context_id=context_id)
+            request = SendMessageRequest(message=message)
+            tasks = [r.task async for r in client.send_message(request) if r.HasField("task")]
+            return str(tasks[-1].context_id)
+
+    context_id = await send("user-tok", ESCALATION[0].message, None)
+    await send("user-tok", ESCALATION[1].message, context_id)
+    await send(key, "SECOND CALLER " + ESCALATION[2].message, context_id)
+    theirs = [t async for t in traces.iter_all() if "SECOND CALLER" in t.request]
+    assert len(theirs) == 1
+    assert ESCALATION[0].message not in theirs[0].request  # no history of the first caller
+    assert theirs[0].cross_turn is not None and theirs[0].cross_turn.status == "fresh"

@@ -70,7 +70,7 @@ class SystemExecutor(AgentExecutor):
         self.negotiator = negotiator
         self.framework = framework
         self.frameworks = [framework, *(f for f in (frameworks or ()) if f != framework)]
-        self.history: dict[str, list[tuple[str, str]]] = {}
+        self.history: dict[str, list[tuple[str, str]]] = {}  # (identity, context id) -> turns
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
@@ -92,11 +92,11 @@ class SystemExecutor(AgentExecutor):
             return
         client_context = meta.get("context")
         await updater.start_work(updater.new_agent_message([Part(text="negotiating")]))
-        history = self.history.setdefault(task.context_id, [])
-        # Contexts are per caller: the track's scope is the authenticated identity, so a caller
-        # naming another caller's context id reaches nothing of theirs.
+        # Contexts are per caller: the history and the track are keyed by the authenticated
+        # identity, so a caller naming another caller's context id reaches nothing of theirs.
         user = context.call_context.user if context.call_context is not None else None
         identity = user.user_name if user is not None and user.is_authenticated else ""
+        history = self.history.setdefault(f"{identity}\x00{task.context_id}", [])
         trace = await self.negotiator.negotiate(
             _with_history(history, text),
             framework=requested,
