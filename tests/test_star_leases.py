@@ -184,11 +184,15 @@ async def test_a_store_from_before_leases_gains_the_column(tmp_path: Path) -> No
     await first.init()
     await first.close()
     engine = create_engine(f"sqlite:///{path}")
-    with engine.begin() as conn:
+    with engine.begin() as conn:  # an old store had neither the column nor the indexes on it
+        conn.exec_driver_sql("DROP INDEX ix_star_tasks_lease")
         conn.exec_driver_sql("ALTER TABLE star_tasks DROP COLUMN lease_expires_at")
-    engine.dispose()
     again = StarStore(f"sqlite:///{path}", POLICY)
     await again.add_participants([person("a")])
     await again.create_campaign("c", generate_instructions(POLICY, SPACE, 1, seed=1, rules=["sexually-explicit"]))
     assert (await again.claim("a", TaskKind.RED_TEAM)).lease_expires_at is not None
     await again.close()
+    with engine.connect() as conn:  # and gains the index too
+        names = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    engine.dispose()
+    assert {"ix_star_tasks_lease", "ix_star_tasks_queue", "ix_star_tasks_holder"} <= names

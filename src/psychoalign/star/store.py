@@ -14,7 +14,6 @@ holder had released it (:meth:`StarStore.release`).
 from __future__ import annotations
 
 import json
-import random
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
@@ -27,6 +26,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
@@ -34,23 +34,30 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    exists,
     func,
     insert,
     inspect,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import InputError
-from ..storage import create_engine_for
+from ..storage import create_engine_for, create_tables
 from .instructions import Instruction
 from .matching import annotation_requirement, eligible
 from .model import Likert, Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
 from .policy import Policy
 
-__all__ = ["CampaignSettings", "ClaimError", "StarStore", "arbitration_needed"]
+__all__ = ["CampaignSettings", "ClaimError", "StarStore", "arbitration_needed", "task_record"]
+
+#: Open tasks read per claim attempt (keyset pages beyond it only when none of them fits the person).
+CLAIM_PAGE = 200
+#: Candidate ids per locking attempt.
+TAKE_CHUNK = 50
 
 metadata = MetaData()
 participants = Table(
@@ -85,6 +92,11 @@ tasks = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("lease_expires_at", DateTime(timezone=True)),  # claimed tasks only; added to old stores by init()
 )
+# The claim queue (next open task of a kind, oldest first), lease expiry, and "tasks I hold": each
+# an index range scan instead of a table scan. init() adds them to stores created without them.
+Index("ix_star_tasks_queue", tasks.c.kind, tasks.c.status, tasks.c.created_at, tasks.c.id)
+Index("ix_star_tasks_lease", tasks.c.status, tasks.c.lease_expires_at)
+Index("ix_star_tasks_holder", tasks.c.participant_id, tasks.c.status)
 campaign_rows = Table(  # per-campaign settings the store applies (the plan itself is in star_instructions)
     "star_campaigns",
     metadata,
@@ -150,10 +162,40 @@ exposures = Table(  # who has seen which dialogue, in any role: the "never twice
     Column("role", String(16), nullable=False),
     PrimaryKeyConstraint("dialogue_id", "participant_id"),
 )
+Index("ix_star_exposures_participant", exposures.c.participant_id)
 
 
 class ClaimError(InputError):
     """No task can be given to this participant (with the reason)."""
+
+
+class _SeenDialogueError(Exception):
+    """The claimer's exposure row for this dialogue appeared meanwhile (a concurrent claim of theirs)."""
+
+    def __init__(self, dialogue_id: str) -> None:
+        super().__init__(dialogue_id)
+        self.dialogue_id = dialogue_id
+
+
+def _relaxable(kind: TaskKind, why: str) -> bool:
+    """Only a red-teaming task's in/out-group requirement may be relaxed, never the role."""
+    return kind is TaskKind.RED_TEAM and ("attacker" in why or "demographics unknown" in why)
+
+
+def task_record(row: Any) -> TaskRecord:
+    """A :class:`TaskRecord` from a ``star_tasks`` row mapping."""
+    return TaskRecord(
+        id=row["id"],
+        kind=TaskKind(row["kind"]),
+        status=TaskStatus(row["status"]),
+        campaign=row["campaign"],
+        instruction_id=row["instruction_id"],
+        dialogue_id=row["dialogue_id"],
+        participant_id=row["participant_id"],
+        requirement=json.loads(row["requirement"]),
+        relaxed=row["relaxed"],
+        lease_expires_at=_aware(row["lease_expires_at"]),
+    )
 
 
 class CampaignSettings(BaseModel):
@@ -201,6 +243,8 @@ class StarStore:
             raise InputError(f"lease_s must be positive (got {lease_s})")
         # WAL + busy timeout on SQLite: the web platform and a campaign may share one store file
         self.engine: AsyncEngine = create_engine_for(url, **engine_kwargs)
+        # The same pool in autocommit, for reads: no BEGIN / ROLLBACK around a single SELECT.
+        self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.policy = policy
         self.lease_s = lease_s
         self._clock = clock or _now
@@ -214,9 +258,11 @@ class StarStore:
 
     async def init(self) -> None:
         if not self._ready:
-            async with self.engine.begin() as conn:
-                await conn.run_sync(metadata.create_all)
+            # IF NOT EXISTS, tables and indexes: safe when several server workers start at once on a
+            # fresh database, and gives older stores the newer indexes.
+            async with self.engine.begin() as conn:  # older stores: new columns first (indexes use them)
                 await conn.run_sync(_add_missing_columns)
+            await create_tables(self.engine, metadata)
             self._ready = True
 
     async def close(self) -> None:
@@ -237,11 +283,8 @@ class StarStore:
 
     async def participant(self, pid: str) -> Participant:
         await self.init()
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(select(participants.c.body).where(participants.c.id == pid))).first()
-        if row is None:
-            raise InputError(f"unknown participant '{pid}'")
-        return Participant.model_validate_json(row[0])
+        async with self._read() as conn:
+            return await self._participant(conn, pid)
 
     async def list_participants(self) -> list[Participant]:
         await self.init()
@@ -328,7 +371,7 @@ class StarStore:
     async def campaign_settings(self, campaign: str) -> CampaignSettings:
         """The campaign's stored settings (defaults for campaigns stored before settings existed)."""
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(select(campaign_rows.c.settings).where(campaign_rows.c.name == campaign))).first()
         return CampaignSettings.model_validate_json(row[0]) if row else CampaignSettings()
 
@@ -340,7 +383,7 @@ class StarStore:
 
     async def dialogue_instruction(self, dialogue_id: str) -> dict[str, Any]:
         """The instruction record a dialogue was red-teamed from."""
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             query = (
                 select(instructions.c.record)
                 .join(dialogues, dialogues.c.instruction_id == instructions.c.id)
@@ -353,7 +396,7 @@ class StarStore:
         return result
 
     async def instruction(self, instruction_id: str) -> dict[str, Any]:
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(select(instructions.c.record).where(instructions.c.id == instruction_id))).first()
         if row is None:
             raise InputError(f"unknown instruction '{instruction_id}'")
@@ -370,82 +413,206 @@ class StarStore:
         relax: bool = False,
         lease_s: float | None = None,
     ) -> TaskRecord:
-        """Give the participant the oldest open task they may take (after losing a race to another
-        claimer, a random one of the rest: many claimers reading the same list would otherwise
-        all chase the same rows), leased for ``lease_s``
+        """Give the participant the oldest open task they may take, leased for ``lease_s``
         (default: the store's). ``relax`` lets a red teamer take a task whose in/out-group
-        requirement they do not meet; the task records why. Expired leases are re-queued first."""
-        person = await self.participant(participant_id)
+        requirement they do not meet; the task records why. Expired leases are re-queued first.
+
+        Concurrent claimers do not contend: the candidates the participant may take (matching is
+        Python, :func:`~psychoalign.star.matching.eligible`) are read without locks, then one of
+        them is taken in one statement that, on PostgreSQL, locks with ``FOR UPDATE SKIP LOCKED``
+        (a row another claimer is taking is passed over, not waited for). On SQLite the single
+        writer makes the same statement atomic. If every candidate was locked by others, a
+        conditional update that waits for them settles it, so "no task" is only ever answered
+        after a read that saw none. The unique exposure row still guards "never twice"."""
         await self.init()
+        async with self._read() as conn:  # one round trip each, no transaction to open or roll back
+            person = await self._participant(conn, participant_id)
         await self.expire_leases(campaign)
-        reasons: Counter[str] = Counter()
-        for relaxed_pass in (False, True) if relax else (False,):
-            async with self.engine.connect() as conn:
-                query = select(tasks).where(and_(tasks.c.kind == kind.value, tasks.c.status == "open"))
-                if campaign:
-                    query = query.where(tasks.c.campaign == campaign)
-                candidates = (
-                    (await conn.execute(query.order_by(tasks.c.created_at, tasks.c.id).limit(500))).mappings().all()
-                )
-                seen = {
-                    r[0]
-                    for r in (
-                        await conn.execute(
-                            select(exposures.c.dialogue_id).where(exposures.c.participant_id == participant_id)
-                        )
-                    ).all()
-                }
-            queue = list(candidates)
-            raced = False
-            while queue:
-                row = queue.pop(0)
-                requirement = json.loads(row["requirement"])
-                if row["dialogue_id"] is not None and row["dialogue_id"] in seen:
-                    reasons["already saw this dialogue"] += 1
+        excluded: set[str] = set()  # dialogues whose exposure insert lost a race to this same person
+        while True:
+            async with self._read() as conn:
+                rows = (await conn.execute(self._queue(participant_id, kind, campaign, excluded))).all()
+            verdicts: dict[str, tuple[bool, str]] = {}
+            strict: list[str] = []
+            relaxable: list[tuple[Any, str]] = []
+            for row in rows:
+                if row.requirement not in verdicts:
+                    verdicts[row.requirement] = eligible(person, kind, json.loads(row.requirement))
+                ok, why = verdicts[row.requirement]
+                if ok:
+                    strict.append(row.id)
+                elif relax and _relaxable(kind, why):
+                    relaxable.append((row, f"relaxed: {why}"))  # never relax the role
+            if not strict and not relaxable:
+                if len(rows) < CLAIM_PAGE:
+                    raise ClaimError(await self._no_task(person, kind, campaign))
+                # a full page of tasks this person may not take: look further down the queue
+                found = await self._claim_beyond(person, kind, campaign, {r.id for r in rows}, lease_s, relax)
+                if isinstance(found, TaskRecord):
+                    return found
+                raise ClaimError(found)
+            try:
+                taken = await self._take_first(strict, participant_id, kind, None, lease_s)
+                for row, note in relaxable:
+                    if taken is not None:
+                        break
+                    taken = await self._take_first([row.id], participant_id, kind, note, lease_s)
+            except _SeenDialogueError as seen:
+                excluded.add(seen.dialogue_id)
+                continue
+            if taken is not None:
+                return taken
+            # every candidate was taken by someone else meanwhile: read the queue again
+
+    def _read(self) -> Any:
+        """A connection for reads in autocommit: one round trip per query (no BEGIN / ROLLBACK)."""
+        return self._reader.connect()
+
+    async def _participant(self, conn: AsyncConnection, pid: str) -> Participant:
+        row = (await conn.execute(select(participants.c.body).where(participants.c.id == pid))).first()
+        if row is None:
+            raise InputError(f"unknown participant '{pid}'")
+        return Participant.model_validate_json(row[0])
+
+    def _queue(
+        self, participant_id: str, kind: TaskKind, campaign: str | None, excluded: Collection[str], after: Any = None
+    ) -> Any:
+        """Open tasks of ``kind``, oldest first, without the dialogues this person has seen."""
+        seen = exists().where(
+            and_(exposures.c.dialogue_id == tasks.c.dialogue_id, exposures.c.participant_id == participant_id)
+        )
+        query = (
+            select(tasks.c.id, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.created_at)
+            .where(and_(tasks.c.kind == kind.value, tasks.c.status == "open", ~seen))
+            .order_by(tasks.c.created_at, tasks.c.id)
+            .limit(CLAIM_PAGE)
+        )
+        if campaign:
+            query = query.where(tasks.c.campaign == campaign)
+        if excluded:
+            query = query.where(tasks.c.dialogue_id.not_in(list(excluded)))
+        if after is not None:
+            query = query.where(tuple_(tasks.c.created_at, tasks.c.id) > tuple_(*after))
+        return query
+
+    async def _claim_beyond(
+        self,
+        person: Participant,
+        kind: TaskKind,
+        campaign: str | None,
+        ineligible: set[str],
+        lease_s: float | None,
+        relax: bool,
+    ) -> TaskRecord | str:
+        """The rare deep queue: page past tasks this person may not take (keyset pagination)."""
+        after: Any = None
+        while True:
+            async with self._read() as conn:
+                rows = (await conn.execute(self._queue(person.id, kind, campaign, (), after))).all()
+            for row in rows:
+                if row.id in ineligible:
                     continue
-                ok, why = eligible(person, kind, requirement)
+                ok, why = eligible(person, kind, json.loads(row.requirement))
                 note = None
                 if not ok:
-                    reasons[why] += 1
-                    matching_only = "attacker" in why or "demographics unknown" in why  # never relax the role
-                    if not (relaxed_pass and kind is TaskKind.RED_TEAM and matching_only):
+                    if not (relax and _relaxable(kind, why)):
                         continue
                     note = f"relaxed: {why}"
-                if await self._take(row, participant_id, kind, note, lease_s):
-                    return await self.task(row["id"])
-                if not raced:  # lost a race: everyone read the same oldest-first list, so spread out
-                    raced = True
-                    random.shuffle(queue)
-        detail = "; ".join(f"{why} ({n})" for why, n in reasons.most_common(3)) or "no open tasks"
-        raise ClaimError(f"no {kind.value} task for participant '{participant_id}': {detail}")
+                try:
+                    taken = await self._take_first([row.id], person.id, kind, note, lease_s)
+                except _SeenDialogueError:
+                    continue
+                if taken is not None:
+                    return taken
+            if len(rows) < CLAIM_PAGE:
+                return await self._no_task(person, kind, campaign)
+            after = (rows[-1].created_at, rows[-1].id)
 
-    async def _take(
-        self, row: Any, participant_id: str, kind: TaskKind, note: str | None, lease_s: float | None = None
-    ) -> bool:
+    async def _take_first(
+        self, ids: Sequence[str], participant_id: str, kind: TaskKind, note: str | None, lease_s: float | None
+    ) -> TaskRecord | None:
+        """Claim the oldest still-open task among ``ids`` (all eligible for this person), or None
+        if others took them all. Raises :class:`_SeenDialogueError` if this person meanwhile saw its
+        dialogue (two tabs claiming both annotation tasks of one dialogue at once)."""
+        postgres = self.engine.dialect.name == "postgresql"
+        values = {
+            "status": "claimed",
+            "participant_id": participant_id,
+            "relaxed": note,
+            "updated_at": self._now(),
+            "lease_expires_at": self._lease(lease_s),
+        }
+        for start in range(0, len(ids), TAKE_CHUNK):
+            chunk = list(ids[start : start + TAKE_CHUNK])
+            pick = (
+                select(tasks.c.id)
+                .where(and_(tasks.c.id.in_(chunk), tasks.c.status == "open"))
+                .order_by(tasks.c.created_at, tasks.c.id)
+                .limit(1)
+            )
+            if postgres:
+                pick = pick.with_for_update(skip_locked=True)
+            row = await self._update_task(
+                update(tasks).where(and_(tasks.c.id == pick.scalar_subquery(), tasks.c.status == "open")),
+                values,
+                participant_id,
+                kind,
+            )
+            if row is not None:
+                return row
+        if postgres:  # all locked by claimers still in flight: wait for them (they may roll back)
+            for task_id in ids[:TAKE_CHUNK]:
+                stmt = update(tasks).where(and_(tasks.c.id == task_id, tasks.c.status == "open"))
+                row = await self._update_task(stmt, values, participant_id, kind)
+                if row is not None:
+                    return row
+        return None
+
+    async def _update_task(
+        self, stmt: Any, values: dict[str, Any], participant_id: str, kind: TaskKind
+    ) -> TaskRecord | None:
+        """Run the claiming update and write the exposure row, in one transaction."""
+        row: Any = None
         try:
             async with self.engine.begin() as conn:
-                result = await conn.execute(
-                    update(tasks)
-                    .where(and_(tasks.c.id == row["id"], tasks.c.status == "open"))
-                    .values(
-                        status="claimed",
-                        participant_id=participant_id,
-                        relaxed=note,
-                        updated_at=self._now(),
-                        lease_expires_at=self._lease(lease_s),
-                    )
-                )
-                if result.rowcount != 1:
-                    return False  # another worker won the race
+                row = (await conn.execute(stmt.values(**values).returning(*tasks.c))).mappings().first()
+                if row is None:
+                    return None
                 if row["dialogue_id"] is not None:
                     await conn.execute(
                         insert(exposures).values(
                             dialogue_id=row["dialogue_id"], participant_id=participant_id, role=kind.value
                         )
                     )
-            return True
         except IntegrityError:
-            return False
+            raise _SeenDialogueError(str(row["dialogue_id"])) from None
+        return task_record(row)
+
+    async def _no_task(self, person: Participant, kind: TaskKind, campaign: str | None) -> str:
+        """Why nothing could be claimed (the failure path only: a plain read of the queue)."""
+        reasons: Counter[str] = Counter()
+        async with self._read() as conn:
+            query = select(tasks.c.requirement, tasks.c.dialogue_id).where(
+                and_(tasks.c.kind == kind.value, tasks.c.status == "open")
+            )
+            if campaign:
+                query = query.where(tasks.c.campaign == campaign)
+            rows = (await conn.execute(query.order_by(tasks.c.created_at, tasks.c.id).limit(500))).all()
+            seen = {
+                r[0]
+                for r in (
+                    await conn.execute(select(exposures.c.dialogue_id).where(exposures.c.participant_id == person.id))
+                ).all()
+            }
+        for requirement, dialogue_id in rows:
+            if dialogue_id is not None and dialogue_id in seen:
+                reasons["already saw this dialogue"] += 1
+                continue
+            ok, why = eligible(person, kind, json.loads(requirement))
+            if not ok:
+                reasons[why] += 1
+        detail = "; ".join(f"{why} ({n})" for why, n in reasons.most_common(3)) or "no open tasks"
+        return f"no {kind.value} task for participant '{person.id}': {detail}"
 
     async def assign_all(
         self,
@@ -575,22 +742,11 @@ class StarStore:
         }
 
     async def task(self, task_id: str) -> TaskRecord:
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).mappings().first()
         if row is None:
             raise InputError(f"unknown task '{task_id}'")
-        return TaskRecord(
-            id=row["id"],
-            kind=TaskKind(row["kind"]),
-            status=TaskStatus(row["status"]),
-            campaign=row["campaign"],
-            instruction_id=row["instruction_id"],
-            dialogue_id=row["dialogue_id"],
-            participant_id=row["participant_id"],
-            requirement=json.loads(row["requirement"]),
-            relaxed=row["relaxed"],
-            lease_expires_at=_aware(row["lease_expires_at"]),
-        )
+        return task_record(row)
 
     async def _own(self, conn: AsyncConnection, task_id: str, participant_id: str, kind: TaskKind) -> Any:
         row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).mappings().first()
@@ -700,25 +856,31 @@ class StarStore:
     async def renew_lease(self, task_id: str, participant_id: str, lease_s: float | None = None) -> None:
         """Extend the lease of a task the participant holds (a page heartbeat, a long dialogue)."""
         async with self.engine.begin() as conn:
+            renewed = await conn.execute(
+                update(tasks)
+                .where(
+                    and_(tasks.c.id == task_id, tasks.c.participant_id == participant_id, tasks.c.status == "claimed")
+                )
+                .values(lease_expires_at=self._lease(lease_s))
+            )
+            if renewed.rowcount == 1:
+                return
             kind = (await conn.execute(select(tasks.c.kind).where(tasks.c.id == task_id))).scalar_one_or_none()
             if kind is None:
                 raise InputError(f"unknown task '{task_id}'")
-            await self._own(conn, task_id, participant_id, TaskKind(kind))
-            await conn.execute(update(tasks).where(tasks.c.id == task_id).values(lease_expires_at=self._lease(lease_s)))
+            await self._own(conn, task_id, participant_id, TaskKind(kind))  # raises, naming why
 
     async def expire_leases(self, campaign: str | None = None) -> int:
         """Re-queue every claimed task whose lease has expired, as :meth:`release` would; returns
         how many. Safe to run from many workers at once (each re-queue is conditional)."""
         await self.init()
-        now = self._now()
-        async with self.engine.connect() as conn:
-            query = select(tasks.c.id, tasks.c.participant_id, tasks.c.lease_expires_at).where(
-                tasks.c.status == "claimed"
+        async with self._read() as conn:  # an index range scan (status, lease): usually no row at all
+            query = select(tasks.c.id, tasks.c.participant_id).where(
+                and_(tasks.c.status == "claimed", tasks.c.lease_expires_at <= self._now())
             )
             if campaign:
                 query = query.where(tasks.c.campaign == campaign)
-            held = (await conn.execute(query)).all()
-        expired = [(tid, pid) for tid, pid, lease in held if lease is not None and (_aware(lease) or now) <= now]
+            expired = (await conn.execute(query)).all()
         count = 0
         for task_id, pid in expired:
             try:
@@ -799,7 +961,7 @@ class StarStore:
         return ids
 
     async def _dialogue_campaign(self, dialogue_id: str) -> str:
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(select(dialogues.c.campaign).where(dialogues.c.id == dialogue_id))).first()
         if row is None:
             raise InputError(f"unknown dialogue '{dialogue_id}'")
@@ -865,37 +1027,32 @@ class StarStore:
 
     async def reasonings(self, dialogue_id: str) -> list[tuple[int, str]]:
         """What an arbitrator sees besides the dialogue: both annotators' ratings and reasoning."""
-        async with self.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(annotation_rows.c.rating, annotation_rows.c.reasoning).where(
-                        and_(
-                            annotation_rows.c.dialogue_id == dialogue_id,
-                            annotation_rows.c.kind == TaskKind.ANNOTATE.value,
-                        )
-                    )
-                )
-            ).all()
-        return [(int(r[0]), str(r[1])) for r in rows]
+        async with self._read() as conn:
+            return await _reasonings(conn, dialogue_id)
 
     async def dialogue_turns(self, dialogue_id: str) -> list[Turn]:
-        async with self.engine.connect() as conn:
-            rows = (
-                (await conn.execute(select(turns).where(turns.c.dialogue_id == dialogue_id).order_by(turns.c.idx)))
-                .mappings()
-                .all()
+        async with self._read() as conn:
+            return await _turns(conn, dialogue_id)
+
+    async def dialogue_view(
+        self, dialogue_id: str, *, reasons: bool = False
+    ) -> tuple[dict[str, Any], list[Turn], list[tuple[int, str]]]:
+        """What an annotation or arbitration page shows, on one connection: the instruction
+        record the dialogue came from, its turns, and (``reasons``, for arbitrators) both
+        annotators' ratings and reasoning."""
+        async with self._read() as conn:
+            query = (
+                select(instructions.c.record)
+                .join(dialogues, dialogues.c.instruction_id == instructions.c.id)
+                .where(dialogues.c.id == dialogue_id)
             )
-        return [
-            Turn(
-                role=r["role"],
-                text=r["text"],
-                tension=r["tension"],
-                state=r["state"],
-                trace_id=r["trace_id"],
-                refused=r["refused"],
-            )
-            for r in rows
-        ]
+            row = (await conn.execute(query)).first()
+            if row is None:
+                raise InputError(f"unknown dialogue '{dialogue_id}'")
+            said = await _turns(conn, dialogue_id)
+            why = await _reasonings(conn, dialogue_id) if reasons else []
+        record: dict[str, Any] = json.loads(row[0])
+        return record, said, why
 
     # -- web platform: what a participant's and a lead's pages need ----------------------------
     async def update_participant(self, person: Participant) -> None:
@@ -916,18 +1073,17 @@ class StarStore:
         leases are re-queued first, so a task that is no longer theirs is not listed."""
         await self.init()
         await self.expire_leases()
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             query = (
-                select(tasks.c.id)
+                select(tasks)
                 .where(and_(tasks.c.participant_id == participant_id, tasks.c.status == TaskStatus.CLAIMED.value))
                 .order_by(tasks.c.updated_at, tasks.c.id)
             )
-            ids = [r[0] for r in (await conn.execute(query)).all()]
-        return [await self.task(i) for i in ids]
+            return [task_record(r) for r in (await conn.execute(query)).mappings().all()]
 
     async def dialogue_of_task(self, task_id: str) -> str | None:
         """The dialogue a red-teaming task started, if any."""
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(select(dialogues.c.id).where(dialogues.c.task_id == task_id))).first()
         return str(row[0]) if row else None
 
@@ -1009,7 +1165,7 @@ class StarStore:
 
     async def dialogue_info(self, dialogue_id: str) -> dict[str, Any]:
         """A dialogue's row (campaign, instruction, red teamer, target, status, pre-annotation)."""
-        async with self.engine.connect() as conn:
+        async with self._read() as conn:
             row = (await conn.execute(select(dialogues).where(dialogues.c.id == dialogue_id))).mappings().first()
         if row is None:
             raise InputError(f"unknown dialogue '{dialogue_id}'")
@@ -1162,6 +1318,28 @@ class StarStore:
         return out
 
 
+async def _turns(conn: AsyncConnection, dialogue_id: str) -> list[Turn]:
+    query = select(turns).where(turns.c.dialogue_id == dialogue_id).order_by(turns.c.idx)
+    return [
+        Turn(
+            role=r["role"],
+            text=r["text"],
+            tension=r["tension"],
+            state=r["state"],
+            trace_id=r["trace_id"],
+            refused=r["refused"],
+        )
+        for r in (await conn.execute(query)).mappings().all()
+    ]
+
+
+async def _reasonings(conn: AsyncConnection, dialogue_id: str) -> list[tuple[int, str]]:
+    query = select(annotation_rows.c.rating, annotation_rows.c.reasoning).where(
+        and_(annotation_rows.c.dialogue_id == dialogue_id, annotation_rows.c.kind == TaskKind.ANNOTATE.value)
+    )
+    return [(int(r[0]), str(r[1])) for r in (await conn.execute(query)).all()]
+
+
 async def _annotator_ratings(conn: AsyncConnection, dialogue_id: str) -> list[int]:
     """The (up to two) annotators' ratings of a dialogue, arbitration excluded."""
     query = select(annotation_rows.c.rating).where(
@@ -1181,6 +1359,8 @@ def _likert(rating: int) -> int:
 
 def _add_missing_columns(sync_conn: Any) -> None:
     """Stores created by an earlier version lack newer nullable columns: add them in place."""
+    if not inspect(sync_conn).has_table("star_tasks"):
+        return  # a fresh store: create_tables makes every column
     have = {c["name"] for c in inspect(sync_conn).get_columns("star_tasks")}
     if "lease_expires_at" not in have:
         sync_conn.exec_driver_sql("ALTER TABLE star_tasks ADD COLUMN lease_expires_at TIMESTAMP WITH TIME ZONE")

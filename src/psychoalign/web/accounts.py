@@ -43,6 +43,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import InputError
+from ..storage import create_tables
 from ..traces.store import normalise_url
 
 __all__ = [
@@ -287,6 +288,7 @@ class SQLAccountStore(AccountStore):
         else:
             self._owns_engine = False
         self.engine = engine
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")  # reads: no BEGIN / ROLLBACK
         self.clock = clock
         self.hasher = hasher or PasswordHasher()
         self._dummy_hash = self.hasher.hash(secrets.token_urlsafe(16))
@@ -298,8 +300,7 @@ class SQLAccountStore(AccountStore):
 
     async def init(self) -> None:
         if not self._ready:
-            async with self.engine.begin() as conn:
-                await conn.run_sync(metadata.create_all)
+            await create_tables(self.engine, metadata)  # IF NOT EXISTS: workers may start at once
             self._ready = True
 
     async def close(self) -> None:
@@ -359,7 +360,7 @@ class SQLAccountStore(AccountStore):
 
     async def get(self, account_id: str) -> Account | None:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             row = (
                 (await conn.execute(select(accounts_table).where(accounts_table.c.id == account_id))).mappings().first()
             )
@@ -367,7 +368,7 @@ class SQLAccountStore(AccountStore):
 
     async def by_participant(self, participant_id: str) -> Account | None:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             query = select(accounts_table).where(accounts_table.c.participant_id == participant_id)
             row = (await conn.execute(query)).mappings().first()
         return self._account(row) if row else None
@@ -377,19 +378,19 @@ class SQLAccountStore(AccountStore):
         query = select(accounts_table).order_by(accounts_table.c.created_at, accounts_table.c.id)
         if role is not None:
             query = query.where(accounts_table.c.role == role.value)
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             rows = (await conn.execute(query)).mappings().all()
         return [self._account(r) for r in rows]
 
     async def count(self, role: Role) -> int:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             query = select(func.count()).select_from(accounts_table).where(accounts_table.c.role == role.value)
             return int((await conn.execute(query)).scalar_one())
 
     async def authenticate(self, username: str, password: str) -> Account | None:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             query = select(accounts_table).where(accounts_table.c.username == username.strip())
             row = (await conn.execute(query)).mappings().first()
         stored = row["password_hash"] if row is not None and row["active"] else None
@@ -427,7 +428,7 @@ class SQLAccountStore(AccountStore):
 
     async def invite_account(self, token: str) -> Account | None:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             row = (
                 (await conn.execute(select(invites_table).where(invites_table.c.token_hash == hash_token(token))))
                 .mappings()
@@ -498,7 +499,7 @@ class SQLAccountStore(AccountStore):
         await self.init()
         now = self.clock()
         digest = hash_token(token)
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             row = (
                 (
                     await conn.execute(
@@ -539,7 +540,7 @@ class SQLAccountStore(AccountStore):
 
     async def login_failures(self, key: str, since: datetime) -> int:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             query = (
                 select(func.count())
                 .select_from(failures_table)
@@ -561,7 +562,7 @@ class SQLAccountStore(AccountStore):
                 await conn.execute(insert(secrets_table).values(name=name, value=secrets.token_hex(32)))
         except IntegrityError:
             pass  # another worker created it first: use theirs
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             value = (await conn.execute(select(secrets_table.c.value).where(secrets_table.c.name == name))).scalar_one()
         self._secrets[name] = bytes.fromhex(value)
         return self._secrets[name]

@@ -57,6 +57,7 @@ class Templates:
             undefined=StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            auto_reload=False,  # package data does not change under a running server: no stat per page
         )
         self.env.globals["LIKERT_LABELS"] = LIKERT_LABELS
 

@@ -38,11 +38,12 @@ from ...errors import InputError
 from ...models import build_model
 from ...negotiation.engine import Negotiator
 from ...star.campaign import TargetConfig
-from ...star.model import Turn
+from ...star.model import TaskRecord, Turn
 from ...star.parameters import ParameterSpace
 from ...star.personas import ModelTarget, PsychoAlignTarget, Target
 from ...star.policy import Policy, PolicyError, load_policy
-from ...star.store import StarStore
+from ...star.store import StarStore, task_record, tasks
+from ...storage import create_tables
 from ...yamlio import load_yaml_model
 from ..accounts import AccountStore, SQLAccountStore
 
@@ -132,12 +133,12 @@ class LabStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")  # reads: no BEGIN / ROLLBACK
         self._ready = False
 
     async def init(self) -> None:
         if not self._ready:
-            async with self.engine.begin() as conn:
-                await conn.run_sync(metadata.create_all)
+            await create_tables(self.engine, metadata)  # IF NOT EXISTS: workers may start at once
             self._ready = True
 
     async def save_campaign(self, campaign: CampaignSettings) -> None:
@@ -154,19 +155,55 @@ class LabStore:
 
     async def campaign(self, name: str) -> CampaignSettings | None:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             row = (await conn.execute(select(campaigns_table.c.body).where(campaigns_table.c.name == name))).first()
         return CampaignSettings.model_validate_json(row[0]) if row else None
 
     async def campaigns(self) -> list[CampaignSettings]:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             rows = (await conn.execute(select(campaigns_table.c.body).order_by(campaigns_table.c.created_at))).all()
         return [CampaignSettings.model_validate_json(r[0]) for r in rows]
 
+    async def held(self, task_id: str, participant_id: str) -> tuple[TaskRecord, TaskTime | None] | None:
+        """The task if ``participant_id`` holds it (claimed), with their time on it: one query
+        for what every task page checks first."""
+        await self.init()
+        t = task_time_table.c
+        query = (
+            select(
+                tasks,
+                t.started_at.label("time_started_at"),
+                t.active_since.label("time_active_since"),
+                t.seconds.label("time_seconds"),
+                t.topic.label("time_topic"),
+            )
+            .select_from(
+                tasks.outerjoin(task_time_table, and_(t.task_id == tasks.c.id, t.participant_id == participant_id))
+            )
+            .where(and_(tasks.c.id == task_id, tasks.c.participant_id == participant_id, tasks.c.status == "claimed"))
+        )
+        async with self._reader.connect() as conn:
+            row = (await conn.execute(query)).mappings().first()
+        if row is None:
+            return None
+        time = None
+        if row["time_started_at"] is not None:
+            time = self._time(
+                {
+                    "task_id": task_id,
+                    "participant_id": participant_id,
+                    "started_at": row["time_started_at"],
+                    "active_since": row["time_active_since"],
+                    "seconds": row["time_seconds"],
+                    "topic": row["time_topic"],
+                }
+            )
+        return task_record(row), time
+
     async def time(self, task_id: str, participant_id: str) -> TaskTime | None:
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             row = (
                 (
                     await conn.execute(
@@ -196,10 +233,16 @@ class LabStore:
             topic=row["topic"],
         )
 
-    async def start(self, task_id: str, participant_id: str, campaign: str, kind: str) -> None:
-        """The participant read the content warning and starts (or resumes) the task."""
+    async def start(
+        self, task_id: str, participant_id: str, campaign: str, kind: str, current: TaskTime | None = None
+    ) -> None:
+        """The participant read the content warning and starts (or resumes: ``current`` is the
+        time row the caller read) the task."""
         await self.init()
         now = _now()
+        if current is not None:
+            await self._resume(task_id, participant_id, now)
+            return
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(
@@ -214,22 +257,27 @@ class LabStore:
                     )
                 )
         except IntegrityError:
-            async with self.engine.begin() as conn:
-                await conn.execute(
-                    update(task_time_table)
-                    .where(
-                        and_(
-                            task_time_table.c.task_id == task_id,
-                            task_time_table.c.participant_id == participant_id,
-                            task_time_table.c.active_since.is_(None),
-                        )
-                    )
-                    .values(active_since=now)
-                )
+            await self._resume(task_id, participant_id, now)
 
-    async def stop(self, task_id: str, participant_id: str) -> None:
-        """Pause, skip or submit: add the running stretch to the time spent."""
-        current = await self.time(task_id, participant_id)
+    async def _resume(self, task_id: str, participant_id: str, now: datetime) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(task_time_table)
+                .where(
+                    and_(
+                        task_time_table.c.task_id == task_id,
+                        task_time_table.c.participant_id == participant_id,
+                        task_time_table.c.active_since.is_(None),
+                    )
+                )
+                .values(active_since=now)
+            )
+
+    async def stop(self, task_id: str, participant_id: str, current: TaskTime | None = None) -> None:
+        """Pause, skip or submit: add the running stretch to the time spent. ``current`` is the
+        time row the caller already read (the update is conditional on it, so a stale one is a no-op)."""
+        if current is None:
+            current = await self.time(task_id, participant_id)
         if current is None or current.active_since is None:
             return
         now = _now()
@@ -258,7 +306,7 @@ class LabStore:
         """Time spent per (participant, task) in a campaign, for the lead."""
         await self.init()
         now = _now()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             rows = (
                 (
                     await conn.execute(
@@ -285,7 +333,7 @@ class LabStore:
     async def topics(self, campaign: str) -> dict[str, str]:
         """task id -> topic the red teamer committed to."""
         await self.init()
-        async with self.engine.connect() as conn:
+        async with self._reader.connect() as conn:
             query = select(task_time_table.c.task_id, task_time_table.c.topic).where(
                 and_(task_time_table.c.campaign == campaign, task_time_table.c.topic.is_not(None))
             )

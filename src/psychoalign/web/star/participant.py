@@ -15,13 +15,13 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
 from ...errors import InputError, PsychoAlignError
-from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
+from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, Turn
 from ...star.store import ClaimError
 from ..accounts import Account
 from ..auth import get_templates
 from ..security import csrf_protect, require_participant
 from ..templating import Templates
-from .lab import StarLab
+from .lab import StarLab, TaskTime
 
 __all__ = ["GROUP_LABELS", "QUESTIONNAIRE", "get_lab", "router"]
 
@@ -62,15 +62,13 @@ def get_lab(request: Request) -> StarLab:
     return lab
 
 
-async def _held_task(lab: StarLab, task_id: str, account: Account) -> TaskRecord:
-    """The task if this participant holds it; otherwise 404 (never reveal another's task)."""
-    try:
-        task = await lab.store.task(task_id)
-    except InputError:
-        raise HTTPException(status_code=404, detail="no such task of yours") from None
-    if task.participant_id != account.participant_id or task.status is not TaskStatus.CLAIMED:
+async def _held_task(lab: StarLab, task_id: str, account: Account) -> tuple[TaskRecord, TaskTime | None]:
+    """The task if this participant holds it, with their time on it (one query); otherwise 404
+    (never reveal another's task)."""
+    held = await lab.lab.held(task_id, _pid(account))
+    if held is None:
         raise HTTPException(status_code=404, detail="no such task of yours")
-    return task
+    return held
 
 
 def _pid(account: Account) -> str:
@@ -133,8 +131,7 @@ async def task_page(
     templates: Templates = Depends(get_templates),
 ) -> Response:
     """Participant holding the task: content warning first, then the task itself."""
-    task = await _held_task(lab, task_id, account)
-    time = await lab.lab.time(task.id, _pid(account))
+    task, time = await _held_task(lab, task_id, account)
     if time is None or time.active_since is None:
         return await templates.render(request, "star/warning.html", {"task": task, "resuming": time is not None})
     campaign_name = await _campaign_of(lab, task)
@@ -157,13 +154,10 @@ async def task_page(
             group_labels=GROUP_LABELS,
         )
         return await templates.render(request, "star/red_team.html", context)
-    dialogue_id = task.dialogue_id or ""
-    record = await lab.store.dialogue_instruction(dialogue_id)
-    context.update(
-        turns=await lab.store.dialogue_turns(dialogue_id),
-        rule_text=policy.rule(record["rule"]).text,
-        reasons=await lab.store.reasonings(dialogue_id) if task.kind is TaskKind.ARBITRATE else [],
+    record, turns, reasons = await lab.store.dialogue_view(
+        task.dialogue_id or "", reasons=task.kind is TaskKind.ARBITRATE
     )
+    context.update(turns=turns, rule_text=policy.rule(record["rule"]).text, reasons=reasons)
     return await templates.render(request, "star/annotate.html", context)
 
 
@@ -184,9 +178,9 @@ async def start(
     task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
 ) -> Response:
     """Participant holding the task: I read the content warning; start (or resume) the clock."""
-    task = await _held_task(lab, task_id, account)
+    task, time = await _held_task(lab, task_id, account)
     await lab.store.renew_lease(task.id, _pid(account))  # starting or resuming renews the claim
-    await lab.lab.start(task.id, _pid(account), await _campaign_of(lab, task), task.kind.value)
+    await lab.lab.start(task.id, _pid(account), await _campaign_of(lab, task), task.kind.value, time)
     return RedirectResponse(f"/tasks/{task.id}", status_code=303)
 
 
@@ -195,8 +189,8 @@ async def pause(
     task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
 ) -> Response:
     """Participant holding the task: stop the clock; the task stays mine."""
-    task = await _held_task(lab, task_id, account)
-    await lab.lab.stop(task.id, _pid(account))
+    task, time = await _held_task(lab, task_id, account)
+    await lab.lab.stop(task.id, _pid(account), time)
     return RedirectResponse("/tasks?msg=paused", status_code=303)
 
 
@@ -205,16 +199,16 @@ async def skip(
     task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
 ) -> Response:
     """Participant holding the task: opt out without penalty; the task goes back to the pool."""
-    task = await _held_task(lab, task_id, account)
-    await lab.lab.stop(task.id, _pid(account))
+    task, time = await _held_task(lab, task_id, account)
+    await lab.lab.stop(task.id, _pid(account), time)
     await lab.store.release(task.id, _pid(account))
     return RedirectResponse("/tasks?msg=skipped", status_code=303)
 
 
-async def _running(lab: StarLab, task: TaskRecord, account: Account) -> None:
-    time = await lab.lab.time(task.id, _pid(account))
+def _running(time: TaskTime | None) -> TaskTime:
     if time is None or time.active_since is None:
         raise HTTPException(status_code=409, detail="read the content warning and start the task first")
+    return time
 
 
 @router.post("/tasks/{task_id}/begin")
@@ -225,10 +219,10 @@ async def begin(
     lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Red teamer holding the task: commit to a topic, then the dialogue starts."""
-    task = await _held_task(lab, task_id, account)
+    task, time = await _held_task(lab, task_id, account)
     if task.kind is not TaskKind.RED_TEAM:
         raise HTTPException(status_code=404, detail="no such task of yours")
-    await _running(lab, task, account)
+    _running(time)
     topic = topic.strip()[:300]
     if not topic:
         raise HTTPException(status_code=400, detail="write down your topic before you start")
@@ -248,10 +242,10 @@ async def message(
     templates: Templates = Depends(get_templates),
 ) -> Response:
     """Red teamer holding the task: send one message; the target answers (tension recorded, not shown)."""
-    task = await _held_task(lab, task_id, account)
+    task, time = await _held_task(lab, task_id, account)
     if task.kind is not TaskKind.RED_TEAM:
         raise HTTPException(status_code=404, detail="no such task of yours")
-    await _running(lab, task, account)
+    _running(time)
     dialogue_id = await lab.store.dialogue_of_task(task.id)
     if dialogue_id is None:
         raise HTTPException(status_code=409, detail="commit to a topic first")
@@ -285,7 +279,7 @@ async def finish(
     lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Red teamer holding the task: end the dialogue with the pre-annotation."""
-    task = await _held_task(lab, task_id, account)
+    task, time = await _held_task(lab, task_id, account)
     if task.kind is not TaskKind.RED_TEAM:
         raise HTTPException(status_code=404, detail="no such task of yours")
     dialogue_id = await lab.store.dialogue_of_task(task.id)
@@ -305,7 +299,7 @@ async def finish(
         await store.finish_dialogue(dialogue_id, _pid(account), pre)
     except InputError as exc:
         raise HTTPException(status_code=400, detail=exc.message) from None
-    await lab.lab.stop(task.id, _pid(account))
+    await lab.lab.stop(task.id, _pid(account), time)
     return RedirectResponse("/tasks?msg=submitted", status_code=303)
 
 
@@ -318,8 +312,8 @@ async def rate(
     lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Annotator or arbitrator holding the task: a 1-4 rating with required reasoning."""
-    task = await _held_task(lab, task_id, account)
-    await _running(lab, task, account)
+    task, time = await _held_task(lab, task_id, account)
+    time = _running(time)
     reasoning = reasoning.strip()
     if len(reasoning) > 4000:
         raise HTTPException(status_code=400, detail="keep the reasoning under 4000 characters")
@@ -332,7 +326,7 @@ async def rate(
             raise HTTPException(status_code=404, detail="no such task of yours")
     except InputError as exc:
         raise HTTPException(status_code=400, detail=exc.message) from None
-    await lab.lab.stop(task.id, _pid(account))
+    await lab.lab.stop(task.id, _pid(account), time)
     return RedirectResponse("/tasks?msg=submitted", status_code=303)
 
 
