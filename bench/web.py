@@ -1,11 +1,23 @@
 """STAR lab web benchmark. Run: .venv/bin/python bench/web.py [--participants 200] [--dialogues 200]
+[--think-ms 0] [--workers 1]
 
-200 simulated participants, all at once, log in and then claim and submit annotation tasks over
-HTTP (the real pages and forms, CSRF tokens included) against the lab served by uvicorn in its
-own process on loopback, with a fresh PostgreSQL database. Afterwards the database is checked:
-every annotation task submitted exactly once, no task held by two people, nobody annotating the
-same dialogue twice (targets: zero lost, zero double-assigned; p95 page latency < 100 ms).
-Needs PostgreSQL at 127.0.0.1:5432 (trust auth), like the tests.
+N simulated participants, all logged in at once, claim and submit annotation tasks over HTTP
+through the real pages and forms (CSRF tokens included), against `psychoalign serve` (its own
+process, or ``--workers`` processes) on loopback with a fresh PostgreSQL database. Each
+participant does what a browser does: task list → "Annotate a dialogue" (POST, follow the
+redirect to the content warning) → "Start" (POST, follow to the annotation page) → rating and
+reasoning (POST, follow to the task list), until no task is left for them.
+
+``--think-ms`` is the mean pause (exponential, seeded per participant) a person takes before
+each click: reading the warning, reading the dialogue and writing the reason, looking at the
+list. Redirects are followed at once, as a browser does. 0 = back to back (saturation).
+
+Afterwards the database is checked: every annotation task submitted exactly once, no task held
+by two people, nobody annotating the same dialogue twice (targets: zero lost, zero
+double-assigned; p95 page latency < 100 ms). Also printed: CPU time per page request of the
+server, PostgreSQL and this client (what the two cores were spent on) and PostgreSQL
+transactions per page request. ``--profile FILE`` records the server with py-spy (``--py-spy``
+names the binary). Needs PostgreSQL at 127.0.0.1:5432 (trust auth), like the tests.
 """
 
 from __future__ import annotations
@@ -15,6 +27,8 @@ import asyncio
 import os
 import random
 import re
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -36,33 +50,24 @@ from psychoalign.web.accounts import Role
 PG_ADMIN = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 CSRF = re.compile(r'name="csrf_token" value="([0-9a-f]+)"')
 PASSWORD = "benchmark password"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def app_factory() -> Any:
-    """uvicorn --factory entry: the lab on $BENCH_STORE_URL."""
-    from fastapi import FastAPI
-
-    from psychoalign.web.star import install_lab
-
-    settings = Settings(home=os.environ["BENCH_HOME"], store_url=os.environ["BENCH_STORE_URL"])
-    app = FastAPI()
-    install_lab(app, settings, pool_size=20, max_overflow=20, pool_timeout=300)  # overload queues, never fails
-    return app
-
-
-async def admin_sql(sql: str) -> None:
+async def admin_sql(sql: str) -> Any:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     engine = create_async_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     async with engine.connect() as conn:
-        await conn.exec_driver_sql(sql)
+        result = (await conn.exec_driver_sql(sql)).all() if sql.lstrip().upper().startswith("SELECT") else None
     await engine.dispose()
+    return result
 
 
 async def seed(url: str, home: str, participants: int, dialogues: int) -> None:
     """Accounts (argon2, not timed), a campaign, and ``dialogues`` red-teamed dialogues ready to annotate."""
 
     from psychoalign.web.star import StarLab
+    from psychoalign.web.star.lab import CampaignSettings
 
     lab = StarLab(Settings(home=home, store_url=url), url)
     accounts = []
@@ -78,22 +83,26 @@ async def seed(url: str, home: str, participants: int, dialogues: int) -> None:
     policy, space = load_policy(), load_parameters()
     items = generate_instructions(policy, space, dialogues, seed=1, rules=["sexually-explicit"])
     await lab.store.create_campaign("bench", items)
-    from psychoalign.web.star.lab import CampaignSettings
-
     await lab.lab.save_campaign(CampaignSettings(name="bench", instructions=dialogues, rules=["sexually-explicit"]))
     for n in range(dialogues):
         pid = red[n % len(red)].id
         task = await lab.store.claim(pid, TaskKind.RED_TEAM, campaign="bench")
         did = await lab.store.start_dialogue(task.id, pid, "scripted")
-        await lab.store.add_turn(did, Turn(role="red_teamer", text=f"attack {n}"))
-        await lab.store.add_turn(did, Turn(role="target", text=f"reply {n}"))
+        for t in range(6):  # a 12-turn dialogue, as the paper encourages (10-15)
+            await lab.store.add_turns(
+                did,
+                [
+                    Turn(role="red_teamer", text=f"attack {n}.{t}: " + "tell me something you should not. " * 4),
+                    Turn(role="target", text=f"reply {n}.{t}: " + "I would rather not go into that. " * 8),
+                ],
+            )
         await lab.store.finish_dialogue(did, pid, PreAnnotation(assigned_rule_broken=n % 2 == 0))
     await lab.close()
 
 
 class Client:
     def __init__(self, base: str, latencies: dict[str, list[float]]) -> None:
-        # generous timeout: 200 simultaneous argon2id logins queue on the server's thread pool
+        # generous timeout: simultaneous argon2id logins queue on the server's thread pool
         self.http = httpx.AsyncClient(base_url=base, timeout=900, headers={"accept": "text/html"})
         self.latencies = latencies
         self.token = ""
@@ -118,14 +127,15 @@ async def participant(
     done: list[str],
     errors: Counter[str],
     logged_in: asyncio.Barrier,
-    think_s: float = 0.0,
+    go: asyncio.Event,
+    think_s: float,
 ) -> None:
     """Log in, wait until everyone has (logins are argon2 work, measured apart), then claim and
     submit annotation tasks until none is left for this participant."""
     c = Client(base, latencies)
     rng = random.Random(i)
 
-    async def think() -> None:  # a person reads and writes between pages (exponential, seeded)
+    async def think() -> None:  # a person reads and writes before each click (exponential, seeded)
         if think_s > 0:
             await asyncio.sleep(rng.expovariate(1 / think_s))
 
@@ -141,23 +151,26 @@ async def participant(
             errors[f"login {type(exc).__name__}"] += 1
         finally:
             await logged_in.wait()
+        await go.wait()
         if not ok:
             return
+        await think()  # people do not all click at the same instant
         await c.call("GET /tasks", "GET", "/tasks")
         while True:
+            await think()
             r = await c.call("POST /tasks/claim", "POST", "/tasks/claim", {"kind": "annotate"})
             location = r.headers.get("location", "")
             if "msg=no_task" in location:
+                await c.call("GET /tasks", "GET", location)
                 return
             if r.status_code != 303:
                 errors[f"claim {r.status_code}"] += 1
                 return
             tid = location.rsplit("/", 1)[-1]
+            await c.call("GET /tasks/{id} (warning)", "GET", location)
             await think()
-            await c.call("GET /tasks/{id} (warning)", "GET", f"/tasks/{tid}")
-            await c.call("POST start", "POST", f"/tasks/{tid}/start")
-            await think()
-            page = await c.call("GET /tasks/{id} (annotate)", "GET", f"/tasks/{tid}")
+            r = await c.call("POST start", "POST", f"/tasks/{tid}/start")
+            page = await c.call("GET /tasks/{id} (annotate)", "GET", r.headers.get("location", f"/tasks/{tid}"))
             if "rating-form" not in page.text:
                 errors["annotation page missing"] += 1
             await think()
@@ -165,6 +178,7 @@ async def participant(
             r = await c.call("POST rate", "POST", f"/tasks/{tid}/rate", {"rating": rating, "reasoning": "because"})
             if r.status_code == 303:
                 done.append(tid)
+                await c.call("GET /tasks", "GET", r.headers["location"])
             else:
                 errors[f"rate {r.status_code}"] += 1
     finally:
@@ -220,50 +234,90 @@ def p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def start_server(url: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """The lab in its own uvicorn process (one worker), listening on a free loopback port."""
-    here = Path(__file__).resolve().parent
-    port = free_port()
-    env = {
-        **os.environ,
-        "BENCH_STORE_URL": url,
-        "BENCH_HOME": str(home),
-        "PYTHONPATH": os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")]),
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "web:app_factory",
-        "--factory",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-    ]
-    server = subprocess.Popen(command, env=env, cwd=str(here))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:  # wait for the process to listen (start-up, not part of any figure)
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of these processes (their own, while alive)."""
+    total = 0
+    for pid in pids:
         try:
-            httpx.get(f"{base}/login", timeout=2)
-            return server, base
-        except httpx.TransportError:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants (the serve command and its workers)."""
+    parent_of = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent_of[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+    pids, frontier = [root], [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parent_of.items() if ppid == parent]
+        pids += children
+        frontier += children
+    return pids
+
+
+def postgres_pids() -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    out.append(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+    return out
+
+
+async def pg_transactions(database: str) -> int:
+    """Transactions (an autocommit statement is one) the database has counted. Backends report
+    theirs about a second after going idle, so call this with the server idle for 2 s."""
+    rows = await admin_sql(f"SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '{database}'")
+    return int(rows[0][0])
+
+
+def start_server(url: str, home: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """`psychoalign serve` as a user runs it, on a free loopback port."""
+    port = free_port()
+    env = {**os.environ, "PSYCHOALIGN_STORE_URL": url, "PSYCHOALIGN_HOME": str(home)}
+    command = [sys.executable, "-m", "psychoalign", "serve", "--port", str(port), "--log-level", "warning"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    server = subprocess.Popen(command, env=env, cwd=str(home), stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    ready = 0
+    while ready < 3 * workers:  # wait until it (every worker, likely) answers: start-up is not in any figure
+        try:
+            httpx.get(f"{base}/healthz", timeout=2).raise_for_status()
+            ready += 1
+        except httpx.HTTPError:
             if time.monotonic() > deadline or server.poll() is not None:
                 server.terminate()
-                raise RuntimeError("the lab server did not start") from None
-            time.sleep(0.05)
+                raise RuntimeError("psychoalign serve did not start") from None
+            time.sleep(0.1)
+    return server, base
 
 
-async def load(base: str, n: int, think_s: float) -> tuple[dict[str, list[float]], list[str], Counter[str], float]:
+async def load(
+    base: str, n: int, think_s: float, on_start: Any
+) -> tuple[dict[str, list[float]], list[str], Counter[str], float]:
     latencies: dict[str, list[float]] = defaultdict(list)
     done: list[str] = []
     errors: Counter[str] = Counter()
-    barrier = asyncio.Barrier(n + 1)
-    work = [asyncio.create_task(participant(base, i, latencies, done, errors, barrier, think_s)) for i in range(n)]
-    await barrier.wait()  # everyone has logged in: the page phase starts now
+    barrier, go = asyncio.Barrier(n + 1), asyncio.Event()
+    work = [asyncio.create_task(participant(base, i, latencies, done, errors, barrier, go, think_s)) for i in range(n)]
+    await barrier.wait()  # everyone has logged in
+    await on_start()
     t0 = time.perf_counter()
+    go.set()  # the page phase starts now
     await asyncio.gather(*work)
     return latencies, done, errors, time.perf_counter() - t0
 
@@ -273,33 +327,83 @@ def main() -> None:
     parser.add_argument("--participants", type=int, default=200)
     parser.add_argument("--dialogues", type=int, default=200, help="dialogues to annotate (two tasks each)")
     parser.add_argument(
-        "--think-ms", type=float, default=0.0, help="mean pause between a participant's pages (0: back to back)"
+        "--think-ms", type=float, default=0.0, help="mean pause before each click (exponential; 0: back to back)"
     )
+    parser.add_argument("--workers", type=int, default=1, help="psychoalign serve --workers")
+    parser.add_argument("--profile", help="py-spy flame graph of the server during the page phase (SVG)")
+    parser.add_argument("--py-spy", default="py-spy", help="py-spy binary for --profile")
     args = parser.parse_args()
     database = f"bench_{uuid.uuid4().hex[:10]}"
     url = PG_ADMIN.rsplit("/", 1)[0] + f"/{database}"
     home = Path(os.environ.get("TMPDIR", "/tmp")) / database
+    home.mkdir(parents=True)
     asyncio.run(admin_sql(f"CREATE DATABASE {database}"))
-    server = None
+    server = profiler = None
     try:
         t0 = time.perf_counter()
         asyncio.run(seed(url, str(home), args.participants, args.dialogues))
         print(f"seeded {args.participants} accounts and {args.dialogues} dialogues in {time.perf_counter() - t0:.1f} s")
-        server, base = start_server(url, home)
-        latencies, done, errors, wall = asyncio.run(load(base, args.participants, args.think_ms / 1000))
+        server, base = start_server(url, home, args.workers)
+        marks: dict[str, float] = {}
+
+        async def on_start() -> None:
+            nonlocal profiler
+            await asyncio.sleep(2)  # the login phase's database statistics are reported
+            marks["xacts"] = await pg_transactions(database)
+            marks["server"] = cpu_seconds(process_tree(server.pid))
+            marks["pg"] = cpu_seconds(postgres_pids())
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            marks["client"] = usage.ru_utime + usage.ru_stime
+            if args.profile:
+                profiler = subprocess.Popen(  # noqa: ASYNC220 - returns at once; nothing to await
+                    [
+                        args.py_spy,
+                        "record",
+                        "--pid",
+                        str(server.pid),
+                        "--subprocesses",
+                        "-o",
+                        args.profile,
+                        "-r",
+                        "200",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+
+        latencies, done, errors, wall = asyncio.run(load(base, args.participants, args.think_ms / 1000, on_start))
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        client_cpu = usage.ru_utime + usage.ru_stime - marks["client"]
+        server_cpu = cpu_seconds(process_tree(server.pid)) - marks["server"]
+        pg_cpu = cpu_seconds(postgres_pids()) - marks["pg"]
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
+        time.sleep(2)
+        xacts = asyncio.run(pg_transactions(database)) - marks["xacts"]
         result = asyncio.run(verify(url))
         every = [x for name, xs in latencies.items() if "/login" not in name for x in xs]
-        think = f"think time {args.think_ms:.0f} ms (mean)" if args.think_ms else "no think time"
-        print(f"{args.participants} concurrent participants, {think}, PostgreSQL, uvicorn (1 process) on loopback")
+        n = len(every)
+        think = f"think time {args.think_ms / 1000:g} s mean (exponential)" if args.think_ms else "no think time"
+        procs = f"{args.workers} workers" if args.workers > 1 else "1 process"
+        print(f"{args.participants} participants logged in at once, {think}; PostgreSQL; psychoalign serve ({procs})")
         print(f"  annotation tasks                {result['annotation_tasks']}")
         print(f"  submitted through the pages     {len(done)} (store: {result['submitted']})")
         print(f"  lost (not submitted)            {result['lost']}   (target 0)")
         print(f"  double-assigned                 {result['double_assigned']}   (target 0)")
         print(f"  client errors                   {dict(errors) or 0}")
-        print(f"  wall time                       {wall:.1f} s, {len(every) / wall:.0f} page requests/s")
+        print(f"  wall time                       {wall:.1f} s, {n / wall:.1f} page requests/s")
         print(
-            f"  page latency p50 / p95          {p(every, 0.5):.1f} / {p(every, 0.95):.1f} ms   (target p95 < 100 ms)"
+            f"  page latency p50 / p95 / p99    {p(every, 0.5):.1f} / {p(every, 0.95):.1f} / {p(every, 0.99):.1f} ms"
+            "   (target p95 < 100 ms)"
         )
+        print(
+            f"  CPU per page request            server {server_cpu / n * 1000:.2f} ms, PostgreSQL "
+            f"{pg_cpu / n * 1000:.2f} ms, this client {client_cpu / n * 1000:.2f} ms "
+            f"(busy: server {server_cpu / wall:.2f}, PostgreSQL {pg_cpu / wall:.2f}, client {client_cpu / wall:.2f} "
+            "of 2 cores)"
+        )
+        print(f"  PostgreSQL transactions         {xacts / n:.2f} per page request")
         for name in sorted(latencies):
             xs = latencies[name]
             print(
@@ -307,11 +411,13 @@ def main() -> None:
                 f"mean {statistics.fmean(xs) * 1000:7.1f} ms"
             )
         print("  (the login phase, GET and POST /login with argon2id verification, runs first, all at once;")
-        print("   it is reported above and excluded from the page figure and the wall time)")
+        print("   it is reported above and excluded from the page figures, the CPU figures and the wall time)")
     finally:
+        if profiler is not None and profiler.poll() is None:
+            profiler.kill()
         if server is not None:
             server.terminate()
-            server.wait(timeout=30)
+            server.wait(timeout=60)
         asyncio.run(admin_sql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
 
 

@@ -5,13 +5,25 @@ Also `psychoalign serve-key`: make an API key for a deployment and print the dig
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
+import signal
+import socket
+import time
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import typer
 
+from ..config import Settings
+from ..errors import ConfigError
 from .common import ConfigOpt, err_console, settings_from
 
 __all__ = ["register", "serve", "serve_key"]
+
+#: A worker that dies this soon after starting is broken (bad config, port, database): stop, do not respawn.
+STARTUP_WINDOW_S = 10.0
 
 
 def serve(
@@ -19,34 +31,149 @@ def serve(
     port: int | None = typer.Option(None, "--port", "-p", help="Port (default serve.port = 8000; 0 = any free)."),
     public_url: str | None = typer.Option(None, "--public-url", help="Base URL advertised in the A2A agent card."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        "-w",
+        min=1,
+        max=64,
+        help="Server processes sharing the port. Everything they share lives in the database "
+        "(sessions, CSRF secret, login throttle, tasks): use PostgreSQL for more than one.",
+    ),
     config: Path | None = ConfigOpt,
 ) -> None:
     """Serve everything: the OpenAI-compatible API (/v1), web pages (/), the A2A system agent.
 
     Listens on 127.0.0.1 by default. Binding another address needs API keys on every deployment
     (secure by default). SIGTERM/Ctrl-C drains: in-flight negotiations get serve.shutdown_grace_s,
-    then fail closed.
+    then fail closed (in every worker).
     """
-    from ..web.app import create_app
-    from ..web.server import GracefulServer, check_exposure, configure_logging, uvicorn_config
+    from ..web.server import check_exposure, configure_logging
 
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}
     for key, value in (("host", host), ("port", port), ("public_url", public_url)):
         if value is not None:
             overrides[key] = value
-    settings = settings_from(config, {"serve": overrides} if overrides else None)
+    settings_overrides = {"serve": overrides} if overrides else None
+    settings = settings_from(config, settings_overrides)
     s = settings.serve
     check_exposure(settings, s.host)
     configure_logging(log_level)
-    app = create_app(settings)
-    server = GracefulServer(uvicorn_config(app, s.host, s.port), app.state.gateway)
     shown = s.public_url or f"http://{s.host}:{s.port}"
-    err_console.print(
+    banner = (
         f"PsychoAlign on {shown}  ·  OpenAI API {shown}/v1  ·  A2A card {shown}/.well-known/agent-card.json\n"
-        f"deployments: {', '.join(settings.deployments)}  ·  store: {settings.effective_store_url()}",
-        highlight=False,
+        f"deployments: {', '.join(settings.deployments)}  ·  store: {settings.effective_store_url()}"
     )
-    server.run()
+    if workers == 1:
+        err_console.print(banner, highlight=False)
+        _run_worker(config, settings_overrides, log_level, None)
+        return
+    sqlite = settings.effective_store_url().startswith("sqlite")
+    # Tables, indexes and the shared secrets are created once here, before any worker starts
+    # (several processes creating them at once on a fresh PostgreSQL database can collide).
+    asyncio.run(_prepare_store(settings))
+    sock = _bind(s.host, s.port)
+    err_console.print(f"{banner}  ·  {workers} workers on port {sock.getsockname()[1]}", highlight=False)
+    if sqlite:
+        err_console.print(
+            "note: several workers on SQLite serialise every write through one file; use PostgreSQL (store_url)",
+            highlight=False,
+        )
+    _supervise(sock, workers, (config, settings_overrides, log_level))
+
+
+async def _prepare_store(settings: Settings) -> None:
+    """Create every table the server uses (traces, lab accounts, lab state, STAR store) and the
+    lab's shared secrets, once, in the parent process (recovering interrupted traces creates the
+    trace tables)."""
+    from ..traces.store import SQLTraceStore
+    from ..web.star import StarLab
+
+    traces = SQLTraceStore(settings.effective_store_url())
+    lab = StarLab(settings, settings.effective_store_url())
+    try:
+        await traces.recover_interrupted()
+        await lab.init()
+        await lab.accounts.secret("csrf")
+    finally:
+        await lab.close()
+        await traces.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket every worker accepts on (bound once, here)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _run_worker(
+    config: Path | None, overrides: dict[str, Any] | None, log_level: str, sock: socket.socket | None
+) -> None:
+    """One server process: the whole app with the draining uvicorn server. With ``sock`` it
+    accepts on the socket the parent bound (a worker); without, it binds serve.host:serve.port."""
+    from ..web.app import create_app
+    from ..web.server import GracefulServer, configure_logging, uvicorn_config
+
+    settings = settings_from(config, overrides)
+    configure_logging(log_level)
+    app = create_app(settings)
+    server = GracefulServer(uvicorn_config(app, settings.serve.host, settings.serve.port), app.state.gateway)
+    server.run(sockets=[sock] if sock is not None else None)
+
+
+def _supervise(sock: socket.socket, workers: int, args: tuple[Path | None, dict[str, Any] | None, str]) -> None:
+    """Start ``workers`` processes on ``sock``; replace one that dies; on SIGINT/SIGTERM pass
+    SIGTERM on (each drains its negotiations) and wait for all of them."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no event loop or engine inherited
+    stopping = False
+
+    def start() -> tuple[multiprocessing.process.BaseProcess, float]:
+        process = context.Process(target=_run_worker, args=(*args, sock), daemon=False)
+        process.start()
+        return process, time.monotonic()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    running = [start() for _ in range(workers)]
+    failed = False
+    try:
+        while not stopping:
+            time.sleep(0.2)
+            for i, (process, started) in enumerate(running):
+                if process.is_alive() or stopping:
+                    continue
+                if time.monotonic() - started < STARTUP_WINDOW_S:
+                    err_console.print(
+                        f"worker {process.pid} exited with code {process.exitcode} while starting; stopping",
+                        highlight=False,
+                    )
+                    failed = stopping = True
+                    break
+                err_console.print(f"worker {process.pid} died (code {process.exitcode}); starting another")
+                running[i] = start()
+    finally:
+        for process, _ in running:
+            if process.is_alive() and process.pid is not None:
+                process.terminate()  # SIGTERM: the worker drains, then exits
+        for process, _ in running:
+            process.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+    if failed:
+        raise typer.Exit(1)
 
 
 def serve_key(

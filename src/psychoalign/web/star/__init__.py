@@ -32,7 +32,14 @@ def install_lab(
     ``settings``; the served app passes its deployment's). Call :meth:`StarLab.close` at shutdown."""
     from . import lead, participant
 
-    lab = StarLab(settings, url or settings.effective_store_url(), negotiator=negotiator, **engine_kwargs)
+    url = url or settings.effective_store_url()
+    if not engine_kwargs and not url.startswith("sqlite"):  # [lab] pool settings, per worker
+        engine_kwargs = {
+            "pool_size": settings.lab.db_pool_size,
+            "max_overflow": settings.lab.db_max_overflow,
+            "pool_timeout": settings.lab.db_pool_timeout_s,
+        }
+    lab = StarLab(settings, url, negotiator=negotiator, **engine_kwargs)
     install_security(app, lab.accounts, settings.lab)
     app.state.star_lab = lab
     app.include_router(participant.router)
