@@ -58,7 +58,8 @@ async def admin_sql(sql: str) -> Any:
 
     engine = create_async_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     async with engine.connect() as conn:
-        result = (await conn.exec_driver_sql(sql)).all() if sql.lstrip().upper().startswith("SELECT") else None
+        cursor = await conn.exec_driver_sql(sql)
+        result = cursor.all() if cursor.returns_rows else None
     await engine.dispose()
     return result
 
@@ -101,23 +102,40 @@ async def seed(url: str, home: str, participants: int, dialogues: int) -> None:
 
 
 class Client:
-    def __init__(self, base: str, latencies: dict[str, list[float]]) -> None:
+    def __init__(self, base: str, latencies: dict[str, list[float]], resent: list[int]) -> None:
         # generous timeout: simultaneous argon2id logins queue on the server's thread pool
         self.http = httpx.AsyncClient(base_url=base, timeout=900, headers={"accept": "text/html"})
         self.latencies = latencies
+        self.resent = resent
         self.token = ""
 
     async def call(self, name: str, method: str, path: str, data: dict[str, str] | None = None) -> httpx.Response:
         t0 = time.perf_counter()
-        if method == "GET":
-            r = await self.http.get(path)
-        else:
-            r = await self.http.post(path, data={**(data or {}), "csrf_token": self.token})
+        for attempt in (1, 2):
+            try:
+                if method == "GET":
+                    r = await self.http.get(path)
+                else:
+                    r = await self.http.post(path, data={**(data or {}), "csrf_token": self.token})
+                break
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                # The server closed a keep-alive connection that sat idle (think time) just as this
+                # request went out on it: a browser sends it again on a new connection, once.
+                if attempt == 2:
+                    raise
+                self.resent[0] += 1
+                t0 = time.perf_counter()
         self.latencies[name].append(time.perf_counter() - t0)
         match = CSRF.search(r.text)
         if match:
             self.token = match.group(1)
         return r
+
+
+def _said(r: httpx.Response) -> str:
+    """The message of an error page (HTML or JSON), for the error count."""
+    found = re.search(r"<p[^>]*>([^<]{3,120})</p>", r.text)
+    return (found.group(1) if found else r.text[:120]).strip()
 
 
 async def participant(
@@ -129,10 +147,11 @@ async def participant(
     logged_in: asyncio.Barrier,
     go: asyncio.Event,
     think_s: float,
+    resent: list[int],
 ) -> None:
     """Log in, wait until everyone has (logins are argon2 work, measured apart), then claim and
     submit annotation tasks until none is left for this participant."""
-    c = Client(base, latencies)
+    c = Client(base, latencies, resent)
     rng = random.Random(i)
 
     async def think() -> None:  # a person reads and writes before each click (exponential, seeded)
@@ -164,7 +183,7 @@ async def participant(
                 await c.call("GET /tasks", "GET", location)
                 return
             if r.status_code != 303:
-                errors[f"claim {r.status_code}"] += 1
+                errors[f"claim {r.status_code}: {_said(r)}"] += 1
                 return
             tid = location.rsplit("/", 1)[-1]
             await c.call("GET /tasks/{id} (warning)", "GET", location)
@@ -180,7 +199,7 @@ async def participant(
                 done.append(tid)
                 await c.call("GET /tasks", "GET", r.headers["location"])
             else:
-                errors[f"rate {r.status_code}"] += 1
+                errors[f"rate {r.status_code}: {_said(r)}"] += 1
     finally:
         await c.http.aclose()
 
@@ -290,7 +309,8 @@ def start_server(url: str, home: Path, workers: int) -> tuple[subprocess.Popen[b
     command = [sys.executable, "-m", "psychoalign", "serve", "--port", str(port), "--log-level", "warning"]
     if workers > 1:
         command += ["--workers", str(workers)]
-    server = subprocess.Popen(command, env=env, cwd=str(home), stderr=subprocess.DEVNULL)
+    log = (home / "server.log").open("wb")  # the server's own log: its errors, if any
+    server = subprocess.Popen(command, env=env, cwd=str(home), stderr=log)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     ready = 0
@@ -307,13 +327,16 @@ def start_server(url: str, home: Path, workers: int) -> tuple[subprocess.Popen[b
 
 
 async def load(
-    base: str, n: int, think_s: float, on_start: Any
+    base: str, n: int, think_s: float, on_start: Any, resent: list[int]
 ) -> tuple[dict[str, list[float]], list[str], Counter[str], float]:
     latencies: dict[str, list[float]] = defaultdict(list)
     done: list[str] = []
     errors: Counter[str] = Counter()
     barrier, go = asyncio.Barrier(n + 1), asyncio.Event()
-    work = [asyncio.create_task(participant(base, i, latencies, done, errors, barrier, go, think_s)) for i in range(n)]
+    work = [
+        asyncio.create_task(participant(base, i, latencies, done, errors, barrier, go, think_s, resent))
+        for i in range(n)
+    ]
     await barrier.wait()  # everyone has logged in
     await on_start()
     t0 = time.perf_counter()
@@ -366,12 +389,17 @@ def main() -> None:
                         args.profile,
                         "-r",
                         "200",
+                        "--nonblocking",  # never pause the server to sample it
+                        *(["--format", "raw"] if args.profile.endswith(".txt") else []),
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
 
-        latencies, done, errors, wall = asyncio.run(load(base, args.participants, args.think_ms / 1000, on_start))
+        resent = [0]
+        latencies, done, errors, wall = asyncio.run(
+            load(base, args.participants, args.think_ms / 1000, on_start, resent)
+        )
         usage = resource.getrusage(resource.RUSAGE_SELF)
         client_cpu = usage.ru_utime + usage.ru_stime - marks["client"]
         server_cpu = cpu_seconds(process_tree(server.pid)) - marks["server"]
@@ -392,6 +420,7 @@ def main() -> None:
         print(f"  lost (not submitted)            {result['lost']}   (target 0)")
         print(f"  double-assigned                 {result['double_assigned']}   (target 0)")
         print(f"  client errors                   {dict(errors) or 0}")
+        print(f"  resent on a fresh connection    {resent[0]}   (the server had closed an idle keep-alive one)")
         print(f"  wall time                       {wall:.1f} s, {n / wall:.1f} page requests/s")
         print(
             f"  page latency p50 / p95 / p99    {p(every, 0.5):.1f} / {p(every, 0.95):.1f} / {p(every, 0.99):.1f} ms"
@@ -410,6 +439,8 @@ def main() -> None:
                 f"    {name:28s} n={len(xs):5d}  p50 {p(xs, 0.5):7.1f}  p95 {p(xs, 0.95):7.1f}  "
                 f"mean {statistics.fmean(xs) * 1000:7.1f} ms"
             )
+        if errors:
+            print(f"  server log: {home / 'server.log'}")
         print("  (the login phase, GET and POST /login with argon2id verification, runs first, all at once;")
         print("   it is reported above and excluded from the page figures, the CPU figures and the wall time)")
     finally:

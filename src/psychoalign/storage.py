@@ -9,7 +9,8 @@
   process (SQLite has one writer at a time anyway; queueing in-process is cheaper than spinning
   on the file lock). On PostgreSQL it is a plain transaction.
 * :func:`create_tables` creates tables and indexes idempotently, safe when several processes
-  start at once on a fresh database.
+  start at once on a fresh database; :func:`ensure_schema` does so only when something is
+  missing (no DDL, hence no table lock, beside a running server).
 * :func:`describe_error` turns a driver/SQLAlchemy exception into one clean line for users:
   never the SQL statement or its parameters.
 
@@ -26,7 +27,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import MetaData, event
+from sqlalchemy import MetaData, event, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -34,7 +35,15 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from .errors import ConfigError
 
-__all__ = ["BUSY_TIMEOUT_MS", "create_engine_for", "create_tables", "describe_error", "normalise_url", "write"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "create_engine_for",
+    "create_tables",
+    "describe_error",
+    "ensure_schema",
+    "normalise_url",
+    "write",
+]
 
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
@@ -112,6 +121,28 @@ async def create_tables(engine: AsyncEngine, metadata: MetaData) -> None:
             # PostgreSQL can still race on its catalogue when two processes create at once.
             if attempt == 2:
                 raise
+
+
+async def ensure_schema(engine: AsyncEngine, metadata: MetaData) -> None:
+    """:func:`create_tables`, but only when a table or index of ``metadata`` is missing: on a
+    complete schema no DDL runs at all. (On PostgreSQL even ``CREATE INDEX IF NOT EXISTS``
+    takes a table lock that conflicts with writes, so a server process starting beside busy
+    ones must not issue it.)"""
+
+    def missing(sync_conn: Any) -> bool:
+        inspector = inspect(sync_conn)
+        for table in metadata.sorted_tables:
+            if not inspector.has_table(table.name):
+                return True
+            have = {index["name"] for index in inspector.get_indexes(table.name)}
+            if any(index.name not in have for index in table.indexes):
+                return True
+        return False
+
+    async with engine.connect() as conn:
+        needed = await conn.run_sync(missing)
+    if needed:
+        await create_tables(engine, metadata)
 
 
 def describe_error(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ holder had released it (:meth:`StarStore.release`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections import Counter
@@ -34,6 +35,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     exists,
     func,
     insert,
@@ -46,7 +48,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import InputError
-from ..storage import create_engine_for, create_tables
+from ..storage import create_engine_for, ensure_schema
 from .instructions import Instruction
 from .matching import annotation_requirement, eligible
 from .model import Likert, Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
@@ -226,6 +228,57 @@ def arbitration_needed(a: int, b: int) -> bool:
     return abs(a - b) >= 2
 
 
+def _claiming(where: Any) -> Any:
+    """The claiming update for the task ``where`` picks, returning the whole row."""
+    return (
+        update(tasks)
+        .where(and_(where, tasks.c.status == "open"))
+        .values(
+            status="claimed",
+            participant_id=bindparam("new_pid"),
+            relaxed=bindparam("new_note"),
+            updated_at=bindparam("new_now"),
+            lease_expires_at=bindparam("new_lease"),
+        )
+        .returning(*tasks.c)
+    )
+
+
+# The statements of the claim path, built once (building one costs about what running it does).
+_PICK = (
+    select(tasks.c.id)
+    .where(and_(tasks.c.id.in_(bindparam("ids", expanding=True)), tasks.c.status == "open"))
+    .order_by(tasks.c.created_at, tasks.c.id)
+    .limit(1)
+)
+#: PostgreSQL: lock the oldest open one of the candidates, passing over rows other claimers hold.
+_TAKE_SKIP_LOCKED = _claiming(tasks.c.id == _PICK.with_for_update(skip_locked=True).scalar_subquery())
+#: SQLite: one writer at a time, so the same statement without row locks is atomic.
+_TAKE_ONE_OF = _claiming(tasks.c.id == _PICK.scalar_subquery())
+#: Waits for a claimer holding the row, then takes it if it is still open.
+_TAKE_THIS = _claiming(tasks.c.id == bindparam("task_id"))
+_PARTICIPANT = select(participants.c.body).where(participants.c.id == bindparam("pid"))
+_TASK = select(tasks).where(tasks.c.id == bindparam("task_id"))
+_EXPIRED = select(tasks.c.id, tasks.c.participant_id).where(
+    and_(tasks.c.status == "claimed", tasks.c.lease_expires_at <= bindparam("now"))
+)
+_HOLDS = (
+    select(tasks)
+    .where(and_(tasks.c.participant_id == bindparam("pid"), tasks.c.status == "claimed"))
+    .order_by(tasks.c.updated_at, tasks.c.id)
+)
+_UNSEEN = ~exists().where(
+    and_(exposures.c.dialogue_id == tasks.c.dialogue_id, exposures.c.participant_id == bindparam("pid"))
+)
+_QUEUE = (
+    select(tasks.c.id, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.created_at)
+    .where(and_(tasks.c.kind == bindparam("kind"), tasks.c.status == "open", _UNSEEN))
+    .order_by(tasks.c.created_at, tasks.c.id)
+    .limit(CLAIM_PAGE)
+)
+_QUEUE_IN = _QUEUE.where(tasks.c.campaign == bindparam("campaign"))
+
+
 class StarStore:
     """The STAR store. ``lease_s`` is how long a claim lasts without activity; ``clock`` (UTC
     ``datetime`` factory) exists so tests can move time instead of sleeping."""
@@ -249,6 +302,7 @@ class StarStore:
         self.lease_s = lease_s
         self._clock = clock or _now
         self._ready = False
+        self._init_lock = asyncio.Lock()
 
     def _now(self) -> datetime:
         return self._clock()
@@ -258,12 +312,14 @@ class StarStore:
 
     async def init(self) -> None:
         if not self._ready:
-            # IF NOT EXISTS, tables and indexes: safe when several server workers start at once on a
-            # fresh database, and gives older stores the newer indexes.
-            async with self.engine.begin() as conn:  # older stores: new columns first (indexes use them)
-                await conn.run_sync(_add_missing_columns)
-            await create_tables(self.engine, metadata)
-            self._ready = True
+            # Only what is missing (a fresh database, an older store without the newer columns or
+            # indexes): no DDL, hence no table lock, beside server workers already at work.
+            async with self._init_lock:
+                if not self._ready:
+                    async with self.engine.begin() as conn:  # older stores: new columns first (indexes use them)
+                        await conn.run_sync(_add_missing_columns)
+                    await ensure_schema(self.engine, metadata)
+                    self._ready = True
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -431,7 +487,7 @@ class StarStore:
         excluded: set[str] = set()  # dialogues whose exposure insert lost a race to this same person
         while True:
             async with self._read() as conn:
-                rows = (await conn.execute(self._queue(participant_id, kind, campaign, excluded))).all()
+                rows = (await conn.execute(*self._queue(participant_id, kind, campaign, excluded))).all()
             verdicts: dict[str, tuple[bool, str]] = {}
             strict: list[str] = []
             relaxable: list[tuple[Any, str]] = []
@@ -469,31 +525,24 @@ class StarStore:
         return self._reader.connect()
 
     async def _participant(self, conn: AsyncConnection, pid: str) -> Participant:
-        row = (await conn.execute(select(participants.c.body).where(participants.c.id == pid))).first()
+        row = (await conn.execute(_PARTICIPANT, {"pid": pid})).first()
         if row is None:
             raise InputError(f"unknown participant '{pid}'")
         return Participant.model_validate_json(row[0])
 
     def _queue(
         self, participant_id: str, kind: TaskKind, campaign: str | None, excluded: Collection[str], after: Any = None
-    ) -> Any:
+    ) -> tuple[Any, dict[str, Any]]:
         """Open tasks of ``kind``, oldest first, without the dialogues this person has seen."""
-        seen = exists().where(
-            and_(exposures.c.dialogue_id == tasks.c.dialogue_id, exposures.c.participant_id == participant_id)
-        )
-        query = (
-            select(tasks.c.id, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.created_at)
-            .where(and_(tasks.c.kind == kind.value, tasks.c.status == "open", ~seen))
-            .order_by(tasks.c.created_at, tasks.c.id)
-            .limit(CLAIM_PAGE)
-        )
-        if campaign:
-            query = query.where(tasks.c.campaign == campaign)
+        query = _QUEUE_IN if campaign else _QUEUE
         if excluded:
             query = query.where(tasks.c.dialogue_id.not_in(list(excluded)))
         if after is not None:
             query = query.where(tuple_(tasks.c.created_at, tasks.c.id) > tuple_(*after))
-        return query
+        params: dict[str, Any] = {"pid": participant_id, "kind": kind.value}
+        if campaign:
+            params["campaign"] = campaign
+        return query, params
 
     async def _claim_beyond(
         self,
@@ -508,7 +557,7 @@ class StarStore:
         after: Any = None
         while True:
             async with self._read() as conn:
-                rows = (await conn.execute(self._queue(person.id, kind, campaign, (), after))).all()
+                rows = (await conn.execute(*self._queue(person.id, kind, campaign, (), after))).all()
             for row in rows:
                 if row.id in ineligible:
                     continue
@@ -536,46 +585,32 @@ class StarStore:
         dialogue (two tabs claiming both annotation tasks of one dialogue at once)."""
         postgres = self.engine.dialect.name == "postgresql"
         values = {
-            "status": "claimed",
-            "participant_id": participant_id,
-            "relaxed": note,
-            "updated_at": self._now(),
-            "lease_expires_at": self._lease(lease_s),
+            "new_pid": participant_id,
+            "new_note": note,
+            "new_now": self._now(),
+            "new_lease": self._lease(lease_s),
         }
         for start in range(0, len(ids), TAKE_CHUNK):
             chunk = list(ids[start : start + TAKE_CHUNK])
-            pick = (
-                select(tasks.c.id)
-                .where(and_(tasks.c.id.in_(chunk), tasks.c.status == "open"))
-                .order_by(tasks.c.created_at, tasks.c.id)
-                .limit(1)
-            )
-            if postgres:
-                pick = pick.with_for_update(skip_locked=True)
-            row = await self._update_task(
-                update(tasks).where(and_(tasks.c.id == pick.scalar_subquery(), tasks.c.status == "open")),
-                values,
-                participant_id,
-                kind,
-            )
+            stmt = _TAKE_SKIP_LOCKED if postgres else _TAKE_ONE_OF
+            row = await self._update_task(stmt, {**values, "ids": chunk}, participant_id, kind)
             if row is not None:
                 return row
         if postgres:  # all locked by claimers still in flight: wait for them (they may roll back)
             for task_id in ids[:TAKE_CHUNK]:
-                stmt = update(tasks).where(and_(tasks.c.id == task_id, tasks.c.status == "open"))
-                row = await self._update_task(stmt, values, participant_id, kind)
+                row = await self._update_task(_TAKE_THIS, {**values, "task_id": task_id}, participant_id, kind)
                 if row is not None:
                     return row
         return None
 
     async def _update_task(
-        self, stmt: Any, values: dict[str, Any], participant_id: str, kind: TaskKind
+        self, stmt: Any, params: dict[str, Any], participant_id: str, kind: TaskKind
     ) -> TaskRecord | None:
         """Run the claiming update and write the exposure row, in one transaction."""
         row: Any = None
         try:
             async with self.engine.begin() as conn:
-                row = (await conn.execute(stmt.values(**values).returning(*tasks.c))).mappings().first()
+                row = (await conn.execute(stmt, params)).mappings().first()
                 if row is None:
                     return None
                 if row["dialogue_id"] is not None:
@@ -743,7 +778,7 @@ class StarStore:
 
     async def task(self, task_id: str) -> TaskRecord:
         async with self._read() as conn:
-            row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).mappings().first()
+            row = (await conn.execute(_TASK, {"task_id": task_id})).mappings().first()
         if row is None:
             raise InputError(f"unknown task '{task_id}'")
         return task_record(row)
@@ -875,12 +910,8 @@ class StarStore:
         how many. Safe to run from many workers at once (each re-queue is conditional)."""
         await self.init()
         async with self._read() as conn:  # an index range scan (status, lease): usually no row at all
-            query = select(tasks.c.id, tasks.c.participant_id).where(
-                and_(tasks.c.status == "claimed", tasks.c.lease_expires_at <= self._now())
-            )
-            if campaign:
-                query = query.where(tasks.c.campaign == campaign)
-            expired = (await conn.execute(query)).all()
+            query = _EXPIRED.where(tasks.c.campaign == campaign) if campaign else _EXPIRED
+            expired = (await conn.execute(query, {"now": self._now()})).all()
         count = 0
         for task_id, pid in expired:
             try:
@@ -1074,12 +1105,7 @@ class StarStore:
         await self.init()
         await self.expire_leases()
         async with self._read() as conn:
-            query = (
-                select(tasks)
-                .where(and_(tasks.c.participant_id == participant_id, tasks.c.status == TaskStatus.CLAIMED.value))
-                .order_by(tasks.c.updated_at, tasks.c.id)
-            )
-            return [task_record(r) for r in (await conn.execute(query)).mappings().all()]
+            return [task_record(r) for r in (await conn.execute(_HOLDS, {"pid": participant_id})).mappings().all()]
 
     async def dialogue_of_task(self, task_id: str) -> str | None:
         """The dialogue a red-teaming task started, if any."""
@@ -1360,7 +1386,7 @@ def _likert(rating: int) -> int:
 def _add_missing_columns(sync_conn: Any) -> None:
     """Stores created by an earlier version lack newer nullable columns: add them in place."""
     if not inspect(sync_conn).has_table("star_tasks"):
-        return  # a fresh store: create_tables makes every column
+        return  # a fresh store: ensure_schema makes every column
     have = {c["name"] for c in inspect(sync_conn).get_columns("star_tasks")}
     if "lease_expires_at" not in have:
         sync_conn.exec_driver_sql("ALTER TABLE star_tasks ADD COLUMN lease_expires_at TIMESTAMP WITH TIME ZONE")

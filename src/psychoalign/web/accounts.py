@@ -33,6 +33,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     delete,
     func,
     insert,
@@ -43,7 +44,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import InputError
-from ..storage import create_tables
+from ..storage import ensure_schema
 from ..traces.store import normalise_url
 
 __all__ = [
@@ -252,6 +253,14 @@ secrets_table = Table(
 )
 
 
+#: The lookup every page request makes, built once (building a statement costs more than running it).
+_SESSION_BY_DIGEST = (
+    select(sessions_table, accounts_table)
+    .join(accounts_table, accounts_table.c.id == sessions_table.c.account_id)
+    .where(sessions_table.c.token_hash == bindparam("digest"))
+)
+
+
 def check_password(password: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise InputError(f"the password is too short: use at least {MIN_PASSWORD} characters")
@@ -293,6 +302,7 @@ class SQLAccountStore(AccountStore):
         self.hasher = hasher or PasswordHasher()
         self._dummy_hash = self.hasher.hash(secrets.token_urlsafe(16))
         self._ready = False
+        self._init_lock = asyncio.Lock()
         self._secrets: dict[str, bytes] = {}
 
     def now(self) -> datetime:
@@ -300,8 +310,10 @@ class SQLAccountStore(AccountStore):
 
     async def init(self) -> None:
         if not self._ready:
-            await create_tables(self.engine, metadata)  # IF NOT EXISTS: workers may start at once
-            self._ready = True
+            async with self._init_lock:
+                if not self._ready:
+                    await ensure_schema(self.engine, metadata)  # DDL only for what is missing
+                    self._ready = True
 
     async def close(self) -> None:
         if self._owns_engine:
@@ -500,17 +512,7 @@ class SQLAccountStore(AccountStore):
         now = self.clock()
         digest = hash_token(token)
         async with self._reader.connect() as conn:
-            row = (
-                (
-                    await conn.execute(
-                        select(sessions_table, accounts_table)
-                        .join(accounts_table, accounts_table.c.id == sessions_table.c.account_id)
-                        .where(sessions_table.c.token_hash == digest)
-                    )
-                )
-                .mappings()
-                .first()
-            )
+            row = (await conn.execute(_SESSION_BY_DIGEST, {"digest": digest})).mappings().first()
         if row is None:
             return None
         if _aware(row["expires_at"]) <= now or _aware(row["last_seen"]) + idle <= now or not row["active"]:

@@ -29,7 +29,8 @@ __all__ = ["get_templates", "install_security", "router"]
 router = APIRouter(dependencies=[Depends(csrf_protect)])
 
 
-def get_templates(request: Request) -> Templates:
+async def get_templates(request: Request) -> Templates:
+    """Async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, per request."""
     templates: Templates = request.app.state.templates
     return templates
 

@@ -26,8 +26,12 @@ class LabSettings(BaseModel):
     login_max_per_user: int = Field(5, ge=1, description="Failed logins per username per window.")
     login_max_per_address: int = Field(30, ge=1, description="Failed logins per client address per window.")
     invite_days: float = Field(7.0, gt=0, description="How long an invite link works (once).")
-    db_pool_size: int = Field(10, ge=1, description="PostgreSQL connections the lab keeps open per server worker.")
-    db_max_overflow: int = Field(20, ge=0, description="Extra connections per worker under bursts.")
+    db_pool_size: int = Field(20, ge=1, description="PostgreSQL connections the lab keeps open per server worker.")
+    db_max_overflow: int = Field(
+        10,
+        ge=0,
+        description="Extra connections per worker under bursts (closed again after use: size the pool instead).",
+    )
     db_pool_timeout_s: float = Field(
         30.0, gt=0, description="How long a page waits for a free connection before failing (HTTP 500)."
     )

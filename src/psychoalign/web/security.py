@@ -244,7 +244,8 @@ class Security:
         )
 
 
-def get_security(request: Request) -> Security:
+async def get_security(request: Request) -> Security:
+    """Async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, per request."""
     security: Security = request.app.state.security
     return security
 

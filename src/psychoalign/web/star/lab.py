@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     insert,
     select,
     update,
@@ -43,7 +44,7 @@ from ...star.parameters import ParameterSpace
 from ...star.personas import ModelTarget, PsychoAlignTarget, Target
 from ...star.policy import Policy, PolicyError, load_policy
 from ...star.store import StarStore, task_record, tasks
-from ...storage import create_tables
+from ...storage import ensure_schema
 from ...yamlio import load_yaml_model
 from ..accounts import AccountStore, SQLAccountStore
 
@@ -118,6 +119,27 @@ task_time_table = Table(
 )
 
 
+_t = task_time_table.c
+#: What every task page checks first, built once: the task if this person holds it, with their time on it.
+_HELD = (
+    select(
+        tasks,
+        _t.started_at.label("time_started_at"),
+        _t.active_since.label("time_active_since"),
+        _t.seconds.label("time_seconds"),
+        _t.topic.label("time_topic"),
+    )
+    .select_from(
+        tasks.outerjoin(task_time_table, and_(_t.task_id == tasks.c.id, _t.participant_id == bindparam("pid")))
+    )
+    .where(
+        and_(
+            tasks.c.id == bindparam("task_id"), tasks.c.participant_id == bindparam("pid"), tasks.c.status == "claimed"
+        )
+    )
+)
+
+
 def _aware(value: datetime | None) -> datetime | None:
     if value is None:
         return None
@@ -135,11 +157,14 @@ class LabStore:
         self.engine = engine
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")  # reads: no BEGIN / ROLLBACK
         self._ready = False
+        self._init_lock = asyncio.Lock()
 
     async def init(self) -> None:
         if not self._ready:
-            await create_tables(self.engine, metadata)  # IF NOT EXISTS: workers may start at once
-            self._ready = True
+            async with self._init_lock:
+                if not self._ready:
+                    await ensure_schema(self.engine, metadata)  # DDL only for what is missing
+                    self._ready = True
 
     async def save_campaign(self, campaign: CampaignSettings) -> None:
         await self.init()
@@ -169,22 +194,8 @@ class LabStore:
         """The task if ``participant_id`` holds it (claimed), with their time on it: one query
         for what every task page checks first."""
         await self.init()
-        t = task_time_table.c
-        query = (
-            select(
-                tasks,
-                t.started_at.label("time_started_at"),
-                t.active_since.label("time_active_since"),
-                t.seconds.label("time_seconds"),
-                t.topic.label("time_topic"),
-            )
-            .select_from(
-                tasks.outerjoin(task_time_table, and_(t.task_id == tasks.c.id, t.participant_id == participant_id))
-            )
-            .where(and_(tasks.c.id == task_id, tasks.c.participant_id == participant_id, tasks.c.status == "claimed"))
-        )
         async with self._reader.connect() as conn:
-            row = (await conn.execute(query)).mappings().first()
+            row = (await conn.execute(_HELD, {"task_id": task_id, "pid": participant_id})).mappings().first()
         if row is None:
             return None
         time = None

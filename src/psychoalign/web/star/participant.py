@@ -57,7 +57,8 @@ EXPERTISE = {"medical": "Medical professional", "fact_checking": "Fact-checker"}
 TURNS_GOAL = (10, 15)
 
 
-def get_lab(request: Request) -> StarLab:
+async def get_lab(request: Request) -> StarLab:
+    """Async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, per request."""
     lab: StarLab = request.app.state.star_lab
     return lab
 
