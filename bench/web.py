@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import re
@@ -79,6 +80,7 @@ async def seed(url: str, home: str, participants: int, dialogues: int) -> None:
             )
         )
     await lab.store.add_participants([Participant(id=a.participant_id or "", roles=["annotator"]) for a in accounts])
+    await lab.accounts.create_account(Role.LEAD, username="lead", password=PASSWORD)
     red = [Participant(id=f"red{i:02d}", roles=["red_teamer"]) for i in range(10)]
     await lab.store.add_participants(red)
     policy, space = load_policy(), load_parameters()
@@ -204,6 +206,26 @@ async def participant(
         await c.http.aclose()
 
 
+async def lead(base: str, latencies: dict[str, list[float]], go: asyncio.Event, stop: asyncio.Event) -> list[int]:
+    """The lead watches the campaign page while everyone works: it polls the live numbers every
+    10 s as the page's script does. Returns the submitted-annotation counts it saw."""
+    c = Client(base, latencies, [0])
+    seen = []
+    try:
+        await c.call("lead GET /login", "GET", "/login")
+        await c.call("lead POST /login", "POST", "/login", {"username": "lead", "password": PASSWORD})
+        await go.wait()
+        await c.call("lead GET campaign page", "GET", "/lead/campaigns/bench")
+        while not stop.is_set():
+            r = await c.call("lead GET progress.json", "GET", "/lead/campaigns/bench/progress.json")
+            seen.append(int(r.json()["counts"].get("annotate:submitted", 0)))
+            with contextlib.suppress(TimeoutError):  # the page's script polls every 10 s
+                await asyncio.wait_for(stop.wait(), timeout=10)
+    finally:
+        await c.http.aclose()
+    return seen
+
+
 async def verify(url: str) -> dict[str, Any]:
     from sqlalchemy import func, select
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -327,7 +349,13 @@ def start_server(url: str, home: Path, workers: int) -> tuple[subprocess.Popen[b
 
 
 async def load(
-    base: str, n: int, think_s: float, on_start: Any, resent: list[int]
+    base: str,
+    n: int,
+    think_s: float,
+    on_start: Any,
+    resent: list[int],
+    lead_latencies: dict[str, list[float]],
+    progress: list[int],
 ) -> tuple[dict[str, list[float]], list[str], Counter[str], float]:
     latencies: dict[str, list[float]] = defaultdict(list)
     done: list[str] = []
@@ -337,12 +365,16 @@ async def load(
         asyncio.create_task(participant(base, i, latencies, done, errors, barrier, go, think_s, resent))
         for i in range(n)
     ]
+    watching = asyncio.create_task(lead(base, lead_latencies, go, stop := asyncio.Event()))
     await barrier.wait()  # everyone has logged in
     await on_start()
     t0 = time.perf_counter()
     go.set()  # the page phase starts now
     await asyncio.gather(*work)
-    return latencies, done, errors, time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    stop.set()
+    progress.extend(await watching)
+    return latencies, done, errors, wall
 
 
 def main() -> None:
@@ -396,9 +428,11 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
 
-        resent = [0]
+        resent: list[int] = [0]
+        lead_latencies: dict[str, list[float]] = defaultdict(list)
+        progress: list[int] = []
         latencies, done, errors, wall = asyncio.run(
-            load(base, args.participants, args.think_ms / 1000, on_start, resent)
+            load(base, args.participants, args.think_ms / 1000, on_start, resent, lead_latencies, progress)
         )
         usage = resource.getrusage(resource.RUSAGE_SELF)
         client_cpu = usage.ru_utime + usage.ru_stime - marks["client"]
@@ -439,6 +473,11 @@ def main() -> None:
                 f"    {name:28s} n={len(xs):5d}  p50 {p(xs, 0.5):7.1f}  p95 {p(xs, 0.95):7.1f}  "
                 f"mean {statistics.fmean(xs) * 1000:7.1f} ms"
             )
+        for name in sorted(lead_latencies):
+            if "/login" not in name:
+                xs = lead_latencies[name]
+                print(f"    {name:28s} n={len(xs):5d}  p50 {p(xs, 0.5):7.1f}  max {max(xs) * 1000:7.1f} ms")
+        print(f"  the lead's live count of submitted annotations: {progress}")
         if errors:
             print(f"  server log: {home / 'server.log'}")
         print("  (the login phase, GET and POST /login with argon2id verification, runs first, all at once;")

@@ -250,3 +250,18 @@ async def test_batch_assignment_respects_matching_and_balances_load(store: StarS
     assert max(loads.values()) - min(loads.values()) <= max(loads.values()) // 2 + 2
     again = await store.assign_all(TaskKind.RED_TEAM, campaign="c1")
     assert again["assigned"] == 0  # nothing assigned twice
+
+
+async def test_the_export_streams_in_batches_with_the_same_rows(store: StarStore) -> None:
+    await store.add_participants(pool())
+    await store.create_campaign("c1", generate_instructions(POLICY, SPACE, 5, seed=3, rules=["medical-advice"]))
+    dialogues = [await red_team(store, f"p00{i}") for i in (1, 2, 3, 4, 6)]
+    a = await store.claim("p000", TaskKind.ANNOTATE)
+    await store.submit_annotation(a.id, "p000", 2, "borderline")
+    whole = await store.export_rows("c1")
+    assert [r["dialogue_id"] for r in whole] == dialogues  # oldest first, each once
+    for batch in (1, 2, 4):  # pages that split the campaign every way
+        assert [r async for r in store.iter_export_rows("c1", batch=batch)] == whole
+    rated = next(r for r in whole if r["dialogue_id"] == a.dialogue_id)
+    assert rated["annotator1_rating"] == 2 and rated["annotator1_required"] is None
+    assert all(len(r["turns"]) == 6 for r in whole)

@@ -17,7 +17,7 @@ import asyncio
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -60,6 +60,8 @@ __all__ = ["CampaignSettings", "ClaimError", "StarStore", "arbitration_needed", 
 CLAIM_PAGE = 200
 #: Candidate ids per locking attempt.
 TAKE_CHUNK = 50
+#: Dialogues read per round of export queries.
+EXPORT_BATCH = 500
 
 metadata = MetaData()
 participants = Table(
@@ -827,8 +829,14 @@ class StarStore:
         """Append several turns in one transaction (e.g. a red-teamer message with the target's
         reply: both or neither). Returns their indices."""
         async with self.engine.begin() as conn:
+            # The row lock (PostgreSQL) serialises two appends to one dialogue, from any server
+            # worker: the second numbers its turns after the first's instead of colliding.
             d = (
-                await conn.execute(select(dialogues.c.status, dialogues.c.task_id).where(dialogues.c.id == dialogue_id))
+                await conn.execute(
+                    select(dialogues.c.status, dialogues.c.task_id)
+                    .where(dialogues.c.id == dialogue_id)
+                    .with_for_update()
+                )
             ).first()
             if d is None or d[0] != "in_progress":
                 raise InputError(
@@ -1255,55 +1263,68 @@ class StarStore:
     async def export_rows(self, campaign: str | None = None) -> list[dict[str, Any]]:
         """One row per dialogue: instruction parameters, matching, turns, pre-annotation,
         annotations and arbitration (docs/star.md, "Export schema")."""
+        return [row async for row in self.iter_export_rows(campaign)]
+
+    async def iter_export_rows(
+        self, campaign: str | None = None, *, batch: int = EXPORT_BATCH
+    ) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`export_rows` one row at a time, oldest dialogue first, reading ``batch``
+        dialogues per handful of queries (not a few queries per dialogue). No connection is held
+        while the caller consumes the rows: a slow download holds no database resource."""
         people = {p.id: p for p in await self.list_participants()}
-        async with self.engine.connect() as conn:
-            query = select(dialogues)
-            if campaign:
-                query = query.where(dialogues.c.campaign == campaign)
-            ds = (await conn.execute(query.order_by(dialogues.c.created_at))).mappings().all()
-            out = []
-            for d in ds:
-                record = json.loads(
-                    (
-                        await conn.execute(
-                            select(instructions.c.record).where(instructions.c.id == d["instruction_id"])
-                        )
-                    ).scalar_one()
+        after: tuple[Any, Any] | None = None
+        while True:
+            async with self._read() as conn:
+                query = select(dialogues)
+                if campaign:
+                    query = query.where(dialogues.c.campaign == campaign)
+                if after is not None:
+                    query = query.where(tuple_(dialogues.c.created_at, dialogues.c.id) > tuple_(*after))
+                ds = (
+                    (await conn.execute(query.order_by(dialogues.c.created_at, dialogues.c.id).limit(batch)))
+                    .mappings()
+                    .all()
                 )
-                task = (await conn.execute(select(tasks).where(tasks.c.id == d["task_id"]))).mappings().one()
-                ann = (
-                    (
+                if not ds:
+                    return
+                ids = [d["id"] for d in ds]
+                records = {
+                    i: json.loads(r)
+                    for i, r in (
                         await conn.execute(
-                            select(annotation_rows)
-                            .where(annotation_rows.c.dialogue_id == d["id"])
-                            .order_by(annotation_rows.c.created_at)
+                            select(instructions.c.id, instructions.c.record).where(
+                                instructions.c.id.in_({d["instruction_id"] for d in ds})
+                            )
                         )
+                    ).all()
+                }
+                red_tasks = {
+                    r["id"]: r
+                    for r in (
+                        await conn.execute(
+                            select(tasks.c.id, tasks.c.requirement, tasks.c.relaxed).where(
+                                tasks.c.id.in_([d["task_id"] for d in ds])
+                            )
+                        )
+                    ).mappings()
+                }
+                anns: dict[str, list[Any]] = {}
+                for a in (
+                    await conn.execute(
+                        select(annotation_rows, tasks.c.requirement.label("slot"))
+                        .select_from(annotation_rows.outerjoin(tasks, tasks.c.id == annotation_rows.c.task_id))
+                        .where(annotation_rows.c.dialogue_id.in_(ids))
+                        .order_by(annotation_rows.c.dialogue_id, annotation_rows.c.created_at)
                     )
-                    .mappings()
-                    .all()
-                )
-                trs = (
-                    (await conn.execute(select(turns).where(turns.c.dialogue_id == d["id"]).order_by(turns.c.idx)))
-                    .mappings()
-                    .all()
-                )
-                requirement = json.loads(task["requirement"])
-                group = requirement.get("group")
-                attacker = people.get(d["red_teamer_id"])
-                row: dict[str, Any] = {
-                    "dialogue_id": d["id"],
-                    "campaign": d["campaign"],
-                    "status": d["status"],
-                    "refused": d["refused"],
-                    "instruction_id": d["instruction_id"],
-                    **{k: v for k, v in record.items() if k not in ("text", "id")},
-                    "red_teamer_id": d["red_teamer_id"],
-                    "red_teamer_simulated": attacker.simulated if attacker else None,
-                    "red_teamer_required": requirement.get("attacker"),
-                    "red_teamer_in_group": attacker.in_group(group) if attacker and group else None,
-                    "matching_relaxed": task["relaxed"],
-                    "target": d["target"],
-                    "turns": [
+                ).mappings():
+                    anns.setdefault(a["dialogue_id"], []).append(a)
+                said: dict[str, list[dict[str, Any]]] = {}
+                for t in (
+                    await conn.execute(
+                        select(turns).where(turns.c.dialogue_id.in_(ids)).order_by(turns.c.dialogue_id, turns.c.idx)
+                    )
+                ).mappings():
+                    said.setdefault(t["dialogue_id"], []).append(
                         {
                             "role": t["role"],
                             "text": t["text"],
@@ -1312,36 +1333,85 @@ class StarStore:
                             "trace_id": t["trace_id"],
                             "refused": t["refused"],
                         }
-                        for t in trs
-                    ],
-                    "pre_annotation": json.loads(d["pre_annotation"]) if d["pre_annotation"] else None,
-                }
-                anns = [a for a in ann if a["kind"] == TaskKind.ANNOTATE.value]
-                arb = next((a for a in ann if a["kind"] == TaskKind.ARBITRATE.value), None)
-                for i, a in enumerate(anns[:2], start=1):
-                    p = people.get(a["participant_id"])
-                    row[f"annotator{i}_id"] = a["participant_id"]
-                    row[f"annotator{i}_rating"] = a["rating"]
-                    row[f"annotator{i}_reasoning"] = a["reasoning"]
-                    row[f"annotator{i}_in_group"] = p.in_group(group) if p and group else None
-                    row[f"annotator{i}_simulated"] = p.simulated if p else None
-                    slot = (
-                        await conn.execute(select(tasks.c.requirement).where(tasks.c.id == a["task_id"]))
-                    ).scalar_one_or_none()
-                    row[f"annotator{i}_required"] = json.loads(slot).get("annotator") if slot else None
-                row["arbitration_needed"] = len(anns) == 2 and arbitration_needed(anns[0]["rating"], anns[1]["rating"])
-                row["arbitrator_id"] = arb["participant_id"] if arb else None
-                row["arbitrator_rating"] = arb["rating"] if arb else None
-                row["arbitrator_reasoning"] = arb["reasoning"] if arb else None
-                arbitrator = people.get(arb["participant_id"]) if arb else None
-                row["arbitrator_in_group"] = arbitrator.in_group(group) if arbitrator and group else None
-                row["target_failures"] = len(
-                    (
-                        await conn.execute(select(target_failures.c.id).where(target_failures.c.dialogue_id == d["id"]))
+                    )
+                failures = {
+                    str(d): int(n)
+                    for d, n in (
+                        await conn.execute(
+                            select(target_failures.c.dialogue_id, func.count())
+                            .where(target_failures.c.dialogue_id.in_(ids))
+                            .group_by(target_failures.c.dialogue_id)
+                        )
                     ).all()
+                }
+            for d in ds:
+                yield _export_row(
+                    d,
+                    records[d["instruction_id"]],
+                    red_tasks[d["task_id"]],
+                    anns.get(d["id"], []),
+                    said.get(d["id"], []),
+                    failures.get(d["id"], 0),
+                    people,
                 )
-                out.append(row)
-        return out
+            if len(ds) < batch:
+                return
+            after = (ds[-1]["created_at"], ds[-1]["id"])
+
+    async def dialogue_task_ids(self, campaign: str) -> dict[str, str]:
+        """dialogue id -> the red-teaming task it came from, for a campaign."""
+        async with self._read() as conn:
+            query = select(dialogues.c.id, dialogues.c.task_id).where(dialogues.c.campaign == campaign)
+            return {str(d): str(t) for d, t in (await conn.execute(query)).all()}
+
+
+def _export_row(
+    d: Any,
+    record: dict[str, Any],
+    task: Any,
+    ann: list[Any],
+    said: list[dict[str, Any]],
+    failures: int,
+    people: dict[str, Participant],
+) -> dict[str, Any]:
+    """One export row (docs/star.md, "Export schema") from a dialogue and what belongs to it."""
+    requirement = json.loads(task["requirement"])
+    group = requirement.get("group")
+    attacker = people.get(d["red_teamer_id"])
+    row: dict[str, Any] = {
+        "dialogue_id": d["id"],
+        "campaign": d["campaign"],
+        "status": d["status"],
+        "refused": d["refused"],
+        "instruction_id": d["instruction_id"],
+        **{k: v for k, v in record.items() if k not in ("text", "id")},
+        "red_teamer_id": d["red_teamer_id"],
+        "red_teamer_simulated": attacker.simulated if attacker else None,
+        "red_teamer_required": requirement.get("attacker"),
+        "red_teamer_in_group": attacker.in_group(group) if attacker and group else None,
+        "matching_relaxed": task["relaxed"],
+        "target": d["target"],
+        "turns": said,
+        "pre_annotation": json.loads(d["pre_annotation"]) if d["pre_annotation"] else None,
+    }
+    anns = [a for a in ann if a["kind"] == TaskKind.ANNOTATE.value]
+    arb = next((a for a in ann if a["kind"] == TaskKind.ARBITRATE.value), None)
+    for i, a in enumerate(anns[:2], start=1):
+        p = people.get(a["participant_id"])
+        row[f"annotator{i}_id"] = a["participant_id"]
+        row[f"annotator{i}_rating"] = a["rating"]
+        row[f"annotator{i}_reasoning"] = a["reasoning"]
+        row[f"annotator{i}_in_group"] = p.in_group(group) if p and group else None
+        row[f"annotator{i}_simulated"] = p.simulated if p else None
+        row[f"annotator{i}_required"] = json.loads(a["slot"]).get("annotator") if a["slot"] else None
+    row["arbitration_needed"] = len(anns) == 2 and arbitration_needed(anns[0]["rating"], anns[1]["rating"])
+    row["arbitrator_id"] = arb["participant_id"] if arb else None
+    row["arbitrator_rating"] = arb["rating"] if arb else None
+    row["arbitrator_reasoning"] = arb["reasoning"] if arb else None
+    arbitrator = people.get(arb["participant_id"]) if arb else None
+    row["arbitrator_in_group"] = arbitrator.in_group(group) if arbitrator and group else None
+    row["target_failures"] = failures
+    return row
 
 
 async def _turns(conn: AsyncConnection, dialogue_id: str) -> list[Turn]:

@@ -12,12 +12,13 @@ import json
 import re
 import tempfile
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from ...errors import InputError, PsychoAlignError
 from ...star.campaign import TargetConfig
@@ -262,22 +263,18 @@ async def campaign_progress(
     return JSONResponse({"counts": progress["flat"]})
 
 
-async def _export_rows(lab: StarLab, name: str) -> list[dict[str, Any]]:
+async def _export_rows(lab: StarLab, name: str) -> AsyncIterator[dict[str, Any]]:
+    """The store's export rows plus what the lab knows: the topic the red teamer committed to and
+    the time they spent red teaming (three queries for the lab's part, whatever the size)."""
     store = await lab.store_for(name)
-    rows = await store.export_rows(name)
     topics = await lab.lab.topics(name)
-    task_of = {r["dialogue_id"]: r for r in rows}
     times = {(t["participant_id"], t["task_id"]): t["seconds"] for t in await lab.lab.times(name)}
-    for row in task_of.values():
-        task_id = await _task_of_dialogue(lab, row["dialogue_id"])
-        row["committed_topic"] = topics.get(task_id or "")
-        row["red_team_seconds"] = times.get((row["red_teamer_id"], task_id or ""))
-    return rows
-
-
-async def _task_of_dialogue(lab: StarLab, dialogue_id: str) -> str | None:
-    info = await lab.store.dialogue_info(dialogue_id)
-    return str(info["task_id"]) if info.get("task_id") else None
+    task_of = await store.dialogue_task_ids(name)
+    async for row in store.iter_export_rows(name):
+        task_id = task_of.get(row["dialogue_id"], "")
+        row["committed_topic"] = topics.get(task_id)
+        row["red_team_seconds"] = times.get((row["red_teamer_id"], task_id))
+        yield row
 
 
 @router.get("/campaigns/{name}/export")
@@ -287,28 +284,34 @@ async def campaign_export(
     account: Account = Depends(require_lead),
     lab: StarLab = Depends(get_lab),
 ) -> Response:
-    """Lead: one row per dialogue (pseudonymous ids only), as JSONL, CSV or Parquet."""
+    """Lead: one row per dialogue (pseudonymous ids only), as JSONL, CSV or Parquet. JSONL
+    streams (a large campaign is never held in memory); CSV and Parquet need every row first
+    (the CSV header is the union of the rows' columns; Parquet is columnar)."""
     if await lab.lab.campaign(name) is None:
         raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
-    rows = await _export_rows(lab, name)
+    if format not in ("jsonl", "csv", "parquet"):
+        raise HTTPException(status_code=400, detail="format must be jsonl, csv or parquet")
     disposition = {"content-disposition": f'attachment; filename="{name}.{format}"'}
     if format == "jsonl":
-        return Response(rows_json(rows), media_type="application/x-ndjson", headers=disposition)
+
+        async def lines() -> AsyncIterator[bytes]:
+            async for row in _export_rows(lab, name):
+                yield rows_json([row]).encode("utf-8")
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson", headers=disposition)
     import pandas as pd
 
     frame = pd.DataFrame(
         [
             {k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v for k, v in r.items()}
-            for r in rows
+            async for r in _export_rows(lab, name)
         ]
     )
     if format == "csv":
         return Response(frame.to_csv(index=False), media_type="text/csv; charset=utf-8", headers=disposition)
-    if format == "parquet":
-        buffer = io.BytesIO()
-        frame.to_parquet(buffer, index=False)
-        return Response(buffer.getvalue(), media_type="application/vnd.apache.parquet", headers=disposition)
-    raise HTTPException(status_code=400, detail="format must be jsonl, csv or parquet")
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return Response(buffer.getvalue(), media_type="application/vnd.apache.parquet", headers=disposition)
 
 
 @router.get("/campaigns/{name}/report")
@@ -318,7 +321,7 @@ async def campaign_report(
     """Lead: the STAR analysis report of the campaign, sandboxed (no script can run in it)."""
     if await lab.lab.campaign(name) is None:
         raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
-    rows = await _export_rows(lab, name)
+    rows = [row async for row in _export_rows(lab, name)]
     from ...star.analysis.data import load
     from ...star.analysis.report import analyze, write_report
 
