@@ -9,6 +9,7 @@ import asyncio
 import multiprocessing
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -72,14 +73,24 @@ def serve(
     # Tables, indexes and the shared secrets are created once here, before any worker starts
     # (several processes creating them at once on a fresh PostgreSQL database can collide).
     asyncio.run(_prepare_store(settings))
-    sock = _bind(s.host, s.port)
-    err_console.print(f"{banner}  ·  {workers} workers on port {sock.getsockname()[1]}", highlight=False)
+    # Linux: each worker listens on its own SO_REUSEPORT socket and the kernel spreads new
+    # connections evenly over them (one shared socket lets whichever worker wakes first take a
+    # whole burst of keep-alive connections). The parent's bound, non-listening socket holds the
+    # port (and resolves port 0). Elsewhere: one socket, shared.
+    reuseport = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
+    sock = _bind(s.host, s.port, reuseport=reuseport)
+    port = int(sock.getsockname()[1])
+    listen_on: socket.socket | tuple[str, int] = (s.host, port) if reuseport else sock
+    err_console.print(f"{banner}  ·  {workers} workers on port {port}", highlight=False)
     if sqlite:
         err_console.print(
             "note: several workers on SQLite serialise every write through one file; use PostgreSQL (store_url)",
             highlight=False,
         )
-    _supervise(sock, workers, (config, settings_overrides, log_level))
+    try:
+        _supervise(listen_on, workers, (config, settings_overrides, log_level))
+    finally:
+        sock.close()
 
 
 async def _prepare_store(settings: Settings) -> None:
@@ -100,29 +111,38 @@ async def _prepare_store(settings: Settings) -> None:
         await traces.close()
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """The listening socket every worker accepts on (bound once, here)."""
+def _bind(host: str, port: int, *, reuseport: bool = False, listen: bool | None = None) -> socket.socket:
+    """A socket bound to host:port: listening and shared by the workers, or (``reuseport``) one
+    that only holds the port while each worker listens on its own."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuseport:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
-    sock.listen(2048)
+    if listen if listen is not None else not reuseport:
+        sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
 
 def _run_worker(
-    config: Path | None, overrides: dict[str, Any] | None, log_level: str, sock: socket.socket | None
+    config: Path | None,
+    overrides: dict[str, Any] | None,
+    log_level: str,
+    listen_on: socket.socket | tuple[str, int] | None,
 ) -> None:
-    """One server process: the whole app with the draining uvicorn server. With ``sock`` it
-    accepts on the socket the parent bound (a worker); without, it binds serve.host:serve.port."""
+    """One server process: the whole app with the draining uvicorn server. A worker accepts on
+    the socket the parent bound, or on its own SO_REUSEPORT socket at (host, port); without
+    either, uvicorn binds serve.host:serve.port."""
     from ..web.app import create_app
     from ..web.server import GracefulServer, configure_logging, uvicorn_config
 
+    sock = _bind(*listen_on, reuseport=True, listen=True) if isinstance(listen_on, tuple) else listen_on
     settings = settings_from(config, overrides)
     configure_logging(log_level)
     app = create_app(settings)
@@ -130,14 +150,16 @@ def _run_worker(
     server.run(sockets=[sock] if sock is not None else None)
 
 
-def _supervise(sock: socket.socket, workers: int, args: tuple[Path | None, dict[str, Any] | None, str]) -> None:
-    """Start ``workers`` processes on ``sock``; replace one that dies; on SIGINT/SIGTERM pass
-    SIGTERM on (each drains its negotiations) and wait for all of them."""
+def _supervise(
+    listen_on: socket.socket | tuple[str, int], workers: int, args: tuple[Path | None, dict[str, Any] | None, str]
+) -> None:
+    """Start ``workers`` processes listening on ``listen_on``; replace one that dies; on
+    SIGINT/SIGTERM pass SIGTERM on (each drains its negotiations) and wait for all of them."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no event loop or engine inherited
     stopping = False
 
     def start() -> tuple[multiprocessing.process.BaseProcess, float]:
-        process = context.Process(target=_run_worker, args=(*args, sock), daemon=False)
+        process = context.Process(target=_run_worker, args=(*args, listen_on), daemon=False)
         process.start()
         return process, time.monotonic()
 
@@ -171,7 +193,6 @@ def _supervise(sock: socket.socket, workers: int, args: tuple[Path | None, dict[
             process.join()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        sock.close()
     if failed:
         raise typer.Exit(1)
 
