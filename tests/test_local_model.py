@@ -9,7 +9,14 @@ import pytest
 from pydantic import BaseModel, Field
 
 from psychoalign.models import Message, ModelSpec, build_model
-from psychoalign.models.local import _load, default_threads, grammar_schema, render_prompt, resolve_model
+from psychoalign.models.local import (
+    _load,
+    default_threads,
+    grammar_schema,
+    max_threads,
+    render_prompt,
+    resolve_model,
+)
 from psychoalign.models.schema import schema_for
 
 pytestmark = pytest.mark.realmodel
@@ -68,7 +75,8 @@ def test_smollm2_is_rendered_through_its_own_chat_template() -> None:
     prompt, stops = loaded.render((Message(role="system", content="S"), Message(role="user", content="hi")))
     assert prompt == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     assert "<|im_end|>" in stops
-    assert loaded.llama.n_threads == default_threads()  # the chosen thread count is applied
+    assert 1 <= loaded.llama.n_threads <= max_threads()  # chosen from the idle cores at load time
+    assert 1 <= default_threads() <= max_threads()
 
 
 async def test_smollm2_answers_on_topic() -> None:

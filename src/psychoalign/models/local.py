@@ -9,8 +9,9 @@
 
 Structured replies are produced under a llama.cpp grammar compiled from the JSON Schema, so they
 always parse. Agents do not ask these models for ratings (``rates_numbers = False``): see
-docs/embedded.md. Threads default to :func:`default_threads` and can be set per role
-(``n_threads``).
+docs/embedded.md. Threads default to :func:`default_threads` (the cores idle when the model
+loads) and can be set per role (``n_threads``). Plain-text replies decode with a repetition
+penalty and, unless the spec sets ``max_tokens``, stop at :data:`PLAIN_MAX_TOKENS`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -42,6 +44,7 @@ __all__ = [
     "default_model_path",
     "default_threads",
     "grammar_schema",
+    "max_threads",
     "render_prompt",
     "resolve_model",
 ]
@@ -49,6 +52,13 @@ __all__ = [
 DEFAULT_MODEL = "smollm2-135m-instruct"
 GEMMA = "gemma-3-270m-q4_k_m"
 GRAMMAR_MAX_STRING = 600
+#: Plain-text replies: llama.cpp's repetition penalty. Greedy decoding of a 135M model loops
+#: ("Deal with the situation:" 60 times until max_tokens); 1.15 ended the same answers on their own
+#: in 40-250 tokens (measured on SmolLM2, docs/embedded.md). Not used under a JSON grammar.
+PLAIN_REPEAT_PENALTY = 1.15
+#: Plain-text replies stop here unless the spec sets ``max_tokens`` itself: a 135M model's answer
+#: only gets worse past a few paragraphs, and each token costs ~10-20 ms on a small CPU.
+PLAIN_MAX_TOKENS = 256
 
 
 def _smollm2_path() -> Path:
@@ -113,15 +123,52 @@ def default_model_path() -> Path:
     return resolve_model(None)[1]
 
 
-def default_threads() -> int:
-    """llama.cpp threads for this machine: half the usable cores (physical cores on SMT machines),
-    at least 1, at most 8. On a 2-core machine that is 1: measured on a loaded 2-core box, 2
-    threads were slower than 1 (spin-waiting threads compete with every other process)."""
+def _usable_cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores // 2))
+        return os.cpu_count() or 1
+
+
+def max_threads() -> int:
+    """The most llama.cpp threads worth using here: every usable core up to 4 cores, half of them
+    beyond (physical cores on SMT machines), at most 8 (a 135M model gains nothing past that)."""
+    cores = _usable_cores()
+    return max(1, min(8, cores if cores <= 4 else cores // 2))
+
+
+def _idle_cores(window_s: float = 0.1) -> float | None:
+    """Cores' worth of idle CPU over ``window_s`` (from /proc/stat), or None off Linux."""
+
+    def sample() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as fh:
+                fields = [int(v) for v in fh.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        return fields[3] + (fields[4] if len(fields) > 4 else 0), sum(fields)  # idle + iowait, total
+
+    first = sample()
+    time.sleep(window_s)
+    second = sample()
+    if first is None or second is None or second[1] <= first[1]:
+        return None
+    return (second[0] - first[0]) / (second[1] - first[1]) * (os.cpu_count() or 1)
+
+
+def default_threads() -> int:
+    """llama.cpp threads when the spec sets none, chosen when a model is loaded: the cores idle
+    right now (``/proc/stat`` over 0.1 s), at least 1, at most :func:`max_threads`.
+
+    Why not simply every core: llama.cpp's worker threads spin while they wait for each other.
+    Measured on this 2-core machine kind (SmolLM2, 200 tokens): idle, 2 threads gave 93-99
+    tokens/s against 52 for 1; with one other busy process, 2 threads fell to 8-23 tokens/s while
+    1 thread kept 51. So a thread is only given a core that is free. Set ``n_threads`` to pin it.
+    Off Linux: half the usable cores."""
+    idle = _idle_cores()
+    if idle is None:
+        return max(1, _usable_cores() // 2)
+    return max(1, min(max_threads(), int(idle + 0.25)))
 
 
 def render_prompt(messages: tuple[Message, ...]) -> str:
@@ -166,7 +213,7 @@ class _LoadedModel:
         if not _LOG_CALLBACK:
             _route_llama_logs()
 
-        threads = n_threads or default_threads()
+        threads = n_threads or default_threads()  # chosen once, when the model loads
         self.llama = Llama(
             model_path=str(path),
             n_ctx=n_ctx,
@@ -282,12 +329,17 @@ class LocalBackend(Backend):
     def _run(self, request: ChatRequest) -> Completion:
         model = self._model()
         prompt, turn_stops = model.render(request.messages)
+        plain = request.json_schema is None
+        max_tokens = request.max_tokens
+        if plain and "max_tokens" not in self.spec.model_fields_set:
+            max_tokens = min(max_tokens, PLAIN_MAX_TOKENS)
         kwargs: dict[str, Any] = {
-            "max_tokens": request.max_tokens,
+            "max_tokens": max_tokens,
             "temperature": request.temperature,
+            "repeat_penalty": PLAIN_REPEAT_PENALTY if plain else 1.0,
             # A base model keeps writing new turns: plain replies end at a blank line or a new turn;
             # a chat model ends its turn with its end-of-turn token.
-            "stop": [*request.stop, *turn_stops] if request.json_schema is None else list(request.stop),
+            "stop": [*request.stop, *turn_stops] if plain else list(request.stop),
         }
         if request.seed is not None:
             kwargs["seed"] = request.seed
@@ -295,10 +347,9 @@ class LocalBackend(Backend):
             kwargs["grammar"] = model.grammar(json.dumps(grammar_schema(request.json_schema), sort_keys=True))
         with model.lock:
             n_prompt = len(model.llama.tokenize(prompt.encode(), add_bos=True, special=True))
-            if n_prompt + request.max_tokens > self.spec.n_ctx:
+            if n_prompt + max_tokens > self.spec.n_ctx:
                 raise BackendUnavailableError(
-                    f"prompt is {n_prompt} tokens; with max_tokens={request.max_tokens} it exceeds "
-                    f"n_ctx={self.spec.n_ctx}",
+                    f"prompt is {n_prompt} tokens; with max_tokens={max_tokens} it exceeds n_ctx={self.spec.n_ctx}",
                     hint="raise n_ctx in the model spec or shorten the prompt",
                 )
             out = model.llama.create_completion(prompt, stream=False, **kwargs)
@@ -329,4 +380,4 @@ class LocalBackend(Backend):
             name, path = resolve_model(spec.model if spec is not None else None)
         except BackendUnavailableError as exc:
             return False, exc.message
-        return True, f"{name} ({path.name}), {default_threads()} thread(s) by default"
+        return True, f"{name} ({path.name}), up to {max_threads()} thread(s) (as many cores as are idle)"
