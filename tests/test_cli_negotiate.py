@@ -88,6 +88,8 @@ def test_negotiate_samples_summary(tmp_path: Path) -> None:
     rows = json.loads(out.stdout)
     assert {r["kind"] for r in rows} >= {"easy", "contested", "harmful"}
     assert all(r["status"] == "completed" for r in rows)
+    # What the user got, judged by the shared outcome definition (psychoalign.judges.outcome).
+    assert all(r["outcome"] in ("answered", "partly refused", "refused") and r["response"] for r in rows)
 
 
 def test_frameworks_commands(tmp_path: Path) -> None:

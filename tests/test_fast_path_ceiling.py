@@ -1,11 +1,16 @@
 """The fast path's score ceiling: an EVALUATOR that knows the best score any answer to a request
-can get (the classifier backend) saves the drafts that could not change the outcome."""
+can get (the classifier backend) saves the drafts that could not change the outcome. And the
+plain (embedded) DRIVE's one redraw of a draft that declines."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from psychoalign.agents.agents import DriveAgent
+from psychoalign.agents.messages import DriveTask
 from psychoalign.agents.schemas import Evaluation
+from psychoalign.models import ChatModel, ModelSpec
+from psychoalign.models.scripted import ScriptedBackend
 from psychoalign.negotiation import DefenseMechanism, SystemState
 
 from .scenario import World, evaluation, proposals
@@ -77,3 +82,22 @@ def test_the_ceiling_is_not_asked_of_models_and_junk_is_dropped() -> None:
     for junk in (500, -1, "high", True, 12.5):
         assert Evaluation.model_validate({**base, "ceiling": junk}).ceiling is None
     assert Evaluation.model_validate({**base, "ceiling": 40}).ceiling == 40
+
+
+class PlainScripted(ScriptedBackend):
+    """A scripted model that, like the embedded ones, is not asked for numbers."""
+
+    rates_numbers: ClassVar[bool] = False
+
+
+async def test_a_plain_drive_draft_that_declines_is_drawn_again_once() -> None:
+    spec = ModelSpec(backend="scripted")
+    replies = ["I'm sorry, but I can't help with that.", "Boil it for six minutes, then cool it."]
+    backend = PlainScripted(spec, replies=replies)
+    reply = await DriveAgent(ChatModel(spec, backend)).propose(DriveTask(request="Egg?", context="c", n=1))
+    assert [p.text for p in reply.output.proposals] == ["Boil it for six minutes, then cool it."]
+    assert len(backend.requests) == 2 and backend.requests[1].temperature == 0.8  # sampled, another seed
+    # Only once: a model that keeps declining gives its second draft (the EVALUATOR judges it).
+    stubborn = PlainScripted(spec, replies=["I can't help with that."], cycle=True)
+    again = await DriveAgent(ChatModel(spec, stubborn)).propose(DriveTask(request="Egg?", context="c", n=1))
+    assert len(stubborn.requests) == 2 and again.output.proposals[0].text == "I can't help with that."

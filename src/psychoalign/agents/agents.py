@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ..errors import ModelError
 from ..frameworks import Framework
+from ..judges.refusal import is_refusal
 from ..models import ChatModel, Message, Usage
 from ..prompts import load_prompt_yaml
 from .messages import AgentReply, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
@@ -129,6 +130,11 @@ class DriveAgent(Agent):
             # The round's first answer is the model's default decoding; later ones are sampled for variety.
             result = await self.model.chat(messages, seed=base_seed + i, temperature=None if i == 0 else 0.8)
             usage, latency = usage + result.usage, latency + result.latency_s
+            if is_refusal(result.text, fully=True):
+                # A draft that declines is no proposal from an agent whose aim is a complete answer
+                # (a tiny model sometimes declines harmless requests): drawn again once, sampled.
+                result = await self.model.chat(messages, seed=base_seed + i + 1000, temperature=0.8)
+                usage, latency = usage + result.usage, latency + result.latency_s
             text = result.text.strip()[:4000]
             if text:
                 proposals.append(Proposal(text=text, utility=IMPUTED_UTILITY))

@@ -143,11 +143,15 @@ def _hide_internal(data: dict[str, Any]) -> None:
 
 
 def _print_summary(traces: list[Trace], json_out: bool) -> None:
+    from ..judges.outcome import user_outcome
+
     rows = [
         {
             "kind": t.metadata.get("kind", ""),
             "request": t.request,
             "status": t.status.value,
+            "outcome": user_outcome(t).value,
+            "response": t.final.response if t.final else "",
             "rounds": len(t.rounds),
             "tension": t.final.tension if t.final else None,
             "state": t.final.state.value if t.final and t.final.state else None,
@@ -159,22 +163,30 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
     if json_out:
         emit_json(rows)
         return
+    # What the user got first (outcome, the start of the reply), then how contested it was.
     table = Table(title="Negotiation summary")
-    for col in ("kind", "request", "rounds", "T", "state", "defense", "status", "trace"):
-        table.add_column(col, no_wrap=col != "request", overflow="fold")
+    for col in ("kind", "request", "outcome", "response", "rounds", "T", "state", "defense", "trace"):
+        wrap = col in ("request", "response")
+        table.add_column(col, no_wrap=not wrap, overflow="fold", max_width=34 if wrap else None)
     for r in rows:
         t = r["tension"]
+        outcome = str(r["outcome"]) + ("" if r["status"] == "completed" else f" ({r['status']})")
         table.add_row(
             str(r["kind"]),
-            safe(str(r["request"])[:48]),
+            safe(_clip(str(r["request"]), 66)),
+            outcome,
+            safe(_clip(" ".join(str(r["response"]).split()), 100)),
             str(r["rounds"]),
             "-" if t is None else f"{t:.2f}",
             str(r["state"] or "-"),
             str(r["defense"] or "-"),
-            str(r["status"]),
             str(r["trace"])[:8],
         )
     print_wide(table)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def print_trace(trace: Trace, show_internal: bool = False) -> None:
