@@ -31,7 +31,7 @@ from psychoalign.experiments import (
 from psychoalign.experiments.benchmarks import HHH, XSTest, find_data_dir
 from psychoalign.experiments.registry import Registry
 from psychoalign.experiments.spec import spec_from_text
-from psychoalign.experiments.store import CellResult
+from psychoalign.experiments.store import CellResult, RunRecord
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.traces import InMemoryTraceStore
 
@@ -534,30 +534,37 @@ def test_named_experiments_plug_into_experiment_run(monkeypatch: pytest.MonkeyPa
 
 
 CHILD = """
-import asyncio, sys, time
+import asyncio, sys
 from pathlib import Path
 from psychoalign.config import Settings
 from psychoalign.experiments import ExperimentSpec, SQLResultStore, run_experiment
 from psychoalign.experiments.registry import Registry
-from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
+from psychoalign.models import Backend, ChatModel, Completion, ModelSpec
 
 tmp, data = Path(sys.argv[1]), sys.argv[2]
-answered = []
-
-def chat(request):
-    answered.append(1)
-    if len(answered) == 4:  # the 4th cell hangs: the parent kills us here
-        (tmp / "hanging").write_text("x")
-        time.sleep(3600)
-    return "I'm sorry, but I can't help with that."
-
 spec = ExperimentSpec.model_validate({"name": "crash", "systems": ["vanilla"], "benchmarks": ["advbench"], "n": 8,
                                       "concurrency": 1, "judge": {"calibration_n": 0}})
+store = SQLResultStore(f"sqlite:///{tmp / 'r.db'}")
+answered = []
+
+
+class Chat(Backend):
+    name = "scripted"
+
+    async def complete(self, request):
+        answered.append(1)
+        if len(answered) == 4:  # the 4th cell hangs once the 3 before it are durable: the parent kills us here
+            while sum(c.status == "done" for c in await store.cells(spec.run_id())) < 3:
+                await asyncio.sleep(0.01)
+            (tmp / "hanging").write_text("x")
+            await asyncio.Event().wait()
+        return Completion(text="I'm sorry, but I can't help with that.")
+
+
 mspec = ModelSpec(backend="scripted", model="chat", schema_retries=0, max_retries=0)
-models = {"chat": ChatModel(mspec, ScriptedBackend(mspec, fn=chat))}
+models = {"chat": ChatModel(mspec, Chat(mspec))}
 settings = Settings(home=str(tmp / "home"), experiments={"data_dir": data})
-asyncio.run(run_experiment(spec, settings, store=SQLResultStore(f"sqlite:///{tmp / 'r.db'}"), models=models,
-                           registry=Registry()))
+asyncio.run(run_experiment(spec, settings, store=store, models=models, registry=Registry()))
 """
 
 
@@ -591,7 +598,8 @@ def test_kill_9_mid_run_then_resume_runs_only_the_missing_cells(tmp_path: Path) 
         store = SQLResultStore(f"sqlite:///{tmp_path / 'r.db'}")
         s = spec(["vanilla"], ["advbench"], 8, concurrency=1, name="crash", judge={"calibration_n": 0})
         before = {c.key: c.status for c in await store.cells(s.run_id())}
-        # 3 done and durable; the hung cell (and any claimed ahead of the workers) left 'running'
+        # 3 done and durable; the hung cell (and any claimed ahead of the workers) left 'running': a
+        # cell is written after its worker moved on, so only durable cells may count as done
         assert sorted(before.values())[:4] == ["done", "done", "done", "running"]
         assert set(list(before.values())[3:]) <= {"done", "running"} and list(before.values()).count("done") == 3
         await run_experiment(
@@ -636,3 +644,50 @@ async def test_judge_calls_are_cached_and_stored_with_the_item(tmp_path: Path) -
     report, store = await run(tmp_path, spec(["vanilla"], ["mt-bench"], 2), models)
     again = await store.cells(report["run"]["id"])
     assert judge.calls == 4 and all(r.cached for c in again for r in c.judges)
+
+
+async def test_cells_count_as_done_only_once_durable_and_a_failed_write_stops_the_run() -> None:
+    import asyncio
+
+    from psychoalign.experiments.runner import _GroupCommit
+
+    class GatedStore(InMemoryResultStore):
+        """finish_many waits for the test's go-ahead; the second write fails."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = asyncio.Event()
+            self.entered = asyncio.Event()
+            self.writes = 0
+
+        async def finish_many(self, cells: list[CellResult]) -> None:
+            self.writes += 1
+            self.entered.set()
+            await self.gate.wait()
+            if self.writes == 2:
+                raise OSError("disk full")
+            await super().finish_many(cells)
+
+    def cell(i: int) -> CellResult:
+        return CellResult(run_id="r", key=f"k{i}", system="s", benchmark="b", item_id=str(i), status="done")
+
+    store = GatedStore()
+    await store.open_run(RunRecord(id="r", name="r", spec={}))
+    durable: list[str] = []
+    writer = _GroupCommit(store, lambda c: durable.append(c.key), max_pending=2)
+    await writer.submit(cell(1))  # returns at once: the worker moves on while the store writes
+    await store.entered.wait()
+    await writer.submit(cell(2))
+    assert durable == []  # nothing counts before the store has it
+    room = asyncio.create_task(writer.submit(cell(3)))  # 2 pending already: waits for room
+    await asyncio.sleep(0)
+    assert not room.done()
+    store.gate.set()
+    (late,) = await asyncio.gather(room, return_exceptions=True)  # k3 is queued, or refused once k2's write failed
+    assert late is None or isinstance(late, OSError)
+    with pytest.raises(OSError, match="disk full"):
+        await writer.flush()  # the second batch (cells 2 and 3) failed: the run stops with its error
+    assert durable == ["k1"]
+    assert [c.key for c in await store.cells("r")] == ["k1"]
+    with pytest.raises(OSError, match="disk full"):
+        await writer.submit(cell(4))

@@ -164,3 +164,103 @@ async def test_concurrent_calls_share_one_client() -> None:
     assert len(results) == 40 and len(fake.requests) == 40
     assert model.calls == 40
     assert model.usage.prompt_tokens == 40 * 7
+
+
+def test_retry_after_forms() -> None:
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    from psychoalign.models.openai_compat import parse_retry_after
+
+    assert parse_retry_after({"retry-after": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25  # OpenAI's finer header wins
+    assert parse_retry_after({"retry-after": "-5"}) == 0.0
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({"retry-after": "nan"}) is None
+    assert parse_retry_after({}) is None
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 25 <= (parse_retry_after({"retry-after": later}) or 0) <= 30  # an HTTP date (RFC 9110)
+    past = format_datetime(datetime.now(UTC) - timedelta(seconds=30), usegmt=True)
+    assert parse_retry_after({"retry-after": past}) == 0.0
+
+
+async def test_retry_after_ms_is_honoured_on_429() -> None:
+    fake = FakeServer(
+        queue=[Scripted({"error": "slow down"}, status=429, headers={"retry-after-ms": "1"})],
+        default=Scripted(openai_reply("ok")),
+    )
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url, max_retries=1))  # type: ignore[arg-type]
+        result = await model.chat("hi")
+        await model.aclose()
+    assert result.text == "ok" and result.attempts == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": []},
+        {"choices": [{"message": "not an object"}]},
+        {"choices": [{"message": {"content": {"nested": 1}}}]},
+        {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": "many"}},
+    ],
+)
+async def test_malformed_completion_is_one_line_endpoint_error(body: dict[str, object]) -> None:
+    fake = FakeServer(default=Scripted(body))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url, max_retries=0))  # type: ignore[arg-type]
+        with pytest.raises(EndpointError, match="not a chat completion") as info:
+            await model.chat("hi")
+        await model.aclose()
+    assert "\n" not in str(info.value)
+
+
+async def test_hostile_finish_reason_is_dropped_not_a_crash() -> None:
+    reply = openai_reply("fine")
+    reply["choices"][0]["finish_reason"] = {"why": ["not", "a", "string"]}  # type: ignore[index]
+    fake = FakeServer(default=Scripted(reply))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url))  # type: ignore[arg-type]
+        result = await model.chat("hi")
+        await model.aclose()
+    assert result.text == "fine"
+
+
+async def test_error_body_is_cut_to_one_line() -> None:
+    fake = FakeServer(default=Scripted({"error": {"message": "bad\nmodel\n" + "x" * 5000}}, status=404))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url))  # type: ignore[arg-type]
+        with pytest.raises(EndpointError, match="HTTP 404") as info:
+            await model.chat("hi")
+        await model.aclose()
+    assert "\n" not in info.value.message and len(info.value.message) < 450
+
+
+async def test_proxy_from_environment_and_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP_PROXY is honoured (the request goes to the proxy in absolute form), NO_PROXY bypasses it."""
+    proxy = FakeServer(default=Scripted(openai_reply("via proxy")))
+    with fake_endpoint(PATH, proxy):
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        model = build_model(spec_for("http://model.invalid"))  # type: ignore[arg-type]
+        result = await model.chat("hi")
+        await model.aclose()
+        assert result.text == "via proxy" and len(proxy.requests) == 1
+        monkeypatch.setenv("NO_PROXY", "model.invalid")
+        model = build_model(spec_for("http://model.invalid", max_retries=0))  # type: ignore[arg-type]
+        with pytest.raises(EndpointError, match="cannot reach"):
+            await model.chat("hi")  # not proxied: the name does not resolve
+        await model.aclose()
+    assert len(proxy.requests) == 1
+
+
+def test_one_backend_across_event_loops() -> None:
+    """A model built once and used by two asyncio.run calls (a CLI, a notebook) keeps working."""
+    fake = FakeServer(default=Scripted(openai_reply("again")))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url))  # type: ignore[arg-type]
+        first = asyncio.run(model.chat("one"))
+        second = asyncio.run(model.chat("two"))
+        asyncio.run(model.aclose())
+    assert first.text == second.text == "again" and len(fake.requests) == 2

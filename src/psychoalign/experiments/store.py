@@ -20,13 +20,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, bindparam, event, select, update
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, bindparam, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigError
 from ..judges.records import JudgeRecord
-from ..traces.store import _owner_is_dead, normalise_url
+from ..storage import create_engine_for, normalise_url, write
+from ..traces.store import _owner_is_dead
 
 __all__ = [
     "CellResult",
@@ -239,32 +240,15 @@ cells_table = Table(
 )
 
 
-def _engine(url: str, **kwargs: Any) -> AsyncEngine:
-    if url.startswith("sqlite"):
-        kwargs.setdefault("connect_args", {}).setdefault("timeout", 30)
-    engine = create_async_engine(url, **kwargs)
-    if url.startswith("sqlite"):
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:  # WAL: readers never block the writer
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes, fewer fsyncs
-            cur.close()
-
-    return engine
-
-
 class SQLResultStore(ResultStore):
     """``sqlite+aiosqlite:///file.db`` or ``postgresql+asyncpg://…`` (plain URLs are accepted)."""
 
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
         self.url = normalise_url(url)
-        try:
-            self.engine = _engine(self.url, **engine_kwargs)
-        except Exception as exc:  # bad URL or missing driver
-            raise ConfigError(f"cannot open store {url!r}: {exc}", hint="check store_url") from None
+        # The shared engine settings (WAL, busy timeout, synchronous=NORMAL) and one write path:
+        # on SQLite, claims and finished-cell writes queue in-process instead of colliding on the
+        # file lock (SQLite's busy handler then sleeps 1-100 ms per collision).
+        self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
         self._ready = False
         self._init_lock = asyncio.Lock()
 
@@ -275,7 +259,7 @@ class SQLResultStore(ResultStore):
             if not self._ready:
                 for attempt in range(3):
                     try:
-                        async with self.engine.begin() as conn:
+                        async with write(self.engine) as conn:
                             await conn.run_sync(metadata.create_all)
                         break
                     except OSError as exc:
@@ -297,7 +281,7 @@ class SQLResultStore(ResultStore):
     async def open_run(self, run: RunRecord) -> RunRecord:
         await self._init()
         try:
-            async with self.engine.begin() as conn:
+            async with write(self.engine) as conn:
                 await conn.execute(
                     runs_table.insert().values(
                         id=run.id,
@@ -330,7 +314,7 @@ class SQLResultStore(ResultStore):
 
     async def set_meta(self, run_id: str, key: str, value: Any) -> None:
         await self._init()
-        async with self.engine.begin() as conn:
+        async with write(self.engine) as conn:
             row = (await conn.execute(select(runs_table.c.meta).where(runs_table.c.id == run_id))).first()
             if row is None:
                 raise ConfigError(f"unknown run '{run_id}'")
@@ -342,12 +326,12 @@ class SQLResultStore(ResultStore):
         await self._init()
         fresh = cell.model_copy(update={"status": "running", "owner": owner, "attempts": 1})
         try:
-            async with self.engine.begin() as conn:
+            async with write(self.engine) as conn:
                 await conn.execute(cells_table.insert().values(**self._row(fresh)))
             return True
         except IntegrityError:
             pass
-        async with self.engine.begin() as conn:
+        async with write(self.engine) as conn:
             old = (
                 await conn.execute(
                     select(cells_table.c.status, cells_table.c.owner, cells_table.c.attempts).where(
@@ -380,7 +364,7 @@ class SQLResultStore(ResultStore):
         await self._init()
         keys = [c.key for c in cells]
         try:
-            async with self.engine.begin() as conn:
+            async with write(self.engine) as conn:
                 rows = (
                     await conn.execute(
                         select(
@@ -434,7 +418,7 @@ class SQLResultStore(ResultStore):
             .values(**{f: bindparam(f"b_{f}") for f in fields})
         )
         params = [{f"b_{k}": r[k] for k in ("run_id", "key", *fields)} for r in rows]
-        async with self.engine.begin() as conn:
+        async with write(self.engine) as conn:
             await conn.execute(statement, params)
 
     @staticmethod
@@ -453,7 +437,7 @@ class SQLResultStore(ResultStore):
 
     async def finish(self, cell: CellResult) -> None:
         await self._init()
-        async with self.engine.begin() as conn:
+        async with write(self.engine) as conn:
             old = (
                 await conn.execute(
                     select(cells_table.c.attempts).where(
