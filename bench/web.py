@@ -52,6 +52,7 @@ PG_ADMIN = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@
 CSRF = re.compile(r'name="csrf_token" value="([0-9a-f]+)"')
 PASSWORD = "benchmark password"
 TICKS = os.sysconf("SC_CLK_TCK")
+BUCKETS = ("0.01", "0.025", "0.05", "0.1")
 
 
 async def admin_sql(sql: str) -> Any:
@@ -224,6 +225,22 @@ async def lead(base: str, latencies: dict[str, list[float]], go: asyncio.Event, 
     finally:
         await c.http.aclose()
     return seen
+
+
+BUCKET = re.compile(r"^psychoalign_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$")
+
+
+def server_buckets(base: str) -> Counter[str]:
+    """Requests the server saw per latency bucket (its own /metrics, measured inside the app),
+    summed over the participant pages' routes."""
+    counts: Counter[str] = Counter()
+    for line in httpx.get(f"{base}/metrics", timeout=30).text.splitlines():
+        m = BUCKET.match(line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if labels.get("route", "").startswith("/tasks"):
+                counts[labels["le"]] += int(float(m.group(2)))
+    return counts
 
 
 async def verify(url: str) -> dict[str, Any]:
@@ -400,6 +417,7 @@ def main() -> None:
         print(f"seeded {args.participants} accounts and {args.dialogues} dialogues in {time.perf_counter() - t0:.1f} s")
         server, base = start_server(url, home, args.workers)
         marks: dict[str, float] = {}
+        buckets_before: Counter[str] = Counter()
 
         async def on_start() -> None:
             nonlocal profiler
@@ -409,6 +427,7 @@ def main() -> None:
             marks["pg"] = cpu_seconds(postgres_pids())
             usage = resource.getrusage(resource.RUSAGE_SELF)
             marks["client"] = usage.ru_utime + usage.ru_stime
+            buckets_before.update(server_buckets(base))
             if args.profile:
                 profiler = subprocess.Popen(  # noqa: ASYNC220 - returns at once; nothing to await
                     [
@@ -438,6 +457,8 @@ def main() -> None:
         client_cpu = usage.ru_utime + usage.ru_stime - marks["client"]
         server_cpu = cpu_seconds(process_tree(server.pid)) - marks["server"]
         pg_cpu = cpu_seconds(postgres_pids()) - marks["pg"]
+        inside = server_buckets(base)
+        inside.subtract(buckets_before)
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)
             profiler.wait(timeout=60)
@@ -467,6 +488,9 @@ def main() -> None:
             "of 2 cores)"
         )
         print(f"  PostgreSQL transactions         {xacts / n:.2f} per page request")
+        if args.workers == 1 and inside["+Inf"]:
+            shares = ", ".join(f"{float(le) * 1000:g} ms {100 * inside[le] / inside['+Inf']:.1f} %" for le in BUCKETS)
+            print(f"  answered inside the server in   {shares}  (its /metrics: first middleware to last byte)")
         for name in sorted(latencies):
             xs = latencies[name]
             print(

@@ -6,6 +6,7 @@ Also `psychoalign serve-key`: make an API key for a deployment and print the dig
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import signal
 import socket
@@ -146,6 +147,12 @@ def _run_worker(
     settings = settings_from(config, overrides)
     configure_logging(log_level)
     app = create_app(settings)
+    # Everything imported and built so far lives as long as the process: move it out of the
+    # collector's reach. Otherwise every full collection walks the whole import-time heap and
+    # stalls every request in flight (measured: 9 full collections of up to 330 ms in 25 s at
+    # 220 page requests/s; docs/performance.md).
+    gc.collect()
+    gc.freeze()
     server = GracefulServer(uvicorn_config(app, settings.serve.host, settings.serve.port), app.state.gateway)
     server.run(sockets=[sock] if sock is not None else None)
 
