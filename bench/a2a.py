@@ -38,7 +38,9 @@ TOKENS = {"mediator": "m", "drive": "d", "evaluator": "e", "user": "u"}
 
 def write_config(tmp: Path) -> Path:
     """Scripted roles that keep every negotiation going for all k=5 rounds (CONDITIONAL 65,
-    epsilon 0), then compose and pass the dual gate: 17 sequential agent calls."""
+    epsilon 0), then compose and pass the dual gate: 19 sequential agent calls (round 1: DRIVE,
+    EVALUATOR, the fast path's follow-up DRIVE and EVALUATOR, assessment; rounds 2-5: DRIVE,
+    EVALUATOR, assessment; then composition and the dual-gate evaluation)."""
     scripts = {
         "drive": {"default": proposals(("Answer one.", 0.9), ("Answer two.", 0.7))},
         "evaluator": {"default": evaluation(65, "CONDITIONAL", mods=["Add a caveat."])},
@@ -212,7 +214,7 @@ def main() -> None:
                 p.terminate()
                 p.wait(timeout=10)
     print("A2A transport vs in-process, zero-latency scripted models (role services in their own processes)")
-    print(f"  rounds / agent calls per negotiation  {lat['rounds']:.1f} / {lat['calls']} (17 sequential)")
+    print(f"  rounds / agent calls per negotiation  {lat['rounds']:.1f} / {lat['calls']} (all sequential)")
     print(f"  in-process negotiation (median)       {lat['local_ms']:.2f} ms")
     print(f"  over A2A (median)                     {lat['remote_ms']:.2f} ms")
     print(f"  added latency per round               {lat['added_per_round_ms']:.2f} ms   (target < 15 ms)")

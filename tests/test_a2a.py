@@ -202,3 +202,47 @@ async def test_invalid_task_is_rejected() -> None:
 def test_unknown_role_url_is_a_clear_error() -> None:
     with pytest.raises(Exception, match="no A2A URL configured for role 'mediator'"):
         asyncio.run(A2ATransport({"drive": "http://x"})._client("mediator"))
+
+
+async def test_packed_task_gets_a_packed_reply_and_three_events() -> None:
+    """PsychoAlign's transport sends the task as one JSON string and gets the reply the same way;
+    an accepted task starts 'working' (first event), then the artifact, then completion."""
+    from psychoalign.a2a.codec import decode_reply
+
+    task = DriveTask(request="How do I boil an egg?", context="chat", n=1)
+    packed = SendMessageRequest(message=new_data_message(encode_task(task, packed=True), role=Role.ROLE_USER))
+    with role_servers(World(EGG)) as (urls, _):
+        async with httpx.AsyncClient(headers={"Authorization": "Bearer tok-drive"}, timeout=30) as hc:
+            card = await A2ACardResolver(hc, urls["drive"]).get_agent_card()
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
+            done = [r.task async for r in client.send_message(packed) if r.HasField("task")][-1]
+            data = get_data_parts(list(done.artifacts[0].parts))[0]
+            assert isinstance(data["reply_json"], str) and "reply" not in data
+            reply = decode_reply("drive", data, host=urls["drive"])
+            assert reply.output.proposals[0].text == "Boil it for 6 minutes." and reply.host == urls["drive"]
+            streaming = ClientFactory(ClientConfig(streaming=True, httpx_client=hc)).create(card)
+            events = [r async for r in streaming.send_message(packed)]
+    assert [e.WhichOneof("payload") for e in events] == ["task", "artifact_update", "status_update"]
+    assert events[0].task.status.state == TaskState.TASK_STATE_WORKING
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def test_packed_codec_validates_like_the_structured_one() -> None:
+    from psychoalign.a2a.codec import decode_reply, decode_task, encode_reply
+    from psychoalign.agents.messages import AgentReply
+    from psychoalign.agents.schemas import DriveOutput
+    from psychoalign.errors import EndpointError
+
+    task = DriveTask(request="q", context="chat", n=2, feedback="be brief")
+    assert decode_task(encode_task(task, packed=True)) == decode_task(encode_task(task)) == task
+    with pytest.raises(ValueError, match="invalid task"):
+        decode_task({"psychoalign": "task", "task_json": '{"kind": "drive", "n": "many"}'})
+    with pytest.raises(ValueError, match="invalid task"):
+        decode_task({"psychoalign": "task", "task_json": "not json"})
+    reply = AgentReply[DriveOutput].model_validate(
+        {"output": {"proposals": [{"text": "A.", "utility": 0.5}]}, "model": "m"}
+    )
+    assert decode_reply("drive", encode_reply(reply, packed=True), host="h").output == reply.output
+    hostile = {"psychoalign": "reply", "reply_json": '{"output": {"proposals": [{"text": "A.", "utility": 7}]}}'}
+    with pytest.raises(EndpointError, match="invalid 'drive' reply"):
+        decode_reply("drive", hostile, host="h")  # utility out of [0, 1]: fails closed

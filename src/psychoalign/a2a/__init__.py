@@ -1,6 +1,24 @@
 """PsychoAlign over the A2A protocol (a2a-sdk 1.3, protocol 1.0): role services, transport, system agent."""
 
-from .server import build_role_app, role_card
-from .transport import A2ATransport
+import importlib.util
+import os
+
+
+def _otel_sdk_installed() -> bool:
+    try:
+        return importlib.util.find_spec("opentelemetry.sdk") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+# The SDK wraps every request, handler step and event in an OpenTelemetry span as soon as the
+# OpenTelemetry *API* is importable (other packages pull it in). Without an OpenTelemetry SDK the
+# spans go nowhere, yet cost ~12 % of a role service's CPU (cProfile of bench/a2a.py calls). Keep them when an SDK
+# is installed or when the deployment set the SDK's own switch; it is read when `a2a` is imported.
+if not _otel_sdk_installed():
+    os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+
+from .server import build_role_app, role_card  # noqa: E402
+from .transport import A2ATransport  # noqa: E402
 
 __all__ = ["A2ATransport", "build_role_app", "role_card"]

@@ -11,7 +11,7 @@ from ..agents.messages import AgentReply, AssessTask, ComposeTask, DriveTask, Ev
 from ..agents.schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
 from ..errors import EndpointError
 
-__all__ = ["OUTPUT_TYPES", "Task", "decode_reply", "decode_task", "encode_reply", "encode_task"]
+__all__ = ["OUTPUT_TYPES", "Task", "decode_reply", "decode_task", "encode_reply", "encode_task", "is_packed"]
 
 Task = DriveTask | EvaluateTask | EvaluateBatchTask | AssessTask | ComposeTask
 _TASK = TypeAdapter(Task)
@@ -26,7 +26,13 @@ OUTPUT_TYPES: dict[str, type[Any]] = {
 _REPLY_TYPES: dict[str, Any] = {kind: AgentReply[out] for kind, out in OUTPUT_TYPES.items()}  # type: ignore[valid-type]
 
 
-def encode_task(task: Task) -> dict[str, Any]:
+def encode_task(task: Task, *, packed: bool = False) -> dict[str, Any]:
+    """The task as an A2A data part. ``packed``: the whole task as one JSON string (``task_json``),
+    which is what PsychoAlign's own transport sends: protobuf's JSON conversion and the SDK's
+    required-field check walk every nested value of a Struct in Python, a string costs one value.
+    The service answers a packed task with a packed reply (``reply_json``)."""
+    if packed:
+        return {"psychoalign": "task", "task_json": task.model_dump_json()}
     body = task.model_dump(mode="json")
     if "framework" in body:
         # The framework is a large nested document that never changes within a negotiation;
@@ -35,11 +41,17 @@ def encode_task(task: Task) -> dict[str, Any]:
     return {"psychoalign": "task", "task": body}
 
 
+def is_packed(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("task_json"), str)
+
+
 def decode_task(data: Any) -> Task:
     """Raises ValueError naming what is wrong (the server rejects the A2A task with it)."""
     if not isinstance(data, dict) or data.get("psychoalign") != "task":
-        raise ValueError("expected a data part {'psychoalign': 'task', 'task': {...}}")
+        raise ValueError("expected a data part {'psychoalign': 'task', 'task': {...}} or {..., 'task_json': '...'}")
     try:
+        if is_packed(data):
+            return _TASK.validate_json(data["task_json"])
         body = dict(data["task"])
         if isinstance(body.get("framework_json"), str):
             body["framework"] = json.loads(body.pop("framework_json"))
@@ -48,7 +60,9 @@ def decode_task(data: Any) -> Task:
         raise ValueError(f"invalid task: {str(exc).splitlines()[0]}") from None
 
 
-def encode_reply(reply: AgentReply[Any]) -> dict[str, Any]:
+def encode_reply(reply: AgentReply[Any], *, packed: bool = False) -> dict[str, Any]:
+    if packed:
+        return {"psychoalign": "reply", "reply_json": reply.model_dump_json()}
     return {"psychoalign": "reply", "reply": reply.model_dump(mode="json")}
 
 
@@ -57,6 +71,9 @@ def decode_reply(kind: str, data: Any, host: str) -> AgentReply[Any]:
     try:
         if not isinstance(data, dict) or data.get("psychoalign") != "reply":
             raise ValueError("not a PsychoAlign reply")
+        if isinstance(data.get("reply_json"), str):
+            packed: AgentReply[Any] = _REPLY_TYPES[kind].model_validate_json(data["reply_json"])
+            return packed.model_copy(update={"host": host})
         body = dict(data["reply"])
         body["host"] = host
         reply: AgentReply[Any] = _REPLY_TYPES[kind].model_validate(body)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from a2a.client import A2ACardResolver, AgentCardResolutionError, Client, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, get_message_text, new_data_message
-from a2a.types import Role, SendMessageRequest, TaskState
+from a2a.types import Role, SendMessageConfiguration, SendMessageRequest, TaskState
 
 from ..agents.messages import AgentReply, AgentRole
 from ..errors import EndpointError
@@ -102,9 +102,12 @@ class A2ATransport:
     async def _once(self, recipient: str, task: Task) -> AgentReply[Any]:
         client = await self._client(recipient)
         url = self.urls[recipient]
-        message = new_data_message(encode_task(task), role=Role.ROLE_USER)
+        message = new_data_message(encode_task(task, packed=True), role=Role.ROLE_USER)
         final = None
-        async for resp in client.send_message(SendMessageRequest(message=message)):
+        # history_length=0: the reply artifact is all we read; the echoed history (our own task
+        # and the service's progress message) would only be converted to JSON and back.
+        request = SendMessageRequest(message=message, configuration=SendMessageConfiguration(history_length=0))
+        async for resp in client.send_message(request):
             if resp.HasField("task"):
                 final = resp.task
         if final is None:
