@@ -13,6 +13,7 @@ and calls made one after another add up. The critical path is the largest depth.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -114,6 +115,10 @@ class ModelPool:
         self._overrides = dict(overrides or {})
         self._backends: dict[str, Backend] = {}
         self._caches: dict[str, ResponseCache | None] = {}
+        # Per role without per-system overrides: the spec, shared backend and cache, resolved once
+        # (every cell asks; settings are frozen for the run). One jitter RNG for every cell's model.
+        self._resolved: dict[str, tuple[ModelSpec, Backend, ResponseCache | None]] = {}
+        self._rng = random.Random()
 
     def spec(self, role: str, extra: dict[str, object] | None = None) -> ModelSpec:
         if role in self._overrides and not extra:
@@ -134,9 +139,15 @@ class ModelPool:
 
     def model(self, role: str, meter: CallMeter, extra: dict[str, object] | None = None) -> ChatModel:
         """A ChatModel for ``role`` whose attempts are counted by ``meter``."""
-        spec = self.spec(role, extra)
-        backend, cache = self._shared(role, spec)
-        return ChatModel(spec, MeteredBackend(backend, meter), cache=cache)
+        if extra:
+            spec = self.spec(role, extra)
+            backend, cache = self._shared(role, spec)
+        else:
+            if role not in self._resolved:
+                base = self.spec(role)
+                self._resolved[role] = (base, *self._shared(role, base))
+            spec, backend, cache = self._resolved[role]
+        return ChatModel(spec, MeteredBackend(backend, meter), cache=cache, rng=self._rng)
 
     def label(self, role: str) -> str:
         if role in self._overrides:
