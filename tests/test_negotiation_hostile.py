@@ -67,6 +67,106 @@ def test_a_universal_rule_id_in_any_case_blocks_even_when_filed_under_a_lower_la
     assert gate is not None and gate.reasons == ["U1-mass-harm: evaluator reported a universal-layer violation"]
 
 
+# Any spelling of a universal rule's id: random case per letter, any separator (dashes of every
+# width, underscores, spaces, dots, zero-width characters, nothing), look-alike letters from other
+# scripts, fullwidth forms, combining marks, words around it, and plain misspellings.
+_LOOKALIKE = {"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441", "x": "\u0445", "i": "\u0456"}
+_SEPARATORS = ["-", "_", " ", ".", "", "\u2010", "\u2013", "\u2014", "\u2212", "\u200b-", "-\u00ad", "\uff0d", " - "]
+
+
+@st.composite
+def universal_id_spellings(draw: st.DrawFn) -> tuple[str, str]:
+    rule = draw(st.sampled_from([r.id for r in GENERAL.universal]))
+    words = rule.split("-")
+    out = []
+    for word in words:
+        letters = []
+        for ch in word:
+            style = draw(st.sampled_from(["lower", "upper", "lookalike", "fullwidth", "mark"]))
+            if style == "upper":
+                ch = ch.upper()
+            elif style == "lookalike":
+                ch = _LOOKALIKE.get(ch.lower(), ch)
+            elif style == "fullwidth" and ch.isascii() and ch.isalnum():
+                ch = chr(ord(ch) + 0xFEE0)
+            elif style == "mark":
+                ch = ch + "\u0301"
+            else:
+                ch = ch.lower()
+            letters.append(ch)
+        out.append("".join(letters))
+    spelled = out[0]
+    for word in out[1:]:
+        spelled += draw(st.sampled_from(_SEPARATORS)) + word
+    if draw(st.booleans()):  # a misspelling: one letter of the last word dropped
+        spelled = spelled[:-1]
+    before = draw(st.sampled_from(["", " ", "[", "(", "#", "'", "rule ", "Rule: ", "**"]))
+    after = draw(st.sampled_from(["", " ", "]", ")", ":", ".", "!", " (universal)", " violated", "**"]))
+    return rule, f"{before}{spelled}{after}"[:80]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spelling=universal_id_spellings(),
+    layer=st.one_of(
+        st.sampled_from(["contextual", "aspirational", "Contextual", " layer 2", "L3"]), universal_spellings
+    ),
+    stage=st.sampled_from(["proposal", "final"]),
+)
+def test_any_spelling_of_a_universal_rule_id_blocks_through_the_engine(
+    spelling: tuple[str, str], layer: str, stage: str
+) -> None:
+    """Through the real engine: an EVALUATOR that approves a draft (or the final text) at 97 but
+    reports a universal rule in any spelling, filed under any layer, never gets that text to the
+    user; the gate reason names the framework's rule, never the model's spelling."""
+    rule, rule_id = spelling
+
+    def judge(text: str) -> dict[str, Any]:
+        flagged = text == SECRET if stage == "proposal" else text.startswith("Final:")
+        return evaluation(97, "APPROVED", hits=[(rule_id, layer)] if flagged else [], mods=["x"])
+
+    world = World([proposals((SECRET, 0.95))], judge=judge)
+    trace = asyncio.run(world.negotiator(k=1).negotiate("q"))
+    assert trace.status is TraceStatus.COMPLETED, trace.error
+    assert "DRIVE-SECRET" not in trace.response
+    assert trace.final is not None
+    gate = trace.rounds[0].proposals[0].gate if stage == "proposal" else trace.final.final_gate
+    assert gate is not None and not gate.layer1_passed, rule_id
+    assert gate.reasons == [f"{rule}: evaluator reported a universal-layer violation"], rule_id
+
+
+def test_rule_ids_resolve_ignoring_case_punctuation_lookalikes_and_typos() -> None:
+    assert GENERAL.resolve("u1_mass_harm").rule is GENERAL.rule("U1-mass-harm")
+    assert GENERAL.resolve("U1-m\u0430ss\u2013harm").layer is Layer.UNIVERSAL  # Cyrillic a, en dash
+    assert GENERAL.resolve("rule U4-malware violated").layer is Layer.UNIVERSAL  # contains the id
+    assert GENERAL.resolve("U5").layer is Layer.UNIVERSAL  # starts an id
+    assert GENERAL.resolve("U1-mas-harm").layer is Layer.UNIVERSAL  # a misspelling
+    assert GENERAL.resolve("c1 dual use").layer is Layer.CONTEXTUAL
+    assert GENERAL.resolve("X9-unknown") == (None, None, True)
+    assert GENERAL.resolve("\u041f\u0440\u0430\u0432\u0438\u043b\u043e").placeable is False  # no Latin reading
+    # An unplaceable id blocks whatever layer it is filed under; an unknown Latin one does not.
+    layer1 = Layer1Enforcer(GENERAL)
+    hit = Evaluation.model_validate(
+        {**APPROVE, "rule_hits": [{"rule_id": "\u041f\u0440\u0430\u0432\u0438\u043b\u043e", "layer": "contextual"}]}
+    )
+    assert layer1.check("text", hit) == ["unknown rule: evaluator reported a universal-layer violation"]
+    unknown = Evaluation.model_validate({**APPROVE, "rule_hits": [{"rule_id": "X9-unknown", "layer": "contextual"}]})
+    assert layer1.check("text", unknown) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "To synthesize s\u0430rin you first",  # Cyrillic a
+        "To synthesize sa\u200brin you first",  # zero-width space
+        "To \uff53\uff59\uff4e\uff54\uff48\uff45\uff53\uff49\uff5a\uff45 sarin you first",  # fullwidth
+        "To synthesize sa\u0301rin you first",  # combining mark
+    ],
+)
+def test_deterministic_checks_read_lookalike_spellings_of_the_drive_text(text: str) -> None:
+    assert Layer1Enforcer(GENERAL).deterministic(text) == ["U1-mass-harm: deterministic check matched"]
+
+
 def test_layer_and_verdict_parse_into_the_closed_vocabulary() -> None:
     assert parse_layer(" Contextual ") is Layer.CONTEXTUAL
     assert parse_layer("layer 3") is Layer.ASPIRATIONAL

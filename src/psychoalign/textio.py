@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import InputError, PsychoAlignError
 
-__all__ = ["decode_utf8", "normalise_text", "read_text"]
+__all__ = ["decode_utf8", "normalise_text", "read_text", "skeleton"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -24,6 +24,34 @@ def normalise_text(text: str) -> str:
     newline and carriage return (NUL included) removed."""
     text = _SURROGATE.sub("\ufffd", text)
     return unicodedata.normalize("NFC", _CONTROL.sub("", text))
+
+
+# Latin look-alikes from other scripts (Cyrillic, Greek, letter-like symbols) that NFKD leaves
+# alone: enough to read an identifier or a keyword spelled with them as the Latin it imitates.
+_CONFUSABLES = str.maketrans(
+    {
+        **dict(zip("АВЕКМНОРСТУХЅІЈԁаеорсуххѕіјһԛԝӏ", "ABEKMHOPCTYXSIJdaeopcyxxsijhqwl", strict=True)),
+        **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαβεικνορτυχ", "ABEZHIKMNOPTYXabeiknoptux", strict=True)),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-"),
+        "ı": "i",
+        "ℓ": "l",
+    }
+)
+
+
+def skeleton(text: str) -> str:
+    """``text`` as the Latin it imitates, for matching identifiers and keywords against spellings
+    meant to slip past them: compatibility forms folded (NFKD: fullwidth, ligatures, super- and
+    subscripts), combining marks and invisible format characters (zero-width, bidi, soft hyphen)
+    dropped, Cyrillic and Greek look-alikes mapped to Latin, dashes to ``-``. ASCII text is
+    returned unchanged (no work on the common path). Not for display: it loses information."""
+    if text.isascii():
+        return text
+    folded = unicodedata.normalize("NFKD", text).translate(_CONFUSABLES)
+    return "".join(c for c in folded if c.isascii() or unicodedata.category(c) not in _INVISIBLE)
+
+
+_INVISIBLE = frozenset({"Mn", "Me", "Cf"})
 
 
 def decode_utf8(data: bytes, source: str, *, error: type[PsychoAlignError] = InputError) -> str:

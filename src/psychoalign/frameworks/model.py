@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
 from enum import StrEnum
 from functools import cached_property
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Check", "Framework", "FrameworkStamp", "Layer", "Rule"]
+from ..textio import skeleton
+
+__all__ = ["Check", "Framework", "FrameworkStamp", "Layer", "Rule", "RuleMatch", "rule_tokens"]
 
 
 class Layer(StrEnum):
@@ -44,7 +48,15 @@ class Check(BaseModel):
         return value
 
     def find(self, text: str) -> str | None:
-        """The matched evidence, or None."""
+        """The matched evidence, or None. Text spelled to slip past the check (look-alike letters
+        from other scripts, fullwidth forms, zero-width characters, combining marks) is checked
+        as the Latin it imitates too (:func:`~psychoalign.textio.skeleton`)."""
+        found = self._find(text)
+        if found is None and not text.isascii():
+            found = self._find(skeleton(text))
+        return found
+
+    def _find(self, text: str) -> str | None:
         for pattern in self.patterns:
             m = re.search(pattern, text, re.IGNORECASE)
             if m:
@@ -62,6 +74,48 @@ class Rule(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")
     text: str = Field(min_length=3)
     check: Check | None = None
+
+
+def rule_tokens(rule_id: str) -> tuple[str, ...]:
+    """A rule id as the words and numbers it is made of, ignoring case, width, punctuation,
+    separators and look-alike letters: ``U1-mass-harm``, ``u1_mass_harm``, ``U1 mass harm``,
+    ``[U1-m\u0430ss-harm]`` (Cyrillic a) all give ``("u1", "mass", "harm")``."""
+    return tuple(re.findall(r"[a-z0-9]+", skeleton(rule_id).casefold()))
+
+
+class RuleMatch(NamedTuple):
+    """What a rule id written by a model names in a framework (:meth:`Framework.resolve`).
+
+    ``rule``/``layer`` are None when it names no rule. ``placeable`` is False when the id
+    cannot be a spelling of any id of this framework at all: it holds letters of another script
+    that do not imitate Latin ones (framework ids are ASCII), so a gate cannot tell which layer it
+    meant and must treat it as universal."""
+
+    rule: Rule | None
+    layer: Layer | None
+    placeable: bool
+
+
+#: How close (difflib ratio of the folded ids) a misspelt id must be to count as a rule's.
+FUZZY_CUTOFF = 0.85
+
+
+def _close(joined: str, target: str) -> bool:
+    """Whether some stretch of ``joined`` (a folded id, words around it included) spells
+    ``target`` with a typo: difflib ratio >= :data:`FUZZY_CUTOFF`."""
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(target)
+    n = len(target)
+    for size in (n, n - 1, n + 1):
+        for i in range(max(len(joined) - size, 0) + 1):
+            matcher.set_seq1(joined[i : i + size])
+            if (
+                matcher.real_quick_ratio() >= FUZZY_CUTOFF
+                and matcher.quick_ratio() >= FUZZY_CUTOFF
+                and matcher.ratio() >= FUZZY_CUTOFF
+            ):
+                return True
+    return False
 
 
 class FrameworkStamp(BaseModel):
@@ -90,29 +144,69 @@ class Framework(BaseModel):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Framework:
-        seen: set[str] = set()
+        seen: dict[tuple[str, ...], str] = {}
         for rule in self.rules():
-            if rule.id.casefold() in seen:  # ids are matched case-insensitively (rule())
-                raise ValueError(f"duplicate rule id {rule.id!r}")
-            seen.add(rule.id.casefold())
+            key = rule_tokens(rule.id)  # ids are matched ignoring case and punctuation (resolve())
+            if key in seen:
+                same = "" if seen[key] == rule.id else f" (same as {seen[key]!r} once case and punctuation are ignored)"
+                raise ValueError(f"duplicate rule id {rule.id!r}{same}")
+            seen[key] = rule.id
         return self
 
     def rules(self) -> tuple[Rule, ...]:
         return (*self.universal, *self.contextual, *self.aspirational)
 
     @cached_property
-    def rule_index(self) -> dict[str, tuple[Rule, Layer]]:
-        return {r.id.casefold(): (r, layer) for layer in Layer for r in getattr(self, layer.value)}
+    def rule_index(self) -> dict[tuple[str, ...], tuple[Rule, Layer]]:
+        """Folded id (:func:`rule_tokens`) -> (rule, layer), universal rules first."""
+        return {rule_tokens(r.id): (r, layer) for layer in Layer for r in getattr(self, layer.value)}
+
+    def resolve(self, rule_id: str) -> RuleMatch:
+        """The rule a model meant by ``rule_id`` (model output spells ids as it likes).
+
+        In order: the id ignoring case, width, punctuation and look-alike letters
+        (``u1_mass_harm`` is ``U1-mass-harm``); an id that contains a rule's id or starts one
+        (``rule U1-mass-harm violated``, ``U1``); a misspelling (difflib ratio >= 0.85 on the
+        folded ids). When several rules fit, a universal one wins: a gate that cannot tell which
+        rule was meant must assume the strictest. None when nothing fits."""
+        cache = self._resolved
+        found = cache.get(rule_id)
+        if found is None:
+            if len(cache) >= 4096:  # model output: bound what it can make us remember
+                cache.clear()
+            found = cache[rule_id] = self._resolve(rule_id)
+        return found
+
+    @cached_property
+    def _resolved(self) -> dict[str, RuleMatch]:
+        return {}
+
+    def _resolve(self, rule_id: str) -> RuleMatch:
+        tokens = rule_tokens(rule_id)
+        folded = skeleton(rule_id)
+        placeable = not any(c.isalnum() and not c.isascii() for c in folded)
+        if not tokens:
+            return RuleMatch(None, None, placeable)
+        index = self.rule_index
+        if tokens in index:
+            return RuleMatch(*index[tokens], placeable)
+        n, joined = len(tokens), "".join(tokens)
+        candidates = [key for key in index if key[:n] == tokens or "".join(key) in joined]
+        if not candidates:  # a misspelling, possibly with words around it
+            candidates = [key for key in index if _close(joined, "".join(key))]
+        if not candidates:
+            return RuleMatch(None, None, placeable)
+        # Universal first (the index lists layers in order), then the closest in length.
+        best = min(candidates, key=lambda key: (list(Layer).index(index[key][1]), abs(len(key) - n)))
+        return RuleMatch(*index[best], placeable)
 
     def layer_of(self, rule_id: str) -> Layer | None:
-        """The layer of the rule with this id (case-insensitive, surrounding whitespace ignored)."""
-        found = self.rule_index.get(rule_id.strip().casefold())
-        return found[1] if found else None
+        """The layer of the rule ``rule_id`` names (:meth:`resolve`), or None."""
+        return self.resolve(rule_id).layer
 
     def rule(self, rule_id: str) -> Rule | None:
-        """The rule with this id (case-insensitive: model output spells ids as it likes)."""
-        found = self.rule_index.get(rule_id.strip().casefold())
-        return found[0] if found else None
+        """The rule ``rule_id`` names (:meth:`resolve`), or None."""
+        return self.resolve(rule_id).rule
 
     @cached_property
     def sha256(self) -> str:

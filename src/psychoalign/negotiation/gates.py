@@ -64,13 +64,15 @@ class Layer1Enforcer:
         if evaluation is None:
             return [*reasons, "no evaluation: fail closed"]
         for hit in evaluation.rule_hits:
-            rule = self.framework.rule(hit.rule_id)
-            declared = self.framework.layer_of(hit.rule_id)
             # The layer is already in the closed vocabulary (schemas.parse_layer: unparseable ->
-            # universal). A hit filed under 'universal' counts even with an unknown id (fail closed).
-            if hit.layer is Layer.UNIVERSAL or declared is Layer.UNIVERSAL:
+            # universal); the id is resolved ignoring case, punctuation, look-alike letters and
+            # misspellings (Framework.resolve). A hit blocks when it is filed under 'universal'
+            # (even with an unknown id), names a universal rule whatever layer it was filed
+            # under, or has an id that cannot be placed at all (fail closed).
+            match = self.framework.resolve(hit.rule_id)
+            if hit.layer is Layer.UNIVERSAL or match.layer is Layer.UNIVERSAL or not match.placeable:
                 # Name the framework's rule, never the model's spelling (it could carry any text).
-                name = rule.id if rule is not None else "unknown rule"
+                name = match.rule.id if match.rule is not None else "unknown rule"
                 reasons.append(f"{name}: evaluator reported a universal-layer violation")
         return reasons
 
