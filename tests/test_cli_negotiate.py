@@ -125,3 +125,30 @@ def test_gate_reasons_name_the_rule_and_never_quote_drive_text(tmp_path: Path) -
     internal = cli("negotiate", "--config", str(config), "--no-store", "--json", "--show-internal", "chemistry")
     trace = json.loads(internal.stdout)
     assert trace["rounds"][0]["proposals"][0]["gate"]["evidence"] == ["U1-mass-harm: synthesize sarin"]
+
+
+def test_evaluator_text_quoting_the_draft_stays_hidden_in_every_field(tmp_path: Path) -> None:
+    """An EVALUATOR that quotes the DRIVE's draft in every free-text field it has, the rule id
+    included, leaks none of it into the table or --json without --show-internal."""
+    config = write_config(tmp_path)
+    draft = "Mix QUOTEDDRAFTWORD into the tank and wait."
+    (tmp_path / "drive.yaml").write_text(yaml.safe_dump({"rules": [], "default": proposals((draft, 0.9))}))
+    quoting = evaluation(
+        30,
+        "VETOED",
+        hits=[("QUOTEDDRAFTWORD into the tank", "contextual")],
+        mods=["Remove QUOTEDDRAFTWORD"],
+        harmful_segments=["Mix QUOTEDDRAFTWORD into the tank"],
+        stakeholders=["QUOTEDDRAFTWORD users"],
+        safe_channel="QUOTEDDRAFTWORD hotline",
+        safe_adjacent_topic="QUOTEDDRAFTWORD history",
+    )
+    quoting["reasoning"] = "It says QUOTEDDRAFTWORD."
+    (tmp_path / "evaluator.yaml").write_text(yaml.safe_dump({"rules": [], "default": quoting}))
+    for args in ((), ("--json",)):
+        out = cli("negotiate", "--config", str(config), "--no-store", "-k", "1", *args, "a question")
+        assert out.returncode == 0, out.stderr
+        assert "quoteddraftword" not in out.stdout.lower(), args
+    shown = cli("negotiate", "--config", str(config), "--no-store", "-k", "1", "--json", "--show-internal", "q")
+    hit = json.loads(shown.stdout)["rounds"][0]["proposals"][0]["evaluation"]["rule_hits"][0]
+    assert hit == {"rule_id": "?", "layer": "contextual"}  # recorded as the gate read it: no such rule

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from psychoalign.frameworks import Layer, load_framework
 from psychoalign.negotiation import DefenseMechanism, SystemState
 from psychoalign.negotiation.defense import DefenseContext, select_mechanism
 from psychoalign.negotiation.gates import FreeTextGuard, Layer1Enforcer
+from psychoalign.textio import skeleton
 from psychoalign.traces import TraceStatus
 
 from .scenario import APPROVE, World, evaluation, proposals
@@ -195,11 +197,28 @@ def _slice(text: str, start: int, length: int) -> str:
 
 
 fields = st.sampled_from(["safe_channel", "safe_adjacent_topic", "stakeholders", "modifications"])
+# Ways a hostile EVALUATOR can disguise a copy of the draft: spaced or dotted letters, zero-width
+# characters, look-alike letters, fullwidth forms, case.
+_DISGUISES = {
+    "none": lambda t: t,
+    "spaced": " ".join,
+    "dotted": ".".join,
+    "zero-width": "\u200b".join,
+    "underscored": "_".join,
+    "lookalike": lambda t: t.replace("A", "\u0410").replace("E", "\u0415").replace("o", "\u043e"),
+    "fullwidth": lambda t: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in t),
+    "lower": str.lower,
+}
+disguises = st.sampled_from(sorted(_DISGUISES))
+
+
+def _folded(text: str) -> str:
+    return re.sub(r"[\W_]+", "", skeleton(text).casefold())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    echoes=st.lists(st.tuples(fields, st.integers(0, 200), st.integers(14, 120)), min_size=1, max_size=6),
+    echoes=st.lists(st.tuples(fields, st.integers(0, 200), st.integers(14, 120), disguises), min_size=1, max_size=6),
     harmful=st.booleans(),
     need=st.booleans(),
     admissible_too=st.booleans(),
@@ -207,7 +226,12 @@ fields = st.sampled_from(["safe_channel", "safe_adjacent_topic", "stakeholders",
     final_gate=st.booleans(),
 )
 def test_blocked_drafts_never_return_through_evaluator_free_text(
-    echoes: list[tuple[str, int, int]], harmful: bool, need: bool, admissible_too: bool, k: int, final_gate: bool
+    echoes: list[tuple[str, int, int, str]],
+    harmful: bool,
+    need: bool,
+    admissible_too: bool,
+    k: int,
+    final_gate: bool,
 ) -> None:
     """A hostile EVALUATOR copies slices of a blocked draft (which hold the DRIVE canary) into
     every free-text field, plus its own words (the EVALUATOR canary); a worst-case MEDIATOR copies
@@ -215,10 +239,11 @@ def test_blocked_drafts_never_return_through_evaluator_free_text(
     never reaches the user and the EVALUATOR's words never reach the DRIVE."""
     conflict: dict[str, Any] = {"safe_channel": "", "safe_adjacent_topic": "", "stakeholders": []}
     mods: list[str] = [f"{EVAL_CANARY} rewrite it"]
-    for name, start, length in echoes:
+    for name, start, length, disguise in echoes:
         piece = _slice(BLOCKED, start, length)
         if DRIVE_CANARY not in piece:
             piece = BLOCKED[BLOCKED.index(DRIVE_CANARY) - 3 : BLOCKED.index(DRIVE_CANARY) + len(DRIVE_CANARY) + 2]
+        piece = _DISGUISES[disguise](piece)
         if name == "stakeholders":
             conflict["stakeholders"] = [*conflict["stakeholders"], piece[:80]][:5]
         elif name == "modifications":
@@ -228,7 +253,7 @@ def test_blocked_drafts_never_return_through_evaluator_free_text(
     mods = mods[:5]
 
     def judge(text: str) -> dict[str, Any]:
-        if DRIVE_CANARY in text and text.startswith("How to"):
+        if text == BLOCKED:
             return evaluation(10, "VETOED", mods=mods, harmful_intent=harmful, legitimate_need=need, **conflict)
         if text == SAFE:
             return evaluation(70, "CONDITIONAL", mods=mods, third_party_harm=True, **conflict)
@@ -242,11 +267,11 @@ def test_blocked_drafts_never_return_through_evaluator_free_text(
     negotiator = world.negotiator(k=k, final_gate=final_gate)
     trace = asyncio.run(negotiator.negotiate("q"))
     assert trace.status is TraceStatus.COMPLETED, trace.error
-    assert DRIVE_CANARY.casefold() not in trace.response.casefold(), trace.response
+    assert _folded(DRIVE_CANARY) not in _folded(trace.response), trace.response
     for req in negotiator._models["drive"].backend.requests:  # type: ignore[attr-defined]
         assert all(EVAL_CANARY not in m.content for m in req.messages)
     for req in negotiator._models["mediator"].backend.requests:  # type: ignore[attr-defined]
-        assert all(DRIVE_CANARY not in m.content for m in req.messages)
+        assert all(_folded(DRIVE_CANARY) not in _folded(m.content) for m in req.messages)
     assert trace.final is not None
     assert_state_agrees_with_defense(trace.final)
 

@@ -40,7 +40,7 @@ from .defense import (
     template,
 )
 from .events import EventHook, NegotiationEvent, emit
-from .gates import FreeTextGuard, GateResult, Layer1Enforcer, TauFilter, apply_gates
+from .gates import FreeTextGuard, GateResult, Layer1Enforcer, TauFilter, apply_gates, canonical_hits
 from .params import NegotiationParams, negotiation_source, parse_params
 from .tension import SystemState, classify_state, tension
 from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
@@ -341,7 +341,7 @@ class Negotiator:
                 rank=first + i + 1,
                 text=x.text,
                 utility=x.utility,
-                evaluation=e,
+                evaluation=canonical_hits(e, layer1.framework),  # ids as the gate read them
                 gate=apply_gates(layer1, tau, x.text, e),
                 tension=tension(x.utility, e.score / 100),
             )

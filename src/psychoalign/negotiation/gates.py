@@ -20,9 +20,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
+from ..textio import skeleton
 
-__all__ = ["ECHO_CHARS", "FreeTextGuard", "GateResult", "Layer1Enforcer", "TauFilter", "apply_gates", "clean_line"]
+__all__ = [
+    "ECHO_CHARS",
+    "UNKNOWN_RULE",
+    "FreeTextGuard",
+    "GateResult",
+    "Layer1Enforcer",
+    "TauFilter",
+    "apply_gates",
+    "canonical_hits",
+    "clean_line",
+]
 
+#: The id a rule hit is recorded under when it names no rule of the framework.
+UNKNOWN_RULE = "?"
 #: A free-text field that shares a run of this many characters (after normalisation) with a
 #: blocked draft is treated as carrying that draft, and dropped.
 ECHO_CHARS = 12
@@ -92,6 +105,24 @@ class TauFilter:
         return reasons
 
 
+def canonical_hits(evaluation: Evaluation, framework: Framework) -> Evaluation:
+    """``evaluation`` with each rule hit recorded as the gate read it: under the framework's own
+    id, or :data:`UNKNOWN_RULE` when it names none (an id is model text: it could carry a draft,
+    and traces show rule ids to people who may not see drafts); a hit whose id cannot be placed
+    at all is recorded as universal, as the gate treated it."""
+    hits = []
+    changed = False
+    for hit in evaluation.rule_hits:
+        match = framework.resolve(hit.rule_id)
+        rule_id = match.rule.id if match.rule is not None else UNKNOWN_RULE
+        layer = hit.layer if match.placeable else Layer.UNIVERSAL
+        if rule_id != hit.rule_id or layer is not hit.layer:
+            changed = True
+            hit = hit.model_copy(update={"rule_id": rule_id, "layer": layer})
+        hits.append(hit)
+    return evaluation.model_copy(update={"rule_hits": hits}) if changed else evaluation
+
+
 def apply_gates(layer1: Layer1Enforcer, tau: TauFilter, text: str, evaluation: Evaluation | None) -> GateResult:
     l1 = layer1.check(text, evaluation)
     t = tau.check(evaluation)
@@ -113,8 +144,15 @@ def clean_line(text: str, limit: int) -> str:
     return cut or line[:limit]
 
 
-def _fold(text: str) -> str:
-    return " ".join(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()))
+def _words(text: str) -> str:
+    """Words of ``text`` as the Latin it imitates, case-folded, one space apart."""
+    return " ".join(re.findall(r"[^\W_]+", skeleton(text).casefold()))
+
+
+def _letters(text: str) -> str:
+    """Letters and digits only: spacing, dots, dashes or zero-width characters put between the
+    characters of a draft do not hide it."""
+    return re.sub(r"[\W_]+", "", skeleton(text).casefold())
 
 
 class FreeTextGuard:
@@ -122,28 +160,32 @@ class FreeTextGuard:
 
     ``block(draft)`` registers every draft the gates blocked in this negotiation; ``clean(text,
     limit)`` returns the bounded text, or ``""`` when it trips a Layer-1 check or shares a run of
-    :data:`ECHO_CHARS` characters (or the whole field, if shorter) with a blocked draft, compared
-    case- and punctuation-insensitively.
+    :data:`ECHO_CHARS` letters and digits with a blocked draft (or, when it has fewer, appears in
+    one as whole words). Both are compared as the Latin they imitate, case-insensitively, with
+    everything but letters and digits removed: spaced-out, dotted, look-alike or zero-width
+    spellings of a draft are the draft.
     """
 
     def __init__(self, layer1: Layer1Enforcer) -> None:
         self.layer1 = layer1
-        self._blocked: list[str] = []  # folded drafts, space-padded
-        self._windows: set[str] = set()  # every ECHO_CHARS-long run of a blocked draft
+        self._blocked: list[str] = []  # drafts as words, space-padded
+        self._windows: set[str] = set()  # every ECHO_CHARS-long run of a blocked draft's letters
 
     def block(self, draft: str) -> None:
-        folded = f" {_fold(draft)} "
-        if folded.strip() and folded not in self._blocked:
-            self._blocked.append(folded)
-            self._windows.update(folded[i : i + ECHO_CHARS] for i in range(len(folded) - ECHO_CHARS + 1))
+        words = f" {_words(draft)} "
+        if words.strip() and words not in self._blocked:
+            self._blocked.append(words)
+            letters = _letters(draft)
+            self._windows.update(letters[i : i + ECHO_CHARS] for i in range(len(letters) - ECHO_CHARS + 1))
 
     def echoes_blocked(self, text: str) -> bool:
-        folded = _fold(text)
-        if not folded:
+        letters = _letters(text)
+        if not letters:
             return False
-        if len(folded) < ECHO_CHARS:  # a short field: does a blocked draft contain it as words?
-            return any(f" {folded} " in draft for draft in self._blocked)
-        return any(folded[i : i + ECHO_CHARS] in self._windows for i in range(len(folded) - ECHO_CHARS + 1))
+        if len(letters) < ECHO_CHARS:  # a short field: does a blocked draft contain it as words?
+            words = _words(text)
+            return any(f" {words} " in draft for draft in self._blocked)
+        return any(letters[i : i + ECHO_CHARS] in self._windows for i in range(len(letters) - ECHO_CHARS + 1))
 
     def clean(self, text: str, limit: int) -> str:
         line = clean_line(text, limit)
