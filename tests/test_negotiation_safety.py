@@ -184,10 +184,21 @@ def _eval_dict(e: dict[str, Any], text: str) -> dict[str, Any]:
     tau=st.sampled_from([0.0, 0.3, 0.6, 0.9]),
     final_score=st.integers(0, 100),
     final_verdict=verdicts,
+    final_gate=st.booleans(),
+    fast_path=st.booleans(),
 )
 def test_no_inadmissible_proposal_ever_reaches_the_user(
-    rounds: list[list[tuple[float, dict[str, Any]]]], k: int, tau: float, final_score: int, final_verdict: str
+    rounds: list[list[tuple[float, dict[str, Any]]]],
+    k: int,
+    tau: float,
+    final_score: int,
+    final_verdict: str,
+    final_gate: bool,
+    fast_path: bool,
 ) -> None:
+    """Over arbitrary agent outputs, with the dual gate and the fast path on or off: no blocked
+    proposal reaches the user; with ``final_gate = false`` nothing the MEDIATOR writes does either
+    (no check would read it), only admissible proposals and templates."""
     table: dict[str, dict[str, Any]] = {}
     drive_rounds = []
     for r, items in enumerate(rounds):
@@ -204,8 +215,11 @@ def test_no_inadmissible_proposal_ever_reaches_the_user(
         return evaluation(final_score, final_verdict)  # the dual-gate evaluation of the final text
 
     # A worst-case MEDIATOR: it copies whatever proposal it is shown into the final response.
-    world = World(drive_rounds, judge=judge, compose=lambda p, i: p)
-    trace = asyncio.run(world.negotiator(k=k, tau=tau).negotiate("Q"))
+    world = World(drive_rounds, judge=judge, compose=lambda p, i: f"MEDIATOR-WROTE {p}")
+    # Each scripted round holds all its proposals; the fast path asks for one and then the rest.
+    n = min(len(items) for items in rounds)
+    negotiator = world.negotiator(k=k, tau=tau, final_gate=final_gate, fast_path=fast_path, n_proposals=n)
+    trace = asyncio.run(negotiator.negotiate("Q"))
     assert trace.status is TraceStatus.COMPLETED
     assert len(trace.rounds) <= k
     assert trace.final is not None
@@ -227,7 +241,12 @@ def test_no_inadmissible_proposal_ever_reaches_the_user(
                     assert tag not in response, (tag, response)
     assert trace.final.tension is None or 0.0 <= trace.final.tension <= 1.0
     assert_state_agrees_with_defense(trace.final)
-    if trace.final.composed_by not in ("template", "fallback"):
+    if not final_gate:
+        assert world.calls["compose"] == 0 and "MEDIATOR-WROTE" not in response
+        assert trace.final.composed_by in ("adopted", "filtered", "template", "fallback")
+    elif trace.final.composed_by not in ("template", "fallback") and not (
+        fast_path and trace.final.composed_by == "adopted"
+    ):
         # Model-written text reached the user only because it passed the dual gate.
         gate = trace.final.final_gate
         assert gate is not None and gate.admissible
