@@ -167,7 +167,7 @@ def test_up_runs_four_processes_and_matches_in_process(tmp_path: Path) -> None:
     assert remote["agents"]["evaluator"]["hosts"] == [f"http://127.0.0.1:{base + 2}"]
     listed = json.loads(cli("traces", "list", "--config", str(config), "--json").stdout)
     followup = next(t for t in listed if t["id"] != info["traceId"])
-    assert followup["request"].startswith("Earlier in this conversation:")
+    assert followup["request"] == "And for a hard yolk?"  # the earlier turn is in its context
 
 
 async def test_clients_select_only_the_deployments_frameworks_never_paths(tmp_path: Path) -> None:

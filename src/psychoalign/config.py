@@ -68,6 +68,9 @@ class A2ASettings(BaseModel):
     tokens: dict[str, SecretStr] = Field(default_factory=dict, description="identity -> bearer token.")
     timeout_s: float = Field(300.0, gt=0, description="Per A2A call (LLM calls are slow).")
     retries: int = Field(2, ge=0, le=10, description="Retries when an agent cannot be reached.")
+    max_body_bytes: int = Field(
+        2_000_000, ge=1024, description="Largest request body an A2A service (role or system agent) accepts."
+    )
 
     def token(self, identity: str) -> str | None:
         secret = self.tokens.get(identity)

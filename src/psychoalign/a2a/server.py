@@ -36,8 +36,9 @@ from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import HTTPConnection
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
 from ..errors import ConfigError
@@ -49,9 +50,11 @@ __all__ = [
     "JSONRPC_PATH",
     "REST_PATH",
     "BearerBackend",
+    "BodyLimit",
     "RoleExecutor",
     "a2a_app",
     "build_role_app",
+    "error_response",
     "role_card",
 ]
 
@@ -60,6 +63,9 @@ CARD_PATH = "/.well-known/agent-card.json"
 #: JSON-RPC code for a missing or invalid credential: A2A 1.0 defines none, so one from the
 #: implementation-defined server-error range (-32000..-32099), outside A2A's own -32001..-32009.
 UNAUTHENTICATED_CODE = -32040
+INVALID_REQUEST_CODE = -32600
+#: Largest A2A request body accepted (a2a.max_body_bytes overrides it).
+MAX_BODY_BYTES = 2_000_000
 CARD_CACHE_CONTROL = "public, max-age=300"
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
@@ -120,21 +126,81 @@ class BearerBackend(AuthenticationBackend):
         return AuthCredentials(["authenticated"]), SimpleUser(name)
 
 
+def error_response(path: str, http_status: int, status: str, message: str, *, code: int | None = None) -> Response:
+    """An error in the shape of the binding ``path`` belongs to: a JSON-RPC error object on the
+    JSON-RPC route (``code``, default Invalid Request), the HTTP+JSON (google.rpc.Status) error
+    elsewhere. Both carry a ``google.rpc.ErrorInfo`` with ``status`` as its reason, as the SDK's
+    own errors do."""
+    info = {"@type": ERROR_INFO_TYPE, "reason": status, "domain": A2A_DOMAIN, "metadata": {}}
+    headers = {"WWW-Authenticate": "Bearer"} if http_status == 401 else {}
+    if path.rstrip("/") == JSONRPC_PATH:
+        error = {"code": code if code is not None else INVALID_REQUEST_CODE, "message": message, "data": [info]}
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=http_status, headers=headers)
+    body = {"error": {"code": http_status, "status": status, "message": message, "details": [info]}}
+    return JSONResponse(body, status_code=http_status, headers=headers, media_type="application/json")
+
+
 def _unauthorized(conn: HTTPConnection, exc: Exception) -> Response:
-    """401 in the shape of the binding the client used: a JSON-RPC error object on the JSON-RPC
-    route, the HTTP+JSON (google.rpc.Status) error elsewhere."""
-    message = f"Unauthenticated: {exc}"
-    headers = {"WWW-Authenticate": "Bearer"}
-    if conn.url.path.rstrip("/") == JSONRPC_PATH:
-        body: dict[str, Any] = {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": UNAUTHENTICATED_CODE, "message": message, "data": {"reason": "UNAUTHENTICATED"}},
-        }
-        return JSONResponse(body, status_code=401, headers=headers)
-    info = {"@type": ERROR_INFO_TYPE, "reason": "UNAUTHENTICATED", "domain": A2A_DOMAIN, "metadata": {}}
-    body = {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": message, "details": [info]}}
-    return JSONResponse(body, status_code=401, headers=headers, media_type="application/a2a+json")
+    """401 in the shape of the binding the client used."""
+    return error_response(conn.url.path, 401, "UNAUTHENTICATED", f"Unauthenticated: {exc}", code=UNAUTHENTICATED_CODE)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """Routing errors (no such path, wrong method) in the binding's error shape, not plain text."""
+    status = getattr(exc, "status_code", 404)
+    if status == 405:
+        return error_response(request.url.path, 405, "INVALID_ARGUMENT", f"method {request.method} is not allowed here")
+    return error_response(request.url.path, 404, "NOT_FOUND", f"no A2A route at {request.url.path[:200]}")
+
+
+class BodyLimit:
+    """Refuses request bodies over ``limit`` bytes before the SDK reads them (the SDK reads and
+    parses whatever it is sent), in the binding's error shape. A declared Content-Length over the
+    limit is refused at once; a body without one is read up to the limit and then replayed."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None:
+            if declared.isdigit() and int(declared) > self.limit:
+                await self._too_large(scope, receive, send)
+                return
+            await self.app(scope, receive, send)  # the server holds the body to its declared length
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await self._too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = f"request body is larger than the limit of {self.limit} bytes: shorten it or raise a2a.max_body_bytes"
+        await error_response(scope["path"], 413, "INVALID_ARGUMENT", message)(scope, receive, send)
 
 
 class RoleExecutor(AgentExecutor):
@@ -252,10 +318,13 @@ def a2a_app(
     tokens: Mapping[str, str] | None,
     *,
     digests: Mapping[str, str] | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The SDK's routes for ``executor``: the card (with ``Cache-Control``), JSON-RPC at the
     interface URL with and without a trailing slash, HTTP+JSON. With ``tokens`` or ``digests``
-    every route but the card needs a bearer token (see :class:`BearerBackend`)."""
+    every route but the card needs a bearer token (see :class:`BearerBackend`). Bodies over
+    ``max_body_bytes`` are refused, and every error (credentials, size, routing) comes in the
+    shape of the binding it was made on."""
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
     routes: list[Any] = [
         # card first: the REST routes add a catch-all mount
@@ -268,8 +337,10 @@ def a2a_app(
     ]
     auth = bool(tokens) or bool(digests)
     backend = BearerBackend(tokens or {}, digests)
+    # Credentials first (nothing of an unauthenticated body is read), then the size limit.
     middleware = [Middleware(AuthenticationMiddleware, backend=backend, on_error=_unauthorized)] if auth else []
-    app = Starlette(routes=routes, middleware=middleware)
+    middleware.append(Middleware(BodyLimit, limit=max_body_bytes))
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: _not_found, 405: _not_found})
     # The gRPC binding (a2a/grpc_binding.py) serves the same handler, task store and credentials.
     app.state.a2a_handler = handler
     app.state.a2a_auth = backend if auth else None
@@ -284,6 +355,7 @@ def build_role_app(
     *,
     insecure: bool = False,
     grpc_url: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The A2A app for one role. ``token`` is this service's own bearer token; only the
     MEDIATOR's runtime holds it (identity ``mediator``), so no other agent can send tasks here:
@@ -296,4 +368,5 @@ def build_role_app(
         )
     tokens = {"mediator": token} if token else None
     executor = RoleExecutor(role, transport, {"mediator"} if token else None)
-    return a2a_app(executor, role_card(role, base_url, auth=bool(token), grpc_url=grpc_url), tokens)
+    card = role_card(role, base_url, auth=bool(token), grpc_url=grpc_url)
+    return a2a_app(executor, card, tokens, max_body_bytes=max_body_bytes)

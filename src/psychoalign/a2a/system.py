@@ -11,6 +11,7 @@ back from the trace store (docs/negotiation.md, "Cross-turn tension").
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,17 +23,24 @@ from a2a.types import AgentCard, AgentSkill, Part
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
+from ..frameworks import load_framework
 from ..negotiation.defense import DefenseMechanism
 from ..negotiation.engine import Negotiator
 from ..negotiation.tension import SystemState
 from ..negotiation.track import conversation_ref
 from ..traces.model import Trace, TraceStatus
-from .server import _card, a2a_app
+from .server import MAX_BODY_BYTES, _card, a2a_app
 
-__all__ = ["SystemExecutor", "build_system_app", "system_card"]
+__all__ = ["SystemExecutor", "build_context", "build_system_app", "system_card"]
 
 CLARIFY = "Could you say more about what you need this for, so I can help within the rules?"
 MAX_HISTORY = 6
+#: Most characters of earlier turns carried into a follow-up's context (oldest dropped first),
+#: the default of /v1's serve.max_conversation_chars.
+MAX_HISTORY_CHARS = 32_000
+#: Most conversations (caller identity, context id) whose turns are remembered; the least
+#: recently used is forgotten first (its track stays in the trace store).
+MAX_CONVERSATIONS = 10_000
 
 
 def outcome(trace: Trace) -> dict[str, Any]:
@@ -49,11 +57,29 @@ def outcome(trace: Trace) -> dict[str, Any]:
     }
 
 
-def _with_history(history: list[tuple[str, str]], text: str) -> str:
-    if not history:
-        return text
-    turns = "\n".join(f"User: {u}\nAssistant: {a}" for u, a in history[-MAX_HISTORY:])
-    return f"Earlier in this conversation:\n{turns}\n\nCurrent request: {text}"
+def build_context(base: str, instructions: str | None, history: Sequence[tuple[str, str]]) -> str | None:
+    """The negotiation context of an A2A turn, as /v1 builds it (web/openai_api.build_context):
+    the framework's deployment context first (a client cannot replace it), then the client's
+    ``context`` metadata as instructions from the application, then the earlier turns of this
+    context (the most recent that fit in :data:`MAX_HISTORY_CHARS`). ``None`` when there is
+    nothing beyond the deployment context."""
+    turns: list[str] = []
+    size = 0
+    for user, answer in reversed(history[-MAX_HISTORY:]):
+        turn = f"User: {user}\nAssistant: {answer}"
+        size += len(turn)
+        if size > MAX_HISTORY_CHARS:
+            break
+        turns.insert(0, turn)
+    extra = (instructions or "").strip()
+    if not extra and not turns:
+        return None
+    parts = [base.strip()] if base.strip() else []
+    if extra:
+        parts.append("Instructions from the application:\n" + extra)
+    if turns:
+        parts.append("Earlier in this conversation:\n" + "\n".join(turns))
+    return "\n\n".join(parts)
 
 
 class SystemExecutor(AgentExecutor):
@@ -61,7 +87,8 @@ class SystemExecutor(AgentExecutor):
 
     ``frameworks`` are the names a client may select with message metadata ``framework``
     (the deployment's ``frameworks()``; default: only ``framework``). Anything else, a path
-    included, is rejected without being read.
+    included, is rejected without being read. Message metadata ``context`` is added to the
+    framework's deployment context as instructions from the application, never in its place.
     """
 
     def __init__(
@@ -70,38 +97,59 @@ class SystemExecutor(AgentExecutor):
         self.negotiator = negotiator
         self.framework = framework
         self.frameworks = [framework, *(f for f in (frameworks or ()) if f != framework)]
-        self.history: dict[str, list[tuple[str, str]]] = {}  # (identity, context id) -> turns
+        # (identity, context id) -> earlier turns, least recently used first.
+        self.history: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()
+
+    def _turns(self, key: str) -> list[tuple[str, str]]:
+        turns = self.history.pop(key, None)
+        self.history[key] = turns if turns is not None else []
+        while len(self.history) > MAX_CONVERSATIONS:
+            self.history.popitem(last=False)
+        return self.history[key]
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
-        task = context.current_task or new_task_from_user_message(context.message)
-        await event_queue.enqueue_event(task)
+        existing = context.current_task
+        task = existing or new_task_from_user_message(context.message)
+        if existing is None:
+            # A new task is the first event. A follow-up to a task waiting for input is not sent
+            # again: the SDK would ignore it and drop the follow-up message from the history.
+            await event_queue.enqueue_event(task)
         # Build the updater from the stored task: a follow-up with only task_id gets a fresh
         # context_id from the SDK (a2a-python #1206), which would not match the task.
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         text = context.get_user_input().strip()
-        if not text:
-            await updater.reject(updater.new_agent_message([Part(text="empty request: send a text part")]))
-            return
+        limit = self.negotiator.params.max_request_chars
         meta = MessageToDict(context.message.metadata) if context.message.HasField("metadata") else {}
         requested = meta.get("framework", self.framework)
-        if not isinstance(requested, str) or requested not in self.frameworks:
-            # The deployment, not the client, decides: never load what a client names.
-            why = f"this agent offers the framework(s): {', '.join(self.frameworks)}"
-            await updater.reject(updater.new_agent_message([Part(text=f"framework not offered; {why}")]))
-            return
         client_context = meta.get("context")
+        problem = ""
+        if not text:
+            problem = "empty request: send a text part"
+        elif len(text) > limit:
+            problem = f"the request is {len(text)} characters, over the limit of {limit}: shorten it"
+        elif not isinstance(requested, str) or requested not in self.frameworks:
+            # The deployment, not the client, decides: never load what a client names.
+            problem = f"framework not offered; this agent offers the framework(s): {', '.join(self.frameworks)}"
+        elif client_context is not None and not isinstance(client_context, str):
+            problem = "metadata 'context' must be a string"
+        elif client_context is not None and len(client_context) > limit:
+            problem = f"metadata 'context' is {len(client_context)} characters, over the limit of {limit}"
+        if problem:
+            await updater.reject(updater.new_agent_message([Part(text=problem)]))
+            return
         await updater.start_work(updater.new_agent_message([Part(text="negotiating")]))
         # Contexts are per caller: the history and the track are keyed by the authenticated
         # identity, so a caller naming another caller's context id reaches nothing of theirs.
         user = context.call_context.user if context.call_context is not None else None
         identity = user.user_name if user is not None and user.is_authenticated else ""
-        history = self.history.setdefault(f"{identity}\x00{task.context_id}", [])
+        history = self._turns(f"{identity}\x00{task.context_id}")
+        base = load_framework(requested).deployment_context
         trace = await self.negotiator.negotiate(
-            _with_history(history, text),
+            text,
             framework=requested,
-            context=client_context if isinstance(client_context, str) else None,
-            metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id},
+            context=build_context(base, client_context, history),
+            metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id, "turn": len(history) + 1},
             conversation=conversation_ref(f"a2a\x00{identity}", (), task.context_id),
         )
         info = outcome(trace)
@@ -165,6 +213,7 @@ def build_system_app(
     frameworks: Sequence[str] | None = None,
     api_key_digests: Sequence[str] = (),
     grpc_url: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The system agent as a Starlette app (mountable in the web app).
 
@@ -177,4 +226,5 @@ def build_system_app(
     digests = {d.lower(): f"key:{d.lower()[:12]}" for d in api_key_digests}
     auth = bool(token) or bool(digests)
     executor = SystemExecutor(negotiator, framework, frameworks)
-    return a2a_app(executor, system_card(base_url, auth=auth, grpc_url=grpc_url), tokens, digests=digests)
+    card = system_card(base_url, auth=auth, grpc_url=grpc_url)
+    return a2a_app(executor, card, tokens, digests=digests, max_body_bytes=max_body_bytes)

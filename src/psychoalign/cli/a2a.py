@@ -121,7 +121,15 @@ def agent_serve(
         "mediator": MediatorAgent(model) if role == "mediator" else None,
     }
     transport = InProcessTransport(**agents)
-    app = build_role_app(role, transport, base, token, insecure=insecure, grpc_url=_grpc_url(host, grpc_port))  # type: ignore[arg-type]
+    app = build_role_app(
+        role,  # type: ignore[arg-type]
+        transport,
+        base,
+        token,
+        insecure=insecure,
+        grpc_url=_grpc_url(host, grpc_port),
+        max_body_bytes=settings.a2a.max_body_bytes,
+    )
     err_console.print(f"{role} agent on {base} ({'bearer auth' if token else 'NO AUTH (--insecure)'}), {model.label}")
     _serve(app, host, port, grpc_port)
 
@@ -169,6 +177,7 @@ def serve_a2a(
         frameworks=[default, *profile.frameworks()],
         api_key_digests=profile.api_keys,
         grpc_url=_grpc_url(host, grpc_port),
+        max_body_bytes=settings.a2a.max_body_bytes,
     )
     layout = "A2A agents " + ", ".join(settings.a2a.urls.values()) if settings.a2a.urls else "in-process agents"
     auth = "bearer auth" if token or profile.api_keys else "NO AUTH (--insecure)"

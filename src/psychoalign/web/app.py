@@ -20,7 +20,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..a2a.server import CARD_PATH
+from ..a2a.server import CARD_PATH, UNAUTHENTICATED_CODE
+from ..a2a.server import error_response as a2a_error
 from ..config import Settings
 from ..negotiation.engine import Negotiator
 from ..traces.store import TraceStore
@@ -60,8 +61,11 @@ class A2AMount(BaseRoute):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
         if self.loopback_only and scope["path"] != CARD_PATH and not is_loopback(client[0] if client else None):
-            body = {"error": "this A2A agent has no credentials configured and answers loopback clients only"}
-            await JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            # As keyless /v1 answers such a caller: 401, here in the A2A binding's error shape.
+            message = "Unauthenticated: this A2A agent has no credentials configured and answers loopback clients only"
+            await a2a_error(scope["path"], 401, "UNAUTHENTICATED", message, code=UNAUTHENTICATED_CODE)(
+                scope, receive, send
+            )
             return
         await self.app(scope, receive, send)
 
@@ -161,4 +165,5 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
         token=settings.a2a.token("user"),
         frameworks=deployment.frameworks(),
         api_key_digests=deployment.api_keys,
+        max_body_bytes=settings.a2a.max_body_bytes,
     )
