@@ -96,6 +96,38 @@ def test_rule_tier_never_raises_and_spans_are_exact(text: str) -> None:
     assert all(0 <= i < len(text) for i in norm.origin)
 
 
+def _normalise_by_character(text: str) -> tuple[str, tuple[int, ...]]:
+    """The definition of :func:`normalise`, one character at a time (its original loop)."""
+    from psychoalign.judges.text import _map_char
+
+    out: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        for c in _map_char(ch):
+            if c == " " and out and out[-1] in " \n":
+                continue
+            if c == "\n" and out and out[-1] in " \n":
+                if out[-1] == " ":
+                    out[-1] = "\n"
+                    origin[-1] = i
+                continue
+            out.append(c)
+            origin.append(i)
+    return "".join(out), tuple(origin)
+
+
+_TRICKY = "abcXYZ 019.,'`*_\t\n\r\x0b\x0c\x1c\x1f-\u2019\u201c\uff21\ufb00\u00df\u3000\u00a0\u200b\u00ad\u2026"
+_TRICKY += "\u2028\u0085\u2474\u0130\u00e9\u0301\U0001f512\u212b\u2014\ufeff\u1e9e\u2163\u33a1"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet=st.sampled_from(_TRICKY), max_size=60) | st.text(max_size=200))
+def test_normalise_equals_its_per_character_definition(text: str) -> None:
+    """The fast path (ASCII runs at once) changes nothing: same text, same origins."""
+    norm = normalise(text)
+    assert (norm.text, norm.origin) == _normalise_by_character(text)
+
+
 def test_huge_input_is_bounded() -> None:
     huge = "I can’t help with that. " + "filler text " * 500_000  # 6 MB
     verdict = RULES.classify(huge)
