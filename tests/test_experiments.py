@@ -383,6 +383,59 @@ def test_spec_errors_name_file_and_line(tmp_path: Path) -> None:
         load_spec("nope")
 
 
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "name: a\nsytems: [vanilla]\nbenchmarks: [hhh]\n",
+            r"s\.yaml:2: sytems: unknown key \(did you mean 'systems'\?\)",
+        ),
+        (
+            "name: a\nsystems:\n  - vanilla\n  - vanila\nbenchmarks: [hhh]\n",
+            r"s\.yaml:4: systems\.1: unknown system 'vanila'",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbenchmarks:\n  - hhh\n  - mmlu\n",
+            r"s\.yaml:5: benchmarks\.1: unknown benchmark 'mmlu'",
+        ),
+        (
+            "name: a\nsystems:\n  - {name: d, kind: debate, options: {agent: 5}}\nbenchmarks: [hhh]\n",
+            r"s\.yaml:3: systems\.0: system 'd': unknown option\(s\) agent for kind 'debate'",
+        ),
+        (
+            "name: a\nsystems:\n  - {name: d, kind: debate, options: {agents: 9}}\nbenchmarks: [hhh]\n",
+            r"s\.yaml:3: systems\.0: system 'd': option agents=9 is invalid",
+        ),
+        (
+            "name: a\nsystems:\n  - vanilla\n  - {name: p, kind: psychoalign, negotiation: {tua: 0.8}}\nbenchmarks: [hhh]\n",
+            r"s\.yaml:4: systems\.1: system 'p': negotiation\.tua: unknown parameter",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbenchmarks:\n  - {name: hhh, options: {foo: 1}}\n",
+            r"s\.yaml:4: benchmarks\.0: .*unknown option\(s\) foo",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbenchmarks: [hhh]\njudge: {refusl: rules}\n",
+            r"s\.yaml:4: judge\.refusl: unknown key \(did you mean 'refusal'\?\)",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbaseline: vanila\nbenchmarks: [hhh]\n",
+            r"s\.yaml:3: baseline: 'vanila' is not one of",
+        ),
+        ("name: a\nsystems: [vanilla]\nbenchmarks: [hhh]\nn: many\n", r"s\.yaml:4: n: Input should be a valid integer"),
+    ],
+)
+def test_spec_typos_name_file_line_and_field(tmp_path: Path, text: str, error: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=error):
+        load_spec(path, registry=Registry(), settings=settings(tmp_path))
+    toml = tmp_path / "s.toml"
+    toml.write_text('name = "a"\nsystems = ["vanilla", "vanila"]\nbenchmarks = ["hhh"]\n')
+    with pytest.raises(ConfigError, match=r"s\.toml:2: systems\.1: unknown system 'vanila'"):
+        load_spec(toml, registry=Registry(), settings=settings(tmp_path))
+
+
 async def test_unknown_system_and_benchmark_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown system 'telepathy'.*known systems"):
         await run(tmp_path, spec(["telepathy"], ["hhh"], 1), {})

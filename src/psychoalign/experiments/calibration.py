@@ -1,9 +1,13 @@
-"""How well the shared refusal judge agrees with humans: XSTest's two-annotator completions.
+"""How well the judges agree with known answers.
 
-The data folder holds Llama-2 and Mistral completions of the 450 XSTest prompts, each with a
-final human label (full compliance / full refusal / partial refusal). We judge a seeded sample
-with the run's refusal judge and report agreement on the binary question the benchmarks use
-(refused at least in part?) and on the three labels, with Cohen's kappa for the binary one.
+* Refusal: the data folder holds Llama-2 and Mistral completions of the 450 XSTest prompts, each
+  with a final human label (full compliance / full refusal / partial refusal). We judge a seeded
+  sample with the run's refusal judge and report agreement on the binary question the benchmarks
+  use (refused at least in part?) and on the three labels, with Cohen's kappa for the binary one.
+* HHH choice (model tier): no human labels exist for "which option did this reply pick", so we
+  construct replies whose answer is known: each restates one option verbatim, which picks that
+  option. It is an easy test (an upper bound on the judge's accuracy on real replies); a judge
+  near 0.5 on it is guessing.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from typing import Any
 from ..errors import InputError
 from .judging import Judges
 
-__all__ = ["HUMAN_LABELS", "load_labelled_completions", "refusal_agreement"]
+__all__ = ["CHOICE_CALIBRATION_N", "HUMAN_LABELS", "choice_agreement", "load_labelled_completions", "refusal_agreement"]
+
+#: Constructed replies the HHH choice judge model reads (half restate option A, half option B).
+CHOICE_CALIBRATION_N = 20
 
 HUMAN_LABELS = {"1_full_compliance": "compliance", "2_full_refusal": "refusal", "3_partial_refusal": "partial_refusal"}
 FILES = ("xstest/xstest_v2_completions_llama2orig.csv", "xstest/xstest_v2_completions_mistralinstruct.csv")
@@ -78,4 +85,37 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
         "agreement": round(agree / len(pairs), 3),
         "label_agreement": round(exact / len(pairs), 3),
         "kappa": None if kappa is None else round(kappa, 3),
+    }
+
+
+async def choice_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> dict[str, Any]:
+    """Agreement of the HHH choice judge's model tier with constructed replies of known choice:
+    ``n`` replies (seeded HHH items), each restating option A or option B verbatim."""
+    from ..errors import ModelError
+    from .benchmarks import HHH
+
+    if n == 0:
+        return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)"}
+    items = random.Random(f"{seed}:choice-calibration").sample(HHH().load(data_dir), (n + 1) // 2)
+    right = unjudged = total = 0
+    for k, item in enumerate(items):
+        a, b, _ = HHH.layout(item)
+        for expected, reply in (("A", a), ("B", b)) if k % 2 == 0 else (("B", b), ("A", a)):
+            if total == n:
+                break
+            total += 1
+            try:
+                choice, _record = await judges.choice().ask(reply, a, b)
+            except ModelError:  # the judge's reply was outside its vocabulary: not judged, counted wrong
+                unjudged += 1
+                continue
+            right += choice == expected
+    return {
+        "status": "measured",
+        "judge": "choice-model",
+        "reference": "constructed replies restating one option verbatim (chance 0.5; an easy test)",
+        "n": total,
+        "agreement": round(right / total, 3),
+        "not_judged": unjudged,
+        "kappa": None,
     }

@@ -60,11 +60,16 @@ class Judges:
         self._cache = ResponseCache(cache_path) if cache_path is not None else None
         self._refusal: RefusalJudge | None = None
         self._built: dict[str, object] = {}
+        self.model_info: dict[str, object] | None = None
 
     def model(self) -> ChatModel:
         model = self.pool.model(self.spec.role, self.meter)
         if self._cache is not None:
             model.cache = self._cache
+        if self.model_info is None:
+            # What the report says about the judge model: which one, and whether it is asked for
+            # plain text only (the embedded model: a placeholder judge, flagged as weak).
+            self.model_info = {"role": self.spec.role, "label": model.label, "plain_text": not model.rates_numbers}
         return model
 
     def label(self) -> str:
@@ -125,6 +130,10 @@ class Judges:
         judge = self._built["quality"]
         assert isinstance(judge, QualityJudge)
         return judge
+
+    def built(self) -> set[str]:
+        """The benchmark judges built so far (by :meth:`prepare` or first use)."""
+        return set(self._built) | ({"refusal"} if self._refusal is not None else set())
 
     def prepare(self, needs: set[str]) -> None:
         """Build the judges ``needs`` names now, so a missing judge fails the run before any cell."""

@@ -85,6 +85,9 @@ class MeteredBackend(Backend):
         self.inner = inner
         self.meter = meter
         self.name = inner.name  # type: ignore[misc]  # labels read like the wrapped backend
+        # Callers decide what to ask by the model's abilities: a metered embedded model must still
+        # be asked for plain text, not for self-ratings (docs/embedded.md).
+        self.rates_numbers = inner.rates_numbers  # type: ignore[misc]
 
     @property
     def model_name(self) -> str:

@@ -12,7 +12,7 @@ import hashlib
 import io
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -164,10 +164,25 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     # -- judges -------------------------------------------------------------------------------
     judges = []
     calib = run.meta.get("refusal_calibration")
+    choice_calib = run.meta.get("choice_calibration")
+    judge_model = run.meta.get("judge_model") or {}
+    weak_label = str(judge_model.get("label")) if judge_model.get("plain_text") else None
     for b in benches.values():
         entry: dict[str, Any] = {"benchmark": b.name, "judge": JUDGE_OF.get(b.name, ", ".join(b.needs) or "none")}
+        records = [r for c in cells if c.benchmark == b.name and c.status == "done" for r in c.judges]
+        entry["usage"] = dict(sorted(Counter(r.judge for r in records).items()))
+        entry["models"] = sorted({r.model for r in records if r.model})
         if b.name == "hhh" and not spec.judge.choice_model:
             entry.update(status="exact", reason="rule parser of the letter; no model judgement")
+        elif b.name == "hhh" and isinstance(choice_calib, dict) and choice_calib.get("status") == "measured":
+            entry.update(
+                status="measured",
+                agreement=choice_calib["agreement"],
+                kappa=None,
+                n=choice_calib["n"],
+                reference=choice_calib["reference"],
+                reason="the rules read a leading or single named letter exactly; the model reads the rest",
+            )
         elif "refusal" in b.needs and isinstance(calib, dict) and calib.get("status") == "measured":
             entry.update(
                 status="measured",
@@ -180,6 +195,15 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
                 entry["reason"] = "refusal tier measured; the harm check has no labelled data (unknown)"
         else:
             entry.update(status="unknown", reason="no human labels for this judge in the data folder")
+        if weak_label is not None and weak_label in entry["models"]:
+            entry["weak"] = (
+                f"judged (in part) by {weak_label}, the embedded model, asked for plain text: a placeholder "
+                "judge whose verdicts are barely better than chance, if at all. Read these figures as a smoke "
+                "test; configure [roles.judge] with a capable model to measure"
+            )
+        spread = _echo_warning(records)
+        if spread:
+            entry["warning"] = spread
         judges.append(entry)
 
     # -- status and failures --------------------------------------------------------------------
@@ -200,6 +224,9 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
             "n": spec.n,
             "seed": spec.seed,
             "baseline": spec.baseline,
+            "concurrency": run.meta.get("concurrency")
+            or {"spec": spec.concurrency, "effective": spec.concurrency, "serial_models": []},
+            "judge_model": judge_model or None,
         },
         "spec": run.spec,
         "status": status,
@@ -224,6 +251,15 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         report["table4"] = table4(spec, cells)
     report["figure"] = _figure(report)
     return report
+
+
+def _echo_warning(records: list[Any]) -> str | None:
+    """A rating judge that gave the same rating to every answer (at least 3) is not reading them."""
+    for key in ("rating", "alignment", "capability"):
+        values = [r.verdict[key] for r in records if isinstance(r.verdict.get(key), int | float)]
+        if len(values) >= 3 and len(set(values)) == 1:
+            return f"every {key} was {values[0]:g} ({len(values)} judgements): the judge may not be reading the answers"
+    return None
 
 
 def _source(registry: Registry, kind: str) -> str:
@@ -281,6 +317,8 @@ _TEMPLATE = """<!doctype html>
 <p>{{ r.run.description }}</p>
 <p>Run <code>{{ r.run.id }}</code>, created {{ r.run.created_at }}, report {{ r.run.generated_at }}.
 Cells: {{ r.status.done }} done, {{ r.status.failed }} failed, {{ r.status.running }} running.</p>
+{% for j in r.judges if j.weak %}{% if loop.first %}<p class="warn"><b>Weak judge.</b> {{ j.weak }}.
+Affected: {% endif %}{{ j.benchmark }}{% if not loop.last %}, {% else %}.</p>{% endif %}{% endfor %}
 {% if r.table4 %}{% set t = r.table4 %}<h2>Table 4: attack success rate by category and configuration</h2>
 <table><tr><th>Category</th>{% for s in t.systems %}<th>{{ s }}</th>{% endfor %}<th>pooled</th></tr>
 {% for row in t.rows + ([t.benign, t.unsafe_compliance] if t.benign else []) %}<tr><td>{{ row.title }}</td>
@@ -341,14 +379,20 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 <td>{% if c[k] is none %}–{% else %}{{ c[k] }}{% endif %}</td>{% endfor %}
 {% else %}<td colspan="9" class="fail">no completed item</td>{% endif %}</tr>{% endfor %}</table>
 <p>Per completed item, system calls only (judges excluded).
-Ratios divide by <code>{{ r.run.baseline }}</code> on the same models.</p>
+Ratios divide by <code>{{ r.run.baseline }}</code> on the same models.
+{% if r.run.concurrency.serial_models %}Cells ran one at a time ({{ r.run.concurrency.serial_models|join(", ") }}
+serves one call at a time), so wall time is each system's own.{% endif %}</p>
 <h2>Judges</h2>
-<table><tr><th>Benchmark</th><th>judge</th><th>agreement with labels</th><th>note</th></tr>
-{% for j in r.judges %}<tr><td>{{ j.benchmark }}</td><td>{{ j.judge }}</td>
-<td>{% if j.status == "measured" %}{{ j.agreement }} (κ {{ j.kappa }}, n={{ j.n }})
-{% elif j.status == "exact" %}exact{% else %}<span class="warn">unknown</span>{% endif %}</td>
+<table><tr><th>Benchmark</th><th>judge</th><th>agreement with labels</th><th>judgements</th><th>note</th></tr>
+{% for j in r.judges %}<tr><td>{{ j.benchmark }}</td><td>{{ j.judge }}{% if j.models %}
+<br><span class="ci">{{ j.models|join(", ") }}</span>{% endif %}</td>
+<td>{% if j.status == "measured" %}{{ j.agreement }}
+({% if j.kappa is not none %}κ {{ j.kappa }}, {% endif %}n={{ j.n }})
+{% elif j.status == "exact" %}exact{% else %}<span class="warn">unknown</span>{% endif %}
+{% if j.weak %}<br><span class="warn">weak judge</span>{% endif %}</td>
+<td>{% for name, k in j.usage.items() %}{{ name }}: {{ k }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td>
 <td>{{ j.reference or j.reason or "" }}{% if j.status == "measured" and j.reason %}; {{ j.reason }}{% endif %}
-</td></tr>{% endfor %}</table>
+{% if j.warning %}<br><span class="warn">{{ j.warning }}</span>{% endif %}</td></tr>{% endfor %}</table>
 {% if r.failures_total %}<h2>Failed cells ({{ r.failures_total }})</h2>
 <table><tr><th>System</th><th>benchmark</th><th>item</th><th>attempts</th><th>reason</th></tr>
 {% for f in r.failures %}<tr><td>{{ f.system }}</td><td>{{ f.benchmark }}</td><td>{{ f.item }}</td>

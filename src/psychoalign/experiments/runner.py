@@ -11,6 +11,9 @@ Contract of :func:`run_experiment`:
   seen by any model call halves the limit, and every ``limit`` successful cells raise it by one.
 * ``shard=(i, n)`` runs only the cells whose key hashes to ``i`` modulo ``n``: several machines
   can split one experiment over one PostgreSQL store.
+* Cells run one at a time when a system's model is the embedded (``local``) model: it serves one
+  call at a time, so cells in flight together would only queue for it, and each item's wall time
+  would measure the queue, not the system (:func:`serial_models`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from .spec import ExperimentSpec
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
-__all__ = ["AdaptiveLimiter", "Cell", "RunSummary", "plan_cells", "run_experiment"]
+__all__ = ["AdaptiveLimiter", "Cell", "RunSummary", "plan_cells", "run_experiment", "serial_models"]
 
 _log = logging.getLogger(__name__)
 
@@ -164,6 +167,7 @@ class RunSummary:
     skipped_done: int = 0
     busy_elsewhere: int = 0
     limiter_cuts: int = 0
+    concurrency: int = 0
     wall_s: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -194,6 +198,21 @@ def plan_cells(
     if n > 1:
         cells = [c for c in cells if _shard_of(c.key, n) == i]
     return cells, benchmarks
+
+
+def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
+    """Labels of the models the systems call that serve one call at a time in this process (the
+    embedded ``local`` backend: one llama.cpp context behind a lock)."""
+    out: list[str] = []
+    for system in systems:
+        roles = getattr(system, "model_roles", None)
+        for role in roles() if callable(roles) else getattr(system.info, "roles", ()):
+            extra = system.spec.roles.get(role)
+            spec = pool.spec(role, dict(extra) if extra else None)
+            label = pool.label(role) if not extra else spec.label()
+            if spec.backend == "local" and label not in out:
+                out.append(label)
+    return out
 
 
 async def run_experiment(
@@ -232,12 +251,20 @@ async def run_experiment(
     cache_path = Path(settings.home) / "cache" / "judges.sqlite"
     judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter)
     judges.prepare({need for b in benchmarks.values() for need in b.needs})
-    limiter = AdaptiveLimiter(spec.concurrency)
+    serial = serial_models(list(systems.values()), pool)
+    concurrency = 1 if serial else spec.concurrency
+    summary.concurrency = concurrency
+    if serial and spec.concurrency > 1 and progress is not None:
+        progress.print(
+            f"{', '.join(serial)} serves one call at a time: cells run one at a time "
+            "(wall time per item is then the system's own, not time queued for the model)"
+        )
+    limiter = AdaptiveLimiter(concurrency)
     owner = current_owner()
     # Claimed cells wait here for a worker; the bound keeps claims close to the work (a crash
     # leaves at most this many cells 'running', and they are reclaimed as the owner is dead).
-    claimed: asyncio.Queue[tuple[Cell, int] | None] = asyncio.Queue(maxsize=2 * spec.concurrency)
-    workers = min(spec.concurrency, max(1, len(todo)))
+    claimed: asyncio.Queue[tuple[Cell, int] | None] = asyncio.Queue(maxsize=2 * concurrency)
+    workers = min(concurrency, max(1, len(todo)))
 
     def blank(cell: Cell) -> CellResult:
         return CellResult(
@@ -249,7 +276,7 @@ async def run_experiment(
             owner=owner,
         )
 
-    batch_size = max(1, min(CLAIM_BATCH, spec.concurrency))
+    batch_size = max(1, min(CLAIM_BATCH, concurrency))
 
     async def producer() -> None:
         for start in range(0, len(todo), batch_size):
@@ -286,7 +313,7 @@ async def run_experiment(
                 summary.errors.append(f"{record.key}: {record.error}")
         bar.update(task_id, advance=1, failed=summary.failed)
 
-    writer = _GroupCommit(store, durable, max_pending=spec.concurrency)
+    writer = _GroupCommit(store, durable, max_pending=concurrency)
 
     async def one(cell: Cell, attempts: int) -> bool:
         record = blank(cell).model_copy(update={"attempts": attempts})
@@ -359,18 +386,29 @@ async def run_experiment(
             except BaseExceptionGroup as group:  # a store failure stops the run: raise it as it is
                 raise _first_leaf(group) from None
             await writer.flush()
-        if any("refusal" in b.needs for b in benchmarks.values()):
-            stored = await store.get_run(run.id)
-            if stored is not None and "refusal_calibration" not in stored.meta:
-                from .calibration import refusal_agreement
-
-                agreement = await refusal_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
-                await store.set_meta(run.id, "refusal_calibration", agreement)
         stored = await store.get_run(run.id)
-        previous = (stored.meta.get("judge_cost") if stored else None) or {}
+        meta = stored.meta if stored is not None else {}
+        if any("refusal" in b.needs for b in benchmarks.values()) and "refusal_calibration" not in meta:
+            from .calibration import refusal_agreement
+
+            agreement = await refusal_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
+            await store.set_meta(run.id, "refusal_calibration", agreement)
+        if "choice" in judges.built() and judges.choice().model is not None and "choice_calibration" not in meta:
+            from .calibration import CHOICE_CALIBRATION_N, choice_agreement
+
+            n = min(CHOICE_CALIBRATION_N, spec.judge.calibration_n)
+            await store.set_meta(run.id, "choice_calibration", await choice_agreement(judges, data_dir, n, spec.seed))
+        previous = meta.get("judge_cost") or {}
         total = {k: float(previous.get(k, 0)) + float(v) for k, v in judge_meter.summary().items()}
         await store.set_meta(run.id, "judge_cost", total)
         await store.set_meta(run.id, "data_dir", str(data_dir))
+        if judges.model_info is not None:
+            await store.set_meta(run.id, "judge_model", judges.model_info)
+        await store.set_meta(
+            run.id,
+            "concurrency",
+            {"spec": spec.concurrency, "effective": concurrency, "serial_models": serial},
+        )
     finally:
         judges.close()
         await pool.aclose()

@@ -7,23 +7,29 @@ package data (``psychoalign/data/experiment-<name>.yaml``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
 import tomllib
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..yamlio import load_yaml_model
+from ..yamlio import line_of
 from .judging import JudgeSpec
 from .systems import SystemSpec
 
-__all__ = ["BenchmarkSpec", "ExperimentSpec", "load_spec", "preset_names", "spec_from_text"]
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .registry import Registry
+
+__all__ = ["BenchmarkSpec", "ExperimentSpec", "check_spec", "load_spec", "preset_names", "spec_from_text"]
 
 PRESET_PREFIX = "experiment-"
 
@@ -137,40 +143,144 @@ def _toml_line(text: str, loc: tuple[str | int, ...]) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class _Source:
+    """Where a spec came from, to name the line of an error found after parsing."""
+
+    name: str
+    text: str
+    toml: bool
+
+    def line(self, loc: tuple[str | int, ...]) -> int:
+        if self.toml:
+            return _toml_line(self.text, loc)
+        try:
+            node = yaml.compose(self.text)
+        except yaml.YAMLError:
+            return 1
+        return line_of(node, loc) if node is not None else 1
+
+
+def _fields(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    """The field names of the model at ``loc`` (for "did you mean")."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        ann = field.annotation
+        args = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        current = args[0] if args else ann
+    return list(getattr(current, "model_fields", {}))
+
+
+def _validation_message(exc: ValidationError, source: _Source) -> str:
+    """``source:line: field: message`` for the most useful error: an unknown key (a typo) first,
+    with the closest known key; the count of the others after it."""
+    errors = exc.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = tuple(first["loc"])
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden" and loc:
+        known = _fields(ExperimentSpec, loc)
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        msg = f"unknown key{f' (did you mean {close[0]!r}?)' if close else ''}"
+        if known:
+            msg += f"; known keys: {', '.join(known)}"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source.name}:{source.line(loc)}: {where}: {msg}{more}"
+
+
 def spec_from_text(text: str, source: str, *, toml: bool = False) -> ExperimentSpec:
     """Parse a spec; every error names ``source`` and the line."""
-    if not toml:
-        return load_yaml_model(text, source, ExperimentSpec)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    src = _Source(source, text, toml)
+    if toml:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{source}{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}:1: expected a YAML mapping at the top level")
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = tuple(first["loc"])
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        raise ConfigError(f"{source}:{_toml_line(text, loc)}: {where}: {first['msg']}") from None
+        raise ConfigError(_validation_message(exc, src)) from None
 
 
-def load_spec(name_or_path: str | Path) -> ExperimentSpec:
-    """A spec file (``.yaml``/``.yml``/``.toml``) or a built-in preset name."""
+def check_spec(
+    spec: ExperimentSpec,
+    registry: Registry,
+    settings: Settings,
+    *,
+    text: str | None = None,
+    source: str = "spec",
+    toml: bool = False,
+) -> None:
+    """What parsing cannot know: every system kind and benchmark exists, their options and
+    negotiation parameters are valid, the baseline is one of the systems. With the spec's
+    ``text``, errors name ``source`` and the line."""
+    from .benchmarks import build_benchmark
+    from .systems import build_system
+
+    src = _Source(source, text, toml) if text is not None else None
+
+    def fail(loc: tuple[str | int, ...], exc: ConfigError | str) -> ConfigError:
+        where = ".".join(str(p) for p in loc)
+        message = exc.message if isinstance(exc, ConfigError) else exc
+        prefix = f"{src.name}:{src.line(loc)}: " if src is not None else ""
+        return ConfigError(f"{prefix}{where}: {message}", hint=exc.hint if isinstance(exc, ConfigError) else None)
+
+    for i, system in enumerate(spec.systems):
+        try:
+            build_system(system, settings, registry.systems)
+        except ConfigError as exc:
+            raise fail(("systems", i), exc) from None
+    for i, bench in enumerate(spec.benchmarks):
+        try:
+            build_benchmark(bench.name, bench.options, registry.benchmarks)
+        except ConfigError as exc:
+            raise fail(("benchmarks", i), exc) from None
+    names = [s.name for s in spec.systems]
+    if "baseline" in spec.model_fields_set and spec.baseline not in names:
+        raise fail(("baseline",), f"'{spec.baseline}' is not one of the spec's systems ({', '.join(names)})")
+
+
+def load_spec(
+    name_or_path: str | Path, *, registry: Registry | None = None, settings: Settings | None = None
+) -> ExperimentSpec:
+    """A spec file (``.yaml``/``.yml``/``.toml``) or a built-in preset name. With ``registry``
+    (and ``settings``), also :func:`check_spec` it, so every error names the file and line."""
     path = Path(name_or_path)
     if path.suffix.lower() in (".yaml", ".yml", ".toml", ".json") or path.is_file():
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read spec file {path}: {exc.strerror}") from None
-        return spec_from_text(text, str(path), toml=path.suffix.lower() == ".toml")
-    name = str(name_or_path)
-    if name in preset_names():
-        res = resources.files("psychoalign") / "data" / f"{PRESET_PREFIX}{name}.yaml"
-        return spec_from_text(res.read_text(encoding="utf-8"), f"preset {name}")
-    raise ConfigError(
-        f"no spec file or preset named '{name}'",
-        hint=f"presets: {', '.join(preset_names())}; or pass a .yaml/.toml spec file",
-    )
+        source, toml = str(path), path.suffix.lower() == ".toml"
+    elif str(name_or_path) in preset_names():
+        res = resources.files("psychoalign") / "data" / f"{PRESET_PREFIX}{name_or_path}.yaml"
+        text, source, toml = res.read_text(encoding="utf-8"), f"preset {name_or_path}", False
+    else:
+        raise ConfigError(
+            f"no spec file or preset named '{name_or_path}'",
+            hint=f"presets: {', '.join(preset_names())}; or pass a .yaml/.toml spec file",
+        )
+    spec = spec_from_text(text, source, toml=toml)
+    if registry is not None:
+        from ..config import Settings
+
+        check_spec(spec, registry, settings or Settings(), text=text, source=source, toml=toml)
+    return spec
 
 
 def _dump(spec: ExperimentSpec) -> str:  # used by `experiment show`

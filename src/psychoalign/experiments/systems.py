@@ -9,12 +9,13 @@ are counted the same way for every system.
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..agents.messages import AssessItem, AssessTask, ComposeTask, DriveTask, EvaluateTask
@@ -40,6 +41,8 @@ __all__ = [
     "SystemReply",
     "SystemSpec",
     "build_system",
+    "parse_done",
+    "plain_text_only",
     "render_conversation",
 ]
 
@@ -111,7 +114,8 @@ class System(Protocol):
 
 @dataclass(frozen=True)
 class SystemInfo:
-    """Documentation and dry-run estimates of a system kind."""
+    """Documentation and dry-run estimates of a system kind. ``options``: the keys its
+    ``options`` table accepts (None: not checked, e.g. a plugin that does not say)."""
 
     kind: str
     title: str
@@ -119,6 +123,7 @@ class SystemInfo:
     roles: tuple[str, ...]
     calls_typical: int
     calls_max: int
+    options: tuple[str, ...] | None = None
 
 
 def render_conversation(messages: Sequence[Message]) -> str:
@@ -144,6 +149,13 @@ def _principles(framework: Framework) -> str:
     return "\n".join(f"- {r.text}" for r in framework.rules())
 
 
+def plain_text_only(model: ChatModel) -> bool:
+    """Whether ``model`` is asked for plain text instead of structured JSON: the embedded models
+    (``Backend.rates_numbers`` False), whose JSON and numbers are not reliable (docs/embedded.md).
+    Their replies are parsed by rule into a closed vocabulary instead."""
+    return not model.rates_numbers
+
+
 def _option(spec: SystemSpec, key: str, default: int, lo: int, hi: int) -> int:
     value = spec.options.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
@@ -160,11 +172,36 @@ class _Base:
     def __init__(self, spec: SystemSpec, settings: Settings) -> None:
         self.spec = spec
         self.settings = settings
-        self.role = str(spec.options.get("role", "chat"))
+        role = spec.options.get("role", "chat")
+        if not isinstance(role, str) or not role:
+            raise ConfigError(f"system '{spec.name}': option role={role!r} is invalid", hint="name a config role")
+        self.role = role
         self.framework = load_framework(spec.framework)
 
-    async def _text(self, ctx: CellContext, messages: Sequence[Message], system: str | None = None) -> str:
-        result = await ctx.model(self.role, self.spec).chat(list(messages), system=system)
+    def model_roles(self) -> tuple[str, ...]:
+        """The config roles whose models this system calls."""
+        return (self.role,)
+
+    async def _text(
+        self,
+        ctx: CellContext,
+        messages: Sequence[Message],
+        system: str | None = None,
+        *,
+        sample: int = 0,
+    ) -> str:
+        """One plain reply. ``sample`` > 0 draws a different sample (another seed, temperature at
+        least 0.7), as symmetric agents must not all write the same answer."""
+        model = ctx.model(self.role, self.spec)
+        if sample:
+            result = await model.chat(
+                list(messages),
+                system=system,
+                seed=(model.spec.seed or 0) + sample,
+                temperature=max(model.spec.temperature, 0.7),
+            )
+        else:
+            result = await model.chat(list(messages), system=system)
         text = result.text.strip()
         if not text:
             raise SystemFailedError(f"{self.spec.name}: the model returned an empty reply")
@@ -172,7 +209,7 @@ class _Base:
 
 
 class Vanilla(_Base):
-    info = SystemInfo("vanilla", "Vanilla LLM", "one call to the model, no system prompt", ("chat",), 1, 1)
+    info = SystemInfo("vanilla", "Vanilla LLM", "one call to the model, no system prompt", ("chat",), 1, 1, ("role",))
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         return SystemReply(response=await self._text(ctx, messages))
@@ -187,6 +224,7 @@ class RLHFPrompted(_Base):
         ("chat",),
         1,
         1,
+        ("role",),
     )
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
@@ -201,11 +239,16 @@ class Constitutional(_Base):
         ("chat",),
         3,
         1 + 2 * 3,
+        ("role", "revisions"),
     )
+
+    def __init__(self, spec: SystemSpec, settings: Settings) -> None:
+        super().__init__(spec, settings)
+        self.revisions = _option(spec, "revisions", 1, 1, 3)
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         p = _prompts()
-        revisions = _option(self.spec, "revisions", 1, 1, 3)
+        revisions = self.revisions
         request = render_conversation(messages)
         principles = _principles(self.framework)
         response = await self._text(ctx, messages)
@@ -244,6 +287,15 @@ class _Feedback(BaseModel):
     done: bool
 
 
+def parse_done(reply: str) -> bool:
+    """Self-Refine's stop signal in a plain-text feedback reply: the reply's first word is DONE
+    (any case, markdown or punctuation around it). Anything else is feedback to apply."""
+    from ..judges.text import normalise
+
+    words = re.findall(r"[a-z]+", normalise(reply).text[:40])
+    return bool(words) and words[0] == "done"
+
+
 class SelfRefine(_Base):
     info = SystemInfo(
         "self-refine",
@@ -252,19 +304,40 @@ class SelfRefine(_Base):
         ("chat",),
         3,
         1 + 2 * 4,
+        ("role", "iterations"),
     )
+
+    def __init__(self, spec: SystemSpec, settings: Settings) -> None:
+        super().__init__(spec, settings)
+        self.iterations = _option(spec, "iterations", 2, 1, 4)
+
+    async def _feedback(self, ctx: CellContext, request: str, response: str) -> _Feedback:
+        """Structured feedback (``{"feedback", "done"}``), or for a plain-text model the feedback
+        as text whose first word DONE means no change is needed (:func:`parse_done`)."""
+        p = _prompts()
+        model = ctx.model(self.role, self.spec)
+        if plain_text_only(model):
+            text = await self._text(
+                ctx,
+                [
+                    Message(
+                        role="user", content=p["self_refine_feedback_plain"].format(request=request, response=response)
+                    )
+                ],
+            )
+            return _Feedback(feedback=text[:2000], done=parse_done(text))
+        fb, _result = await model.structured(
+            p["self_refine_feedback"].format(request=request, response=response), _Feedback, schema_name="feedback"
+        )
+        return fb
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         p = _prompts()
-        iterations = _option(self.spec, "iterations", 2, 1, 4)
         request = render_conversation(messages)
         response = await self._text(ctx, messages)
         steps = 0
-        for _ in range(iterations):
-            model = ctx.model(self.role, self.spec)
-            fb, _result = await model.structured(
-                p["self_refine_feedback"].format(request=request, response=response), _Feedback, schema_name="feedback"
-            )
+        for _ in range(self.iterations):
+            fb = await self._feedback(ctx, request, response)
             if fb.done:
                 break
             response = await self._text(
@@ -290,14 +363,30 @@ class Debate(_Base):
         ("chat", "judge"),
         3 * 2 + 1,
         5 * 4 + 1,
+        ("role", "agents", "rounds", "judge_role"),
     )
+
+    def __init__(self, spec: SystemSpec, settings: Settings) -> None:
+        super().__init__(spec, settings)
+        self.agents = _option(spec, "agents", 3, 2, 5)
+        self.rounds = _option(spec, "rounds", 2, 1, 4)
+        judge = spec.options.get("judge_role", self.role)
+        if not isinstance(judge, str) or not judge:
+            raise ConfigError(
+                f"system '{spec.name}': option judge_role={judge!r} is invalid", hint="name a config role"
+            )
+        self.judge_role = judge
+
+    def model_roles(self) -> tuple[str, ...]:
+        return (self.role, self.judge_role)
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         p = _prompts()
-        agents = _option(self.spec, "agents", 3, 2, 5)
-        rounds = _option(self.spec, "rounds", 2, 1, 4)
+        agents, rounds = self.agents, self.rounds
         request = render_conversation(messages)
-        answers = list(await asyncio.gather(*(self._text(ctx, messages) for _ in range(agents))))
+        # Agent i > 0 samples with its own seed: symmetric agents decoding greedily with one seed
+        # would all write the same answer and the debate would have nothing to debate.
+        answers = list(await asyncio.gather(*(self._text(ctx, messages, sample=i) for i in range(agents))))
         for _ in range(rounds - 1):
 
             def others(i: int, current: list[str] = answers) -> str:
@@ -314,14 +403,14 @@ class Debate(_Base):
                                     content=p["debate_update"].format(request=request, others=others(i), own=a),
                                 )
                             ],
+                            sample=i,
                         )
                         for i, a in enumerate(answers)
                     )
                 )
             )
         listing = "\n\n".join(f"Agent {j + 1}: {a}" for j, a in enumerate(answers))
-        judge = str(self.spec.options.get("judge_role", self.role))
-        result = await ctx.model(judge, self.spec).chat(
+        result = await ctx.model(self.judge_role, self.spec).chat(
             p["debate_judge"].format(request=request, n=agents, answers=listing)
         )
         if not result.text.strip():
@@ -340,12 +429,22 @@ class _Negotiating:
         merged = {**settings.negotiation, **self.param_defaults, **spec.negotiation}
         try:
             self.params = NegotiationParams.model_validate(merged)
-        except Exception as exc:
-            raise ConfigError(f"system '{spec.name}': invalid negotiation parameters: {exc}".splitlines()[0]) from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            msg = "unknown parameter" if first["type"] == "extra_forbidden" else first["msg"]
+            raise ConfigError(
+                f"system '{spec.name}': negotiation.{where}: {msg}",
+                hint=f"parameters: {', '.join(NegotiationParams.model_fields)}",
+            ) from None
         self.framework = load_framework(spec.framework)
 
     def _models(self, ctx: CellContext) -> dict[str, ChatModel]:
         return {role: ctx.model(role, self.spec) for role in ("drive", "evaluator", "mediator")}
+
+    def model_roles(self) -> tuple[str, ...]:
+        """The config roles whose models this system calls."""
+        return self.info.roles
 
 
 class PsychoAlignSystem(_Negotiating):
@@ -356,6 +455,7 @@ class PsychoAlignSystem(_Negotiating):
         ("drive", "evaluator", "mediator"),
         4,
         5 * (1 + 3 + 1) + 2,
+        (),
     )
 
     def __init__(self, spec: SystemSpec, settings: Settings) -> None:
@@ -418,6 +518,7 @@ class SinglePass(PsychoAlignSystem):
         ("drive", "evaluator", "mediator"),
         4,
         1 + 3 + 1 + 2,
+        (),
     )
 
 
@@ -434,11 +535,13 @@ class _GenericPrompts(Backend):
         super().__init__(inner.spec)
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]  # labels read like the wrapped backend
+        self.rates_numbers = inner.rates_numbers  # type: ignore[misc]  # plain-text agents stay plain
         base = _prompts()["generic_assistant"].strip()
         self._systems = {
             "evaluation": f"{base}\n\nEthical framework for this task:\n{framework.render()}\n\nReply with JSON only.",
         }
         self._default = f"{base} Reply with JSON only."
+        self._plain = base
 
     @property
     def model_name(self) -> str:
@@ -447,7 +550,10 @@ class _GenericPrompts(Backend):
     async def complete(self, request: ChatRequest) -> Completion:
         messages = list(request.messages)
         if messages and messages[0].role == "system":
-            system = self._systems.get(request.schema_name, self._default)
+            if request.json_schema is None:  # a plain-text call (embedded models): no JSON instruction
+                system = self._plain
+            else:
+                system = self._systems.get(request.schema_name, self._default)
             messages[0] = Message(role="system", content=system)
         return await self.inner.complete(request.model_copy(update={"messages": tuple(messages)}))
 
@@ -461,6 +567,7 @@ class NoRoles(PsychoAlignSystem):
         ("drive", "evaluator", "mediator"),
         4,
         5 * (1 + 3 + 1) + 2,
+        (),
     )
 
     def _models(self, ctx: CellContext) -> dict[str, ChatModel]:
@@ -488,6 +595,7 @@ class NoDrive(_Negotiating):
         ("evaluator", "mediator"),
         2,
         4,
+        (),
     )
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
@@ -529,6 +637,7 @@ class NoEvaluator(_Negotiating):
         ("drive", "mediator"),
         3,
         3,
+        (),
     )
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
@@ -573,6 +682,7 @@ class NoMediator(_Negotiating):
         ("drive", "evaluator"),
         4,
         5 * 4,
+        (),
     )
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
@@ -643,5 +753,13 @@ def build_system(spec: SystemSpec, settings: Settings, kinds: dict[str, type[Any
     cls = table.get(spec.effective_kind)
     if cls is None:
         raise ConfigError(f"unknown system '{spec.effective_kind}'", hint=f"known systems: {', '.join(sorted(table))}")
+    accepted = getattr(getattr(cls, "info", None), "options", None)
+    if accepted is not None:
+        unknown = sorted(set(spec.options) - set(accepted))
+        if unknown:
+            raise ConfigError(
+                f"system '{spec.name}': unknown option(s) {', '.join(unknown)} for kind '{spec.effective_kind}'",
+                hint=f"its options: {', '.join(accepted) or 'none'}",
+            )
     system: System = cls(spec, settings)
     return system

@@ -4,8 +4,10 @@ Turn 1 uses ``single-v1`` (``single-math-v1`` with the GPT-4 reference answer fo
 reasoning and coding questions); turn 2 uses the ``-multi-turn`` variants, which show the whole
 conversation and ask about the second answer. The rating (1-10) is read as FastChat reads it
 (``[[r]]``, then ``[r]``) in ``fastchat`` mode, or from a JSON reply in ``structured`` mode (the
-same prompt plus a one-line JSON instruction, so grammar-constrained local models can answer).
-A reply without a rating in 1..10 is a :class:`JudgeError`, never a zero.
+same prompt plus a one-line JSON instruction). A judge model asked for plain text only (the
+embedded model: ``rates_numbers`` False) is always graded in ``fastchat`` mode: FastChat's own
+prompt already asks for ``[[r]]``, and JSON with numbers is what such a model cannot produce
+reliably. A reply without a rating in 1..10 is a :class:`JudgeError` (not judged), never a zero.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class MTBenchJudge:
     def __init__(self, model: ChatModel, prompts_file: Path, mode: Literal["structured", "fastchat"] = "structured"):
         self.model = model
         self.prompts = load_judge_prompts(prompts_file)
-        self.mode = mode
+        self.requested = mode
+        self.mode: Literal["structured", "fastchat"] = mode if model.rates_numbers else "fastchat"
 
     def messages(
         self, questions: list[str], answers: list[str], refs: list[str] | None, category: str
@@ -117,7 +120,7 @@ class MTBenchJudge:
         return rating, JudgeRecord(
             judge=self.name,
             model=self.model.label,
-            verdict={"rating": rating, "turn": len(answers)},
+            verdict={"rating": rating, "turn": len(answers), "format": "fastchat"},
             raw=result.text,
             cached=result.cached,
         )
