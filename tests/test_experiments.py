@@ -407,7 +407,8 @@ def test_spec_errors_name_file_and_line(tmp_path: Path) -> None:
             r"s\.yaml:3: systems\.0: system 'd': option agents=9 is invalid",
         ),
         (
-            "name: a\nsystems:\n  - vanilla\n  - {name: p, kind: psychoalign, negotiation: {tua: 0.8}}\nbenchmarks: [hhh]\n",
+            "name: a\nsystems:\n  - vanilla\n  - {name: p, kind: psychoalign, negotiation: {tua: 0.8}}\n"
+            "benchmarks: [hhh]\n",
             r"s\.yaml:4: systems\.1: system 'p': negotiation\.tua: unknown parameter",
         ),
         (
