@@ -146,7 +146,8 @@ async def test_unknown_user_and_wrong_password_look_the_same(lab: tuple[FastAPI,
 
 
 @pytest.mark.parametrize(
-    "target", ["//evil.example/x", "https://evil.example", "/\\evil.example", "javascript:alert(1)"]
+    "target",
+    ["//evil.example/x", "https://evil.example", "/\\evil.example", "javascript:alert(1)", "/\t/evil.example"],
 )
 async def test_no_open_redirect_after_login(lab: tuple[FastAPI, StarLab], target: str) -> None:
     app, star = lab
@@ -197,14 +198,19 @@ async def test_every_lab_route_declares_who_may_see_it(lab: tuple[FastAPI, StarL
 
 
 async def test_route_role_matrix(lab: tuple[FastAPI, StarLab]) -> None:
-    """Every lab route × anonymous, the task's holder, another participant, a lead."""
+    """Every lab route × anonymous, the task's holder, another participant, a lead, a deactivated
+    account (its old session cookie), and, at the end, everyone's session expired."""
     app, star = lab
     await add_person(star, "lead", Role.LEAD)
     owner = await add_person(star, "owner")
     await add_person(star, "other")
-    clients = {name: Browser(app) for name in ("anon", "owner", "other", "lead")}
-    for name in ("owner", "other", "lead"):
+    gone = await add_person(star, "gone")
+    victim = await add_person(star, "victim")  # the account the lead's account routes act on
+    clients = {name: Browser(app) for name in ("anon", "owner", "other", "lead", "gone")}
+    for name in ("owner", "other", "lead", "gone"):
         await clients[name].login(name)
+    await clients["gone"].get("/tasks")  # a page with a CSRF token, before the account goes
+    await star.accounts.set_active(gone.id, False)
     await clients["anon"].get("/login")
     lead = clients["lead"]
     await lead.get("/lead/campaigns/new")
@@ -213,7 +219,13 @@ async def test_route_role_matrix(lab: tuple[FastAPI, StarLab]) -> None:
     )
     r = await clients["owner"].post("/tasks/claim", {"kind": "red_team"})
     tid = r.headers["location"].rsplit("/", 1)[-1]
-    values = {"task_id": tid, "name": "m", "token": "not-a-token", "participant_id": owner.participant_id or ""}
+    values = {
+        "task_id": tid,
+        "name": "m",
+        "token": "not-a-token",
+        "participant_id": owner.participant_id or "",
+        "account_id": victim.id,
+    }
     checked = 0
     for route in _lab_routes(app):
         if route.path in PUBLIC or route.path == "/logout":
@@ -224,8 +236,15 @@ async def test_route_role_matrix(lab: tuple[FastAPI, StarLab]) -> None:
                 if method == "GET":
                     r = await client.client.get(path)
                 else:
-                    await client.get("/login" if who == "anon" else ("/lead" if who == "lead" else "/tasks"))
+                    if who != "gone":  # a deactivated account cannot load a page for a fresh token
+                        await client.get("/login" if who == "anon" else ("/lead" if who == "lead" else "/tasks"))
                     r = await client.client.post(path, data={"csrf_token": client.token})
+                if who == "gone":  # like anonymous: the login page, or the form refused; never the content
+                    assert r.status_code in (303, 403), f"{method} {route.path} as gone: {r.status_code}"
+                    assert r.status_code == 403 or r.headers["location"].startswith("/login")
+                    assert tid not in r.text
+                    checked += 1
+                    continue
                 lead_page = route.path.startswith("/lead")
                 allowed = (
                     (who == "lead")
@@ -242,6 +261,70 @@ async def test_route_role_matrix(lab: tuple[FastAPI, StarLab]) -> None:
                     assert r.status_code != 403, where
                     assert not r.headers.get("location", "").startswith("/login"), where
                 checked += 1
-    assert checked >= 88  # 22+ (route, method) pairs × 4 roles
+    assert checked >= 140  # 28+ (route, method) pairs × 5 roles
+    assert (await star.accounts.get(gone.id)).active is False  # type: ignore[union-attr]
+    # every session expired (12 h): each route sends its old holder to the login page
+    later = datetime.now(UTC) + timedelta(hours=13)
+    star.accounts.clock = lambda: later  # type: ignore[attr-defined]
+    for route in _lab_routes(app):
+        if route.path in PUBLIC:
+            continue
+        path = route.path.format(**{k: values[k] for k in re.findall(r"{(\w+)}", route.path)})
+        for who in ("owner", "lead"):
+            client = clients[who]
+            for method in sorted(route.methods or ()):
+                if method == "GET":
+                    r = await client.client.get(path)
+                    assert r.status_code == 303 and r.headers["location"].startswith("/login"), (route.path, who)
+                else:
+                    r = await client.client.post(path, data={"csrf_token": client.token})
+                    assert r.status_code in (303, 403), (route.path, who, r.status_code)
+                assert tid not in r.text
     for client in clients.values():
         await client.aclose()
+
+
+async def test_an_unhandled_error_is_a_page_with_the_security_headers(tmp_path: Path) -> None:
+    """Starlette answers a crash outside every middleware: the served app's 500 must still carry
+    the CSP and the other headers, be a page for a browser (JSON for an API client) and name the
+    request id to look up in the log."""
+    from .weblab import served_app
+
+    app = served_app(lab_settings(tmp_path / "home"))
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        page = await client.get("/boom", headers={"accept": "text/html", "x-request-id": "req-42"})
+        api = await client.get("/boom", headers={"accept": "application/json"})
+    assert page.status_code == api.status_code == 500
+    assert page.headers["content-type"].startswith("text/html") and "req-42" in page.text
+    assert "a bug" not in page.text
+    assert api.json()["error"]["type"] == "server_error"
+    for r in (page, api):
+        assert "script-src 'self'" in r.headers["content-security-policy"]
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+        assert r.headers["cache-control"] == "no-store"
+
+
+async def test_exports_and_json_are_never_cached(lab: tuple[FastAPI, StarLab]) -> None:
+    """Research data and live numbers: no-store on everything but /static."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = Browser(app)
+    await lead.login("lead")
+    await lead.get("/lead/campaigns/new")
+    await lead.post("/lead/campaigns", {"name": "m", "instructions": "1", "rules": ["sexually-explicit"]})
+    for path in (
+        "/lead/campaigns/m/export?format=jsonl",
+        "/lead/campaigns/m/export?format=csv",
+        "/lead/campaigns/m/progress.json",
+        "/lead/campaigns/m/time.csv",
+    ):
+        r = await lead.get(path)
+        assert r.status_code == 200 and r.headers["cache-control"] == "no-store", path
+    assert "no-store" not in (await lead.get("/static/app.css")).headers.get("cache-control", "")
+    await lead.aclose()

@@ -438,10 +438,12 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
         else:
             import csv
 
+            from ..star.files import spreadsheet_safe
+
             columns = sorted({k for r in flat for k in r})
             writer = csv.DictWriter(sink, fieldnames=columns)
             writer.writeheader()
-            writer.writerows(flat)
+            writer.writerows({k: spreadsheet_safe(v) for k, v in r.items()} for r in flat)
     finally:
         if out:
             sink.close()

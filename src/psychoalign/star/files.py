@@ -12,7 +12,10 @@ from ..errors import ConfigError
 from ..textio import read_text
 from ..yamlio import load_yaml_model
 
-__all__ = ["PolicyError", "load_star_yaml"]
+__all__ = ["PolicyError", "load_star_yaml", "spreadsheet_safe"]
+
+#: A CSV cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,3 +32,13 @@ def load_star_yaml(path: str | Path | None, builtin: str, model: type[M], what: 
     p = Path(path)
     text = read_text(p, what=f"{what} file", error=PolicyError)
     return load_yaml_model(text, str(p), model, error=PolicyError)
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A CSV cell that a spreadsheet opens as text, never as a formula: a string starting with
+    ``= + - @``, tab or carriage return gets a leading apostrophe (OWASP's CSV-injection advice).
+    Numbers and everything else pass unchanged. Participant text and model output are untrusted:
+    ``=HYPERLINK(...)`` in a reasoning must not become a live link in the lead's spreadsheet."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value

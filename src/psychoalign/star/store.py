@@ -167,6 +167,14 @@ exposures = Table(  # who has seen which dialogue, in any role: the "never twice
     PrimaryKeyConstraint("dialogue_id", "participant_id"),
 )
 Index("ix_star_exposures_participant", exposures.c.participant_id)
+declines = Table(  # red-teaming instructions a participant skipped: never offered to them again
+    "star_declines",
+    metadata,
+    Column("instruction_id", String(64), nullable=False),
+    Column("participant_id", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("instruction_id", "participant_id"),
+)
 
 
 class ClaimError(InputError):
@@ -279,6 +287,12 @@ _QUEUE = (
     .limit(CLAIM_PAGE)
 )
 _QUEUE_IN = _QUEUE.where(tasks.c.campaign == bindparam("campaign"))
+#: Red teaming also leaves out the instructions this person skipped (a skip is a "not this one").
+_NOT_DECLINED = ~exists().where(
+    and_(declines.c.instruction_id == tasks.c.instruction_id, declines.c.participant_id == bindparam("pid"))
+)
+_QUEUE_RED_TEAM = _QUEUE.where(_NOT_DECLINED)
+_QUEUE_RED_TEAM_IN = _QUEUE_IN.where(_NOT_DECLINED)
 
 
 class StarStore:
@@ -535,8 +549,12 @@ class StarStore:
     def _queue(
         self, participant_id: str, kind: TaskKind, campaign: str | None, excluded: Collection[str], after: Any = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Open tasks of ``kind``, oldest first, without the dialogues this person has seen."""
-        query = _QUEUE_IN if campaign else _QUEUE
+        """Open tasks of ``kind``, oldest first, without the dialogues this person has seen (and,
+        for red teaming, the instructions they skipped)."""
+        if kind is TaskKind.RED_TEAM:
+            query = _QUEUE_RED_TEAM_IN if campaign else _QUEUE_RED_TEAM
+        else:
+            query = _QUEUE_IN if campaign else _QUEUE
         if excluded:
             query = query.where(tasks.c.dialogue_id.not_in(list(excluded)))
         if after is not None:
@@ -629,7 +647,7 @@ class StarStore:
         """Why nothing could be claimed (the failure path only: a plain read of the queue)."""
         reasons: Counter[str] = Counter()
         async with self._read() as conn:
-            query = select(tasks.c.requirement, tasks.c.dialogue_id).where(
+            query = select(tasks.c.requirement, tasks.c.dialogue_id, tasks.c.instruction_id).where(
                 and_(tasks.c.kind == kind.value, tasks.c.status == "open")
             )
             if campaign:
@@ -641,9 +659,18 @@ class StarStore:
                     await conn.execute(select(exposures.c.dialogue_id).where(exposures.c.participant_id == person.id))
                 ).all()
             }
-        for requirement, dialogue_id in rows:
+            skipped = {
+                r[0]
+                for r in (
+                    await conn.execute(select(declines.c.instruction_id).where(declines.c.participant_id == person.id))
+                ).all()
+            }
+        for requirement, dialogue_id, instruction_id in rows:
             if dialogue_id is not None and dialogue_id in seen:
                 reasons["already saw this dialogue"] += 1
+                continue
+            if dialogue_id is None and kind is TaskKind.RED_TEAM and instruction_id in skipped:
+                reasons["skipped this instruction before"] += 1
                 continue
             ok, why = eligible(person, kind, json.loads(requirement))
             if not ok:
@@ -683,13 +710,14 @@ class StarStore:
             wanted = set(participant_ids)
             people = [p for p in people if p.id in wanted]
         async with self.engine.connect() as conn:
-            query = select(tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement, tasks.c.created_at).where(
-                and_(tasks.c.kind == kind.value, tasks.c.status == "open")
-            )
+            query = select(
+                tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement, tasks.c.created_at, tasks.c.instruction_id
+            ).where(and_(tasks.c.kind == kind.value, tasks.c.status == "open"))
             if campaign:
                 query = query.where(tasks.c.campaign == campaign)
             open_tasks = (await conn.execute(query.order_by(tasks.c.created_at, tasks.c.id))).all()
             seen_rows = (await conn.execute(select(exposures.c.dialogue_id, exposures.c.participant_id))).all()
+            declined_rows = (await conn.execute(select(declines.c.instruction_id, declines.c.participant_id))).all()
             load_query = select(tasks.c.participant_id).where(
                 and_(tasks.c.kind == kind.value, tasks.c.status.in_(("claimed", "submitted")))
             )
@@ -697,10 +725,11 @@ class StarStore:
                 load_query = load_query.where(tasks.c.campaign == campaign)
             load_rows = (await conn.execute(load_query)).all()
         seen: set[tuple[str, str]] = {(d, p) for d, p in seen_rows}
+        declined: set[tuple[str, str]] = {(i, p) for i, p in declined_rows}
         load: Counter[str] = Counter(r[0] for r in load_rows if r[0])
         eligible_by_req: dict[str, list[str]] = {}
         relaxed_by_req: dict[str, list[str]] = {}
-        for _, _, req_json, _ in open_tasks:
+        for _, _, req_json, _, _ in open_tasks:
             if req_json not in eligible_by_req:
                 requirement = json.loads(req_json)
                 checks = [(p.id, eligible(p, kind, requirement)) for p in people]
@@ -714,16 +743,19 @@ class StarStore:
         ordered = sorted(open_tasks, key=lambda t: len(eligible_by_req[t[2]]))
         assignments: list[tuple[str, str, str | None, str | None]] = []
         shortfall: Counter[tuple[str, str]] = Counter()
-        for task_id, dialogue_id, req_json, _ in ordered:
+        for task_id, dialogue_id, req_json, _, instruction_id in ordered:
             if limit is not None and len(assignments) >= limit:
                 break
             note = None
 
-            def free(pids: list[str], dialogue: str | None = dialogue_id) -> list[str]:
+            def free(
+                pids: list[str], dialogue: str | None = dialogue_id, instruction: str | None = instruction_id
+            ) -> list[str]:
                 return [
                     pid
                     for pid in pids
                     if (dialogue is None or (dialogue, pid) not in seen)
+                    and (dialogue is not None or (instruction or "", pid) not in declined)
                     and (max_per_participant is None or load[pid] < max_per_participant)
                 ]
 
@@ -736,6 +768,8 @@ class StarStore:
                     reason = "no eligible participant"
                 elif dialogue_id is not None and all((dialogue_id, p) in seen for p in eligible_by_req[req_json]):
                     reason = "every eligible participant has already seen the dialogue"
+                elif dialogue_id is None and all((instruction_id, p) in declined for p in eligible_by_req[req_json]):
+                    reason = "every eligible participant skipped this instruction"
                 else:
                     reason = "every eligible participant is at the per-participant limit"
                 shortfall[(req_json, reason)] += 1
@@ -1121,19 +1155,32 @@ class StarStore:
             row = (await conn.execute(select(dialogues.c.id).where(dialogues.c.task_id == task_id))).first()
         return str(row[0]) if row else None
 
-    async def release(self, task_id: str, participant_id: str) -> None:
+    async def release(self, task_id: str, participant_id: str, *, decline: bool = False) -> None:
         """Skip / opt out without penalty: give a claimed task back so someone else can take it.
 
         The participant's exposure row stays, so they are never offered that dialogue again. A
         red-teaming task whose dialogue has started keeps that dialogue (status ``abandoned``,
         turns kept, never annotated), is marked ``released``, and a fresh open task for the same
-        instruction and requirement replaces it. Raises :class:`InputError` unless the
-        participant holds the task."""
+        instruction and requirement replaces it. ``decline`` (the participant skipped it, rather
+        than a lease running out) also keeps a red-teaming instruction from being offered to them
+        again. Raises :class:`InputError` unless the participant holds the task."""
         async with self.engine.begin() as conn:
             row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).mappings().first()
             if row is None or row["participant_id"] != participant_id or row["status"] != TaskStatus.CLAIMED.value:
                 raise InputError(f"task '{task_id}' is not claimed by '{participant_id}'")
             now = self._now()
+            if decline and row["kind"] == TaskKind.RED_TEAM.value and row["instruction_id"]:
+                known = select(declines.c.instruction_id).where(
+                    and_(
+                        declines.c.instruction_id == row["instruction_id"], declines.c.participant_id == participant_id
+                    )
+                )
+                if (await conn.execute(known)).first() is None:  # only the holder releases: no race here
+                    await conn.execute(
+                        insert(declines).values(
+                            instruction_id=row["instruction_id"], participant_id=participant_id, created_at=now
+                        )
+                    )
             started = (await conn.execute(select(dialogues.c.id).where(dialogues.c.task_id == task_id))).first()
             if started is None:
                 result = await conn.execute(
@@ -1224,31 +1271,54 @@ class StarStore:
             raise InputError(f"no campaign '{campaign}' in this store")
         return [json.loads(r[0]) for r in plan], [str(r[0]) for r in done]
 
-    async def shortfall(self, campaign: str | None = None) -> list[dict[str, Any]]:
+    async def shortfall(
+        self, campaign: str | None = None, *, available: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
         """Open tasks nobody can take, per (kind, requirement, reason): no registered participant
-        is eligible, or everyone eligible has already seen the dialogue. Expired leases are
-        re-queued first, so a task stuck with a vanished holder shows up here too. Each entry:
-        ``kind``, ``requirement``, ``reason``, ``open_tasks``, ``eligible_participants``."""
+        is eligible; everyone eligible has already seen the dialogue (or skipped the red-teaming
+        instruction); or a dialogue's open tasks need more different people than there are
+        eligible ones who have not seen it (two annotators are two people). Expired leases are
+        re-queued first, so a task stuck with a vanished holder shows up here too. ``available``
+        restricts who counts to these participant ids (e.g. accounts that can still log in);
+        simulated participants always count. Each entry: ``kind``, ``requirement``, ``reason``,
+        ``open_tasks``, ``eligible_participants``."""
         await self.expire_leases(campaign)
         people = await self.list_participants()
+        if available is not None:
+            allowed = set(available)
+            people = [p for p in people if p.simulated or p.id in allowed]
         async with self.engine.connect() as conn:
-            query = select(tasks.c.kind, tasks.c.requirement, tasks.c.dialogue_id).where(tasks.c.status == "open")
+            query = select(tasks.c.kind, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.instruction_id).where(
+                tasks.c.status == "open"
+            )
             if campaign:
                 query = query.where(tasks.c.campaign == campaign)
             rows = (await conn.execute(query)).all()
             seen_rows = (await conn.execute(select(exposures.c.dialogue_id, exposures.c.participant_id))).all()
+            declined_rows = (await conn.execute(select(declines.c.instruction_id, declines.c.participant_id))).all()
         seen: set[tuple[str, str]] = {(d, p) for d, p in seen_rows}
+        declined: set[tuple[str, str]] = {(i, p) for i, p in declined_rows}
         able: dict[tuple[str, str], list[str]] = {}
         need: Counter[tuple[str, str, str]] = Counter()
-        for kind, req_json, dialogue_id in rows:
+        per_dialogue: Counter[tuple[str, str, str]] = Counter()  # open tasks per (kind, requirement, dialogue)
+        for kind, req_json, dialogue_id, instruction_id in rows:
             key = (kind, req_json)
             if key not in able:
                 requirement = json.loads(req_json)
                 able[key] = [p.id for p in people if eligible(p, TaskKind(kind), requirement)[0]]
             if not able[key]:
                 need[(kind, req_json, "no eligible participant")] += 1
-            elif dialogue_id is not None and all((dialogue_id, pid) in seen for pid in able[key]):
-                need[(kind, req_json, "every eligible participant has already seen the dialogue")] += 1
+            elif dialogue_id is not None:
+                per_dialogue[(kind, req_json, dialogue_id)] += 1
+            elif all((instruction_id, pid) in declined for pid in able[key]):
+                need[(kind, req_json, "every eligible participant skipped this instruction")] += 1
+        for (kind, req_json, dialogue_id), n_open in per_dialogue.items():
+            fresh = sum(1 for pid in able[(kind, req_json)] if (dialogue_id, pid) not in seen)
+            if fresh == 0:
+                need[(kind, req_json, "every eligible participant has already seen the dialogue")] += n_open
+            elif fresh < n_open:  # each open task of a dialogue needs a different person
+                reason = "too few eligible participants who have not seen the dialogue (each task needs another person)"
+                need[(kind, req_json, reason)] += n_open - fresh
         return [
             {
                 "kind": kind,

@@ -79,6 +79,7 @@ class Account(BaseModel):
     role: Role
     participant_id: str | None = None
     active: bool = False
+    has_password: bool = False  # False: invited, never joined
     created_at: datetime
 
 
@@ -159,7 +160,12 @@ class AccountStore(ABC):
 
     @abstractmethod
     async def create_invite(self, account_id: str, *, ttl: timedelta = timedelta(days=7)) -> Invite:
-        """A one-time link token for an account that has no password yet."""
+        """A one-time link token: for an account that has no password yet, or, on an active one,
+        a reset (accepting sets a new username and password). Voids the account's earlier links."""
+
+    @abstractmethod
+    async def invited_accounts(self) -> set[str]:
+        """Ids of the accounts with an unused, unexpired invite (people who may still join)."""
 
     @abstractmethod
     async def invite_account(self, token: str) -> Account | None:
@@ -172,7 +178,7 @@ class AccountStore(ABC):
 
     @abstractmethod
     async def set_active(self, account_id: str, active: bool) -> None:
-        """Deactivating also ends every session of the account."""
+        """Deactivating also ends every session of the account and voids its invite links."""
 
     @abstractmethod
     async def create_session(self, account_id: str, *, ttl: timedelta) -> str:
@@ -261,6 +267,15 @@ _SESSION_BY_DIGEST = (
 )
 
 
+def _void_invites(account_id: str, now: datetime) -> Any:
+    """Mark an account's unused invites used: their links stop working."""
+    return (
+        update(invites_table)
+        .where(and_(invites_table.c.account_id == account_id, invites_table.c.used_at.is_(None)))
+        .values(used_at=now)
+    )
+
+
 def check_password(password: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise InputError(f"the password is too short: use at least {MIN_PASSWORD} characters")
@@ -328,6 +343,7 @@ class SQLAccountStore(AccountStore):
             role=Role(row["role"]),
             participant_id=row["participant_id"],
             active=row["active"],
+            has_password=row["password_hash"] is not None,
             created_at=_aware(row["created_at"]),
         )
 
@@ -429,14 +445,24 @@ class SQLAccountStore(AccountStore):
         if account is None:
             raise InputError(f"unknown account '{account_id}'")
         token = secrets.token_urlsafe(32)
-        expires = self.clock() + ttl
+        now = self.clock()
+        expires = now + ttl
         async with self.engine.begin() as conn:
+            await conn.execute(_void_invites(account_id, now))  # one live link per account
             await conn.execute(
                 insert(invites_table).values(
                     token_hash=hash_token(token), account_id=account_id, expires_at=expires, used_at=None
                 )
             )
         return Invite(token=token, account_id=account_id, expires_at=expires)
+
+    async def invited_accounts(self) -> set[str]:
+        await self.init()
+        async with self._reader.connect() as conn:
+            query = select(invites_table.c.account_id).where(
+                and_(invites_table.c.used_at.is_(None), invites_table.c.expires_at > self.clock())
+            )
+            return {str(r[0]) for r in (await conn.execute(query)).all()}
 
     async def invite_account(self, token: str) -> Account | None:
         await self.init()
@@ -490,6 +516,7 @@ class SQLAccountStore(AccountStore):
             await conn.execute(update(accounts_table).where(accounts_table.c.id == account_id).values(active=active))
             if not active:
                 await conn.execute(delete(sessions_table).where(sessions_table.c.account_id == account_id))
+                await conn.execute(_void_invites(account_id, self.clock()))
 
     async def create_session(self, account_id: str, *, ttl: timedelta) -> str:
         await self.init()

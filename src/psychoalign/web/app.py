@@ -9,6 +9,7 @@ may use it: the ``/v1`` routes check API keys, the A2A agent its bearer token, p
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,11 +31,19 @@ from .errors import APIError, error_response
 from .gateway import Gateway
 from .metrics import GatewayMetrics
 from .openai_api import openai_router
-from .ops import RequestContextMiddleware, current_request_id, ops_router
+from .ops import REQUEST_ID_SCOPE_KEY, RequestContextMiddleware, current_request_id, ops_router
+from .security import security_headers
 
 __all__ = ["A2AMount", "create_app"]
 
 _log = logging.getLogger(__name__)
+#: What a browser gets for an unhandled error: static (a template could be what failed), styled by /static.
+_ERROR_PAGE = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Error 500 · PsychoAlign</title>'
+    '<link rel="stylesheet" href="/static/app.css"></head><body><main><section class="card narrow">'
+    '<h1>Something went wrong</h1><p class="error" role="alert">{message}</p>'
+    '<p><a href="/">Back to the start page</a></p></section></main></body></html>'
+)
 
 
 class A2AMount(BaseRoute):
@@ -121,16 +130,15 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> Response:
-        _log.exception("unhandled error")
-        body = {
-            "error": {
-                "message": f"internal error (request id {current_request_id()}); the server log has the details",
-                "type": "server_error",
-                "param": None,
-                "code": None,
-            }
-        }
-        return JSONResponse(body, status_code=500)
+        rid = request.scope.get(REQUEST_ID_SCOPE_KEY) or current_request_id()
+        _log.exception("unhandled error (request id %s)", rid)
+        message = f"internal error (request id {rid}); the server log has the details"
+        # Starlette answers this outside every middleware: the security headers are set here.
+        headers = dict(security_headers(tls=request.url.scheme == "https"))
+        if "text/html" in request.headers.get("accept", ""):  # a person in a browser: a page, not JSON
+            return HTMLResponse(_ERROR_PAGE.format(message=html.escape(message)), status_code=500, headers=headers)
+        body = {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+        return JSONResponse(body, status_code=500, headers=headers)
 
     app.include_router(ops_router(gateway))
     app.include_router(openai_router(gateway))

@@ -26,6 +26,9 @@ class LabSettings(BaseModel):
     login_max_per_user: int = Field(5, ge=1, description="Failed logins per username per window.")
     login_max_per_address: int = Field(30, ge=1, description="Failed logins per client address per window.")
     invite_days: float = Field(7.0, gt=0, description="How long an invite link works (once).")
+    pause_hours: float = Field(
+        24.0, gt=0, description="How long a paused task stays reserved for its participant before it goes back."
+    )
     db_pool_size: int = Field(20, ge=1, description="PostgreSQL connections the lab keeps open per server worker.")
     db_max_overflow: int = Field(
         10,

@@ -20,9 +20,17 @@ from .errors import APIError
 if TYPE_CHECKING:
     from .gateway import Gateway
 
-__all__ = ["REQUEST_ID_HEADER", "RequestContextMiddleware", "RequestIdFilter", "current_request_id", "ops_router"]
+__all__ = [
+    "REQUEST_ID_HEADER",
+    "REQUEST_ID_SCOPE_KEY",
+    "RequestContextMiddleware",
+    "RequestIdFilter",
+    "current_request_id",
+    "ops_router",
+]
 
 REQUEST_ID_HEADER = "x-request-id"
+REQUEST_ID_SCOPE_KEY = "psychoalign.request_id"
 _request_id: ContextVar[str] = ContextVar("psychoalign_request_id", default="-")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _access = logging.getLogger("psychoalign.web.access")
@@ -58,6 +66,7 @@ class RequestContextMiddleware:
             if name == REQUEST_ID_HEADER.encode():
                 supplied = value.decode("latin-1")
         rid = supplied if _VALID_ID.match(supplied) else uuid.uuid4().hex
+        scope[REQUEST_ID_SCOPE_KEY] = rid  # for the 500 handler, which runs outside this middleware
         token = _request_id.set(rid)
         status = 500
         start = time.perf_counter()

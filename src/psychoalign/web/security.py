@@ -45,6 +45,7 @@ __all__ = [
     "require_login",
     "require_participant",
     "safe_next",
+    "security_headers",
 ]
 
 CSP = (
@@ -62,6 +63,24 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+def security_headers(*, tls: bool, html: bool = True, static: bool = False) -> list[tuple[str, str]]:
+    """The headers every response carries (a response that sets one itself keeps its own)."""
+    headers = [
+        ("content-security-policy", CSP),
+        ("x-content-type-options", "nosniff"),
+        ("x-frame-options", "DENY"),
+        ("referrer-policy", "no-referrer"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-resource-policy", "same-origin"),
+        ("permissions-policy", "camera=(), microphone=(), geolocation=(), interest-cohort=()"),
+    ]
+    if html or not static:  # pages, exports, JSON: nothing personal stays in a cache; /static may be cached
+        headers.append(("cache-control", "no-store"))
+    if tls:
+        headers.append(("strict-transport-security", "max-age=31536000; includeSubDomains"))
+    return headers
+
+
 class SecurityHeadersMiddleware:
     """Adds the security headers to every response (pure ASGI: no body buffering)."""
 
@@ -73,28 +92,17 @@ class SecurityHeadersMiddleware:
             await self.app(scope, receive, send)
             return
         tls = scope.get("scheme") == "https"
+        static = str(scope.get("path", "")).startswith("/static/")
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers: list[tuple[bytes, bytes]] = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
                 content_type = next((v for k, v in headers if k.lower() == b"content-type"), b"")
-
-                def add(name: bytes, value: str) -> None:
-                    if name not in present:
-                        headers.append((name, value.encode()))
-
-                add(b"content-security-policy", CSP)
-                add(b"x-content-type-options", "nosniff")
-                add(b"x-frame-options", "DENY")
-                add(b"referrer-policy", "no-referrer")
-                add(b"cross-origin-opener-policy", "same-origin")
-                add(b"cross-origin-resource-policy", "same-origin")
-                add(b"permissions-policy", "camera=(), microphone=(), geolocation=(), interest-cohort=()")
-                if content_type.startswith(b"text/html"):
-                    add(b"cache-control", "no-store")
-                if tls:
-                    add(b"strict-transport-security", "max-age=31536000; includeSubDomains")
+                html = content_type.startswith(b"text/html")
+                for name, value in security_headers(tls=tls, html=html, static=static):
+                    if name.encode() not in present:
+                        headers.append((name.encode(), value.encode()))
                 message["headers"] = headers
             await send(message)
 
@@ -116,7 +124,13 @@ class CsrfError(HTTPException):
 
 def safe_next(value: str | None) -> str:
     """Only same-site relative paths are followed after login (no open redirect)."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value or "\n" in value:
+    if (
+        not value
+        or not value.startswith("/")
+        or value.startswith("//")
+        or "\\" in value
+        or any(ord(c) < 32 or ord(c) == 127 for c in value)  # browsers drop tabs and newlines: "/\t/evil"
+    ):
         return "/"
     return value
 

@@ -24,12 +24,17 @@ FLASH = {
     "saved": "Saved.",
     "submitted": "Thank you: your work is submitted.",
     "skipped": "The task was released. No penalty: take a break or pick another task.",
-    "paused": "Paused. Your task stays reserved for you; come back when you are ready.",
+    "paused": "Paused. Your task stays reserved for you for {pause_hours} hours; come back when you are ready.",
     "no_task": "No task of that kind is available for you right now.",
     "created": "Created.",
     "released": "Expired claims released.",
     "welcome": "Welcome! Your account is ready.",
     "personas": "LLM personas are filling the shortfall; reload to see their progress.",
+    "deactivated": (
+        "The account is deactivated: its sessions ended, its invite links stopped working "
+        "and its held tasks went back to the pool."
+    ),
+    "activated": "The account is active again.",
 }
 
 #: The paper's 4-point scale, as annotators read it.
@@ -60,6 +65,7 @@ class Templates:
             auto_reload=False,  # package data does not change under a running server: no stat per page
         )
         self.env.globals["LIKERT_LABELS"] = LIKERT_LABELS
+        self.pause_hours = f"{security.settings.pause_hours:g}"
 
     async def render(
         self,
@@ -70,11 +76,13 @@ class Templates:
         status_code: int = 200,
     ) -> HTMLResponse:
         account = await self.security.account(request)
+        flash = FLASH.get(request.query_params.get("msg") or "")
         values = {
             "request": request,
             "account": account,
             "csrf_token": await self.security.csrf_token(request),
-            "flash": FLASH.get(request.query_params.get("msg") or ""),
+            "flash": flash.replace("{pause_hours}", self.pause_hours) if flash else None,
+            "pause_hours": self.pause_hours,
             **(context or {}),
         }
         html = self.env.get_template(name).render(values)

@@ -314,32 +314,48 @@ class LabStore:
             )
 
     async def times(self, campaign: str) -> list[dict[str, Any]]:
-        """Time spent per (participant, task) in a campaign, for the lead."""
+        """Time spent per (participant, task) in a campaign, for the lead: with the task's kind,
+        its dialogue (annotation and arbitration) and where it stands for this person: ``working``
+        (the clock runs), ``paused``, ``done`` or ``skipped`` (given back)."""
         await self.init()
         now = _now()
-        async with self._reader.connect() as conn:
-            rows = (
-                (
-                    await conn.execute(
-                        select(task_time_table)
-                        .where(task_time_table.c.campaign == campaign)
-                        .order_by(task_time_table.c.started_at)
-                    )
-                )
-                .mappings()
-                .all()
+        query = (
+            select(
+                task_time_table,
+                tasks.c.status.label("task_status"),
+                tasks.c.participant_id.label("holder"),
+                tasks.c.dialogue_id,
             )
-        return [
-            {
-                "participant_id": r["participant_id"],
-                "task_id": r["task_id"],
-                "kind": r["kind"],
-                "topic": r["topic"],
-                "seconds": round(self._time(r).total(now), 1),
-                "running": r["active_since"] is not None,
-            }
-            for r in rows
-        ]
+            .select_from(task_time_table.outerjoin(tasks, tasks.c.id == task_time_table.c.task_id))
+            .where(task_time_table.c.campaign == campaign)
+            .order_by(task_time_table.c.started_at)
+        )
+        async with self._reader.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        out = []
+        for r in rows:
+            if r["holder"] != r["participant_id"]:
+                state = "skipped"
+            elif r["task_status"] == "submitted":
+                state = "done"
+            elif r["task_status"] == "claimed":
+                state = "working" if r["active_since"] is not None else "paused"
+            else:
+                state = "skipped"
+            out.append(
+                {
+                    "participant_id": r["participant_id"],
+                    "task_id": r["task_id"],
+                    "kind": r["kind"],
+                    "dialogue_id": r["dialogue_id"],
+                    "topic": r["topic"],
+                    "seconds": round(self._time(r).total(now), 1),
+                    "running": r["active_since"] is not None,
+                    "state": state,
+                    "started_at": _aware(r["started_at"]),
+                }
+            )
+        return out
 
     async def topics(self, campaign: str) -> dict[str, str]:
         """task id -> topic the red teamer committed to."""

@@ -7,6 +7,7 @@ Every route declares :func:`require_lead`. Leads are the only ones who see ident
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import re
@@ -22,6 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from ...errors import InputError, PsychoAlignError
 from ...star.campaign import TargetConfig
+from ...star.files import spreadsheet_safe
 from ...star.instructions import coverage, generate_instructions
 from ...star.model import Participant, TaskKind
 from ...star.policy import Policy
@@ -37,6 +39,8 @@ __all__ = ["router", "shortfall_reason"]
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MAX_UPLOAD = 1_000_000
 ROLES = ("red_teamer", "annotator", "arbitrator")
+#: A campaign's name is in its URLs: "." or ".." as a path segment would be resolved away by browsers.
+CAMPAIGN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 async def _upload_text(upload: UploadFile | None, what: str) -> str | None:
@@ -81,8 +85,9 @@ async def campaign_new(
 
 
 def _model_roles(request: Request) -> list[str]:
+    """The model roles a campaign may talk to: ``target`` first (the documented one), then the configured ones."""
     lab: StarLab = request.app.state.star_lab
-    return sorted({"target", *lab.settings.roles})
+    return ["target", *sorted(set(lab.settings.roles) - {"target"})]
 
 
 @router.post("/campaigns")
@@ -105,6 +110,11 @@ async def campaign_create(
     form = await request.form()
     rules = [str(r) for r in form.getlist("rules")]
     try:
+        if not CAMPAIGN_NAME.fullmatch(name.strip()):
+            raise InputError(
+                "the campaign name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+                hint="e.g. pilot-2026.1",
+            )
         if target_kind not in ("model", "psychoalign"):
             raise InputError("the target is a configured model or psychoalign")
         if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", framework) or target_role not in _model_roles(request):
@@ -161,6 +171,13 @@ def shortfall_reason(kind: str, requirement: dict[str, Any], store_reason: str =
     group = " × ".join(requirement.get("group", {}).values())
     if "already seen" in store_reason:
         return f"every eligible {who} has already seen the dialogue (nobody sees one twice): invite more"
+    if "too few" in store_reason:
+        return (
+            f"too few eligible {who}s who have not seen the dialogue: each of its tasks needs another person "
+            f"({_eligible_as(kind, requirement)}): invite more"
+        )
+    if "skipped" in store_reason:
+        return f"every eligible {who} skipped this instruction (a skip is never offered again): invite more"
     if kind == TaskKind.RED_TEAM.value and requirement.get("attacker") in ("in", "out"):
         side = "belongs to" if requirement["attacker"] == "in" else "is outside"
         return f"no red teamer who {side} the group {group} (with known demographics)"
@@ -173,8 +190,20 @@ def shortfall_reason(kind: str, requirement: dict[str, Any], store_reason: str =
     return f"no participant with the {who} role"
 
 
+def _eligible_as(kind: str, requirement: dict[str, Any]) -> str:
+    group = " × ".join(requirement.get("group", {}).values())
+    if requirement.get("matching") == "demographic":
+        side = "outside" if requirement.get("annotator") == "out" else "from"
+        return f"{side} the group {group}"
+    if requirement.get("matching") == "expertise":
+        return f"with {str(requirement.get('expertise', '?')).replace('_', '-')} expertise"
+    return f"with the {NOUN.get(kind, kind)} role"
+
+
 def heat_map(policy: Policy, report: Any) -> dict[str, Any]:
-    """Coverage as a grid: rows rule × target group, columns the other cell parameters."""
+    """Coverage as a grid: rows rule × target group, columns the other cell parameters. Rows and
+    columns without a planned dialogue are left out (a small campaign plans a few cells of a large
+    space); ``hidden`` says how many such cells there are."""
     grid: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
     columns: list[str] = []
     for row in report.rows:
@@ -185,15 +214,20 @@ def heat_map(policy: Policy, report: Any) -> dict[str, Any]:
         if column not in columns:
             columns.append(column)
         grid[f"{rule}{' — ' + group if group else ''}"][column] = (row.planned, row.done)
+    planned_columns = [c for c in columns if any(by.get(c, (0, 0))[0] for by in grid.values())]
     cells: list[tuple[str, list[tuple[str, int, int, str]]]] = []
     for label, by_column in grid.items():
+        if not any(planned for planned, _ in by_column.values()):
+            continue
         line = []
-        for column in columns:
+        for column in planned_columns:
             planned, done = by_column.get(column, (0, 0))
             level = "none" if planned == 0 else str(min(8, round(8 * done / planned)))
             line.append((column, planned, done, f"heat-{level}"))
         cells.append((label, line))
-    return {"columns": columns, "rows": cells}
+    shown = {label for label, _ in cells}
+    hidden = sum(1 for label, by in grid.items() for c in by if label not in shown or c not in planned_columns)
+    return {"columns": planned_columns, "rows": cells, "hidden": hidden}
 
 
 async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
@@ -225,30 +259,51 @@ async def campaign_page(
 
     items = [_instruction(r, i) for i, r in enumerate(records)]
     report = coverage(policy, campaign.parameters(), items, done, rules=sorted({i.rule for i in items}))
+    accounts = await lab.accounts.list_accounts(Role.PARTICIPANT)
     shortfall = [
         {**s, "reason": shortfall_reason(s["kind"], s["requirement"], s.get("reason", ""))}
-        for s in await store.shortfall(name)
+        for s in await store.shortfall(name, available=await _available(lab, accounts))
     ]
-    people = {a.participant_id: a for a in await lab.accounts.list_accounts(Role.PARTICIPANT)}
+    people = {a.participant_id: a for a in accounts}
     times = await lab.lab.times(name)
-    per_person: dict[str, float] = defaultdict(float)
-    for t in times:
-        per_person[t["participant_id"]] += t["seconds"]
+    settings = await store.campaign_settings(name)
     return await templates.render(
         request,
         "star/campaign.html",
         {
             "campaign": campaign,
+            "policy": policy,
+            "outgroup_share": settings.outgroup_annotator_share,
             "counts": progress["counts"],
             "report": report,
             "heat": heat_map(policy, report),
             "shortfall": shortfall,
             "times": times,
-            "per_person": sorted(per_person.items()),
+            "per_person": time_per_person(times),
             "people": people,
             "job": lab.job_status(name),
         },
     )
+
+
+async def _available(lab: StarLab, accounts: list[Account]) -> set[str]:
+    """Participants who can work: an active account, or an invite they may still accept."""
+    invited = await lab.accounts.invited_accounts()
+    return {a.participant_id for a in accounts if a.participant_id and (a.active or a.id in invited)}
+
+
+def time_per_person(times: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Seconds per participant, in total and per task kind, and tasks done (for compensation)."""
+    people: dict[str, dict[str, Any]] = {}
+    for t in times:
+        row = people.setdefault(
+            t["participant_id"],
+            {"participant_id": t["participant_id"], "total": 0.0, "done": 0, **dict.fromkeys(NOUN, 0.0)},
+        )
+        row["total"] += t["seconds"]
+        row[t["kind"]] = row.get(t["kind"], 0.0) + t["seconds"]
+        row["done"] += t["state"] == "done"
+    return sorted(people.values(), key=lambda r: r["participant_id"])
 
 
 @router.get("/campaigns/{name}/progress.json")
@@ -265,15 +320,20 @@ async def campaign_progress(
 
 async def _export_rows(lab: StarLab, name: str) -> AsyncIterator[dict[str, Any]]:
     """The store's export rows plus what the lab knows: the topic the red teamer committed to and
-    the time they spent red teaming (three queries for the lab's part, whatever the size)."""
+    the seconds each person spent on the dialogue (red teaming, each annotation, the arbitration;
+    three queries for the lab's part, whatever the size)."""
     store = await lab.store_for(name)
     topics = await lab.lab.topics(name)
-    times = {(t["participant_id"], t["task_id"]): t["seconds"] for t in await lab.lab.times(name)}
+    times = await lab.lab.times(name)
+    red_team = {(t["participant_id"], t["task_id"]): t["seconds"] for t in times}
+    rating = {(t["participant_id"], t["dialogue_id"], t["kind"]): t["seconds"] for t in times if t["dialogue_id"]}
     task_of = await store.dialogue_task_ids(name)
     async for row in store.iter_export_rows(name):
         task_id = task_of.get(row["dialogue_id"], "")
         row["committed_topic"] = topics.get(task_id)
-        row["red_team_seconds"] = times.get((row["red_teamer_id"], task_id))
+        row["red_team_seconds"] = red_team.get((row["red_teamer_id"], task_id))
+        for who, kind in (("annotator1", "annotate"), ("annotator2", "annotate"), ("arbitrator", "arbitrate")):
+            row[f"{who}_seconds"] = rating.get((row.get(f"{who}_id"), row["dialogue_id"], kind))
         yield row
 
 
@@ -307,8 +367,9 @@ async def campaign_export(
             async for r in _export_rows(lab, name)
         ]
     )
-    if format == "csv":
-        return Response(frame.to_csv(index=False), media_type="text/csv; charset=utf-8", headers=disposition)
+    if format == "csv":  # untrusted text must not become a formula in the lead's spreadsheet
+        safe = frame.apply(lambda column: column.map(spreadsheet_safe)) if len(frame) else frame
+        return Response(safe.to_csv(index=False), media_type="text/csv; charset=utf-8", headers=disposition)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
     return Response(buffer.getvalue(), media_type="application/vnd.apache.parquet", headers=disposition)
@@ -322,15 +383,20 @@ async def campaign_report(
     if await lab.lab.campaign(name) is None:
         raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
     rows = [row async for row in _export_rows(lab, name)]
-    from ...star.analysis.data import load
+    from ...star.analysis.data import attach_raters, load
     from ...star.analysis.report import analyze, write_report
 
     with tempfile.TemporaryDirectory() as tmp:
         # a JSON array, not JSONL: the loader reads a one-line JSONL file as one object
         path = Path(tmp) / f"{name}.json"
         path.write_text(json.dumps(rows, ensure_ascii=False, default=str), encoding="utf-8")
+        # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
+        # report's rater-group analyses; never a name or username
+        raters = Path(tmp) / "raters.json"
+        people = [p.model_dump(mode="json") for p in await (await lab.store_for(name)).list_participants()]
+        raters.write_text(json.dumps(people, ensure_ascii=False), encoding="utf-8")
         try:
-            data = load(path, "star", name)
+            data = attach_raters(load(path, "star", name), raters)
             report = analyze([data], n_boot=200, embed=False)
             write_report(report, [data], Path(tmp) / "out")
             html = (Path(tmp) / "out" / "report.html").read_text(encoding="utf-8")
@@ -391,7 +457,7 @@ async def participants_add(
         if not password:
             days = request.app.state.security.settings.invite_days
             invite = await lab.accounts.create_invite(created.id, ttl=timedelta(days=days))
-            invite_url = str(request.base_url).rstrip("/") + f"/invite/{invite.token}"
+            invite_url = _invite_url(request, invite.token)
     except InputError as exc:
         return await _participants_render(request, lab, templates, error=exc.message, status_code=400)
     return await _participants_render(request, lab, templates, invite=(created, invite_url))
@@ -406,8 +472,10 @@ async def _participants_render(
     invites: list[tuple[Account, str]] | None = None,
     error: str | None = None,
     status_code: int = 200,
+    reinvite: bool = False,
 ) -> Response:
     people = {p.id: p for p in await lab.store.list_participants()}
+    me = await request.app.state.security.account(request)
     return await templates.render(
         request,
         "star/participants.html",
@@ -418,9 +486,20 @@ async def _participants_render(
             "invite": invite,
             "invites": invites or [],
             "error": error,
+            "reinvite": reinvite,
+            "invited": await lab.accounts.invited_accounts(),
+            "me": me,
         },
         status_code=status_code,
     )
+
+
+def _invite_url(request: Request, token: str) -> str:
+    """The link to send: under ``serve.public_url`` when configured (behind a proxy the request's
+    own host may be an internal one), else the address the lead is using."""
+    lab: StarLab = request.app.state.star_lab
+    base = lab.settings.serve.public_url or str(request.base_url)
+    return base.rstrip("/") + f"/invite/{token}"
 
 
 @router.post("/participants/import")
@@ -464,7 +543,7 @@ async def participants_import(
                 person = await lab.store.participant(created.participant_id)
                 await lab.store.update_participant(person.model_copy(update={"expertise": expertise}))
             invite = await lab.accounts.create_invite(created.id, ttl=timedelta(days=days))
-            links.append((created, str(request.base_url).rstrip("/") + f"/invite/{invite.token}"))
+            links.append((created, _invite_url(request, invite.token)))
     except InputError as exc:
         return await _participants_render(request, lab, templates, error=str(exc), status_code=400)
     return await _participants_render(request, lab, templates, invites=links)
@@ -486,6 +565,91 @@ async def participant_roles(
         raise HTTPException(status_code=404, detail="no such participant") from None
     await lab.store.update_participant(person.model_copy(update={"roles": roles}))
     return RedirectResponse("/lead/participants?msg=saved", status_code=303)
+
+
+async def _account_or_404(lab: StarLab, account_id: str) -> Account:
+    found = await lab.accounts.get(account_id)
+    if found is None:
+        raise HTTPException(status_code=404, detail="no such account")
+    return found
+
+
+@router.post("/accounts/{account_id}/deactivate")
+async def account_deactivate(
+    account_id: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
+) -> Response:
+    """Lead: lock an account out: its sessions end at once, its invite links stop working, and a
+    participant's held tasks go back to the pool (their work so far stays, like a skip)."""
+    target = await _account_or_404(lab, account_id)
+    if target.id == account.id:
+        raise HTTPException(status_code=400, detail="you cannot deactivate your own account")
+    await lab.accounts.set_active(target.id, False)
+    if target.participant_id:
+        for task in await lab.store.claimed_tasks(target.participant_id):
+            await lab.lab.stop(task.id, target.participant_id)
+            store = await lab.store_for(task.campaign or "")
+            try:
+                await store.release(task.id, target.participant_id)
+            except InputError:
+                continue  # submitted or expired meanwhile
+    return RedirectResponse("/lead/participants?msg=deactivated", status_code=303)
+
+
+@router.post("/accounts/{account_id}/activate")
+async def account_activate(
+    account_id: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
+) -> Response:
+    """Lead: let a deactivated account log in again (an account that never set a password needs an invite link)."""
+    target = await _account_or_404(lab, account_id)
+    if not target.has_password:
+        raise HTTPException(status_code=400, detail="this person never set a password: send a new invite link")
+    await lab.accounts.set_active(target.id, True)
+    return RedirectResponse("/lead/participants?msg=activated", status_code=303)
+
+
+@router.post("/accounts/{account_id}/invite")
+async def account_invite(
+    request: Request,
+    account_id: str,
+    account: Account = Depends(require_lead),
+    lab: StarLab = Depends(get_lab),
+    templates: Templates = Depends(get_templates),
+) -> Response:
+    """Lead: a new one-time link for an account (a lost or expired invite, or a forgotten password:
+    accepting it sets a username and password). Earlier links of the account stop working."""
+    target = await _account_or_404(lab, account_id)
+    days = request.app.state.security.settings.invite_days
+    invite = await lab.accounts.create_invite(target.id, ttl=timedelta(days=days))
+    url = _invite_url(request, invite.token)
+    return await _participants_render(request, lab, templates, invite=(target, url), reinvite=True)
+
+
+@router.get("/campaigns/{name}/time.csv")
+async def campaign_time_sheet(
+    name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
+) -> Response:
+    """Lead: time per task and person, for time-based compensation (an identity view: names are in it)."""
+    if await lab.lab.campaign(name) is None:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    people = {a.participant_id: a for a in await lab.accounts.list_accounts(Role.PARTICIPANT)}
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["participant_id", "name", "username", "task_id", "kind", "state", "started_at", "seconds"])
+    for t in await lab.lab.times(name):
+        person = people.get(t["participant_id"])
+        row = [
+            t["participant_id"],
+            person.display_name if person else "",
+            (person.username or "") if person else "",
+            t["task_id"],
+            t["kind"],
+            t["state"],
+            t["started_at"].isoformat(),
+            t["seconds"],
+        ]
+        writer.writerow([spreadsheet_safe(v) for v in row])
+    disposition = {"content-disposition": f'attachment; filename="{name}-time.csv"'}
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=disposition)
 
 
 @router.post("/campaigns/{name}/release-expired")

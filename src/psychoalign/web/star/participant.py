@@ -53,7 +53,13 @@ QUESTIONNAIRE: dict[str, list[str]] = {
         "No disability",
     ],
 }
-EXPERTISE = {"medical": "Medical professional", "fact_checking": "Fact-checker"}
+#: Every expertise a policy rule's ``matching`` can require (star.policy.Matching), as people read it.
+EXPERTISE = {
+    "medical": "Medical professional",
+    "fact_checking": "Fact-checker",
+    "legal": "Legal professional",
+    "financial": "Financial adviser",
+}
 TURNS_GOAL = (10, 15)
 
 
@@ -147,6 +153,7 @@ async def task_page(
             rule_text=policy.rule(instruction["rule"]).text,
             params=_instruction_params(instruction),
             started=dialogue_id is not None,
+            follow=True,
             turns=turns,
             n_messages=sum(1 for t in turns if t.role == "red_teamer"),
             goal=TURNS_GOAL,
@@ -162,13 +169,22 @@ async def task_page(
     return await templates.render(request, "star/annotate.html", context)
 
 
+#: Instruction record keys that are bookkeeping, not parameters a red teamer reads.
+_NOT_PARAMETERS = frozenset({"id", "seed", "policy", "area", "rule", "target_group", "cell", "text"})
+
+
 def _instruction_params(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """The parameters as Appendix C lists them beside the instruction text."""
+    """The parameters as Appendix C lists them beside the instruction text: the rule, then every
+    parameter of the campaign's parameter space and the rule's own (a campaign may upload others),
+    then the target group where the rule has one."""
     out = [("Rule", str(record["rule"]))]
-    for key in ("adversariality", "use_case"):
-        if record.get(key):
-            out.append((key.replace("_", " ").capitalize(), str(record[key])))
-    out.append(("Topic", str(record.get("topic") or "your free choice")))
+    for key, value in record.items():
+        if key in _NOT_PARAMETERS or key.startswith("target_"):
+            continue
+        if key == "topic":
+            out.append(("Topic", str(value or "your free choice")))
+        elif value not in (None, ""):
+            out.append((key.replace("_", " ").capitalize(), str(value)))
     if record.get("target_group"):
         out.append(("Target group", str(record["target_group"])))
     return out
@@ -187,11 +203,14 @@ async def start(
 
 @router.post("/tasks/{task_id}/pause")
 async def pause(
-    task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
+    request: Request, task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
 ) -> Response:
-    """Participant holding the task: stop the clock; the task stays mine."""
+    """Participant holding the task: stop the clock; the task stays mine for ``[lab] pause_hours``
+    (the claim's lease is extended to that, so a long break does not hand the task to someone else)."""
     task, time = await _held_task(lab, task_id, account)
     await lab.lab.stop(task.id, _pid(account), time)
+    hours = request.app.state.security.settings.pause_hours
+    await lab.store.renew_lease(task.id, _pid(account), lease_s=hours * 3600)
     return RedirectResponse("/tasks?msg=paused", status_code=303)
 
 
@@ -199,10 +218,11 @@ async def pause(
 async def skip(
     task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
 ) -> Response:
-    """Participant holding the task: opt out without penalty; the task goes back to the pool."""
+    """Participant holding the task: opt out without penalty; the task goes back to the pool
+    (for others: this person is not offered that dialogue or red-teaming instruction again)."""
     task, time = await _held_task(lab, task_id, account)
     await lab.lab.stop(task.id, _pid(account), time)
-    await lab.store.release(task.id, _pid(account))
+    await lab.store.release(task.id, _pid(account), decline=True)
     return RedirectResponse("/tasks?msg=skipped", status_code=303)
 
 

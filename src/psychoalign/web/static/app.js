@@ -7,8 +7,8 @@ document.addEventListener("DOMContentLoaded", function () {
       form.querySelectorAll("button[type=submit]").forEach(function (b) { b.disabled = true; });
     });
   });
-  // Keep the newest message of a dialogue in view.
-  document.querySelectorAll(".chat").forEach(function (chat) { chat.scrollTop = chat.scrollHeight; });
+  // Red teaming: keep the newest message in view (annotators read a dialogue from its start).
+  document.querySelectorAll(".chat.follow").forEach(function (chat) { chat.scrollTop = chat.scrollHeight; });
   // Lead progress pages: refresh the live numbers without reloading the page.
   var live = document.querySelector("[data-live-url]");
   if (live) {

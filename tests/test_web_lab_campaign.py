@@ -1,0 +1,410 @@
+"""A lead's real campaign through the ASGI client: what a first run with humans showed (uploaded
+parameter spaces, every expertise, skip and pause as people use them, shortfall in people, time
+per task, the report's rater groups, CSV for spreadsheets, the coverage map, account upkeep)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from fastapi import FastAPI
+
+from psychoalign.star.policy import Matching
+from psychoalign.web.accounts import Role
+from psychoalign.web.star import StarLab
+
+from .test_web_lab import browser, create_campaign, rate, red_team, task_id
+from .weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
+
+
+@pytest.fixture
+async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
+    app, lab = lab_app(lab_settings(tmp_path / "home"))
+    yield app, lab
+    await lab.close()
+
+
+async def upload_campaign(lead: Browser, name: str, policy: str, parameters: str | None = None, n: int = 2) -> None:
+    await lead.get("/lead/campaigns/new")
+    files = {"policy_file": ("policy.yaml", policy.encode(), "application/x-yaml")}
+    if parameters is not None:
+        files["parameters_file"] = ("parameters.yaml", parameters.encode(), "application/x-yaml")
+    r = await lead.client.post(
+        "/lead/campaigns",
+        data={
+            "name": name,
+            "instructions": str(n),
+            "target_kind": "model",
+            "target_role": "target",
+            "csrf_token": lead.token,
+        },
+        files=files,
+    )
+    assert r.status_code == 303, r.text[:500]
+
+
+POLICY = """
+name: uploaded
+version: "1.0"
+areas:
+  - id: a
+    text: An area
+    rules:
+      - id: scams
+        text: Helping with scams.
+        parameters:
+          - name: scam_kind
+            values: [romance scam]
+"""
+#: A parameter space without a topic (the built-in one has it; an uploaded one need not).
+NO_TOPIC = """
+version: "1.0.0"
+max_parameters: 5
+parameters:
+  - name: adversariality
+    values: [high]
+"""
+
+
+async def test_uploaded_parameter_space_without_topic_and_every_parameter_listed(
+    lab: tuple[FastAPI, StarLab],
+) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a")
+    lead = await browser(app, "lead")
+    await upload_campaign(lead, "up", POLICY, NO_TOPIC, n=1)
+    a = await browser(app, "a")
+    tid = task_id((await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+    await a.post(f"/tasks/{tid}/start")
+    page = await a.get(f"/tasks/{tid}")
+    assert page.status_code == 200, page.text[:300]
+    params = re.search(r'<dl class="param-list">(.*?)</dl>', page.text, re.S)
+    assert params is not None
+    assert "<dt>Scam kind</dt><dd>romance scam</dd>" in params.group(1)  # the rule's own parameter
+    assert "<dt>Adversariality</dt><dd>high</dd>" in params.group(1) and "Topic" not in params.group(1)
+    await a.follow(await a.post(f"/tasks/{tid}/begin", {"topic": "dating apps"}))
+    assert (await a.follow(await a.post(f"/tasks/{tid}/message", {"text": "hello"}))).status_code == 200
+
+
+async def test_every_expertise_a_rule_can_require_can_be_declared(lab: tuple[FastAPI, StarLab]) -> None:
+    """Legal and financial rules need legal and financial experts: people must be able to say so."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    for name in ("a", "b", "c"):
+        await add_person(star, name)
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "legal", ["legal-advice"], n=1)
+    a = await browser(app, "a")
+    await red_team(a, ["my landlord kept my deposit, what do I file?"])
+    page = (await lead.get("/lead/campaigns/legal")).text
+    assert "no annotator with legal expertise" in page
+    b, c = await browser(app, "b"), await browser(app, "c")
+    profile = (await b.get("/profile")).text
+    for matching in get_args(Matching):
+        if matching not in ("none", "demographic"):
+            assert f'name="expertise" value="{matching}"' in profile, matching
+    for person in (b, c):
+        await person.get("/profile")
+        await person.post("/profile", {"expertise": ["legal", "financial"]})
+    b_account = await star.accounts.authenticate("b", PASSWORD)
+    assert b_account is not None
+    assert (await star.store.participant(b_account.participant_id or "")).expertise == ["legal", "financial"]
+    await rate(b, "annotate", 2, "It named a form without knowing the jurisdiction.")
+    await rate(c, "annotate", 3, "General information only.")
+    row = (await star.store.export_rows("legal"))[0]
+    assert (row["annotator1_rating"], row["annotator2_rating"]) == (2, 3)
+
+
+async def test_a_skipped_task_is_not_offered_again(lab: tuple[FastAPI, StarLab]) -> None:
+    """Skip means "not this one": the next claim gives another task, never the same instruction
+    (started and abandoned, or not), and when only skipped ones are left the lead sees why."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a")
+    await add_person(star, "b")
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "s", ["sexually-explicit"], n=2)
+    a = await browser(app, "a")
+    first = task_id((await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+    await a.post(f"/tasks/{first}/skip")
+    r = await a.post("/tasks/claim", {"kind": "red_team"})
+    second = task_id(r.headers["location"])
+    assert second != first and "msg" not in r.headers["location"]
+    # the second one is started, then abandoned: its replacement is not offered to a either
+    await a.post(f"/tasks/{second}/start")
+    await a.post(f"/tasks/{second}/begin", {"topic": "t"})
+    await a.post(f"/tasks/{second}/message", {"text": "hello"})
+    await a.post(f"/tasks/{second}/skip")
+    r = await a.post("/tasks/claim", {"kind": "red_team"})
+    assert "msg=no_task" in r.headers["location"]
+    b = await browser(app, "b")
+    taken = {
+        (
+            await star.store.task(task_id((await b.post("/tasks/claim", {"kind": "red_team"})).headers["location"]))
+        ).instruction_id
+        for _ in range(2)
+    }
+    assert taken == {(await star.store.task(first)).instruction_id, (await star.store.task(second)).instruction_id}
+    # b lets both go too: nobody left who has not skipped them, and the lead is told so
+    b_account = await star.accounts.authenticate("b", PASSWORD)
+    assert b_account is not None
+    for held in await star.store.claimed_tasks(b_account.participant_id or ""):
+        await b.post(f"/tasks/{held.id}/skip")
+    page = (await lead.get("/lead/campaigns/s")).text
+    assert "every eligible red teamer skipped this instruction" in page
+
+
+async def test_a_paused_task_stays_reserved_past_the_claim_lease(lab: tuple[FastAPI, StarLab]) -> None:
+    """A claim lasts an hour without activity, but a pause is a promise: the task (and a started
+    dialogue) stays the participant's for [lab] pause_hours, then goes back like any expired claim."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a")
+    await add_person(star, "b")
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "p", ["sexually-explicit"], n=1)
+    a = await browser(app, "a")
+    tid = task_id((await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+    await a.post(f"/tasks/{tid}/start")
+    await a.post(f"/tasks/{tid}/begin", {"topic": "t"})
+    await a.post(f"/tasks/{tid}/message", {"text": "hello"})
+    page = await a.follow(await a.post(f"/tasks/{tid}/pause"))
+    assert "reserved for you for 24 hours" in page.text
+    start = star.store._now()
+    star.store._clock = lambda: start + timedelta(hours=3)
+    b = await browser(app, "b")
+    assert "msg=no_task" in (await b.post("/tasks/claim", {"kind": "red_team"})).headers["location"]
+    assert (await star.store.task(tid)).participant_id is not None
+    page = await a.get(f"/tasks/{tid}")
+    assert "Resume the task" in page.text
+    star.store._clock = lambda: start + timedelta(hours=25)
+    r = await b.post("/tasks/claim", {"kind": "red_team"})
+    assert "msg" not in r.headers["location"]  # the pause ran out: the instruction is open again
+    assert (await star.store.task(tid)).status.value == "released"
+
+
+async def test_shortfall_counts_people_not_tasks(lab: tuple[FastAPI, StarLab]) -> None:
+    """A dialogue's two annotation tasks need two different people: one eligible annotator is a
+    shortfall of one, shown with the reason, before anyone takes a task."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a", roles=["red_teamer"])
+    await add_person(star, "doc", expertise=["medical"], roles=["annotator"])
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "med", ["medical-advice"], n=1)
+    a = await browser(app, "a")
+    await red_team(a, ["what dose?"])
+    entries = await star.store.shortfall("med")
+    assert [(e["kind"], e["open_tasks"]) for e in entries] == [("annotate", 1)]
+    page = (await lead.get("/lead/campaigns/med")).text
+    assert "too few eligible annotators who have not seen the dialogue" in page
+    assert "with medical expertise" in page
+
+
+async def test_deactivated_accounts_do_not_count_as_eligible(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a", roles=["red_teamer"])
+    docs = [await add_person(star, name, expertise=["medical"], roles=["annotator"]) for name in ("d1", "d2")]
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "med", ["medical-advice"], n=1)
+    await red_team(await browser(app, "a"), ["what dose?"])
+    assert "too few eligible" not in (await lead.get("/lead/campaigns/med")).text
+    await lead.get("/lead/participants")
+    await lead.post(f"/lead/accounts/{docs[1].id}/deactivate")
+    assert "too few eligible annotators" in (await lead.get("/lead/campaigns/med")).text
+
+
+async def test_time_per_task_and_kind_for_the_lead(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    for name in "abc":
+        await add_person(star, name)
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "t", ["sexually-explicit"], n=1)
+    await red_team(await browser(app, "a"), ["hello"])
+    await rate(await browser(app, "b"), "annotate", 1, "yes")
+    c = await browser(app, "c")
+    tid = task_id((await c.post("/tasks/claim", {"kind": "annotate"})).headers["location"])
+    await c.post(f"/tasks/{tid}/start")
+    await c.post(f"/tasks/{tid}/pause")
+    page = (await lead.get("/lead/campaigns/t")).text
+    per_person = re.search(r'<table id="time-per-person">.*?</table>', page, re.S)
+    assert per_person is not None and per_person.group(0).count("<tr>") == 4  # header + a, b, c
+    per_task = re.search(r'<details id="time-per-task">.*?</details>', page, re.S)
+    assert per_task is not None
+    assert "red team" in per_task.group(0) and per_task.group(0).count("<td>done</td>") == 2
+    assert "<td>paused</td>" in per_task.group(0)
+    sheet = list(csv.DictReader(io.StringIO((await lead.get("/lead/campaigns/t/time.csv")).text)))
+    assert sorted((r["username"], r["kind"], r["state"]) for r in sheet) == [
+        ("a", "red_team", "done"),
+        ("b", "annotate", "done"),
+        ("c", "annotate", "paused"),
+    ]
+    row = json.loads((await lead.get("/lead/campaigns/t/export?format=jsonl")).text.splitlines()[0])
+    assert row["red_team_seconds"] is not None and row["annotator1_seconds"] is not None
+    assert row["annotator2_seconds"] is None  # c has not submitted
+
+
+async def test_report_has_rater_groups_from_the_questionnaire(lab: tuple[FastAPI, StarLab]) -> None:
+    """The in-browser report joins the participants' questionnaire answers by pseudonym, so the
+    rater-group analyses run; names and usernames never reach it."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "redteamer")
+    genders = ["Female", "Male", "Female", "Male"]
+    for i, gender in enumerate(genders):
+        await add_person(star, f"rater{i}", demographics={"gender": [gender]}, roles=["annotator"])
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "r", ["sexually-explicit"], n=2)
+    rt = await browser(app, "redteamer")
+    await red_team(rt, ["hello"])
+    await red_team(rt, ["hello again"])
+    for i in range(4):
+        await rate(await browser(app, f"rater{i}"), "annotate", 1 + i % 4, f"reason {i}")
+    report = await lead.get("/lead/campaigns/r/report")
+    assert report.status_code == 200
+    assert "no rater attributes" not in report.text and "gender" in report.text
+    assert "rater0" not in report.text and "redteamer" not in report.text
+
+
+async def test_csv_exports_open_as_text_in_spreadsheets(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    for name in "abc":
+        await add_person(star, name)
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "x", ["sexually-explicit"], n=1)
+    a = await browser(app, "a")
+    tid = task_id((await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+    await a.post(f"/tasks/{tid}/start")
+    await a.post(f"/tasks/{tid}/begin", {"topic": "+cmd|' /C calc'!A0"})
+    await a.post(f"/tasks/{tid}/message", {"text": "hello"})
+    await a.post(f"/tasks/{tid}/finish", {"assigned_rule_broken": "no"})
+    await rate(await browser(app, "b"), "annotate", 1, '=HYPERLINK("http://evil.example","click")')
+    await rate(await browser(app, "c"), "annotate", 2, "@SUM(1+1)")
+    rows = list(csv.DictReader(io.StringIO((await lead.get("/lead/campaigns/x/export?format=csv")).text)))
+    assert rows[0]["committed_topic"] == "'+cmd|' /C calc'!A0"
+    assert {rows[0]["annotator1_reasoning"], rows[0]["annotator2_reasoning"]} == {
+        '\'=HYPERLINK("http://evil.example","click")',
+        "'@SUM(1+1)",
+    }
+    assert rows[0]["annotator1_rating"] in ("1", "2")  # numbers stay numbers
+    jsonl = json.loads((await lead.get("/lead/campaigns/x/export?format=jsonl")).text.splitlines()[0])
+    assert jsonl["committed_topic"] == "+cmd|' /C calc'!A0"  # the data itself is untouched
+
+
+def test_cli_csv_export_opens_as_text_in_spreadsheets(tmp_path: Path) -> None:
+    from psychoalign.cli.star import write_rows
+
+    out = tmp_path / "x.csv"
+    write_rows([{"a": "=1+1", "b": -3, "c": "-x", "d": "plain"}], "csv", out)
+    row = next(csv.DictReader(out.open(encoding="utf-8")))
+    assert row == {"a": "'=1+1", "b": "-3", "c": "'-x", "d": "plain"}
+
+
+async def test_coverage_map_shows_the_planned_cells(lab: tuple[FastAPI, StarLab]) -> None:
+    """A small campaign plans a few cells of a large space: the map shows those, not a sea of blanks."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "c", ["sexually-explicit", "harassment"], n=4)
+    page = (await lead.get("/lead/campaigns/c")).text
+    heat = re.search(r'<table class="heat">.*?</table>', page, re.S)
+    assert heat is not None
+    planned = len(re.findall(r"<td class=\"heat-\d\"", heat.group(0)))
+    shown = heat.group(0).count("<td ")
+    assert planned == 4 and shown <= 16  # at most 4 rows × 4 columns
+    assert "with no planned dialogue are left out" in page
+    assert "<dt>Rules</dt><dd>harassment, sexually-explicit</dd>" in page or "sexually-explicit, harassment" in page
+
+
+async def test_the_configured_target_role_comes_first(tmp_path: Path) -> None:
+    settings = lab_settings(tmp_path / "home")
+    roles = {**settings.roles, "another": {"backend": "scripted", "script": str(tmp_path / "home" / "target.yaml")}}
+    app, star = lab_app(settings.model_copy(update={"roles": roles}))
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    page = (await lead.get("/lead/campaigns/new")).text
+    select = re.search(r'name="target_role">(.*?)</select>', page)
+    assert select is not None
+    options = re.findall(r'<option value="([^"]+)">', select.group(1))
+    assert options[0] == "target" and "another" in options
+    await lead.aclose()
+    await star.close()
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "-x"])
+async def test_campaign_names_stay_addressable(lab: tuple[FastAPI, StarLab], name: str) -> None:
+    """A name is a URL path segment: "." and ".." would be resolved away by every browser."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    await lead.get("/lead/campaigns/new")
+    r = await lead.post("/lead/campaigns", {"name": name, "instructions": "1", "rules": ["sexually-explicit"]})
+    assert r.status_code == 400 and "starting with a letter or digit" in r.text
+    assert await star.lab.campaigns() == []
+
+
+async def test_lead_deactivates_reactivates_and_sends_new_links(lab: tuple[FastAPI, StarLab]) -> None:
+    """From the participants page: deactivating ends the sessions, voids the invite links and gives
+    the held tasks back; reactivating lets the person in again; a new link replaces a lost or
+    expired one (or a forgotten password) and voids the earlier one; nobody deactivates themselves."""
+    app, star = lab
+    me = await add_person(star, "lead", Role.LEAD)
+    alice = await add_person(star, "alice")
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "d", ["sexually-explicit"], n=1)
+    a = await browser(app, "alice")
+    tid = task_id((await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+    await a.post(f"/tasks/{tid}/start")
+    page = (await lead.get("/lead/participants")).text
+    assert f'action="/lead/accounts/{alice.id}/deactivate"' in page
+    assert f'action="/lead/accounts/{me.id}/deactivate"' not in page
+    r = await lead.post(f"/lead/accounts/{alice.id}/deactivate")
+    assert r.status_code == 303 and "msg=deactivated" in r.headers["location"]
+    assert (await a.get("/tasks")).headers["location"].startswith("/login")  # the session is gone
+    assert (await star.store.task(tid)).status.value == "open"  # the held task went back
+    assert (await Browser(app).login("alice")).status_code == 401
+    assert "deactivated" in (await lead.get("/lead/participants")).text
+    assert (await lead.post(f"/lead/accounts/{me.id}/deactivate")).status_code == 400
+    await lead.get("/lead/participants")
+    r = await lead.post(f"/lead/accounts/{alice.id}/activate")
+    assert r.status_code == 303
+    assert (await Browser(app).login("alice")).status_code == 303
+    # a new link: a reset for an active account; the earlier link stops working
+    await lead.get("/lead/participants")
+    first = re.search(
+        r'id="invite-link">http://testserver(/invite/[^<]+)<',
+        (await lead.post(f"/lead/accounts/{alice.id}/invite")).text,
+    )
+    await lead.get("/lead/participants")
+    page = (await lead.post(f"/lead/accounts/{alice.id}/invite")).text
+    second = re.search(r'id="invite-link">http://testserver(/invite/[^<]+)<', page)
+    assert first and second and "New link for" in page
+    newcomer = Browser(app)
+    assert (await newcomer.get(first.group(1))).status_code == 404
+    assert (await newcomer.get(second.group(1))).status_code == 200
+    r = await newcomer.post(
+        second.group(1), {"username": "alice2", "password": "a new password", "password2": "a new password"}
+    )
+    assert r.status_code == 303
+    assert await star.accounts.authenticate("alice2", "a new password") is not None
+    assert await star.accounts.authenticate("alice", PASSWORD) is None
+    # an invited person who never joined: deactivating voids the link
+    await lead.get("/lead/participants")
+    page = (await lead.post("/lead/participants", {"display_name": "Newbie", "roles": ["annotator"]})).text
+    link = re.search(r'id="invite-link">http://testserver(/invite/[^<]+)<', page)
+    assert link
+    newbie = next(x for x in await star.accounts.list_accounts() if x.display_name == "Newbie")
+    await lead.post(f"/lead/accounts/{newbie.id}/deactivate")
+    assert (await Browser(app).get(link.group(1))).status_code == 404
+    assert (await lead.post(f"/lead/accounts/{newbie.id}/activate")).status_code == 400  # no password: a link instead
