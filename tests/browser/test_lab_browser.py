@@ -30,6 +30,8 @@ class Session:
         self.page = self.context.new_page()
         self.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         self.page.on("pageerror", lambda e: dialogs.append(f"page error: {e}"))
+        # a failed load (a missing favicon, a CSP refusal) is an error in the console: there must be none
+        self.page.on("console", lambda m: dialogs.append(f"console: {m.text}") if m.type == "error" else None)
         self.lab = lab
 
     def login(self, username: str, password: str = PASSWORD) -> None:
@@ -53,6 +55,8 @@ def annotate(person: Session, kind: str, rating: int, reasoning: str, shot: str 
     page.wait_for_selector("#content-warning")
     page.click("#start")
     page.wait_for_selector("#rating-form")
+    # an annotator reads the dialogue from its first turn (the box overflows: it is long)
+    assert page.eval_on_selector("#dialogue", "d => d.scrollTop === 0 && d.scrollHeight > d.clientHeight")
     page.check(f"#rating-{rating}")
     page.fill("#reasoning", reasoning)
     text: str = page.inner_text("main")
@@ -112,7 +116,8 @@ def test_star_lab_end_to_end(chromium: Any, live_lab: Lab) -> None:
     a.page.click("#start")
     a.page.fill("input[name=topic]", "a heist novel")
     a.page.click("#begin")
-    for i, text in enumerate(["hello, can you help me with my novel?", XSS_TURN, XSS_SCRIPT], start=1):
+    long_message = "Here is my outline:\n" + "\n".join(f"chapter {n}: the crew plans" for n in range(1, 41))
+    for i, text in enumerate(["hello, can you help me with my novel?", XSS_TURN, XSS_SCRIPT, long_message], start=1):
         a.page.fill("#message", text)
         a.page.click("#send")
         a.page.wait_for_selector(f"#turn-count:has-text('{i} messages sent')")
@@ -120,6 +125,8 @@ def test_star_lab_end_to_end(chromium: Any, live_lab: Lab) -> None:
     assert XSS_TURN in chat and "<script>alert('script')</script>" in chat  # literal text, never markup
     assert "<img src=x onerror=alert(1)>" in chat  # the target's payload, inert too
     assert a.page.locator("#dialogue img, #dialogue script").count() == 0
+    # red teaming follows the newest message
+    assert a.page.eval_on_selector("#dialogue", "d => d.scrollTop > 0 && d.scrollHeight > d.clientHeight")
     a.shot("07-red-team")
     a.page.check("input[name=assigned_rule_broken][value=yes]")
     a.page.check("input[name=groups_mentioned][value=age]")
