@@ -87,7 +87,7 @@ async def system_agent(drafts: tuple[str, ...] = ("Boil it for 6 minutes.",)) ->
     )
     http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serving = asyncio.create_task(http.serve(sockets=[listener]))
-    rpc = build_grpc_server(app.state.a2a_handler, grpc_url, app.state.a2a_auth)
+    rpc = build_grpc_server(app.state.a2a_handler, grpc_url, app.state.a2a_auth, max_message_bytes=64_000)
     await rpc.start()
     try:
         yield Agent(url, grpc_url, store, world)
@@ -236,6 +236,45 @@ async def test_oversized_requests_are_refused_before_anything_runs() -> None:
         assert task.status.state == TaskState.TASK_STATE_REJECTED
         assert "over the limit of 8000" in get_message_text(task.status.message)
         assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
+async def test_undecodable_and_oversized_input_is_invalid_on_each_binding() -> None:
+    """Bytes that are not UTF-8 and unpaired surrogates: a parse / invalid-params error on
+    JSON-RPC, INVALID_ARGUMENT on HTTP+JSON and gRPC (the SDK answered internal errors naming
+    Python's codec, and gRPC UNKNOWN); a gRPC message over the limit is RESOURCE_EXHAUSTED."""
+    from a2a.types import Message, Part
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        headers = {**RPC_HEADERS, "Content-Type": "application/json"}
+        message = b'{"messageId":"m","role":"ROLE_USER","parts":[{"text":"\xff\xfe"}]}'
+        rpc = await hc.post(
+            f"{agent.url}/a2a/jsonrpc",
+            content=b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":' + message + b"}}",
+            headers=headers,
+        )
+        assert rpc.json()["error"]["code"] == -32700 and "not UTF-8" in rpc.json()["error"]["message"]
+        rest = await hc.post(
+            f"{agent.url}/a2a/rest/message:send", content=b'{"message":' + message + b"}", headers=headers
+        )
+        assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT"
+        lone = '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
+        lone += '"role":"ROLE_USER","parts":[{"text":"a \\ud800 b"}]}}}'
+        surrogate = await hc.post(f"{agent.url}/a2a/jsonrpc", content=lone.encode(), headers=headers)
+        assert surrogate.json()["error"]["code"] == -32602
+        good = SendMessageRequest(message=Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="MARK")]))
+        raw = good.SerializeToString()
+        async with grpc.aio.insecure_channel(agent.grpc_url) as channel:
+            call = channel.unary_unary(
+                "/lf.a2a.v1.A2AService/SendMessage", request_serializer=bytes, response_deserializer=bytes
+            )
+            for payload, code in (
+                (raw.replace(b"MARK", b"\xff\xfeRK"), grpc.StatusCode.INVALID_ARGUMENT),
+                (raw.replace(b"MARK", b"x" * 70_000), grpc.StatusCode.RESOURCE_EXHAUSTED),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await call(payload, metadata=(("authorization", "Bearer tok"),))
+                assert caught.value.code() == code
+        assert agent.world.calls["drive"] == 0
 
 
 async def test_error_shapes_on_each_binding() -> None:

@@ -163,3 +163,30 @@ def test_bad_negotiation_table_fails_config_show_and_negotiate(tmp_path: Path, t
 def test_parse_params_weights_rule() -> None:
     with pytest.raises(ConfigError, match="alpha \\+ beta \\+ gamma must be positive"):
         parse_params({"alpha": 0, "beta": 0, "gamma": 0}, where="[negotiation]")
+
+
+def test_undecodable_bytes_in_argv_give_one_line_and_a_stored_trace(tmp_path: Path) -> None:
+    """A file name that is not UTF-8 (Python hands it over with lone surrogates) used to make the
+    failed trace unstorable ('surrogates not allowed') and the error line unprintable."""
+    config = write_config(tmp_path)
+    store = tmp_path / "t.db"
+    name = os.fsdecode(b"/nonexistent/\xff\xfe.yaml")
+    out = _run("negotiate", "--config", str(config), "--store", f"sqlite:///{store}", "-f", name, "hi")
+    _clean_error(out, "cannot read framework file /nonexistent/", "check the path")
+    assert "Serialization" not in out.stderr and "surrogates" not in out.stderr
+    listed = _run("traces", "list", "--config", str(config), "--store", f"sqlite:///{store}", "--json")
+    assert [t["status"] for t in json.loads(listed.stdout)] == ["failed"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["negotiate", "--store", "sqlite:////proc/no/such/t.db", "hi"], ["/proc/no/such", "store_url (or --store)"]),
+        (["traces", "export", "--out", "/proc/no/such/out.jsonl"], ["--out /proc/no/such/out.jsonl", "writable"]),
+        (["negotiate", "--store", "nosuchdriver://x", "hi"], ["cannot open store", "check store_url"]),
+    ],
+)
+def test_unusable_paths_and_urls_name_the_flag(tmp_path: Path, args: list[str], needles: list[str]) -> None:
+    config = write_config(tmp_path)
+    head = 2 if args[0] == "traces" else 1  # the (sub)command, then --config, then the rest
+    _clean_error(_run(*args[:head], "--config", str(config), *args[head:]), *needles)

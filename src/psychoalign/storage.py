@@ -60,7 +60,14 @@ def normalise_url(url: str) -> str:
     if url.startswith("sqlite+aiosqlite:///"):
         path = url.removeprefix("sqlite+aiosqlite:///").split("?", 1)[0]
         if path and path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(path).expanduser().parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot create the folder {folder} for the SQLite store: {exc.strerror or type(exc).__name__}",
+                    hint="check store_url (or --store): a sqlite:/// path in a writable folder",
+                ) from None
     return url
 
 

@@ -13,7 +13,7 @@ from a2a.server.request_handlers import RequestHandler
 from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder, GrpcHandler
 from a2a.types import a2a_pb2_grpc
 
-from .server import BearerBackend
+from .server import MAX_BODY_BYTES, BearerBackend
 
 __all__ = ["BearerInterceptor", "build_grpc_server"]
 
@@ -55,39 +55,58 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
 
 
 class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuses a call without a valid bearer token with ``UNAUTHENTICATED`` before any handler runs."""
+    """Refuses a call without a valid bearer token with ``UNAUTHENTICATED`` before any handler
+    runs (when ``backend`` is set), and a request that does not decode (a string that is not
+    UTF-8, a truncated message) with ``INVALID_ARGUMENT`` instead of gRPC's ``UNKNOWN``."""
 
-    def __init__(self, backend: BearerBackend) -> None:
+    def __init__(self, backend: BearerBackend | None) -> None:
         self._backend = backend
 
     async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
+        if handler is None:
+            return None
         token = _bearer(details.invocation_metadata)
-        if handler is None or (token and self._backend.identify(token)):
-            return handler
-        message = "Unauthenticated: " + ("invalid bearer token" if token else "missing bearer token")
+        refusal = ""
+        if self._backend is not None and not (token and self._backend.identify(token)):
+            refusal = "Unauthenticated: " + ("invalid bearer token" if token else "missing bearer token")
+        decode = handler.request_deserializer
+        codec = {"request_deserializer": None, "response_serializer": handler.response_serializer}
 
-        async def deny(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            if refusal:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
+            try:
+                return decode(raw) if decode is not None else raw
+            except Exception as exc:  # protobuf DecodeError: bad UTF-8 in a string, truncated bytes
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request does not decode: {exc}"[:300])
 
-        async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-            yield  # pragma: no cover - abort raises
-
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(deny_stream, **codec)
-        return grpc.unary_unary_rpc_method_handler(deny, **codec)
+            stream = handler.unary_stream
+
+            async def unary_stream(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                request = await parsed(raw, context)
+                async for item in stream(request, context):
+                    yield item
+
+            return grpc.unary_stream_rpc_method_handler(unary_stream, **codec)
+        unary = handler.unary_unary
+
+        async def unary_unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            return await unary(await parsed(raw, context), context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, **codec)
 
 
-def build_grpc_server(handler: RequestHandler, address: str, backend: BearerBackend | None) -> grpc.aio.Server:
+def build_grpc_server(
+    handler: RequestHandler, address: str, backend: BearerBackend | None, *, max_message_bytes: int = MAX_BODY_BYTES
+) -> grpc.aio.Server:
     """A gRPC server (not started) for ``handler`` on ``address`` (``host:port``). With ``backend``
-    every call needs a bearer token in the ``authorization`` metadata. Call inside a running loop."""
-    interceptors = [BearerInterceptor(backend)] if backend is not None else []
-    server = grpc.aio.server(interceptors=interceptors)
+    every call needs a bearer token in the ``authorization`` metadata. Messages over
+    ``max_message_bytes`` are refused (``RESOURCE_EXHAUSTED``), as the HTTP bindings refuse larger
+    bodies. Call inside a running loop."""
+    options = [("grpc.max_receive_message_length", max_message_bytes)]
+    server = grpc.aio.server(interceptors=[BearerInterceptor(backend)], options=options)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler, _ContextBuilder(backend)), server)  # type: ignore[no-untyped-call]
     if server.add_insecure_port(address) == 0:
         raise OSError(f"cannot bind gRPC to {address}")

@@ -64,6 +64,7 @@ CARD_PATH = "/.well-known/agent-card.json"
 #: implementation-defined server-error range (-32000..-32099), outside A2A's own -32001..-32009.
 UNAUTHENTICATED_CODE = -32040
 INVALID_REQUEST_CODE = -32600
+PARSE_ERROR_CODE = -32700
 #: Largest A2A request body accepted (a2a.max_body_bytes overrides it).
 MAX_BODY_BYTES = 2_000_000
 CARD_CACHE_CONTROL = "public, max-age=300"
@@ -154,9 +155,10 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 class BodyLimit:
-    """Refuses request bodies over ``limit`` bytes before the SDK reads them (the SDK reads and
-    parses whatever it is sent), in the binding's error shape. A declared Content-Length over the
-    limit is refused at once; a body without one is read up to the limit and then replayed."""
+    """Refuses request bodies the SDK would choke on, before it reads them, in the binding's error
+    shape: over ``limit`` bytes (HTTP 413; a declared Content-Length over the limit is refused
+    at once), or not UTF-8 (a JSON-RPC parse error, HTTP+JSON ``INVALID_ARGUMENT``; the SDK
+    answered an internal error naming the codec). The body is then replayed to the app."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -167,11 +169,10 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None:
-            if declared.isdigit() and int(declared) > self.limit:
-                await self._too_large(scope, receive, send)
-                return
-            await self.app(scope, receive, send)  # the server holds the body to its declared length
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(
+                scope, receive, send, 413, f"request body is larger than the limit of {self.limit} bytes"
+            )
             return
         chunks: list[bytes] = []
         size = 0
@@ -182,11 +183,19 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.limit:
-                await self._too_large(scope, receive, send)
+                await self._refuse(
+                    scope, receive, send, 413, f"request body is larger than the limit of {self.limit} bytes"
+                )
                 return
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            why = f"request body is not UTF-8 (byte 0x{body[exc.start : exc.start + 1].hex()} at offset {exc.start})"
+            await self._refuse(scope, receive, send, 400, why, code=PARSE_ERROR_CODE)
+            return
         sent = False
 
         async def replay() -> Message:
@@ -194,13 +203,17 @@ class BodyLimit:
             if not sent:
                 sent = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            return await receive()  # later calls: the client's disconnect, for streams
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = f"request body is larger than the limit of {self.limit} bytes: shorten it or raise a2a.max_body_bytes"
-        await error_response(scope["path"], 413, "INVALID_ARGUMENT", message)(scope, receive, send)
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, why: str, *, code: int | None = None
+    ) -> None:
+        hint = "shorten it or raise a2a.max_body_bytes" if status == 413 else "send JSON encoded as UTF-8"
+        await error_response(scope["path"], status, "INVALID_ARGUMENT", f"{why}: {hint}", code=code)(
+            scope, receive, send
+        )
 
 
 class RoleExecutor(AgentExecutor):
@@ -344,6 +357,7 @@ def a2a_app(
     # The gRPC binding (a2a/grpc_binding.py) serves the same handler, task store and credentials.
     app.state.a2a_handler = handler
     app.state.a2a_auth = backend if auth else None
+    app.state.a2a_max_body_bytes = max_body_bytes
     return app
 
 

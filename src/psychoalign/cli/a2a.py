@@ -50,7 +50,12 @@ def _serve(app: Any, host: str, port: int, grpc_port: int | None = None) -> None
     async def both() -> None:
         from ..a2a.grpc_binding import build_grpc_server
 
-        rpc = build_grpc_server(app.state.a2a_handler, f"{host}:{grpc_port}", app.state.a2a_auth)
+        rpc = build_grpc_server(
+            app.state.a2a_handler,
+            f"{host}:{grpc_port}",
+            app.state.a2a_auth,
+            max_message_bytes=app.state.a2a_max_body_bytes,
+        )
         await rpc.start()
         try:
             await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

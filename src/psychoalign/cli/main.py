@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..errors import InputError, PsychoAlignError
 from ..models import BACKENDS, ModelSpec, backend_class, build_model, resolved_label
-from ..textio import decode_utf8, read_text
+from ..textio import decode_utf8, normalise_text, read_text
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
 __all__ = ["app", "run"]
@@ -192,8 +192,26 @@ def run() -> None:
         if debug:
             raise
         hint = f" — {exc.hint}" if exc.hint else ""
-        err_console.print(Text.assemble(("error: ", "bold red"), exc.message + hint), soft_wrap=True)
+        _error_line(exc.message + hint)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")
         sys.exit(130)
+    except OSError as exc:  # a file or socket the command needed: name it, no traceback
+        if debug:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        _error_line(f"{exc.strerror or type(exc).__name__}:{where} — check the path or address and its permissions")
+        sys.exit(1)
+    except Exception as exc:  # a bug: one line, the traceback with --debug
+        if debug:
+            raise
+        what = f"{type(exc).__name__}: {str(exc)[:200]}"
+        _error_line(f"internal error ({what}) — run with --debug for the traceback and report it")
+        sys.exit(1)
+
+
+def _error_line(message: str) -> None:
+    """One error line; text that came from input (argv, files) may hold lone surrogates, which
+    cannot be printed as UTF-8."""
+    err_console.print(Text.assemble(("error: ", "bold red"), normalise_text(message)), soft_wrap=True)

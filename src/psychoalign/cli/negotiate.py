@@ -393,10 +393,15 @@ def traces_export(
     if fmt != "jsonl":
         raise InputError(f"unknown export format '{fmt}'", hint="use --format jsonl")
 
+    try:
+        sink = out.open("w", encoding="utf-8") if out else sys.stdout
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise InputError(f"--out {out}: cannot write there: {why}", hint="pick a writable path") from None
+
     async def go() -> int:
         store = _open(config, store_url)
         n = 0
-        sink = out.open("w", encoding="utf-8") if out else sys.stdout
         try:
             async for trace in store.iter_all():
                 sink.write(trace.model_dump_json() + "\n")

@@ -206,7 +206,9 @@ class Negotiator:
         if isinstance(exc, TimeoutError):
             trace.error = f"negotiation exceeded timeout_s={trace.params.timeout_s:g}"
         elif isinstance(exc, PsychoAlignError):
-            trace.error = str(exc)
+            # Messages may quote input (a file name from argv can hold lone surrogates): the
+            # trace must stay storable and printable.
+            trace.error = normalise_text(str(exc))
         elif isinstance(exc, asyncio.CancelledError):  # its message is ours (e.g. server shutdown), never data
             trace.error = f"cancelled: {exc}" if str(exc) else "cancelled"
         else:  # a bug: name it, without internals that could carry data
