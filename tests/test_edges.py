@@ -190,3 +190,36 @@ def test_unusable_paths_and_urls_name_the_flag(tmp_path: Path, args: list[str], 
     config = write_config(tmp_path)
     head = 2 if args[0] == "traces" else 1  # the (sub)command, then --config, then the rest
     _clean_error(_run(*args[:head], "--config", str(config), *args[head:]), *needles)
+
+
+@pytest.mark.parametrize(
+    ("table", "command", "needles"),
+    [
+        (
+            '[deployments.psychoalign]\nframework = "genral"\n',
+            ["config", "show"],
+            ["deployments.psychoalign.framework"],
+        ),
+        (
+            '[deployments.psychoalign]\nallowed_frameworks = ["/nonexistent/weak.yaml"]\n',
+            ["serve-a2a", "--insecure"],
+            ["deployments.psychoalign.allowed_frameworks", "/nonexistent/weak.yaml"],
+        ),
+        ('[deployments.psychoalign]\nframework = "nope"\n', ["serve"], ["deployments.psychoalign.framework"]),
+        (
+            '[deployments.psychoalign]\napi_keys = ["pa-the-key-itself"]\n',
+            ["config", "show"],
+            ["deployments.psychoalign.api_keys", "not a SHA-256 hex digest", "serve-key"],
+        ),
+        ("", ["serve-a2a", "--insecure", "-f", "genral"], ["unknown framework 'genral'"]),
+    ],
+)
+def test_deployment_mistakes_fail_at_start_up_not_per_request(
+    tmp_path: Path, table: str, command: list[str], needles: list[str]
+) -> None:
+    """A typo in a deployment's frameworks, or a key where its digest belongs, used to start the
+    server (every request then failed) or pass `config show`."""
+    config = write_config(tmp_path)
+    config.write_text(config.read_text() + "\n" + table)
+    port = ["--port", "1"] if command[0].startswith("serve") else []  # never reached: it fails first
+    _clean_error(_run(*command, "--config", str(config), *port), *needles)

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, PsychoAlignError
 from .models.spec import ModelSpec
 from .textio import read_text
 from .web.lab_settings import LabSettings
@@ -106,6 +107,17 @@ class DeploymentSettings(BaseModel):
     )
     description: str = ""
 
+    @field_validator("api_keys")
+    @classmethod
+    def _digests(cls, value: list[str]) -> list[str]:
+        for i, digest in enumerate(value):
+            if not re.fullmatch(r"[0-9a-fA-F]{64}", digest.strip()):
+                raise ValueError(
+                    f"api_keys[{i}] is not a SHA-256 hex digest (64 hex digits): configure the digest "
+                    "`psychoalign serve-key` prints, never the key itself"
+                )
+        return [d.strip().lower() for d in value]
+
     def frameworks(self) -> list[str]:
         """Every framework name a client of this profile may select, the default first."""
         return [self.framework, *(f for f in self.allowed_frameworks if f != self.framework)]
@@ -163,6 +175,22 @@ class Settings(BaseModel):
             known = ", ".join(sorted(self.deployments)) or "none"
             raise ConfigError(f"unknown deployment '{name}'", hint=f"configured deployments: {known}")
         return self.deployments[name]
+
+    def check_deployments(self) -> None:
+        """Load every framework each deployment offers, so a typo fails at start-up (one line
+        naming the deployment key) instead of on every client request."""
+        from .frameworks import load_framework
+
+        for name, profile in self.deployments.items():
+            for i, framework in enumerate(profile.frameworks()):
+                key = "framework" if i == 0 else "allowed_frameworks"
+                try:
+                    load_framework(framework)
+                except PsychoAlignError as exc:
+                    raise ConfigError(
+                        f"deployments.{name}.{key}: {exc.message}",
+                        hint=exc.hint or "name a built-in framework (psychoalign frameworks list) or a YAML file",
+                    ) from None
 
     def for_deployment(self, name: str = DEFAULT_DEPLOYMENT) -> Settings:
         """These settings with the profile's ``roles`` and ``negotiation`` overrides applied."""

@@ -24,6 +24,7 @@ from rich.table import Table
 from ..agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..config import DEFAULT_DEPLOYMENT
 from ..errors import ConfigError, InputError
+from ..frameworks import load_framework
 from ..models import build_model
 from ..negotiation.bus import InProcessTransport
 from .common import ConfigOpt, err_console, out_console, settings_from
@@ -164,6 +165,7 @@ def serve_a2a(
     _check_insecure(insecure, host)
     base_settings = settings_from(config)
     profile = base_settings.deployment(deployment)
+    base_settings.check_deployments()
     settings = base_settings.for_deployment(deployment)
     token = settings.a2a.token("user")
     if not token and not profile.api_keys and not insecure:
@@ -172,6 +174,7 @@ def serve_a2a(
             hint=f"set PSYCHOALIGN_A2A__TOKENS__USER or deployments.{deployment}.api_keys, or --insecure on loopback",
         )
     default = framework or profile.framework
+    load_framework(default)  # a typo in -f fails here, not on every request
     negotiator = Negotiator(settings, store=open_store(settings.effective_store_url()))
     base = public_url or f"http://{host}:{port}"
     app = build_system_app(
@@ -217,6 +220,8 @@ def up(
     and the client token. Ctrl-C stops everything.
     """
     settings = settings_from(config)
+    settings.check_deployments()
+    load_framework(framework)  # before four processes start
     configured = settings.a2a.plain_tokens()
     tokens = {name: configured.get(name) or secrets.token_urlsafe(24) for name in (*ROLES, "user")}
     # No child inherits a token from this environment or reads one from the config file: each

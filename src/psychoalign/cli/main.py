@@ -157,6 +157,7 @@ def config_show(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> No
     for name in settings.deployments:
         profile = settings.for_deployment(name)
         parse_params(profile.negotiation, where=negotiation_source(settings, name))
+    settings.check_deployments()
     data = settings.masked()
     if json_out:
         emit_json(data)

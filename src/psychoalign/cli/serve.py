@@ -60,6 +60,7 @@ def serve(
     settings = settings_from(config, settings_overrides)
     s = settings.serve
     check_exposure(settings, s.host)
+    settings.check_deployments()
     configure_logging(log_level)
     shown = s.public_url or f"http://{s.host}:{s.port}"
     banner = (
