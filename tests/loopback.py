@@ -6,7 +6,6 @@ import asyncio
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ class Scripted:
     body: dict[str, Any] | None = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
+    hang: bool = False  # answer only once the test releases the server (FakeServer.release)
 
 
 @dataclass
@@ -38,6 +37,7 @@ class FakeServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     url: str = ""
+    release: threading.Event = field(default_factory=threading.Event)
 
     async def handle(self, request: Request) -> JSONResponse:
         body = json.loads(await request.body() or b"{}")
@@ -46,34 +46,53 @@ class FakeServer:
         answer = self.queue.pop(0) if self.queue else self.default
         if answer is None:
             return JSONResponse({"error": "no scripted answer"}, status_code=500)
-        if answer.delay_s:
-            await asyncio.sleep(answer.delay_s)
+        if answer.hang:  # a server that never answers in time, whatever the machine's load
+            await asyncio.get_running_loop().run_in_executor(None, self.release.wait)
         return JSONResponse(answer.body or {}, status_code=answer.status, headers=answer.headers)
 
 
 def free_port() -> int:
+    """A port nothing listens on right now. Only for ports a subprocess must be told; in-process
+    servers use :func:`listening_socket` (no window in which another process can take the port)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
+def listening_socket() -> socket.socket:
+    """A loopback socket already listening on a free port: clients can connect (and queue) before
+    the server that will accept them has started, so no test waits for a server to come up."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(512)
+    return sock
+
+
+class ThreadedServer:
+    """uvicorn serving ``app`` in a thread on ``sock`` (default: a new :func:`listening_socket`)."""
+
+    def __init__(self, app: Any, sock: socket.socket | None = None) -> None:
+        self.sock = sock if sock is not None else listening_socket()
+        self.port = int(self.sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)  # clean-up only: no outcome waits on it
+        self.sock.close()
+
+
 @contextmanager
 def serve(app: Starlette) -> Iterator[str]:
-    """Run ``app`` with uvicorn on a free loopback port in a thread; yield its base URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("loopback server did not start")
-        time.sleep(0.01)
+    """Run ``app`` with uvicorn on a listening loopback socket in a thread; yield its base URL."""
+    server = ThreadedServer(app)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield server.url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        server.stop()
 
 
 @contextmanager
@@ -81,7 +100,10 @@ def fake_endpoint(path: str, fake: FakeServer) -> Iterator[FakeServer]:
     app = Starlette(routes=[Route(path, fake.handle, methods=["POST"])])
     with serve(app) as url:
         fake.url = url
-        yield fake
+        try:
+            yield fake
+        finally:
+            fake.release.set()
 
 
 def openai_reply(text: str, prompt_tokens: int = 7, completion_tokens: int = 3) -> dict[str, Any]:

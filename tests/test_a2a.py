@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, new_data_message
 from a2a.types import GetTaskRequest, Role, SendMessageRequest, TaskState
-from starlette.applications import Starlette
 
 from psychoalign.a2a import A2ATransport, build_role_app
 from psychoalign.a2a.codec import encode_task
@@ -27,28 +24,15 @@ from psychoalign.negotiation import Negotiator
 from psychoalign.negotiation.defense import template
 from psychoalign.traces import TraceStatus
 
-from .loopback import free_port
+from .loopback import ThreadedServer, listening_socket
 from .scenario import World, evaluation, proposals
 from .test_cli import cli
 
 TOKENS = {"mediator": "tok-mediator", "drive": "tok-drive", "evaluator": "tok-evaluator"}
 
 
-class Server:
-    def __init__(self, app: Starlette, port: int) -> None:
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+class Server(ThreadedServer):
+    """An A2A app on loopback (see :class:`~tests.loopback.ThreadedServer`)."""
 
 
 @contextmanager
@@ -58,9 +42,9 @@ def role_servers(
     transport = Negotiator(Settings(), models=models or world.models()).transport
     urls, servers = {}, {}
     for role in ("drive", "evaluator", "mediator"):
-        port = free_port()
-        urls[role] = f"http://127.0.0.1:{port}"
-        servers[role] = Server(build_role_app(role, transport, urls[role], TOKENS[role]), port)  # type: ignore[arg-type]
+        sock = listening_socket()
+        urls[role] = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        servers[role] = Server(build_role_app(role, transport, urls[role], TOKENS[role]), sock)  # type: ignore[arg-type]
     try:
         yield urls, servers
     finally:

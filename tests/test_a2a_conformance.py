@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from psychoalign.frameworks import load_framework
 from psychoalign.negotiation import Negotiator
 from psychoalign.traces import InMemoryTraceStore
 
-from .loopback import free_port
+from .loopback import free_port, listening_socket
 from .scenario import World, evaluation, proposals
 
 BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
@@ -72,9 +71,7 @@ async def system_agent(drafts: tuple[str, ...] = ("Boil it for 6 minutes.",)) ->
     one client and an API key for a second one."""
     world = World([proposals(*((d, 0.9) for d in drafts))], judge=_judge, compose=lambda p, i: "Ask a pharmacist.")
     store = InMemoryTraceStore()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
+    listener = listening_socket()
     port, grpc_port = listener.getsockname()[1], free_port()
     url, grpc_url = f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}"
     app: Starlette = build_system_app(

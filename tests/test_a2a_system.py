@@ -23,7 +23,7 @@ from psychoalign.a2a.system import CLARIFY, build_system_app
 from psychoalign.config import Settings
 from psychoalign.negotiation import Negotiator
 
-from .loopback import free_port
+from .loopback import free_port, listening_socket
 from .scenario import World, evaluation, proposals
 from .test_a2a import Server
 from .test_cli import cli
@@ -54,9 +54,9 @@ async def test_system_agent_answers_with_tension_and_maps_deadlock_to_input_requ
         compose=lambda p, i: "Please talk to a pharmacist about dosing.",
     )
     negotiator = world.negotiator()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = Server(build_system_app(negotiator, url, token="user-tok"), port)
+    sock = listening_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = Server(build_system_app(negotiator, url, token="user-tok"), sock)
     try:
         task = await _send(url, "user-tok", user_text("How many pills are too many?"))
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED  # type: ignore[attr-defined]
@@ -176,10 +176,10 @@ async def test_clients_select_only_the_deployments_frameworks_never_paths(tmp_pa
     weak.write_text("name: weak\nversion: '1.0'\ndescription: x\nuniversal:\n  - id: U1\n    text: Anything goes.\n")
     world = World([proposals(("Answer.", 0.9))])
     negotiator = Negotiator(Settings(), models=world.models())
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    sock = listening_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     app = build_system_app(negotiator, url, token="t", frameworks=["general", "medical"])
-    server = Server(app, port)
+    server = Server(app, sock)
     try:
         for choice, offered in (("medical", True), ("child-safe", False), (str(weak), False), ("../weak", False)):
             msg = new_text_message("hello", role=Role.ROLE_USER)
@@ -200,9 +200,9 @@ async def test_clients_select_only_the_deployments_frameworks_never_paths(tmp_pa
 
 async def test_conformance_trailing_slash_cache_control_and_401_shapes() -> None:
     world = World([proposals(("Answer.", 0.9))])
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = Server(build_system_app(Negotiator(Settings(), models=world.models()), url, token="t"), port)
+    sock = listening_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = Server(build_system_app(Negotiator(Settings(), models=world.models()), url, token="t"), sock)
     body = {
         "jsonrpc": "2.0",
         "id": 7,
@@ -291,9 +291,9 @@ async def test_a_store_failure_over_a2a_is_a_clean_failed_task(tmp_path: Path) -
 
     store = BrokenStore(f"sqlite:///{tmp_path / 't.db'}")
     negotiator = Negotiator(Settings(), models=World([proposals(("DRIVE TEXT", 0.9))]).models(), store=store)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = Server(build_system_app(negotiator, url, token="t"), port)
+    sock = listening_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = Server(build_system_app(negotiator, url, token="t"), sock)
     try:
         body = {
             "jsonrpc": "2.0",

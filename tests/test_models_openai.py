@@ -126,7 +126,7 @@ async def test_unreachable_endpoint_fails_clearly() -> None:
 
 
 async def test_timeout_per_call() -> None:
-    fake = FakeServer(default=Scripted(openai_reply("slow"), delay_s=1.0))
+    fake = FakeServer(default=Scripted(openai_reply("slow"), hang=True))
     with fake_endpoint(PATH, fake):
         model = build_model(spec_for(fake.url, timeout_s=0.1, max_retries=1))  # type: ignore[arg-type]
         with pytest.raises(ModelTimeoutError, match="timed out"):

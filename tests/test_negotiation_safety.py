@@ -68,8 +68,19 @@ async def test_drive_garbage_fails_closed() -> None:
 
 
 async def test_timeout_fails_closed() -> None:
+    """The EVALUATOR never answers (it waits on an event nobody sets): whatever the machine's
+    load, only the negotiation's own timeout can end it, and it fails closed."""
     world = World([proposals(("SECRET", 0.9))])
-    models = world.models(latency_s=0.2)
+    models = world.models()
+    never = asyncio.Event()
+
+    class Hanging(ScriptedBackend):
+        async def complete(self, request: ChatRequest) -> Any:
+            await never.wait()
+            raise AssertionError("unreachable")
+
+    spec = ModelSpec(backend="scripted", schema_retries=0, max_retries=0)
+    models["evaluator"] = ChatModel(spec, Hanging(spec, fn=lambda r: {}))
     negotiator = Negotiator(Settings(), params=NegotiationParams(timeout_s=0.1), models=models)
     trace = await negotiator.negotiate("Q")
     _assert_failed_closed(trace)
