@@ -145,19 +145,15 @@ async def test_a_skipped_task_is_not_offered_again(lab: tuple[FastAPI, StarLab])
     await a.post(f"/tasks/{second}/skip")
     r = await a.post("/tasks/claim", {"kind": "red_team"})
     assert "msg=no_task" in r.headers["location"]
+    # b takes both in turn (one task of a kind at a time) and lets them go too
     b = await browser(app, "b")
-    taken = {
-        (
-            await star.store.task(task_id((await b.post("/tasks/claim", {"kind": "red_team"})).headers["location"]))
-        ).instruction_id
-        for _ in range(2)
-    }
+    taken = set()
+    for _ in range(2):
+        held = task_id((await b.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+        taken.add((await star.store.task(held)).instruction_id)
+        await b.post(f"/tasks/{held}/skip")
     assert taken == {(await star.store.task(first)).instruction_id, (await star.store.task(second)).instruction_id}
-    # b lets both go too: nobody left who has not skipped them, and the lead is told so
-    b_account = await star.accounts.authenticate("b", PASSWORD)
-    assert b_account is not None
-    for held in await star.store.claimed_tasks(b_account.participant_id or ""):
-        await b.post(f"/tasks/{held.id}/skip")
+    # nobody left who has not skipped them, and the lead is told so
     page = (await lead.get("/lead/campaigns/s")).text
     assert "every eligible red teamer skipped this instruction" in page
 
@@ -408,3 +404,85 @@ async def test_lead_deactivates_reactivates_and_sends_new_links(lab: tuple[FastA
     await lead.post(f"/lead/accounts/{newbie.id}/deactivate")
     assert (await Browser(app).get(link.group(1))).status_code == 404
     assert (await lead.post(f"/lead/accounts/{newbie.id}/activate")).status_code == 400  # no password: a link instead
+
+
+async def test_one_task_of_a_kind_at_a_time(lab: tuple[FastAPI, StarLab]) -> None:
+    """A second click (another tab, the back button) takes a participant back to the task they
+    hold instead of claiming another one that would sit reserved for an hour."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a")
+    await create_campaign(await browser(app, "lead"), "one", ["sexually-explicit"], n=3)
+    a = await browser(app, "a")
+    first = (await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"]
+    again = (await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"]
+    assert again == first
+    counts = await star.store.task_counts("one")
+    assert counts["red_team"] == {"open": 2, "claimed": 1}
+    await a.post(f"{first}/skip")
+    assert (await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"] != first
+
+
+async def test_the_report_is_built_off_the_event_loop(
+    lab: tuple[FastAPI, StarLab], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large campaign's report takes seconds of CPU: meanwhile every participant's page must
+    keep answering. The analysis is held until another page has been served: on the event loop
+    that page could not be served first."""
+    import asyncio
+    import threading
+
+    from psychoalign.star.analysis import report as report_module
+
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    for name in "abc":
+        await add_person(star, name)
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "big", ["sexually-explicit"], n=1)
+    await red_team(await browser(app, "a"), ["hello"])
+    await rate(await browser(app, "b"), "annotate", 1, "yes")
+    await rate(await browser(app, "c"), "annotate", 2, "no")
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    real = report_module.analyze
+
+    def held_analyze(*args: object, **kwargs: object) -> object:
+        started.set()
+        release.wait(timeout=60)  # only a fallback: the test releases it as soon as the page is served
+        order.append("report built")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(report_module, "analyze", held_analyze)
+    pending = asyncio.create_task(lead.get("/lead/campaigns/big/report"))
+    await asyncio.to_thread(started.wait, 60)
+    other = await browser(app, "a")
+    assert (await other.get("/tasks")).status_code == 200
+    order.append("page served")
+    release.set()
+    assert (await pending).status_code == 200
+    assert order == ["page served", "report built"]
+
+
+async def test_lead_relaxes_red_teaming_matching_from_the_page(lab: tuple[FastAPI, StarLab]) -> None:
+    """Nobody of the targeted group (or known to be outside it) registered: the lead relaxes the
+    campaign's red-teaming matching from its page; a red teamer of unknown demographics then gets
+    the task, which records why; strict again, nobody does."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a", roles=["red_teamer"])
+    await add_person(star, "b", roles=["red_teamer"])
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "hs", ["hate-speech"], n=2)
+    a = await browser(app, "a")
+    assert "msg=no_task" in (await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"]
+    page = (await lead.get("/lead/campaigns/hs")).text
+    assert 'action="/lead/campaigns/hs/relax"' in page and "strict" in page
+    assert (await lead.post("/lead/campaigns/hs/relax", {"relax": "on"})).status_code == 303
+    assert "red teaming relaxed when nobody matches" in (await lead.get("/lead/campaigns/hs")).text
+    r = await a.post("/tasks/claim", {"kind": "red_team"})
+    task = await star.store.task(task_id(r.headers["location"]))
+    assert task.campaign == "hs" and (task.relaxed or "").startswith("relaxed:")
+    await lead.post("/lead/campaigns/hs/relax", {"relax": "off"})
+    b = await browser(app, "b")
+    assert "msg=no_task" in (await b.post("/tasks/claim", {"kind": "red_team"})).headers["location"]

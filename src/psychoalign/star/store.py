@@ -222,6 +222,11 @@ class CampaignSettings(BaseModel):
         description="Share of annotation slots on group-targeting dialogues reserved for out-group annotators "
         "(the control group); the rest need in-group annotators. Balanced within ±1 per target group.",
     )
+    relax_red_team: bool = Field(
+        False,
+        description="When nobody who meets a red-teaming task's in/out-group requirement takes it, a red "
+        "teamer who does not may (the lab's claims; the task records why, the export says matching_relaxed).",
+    )
 
 
 def _now() -> datetime:
@@ -277,6 +282,7 @@ _HOLDS = (
     .where(and_(tasks.c.participant_id == bindparam("pid"), tasks.c.status == "claimed"))
     .order_by(tasks.c.updated_at, tasks.c.id)
 )
+_HELD_OF_KIND = _HOLDS.with_only_columns(tasks.c.id).where(tasks.c.kind == bindparam("kind")).limit(1)
 _UNSEEN = ~exists().where(
     and_(exposures.c.dialogue_id == tasks.c.dialogue_id, exposures.c.participant_id == bindparam("pid"))
 )
@@ -446,6 +452,31 @@ class StarStore:
         async with self._read() as conn:
             row = (await conn.execute(select(campaign_rows.c.settings).where(campaign_rows.c.name == campaign))).first()
         return CampaignSettings.model_validate_json(row[0]) if row else CampaignSettings()
+
+    async def update_campaign_settings(self, campaign: str, **changes: Any) -> CampaignSettings:
+        """Change a stored campaign's settings (validated); returns the new ones."""
+        current = await self.campaign_settings(campaign)
+        updated = CampaignSettings.model_validate({**current.model_dump(), **changes})
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(campaign_rows)
+                .where(campaign_rows.c.name == campaign)
+                .values(settings=updated.model_dump_json())
+            )
+        if result.rowcount != 1:
+            raise InputError(f"no campaign '{campaign}' in this store")
+        return updated
+
+    async def relaxed_campaigns(self) -> list[str]:
+        """Campaigns whose red teaming may be relaxed (:attr:`CampaignSettings.relax_red_team`), oldest first."""
+        await self.init()
+        async with self._read() as conn:
+            rows = (
+                await conn.execute(
+                    select(campaign_rows.c.name, campaign_rows.c.settings).order_by(campaign_rows.c.created_at)
+                )
+            ).all()
+        return [str(n) for n, body in rows if CampaignSettings.model_validate_json(body).relax_red_team]
 
     async def has_campaign(self, campaign: str) -> bool:
         await self.init()
@@ -1140,6 +1171,13 @@ class StarStore:
             )
         if result.rowcount != 1:
             raise InputError(f"unknown participant '{person.id}'")
+
+    async def held_task(self, participant_id: str, kind: TaskKind) -> str | None:
+        """The id of a task of ``kind`` this participant holds (the oldest), if any: one indexed read."""
+        await self.init()
+        async with self._read() as conn:
+            row = (await conn.execute(_HELD_OF_KIND, {"pid": participant_id, "kind": kind.value})).first()
+        return str(row[0]) if row else None
 
     async def claimed_tasks(self, participant_id: str) -> list[TaskRecord]:
         """The tasks this participant holds right now (status claimed), oldest first. Expired

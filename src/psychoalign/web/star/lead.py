@@ -7,6 +7,7 @@ Every route declares :func:`require_lead`. Leads are the only ones who see ident
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -34,7 +35,7 @@ from ..templating import Templates
 from .lab import CampaignSettings, StarLab, rows_json
 from .participant import get_lab
 
-__all__ = ["router", "shortfall_reason"]
+__all__ = ["build_report", "router", "shortfall_reason", "tabular"]
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MAX_UPLOAD = 1_000_000
@@ -274,6 +275,7 @@ async def campaign_page(
             "campaign": campaign,
             "policy": policy,
             "outgroup_share": settings.outgroup_annotator_share,
+            "relaxed": settings.relax_red_team,
             "counts": progress["counts"],
             "report": report,
             "heat": heat_map(policy, report),
@@ -359,20 +361,28 @@ async def campaign_export(
                 yield rows_json([row]).encode("utf-8")
 
         return StreamingResponse(lines(), media_type="application/x-ndjson", headers=disposition)
+    rows = [
+        {k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v for k, v in r.items()}
+        async for r in _export_rows(lab, name)
+    ]
+    body = await asyncio.to_thread(tabular, rows, format)  # pandas work off the event loop
+    media = "text/csv; charset=utf-8" if format == "csv" else "application/vnd.apache.parquet"
+    return Response(body, media_type=media, headers=disposition)
+
+
+def tabular(rows: list[dict[str, Any]], format: str) -> bytes:
+    """CSV (cells that are never formulas: untrusted text must not run in the lead's spreadsheet)
+    or Parquet bytes of flat export rows."""
     import pandas as pd
 
-    frame = pd.DataFrame(
-        [
-            {k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v for k, v in r.items()}
-            async for r in _export_rows(lab, name)
-        ]
-    )
-    if format == "csv":  # untrusted text must not become a formula in the lead's spreadsheet
+    frame = pd.DataFrame(rows)
+    if format == "csv":
         safe = frame.apply(lambda column: column.map(spreadsheet_safe)) if len(frame) else frame
-        return Response(safe.to_csv(index=False), media_type="text/csv; charset=utf-8", headers=disposition)
+        text: str = safe.to_csv(index=False)
+        return text.encode("utf-8")
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
-    return Response(buffer.getvalue(), media_type="application/vnd.apache.parquet", headers=disposition)
+    return buffer.getvalue()
 
 
 @router.get("/campaigns/{name}/report")
@@ -383,6 +393,21 @@ async def campaign_report(
     if await lab.lab.campaign(name) is None:
         raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
     rows = [row async for row in _export_rows(lab, name)]
+    # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
+    # report's rater-group analyses; never a name or username
+    people = [p.model_dump(mode="json") for p in await (await lab.store_for(name)).list_participants()]
+    try:
+        # seconds of CPU for a large campaign: off the event loop, so participants' pages keep answering
+        html = await asyncio.to_thread(build_report, name, rows, people)
+    except PsychoAlignError as exc:
+        raise HTTPException(status_code=409, detail=f"no report yet: {exc.message}") from None
+    # The report is self-contained HTML with inline styles and data: images; it runs no script.
+    csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'none'"
+    return HTMLResponse(html, headers={"content-security-policy": csp})
+
+
+def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, Any]]) -> str:
+    """The STAR analysis report (HTML) of a campaign's export rows, with rater attributes (blocking)."""
     from ...star.analysis.data import attach_raters, load
     from ...star.analysis.report import analyze, write_report
 
@@ -390,21 +415,12 @@ async def campaign_report(
         # a JSON array, not JSONL: the loader reads a one-line JSONL file as one object
         path = Path(tmp) / f"{name}.json"
         path.write_text(json.dumps(rows, ensure_ascii=False, default=str), encoding="utf-8")
-        # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
-        # report's rater-group analyses; never a name or username
         raters = Path(tmp) / "raters.json"
-        people = [p.model_dump(mode="json") for p in await (await lab.store_for(name)).list_participants()]
         raters.write_text(json.dumps(people, ensure_ascii=False), encoding="utf-8")
-        try:
-            data = attach_raters(load(path, "star", name), raters)
-            report = analyze([data], n_boot=200, embed=False)
-            write_report(report, [data], Path(tmp) / "out")
-            html = (Path(tmp) / "out" / "report.html").read_text(encoding="utf-8")
-        except PsychoAlignError as exc:
-            raise HTTPException(status_code=409, detail=f"no report yet: {exc.message}") from None
-    # The report is self-contained HTML with inline styles and data: images; it runs no script.
-    csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'none'"
-    return HTMLResponse(html, headers={"content-security-policy": csp})
+        data = attach_raters(load(path, "star", name), raters)
+        report = analyze([data], n_boot=200, embed=False)
+        write_report(report, [data], Path(tmp) / "out")
+        return (Path(tmp) / "out" / "report.html").read_text(encoding="utf-8")
 
 
 @router.get("/participants")
@@ -652,6 +668,22 @@ async def campaign_time_sheet(
     return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=disposition)
 
 
+@router.post("/campaigns/{name}/relax")
+async def campaign_relax(
+    name: str,
+    relax: str = Form("off"),
+    account: Account = Depends(require_lead),
+    lab: StarLab = Depends(get_lab),
+) -> Response:
+    """Lead: let red teamers who do not meet a task's in/out-group requirement take it when nobody
+    who does is there (``on``), or not (``off``). Every relaxed task records why."""
+    if await lab.lab.campaign(name) is None:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    store = await lab.store_for(name)
+    await store.update_campaign_settings(name, relax_red_team=relax == "on")
+    return RedirectResponse(f"/lead/campaigns/{name}?msg=saved", status_code=303)
+
+
 @router.post("/campaigns/{name}/release-expired")
 async def campaign_release_expired(
     name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
@@ -672,8 +704,6 @@ async def campaign_personas(
     lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Lead: let LLM personas (simulated, labelled in all data) fill the annotation shortfall."""
-    import asyncio
-
     from .personas import fill_with_personas
 
     if await lab.lab.campaign(name) is None:

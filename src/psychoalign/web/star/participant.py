@@ -117,16 +117,35 @@ async def claim(
     account: Account = Depends(require_participant),
     lab: StarLab = Depends(get_lab),
 ) -> Response:
-    """Participant: take the next task of a kind, matched by the campaign's rules."""
+    """Participant: take the next task of a kind, matched by the campaign's rules. One task of a
+    kind at a time: someone who holds one (a second tab, the back button, a double click) is
+    taken back to it instead of hoarding a second, which would sit claimed for an hour."""
     try:
         task_kind = TaskKind(kind)
     except ValueError:
         raise HTTPException(status_code=400, detail="unknown task kind") from None
+    held = await lab.store.held_task(_pid(account), task_kind)
+    if held is not None:
+        return RedirectResponse(f"/tasks/{held}", status_code=303)
     try:
         task = await lab.store.claim(_pid(account), task_kind)
     except ClaimError:
-        return RedirectResponse("/tasks?msg=no_task", status_code=303)
+        relaxed = await _claim_relaxed(lab, _pid(account)) if task_kind is TaskKind.RED_TEAM else None
+        if relaxed is None:
+            return RedirectResponse("/tasks?msg=no_task", status_code=303)
+        task = relaxed
     return RedirectResponse(f"/tasks/{task.id}", status_code=303)
+
+
+async def _claim_relaxed(lab: StarLab, pid: str) -> TaskRecord | None:
+    """Nothing matched: a red-teaming task of a campaign whose lead relaxed its matching (the task
+    records why). Only after the strict claim failed, so people who match always go first."""
+    for campaign in await lab.store.relaxed_campaigns():
+        try:
+            return await lab.store.claim(pid, TaskKind.RED_TEAM, campaign=campaign, relax=True)
+        except ClaimError:
+            continue
+    return None
 
 
 @router.get("/tasks/{task_id}")

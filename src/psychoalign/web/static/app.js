@@ -5,6 +5,8 @@ document.addEventListener("DOMContentLoaded", function () {
   document.querySelectorAll("form").forEach(function (form) {
     form.addEventListener("submit", function () {
       form.querySelectorAll("button[type=submit]").forEach(function (b) { b.disabled = true; });
+      // a slow answer (a model, a negotiation): say so instead of a page that seems stuck
+      form.querySelectorAll(".wait-note").forEach(function (note) { note.hidden = false; });
     });
   });
   // Red teaming: keep the newest message in view (annotators read a dialogue from its start).
