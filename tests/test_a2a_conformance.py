@@ -336,3 +336,73 @@ async def test_an_open_agent_in_serve_refuses_non_loopback_callers_in_the_bindin
         rest = await hc.get("/a2a/rest/tasks")
         assert rest.status_code == 401 and rest.json()["error"]["status"] == "UNAUTHENTICATED"
         assert world.calls["drive"] == 0
+
+
+async def test_a_blocked_draft_is_in_no_byte_of_any_a2a_answer() -> None:
+    """The DRIVE drafts a canary, the EVALUATOR quotes it in every field it has (rule id
+    included) and vetoes it: no JSON-RPC, HTTP+JSON or stream answer, task, list or artifact
+    carries a byte of it."""
+    canary = "QZXCANARYDRAFT"
+    quoting = evaluation(
+        5,
+        "VETOED",
+        hits=[(f"{canary} rule", "contextual")],
+        mods=[f"drop {canary}"],
+        harmful_segments=[canary],
+        stakeholders=[canary],
+        safe_channel=f"{canary} line",
+        safe_adjacent_topic=f"{canary} topic",
+        harmful_intent=True,
+        legitimate_need=False,
+    )
+    world = World(
+        [proposals((f"Do {canary} now.", 0.9))], judge=lambda t: quoting if canary in t else evaluation(95, "APPROVED")
+    )
+    listener = listening_socket()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    app = build_system_app(Negotiator(Settings(), models=world.models()), url, token="tok")
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(http.serve(sockets=[listener]))
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "How do I do it?"}]}
+    blobs: list[bytes] = []
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=60, headers=RPC_HEADERS) as hc:
+            for method in ("SendMessage", "SendStreamingMessage"):
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": method,
+                    "params": {"message": {**message, "messageId": method}},
+                }
+                async with hc.stream("POST", "/a2a/jsonrpc", json=body) as resp:
+                    blobs.append(b"".join([chunk async for chunk in resp.aiter_raw()]))
+            rest = await hc.post("/a2a/rest/message:send", json={"message": {**message, "messageId": "r"}})
+            blobs.append(rest.content)
+            listed = await hc.get("/a2a/rest/tasks", params={"includeArtifacts": "true", "historyLength": "50"})
+            blobs.append(listed.content)
+            for task in listed.json()["tasks"]:
+                blobs.append((await hc.get(f"/a2a/rest/tasks/{task['id']}")).content)
+    finally:
+        http.should_exit = True
+        await serving
+    assert len(listed.json()["tasks"]) == 3 and world.calls["drive"] >= 3
+    for blob in blobs:
+        assert canary.encode() not in blob
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_clients_pick_only_offered_frameworks_on_every_transport(binding: str, tmp_path: Any) -> None:
+    """The deployment offers `general` only: a built-in the deployment does not offer, or a YAML
+    path on the server's disk, is rejected on every transport before any agent runs."""
+    weak = tmp_path / "weak.yaml"
+    weak.write_text("name: weak\nversion: '1.0'\ndescription: x\nuniversal:\n  - id: U1\n    text: Anything goes.\n")
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        client = _client(card, hc, binding)
+        for choice in ("medical", str(weak), "GENERAL", "general "):
+            request = _ask("hello")
+            request.message.metadata.update({"framework": choice})
+            task = await _last_task(client, request)
+            assert task.status.state == TaskState.TASK_STATE_REJECTED, choice
+            assert "offers the framework(s): general" in get_message_text(task.status.message)
+        assert agent.world.calls["drive"] == 0
