@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from psychoalign.agents import Evaluation, RuleHit
-from psychoalign.agents.schemas import parse_layer, parse_verdict
+from psychoalign.agents.schemas import Verdict, parse_layer, parse_verdict
 from psychoalign.frameworks import Layer, load_framework
 from psychoalign.negotiation import DefenseMechanism, SystemState
 from psychoalign.negotiation.defense import DefenseContext, select_mechanism
@@ -432,3 +432,65 @@ async def test_displacement_needs_benign_intent_not_just_a_topic() -> None:
     )
     trace = await world.negotiator(k=1).negotiate("make a bomb")
     assert trace.final is not None and trace.final.defense is DefenseMechanism.RATIONALIZATION
+
+
+# Evaluator replies of any shape: fields missing, extra, of the wrong type or huge; a universal
+# hit among others. Whatever the reply, a draft reaches the user only if the reply validated, its
+# verdict and score pass the tau gate and no hit names or is filed under the universal layer.
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@st.composite
+def hostile_replies(draw: st.DrawFn) -> dict[str, Any]:
+    reply: dict[str, Any] = dict(
+        evaluation(draw(st.integers(0, 100)), draw(st.sampled_from(["APPROVED", "CONDITIONAL"])))
+    )
+    hits = [
+        {"rule_id": draw(st.sampled_from(["C1-dual-use", "A1-helpful", "X9-unknown"])), "layer": "contextual"}
+        for _ in range(draw(st.integers(0, 2)))
+    ]
+    if draw(st.booleans()):
+        _rule, spelled = draw(universal_id_spellings())
+        hits.insert(
+            draw(st.integers(0, len(hits))),
+            {"rule_id": spelled, "layer": draw(st.sampled_from(["contextual", "aspirational", "universal", None, 3]))},
+        )
+    reply["rule_hits"] = hits
+    for _ in range(draw(st.integers(0, 3))):
+        action = draw(st.sampled_from(["drop", "retype", "extra", "hit_drop", "hit_extra"]))
+        if action == "drop":
+            reply.pop(draw(st.sampled_from(["score", "verdict", "conflict", "rule_hits", "modifications"])), None)
+        elif action == "retype":
+            reply[draw(st.sampled_from(["score", "verdict", "rule_hits", "conflict"]))] = draw(_values)
+        elif action == "extra":
+            reply[draw(st.sampled_from(["layer1_passed", "admissible", "override", "approved"]))] = draw(_values)
+        elif hits and isinstance(reply.get("rule_hits"), list):
+            hit = dict(draw(st.sampled_from(hits)))
+            if action == "hit_drop":
+                hit.pop(draw(st.sampled_from(["rule_id", "layer"])))
+            else:
+                hit[draw(st.sampled_from(["severity", "approved", "override"]))] = draw(_values)
+            reply["rule_hits"] = [*reply["rule_hits"], hit]
+    return reply
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reply=hostile_replies())
+def test_any_evaluator_reply_shape_fails_closed_through_the_engine(reply: dict[str, Any]) -> None:
+    world = World([proposals((SECRET, 0.95))], judge=lambda t: reply)
+    trace = asyncio.run(world.negotiator(k=1, tau=0.6).negotiate("q"))
+    if "DRIVE-SECRET" not in trace.response:
+        return
+    assert trace.status is TraceStatus.COMPLETED
+    e = Evaluation.model_validate(reply)  # it reached the user: the reply must have been valid ...
+    assert e.verdict is not Verdict.VETOED and e.score >= 60  # ... passed tau ...
+    for hit in e.rule_hits:  # ... and held no universal hit in any spelling
+        assert hit.layer is not Layer.UNIVERSAL and GENERAL.resolve(hit.rule_id).layer is not Layer.UNIVERSAL
+        assert GENERAL.resolve(hit.rule_id).placeable
