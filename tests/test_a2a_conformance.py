@@ -406,3 +406,66 @@ async def test_clients_pick_only_offered_frameworks_on_every_transport(binding: 
             assert task.status.state == TaskState.TASK_STATE_REJECTED, choice
             assert "offers the framework(s): general" in get_message_text(task.status.message)
         assert agent.world.calls["drive"] == 0
+
+
+async def test_media_types_terminal_tasks_and_cancelling_a_running_negotiation() -> None:
+    """A part whose media type the card does not declare is ContentTypeNotSupportedError (it was
+    a task the agent rejected); a message to a finished task is UnsupportedOperation; a task sent
+    with returnImmediately while its negotiation runs can be cancelled: canceled, and its trace
+    stored failed. The DRIVE waits on an event, so the task is certainly still running."""
+    from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
+
+    release = asyncio.Event()
+    world = World([proposals(("Boil it.", 0.9))])
+    models = world.models()
+
+    class Waiting(ScriptedBackend):
+        async def complete(self, request: Any) -> Any:
+            if "WAIT" in request.messages[-1].content:
+                await release.wait()
+            return await super().complete(request)
+
+    spec = ModelSpec(backend="scripted", model="drive", schema_retries=0, max_retries=0)
+    models["drive"] = ChatModel(spec, Waiting(spec, fn=world.drive))
+    failed_stored = asyncio.Event()
+
+    class Store(InMemoryTraceStore):
+        async def finish(self, trace: Any) -> None:
+            await super().finish(trace)
+            if trace.status.value == "failed":
+                failed_stored.set()
+
+    store = Store()
+    listener = listening_socket()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    app = build_system_app(Negotiator(Settings(), models=models, store=store), url, token="tok")
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(http.serve(sockets=[listener]))
+
+    async def rpc(hc: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        resp = await hc.post("/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        return dict(resp.json())
+
+    def ask(text: str, **extra: Any) -> dict[str, Any]:
+        return {"message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}], **extra}}
+
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=60, headers=RPC_HEADERS) as hc:
+            raw = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "dGNr", "mediaType": "x/y"}]}}
+            assert (await rpc(hc, "SendMessage", raw))["error"]["code"] == -32005
+            done = (await rpc(hc, "SendMessage", ask("hi")))["result"]["task"]
+            assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+            again = await rpc(hc, "SendMessage", ask("more", taskId=done["id"]))
+            assert again["error"]["code"] == -32004  # UnsupportedOperationError: the task is terminal
+            running = await rpc(hc, "SendMessage", {**ask("WAIT"), "configuration": {"returnImmediately": True}})
+            task_id = running["result"]["task"]["id"]
+            cancelled = (await rpc(hc, "CancelTask", {"id": task_id}))["result"]
+            assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+            assert (await rpc(hc, "GetTask", {"id": task_id}))["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+            await failed_stored.wait()  # the engine records the cancelled negotiation
+    finally:
+        release.set()
+        http.should_exit = True
+        await serving
+    stored = [t async for t in store.iter_all()]
+    assert sorted((t.status.value, t.error) for t in stored) == [("completed", None), ("failed", "cancelled")]

@@ -338,7 +338,11 @@ def a2a_app(
     every route but the card needs a bearer token (see :class:`BearerBackend`). Bodies over
     ``max_body_bytes`` are refused, and every error (credentials, size, routing) comes in the
     shape of the binding it was made on."""
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+    # validate_input_modes: a part whose media type the card does not declare is the protocol's
+    # ContentTypeNotSupportedError (A2A 1.0 §3.1.1), not a task the agent then rejects.
+    handler = DefaultRequestHandler(
+        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card, validate_input_modes=True
+    )
     routes: list[Any] = [
         # card first: the REST routes add a catch-all mount
         *create_agent_card_routes(card, cache_control=CARD_CACHE_CONTROL),
