@@ -314,3 +314,59 @@ async def test_a_store_failure_over_a2a_is_a_clean_failed_task(tmp_path: Path) -
     finally:
         server.stop()
         await store.close()
+
+
+def test_serve_a2a_on_ipv6_loopback_advertises_bracketed_urls_for_every_transport(tmp_path: Path) -> None:
+    """`--host ::1` used to advertise http://::1:8100 and bind gRPC to '::1:8101' (no brackets)."""
+    import grpc
+    import grpc.aio
+    from a2a.client import ClientCallContext
+
+    config = write_config(tmp_path)
+    port, grpc_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "psychoalign", "serve-a2a", "--host", "::1", "--insecure"),
+            *("--port", str(port), "--grpc-port", str(grpc_port), "--config", str(config)),
+        ],
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://[::1]:{port}"
+    try:
+        hang_guard = time.monotonic() + 300  # waits for the process to listen; no outcome depends on it
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=5).json()
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < hang_guard, "serve-a2a did not come up"
+                time.sleep(0.2)
+        urls = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
+        assert urls == {
+            "JSONRPC": f"{url}/a2a/jsonrpc",
+            "HTTP+JSON": f"{url}/a2a/rest",
+            "GRPC": f"[::1]:{grpc_port}",
+        }
+
+        async def over_grpc() -> object:
+            async with httpx.AsyncClient(timeout=60) as hc:
+                resolved = await A2ACardResolver(hc, url).get_agent_card()
+                config = ClientConfig(
+                    streaming=False,
+                    grpc_channel_factory=grpc.aio.insecure_channel,
+                    supported_protocol_bindings=["GRPC"],
+                )
+                client = ClientFactory(config).create(resolved)
+                tasks = [
+                    r.task
+                    async for r in client.send_message(user_text("How do I boil an egg?"), context=ClientCallContext())
+                    if r.HasField("task")
+                ]
+                return tasks[-1]
+
+        task = asyncio.run(over_grpc())
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED  # type: ignore[attr-defined]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

@@ -53,7 +53,7 @@ def _serve(app: Any, host: str, port: int, grpc_port: int | None = None) -> None
 
         rpc = build_grpc_server(
             app.state.a2a_handler,
-            f"{host}:{grpc_port}",
+            _hostport(host, grpc_port),
             app.state.a2a_auth,
             max_message_bytes=app.state.a2a_max_body_bytes,
         )
@@ -67,7 +67,12 @@ def _serve(app: Any, host: str, port: int, grpc_port: int | None = None) -> None
 
 
 def _grpc_url(host: str, grpc_port: int | None) -> str | None:
-    return f"{host}:{grpc_port}" if grpc_port is not None else None
+    return _hostport(host, grpc_port) if grpc_port is not None else None
+
+
+def _hostport(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 address in brackets (``[::1]:8100``)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 InsecureOpt = typer.Option(
@@ -119,7 +124,7 @@ def agent_serve(
             hint=f"set PSYCHOALIGN_A2A__TOKENS__{role.upper()} (a2a.tokens.{role}), or --insecure on loopback",
         )
     port = port or DEFAULT_PORTS[role]
-    base = public_url or f"http://{host}:{port}"
+    base = public_url or f"http://{_hostport(host, port)}"
     model = build_model(settings.model_spec(role), cache_dir=settings.cache_dir())
     agents: dict[str, Any] = {
         "drive": DriveAgent(model) if role == "drive" else None,
@@ -176,7 +181,7 @@ def serve_a2a(
     default = framework or profile.framework
     load_framework(default)  # a typo in -f fails here, not on every request
     negotiator = Negotiator(settings, store=open_store(settings.effective_store_url()))
-    base = public_url or f"http://{host}:{port}"
+    base = public_url or f"http://{_hostport(host, port)}"
     app = build_system_app(
         negotiator,
         base,

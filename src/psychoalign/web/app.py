@@ -165,7 +165,8 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
     serve = settings.serve
     name = serve.a2a_deployment or next(iter(settings.deployments))
     deployment = settings.deployment(name)
-    url = (base_url or serve.public_url or f"http://{serve.host}:{serve.port}").rstrip("/")
+    host = f"[{serve.host}]" if ":" in serve.host else serve.host  # IPv6 in brackets
+    url = (base_url or serve.public_url or f"http://{host}:{serve.port}").rstrip("/")
     return build_system_app(
         gateway.negotiator(name),
         url,
