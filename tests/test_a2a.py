@@ -201,7 +201,7 @@ async def test_packed_task_gets_a_packed_reply_and_three_events() -> None:
             client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
             done = [r.task async for r in client.send_message(packed) if r.HasField("task")][-1]
             data = get_data_parts(list(done.artifacts[0].parts))[0]
-            assert isinstance(data["reply_json"], str) and "reply" not in data
+            assert isinstance(data["replyJson"], str) and "reply" not in data  # A2A JSON is camelCase
             reply = decode_reply("drive", data, host=urls["drive"])
             assert reply.output.proposals[0].text == "Boil it for 6 minutes." and reply.host == urls["drive"]
             streaming = ClientFactory(ClientConfig(streaming=True, httpx_client=hc)).create(card)
@@ -220,13 +220,52 @@ def test_packed_codec_validates_like_the_structured_one() -> None:
     task = DriveTask(request="q", context="chat", n=2, feedback="be brief")
     assert decode_task(encode_task(task, packed=True)) == decode_task(encode_task(task)) == task
     with pytest.raises(ValueError, match="invalid task"):
-        decode_task({"psychoalign": "task", "task_json": '{"kind": "drive", "n": "many"}'})
+        decode_task({"psychoalign": "task", "taskJson": '{"kind": "drive", "n": "many"}'})
     with pytest.raises(ValueError, match="invalid task"):
         decode_task({"psychoalign": "task", "task_json": "not json"})
     reply = AgentReply[DriveOutput].model_validate(
         {"output": {"proposals": [{"text": "A.", "utility": 0.5}]}, "model": "m"}
     )
     assert decode_reply("drive", encode_reply(reply, packed=True), host="h").output == reply.output
-    hostile = {"psychoalign": "reply", "reply_json": '{"output": {"proposals": [{"text": "A.", "utility": 7}]}}'}
+    hostile = {"psychoalign": "reply", "replyJson": '{"output": {"proposals": [{"text": "A.", "utility": 7}]}}'}
     with pytest.raises(EndpointError, match="invalid 'drive' reply"):
         decode_reply("drive", hostile, host="h")  # utility out of [0, 1]: fails closed
+
+
+def _all_keys(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [k for key, v in value.items() for k in (key, *_all_keys(v))]
+    if isinstance(value, list):
+        return [k for v in value for k in _all_keys(v)]
+    return []
+
+
+def test_data_parts_are_camel_case_and_both_spellings_decode() -> None:
+    """A2A JSON is camelCase: every key of a task or reply data part, packed or structured. The
+    snake_case spelling of the previous release still decodes (mixed versions interoperate)."""
+    from psychoalign.a2a.codec import decode_reply, decode_task, encode_reply
+    from psychoalign.agents.messages import AgentReply, EvaluateBatchTask
+    from psychoalign.agents.schemas import Evaluation, EvaluationBatch
+    from psychoalign.frameworks import load_framework
+
+    from .scenario import evaluation
+
+    task = EvaluateBatchTask(
+        request="q", context="c", proposals=["a"], framework=load_framework("general").model_dump(mode="json")
+    )
+    verdict = Evaluation.model_validate(evaluation(70, "CONDITIONAL", hits=[("C1-dual-use", "contextual")]))
+    reply = AgentReply[EvaluationBatch].model_validate(
+        {"output": {"evaluations": [verdict.model_dump()]}, "model": "m"}
+    )
+    for packed in (False, True):
+        for data in (encode_task(task, packed=packed), encode_reply(reply, packed=packed)):
+            assert all("_" not in key for key in _all_keys(data)), data.keys()
+        assert decode_task(encode_task(task, packed=packed)) == task
+        assert decode_reply("evaluate_batch", encode_reply(reply, packed=packed), host="h").output == reply.output
+    legacy_task = {"psychoalign": "task", "task_json": task.model_dump_json()}
+    legacy_reply = {"psychoalign": "reply", "reply": reply.model_dump(mode="json")}
+    assert decode_task(legacy_task) == task
+    assert (
+        decode_reply("evaluate_batch", legacy_reply, host="h").output.evaluations[0].rule_hits[0].rule_id
+        == "C1-dual-use"
+    )

@@ -1,8 +1,14 @@
-"""How PsychoAlign tasks and replies travel as A2A data parts (structured, schema-checked on arrival)."""
+"""How PsychoAlign tasks and replies travel as A2A data parts (structured, schema-checked on arrival).
+
+A2A JSON is camelCase, so the data parts are too (``taskJson``, ``replyJson``, and in the
+structured form every key of the task or reply: ``ruleHits``, ``latencyS``). Decoding accepts
+both spellings, so services of the previous release (snake_case keys) still interoperate.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -26,33 +32,57 @@ OUTPUT_TYPES: dict[str, type[Any]] = {
 _REPLY_TYPES: dict[str, Any] = {kind: AgentReply[out] for kind, out in OUTPUT_TYPES.items()}  # type: ignore[valid-type]
 
 
+def _camel(key: str) -> str:
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), key)
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def _keys(value: Any, rename: Any) -> Any:
+    """``value`` with every dict key renamed (field names only: no payload holds data keys; the
+    framework travels as a JSON string)."""
+    if isinstance(value, dict):
+        return {rename(k): _keys(v, rename) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keys(v, rename) for v in value]
+    return value
+
+
+def _string(data: dict[str, Any], camel: str, snake: str) -> str | None:
+    value = data.get(camel, data.get(snake))
+    return value if isinstance(value, str) else None
+
+
 def encode_task(task: Task, *, packed: bool = False) -> dict[str, Any]:
-    """The task as an A2A data part. ``packed``: the whole task as one JSON string (``task_json``),
+    """The task as an A2A data part. ``packed``: the whole task as one JSON string (``taskJson``),
     which is what PsychoAlign's own transport sends: protobuf's JSON conversion and the SDK's
     required-field check walk every nested value of a Struct in Python, a string costs one value.
-    The service answers a packed task with a packed reply (``reply_json``)."""
+    The service answers a packed task with a packed reply (``replyJson``)."""
     if packed:
-        return {"psychoalign": "task", "task_json": task.model_dump_json()}
+        return {"psychoalign": "task", "taskJson": task.model_dump_json()}
     body = task.model_dump(mode="json")
     if "framework" in body:
         # The framework is a large nested document that never changes within a negotiation;
         # protobuf Struct conversion of it cost ~3 ms per call, a JSON string costs almost nothing.
         body["framework_json"] = json.dumps(body.pop("framework"))
-    return {"psychoalign": "task", "task": body}
+    return {"psychoalign": "task", "task": _keys(body, _camel)}
 
 
 def is_packed(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("task_json"), str)
+    return isinstance(data, dict) and _string(data, "taskJson", "task_json") is not None
 
 
 def decode_task(data: Any) -> Task:
     """Raises ValueError naming what is wrong (the server rejects the A2A task with it)."""
     if not isinstance(data, dict) or data.get("psychoalign") != "task":
-        raise ValueError("expected a data part {'psychoalign': 'task', 'task': {...}} or {..., 'task_json': '...'}")
+        raise ValueError("expected a data part {'psychoalign': 'task', 'task': {...}} or {..., 'taskJson': '...'}")
     try:
-        if is_packed(data):
-            return _TASK.validate_json(data["task_json"])
-        body = dict(data["task"])
+        packed = _string(data, "taskJson", "task_json")
+        if packed is not None:
+            return _TASK.validate_json(packed)
+        body = _keys(dict(data["task"]), _snake)
         if isinstance(body.get("framework_json"), str):
             body["framework"] = json.loads(body.pop("framework_json"))
         return _TASK.validate_python(body)
@@ -62,8 +92,8 @@ def decode_task(data: Any) -> Task:
 
 def encode_reply(reply: AgentReply[Any], *, packed: bool = False) -> dict[str, Any]:
     if packed:
-        return {"psychoalign": "reply", "reply_json": reply.model_dump_json()}
-    return {"psychoalign": "reply", "reply": reply.model_dump(mode="json")}
+        return {"psychoalign": "reply", "replyJson": reply.model_dump_json()}
+    return {"psychoalign": "reply", "reply": _keys(reply.model_dump(mode="json"), _camel)}
 
 
 def decode_reply(kind: str, data: Any, host: str) -> AgentReply[Any]:
@@ -71,10 +101,11 @@ def decode_reply(kind: str, data: Any, host: str) -> AgentReply[Any]:
     try:
         if not isinstance(data, dict) or data.get("psychoalign") != "reply":
             raise ValueError("not a PsychoAlign reply")
-        if isinstance(data.get("reply_json"), str):
-            packed: AgentReply[Any] = _REPLY_TYPES[kind].model_validate_json(data["reply_json"])
+        packed_json = _string(data, "replyJson", "reply_json")
+        if packed_json is not None:
+            packed: AgentReply[Any] = _REPLY_TYPES[kind].model_validate_json(packed_json)
             return packed.model_copy(update={"host": host})
-        body = dict(data["reply"])
+        body = _keys(dict(data["reply"]), _snake)
         body["host"] = host
         reply: AgentReply[Any] = _REPLY_TYPES[kind].model_validate(body)
         return reply
