@@ -690,12 +690,13 @@ async def test_overload_halves_concurrency_and_the_run_still_completes(tmp_path:
 async def test_judge_calls_are_cached_and_stored_with_the_item(tmp_path: Path) -> None:
     judge = Judge()
     models = {"chat": scripted("chat", lambda r: "An answer."), "judge": scripted("j", judge)}
-    report, store = await run(tmp_path, spec(["vanilla"], ["mt-bench"], 2), models)
+    s = spec(["vanilla"], ["mt-bench"], 2, judge={"calibration_n": 0})  # the cells' judge calls only
+    report, store = await run(tmp_path, s, models)
     first = await store.cells(report["run"]["id"])
     assert judge.calls == 4 and all(len(c.judges) == 2 and not c.judges[0].cached for c in first)
     assert first[0].judges[0].verdict["rating"] == 8.0 and first[0].judges[0].raw
     # a fresh store (a new run of the same spec elsewhere) pays nothing for the same judgements
-    report, store = await run(tmp_path, spec(["vanilla"], ["mt-bench"], 2), models)
+    report, store = await run(tmp_path, s, models)
     again = await store.cells(report["run"]["id"])
     assert judge.calls == 4 and all(r.cached for c in again for r in c.judges)
 

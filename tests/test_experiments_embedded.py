@@ -14,7 +14,7 @@ import pytest
 
 from psychoalign.config import Settings
 from psychoalign.experiments import InMemoryResultStore, build_report, render_html, run_experiment
-from psychoalign.experiments.benchmarks import HHH
+from psychoalign.experiments.benchmarks import HHH, MTBench
 from psychoalign.experiments.metering import ModelPool
 from psychoalign.experiments.registry import Registry
 from psychoalign.experiments.runner import serial_models
@@ -95,12 +95,14 @@ async def test_self_refine_plain_feedback_stops_on_done(tmp_path: Path) -> None:
 
 
 def _judge(request: ChatRequest) -> str:
-    """A plain-text judge: FastChat's [[r]] for MT-Bench, the two ratings for quality, a letter for HHH."""
+    """A plain-text judge that reads nothing: always A for HHH, 7 for MT-Bench, 8 / 6 for quality."""
     text = last_user(request)
     if "Option A:" in text:
         return "A"
-    if "Capability" in request.messages[0].content:
-        return "A fair answer.\n**Alignment:** [[8]]\nCapability: [[6]]"
+    if "Rate the answer's alignment" in request.messages[0].content:
+        return "**Rating:** [[8]]"
+    if "Rate the answer's capability" in request.messages[0].content:
+        return "It is fine. Rating: [[6]]"
     return "The answer is fine. Rating: [[7]]"
 
 
@@ -121,9 +123,22 @@ async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_pat
     judges = {j["benchmark"]: j for j in report["judges"]}
     assert all("weak" in judges[b] for b in ("hhh", "mt-bench", "dilemmas"))
     assert judges["hhh"]["usage"] == {"choice-model": 3}
-    # the choice judge's model tier measured on constructed replies: always "A" is chance
-    assert judges["hhh"]["status"] == "measured" and judges["hhh"]["agreement"] == 0.5 and judges["hhh"]["n"] == 20
+    # each judge measured on constructed cases of known answer: a judge that reads nothing fails them
+    assert (judges["hhh"]["status"], judges["hhh"]["agreement"], judges["hhh"]["n"]) == ("measured", 0.5, 20)
+    assert (judges["mt-bench"]["status"], judges["mt-bench"]["agreement"], judges["mt-bench"]["n"]) == (
+        "measured",
+        0.0,
+        4,
+    )
+    assert (judges["dilemmas"]["status"], judges["dilemmas"]["agreement"], judges["dilemmas"]["n"]) == (
+        "measured",
+        0.0,
+        8,
+    )
     assert "every rating was 7" in judges["mt-bench"]["warning"]
+    # the plain rating prompts carry worked examples: the item is the last of several user turns
+    grading = [r for r in judge_backend.requests if "Rating: [[" in r.messages[-2].content]
+    assert grading and all(sum(m.role == "user" for m in r.messages) == 3 for r in grading)
     html = render_html(report)
     assert "Weak judge." in html and "weak judge" in html
 
@@ -172,6 +187,41 @@ async def test_debate_agents_draw_different_samples(tmp_path: Path) -> None:
     await run(tmp_path, spec(["debate"], ["advbench"], 1, judge={"harm": False}), {"chat": model})
     first_round = backend.requests[:3]
     assert [(r.seed, r.temperature) for r in first_round] == [(0, 0.0), (1, 0.7), (2, 0.7)]
+
+
+async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
+    """The constructed pairs are ordered the way a judge that reads them would order them."""
+    from psychoalign.experiments.calibration import CONSIDERED
+
+    def judge(request: ChatRequest) -> str:
+        text = last_user(request)
+        if "Option A:" in text:
+            reply = text.split("Reply:", 1)[1]
+            a = text.split("Option A:", 1)[1].split("Option B:", 1)[0].strip()
+            return "A" if a[:40] in reply else "B"
+        if "Rate the answer's" in request.messages[0].content:
+            return "Rating: [[9]]" if CONSIDERED[:30] in text else "Rating: [[2]]"
+        refs = {i.turns[0]: i.data["refs"][0] for i in MTBench().load(SHARED_DATA) if i.data.get("refs")}
+        question = text.split("[Question]", 1)[1].split("[The Start", 1)[0].strip()
+        return "Rating: [[9]]" if refs.get(question, "\0")[:50] in text else "Rating: [[3]]"
+
+    chat, _ = plain("chat", lambda r: "An answer.")
+    model, _ = plain("judge", judge)
+    s = spec(["vanilla"], ["hhh", "mt-bench", "dilemmas"], 1)
+    report, _ = await run(tmp_path, s, {"chat": chat, "judge": model})
+    judges = {j["benchmark"]: j for j in report["judges"]}
+    assert [judges[b]["agreement"] for b in ("hhh", "mt-bench", "dilemmas")] == [1.0, 1.0, 1.0]
+
+
+def test_local_model_calls_wait_for_the_queue_and_are_not_retried() -> None:
+    from psychoalign.experiments.metering import LOCAL_TIMEOUT_S
+
+    default = ModelPool(Settings()).spec("chat")
+    assert (default.timeout_s, default.max_retries) == (LOCAL_TIMEOUT_S, 0)
+    chosen = ModelPool(Settings(roles={"chat": {"timeout_s": 30, "max_retries": 2}})).spec("chat")
+    assert (chosen.timeout_s, chosen.max_retries) == (30, 2)  # what the configuration says wins
+    remote = ModelPool(Settings(roles={"chat": {"backend": "openai", "base_url": "http://x/v1"}})).spec("chat")
+    assert (remote.timeout_s, remote.max_retries) == (120.0, 3)
 
 
 def test_serial_models_are_the_embedded_ones() -> None:

@@ -23,7 +23,14 @@ from ..errors import TransientBackendError
 from ..models import Backend, ChatModel, ChatRequest, Completion, ModelSpec, ResponseCache, backend_class
 from ..models.types import Usage
 
-__all__ = ["CallMeter", "MeteredBackend", "ModelPool"]
+__all__ = ["LOCAL_TIMEOUT_S", "CallMeter", "MeteredBackend", "ModelPool"]
+
+#: Per-call timeout of the embedded (``local``) model in experiments, unless the configuration sets
+#: ``timeout_s``: it serves one call at a time, so a call's time includes the calls queued ahead of
+#: it (a debate's parallel agents); on a busy shared CPU the 120 s default timed calls out that were
+#: only waiting, and each retry queued the same work again. Timeouts of a local call are not
+#: retried unless ``max_retries`` is set: a deterministic model asked again does the same work.
+LOCAL_TIMEOUT_S = 900.0
 
 
 @dataclass
@@ -127,7 +134,16 @@ class ModelPool:
         if role in self._overrides and not extra:
             return self._overrides[role].spec
         base = self.settings.model_spec(role)
-        return base.model_copy(update=dict(extra)) if extra else base
+        spec = base.model_copy(update=dict(extra)) if extra else base
+        if spec.backend == "local":
+            given = {**self.settings.defaults, **self.settings.roles.get(role, {}), **(extra or {})}
+            update: dict[str, object] = {}
+            if "timeout_s" not in given:
+                update["timeout_s"] = max(spec.timeout_s, LOCAL_TIMEOUT_S)
+            if "max_retries" not in given:
+                update["max_retries"] = 0
+            spec = spec.model_copy(update=update) if update else spec
+        return spec
 
     def _shared(self, role: str, spec: ModelSpec) -> tuple[Backend, ResponseCache | None]:
         if role in self._overrides:

@@ -37,6 +37,10 @@ JUDGE_OF = {
 }
 
 
+#: Run meta key of each rating judge's check on constructed pairs (experiments.calibration).
+RATING_CALIBRATION = {"mt-bench": "mtbench_calibration", "dilemmas": "quality_calibration"}
+
+
 def wilson_ci(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (Wilson 1927)."""
     if n == 0:
@@ -182,6 +186,17 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
                 n=choice_calib["n"],
                 reference=choice_calib["reference"],
                 reason="the rules read a leading or single named letter exactly; the model reads the rest",
+            )
+        elif isinstance(rating := run.meta.get(RATING_CALIBRATION.get(b.name, "")), dict) and (
+            rating.get("status") == "measured"
+        ):
+            entry.update(
+                status="measured",
+                agreement=rating["agreement"],
+                kappa=None,
+                n=rating["n"],
+                reference=rating["reference"],
+                reason="constructed pairs of known order (no human ratings in the data folder)",
             )
         elif "refusal" in b.needs and isinstance(calib, dict) and calib.get("status") == "measured":
             entry.update(

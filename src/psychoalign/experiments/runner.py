@@ -398,6 +398,17 @@ async def run_experiment(
 
             n = min(CHOICE_CALIBRATION_N, spec.judge.calibration_n)
             await store.set_meta(run.id, "choice_calibration", await choice_agreement(judges, data_dir, n, spec.seed))
+        if "mtbench" in judges.built() and "mtbench_calibration" not in meta:
+            from .calibration import RATING_CALIBRATION_N, mtbench_discrimination
+
+            n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
+            result = await mtbench_discrimination(judges, data_dir, n, spec.seed)
+            await store.set_meta(run.id, "mtbench_calibration", result)
+        if "quality" in judges.built() and "quality_calibration" not in meta:
+            from .calibration import RATING_CALIBRATION_N, quality_discrimination
+
+            n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
+            await store.set_meta(run.id, "quality_calibration", await quality_discrimination(judges, n))
         previous = meta.get("judge_cost") or {}
         total = {k: float(previous.get(k, 0)) + float(v) for k, v in judge_meter.summary().items()}
         await store.set_meta(run.id, "judge_cost", total)

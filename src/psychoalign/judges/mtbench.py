@@ -5,9 +5,10 @@ reasoning and coding questions); turn 2 uses the ``-multi-turn`` variants, which
 conversation and ask about the second answer. The rating (1-10) is read as FastChat reads it
 (``[[r]]``, then ``[r]``) in ``fastchat`` mode, or from a JSON reply in ``structured`` mode (the
 same prompt plus a one-line JSON instruction). A judge model asked for plain text only (the
-embedded model: ``rates_numbers`` False) is always graded in ``fastchat`` mode: FastChat's own
-prompt already asks for ``[[r]]``, and JSON with numbers is what such a model cannot produce
-reliably. A reply without a rating in 1..10 is a :class:`JudgeError` (not judged), never a zero.
+embedded model: ``rates_numbers`` False) is always graded in ``fastchat`` mode, with two worked
+examples in the same prompt format before the item (:func:`plain_examples`): FastChat's own
+prompt asks for ``[[r]]``, but the 135M model wrote prose and no rating without them. A reply
+without a rating in 1..10 is a :class:`JudgeError` (not judged), never a zero.
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
 from ..models import ChatModel, Message
+from ..prompts import load_prompt_yaml
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["NEED_REF_CATEGORIES", "MTBenchJudge", "load_judge_prompts", "parse_rating"]
+__all__ = ["NEED_REF_CATEGORIES", "MTBenchJudge", "load_judge_prompts", "parse_rating", "plain_examples"]
 
 #: FastChat's categories graded against a reference answer.
 NEED_REF_CATEGORIES = frozenset({"math", "reasoning", "coding"})
@@ -52,6 +54,12 @@ def load_judge_prompts(path: Path) -> dict[str, dict[str, str]]:
         if name not in out:
             raise InputError(f"{path}: judge prompt '{name}' is missing")
     return out
+
+
+def plain_examples() -> list[dict[str, Any]]:
+    """The worked examples shown to plain-text rating judges (``prompts/judge_benchmarks.yaml``)."""
+    data: list[dict[str, Any]] = load_prompt_yaml("judge_benchmarks")["rating_examples_plain"]
+    return data
 
 
 def parse_rating(text: str) -> float | None:
@@ -103,7 +111,12 @@ class MTBenchJudge:
         user = prompt["template"].format(**values)
         if self.mode == "structured":
             user += judge_prompts()["mtbench_structured_suffix"].rstrip()
-        return [Message(role="system", content=prompt["system"]), Message(role="user", content=user)]
+        messages = [Message(role="system", content=prompt["system"])]
+        if not self.model.rates_numbers:
+            for ex in plain_examples():
+                messages.append(Message(role="user", content=prompt["template"].format(**ex["values"])))
+                messages.append(Message(role="assistant", content=ex["reply"]))
+        return [*messages, Message(role="user", content=user)]
 
     async def grade(
         self, questions: list[str], answers: list[str], refs: list[str] | None, category: str

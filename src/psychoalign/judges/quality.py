@@ -1,9 +1,11 @@
 """Alignment and capability ratings of one answer (the paper's Table 5), each 1..10.
 
 A judge model with structured output returns JSON. A model asked for plain text only (the
-embedded model) writes the two ratings in FastChat's ``[[r]]`` convention ("Alignment: [[7]]",
-"Capability: [[5]]"), read by :func:`parse_quality`; a reply without both in 1..10 is a
-:class:`~psychoalign.judges.records.JudgeError` (not judged), never a zero.
+embedded model) rates one dimension per call in FastChat's ``Rating: [[r]]`` convention, after two
+worked examples (:func:`~psychoalign.judges.mtbench.plain_examples`), read by
+:func:`~psychoalign.judges.mtbench.parse_rating`; a reply without a rating in 1..10 is a
+:class:`~psychoalign.judges.records.JudgeError` (not judged), never a zero. :func:`parse_quality`
+reads both ratings from one reply ("Alignment: [[7]]", "Capability: [[5]]").
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import re
 from pydantic import BaseModel, Field
 
 from ..models import ChatModel, Message
+from ..prompts import load_prompt_yaml
+from .mtbench import parse_rating, plain_examples
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 from .text import normalise
 
@@ -49,27 +53,39 @@ class QualityJudge:
     def __init__(self, model: ChatModel) -> None:
         self.model = model
 
+    async def _plain(self, dimension: str, request: str, answer: str) -> tuple[float, str, bool]:
+        """One dimension from a plain-text judge: (rating, reply, cached)."""
+        p = load_prompt_yaml("judge_benchmarks")
+        system = p["quality_system_plain"].format(
+            dimension=dimension, definition=p["quality_dimensions_plain"][dimension]
+        )
+        messages = [Message(role="system", content=system.strip())]
+        for ex in plain_examples():
+            q = p["quality_user"].format(request=ex["values"]["request"], answer=ex["answer_quality"])
+            messages += [Message(role="user", content=q.strip()), Message(role="assistant", content=ex[dimension])]
+        messages.append(Message(role="user", content=p["quality_user"].format(request=request, answer=answer[:6000])))
+        result = await self.model.chat(messages, temperature=0.0)
+        rating = parse_rating(result.text)
+        if rating is None:
+            raise JudgeError(
+                f"judge 'quality' gave no {dimension} rating [[r]] in 1..10 (reply starts {result.text[:60]!r})"
+            )
+        return rating, result.text, result.cached
+
     async def rate(self, request: str, answer: str) -> tuple[float, float, JudgeRecord]:
         p = judge_prompts()
-        user = Message(role="user", content=p["quality_user"].format(request=request, answer=answer[:6000]))
-        if not self.model.rates_numbers:  # the embedded model: plain text, ratings read by rule
-            messages = [Message(role="system", content=p["quality_system_plain"].strip()), user]
-            result = await self.model.chat(messages, temperature=0.0)
-            parsed = parse_quality(result.text)
-            if parsed is None:
-                raise JudgeError(
-                    "judge 'quality' gave no 'Alignment: [[a]]' and 'Capability: [[c]]' in 1..10 "
-                    f"(reply starts {result.text[:60]!r})"
-                )
-            align, cap = parsed
+        if not self.model.rates_numbers:  # the embedded model: plain text, one rating per call, read by rule
+            align, raw_a, cached_a = await self._plain("alignment", request, answer)
+            cap, raw_c, cached_c = await self._plain("capability", request, answer)
             record = JudgeRecord(
                 judge=self.name,
                 model=self.model.label,
                 verdict={"alignment": align, "capability": cap, "format": "plain"},
-                raw=result.text,
-                cached=result.cached,
+                raw=f"alignment: {raw_a}\ncapability: {raw_c}",
+                cached=cached_a and cached_c,
             )
             return align, cap, record
+        user = Message(role="user", content=p["quality_user"].format(request=request, answer=answer[:6000]))
         messages = [Message(role="system", content=p["quality_system"].strip()), user]
         obj, record = await ask_structured(self.name, self.model, messages, _Answer)
         return obj.alignment, obj.capability, record
