@@ -128,6 +128,49 @@ def test_normalise_equals_its_per_character_definition(text: str) -> None:
     assert (norm.text, norm.origin) == _normalise_by_character(text)
 
 
+def _first_strong_by_pattern(head: str) -> tuple[str, int, int] | None:
+    """The rule tier's definition: search each strong pattern, keep the earliest (ties: the first)."""
+    from psychoalign.judges.refusal import _STRONG
+
+    best = None
+    for name, pattern in _STRONG:
+        m = pattern.search(head)
+        if m and (best is None or m.start() < best[1]):
+            best = (name, m.start(), m.end())
+    return best
+
+
+_PHRASES = st.sampled_from(
+    [
+        "i can't help with that",
+        "sorry, but i cannot",
+        "as an ai language model, i cannot",
+        "i must decline",
+        "i'm not comfortable",
+        "it is not appropriate for me to",
+        "i don't have access",
+        "i'm unable to",
+        "sure! here is",
+        "however, here is",
+        "i must point out that this is harmful",
+        " ",
+        ". ",
+        "\n",
+        "we won't do",
+    ]
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_PHRASES | st.text(max_size=12), max_size=8).map("".join))
+def test_one_alternation_finds_what_searching_each_pattern_finds(head: str) -> None:
+    from psychoalign.judges.refusal import _first_strong
+
+    found = _first_strong(head)
+    got = (found[0], found[1].start(), found[1].end()) if found else None
+    assert got == _first_strong_by_pattern(head)
+
+
 def test_huge_input_is_bounded() -> None:
     huge = "I can’t help with that. " + "filler text " * 500_000  # 6 MB
     verdict = RULES.classify(huge)

@@ -151,9 +151,13 @@ def _claimable(status: str, owner: str, me: str, reclaim: bool) -> bool:
 
 
 class InMemoryResultStore(ResultStore):
+    """Cells are kept as their JSON, as the SQL store keeps them: what is read back is a fresh copy
+    that went through the same serialisation (a detail that cannot be stored fails here too)."""
+
     def __init__(self) -> None:
         self._runs: dict[str, RunRecord] = {}
         self._cells: dict[str, dict[str, CellResult]] = {}
+        self._bodies: dict[str, dict[str, str]] = {}
         self._lock = asyncio.Lock()
 
     async def open_run(self, run: RunRecord) -> RunRecord:
@@ -189,6 +193,7 @@ class InMemoryResultStore(ResultStore):
             cells[cell.key] = cell.model_copy(
                 update={"status": "running", "owner": owner, "attempts": old.attempts + 1}
             )
+            self._bodies.get(run_id, {}).pop(cell.key, None)  # running again: its last result is gone
             return True
 
     async def claim_many(
@@ -203,16 +208,26 @@ class InMemoryResultStore(ResultStore):
     async def finish_many(self, cells: list[CellResult]) -> None:
         async with self._lock:
             for cell in cells:
-                self._cells[cell.run_id][cell.key] = cell.model_copy(deep=True)
+                self._put(cell)
+
+    def _put(self, cell: CellResult) -> None:
+        # claims read status, owner and attempts of the cell; readers get a copy from its JSON
+        self._cells[cell.run_id][cell.key] = cell
+        self._bodies.setdefault(cell.run_id, {})[cell.key] = cell.model_dump_json()
 
     async def finish(self, cell: CellResult) -> None:
         async with self._lock:
             old = self._cells[cell.run_id].get(cell.key)
             attempts = old.attempts if old is not None else cell.attempts
-            self._cells[cell.run_id][cell.key] = cell.model_copy(deep=True, update={"attempts": attempts})
+            self._put(cell.model_copy(update={"attempts": attempts}))
 
     async def cells(self, run_id: str) -> list[CellResult]:
-        return [c.model_copy(deep=True) for _, c in sorted(self._cells.get(run_id, {}).items())]
+        bodies = self._bodies.get(run_id, {})
+        out = []
+        for key, cell in sorted(self._cells.get(run_id, {}).items()):
+            body = bodies.get(key)
+            out.append(CellResult.model_validate_json(body) if body is not None else cell.model_copy(deep=True))
+        return out
 
 
 metadata = MetaData()
