@@ -177,7 +177,6 @@ async def test_balanced_batch_assignment_with_a_cap(store: StarStore) -> None:
     assert first["assigned"] == 4 and len(set(first["assignments"].values())) == 4  # a round: one each
 
 
-
 async def test_a_store_from_before_leases_gains_the_column(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     first = StarStore(f"sqlite:///{path}", POLICY)
@@ -196,3 +195,43 @@ async def test_a_store_from_before_leases_gains_the_column(tmp_path: Path) -> No
         names = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
     engine.dispose()
     assert {"ix_star_tasks_lease", "ix_star_tasks_queue", "ix_star_tasks_holder"} <= names
+
+
+async def test_declines_quotas_and_people_shortfall(store: StarStore) -> None:
+    """On both databases: a declined instruction is never offered to its decliner again (claim and
+    batch), a per-person quota moves the next claim to another campaign, and a dialogue's two
+    annotation tasks count as a shortfall of one when one eligible annotator is left."""
+    doc = Participant(id="doc", expertise=["medical"], roles=["annotator"])
+    await store.add_participants([person("a"), person("b"), doc])
+    await store.create_campaign("c", generate_instructions(POLICY, SPACE, 2, seed=1, rules=["sexually-explicit"]))
+    first = await store.claim("a", TaskKind.RED_TEAM, campaign="c")
+    await store.release(first.id, "a", decline=True)
+    second = await store.claim("a", TaskKind.RED_TEAM, campaign="c")
+    assert second.instruction_id != first.instruction_id
+    await store.release(second.id, "a", decline=True)
+    with pytest.raises(ClaimError, match="skipped this instruction"):
+        await store.claim("a", TaskKind.RED_TEAM, campaign="c")
+    assert (await store.assign_all(TaskKind.RED_TEAM, campaign="c", participant_ids=["a"]))["assigned"] == 0
+    await store.create_campaign(
+        "q",
+        generate_instructions(POLICY, SPACE, 3, seed=2, rules=["medical-advice"]),
+        quota={"red_team": 1},
+    )
+    for pid in ("b", "a"):
+        mine = await store.claim(pid, TaskKind.RED_TEAM, campaign="q")
+        did = await store.start_dialogue(mine.id, pid, "t")
+        await store.add_turns(did, [Turn(role="red_teamer", text="q"), Turn(role="target", text="a")])
+        await store.finish_dialogue(did, pid, PreAnnotation(assigned_rule_broken=False))
+    nxt = await store.claim("b", TaskKind.RED_TEAM)  # q's quota reached: c's task instead
+    assert nxt.campaign == "c"
+    short = await store.shortfall("q")
+    assert {(s["kind"], s["open_tasks"], s["reason"]) for s in short} == {
+        (
+            "annotate",
+            2,
+            "too few eligible participants who have not seen the dialogue (each task needs another person)",
+        ),
+        ("red_team", 1, "every eligible participant reached the campaign's per-person quota"),
+    }
+    with pytest.raises(InputError, match="set when it is created"):
+        await store.update_campaign_settings("q", quota={})

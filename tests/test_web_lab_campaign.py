@@ -16,7 +16,9 @@ from typing import get_args
 import pytest
 from fastapi import FastAPI
 
+from psychoalign.star.model import TaskKind
 from psychoalign.star.policy import Matching
+from psychoalign.star.store import ClaimError
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 
@@ -486,3 +488,39 @@ async def test_lead_relaxes_red_teaming_matching_from_the_page(lab: tuple[FastAP
     await lead.post("/lead/campaigns/hs/relax", {"relax": "off"})
     b = await browser(app, "b")
     assert "msg=no_task" in (await b.post("/tasks/claim", {"kind": "red_team"})).headers["location"]
+
+
+async def test_per_person_quotas(lab: tuple[FastAPI, StarLab]) -> None:
+    """The lead sets, per campaign, the most tasks of each kind one person takes: the next claim
+    goes elsewhere (or nowhere, with the reason), the shortfall says why, batch assignment obeys."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a")
+    lead = await browser(app, "lead")
+    await lead.get("/lead/campaigns/new")
+    r = await lead.post(
+        "/lead/campaigns",
+        {"name": "q", "instructions": "3", "rules": ["sexually-explicit"], "quota_red_team": "1", "quota_annotate": ""},
+    )
+    assert r.status_code == 303, r.text[:300]
+    page = (await lead.get("/lead/campaigns/q")).text
+    assert "red-teaming dialogues: 1 · annotations: no limit · arbitrations: no limit" in page
+    a = await browser(app, "a")
+    await red_team(a, ["hello"])
+    r = await a.post("/tasks/claim", {"kind": "red_team"})
+    assert "msg=no_task" in r.headers["location"]
+    a_account = await star.accounts.authenticate("a", PASSWORD)
+    assert a_account is not None
+    with pytest.raises(ClaimError, match="per-person quota"):
+        await star.store.claim(a_account.participant_id or "", TaskKind.RED_TEAM)
+    page = (await lead.get("/lead/campaigns/q")).text
+    assert "every eligible red teamer reached the campaign&#39;s per-person quota" in page
+    # batch assignment (star assign) obeys the quota too
+    result = await star.store.assign_all(TaskKind.RED_TEAM, campaign="q")
+    assert result["assigned"] == 0
+    # bad input names the field
+    await lead.get("/lead/campaigns/new")
+    r = await lead.post(
+        "/lead/campaigns", {"name": "q2", "instructions": "1", "rules": ["sexually-explicit"], "quota_annotate": "0"}
+    )
+    assert r.status_code == 400 and "annotator quota must be a whole number from 1" in r.text

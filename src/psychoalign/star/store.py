@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import (
     Boolean,
     Column,
@@ -215,12 +215,28 @@ class CampaignSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    @field_validator("quota")
+    @classmethod
+    def _quota(cls, value: dict[str, int]) -> dict[str, int]:
+        kinds = {k.value for k in TaskKind}
+        bad = sorted(set(value) - kinds)
+        if bad:
+            raise ValueError(f"quota for unknown task kinds {bad}: use {sorted(kinds)}")
+        if any(n < 1 for n in value.values()):
+            raise ValueError("a quota is at least 1 (leave it out for no limit)")
+        return value
+
     outgroup_annotator_share: float = Field(
         0.0,
         ge=0.0,
         le=1.0,
         description="Share of annotation slots on group-targeting dialogues reserved for out-group annotators "
         "(the control group); the rest need in-group annotators. Balanced within ±1 per target group.",
+    )
+    quota: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per-person quota: the most tasks of a kind (red_team, annotate, arbitrate) one participant "
+        "takes in this campaign (claimed or done), so no single person's view dominates. Set at creation.",
     )
     relax_red_team: bool = Field(
         False,
@@ -282,12 +298,25 @@ _HOLDS = (
     .where(and_(tasks.c.participant_id == bindparam("pid"), tasks.c.status == "claimed"))
     .order_by(tasks.c.updated_at, tasks.c.id)
 )
+#: Tasks of a kind a person holds or did, per campaign (the per-person quota).
+_LOAD = (
+    select(tasks.c.campaign, func.count())
+    .where(
+        and_(
+            tasks.c.participant_id == bindparam("pid"),
+            tasks.c.kind == bindparam("kind"),
+            tasks.c.status.in_(("claimed", "submitted")),
+            tasks.c.campaign.in_(bindparam("campaigns", expanding=True)),
+        )
+    )
+    .group_by(tasks.c.campaign)
+)
 _HELD_OF_KIND = _HOLDS.with_only_columns(tasks.c.id).where(tasks.c.kind == bindparam("kind")).limit(1)
 _UNSEEN = ~exists().where(
     and_(exposures.c.dialogue_id == tasks.c.dialogue_id, exposures.c.participant_id == bindparam("pid"))
 )
 _QUEUE = (
-    select(tasks.c.id, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.created_at)
+    select(tasks.c.id, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.created_at, tasks.c.campaign)
     .where(and_(tasks.c.kind == bindparam("kind"), tasks.c.status == "open", _UNSEEN))
     .order_by(tasks.c.created_at, tasks.c.id)
     .limit(CLAIM_PAGE)
@@ -325,6 +354,7 @@ class StarStore:
         self._clock = clock or _now
         self._ready = False
         self._init_lock = asyncio.Lock()
+        self._quotas: dict[str, dict[str, int]] = {}  # campaign -> quota (set at creation, never changed)
 
     def _now(self) -> datetime:
         return self._clock()
@@ -372,12 +402,18 @@ class StarStore:
 
     # -- campaign ----------------------------------------------------------------------------
     async def create_campaign(
-        self, campaign: str, items: Sequence[Instruction], *, outgroup_annotator_share: float = 0.0
+        self,
+        campaign: str,
+        items: Sequence[Instruction],
+        *,
+        outgroup_annotator_share: float = 0.0,
+        quota: dict[str, int] | None = None,
     ) -> int:
         """Store the plan and one red-teaming task per instruction; group-targeting instructions
         require an in-group or an out-group attacker, 50/50 within ±1 per cell, group and campaign.
-        ``outgroup_annotator_share`` (see :class:`CampaignSettings`) is stored with the campaign."""
-        settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share)
+        ``outgroup_annotator_share`` and the per-person ``quota`` (see :class:`CampaignSettings`) are
+        stored with the campaign."""
+        settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
         await self.init()
         by_cell: dict[str, list[Instruction]] = {}
         for item in items:
@@ -455,13 +491,13 @@ class StarStore:
 
     async def update_campaign_settings(self, campaign: str, **changes: Any) -> CampaignSettings:
         """Change a stored campaign's settings (validated); returns the new ones."""
+        if "quota" in changes:
+            raise InputError("a campaign's quota is set when it is created", hint="create a new campaign")
         current = await self.campaign_settings(campaign)
         updated = CampaignSettings.model_validate({**current.model_dump(), **changes})
         async with self.engine.begin() as conn:
             result = await conn.execute(
-                update(campaign_rows)
-                .where(campaign_rows.c.name == campaign)
-                .values(settings=updated.model_dump_json())
+                update(campaign_rows).where(campaign_rows.c.name == campaign).values(settings=updated.model_dump_json())
             )
         if result.rowcount != 1:
             raise InputError(f"no campaign '{campaign}' in this store")
@@ -538,7 +574,10 @@ class StarStore:
             verdicts: dict[str, tuple[bool, str]] = {}
             strict: list[str] = []
             relaxable: list[tuple[Any, str]] = []
+            full = await self._at_quota(participant_id, kind, {row.campaign for row in rows})
             for row in rows:
+                if row.campaign in full:
+                    continue
                 if row.requirement not in verdicts:
                     verdicts[row.requirement] = eligible(person, kind, json.loads(row.requirement))
                 ok, why = verdicts[row.requirement]
@@ -548,7 +587,7 @@ class StarStore:
                     relaxable.append((row, f"relaxed: {why}"))  # never relax the role
             if not strict and not relaxable:
                 if len(rows) < CLAIM_PAGE:
-                    raise ClaimError(await self._no_task(person, kind, campaign))
+                    raise ClaimError(await self._no_task(person, kind, campaign, full))
                 # a full page of tasks this person may not take: look further down the queue
                 found = await self._claim_beyond(person, kind, campaign, {r.id for r in rows}, lease_s, relax)
                 if isinstance(found, TaskRecord):
@@ -566,6 +605,26 @@ class StarStore:
             if taken is not None:
                 return taken
             # every candidate was taken by someone else meanwhile: read the queue again
+
+    async def quotas(self, campaigns: Collection[str]) -> dict[str, dict[str, int]]:
+        """The per-person quota of each of ``campaigns`` (cached: a quota never changes)."""
+        missing = [c for c in campaigns if c not in self._quotas]
+        if missing:
+            async with self._read() as conn:
+                query = select(campaign_rows.c.name, campaign_rows.c.settings).where(campaign_rows.c.name.in_(missing))
+                for name, body in (await conn.execute(query)).all():
+                    self._quotas[str(name)] = CampaignSettings.model_validate_json(body).quota
+        return {c: self._quotas.get(c, {}) for c in campaigns}
+
+    async def _at_quota(self, participant_id: str, kind: TaskKind, campaigns: set[str]) -> set[str]:
+        """Which of ``campaigns`` this person has reached the ``kind`` quota of (no query unless one has a quota)."""
+        caps = {c: q[kind.value] for c, q in (await self.quotas(campaigns)).items() if kind.value in q}
+        if not caps:
+            return set()
+        async with self._read() as conn:
+            params = {"pid": participant_id, "kind": kind.value, "campaigns": list(caps)}
+            load = {str(c): int(n) for c, n in (await conn.execute(_LOAD, params)).all()}
+        return {c for c, cap in caps.items() if load.get(c, 0) >= cap}
 
     def _read(self) -> Any:
         """A connection for reads in autocommit: one round trip per query (no BEGIN / ROLLBACK)."""
@@ -609,8 +668,9 @@ class StarStore:
         while True:
             async with self._read() as conn:
                 rows = (await conn.execute(*self._queue(person.id, kind, campaign, (), after))).all()
+            full = await self._at_quota(person.id, kind, {row.campaign for row in rows})
             for row in rows:
-                if row.id in ineligible:
+                if row.id in ineligible or row.campaign in full:
                     continue
                 ok, why = eligible(person, kind, json.loads(row.requirement))
                 note = None
@@ -625,7 +685,7 @@ class StarStore:
                 if taken is not None:
                     return taken
             if len(rows) < CLAIM_PAGE:
-                return await self._no_task(person, kind, campaign)
+                return await self._no_task(person, kind, campaign, full)
             after = (rows[-1].created_at, rows[-1].id)
 
     async def _take_first(
@@ -674,11 +734,13 @@ class StarStore:
             raise _SeenDialogueError(str(row["dialogue_id"])) from None
         return task_record(row)
 
-    async def _no_task(self, person: Participant, kind: TaskKind, campaign: str | None) -> str:
+    async def _no_task(
+        self, person: Participant, kind: TaskKind, campaign: str | None, at_quota: Collection[str] = ()
+    ) -> str:
         """Why nothing could be claimed (the failure path only: a plain read of the queue)."""
         reasons: Counter[str] = Counter()
         async with self._read() as conn:
-            query = select(tasks.c.requirement, tasks.c.dialogue_id, tasks.c.instruction_id).where(
+            query = select(tasks.c.requirement, tasks.c.dialogue_id, tasks.c.instruction_id, tasks.c.campaign).where(
                 and_(tasks.c.kind == kind.value, tasks.c.status == "open")
             )
             if campaign:
@@ -696,7 +758,10 @@ class StarStore:
                     await conn.execute(select(declines.c.instruction_id).where(declines.c.participant_id == person.id))
                 ).all()
             }
-        for requirement, dialogue_id, instruction_id in rows:
+        for requirement, dialogue_id, instruction_id, task_campaign in rows:
+            if task_campaign in at_quota:
+                reasons["reached this campaign's per-person quota"] += 1
+                continue
             if dialogue_id is not None and dialogue_id in seen:
                 reasons["already saw this dialogue"] += 1
                 continue
@@ -736,6 +801,10 @@ class StarStore:
         """
         await self.init()
         await self.expire_leases(campaign)
+        if campaign is not None:  # the campaign's per-person quota caps the batch too
+            cap = (await self.quotas([campaign]))[campaign].get(kind.value)
+            if cap is not None:
+                max_per_participant = cap if max_per_participant is None else min(cap, max_per_participant)
         people = await self.list_participants()
         if participant_ids is not None:
             wanted = set(participant_ids)
@@ -1326,32 +1395,51 @@ class StarStore:
             allowed = set(available)
             people = [p for p in people if p.simulated or p.id in allowed]
         async with self.engine.connect() as conn:
-            query = select(tasks.c.kind, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.instruction_id).where(
-                tasks.c.status == "open"
-            )
+            query = select(
+                tasks.c.kind, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.instruction_id, tasks.c.campaign
+            ).where(tasks.c.status == "open")
             if campaign:
                 query = query.where(tasks.c.campaign == campaign)
             rows = (await conn.execute(query)).all()
             seen_rows = (await conn.execute(select(exposures.c.dialogue_id, exposures.c.participant_id))).all()
             declined_rows = (await conn.execute(select(declines.c.instruction_id, declines.c.participant_id))).all()
+            quotas = {c: q for c, q in (await self.quotas({r.campaign for r in rows})).items() if q}
+            load: Counter[tuple[str, str, str]] = Counter()  # (campaign, kind, participant) -> held or done
+            if quotas:
+                load_rows = (
+                    await conn.execute(
+                        select(tasks.c.campaign, tasks.c.kind, tasks.c.participant_id, func.count())
+                        .where(and_(tasks.c.status.in_(("claimed", "submitted")), tasks.c.campaign.in_(list(quotas))))
+                        .group_by(tasks.c.campaign, tasks.c.kind, tasks.c.participant_id)
+                    )
+                ).all()
+                load.update({(str(c), str(k), str(p)): int(n) for c, k, p, n in load_rows})
         seen: set[tuple[str, str]] = {(d, p) for d, p in seen_rows}
         declined: set[tuple[str, str]] = {(i, p) for i, p in declined_rows}
         able: dict[tuple[str, str], list[str]] = {}
         need: Counter[tuple[str, str, str]] = Counter()
         per_dialogue: Counter[tuple[str, str, str]] = Counter()  # open tasks per (kind, requirement, dialogue)
-        for kind, req_json, dialogue_id, instruction_id in rows:
+        free: dict[tuple[str, str, str], list[str]] = {}  # eligible and under the campaign's quota
+        for kind, req_json, dialogue_id, instruction_id, task_campaign in rows:
             key = (kind, req_json)
             if key not in able:
                 requirement = json.loads(req_json)
                 able[key] = [p.id for p in people if eligible(p, TaskKind(kind), requirement)[0]]
+            cap = quotas.get(task_campaign, {}).get(kind)
+            pool = able[key]
+            if cap is not None:
+                pool = [pid for pid in pool if load[(task_campaign, kind, pid)] < cap]
             if not able[key]:
                 need[(kind, req_json, "no eligible participant")] += 1
+            elif not pool:
+                need[(kind, req_json, "every eligible participant reached the campaign's per-person quota")] += 1
             elif dialogue_id is not None:
                 per_dialogue[(kind, req_json, dialogue_id)] += 1
-            elif all((instruction_id, pid) in declined for pid in able[key]):
+                free[(kind, req_json, dialogue_id)] = pool
+            elif all((instruction_id, pid) in declined for pid in pool):
                 need[(kind, req_json, "every eligible participant skipped this instruction")] += 1
         for (kind, req_json, dialogue_id), n_open in per_dialogue.items():
-            fresh = sum(1 for pid in able[(kind, req_json)] if (dialogue_id, pid) not in seen)
+            fresh = sum(1 for pid in free[(kind, req_json, dialogue_id)] if (dialogue_id, pid) not in seen)
             if fresh == 0:
                 need[(kind, req_json, "every eligible participant has already seen the dialogue")] += n_open
             elif fresh < n_open:  # each open task of a dialogue needs a different person

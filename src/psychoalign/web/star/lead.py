@@ -101,6 +101,9 @@ async def campaign_create(
     target_role: str = Form("target"),
     framework: str = Form("general"),
     outgroup_share: float = Form(0.0),
+    quota_red_team: str = Form(""),
+    quota_annotate: str = Form(""),
+    quota_arbitrate: str = Form(""),
     policy_file: UploadFile | None = None,
     parameters_file: UploadFile | None = None,
     account: Account = Depends(require_lead),
@@ -124,6 +127,7 @@ async def campaign_create(
             raise InputError("the out-group annotator share is between 0 and 1")
         if not 1 <= instructions <= 100_000:
             raise InputError("instructions must be between 1 and 100000")
+        quota = _quota(red_team=quota_red_team, annotate=quota_annotate, arbitrate=quota_arbitrate)
         settings = CampaignSettings(
             name=name.strip(),
             policy_yaml=await _upload_text(policy_file, "policy"),
@@ -141,7 +145,7 @@ async def campaign_create(
             raise InputError(f"a campaign named '{settings.name}' exists", hint="choose another name")
         await lab.lab.save_campaign(settings)
         store = await lab.store_for(settings.name)
-        await store.create_campaign(settings.name, items, outgroup_annotator_share=outgroup_share)
+        await store.create_campaign(settings.name, items, outgroup_annotator_share=outgroup_share, quota=quota)
     except (PsychoAlignError, ValueError) as exc:
         from ...star.policy import load_policy
 
@@ -153,6 +157,21 @@ async def campaign_create(
             status_code=400,
         )
     return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=created", status_code=303)
+
+
+def _quota(**fields: str) -> dict[str, int]:
+    """The per-person quota from the form: empty is no limit, otherwise a whole number from 1."""
+    quota = {}
+    for kind, raw in fields.items():
+        if not raw.strip():
+            continue
+        if not raw.strip().isdigit() or int(raw) < 1:
+            raise InputError(
+                f"the {NOUN[kind]} quota must be a whole number from 1 (got '{raw[:20]}')",
+                hint="leave it empty for no limit",
+            )
+        quota[kind] = int(raw)
+    return quota
 
 
 def _first_error(exc: ValueError) -> str:
@@ -177,6 +196,8 @@ def shortfall_reason(kind: str, requirement: dict[str, Any], store_reason: str =
             f"too few eligible {who}s who have not seen the dialogue: each of its tasks needs another person "
             f"({_eligible_as(kind, requirement)}): invite more"
         )
+    if "quota" in store_reason:
+        return f"every eligible {who} reached the campaign's per-person quota: invite more"
     if "skipped" in store_reason:
         return f"every eligible {who} skipped this instruction (a skip is never offered again): invite more"
     if kind == TaskKind.RED_TEAM.value and requirement.get("attacker") in ("in", "out"):
@@ -276,6 +297,7 @@ async def campaign_page(
             "policy": policy,
             "outgroup_share": settings.outgroup_annotator_share,
             "relaxed": settings.relax_red_team,
+            "quota": settings.quota,
             "counts": progress["counts"],
             "report": report,
             "heat": heat_map(policy, report),
