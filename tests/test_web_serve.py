@@ -4,10 +4,10 @@ and the A2A system agent served by the same app."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -52,27 +52,25 @@ async def test_the_app_serves_the_a2a_system_agent() -> None:
 
 
 def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`serve --port 0`: the command binds (and listens) before it prints its banner, so the URL in
+    the banner is reachable at once (no waiting, no port race), and the A2A card names that port
+    (it said :0)."""
     config = write_config(tmp_path)
-    port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "psychoalign", "serve", "--port", str(port), "--config", str(config)],
+        [sys.executable, "-m", "psychoalign", "serve", "--port", "0", "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ),
     )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:  # wait for the process to listen
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "psychoalign serve did not come up"
-            time.sleep(0.2)
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        match = re.match(r"PsychoAlign on (http://127\.0\.0\.1:(\d+)) ", first)
+        assert match and match.group(2) != "0", first + (proc.stderr.read() if proc.poll() is not None else "")
+        url = match.group(1)
+        card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=120).json()
+        assert {i["url"] for i in card["supportedInterfaces"]} == {f"{url}/a2a/jsonrpc", f"{url}/a2a/rest"}
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="loopback", max_retries=0)
         raw = client.chat.completions.with_raw_response.create(
             model="psychoalign",

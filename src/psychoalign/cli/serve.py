@@ -62,14 +62,26 @@ def serve(
     check_exposure(settings, s.host)
     settings.check_deployments()
     configure_logging(log_level)
-    shown = s.public_url or f"http://{s.host}:{s.port}"
-    banner = (
-        f"PsychoAlign on {shown}  ·  OpenAI API {shown}/v1  ·  A2A card {shown}/.well-known/agent-card.json\n"
-        f"deployments: {', '.join(settings.deployments)}  ·  store: {settings.effective_store_url()}"
-    )
+
+    def banner(port: int) -> str:
+        host = f"[{s.host}]" if ":" in s.host else s.host
+        shown = s.public_url or f"http://{host}:{port}"
+        return (
+            f"PsychoAlign on {shown}  ·  OpenAI API {shown}/v1  ·  A2A card {shown}/.well-known/agent-card.json\n"
+            f"deployments: {', '.join(settings.deployments)}  ·  store: {settings.effective_store_url()}"
+        )
+
     if workers == 1:
-        err_console.print(banner, highlight=False)
-        _run_worker(config, settings_overrides, log_level, None)
+        # Bound here, so `--port 0` is resolved before the app is built: the banner and the A2A
+        # card name the port clients can reach (they said :0).
+        sock = _bind(s.host, s.port)
+        port = int(sock.getsockname()[1])
+        settings_overrides = {"serve": {**overrides, "port": port}}
+        err_console.print(banner(port), highlight=False)
+        try:
+            _run_worker(config, settings_overrides, log_level, sock)
+        finally:
+            sock.close()
         return
     sqlite = settings.effective_store_url().startswith("sqlite")
     # Tables, indexes and the shared secrets are created once here, before any worker starts
@@ -82,8 +94,9 @@ def serve(
     reuseport = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
     sock = _bind(s.host, s.port, reuseport=reuseport)
     port = int(sock.getsockname()[1])
+    settings_overrides = {"serve": {**overrides, "port": port}}  # workers advertise the real port
     listen_on: socket.socket | tuple[str, int] = (s.host, port) if reuseport else sock
-    err_console.print(f"{banner}  ·  {workers} workers on port {port}", highlight=False)
+    err_console.print(f"{banner(port)}  ·  {workers} workers on port {port}", highlight=False)
     if sqlite:
         err_console.print(
             "note: several workers on SQLite serialise every write through one file; use PostgreSQL (store_url)",
