@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -317,31 +318,30 @@ async def test_a_store_failure_over_a2a_is_a_clean_failed_task(tmp_path: Path) -
 
 
 def test_serve_a2a_on_ipv6_loopback_advertises_bracketed_urls_for_every_transport(tmp_path: Path) -> None:
-    """`--host ::1` used to advertise http://::1:8100 and bind gRPC to '::1:8101' (no brackets)."""
+    """`--host ::1` used to advertise http://::1:8100 and bind gRPC to '::1:8101' (no brackets);
+    `--port 0` used to advertise port 0. The command listens before it prints where: the printed
+    URL is reachable at once."""
     import grpc
     import grpc.aio
     from a2a.client import ClientCallContext
 
     config = write_config(tmp_path)
-    port, grpc_port = free_port(), free_port()
+    grpc_port = free_port()
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "psychoalign", "serve-a2a", "--host", "::1", "--insecure"),
-            *("--port", str(port), "--grpc-port", str(grpc_port), "--config", str(config)),
+            *("--port", "0", "--grpc-port", str(grpc_port), "--config", str(config)),
         ],
         stderr=subprocess.PIPE,
+        text=True,
     )
-    url = f"http://[::1]:{port}"
     try:
-        hang_guard = time.monotonic() + 300  # waits for the process to listen; no outcome depends on it
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=5).json()
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < hang_guard, "serve-a2a did not come up"
-                time.sleep(0.2)
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.search(r"system agent on (http://\[::1\]:(\d+)) ", line)
+        assert found and found.group(2) != "0", line
+        url = found.group(1)
+        card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=120).json()
         urls = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
         assert urls == {
             "JSONRPC": f"{url}/a2a/jsonrpc",

@@ -8,6 +8,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,31 +40,42 @@ DEFAULT_PORTS = {"system": 8100, "drive": 8101, "evaluator": 8102, "mediator": 8
 GrpcPortOpt = typer.Option(None, "--grpc-port", help="Also serve the A2A gRPC binding on this port (same auth).")
 
 
-def _serve(app: Any, host: str, port: int, grpc_port: int | None = None) -> None:
-    """uvicorn for JSON-RPC and HTTP+JSON; with ``grpc_port`` the gRPC binding too, in the same
-    event loop, on the same request handler and task store."""
+def _listen(host: str, port: int, grpc_port: int | None) -> tuple[socket.socket, int]:
+    """The HTTP socket, bound and listening before the app (and its card) is built, so ``--port
+    0`` is resolved and the card names the port clients can reach."""
+    from .serve import _bind
+
+    if grpc_port is not None and not 1 <= grpc_port <= 65535:
+        raise InputError(f"--grpc-port {grpc_port} is not a port", hint="name a port from 1 to 65535")
+    sock = _bind(host, port)
+    return sock, int(sock.getsockname()[1])
+
+
+def _serve(app: Any, sock: socket.socket, host: str, grpc_port: int | None = None) -> None:
+    """uvicorn for JSON-RPC and HTTP+JSON on ``sock``; with ``grpc_port`` the gRPC binding too, in
+    the same event loop, on the same request handler and task store."""
     import uvicorn
 
-    if grpc_port is None:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-        return
+    async def serve() -> None:
+        rpc = None
+        if grpc_port is not None:
+            from ..a2a.grpc_binding import build_grpc_server
 
-    async def both() -> None:
-        from ..a2a.grpc_binding import build_grpc_server
-
-        rpc = build_grpc_server(
-            app.state.a2a_handler,
-            _hostport(host, grpc_port),
-            app.state.a2a_auth,
-            max_message_bytes=app.state.a2a_max_body_bytes,
-        )
-        await rpc.start()
+            rpc = build_grpc_server(
+                app.state.a2a_handler,
+                _hostport(host, grpc_port),
+                app.state.a2a_auth,
+                max_message_bytes=app.state.a2a_max_body_bytes,
+            )
+            await rpc.start()
         try:
-            await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+            await uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve(sockets=[sock])
         finally:
-            await rpc.stop(5)
+            if rpc is not None:
+                await rpc.stop(5)
+            sock.close()
 
-    asyncio.run(both())
+    asyncio.run(serve())
 
 
 def _grpc_url(host: str, grpc_port: int | None) -> str | None:
@@ -123,7 +135,7 @@ def agent_serve(
             f"the {role} service refuses to start without credentials",
             hint=f"set PSYCHOALIGN_A2A__TOKENS__{role.upper()} (a2a.tokens.{role}), or --insecure on loopback",
         )
-    port = port or DEFAULT_PORTS[role]
+    sock, port = _listen(host, DEFAULT_PORTS[role] if port is None else port, grpc_port)
     base = public_url or f"http://{_hostport(host, port)}"
     model = build_model(settings.model_spec(role), cache_dir=settings.cache_dir())
     agents: dict[str, Any] = {
@@ -142,7 +154,7 @@ def agent_serve(
         max_body_bytes=settings.a2a.max_body_bytes,
     )
     err_console.print(f"{role} agent on {base} ({'bearer auth' if token else 'NO AUTH (--insecure)'}), {model.label}")
-    _serve(app, host, port, grpc_port)
+    _serve(app, sock, host, grpc_port)
 
 
 def serve_a2a(
@@ -181,6 +193,7 @@ def serve_a2a(
     default = framework or profile.framework
     load_framework(default)  # a typo in -f fails here, not on every request
     negotiator = Negotiator(settings, store=open_store(settings.effective_store_url()))
+    sock, port = _listen(host, port, grpc_port)
     base = public_url or f"http://{_hostport(host, port)}"
     app = build_system_app(
         negotiator,
@@ -195,7 +208,7 @@ def serve_a2a(
     layout = "A2A agents " + ", ".join(settings.a2a.urls.values()) if settings.a2a.urls else "in-process agents"
     auth = "bearer auth" if token or profile.api_keys else "NO AUTH (--insecure)"
     err_console.print(f"PsychoAlign system agent on {base} ({layout}, {auth})")
-    _serve(app, host, port, grpc_port)
+    _serve(app, sock, host, grpc_port)
 
 
 def _wait_for_card(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
