@@ -2,10 +2,15 @@
 
 1. Harness overhead per cell with zero-latency scripted models (target < 2 ms per cell): claim
    and finish in the result store (SQLite file, and in memory), metering, the system call, the
-   refusal judge, for the `vanilla` system on AdvBench.
+   refusal judge, for the `vanilla` system on AdvBench. Wall time and the process's CPU time per
+   cell (``time.process_time``: much less sensitive to other load on the machine than wall time).
+   The plugin modules `experiment run` imports (~3 s, once per process) are imported first, untimed.
 2. Throughput: 2,000 cells at concurrency 50 against the loopback OpenAI-compatible server with a
    fixed 50 ms latency, one model call per cell, against the ideal (cells x 50 ms / 50 workers);
-   target >= 85 % of ideal. Results in a SQLite file, as a user's default run.
+   target >= 85 % of ideal. Results in a SQLite file, as a user's default run. A 100-cell run
+   against the same server comes first, untimed: it pays the once-per-process costs (importing
+   the HTTP client, its TLS context) that are not throughput. Also prints the client's CPU per
+   cell (the fake server is another process and is not counted).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _util import fake_openai, peak_rss_mb
 from psychoalign.config import Settings
 from psychoalign.experiments import ExperimentSpec, InMemoryResultStore, ResultStore, SQLResultStore, run_experiment
+from psychoalign.experiments.registry import default_registry
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -47,12 +53,12 @@ async def overhead(cells: int, store: ResultStore, home: Path) -> float:
     mspec = ModelSpec(backend="scripted", model="zero")
     models = {"chat": ChatModel(mspec, ScriptedBackend(mspec, replies=["I can't help with that."], cycle=True))}
     s = spec(cells // 520 + 1, min(520, cells), concurrency=8)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     summary = await run_experiment(s, settings, store=store, models=models, data_dir=DATA)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     assert summary.failed == 0, summary.errors
     await store.close()
-    return wall / summary.ran * 1000
+    return wall / summary.ran * 1000, cpu / summary.ran * 1000
 
 
 async def throughput(cells: int, concurrency: int, latency_ms: float, home: Path) -> dict[str, float]:
@@ -62,16 +68,25 @@ async def throughput(cells: int, concurrency: int, latency_ms: float, home: Path
             experiments={"data_dir": str(DATA)},
             roles={"chat": {"backend": "openai", "base_url": url, "model": "fake", "api_key": "x"}},
         )
+        warm = SQLResultStore(f"sqlite:///{home / 'warm.db'}")
+        await run_experiment(spec(1, 100, concurrency), settings, store=warm, data_dir=DATA)  # untimed
+        await warm.close()
         copies = -(-cells // 520)
         s = spec(copies, -(-cells // copies), concurrency)
         store = SQLResultStore(f"sqlite:///{home / 'results.db'}")
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         summary = await run_experiment(s, settings, store=store, data_dir=DATA)
-        wall = time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         await store.close()
     assert summary.failed == 0, summary.errors
     ideal = summary.ran * latency_ms / 1000 / concurrency
-    return {"cells": summary.ran, "wall_s": wall, "ideal_s": ideal, "efficiency": ideal / wall}
+    return {
+        "cells": summary.ran,
+        "wall_s": wall,
+        "ideal_s": ideal,
+        "efficiency": ideal / wall,
+        "cpu_ms": cpu / summary.ran * 1000,
+    }
 
 
 async def main() -> None:
@@ -79,16 +94,26 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="Fewer cells (a smoke run, noisier).")
     args = parser.parse_args()
     cells = 520 if args.quick else 2080
+    # Once per process, untimed: `experiment run` imports every plugin module (the boundary
+    # analysis pulls in scipy and pandas, ~3 s); the first timed run would otherwise carry it.
+    default_registry()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        mem = await overhead(cells, InMemoryResultStore(), root / "a")
-        sql = await overhead(cells, SQLResultStore(f"sqlite:///{root / 'o.db'}"), root / "b")
-        print(f"harness overhead per cell, zero-latency model, in-memory store: {mem:.3f} ms (target < 2 ms)")
-        print(f"harness overhead per cell, zero-latency model, SQLite store:    {sql:.3f} ms (target < 2 ms)")
+        mem, mem_cpu = await overhead(cells, InMemoryResultStore(), root / "a")
+        sql, sql_cpu = await overhead(cells, SQLResultStore(f"sqlite:///{root / 'o.db'}"), root / "b")
+        print(
+            f"harness overhead per cell, zero-latency model, in-memory store: {mem:.3f} ms "
+            f"(CPU {mem_cpu:.3f} ms; target < 2 ms)"
+        )
+        print(
+            f"harness overhead per cell, zero-latency model, SQLite store:    {sql:.3f} ms "
+            f"(CPU {sql_cpu:.3f} ms; target < 2 ms)"
+        )
         t = await throughput(500 if args.quick else 2000, 50, 50.0, root / "c")
         print(
             f"{t['cells']:.0f} cells at concurrency 50 vs a 50 ms loopback server: {t['wall_s']:.2f} s, "
-            f"ideal {t['ideal_s']:.2f} s, {100 * t['efficiency']:.1f} % of ideal (target >= 85 %)"
+            f"ideal {t['ideal_s']:.2f} s, {100 * t['efficiency']:.1f} % of ideal (target >= 85 %); "
+            f"client CPU {t['cpu_ms']:.3f} ms per cell"
         )
     print(f"peak RSS {peak_rss_mb():.0f} MB")
 

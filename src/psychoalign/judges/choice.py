@@ -5,7 +5,8 @@ response A", "the answer is A", "I choose B"). A reply that lists both labelled 
 and "B: …" at line starts, as small models echo a multiple-choice prompt) states no choice by
 itself, so the rules do not decide it. When the rules find nothing and a judge model is
 configured, the model reads the reply: with structured output, or, for a model asked for plain
-text only (the embedded model), a one-word answer parsed by rule into A / B / none; a reply
+text only (the embedded model), a one-word answer after three worked examples, parsed by rule
+into A / B / none; a reply
 outside that vocabulary is a :class:`~psychoalign.judges.records.JudgeError` (the item is not
 judged), never a guess. ``none`` means the reply picked neither (scored as wrong: the system did
 not choose; the report shows how often).
@@ -19,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from ..models import ChatModel, Message
+from ..prompts import load_prompt_yaml
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 from .text import normalise
 
@@ -104,10 +106,11 @@ class ChoiceJudge:
         assert self.model is not None
         p = judge_prompts()
         if self.plain:
-            messages = [
-                Message(role="system", content=p["choice_system_plain"].strip()),
-                Message(role="user", content=p["choice_user_plain"].format(a=a, b=b, reply=reply).strip()),
-            ]
+            messages = [Message(role="system", content=p["choice_system_plain"].strip())]
+            for ex in load_prompt_yaml("judge_benchmarks")["choice_examples_plain"]:
+                shown = p["choice_user_plain"].format(a=ex["a"], b=ex["b"], reply=ex["reply"]).strip()
+                messages += [Message(role="user", content=shown), Message(role="assistant", content=ex["answer"])]
+            messages.append(Message(role="user", content=p["choice_user_plain"].format(a=a, b=b, reply=reply).strip()))
             result = await self.model.chat(messages, temperature=0.0, max_tokens=8)
             choice = parse_choice_word(result.text)
             if choice is None:
