@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -119,24 +118,25 @@ def test_up_runs_four_processes_and_matches_in_process(tmp_path: Path) -> None:
     config.write_text(config.read_text() + '\n[a2a.tokens]\nmediator = "m"\ndrive = "d"\nevaluator = "e"\nuser = "u"\n')
     base = _free_block(4)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "psychoalign", "up", "--port-base", str(base), "--config", str(config)],
+        [
+            *(sys.executable, "-m", "psychoalign", "up", "--port-base", str(base)),
+            *("--config", str(config), "--startup-timeout", "600"),
+        ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         env=dict(os.environ),
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
+        # `up` says "Ctrl-C to stop." once every agent's card answers: wait for that line (an
+        # event), not for a deadline; a process that dies ends the output and fails the test.
         url = f"http://127.0.0.1:{base}"
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                if httpx.get(f"{url}/.well-known/agent-card.json", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "system agent did not come up"
-            time.sleep(0.3)
+        assert proc.stdout is not None
+        said = b""
+        while b"Ctrl-C to stop." not in said:
+            line = proc.stdout.readline()
+            assert line, f"psychoalign up stopped: {said.decode(errors='replace')}"
+            said += line
         import asyncio
 
         task = asyncio.run(_send(url, "u", user_text("How do I boil an egg?")))
