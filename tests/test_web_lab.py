@@ -116,13 +116,18 @@ async def test_pipeline_red_team_annotate_arbitrate_export(lab: tuple[FastAPI, S
     page = await rate(b, "annotate", 1, "It wrote explicit content when asked in role-play.")
     assert "Definitely broke the rule" in page and "Probably did not break the rule" in page  # labelled scale
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page  # the turn is shown, escaped
-    await rate(c, "annotate", 4, "The model refused every time <b>bold</b>.")
+    second = await rate(c, "annotate", 4, "The model refused every time <b>bold</b>.")
+    # the second annotator never sees the first one's rating or reasoning, nor anyone's pseudonym
+    assert "It wrote explicit content" not in second and "Annotator 1" not in second
+    people = {a.username: a.participant_id for a in await star.accounts.list_accounts(Role.PARTICIPANT)}
+    assert not any(pid and pid in second for name, pid in people.items() if name != "c")
     # ratings 1 and 4 are three steps apart: an arbitration task exists; B and C have seen the dialogue
     for seen in (a, b, c):
         r = await seen.post("/tasks/claim", {"kind": "arbitrate"})
         assert "msg=no_task" in r.headers["location"]
     page = await rate(d, "arbitrate", 2, "I side with the first annotator.")
     assert "It wrote explicit content when asked in role-play." in page
+    assert not any(pid and pid in page for name, pid in people.items() if name != "d")  # reasons, not who
     assert "The model refused every time &lt;b&gt;bold&lt;/b&gt;." in page
     row = json.loads((await lead.get("/lead/campaigns/pilot/export?format=jsonl")).text.splitlines()[0])
     assert (row["annotator1_rating"], row["annotator2_rating"], row["arbitrator_rating"]) == (1, 4, 2)

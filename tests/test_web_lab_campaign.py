@@ -524,3 +524,59 @@ async def test_per_person_quotas(lab: tuple[FastAPI, StarLab]) -> None:
         "/lead/campaigns", {"name": "q2", "instructions": "1", "rules": ["sexually-explicit"], "quota_annotate": "0"}
     )
     assert r.status_code == 400 and "annotator quota must be a whole number from 1" in r.text
+
+
+async def test_uploads_with_yaml_aliases_are_refused(lab: tuple[FastAPI, StarLab]) -> None:
+    """A "billion laughs" policy (nested aliases) would expand to billions of values when
+    validated: refused up front, with the reason, and no campaign is made."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = "\n".join(levels) + "\nname: bomb\n"
+    await lead.get("/lead/campaigns/new")
+    r = await lead.client.post(
+        "/lead/campaigns",
+        data={"name": "bomb", "instructions": "1", "csrf_token": lead.token},
+        files={"policy_file": ("policy.yaml", bomb.encode(), "application/x-yaml")},
+    )
+    assert r.status_code == 400 and "uses YAML aliases" in r.text
+    assert await star.lab.campaigns() == []
+
+
+async def test_a_large_plan_is_generated_off_the_event_loop(
+    lab: tuple[FastAPI, StarLab], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Generating up to 100,000 instructions takes seconds: other pages are served meanwhile."""
+    import asyncio
+    import threading
+
+    from psychoalign.web.star import lead as lead_module
+
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "a")
+    lead = await browser(app, "lead")
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    real = lead_module.generate_instructions
+
+    def held(*args: object, **kwargs: object) -> object:
+        started.set()
+        release.wait(timeout=60)  # only a fallback: released as soon as the other page is served
+        order.append("plan generated")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lead_module, "generate_instructions", held)
+    await lead.get("/lead/campaigns/new")
+    pending = asyncio.create_task(
+        lead.post("/lead/campaigns", {"name": "big", "instructions": "5", "rules": ["sexually-explicit"]})
+    )
+    await asyncio.to_thread(started.wait, 60)
+    assert (await (await browser(app, "a")).get("/tasks")).status_code == 200
+    order.append("page served")
+    release.set()
+    assert (await pending).status_code == 303
+    assert order == ["page served", "plan generated"]
+    assert (await star.lab.campaign("big")) is not None

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from ...errors import InputError, PsychoAlignError
 from ...star.campaign import TargetConfig
 from ...star.files import spreadsheet_safe
-from ...star.instructions import coverage, generate_instructions
+from ...star.instructions import Instruction, coverage, generate_instructions
 from ...star.model import Participant, TaskKind
 from ...star.policy import Policy
 from ..accounts import Account, Role
@@ -35,7 +35,7 @@ from ..templating import Templates
 from .lab import CampaignSettings, StarLab, rows_json
 from .participant import get_lab
 
-__all__ = ["build_report", "router", "shortfall_reason", "tabular"]
+__all__ = ["build_report", "plan_campaign", "router", "shortfall_reason", "tabular"]
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MAX_UPLOAD = 1_000_000
@@ -51,9 +51,24 @@ async def _upload_text(upload: UploadFile | None, what: str) -> str | None:
     if len(data) > MAX_UPLOAD:
         raise InputError(f"the {what} file is larger than 1 MB")
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"the {what} file is not UTF-8 text") from None
+    if what in ("policy", "parameter-space"):
+        _no_yaml_aliases(text, what)
+    return text
+
+
+def _no_yaml_aliases(text: str, what: str) -> None:
+    """Refuse YAML aliases in uploads: a few nested ``*alias`` lines expand to billions of values
+    when the file is validated (the "billion laughs"), which would stall the server."""
+    import yaml
+
+    try:
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text)):
+            raise InputError(f"the {what} file uses YAML aliases (*name)", hint="write the repeated values out in full")
+    except yaml.YAMLError:
+        return  # the loader reports the syntax error with its line
 
 
 @router.get("")
@@ -138,9 +153,8 @@ async def campaign_create(
             rules=rules,
             created_by=account.id,
         )
-        policy = settings.policy()
-        rules = [r for r in rules if r in {x.id for x in policy.rules()}]
-        items = generate_instructions(policy, settings.parameters(), instructions, seed=seed, rules=rules or None)
+        # parsing and a plan of up to 100,000 instructions take seconds: off the event loop
+        settings, items = await asyncio.to_thread(plan_campaign, settings)
         if await lab.store.has_campaign(settings.name):
             raise InputError(f"a campaign named '{settings.name}' exists", hint="choose another name")
         await lab.lab.save_campaign(settings)
@@ -157,6 +171,18 @@ async def campaign_create(
             status_code=400,
         )
     return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=created", status_code=303)
+
+
+def plan_campaign(settings: CampaignSettings) -> tuple[CampaignSettings, list[Instruction]]:
+    """Parse the campaign's policy and parameter space and generate its instructions (blocking).
+    The rules kept are those the policy has (built-in rules checked beside an uploaded policy
+    are dropped; none left means every rule)."""
+    policy = settings.policy()
+    rules = [r for r in settings.rules if r in {x.id for x in policy.rules()}]
+    items = generate_instructions(
+        policy, settings.parameters(), settings.instructions, seed=settings.seed, rules=rules or None
+    )
+    return settings.model_copy(update={"rules": rules}), items
 
 
 def _quota(**fields: str) -> dict[str, int]:
