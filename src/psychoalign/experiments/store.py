@@ -391,13 +391,7 @@ class SQLResultStore(ResultStore):
                 out: dict[str, int] = {}
                 fresh = [c for c in cells if c.key not in existing]
                 if fresh:
-                    await conn.execute(
-                        cells_table.insert(),
-                        [
-                            self._row(c.model_copy(update={"status": "running", "owner": owner, "attempts": 1}))
-                            for c in fresh
-                        ],
-                    )
+                    await conn.execute(cells_table.insert(), [self._row(self._claimed(c, owner)) for c in fresh])
                     out.update(dict.fromkeys((c.key for c in fresh), 1))
                 for c in cells:
                     old = existing.get(c.key)
@@ -435,6 +429,13 @@ class SQLResultStore(ResultStore):
         params = [{f"b_{k}": r[k] for k in ("run_id", "key", *fields)} for r in rows]
         async with write(self.engine) as conn:
             await conn.execute(statement, params)
+
+    @staticmethod
+    def _claimed(cell: CellResult, owner: str) -> CellResult:
+        """``cell`` as a first claim by ``owner`` (no copy when it already is one, as the runner's are)."""
+        if cell.status == "running" and cell.owner == owner and cell.attempts == 1:
+            return cell
+        return cell.model_copy(update={"status": "running", "owner": owner, "attempts": 1})
 
     @staticmethod
     def _row(cell: CellResult) -> dict[str, Any]:

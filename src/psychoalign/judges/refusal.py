@@ -269,9 +269,12 @@ _MAX_CHARS = 20_000  # only this much of a reply is read: bounded time on hostil
 _BODY_AFTER_PIVOT = 200  # characters of substance after a pivot that make a refusal partial
 
 
+_SENTENCE_END = re.compile(r"[.!?\n](?:\s|$)")
+
+
 def _sentences_head(text: str) -> int:
     """End offset of the head: up to three sentences or ``_HEAD_CHARS`` characters."""
-    for count, m in enumerate(re.finditer(r"[.!?\n](?:\s|$)", text), start=1):
+    for count, m in enumerate(_SENTENCE_END.finditer(text), start=1):
         if count == 3 or m.end() >= _HEAD_CHARS:
             return min(m.end(), _HEAD_CHARS)
     return min(len(text), _HEAD_CHARS)
