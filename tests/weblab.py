@@ -60,7 +60,10 @@ class Browser:
 
     def __init__(self, app: FastAPI | None = None, base_url: str = "http://testserver") -> None:
         transport = httpx.ASGITransport(app=app) if app is not None else None
-        self.client = httpx.AsyncClient(transport=transport, base_url=base_url, headers={"accept": "text/html"})
+        # no 5 s default: on a loaded machine six argon2 logins at once take longer (outcomes, not timing)
+        self.client = httpx.AsyncClient(
+            transport=transport, base_url=base_url, headers={"accept": "text/html"}, timeout=httpx.Timeout(300)
+        )
         self.token: str | None = None
 
     async def aclose(self) -> None:
