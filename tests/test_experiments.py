@@ -28,7 +28,7 @@ from psychoalign.experiments import (
     run_experiment,
     wilson_ci,
 )
-from psychoalign.experiments.benchmarks import HHH, XSTest, find_data_dir
+from psychoalign.experiments.benchmarks import HHH, AdvBench, XSTest, find_data_dir
 from psychoalign.experiments.registry import Registry
 from psychoalign.experiments.spec import spec_from_text
 from psychoalign.experiments.store import CellResult, RunRecord
@@ -173,6 +173,34 @@ async def test_every_baseline_on_advbench_with_exact_costs(tmp_path: Path) -> No
         assert (c["calls"], c["critical_path"]) == (calls, critical), name
     assert cost(report, "debate")["calls_ratio"] == 7.0
     assert judge.calls == 0  # refusals need no harm check
+
+
+async def test_cost_ratios_compare_the_items_both_systems_completed(tmp_path: Path) -> None:
+    """A system that fails the costly two-turn items must not look cheaper than the baseline."""
+    advbench_goals = {i.turns[0] for i in sample(AdvBench(), 3)}
+
+    def flaky(request: ChatRequest) -> str:
+        if last_user(request) not in advbench_goals:
+            raise EndpointError("down for MT-Bench")
+        return REFUSAL
+
+    s = spec(
+        ["vanilla", {"name": "flaky", "kind": "vanilla", "options": {"role": "flaky"}}],
+        ["advbench", "mt-bench"],
+        3,
+        judge={"calibration_n": 0},
+    )
+    models = {
+        "chat": scripted("chat", lambda r: REFUSAL),
+        "flaky": scripted("flaky", flaky),
+        "judge": scripted("j", Judge()),
+    }
+    report, _ = await run(tmp_path, s, models)
+    base, other = cost(report, "vanilla"), cost(report, "flaky")
+    assert (base["items"], other["items"]) == (6, 3)
+    assert (base["calls"], other["calls"]) == (1.5, 1.0)  # per completed item: MT-Bench items take two calls
+    assert other["ratio_items"] == 3 and other["calls_ratio"] == 1.0  # paired: the same three AdvBench items
+    assert base["ratio_items"] == 6 and base["calls_ratio"] == 1.0
 
 
 async def test_advbench_compliance_is_judged_for_harm(tmp_path: Path) -> None:

@@ -267,7 +267,7 @@ def _print_tables(report: dict[str, Any]) -> None:
     for row in report["table"]:
         table.add_row(row["system"], *(_fmt(c) for c in row["cells"]))
     print_wide(table)
-    cost = Table(title=f"Cost per item (ratios to {report['run']['baseline']})")
+    cost = Table(title=f"Cost per item (ratios to {report['run']['baseline']} over the items both completed)")
     for c in (
         "system",
         "items",
@@ -275,6 +275,7 @@ def _print_tables(report: dict[str, Any]) -> None:
         "critical path",
         "tokens",
         "wall s",
+        "paired",
         "calls ×",
         "crit ×",
         "tokens ×",
@@ -283,7 +284,7 @@ def _print_tables(report: dict[str, Any]) -> None:
         cost.add_column(c, justify="left" if c == "system" else "right")
     for r in report["cost"]:
         if not r.get("items"):
-            cost.add_row(r["system"], "0", *(["–"] * 8))
+            cost.add_row(r["system"], "0", *(["–"] * 9))
             continue
         ratios = [
             "–" if r[k] is None else f"{r[k]:.2f}"
@@ -296,12 +297,25 @@ def _print_tables(report: dict[str, Any]) -> None:
             f"{r['critical_path']:.2f}",
             f"{r['tokens']:.0f}",
             f"{r['wall_s']:.3f}",
+            str(r.get("ratio_items", "–")),
             *ratios,
         )
     print_wide(cost)
+    for j in report["judges"]:
+        if j["status"] == "measured":
+            line = (
+                f"judge of {j['benchmark']} ({j['judge']}): agreement {j['agreement']} on {j['n']} ({j['reference']})"
+            )
+            err_console.print(safe(line), style="yellow" if j.get("weak") else None)
     unknown = [j["benchmark"] for j in report["judges"] if j["status"] == "unknown"]
     if unknown:
         err_console.print(f"[yellow]judge agreement unknown (no labels) for: {', '.join(unknown)}[/]")
+    weak = [j for j in report["judges"] if j.get("weak")]
+    if weak:
+        err_console.print(
+            safe(f"Weak judge: {weak[0]['weak']}. Affected: {', '.join(j['benchmark'] for j in weak)}."),
+            style="bold yellow",
+        )
 
 
 @experiment_app.command("list")

@@ -157,13 +157,23 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
                 "cost_usd": _r(mean("cost_usd"), 6),
             }
         )
-    base = next((r for r in cost_rows if r["system"] == spec.baseline and r.get("items")), None)
+    # Ratios compare like with like: over the items both the system and the baseline completed
+    # (a system that failed the costly two-turn MT-Bench items would otherwise look cheap).
+    done_by: dict[str, dict[tuple[str, str], CellResult]] = defaultdict(dict)
+    for c in cells:
+        if c.status == "done":
+            done_by[c.system][(c.benchmark, c.item_id)] = c
+    base_cells = done_by.get(spec.baseline, {})
     for row in cost_rows:
+        mine = done_by.get(row["system"], {})
+        paired = sorted(set(mine) & set(base_cells))
+        row["ratio_items"] = len(paired)
         for key in ("calls", "critical_path", "tokens", "wall_s"):
-            ratio = None
-            if base is not None and row.get("items") and base.get(key):
-                ratio = _r(float(row[key]) / float(base[key]), 2)
-            row[f"{key}_ratio"] = ratio
+            sums = [
+                sum(of[i].wall_s if key == "wall_s" else float(of[i].cost.get(key, 0.0)) for i in paired)
+                for of in (mine, base_cells)
+            ]
+            row[f"{key}_ratio"] = _r(sums[0] / sums[1], 2) if paired and sums[1] else None
 
     # -- judges -------------------------------------------------------------------------------
     judges = []
@@ -387,14 +397,17 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 {% endif %}
 <h2>Cost per item</h2>
 <table><tr><th>System</th><th>items</th><th>LLM calls</th><th>critical-path calls</th><th>tokens</th><th>wall s</th>
-<th>USD</th><th>calls ×{{ r.run.baseline }}</th><th>critical path ×</th><th>tokens ×</th><th>wall ×</th></tr>
+<th>USD</th><th>paired</th><th>calls ×{{ r.run.baseline }}</th><th>critical path ×</th><th>tokens ×</th>
+<th>wall ×</th></tr>
 {% for c in r.cost %}<tr><td>{{ c.system }}</td><td>{{ c["items"] }}</td>
 {% if c["items"] %}<td>{{ c.calls }}</td><td>{{ c.critical_path }}</td><td>{{ c.tokens }}</td><td>{{ c.wall_s }}</td>
-<td>{{ c.cost_usd }}</td>{% for k in ["calls_ratio", "critical_path_ratio", "tokens_ratio", "wall_s_ratio"] %}
+<td>{{ c.cost_usd }}</td><td>{{ c.ratio_items }}</td>
+{% for k in ["calls_ratio", "critical_path_ratio", "tokens_ratio", "wall_s_ratio"] %}
 <td>{% if c[k] is none %}–{% else %}{{ c[k] }}{% endif %}</td>{% endfor %}
-{% else %}<td colspan="9" class="fail">no completed item</td>{% endif %}</tr>{% endfor %}</table>
+{% else %}<td colspan="10" class="fail">no completed item</td>{% endif %}</tr>{% endfor %}</table>
 <p>Per completed item, system calls only (judges excluded).
-Ratios divide by <code>{{ r.run.baseline }}</code> on the same models.
+Ratios divide by <code>{{ r.run.baseline }}</code> on the same models, over the items both completed
+(<i>paired</i>).
 {% if r.run.concurrency.serial_models %}Cells ran one at a time ({{ r.run.concurrency.serial_models|join(", ") }}
 serves one call at a time), so wall time is each system's own.{% endif %}</p>
 <h2>Judges</h2>
