@@ -306,6 +306,7 @@ async def test_failing_endpoint_records_failed_cells_and_retries_them_on_resume(
     assert report["failures_total"] == 3 and "down" in report["failures"][0]["error"]
     html = render_html(report)
     assert "no data" in html and "<script>down" not in html and "&lt;script&gt;down" in html
+    assert report["figure"]["series"] == [{"system": "vanilla", "means": [None]}]  # no bar at 0 in Figure 2
     models = {"chat": scripted("chat", lambda r: REFUSAL), "judge": scripted("j", Judge())}
     report, _ = await run(tmp_path, spec(["vanilla"], ["advbench"], 3), models, store=store)
     got = cell(report, "vanilla", "advbench", "safe")

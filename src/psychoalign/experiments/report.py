@@ -304,16 +304,24 @@ def _figure(report: dict[str, Any]) -> dict[str, Any]:
     rows = report["table"]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(cols) + 2), 4.0), dpi=100)
     width = 0.8 / max(1, len(rows))
+    series: list[dict[str, Any]] = []
     for j, row in enumerate(rows):
-        means, lows, highs = [], [], []
+        means: list[float | None] = []
+        lows, highs = [], []
         for c in cols:
             cell = next(x for x in row["cells"] if x["benchmark"] == c["benchmark"] and x["metric"] == c["metric"])
-            m = cell["mean"] if cell["mean"] is not None else 0.0
+            m = cell["mean"]
             means.append(m)
-            lows.append(m - cell["ci_low"] if cell["ci_low"] is not None else 0.0)
-            highs.append(cell["ci_high"] - m if cell["ci_high"] is not None else 0.0)
+            lows.append(m - cell["ci_low"] if m is not None and cell["ci_low"] is not None else 0.0)
+            highs.append(cell["ci_high"] - m if m is not None and cell["ci_high"] is not None else 0.0)
         xs = [i + j * width for i in range(len(cols))]
-        ax.bar(xs, means, width, yerr=[lows, highs], capsize=2, label=row["system"])
+        # a cell with no data draws no bar (NaN) and is marked "n/a": never a bar at 0
+        heights = [math.nan if m is None else m for m in means]
+        ax.bar(xs, heights, width, yerr=[lows, highs], capsize=2, label=row["system"])
+        for x, m in zip(xs, means, strict=True):
+            if m is None:
+                ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=6, color="#a00")
+        series.append({"system": row["system"], "means": means})
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(cols))])
     ax.set_xticklabels([c["title"] for c in cols])
     ax.set_ylim(0, 1.05)
@@ -323,7 +331,11 @@ def _figure(report: dict[str, Any]) -> dict[str, Any]:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     plt.close(fig)
-    return {"png_base64": base64.b64encode(buf.getvalue()).decode(), "columns": [c["title"] for c in cols]}
+    return {
+        "png_base64": base64.b64encode(buf.getvalue()).decode(),
+        "columns": [c["title"] for c in cols],
+        "series": series,
+    }
 
 
 _STYLE = """
