@@ -200,6 +200,9 @@ def _dry_run(
             f"{r['judge_calls']:.0f}",
         )
     print_wide(table)
+    err_console.print(
+        f"Plus {est['judge_check_calls']} judge calls once per run for the judges' checks on constructed cases."
+    )
     err_console.print("USD uses input/output_cost_per_mtok of each role's model spec (0 when not configured).")
 
 

@@ -23,8 +23,9 @@ __all__ = ["estimate"]
 OVERHEAD = {"drive": 350, "evaluator": 900, "mediator": 350, "chat": 60, "judge": 400}
 
 
-def _judge_calls(benchmark: str, spec: ExperimentSpec) -> int:
-    """Judge calls per cell (upper bound) by benchmark, given the judge spec."""
+def _judge_calls(benchmark: str, spec: ExperimentSpec, plain: bool = False) -> int:
+    """Judge calls per cell (upper bound) by benchmark, given the judge spec. ``plain``: the judge
+    model is asked for plain text (the embedded one), which rates one quality dimension per call."""
     j = spec.judge
     return {
         "hhh": 1 if j.choice_model else 0,
@@ -32,8 +33,26 @@ def _judge_calls(benchmark: str, spec: ExperimentSpec) -> int:
         "mt-bench": 2,
         "realtoxicity": 1 if j.toxicity == "model" else 0,
         "xstest": 0 if j.refusal == "rules" else 1,
-        "dilemmas": 1,
+        "dilemmas": 2 if plain else 1,
     }.get("advbench" if benchmark.startswith("attack-") else benchmark, 1)  # attacks: judged like AdvBench
+
+
+def check_calls(spec: ExperimentSpec, plain: bool = False) -> int:
+    """Judge calls of the once-per-run checks on constructed cases (experiments.calibration)."""
+    from .calibration import CHOICE_CALIBRATION_N, RATING_CALIBRATION_N
+
+    n = spec.judge.calibration_n
+    names = {b.name for b in spec.benchmarks}
+    calls = 0
+    if "hhh" in names and spec.judge.choice_model:
+        calls += min(CHOICE_CALIBRATION_N, n)
+    if "mt-bench" in names:
+        calls += 2 * min(RATING_CALIBRATION_N, n)
+    if "dilemmas" in names:
+        calls += 3 * min(RATING_CALIBRATION_N, n) * (2 if plain else 1)
+    if spec.judge.refusal != "rules" and names & {"advbench", "xstest"}:
+        calls += min(n, 900)
+    return calls
 
 
 def estimate(
@@ -41,6 +60,7 @@ def estimate(
 ) -> dict[str, Any]:
     """Per system and in total: cells, calls (typical / max), tokens (typical / max), USD (typical / max)."""
     rows: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    plain = settings.model_spec(spec.judge.role).backend == "local"  # the embedded judge: plain text
     for cell in cells:
         info = infos[cell.system.name]
         # multi-turn items carry their bounds (attacks.MultiTurnAttack): target calls, judged turns, attacker calls
@@ -58,7 +78,7 @@ def estimate(
                 row[f"calls_{kind}"] += n
                 row[f"tokens_{kind}"] += ptok + ctok
                 row[f"usd_{kind}"] += (ptok * mspec.input_cost_per_mtok + ctok * mspec.output_cost_per_mtok) / 1e6
-        jcalls = _judge_calls(cell.benchmark.name, spec) * int(cell.item.data.get("judged_turns", 1))
+        jcalls = _judge_calls(cell.benchmark.name, spec, plain) * int(cell.item.data.get("judged_turns", 1))
         jcalls += int(cell.item.data.get("attacker_calls", 0))
         jspec = settings.model_spec(spec.judge.role)
         jp, jc = jcalls * (prompt_chars / 2 + OVERHEAD["judge"] + 300), jcalls * 150
@@ -70,4 +90,8 @@ def estimate(
         for k, v in vals.items():
             total[k] += v
     out = [{"system": name, **{k: round(v, 4) for k, v in vals.items()}} for name, vals in rows.items()]
-    return {"systems": out, "total": {k: round(v, 4) for k, v in total.items()}}
+    return {
+        "systems": out,
+        "total": {k: round(v, 4) for k, v in total.items()},
+        "judge_check_calls": check_calls(spec, plain),
+    }
