@@ -36,11 +36,11 @@ from a2a.types import (
 from starlette.applications import Starlette
 
 from psychoalign.a2a.grpc_binding import build_grpc_server
-from psychoalign.a2a.system import CLARIFY, build_system_app
+from psychoalign.a2a.system import CLARIFY, a2a_task_store, build_system_app
 from psychoalign.config import Settings
 from psychoalign.frameworks import load_framework
 from psychoalign.negotiation import Negotiator
-from psychoalign.traces import InMemoryTraceStore
+from psychoalign.traces import InMemoryTraceStore, SQLTraceStore
 
 from .loopback import free_port, listening_socket
 from .scenario import World, evaluation, proposals
@@ -65,12 +65,16 @@ def _judge(text: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def system_agent(drafts: tuple[str, ...] = ("Boil it for 6 minutes.",)) -> AsyncIterator[Agent]:
+async def system_agent(
+    drafts: tuple[str, ...] = ("Boil it for 6 minutes.",), *, database: str | None = None
+) -> AsyncIterator[Agent]:
     """The system agent on loopback, JSON-RPC and HTTP+JSON on one port (its socket is listening
     before the server starts: no waiting for start-up) and gRPC on another; token ``tok`` for
-    one client and an API key for a second one."""
+    one client and an API key for a second one. With ``database`` (a SQLite file) traces and A2A
+    tasks live there, as in ``psychoalign serve``, where several workers share them."""
     world = World([proposals(*((d, 0.9) for d in drafts))], judge=_judge, compose=lambda p, i: "Ask a pharmacist.")
-    store = InMemoryTraceStore()
+    store: Any = InMemoryTraceStore() if database is None else SQLTraceStore(f"sqlite:///{database}")
+    task_store = None if database is None else a2a_task_store(store)
     listener = listening_socket()
     port, grpc_port = listener.getsockname()[1], free_port()
     url, grpc_url = f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}"
@@ -81,6 +85,7 @@ async def system_agent(drafts: tuple[str, ...] = ("Boil it for 6 minutes.",)) ->
         api_key_digests=[hashlib.sha256(KEY.encode()).hexdigest()],
         grpc_url=grpc_url,
         max_body_bytes=64_000,
+        task_store=task_store,
     )
     http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serving = asyncio.create_task(http.serve(sockets=[listener]))
@@ -92,6 +97,7 @@ async def system_agent(drafts: tuple[str, ...] = ("Boil it for 6 minutes.",)) ->
         await rpc.stop(None)
         http.should_exit = True
         await serving
+        await store.close()
 
 
 def _client(card: AgentCard, hc: httpx.AsyncClient, binding: str, *, streaming: bool = False) -> Any:
@@ -144,12 +150,17 @@ async def test_card_lists_each_transport_with_its_url_scheme_and_cache_control()
         assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
 
 
+STORES = ("memory", "database")
+
+
+@pytest.mark.parametrize("where", STORES)
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_task_lifecycle_over_each_transport(binding: str) -> None:
+async def test_task_lifecycle_over_each_transport(binding: str, where: str, tmp_path: Any) -> None:
     """send -> completed with the answer and camelCase facts; get; list scoped to the caller;
     a second client sees none of it; cancel of a finished task is refused; unknown ids are
-    not found; streaming yields the task and ends completed."""
-    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+    not found; streaming yields the task and ends completed. Tasks in memory or in the database."""
+    database = tmp_path / "a2a.db" if where == "database" else None
+    async with system_agent(database=database) as agent, httpx.AsyncClient(timeout=60) as hc:
         card = await A2ACardResolver(hc, agent.url).get_agent_card()
         client = _client(card, hc, binding)
         task = await _last_task(client, _ask("How do I boil an egg?"))
@@ -180,18 +191,23 @@ async def test_task_lifecycle_over_each_transport(binding: str) -> None:
         assert state == TaskState.TASK_STATE_COMPLETED
 
 
+@pytest.mark.parametrize("where", STORES)
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_follow_up_to_input_required_continues_the_task_and_the_conversation(binding: str) -> None:
+async def test_follow_up_to_input_required_continues_the_task_and_the_conversation(
+    binding: str, where: str, tmp_path: Any
+) -> None:
     """A deadlock with a legitimate need ends input-required; the client's answer, sent to the
     same task, is negotiated with the earlier turn in its context (after the deployment's own),
-    lands in the task's history, and adds a second response artifact."""
-    async with system_agent(drafts=("VETO draft",)) as agent, httpx.AsyncClient(timeout=60) as hc:
+    lands in the task's history, and adds a second response artifact. The earlier turn is read
+    from the trace store (any process sharing it continues the conversation)."""
+    database = tmp_path / "a2a.db" if where == "database" else None
+    async with system_agent(drafts=("VETO draft",), database=database) as agent, httpx.AsyncClient(timeout=60) as hc:
         card = await A2ACardResolver(hc, agent.url).get_agent_card()
         client = _client(card, hc, binding)
         first = await _last_task(client, _ask("How many pills are too many?"))
         assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert get_message_text(first.status.message) == CLARIFY
-        follow = await _last_task(client, _ask("For my grandmother.", task_id=first.id, context_id=first.context_id))
+        follow = await _last_task(client, _ask("For my grandmother.", task_id=first.id))  # context inferred
         assert follow.id == first.id and len(follow.artifacts) == 2
         said = [get_message_text(m) for m in follow.history if m.role == Role.ROLE_USER]
         assert said == ["How many pills are too many?", "For my grandmother."]
@@ -469,3 +485,43 @@ async def test_media_types_terminal_tasks_and_cancelling_a_running_negotiation()
         await serving
     stored = [t async for t in store.iter_all()]
     assert sorted((t.status.value, t.error) for t in stored) == [("completed", None), ("failed", "cancelled")]
+
+
+async def test_every_worker_of_serve_answers_for_every_a2a_task(tmp_path: Any) -> None:
+    """`psychoalign serve --workers N`: two app instances on one database (two workers). A task
+    created through one is found, listed, continued (input-required follow-up, with the earlier
+    turn in its context) through the other; before, each worker knew only its own tasks."""
+    from contextlib import AsyncExitStack
+
+    from psychoalign.web.app import create_app
+
+    database = f"sqlite:///{tmp_path / 'serve.db'}"
+    clients = []
+    async with AsyncExitStack() as stack:
+        for _ in range(2):
+            store = SQLTraceStore(database)
+            world = World([proposals(("VETO draft", 0.9))], judge=_judge, compose=lambda p, i: "Ask a pharmacist.")
+            app = create_app(Settings(), store=store, negotiators={"psychoalign": world.negotiator(store)}, lab=False)
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            transport = httpx.ASGITransport(app=app)
+            client = httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"})
+            clients.append(await stack.enter_async_context(client))
+        first, second = clients
+
+        async def rpc(client: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            return dict((await client.post("/a2a/jsonrpc", json=body)).json())
+
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "How many pills are too many?"}]}
+        task = (await rpc(first, "SendMessage", {"message": message}))["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        got = (await rpc(second, "GetTask", {"id": task["id"]}))["result"]
+        assert got["id"] == task["id"] and got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        listed = (await rpc(second, "ListTasks", {}))["result"]["tasks"]
+        assert [t["id"] for t in listed] == [task["id"]]
+        follow = {"messageId": "m2", "role": "ROLE_USER", "taskId": task["id"], "parts": [{"text": "For my grandma."}]}
+        done = (await rpc(second, "SendMessage", {"message": follow}))["result"]["task"]
+        assert done["id"] == task["id"] and len(done["artifacts"]) == 2
+        traces = sorted([t async for t in store.iter_all()], key=lambda t: t.created_at)
+        assert traces[-1].request == "For my grandma."
+        assert "Earlier in this conversation:\nUser: How many pills are too many?" in traces[-1].context

@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message
-from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.agent_execution import AgentExecutor, RequestContext, SimpleRequestContextBuilder
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -27,7 +28,9 @@ from a2a.types import (
     Part,
     SecurityRequirement,
     SecurityScheme,
+    SendMessageRequest,
     StringList,
+    Task,
     TaskState,
 )
 from a2a.utils import TransportProtocol
@@ -325,6 +328,31 @@ def role_card(role: AgentRole, base_url: str, auth: bool, grpc_url: str | None =
     )
 
 
+class _ContextFromTask(SimpleRequestContextBuilder):
+    """A follow-up that names its task but not its context continues the task's context (A2A 1.0
+    §3.4.3: infer the contextId from the task). The SDK makes up a new one (a2a-python #1206), so
+    the task's events no longer match; in one process the running task hid it, across workers
+    sharing a task store every such follow-up failed."""
+
+    def __init__(self, task_store: TaskStore) -> None:
+        super().__init__(task_store=task_store)
+        self._tasks = task_store
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        if task_id and not context_id:
+            stored = task or await self._tasks.get(task_id, context)
+            if stored is not None:
+                context_id = stored.context_id
+        return await super().build(context, params, task_id, context_id, task)
+
+
 def a2a_app(
     executor: AgentExecutor,
     card: AgentCard,
@@ -332,16 +360,23 @@ def a2a_app(
     *,
     digests: Mapping[str, str] | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    task_store: TaskStore | None = None,
 ) -> Starlette:
     """The SDK's routes for ``executor``: the card (with ``Cache-Control``), JSON-RPC at the
     interface URL with and without a trailing slash, HTTP+JSON. With ``tokens`` or ``digests``
     every route but the card needs a bearer token (see :class:`BearerBackend`). Bodies over
     ``max_body_bytes`` are refused, and every error (credentials, size, routing) comes in the
-    shape of the binding it was made on."""
+    shape of the binding it was made on. ``task_store`` defaults to one in memory (one process);
+    a database store lets several processes serve the same tasks."""
     # validate_input_modes: a part whose media type the card does not declare is the protocol's
     # ContentTypeNotSupportedError (A2A 1.0 §3.1.1), not a task the agent then rejects.
+    tasks = task_store if task_store is not None else InMemoryTaskStore()
     handler = DefaultRequestHandler(
-        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card, validate_input_modes=True
+        agent_executor=executor,
+        task_store=tasks,
+        agent_card=card,
+        validate_input_modes=True,
+        request_context_builder=_ContextFromTask(tasks),
     )
     routes: list[Any] = [
         # card first: the REST routes add a catch-all mount

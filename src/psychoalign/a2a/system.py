@@ -11,6 +11,9 @@ back from the trace store (docs/negotiation.md, "Cross-turn tension").
 
 from __future__ import annotations
 
+import functools
+import logging
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +21,7 @@ from typing import Any
 from a2a.helpers import new_data_part, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
+from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types import AgentCard, AgentSkill, Part
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
@@ -29,9 +32,12 @@ from ..negotiation.engine import Negotiator
 from ..negotiation.tension import SystemState
 from ..negotiation.track import conversation_ref
 from ..traces.model import Trace, TraceStatus
+from ..traces.store import SQLTraceStore, TraceStore
 from .server import MAX_BODY_BYTES, _card, a2a_app
 
-__all__ = ["SystemExecutor", "build_context", "build_system_app", "system_card"]
+__all__ = ["A2A_TASK_TABLE", "SystemExecutor", "a2a_task_store", "build_context", "build_system_app", "system_card"]
+
+_log = logging.getLogger(__name__)
 
 CLARIFY = "Could you say more about what you need this for, so I can help within the rules?"
 MAX_HISTORY = 6
@@ -107,6 +113,21 @@ class SystemExecutor(AgentExecutor):
             self.history.popitem(last=False)
         return self.history[key]
 
+    async def _earlier(self, key: str, look_up: Sequence[str]) -> list[tuple[str, str]]:
+        """The context's earlier turns (request, answer), oldest first. Read from the trace store,
+        the server's own record, so any process sharing the store (``serve --workers N``) and a
+        restarted server continue a conversation; in memory when there is no store. A turn that
+        cannot be read is left out (the cross-turn track fails closed on its own)."""
+        store = self.negotiator.store
+        if store is None:
+            return list(self._turns(key))
+        try:
+            traces = await store.conversation(look_up, limit=MAX_HISTORY)
+        except Exception as exc:  # the context is a convenience; the track handles a broken store
+            _log.warning("earlier turns of an A2A context unavailable: %r", exc)
+            return []
+        return [(t.request, t.response) for t in traces]
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
         existing = context.current_task
@@ -143,21 +164,24 @@ class SystemExecutor(AgentExecutor):
         # identity, so a caller naming another caller's context id reaches nothing of theirs.
         user = context.call_context.user if context.call_context is not None else None
         identity = user.user_name if user is not None and user.is_authenticated else ""
-        history = self._turns(f"{identity}\x00{task.context_id}")
+        conversation = conversation_ref(f"a2a\x00{identity}", (), task.context_id)
+        history = await self._earlier(f"{identity}\x00{task.context_id}", conversation.look_up)
         base = load_framework(requested).deployment_context
         trace = await self.negotiator.negotiate(
             text,
             framework=requested,
             context=build_context(base, client_context, history),
             metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id, "turn": len(history) + 1},
-            conversation=conversation_ref(f"a2a\x00{identity}", (), task.context_id),
+            conversation=conversation,
         )
         info = outcome(trace)
         await updater.add_artifact(
             parts=[Part(text=trace.response), new_data_part(info)], name="response", metadata=info, last_chunk=True
         )
-        history.append((text, trace.response))
-        del history[:-MAX_HISTORY]
+        if self.negotiator.store is None:  # remembered here only when no trace store records the turns
+            turns = self._turns(f"{identity}\x00{task.context_id}")
+            turns.append((text, trace.response))
+            del turns[:-MAX_HISTORY]
         f = trace.final
         if trace.status is TraceStatus.FAILED:
             await updater.failed(updater.new_agent_message([Part(text=trace.response)], metadata=info))
@@ -177,6 +201,34 @@ class SystemExecutor(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
         await updater.cancel()
+
+
+#: The table A2A tasks live in when they share the trace store's database.
+A2A_TASK_TABLE = "psychoalign_a2a_tasks"
+
+
+def a2a_task_store(store: TraceStore | None) -> TaskStore | None:
+    """A task store in ``store``'s database (its own table), so every process serving the same
+    deployment (``psychoalign serve --workers N``) sees the same tasks: a client's get, list,
+    cancel or follow-up may reach any worker. None (the SDK's in-memory store) without one."""
+    if not isinstance(store, SQLTraceStore):
+        return None
+    from a2a.server.tasks import DatabaseTaskStore
+
+    task_store = DatabaseTaskStore(store.engine)
+    # The SDK maps a new model class for a custom table name on every store it makes, and a
+    # second one on its shared metadata fails: map ours once per process.
+    task_store.task_model = _task_model()
+    return task_store
+
+
+@functools.cache
+def _task_model() -> Any:
+    from a2a.server.models import create_task_model
+
+    with warnings.catch_warnings():  # the SDK names every mapped class TaskModel: harmless here
+        warnings.simplefilter("ignore")
+        return create_task_model(A2A_TASK_TABLE)
 
 
 def system_card(base_url: str, auth: bool, grpc_url: str | None = None) -> AgentCard:
@@ -214,6 +266,7 @@ def build_system_app(
     api_key_digests: Sequence[str] = (),
     grpc_url: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    task_store: TaskStore | None = None,
 ) -> Starlette:
     """The system agent as a Starlette app (mountable in the web app).
 
@@ -227,4 +280,4 @@ def build_system_app(
     auth = bool(token) or bool(digests)
     executor = SystemExecutor(negotiator, framework, frameworks)
     card = system_card(base_url, auth=auth, grpc_url=grpc_url)
-    return a2a_app(executor, card, tokens, digests=digests, max_body_bytes=max_body_bytes)
+    return a2a_app(executor, card, tokens, digests=digests, max_body_bytes=max_body_bytes, task_store=task_store)

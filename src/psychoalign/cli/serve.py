@@ -112,6 +112,7 @@ async def _prepare_store(settings: Settings) -> None:
     """Create every table the server uses (traces, lab accounts, lab state, STAR store) and the
     lab's shared secrets, once, in the parent process (recovering interrupted traces creates the
     trace tables)."""
+    from ..a2a.system import a2a_task_store
     from ..traces.store import SQLTraceStore
     from ..web.star import StarLab
 
@@ -119,6 +120,9 @@ async def _prepare_store(settings: Settings) -> None:
     lab = StarLab(settings, settings.effective_store_url())
     try:
         await traces.recover_interrupted()
+        tasks = a2a_task_store(traces)
+        if tasks is not None:  # the A2A agent's task table, created once before the workers
+            await tasks.initialize()  # type: ignore[attr-defined]
         await lab.init()
         await lab.accounts.secret("csrf")
     finally:

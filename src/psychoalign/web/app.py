@@ -160,7 +160,7 @@ def create_app(
 
 
 def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGIApp:
-    from ..a2a.system import build_system_app
+    from ..a2a.system import a2a_task_store, build_system_app
 
     serve = settings.serve
     name = serve.a2a_deployment or next(iter(settings.deployments))
@@ -175,4 +175,7 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
         frameworks=deployment.frameworks(),
         api_key_digests=deployment.api_keys,
         max_body_bytes=settings.a2a.max_body_bytes,
+        # Tasks live in the trace store's database: with several workers any one of them can
+        # answer a client's get, list, cancel or follow-up (in memory, only the one that made it).
+        task_store=a2a_task_store(gateway.store),
     )
