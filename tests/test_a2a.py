@@ -12,7 +12,7 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, new_data_message
-from a2a.types import GetTaskRequest, Role, SendMessageRequest, TaskState
+from a2a.types import GetTaskRequest, ListTasksRequest, Role, SendMessageRequest, TaskState
 
 from psychoalign.a2a import A2ATransport, build_role_app
 from psychoalign.a2a.codec import encode_task
@@ -269,3 +269,24 @@ def test_data_parts_are_camel_case_and_both_spellings_decode() -> None:
         decode_reply("evaluate_batch", legacy_reply, host="h").output.evaluations[0].rule_hits[0].rule_id
         == "C1-dual-use"
     )
+
+
+async def test_the_in_memory_task_store_forgets_old_finished_tasks_but_never_a_running_one() -> None:
+    """The SDK's in-memory store kept every task forever; a role service grew without limit."""
+    from a2a.auth.user import UnauthenticatedUser
+    from a2a.server.context import ServerCallContext
+    from a2a.types import Task, TaskStatus
+
+    from psychoalign.a2a.server import BoundedTaskStore
+
+    store = BoundedTaskStore(limit=10)
+    context = ServerCallContext(user=UnauthenticatedUser())
+    running = Task(id="running", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING))
+    await store.save(running, context)
+    for i in range(100):
+        await store.save(
+            Task(id=f"t{i}", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)), context
+        )
+    kept = [t.id for t in (await store.list(ListTasksRequest(page_size=100), context)).tasks]
+    assert len(kept) <= 12 and "running" in kept and "t99" in kept and "t0" not in kept
+    assert await store.get("running", context) is not None and await store.get("t0", context) is None

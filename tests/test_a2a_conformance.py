@@ -525,3 +525,24 @@ async def test_every_worker_of_serve_answers_for_every_a2a_task(tmp_path: Any) -
         traces = sorted([t async for t in store.iter_all()], key=lambda t: t.created_at)
         assert traces[-1].request == "For my grandma."
         assert "Earlier in this conversation:\nUser: How many pills are too many?" in traces[-1].context
+
+
+async def test_concurrent_first_requests_on_a_fresh_task_database(tmp_path: Any) -> None:
+    """40 clients at once on a fresh database: every task completes (each first request used to
+    try to create the task table; the losers got an internal error quoting the SQL)."""
+    async with (
+        system_agent(database=tmp_path / "fresh.db") as agent,
+        httpx.AsyncClient(base_url=agent.url, timeout=120, headers=RPC_HEADERS) as hc,
+    ):
+
+        async def one(i: int) -> str:
+            message = {"messageId": f"m{i}", "role": "ROLE_USER", "parts": [{"text": f"question {i}"}]}
+            body = {"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {"message": message}}
+            answer = (await hc.post("/a2a/jsonrpc", json=body)).json()
+            assert "CREATE TABLE" not in str(answer)
+            return str(answer["result"]["task"]["status"]["state"])
+
+        states = await asyncio.gather(*(one(i) for i in range(40)))
+        stored = await _traces(agent.store)
+    assert states == ["TASK_STATE_COMPLETED"] * 40
+    assert len(stored) == 40

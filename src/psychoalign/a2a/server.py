@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +55,7 @@ __all__ = [
     "REST_PATH",
     "BearerBackend",
     "BodyLimit",
+    "BoundedTaskStore",
     "RoleExecutor",
     "a2a_app",
     "build_role_app",
@@ -328,6 +330,55 @@ def role_card(role: AgentRole, base_url: str, auth: bool, grpc_url: str | None =
     )
 
 
+#: Most tasks an in-memory task store keeps (a2a_app's default store).
+MAX_TASKS = 10_000
+
+
+class BoundedTaskStore(InMemoryTaskStore):
+    """The SDK's in-memory task store, bounded: it kept every task forever (each with its
+    messages and artifacts), so a long-running service grew without limit. Beyond ``limit`` tasks
+    the least recently updated one that is not running (finished, or waiting for input) is
+    forgotten; a client asking for it later gets TaskNotFound."""
+
+    _SETTLED = frozenset(
+        {
+            TaskState.TASK_STATE_COMPLETED,
+            TaskState.TASK_STATE_FAILED,
+            TaskState.TASK_STATE_CANCELED,
+            TaskState.TASK_STATE_REJECTED,
+            TaskState.TASK_STATE_INPUT_REQUIRED,
+            TaskState.TASK_STATE_AUTH_REQUIRED,
+        }
+    )
+
+    def __init__(self, limit: int = MAX_TASKS) -> None:
+        super().__init__()
+        self._limit = limit
+        self._recent: OrderedDict[tuple[str, str], bool] = OrderedDict()  # (owner, id) -> settled
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        await super().save(task, context)
+        key = (self._impl.owner_resolver(context), task.id)
+        self._recent.pop(key, None)
+        self._recent[key] = task.status.state in self._SETTLED
+        if len(self._recent) > self._limit + self._limit // 10 + 1:  # in batches: amortised O(1)
+            self._evict()
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        await super().delete(task_id, context)
+        self._recent.pop((self._impl.owner_resolver(context), task_id), None)
+
+    def _evict(self) -> None:
+        for key in [k for k, settled in self._recent.items() if settled][: len(self._recent) - self._limit]:
+            owner, task_id = key
+            del self._recent[key]
+            with self._impl.lock:
+                owned = self._impl.tasks.get(owner, {})
+                owned.pop(task_id, None)
+                if not owned:
+                    self._impl.tasks.pop(owner, None)
+
+
 class _ContextFromTask(SimpleRequestContextBuilder):
     """A follow-up that names its task but not its context continues the task's context (A2A 1.0
     §3.4.3: infer the contextId from the task). The SDK makes up a new one (a2a-python #1206), so
@@ -370,7 +421,7 @@ def a2a_app(
     a database store lets several processes serve the same tasks."""
     # validate_input_modes: a part whose media type the card does not declare is the protocol's
     # ContentTypeNotSupportedError (A2A 1.0 §3.1.1), not a task the agent then rejects.
-    tasks = task_store if task_store is not None else InMemoryTaskStore()
+    tasks = task_store if task_store is not None else BoundedTaskStore()
     handler = DefaultRequestHandler(
         agent_executor=executor,
         task_store=tasks,

@@ -11,6 +11,7 @@ back from the trace store (docs/negotiation.md, "Cross-turn tension").
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import warnings
@@ -31,6 +32,7 @@ from ..negotiation.defense import DefenseMechanism
 from ..negotiation.engine import Negotiator
 from ..negotiation.tension import SystemState
 from ..negotiation.track import conversation_ref
+from ..storage import describe_error
 from ..traces.model import Trace, TraceStatus
 from ..traces.store import SQLTraceStore, TraceStore
 from .server import MAX_BODY_BYTES, _card, a2a_app
@@ -213,13 +215,55 @@ def a2a_task_store(store: TraceStore | None) -> TaskStore | None:
     cancel or follow-up may reach any worker. None (the SDK's in-memory store) without one."""
     if not isinstance(store, SQLTraceStore):
         return None
-    from a2a.server.tasks import DatabaseTaskStore
-
-    task_store = DatabaseTaskStore(store.engine)
-    # The SDK maps a new model class for a custom table name on every store it makes, and a
-    # second one on its shared metadata fails: map ours once per process.
-    task_store.task_model = _task_model()
+    task_store: TaskStore = _database_task_store_class()(store.engine)
     return task_store
+
+
+@functools.cache
+def _database_task_store_class() -> Any:
+    from a2a.server.tasks import DatabaseTaskStore
+    from a2a.utils.errors import A2AError, InternalError
+
+    class SharedTaskStore(DatabaseTaskStore):
+        """The SDK's database task store, with: the table made once per process (concurrent
+        first requests each tried to create it: "table already exists"), and storage errors
+        turned into one clean line (the SDK sent the SQL statement to the client)."""
+
+        def __init__(self, engine: Any) -> None:
+            super().__init__(engine)
+            # The SDK maps a new model class for a custom table name on every store it makes,
+            # and a second one on its shared metadata fails: map ours once per process.
+            self.task_model = _task_model()
+            self._init_lock = asyncio.Lock()
+
+        async def initialize(self) -> None:
+            async with self._init_lock:
+                if not self._initialized:
+                    await self._guard(super().initialize())
+
+        async def save(self, task: Any, context: Any) -> None:
+            await self._guard(super().save(task, context))
+
+        async def get(self, task_id: str, context: Any) -> Any:
+            return await self._guard(super().get(task_id, context))
+
+        async def list(self, params: Any, context: Any) -> Any:
+            return await self._guard(super().list(params, context))
+
+        async def delete(self, task_id: str, context: Any) -> None:
+            await self._guard(super().delete(task_id, context))
+
+        @staticmethod
+        async def _guard(operation: Any) -> Any:
+            try:
+                return await operation
+            except A2AError:
+                raise
+            except Exception as exc:
+                _log.warning("A2A task store failed: %r", exc)
+                raise InternalError(message=f"task store unavailable: {describe_error(exc)}") from None
+
+    return SharedTaskStore
 
 
 @functools.cache

@@ -175,7 +175,7 @@ def serve_a2a(
     it refuses to start unless --insecure on loopback. A client may select only the deployment's
     frameworks (by name). Agents run in-process unless a2a.urls names all three roles.
     """
-    from ..a2a.system import build_system_app
+    from ..a2a.system import a2a_task_store, build_system_app
     from ..negotiation import Negotiator
     from ..traces import open_store
 
@@ -192,7 +192,8 @@ def serve_a2a(
         )
     default = framework or profile.framework
     load_framework(default)  # a typo in -f fails here, not on every request
-    negotiator = Negotiator(settings, store=open_store(settings.effective_store_url()))
+    store = open_store(settings.effective_store_url())
+    negotiator = Negotiator(settings, store=store)
     sock, port = _listen(host, port, grpc_port)
     base = public_url or f"http://{_hostport(host, port)}"
     app = build_system_app(
@@ -204,6 +205,7 @@ def serve_a2a(
         api_key_digests=profile.api_keys,
         grpc_url=_grpc_url(host, grpc_port),
         max_body_bytes=settings.a2a.max_body_bytes,
+        task_store=a2a_task_store(store),  # tasks survive a restart, and memory stays flat
     )
     layout = "A2A agents " + ", ".join(settings.a2a.urls.values()) if settings.a2a.urls else "in-process agents"
     auth = "bearer auth" if token or profile.api_keys else "NO AUTH (--insecure)"
