@@ -580,3 +580,19 @@ async def test_a_large_plan_is_generated_off_the_event_loop(
     assert (await pending).status_code == 303
     assert order == ["page served", "plan generated"]
     assert (await star.lab.campaign("big")) is not None
+
+
+async def test_a_psychoalign_target_framework_is_checked_at_creation(lab: tuple[FastAPI, StarLab]) -> None:
+    """An unknown framework is the lead's error on New campaign, not a red teamer's failed first message."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    page = (await lead.get("/lead/campaigns/new")).text
+    assert '<select name="framework"><option value="general">general</option>' in page
+    assert '<option value="medical">medical</option>' in page
+    r = await lead.post(
+        "/lead/campaigns",
+        {"name": "x", "instructions": "1", "target_kind": "psychoalign", "framework": "genral", "rules": ["privacy"]},
+    )
+    assert r.status_code == 400 and "unknown framework &#39;genral&#39;" in r.text
+    assert await star.lab.campaigns() == []

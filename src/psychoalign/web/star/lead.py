@@ -96,8 +96,26 @@ async def campaign_new(
     from ...star.policy import load_policy
 
     return await templates.render(
-        request, "star/campaign_new.html", {"policy": load_policy(), "error": None, "roles": _model_roles(request)}
+        request,
+        "star/campaign_new.html",
+        {
+            "policy": load_policy(),
+            "error": None,
+            "roles": _model_roles(request),
+            "frameworks": _frameworks(request),
+        },
     )
+
+
+def _frameworks(request: Request) -> list[str]:
+    """A PsychoAlign-target campaign may use the served deployment's frameworks (by name) and the built-in ones."""
+    from ...frameworks.loader import builtin_names
+
+    lab: StarLab = request.app.state.star_lab
+    settings = lab.settings
+    deployment = settings.deployment(settings.serve.a2a_deployment or next(iter(settings.deployments)))
+    named = [f for f in deployment.frameworks() if re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", f)]
+    return list(dict.fromkeys([*named, *builtin_names()]))
 
 
 def _model_roles(request: Request) -> list[str]:
@@ -136,8 +154,10 @@ async def campaign_create(
             )
         if target_kind not in ("model", "psychoalign"):
             raise InputError("the target is a configured model or psychoalign")
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", framework) or target_role not in _model_roles(request):
-            raise InputError("choose a framework by name and a configured model role", hint="e.g. general, target")
+        if target_role not in _model_roles(request):
+            raise InputError(f"unknown model role '{target_role[:40]}'", hint=", ".join(_model_roles(request)))
+        if framework not in _frameworks(request):  # found now, not at a red teamer's first message
+            raise InputError(f"unknown framework '{framework[:40]}'", hint=", ".join(_frameworks(request)))
         if not 0.0 <= outgroup_share <= 1.0:
             raise InputError("the out-group annotator share is between 0 and 1")
         if not 1 <= instructions <= 100_000:
@@ -167,7 +187,12 @@ async def campaign_create(
         return await templates.render(
             request,
             "star/campaign_new.html",
-            {"policy": load_policy(), "error": message, "roles": _model_roles(request)},
+            {
+                "policy": load_policy(),
+                "error": message,
+                "roles": _model_roles(request),
+                "frameworks": _frameworks(request),
+            },
             status_code=400,
         )
     return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=created", status_code=303)
