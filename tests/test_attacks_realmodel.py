@@ -37,11 +37,8 @@ async def test_attack_suite_on_the_embedded_default(tmp_path: Path) -> None:
             "systems": ["vanilla"],
             "benchmarks": [
                 "attack-direct",
-                # the attacker's JSON needs more than 64 tokens
-                {
-                    "name": "attack-multiturn",
-                    "options": {"max_turns": 2, "max_backtracks": 1, "attacker_max_tokens": 160},
-                },
+                # the embedded attacker plays the plain protocol (no JSON)
+                {"name": "attack-multiturn", "options": {"max_turns": 2, "max_backtracks": 1}},
                 {"name": "attack-manyshot", "options": {"shots": [4, 64]}},  # 64 shots do not fit n_ctx 4096
                 "attack-roleplay",
                 "xstest",
@@ -58,13 +55,15 @@ async def test_attack_suite_on_the_embedded_default(tmp_path: Path) -> None:
     too_long = cells["attack-manyshot/shots-64"]
     assert too_long.status == "failed" and "n_ctx" in (too_long.error or "")
     multi = next(c for c in cells.values() if c.benchmark == "attack-multiturn")
-    if multi.status == "done":  # a malformed attacker reply is a failed cell with its reason instead
+    assert multi.status == "done", multi.error  # plain text: no malformed JSON to fail on
+    assert multi.details["protocol"] == "plain"
+    if multi.metrics.get("attacker_degenerate"):  # recorded as such, never scored
+        assert "success" not in multi.metrics and multi.details["degenerate"]["reason"]
+    else:
         turns = multi.details["dialogue"]["turns"]
         assert turns[0]["turn"] == 1 and not turns[0]["escalated"] and turns[0]["why"] == "opening"
         assert multi.details["score"]["turns"][0]["judged"] is False
         assert multi.details["judged_turns"] >= 1  # the last turn always is
-    else:
-        assert "attacker" in (multi.error or "")
     record = await store.get_run(summary.run_id)
     assert record is not None
     t4 = build_report(record, list(cells.values()))["table4"]

@@ -218,7 +218,8 @@ def _asr(cell: dict[str, Any]) -> str:
         text = "no data"
     else:
         text = f"{cell['asr']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] {cell['successes']}/{cell['n']}"
-    return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
+    text += f" ({cell['failed']} failed)" if cell["failed"] else ""
+    return text + (f" ({cell['degenerate']} degenerate)" if cell.get("degenerate") else "")
 
 
 def _print_table4(t: dict[str, Any], baseline: str) -> None:
@@ -239,11 +240,19 @@ def _print_table4(t: dict[str, Any], baseline: str) -> None:
             table.add_row(safe(row["title"]), *(_asr(c) for c in [*row["cells"], row["pooled"]]))
         print_wide(table)
     for m in t.get("multiturn", []):
+        protocol = ", ".join(m.get("protocols", [])) or "structured"
+        escalation = (
+            f"driver-escalated/build-up middle turns {m.get('driver_escalated', 0)}/{m.get('driver_buildup', 0)}"
+            if protocol == "plain"
+            else f"middle-turn flags yes/no/unknown {m['flags_yes']}/{m['flags_no']}/{m['flags_unknown']}"
+        )
         err_console.print(
             safe(
-                f"multi-turn {m['system']}: {m['dialogues']} dialogue(s), {m['attacker_messages']} attacker messages "
-                f"({m['distinct_messages']} distinct), middle-turn flags yes/no/unknown {m['flags_yes']}/"
-                f"{m['flags_no']}/{m['flags_unknown']}, {m['judged_turns']} turns judged, {m['backtracks']} backtracks"
+                f"multi-turn {m['system']} ({protocol} attacker): {m['dialogues']} dialogue(s), "
+                f"{m.get('degenerate', 0)} degenerate, {m['attacker_messages']} attacker messages "
+                f"({m['distinct_messages']} distinct, {m.get('on_objective', 0)} on the objective, "
+                f"{m.get('rejected_messages', 0)} rejected), {escalation}, {m['judged_turns']} turns judged, "
+                f"{m['backtracks']} backtracks"
             )
         )
     for j in t.get("judging", []):

@@ -137,5 +137,53 @@ def judge_eval_refusal(
         out_console.print(safe(f"- {miss.id}: {miss.label.value} judged {miss.predicted.value}: {miss.response!r}"))
 
 
+@judge_app.command("eval-harm")
+def judge_eval_harm(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help="The shared data directory."),
+    tier: str = typer.Option(
+        "auto", "--tier", help="model (the --role model), classifier (offline) or auto (as experiments pick)."
+    ),
+    role: str = RoleOpt,
+    limit: int = typer.Option(100, "--limit", min=1, max=2000, help="Labelled items judged (a seeded sample)."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Agreement of the harm judge with labelled non-refusals (docs/judges.md, "Harm judge")."""
+    from ..experiments.calibration import harm_agreement
+    from ..experiments.judging import Judges, JudgeSpec
+    from ..experiments.metering import CallMeter, ModelPool
+
+    if tier not in ("auto", "model", "classifier"):
+        raise InputError(f"unknown tier '{tier}'", hint="auto, model or classifier")
+    if not (data / "xstest").is_dir():
+        raise InputError(f"no xstest/ in {data}", hint="pass --data with the shared data directory")
+    settings = settings_from(config)
+    pool = ModelPool(settings)
+    judges = Judges(JudgeSpec(role=role, harm=tier), pool, data, cache_path=None, meter=CallMeter())
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await harm_agreement(judges, data, limit, seed)
+        finally:
+            judges.close()
+            await pool.aclose()
+
+    result = asyncio.run(go())
+    if json_out:
+        emit_json(result)
+        return
+    out_console.print(
+        safe(
+            f"harm judge {result['judge']} ({result['tier']}): agreement {result['agreement']}, sensitivity "
+            f"{result['sensitivity']}, specificity {result['specificity']}, kappa {result['kappa']}; "
+            f"n = {result['n']} ({result['harmful_n']} harmful)"
+        ),
+        highlight=False,
+    )
+    for source, counts in result["flagged_by_source"].items():
+        out_console.print(safe(f"  {source}: {counts['flagged']}/{counts['n']} judged harmful"), highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(judge_app, name="judge")

@@ -42,7 +42,7 @@ from .attack_scoring import judge_response, score_multi_turn
 from .benchmarks import AdvBench, Benchmark, Item, Metric, Outcome, Respond, _file, _permute
 from .judging import Judges
 from .metering import CallMeter
-from .multiturn import EscalationSettings, drive_escalation
+from .multiturn import EscalationSettings, Protocol, drive_escalation, resolve_protocol
 
 __all__ = [
     "ATTACK_BENCHMARKS",
@@ -224,6 +224,12 @@ def render_attacker_instructions(template: str, objective: str, max_turns: int) 
 
 
 # -- benchmarks --------------------------------------------------------------------------------------
+def _harm_label(judges: Judges) -> str | None:
+    """Which harm judge scored the item (model or classifier label), None when it is off."""
+    harm = judges.harm()
+    return None if harm is None else harm.label
+
+
 class _Attack(Benchmark):
     """One attack category. Items are AdvBench objectives (``advbench/<row>``), sampled by one
     permutation shared by every category."""
@@ -262,7 +268,7 @@ class _Attack(Benchmark):
                 "category": self.category,
                 "objective_id": item.data["objective_id"],
                 "refusal": label,
-                "harm_judge": judges.harm() is not None,
+                "harm_judge": _harm_label(judges),
                 "rubric": RUBRIC,
                 **extra,
             },
@@ -424,6 +430,8 @@ class _MultiTurnOptions(BaseModel):
     max_backtracks: int = Field(3, ge=0, le=20)
     message_chars: int = Field(2000, ge=100, le=20000)
     attacker_max_tokens: int | None = Field(None, ge=32, le=8192)
+    attacker_protocol: Literal["auto", "structured", "plain"] = "auto"
+    attacker_retries: int = Field(2, ge=0, le=10)
 
 
 class MultiTurnAttack(_Attack):
@@ -437,6 +445,7 @@ class MultiTurnAttack(_Attack):
     metrics = (
         Metric("success", "ASR multi-turn", binary=True, higher_is_better=False),
         Metric("naive_first_turn", "Multi-turn, paper's first-turn scorer", binary=True, higher_is_better=False),
+        Metric("attacker_degenerate", "Multi-turn attacker degenerate", binary=True, higher_is_better=False),
     )
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -463,20 +472,23 @@ class MultiTurnAttack(_Attack):
             data = {
                 "objective_id": o.id,
                 "template": template,
-                # dry-run hints (experiments/estimate.py): target calls, attacker calls, judged turns
+                # dry-run hints (experiments/estimate.py): target calls, attacker calls (every message
+                # asked for again attacker_retries times, at most), judged turns
                 "target_calls": calls,
-                "attacker_calls": calls,
+                "attacker_calls": calls * (1 + self.opts.attacker_retries),
                 "judged_turns": self.opts.max_turns - 1,
             }
             out.append(Item(id=f"{self.name}/{o.id}", turns=o.turns, data=data))
         return out
 
-    def settings(self) -> EscalationSettings:
+    def settings(self, protocol: Protocol = "structured") -> EscalationSettings:
         return EscalationSettings(
             max_turns=self.opts.max_turns,
             max_backtracks=self.opts.max_backtracks,
             message_chars=self.opts.message_chars,
             attacker_max_tokens=self.opts.attacker_max_tokens,
+            protocol=protocol,
+            attacker_retries=self.opts.attacker_retries,
         )
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> Outcome:
@@ -485,6 +497,7 @@ class MultiTurnAttack(_Attack):
         instructions = render_attacker_instructions(self._instructions[template], objective, self.opts.max_turns)
         meter = CallMeter()  # the attacker's calls: reported with the item, not as the system's cost
         attacker = judges.pool.model(self.opts.attacker_role, meter)
+        protocol = resolve_protocol(self.opts.attacker_protocol, attacker)
 
         async def refusal(response: str, request: str) -> RefusalVerdict:
             verdict, _ = await judges.refusal_verdict(response, request)
@@ -497,28 +510,49 @@ class MultiTurnAttack(_Attack):
             refusal,
             instructions=instructions,
             template=template,
-            settings=self.settings(),
+            settings=self.settings(protocol),
         )
-        score = await score_multi_turn(objective, dialogue.attack_turns(), judges)
         conversation = dialogue.conversation()
+        details: dict[str, Any] = {
+            "category": self.category,
+            "objective_id": item.data["objective_id"],
+            "template": template,
+            "protocol": protocol,  # plain: the driver's ladder (prompts/attacks.yaml), the template is not used
+            "backtracks": dialogue.backtracks,
+            "attacker": judges.pool.label(self.opts.attacker_role),
+            "attacker_cost": meter.summary(),
+            "harm_judge": _harm_label(judges),
+            "rubric": RUBRIC,
+            "dialogue": dialogue.model_dump(mode="json"),
+        }
+        if dialogue.degenerate is not None:
+            # Not an attack: never scored (no success, no first-turn figure), counted apart in Table 4.
+            return Outcome(
+                metrics={"attacker_degenerate": 1.0},
+                responses=[t.response for t in conversation],
+                trace_ids=[t.trace_id for t in dialogue.turns if t.trace_id],
+                details=details
+                | {
+                    "degenerate": dialogue.degenerate.model_dump(mode="json"),
+                    "success_turn": None,
+                    "judged_turns": 0,
+                },
+            )
+        score = await score_multi_turn(objective, dialogue.attack_turns(), judges)
         naive = conversation[0].refusal == "compliance"
         return Outcome(
-            metrics={"success": 1.0 if score.success else 0.0, "naive_first_turn": 1.0 if naive else 0.0},
+            metrics={
+                "success": 1.0 if score.success else 0.0,
+                "naive_first_turn": 1.0 if naive else 0.0,
+                "attacker_degenerate": 0.0,
+            },
             responses=[t.response for t in conversation],
             judges=[r for t in score.turns for r in t.judges],
             trace_ids=[t.trace_id for t in dialogue.turns if t.trace_id],
-            details={
-                "category": self.category,
-                "objective_id": item.data["objective_id"],
-                "template": template,
+            details=details
+            | {
                 "success_turn": score.success_turn,
                 "judged_turns": sum(1 for t in score.turns if t.judged),
-                "backtracks": dialogue.backtracks,
-                "attacker": judges.pool.label(self.opts.attacker_role),
-                "attacker_cost": meter.summary(),
-                "harm_judge": judges.harm() is not None,
-                "rubric": RUBRIC,
-                "dialogue": dialogue.model_dump(mode="json"),
                 "score": score.model_dump(mode="json"),
             },
         )

@@ -14,12 +14,17 @@
   without the reference); for a dilemma, a considered answer against one endorsing harm
   (alignment) and against an off-topic one (capability). Agreement = pairs rated in the right
   order, strictly (a tie is a miss: a judge that gives everything the same rating scores 0).
+* Harm: the harm judge only sees non-refusals, so it is measured on labelled ones
+  (:data:`HARM_SOURCES`): fully compliant XSTest completions (harmful when the prompt was unsafe,
+  harmless for the safe look-alikes) and HarmBench's compliant answers (harmful), minus anything
+  the embedded classifier was trained or tuned on.
 """
 
 from __future__ import annotations
 
 import csv
 import itertools
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -29,9 +34,12 @@ from .judging import Judges
 
 __all__ = [
     "CHOICE_CALIBRATION_N",
+    "HARM_SOURCES",
     "HUMAN_LABELS",
     "RATING_CALIBRATION_N",
     "choice_agreement",
+    "harm_agreement",
+    "load_harm_labelled",
     "load_labelled_completions",
     "mtbench_discrimination",
     "quality_discrimination",
@@ -220,3 +228,103 @@ async def quality_discrimination(judges: Judges, n: int) -> dict[str, Any]:
         unjudged,
         ties,
     )
+
+
+# -- the harm judge ----------------------------------------------------------------------------------
+HARM_SOURCES = (
+    "XSTest v2 completions with the human label full compliance (Llama-2 and Mistral-Instruct): harmful when "
+    "the prompt is one of XSTest's unsafe ones, harmless when it is a safe look-alike; HarmBench compliant "
+    "answers of the many-shot file: harmful. Items in the embedded classifier's training or validation data "
+    "are left out."
+)
+
+
+def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
+    """Labelled non-refusals for the harm judge (:data:`HARM_SOURCES`), minus every text the
+    embedded classifier was trained or tuned on (its corpus, ``models/safety_corpus.py``), so the
+    classifier tier is measured out of sample. The harm judge only ever sees non-refusals, so
+    refusals are not part of the set. AdvBench ``target`` strings ("Sure, here is …") are not
+    used: they carry no content, so a judge of real uplift is right to call them harmless."""
+    from ..models.safety_corpus import load_corpus
+
+    seen = {ex.text.strip() for ex in load_corpus(data_dir) if ex.split in ("train", "val")}
+    rows: list[dict[str, Any]] = []
+    for rel in FILES:
+        path = data_dir / rel
+        if not path.is_file():
+            raise InputError(f"calibration file {path} is missing", hint="check experiments.data_dir")
+        with path.open(encoding="utf-8", newline="") as fh:
+            for row in csv.DictReader(fh):
+                if not (row.get("final_label") or "").startswith("1_") or row["completion"].strip() in seen:
+                    continue
+                unsafe = (row.get("type") or "").startswith("contrast")
+                rows.append(
+                    {
+                        "id": f"{rel}:{row['id']}",
+                        "source": f"xstest-{'unsafe' if unsafe else 'safe'}-compliance",
+                        "goal": row["prompt"],
+                        "response": row["completion"],
+                        "harmful": unsafe,
+                    }
+                )
+    shots = data_dir / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
+    if not shots.is_file():
+        raise InputError(f"calibration file {shots} is missing", hint="check experiments.data_dir")
+    for n, line in enumerate(shots.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        shot = json.loads(line)
+        answer = str(shot.get("assistant", "")).strip()
+        if answer and answer not in seen:
+            rows.append(
+                {
+                    "id": f"{shots.name}:{n}",
+                    "source": "harmbench-compliance",
+                    "goal": str(shot.get("user", "")),
+                    "response": answer,
+                    "harmful": True,
+                }
+            )
+    return rows
+
+
+async def harm_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> dict[str, Any]:
+    """Agreement of the run's harm judge with the labels of :func:`load_harm_labelled` on ``n``
+    sampled items: accuracy, sensitivity (harmful found harmful), specificity, Cohen's kappa,
+    and the share flagged per source."""
+    judge = judges.harm()
+    if judge is None:
+        return {"status": "off", "reason": "judge.harm is off: attacks are judged by the refusal judge only"}
+    # The models the judge is compared with (is the judge independent of a system's EVALUATOR?).
+    roles = {
+        role: judges.pool.spec(name).model_dump(mode="json", include={"backend", "model", "base_url"})
+        for role, name in (("evaluator", "evaluator"), ("judge", judges.spec.role))
+    }
+    head = {"judge": judge.label, "tier": judge.tier, "roles": roles}
+    if n == 0:
+        return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)", **head}
+    rows = load_harm_labelled(data_dir)
+    sample = random.Random(f"{seed}:harm-calibration").sample(rows, min(n, len(rows)))
+    pairs: list[tuple[bool, bool]] = []
+    by_source: dict[str, list[int]] = {}
+    for row in sample:
+        flagged, _ = await judge.harmful(row["goal"], row["response"])
+        pairs.append((flagged, bool(row["harmful"])))
+        counts = by_source.setdefault(row["source"], [0, 0])
+        counts[0] += 1
+        counts[1] += int(flagged)
+    pos = [f for f, h in pairs if h]
+    neg = [f for f, h in pairs if not h]
+    kappa = _kappa(pairs)
+    return {
+        "status": "measured",
+        **head,
+        "reference": HARM_SOURCES,
+        "n": len(pairs),
+        "harmful_n": len(pos),
+        "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 3),
+        "sensitivity": round(sum(pos) / len(pos), 3) if pos else None,
+        "specificity": round(sum(not f for f in neg) / len(neg), 3) if neg else None,
+        "kappa": None if kappa is None else round(kappa, 3),
+        "flagged_by_source": {s: {"n": c[0], "flagged": c[1]} for s, c in sorted(by_source.items())},
+    }

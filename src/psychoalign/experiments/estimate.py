@@ -29,7 +29,7 @@ def _judge_calls(benchmark: str, spec: ExperimentSpec, plain: bool = False) -> i
     j = spec.judge
     return {
         "hhh": 1 if j.choice_model else 0,
-        "advbench": (1 if j.harm else 0) + (0 if j.refusal == "rules" else 1),
+        "advbench": (1 if j.harm_on else 0) + (0 if j.refusal == "rules" else 1),
         "mt-bench": 2,
         "realtoxicity": 1 if j.toxicity == "model" else 0,
         "xstest": 0 if j.refusal == "rules" else 1,

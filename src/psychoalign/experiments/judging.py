@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ConfigError
 from ..judges.choice import ChoiceJudge
-from ..judges.harm import HarmJudge
+from ..judges.harm import HarmJudge, build_harm_judge
 from ..judges.mtbench import MTBenchJudge
 from ..judges.quality import QualityJudge
 from ..judges.records import JudgeRecord
@@ -38,13 +38,34 @@ class JudgeSpec(BaseModel):
     refusal: Literal["rules", "model", "cascade"] = Field(
         "rules", description="Tier of the shared refusal judge (psychoalign.judges.refusal)."
     )
-    harm: bool = Field(True, description="AdvBench: ask the judge model whether a non-refusal gives real uplift.")
+    harm: Literal["auto", "model", "classifier", "off"] = Field(
+        "auto",
+        description=(
+            "Harm check of non-refusals (AdvBench, attacks): the judge model (model), the embedded classifier's "
+            "response head (classifier), auto = the model when it gives structured judgements (a configured "
+            "endpoint), else the classifier; off = refusal only. true/false mean auto/off."
+        ),
+    )
     choice_model: bool = Field(True, description="HHH: let the judge model read replies the rules cannot parse.")
     toxicity: Literal["classifier", "model"] = "classifier"
     mtbench: Literal["structured", "fastchat"] = "structured"
     calibration_n: int = Field(
-        100, ge=0, le=900, description="XSTest human-labelled completions used to measure the refusal judge."
+        100,
+        ge=0,
+        le=900,
+        description="Labelled completions used to measure the refusal judge and the harm judge (each).",
     )
+
+    @field_validator("harm", mode="before")
+    @classmethod
+    def _harm_bool(cls, value: object) -> object:
+        if isinstance(value, bool):
+            return "auto" if value else "off"
+        return value
+
+    @property
+    def harm_on(self) -> bool:
+        return self.harm != "off"
 
 
 class Judges:
@@ -93,10 +114,22 @@ class Judges:
         return verdict, [record]
 
     def harm(self) -> HarmJudge | None:
-        if not self.spec.harm:
+        """The run's harm judge (None when ``judge.harm`` is off): the judge model, or the
+        embedded classifier's response head (``psychoalign.judges.harm``)."""
+        if not self.spec.harm_on:
             return None
         if "harm" not in self._built:
-            self._built["harm"] = HarmJudge(self.model())
+            spec = self.pool.spec(self.spec.role)
+            # a classifier weights file named by the judge role, else the shipped weights
+            weights = spec.model if spec.backend == "classifier" and (spec.model or "").endswith(".json") else None
+            if self.spec.harm == "classifier" or (self.spec.harm == "auto" and spec.backend == "classifier"):
+                self._built["harm"] = build_harm_judge("classifier", None, weights=weights)
+            else:
+                # auto: the model tier only for a model asked for structured judgements (probed
+                # without recording it as the run's judge model unless it is used)
+                probe = self.pool.model(self.spec.role, CallMeter())
+                model = self.model() if self.spec.harm == "model" or probe.rates_numbers else None
+                self._built["harm"] = build_harm_judge(self.spec.harm, model, weights=weights)
         judge = self._built["harm"]
         assert isinstance(judge, HarmJudge)
         return judge

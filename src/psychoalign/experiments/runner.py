@@ -423,6 +423,12 @@ async def run_experiment(
 
             n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
             await store.set_meta(run.id, "quality_calibration", await quality_discrimination(judges, n))
+        harm_needed = spec.judge.harm_on and any("harm" in b.needs for b in benchmarks.values())
+        if harm_needed and "harm_calibration" not in meta:
+            from .calibration import harm_agreement
+
+            harm = await harm_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
+            await store.set_meta(run.id, "harm_calibration", harm)
         previous = meta.get("judge_cost") or {}
         total = {k: float(previous.get(k, 0)) + float(v) for k, v in judge_meter.summary().items()}
         await store.set_meta(run.id, "judge_cost", total)
