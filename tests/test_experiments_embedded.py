@@ -228,11 +228,11 @@ def test_serial_models_are_the_embedded_ones() -> None:
     local = Settings()
     remote = Settings(roles={"chat": {"backend": "openai", "base_url": "http://x/v1"}})
     systems = [build_system(SystemSpec(name=n), local) for n in ("vanilla", "psychoalign")]
-    assert serial_models(systems, ModelPool(local)) == ["local:default"]
+    assert serial_models(systems, ModelPool(local)) == ["local:smollm2-135m-instruct"]
     assert serial_models(systems[:1], ModelPool(remote)) == []
     # a system whose DRIVE alone points elsewhere still calls the embedded MEDIATOR
     pa = build_system(SystemSpec(name="p", kind="psychoalign", roles={"drive": {"backend": "openai"}}), remote)
-    assert serial_models([pa], ModelPool(remote)) == ["local:default"]
+    assert serial_models([pa], ModelPool(remote)) == ["local:smollm2-135m-instruct"]
 
 
 async def test_cells_run_one_at_a_time_on_a_serial_model(tmp_path: Path) -> None:

@@ -213,8 +213,14 @@ def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
         for role in roles() if callable(roles) else getattr(system.info, "roles", ()):
             extra = system.spec.roles.get(role)
             spec = pool.spec(role, dict(extra) if extra else None)
+            if spec.backend != "local":
+                continue
             label = pool.label(role) if not extra else spec.label()
-            if spec.backend == "local" and label not in out:
+            if spec.model is None and label.endswith(":default"):
+                from ..models.local import DEFAULT_MODEL
+
+                label = f"local:{DEFAULT_MODEL}"
+            if label not in out:
                 out.append(label)
     return out
 
