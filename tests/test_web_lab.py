@@ -363,10 +363,13 @@ async def test_target_failure_keeps_nothing_half_done_and_leases_release(tmp_pat
     await a.post(f"/tasks/{tid}/begin", {"topic": "x"})
     assert (await a.post(f"/tasks/{tid}/message", {"text": "first"})).status_code == 303
     r = await a.post(f"/tasks/{tid}/message", {"text": "second"})
-    assert r.status_code == 502 and "your message was not sent" in r.text
+    assert r.status_code == 502 and "Your message was not sent" in r.text and f'href="/tasks/{tid}"' in r.text
+    assert "scripted" not in r.text and "ran out of replies" not in r.text  # the model's failure is the lead's
     did = await star.store.dialogue_of_task(tid)
     assert [t.text for t in await star.store.dialogue_turns(did or "")] == ["first", "the only reply"]
     assert (await star.store.target_failure_counts("f")) == {did: 1}
+    page = (await lead.get("/lead/campaigns/f")).text  # the lead sees it, with the reason
+    assert "The target failed to answer 1 time" in page and "ran out of replies" in page
     # the lead re-queues claims whose lease has expired (here: forced by a zero lease)
     await star.store.renew_lease(tid, (await star.store.task(tid)).participant_id or "", lease_s=-1)
     await lead.get("/lead/campaigns/f")

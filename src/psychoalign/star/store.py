@@ -1030,6 +1030,18 @@ class StarStore:
             ).all()
         return {str(d): int(n) for d, n in rows}
 
+    async def recent_target_failures(self, campaign: str, limit: int = 3) -> tuple[int, list[dict[str, Any]]]:
+        """How often the target failed to answer in the campaign, and the latest failures (when, why)."""
+        async with self._read() as conn:
+            base = (
+                select(target_failures.c.created_at, target_failures.c.reason)
+                .join(dialogues, dialogues.c.id == target_failures.c.dialogue_id)
+                .where(dialogues.c.campaign == campaign)
+            )
+            total = (await conn.execute(select(func.count()).select_from(base.subquery()))).scalar_one()
+            rows = (await conn.execute(base.order_by(target_failures.c.created_at.desc()).limit(limit))).all()
+        return int(total), [{"at": _aware(at), "reason": str(reason)} for at, reason in rows]
+
     async def renew_lease(self, task_id: str, participant_id: str, lease_s: float | None = None) -> None:
         """Extend the lease of a task the participant holds (a page heartbeat, a long dialogue)."""
         async with self.engine.begin() as conn:

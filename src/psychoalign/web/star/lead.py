@@ -349,6 +349,7 @@ async def campaign_page(
             "outgroup_share": settings.outgroup_annotator_share,
             "relaxed": settings.relax_red_team,
             "quota": settings.quota,
+            "failures": await store.recent_target_failures(name),
             "counts": progress["counts"],
             "report": report,
             "heat": heat_map(policy, report),

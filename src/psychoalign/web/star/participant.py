@@ -299,11 +299,11 @@ async def message(
         try:
             reply = await lab.reply(campaign, [*turns, mine])
         except PsychoAlignError as exc:
+            # the reason (which may name internal hosts) is for the lead: stored, in the export
             await lab.store.record_target_failure(dialogue_id, exc.message)
-            raise HTTPException(
-                status_code=502,
-                detail=f"the model did not answer ({exc.message}); your message was not sent, try again",
-            ) from None
+            message = "The model did not answer. Your message was not sent: go back to the task and try again."
+            context = {"status": 502, "message": message, "back": f"/tasks/{task.id}"}
+            return await templates.render(request, "error.html", context, status_code=502)
         try:  # the message and the reply: both or neither
             await lab.store.add_turns(dialogue_id, [mine, reply])
         except InputError as exc:
