@@ -20,6 +20,7 @@ reported metric is computed on the disjoint check split through the shipped
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import sys
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.linear_model import LogisticRegression
+from sklearn.svm import SVC
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -39,6 +41,7 @@ from psychoalign.models.classifier import (  # noqa: E402
     DEFAULT_CLASSIFIER,
     ClassifierWeights,
     Head,
+    Kernel,
     SafetyClassifier,
     minilm_encoder,
 )
@@ -53,9 +56,19 @@ from psychoalign.models.safety_corpus import (  # noqa: E402
 )
 
 C_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
+#: (C, gamma) tried for RBF-kernel heads (inputs are L2-normalised, so gamma ~ 1 is the usual scale).
+KERNEL_GRID = tuple((c, g) for c in (1.0, 3.0, 10.0) for g in (0.7, 1.0, 1.4))
 KEEP_ACCEPTABLE = 0.95
+#: How each head is fitted: an RBF-kernel SVM (Platt-scaled on validation) or a logistic regression.
+HEAD_MODEL = {"request": "svm", "response": "svm", "adversarial": "logreg"}
 #: How each head's operating threshold is chosen on the validation split (see fit_head).
-OPERATING_RULE = {"request": "balanced", "response": "keep-acceptable", "adversarial": "youden"}
+OPERATING_RULE = {"request": "balanced-conversational", "response": "keep-acceptable", "adversarial": "youden"}
+#: Validation requests in plain conversational phrasing (project-written, HH first turns): the
+#: request head's hyper-parameters and operating point are chosen on these.
+CONVERSATIONAL = ("project-benign", "project-lookalike", "project-harmful", "hh-benign", "hh-harmful")
+#: Request head: below the contested floor a request is clearly harmful; the floor passes this
+#: share of the acceptable conversational validation requests.
+FLOOR_KEEPS = 0.95
 
 
 def _label(ex: Example, head: str) -> int:
@@ -72,7 +85,12 @@ def _per_example(p: NDArray[np.float64], owner: list[int], n: int, worst: str) -
     return out
 
 
-def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head: str) -> tuple[Head, dict[str, float]]:
+def _f16(a: NDArray[np.float64]) -> str:
+    return base64.b64encode(np.asarray(a, dtype="<f2").tobytes()).decode("ascii")
+
+
+def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head: str) -> tuple[Head, dict[str, Any]]:
+    """One head, fitted on train; hyper-parameters, calibration and threshold on validation."""
     worst = "max" if head == "adversarial" else "min"
     by_split: dict[str, list[Example]] = defaultdict(list)
     for ex in examples:
@@ -90,29 +108,61 @@ def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head:
     x_tr, y_tr, _ = design(by_split["train"])
     x_va, _, own_va = design(by_split["val"])
     y_va = np.asarray([_label(ex, head) for ex in by_split["val"]])
-    best: tuple[float, float, LogisticRegression] | None = None
-    for c in C_GRID:
-        clf = LogisticRegression(C=c, class_weight="balanced", max_iter=5000)
-        clf.fit(x_tr, y_tr)
-        p = _per_example(clf.predict_proba(x_va)[:, 1], own_va, len(y_va), worst)
-        val_auc = auc(y_va, p)
-        if best is None or val_auc > best[0]:
-            best = (val_auc, c, clf)
+    # The request head is selected on the conversational validation requests (deployment-like).
+    sel = np.asarray([ex.source in CONVERSATIONAL for ex in by_split["val"]]) if head == "request" else None
+    if sel is not None and not sel.any():
+        sel = None
+
+    def select_auc(d: NDArray[np.float64]) -> float:
+        return auc(y_va[sel], d[sel]) if sel is not None else auc(y_va, d)
+
+    best: tuple[float, str, Any] | None = None
+    if HEAD_MODEL[head] == "svm":
+        for c, g in KERNEL_GRID:
+            svm = SVC(C=c, kernel="rbf", gamma=g, class_weight="balanced").fit(x_tr, y_tr)
+            d = _per_example(svm.decision_function(x_va), own_va, len(y_va), worst)
+            if best is None or select_auc(d) > best[0]:
+                best = (select_auc(d), f"C={c:g}, gamma={g:g}", svm)
+    else:
+        for c in C_GRID:
+            clf = LogisticRegression(C=c, class_weight="balanced", max_iter=5000).fit(x_tr, y_tr)
+            d = _per_example(clf.decision_function(x_va), own_va, len(y_va), worst)
+            if best is None or select_auc(d) > best[0]:
+                best = (select_auc(d), f"C={c:g}", clf)
     assert best is not None
-    val_auc, c, clf = best
-    p = _per_example(clf.predict_proba(x_va)[:, 1], own_va, len(y_va), worst)
-    # Operating threshold, on validation only (OPERATING_RULE). request: balanced (maximise the
-    # smaller of "acceptable passed" and "unacceptable blocked": the outcome targets are
-    # symmetric, >= 90 % each); response: the highest threshold that still passes
-    # KEEP_ACCEPTABLE of the acceptable answers (a second line behind the request head: answer
-    # first); adversarial: Youden's J.
-    candidates = np.unique(np.clip(p, 1e-4, 1 - 1e-4))
+    sel_auc, params, model = best
+    d_va = _per_example(model.decision_function(x_va), own_va, len(y_va), worst)
+    if isinstance(model, SVC):
+        # Platt scaling on validation: logit = a * margin + b (a > 0 keeps the order).
+        platt = LogisticRegression(C=1e6, max_iter=5000).fit(d_va.reshape(-1, 1), y_va)
+        a, b = float(platt.coef_[0][0]), float(platt.intercept_[0])
+        kernel = Kernel(
+            gamma=float(model.gamma),
+            dual=[round(float(v) * a, 6) for v in model.dual_coef_[0]],
+            support=_f16(model.support_vectors_),
+        )
+        fitted = Head(kernel=kernel, intercept=round(float(model.intercept_[0]) * a + b, 6), threshold=0.5)
+    else:
+        fitted = Head(
+            coef=[round(float(v), 6) for v in model.coef_[0]],
+            intercept=round(float(model.intercept_[0]), 6),
+            threshold=0.5,
+        )
+    # Validation probabilities through the head as it will be stored (rounded, float16 vectors).
+    p = _per_example(1.0 / (1.0 + np.exp(-fitted.logits(x_va))), own_va, len(y_va), worst)
+    # Operating threshold, on validation only (OPERATING_RULE). request: balanced on the
+    # conversational requests (maximise the smaller of "acceptable passed" and "unacceptable
+    # blocked": the outcome targets are symmetric, >= 90 % each); response: the highest
+    # threshold that still passes KEEP_ACCEPTABLE of the acceptable answers (a second line behind
+    # the request head: answer first); adversarial: Youden's J.
+    rule = OPERATING_RULE[head]
+    mask = sel if (rule == "balanced-conversational" and sel is not None) else np.ones(len(y_va), dtype=bool)
+    candidates = np.unique(np.clip(p[mask], 1e-4, 1 - 1e-4))
     t_best, j_best, best_key = 0.5, -1.0, -1.0
     for t in candidates:
-        tpr = float(np.mean(p[y_va == 1] >= t))
-        tnr = float(np.mean(p[y_va == 0] < t))
-        rule = OPERATING_RULE[head]
-        if rule == "balanced":
+        tpr = float(np.mean(p[mask & (y_va == 1)] >= t))
+        tnr = float(np.mean(p[mask & (y_va == 0)] < t))
+        if rule.startswith("balanced"):
             key = min(tpr, tnr) + 1e-6 * (tpr + tnr)  # ties: the better sum
             if key > best_key:
                 best_key, j_best, t_best = key, tpr + tnr - 1, float(t)
@@ -121,12 +171,27 @@ def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head:
                 j_best, t_best = tpr + tnr - 1, float(t)
         elif tpr >= KEEP_ACCEPTABLE:
             j_best, t_best = tpr + tnr - 1, float(t)
-    coef = [round(float(v), 6) for v in clf.coef_[0]]
-    return Head(coef=coef, intercept=round(float(clf.intercept_[0]), 6), threshold=round(t_best, 6)), {
-        "C": c,
-        "val_auc": round(val_auc, 4),
+    floor = None
+    if head == "request":
+        ok = np.sort(p[mask & (y_va == 1)])
+        floor = float(min(ok[int(np.floor((1 - FLOOR_KEEPS) * len(ok)))], t_best * 0.999)) if len(ok) else None
+    info: dict[str, Any] = {
+        "model": HEAD_MODEL[head],
+        "params": params,
+        "selected_on": "conversational validation requests" if sel is not None else "validation",
+        "val_auc_selected_on": round(sel_auc, 4),
+        "val_auc": round(auc(y_va, p), 4),
         "val_youden_j": round(j_best, 4),
+        "threshold_rule": rule,
     }
+    if isinstance(model, SVC):
+        info["support_vectors"] = int(model.support_vectors_.shape[0])
+    if floor is not None:
+        floor = round(max(floor, 1e-4), 6)
+        below = float(np.mean(p[mask & (y_va == 0)] < floor))
+        info["contested_floor_rule"] = f"passes {FLOOR_KEEPS:.0%} of acceptable conversational validation requests"
+        info["val_unacceptable_below_floor"] = round(below, 4)
+    return fitted.model_copy(update={"threshold": round(t_best, 6), "contested_floor": floor}), info
 
 
 def _embed_cached(encoder: Any, texts: list[str], cache: Path) -> dict[str, NDArray[np.float32]]:

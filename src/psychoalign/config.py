@@ -50,8 +50,9 @@ ENV_PREFIX = "PSYCHOALIGN_"
 #: Roles the product uses; any other name is accepted too (e.g. a custom baseline).
 KNOWN_ROLES = ("drive", "evaluator", "mediator", "chat", "judge", "attacker", "annotator", "target")
 DEFAULT_FILES = ("psychoalign.toml", "psychoalign.yaml", "psychoalign.yml")
-#: Process switches that share the prefix but are not settings (PSYCHOALIGN_DEBUG=1 is --debug).
-RESERVED_ENV = frozenset({ENV_PREFIX + "CONFIG", ENV_PREFIX + "DEBUG"})
+#: Process switches that share the prefix but are not settings (PSYCHOALIGN_DEBUG=1 is --debug;
+#: PSYCHOALIGN_DATA_DIR locates the shared evaluation data, models.safety_corpus).
+RESERVED_ENV = frozenset({ENV_PREFIX + "CONFIG", ENV_PREFIX + "DEBUG", ENV_PREFIX + "DATA_DIR"})
 #: Roles whose embedded default is not the local LLM (used only when no backend is configured).
 EMBEDDED_ROLE_BACKENDS = {"evaluator": "classifier"}
 

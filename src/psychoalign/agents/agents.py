@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 from abc import ABC
 from typing import Any, ClassVar, TypeVar
 
@@ -19,7 +20,8 @@ from ..frameworks import Framework
 from ..judges.refusal import is_refusal
 from ..models import ChatModel, Message, Usage
 from ..prompts import load_prompt_yaml
-from .messages import AgentReply, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
+from .messages import NO_PROPOSAL, AgentReply, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
+from .scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding
 from .schemas import (
     DriveOutput,
     Evaluation,
@@ -41,6 +43,7 @@ __all__ = [
 ]
 
 OutT = TypeVar("OutT", bound=BaseModel)
+_log = logging.getLogger(__name__)
 
 #: u_D of a plain answer from a model that is not asked to rate itself (``rates_numbers`` False):
 #: the DRIVE's aim is a complete answer, so each answer it writes counts as fully useful to it.
@@ -123,6 +126,8 @@ class DriveAgent(Agent):
             Message(role="system", content=spec["system"].format(context=task.context).strip()),
             Message(role="user", content=user),
         ]
+        # What the model saw that is not the user's: an answer repeating it echoes its prompt.
+        prompt = [*fixed_parts(spec["system"], spec["feedback"]), task.context]
         proposals: list[Proposal] = []
         usage, latency = Usage(), 0.0
         base_seed = self.model.spec.seed or 0
@@ -130,12 +135,14 @@ class DriveAgent(Agent):
             # The round's first answer is the model's default decoding; later ones are sampled for variety.
             result = await self.model.chat(messages, seed=base_seed + i, temperature=None if i == 0 else 0.8)
             usage, latency = usage + result.usage, latency + result.latency_s
-            if is_refusal(result.text, fully=True):
+            if is_refusal(result.text, fully=True) or scaffolding_echo(result.text, prompt, [task.request]):
                 # A draft that declines is no proposal from an agent whose aim is a complete answer
-                # (a tiny model sometimes declines harmless requests): drawn again once, sampled.
+                # (a tiny model sometimes declines harmless requests), nor is one that recites its
+                # own instructions: drawn again once, sampled.
                 result = await self.model.chat(messages, seed=base_seed + i + 1000, temperature=0.8)
                 usage, latency = usage + result.usage, latency + result.latency_s
-            text = result.text.strip()[:4000]
+            # Lines that still recite the prompt never become part of a proposal.
+            text = strip_scaffolding(result.text.strip(), prompt, [task.request])[:4000]
             if text:
                 proposals.append(Proposal(text=text, utility=IMPUTED_UTILITY))
         if not proposals:
@@ -219,28 +226,62 @@ class MediatorAgent(Agent):
         return reply
 
     async def _compose_plain(self, task: ComposeTask) -> AgentReply[MediatorCompose]:
-        """The composition as plain text through the model's chat template (embedded models)."""
+        """The composition as plain text through the model's chat template (embedded models).
+
+        Laid out as a chat (the request, the draft as the model's own turn, a request to revise
+        it), never as a labelled form. Lines of the reply that echo prompt scaffolding (labels,
+        preambles, the instructions; :mod:`.scaffolding`) are dropped; if nothing is left, the
+        MEDIATOR sends the gated draft it was given instead. With no draft (nothing passed the
+        gates) the model is not asked at all: the fixed ``fallback`` line of the prompt file.
+        Whatever it sends, the engine's final gate evaluates it before a user sees it."""
         spec = load_prompt_yaml("mediator_compose_plain")
+        if not task.proposal.strip() or task.proposal == NO_PROPOSAL:
+            # Nothing passed the gates: a plain model is not asked to write from the request alone
+            # (it carries the request out; prompts/mediator_compose_plain.yaml). The fixed line.
+            fixed = MediatorCompose(response=" ".join(str(spec["fallback"]).split()))
+            return AgentReply(output=fixed, model=self.model.label)
+        changes = spec["changes"].format(modifications="; ".join(task.modifications)) if task.modifications else ""
         messages = [
             Message(role="system", content=spec["system"].format(instruction=task.instruction).strip()),
-            Message(
-                role="user",
-                content=spec["user"]
-                .format(
-                    request=task.request,
-                    proposal=task.proposal,
-                    modifications="; ".join(task.modifications) if task.modifications else "none",
-                )
-                .strip(),
-            ),
+            Message(role="user", content=task.request),
+            Message(role="assistant", content=task.proposal),
+            Message(role="user", content=spec["revise"].format(changes=changes.strip() + " " if changes else "")),
         ]
         result = await self.model.chat(messages)
-        text = result.text.strip()[:4000]
+        allowed = [task.request, task.proposal]
+        scaffold = self._compose_scaffold(task)
+        raw = result.text.strip()
+        # Lines that carry scaffolding go; if nothing of the reply is left, it is not used.
+        text = strip_scaffolding(raw, scaffold, allowed)[:4000]
         if not text:
-            raise ModelError(f"{self.model.label}: the MEDIATOR wrote an empty response", hint="use a stronger model")
+            # The draft passed the gates already (and passes the final gate again); if it too is
+            # only scaffolding, the fixed line.
+            draft = strip_scaffolding(task.proposal, scaffold, [task.request])
+            text = draft or " ".join(str(spec["fallback"]).split())
+            _log.info(
+                "mediator composition not used (%s): sent %s",
+                "; ".join(scaffolding_echo(raw, scaffold, allowed)) or "empty",
+                "the gated draft" if draft else "the fixed line",
+            )
         return AgentReply(
             output=MediatorCompose(response=text),
             usage=result.usage,
             latency_s=result.latency_s,
             model=self.model.label,
         )
+
+    @staticmethod
+    def _compose_scaffold(task: ComposeTask) -> list[str]:
+        """The fixed text around a composition: this prompt file, the defense instruction
+        templates, the DRIVE's plain prompt (a draft can carry it), the modifications and the
+        deployment context."""
+        plain = load_prompt_yaml("mediator_compose_plain")
+        instructions = load_prompt_yaml("mediator_compose")["instructions"]
+        drive = load_prompt_yaml("drive_plain")
+        return [
+            *fixed_parts(plain["system"], plain["revise"], plain["changes"]),
+            *fixed_parts(*instructions.values()),
+            *fixed_parts(drive["system"], drive["feedback"]),
+            *task.modifications,
+            task.context,
+        ]

@@ -14,6 +14,7 @@ from ..models.types import Usage
 from .schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
 
 __all__ = [
+    "NO_PROPOSAL",
     "AgentReply",
     "AgentRole",
     "AssessItem",
@@ -23,6 +24,9 @@ __all__ = [
     "EvaluateBatchTask",
     "EvaluateTask",
 ]
+
+#: ``ComposeTask.proposal`` when nothing passed the gates (the defense composes without a draft).
+NO_PROPOSAL = "(no proposal passed the safety gates)"
 
 AgentRole = Literal["drive", "evaluator", "mediator"]
 T = TypeVar("T", DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose)

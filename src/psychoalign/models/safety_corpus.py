@@ -10,15 +10,19 @@ check item has a sibling in training. See ``models/classifier_data/MODEL_CARD.md
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import yaml
 from numpy.typing import NDArray
 from scipy.stats import rankdata
 
@@ -35,6 +39,7 @@ __all__ = [
     "classifier_metrics",
     "default_data_dir",
     "load_corpus",
+    "merge_near_duplicates",
     "split_of",
     "windows",
 ]
@@ -181,16 +186,172 @@ def _responses(data: Path) -> Iterator[Example]:
                     yield Example(text, "response", True, f"hhh-{name}", group)
 
 
+def _package_file(name: str) -> Path:
+    return Path(str(resources.files(__package__) / "classifier_data" / name))
+
+
+def _project(data: Path) -> Iterator[Example]:
+    """The project-written requests and responses (package data, classifier_data/project_*.yaml;
+    written for this project, see their headers). A request topic is one group."""
+    del data  # package data, not shared data
+    loaded = yaml.safe_load(_package_file("project_requests.yaml").read_text(encoding="utf-8"))
+    for name, ok in (("benign", True), ("lookalike", True), ("harmful", False)):
+        for topic, items in loaded[name].items():
+            for text in items:
+                yield Example(str(text), "request", ok, f"project-{name}", f"project:{name}:{topic}")
+    # Responses are distinct texts (no paraphrases of one another): one group each.
+    loaded = yaml.safe_load(_package_file("project_responses.yaml").read_text(encoding="utf-8"))
+    for name, ok in (("acceptable", True), ("unacceptable", False)):
+        for topic, items in loaded[name].items():
+            for i, text in enumerate(items):
+                group = f"project-response:{topic}:{i}"
+                yield Example(str(text), "response", ok, f"project-response-{name}", group)
+
+
+def _first_human_turn(transcript: str) -> str:
+    return transcript.split("\n\nHuman: ", 1)[1].split("\n\nAssistant:", 1)[0].strip()
+
+
+def _hh_labelled(data: Path) -> Iterator[Example]:
+    """First human turns of Anthropic HH harmless-base (test split) that were hand-labelled for this
+    project (classifier_data/hh_first_turn_labels.csv: row, label, text hash; the text is read
+    from the shared data and checked against the hash)."""
+    path = data / "anthropic_hh_harmless_base" / "test.jsonl.gz"
+    if not path.is_file():
+        return
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    lines = _package_file("hh_first_turn_labels.csv").read_text(encoding="utf-8").splitlines()
+    for row in csv.DictReader(line for line in lines if not line.startswith("#")):
+        text = _first_human_turn(str(rows[int(row["row"])]["chosen"]))
+        if hashlib.sha256(text.encode()).hexdigest()[:12] != row["sha256_12"]:
+            raise InputError(
+                f"{path}: row {row['row']} is not the text that was labelled", hint="check MANIFEST.sha256"
+            )
+        ok = row["label"] == "b"
+        yield Example(text, "request", ok, "hh-benign" if ok else "hh-harmful", f"hh:{row['row']}")
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+_STOP = frozenset(
+    (
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "and",
+        "or",
+        "in",
+        "on",
+        "for",
+        "with",
+        "how",
+        "what",
+        "why",
+        "who",
+        "when",
+        "where",
+        "which",
+        "is",
+        "are",
+        "was",
+        "be",
+        "can",
+        "could",
+        "would",
+        "should",
+        "do",
+        "does",
+        "did",
+        "i",
+        "me",
+        "my",
+        "you",
+        "your",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "at",
+        "by",
+        "from",
+        "as",
+        "about",
+        "into",
+        "make",
+        "write",
+        "create",
+        "develop",
+        "give",
+        "provide",
+        "explain",
+        "tell",
+        "step",
+        "steps",
+        "instructions",
+        "tutorial",
+        "guide",
+        "way",
+        "ways",
+        "someone",
+        "without",
+        "using",
+        "use",
+    )
+)
+
+
+def _content_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 2)
+
+
+def merge_near_duplicates(examples: list[Example], threshold: float = 0.6) -> list[Example]:
+    """Examples whose group is merged with every group holding a near-duplicate request (Jaccard
+    similarity of content words >= ``threshold``, at least three shared words): AdvBench and
+    HarmBench hold many goals that differ by a word or two, and a goal checked against its twin
+    in training measures memory, not generalisation. The merged group is the smallest id."""
+    short = [i for i, ex in enumerate(examples) if ex.kind == "request" and len(ex.text.split()) <= 60]
+    words = {i: _content_words(examples[i].text) for i in short}
+    index: dict[str, list[int]] = {}
+    for i in short:
+        for w in words[i]:
+            index.setdefault(w, []).append(i)
+    parent: dict[str, str] = {}
+
+    def find(g: str) -> str:
+        while parent.get(g, g) != g:
+            g = parent[g]
+        return g
+
+    for i in short:
+        shared: dict[int, int] = {}
+        for w in words[i]:
+            for j in index[w]:
+                if j > i:
+                    shared[j] = shared.get(j, 0) + 1
+        for j, n in shared.items():
+            union = len(words[i] | words[j])
+            if n >= 3 and n / union >= threshold:
+                a, b = find(examples[i].group), find(examples[j].group)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    return [replace(ex, group=find(ex.group)) if find(ex.group) != ex.group else ex for ex in examples]
+
+
 def load_corpus(data_dir: str | Path | None = None) -> list[Example]:
-    """Every labelled example, in a fixed order. Raises :class:`InputError` naming the directory
-    when the shared data is missing."""
+    """Every labelled example, in a fixed order, with near-duplicate requests in one group
+    (:func:`merge_near_duplicates`). Raises :class:`InputError` naming the directory when the
+    shared data is missing."""
     data = Path(data_dir) if data_dir is not None else default_data_dir()
     if not (data / "advbench" / "harmful_behaviors.csv").is_file():
         raise InputError(
             f"the shared evaluation data is not at {data}",
             hint="run from the repo root with ../shared/data beside it, or set PSYCHOALIGN_DATA_DIR",
         )
-    return [*_requests(data), *_responses(data)]
+    return merge_near_duplicates([*_requests(data), *_project(data), *_hh_labelled(data), *_responses(data)])
 
 
 def auc(labels: Any, scores: Any) -> float:

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
-from ..agents.messages import AssessItem, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
+from ..agents.messages import (
+    NO_PROPOSAL,
+    AssessItem,
+    AssessTask,
+    ComposeTask,
+    DriveTask,
+    EvaluateBatchTask,
+    EvaluateTask,
+)
 from ..agents.schemas import Evaluation, Verdict
 from ..config import Settings, load_settings
 from ..errors import InputError, ModelError, PsychoAlignError
@@ -49,7 +57,6 @@ __all__ = ["Negotiator"]
 
 _log = logging.getLogger(__name__)
 ROLES = ("drive", "evaluator", "mediator")
-NO_PROPOSAL = "(no proposal passed the safety gates)"
 # Bounds on EVALUATOR free text that flows onward (characters, one line each).
 LIMITS = {"safe_channel": 120, "safe_adjacent_topic": 120, "stakeholder": 60, "modification": 200}
 

@@ -1,0 +1,101 @@
+"""Prompt scaffolding in model-written text: labels, preambles and instructions a small model
+copies from its own prompt into what the user would read.
+
+A 135M model asked to "write the final answer" from a "Request: … / Draft answer: …" prompt
+often answers "The answer to the user's request is:\\nDraft answer: …", and a DRIVE whose system
+prompt names the deployment context sometimes lists it back ("1. Deployment context: Public
+general-purpose chat assistant …"). None of that is an answer. :func:`scaffolding_echo` finds it
+in a text, given the fixed prompt text the model saw; the agents redraw or fall back when it
+fires (docs/embedded.md, "User-visible text").
+
+Two signals, both about the *prompt*, never about the topic:
+
+* a line that starts with one of the labels the project's prompts use (``Request:``, ``Draft
+  answer:``, ``Deployment context:`` …) or is a preamble announcing the answer ("The answer to
+  the user's request is:");
+* a run of :data:`ECHO_WORDS` words that appears in the fixed prompt text (templates and
+  instructions, the deployment context) and not in the text the model may legitimately reuse
+  (the user's request, the draft it was asked to revise).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+__all__ = ["ECHO_WORDS", "SCAFFOLD_LABELS", "fixed_parts", "scaffolding_echo", "strip_scaffolding"]
+
+#: A run of this many words shared with the fixed prompt (and absent from request and draft)
+#: counts as an echo of the prompt.
+ECHO_WORDS = 6
+
+#: Labels the project's prompts put at the start of a line (prompts/*.yaml), plus the ones a
+#: small model invents around them.
+#: (Generic words such as "Context:" or "Final answer:" are left out: real answers use them.)
+SCAFFOLD_LABELS = (
+    "request",
+    "user request",
+    "the user's request",
+    "draft answer",
+    "required changes",
+    "required modifications",
+    "selected proposal",
+    "deployment context",
+    "reviewer feedback",
+    "rewritten answer",
+    "revised answer",
+)
+
+_LABEL = re.compile(
+    r"^[ \t>*#_-]*(?:\d+[.)][ \t]*)?[*_]*(?:" + "|".join(re.escape(x) for x in SCAFFOLD_LABELS) + r")[*_]*[ \t]*:",
+    re.IGNORECASE | re.MULTILINE,
+)
+_PREAMBLE = re.compile(
+    r"^[ \t*#_-]*(?:sure[,!.]?[ \t]*)?(?:here(?:'s| is)[ \t]+)?(?:the[ \t]+|my[ \t]+)?"
+    r"(?:final[ \t]+|revised[ \t]+|rewritten[ \t]+|composed[ \t]+)?(?:answer|response|reply)"
+    r"(?:[ \t]+(?:to|for)[ \t]+the[ \t]+user(?:'s)?(?:[ \t]+request)?)?(?:[ \t]+is)?[ \t]*:?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+_FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
+_WORDS = re.compile(r"[a-z0-9']+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORDS.findall(text.lower())
+
+
+def _grams(text: str, n: int = ECHO_WORDS) -> set[tuple[str, ...]]:
+    w = _words(text)
+    return {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+
+
+def fixed_parts(*templates: str) -> list[str]:
+    """The fixed text of prompt templates: each template cut at its ``{placeholders}``."""
+    return [part for t in templates for part in _PLACEHOLDER.split(t) if part.strip()]
+
+
+def scaffolding_echo(text: str, prompt: Iterable[str], allowed: Sequence[str] = ()) -> list[str]:
+    """Why ``text`` reads as prompt scaffolding rather than an answer (empty: it does not).
+
+    ``prompt``: the fixed prompt text the model saw (template parts, instructions, deployment
+    context); ``allowed``: text the model may repeat (the request, the draft it revises)."""
+    reasons: list[str] = []
+    prose = _FENCE.sub("", text)  # code blocks may hold "request:" keys and the like
+    label = _LABEL.search(prose)
+    if label:
+        reasons.append(f"a line starts with the prompt label '{label.group(0).strip(' *#_->')}'")
+    if _PREAMBLE.search(prose):
+        reasons.append("a line only announces the answer")
+    echoed = set().union(*(_grams(p) for p in prompt)) - set().union(*(_grams(a) for a in allowed))
+    if echoed and _grams(text) & echoed:
+        reasons.append(f"it repeats {ECHO_WORDS}+ words of its instructions")
+    return reasons
+
+
+def strip_scaffolding(text: str, prompt: Iterable[str], allowed: Sequence[str] = ()) -> str:
+    """``text`` without the lines that carry scaffolding (a labelled line, a preamble, a line that
+    repeats the instructions); what is left, stripped (possibly empty)."""
+    prompt = list(prompt)
+    kept = [line for line in text.splitlines() if not scaffolding_echo(line, prompt, allowed)]
+    return "\n".join(kept).strip()
