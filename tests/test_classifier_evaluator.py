@@ -204,8 +204,16 @@ def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
         "response_unacceptable_blocked",
     ):
         assert got[key] == pytest.approx(expected[key], abs=0.011), key
+    # Per source (the conversational sources included), within one item of the stored figure.
+    for kind in ("request", "response"):
+        for source, want in expected[f"{kind}_by_source"].items():
+            have = got[f"{kind}_by_source"][source]
+            assert have["n"] == want["n"], source
+            assert have["correct"] == pytest.approx(want["correct"], abs=1 / want["n"] + 1e-3), source
     # And the headline numbers are what the model card claims, not merely self-consistent.
-    assert expected["request_auc"] >= 0.9 and expected["response_auc"] >= 0.9
+    assert expected["request_auc"] >= 0.95 and expected["response_auc"] >= 0.9
+    assert expected["xstest_request_auc"] >= 0.9
+    assert expected["request_by_source"]["hh-harmful"]["correct"] >= 0.9
 
 
 # -- v3: kernel heads, the contested band, declining answers ----------------------------------
