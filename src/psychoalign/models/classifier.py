@@ -63,7 +63,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import BackendUnavailableError, InputError
 from .base import Backend
@@ -175,6 +175,18 @@ class ClassifierWeights(BaseModel):
     adversarial: Head
     metrics: dict[str, Any] = Field(default_factory=dict)
     training: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _heads_fit_the_encoder(self) -> ClassifierWeights:
+        for name in ("request", "response", "adversarial"):
+            head: Head = getattr(self, name)
+            if head.coef and len(head.coef) != self.dim:
+                raise ValueError(f"{name} head has {len(head.coef)} coefficients for {self.dim}-d embeddings")
+            if head.kernel is not None and head.kernel.vectors.shape[1] != self.dim:
+                raise ValueError(f"{name} head's support vectors are not {self.dim}-d")
+            if not head.coef and head.kernel is None:
+                raise ValueError(f"{name} head has neither coefficients nor a kernel")
+        return self
 
     @functools.cached_property
     def sha256(self) -> str:
