@@ -218,11 +218,14 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
             )
         else:
             entry.update(status="unknown", reason="no human labels for this judge in the data folder")
-        if weak_label is not None and weak_label in entry["models"]:
+        # the embedded (local) backend is always asked for plain text; runs stored before the
+        # judge model was recorded are recognised by their records' model labels
+        local = next((m for m in entry["models"] if m.startswith("local:")), None)
+        if (weak_label is not None and weak_label in entry["models"]) or local is not None:
             entry["weak"] = (
-                f"judged (in part) by {weak_label}, the embedded model, asked for plain text: a placeholder "
-                "judge whose verdicts are barely better than chance, if at all. Read these figures as a smoke "
-                "test; configure [roles.judge] with a capable model to measure"
+                f"judged (in part) by {weak_label or local}, the embedded model: a placeholder judge whose "
+                "verdicts are barely better than chance, if at all (see its check on constructed cases). Read "
+                "these figures as a smoke test; configure [roles.judge] with a capable model to measure"
             )
         spread = _echo_warning(records)
         if spread:
