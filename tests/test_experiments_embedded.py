@@ -261,3 +261,27 @@ async def test_cells_run_one_at_a_time_on_a_serial_model(tmp_path: Path) -> None
 @pytest.mark.parametrize("reply", ["DONE", "done.", "**DONE**"])
 def test_done_vocabulary(reply: str) -> None:
     assert parse_done(reply)
+
+
+def test_a_stored_run_judged_by_the_embedded_model_is_flagged_weak_when_rebuilt() -> None:
+    """Runs stored before the judge model was recorded: the records' model labels tell."""
+    from psychoalign.experiments.store import CellResult, RunRecord
+    from psychoalign.judges.records import JudgeRecord
+
+    s = spec(["vanilla"], ["mt-bench"], 1)
+    run_record = RunRecord(id=s.run_id(), name="t", spec=s.model_dump(mode="json"))
+    judged = [JudgeRecord(judge="mt-bench", model="local:smollm2-135m-instruct", verdict={"rating": 5.0})] * 2
+    done = CellResult(
+        run_id=run_record.id,
+        key="vanilla|mt-bench|mt-bench/81",
+        system="vanilla",
+        benchmark="mt-bench",
+        item_id="mt-bench/81",
+        status="done",
+        metrics={"score": 0.5, "turn1": 0.5, "turn2": 0.5},
+        judges=judged,
+    )
+    report = build_report(run_record, [done], Registry())
+    (entry,) = report["judges"]
+    assert "local:smollm2-135m-instruct" in entry["weak"] and entry["models"] == ["local:smollm2-135m-instruct"]
+    assert "Weak judge." in render_html(report)
