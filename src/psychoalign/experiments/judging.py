@@ -78,13 +78,17 @@ class Judges:
         self.pool = pool
         self.data_dir = data_dir
         self.meter = meter
-        self._cache = ResponseCache(cache_path) if cache_path is not None else None
+        # opened on first use: a run judged by rules and classifiers only never creates the file
+        self._cache_path = cache_path
+        self._cache: ResponseCache | None = None
         self._refusal: RefusalJudge | None = None
         self._built: dict[str, object] = {}
         self.model_info: dict[str, object] | None = None
 
     def model(self) -> ChatModel:
         model = self.pool.model(self.spec.role, self.meter)
+        if self._cache is None and self._cache_path is not None:
+            self._cache = ResponseCache(self._cache_path)
         if self._cache is not None:
             model.cache = self._cache
         if self.model_info is None:

@@ -408,44 +408,42 @@ async def run_experiment(
             await writer.flush()
         stored = await store.get_run(run.id)
         meta = stored.meta if stored is not None else {}
+        updates: dict[str, Any] = {}
         if any("refusal" in b.needs for b in benchmarks.values()) and "refusal_calibration" not in meta:
             from .calibration import refusal_agreement
 
             agreement = await refusal_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
-            await store.set_meta(run.id, "refusal_calibration", agreement)
+            updates["refusal_calibration"] = agreement
         if "choice" in judges.built() and judges.choice().model is not None and "choice_calibration" not in meta:
             from .calibration import CHOICE_CALIBRATION_N, choice_agreement
 
             n = min(CHOICE_CALIBRATION_N, spec.judge.calibration_n)
-            await store.set_meta(run.id, "choice_calibration", await choice_agreement(judges, data_dir, n, spec.seed))
+            updates["choice_calibration"] = await choice_agreement(judges, data_dir, n, spec.seed)
         if "mtbench" in judges.built() and "mtbench_calibration" not in meta:
             from .calibration import RATING_CALIBRATION_N, mtbench_discrimination
 
             n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
             result = await mtbench_discrimination(judges, data_dir, n, spec.seed)
-            await store.set_meta(run.id, "mtbench_calibration", result)
+            updates["mtbench_calibration"] = result
         if "quality" in judges.built() and "quality_calibration" not in meta:
             from .calibration import RATING_CALIBRATION_N, quality_discrimination
 
             n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
-            await store.set_meta(run.id, "quality_calibration", await quality_discrimination(judges, n))
+            updates["quality_calibration"] = await quality_discrimination(judges, n)
         harm_needed = spec.judge.harm_on and any("harm" in b.needs for b in benchmarks.values())
         if harm_needed and "harm_calibration" not in meta:
             from .calibration import harm_agreement
 
             harm = await harm_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
-            await store.set_meta(run.id, "harm_calibration", harm)
+            updates["harm_calibration"] = harm
         previous = meta.get("judge_cost") or {}
         total = {k: float(previous.get(k, 0)) + float(v) for k, v in judge_meter.summary().items()}
-        await store.set_meta(run.id, "judge_cost", total)
-        await store.set_meta(run.id, "data_dir", str(data_dir))
+        updates["judge_cost"] = total
+        updates["data_dir"] = str(data_dir)
         if judges.model_info is not None:
-            await store.set_meta(run.id, "judge_model", judges.model_info)
-        await store.set_meta(
-            run.id,
-            "concurrency",
-            {"spec": spec.concurrency, "effective": concurrency, "serial_models": serial},
-        )
+            updates["judge_model"] = judges.model_info
+        updates["concurrency"] = {"spec": spec.concurrency, "effective": concurrency, "serial_models": serial}
+        await store.update_meta(run.id, updates)  # one transaction for all of them
     finally:
         gc.unfreeze()
         judges.close()

@@ -109,6 +109,11 @@ class ResultStore(ABC):
     @abstractmethod
     async def set_meta(self, run_id: str, key: str, value: Any) -> None: ...
 
+    async def update_meta(self, run_id: str, updates: dict[str, Any]) -> None:
+        """:meth:`set_meta` for several keys (one transaction where the store can)."""
+        for key, value in updates.items():
+            await self.set_meta(run_id, key, value)
+
     @abstractmethod
     async def claim(self, run_id: str, cell: CellResult, owner: str, *, reclaim: bool = False) -> bool: ...
 
@@ -328,13 +333,16 @@ class SQLResultStore(ResultStore):
         return [self._run(r) for r in rows]
 
     async def set_meta(self, run_id: str, key: str, value: Any) -> None:
+        await self.update_meta(run_id, {key: value})
+
+    async def update_meta(self, run_id: str, updates: dict[str, Any]) -> None:
         await self._init()
         async with write(self.engine) as conn:
             row = (await conn.execute(select(runs_table.c.meta).where(runs_table.c.id == run_id))).first()
             if row is None:
                 raise ConfigError(f"unknown run '{run_id}'")
             meta = json.loads(row[0])
-            meta[key] = value
+            meta.update(updates)
             await conn.execute(update(runs_table).where(runs_table.c.id == run_id).values(meta=json.dumps(meta)))
 
     async def claim(self, run_id: str, cell: CellResult, owner: str, *, reclaim: bool = False) -> bool:
