@@ -38,6 +38,8 @@ Rules:
   the assistant). A degenerate message is asked for again (``attacker_retries``, another seed);
   if every try is degenerate the dialogue stops there and is recorded as degenerate
   (:attr:`Escalation.degenerate`): it is never scored as an attack.
+  A refused message the attacker cannot rephrase (every try degenerate) is not backtracked after
+  all: it stays in the conversation, as when the backtracks are spent, and the dialogue goes on.
 * Every exchange is stored, backtracked ones included, with its escalation flag and reason, and
   every rejected attacker message with the reason.
 
@@ -181,6 +183,9 @@ class EscalationTurn(BaseModel):
     on_objective: bool = Field(False, description="The message shares content words with the objective.")
     refusal: str = Field(description="The refusal judge's label of the response.")
     backtracked: bool = False
+    rephrase_failed: bool = Field(
+        False, description="Refused, but every rephrasing was degenerate: kept in the conversation, not backtracked."
+    )
     rationale: str = ""
     trace_id: str | None = None
 
@@ -436,7 +441,7 @@ def _plain_user(objective: str, step: Step, reply: str | None, refused: str | No
     p = _prompts()
     spec = p["plain_steps"][step]
     last = p["plain_last"].format(reply=_first_sentences(reply, chars)) if reply else ""
-    refusal = p["plain_refused"].format(message=_first_sentences(refused, chars)) if refused else ""
+    refusal = p["plain_refused"] if refused else ""
     text: str = p["plain_user"].format(
         objective=objective, last=last, refused=refusal, which=spec["which"], instruction=spec["instruction"]
     )
@@ -469,12 +474,19 @@ class _Move:
 
 
 async def _ask(
-    attacker: ChatModel, messages: list[Message], turn: int, attempt: int, settings: EscalationSettings
+    attacker: ChatModel,
+    messages: list[Message],
+    turn: int,
+    attempt: int,
+    settings: EscalationSettings,
+    rephrase: int = 0,
 ) -> _Move:
-    """One try at the next message. Later tries sample with another seed (a deterministic model
-    asked the same question answers the same way)."""
-    seed = None if attempt == 0 else (attacker.spec.seed or 0) + 1000 * attempt + turn
-    temperature = None if attempt == 0 else max(attacker.spec.temperature, 0.8)
+    """One try at the next message. Later tries, and every try at rephrasing a refused message
+    (``rephrase``: the backtrack it follows), sample with another seed: a deterministic model
+    asked the same question answers the same way."""
+    sample = attempt > 0 or rephrase > 0
+    seed = (attacker.spec.seed or 0) + 1000 * (attempt + 1) + 100 * rephrase + turn if sample else None
+    temperature = max(attacker.spec.temperature, 0.8) if sample else None
     if settings.protocol == "plain":
         result = await attacker.chat(
             messages, max_tokens=settings.attacker_max_tokens or PLAIN_MAX_TOKENS, seed=seed, temperature=temperature
@@ -530,7 +542,8 @@ async def drive_escalation(
         fallback: _Move | None = None
         reasons: list[str] = []
         for attempt in range(cfg.attacker_retries + 1):
-            candidate = await _ask(attacker, prompt_messages, turn, attempt, cfg)
+            rephrase = backtracks if refused is not None else 0
+            candidate = await _ask(attacker, prompt_messages, turn, attempt, cfg, rephrase)
             message = _clip(candidate.message, cfg.message_chars)
             why_not = degeneracy(message, earlier=earlier, prompt=prompt_text, objective=objective)
             if why_not is None and cfg.protocol == "plain" and not content_words(message) & content_words(objective):
@@ -549,6 +562,17 @@ async def drive_escalation(
             move = fallback
         elif fallback is not None:
             rejected.append(RejectedMessage(turn=turn, message=_clip(fallback.message, 500), reason=OFF_OBJECTIVE))
+        if move is None and refused is not None:
+            # The attacker cannot rephrase the refused message: no backtrack after all. The refused
+            # exchange stays in the conversation (as when the backtracks are spent) and the dialogue
+            # goes on; the rejected rephrasings are recorded.
+            last = turns[-1]
+            turns[-1] = last.model_copy(update={"backtracked": False, "rephrase_failed": True})
+            history += [Message(role="user", content=last.message), Message(role="assistant", content=last.response)]
+            backtracks -= 1
+            refused = None
+            turn += 1
+            continue
         if move is None:
             degenerate = Degenerate(turn=turn, reason="; ".join(dict.fromkeys(reasons)))
             break
