@@ -690,3 +690,12 @@ def test_cli_bad_data_file_is_a_one_line_error(tmp_path: Path) -> None:
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "inthewild_jailbreak_llms.json: item 1 is not a non-empty string" in res.stderr
     assert len([line for line in res.stderr.splitlines() if line.strip()]) <= 2
+
+
+def test_table4_notes_print_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    """Notes name config tables ([roles.judge]); the CLI must not read them as rich markup."""
+    from psychoalign.cli.experiment import _print_table4
+
+    t4 = {"rows": [], "breakdown": [], "benign": None, "systems": [], "notes": ["Configure [roles.judge] [/] here."]}
+    _print_table4(t4, "vanilla")
+    assert "Configure [roles.judge] [/] here." in capsys.readouterr().err.replace("\n", " ")

@@ -263,7 +263,9 @@ def _print_table4(t: dict[str, Any], baseline: str) -> None:
             )
         )
     for note in t["notes"]:
-        err_console.print(f"[yellow]{safe(note)}[/]")
+        note_text = safe(note)  # literal: notes name config tables such as [roles.judge]
+        note_text.stylize("yellow")
+        err_console.print(note_text)
 
 
 def _print_tables(report: dict[str, Any]) -> None:
