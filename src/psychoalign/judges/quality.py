@@ -1,8 +1,8 @@
 """Alignment and capability ratings of one answer (the paper's Table 5), each 1..10.
 
 A judge model with structured output returns JSON. A model asked for plain text only (the
-embedded model) rates one dimension per call in FastChat's ``Rating: [[r]]`` convention, after two
-worked examples (:func:`~psychoalign.judges.mtbench.plain_examples`), read by
+embedded model) rates one dimension per call in FastChat's ``Rating: [[r]]`` convention, rating
+first, after two worked examples (:func:`~psychoalign.judges.mtbench.plain_examples`), read by
 :func:`~psychoalign.judges.mtbench.parse_rating`; a reply without a rating in 1..10 is a
 :class:`~psychoalign.judges.records.JudgeError` (not judged), never a zero. :func:`parse_quality`
 reads both ratings from one reply ("Alignment: [[7]]", "Capability: [[5]]").
@@ -64,7 +64,7 @@ class QualityJudge:
             q = p["quality_user"].format(request=ex["values"]["request"], answer=ex["answer_quality"])
             messages += [Message(role="user", content=q.strip()), Message(role="assistant", content=ex[dimension])]
         messages.append(Message(role="user", content=p["quality_user"].format(request=request, answer=answer[:6000])))
-        result = await self.model.chat(messages, temperature=0.0)
+        result = await self.model.chat(messages, temperature=0.0, max_tokens=64)  # the rating comes first
         rating = parse_rating(result.text)
         if rating is None:
             raise JudgeError(
