@@ -489,3 +489,20 @@ def test_kill_9_mid_campaign_then_rerun_finishes_every_task(tmp_path: Path) -> N
     assert len(rows) == 6 and {r["status"] for r in rows} == {"submitted"}
     assert all(len(r["turns"]) == 4 for r in rows)  # the interrupted dialogue continued from its stored turn
     assert report.resumed_tasks >= 1  # type: ignore[attr-defined]
+
+
+async def test_personas_do_not_run_on_a_paused_or_closed_campaign(store: StarStore) -> None:
+    from psychoalign.errors import InputError
+
+    config = CampaignConfig(
+        name="held", instructions=2, rules=["sexually-explicit"], turns=1, target={"kind": "model", "role": "target"}
+    )
+    models = {"attacker": scripted(attacker), "annotator": scripted(annotator), "target": scripted(lambda r: "no")}
+    first = await run_campaign(config, Settings(), store, models=models)  # creates it and runs it
+    assert first.dialogues == 2
+    for status, hint in (("paused", "resume it"), ("closed", "closing is final")):
+        await store.set_campaign_status("held", status)
+        with pytest.raises(InputError, match=f"is {status}: personas do not run on it") as refused:
+            await run_campaign(config, Settings(), store, models=models)
+        assert hint in (refused.value.hint or "")
+    assert len(await store.export_rows("held")) == 2  # nothing more was done

@@ -287,6 +287,12 @@ async def run_campaign(
     await store.add_participants([p for p in personas if p.id not in known])
     if not await store.has_campaign(config.name):
         await store.create_campaign(config.name, items, outgroup_annotator_share=config.outgroup_annotator_share)
+    status = await store.campaign_status(config.name)
+    if status != "open":  # personas do not work on a paused or closed campaign, not even their held tasks
+        raise InputError(
+            f"campaign '{config.name}' is {status}: personas do not run on it",
+            hint="resume it on the lead's campaign page" if status == "paused" else "closing is final: use a new name",
+        )
 
     judge = build_refusal_judge(
         config.refusal_judge, model(config.judge_role) if config.refusal_judge != "rules" else None

@@ -54,7 +54,19 @@ from .matching import annotation_requirement, eligible
 from .model import Likert, Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
 from .policy import Policy
 
-__all__ = ["CampaignSettings", "ClaimError", "StarStore", "arbitration_needed", "task_record"]
+__all__ = [
+    "CAMPAIGN_STATUSES",
+    "CampaignClosedError",
+    "CampaignSettings",
+    "ClaimError",
+    "StarStore",
+    "arbitration_needed",
+    "task_record",
+]
+
+#: A campaign's lifecycle: ``open`` (claims allowed), ``paused`` (no new claims; held tasks may be
+#: finished), ``closed`` (final: held tasks released, submissions refused).
+CAMPAIGN_STATUSES = ("open", "paused", "closed")
 
 #: Open tasks read per claim attempt (keyset pages beyond it only when none of them fits the person).
 CLAIM_PAGE = 200
@@ -107,6 +119,8 @@ campaign_rows = Table(  # per-campaign settings the store applies (the plan itse
     Column("name", String(64), primary_key=True),
     Column("settings", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # open / paused / closed (CAMPAIGN_STATUSES); added to older stores by init(), existing campaigns open
+    Column("status", String(16), nullable=False, server_default="open"),
 )
 target_failures = Table(  # a target that failed to answer: recorded as a failure, never as a turn
     "star_target_failures",
@@ -179,6 +193,14 @@ declines = Table(  # red-teaming instructions a participant skipped: never offer
 
 class ClaimError(InputError):
     """No task can be given to this participant (with the reason)."""
+
+
+class CampaignClosedError(InputError):
+    """The campaign was closed by its lead: nothing more is submitted to it."""
+
+
+class _CampaignNotOpenError(Exception):
+    """The task just claimed belongs to a campaign that is paused or closed (the claim rolls back)."""
 
 
 class _SeenDialogueError(Exception):
@@ -315,9 +337,16 @@ _HELD_OF_KIND = _HOLDS.with_only_columns(tasks.c.id).where(tasks.c.kind == bindp
 _UNSEEN = ~exists().where(
     and_(exposures.c.dialogue_id == tasks.c.dialogue_id, exposures.c.participant_id == bindparam("pid"))
 )
+#: The task's campaign takes claims: no row (a campaign stored before statuses existed) or status open.
+_CAMPAIGN_OPEN = ~exists().where(and_(campaign_rows.c.name == tasks.c.campaign, campaign_rows.c.status != "open"))
+#: A campaign's status, share-locked on PostgreSQL: a lead's pause or close (an update of the row)
+#: waits for claims and submissions in flight, and they wait for it.
+_STATUS_SHARED = (
+    select(campaign_rows.c.status).where(campaign_rows.c.name == bindparam("campaign")).with_for_update(read=True)
+)
 _QUEUE = (
     select(tasks.c.id, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.created_at, tasks.c.campaign)
-    .where(and_(tasks.c.kind == bindparam("kind"), tasks.c.status == "open", _UNSEEN))
+    .where(and_(tasks.c.kind == bindparam("kind"), tasks.c.status == "open", _UNSEEN, _CAMPAIGN_OPEN))
     .order_by(tasks.c.created_at, tasks.c.id)
     .limit(CLAIM_PAGE)
 )
@@ -514,6 +543,87 @@ class StarStore:
             ).all()
         return [str(n) for n, body in rows if CampaignSettings.model_validate_json(body).relax_red_team]
 
+    async def campaign_status(self, campaign: str) -> str:
+        """``open``, ``paused`` or ``closed`` (a campaign stored before statuses existed is open)."""
+        return (await self.campaign_statuses([campaign]))[campaign]
+
+    async def campaign_statuses(self, campaigns: Collection[str] | None = None) -> dict[str, str]:
+        """The status of each of ``campaigns`` (default: every campaign with stored settings)."""
+        await self.init()
+        query = select(campaign_rows.c.name, campaign_rows.c.status)
+        if campaigns is not None:
+            query = query.where(campaign_rows.c.name.in_(list(campaigns)))
+        async with self._read() as conn:
+            found = {str(n): str(st) for n, st in (await conn.execute(query)).all()}
+        return {c: found.get(c, "open") for c in campaigns} if campaigns is not None else found
+
+    async def set_campaign_status(self, campaign: str, status: str) -> list[tuple[str, str]]:
+        """Pause (``paused``), resume (``open``) or close (``closed``) a campaign.
+
+        Paused: no new claims (held tasks may still be finished and submitted). Closed is final:
+        no claims, no submissions, and every task still held is released (a started red-teaming
+        dialogue is kept as ``abandoned``, as on a skip). Closing again releases anything still
+        held (e.g. after a crash between the two steps). Returns the released ``(task, participant)``
+        pairs, so the caller can stop their clocks. Raises :class:`InputError` for an unknown
+        status or campaign, or for reopening or pausing a closed campaign."""
+        if status not in CAMPAIGN_STATUSES:
+            raise InputError(f"unknown campaign status '{status[:20]}'", hint=", ".join(CAMPAIGN_STATUSES))
+        await self.init()
+        async with self.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    select(campaign_rows.c.status).where(campaign_rows.c.name == campaign).with_for_update()
+                )
+            ).first()
+            if row is None:  # a campaign stored before settings existed gets its row now
+                planned = (
+                    await conn.execute(select(instructions.c.id).where(instructions.c.campaign == campaign).limit(1))
+                ).first()
+                if planned is None:
+                    raise InputError(f"no campaign '{campaign}' in this store")
+                await conn.execute(
+                    insert(campaign_rows).values(
+                        name=campaign, settings=CampaignSettings().model_dump_json(), created_at=self._now()
+                    )
+                )
+                current = "open"
+            else:
+                current = str(row[0])
+            if current == "closed" and status != "closed":
+                raise InputError(f"campaign '{campaign}' is closed, which is final", hint="start a new campaign")
+            if current != status:
+                await conn.execute(update(campaign_rows).where(campaign_rows.c.name == campaign).values(status=status))
+        if status != "closed":
+            return []
+        # Committed: from here no claim of this campaign succeeds (each checks the status under a
+        # share lock), so the claims read now are all there will be.
+        async with self._read() as conn:
+            held = (
+                await conn.execute(
+                    select(tasks.c.id, tasks.c.participant_id).where(
+                        and_(tasks.c.campaign == campaign, tasks.c.status == "claimed")
+                    )
+                )
+            ).all()
+        released = []
+        for task_id, pid in held:
+            try:
+                await self.release(str(task_id), str(pid))
+            except InputError:
+                continue  # submitted or released meanwhile
+            released.append((str(task_id), str(pid)))
+        return released
+
+    async def _refuse_if_closed(self, conn: AsyncConnection, campaign: str) -> str:
+        """The campaign's status under a share lock; raises :class:`CampaignClosedError` if closed."""
+        status = (await conn.execute(_STATUS_SHARED, {"campaign": campaign})).scalar_one_or_none() or "open"
+        if status == "closed":
+            raise CampaignClosedError(
+                f"campaign '{campaign}' was closed by its lead: this task was released and nothing more is stored",
+                hint="your earlier work is kept; take a task of another campaign",
+            )
+        return str(status)
+
     async def has_campaign(self, campaign: str) -> bool:
         await self.init()
         async with self.engine.connect() as conn:
@@ -602,6 +712,8 @@ class StarStore:
             except _SeenDialogueError as seen:
                 excluded.add(seen.dialogue_id)
                 continue
+            except _CampaignNotOpenError:
+                continue  # the next read of the queue leaves that campaign out
             if taken is not None:
                 return taken
             # every candidate was taken by someone else meanwhile: read the queue again
@@ -680,7 +792,7 @@ class StarStore:
                     note = f"relaxed: {why}"
                 try:
                     taken = await self._take_first([row.id], person.id, kind, note, lease_s)
-                except _SeenDialogueError:
+                except (_SeenDialogueError, _CampaignNotOpenError):
                     continue
                 if taken is not None:
                     return taken
@@ -724,6 +836,10 @@ class StarStore:
                 row = (await conn.execute(stmt, params)).mappings().first()
                 if row is None:
                     return None
+                # paused or closed meanwhile (the queue read saw it open): roll the claim back
+                status = (await conn.execute(_STATUS_SHARED, {"campaign": row["campaign"]})).scalar_one_or_none()
+                if status not in (None, "open"):
+                    raise _CampaignNotOpenError(row["campaign"])
                 if row["dialogue_id"] is not None:
                     await conn.execute(
                         insert(exposures).values(
@@ -812,7 +928,7 @@ class StarStore:
         async with self.engine.connect() as conn:
             query = select(
                 tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement, tasks.c.created_at, tasks.c.instruction_id
-            ).where(and_(tasks.c.kind == kind.value, tasks.c.status == "open"))
+            ).where(and_(tasks.c.kind == kind.value, tasks.c.status == "open", _CAMPAIGN_OPEN))
             if campaign:
                 query = query.where(tasks.c.campaign == campaign)
             open_tasks = (await conn.execute(query.order_by(tasks.c.created_at, tasks.c.id))).all()
@@ -883,10 +999,12 @@ class StarStore:
         lease = self._lease(lease_s)
         taken: dict[str, str] = {}
         async with self.engine.begin() as conn:
+            if assignments:  # a lead's pause or close waits for this batch, or the batch sees it
+                await conn.execute(select(campaign_rows.c.name).with_for_update(read=True))
             for task_id, pid, dialogue_id, note in assignments:
                 result = await conn.execute(
                     update(tasks)
-                    .where(and_(tasks.c.id == task_id, tasks.c.status == "open"))
+                    .where(and_(tasks.c.id == task_id, tasks.c.status == "open", _CAMPAIGN_OPEN))
                     .values(status="claimed", participant_id=pid, relaxed=note, updated_at=now, lease_expires_at=lease)
                 )
                 if result.rowcount == 1:
@@ -923,6 +1041,7 @@ class StarStore:
         row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).mappings().first()
         if row is None or row["kind"] != kind.value:
             raise InputError(f"no {kind.value} task '{task_id}'")
+        await self._refuse_if_closed(conn, row["campaign"])
         if row["participant_id"] != participant_id or row["status"] != "claimed":
             raise InputError(f"task '{task_id}' is not claimed by '{participant_id}' (status {row['status']})")
         return row
@@ -967,11 +1086,13 @@ class StarStore:
             # worker: the second numbers its turns after the first's instead of colliding.
             d = (
                 await conn.execute(
-                    select(dialogues.c.status, dialogues.c.task_id)
+                    select(dialogues.c.status, dialogues.c.task_id, dialogues.c.campaign)
                     .where(dialogues.c.id == dialogue_id)
                     .with_for_update()
                 )
             ).first()
+            if d is not None:
+                await self._refuse_if_closed(conn, d[2])
             if d is None or d[0] != "in_progress":
                 raise InputError(
                     f"dialogue '{dialogue_id}' is not in progress ({d[0] if d else 'unknown'})",
@@ -1093,6 +1214,8 @@ class StarStore:
         settings = await self.campaign_settings(await self._dialogue_campaign(dialogue_id))
         async with self.engine.begin() as conn:
             d = (await conn.execute(select(dialogues).where(dialogues.c.id == dialogue_id))).mappings().first()
+            if d is not None:
+                await self._refuse_if_closed(conn, d["campaign"])
             if d is None or d["red_teamer_id"] != participant_id or d["status"] != "in_progress":
                 raise InputError(f"dialogue '{dialogue_id}' is not an open dialogue of '{participant_id}'")
             n_turns = len((await conn.execute(select(turns.c.idx).where(turns.c.dialogue_id == dialogue_id))).all())
@@ -1670,6 +1793,10 @@ def _add_missing_columns(sync_conn: Any) -> None:
         sync_conn.exec_driver_sql("ALTER TABLE star_tasks ADD COLUMN lease_expires_at TIMESTAMP WITH TIME ZONE")
     if "refused" not in {c["name"] for c in inspect(sync_conn).get_columns("star_turns")}:
         sync_conn.exec_driver_sql("ALTER TABLE star_turns ADD COLUMN refused BOOLEAN")
+    if inspect(sync_conn).has_table("star_campaigns") and "status" not in {
+        c["name"] for c in inspect(sync_conn).get_columns("star_campaigns")
+    }:  # every campaign stored so far is open; nothing else changes
+        sync_conn.exec_driver_sql("ALTER TABLE star_campaigns ADD COLUMN status VARCHAR(16) DEFAULT 'open' NOT NULL")
 
 
 def _arbitration_requirement(annotation_requirement_json: str) -> str:

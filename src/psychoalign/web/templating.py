@@ -35,6 +35,9 @@ FLASH = {
         "and its held tasks went back to the pool."
     ),
     "activated": "The account is active again.",
+    "campaign_paused": "The campaign is paused: nobody takes a new task of it; held tasks may still be finished.",
+    "campaign_resumed": "The campaign is open again.",
+    "campaign_closed": "The campaign is closed: its held tasks were released and nothing more is submitted to it.",
 }
 
 #: The paper's 4-point scale, as annotators read it.

@@ -90,6 +90,7 @@ class TaskTime(BaseModel):
     active_since: datetime | None
     seconds: float
     topic: str | None = None
+    campaign: str = ""
 
     def total(self, now: datetime) -> float:
         """Seconds spent, counting the running stretch."""
@@ -242,6 +243,7 @@ class LabStore:
             active_since=_aware(row["active_since"]),
             seconds=float(row["seconds"]),
             topic=row["topic"],
+            campaign=str(row.get("campaign") or ""),
         )
 
     async def start(

@@ -80,9 +80,11 @@ async def lead_home(
 ) -> Response:
     """Lead: every campaign with its task counts."""
     rows = []
-    for campaign in await lab.lab.campaigns():
+    campaigns = await lab.lab.campaigns()
+    statuses = await lab.store.campaign_statuses([c.name for c in campaigns])
+    for campaign in campaigns:
         counts = await lab.store.task_counts(campaign.name)
-        rows.append((campaign, counts))
+        rows.append((campaign, counts, statuses[campaign.name]))
     return await templates.render(request, "star/lead_home.html", {"campaigns": rows})
 
 
@@ -349,6 +351,7 @@ async def campaign_page(
             "outgroup_share": settings.outgroup_annotator_share,
             "relaxed": settings.relax_red_team,
             "quota": settings.quota,
+            "status": await store.campaign_status(name),
             "failures": await store.recent_target_failures(name),
             "counts": progress["counts"],
             "report": report,
@@ -782,8 +785,48 @@ async def campaign_personas(
 
     if await lab.lab.campaign(name) is None:
         raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    status = await (await lab.store_for(name)).campaign_status(name)
+    if status != "open":
+        raise HTTPException(status_code=409, detail=f"the campaign is {status}: personas do not run on it")
     running = lab.jobs.get(name)
     if running is None or running.done():
         limit = max(1, min(max_tasks, 1000))
         lab.jobs[name] = asyncio.create_task(fill_with_personas(lab, name, max_tasks=limit))
     return RedirectResponse(f"/lead/campaigns/{name}?msg=personas", status_code=303)
+
+
+#: The lead's lifecycle actions: the status each sets, and the flash message after it.
+STATUS_ACTIONS = {"pause": ("paused", "campaign_paused"), "resume": ("open", "campaign_resumed")}
+
+
+@router.post("/campaigns/{name}/status")
+async def campaign_status(
+    name: str,
+    action: str = Form(""),
+    confirm: str = Form(""),
+    account: Account = Depends(require_lead),
+    lab: StarLab = Depends(get_lab),
+) -> Response:
+    """Lead: pause (no new claims; held tasks may be finished), resume, or close the campaign.
+    Closing is final and needs ``confirm=yes`` (the form's checkbox): every task still held is
+    released (the participants' clocks stop) and further submissions are refused."""
+    if await lab.lab.campaign(name) is None:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    if action == "close":
+        if confirm != "yes":
+            raise HTTPException(
+                status_code=400, detail="closing is final: tick the box to confirm that you want to close the campaign"
+            )
+        wanted, flash = "closed", "campaign_closed"
+    elif action in STATUS_ACTIONS:
+        wanted, flash = STATUS_ACTIONS[action]
+    else:
+        raise HTTPException(status_code=400, detail="the action is pause, resume or close")
+    store = await lab.store_for(name)
+    try:
+        released = await store.set_campaign_status(name, wanted)
+    except InputError as exc:
+        raise HTTPException(status_code=409, detail=exc.message) from None
+    for task_id, pid in released:
+        await lab.lab.stop(task_id, pid)
+    return RedirectResponse(f"/lead/campaigns/{name}?msg={flash}", status_code=303)

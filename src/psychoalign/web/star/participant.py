@@ -16,7 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from ...errors import InputError, PsychoAlignError
 from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, Turn
-from ...star.store import ClaimError
+from ...star.store import CampaignClosedError, ClaimError
 from ..accounts import Account
 from ..auth import get_templates
 from ..security import csrf_protect, require_participant
@@ -74,8 +74,20 @@ async def _held_task(lab: StarLab, task_id: str, account: Account) -> tuple[Task
     (never reveal another's task)."""
     held = await lab.lab.held(task_id, _pid(account))
     if held is None:
+        # A task this person worked on, in a campaign its lead closed meanwhile: say so (only to
+        # them: the time row is theirs). Anyone else learns nothing about the task.
+        mine = await lab.lab.time(task_id, _pid(account))
+        if mine is not None and await lab.store.campaign_status(mine.campaign) == "closed":
+            raise HTTPException(status_code=409, detail=closed_message(mine.campaign))
         raise HTTPException(status_code=404, detail="no such task of yours")
     return held
+
+
+def closed_message(campaign: str) -> str:
+    return (
+        f"The campaign {campaign} was closed by its lead. This task was released and what you just sent "
+        "was not stored; your work submitted earlier is kept. Thank you!"
+    )
 
 
 def _pid(account: Account) -> str:
@@ -267,7 +279,10 @@ async def begin(
     if not topic:
         raise HTTPException(status_code=400, detail="write down your topic before you start")
     campaign = await lab.campaign(await _campaign_of(lab, task))
-    await lab.store.start_dialogue(task.id, _pid(account), lab.target(campaign).label)
+    try:
+        await lab.store.start_dialogue(task.id, _pid(account), lab.target(campaign).label)
+    except CampaignClosedError:
+        raise HTTPException(status_code=409, detail=closed_message(campaign.name)) from None
     await lab.lab.set_topic(task.id, _pid(account), topic)
     return RedirectResponse(f"/tasks/{task.id}", status_code=303)
 
@@ -306,6 +321,8 @@ async def message(
             return await templates.render(request, "error.html", context, status_code=502)
         try:  # the message and the reply: both or neither
             await lab.store.add_turns(dialogue_id, [mine, reply])
+        except CampaignClosedError:
+            raise HTTPException(status_code=409, detail=closed_message(campaign.name)) from None
         except InputError as exc:
             raise HTTPException(status_code=409, detail=exc.message) from None
     return RedirectResponse(f"/tasks/{task.id}#end", status_code=303)
@@ -337,6 +354,8 @@ async def finish(
     store = await lab.store_for(campaign.name)
     try:
         await store.finish_dialogue(dialogue_id, _pid(account), pre)
+    except CampaignClosedError:
+        raise HTTPException(status_code=409, detail=closed_message(campaign.name)) from None
     except InputError as exc:
         raise HTTPException(status_code=400, detail=exc.message) from None
     await lab.lab.stop(task.id, _pid(account), time)
@@ -364,6 +383,8 @@ async def rate(
             await lab.store.submit_arbitration(task.id, _pid(account), rating, reasoning)
         else:
             raise HTTPException(status_code=404, detail="no such task of yours")
+    except CampaignClosedError:
+        raise HTTPException(status_code=409, detail=closed_message(task.campaign or "")) from None
     except InputError as exc:
         raise HTTPException(status_code=400, detail=exc.message) from None
     await lab.lab.stop(task.id, _pid(account), time)

@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from ...errors import PsychoAlignError
+from ...errors import InputError, PsychoAlignError
 from ...models import build_model
 from ...star.model import Participant, TaskKind
 from ...star.personas import AnnotatorPersona
@@ -55,6 +55,9 @@ async def fill_with_personas(lab: StarLab, campaign: str, *, max_tasks: int = 50
     take and complete tasks (annotations first, then the arbitrations those open) until none is
     left or ``max_tasks`` are done. Returns counts per kind."""
     store = await lab.store_for(campaign)
+    status = await store.campaign_status(campaign)
+    if status != "open":  # checked again here: the campaign may have been paused since the lead clicked
+        raise InputError(f"campaign '{campaign}' is {status}: personas do not run on it")
     policy = await lab.policy(campaign)
     shortfall = [s for s in await store.shortfall(campaign) if s["kind"] != TaskKind.RED_TEAM.value]
     wanted = {json.dumps(s["requirement"], sort_keys=True): s["requirement"] for s in shortfall}

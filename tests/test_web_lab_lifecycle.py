@@ -1,0 +1,142 @@
+"""The campaign lifecycle through the lab's pages, on SQLite and PostgreSQL: the lead pauses,
+resumes and closes (CSRF, confirmation, lead only), participants get no new task of a paused
+campaign but finish the one they hold, and a submission to a closed campaign is refused with a
+page that says why."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+
+from psychoalign.star.store import StarStore
+from psychoalign.web.accounts import Role
+from psychoalign.web.star import StarLab, install_lab
+
+from .test_web_lab import browser, create_campaign, task_id
+from .weblab import Browser, add_person, lab_settings
+
+PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+ROLES = ["red_teamer", "annotator", "arbitrator"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def lab(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
+    settings = lab_settings(tmp_path / "home")
+    schema = f"wl_{uuid.uuid4().hex[:10]}"
+    holder: dict[str, StarLab] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await holder["lab"].close()
+
+    app = FastAPI(lifespan=lifespan)
+    if request.param == "sqlite":
+        holder["lab"] = install_lab(app, settings)
+        yield app, holder["lab"]
+        await holder["lab"].close()
+        return
+    from psychoalign.star import load_policy
+
+    admin = StarStore(PG_URL, load_policy())
+    async with admin.engine.begin() as conn:
+        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    holder["lab"] = install_lab(app, settings, url=PG_URL, connect_args={"server_settings": {"search_path": schema}})
+    try:
+        yield app, holder["lab"]
+    finally:
+        await holder["lab"].close()
+        async with admin.engine.begin() as conn:
+            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        await admin.close()
+
+
+async def start_red_teaming(b: Browser) -> str:
+    r = await b.post("/tasks/claim", {"kind": "red_team"})
+    assert "/tasks/" in r.headers["location"] and "msg" not in r.headers["location"], r.headers["location"]
+    tid = task_id(r.headers["location"])
+    await b.follow(await b.post(f"/tasks/{tid}/start"))
+    await b.follow(await b.post(f"/tasks/{tid}/begin", {"topic": "travel"}))
+    page = await b.follow(await b.post(f"/tasks/{tid}/message", {"text": "hello"}))
+    assert page.status_code == 200
+    return tid
+
+
+async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    accounts = {name: await add_person(star, name, roles=ROLES) for name in ("ann", "bob", "cat")}
+    lead = await browser(app, "lead")
+    ann, bob, cat = [await browser(app, n) for n in ("ann", "bob", "cat")]
+    await create_campaign(lead, "life", ["sexually-explicit"], n=3)
+    page = await lead.get("/lead/campaigns/life")
+    assert 'id="campaign-status">open<' in page.text and 'id="pause-campaign"' in page.text
+
+    held = await start_red_teaming(ann)  # held before the pause: may be finished
+
+    # only a lead changes the status, and only with the session's CSRF token
+    await bob.get("/tasks")
+    r = await bob.post("/lead/campaigns/life/status", {"action": "pause"})
+    assert r.status_code == 403
+    r = await lead.client.post("/lead/campaigns/life/status", data={"action": "pause"})
+    assert r.status_code == 403
+    r = await lead.client.post("/lead/campaigns/life/status", data={"action": "pause", "csrf_token": bob.token})
+    assert r.status_code == 403  # another session's token
+    assert await star.store.campaign_status("life") == "open"
+    await lead.get("/lead/campaigns/life")
+    assert (await lead.post("/lead/campaigns/life/status", {"action": "archive"})).status_code == 400
+
+    page = await lead.follow(await lead.post("/lead/campaigns/life/status", {"action": "pause"}))
+    assert 'id="campaign-status">paused<' in page.text and 'id="resume-campaign"' in page.text
+    assert "The campaign is paused" in page.text
+    home = await lead.get("/lead")
+    assert '<td class="campaign-status">paused</td>' in home.text
+    # no new claim from the paused campaign
+    r = await bob.post("/tasks/claim", {"kind": "red_team"})
+    assert r.headers["location"] == "/tasks?msg=no_task"
+    # personas do not run on it
+    await lead.get("/lead/campaigns/life")
+    assert (await lead.post("/lead/campaigns/life/personas", {"max_tasks": "5"})).status_code == 409
+    # the held task is finished and submitted
+    r = await ann.post(f"/tasks/{held}/finish", {"assigned_rule_broken": "yes"})
+    assert r.status_code == 303 and "msg=submitted" in r.headers["location"]
+
+    page = await lead.follow(await lead.post("/lead/campaigns/life/status", {"action": "resume"}))
+    assert 'id="campaign-status">open<' in page.text
+    r = await bob.post("/tasks/claim", {"kind": "annotate"})
+    annotation = task_id(r.headers["location"])
+    await bob.follow(await bob.post(f"/tasks/{annotation}/start"))
+    cat_task = await start_red_teaming(cat)
+
+    # closing needs the confirmation box; without it nothing changes
+    await lead.get("/lead/campaigns/life")
+    r = await lead.post("/lead/campaigns/life/status", {"action": "close"})
+    assert r.status_code == 400 and "tick the box" in r.text
+    assert await star.store.campaign_status("life") == "open"
+    await lead.get("/lead/campaigns/life")
+    page = await lead.follow(await lead.post("/lead/campaigns/life/status", {"action": "close", "confirm": "yes"}))
+    assert 'id="campaign-status">closed<' in page.text and 'id="close-campaign"' not in page.text
+    assert await star.store.claimed_tasks(accounts["bob"].participant_id or "") == []  # released
+
+    # the holders' submissions are refused with a page saying why; the clocks stopped
+    r = await bob.post(f"/tasks/{annotation}/rate", {"rating": "2", "reasoning": "probably broke it"})
+    assert r.status_code == 409 and "was closed by its lead" in r.text and "life" in r.text
+    r = await cat.post(f"/tasks/{cat_task}/message", {"text": "more"})
+    assert r.status_code == 409 and "was closed by its lead" in r.text
+    times = {t["task_id"]: t for t in await star.lab.times("life")}
+    assert times[annotation]["running"] is False and times[cat_task]["running"] is False
+    # anyone else asking about the task learns nothing
+    r = await ann.post(f"/tasks/{annotation}/rate", {"rating": "2", "reasoning": "x"})
+    assert r.status_code == 404 and "closed" not in r.text
+    # final: no resume, no new claims
+    await lead.get("/lead/campaigns/life")
+    assert (await lead.post("/lead/campaigns/life/status", {"action": "resume"})).status_code == 409
+    assert (await bob.post("/tasks/claim", {"kind": "annotate"})).headers["location"] == "/tasks?msg=no_task"
+    for b in (lead, ann, bob, cat):
+        await b.aclose()
