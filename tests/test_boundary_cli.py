@@ -45,7 +45,7 @@ def test_builtin_corpus_has_ten_domains_of_twenty_and_four_categories() -> None:
             ".yaml",
             "duplicate id",
         ),
-        ("items: [", ".yaml", "not valid YAML"),
+        ("items: [", ".yaml", "invalid YAML"),
         ('{"domain": "a"}\nnot json', ".jsonl", r":2: not JSON"),
         ("[]", ".json", "no items"),
         ("request,domain,category\n   ,a,b\n", ".csv", "blank"),

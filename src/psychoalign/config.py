@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import ConfigError, PsychoAlignError
@@ -32,6 +31,7 @@ from .models.spec import ModelSpec
 from .textio import read_text
 from .web.lab_settings import LabSettings
 from .web.settings import ServeSettings
+from .yamlio import parse_yaml
 
 __all__ = [
     "DEFAULT_DEPLOYMENT",
@@ -297,17 +297,15 @@ def find_config_file(explicit: str | Path | None, environ: Mapping[str, str]) ->
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML or YAML config file; errors name the file and line."""
     text = read_text(path, what="config file", error=ConfigError)
-    try:
-        if path.suffix.lower() == ".toml":
-            data: Any = tomllib.loads(text)
-        else:
-            data = yaml.safe_load(text) or {}
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if path.suffix.lower() == ".toml":
+        try:
+            data: Any = tomllib.loads(text)  # refuses a key defined twice ("Cannot overwrite a value")
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f"{path}: invalid TOML: {' '.join(str(exc).split())}", hint="fix the TOML at that line"
+            ) from None
+    else:
+        data = parse_yaml(text, str(path), error=ConfigError) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table/mapping")
     return data

@@ -1,4 +1,13 @@
-"""Load YAML into pydantic models with errors that name the file and line."""
+"""The one YAML loader: safe (no tags beyond plain data) and strict (no duplicate keys).
+
+PyYAML's ``safe_load`` keeps the *last* of two equal keys in a mapping, so a file with two
+``tau:`` keys or two ``rules:`` blocks silently loses one of them; for an ethical framework that
+drops rules. Every YAML file PsychoAlign reads (configuration, frameworks, experiment specs, STAR
+policies and campaigns, sample and prompt files, package data) goes through :func:`parse_yaml`,
+which refuses such a file with one line naming the file, the line and column of the second
+occurrence and the key. Merge keys (``<<: *anchor``) keep their YAML meaning: a key written in
+the mapping overrides a merged one, which is not a duplicate.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +17,90 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError
+from .errors import ConfigError, PsychoAlignError
 
-__all__ = ["line_of", "load_yaml_model"]
+__all__ = ["DuplicateKeyError", "StrictSafeLoader", "line_of", "load_yaml_model", "parse_yaml", "parse_yaml_node"]
 
 M = TypeVar("M", bound=BaseModel)
+
+# The C parser when libyaml is present (the constructor, where the check lives, is Python either way).
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping holds the same key twice (a :class:`yaml.YAMLError`, raised while loading)."""
+
+    def __init__(self, key: Any, first: yaml.Mark, second: yaml.Mark) -> None:
+        super().__init__(None, None, f"duplicate key {_show(key)}", second)
+        self.key = key
+        self.first = first
+        self.second = second
+
+
+def _show(key: Any) -> str:
+    text = repr(key)  # repr: newlines and control characters escaped, so the message stays one line
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class StrictSafeLoader(_Base):  # type: ignore[misc]
+    """``yaml.SafeLoader`` (plain data only) that rejects a mapping with a repeated key."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Mark] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                    continue  # merges keep YAML's meaning; a non-scalar key is refused by the base
+                key = self.construct_object(key_node)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # unhashable: the base constructor names it
+                    continue
+                if first is not None:
+                    raise DuplicateKeyError(key, first, key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(exc: yaml.YAMLError, source: str, error: type[PsychoAlignError]) -> PsychoAlignError:
+    """One line: ``source:line:column: what`` (never PyYAML's multi-line report)."""
+    if isinstance(exc, DuplicateKeyError):
+        where = f"{source}:{exc.second.line + 1}:{exc.second.column + 1}"
+        return error(
+            f"{where}: duplicate key {_show(exc.key)} (first at line {exc.first.line + 1})",
+            hint="a mapping may name each key once: remove or merge one of them",
+        )
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    if isinstance(exc, yaml.constructor.ConstructorError):  # a tag: only plain data is read
+        return error(f"{where}: invalid YAML: {problem}", hint="only plain YAML data is accepted: remove the tag")
+    return error(f"{where}: invalid YAML: {problem}", hint="fix the YAML syntax at that line")
+
+
+def parse_yaml_node(
+    text: str, source: str, *, error: type[PsychoAlignError] = ConfigError
+) -> tuple[yaml.Node | None, Any]:
+    """The document's node tree (for line numbers) and its data, parsed once, strictly.
+
+    Raises ``error`` with one line naming ``source``, the line and column, and the problem."""
+    loader = StrictSafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source, error) from None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def parse_yaml(text: str, source: str, *, error: type[PsychoAlignError] = ConfigError) -> Any:
+    """``yaml.safe_load`` that refuses duplicate keys; errors are one line naming ``source``.
+
+    An empty document is ``None``, as with ``safe_load``."""
+    return parse_yaml_node(text, source, error=error)[1]
 
 
 def line_of(node: yaml.Node, loc: tuple[str | int, ...]) -> int:
@@ -40,18 +128,12 @@ def load_yaml_model(
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     yaml_loc: Callable[[tuple[str | int, ...]], tuple[str | int, ...]] | None = None,
 ) -> M:
-    """Parse ``text`` and validate it as ``model``.
+    """Parse ``text`` (strictly, see :func:`parse_yaml`) and validate it as ``model``.
 
     ``prepare`` may reshape the parsed mapping before validation; ``yaml_loc`` maps a validation
     error location back to the location in the YAML document (for the line number).
     """
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise error(f"{source}{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    node, data = parse_yaml_node(text, source, error=error)
     if not isinstance(data, dict) or node is None:
         raise error(f"{source}:1: expected a YAML mapping at the top level")
     try:

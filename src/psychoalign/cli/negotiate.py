@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -21,6 +20,7 @@ from ..negotiation import NegotiationParams, Negotiator
 from ..negotiation.params import FLAGS, negotiation_source, parse_params
 from ..textio import decode_utf8
 from ..traces import Trace, TraceStatus, TraceStore, open_store
+from ..yamlio import parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
 
 __all__ = ["register"]
@@ -31,7 +31,7 @@ traces_app = typer.Typer(help="Negotiation traces: list, show, export.", no_args
 
 def load_samples() -> list[dict[str, str]]:
     text = (resources.files("psychoalign") / "data" / "samples.yaml").read_text(encoding="utf-8")
-    samples: list[dict[str, str]] = yaml.safe_load(text)
+    samples: list[dict[str, str]] = parse_yaml(text, "psychoalign/data/samples.yaml")
     return samples
 
 

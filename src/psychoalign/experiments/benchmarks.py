@@ -19,12 +19,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, InputError
 from ..judges.records import JudgeRecord
 from ..models import Message
+from ..yamlio import parse_yaml
 from .judging import Judges
 from .systems import SystemReply
 
@@ -399,7 +399,7 @@ class XSTest(Benchmark):
 @cache
 def _dilemmas() -> list[dict[str, str]]:
     text = (resources.files("psychoalign") / "data" / "dilemmas.yaml").read_text(encoding="utf-8")
-    data: list[dict[str, str]] = yaml.safe_load(text)
+    data: list[dict[str, str]] = parse_yaml(text, "psychoalign/data/dilemmas.yaml")
     return data
 
 

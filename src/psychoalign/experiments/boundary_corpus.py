@@ -16,10 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InputError
+from ..yamlio import parse_yaml
 
 __all__ = ["BUILTIN_CORPORA", "Corpus", "CorpusItem", "load_corpus"]
 
@@ -87,12 +87,7 @@ def _rows(path: Path, text: str) -> tuple[dict[str, Any], list[Any]]:
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}:{n}: not JSON ({exc.msg})", hint="one JSON object per line") from None
         return {}, rows
-    try:
-        data = yaml.safe_load(text)  # YAML is a superset of JSON
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}{where}: not valid YAML/JSON", hint="check the syntax near that line") from None
+    data = parse_yaml(text, str(path), error=InputError)  # YAML is a superset of JSON
     if isinstance(data, list):
         return {}, data
     if isinstance(data, dict) and isinstance(data.get("items"), list):

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import typer
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -38,6 +37,7 @@ from ..negotiation import Negotiator
 from ..negotiation.defense import DefenseContext, DefenseMechanism, select_mechanism
 from ..negotiation.gates import Layer1Enforcer
 from ..traces import TraceStatus, TraceStore
+from ..yamlio import parse_yaml
 from .boundary_commands import _params, _with_store
 from .boundary_report import _page, _table, write_report
 
@@ -176,10 +176,7 @@ def load_items(source: str | Path = "defense_accuracy") -> list[DefenseItem]:
             f"cannot read item set '{source}': {getattr(exc, 'strerror', None) or exc}",
             hint="pass --items FILE.yaml or the built-in name defense_accuracy",
         ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})", hint="fix the YAML") from None
+    data = parse_yaml(text, str(source), error=InputError)
     raw = data.get("items") if isinstance(data, dict) else None
     if not isinstance(raw, list) or not raw:
         raise InputError(f"{source}: no 'items' list", hint="the file needs a top-level 'items:' list")

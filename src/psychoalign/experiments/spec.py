@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..yamlio import line_of
+from ..yamlio import line_of, parse_yaml, parse_yaml_node
 from .judging import JudgeSpec
 from .systems import SystemSpec
 
@@ -155,8 +155,8 @@ class _Source:
         if self.toml:
             return _toml_line(self.text, loc)
         try:
-            node = yaml.compose(self.text)
-        except yaml.YAMLError:
+            node, _ = parse_yaml_node(self.text, self.name)
+        except ConfigError:
             return 1
         return line_of(node, loc) if node is not None else 1
 
@@ -203,12 +203,7 @@ def spec_from_text(text: str, source: str, *, toml: bool = False) -> ExperimentS
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{source}: invalid TOML: {exc}") from None
     else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{source}{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        data = parse_yaml(text, source, error=ConfigError)
         if not isinstance(data, dict):
             raise ConfigError(f"{source}:1: expected a YAML mapping at the top level")
     try:

@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
+from ..yamlio import parse_yaml
 from .refusal import RefusalJudge, RefusalLabel, RefusalVerdict
 
 __all__ = [
@@ -70,7 +70,7 @@ class LabelledResponse(BaseModel):
 def hard_cases() -> list[LabelledResponse]:
     """The hand-written hard cases (package data)."""
     text = (resources.files(__package__) / "refusal_cases.yaml").read_text(encoding="utf-8")
-    rows = yaml.safe_load(text)
+    rows = parse_yaml(text, "psychoalign/judges/refusal_cases.yaml")
     return [
         LabelledResponse(
             id=f"hard-{i:03d}",

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ..errors import InputError
+from ..yamlio import parse_yaml
 
 if TYPE_CHECKING:
     from .classifier import SafetyClassifier
@@ -190,17 +190,21 @@ def _package_file(name: str) -> Path:
     return Path(str(resources.files(__package__) / "classifier_data" / name))
 
 
+def _package_yaml(name: str) -> Any:
+    return parse_yaml(_package_file(name).read_text(encoding="utf-8"), f"psychoalign/models/classifier_data/{name}")
+
+
 def _project(data: Path) -> Iterator[Example]:
     """The project-written requests and responses (package data, classifier_data/project_*.yaml;
     written for this project, see their headers). A request topic is one group."""
     del data  # package data, not shared data
-    loaded = yaml.safe_load(_package_file("project_requests.yaml").read_text(encoding="utf-8"))
+    loaded = _package_yaml("project_requests.yaml")
     for name, ok in (("benign", True), ("lookalike", True), ("harmful", False)):
         for topic, items in loaded[name].items():
             for text in items:
                 yield Example(str(text), "request", ok, f"project-{name}", f"project:{name}:{topic}")
     # Responses are distinct texts (no paraphrases of one another): one group each.
-    loaded = yaml.safe_load(_package_file("project_responses.yaml").read_text(encoding="utf-8"))
+    loaded = _package_yaml("project_responses.yaml")
     for name, ok in (("acceptable", True), ("unacceptable", False)):
         for topic, items in loaded[name].items():
             for i, text in enumerate(items):

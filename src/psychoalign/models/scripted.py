@@ -10,9 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
-
 from ..errors import ConfigError, ModelError
+from ..yamlio import parse_yaml
 from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
@@ -66,9 +65,10 @@ class ScriptedBackend(Backend):
 
     def _load(self, path: Path) -> list[Reply]:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read script file {path}: {exc}") from exc
+        data = parse_yaml(text, str(path), error=ConfigError)
         if isinstance(data, list):
             return data
         if isinstance(data, dict) and "rules" in data:

@@ -6,7 +6,7 @@ import functools
 from importlib import resources
 from typing import Any
 
-import yaml
+from ..yamlio import parse_yaml
 
 __all__ = ["load_prompt", "load_prompt_yaml"]
 
@@ -19,7 +19,8 @@ def load_prompt(name: str) -> str:
 
 @functools.cache
 def _load_yaml(name: str) -> Any:
-    return yaml.safe_load((resources.files(__package__) / f"{name}.yaml").read_text(encoding="utf-8"))
+    text = (resources.files(__package__) / f"{name}.yaml").read_text(encoding="utf-8")
+    return parse_yaml(text, f"psychoalign/prompts/{name}.yaml")
 
 
 def load_prompt_yaml(name: str) -> Any:

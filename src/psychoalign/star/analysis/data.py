@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ...errors import InputError
+from ...yamlio import parse_yaml
 
 __all__ = [
     "FORMATS",
@@ -676,11 +676,10 @@ def _split_list(v: Any) -> Any:
 def load_mapping(path: Path) -> dict[str, Any]:
     """A YAML mapping file as a dict (validated when combined with the flags)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    data = parse_yaml(text, str(path), error=InputError)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping like 'item_col: id'", hint="see docs/star-analysis.md")
     return data

@@ -1,0 +1,148 @@
+"""One strict YAML loader: duplicate keys and tags are refused everywhere YAML is read."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from psychoalign.config import load_settings
+from psychoalign.errors import ConfigError, InputError, PsychoAlignError
+from psychoalign.experiments.boundary_corpus import load_corpus
+from psychoalign.experiments.defense_accuracy import load_items
+from psychoalign.experiments.spec import spec_from_text
+from psychoalign.frameworks import load_framework
+from psychoalign.models import ModelSpec, build_model
+from psychoalign.star import load_parameters, load_policy
+from psychoalign.star.analysis.data import load_mapping
+from psychoalign.yamlio import parse_yaml
+
+from .test_cli import cli
+
+# Two `universal:` blocks: safe_load kept only the second, silently dropping rule U1.
+DUPLICATE_FRAMEWORK = """\
+name: dup
+version: '1.0'
+description: two universal blocks
+universal:
+  - id: U1
+    text: Never help with weapons of mass harm.
+universal:
+  - id: U2
+    text: Never help with self-harm.
+"""
+
+
+def _one_line(message: str) -> str:
+    assert "\n" not in message and "Traceback" not in message, message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "key", "first"),
+    [
+        ("tau: 0.6\nk: 3\ntau: 0.1\n", 3, 1, "'tau'", 1),
+        ("negotiation:\n  tau: 0.6\n  tau: 0.1\n", 3, 3, "'tau'", 2),
+        ("rules:\n  - id: a\n    text: x\n    id: b\n", 4, 5, "'id'", 2),
+        ("{a: 1, b: 2, a: 3}\n", 1, 14, "'a'", 1),
+        ("1: one\n1.0: also one\n", 2, 1, "1.0", 1),  # equal keys once loaded
+    ],
+)
+def test_duplicate_keys_are_refused_naming_file_line_column_and_key(
+    text: str, line: int, column: int, key: str, first: int
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "cfg.yaml")
+    message = _one_line(str(info.value))
+    assert message.startswith(f"cfg.yaml:{line}:{column}: duplicate key {key} (first at line {first})"), message
+    assert "remove or merge" in message
+
+
+def test_plain_yaml_and_merge_keys_keep_their_meaning() -> None:
+    data = parse_yaml("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  x: 3\nlist: [1, 2]\n", "f.yaml")
+    assert data == {"base": {"x": 1, "y": 2}, "use": {"x": 3, "y": 2}, "list": [1, 2]}
+    assert parse_yaml("", "empty.yaml") is None
+
+
+def test_tags_are_refused_not_constructed() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("x: !!python/object/apply:os.system ['true']\n", "evil.yaml")
+    message = _one_line(str(info.value))
+    assert message.startswith("evil.yaml:1:4: invalid YAML") and "remove the tag" in message
+
+
+def test_syntax_errors_are_one_line_with_line_and_column() -> None:
+    with pytest.raises(InputError) as info:
+        parse_yaml("a: [1, 2\nb: 3\n", "bad.yaml", error=InputError)
+    assert re.match(r"bad\.yaml:\d+:\d+: invalid YAML: ", _one_line(str(info.value)))
+
+
+def test_every_shipped_yaml_file_loads_strictly() -> None:
+    root = Path(str(resources.files("psychoalign")))
+    files = sorted([*root.rglob("*.yaml"), *root.rglob("*.yml")])
+    assert len(files) >= 30  # frameworks, prompts, data, corpora, STAR builtins, classifier data
+    for path in files:
+        assert parse_yaml(path.read_text(encoding="utf-8"), str(path)) is not None, path
+
+
+def test_a_framework_with_two_universal_blocks_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATE_FRAMEWORK)
+    with pytest.raises(PsychoAlignError) as info:
+        load_framework(path)
+    assert _one_line(str(info.value)).startswith(f"{path}:7:1: duplicate key 'universal' (first at line 4)")
+    out = cli("frameworks", "validate", str(path))
+    assert out.returncode != 0
+    assert f"{path}:7:1: duplicate key 'universal'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_config_file_duplicates_are_refused_yaml_and_toml(tmp_path: Path) -> None:
+    yml = tmp_path / "p.yaml"
+    yml.write_text("negotiation:\n  tau: 0.6\nroles:\n  drive: {backend: scripted}\nnegotiation:\n  tau: 0.1\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(yml, environ={})
+    assert _one_line(str(info.value)).startswith(f"{yml}:5:1: duplicate key 'negotiation' (first at line 1)")
+    # tomllib refuses a key defined twice; the error stays one line naming the file and line.
+    toml = tmp_path / "p.toml"
+    toml.write_text("[negotiation]\ntau = 0.6\ntau = 0.1\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(toml, environ={})
+    message = _one_line(str(info.value))
+    assert message.startswith(f"{toml}: invalid TOML: ") and "line 3" in message
+    out = cli("config", "show", "--config", str(toml))
+    assert out.returncode == 2 and "invalid TOML" in out.stderr and "Traceback" not in out.stderr
+    assert len([ln for ln in out.stderr.splitlines() if ln.strip()]) == 1, out.stderr
+
+
+def test_each_reader_refuses_duplicates(tmp_path: Path) -> None:
+    """Experiment specs, STAR policies and parameter spaces, scripted replies, item sets,
+    corpora and rating mappings: all go through the strict loader."""
+    dup = "name: x\nname: y\n"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(dup)
+    script = tmp_path / "script.yaml"
+    script.write_text("rules:\n  - {match: a, reply: b}\nrules: []\n")
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text("item_col: id\nitem_col: item\n")
+    items = tmp_path / "items.yaml"
+    items.write_text("items:\n  - id: a\n    id: b\n")
+    corpus = tmp_path / "corpus.yaml"
+    corpus.write_text("name: c\nitems: []\nname: d\n")
+    readers = [
+        (lambda: spec_from_text(dup, str(spec)), f"{spec}:2:1: duplicate key 'name'"),
+        (lambda: load_policy(spec), f"{spec}:2:1: duplicate key 'name'"),
+        (lambda: load_parameters(spec), f"{spec}:2:1: duplicate key 'name'"),
+        (
+            lambda: build_model(ModelSpec(backend="scripted", script=str(script))),
+            f"{script}:3:1: duplicate key 'rules'",
+        ),
+        (lambda: load_mapping(mapping), f"{mapping}:2:1: duplicate key 'item_col'"),
+        (lambda: load_items(items), f"{items}:3:5: duplicate key 'id'"),
+        (lambda: load_corpus(corpus), f"{corpus}:3:1: duplicate key 'name'"),
+    ]
+    for read, expected in readers:
+        with pytest.raises(PsychoAlignError) as info:
+            read()
+        assert _one_line(str(info.value)).startswith(expected), (expected, str(info.value))
