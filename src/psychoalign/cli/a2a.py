@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,11 @@ from pydantic import SecretStr
 from rich.table import Table
 
 from ..agents import DriveAgent, EvaluatorAgent, MediatorAgent
-from ..config import DEFAULT_DEPLOYMENT
+from ..config import DEFAULT_DEPLOYMENT, ENV_PREFIX, RESERVED_ENV, Settings
 from ..errors import ConfigError, InputError
 from ..frameworks import load_framework
 from ..models import build_model
+from ..models.spec import DEFAULT_KEY_ENV
 from ..negotiation.bus import InProcessTransport
 from .common import ConfigOpt, err_console, out_console, settings_from
 
@@ -236,25 +238,21 @@ def up(
     """Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback.
 
     Tokens come from a2a.tokens, and any missing one is generated for this run. Each role process
-    gets only its own token; the system agent (the MEDIATOR's runtime) gets the three role tokens
-    and the client token. Ctrl-C stops everything.
+    gets only its own token and only its own model endpoint's API key; the system agent (the
+    MEDIATOR's runtime) gets the three role tokens and the client token, and no model key.
+    Ctrl-C stops everything.
     """
     settings = settings_from(config)
     settings.check_deployments()
     load_framework(framework)  # before four processes start
     configured = settings.a2a.plain_tokens()
     tokens = {name: configured.get(name) or secrets.token_urlsafe(24) for name in (*ROLES, "user")}
-    # No child inherits a token from this environment or reads one from the config file: each
-    # gets a private copy of the effective settings holding exactly its own tokens.
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("PSYCHOALIGN_A2A__TOKENS__")}
-    env.pop("PSYCHOALIGN_CONFIG", None)
     workdir = Path(tempfile.mkdtemp(prefix="psychoalign-up-"))
 
-    def child_config(name: str, token_names: tuple[str, ...]) -> list[str]:
-        data = _plain(settings.model_dump(exclude={"source"}))
-        data["a2a"]["tokens"] = {n: tokens[n] for n in token_names}
+    def child_config(name: str) -> list[str]:
         path = workdir / f"{name}.yaml"
         path.touch(mode=0o600)
+        data = child_settings(settings, name, tokens)
         path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         return ["--config", str(path)]
 
@@ -289,12 +287,12 @@ def up(
                 role,
                 "--port",
                 str(ports[role]),
-                *child_config(role, (role,)),
+                *child_config(role),
             ]
-            procs[role] = subprocess.Popen(cmd, env=env)
+            procs[role] = subprocess.Popen(cmd, env=child_env(settings, os.environ, role))
         for role in ROLES:
             _wait_for_card(urls[role], procs[role], startup_timeout)
-        system_env = dict(env)
+        system_env = child_env(settings, os.environ, "system")
         for role in ROLES:
             system_env[f"PSYCHOALIGN_A2A__URLS__{role.upper()}"] = urls[role]
         cmd = [
@@ -306,7 +304,7 @@ def up(
             str(ports["system"]),
             "-f",
             framework,
-            *child_config("system", (*ROLES, "user")),
+            *child_config("system"),
         ]
         procs["system"] = subprocess.Popen(cmd, env=system_env)
         _wait_for_card(urls["system"], procs["system"], startup_timeout)
@@ -328,6 +326,76 @@ def up(
     finally:
         stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+#: The process switches a child of ``up`` keeps; every other ``PSYCHOALIGN_`` variable is a
+#: setting, already in the child's config file (tokens and inline keys included, filtered).
+CHILD_SWITCHES = RESERVED_ENV - {ENV_PREFIX + "CONFIG"}
+
+
+def key_env_names(settings: Settings) -> set[str]:
+    """Every environment variable that can hold a model API key for ``settings``: each
+    ``api_key_env`` named in ``[defaults]``, ``[roles.*]`` or a deployment's role overrides, and
+    the providers' usual ones (``OPENAI_API_KEY`` …)."""
+    names = set(DEFAULT_KEY_ENV.values())
+    tables = [settings.defaults, *settings.roles.values()]
+    tables += [table for profile in settings.deployments.values() for table in profile.roles.values()]
+    names.update(t["api_key_env"] for t in tables if isinstance(t.get("api_key_env"), str) and t["api_key_env"])
+    return names
+
+
+def _needed_key_env(settings: Settings, name: str) -> str | None:
+    """The one key variable the process ``name`` reads: a role's own endpoint key (none for the
+    system agent, whose agents are all remote, nor for keyless backends or an inline key)."""
+    if name not in ROLES:
+        return None
+    spec = settings.model_spec(name)
+    if spec.backend not in DEFAULT_KEY_ENV or spec.api_key is not None:
+        return None
+    return spec.key_env_name()
+
+
+def child_env(settings: Settings, environ: Mapping[str, str], name: str) -> dict[str, str]:
+    """The environment of ``up``'s child ``name`` (a role or ``system``): the parent's, without
+    any ``PSYCHOALIGN_`` setting (tokens included: the child's config file holds exactly its own)
+    and without any model API key but the one its own role's endpoint uses. Stripped: every
+    variable :func:`key_env_names` lists and anything named ``*_API_KEY``."""
+    keep = _needed_key_env(settings, name)
+    keys = key_env_names(settings)
+    env: dict[str, str] = {}
+    for var, value in environ.items():
+        upper = var.upper()
+        if upper.startswith(ENV_PREFIX) and upper not in CHILD_SWITCHES:
+            continue
+        if var != keep and (var in keys or upper.endswith("_API_KEY") or upper == "API_KEY"):
+            continue
+        env[var] = value
+    return env
+
+
+def _without_key(table: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in table.items() if k != "api_key"}
+
+
+def child_settings(settings: Settings, name: str, tokens: Mapping[str, str]) -> dict[str, Any]:
+    """The config file of ``up``'s child ``name``: the effective settings, holding only what that
+    process uses. A role gets its own token and its own resolved model spec (no other role's
+    table, no inline key of another role, no store URL or metrics token); the system agent gets
+    the three role tokens and the client token, and no inline model key (its agents are remote)."""
+    data: dict[str, Any] = _plain(settings.model_dump(exclude={"source"}))
+    for profile in data["deployments"].values():
+        profile["roles"] = {role: _without_key(table) for role, table in profile["roles"].items()}
+    if name in ROLES:
+        data["a2a"]["tokens"] = {name: tokens[name]}
+        data["defaults"] = {}
+        data["roles"] = {name: _plain(settings.model_spec(name).model_dump(exclude_unset=True))}
+        data["store_url"] = None
+        data["serve"]["metrics_token"] = None
+    else:
+        data["a2a"]["tokens"] = {n: tokens[n] for n in (*ROLES, "user")}
+        data["defaults"] = _without_key(data["defaults"])
+        data["roles"] = {role: _without_key(table) for role, table in data["roles"].items()}
+    return data
 
 
 def _plain(value: Any) -> Any:
