@@ -19,7 +19,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import (
@@ -52,7 +52,7 @@ from ..storage import create_engine_for, ensure_schema
 from .instructions import Instruction
 from .matching import annotation_requirement, eligible
 from .model import Likert, Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
-from .policy import Policy
+from .policy import Matching, Policy
 
 __all__ = [
     "CAMPAIGN_STATUSES",
@@ -74,6 +74,8 @@ CLAIM_PAGE = 200
 TAKE_CHUNK = 50
 #: Dialogues read per round of export queries.
 EXPORT_BATCH = 500
+#: Every expertise a policy rule's matching can require: a participant who declared one is an expert.
+EXPERTISE = frozenset(get_args(Matching)) - {"none", "demographic"}
 
 metadata = MetaData()
 participants = Table(
@@ -1735,14 +1737,30 @@ def _export_row(
         row[f"annotator{i}_in_group"] = p.in_group(group) if p and group else None
         row[f"annotator{i}_simulated"] = p.simulated if p else None
         row[f"annotator{i}_required"] = json.loads(a["slot"]).get("annotator") if a["slot"] else None
+        row[f"annotator{i}_expert"] = _is_expert(p)
+        row[f"annotator{i}_matched_expertise"] = _expert_slot(a["slot"])
     row["arbitration_needed"] = len(anns) == 2 and arbitration_needed(anns[0]["rating"], anns[1]["rating"])
     row["arbitrator_id"] = arb["participant_id"] if arb else None
     row["arbitrator_rating"] = arb["rating"] if arb else None
     row["arbitrator_reasoning"] = arb["reasoning"] if arb else None
     arbitrator = people.get(arb["participant_id"]) if arb else None
     row["arbitrator_in_group"] = arbitrator.in_group(group) if arbitrator and group else None
+    row["arbitrator_expert"] = _is_expert(arbitrator)
+    row["arbitrator_matched_expertise"] = _expert_slot(arb["slot"]) if arb else None
     row["target_failures"] = failures
     return row
+
+
+def _is_expert(person: Participant | None) -> bool | None:
+    """The rater is an expert: they declared an expertise a policy rule can be matched on (medical,
+    fact-checking, legal, financial). None for a rater the store does not know."""
+    return bool(EXPERTISE & set(person.expertise)) if person is not None else None
+
+
+def _expert_slot(slot: str | None) -> str | None:
+    """The expertise this rating's task required (the rater was matched as an expert on it), or None."""
+    requirement = json.loads(slot) if slot else {}
+    return str(requirement["expertise"]) if requirement.get("matching") == "expertise" else None
 
 
 async def _turns(conn: AsyncConnection, dialogue_id: str) -> list[Turn]:

@@ -593,6 +593,10 @@ def _star(path: Path, name: str, **_: Any) -> RatingData:
                 simulated = _as_bool(row.get(f"{slot}_simulated"))
                 if simulated is not None:
                     raters.setdefault(rater, {})["simulated"] = simulated
+            if rater is not None:  # lab exports: the rater declared an expertise rules are matched on
+                expert = _as_bool(row.get(f"{slot}_expert"))
+                if expert is not None:
+                    raters.setdefault(rater, {})["expert"] = "expert" if expert else "crowd"
             ratings.append(
                 _rating(
                     item_id,
@@ -604,6 +608,7 @@ def _star(path: Path, name: str, **_: Any) -> RatingData:
             )
     rater_frame = pd.DataFrame.from_dict(raters, orient="index")
     rater_frame.index.name = "rater_id"
+    marked = "expert" in rater_frame.columns
     out = RatingData(
         name,
         "star",
@@ -617,7 +622,10 @@ def _star(path: Path, name: str, **_: Any) -> RatingData:
         counts=counts,
         family="star",
         item_attributes=list(STAR_ITEM_ATTRIBUTES),
+        expert=("expert", "expert") if marked else None,
     )
+    if marked:
+        out.notes.append("Experts: raters the export marks annotator*_expert / arbitrator_expert (declared expertise).")
     return _finish(out, ratings, items)
 
 
