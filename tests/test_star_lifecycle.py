@@ -155,8 +155,9 @@ async def test_a_store_from_before_statuses_gains_the_column_and_loses_nothing(s
     await store.create_campaign("c", generate_instructions(POLICY, SPACE, 2, seed=1, rules=RULE), quota={"red_team": 1})
     await store.update_campaign_settings("c", relax_red_team=True)
     held = await store.claim("a", TaskKind.RED_TEAM)
-    async with store.engine.begin() as conn:  # an older store: star_campaigns without the column
+    async with store.engine.begin() as conn:  # an older store: star_campaigns without the columns
         await conn.exec_driver_sql("ALTER TABLE star_campaigns DROP COLUMN status")
+        await conn.exec_driver_sql("ALTER TABLE star_campaigns DROP COLUMN members_only")
     url = store.engine.url.render_as_string(hide_password=False)
     kwargs: dict[str, Any] = {}
     if store.engine.dialect.name == "postgresql":
@@ -165,6 +166,7 @@ async def test_a_store_from_before_statuses_gains_the_column_and_loses_nothing(s
     again = StarStore(url, POLICY, **kwargs)
     try:
         assert await again.campaign_status("c") == "open"
+        assert await again.members_only("c") is False  # still open to every participant
         settings = await again.campaign_settings("c")
         assert settings.quota == {"red_team": 1} and settings.relax_red_team is True
         assert [t.id for t in await again.claimed_tasks("a")] == [held.id]
@@ -205,3 +207,62 @@ async def test_a_campaign_stored_before_settings_existed_can_be_paused(tmp_path:
         assert len(conn.execute(select(tasks.c.id)).all()) == 2
         assert conn.execute(select(dialogues.c.id)).all() == []
     engine.dispose()
+
+
+async def test_a_members_only_campaign_is_taken_by_its_members_alone(store: StarStore) -> None:
+    await store.add_participants(people("m", "n", "x"))
+    await store.create_campaign("club", generate_instructions(POLICY, SPACE, 3, seed=1, rules=RULE), members_only=True)
+    await store.create_campaign("all", generate_instructions(POLICY, SPACE, 1, seed=2, rules=RULE))
+    assert await store.members_only("club") is True and await store.members_only("all") is False
+    assert await store.add_members("club", ["m", "n"]) == 2
+    assert await store.add_members("club", ["m"]) == 0  # again: a no-op
+    with pytest.raises(InputError, match="unknown participants"):
+        await store.add_members("club", ["m", "ghost"])
+    assert await store.members("club") == ["m", "n"]
+    # the non-member gets the open campaign's task though the club's are older, then nothing
+    assert (await store.claim("x", TaskKind.RED_TEAM)).campaign == "all"
+    with pytest.raises(ClaimError, match="not a member of this campaign"):
+        await store.claim("x", TaskKind.RED_TEAM)
+    held = await store.claim("m", TaskKind.RED_TEAM)
+    assert held.campaign == "club"
+    # removing a member releases what they hold of the campaign; their claims stop
+    assert await store.remove_member("club", "m") == [held.id]
+    assert await store.claimed_tasks("m") == []
+    with pytest.raises(ClaimError):
+        await store.claim("m", TaskKind.RED_TEAM)
+    assert (await store.shortfall("club")) == []  # n, still a member, may take the three
+    # without an eligible member the shortfall and a batch assignment say so
+    await store.remove_member("club", "n")
+    short = await store.shortfall("club")
+    assert [(s["reason"], s["open_tasks"]) for s in short] == [
+        ("no eligible participant is a member of the campaign", 3)
+    ]
+    batch = await store.assign_all(TaskKind.RED_TEAM, participant_ids=["n", "x"])
+    assert batch["assigned"] == 0
+    assert batch["shortfall"][0]["reason"] == "no eligible participant is a member of the campaign"
+    # opened to everyone: the non-member takes it
+    await store.set_members_only("club", False)
+    assert (await store.claim("x", TaskKind.RED_TEAM)).campaign == "club"
+    with pytest.raises(InputError):
+        await store.set_members_only("nowhere", True)
+
+
+async def test_a_removal_between_the_queue_read_and_the_take_rolls_the_claim_back(
+    store: StarStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.add_participants(people("a"))
+    await store.create_campaign("club", generate_instructions(POLICY, SPACE, 1, seed=1, rules=RULE), members_only=True)
+    await store.add_members("club", ["a"])
+    original = store._at_quota
+    removed: list[str] = []
+
+    async def remove_meanwhile(*args: Any) -> set[str]:
+        if not removed:
+            removed.append("a")
+            await store.remove_member("club", "a")
+        return await original(*args)
+
+    monkeypatch.setattr(store, "_at_quota", remove_meanwhile)
+    with pytest.raises(ClaimError, match="not a member"):
+        await store.claim("a", TaskKind.RED_TEAM)
+    assert removed == ["a"] and (await store.task_counts("club"))["red_team"] == {"open": 1}

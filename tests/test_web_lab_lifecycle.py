@@ -140,3 +140,59 @@ async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]
     assert (await bob.post("/tasks/claim", {"kind": "annotate"})).headers["location"] == "/tasks?msg=no_task"
     for b in (lead, ann, bob, cat):
         await b.aclose()
+
+
+async def test_members_only_campaign_through_the_pages(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    accounts = {name: await add_person(star, name, roles=ROLES) for name in ("ann", "bob")}
+    ann_pid, bob_pid = (accounts[n].participant_id or "" for n in ("ann", "bob"))
+    lead = await browser(app, "lead")
+    ann, bob = await browser(app, "ann"), await browser(app, "bob")
+    await lead.get("/lead/campaigns/new")
+    r = await lead.post(
+        "/lead/campaigns",
+        {
+            "name": "club",
+            "instructions": "2",
+            "target_kind": "model",
+            "rules": ["sexually-explicit"],
+            "members_only": "on",
+        },
+    )
+    assert r.status_code == 303
+    page = await lead.get("/lead/campaigns/club")
+    assert 'id="open-to-all"' in page.text and f'value="{ann_pid}"' in page.text  # ann offered for adding
+    assert "is a member of the campaign" in page.text  # the shortfall says why nobody takes it
+    assert (await ann.post("/tasks/claim", {"kind": "red_team"})).headers["location"] == "/tasks?msg=no_task"
+
+    # lead only, CSRF required
+    await bob.get("/tasks")
+    assert (await bob.post("/lead/campaigns/club/members", {"participant_ids": [bob_pid]})).status_code == 403
+    r = await lead.client.post("/lead/campaigns/club/members", data={"participant_ids": [bob_pid]})
+    assert r.status_code == 403
+    assert await star.store.members("club") == []
+    await lead.get("/lead/campaigns/club")
+    assert (await lead.post("/lead/campaigns/club/members", {"participant_ids": ["p-nobody"]})).status_code == 400
+
+    await lead.get("/lead/campaigns/club")
+    page = await lead.follow(await lead.post("/lead/campaigns/club/members", {"participant_ids": [ann_pid]}))
+    assert 'id="member-list"' in page.text and f"<code>{ann_pid}</code>" in page.text
+    r = await ann.post("/tasks/claim", {"kind": "red_team"})
+    assert "/tasks/" in r.headers["location"] and "msg" not in r.headers["location"]
+    held = r.headers["location"].rsplit("/", 1)[-1]
+    assert (await bob.post("/tasks/claim", {"kind": "red_team"})).headers["location"] == "/tasks?msg=no_task"
+
+    # removing ann releases her task; opening the campaign to all lets bob in
+    await lead.get("/lead/campaigns/club")
+    r = await lead.post(f"/lead/campaigns/club/members/{ann_pid}/remove")
+    assert r.status_code == 303 and await star.store.members("club") == []
+    assert await star.store.claimed_tasks(ann_pid) == []
+    assert (await ann.get(f"/tasks/{held}")).status_code == 404
+    await lead.get("/lead/campaigns/club")
+    page = await lead.follow(await lead.post("/lead/campaigns/club/access", {"members_only": "off"}))
+    assert 'id="members-only"' in page.text
+    r = await bob.post("/tasks/claim", {"kind": "red_team"})
+    assert "/tasks/" in r.headers["location"] and "msg" not in r.headers["location"]
+    for b in (lead, ann, bob):
+        await b.aclose()

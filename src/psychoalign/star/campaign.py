@@ -287,6 +287,7 @@ async def run_campaign(
     await store.add_participants([p for p in personas if p.id not in known])
     if not await store.has_campaign(config.name):
         await store.create_campaign(config.name, items, outgroup_annotator_share=config.outgroup_annotator_share)
+    await store.add_members(config.name, [p.id for p in personas])  # counts if a lead made it members-only
     status = await store.campaign_status(config.name)
     if status != "open":  # personas do not work on a paused or closed campaign, not even their held tasks
         raise InputError(

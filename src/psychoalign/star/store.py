@@ -37,9 +37,11 @@ from sqlalchemy import (
     and_,
     bindparam,
     exists,
+    false,
     func,
     insert,
     inspect,
+    or_,
     select,
     tuple_,
     update,
@@ -123,7 +125,18 @@ campaign_rows = Table(  # per-campaign settings the store applies (the plan itse
     Column("created_at", DateTime(timezone=True), nullable=False),
     # open / paused / closed (CAMPAIGN_STATUSES); added to older stores by init(), existing campaigns open
     Column("status", String(16), nullable=False, server_default="open"),
+    # only the campaign's members (star_members) take its tasks; added to older stores by init(), off
+    Column("members_only", Boolean, nullable=False, server_default=false()),
 )
+members = Table(  # who belongs to a members-only campaign (a lead adds them)
+    "star_members",
+    metadata,
+    Column("campaign", String(64), nullable=False),
+    Column("participant_id", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("campaign", "participant_id"),
+)
+Index("ix_star_members_participant", members.c.participant_id)
 target_failures = Table(  # a target that failed to answer: recorded as a failure, never as a turn
     "star_target_failures",
     metadata,
@@ -341,14 +354,30 @@ _UNSEEN = ~exists().where(
 )
 #: The task's campaign takes claims: no row (a campaign stored before statuses existed) or status open.
 _CAMPAIGN_OPEN = ~exists().where(and_(campaign_rows.c.name == tasks.c.campaign, campaign_rows.c.status != "open"))
+_IS_MEMBER = exists().where(
+    and_(members.c.campaign == campaign_rows.c.name, members.c.participant_id == bindparam("pid"))
+)
+#: ... and this person (``pid``) may take it: open, and members-only campaigns only for their members.
+_MAY_CLAIM = ~exists().where(
+    and_(
+        campaign_rows.c.name == tasks.c.campaign,
+        or_(campaign_rows.c.status != "open", and_(campaign_rows.c.members_only, ~_IS_MEMBER)),
+    )
+)
 #: A campaign's status, share-locked on PostgreSQL: a lead's pause or close (an update of the row)
 #: waits for claims and submissions in flight, and they wait for it.
 _STATUS_SHARED = (
     select(campaign_rows.c.status).where(campaign_rows.c.name == bindparam("campaign")).with_for_update(read=True)
 )
+#: The same for a claim: status, members-only, and whether the claimer is a member.
+_CLAIMABLE_SHARED = (
+    select(campaign_rows.c.status, campaign_rows.c.members_only, _IS_MEMBER.label("member"))
+    .where(campaign_rows.c.name == bindparam("campaign"))
+    .with_for_update(read=True, of=campaign_rows)
+)
 _QUEUE = (
     select(tasks.c.id, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.created_at, tasks.c.campaign)
-    .where(and_(tasks.c.kind == bindparam("kind"), tasks.c.status == "open", _UNSEEN, _CAMPAIGN_OPEN))
+    .where(and_(tasks.c.kind == bindparam("kind"), tasks.c.status == "open", _UNSEEN, _MAY_CLAIM))
     .order_by(tasks.c.created_at, tasks.c.id)
     .limit(CLAIM_PAGE)
 )
@@ -439,11 +468,13 @@ class StarStore:
         *,
         outgroup_annotator_share: float = 0.0,
         quota: dict[str, int] | None = None,
+        members_only: bool = False,
     ) -> int:
         """Store the plan and one red-teaming task per instruction; group-targeting instructions
         require an in-group or an out-group attacker, 50/50 within ±1 per cell, group and campaign.
         ``outgroup_annotator_share`` and the per-person ``quota`` (see :class:`CampaignSettings`) are
-        stored with the campaign."""
+        stored with the campaign; ``members_only`` campaigns are taken only by the participants
+        added with :meth:`add_members`."""
         settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
         await self.init()
         by_cell: dict[str, list[Instruction]] = {}
@@ -506,7 +537,9 @@ class StarStore:
             ).first()
             if existing is None:
                 await conn.execute(
-                    insert(campaign_rows).values(name=campaign, settings=settings.model_dump_json(), created_at=now)
+                    insert(campaign_rows).values(
+                        name=campaign, settings=settings.model_dump_json(), created_at=now, members_only=members_only
+                    )
                 )
             if instruction_rows:
                 await conn.execute(insert(instructions), instruction_rows)
@@ -615,6 +648,102 @@ class StarStore:
                 continue  # submitted or released meanwhile
             released.append((str(task_id), str(pid)))
         return released
+
+    # -- membership ------------------------------------------------------------------------------
+    async def members_only(self, campaign: str) -> bool:
+        """Whether only the campaign's members take its tasks (False for a campaign without a row)."""
+        await self.init()
+        async with self._read() as conn:
+            query = select(campaign_rows.c.members_only).where(campaign_rows.c.name == campaign)
+            return bool((await conn.execute(query)).scalar_one_or_none())
+
+    async def set_members_only(self, campaign: str, on: bool) -> None:
+        """Restrict the campaign to its members (``on``) or open it to every participant."""
+        await self.init()
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(campaign_rows).where(campaign_rows.c.name == campaign).values(members_only=on)
+            )
+        if result.rowcount != 1:
+            raise InputError(f"no campaign '{campaign}' with stored settings in this store")
+
+    async def members(self, campaign: str) -> list[str]:
+        """The participant ids added to the campaign, sorted."""
+        await self.init()
+        async with self._read() as conn:
+            query = select(members.c.participant_id).where(members.c.campaign == campaign)
+            return sorted(str(r[0]) for r in (await conn.execute(query)).all())
+
+    async def add_members(self, campaign: str, participant_ids: Collection[str]) -> int:
+        """Add participants to the campaign (known participants only; adding a member again is a
+        no-op). Returns how many were new."""
+        await self.init()
+        wanted = set(participant_ids)
+        if not wanted:
+            return 0
+        async with self.engine.begin() as conn:
+            known = {
+                str(r[0])
+                for r in (await conn.execute(select(participants.c.id).where(participants.c.id.in_(wanted)))).all()
+            }
+            if wanted - known:
+                raise InputError(f"unknown participants {sorted(wanted - known)[:5]}; nobody was added")
+            have = {
+                str(r[0])
+                for r in (
+                    await conn.execute(
+                        select(members.c.participant_id).where(
+                            and_(members.c.campaign == campaign, members.c.participant_id.in_(wanted))
+                        )
+                    )
+                ).all()
+            }
+            new = sorted(wanted - have)
+            if new:
+                now = self._now()
+                await conn.execute(
+                    insert(members), [{"campaign": campaign, "participant_id": p, "created_at": now} for p in new]
+                )
+        return len(new)
+
+    async def remove_member(self, campaign: str, participant_id: str) -> list[str]:
+        """Take a participant out of the campaign: no new claims of it (if it is members-only), and
+        the tasks of it they hold are released as on a skip. Their submitted work stays. Returns
+        the released task ids."""
+        await self.init()
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                members.delete().where(and_(members.c.campaign == campaign, members.c.participant_id == participant_id))
+            )
+        released = []
+        for task in await self.claimed_tasks(participant_id):
+            if task.campaign == campaign:
+                try:
+                    await self.release(task.id, participant_id)
+                except InputError:
+                    continue
+                released.append(task.id)
+        return released
+
+    async def _member_scope(self, campaigns: Collection[str]) -> dict[str, set[str]]:
+        """The members of each members-only campaign among ``campaigns`` (others are absent)."""
+        async with self._read() as conn:
+            scoped = [
+                str(r[0])
+                for r in (
+                    await conn.execute(
+                        select(campaign_rows.c.name).where(
+                            and_(campaign_rows.c.name.in_(list(campaigns)), campaign_rows.c.members_only)
+                        )
+                    )
+                ).all()
+            ]
+            out: dict[str, set[str]] = {c: set() for c in scoped}
+            if scoped:
+                query = select(members.c.campaign, members.c.participant_id).where(members.c.campaign.in_(scoped))
+                for c, pid in (await conn.execute(query)).all():
+                    out[str(c)].add(str(pid))
+        return out
 
     async def _refuse_if_closed(self, conn: AsyncConnection, campaign: str) -> str:
         """The campaign's status under a share lock; raises :class:`CampaignClosedError` if closed."""
@@ -838,9 +967,12 @@ class StarStore:
                 row = (await conn.execute(stmt, params)).mappings().first()
                 if row is None:
                     return None
-                # paused or closed meanwhile (the queue read saw it open): roll the claim back
-                status = (await conn.execute(_STATUS_SHARED, {"campaign": row["campaign"]})).scalar_one_or_none()
-                if status not in (None, "open"):
+                # paused, closed or this person removed from its members meanwhile (the queue
+                # read saw it open to them): roll the claim back
+                state = (
+                    await conn.execute(_CLAIMABLE_SHARED, {"campaign": row["campaign"], "pid": participant_id})
+                ).first()
+                if state is not None and (state.status != "open" or (state.members_only and not state.member)):
                     raise _CampaignNotOpenError(row["campaign"])
                 if row["dialogue_id"] is not None:
                     await conn.execute(
@@ -876,7 +1008,11 @@ class StarStore:
                     await conn.execute(select(declines.c.instruction_id).where(declines.c.participant_id == person.id))
                 ).all()
             }
+        scope = await self._member_scope({r[3] for r in rows})
         for requirement, dialogue_id, instruction_id, task_campaign in rows:
+            if task_campaign in scope and person.id not in scope[task_campaign]:
+                reasons["not a member of this campaign"] += 1
+                continue
             if task_campaign in at_quota:
                 reasons["reached this campaign's per-person quota"] += 1
                 continue
@@ -929,7 +1065,12 @@ class StarStore:
             people = [p for p in people if p.id in wanted]
         async with self.engine.connect() as conn:
             query = select(
-                tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement, tasks.c.created_at, tasks.c.instruction_id
+                tasks.c.id,
+                tasks.c.dialogue_id,
+                tasks.c.requirement,
+                tasks.c.created_at,
+                tasks.c.instruction_id,
+                tasks.c.campaign,
             ).where(and_(tasks.c.kind == kind.value, tasks.c.status == "open", _CAMPAIGN_OPEN))
             if campaign:
                 query = query.where(tasks.c.campaign == campaign)
@@ -947,7 +1088,8 @@ class StarStore:
         load: Counter[str] = Counter(r[0] for r in load_rows if r[0])
         eligible_by_req: dict[str, list[str]] = {}
         relaxed_by_req: dict[str, list[str]] = {}
-        for _, _, req_json, _, _ in open_tasks:
+        scope = await self._member_scope({t[5] for t in open_tasks})  # members-only campaigns: their members
+        for _, _, req_json, _, _, _ in open_tasks:
             if req_json not in eligible_by_req:
                 requirement = json.loads(req_json)
                 checks = [(p.id, eligible(p, kind, requirement)) for p in people]
@@ -961,18 +1103,23 @@ class StarStore:
         ordered = sorted(open_tasks, key=lambda t: len(eligible_by_req[t[2]]))
         assignments: list[tuple[str, str, str | None, str | None]] = []
         shortfall: Counter[tuple[str, str]] = Counter()
-        for task_id, dialogue_id, req_json, _, instruction_id in ordered:
+        for task_id, dialogue_id, req_json, _, instruction_id, task_campaign in ordered:
             if limit is not None and len(assignments) >= limit:
                 break
             note = None
+            allowed = scope.get(task_campaign)
 
             def free(
-                pids: list[str], dialogue: str | None = dialogue_id, instruction: str | None = instruction_id
+                pids: list[str],
+                dialogue: str | None = dialogue_id,
+                instruction: str | None = instruction_id,
+                allowed: set[str] | None = allowed,
             ) -> list[str]:
                 return [
                     pid
                     for pid in pids
-                    if (dialogue is None or (dialogue, pid) not in seen)
+                    if (allowed is None or pid in allowed)
+                    and (dialogue is None or (dialogue, pid) not in seen)
                     and (dialogue is not None or (instruction or "", pid) not in declined)
                     and (max_per_participant is None or load[pid] < max_per_participant)
                 ]
@@ -984,6 +1131,8 @@ class StarStore:
             if not pool:
                 if not eligible_by_req[req_json]:
                     reason = "no eligible participant"
+                elif allowed is not None and not allowed & set(eligible_by_req[req_json]):
+                    reason = "no eligible participant is a member of the campaign"
                 elif dialogue_id is not None and all((dialogue_id, p) in seen for p in eligible_by_req[req_json]):
                     reason = "every eligible participant has already seen the dialogue"
                 elif dialogue_id is None and all((instruction_id, p) in declined for p in eligible_by_req[req_json]):
@@ -1553,6 +1702,7 @@ class StarStore:
                 load.update({(str(c), str(k), str(p)): int(n) for c, k, p, n in load_rows})
         seen: set[tuple[str, str]] = {(d, p) for d, p in seen_rows}
         declined: set[tuple[str, str]] = {(i, p) for i, p in declined_rows}
+        scope = await self._member_scope({r.campaign for r in rows})  # members-only campaigns: their members
         able: dict[tuple[str, str], list[str]] = {}
         need: Counter[tuple[str, str, str]] = Counter()
         per_dialogue: Counter[tuple[str, str, str]] = Counter()  # open tasks per (kind, requirement, dialogue)
@@ -1564,10 +1714,16 @@ class StarStore:
                 able[key] = [p.id for p in people if eligible(p, TaskKind(kind), requirement)[0]]
             cap = quotas.get(task_campaign, {}).get(kind)
             pool = able[key]
+            member_ids = scope.get(task_campaign)
+            if member_ids is not None:
+                pool = [pid for pid in pool if pid in member_ids]
+            members_able = bool(pool)
             if cap is not None:
                 pool = [pid for pid in pool if load[(task_campaign, kind, pid)] < cap]
             if not able[key]:
                 need[(kind, req_json, "no eligible participant")] += 1
+            elif not members_able:
+                need[(kind, req_json, "no eligible participant is a member of the campaign")] += 1
             elif not pool:
                 need[(kind, req_json, "every eligible participant reached the campaign's per-person quota")] += 1
             elif dialogue_id is not None:
@@ -1815,6 +1971,10 @@ def _add_missing_columns(sync_conn: Any) -> None:
         c["name"] for c in inspect(sync_conn).get_columns("star_campaigns")
     }:  # every campaign stored so far is open; nothing else changes
         sync_conn.exec_driver_sql("ALTER TABLE star_campaigns ADD COLUMN status VARCHAR(16) DEFAULT 'open' NOT NULL")
+    if inspect(sync_conn).has_table("star_campaigns") and "members_only" not in {
+        c["name"] for c in inspect(sync_conn).get_columns("star_campaigns")
+    }:  # every campaign stored so far stays open to every participant
+        sync_conn.exec_driver_sql("ALTER TABLE star_campaigns ADD COLUMN members_only BOOLEAN DEFAULT FALSE NOT NULL")
 
 
 def _arbitration_requirement(annotation_requirement_json: str) -> str:

@@ -37,6 +37,8 @@ FLASH = {
     "activated": "The account is active again.",
     "campaign_paused": "The campaign is paused: nobody takes a new task of it; held tasks may still be finished.",
     "campaign_resumed": "The campaign is open again.",
+    "members_added": "Added to the campaign.",
+    "member_removed": "Removed from the campaign; the tasks of it they held went back to the pool.",
     "campaign_closed": "The campaign is closed: its held tasks were released and nothing more is submitted to it.",
 }
 

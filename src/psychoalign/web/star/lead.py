@@ -139,6 +139,7 @@ async def campaign_create(
     quota_red_team: str = Form(""),
     quota_annotate: str = Form(""),
     quota_arbitrate: str = Form(""),
+    members_only: str = Form(""),
     policy_file: UploadFile | None = None,
     parameters_file: UploadFile | None = None,
     account: Account = Depends(require_lead),
@@ -181,7 +182,13 @@ async def campaign_create(
             raise InputError(f"a campaign named '{settings.name}' exists", hint="choose another name")
         await lab.lab.save_campaign(settings)
         store = await lab.store_for(settings.name)
-        await store.create_campaign(settings.name, items, outgroup_annotator_share=outgroup_share, quota=quota)
+        await store.create_campaign(
+            settings.name,
+            items,
+            outgroup_annotator_share=outgroup_share,
+            quota=quota,
+            members_only=members_only == "on",
+        )
     except (PsychoAlignError, ValueError) as exc:
         from ...star.policy import load_policy
 
@@ -249,6 +256,8 @@ def shortfall_reason(kind: str, requirement: dict[str, Any], store_reason: str =
             f"too few eligible {who}s who have not seen the dialogue: each of its tasks needs another person "
             f"({_eligible_as(kind, requirement)}): invite more"
         )
+    if "member" in store_reason:
+        return f"no eligible {who} is a member of the campaign ({_eligible_as(kind, requirement)}): add members"
     if "quota" in store_reason:
         return f"every eligible {who} reached the campaign's per-person quota: invite more"
     if "skipped" in store_reason:
@@ -352,6 +361,9 @@ async def campaign_page(
             "relaxed": settings.relax_red_team,
             "quota": settings.quota,
             "status": await store.campaign_status(name),
+            "members_only": await store.members_only(name),
+            "members": await store.members(name),
+            "accounts": accounts,
             "failures": await store.recent_target_failures(name),
             "counts": progress["counts"],
             "report": report,
@@ -830,3 +842,57 @@ async def campaign_status(
     for task_id, pid in released:
         await lab.lab.stop(task_id, pid)
     return RedirectResponse(f"/lead/campaigns/{name}?msg={flash}", status_code=303)
+
+
+@router.post("/campaigns/{name}/access")
+async def campaign_access(
+    name: str,
+    members_only: str = Form("off"),
+    account: Account = Depends(require_lead),
+    lab: StarLab = Depends(get_lab),
+) -> Response:
+    """Lead: only the campaign's members take its tasks (``on``), or every participant (``off``)."""
+    if await lab.lab.campaign(name) is None:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    store = await lab.store_for(name)
+    await store.set_members_only(name, members_only == "on")
+    return RedirectResponse(f"/lead/campaigns/{name}?msg=saved#members", status_code=303)
+
+
+@router.post("/campaigns/{name}/members")
+async def campaign_members_add(
+    request: Request,
+    name: str,
+    account: Account = Depends(require_lead),
+    lab: StarLab = Depends(get_lab),
+) -> Response:
+    """Lead: add participants (by pseudonym, from the form's checkboxes) to the campaign."""
+    if await lab.lab.campaign(name) is None:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    form = await request.form()
+    wanted = [str(p) for p in form.getlist("participant_ids")]
+    if not wanted:
+        raise HTTPException(status_code=400, detail="tick the participants to add")
+    store = await lab.store_for(name)
+    try:
+        await store.add_members(name, wanted)
+    except InputError as exc:
+        raise HTTPException(status_code=400, detail=exc.message) from None
+    return RedirectResponse(f"/lead/campaigns/{name}?msg=members_added#members", status_code=303)
+
+
+@router.post("/campaigns/{name}/members/{participant_id}/remove")
+async def campaign_member_remove(
+    name: str,
+    participant_id: str,
+    account: Account = Depends(require_lead),
+    lab: StarLab = Depends(get_lab),
+) -> Response:
+    """Lead: take a participant out of the campaign; the tasks of it they hold go back to the pool
+    (their clocks stop; their submitted work stays)."""
+    if await lab.lab.campaign(name) is None:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    store = await lab.store_for(name)
+    for task_id in await store.remove_member(name, participant_id):
+        await lab.lab.stop(task_id, participant_id)
+    return RedirectResponse(f"/lead/campaigns/{name}?msg=member_removed#members", status_code=303)

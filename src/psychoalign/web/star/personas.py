@@ -64,6 +64,7 @@ async def fill_with_personas(lab: StarLab, campaign: str, *, max_tasks: int = 50
     people = [persona_for(campaign, req, copy) for req in wanted.values() for copy in range(3)]
     known = {p.id for p in await store.list_participants()}
     await store.add_participants([p for p in people if p.id not in known])
+    await store.add_members(campaign, [p.id for p in people])  # a members-only campaign takes them too
     model = build_model(lab.settings.model_spec("annotator"), cache_dir=lab.settings.cache_dir())
     done: Counter[str] = Counter()
     try:
