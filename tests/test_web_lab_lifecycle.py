@@ -94,6 +94,7 @@ async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]
 
     page = await lead.follow(await lead.post("/lead/campaigns/life/status", {"action": "pause"}))
     assert 'id="campaign-status">paused<' in page.text and 'id="resume-campaign"' in page.text
+    assert 'id="not-open"' in page.text and 'id="mix-personas"' not in page.text
     assert "The campaign is paused" in page.text
     home = await lead.get("/lead")
     assert '<td class="campaign-status">paused</td>' in home.text

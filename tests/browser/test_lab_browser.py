@@ -160,6 +160,20 @@ def test_star_lab_end_to_end(chromium: Any, live_lab: Lab) -> None:
     assert not any("alice" in json.dumps(r) or "bob" in json.dumps(r) for r in rows)  # pseudonyms only
     page.goto("/lead")
     lead.shot("11-lead-home")
+    # the lifecycle forms: pause, resume, then close, which the browser does not submit before the
+    # confirmation box is ticked (no request at all: the status stays open)
+    page.goto("/lead/campaigns/pilot")
+    page.click("#pause-campaign")
+    page.wait_for_selector("#campaign-status:has-text('paused')")
+    page.click("#resume-campaign")
+    page.wait_for_selector("#campaign-status:has-text('open')")
+    page.click("#close-campaign")
+    assert page.inner_text("#campaign-status") == "open" and "/lead/campaigns/pilot" in page.url
+    page.check("#close-confirm")
+    page.click("#close-campaign")
+    page.wait_for_selector("#campaign-status:has-text('closed')")
+    assert "The campaign is closed" in page.inner_text("main") and page.locator("#mix-personas").count() == 0
+    lead.shot("12-campaign-closed")
     assert dialogs == []
     for person in (lead, a, b, c, d):
         person.close()
