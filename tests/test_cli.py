@@ -55,7 +55,7 @@ def test_bad_input_gives_one_clean_line() -> None:
         (("chat", "--backend", "openai", "hi"), "OPENAI_API_KEY"),
         (("chat", "--backend", "scripted", ""), "prompt is empty"),
         (("chat", "--config", "missing.toml", "hi"), "cannot read config file"),
-        (("chat", "-b", "openai", "--base-url", "http://127.0.0.1:9/v1", "hi"), "cannot reach"),
+        (("chat", "-b", "openai", "--base-url", "http://127.0.0.1:9/v1", "hi"), "connection refused"),
     ]
     for args, message in cases:
         out = cli(*args, env={"PSYCHOALIGN_DEFAULTS__MAX_RETRIES": "0"})

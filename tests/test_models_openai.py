@@ -120,9 +120,10 @@ async def test_auth_error_is_not_retried() -> None:
 async def test_unreachable_endpoint_fails_clearly() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     model = build_model(spec_for(url, max_retries=1))  # type: ignore[arg-type]
-    with pytest.raises(EndpointError, match="cannot reach"):
+    with pytest.raises(EndpointError, match="connection refused by the model endpoint") as info:
         await model.chat("hi")
     await model.aclose()
+    assert url not in str(info.value) and info.value.detail and url in info.value.detail
 
 
 async def test_timeout_per_call() -> None:
@@ -249,7 +250,7 @@ async def test_proxy_from_environment_and_no_proxy(monkeypatch: pytest.MonkeyPat
         assert result.text == "via proxy" and len(proxy.requests) == 1
         monkeypatch.setenv("NO_PROXY", "model.invalid")
         model = build_model(spec_for("http://model.invalid", max_retries=0))  # type: ignore[arg-type]
-        with pytest.raises(EndpointError, match="cannot reach"):
+        with pytest.raises(EndpointError, match="cannot resolve the model endpoint's host name"):
             await model.chat("hi")  # not proxied: the name does not resolve
         await model.aclose()
     assert len(proxy.requests) == 1

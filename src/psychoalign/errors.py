@@ -2,9 +2,18 @@
 
 The CLI prints ``message`` (and ``hint``) on one line and exits non-zero; tracebacks
 only appear with ``--debug``.
+
+``message`` names the failure class only ("model endpoint returned HTTP 500", "timed out after
+120 s", "connection refused"). What a provider or peer said back (its error body: internal host
+names, request ids, echoes of the prompt, sometimes key prefixes) goes in ``detail``, passed
+through :func:`redact` (bearer tokens and key-shaped strings removed, one line, bounded). It is
+never part of ``str(exc)``: it reaches the trace's internal ``error_detail`` and is shown only
+with ``--show-internal`` or ``--debug``.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "BackendUnavailableError",
@@ -16,7 +25,41 @@ __all__ = [
     "PsychoAlignError",
     "SchemaValidationError",
     "TransientBackendError",
+    "public_message",
+    "redact",
 ]
+
+#: Longest internal detail kept (characters, after redaction).
+DETAIL_CHARS = 500
+_REDACTED = "[redacted]"
+_SECRETS = [
+    # Authorization: Bearer <token> / Basic <credentials>
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 " + _REDACTED),
+    # OpenAI / Anthropic style keys (sk-..., sk-proj-..., sk-ant-...), Google API keys, GitHub/HF tokens
+    (re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_-]{4,}"), r"\1-" + _REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{10,}"), _REDACTED),
+    (re.compile(r"\b(gh[pousr]|hf|xox[abp])_[A-Za-z0-9_-]{8,}"), r"\1_" + _REDACTED),
+    # key=value / "key": "value" for credential-looking names
+    (
+        re.compile(
+            r"(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|authorization)"
+            r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}&]+"
+        ),
+        r"\1" + _REDACTED,
+    ),
+]
+
+
+def redact(text: str | None, limit: int = DETAIL_CHARS) -> str:
+    """``text`` on one line with anything that looks like a credential replaced by
+    ``[redacted]``, then cut to ``limit`` characters (redaction first, so no cut can expose part
+    of a key the pattern would have matched whole)."""
+    if not text:
+        return ""
+    out = " ".join(str(text).split())
+    for pattern, replacement in _SECRETS:
+        out = pattern.sub(replacement, out)
+    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 class PsychoAlignError(Exception):
@@ -24,10 +67,14 @@ class PsychoAlignError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        #: Internal: what the provider or peer said (redacted, bounded); never in ``str(self)``.
+        self.detail = redact(detail) or None
+        #: The agent role whose call failed, set by the message bus (``drive``, ``evaluator`` …).
+        self.agent: str | None = None
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
@@ -64,8 +111,10 @@ class ModelTimeoutError(ModelError):
 class SchemaValidationError(ModelError):
     """The model's reply did not satisfy the requested JSON Schema after bounded retries."""
 
-    def __init__(self, message: str, *, hint: str | None = None, last_reply: str = "") -> None:
-        super().__init__(message, hint=hint)
+    def __init__(
+        self, message: str, *, hint: str | None = None, last_reply: str = "", detail: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint, detail=detail)
         self.last_reply = last_reply
 
 
@@ -76,6 +125,17 @@ class TransientBackendError(Exception):
     exhaustion into :class:`EndpointError`.
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.detail = redact(detail) or None
+
+
+def public_message(exc: BaseException) -> str:
+    """What a user may be told about ``exc``: our own message for a PsychoAlign error (prefixed
+    with the agent role whose call failed), otherwise only the exception's class (a bug's text can
+    carry anything)."""
+    if isinstance(exc, PsychoAlignError):
+        text = str(exc)
+        return f"{exc.agent}: {text}" if exc.agent and not text.startswith(f"{exc.agent}:") else text
+    return f"internal error ({type(exc).__name__})"

@@ -110,4 +110,6 @@ def decode_reply(kind: str, data: Any, host: str) -> AgentReply[Any]:
         reply: AgentReply[Any] = _REPLY_TYPES[kind].model_validate(body)
         return reply
     except (ValidationError, ValueError, KeyError, TypeError) as exc:
-        raise EndpointError(f"agent at {host} sent an invalid '{kind}' reply: {str(exc).splitlines()[0]}") from None
+        raise EndpointError(
+            f"agent sent an invalid '{kind}' reply", detail=f"{host}: {str(exc).splitlines()[0]}"
+        ) from None

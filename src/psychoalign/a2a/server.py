@@ -45,7 +45,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
-from ..errors import ConfigError
+from ..errors import ConfigError, public_message
 from ..negotiation.bus import AgentTransport
 from .codec import decode_task, encode_reply, is_packed
 
@@ -265,8 +265,11 @@ class RoleExecutor(AgentExecutor):
         try:
             reply = await self.transport.deliver(self.role, ptask)
         except Exception as exc:  # the model failed: the caller must fail closed
-            _log.warning("%s task failed: %s", self.role, exc)
-            await updater.failed(updater.new_agent_message([Part(text=f"{self.role} failed: {exc}")]))
+            # The caller gets the failure class; what the provider said (redacted) stays in this
+            # service's log, never on the wire.
+            detail = getattr(exc, "detail", None)
+            _log.warning("%s task failed: %s%s", self.role, public_message(exc), f" ({detail})" if detail else "")
+            await updater.failed(updater.new_agent_message([Part(text=f"{self.role} failed: {public_message(exc)}")]))
             return
         await updater.add_artifact(
             parts=[new_data_part(encode_reply(reply, packed=packed))], name=f"{self.role}-{ptask.kind}", last_chunk=True

@@ -12,7 +12,7 @@ from a2a.helpers import get_data_parts, get_message_text, new_data_message
 from a2a.types import Role, SendMessageConfiguration, SendMessageRequest, TaskState
 
 from ..agents.messages import AgentReply, AgentRole
-from ..errors import EndpointError
+from ..errors import EndpointError, redact
 from .codec import Task, decode_reply, encode_task
 
 __all__ = ["A2ATransport"]
@@ -28,6 +28,19 @@ def _is_unreachable(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status behind an A2A client error (an httpx status error in its chain), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.HTTPStatusError):
+            return seen.response.status_code
+        status = getattr(seen, "status_code", None)
+        if isinstance(status, int):
+            return status
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class A2ATransport:
@@ -88,13 +101,22 @@ class A2ATransport:
             except EndpointError:
                 raise
             except Exception as exc:
+                # Users get the failure class; the URL and the peer's words are internal detail.
                 if not _is_unreachable(exc):  # a protocol error: fail closed at once
-                    raise EndpointError(f"{recipient} agent at {url}: {type(exc).__name__}: {exc}") from None
+                    status = _http_status(exc)
+                    raise EndpointError(
+                        f"{recipient} agent returned HTTP {status}"
+                        if status
+                        else f"{recipient} agent: A2A protocol error ({type(exc).__name__})",
+                        hint=f"check a2a.tokens.{recipient}" if status in (401, 403) else None,
+                        detail=f"{url}: {type(exc).__name__}: {exc}",
+                    ) from None
                 self._clients.pop(recipient, None)
                 if attempt == self.retries:
                     raise EndpointError(
-                        f"{recipient} agent at {url} is unreachable ({type(exc).__name__})",
+                        f"{recipient} agent is unreachable ({type(exc).__name__})",
                         hint="is the agent running? see `psychoalign agent serve`",
+                        detail=f"{url}: {type(exc).__name__}: {exc}",
                     ) from None
                 await asyncio.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
@@ -111,16 +133,21 @@ class A2ATransport:
             if resp.HasField("task"):
                 final = resp.task
         if final is None:
-            raise EndpointError(f"{recipient} agent at {url} returned no task")
+            raise EndpointError(f"{recipient} agent returned no task", detail=url)
         state = final.status.state
         if state != TaskState.TASK_STATE_COMPLETED:
+            # The service's own message is the failure class of its model call (a2a/server.py), at
+            # most a line: bounded here too, in case the peer is not ours.
             why = get_message_text(final.status.message) if final.status.HasField("message") else ""
-            raise EndpointError(f"{recipient} agent at {url} ended the task {TaskState.Name(state)}: {why}")
+            raise EndpointError(
+                f"{recipient} agent ended the task {TaskState.Name(state)}: {redact(why, 300)}",
+                detail=f"{url}: {why}",
+            )
         for artifact in final.artifacts:
             data = get_data_parts(list(artifact.parts))
             if data:
                 return decode_reply(task.kind, data[0], host=url)
-        raise EndpointError(f"{recipient} agent at {url} completed without a reply artifact")
+        raise EndpointError(f"{recipient} agent completed without a reply artifact", detail=url)
 
     async def aclose(self) -> None:
         for client in self._clients.values():

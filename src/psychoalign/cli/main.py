@@ -191,6 +191,8 @@ def run() -> None:
         app()
     except PsychoAlignError as exc:
         if debug:
+            if exc.detail:  # internal (redacted): what the endpoint or peer said
+                err_console.print(Text.assemble(("detail: ", "bold"), normalise_text(exc.detail)), soft_wrap=True)
             raise
         hint = f" — {exc.hint}" if exc.hint else ""
         _error_line(exc.message + hint)

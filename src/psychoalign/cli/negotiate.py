@@ -98,7 +98,11 @@ def negotiate(
         show_trace(traces[0], show_internal, json_out)
     failed = [t for t in traces if t.status is TraceStatus.FAILED]
     if failed and not samples:
-        raise PsychoAlignError(f"negotiation failed: {failed[0].error} (trace {failed[0].id})")
+        # The endpoint's own words are internal: printed with --debug (main.run) or shown above
+        # with --show-internal, never by default.
+        raise PsychoAlignError(
+            f"negotiation failed: {failed[0].error} (trace {failed[0].id})", detail=failed[0].error_detail
+        )
 
 
 def show_trace(trace: Trace, show_internal: bool, json_out: bool) -> None:
@@ -122,6 +126,9 @@ def _hide_internal(data: dict[str, Any]) -> None:
     def gate(g: dict[str, Any] | None) -> None:
         if g and g.get("evidence"):
             g["evidence"] = [HIDDEN]
+
+    if data.get("error_detail"):  # what an endpoint said back: internal
+        data["error_detail"] = HIDDEN
 
     for rd in data.get("rounds", []):
         for p in rd.get("proposals", []):
@@ -232,6 +239,8 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
     f = trace.final
     if trace.status is TraceStatus.FAILED:
         out_console.print(Text.assemble(("FAILED: ", "bold red"), trace.error or ""))
+        if show_internal and trace.error_detail:
+            out_console.print(Text.assemble(("Detail (internal): ", "bold"), trace.error_detail))
     if f is not None:
         facts = Text.assemble(
             ("State: ", "bold"),

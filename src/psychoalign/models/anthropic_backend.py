@@ -60,12 +60,16 @@ class AnthropicBackend(Backend):
         try:
             response = await self._client.messages.create(**kwargs)
         except (sdk.APIConnectionError, sdk.RateLimitError, sdk.InternalServerError) as exc:
-            raise TransientBackendError(f"anthropic: {type(exc).__name__}: {exc}") from exc
+            # The provider's text goes to the internal detail only (psychoalign.errors).
+            status = getattr(exc, "status_code", None)
+            what = f"returned HTTP {status}" if status else f"cannot be reached ({type(exc).__name__})"
+            raise TransientBackendError(f"model endpoint {what}", detail=f"anthropic: {exc}") from exc
         except sdk.APIStatusError as exc:
+            detail = f"anthropic: HTTP {exc.status_code}: {exc.message}"
             if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
-                raise TransientBackendError(f"anthropic: HTTP {exc.status_code}") from exc
+                raise TransientBackendError(f"model endpoint returned HTTP {exc.status_code}", detail=detail) from exc
             hint = "check the API key" if exc.status_code in (401, 403) else "check the model name"
-            raise EndpointError(f"anthropic: HTTP {exc.status_code}: {exc.message}", hint=hint) from exc
+            raise EndpointError(f"model endpoint returned HTTP {exc.status_code}", hint=hint, detail=detail) from exc
         text = ""
         for block in response.content:
             if block.type == "tool_use":  # older models answer a schema request with a tool call

@@ -177,21 +177,26 @@ class ChatModel:
             if hit is not None:
                 return hit, True, 0
         last_error = ""
+        last_detail: str | None = None
         for attempt in range(self.spec.max_retries + 1):
             try:
                 async with asyncio.timeout(self.spec.timeout_s):
                     completion = await self.backend.complete(request)
                 return completion, False, attempt + 1
             except TimeoutError:
-                last_error = f"timed out after {self.spec.timeout_s:g}s"
+                last_error = f"timed out after {self.spec.timeout_s:g} s"
                 if attempt == self.spec.max_retries:
                     raise ModelTimeoutError(
                         f"{self.label}: {last_error} on {attempt + 1} attempt(s)",
                         hint="raise timeout_s or use a faster model",
                     ) from None
                 delay = self._backoff(attempt, None)
+            except EndpointError as exc:  # permanent (a 4xx, a reply that is not a completion)
+                if exc.message.startswith(f"{self.label}: "):
+                    raise
+                raise EndpointError(f"{self.label}: {exc.message}", hint=exc.hint, detail=exc.detail) from exc
             except TransientBackendError as exc:
-                last_error = str(exc)
+                last_error, last_detail = str(exc), exc.detail
                 if attempt == self.spec.max_retries:
                     break
                 delay = self._backoff(attempt, exc.retry_after)
@@ -199,6 +204,7 @@ class ChatModel:
         raise EndpointError(
             f"{self.label}: {last_error} (gave up after {self.spec.max_retries + 1} attempts)",
             hint="check that the endpoint is up and reachable, or raise max_retries",
+            detail=last_detail,
         )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:

@@ -71,12 +71,16 @@ class GeminiBackend(Backend):
             )
         except self._errors.APIError as exc:
             code = int(getattr(exc, "code", 0) or 0)
+            detail = f"gemini: HTTP {code}: {exc}"  # the provider's text: internal detail only
             if code in (408, 429) or code >= 500:
-                raise TransientBackendError(f"gemini: HTTP {code}") from exc
+                raise TransientBackendError(f"model endpoint returned HTTP {code}", detail=detail) from exc
             hint = "check the API key" if code in (401, 403) else "check the model name"
-            raise EndpointError(f"gemini: HTTP {code}: {exc}", hint=hint) from exc
+            raise EndpointError(f"model endpoint returned HTTP {code}", hint=hint, detail=detail) from exc
         except (httpx.TransportError, httpx.TimeoutException) as exc:
-            raise TransientBackendError(f"gemini: cannot reach endpoint: {type(exc).__name__}") from exc
+            what = (
+                "timed out" if isinstance(exc, httpx.TimeoutException) else f"cannot be reached ({type(exc).__name__})"
+            )
+            raise TransientBackendError(f"model endpoint {what}", detail=f"gemini: {exc}") from exc
         meta = response.usage_metadata
         return Completion(
             text=response.text or "",

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import math
+import socket
 import ssl
 import time
 from email.utils import parsedate_to_datetime
@@ -26,7 +27,7 @@ __all__ = ["MAX_CONNECTIONS", "OpenAIBackend", "parse_retry_after"]
 _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 #: Open connections per backend (one backend serves every concurrent call of a role or a run).
 MAX_CONNECTIONS = 256
-#: Bytes of an error body kept for the one-line error message.
+#: Bytes of an error body read for the internal detail (never for the user-facing message).
 _ERROR_BODY_BYTES = 4096
 _JSON = {"Content-Type": "application/json"}
 
@@ -62,6 +63,34 @@ def parse_retry_after(headers: Any) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+async def _error_body(response: aiohttp.ClientResponse) -> str:
+    """The start of an error response's body (for the internal detail only)."""
+    try:
+        raw = await response.content.read(_ERROR_BODY_BYTES)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return f"(body unreadable: {type(exc).__name__})"
+    return raw.decode("utf-8", "replace")
+
+
+def connection_failure(exc: BaseException) -> str:
+    """The failure class of a connection-level error, for users: no host, no address, no text
+    from the peer."""
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return "model endpoint timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_error = exc.os_error
+        if isinstance(os_error, ConnectionRefusedError):
+            return "connection refused by the model endpoint"
+        if isinstance(os_error, socket.gaierror):
+            return "cannot resolve the model endpoint's host name"
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+            return "TLS failure connecting to the model endpoint"
+        return "cannot connect to the model endpoint"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the model endpoint closed the connection"
+    return f"connection to the model endpoint failed ({type(exc).__name__})"
 
 
 class OpenAIBackend(Backend):
@@ -141,6 +170,8 @@ class OpenAIBackend(Backend):
         return body
 
     async def complete(self, request: ChatRequest) -> Completion:
+        """One attempt. Errors name the failure class only; the URL and what the endpoint said
+        (redacted, bounded) are the exception's internal ``detail`` (psychoalign.errors)."""
         url = self.url
         data = json.dumps(self.payload(request), ensure_ascii=False).encode()
         try:
@@ -149,21 +180,24 @@ class OpenAIBackend(Backend):
                 url, data=data, headers=_JSON, proxy=proxy, proxy_auth=proxy_auth
             ) as response:
                 status = response.status
-                if status in _RETRYABLE:
-                    raise TransientBackendError(
-                        f"{url} answered HTTP {status}", retry_after=parse_retry_after(response.headers)
-                    )
                 if status >= 400:
-                    raw = await response.content.read(_ERROR_BODY_BYTES)
-                    detail = " ".join(raw.decode("utf-8", "replace").split())[:300]
+                    detail = f"POST {url}: HTTP {status}: {await _error_body(response)}"
+                    if status in _RETRYABLE:
+                        raise TransientBackendError(
+                            f"model endpoint returned HTTP {status}",
+                            retry_after=parse_retry_after(response.headers),
+                            detail=detail,
+                        )
                     hint = "check the API key" if status in (401, 403) else "check model and base_url"
-                    raise EndpointError(f"{url} answered HTTP {status}: {detail}", hint=hint)
+                    raise EndpointError(f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
                 raw = await response.read()
         except aiohttp.InvalidURL as exc:
-            raise EndpointError(f"invalid endpoint URL {url!r}", hint="check base_url") from exc
+            raise EndpointError("invalid model endpoint URL", hint="check base_url", detail=f"{url!r}") from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
             # Connection refused/reset, server disconnected, a read or connect timeout: may pass on retry.
-            raise TransientBackendError(f"cannot reach {url}: {type(exc).__name__}") from exc
+            raise TransientBackendError(
+                connection_failure(exc), detail=f"POST {url}: {type(exc).__name__}: {exc}"
+            ) from exc
         try:
             body = json.loads(raw)
             choice = body["choices"][0]
@@ -173,10 +207,14 @@ class OpenAIBackend(Backend):
             completion_tokens = int(usage.get("completion_tokens") or 0)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise EndpointError(
-                f"{url} sent a reply that is not a chat completion: {type(exc).__name__}: {str(exc)[:120]}"
+                "model endpoint sent a reply that is not a chat completion",
+                detail=f"POST {url}: {type(exc).__name__}: {exc}: {raw[:_ERROR_BODY_BYTES].decode('utf-8', 'replace')}",
             ) from exc
         if not isinstance(text, str):
-            raise EndpointError(f"{url} sent a reply that is not a chat completion: content is not text")
+            raise EndpointError(
+                "model endpoint sent a reply that is not a chat completion: content is not text",
+                detail=f"POST {url}",
+            )
         return Completion(
             text=text,
             usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),

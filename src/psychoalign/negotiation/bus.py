@@ -103,7 +103,11 @@ class MessageBus:
         if task.kind not in allowed:
             raise RouteViolationError(f"route {sender} -> {recipient} ({task.kind}) is not allowed")
         self.log.append((sender, recipient, task.kind, time.time()))
-        reply = await self._transport.deliver(recipient, task)
+        try:
+            reply = await self._transport.deliver(recipient, task)
+        except PsychoAlignError as exc:  # name the agent whose call failed (errors.public_message)
+            exc.agent = exc.agent or recipient
+            raise
         stats = self.stats[recipient]
         stats.calls += 1
         stats.prompt_tokens += reply.usage.prompt_tokens

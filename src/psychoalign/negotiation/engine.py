@@ -30,7 +30,7 @@ from ..agents.messages import (
 )
 from ..agents.schemas import Evaluation, Verdict
 from ..config import Settings, load_settings
-from ..errors import InputError, ModelError, PsychoAlignError
+from ..errors import InputError, ModelError, PsychoAlignError, public_message, redact
 from ..frameworks import Framework, load_framework
 from ..models import ChatModel, build_model
 from ..storage import describe_error
@@ -214,8 +214,10 @@ class Negotiator:
             trace.error = f"negotiation exceeded timeout_s={trace.params.timeout_s:g}"
         elif isinstance(exc, PsychoAlignError):
             # Messages may quote input (a file name from argv can hold lone surrogates): the
-            # trace must stay storable and printable.
-            trace.error = normalise_text(str(exc))
+            # trace must stay storable and printable. ``error`` is the failure class users see;
+            # what a provider said back is internal (``error_detail``, redacted, bounded).
+            trace.error = normalise_text(public_message(exc))
+            trace.error_detail = normalise_text(redact(exc.detail)) or None
         elif isinstance(exc, asyncio.CancelledError):  # its message is ours (e.g. server shutdown), never data
             trace.error = f"cancelled: {exc}" if str(exc) else "cancelled"
         else:  # a bug: name it, without internals that could carry data

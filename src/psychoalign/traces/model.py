@@ -96,7 +96,14 @@ class Trace(BaseModel):
     created_at: datetime = Field(default_factory=_now)
     finished_at: datetime | None = None
     status: TraceStatus = TraceStatus.RUNNING
-    error: str | None = None
+    error: str | None = Field(
+        None, description="Why the negotiation failed: the failure class, safe to show (no provider text)."
+    )
+    error_detail: str | None = Field(
+        None,
+        description="Internal: what the endpoint or peer said (redacted, bounded); shown only with "
+        "--show-internal or --debug, never over /v1 or A2A.",
+    )
     request: str
     context: str = ""
     framework: FrameworkStamp | None = None

@@ -24,6 +24,8 @@ def redacted(trace: Trace, *, show_internal: bool) -> dict[str, Any]:
     data = trace.model_dump(mode="json")
     if show_internal:
         return data
+    if data.get("error_detail"):
+        data["error_detail"] = HIDDEN
     for rnd in data.get("rounds", []):
         for prop in rnd.get("proposals", []):
             prop["text"] = HIDDEN
