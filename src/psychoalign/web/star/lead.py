@@ -322,6 +322,13 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
     return {"campaign": campaign, "counts": counts, "flat": flat}
 
 
+async def _campaign_or_404(lab: StarLab, name: str) -> CampaignSettings:
+    found = await lab.lab.campaign(name)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    return found
+
+
 @router.get("/campaigns/{name}")
 async def campaign_page(
     request: Request,
@@ -438,8 +445,7 @@ async def campaign_export(
     """Lead: one row per dialogue (pseudonymous ids only), as JSONL, CSV or Parquet. JSONL
     streams (a large campaign is never held in memory); CSV and Parquet need every row first
     (the CSV header is the union of the rows' columns; Parquet is columnar)."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     if format not in ("jsonl", "csv", "parquet"):
         raise HTTPException(status_code=400, detail="format must be jsonl, csv or parquet")
     disposition = {"content-disposition": f'attachment; filename="{name}.{format}"'}
@@ -479,8 +485,7 @@ async def campaign_report(
     name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
 ) -> Response:
     """Lead: the STAR analysis report of the campaign, sandboxed (no script can run in it)."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     rows = [row async for row in _export_rows(lab, name)]
     # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
     # report's rater-group analyses; never a name or username
@@ -734,8 +739,7 @@ async def campaign_time_sheet(
     name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
 ) -> Response:
     """Lead: time per task and person, for time-based compensation (an identity view: names are in it)."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     people = {a.participant_id: a for a in await lab.accounts.list_accounts(Role.PARTICIPANT)}
     out = io.StringIO()
     writer = csv.writer(out)
@@ -766,8 +770,7 @@ async def campaign_relax(
 ) -> Response:
     """Lead: let red teamers who do not meet a task's in/out-group requirement take it when nobody
     who does is there (``on``), or not (``off``). Every relaxed task records why."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     store = await lab.store_for(name)
     await store.update_campaign_settings(name, relax_red_team=relax == "on")
     return RedirectResponse(f"/lead/campaigns/{name}?msg=saved", status_code=303)
@@ -778,8 +781,7 @@ async def campaign_release_expired(
     name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
 ) -> Response:
     """Lead: re-queue every claim of the campaign whose lease expired (holder gone quiet)."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     store = await lab.store_for(name)
     await store.expire_leases(name)
     return RedirectResponse(f"/lead/campaigns/{name}?msg=released", status_code=303)
@@ -795,8 +797,7 @@ async def campaign_personas(
     """Lead: let LLM personas (simulated, labelled in all data) fill the annotation shortfall."""
     from .personas import fill_with_personas
 
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     status = await (await lab.store_for(name)).campaign_status(name)
     if status != "open":
         raise HTTPException(status_code=409, detail=f"the campaign is {status}: personas do not run on it")
@@ -822,8 +823,7 @@ async def campaign_status(
     """Lead: pause (no new claims; held tasks may be finished), resume, or close the campaign.
     Closing is final and needs ``confirm=yes`` (the form's checkbox): every task still held is
     released (the participants' clocks stop) and further submissions are refused."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     if action == "close":
         if confirm != "yes":
             raise HTTPException(
@@ -852,8 +852,7 @@ async def campaign_access(
     lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Lead: only the campaign's members take its tasks (``on``), or every participant (``off``)."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     store = await lab.store_for(name)
     await store.set_members_only(name, members_only == "on")
     return RedirectResponse(f"/lead/campaigns/{name}?msg=saved#members", status_code=303)
@@ -867,8 +866,7 @@ async def campaign_members_add(
     lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Lead: add participants (by pseudonym, from the form's checkboxes) to the campaign."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     form = await request.form()
     wanted = [str(p) for p in form.getlist("participant_ids")]
     if not wanted:
@@ -890,8 +888,7 @@ async def campaign_member_remove(
 ) -> Response:
     """Lead: take a participant out of the campaign; the tasks of it they hold go back to the pool
     (their clocks stop; their submitted work stays)."""
-    if await lab.lab.campaign(name) is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+    await _campaign_or_404(lab, name)
     store = await lab.store_for(name)
     for task_id in await store.remove_member(name, participant_id):
         await lab.lab.stop(task_id, participant_id)
