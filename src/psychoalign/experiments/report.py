@@ -190,32 +190,22 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
             entry.update(status="exact", reason="rule parser of the letter; no model judgement")
         elif b.name == "hhh" and isinstance(choice_calib, dict) and choice_calib.get("status") == "measured":
             entry.update(
-                status="measured",
-                agreement=choice_calib["agreement"],
-                kappa=None,
-                n=choice_calib["n"],
-                reference=choice_calib["reference"],
-                reason="the rules read a leading or single named letter exactly; the model reads the rest",
+                _measured(
+                    choice_calib,
+                    kappa=None,
+                    reason="the rules read a leading or single named letter exactly; the model reads the rest",
+                )
             )
         elif isinstance(rating := run.meta.get(RATING_CALIBRATION.get(b.name, "")), dict) and (
             rating.get("status") == "measured"
         ):
             entry.update(
-                status="measured",
-                agreement=rating["agreement"],
-                kappa=None,
-                n=rating["n"],
-                reference=rating["reference"],
-                reason="constructed pairs of known order (no human ratings in the data folder)",
+                _measured(
+                    rating, kappa=None, reason="constructed pairs of known order (no human ratings in the data folder)"
+                )
             )
         elif "refusal" in b.needs and isinstance(calib, dict) and calib.get("status") == "measured":
-            entry.update(
-                status="measured",
-                agreement=calib["agreement"],
-                kappa=calib.get("kappa"),
-                n=calib["n"],
-                reference=calib["reference"],
-            )
+            entry.update(_measured(calib, kappa=calib.get("kappa")))
         else:
             entry.update(status="unknown", reason="no human labels for this judge in the data folder")
         # the embedded (local) backend is always asked for plain text; runs stored before the
@@ -243,12 +233,11 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
             }
             if harm.get("status") == "measured":
                 harm_row.update(
-                    status="measured",
-                    agreement=harm["agreement"],
-                    kappa=harm.get("kappa"),
-                    n=harm["n"],
-                    reference=harm["reference"],
-                    reason=f"sensitivity {harm.get('sensitivity')}, specificity {harm.get('specificity')}",
+                    _measured(
+                        harm,
+                        kappa=harm.get("kappa"),
+                        reason=f"sensitivity {harm.get('sensitivity')}, specificity {harm.get('specificity')}",
+                    )
                 )
             else:
                 harm_row.update(status="unknown", reason=harm.get("reason", "not measured"))
@@ -299,6 +288,21 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         report["table4"] = table4(spec, cells, run.meta)
     report["figure"] = _figure(report)
     return report
+
+
+def _measured(calibration: dict[str, Any], kappa: float | None, reason: str | None = None) -> dict[str, Any]:
+    """A judge row's fields from a measured calibration (``status == "measured"`` in the run's
+    meta): its agreement, n and reference, the kappa given, and the reason when there is one."""
+    fields: dict[str, Any] = {
+        "status": "measured",
+        "agreement": calibration["agreement"],
+        "kappa": kappa,
+        "n": calibration["n"],
+        "reference": calibration["reference"],
+    }
+    if reason is not None:
+        fields["reason"] = reason
+    return fields
 
 
 def _echo_warning(records: list[Any]) -> str | None:
