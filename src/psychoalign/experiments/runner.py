@@ -276,7 +276,8 @@ async def run_experiment(
     claimed: asyncio.Queue[tuple[Cell, int] | None] = asyncio.Queue(maxsize=2 * concurrency)
     workers = min(concurrency, max(1, len(todo)))
 
-    def blank(cell: Cell) -> CellResult:
+    def row(cell: Cell, **done: Any) -> CellResult:
+        """The cell's row: its identity (blank, as claimed), plus ``done``'s fields once it has run."""
         return CellResult(
             run_id=run.id,
             key=cell.key,
@@ -284,6 +285,7 @@ async def run_experiment(
             benchmark=cell.benchmark.name,
             item_id=cell.item.id,
             owner=owner,
+            **done,
         )
 
     # A claim is one transaction (~0.6-0.9 ms of client CPU on SQLite however many cells it holds):
@@ -294,7 +296,7 @@ async def run_experiment(
     async def producer() -> None:
         for start in range(0, len(todo), batch_size):
             batch = todo[start : start + batch_size]
-            got = await store.claim_many(run.id, [blank(c) for c in batch], owner, reclaim=reclaim)
+            got = await store.claim_many(run.id, [row(c) for c in batch], owner, reclaim=reclaim)
             for c in batch:
                 if c.key in got:
                     await claimed.put((c, got[c.key]))
@@ -366,13 +368,8 @@ async def run_experiment(
         except Exception as exc:  # a bug in a system or judge: record it, keep the run going
             _log.exception("cell %s failed unexpectedly", cell.key)
             result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "trace_ids": trace_ids}
-        record = CellResult(
-            run_id=run.id,
-            key=cell.key,
-            system=cell.system.name,
-            benchmark=cell.benchmark.name,
-            item_id=cell.item.id,
-            owner=owner,
+        record = row(
+            cell,
             attempts=attempts,
             cost={**meter.summary(), "system_s": round(system_s, 6)},
             wall_s=system_s,
