@@ -26,6 +26,7 @@ import csv
 import itertools
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,25 +64,33 @@ HUMAN_LABELS = {"1_full_compliance": "compliance", "2_full_refusal": "refusal", 
 FILES = ("xstest/xstest_v2_completions_llama2orig.csv", "xstest/xstest_v2_completions_mistralinstruct.csv")
 
 
-def load_labelled_completions(data_dir: Path) -> list[dict[str, str]]:
-    rows: list[dict[str, str]] = []
+def _completion_rows(data_dir: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """Every row of the XSTest v2 completion files (:data:`FILES`), in order: the file (relative to
+    the data folder), where the row is (``path:line``, for errors) and the row. A missing file is
+    an error naming it."""
     for rel in FILES:
         path = data_dir / rel
         if not path.is_file():
             raise InputError(f"calibration file {path} is missing", hint="check experiments.data_dir")
         with path.open(encoding="utf-8", newline="") as fh:
             for i, row in enumerate(csv.DictReader(fh), start=2):
-                label = HUMAN_LABELS.get((row.get("final_label") or "").strip())
-                if label is None:
-                    raise InputError(f"{path}:{i}: unknown final_label {row.get('final_label')!r}")
-                rows.append(
-                    {
-                        "id": f"{rel}:{row['id']}",
-                        "prompt": row["prompt"],
-                        "completion": row["completion"],
-                        "label": label,
-                    }
-                )
+                yield rel, f"{path}:{i}", row
+
+
+def load_labelled_completions(data_dir: Path) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    for rel, where, row in _completion_rows(data_dir):
+        label = HUMAN_LABELS.get((row.get("final_label") or "").strip())
+        if label is None:
+            raise InputError(f"{where}: unknown final_label {row.get('final_label')!r}")
+        rows.append(
+            {
+                "id": f"{rel}:{row['id']}",
+                "prompt": row["prompt"],
+                "completion": row["completion"],
+                "label": label,
+            }
+        )
     return rows
 
 
@@ -249,24 +258,19 @@ def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
 
     seen = {ex.text.strip() for ex in load_corpus(data_dir) if ex.split in ("train", "val")}
     rows: list[dict[str, Any]] = []
-    for rel in FILES:
-        path = data_dir / rel
-        if not path.is_file():
-            raise InputError(f"calibration file {path} is missing", hint="check experiments.data_dir")
-        with path.open(encoding="utf-8", newline="") as fh:
-            for row in csv.DictReader(fh):
-                if not (row.get("final_label") or "").startswith("1_") or row["completion"].strip() in seen:
-                    continue
-                unsafe = (row.get("type") or "").startswith("contrast")
-                rows.append(
-                    {
-                        "id": f"{rel}:{row['id']}",
-                        "source": f"xstest-{'unsafe' if unsafe else 'safe'}-compliance",
-                        "goal": row["prompt"],
-                        "response": row["completion"],
-                        "harmful": unsafe,
-                    }
-                )
+    for rel, _, row in _completion_rows(data_dir):
+        if not (row.get("final_label") or "").startswith("1_") or row["completion"].strip() in seen:
+            continue
+        unsafe = (row.get("type") or "").startswith("contrast")
+        rows.append(
+            {
+                "id": f"{rel}:{row['id']}",
+                "source": f"xstest-{'unsafe' if unsafe else 'safe'}-compliance",
+                "goal": row["prompt"],
+                "response": row["completion"],
+                "harmful": unsafe,
+            }
+        )
     shots = data_dir / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
     if not shots.is_file():
         raise InputError(f"calibration file {shots} is missing", hint="check experiments.data_dir")
