@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,10 @@ from fastapi import FastAPI
 
 from psychoalign.star.store import StarStore
 from psychoalign.web.accounts import Role
-from psychoalign.web.star import StarLab, install_lab
+from psychoalign.web.star import StarLab
 
 from .test_web_lab import browser, create_campaign, task_id
-from .weblab import Browser, add_person, lab_settings
+from .weblab import Browser, add_person, lab_app, lab_settings
 
 PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 ROLES = ["red_teamer", "annotator", "arbitrator"]
@@ -29,29 +28,21 @@ ROLES = ["red_teamer", "annotator", "arbitrator"]
 async def lab(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
     settings = lab_settings(tmp_path / "home")
     schema = f"wl_{uuid.uuid4().hex[:10]}"
-    holder: dict[str, StarLab] = {}
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await holder["lab"].close()
-
-    app = FastAPI(lifespan=lifespan)
     if request.param == "sqlite":
-        holder["lab"] = install_lab(app, settings)
-        yield app, holder["lab"]
-        await holder["lab"].close()
+        app, star = lab_app(settings)
+        yield app, star
+        await star.close()
         return
     from psychoalign.star import load_policy
 
     admin = StarStore(PG_URL, load_policy())
     async with admin.engine.begin() as conn:
         await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    holder["lab"] = install_lab(app, settings, url=PG_URL, connect_args={"server_settings": {"search_path": schema}})
+    app, star = lab_app(settings, url=PG_URL, connect_args={"server_settings": {"search_path": schema}})
     try:
-        yield app, holder["lab"]
+        yield app, star
     finally:
-        await holder["lab"].close()
+        await star.close()
         async with admin.engine.begin() as conn:
             await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
         await admin.close()

@@ -38,8 +38,9 @@ def lab_settings(home: Path, store_url: str | None = None) -> Settings:
     )
 
 
-def lab_app(settings: Settings, negotiator: Negotiator | None = None) -> tuple[FastAPI, StarLab]:
-    """The lab on its own app (the served app mounts the same thing through create_app)."""
+def lab_app(settings: Settings, negotiator: Negotiator | None = None, **store: Any) -> tuple[FastAPI, StarLab]:
+    """The lab on its own app (the served app mounts the same thing through create_app); ``store``
+    goes to install_lab (``url=`` and engine arguments, for a PostgreSQL store)."""
     from collections.abc import AsyncIterator
     from contextlib import asynccontextmanager
 
@@ -51,7 +52,7 @@ def lab_app(settings: Settings, negotiator: Negotiator | None = None) -> tuple[F
         await holder["lab"].close()
 
     app = FastAPI(lifespan=lifespan)
-    holder["lab"] = install_lab(app, settings, negotiator=negotiator)
+    holder["lab"] = install_lab(app, settings, negotiator=negotiator, **store)
     return app, holder["lab"]
 
 
