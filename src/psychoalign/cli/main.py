@@ -206,11 +206,14 @@ def run() -> None:
         where = f" {exc.filename}" if exc.filename else ""
         _error_line(f"{exc.strerror or type(exc).__name__}:{where} — check the path or address and its permissions")
         sys.exit(1)
-    except Exception as exc:  # a bug: one line, the traceback with --debug
+    except Exception as exc:  # a bug: one line naming its class; the message and traceback with --debug
         if debug:
             raise
-        what = f"{type(exc).__name__}: {str(exc)[:200]}"
-        _error_line(f"internal error ({what}) — run with --debug for the traceback and report it")
+        # Not the message: an unexpected exception's text can hold anything, model output included
+        # (a pydantic error quotes the input it rejected). docs/negotiation.md, "Failure reasons".
+        _error_line(
+            f"internal error ({type(exc).__name__}) — run with --debug for its message and the traceback, and report it"
+        )
         sys.exit(1)
 
 

@@ -502,7 +502,7 @@ async def _ask(
             temperature=temperature,
         )
     except SchemaValidationError as exc:
-        raise AttackerError(f"attacker reply at turn {turn} is malformed: {exc.message}") from None
+        raise AttackerError(f"attacker reply at turn {turn} is malformed: {exc.message}", detail=exc.detail) from None
     return _Move(extract_message(reply.next_message, plain=False), reply.pursues_objective, reply.rationale)
 
 

@@ -43,7 +43,7 @@ async def ask_structured(
     try:
         obj, result = await model.structured(messages, output, schema_name=judge.replace("-", "_"), temperature=0.0)
     except SchemaValidationError as exc:
-        raise JudgeError(f"judge '{judge}' returned junk: {exc.message}") from None
+        raise JudgeError(f"judge '{judge}' returned junk: {exc.message}", detail=exc.detail) from None
     record = JudgeRecord(
         judge=judge, model=model.label, verdict=obj.model_dump(mode="json"), raw=result.text, cached=result.cached
     )

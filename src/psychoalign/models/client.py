@@ -24,7 +24,7 @@ from ..errors import (
 )
 from .base import Backend
 from .cache import ResponseCache, cache_key
-from .schema import extract_json, schema_for, validate_reply
+from .schema import ReplyMismatchError, describe_validation_error, extract_json, schema_for, validate_reply
 from .spec import ModelSpec
 from .types import ChatRequest, ChatResult, Completion, Message, Usage
 
@@ -110,7 +110,7 @@ class ChatModel:
         usage = Usage()
         attempts = 0
         last_text = ""
-        last_problem = ""
+        last_problem: ReplyMismatchError | None = None
         for schema_try in range(self.spec.schema_retries + 1):
             # A deterministic model re-asked the same question answers the same way: vary the seed.
             request = (
@@ -135,19 +135,26 @@ class ChatModel:
                     else validate_reply(completion.text, schema)
                 )
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = "/".join(str(p) for p in first["loc"]) or "(root)"
-                last_problem = f"at {where}: {first['msg']}"
+                last_problem = describe_validation_error(exc, schema)
                 continue
-            except ValueError as exc:
-                last_problem = str(exc).splitlines()[0]
+            except ReplyMismatchError as exc:
+                last_problem = exc
+                continue
+            except ValueError as exc:  # what else a parser raised (an integer over Python's digit limit)
+                last_problem = ReplyMismatchError("not usable JSON", detail=f"{type(exc).__name__}: {exc}")
                 continue
             return await self._finish(request, completion, data, usage, started, attempts, cached)
+        # The message names the schema path and the failure class; the validator's own message
+        # quotes the reply (a DRIVE draft, an EVALUATOR's words) and goes to the internal detail.
+        tries = self.spec.schema_retries + 1
+        where = f" at {last_problem.where}" if last_problem and last_problem.where else ""
+        problem = last_problem.problem if last_problem else "no reply"
         raise SchemaValidationError(
-            f"{self.label}: reply did not match the '{schema_name}' schema after "
-            f"{self.spec.schema_retries + 1} tries ({last_problem})",
+            f"{self.label}: reply did not match the '{schema_name}' schema{where}: {problem}; "
+            f"gave up after {tries} {'try' if tries == 1 else 'tries'}",
             hint="use a stronger model, or raise schema_retries",
             last_reply=last_text,
+            detail=last_problem.detail if last_problem else None,
         )
 
     async def structured(self, messages: Messages, output: type[T], **kwargs: Any) -> tuple[T, ChatResult]:

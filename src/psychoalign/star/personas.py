@@ -85,8 +85,10 @@ class TargetError(PsychoAlignError):
     """The target did not answer (error, timeout, fail-closed negotiation, over-length request).
     A failure of the target, recorded as such and never stored as the target's turn."""
 
-    def __init__(self, message: str, *, retryable: bool = True, trace_id: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, retryable: bool = True, trace_id: str | None = None, detail: str | None = None
+    ) -> None:
+        super().__init__(message, detail=detail)
         self.retryable = retryable
         self.trace_id = trace_id
 
@@ -114,7 +116,7 @@ class ModelTarget:
         try:
             result = await self.model.chat(messages)
         except ModelError as exc:
-            raise TargetError(f"target model failed: {exc.message}") from None
+            raise TargetError(f"target model failed: {exc.message}", detail=exc.detail) from None
         if not result.text.strip():
             raise TargetError("target model returned an empty reply")
         verdict = await self.judge.judge(result.text, request=turns[-1].text)
