@@ -78,28 +78,21 @@ async def test_a_store_failure_gives_a_failed_trace_and_a_clean_message(tmp_path
 
 @pytest.mark.postgres
 async def test_nul_in_a_request_with_postgresql() -> None:
-    from .test_trace_store import PG_URL, _pg_available
+    from .helpers import PG_URL, pg_schema
+    from .test_trace_store import _pg_available
 
     if not _pg_available():
         pytest.fail("PostgreSQL is expected at 127.0.0.1:5432 on this machine kind")
-    import uuid
-
-    schema = f"t_{uuid.uuid4().hex[:10]}"
-    admin = SQLTraceStore(PG_URL)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    store = SQLTraceStore(PG_URL, connect_args={"server_settings": {"search_path": schema}})
-    try:
-        trace = await Negotiator(Settings(), models=World([proposals(("ok", 0.9))]).models(), store=store).negotiate(
-            "a\x00b"
-        )
-        assert trace.status is TraceStatus.COMPLETED, trace.error
-        assert (await store.get(trace.id)) is not None
-    finally:
-        await store.close()
-        async with admin.engine.begin() as conn:
-            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        await admin.close()
+    async with pg_schema("t") as connect_args:
+        store = SQLTraceStore(PG_URL, connect_args=connect_args)
+        try:
+            trace = await Negotiator(
+                Settings(), models=World([proposals(("ok", 0.9))]).models(), store=store
+            ).negotiate("a\x00b")
+            assert trace.status is TraceStatus.COMPLETED, trace.error
+            assert (await store.get(trace.id)) is not None
+        finally:
+            await store.close()
 
 
 def test_invalid_utf8_on_stdin_is_one_line(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from psychoalign.experiments.store import CellResult, InMemoryResultStore, ResultStore, RunRecord, SQLResultStore
 
-PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+from .helpers import PG_URL, pg_schema
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -26,16 +25,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
         await s.close()
         return
-    schema = f"e_{uuid.uuid4().hex[:10]}"
-    admin = SQLResultStore(PG_URL)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    s = SQLResultStore(PG_URL, connect_args={"server_settings": {"search_path": schema}})
-    yield s
-    await s.close()
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    await admin.close()
+    async with pg_schema("e") as connect_args:
+        s = SQLResultStore(PG_URL, connect_args=connect_args)
+        yield s
+        await s.close()
 
 
 def dead_pid() -> int:
@@ -101,16 +94,12 @@ async def test_two_shards_share_one_postgres_store_and_run_each_cell_once(tmp_pa
         asked.append(request.messages[-1].content)
         return "I'm sorry, but I can't help with that."
 
-    schema = f"e_{uuid.uuid4().hex[:10]}"
-    admin = SQLResultStore(PG_URL)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
+    async with pg_schema("e") as connect_args:
         spec = ExperimentSpec.model_validate(
             {"name": "sharded", "systems": ["vanilla", "rlhf"], "benchmarks": ["advbench"], "n": 10}
         )
         settings = Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})
-        stores = [SQLResultStore(PG_URL, connect_args={"server_settings": {"search_path": schema}}) for _ in range(2)]
+        stores = [SQLResultStore(PG_URL, connect_args=connect_args) for _ in range(2)]
         mspec = ModelSpec(backend="scripted", model="chat")
         summaries = await asyncio.gather(
             *(
@@ -133,7 +122,3 @@ async def test_two_shards_share_one_postgres_store_and_run_each_cell_once(tmp_pa
         assert report["status"] == {"done": 20, "failed": 0, "running": 0}
         for s in stores:
             await s.close()
-    finally:
-        async with admin.engine.begin() as conn:
-            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        await admin.close()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,9 +15,10 @@ from psychoalign.star import generate_instructions, load_parameters, load_policy
 from psychoalign.star.model import Participant, PreAnnotation, TaskKind, TaskStatus, Turn
 from psychoalign.star.store import ClaimError, StarStore, tasks
 
+from .helpers import PG_URL, pg_schema
+
 POLICY = load_policy()
 SPACE = load_parameters()
-PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 
 
 class Clock:
@@ -47,18 +46,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) ->
         yield s
         await s.close()
         return
-    schema = f"l_{uuid.uuid4().hex[:10]}"
-    admin = StarStore(PG_URL, POLICY)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    s = StarStore(PG_URL, POLICY, lease_s=60, clock=clock, connect_args={"server_settings": {"search_path": schema}})
-    try:
-        yield s
-    finally:
-        await s.close()
-        async with admin.engine.begin() as conn:
-            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        await admin.close()
+    async with pg_schema("l") as connect_args:
+        s = StarStore(PG_URL, POLICY, lease_s=60, clock=clock, connect_args=connect_args)
+        try:
+            yield s
+        finally:
+            await s.close()
 
 
 def person(pid: str, race: str = "White", gender: str = "Female") -> Participant:

@@ -5,8 +5,6 @@ nothing lost, and a pause landing between a claim's queue read and its take roll
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +17,10 @@ from psychoalign.star import generate_instructions, load_parameters, load_policy
 from psychoalign.star.model import Participant, PreAnnotation, TaskKind, Turn
 from psychoalign.star.store import CampaignClosedError, ClaimError, StarStore, campaign_rows, dialogues, tasks
 
+from .helpers import PG_URL, pg_schema
+
 POLICY = load_policy()
 SPACE = load_parameters()
-PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 RULE = ["sexually-explicit"]  # no group, no expertise: anyone with the role may take every task
 
 
@@ -32,18 +31,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
         await s.close()
         return
-    schema = f"lc_{uuid.uuid4().hex[:10]}"
-    admin = StarStore(PG_URL, POLICY)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    s = StarStore(PG_URL, POLICY, connect_args={"server_settings": {"search_path": schema}})
-    try:
-        yield s
-    finally:
-        await s.close()
-        async with admin.engine.begin() as conn:
-            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        await admin.close()
+    async with pg_schema("lc") as connect_args:
+        s = StarStore(PG_URL, POLICY, connect_args=connect_args)
+        try:
+            yield s
+        finally:
+            await s.close()
 
 
 def people(*ids: str) -> list[Participant]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,9 +16,10 @@ from psychoalign.star import generate_instructions, load_parameters, load_policy
 from psychoalign.star.model import Participant, PreAnnotation, TaskKind, Turn
 from psychoalign.star.store import ClaimError, StarStore, arbitration_needed
 
+from .helpers import PG_URL, pg_schema
+
 POLICY = load_policy()
 SPACE = load_parameters()
-PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 RACES = ["Asian", "Black or African American", "Hispanic or Latino", "White"]
 GENDERS = ["Female", "Male", "Non-binary"]
 
@@ -196,33 +195,29 @@ async def test_turns_survive_a_crash_before_submission(store: StarStore) -> None
 
 @pytest.mark.postgres
 async def test_concurrent_claiming_on_postgres_never_double_assigns() -> None:
-    schema = f"s_{uuid.uuid4().hex[:10]}"
-    admin = StarStore(PG_URL, POLICY)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    store = StarStore(PG_URL, POLICY, connect_args={"server_settings": {"search_path": schema}}, pool_size=20)
-    try:
-        people = [Participant(id=f"w{i}") for i in range(24)]
-        await store.add_participants(people)
-        await store.create_campaign("c", generate_instructions(POLICY, SPACE, 60, seed=4, rules=["sexually-explicit"]))
+    async with pg_schema("s") as connect_args:
+        store = StarStore(PG_URL, POLICY, connect_args=connect_args, pool_size=20)
+        try:
+            people = [Participant(id=f"w{i}") for i in range(24)]
+            await store.add_participants(people)
+            await store.create_campaign(
+                "c", generate_instructions(POLICY, SPACE, 60, seed=4, rules=["sexually-explicit"])
+            )
 
-        async def worker(pid: str) -> list[str]:
-            got = []
-            while True:
-                try:
-                    got.append((await store.claim(pid, TaskKind.RED_TEAM)).id)
-                except ClaimError:
-                    return got
+            async def worker(pid: str) -> list[str]:
+                got = []
+                while True:
+                    try:
+                        got.append((await store.claim(pid, TaskKind.RED_TEAM)).id)
+                    except ClaimError:
+                        return got
 
-        results = await asyncio.gather(*(worker(p.id) for p in people))
-        claimed = [t for r in results for t in r]
-        assert len(claimed) == 60
-        assert len(set(claimed)) == 60  # nobody got a task someone else holds
-    finally:
-        await store.close()
-        async with admin.engine.begin() as conn:
-            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        await admin.close()
+            results = await asyncio.gather(*(worker(p.id) for p in people))
+            claimed = [t for r in results for t in r]
+            assert len(claimed) == 60
+            assert len(set(claimed)) == 60  # nobody got a task someone else holds
+        finally:
+            await store.close()
 
 
 async def test_batch_assignment_respects_matching_and_balances_load(store: StarStore) -> None:

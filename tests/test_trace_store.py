@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +15,8 @@ from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBacken
 from psychoalign.traces import InMemoryTraceStore, SQLTraceStore, TraceStatus, TraceStore
 from psychoalign.traces.store import traces_table
 
+from .helpers import PG_URL, pg_schema
 from .scenario import World, evaluation, proposals
-
-PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 
 
 def _pg_available() -> bool:
@@ -44,16 +41,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         return
     if not _pg_available():
         pytest.fail("PostgreSQL is expected at 127.0.0.1:5432 on this machine kind")
-    schema = f"t_{uuid.uuid4().hex[:10]}"
-    admin = SQLTraceStore(PG_URL)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    s = SQLTraceStore(PG_URL, connect_args={"server_settings": {"search_path": schema}})
-    yield s
-    await s.close()
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    await admin.close()
+    async with pg_schema("t") as connect_args:
+        s = SQLTraceStore(PG_URL, connect_args=connect_args)
+        yield s
+        await s.close()
 
 
 async def test_roundtrip_list_and_prefix(store: TraceStore) -> None:

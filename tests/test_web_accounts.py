@@ -4,8 +4,6 @@ session expiry and revocation, the shared server secret, the lab CLI."""
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +15,8 @@ from typer.testing import CliRunner
 from psychoalign.errors import InputError
 from psychoalign.web.accounts import Role, SQLAccountStore, accounts_table
 
-PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+from .helpers import PG_URL, pg_schema
+
 PW = "a long enough password"
 
 
@@ -28,16 +27,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
         await s.close()
         return
-    schema = f"t_{uuid.uuid4().hex[:10]}"
-    admin = SQLAccountStore(PG_URL)
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    s = SQLAccountStore(PG_URL, connect_args={"server_settings": {"search_path": schema}})
-    yield s
-    await s.close()
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    await admin.close()
+    async with pg_schema("t") as connect_args:
+        s = SQLAccountStore(PG_URL, connect_args=connect_args)
+        yield s
+        await s.close()
 
 
 async def test_password_hashes_are_argon2_and_authenticate(store: SQLAccountStore) -> None:

@@ -5,47 +5,36 @@ page that says why."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
 
-from psychoalign.star.store import StarStore
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 
+from .helpers import PG_URL, pg_schema
 from .test_web_lab import browser, create_campaign, task_id
 from .weblab import Browser, add_person, lab_app, lab_settings
 
-PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 ROLES = ["red_teamer", "annotator", "arbitrator"]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def lab(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
     settings = lab_settings(tmp_path / "home")
-    schema = f"wl_{uuid.uuid4().hex[:10]}"
     if request.param == "sqlite":
         app, star = lab_app(settings)
         yield app, star
         await star.close()
         return
-    from psychoalign.star import load_policy
-
-    admin = StarStore(PG_URL, load_policy())
-    async with admin.engine.begin() as conn:
-        await conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    app, star = lab_app(settings, url=PG_URL, connect_args={"server_settings": {"search_path": schema}})
-    try:
-        yield app, star
-    finally:
-        await star.close()
-        async with admin.engine.begin() as conn:
-            await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        await admin.close()
+    async with pg_schema("wl") as connect_args:
+        app, star = lab_app(settings, url=PG_URL, connect_args=connect_args)
+        try:
+            yield app, star
+        finally:
+            await star.close()
 
 
 async def start_red_teaming(b: Browser) -> str:
