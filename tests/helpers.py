@@ -22,6 +22,15 @@ def fast_spec(**kw: object) -> ModelSpec:
     return ModelSpec.model_validate(base)
 
 
+def json_keys(value: Any) -> list[str]:
+    """Every key of a JSON value, at any depth (in objects inside lists too)."""
+    if isinstance(value, dict):
+        return [k for key, v in value.items() for k in (key, *json_keys(v))]
+    if isinstance(value, list):
+        return [k for v in value for k in json_keys(v)]
+    return []
+
+
 @asynccontextmanager
 async def pg_schema(prefix: str) -> AsyncIterator[dict[str, Any]]:
     """A fresh schema ``<prefix>_<random>`` on :data:`PG_URL` for one test: yields the

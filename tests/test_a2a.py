@@ -24,6 +24,7 @@ from psychoalign.negotiation import Negotiator
 from psychoalign.negotiation.defense import template
 from psychoalign.traces import TraceStatus
 
+from .helpers import json_keys
 from .loopback import ThreadedServer, listening_socket
 from .scenario import World, evaluation, proposals
 from .test_cli import cli
@@ -232,14 +233,6 @@ def test_packed_codec_validates_like_the_structured_one() -> None:
         decode_reply("drive", hostile, host="h")  # utility out of [0, 1]: fails closed
 
 
-def _all_keys(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [k for key, v in value.items() for k in (key, *_all_keys(v))]
-    if isinstance(value, list):
-        return [k for v in value for k in _all_keys(v)]
-    return []
-
-
 def test_data_parts_are_camel_case_and_both_spellings_decode() -> None:
     """A2A JSON is camelCase: every key of a task or reply data part, packed or structured. The
     snake_case spelling of the previous release still decodes (mixed versions interoperate)."""
@@ -259,7 +252,7 @@ def test_data_parts_are_camel_case_and_both_spellings_decode() -> None:
     )
     for packed in (False, True):
         for data in (encode_task(task, packed=packed), encode_reply(reply, packed=packed)):
-            assert all("_" not in key for key in _all_keys(data)), data.keys()
+            assert all("_" not in key for key in json_keys(data)), data.keys()
         assert decode_task(encode_task(task, packed=packed)) == task
         assert decode_reply("evaluate_batch", encode_reply(reply, packed=packed), host="h").output == reply.output
     legacy_task = {"psychoalign": "task", "task_json": task.model_dump_json()}

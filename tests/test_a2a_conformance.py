@@ -42,6 +42,7 @@ from psychoalign.frameworks import load_framework
 from psychoalign.negotiation import Negotiator
 from psychoalign.traces import InMemoryTraceStore, SQLTraceStore
 
+from .helpers import json_keys
 from .loopback import free_port, listening_socket
 from .scenario import World, evaluation, proposals
 
@@ -127,20 +128,12 @@ async def _traces(store: InMemoryTraceStore) -> list[Any]:
     return [t async for t in store.iter_all()]
 
 
-def _keys(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [k for key, v in value.items() for k in (key, *_keys(v))]
-    if isinstance(value, list):
-        return [k for v in value for k in _keys(v)]
-    return []
-
-
 async def test_card_lists_each_transport_with_its_url_scheme_and_cache_control() -> None:
     async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
         resp = await hc.get(f"{agent.url}/.well-known/agent-card.json")
         assert resp.status_code == 200 and "max-age" in resp.headers["cache-control"]
         card = resp.json()
-        assert all("_" not in key for key in _keys(card))  # ProtoJSON: camelCase everywhere
+        assert all("_" not in key for key in json_keys(card))  # ProtoJSON: camelCase everywhere
         interfaces = {i["protocolBinding"]: i for i in card["supportedInterfaces"]}
         assert interfaces["JSONRPC"]["url"] == f"{agent.url}/a2a/jsonrpc"
         assert interfaces["HTTP+JSON"]["url"] == f"{agent.url}/a2a/rest"
