@@ -596,3 +596,29 @@ async def test_a_psychoalign_target_framework_is_checked_at_creation(lab: tuple[
     )
     assert r.status_code == 400 and "unknown framework &#39;genral&#39;" in r.text
     assert await star.lab.campaigns() == []
+
+
+async def test_every_campaign_route_of_the_lead_answers_404_for_an_unknown_campaign(
+    lab: tuple[FastAPI, StarLab],
+) -> None:
+    """A name no campaign has: each lead route says so (404, naming it) and changes nothing."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    pages = ["", "/progress.json", "/export", "/report", "/time.csv"]
+    forms: dict[str, dict[str, object]] = {
+        "/relax": {"relax": "on"},
+        "/release-expired": {},
+        "/personas": {"max_tasks": "1"},
+        "/status": {"action": "pause"},
+        "/access": {"members_only": "on"},
+        "/members": {"participant_ids": ["p1"]},
+        "/members/p1/remove": {},
+    }
+    for path in pages:
+        r = await lead.get(f"/lead/campaigns/nowhere{path}")
+        assert (r.status_code, "no campaign &#39;nowhere&#39;" in r.text) == (404, True), path
+    for path, form in forms.items():
+        r = await lead.post(f"/lead/campaigns/nowhere{path}", form)
+        assert (r.status_code, "no campaign &#39;nowhere&#39;" in r.text) == (404, True), path
+    assert await star.lab.campaigns() == []
