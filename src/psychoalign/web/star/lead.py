@@ -315,9 +315,13 @@ def heat_map(policy: Policy, report: Any) -> dict[str, Any]:
 
 
 async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
-    campaign = await lab.campaign(name)
-    store = await lab.store_for(name)
-    counts = await store.task_counts(name)
+    """The campaign (through the lab's cache) and its task counts; 404 for an unknown campaign."""
+    try:
+        campaign = await lab.campaign(name)
+        store = await lab.store_for(name)
+        counts = await store.task_counts(name)
+    except InputError:
+        raise HTTPException(status_code=404, detail=f"no campaign '{name}'") from None
     flat = {f"{kind}:{status}": n for kind, by in counts.items() for status, n in by.items()}
     return {"campaign": campaign, "counts": counts, "flat": flat}
 
@@ -338,10 +342,7 @@ async def campaign_page(
     templates: Templates = Depends(get_templates),
 ) -> Response:
     """Lead: live progress, coverage heat map, shortfall with reasons, time spent."""
-    try:
-        progress = await _progress(lab, name)
-    except InputError:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'") from None
+    progress = await _progress(lab, name)
     campaign: CampaignSettings = progress["campaign"]
     policy = await lab.policy(name)
     store = await lab.store_for(name)
@@ -409,10 +410,7 @@ async def campaign_progress(
     name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
 ) -> JSONResponse:
     """Lead: the live numbers (the page refreshes them with fetch)."""
-    try:
-        progress = await _progress(lab, name)
-    except InputError:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'") from None
+    progress = await _progress(lab, name)
     return JSONResponse({"counts": progress["flat"]})
 
 
