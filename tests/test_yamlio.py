@@ -146,3 +146,55 @@ def test_each_reader_refuses_duplicates(tmp_path: Path) -> None:
         with pytest.raises(PsychoAlignError) as info:
             read()
         assert _one_line(str(info.value)).startswith(expected), (expected, str(info.value))
+
+
+def _alias_bomb(levels: int, merge: bool = False) -> str:
+    """Nine aliases of nine aliases of ...: 9**levels values once expanded (merge keys: mappings)."""
+    if merge:
+        lines = ["l0: &l0 {a: lol, b: lol, c: lol, d: lol, e: lol, f: lol, g: lol, h: lol, i: lol}"]
+        lines += [f"l{n}: &l{n} {{<<: [{', '.join([f'*l{n - 1}'] * 9)}]}}" for n in range(1, levels)]
+    else:
+        lines = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+        lines += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_an_alias_bomb_is_refused_before_it_is_built(merge: bool) -> None:
+    # 9**9 values expanded: validating, dumping or reporting the loaded data would take gigabytes.
+    # Nine levels with merge keys would blow up inside PyYAML itself (it copies merged keys).
+    text = _alias_bomb(6 if merge else 9, merge)
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "bomb.yaml")
+    message = _one_line(str(info.value))
+    assert re.match(r"bomb\.yaml:\d+:\d+: aliases expand the value here to more than 100,000 values", message)
+    assert "refer to an anchor (*name) fewer times" in message
+
+
+def test_aliases_that_add_a_bounded_amount_still_load() -> None:
+    text = _alias_bomb(5)  # 9**5 = 59,049 values once expanded: under the bound
+    data = parse_yaml(text, "ok.yaml")
+    assert len(data["l4"]) == 9 and data["l4"][0][0][0][0] == ["lol"] * 9
+
+
+def test_a_recursive_alias_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("a: &a [1, *a]\n", "rec.yaml")
+    assert _one_line(str(info.value)).startswith("rec.yaml:1:4: recursive alias")
+
+
+def test_an_alias_bomb_in_a_framework_file_is_one_line_at_the_cli(tmp_path: Path) -> None:
+    framework = tmp_path / "fw.yaml"
+    framework.write_text(_alias_bomb(9) + "name: bomb\nversion: '1'\ndescription: x\nsafe_channels: *l8\n")
+    out = cli("frameworks", "validate", str(framework))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"{framework}:" in out.stderr and "alias bomb" in out.stderr
+
+
+def test_a_tab_and_an_oversized_file_get_their_own_fix() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("\ufeffdefaults:\n\tbackend: scripted\n", "tab.yaml")
+    assert _one_line(str(info.value)).startswith("tab.yaml:2:1: invalid YAML: a tab") and "spaces" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        parse_yaml("# padding\n" * (4 * 1024 * 1024), "big.yaml")
+    assert _one_line(str(info.value)).startswith("big.yaml: 40 MB of YAML, more than the 32 MB read")

@@ -7,6 +7,13 @@ policies and campaigns, sample and prompt files, package data) goes through :fun
 which refuses such a file with one line naming the file, the line and column of the second
 occurrence and the key. Merge keys (``<<: *anchor``) keep their YAML meaning: a key written in
 the mapping overrides a merged one, which is not a duplicate.
+
+Aliases are bounded: PyYAML shares an anchored value between its aliases, but anything that walks
+the loaded data (validation, JSON, a report) expands it, so nine aliases of nine aliases of ... (a
+"billion laughs" alias bomb, or the same with merge keys, which PyYAML does copy) would take
+gigabytes. A document whose aliases add more than :data:`MAX_ALIAS_VALUES` values beyond the ones
+written, or whose anchored value contains its own alias, is refused before it is constructed;
+so is a document over :data:`MAX_YAML_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -26,6 +33,11 @@ M = TypeVar("M", bound=BaseModel)
 # The C parser when libyaml is present (the constructor, where the check lives, is Python either way).
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+#: Values (scalars, lists, mappings) aliases may add to a document beyond the ones written in it.
+MAX_ALIAS_VALUES = 100_000
+#: Characters of YAML read at most (a 22 MB list of strings takes ~3 s and ~400 MB to load).
+MAX_YAML_CHARS = 32 * 1024 * 1024
 
 
 class DuplicateKeyError(yaml.constructor.ConstructorError):
@@ -63,7 +75,59 @@ class StrictSafeLoader(_Base):  # type: ignore[misc]
         return super().construct_mapping(node, deep=deep)
 
 
-def _yaml_error(exc: yaml.YAMLError, source: str, error: type[PsychoAlignError]) -> PsychoAlignError:
+def _check_aliases(root: yaml.Node, source: str, error: type[PsychoAlignError]) -> None:
+    """Refuse a node graph whose aliases expand it by more than :data:`MAX_ALIAS_VALUES` values
+    (counted once per alias use, as a walk of the loaded data sees them) or that contains itself.
+
+    Iterative post-order walk, each distinct node once: linear in the document, whatever it
+    expands to."""
+    sizes: dict[int, int] = {}  # id(collection node) -> values in its expansion (a scalar is 1)
+    active: set[int] = set()  # collections on the current path (an alias back to one is a cycle)
+    distinct = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if finished:
+            active.discard(key)
+            size = 1 + sum(sizes.get(id(child), 1) for child in children)
+            sizes[key] = size
+            if size > distinct + MAX_ALIAS_VALUES:
+                mark = node.start_mark
+                raise error(
+                    f"{source}:{mark.line + 1}:{mark.column + 1}: aliases expand the value here to more than "
+                    f"{MAX_ALIAS_VALUES:,} values beyond those written (an alias bomb?)",
+                    hint="write the data out, or refer to an anchor (*name) fewer times",
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            mark = node.start_mark
+            raise error(
+                f"{source}:{mark.line + 1}:{mark.column + 1}: recursive alias: the anchored value contains itself",
+                hint="a value cannot hold an alias (*name) of its own anchor",
+            )
+        active.add(key)
+        distinct += 1
+        stack.append((node, True))
+        for child in children:  # scalars are counted here, collections when entered
+            if isinstance(child, yaml.ScalarNode):
+                distinct += 1
+            elif id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _yaml_error(exc: yaml.YAMLError, source: str, error: type[PsychoAlignError], text: str = "") -> PsychoAlignError:
     """One line: ``source:line:column: what`` (never PyYAML's multi-line report)."""
     if isinstance(exc, DuplicateKeyError):
         where = f"{source}:{exc.second.line + 1}:{exc.second.column + 1}"
@@ -76,7 +140,17 @@ def _yaml_error(exc: yaml.YAMLError, source: str, error: type[PsychoAlignError])
     problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
     if isinstance(exc, yaml.constructor.ConstructorError):  # a tag: only plain data is read
         return error(f"{where}: invalid YAML: {problem}", hint="only plain YAML data is accepted: remove the tag")
+    if mark is not None and _char_at(text, mark.line, mark.column) == "\t":
+        return error(
+            f"{where}: invalid YAML: a tab where YAML expects spaces",
+            hint="YAML indents with spaces: replace the tab with spaces",
+        )
     return error(f"{where}: invalid YAML: {problem}", hint="fix the YAML syntax at that line")
+
+
+def _char_at(text: str, line: int, column: int) -> str:
+    lines = text.splitlines()
+    return lines[line][column : column + 1] if 0 <= line < len(lines) else ""
 
 
 def parse_yaml_node(
@@ -85,12 +159,19 @@ def parse_yaml_node(
     """The document's node tree (for line numbers) and its data, parsed once, strictly.
 
     Raises ``error`` with one line naming ``source``, the line and column, and the problem."""
+    if len(text) > MAX_YAML_CHARS:
+        raise error(
+            f"{source}: {len(text) / 2**20:.0f} MB of YAML, more than the {MAX_YAML_CHARS // 2**20} MB read",
+            hint="split the file (or give data as JSONL where the command accepts it)",
+        )
     loader = StrictSafeLoader(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_aliases(node, source, error)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
-        raise _yaml_error(exc, source, error) from None
+        raise _yaml_error(exc, source, error, text) from None
     finally:
         loader.dispose()
     return node, data
