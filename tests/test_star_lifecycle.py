@@ -224,6 +224,11 @@ async def test_a_members_only_campaign_is_taken_by_its_members_alone(store: Star
     with pytest.raises(ClaimError):
         await store.claim("m", TaskKind.RED_TEAM)
     assert (await store.shortfall("club")) == []  # n, still a member, may take the three
+    # removing someone who is not a member (again, unknown, never added) changes nothing and says so
+    for nobody in ("m", "ghost", "x"):
+        with pytest.raises(InputError, match=f"'{nobody}' is not a member of campaign 'club'; nothing was changed"):
+            await store.remove_member("club", nobody)
+    assert await store.members("club") == ["n"]
     # without an eligible member the shortfall and a batch assignment say so
     await store.remove_member("club", "n")
     short = await store.shortfall("club")

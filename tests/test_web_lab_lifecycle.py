@@ -169,6 +169,12 @@ async def test_members_only_campaign_through_the_pages(lab: tuple[FastAPI, StarL
     r = await lead.post(f"/lead/campaigns/club/members/{ann_pid}/remove")
     assert r.status_code == 303 and await star.store.members("club") == []
     assert await star.store.claimed_tasks(ann_pid) == []
+    # removing her again, or someone who never was a member, is a 404 saying so, not "removed"
+    for nobody in (ann_pid, "p-nobody", "<b>lead"):
+        await lead.get("/lead/campaigns/club")
+        r = await lead.post(f"/lead/campaigns/club/members/{nobody}/remove")
+        assert r.status_code == 404 and "is not a member of campaign" in r.text, r.text[:300]
+        assert "<b>lead" not in r.text and "Removed from the campaign" not in r.text
     assert (await ann.get(f"/tasks/{held}")).status_code == 404
     await lead.get("/lead/campaigns/club")
     page = await lead.follow(await lead.post("/lead/campaigns/club/access", {"members_only": "off"}))

@@ -709,20 +709,27 @@ class StarStore:
     async def remove_member(self, campaign: str, participant_id: str) -> list[str]:
         """Take a participant out of the campaign: no new claims of it (if it is members-only), and
         the tasks of it they hold are released as on a skip. Their submitted work stays. Returns
-        the released task ids."""
+        the released task ids. Raises :class:`InputError` for someone who is not a member and holds
+        no task of it (nothing to do: an unknown id, a lead, a typo); tasks of it held without a
+        membership row (a removal interrupted before the release, an open campaign) are released."""
         await self.init()
         async with self.engine.begin() as conn:
-            await conn.execute(
+            result = await conn.execute(
                 members.delete().where(and_(members.c.campaign == campaign, members.c.participant_id == participant_id))
             )
+        held = [task for task in await self.claimed_tasks(participant_id) if task.campaign == campaign]
+        if result.rowcount == 0 and not held:
+            raise InputError(
+                f"'{participant_id[:64]}' is not a member of campaign '{campaign}'; nothing was changed",
+                hint="remove a participant listed under the campaign's members",
+            )
         released = []
-        for task in await self.claimed_tasks(participant_id):
-            if task.campaign == campaign:
-                try:
-                    await self.release(task.id, participant_id)
-                except InputError:
-                    continue
-                released.append(task.id)
+        for task in held:
+            try:
+                await self.release(task.id, participant_id)
+            except InputError:
+                continue
+            released.append(task.id)
         return released
 
     async def _member_scope(self, campaigns: Collection[str]) -> dict[str, set[str]]:

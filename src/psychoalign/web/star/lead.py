@@ -888,6 +888,10 @@ async def campaign_member_remove(
     (their clocks stop; their submitted work stays)."""
     await _campaign_or_404(lab, name)
     store = await lab.store_for(name)
-    for task_id in await store.remove_member(name, participant_id):
+    try:
+        released = await store.remove_member(name, participant_id)
+    except InputError as exc:  # not a member: say so rather than flash "removed"
+        raise HTTPException(status_code=404, detail=exc.message) from None
+    for task_id in released:
         await lab.lab.stop(task_id, participant_id)
     return RedirectResponse(f"/lead/campaigns/{name}?msg=member_removed#members", status_code=303)
