@@ -621,4 +621,10 @@ async def test_every_campaign_route_of_the_lead_answers_404_for_an_unknown_campa
     for path, form in forms.items():
         r = await lead.post(f"/lead/campaigns/nowhere{path}", form)
         assert (r.status_code, "no campaign &#39;nowhere&#39;" in r.text) == (404, True), path
+    # a name from the URL is shown cut to the longest a campaign may have, not echoed whole
+    long = "a" * 3000
+    page = await lead.get(f"/lead/campaigns/{long}")
+    form = await lead.post(f"/lead/campaigns/{long}/status", {"action": "pause"})
+    for r in (page, form):
+        assert r.status_code == 404 and f"no campaign &#39;{'a' * 64}…&#39;" in r.text and "a" * 65 not in r.text
     assert await star.lab.campaigns() == []

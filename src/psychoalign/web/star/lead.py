@@ -321,7 +321,7 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
         store = await lab.store_for(name)
         counts = await store.task_counts(name)
     except InputError:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'") from None
+        raise HTTPException(status_code=404, detail=_no_campaign(name)) from None
     flat = {f"{kind}:{status}": n for kind, by in counts.items() for status, n in by.items()}
     return {"campaign": campaign, "counts": counts, "flat": flat}
 
@@ -329,8 +329,13 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
 async def _campaign_or_404(lab: StarLab, name: str) -> CampaignSettings:
     found = await lab.lab.campaign(name)
     if found is None:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name}'")
+        raise HTTPException(status_code=404, detail=_no_campaign(name))
     return found
+
+
+def _no_campaign(name: str) -> str:
+    """The 404 message: a name from the URL, cut to the longest a campaign may have (64)."""
+    return f"no campaign '{name[:64]}{'…' if len(name) > 64 else ''}'"
 
 
 @router.get("/campaigns/{name}")
