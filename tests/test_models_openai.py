@@ -265,3 +265,32 @@ def test_one_backend_across_event_loops() -> None:
         second = asyncio.run(model.chat("two"))
         asyncio.run(model.aclose())
     assert first.text == second.text == "again" and len(fake.requests) == 2
+
+
+async def test_a_reply_over_the_size_bound_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    from psychoalign.models import openai_compat
+
+    monkeypatch.setattr(openai_compat, "MAX_REPLY_BYTES", 2048)  # the bound is 8 MB; the mechanism is the same
+    fake = FakeServer(queue=[Scripted(openai_reply("x" * 4000))], default=Scripted(openai_reply("short")))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url, max_retries=3))  # type: ignore[arg-type]
+        with pytest.raises(EndpointError) as info:
+            await model.chat("hi")
+        assert (await model.chat("again")).text == "short"  # a reply under the bound is read as before
+        await model.aclose()
+    assert str(info.value).startswith("openai:fake-model: model endpoint sent a reply over ")
+    assert "xxxx" not in str(info.value) and "127.0.0.1" not in str(info.value)
+    assert info.value.detail is not None and "more than 2048 bytes" in info.value.detail
+    assert len(fake.requests) == 2  # refused, not retried
+
+
+async def test_rate_limiting_that_outlasts_the_retries_says_so() -> None:
+    fake = FakeServer(default=Scripted({"error": "slow down"}, status=429, headers={"retry-after": "0"}))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url, max_retries=1))  # type: ignore[arg-type]
+        with pytest.raises(EndpointError) as info:
+            await model.chat("hi")
+        await model.aclose()
+    message = str(info.value)
+    assert "HTTP 429 (gave up after 2 attempts)" in message and "limiting your request rate" in message
+    assert "up and reachable" not in message

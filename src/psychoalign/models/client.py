@@ -210,7 +210,12 @@ class ChatModel:
             await asyncio.sleep(delay)
         raise EndpointError(
             f"{self.label}: {last_error} (gave up after {self.spec.max_retries + 1} attempts)",
-            hint="check that the endpoint is up and reachable, or raise max_retries",
+            hint=(
+                "the endpoint is limiting your request rate: wait and try again, send fewer requests at once, "
+                "or raise max_retries"
+                if last_error.endswith("HTTP 429")
+                else "check that the endpoint is up and reachable, or raise max_retries"
+            ),
             detail=last_detail,
         )
 

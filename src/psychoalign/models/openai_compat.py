@@ -29,6 +29,10 @@ _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_CONNECTIONS = 256
 #: Bytes of an error body read for the internal detail (never for the user-facing message).
 _ERROR_BODY_BYTES = 4096
+#: Bytes of a reply read at most. A chat completion is kilobytes (max_tokens bounds it); an
+#: endpoint sending more (a misconfigured proxy, a hostile server) is refused, not buffered: a
+#: 200 MB body took 683 MB of memory to read and decode.
+MAX_REPLY_BYTES = 8 * 2**20
 _JSON = {"Content-Type": "application/json"}
 
 
@@ -190,7 +194,13 @@ class OpenAIBackend(Backend):
                         )
                     hint = "check the API key" if status in (401, 403) else "check model and base_url"
                     raise EndpointError(f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
-                raw = await response.read()
+                raw = await response.content.read(MAX_REPLY_BYTES + 1)
+                if len(raw) > MAX_REPLY_BYTES:
+                    raise EndpointError(
+                        f"model endpoint sent a reply over {MAX_REPLY_BYTES // 2**20} MB",
+                        hint="check base_url (is it a chat completions endpoint?) and max_tokens",
+                        detail=f"POST {url}: more than {MAX_REPLY_BYTES} bytes",
+                    )
         except aiohttp.InvalidURL as exc:
             raise EndpointError("invalid model endpoint URL", hint="check base_url", detail=f"{url!r}") from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
