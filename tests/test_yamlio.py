@@ -198,3 +198,31 @@ def test_a_tab_and_an_oversized_file_get_their_own_fix() -> None:
     with pytest.raises(ConfigError) as info:
         parse_yaml("# padding\n" * (4 * 1024 * 1024), "big.yaml")
     assert _one_line(str(info.value)).startswith("big.yaml: 40 MB of YAML, more than the 32 MB read")
+
+
+def test_each_reader_refuses_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    """A Latin-1 file is one line naming the file, the byte and the fix, from every YAML reader
+    (the experiment spec and item-set readers crashed with UnicodeDecodeError)."""
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"name: caf\xe9\n")
+    script = tmp_path / "script.yaml"
+    script.write_bytes(b"default: caf\xe9\n")
+    readers = [
+        lambda: load_settings(latin, environ={}),
+        lambda: load_framework(latin),
+        lambda: load_policy(latin),
+        lambda: load_parameters(latin),
+        lambda: load_items(latin),
+        lambda: load_corpus(latin),
+        lambda: load_mapping(latin),
+        lambda: build_model(ModelSpec(backend="scripted", script=str(script))),
+    ]
+    for read in readers:
+        with pytest.raises(PsychoAlignError) as info:
+            read()
+        message = _one_line(str(info.value))
+        assert "latin.yaml" in message or "script.yaml" in message, message
+        assert "0xe9" in message or "UTF-8" in message or "utf-8" in message, message
+    out = cli("experiment", "show", str(latin))
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "internal error" not in out.stderr
+    assert f"spec file {latin} is not UTF-8 text (byte 0xe9 at offset 9)" in out.stderr, out.stderr

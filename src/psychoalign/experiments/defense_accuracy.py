@@ -36,6 +36,7 @@ from ..frameworks import Framework, load_framework
 from ..negotiation import Negotiator
 from ..negotiation.defense import DefenseContext, DefenseMechanism, select_mechanism
 from ..negotiation.gates import Layer1Enforcer
+from ..textio import decode_utf8
 from ..traces import TraceStatus, TraceStore
 from ..yamlio import parse_yaml
 from .boundary_commands import _params, _with_store
@@ -168,7 +169,7 @@ def load_items(source: str | Path = "defense_accuracy") -> list[DefenseItem]:
     path = Path(source)
     try:
         if path.suffix in {".yaml", ".yml"} or path.exists():
-            text = path.read_text(encoding="utf-8")
+            text = decode_utf8(path.read_bytes(), f"item set '{source}'", error=InputError)
         else:
             text = resources.files("psychoalign.experiments").joinpath(f"corpora/{source}.yaml").read_text("utf-8")
     except (OSError, FileNotFoundError) as exc:

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..textio import read_text
 from ..yamlio import line_of, parse_yaml, parse_yaml_node
 from .judging import JudgeSpec
 from .systems import SystemSpec
@@ -257,10 +258,7 @@ def load_spec(
     (and ``settings``), also :func:`check_spec` it, so every error names the file and line."""
     path = Path(name_or_path)
     if path.suffix.lower() in (".yaml", ".yml", ".toml", ".json") or path.is_file():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read spec file {path}: {exc.strerror}") from None
+        text = read_text(path, what="spec file", error=ConfigError)  # a non-UTF-8 file: one line, not a crash
         source, toml = str(path), path.suffix.lower() == ".toml"
     elif str(name_or_path) in preset_names():
         res = resources.files("psychoalign") / "data" / f"{PRESET_PREFIX}{name_or_path}.yaml"

@@ -683,11 +683,7 @@ def _split_list(v: Any) -> Any:
 
 def load_mapping(path: Path) -> dict[str, Any]:
     """A YAML mapping file as a dict (validated when combined with the flags)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    data = parse_yaml(text, str(path), error=InputError)
+    data = parse_yaml(_read_text(path), str(path), error=InputError)  # not UTF-8: one line, not a crash
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping like 'item_col: id'", hint="see docs/star-analysis.md")
     return data
