@@ -328,3 +328,34 @@ async def test_exports_and_json_are_never_cached(lab: tuple[FastAPI, StarLab]) -
         assert r.status_code == 200 and r.headers["cache-control"] == "no-store", path
     assert "no-store" not in (await lead.get("/static/app.css")).headers.get("cache-control", "")
     await lead.aclose()
+
+
+async def test_a_form_field_that_does_not_parse_is_a_page_for_a_browser_and_json_on_v1(tmp_path: Path) -> None:
+    """A RequestValidationError (a number field sent as text, a missing field) on a lab form: the
+    error page with the security headers, naming the field, never the input; /v1 keeps its
+    OpenAI-shaped JSON error."""
+    from .weblab import served_app
+
+    app = served_app(lab_settings(tmp_path / "home"))
+    async with app.router.lifespan_context(app):
+        star: StarLab = app.state.star_lab
+        await add_person(star, "lead", Role.LEAD)
+        await add_person(star, "ann", roles=["red_teamer", "annotator", "arbitrator"])
+        lead, ann = Browser(app), Browser(app)
+        await lead.login("lead")
+        await ann.login("ann")
+        await lead.get("/lead/campaigns/new")
+        bad = {"name": "c", "instructions": "2", "outgroup_share": "<script>x</script>", "rules": ["sexually-explicit"]}
+        form = await lead.post("/lead/campaigns", bad)
+        claim = await ann.post("/tasks/claim", {})  # no kind
+        for r, field in ((form, "outgroup_share"), (claim, "kind")):
+            assert r.status_code == 400 and r.headers["content-type"].startswith("text/html"), r.text[:200]
+            assert f"{field}: " in r.text and "<script>x" not in r.text and '{"error"' not in r.text
+            assert "script-src 'self'" in r.headers["content-security-policy"]
+        assert await star.lab.campaigns() == []
+        api = await lead.client.post(
+            "/v1/chat/completions", json={"model": "psychoalign"}, headers={"accept": "application/json"}
+        )
+        assert api.status_code == 400 and api.json()["error"]["type"] == "invalid_request_error"
+        await lead.aclose()
+        await ann.aclose()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Form, Request
-from fastapi.exception_handlers import http_exception_handler
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -157,6 +159,24 @@ def install_security(app: FastAPI, accounts: AccountStore, settings: LabSettings
     @app.exception_handler(LoginRequiredError)
     async def _login_required(request: Request, exc: LoginRequiredError) -> Response:
         return login_redirect(exc)
+
+    # A form field that does not parse (a number field sent as "abc", a missing select) is a
+    # RequestValidationError, answered before any route runs: a page for a person in a browser,
+    # as any other bad input; /v1 and other JSON clients keep the handler they had (the served
+    # app's OpenAI-shaped error, FastAPI's otherwise).
+    api_validation_error = app.exception_handlers.get(RequestValidationError, request_validation_exception_handler)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        if "text/html" not in request.headers.get("accept", "") or request.url.path.startswith("/v1"):
+            answer = api_validation_error(request, exc)
+            response: Response = await answer if inspect.isawaitable(answer) else answer
+            return response
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        field = ".".join(str(p) for p in first["loc"][1:])[:60]  # the message never quotes the input
+        message = f"{field}: {first['msg']}" if field else str(first["msg"])
+        templates: Templates = app.state.templates
+        return await templates.render(request, "error.html", {"status": 400, "message": message}, status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
