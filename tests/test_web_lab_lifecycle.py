@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -183,3 +184,91 @@ async def test_members_only_campaign_through_the_pages(lab: tuple[FastAPI, StarL
     assert "/tasks/" in r.headers["location"] and "msg" not in r.headers["location"]
     for b in (lead, ann, bob):
         await b.aclose()
+
+
+async def test_closing_while_the_target_answers_stores_neither_the_message_nor_the_reply(
+    lab: tuple[FastAPI, StarLab], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red teamer's message is in flight (the target answering) when the lead closes the
+    campaign: the sender gets the page saying the campaign was closed, the dialogue keeps only
+    the turns stored before, and the task is released with its clock stopped."""
+    import asyncio
+
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    ann_account = await add_person(star, "ann", roles=ROLES)
+    lead, ann = await browser(app, "lead"), await browser(app, "ann")
+    await create_campaign(lead, "midturn", ["sexually-explicit"], n=1)
+    tid = await start_red_teaming(ann)  # one exchange stored
+    dialogue = await star.store.dialogue_of_task(tid)
+    assert dialogue is not None
+    before = await star.store.dialogue_turns(dialogue)
+    answering, release = asyncio.Event(), asyncio.Event()
+    original = star.reply
+
+    async def slow_reply(campaign: Any, turns: Any) -> Any:
+        answering.set()
+        await release.wait()
+        return await original(campaign, turns)
+
+    monkeypatch.setattr(star, "reply", slow_reply)
+    sending = asyncio.create_task(ann.post(f"/tasks/{tid}/message", {"text": "and now?"}))
+    await answering.wait()
+    await lead.get("/lead/campaigns/midturn")
+    r = await lead.post("/lead/campaigns/midturn/status", {"action": "close", "confirm": "yes"})
+    assert r.status_code == 303
+    release.set()
+    r = await sending
+    assert r.status_code == 409 and "was closed by its lead" in r.text and "not stored" in r.text
+    assert await star.store.dialogue_turns(dialogue) == before
+    assert await star.store.claimed_tasks(ann_account.participant_id or "") == []
+    times = {t["task_id"]: t for t in await star.lab.times("midturn")}
+    assert times[tid]["running"] is False
+    await lead.aclose()
+    await ann.aclose()
+
+
+async def test_removing_a_member_while_the_target_answers_stores_nothing_and_says_why(
+    lab: tuple[FastAPI, StarLab], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lead removes a red teamer from a members-only campaign while the target answers their
+    message: their task is released, the message and reply are not stored, and the page says so
+    in words (it showed "dialogue '<id>' is not in progress (abandoned)")."""
+    import asyncio
+
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    ann_account = await add_person(star, "ann", roles=ROLES)
+    ann_pid = ann_account.participant_id or ""
+    lead, ann = await browser(app, "lead"), await browser(app, "ann")
+    await lead.get("/lead/campaigns/new")
+    form = {"name": "club2", "instructions": "1", "rules": ["sexually-explicit"], "members_only": "on"}
+    assert (await lead.post("/lead/campaigns", form)).status_code == 303
+    await lead.get("/lead/campaigns/club2")
+    assert (await lead.post("/lead/campaigns/club2/members", {"participant_ids": [ann_pid]})).status_code == 303
+    tid = await start_red_teaming(ann)
+    dialogue = await star.store.dialogue_of_task(tid)
+    assert dialogue is not None
+    before = await star.store.dialogue_turns(dialogue)
+    answering, release = asyncio.Event(), asyncio.Event()
+    original = star.reply
+
+    async def slow_reply(campaign: Any, turns: Any) -> Any:
+        answering.set()
+        await release.wait()
+        return await original(campaign, turns)
+
+    monkeypatch.setattr(star, "reply", slow_reply)
+    sending = asyncio.create_task(ann.post(f"/tasks/{tid}/message", {"text": "and now?"}))
+    await answering.wait()
+    await lead.get("/lead/campaigns/club2")
+    assert (await lead.post(f"/lead/campaigns/club2/members/{ann_pid}/remove")).status_code == 303
+    release.set()
+    r = await sending
+    # said in words, not as "dialogue '<id>' is not in progress (abandoned)"
+    assert r.status_code == 409 and "This task was released while the model was answering" in r.text
+    assert "not stored" in r.text and dialogue not in r.text and "abandoned" not in r.text
+    assert await star.store.dialogue_turns(dialogue) == before
+    assert await star.store.claimed_tasks(ann_pid) == []
+    await lead.aclose()
+    await ann.aclose()

@@ -323,9 +323,16 @@ async def message(
             await lab.store.add_turns(dialogue_id, [mine, reply])
         except CampaignClosedError:
             raise HTTPException(status_code=409, detail=closed_message(campaign.name)) from None
-        except InputError as exc:
-            raise HTTPException(status_code=409, detail=exc.message) from None
+        except InputError:  # the dialogue stopped being in progress while the target answered
+            raise HTTPException(status_code=409, detail=RELEASED_MEANWHILE) from None
     return RedirectResponse(f"/tasks/{task.id}#end", status_code=303)
+
+
+#: What a red teamer is told when their task was released while the target answered them.
+RELEASED_MEANWHILE = (
+    "This task was released while the model was answering (its time ran out, it was skipped, or your lead "
+    "took you off its campaign). What you just sent was not stored; your work submitted earlier is kept."
+)
 
 
 @router.post("/tasks/{task_id}/finish")
