@@ -226,3 +226,25 @@ def test_each_reader_refuses_a_file_that_is_not_utf8(tmp_path: Path) -> None:
     out = cli("experiment", "show", str(latin))
     assert out.returncode == 2 and "Traceback" not in out.stderr and "internal error" not in out.stderr
     assert f"spec file {latin} is not UTF-8 text (byte 0xe9 at offset 9)" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # PyYAML's context (what it was reading, and the line where that began) is kept
+        (
+            "a: 1\n---\nb: 2\n",
+            "multi.yaml:2:1: invalid YAML: expected a single document in the stream (begun at line 1), but found",
+        ),
+        ('a: "unterminated\n', "multi.yaml:2:1: invalid YAML: while scanning a quoted scalar (begun at line 1), "),
+        # a control character is named with its line and column (libyaml counts bytes: é is two)
+        ("name: é\nd: 'a\x01b'\n", "multi.yaml:2:6: invalid YAML: control character #x0001 is not allowed"),
+        ("\x00binary", "multi.yaml:1:1: invalid YAML: control character #x0000 is not allowed"),
+    ],
+)
+def test_syntax_errors_keep_their_context_and_position(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, "multi.yaml")
+    message = _one_line(str(info.value))
+    assert message.startswith(expected), message
+    assert "<unicode string>" not in message

@@ -135,9 +135,34 @@ def _yaml_error(exc: yaml.YAMLError, source: str, error: type[PsychoAlignError],
             f"{where}: duplicate key {_show(exc.key)} (first at line {exc.first.line + 1})",
             hint="a mapping may name each key once: remove or merge one of them",
         )
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (NUL, a control byte)
+        # libyaml counts the position in UTF-8 bytes, PyYAML's own reader in characters
+        before = (
+            text.encode()[: exc.position].decode(errors="ignore")
+            if _Base is not yaml.SafeLoader
+            else text[: exc.position]
+        )
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)  # libyaml: int
+        return error(
+            f"{source}:{line}:{column}: invalid YAML: control character #x{code:04x} is not allowed",
+            hint="remove it (is this a binary file?)",
+        )
     mark = getattr(exc, "problem_mark", None)
     where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
     problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    context = " ".join(str(getattr(exc, "context", None) or "").split())
+    if context and not isinstance(exc, yaml.constructor.ConstructorError):
+        # PyYAML's context says what it was reading ("while scanning a quoted scalar", "expected a
+        # single document in the stream"), and where that began when it is another line.
+        began = getattr(exc, "context_mark", None)
+        since = (
+            f" (begun at line {began.line + 1})"
+            if began is not None and mark is not None and began.line != mark.line
+            else ""
+        )
+        problem = f"{context}{since}, {problem}"
     if isinstance(exc, yaml.constructor.ConstructorError):  # a tag: only plain data is read
         return error(f"{where}: invalid YAML: {problem}", hint="only plain YAML data is accepted: remove the tag")
     if mark is not None and _char_at(text, mark.line, mark.column) == "\t":
