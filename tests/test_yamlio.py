@@ -12,12 +12,12 @@ from psychoalign.config import load_settings
 from psychoalign.errors import ConfigError, InputError, PsychoAlignError
 from psychoalign.experiments.boundary_corpus import load_corpus
 from psychoalign.experiments.defense_accuracy import load_items
-from psychoalign.experiments.spec import spec_from_text
+from psychoalign.experiments.spec import load_spec, spec_from_text
 from psychoalign.frameworks import load_framework
 from psychoalign.models import ModelSpec, build_model
 from psychoalign.star import load_parameters, load_policy
 from psychoalign.star.analysis.data import load_mapping
-from psychoalign.yamlio import parse_yaml
+from psychoalign.yamlio import MAX_YAML_CHARS, parse_yaml
 
 from .test_cli import cli
 
@@ -248,3 +248,36 @@ def test_syntax_errors_keep_their_context_and_position(text: str, expected: str)
     message = _one_line(str(info.value))
     assert message.startswith(expected), message
     assert "<unicode string>" not in message
+
+
+def test_a_file_over_the_bound_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Config, framework, policy, campaign and spec files: their size is checked before reading."""
+    from psychoalign import textio
+
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as fh:  # sparse: 40 MB on paper, nothing on disk
+        fh.truncate(40 * 2**20)
+    read: list[Path] = []
+    original = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        read.append(self)
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    readers = [
+        lambda: load_settings(big, environ={}),
+        lambda: load_framework(big),
+        lambda: load_policy(big),
+        lambda: load_spec(str(big)),
+    ]
+    for load in readers:
+        with pytest.raises(PsychoAlignError) as info:
+            load()
+        assert _one_line(str(info.value)).endswith(f"{big} is 40 MB, more than the 32 MB read (split the file)"), str(
+            info.value
+        )
+    assert big not in read
+    small = tmp_path / "small.yaml"
+    small.write_text("a: 1\n")
+    assert textio.read_text(small, max_bytes=MAX_YAML_CHARS) == "a: 1\n"  # under the bound: read as before

@@ -31,7 +31,7 @@ from .models.spec import ModelSpec
 from .textio import read_text
 from .web.lab_settings import LabSettings
 from .web.settings import ServeSettings
-from .yamlio import parse_yaml
+from .yamlio import MAX_YAML_CHARS, parse_yaml
 
 __all__ = [
     "DEFAULT_DEPLOYMENT",
@@ -296,7 +296,7 @@ def find_config_file(explicit: str | Path | None, environ: Mapping[str, str]) ->
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML or YAML config file; errors name the file and line."""
-    text = read_text(path, what="config file", error=ConfigError)
+    text = read_text(path, what="config file", error=ConfigError, max_bytes=MAX_YAML_CHARS)
     if path.suffix.lower() == ".toml":
         try:
             data: Any = tomllib.loads(text)  # refuses a key defined twice ("Cannot overwrite a value")

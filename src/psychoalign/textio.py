@@ -67,11 +67,23 @@ def decode_utf8(data: bytes, source: str, *, error: type[PsychoAlignError] = Inp
         ) from None
 
 
-def read_text(path: str | Path, *, what: str = "file", error: type[PsychoAlignError] = InputError) -> str:
-    """The UTF-8 text of ``path``; one-line ``error`` naming the file when it cannot be read or
-    is not UTF-8 (a binary file, a Latin-1 file)."""
+def read_text(
+    path: str | Path,
+    *,
+    what: str = "file",
+    error: type[PsychoAlignError] = InputError,
+    max_bytes: int | None = None,
+) -> str:
+    """The UTF-8 text of ``path``; one-line ``error`` naming the file when it cannot be read, is
+    not UTF-8 (a binary file, a Latin-1 file) or is larger than ``max_bytes`` (checked before
+    reading it: a huge file costs nothing)."""
     path = Path(path)
     try:
+        if max_bytes is not None and path.is_file() and (size := path.stat().st_size) > max_bytes:
+            raise error(
+                f"{what} {path} is {size / 2**20:.0f} MB, more than the {max_bytes // 2**20} MB read",
+                hint="split the file",
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror or exc}", hint="check the path") from None

@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..star import Instruction, coverage, generate_instructions, load_parameters, load_policy
 from ..star.files import PolicyError
 from ..textio import read_text
-from ..yamlio import parse_yaml
+from ..yamlio import MAX_YAML_CHARS, parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
 __all__ = ["register"]
@@ -50,7 +50,7 @@ def policy_show(policy: Path | None = PolicyOpt, json_out: bool = JsonOpt) -> No
 @policy_app.command("validate")
 def policy_validate(path: Path = typer.Argument(..., help="Policy or parameter-space YAML.")) -> None:
     """Check a policy (or parameter-space) file; errors name the file and line."""
-    data = parse_yaml(read_text(path, what="policy file"), str(path), error=PolicyError)
+    data = parse_yaml(read_text(path, what="policy file", max_bytes=MAX_YAML_CHARS), str(path), error=PolicyError)
     if isinstance(data, dict) and "parameters" in data and "areas" not in data:
         space = load_parameters(path)
         groups = len(space.target_group.groups()) if space.target_group else 0

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigError
 from ..textio import read_text
-from ..yamlio import line_of, parse_yaml, parse_yaml_node
+from ..yamlio import MAX_YAML_CHARS, line_of, parse_yaml, parse_yaml_node
 from .judging import JudgeSpec
 from .systems import SystemSpec
 
@@ -258,7 +258,7 @@ def load_spec(
     (and ``settings``), also :func:`check_spec` it, so every error names the file and line."""
     path = Path(name_or_path)
     if path.suffix.lower() in (".yaml", ".yml", ".toml", ".json") or path.is_file():
-        text = read_text(path, what="spec file", error=ConfigError)  # a non-UTF-8 file: one line, not a crash
+        text = read_text(path, what="spec file", error=ConfigError, max_bytes=MAX_YAML_CHARS)
         source, toml = str(path), path.suffix.lower() == ".toml"
     elif str(name_or_path) in preset_names():
         res = resources.files("psychoalign") / "data" / f"{PRESET_PREFIX}{name_or_path}.yaml"

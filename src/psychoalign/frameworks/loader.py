@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..textio import read_text
-from ..yamlio import load_yaml_model
+from ..yamlio import MAX_YAML_CHARS, load_yaml_model
 from .model import Framework
 
 __all__ = ["FrameworkError", "builtin_names", "load_framework", "parse_framework"]
@@ -58,7 +58,7 @@ def load_framework(name_or_path: str | Path) -> Framework:
         text = (resources.files(__package__) / "builtin" / f"{name_or_path}.yaml").read_text(encoding="utf-8")
         return parse_framework(text, f"builtin:{name_or_path}")
     if as_path.suffix in (".yaml", ".yml") or as_path.exists():
-        text = read_text(as_path, what="framework file", error=FrameworkError)
+        text = read_text(as_path, what="framework file", error=FrameworkError, max_bytes=MAX_YAML_CHARS)
         return parse_framework(text, str(as_path))
     raise FrameworkError(
         f"unknown framework '{name_or_path}'",

@@ -35,7 +35,7 @@ from ..judges import RefusalJudge, build_refusal_judge
 from ..models import ChatModel, build_model
 from ..negotiation.engine import Negotiator
 from ..textio import read_text
-from ..yamlio import load_yaml_model
+from ..yamlio import MAX_YAML_CHARS, load_yaml_model
 from .instructions import generate_instructions
 from .model import Participant, PreAnnotation, TaskKind, TaskRecord, Turn
 from .parameters import load_parameters
@@ -127,7 +127,7 @@ class CampaignReport(BaseModel):
 
 def load_campaign(path: str | Path) -> CampaignConfig:
     p = Path(path)
-    text = read_text(p, what="campaign file")
+    text = read_text(p, what="campaign file", max_bytes=MAX_YAML_CHARS)
     return load_yaml_model(text, str(p), CampaignConfig)
 
 

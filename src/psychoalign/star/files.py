@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ..errors import ConfigError
 from ..textio import read_text
-from ..yamlio import load_yaml_model
+from ..yamlio import MAX_YAML_CHARS, load_yaml_model
 
 __all__ = ["PolicyError", "load_star_yaml", "spreadsheet_safe"]
 
@@ -30,7 +30,7 @@ def load_star_yaml(path: str | Path | None, builtin: str, model: type[M], what: 
         text = (resources.files(__package__) / "builtin" / builtin).read_text(encoding="utf-8")
         return load_yaml_model(text, f"builtin:{builtin}", model, error=PolicyError)
     p = Path(path)
-    text = read_text(p, what=f"{what} file", error=PolicyError)
+    text = read_text(p, what=f"{what} file", error=PolicyError, max_bytes=MAX_YAML_CHARS)
     return load_yaml_model(text, str(p), model, error=PolicyError)
 
 
