@@ -205,3 +205,9 @@ async def test_a2a_failure_message_names_the_class_and_the_body_stays_on_the_rol
     assert f"HTTP {_status(failing)}" in (trace.error or "")
     _clean(trace.error or "", endpoint=failing.url)
     _clean(trace.error_detail or "", endpoint=failing.url)  # the body never crossed A2A
+
+
+def test_redact_removes_a_password_in_a_url_and_keeps_the_host() -> None:
+    text = redact("POST http://admin:hunter2secret@10.0.0.5:8000/v1/chat/completions: HTTP 500")
+    assert "hunter2secret" not in text and "admin:" not in text
+    assert text == "POST http://[redacted]@10.0.0.5:8000/v1/chat/completions: HTTP 500"

@@ -294,3 +294,24 @@ async def test_rate_limiting_that_outlasts_the_retries_says_so() -> None:
     message = str(info.value)
     assert "HTTP 429 (gave up after 2 attempts)" in message and "limiting your request rate" in message
     assert "up and reachable" not in message
+
+
+async def test_a_password_in_base_url_is_kept_out_of_errors() -> None:
+    """With an API key too, aiohttp refused the request with a ValueError (an internal error at
+    the CLI): now a one-line configuration error that does not echo the URL. Without a key the
+    endpoint's basic auth works, and the password never reaches the error's internal detail."""
+    from psychoalign.errors import ConfigError
+
+    fake = FakeServer(default=Scripted({"error": "down"}, status=500))
+    with fake_endpoint(PATH, fake):
+        authed = fake.url.replace("http://", "http://admin:hunter2secret@")
+        with pytest.raises(ConfigError) as info:
+            build_model(spec_for(authed, api_key="sk-test-0123456789"))  # type: ignore[arg-type]
+        assert "hunter2secret" not in str(info.value) and "user:password@" in str(info.value)
+        model = build_model(spec_for(authed, max_retries=0))  # type: ignore[arg-type]
+        with pytest.raises(EndpointError) as failed:
+            await model.chat("hi")
+        await model.aclose()
+    assert fake.headers[-1]["authorization"].startswith("Basic ")
+    assert "hunter2secret" not in str(failed.value) and "hunter2secret" not in (failed.value.detail or "")
+    assert "[redacted]@127.0.0.1" in (failed.value.detail or "")

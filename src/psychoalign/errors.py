@@ -33,6 +33,8 @@ __all__ = [
 DETAIL_CHARS = 500
 _REDACTED = "[redacted]"
 _SECRETS = [
+    # user:password@ in a URL (an endpoint or proxy behind basic auth): the host stays
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@"), r"\1" + _REDACTED + "@"),
     # Authorization: Bearer <token> / Basic <credentials>
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 " + _REDACTED),
     # OpenAI / Anthropic style keys (sk-..., sk-proj-..., sk-ant-...), Google API keys, GitHub/HF tokens

@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from yarl import URL
 
-from ..errors import BackendUnavailableError, EndpointError, TransientBackendError
+from ..errors import BackendUnavailableError, ConfigError, EndpointError, TransientBackendError
 from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
@@ -124,6 +124,14 @@ class OpenAIBackend(Backend):
             raise BackendUnavailableError(
                 f"no API key for the openai backend: ${spec.key_env_name()} is not set",
                 hint=f"export {spec.key_env_name()}=... or set base_url to a local server",
+            )
+        if key and (URL(self.base_url).user or URL(self.base_url).password):
+            # aiohttp refuses the request (ValueError, a crash) when the URL's user:password and
+            # the key's Authorization header meet; the URL is not echoed: it holds a password.
+            raise ConfigError(
+                "base_url holds a user name and password and an API key is set: the endpoint gets one "
+                "Authorization header",
+                hint=f"drop user:password@ from base_url, or unset {spec.key_env_name()} / api_key",
             )
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._timeout = aiohttp.ClientTimeout(
