@@ -101,3 +101,17 @@ def test_lab_cli_creates_a_lead_and_lists_accounts(tmp_path: Path) -> None:
     result = runner.invoke(app, ["lab", "accounts", "--json"])
     assert result.exit_code == 0
     assert '"username": "boss"' in result.output and '"role": "lead"' in result.output
+
+
+def test_add_lead_without_a_password_on_stdin_says_so(tmp_path: Path) -> None:
+    """Standard input ends (a script, a container) or the two passwords differ: one line with the
+    fix and exit 2, not click's bare "Aborted."."""
+    from .test_cli import cli
+
+    env = {"PSYCHOALIGN_HOME": str(tmp_path / "home")}
+    for stdin in ("", f"{PW}\nsomething else entirely\n"):
+        out = cli("lab", "add-lead", "--username", "boss", env=env, stdin=stdin)
+        assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+        assert "no password was given" in out.stderr and "--invite" in out.stderr and "Aborted" not in out.stderr
+    out = cli("lab", "accounts", "--json", env=env)
+    assert '"username": "boss"' not in out.stdout  # nothing created

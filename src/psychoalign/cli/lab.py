@@ -41,7 +41,13 @@ def add_lead(
     if not invite and not username:
         raise InputError("give --username NAME (and type a password), or --invite for a one-time link")
     if not invite:
-        password = typer.prompt("Password (at least 10 characters)", hide_input=True, confirmation_prompt=True)
+        try:
+            password = typer.prompt("Password (at least 10 characters)", hide_input=True, confirmation_prompt=True)
+        except typer.Abort:  # standard input ended (a script, a container) before two equal passwords
+            raise InputError(
+                "no password was given: standard input ended before the password and its repetition matched",
+                hint="type it twice at the prompt (or pipe it on two lines), or use --invite for a one-time link",
+            ) from None
 
     async def go() -> str:
         from ..web.accounts import Role
