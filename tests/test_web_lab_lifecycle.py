@@ -17,7 +17,7 @@ from psychoalign.web.star import StarLab
 
 from .helpers import PG_URL, pg_schema
 from .test_web_lab import browser, create_campaign, task_id
-from .weblab import Browser, add_person, lab_app, lab_settings
+from .weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
 
 ROLES = ["red_teamer", "annotator", "arbitrator"]
 
@@ -272,3 +272,35 @@ async def test_removing_a_member_while_the_target_answers_stores_nothing_and_say
     assert await star.store.claimed_tasks(ann_pid) == []
     await lead.aclose()
     await ann.aclose()
+
+
+async def test_a_form_sent_after_the_session_ended_returns_to_its_page_after_login(
+    lab: tuple[FastAPI, StarLab],
+) -> None:
+    """The lead's session ends while the campaign page is open; they click Pause: the login
+    page leads back to the campaign page, not to the POST-only action (a 405 page before)."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "gone", ["sexually-explicit"], n=1)
+    await lead.get("/lead/campaigns/gone")
+    await lead.post("/logout")
+    anon = Browser(app)
+    await anon.get("/login")
+    for action, page in (
+        ("/lead/campaigns/gone/status", "/lead/campaigns/gone"),
+        ("/lead/campaigns/gone/members/p-x/remove", "/lead/campaigns/gone"),
+        ("/tasks/claim", "/tasks"),
+        ("/lead/participants/import", "/lead/participants"),
+    ):
+        r = await anon.post(action, {"action": "pause"})
+        assert (r.status_code, r.headers["location"]) == (303, f"/login?next={page}"), action
+    r = await anon.get("/lead/campaigns/gone")  # a page keeps its own address, query included
+    assert r.headers["location"] == "/login?next=/lead/campaigns/gone"
+    await anon.get("/login?next=/lead/campaigns/gone")
+    r = await anon.post("/login", {"username": "lead", "password": PASSWORD, "next": "/lead/campaigns/gone"})
+    page = await anon.follow(r)
+    assert page.status_code == 200 and 'id="campaign-status">open<' in page.text
+    assert await star.store.campaign_status("gone") == "open"  # the lost click changed nothing
+    await lead.aclose()
+    await anon.aclose()

@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
+from starlette.routing import Match
 
 from .accounts import Account, AccountStore, Role
 from .lab_settings import LabSettings
@@ -270,9 +271,25 @@ async def current_account(request: Request, security: Security = Depends(get_sec
 
 def _logged_in(request: Request, account: Account | None) -> Account:
     if account is None:
-        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.method in ("GET", "HEAD"):
+            path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        else:  # a form sent after the session ended: back to its page after login, not to a POST-only URL
+            path = _page_of(request)
         raise LoginRequiredError(quote(path, safe="/?=&"))
     return account
+
+
+def _page_of(request: Request) -> str:
+    """The page a form action belongs to: the nearest path above it that a GET route serves, e.g.
+    the campaign page for ``/lead/campaigns/c/status``, ``/tasks`` for ``/tasks/claim``; ``/``
+    when none. (Never the action's own path: ``/tasks/claim`` is not the task ``claim``.)"""
+    path = request.url.path.rstrip("/").rsplit("/", 1)[0]
+    while path:
+        scope = {"type": "http", "path": path, "method": "GET", "root_path": ""}
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.router.routes):
+            return path
+        path = path.rsplit("/", 1)[0]
+    return "/"
 
 
 async def require_login(request: Request, account: Account | None = Depends(current_account)) -> Account:
