@@ -199,10 +199,17 @@ def _project(data: Path) -> Iterator[Example]:
     written for this project, see their headers). A request topic is one group."""
     del data  # package data, not shared data
     loaded = _package_yaml("project_requests.yaml")
-    for name, ok in (("benign", True), ("lookalike", True), ("harmful", False)):
-        for topic, items in loaded[name].items():
+    # jailbreak: harmful asks in role-play / "no rules" framings, unacceptable and adversarial.
+    for name, ok, adversarial in (
+        ("benign", True, False),
+        ("lookalike", True, False),
+        ("harmful", False, False),
+        ("jailbreak", False, True),
+    ):
+        for topic, items in loaded.get(name, {}).items():
             for text in items:
-                yield Example(str(text), "request", ok, f"project-{name}", f"project:{name}:{topic}")
+                group = f"project:{name}:{topic}"
+                yield Example(str(text), "request", ok, f"project-{name}", group, adversarial=adversarial)
     # Responses are distinct texts (no paraphrases of one another): one group each.
     loaded = _package_yaml("project_responses.yaml")
     for name, ok in (("acceptable", True), ("unacceptable", False)):
