@@ -73,12 +73,16 @@ def test_negotiate_table_output_and_traces_commands(tmp_path: Path) -> None:
 
 def test_negotiate_failures_exit_nonzero_with_trace(tmp_path: Path) -> None:
     config = write_config(tmp_path)
-    out = cli("negotiate", "--config", str(config), "-f", "nonexistent", "hello")
-    assert out.returncode != 0
-    assert "unknown framework 'nonexistent'" in out.stderr and "trace" in out.stderr
+    (tmp_path / "drive.yaml").write_text(yaml.safe_dump({"rules": [], "default": "not a proposal at all"}))
+    out = cli("negotiate", "--config", str(config), "hello")
+    assert out.returncode == 1
+    assert "negotiation failed: drive:" in out.stderr and "(trace " in out.stderr
     assert "Traceback" not in out.stderr
+    # bad input is not a failed negotiation: refused before a trace exists (exit 2)
+    out = cli("negotiate", "--config", str(config), "-f", "nonexistent", "hello")
+    assert out.returncode == 2 and "unknown framework 'nonexistent'" in out.stderr and "trace" not in out.stderr
     empty = cli("negotiate", "--config", str(config), "")
-    assert empty.returncode != 0 and "empty" in empty.stderr
+    assert empty.returncode == 2 and "empty" in empty.stderr
 
 
 def test_negotiate_samples_summary(tmp_path: Path) -> None:
@@ -152,3 +156,25 @@ def test_evaluator_text_quoting_the_draft_stays_hidden_in_every_field(tmp_path: 
     shown = cli("negotiate", "--config", str(config), "--no-store", "-k", "1", "--json", "--show-internal", "q")
     hit = json.loads(shown.stdout)["rounds"][0]["proposals"][0]["evaluation"]["rule_hits"][0]
     assert hit == {"rule_id": "?", "layer": "contextual"}  # recorded as the gate read it: no such rule
+
+
+def test_bad_input_is_refused_before_a_trace_is_made(tmp_path: Path) -> None:
+    """An empty request, an unknown framework, a framework file that does not load: one line,
+    exit 2, nothing stored (before: a failed negotiation, a stored failed trace, a fallback
+    answer printed, exit 1)."""
+    config = write_config(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nname: y\n")
+    cases = [
+        (["   \n"], "the request is empty"),
+        (["-f", "nosuch", "hi"], "unknown framework 'nosuch'"),
+        (["-f", str(bad), "hi"], f"{bad}:2:1: duplicate key 'name'"),
+    ]
+    for args, expected in cases:
+        out = cli("negotiate", "--config", str(config), *args)
+        assert out.returncode == 2, (args, out.returncode, out.stderr)
+        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and expected in lines[0] and "trace" not in lines[0], out.stderr
+        assert out.stdout == "", out.stdout
+    listed = cli("traces", "list", "--config", str(config), "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout or "[]") == []

@@ -158,17 +158,25 @@ def test_parse_params_weights_rule() -> None:
         parse_params({"alpha": 0, "beta": 0, "gamma": 0}, where="[negotiation]")
 
 
-def test_undecodable_bytes_in_argv_give_one_line_and_a_stored_trace(tmp_path: Path) -> None:
+async def test_undecodable_bytes_in_a_framework_path_give_one_line_and_a_storable_trace(tmp_path: Path) -> None:
     """A file name that is not UTF-8 (Python hands it over with lone surrogates) used to make the
-    failed trace unstorable ('surrogates not allowed') and the error line unprintable."""
+    failed trace unstorable ('surrogates not allowed') and the error line unprintable. The CLI now
+    refuses the framework before a trace exists (one line, exit 2, nothing stored); a library
+    caller passing the name still gets a failed trace that the store keeps."""
     config = write_config(tmp_path)
     store = tmp_path / "t.db"
     name = os.fsdecode(b"/nonexistent/\xff\xfe.yaml")
     out = _run("negotiate", "--config", str(config), "--store", f"sqlite:///{store}", "-f", name, "hi")
     _clean_error(out, "cannot read framework file /nonexistent/", "check the path")
-    assert "Serialization" not in out.stderr and "surrogates" not in out.stderr
+    assert out.returncode == 2 and "Serialization" not in out.stderr and "surrogates" not in out.stderr
     listed = _run("traces", "list", "--config", str(config), "--store", f"sqlite:///{store}", "--json")
-    assert [t["status"] for t in json.loads(listed.stdout)] == ["failed"]
+    assert json.loads(listed.stdout or "[]") == []
+    traces = SQLTraceStore(f"sqlite:///{store}")
+    trace = await World([proposals(("Boil it.", 0.9))]).negotiator(store=traces).negotiate("hi", framework=name)
+    assert trace.status is TraceStatus.FAILED and "cannot read framework file /nonexistent/" in (trace.error or "")
+    stored = await traces.get(trace.id)
+    assert stored is not None and stored.status is TraceStatus.FAILED
+    await traces.close()
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from ..errors import InputError, PsychoAlignError
 from ..frameworks import builtin_names, load_framework
 from ..negotiation import NegotiationParams, Negotiator
 from ..negotiation.params import FLAGS, negotiation_source, parse_params
-from ..textio import decode_utf8
+from ..textio import decode_utf8, normalise_text
 from ..traces import Trace, TraceStatus, TraceStore, open_store
 from ..yamlio import parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
@@ -73,6 +73,19 @@ def negotiate(
     else:
         text = decode_utf8(sys.stdin.buffer.read(), "standard input") if request == "-" else request
         requests = [("request", text)]
+    # Bad input is refused here, before a trace exists: one line, exit 2. (The engine fails closed
+    # on it too, but as a failed negotiation: a stored failed trace, a fallback answer, exit 1.)
+    loaded = load_framework(framework)
+    for _kind, text in requests:
+        normalised = normalise_text(text)  # as the engine sees it
+        length = len(normalised)
+        if not normalised.strip():
+            raise InputError("the request is empty", hint='psychoalign negotiate "your request" (or --samples)')
+        if length > params.max_request_chars:
+            raise InputError(
+                f"the request is {length} characters, over the limit of {params.max_request_chars}",
+                hint="shorten it or raise negotiation.max_request_chars",
+            )
 
     async def go() -> list[Trace]:
         store = _store(settings, store_url, no_store)
@@ -82,9 +95,7 @@ def negotiate(
             for kind, text in requests:
                 if samples and not json_out:
                     err_console.print(f"[dim]negotiating ({kind}): {text[:70]}…[/dim]")
-                out.append(
-                    await negotiator.negotiate(text, framework=framework, context=context, metadata={"kind": kind})
-                )
+                out.append(await negotiator.negotiate(text, framework=loaded, context=context, metadata={"kind": kind}))
         finally:
             await negotiator.aclose()
             if store is not None:
