@@ -315,3 +315,14 @@ async def test_a_password_in_base_url_is_kept_out_of_errors() -> None:
     assert fake.headers[-1]["authorization"].startswith("Basic ")
     assert "hunter2secret" not in str(failed.value) and "hunter2secret" not in (failed.value.detail or "")
     assert "[redacted]@127.0.0.1" in (failed.value.detail or "")
+
+
+async def test_a_long_reply_under_the_bound_is_read_whole() -> None:
+    """3 MB arrive in many chunks: all of them are read (a single bounded read returned only
+    what was buffered, and the cut JSON was 'not a chat completion')."""
+    fake = FakeServer(default=Scripted(openai_reply("y" * 3_000_000)))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url))  # type: ignore[arg-type]
+        result = await model.chat("hi")
+        await model.aclose()
+    assert result.text == "y" * 3_000_000

@@ -78,6 +78,23 @@ async def _error_body(response: aiohttp.ClientResponse) -> str:
     return raw.decode("utf-8", "replace")
 
 
+async def _bounded_body(response: aiohttp.ClientResponse, url: str) -> bytes:
+    """The whole body, read chunk by chunk up to :data:`MAX_REPLY_BYTES` (one ``read(n)`` returns
+    only what is buffered); over it, :class:`EndpointError` without reading the rest."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise EndpointError(
+                f"model endpoint sent a reply over {MAX_REPLY_BYTES // 2**20} MB",
+                hint="check base_url (is it a chat completions endpoint?) and max_tokens",
+                detail=f"POST {url}: more than {MAX_REPLY_BYTES} bytes",
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def connection_failure(exc: BaseException) -> str:
     """The failure class of a connection-level error, for users: no host, no address, no text
     from the peer."""
@@ -202,13 +219,7 @@ class OpenAIBackend(Backend):
                         )
                     hint = "check the API key" if status in (401, 403) else "check model and base_url"
                     raise EndpointError(f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
-                raw = await response.content.read(MAX_REPLY_BYTES + 1)
-                if len(raw) > MAX_REPLY_BYTES:
-                    raise EndpointError(
-                        f"model endpoint sent a reply over {MAX_REPLY_BYTES // 2**20} MB",
-                        hint="check base_url (is it a chat completions endpoint?) and max_tokens",
-                        detail=f"POST {url}: more than {MAX_REPLY_BYTES} bytes",
-                    )
+                raw = await _bounded_body(response, url)
         except aiohttp.InvalidURL as exc:
             raise EndpointError("invalid model endpoint URL", hint="check base_url", detail=f"{url!r}") from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
