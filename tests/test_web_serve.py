@@ -95,3 +95,33 @@ def test_serve_refuses_a_public_address_without_keys(tmp_path: Path) -> None:
     out = cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--config", str(write_config(tmp_path)))
     assert out.returncode == 2
     assert "refusing to listen on 0.0.0.0" in out.stderr and "Traceback" not in out.stderr
+
+
+async def test_connections_on_the_bound_socket_disable_nagle() -> None:
+    """`serve`, `serve-a2a` and `agent serve` listen on a socket they bind themselves. Every
+    connection accepted on it must have TCP_NODELAY (asyncio sets it only when the listening
+    socket's proto is TCP): with Nagle on, a reply written in two parts waits for the client's
+    delayed ACK, ~40 ms per request."""
+    import asyncio
+    import socket
+
+    from psychoalign.cli.serve import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            conn = transport.get_extra_info("socket")
+            if not accepted.done():
+                accepted.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        assert await accepted == 1
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
