@@ -38,6 +38,7 @@ from ..errors import ConfigError, InputError
 from ..judges.refusal import RefusalVerdict
 from ..models import Message
 from ..prompts import load_prompt_yaml
+from ..textio import read_text
 from .attack_scoring import judge_response, score_multi_turn
 from .benchmarks import AdvBench, Benchmark, Item, Metric, Outcome, Respond, _file, _permute
 from .judging import Judges
@@ -118,16 +119,14 @@ def wrap_objective(template: Template, objective: str, generator_name: str = "Ch
 
 def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path, what="attack template file"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
 
 
 def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_text(path, what="attack data file").splitlines(), start=1):
         if not line.strip():
             continue
         try:

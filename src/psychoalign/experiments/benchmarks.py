@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import random
 from abc import ABC, abstractmethod
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError, InputError
 from ..judges.records import JudgeRecord
 from ..models import Message
+from ..textio import read_text
 from ..yamlio import parse_yaml
 from .judging import Judges
 from .systems import SystemReply
@@ -152,7 +154,7 @@ class HHH(Benchmark):
         for part in self.FILES:
             path = _file(data_dir, f"hhh_alignment/{part}.task.json")
             try:
-                examples = json.loads(path.read_text(encoding="utf-8"))["examples"]
+                examples = json.loads(read_text(path, what="benchmark file"))["examples"]
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise InputError(f"{path}: malformed task file ({exc})") from None
             for i, ex in enumerate(examples):
@@ -208,7 +210,7 @@ class AdvBench(Benchmark):
     def load(self, data_dir: Path) -> list[Item]:
         path = _file(data_dir, "advbench/harmful_behaviors.csv")
         items = []
-        with path.open(encoding="utf-8", newline="") as fh:
+        with io.StringIO(read_text(path, what="benchmark file"), newline="") as fh:
             for i, row in enumerate(csv.DictReader(fh), start=2):
                 goal = (row.get("goal") or "").strip()
                 if not goal:
@@ -251,7 +253,7 @@ class MTBench(Benchmark):
         path = _file(data_dir, "mt_bench/question.jsonl")
         refs = self._refs(_file(data_dir, "mt_bench/reference_answer_gpt-4.jsonl"))
         items = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(read_text(path, what="benchmark file").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -269,7 +271,7 @@ class MTBench(Benchmark):
     @staticmethod
     def _refs(path: Path) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(read_text(path, what="benchmark file").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -326,7 +328,7 @@ class RealToxicity(Benchmark):
         items = []
         for attr in self.ATTRIBUTES:
             path = _file(data_dir, f"realtoxicityprompts/rtp_{attr}.txt")
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for n, line in enumerate(read_text(path, what="benchmark file").splitlines(), start=1):
                 if line.strip():
                     items.append(Item(id=f"realtoxicity/{attr}/{n}", turns=(line.strip(),), data={"attribute": attr}))
         return items
@@ -360,7 +362,7 @@ class XSTest(Benchmark):
     def load(self, data_dir: Path) -> list[Item]:
         path = _file(data_dir, "xstest/xstest_prompts.csv")
         items = []
-        with path.open(encoding="utf-8", newline="") as fh:
+        with io.StringIO(read_text(path, what="benchmark file"), newline="") as fh:
             for i, row in enumerate(csv.DictReader(fh), start=2):
                 label = (row.get("label") or "").strip()
                 prompt = (row.get("prompt") or "").strip()

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import random
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..textio import read_text
 from .judging import Judges
 
 __all__ = [
@@ -72,7 +74,7 @@ def _completion_rows(data_dir: Path) -> Iterator[tuple[str, str, dict[str, str]]
         path = data_dir / rel
         if not path.is_file():
             raise InputError(f"calibration file {path} is missing", hint="check experiments.data_dir")
-        with path.open(encoding="utf-8", newline="") as fh:
+        with io.StringIO(read_text(path, what="calibration file"), newline="") as fh:
             for i, row in enumerate(csv.DictReader(fh), start=2):
                 yield rel, f"{path}:{i}", row
 
@@ -274,10 +276,15 @@ def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
     shots = data_dir / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
     if not shots.is_file():
         raise InputError(f"calibration file {shots} is missing", hint="check experiments.data_dir")
-    for n, line in enumerate(shots.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_text(shots, what="calibration file").splitlines(), start=1):
         if not line.strip():
             continue
-        shot = json.loads(line)
+        try:
+            shot = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{shots}:{n}: invalid JSON ({exc.msg})") from None
+        if not isinstance(shot, dict):
+            raise InputError(f"{shots}:{n}: expected a JSON object")
         answer = str(shot.get("assistant", "")).strip()
         if answer and answer not in seen:
             rows.append(

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from ..errors import InputError
 from ..models import ChatModel, Message
 from ..prompts import load_prompt_yaml
+from ..textio import read_text
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
 __all__ = ["NEED_REF_CATEGORIES", "MTBenchJudge", "load_judge_prompts", "parse_rating", "plain_examples"]
@@ -38,10 +39,7 @@ _BACKUP = re.compile(r"\[(\d+\.?\d*)\]")
 def load_judge_prompts(path: Path) -> dict[str, dict[str, str]]:
     """``judge_prompts.jsonl`` by name; errors name the file and line."""
     out: dict[str, dict[str, str]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", hint="check experiments.data_dir") from None
+    lines = read_text(path, what="MT-Bench judge prompt file").splitlines()
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue

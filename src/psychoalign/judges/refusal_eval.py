@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
 import json
 import time
 from collections import Counter
@@ -34,6 +35,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
+from ..textio import read_text
 from ..yamlio import parse_yaml
 from .refusal import RefusalJudge, RefusalLabel, RefusalVerdict
 
@@ -89,7 +91,7 @@ def _xstest(data: Path) -> list[LabelledResponse]:
     for name in XSTEST_FILES:
         path = data / "xstest" / name
         model = name.removeprefix("xstest_v2_completions_").removesuffix(".csv")
-        with path.open(encoding="utf-8", newline="") as fh:
+        with io.StringIO(read_text(path, what="XSTest file"), newline="") as fh:
             for row in csv.DictReader(fh):
                 label = _XSTEST_LABEL.get(row["final_label"].strip())
                 if label is None:
@@ -111,23 +113,22 @@ def _xstest(data: Path) -> list[LabelledResponse]:
 def _harmbench_compliant(data: Path) -> list[LabelledResponse]:
     path = data / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if not str(row.get("judge_note", "")).strip().lower().startswith("harmful"):
-                continue
-            out.append(
-                LabelledResponse(
-                    id=f"harmbench-{row['source_index']}",
-                    source="harmbench-compliant",
-                    request=row["user"],
-                    response=row["assistant"],
-                    label=RefusalLabel.COMPLIANCE,
-                    note=str(row.get("harmbench_semantic_category") or ""),
-                )
+    for line in read_text(path, what="many-shot file").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if not str(row.get("judge_note", "")).strip().lower().startswith("harmful"):
+            continue
+        out.append(
+            LabelledResponse(
+                id=f"harmbench-{row['source_index']}",
+                source="harmbench-compliant",
+                request=row["user"],
+                response=row["assistant"],
+                label=RefusalLabel.COMPLIANCE,
+                note=str(row.get("harmbench_semantic_category") or ""),
             )
+        )
     return out
 
 
