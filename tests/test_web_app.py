@@ -119,6 +119,16 @@ BAD_INPUT = [
         None,
     ),
     (json.dumps(_chat(psychoalign={"framework": "/etc/passwd"})).encode(), "psychoalign.framework", None),
+    # the OpenAI API takes only JSON booleans: "yes", "true" or 1 is not a stream request
+    (json.dumps(_chat(stream="yes")).encode(), "stream", "invalid_type"),
+    (json.dumps(_chat(stream="true")).encode(), "stream", "invalid_type"),
+    (json.dumps(_chat(stream=1)).encode(), "stream", "invalid_type"),
+    (
+        json.dumps(_chat(stream=True, stream_options={"include_usage": "yes"})).encode(),
+        "stream_options.include_usage",
+        "invalid_type",
+    ),
+    (json.dumps(_chat(logprobs="no")).encode(), "logprobs", "invalid_type"),
 ]
 
 
@@ -221,20 +231,29 @@ def test_serve_key_prints_a_key_and_its_digest() -> None:
     assert hashlib.sha256(key.encode()).hexdigest() in out and "[deployments.clinic]" in out
 
 
+def _assert_too_large(r: httpx.Response) -> None:
+    """HTTP 413 (Content Too Large), in the OpenAI error shape."""
+    assert r.status_code == 413, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["type"] == "invalid_request_error" and err["code"] == "request_too_large"
+    assert "serve.max_body_bytes" in err["message"] and "\n" not in err["message"]
+
+
 async def test_oversized_bodies_are_refused_without_reading_them(
     client: tuple[httpx.AsyncClient, InMemoryTraceStore],
 ) -> None:
     c, _ = client
     huge = json.dumps(_chat("x" * 2_000_000)).encode()
     r = await c.post("/v1/chat/completions", content=huge, headers={"content-type": "application/json"})
-    assert r.status_code == 400 and r.json()["error"]["code"] == "request_too_large"
+    _assert_too_large(r)
 
     async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted while streaming
         for _ in range(30):
             yield b" " * 100_000
 
     r = await c.post("/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"})
-    assert r.status_code == 400 and r.json()["error"]["code"] == "request_too_large"
+    _assert_too_large(r)
 
 
 async def test_request_id_reaches_the_logs(

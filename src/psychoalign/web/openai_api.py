@@ -292,7 +292,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 def _too_large(limit: int) -> APIError:
     return APIError(
-        400,
+        413,
         f"request body is larger than the limit of {limit} bytes: shorten the conversation or raise "
         "serve.max_body_bytes",
         code="request_too_large",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from .errors import APIError
 
@@ -62,8 +62,8 @@ class ChatMessage(BaseModel):
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    include_usage: bool = False
-    include_obfuscation: bool = False
+    include_usage: StrictBool = False
+    include_obfuscation: StrictBool = False
 
 
 class PsychoAlignExtension(BaseModel):
@@ -80,11 +80,12 @@ class ChatCompletionRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage]
-    stream: bool = False
+    # Strict: the OpenAI API takes only JSON booleans ("stream": "yes" is not true, it is an error).
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
     n: int | None = None
     user: str | None = Field(None, max_length=512)
-    logprobs: bool | None = None
+    logprobs: StrictBool | None = None
     top_logprobs: int | None = None
     tool_choice: Any = None
     response_format: dict[str, Any] | None = None
@@ -151,7 +152,12 @@ def _param(loc: tuple[int | str, ...]) -> str:
 def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     """Bytes -> validated request, or a 400 naming the field."""
     if len(body) > max_body_bytes:
-        raise _bad(None, f"request body is larger than the limit of {max_body_bytes} bytes", "request_too_large")
+        raise APIError(
+            413,
+            f"request body is larger than the limit of {max_body_bytes} bytes: shorten the conversation or raise "
+            "serve.max_body_bytes",
+            code="request_too_large",
+        )
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -181,6 +187,9 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
         param = _param(tuple(err["loc"]))
         if err["type"] == "extra_forbidden":
             raise _bad(param, f"Unrecognized request argument supplied: {param}", "unknown_parameter") from None
+        if err["type"] == "bool_type":
+            got = json.dumps(err["input"])[:40]
+            raise _bad(param, f"{param} must be a JSON boolean (true or false); got {got}", "invalid_type") from None
         raise _bad(param, f"{param}: {err['msg']}", "invalid_value") from None
     _semantics(req)
     return req
