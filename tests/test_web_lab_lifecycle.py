@@ -155,7 +155,12 @@ async def test_members_only_campaign_through_the_pages(lab: tuple[FastAPI, StarL
     assert r.status_code == 403
     assert await star.store.members("club") == []
     await lead.get("/lead/campaigns/club")
-    assert (await lead.post("/lead/campaigns/club/members", {"participant_ids": ["p-nobody"]})).status_code == 400
+    bad = await lead.post("/lead/campaigns/club/members", {"participant_ids": ["p-nobody", bob_pid, "<b>x</b>"]})
+    assert bad.status_code == 400
+    # a plain, escaped list of the unknown ones (not a Python list repr); nobody was added
+    assert "unknown participants &lt;b&gt;x&lt;/b&gt;, p-nobody; nobody was added" in bad.text, bad.text[-600:]
+    assert "[" not in bad.text.split("unknown participants")[1].split(";")[0] and "<b>x" not in bad.text
+    assert await star.store.members("club") == []
 
     await lead.get("/lead/campaigns/club")
     page = await lead.follow(await lead.post("/lead/campaigns/club/members", {"participant_ids": [ann_pid]}))

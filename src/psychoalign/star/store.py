@@ -687,7 +687,9 @@ class StarStore:
                 for r in (await conn.execute(select(participants.c.id).where(participants.c.id.in_(wanted)))).all()
             }
             if wanted - known:
-                raise InputError(f"unknown participants {sorted(wanted - known)[:5]}; nobody was added")
+                unknown = sorted(wanted - known)
+                more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+                raise InputError(f"unknown participants {', '.join(unknown[:5])}{more}; nobody was added")
             have = {
                 str(r[0])
                 for r in (
