@@ -103,6 +103,32 @@ def test_lab_cli_creates_a_lead_and_lists_accounts(tmp_path: Path) -> None:
     assert '"username": "boss"' in result.output and '"role": "lead"' in result.output
 
 
+@pytest.mark.parametrize(
+    ("serve", "base"),
+    [
+        ('host = "127.0.0.1"\nport = 8123\n', "http://127.0.0.1:8123"),
+        ('host = "0.0.0.0"\nport = 9001\n', "http://127.0.0.1:9001"),
+        ('host = "::1"\nport = 8124\n', "http://[::1]:8124"),
+        ('port = 8125\npublic_url = "https://lab.example.org/"\n', "https://lab.example.org"),
+    ],
+)
+def test_add_lead_links_to_where_serve_will_listen(tmp_path: Path, serve: str, base: str) -> None:
+    """The login and invite links follow serve.host/serve.port (or serve.public_url), not :8000."""
+    from psychoalign.cli.main import app
+
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[serve]\n{serve}')
+    runner = CliRunner()
+    result = runner.invoke(app, ["lab", "add-lead", "--username", "boss", "-c", str(config)], input=f"{PW}\n{PW}\n")
+    assert result.exit_code == 0, result.output
+    assert f"log in at {base}/login" in result.output and ":8000" not in result.output
+    result = runner.invoke(app, ["lab", "add-lead", "--invite", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    assert f"{base}/invite/" in result.output and ":8000" not in result.output
+    result = runner.invoke(app, ["lab", "add-lead", "--invite", "--base-url", "http://x.test:1/", "-c", str(config)])
+    assert "http://x.test:1/invite/" in result.output
+
+
 def test_add_lead_without_a_password_on_stdin_says_so(tmp_path: Path) -> None:
     """Standard input ends (a script, a container) or the two passwords differ: one line with the
     fix and exit 2, not click's bare "Aborted."."""

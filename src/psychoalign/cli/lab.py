@@ -14,6 +14,7 @@ from ..errors import InputError
 from .common import ConfigOpt, JsonOpt, emit_json, out_console, safe, settings_from
 
 if TYPE_CHECKING:
+    from ..config import Settings
     from ..web.star.lab import StarLab
 
 __all__ = ["register"]
@@ -21,11 +22,23 @@ __all__ = ["register"]
 lab_app = typer.Typer(help="STAR lab accounts: the first lead, invites, who is registered.", no_args_is_help=True)
 
 
-def _lab(config: Path | None) -> StarLab:
+def _lab(settings: Settings) -> StarLab:
     from ..web.star.lab import StarLab  # lazily: FastAPI loads only for lab commands
 
-    settings = settings_from(config)
     return StarLab(settings, settings.effective_store_url())
+
+
+def lab_url(settings: Settings) -> str:
+    """Where ``psychoalign serve`` will serve the lab with this configuration: ``serve.public_url``
+    when set, else ``serve.host``/``serve.port`` (a wildcard bind is reached on loopback here)."""
+    serve = settings.serve
+    if serve.public_url:
+        return serve.public_url.rstrip("/")
+    host = "127.0.0.1" if serve.host in ("", "0.0.0.0") else "[::1]" if serve.host == "::" else serve.host
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    port = serve.port or "PORT"  # port 0: the free port `psychoalign serve` picks and prints
+    return f"http://{host}:{port}"
 
 
 @lab_app.command("add-lead")
@@ -33,7 +46,11 @@ def add_lead(
     username: str | None = typer.Option(None, "--username", help="The lead's login name (not with --invite)."),
     name: str = typer.Option("", "--name", help="Display name."),
     invite: bool = typer.Option(False, "--invite", help="Print a one-time invite link instead of asking a password."),
-    base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="Where the lab is served (for the link)."),
+    base_url: str | None = typer.Option(
+        None,
+        "--base-url",
+        help="Where the lab is served, for the link (default: serve.public_url, else serve.host and serve.port).",
+    ),
     config: Path | None = ConfigOpt,
 ) -> None:
     """Create a lead (admin) account: with a password typed now, or a one-time invite link."""
@@ -49,18 +66,21 @@ def add_lead(
                 hint="type it twice at the prompt (or pipe it on two lines), or use --invite for a one-time link",
             ) from None
 
+    settings = settings_from(config)
+    base = (base_url or lab_url(settings)).rstrip("/")
+
     async def go() -> str:
         from ..web.accounts import Role
 
-        lab = _lab(config)
+        lab = _lab(settings)
         try:
             account = await lab.accounts.create_account(
                 Role.LEAD, username=None if invite else username, password=password, display_name=name or username or ""
             )
             if invite:
                 token = (await lab.accounts.create_invite(account.id, ttl=timedelta(days=7))).token
-                return f"one-time invite link (valid 7 days): {base_url.rstrip('/')}/invite/{token}"
-            return f"lead '{username}' created; log in at {base_url.rstrip('/')}/login"
+                return f"one-time invite link (valid 7 days): {base}/invite/{token}"
+            return f"lead '{username}' created; log in at {base}/login"
         finally:
             await lab.close()
 
@@ -72,7 +92,7 @@ def accounts(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Every account: username, role, pseudonymous participant id, active (leads' view)."""
 
     async def go() -> list[dict[str, object]]:
-        lab = _lab(config)
+        lab = _lab(settings_from(config))
         try:
             return [a.model_dump(mode="json") for a in await lab.accounts.list_accounts()]
         finally:
