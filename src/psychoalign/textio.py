@@ -7,13 +7,15 @@ characters, NFC-normalised.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError, PsychoAlignError
 
-__all__ = ["decode_utf8", "normalise_text", "read_text", "skeleton"]
+__all__ = ["decode_utf8", "normalise_text", "read_jsonl_objects", "read_text", "skeleton"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -88,3 +90,21 @@ def read_text(
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror or exc}", hint="check the path") from None
     return decode_utf8(data, f"{what} {path}", error=error)
+
+
+def read_jsonl_objects(path: str | Path, *, what: str = "file") -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSON-lines file with their line numbers (blank lines skipped), read
+    as :func:`read_text` reads; a line that is not a JSON object is a one-line ``InputError``
+    naming ``path:line``."""
+    rows = []
+    for n, line in enumerate(read_text(path, what=what).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{n}: invalid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}:{n}: expected a JSON object")
+        rows.append((n, row))
+    return rows

@@ -38,7 +38,7 @@ from ..errors import ConfigError, InputError
 from ..judges.refusal import RefusalVerdict
 from ..models import Message
 from ..prompts import load_prompt_yaml
-from ..textio import read_text
+from ..textio import read_jsonl_objects, read_text
 from .attack_scoring import judge_response, score_multi_turn
 from .benchmarks import AdvBench, Benchmark, Item, Metric, Outcome, Respond, _file, _permute
 from .judging import Judges
@@ -124,21 +124,6 @@ def _json(path: Path) -> Any:
         raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
 
 
-def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows = []
-    for n, line in enumerate(read_text(path, what="attack data file").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: invalid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise InputError(f"{path}:{n}: expected a JSON object")
-        rows.append((n, row))
-    return rows
-
-
 def load_roleplay_templates(data_dir: Path) -> dict[str, list[Template]]:
     """Every jailbreak template by family; a malformed file is a one-line error naming it."""
     root = data_dir / "jailbreak_templates"
@@ -162,7 +147,7 @@ def load_roleplay_templates(data_dir: Path) -> dict[str, list[Template]]:
             raise InputError(f"{wild_path}: item {i} is not a non-empty string")
         out["inthewild"].append(Template(f"inthewild/{i}", "inthewild", text))
     pyrit_path = _file(data_dir, "jailbreak_templates/pyrit_jailbreak_templates.jsonl")
-    for n, row in _jsonl(pyrit_path):
+    for n, row in read_jsonl_objects(pyrit_path, what="attack data file"):
         value, name = row.get("value"), row.get("name") or row.get("file")
         if not isinstance(value, str) or not value.strip() or not isinstance(name, str):
             raise InputError(f"{pyrit_path}:{n}: needs a 'name' and a non-empty template 'value'")
@@ -180,7 +165,7 @@ class Shot:
 def load_shots(data_dir: Path) -> list[Shot]:
     path = _file(data_dir, "many_shot_jailbreaking/many_shot_examples_filtered.jsonl")
     shots = []
-    for n, row in _jsonl(path):
+    for n, row in read_jsonl_objects(path, what="attack data file"):
         user, assistant = row.get("user"), row.get("assistant")
         if not isinstance(user, str) or not user.strip() or not isinstance(assistant, str) or not assistant.strip():
             raise InputError(f"{path}:{n}: needs non-empty 'user' and 'assistant' strings")
@@ -198,7 +183,7 @@ def load_attacker_templates(data_dir: Path) -> dict[str, str]:
     env = SandboxedEnvironment()
     path = _file(data_dir, "multi_turn_attack_templates/pyrit_multiturn_templates.jsonl")
     out: dict[str, str] = {}
-    for n, row in _jsonl(path):
+    for n, row in read_jsonl_objects(path, what="attack data file"):
         name, value, params = row.get("name"), row.get("value"), row.get("parameters")
         if not isinstance(name, str) or not isinstance(value, str) or not value.strip():
             raise InputError(f"{path}:{n}: needs a 'name' and a non-empty template 'value'")

@@ -25,14 +25,13 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..textio import read_text
+from ..textio import read_jsonl_objects, read_text
 from .judging import Judges
 
 __all__ = [
@@ -276,15 +275,7 @@ def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
     shots = data_dir / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
     if not shots.is_file():
         raise InputError(f"calibration file {shots} is missing", hint="check experiments.data_dir")
-    for n, line in enumerate(read_text(shots, what="calibration file").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            shot = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{shots}:{n}: invalid JSON ({exc.msg})") from None
-        if not isinstance(shot, dict):
-            raise InputError(f"{shots}:{n}: expected a JSON object")
+    for n, shot in read_jsonl_objects(shots, what="calibration file"):
         answer = str(shot.get("assistant", "")).strip()
         if answer and answer not in seen:
             rows.append(
