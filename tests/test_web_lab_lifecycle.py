@@ -5,6 +5,7 @@ page that says why."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,21 @@ async def start_red_teaming(b: Browser) -> str:
     page = await b.follow(await b.post(f"/tasks/{tid}/message", {"text": "hello"}))
     assert page.status_code == 200
     return tid
+
+
+def hold_target_reply(star: StarLab, monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, asyncio.Event]:
+    """The target's next replies wait mid-answer: ``answering`` is set once one has started,
+    and each goes on (and is stored as usual) only once ``release`` is set."""
+    answering, release = asyncio.Event(), asyncio.Event()
+    original = star.reply
+
+    async def slow_reply(campaign: Any, turns: Any) -> Any:
+        answering.set()
+        await release.wait()
+        return await original(campaign, turns)
+
+    monkeypatch.setattr(star, "reply", slow_reply)
+    return answering, release
 
 
 async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]) -> None:
@@ -197,8 +213,6 @@ async def test_closing_while_the_target_answers_stores_neither_the_message_nor_t
     """A red teamer's message is in flight (the target answering) when the lead closes the
     campaign: the sender gets the page saying the campaign was closed, the dialogue keeps only
     the turns stored before, and the task is released with its clock stopped."""
-    import asyncio
-
     app, star = lab
     await add_person(star, "lead", Role.LEAD)
     ann_account = await add_person(star, "ann", roles=ROLES)
@@ -208,15 +222,7 @@ async def test_closing_while_the_target_answers_stores_neither_the_message_nor_t
     dialogue = await star.store.dialogue_of_task(tid)
     assert dialogue is not None
     before = await star.store.dialogue_turns(dialogue)
-    answering, release = asyncio.Event(), asyncio.Event()
-    original = star.reply
-
-    async def slow_reply(campaign: Any, turns: Any) -> Any:
-        answering.set()
-        await release.wait()
-        return await original(campaign, turns)
-
-    monkeypatch.setattr(star, "reply", slow_reply)
+    answering, release = hold_target_reply(star, monkeypatch)
     sending = asyncio.create_task(ann.post(f"/tasks/{tid}/message", {"text": "and now?"}))
     await answering.wait()
     await lead.get("/lead/campaigns/midturn")
@@ -239,8 +245,6 @@ async def test_removing_a_member_while_the_target_answers_stores_nothing_and_say
     """The lead removes a red teamer from a members-only campaign while the target answers their
     message: their task is released, the message and reply are not stored, and the page says so
     in words (it showed "dialogue '<id>' is not in progress (abandoned)")."""
-    import asyncio
-
     app, star = lab
     await add_person(star, "lead", Role.LEAD)
     ann_account = await add_person(star, "ann", roles=ROLES)
@@ -255,15 +259,7 @@ async def test_removing_a_member_while_the_target_answers_stores_nothing_and_say
     dialogue = await star.store.dialogue_of_task(tid)
     assert dialogue is not None
     before = await star.store.dialogue_turns(dialogue)
-    answering, release = asyncio.Event(), asyncio.Event()
-    original = star.reply
-
-    async def slow_reply(campaign: Any, turns: Any) -> Any:
-        answering.set()
-        await release.wait()
-        return await original(campaign, turns)
-
-    monkeypatch.setattr(star, "reply", slow_reply)
+    answering, release = hold_target_reply(star, monkeypatch)
     sending = asyncio.create_task(ann.post(f"/tasks/{tid}/message", {"text": "and now?"}))
     await answering.wait()
     await lead.get("/lead/campaigns/club2")
