@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import peak_rss_mb
 from psychoalign.star import coverage, generate_instructions, load_parameters, load_policy
 from psychoalign.star.model import Participant, TaskKind
-from psychoalign.star.store import StarStore
+from psychoalign.star.store import SQLStarStore
 
 RACES = ["Asian", "Black or African American", "Hispanic or Latino", "White"]
 GENDERS = ["Female", "Male", "Non-binary"]
@@ -37,7 +37,7 @@ def participants(n: int) -> list[Participant]:
 
 
 async def assignment(tmp: Path, policy: object, space: object) -> dict[str, float]:
-    store = StarStore(f"sqlite:///{tmp / 'star.db'}", policy)  # type: ignore[arg-type]
+    store = SQLStarStore(f"sqlite:///{tmp / 'star.db'}", policy)  # type: ignore[arg-type]
     await store.add_participants(participants(300))
     items = generate_instructions(policy, space, 10_000, seed=1)  # type: ignore[arg-type]
     t = time.perf_counter()

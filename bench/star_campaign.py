@@ -19,7 +19,7 @@ from psychoalign.config import Settings
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
 from psychoalign.star.campaign import CampaignConfig, run_campaign
-from psychoalign.star.store import StarStore
+from psychoalign.star.store import SQLStarStore
 
 
 def scripted(reply: object) -> ChatModel:
@@ -29,7 +29,7 @@ def scripted(reply: object) -> ChatModel:
 
 async def main(n: int, per_identity: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = StarStore(f"sqlite:///{Path(tmp) / 'c.db'}", load_policy())
+        store = SQLStarStore(f"sqlite:///{Path(tmp) / 'c.db'}", load_policy())
         config = CampaignConfig(
             name="bench",
             instructions=n,

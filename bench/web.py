@@ -247,7 +247,7 @@ async def verify(url: str) -> dict[str, Any]:
     from sqlalchemy import func, select
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from psychoalign.star.store import annotation_rows, exposures, tasks
+    from psychoalign.star.store.schema import annotation_rows, exposures, tasks
 
     engine = create_async_engine(url)
     async with engine.connect() as conn:

@@ -14,7 +14,7 @@ from psychoalign.config import Settings, load_settings
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
 from psychoalign.star.campaign import CampaignConfig, load_campaign, run_campaign
-from psychoalign.star.store import StarStore
+from psychoalign.star.store import SQLStarStore
 
 from .scenario import World, proposals
 from .test_cli import cli
@@ -38,13 +38,13 @@ def annotator(request: ChatRequest) -> dict[str, object]:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[StarStore]:
-    s = StarStore(f"sqlite:///{tmp_path / 'star.db'}", load_policy())
+async def store(tmp_path: Path) -> AsyncIterator[SQLStarStore]:
+    s = SQLStarStore(f"sqlite:///{tmp_path / 'star.db'}", load_policy())
     yield s
     await s.close()  # idempotent: tests that close it themselves are fine
 
 
-async def test_campaign_against_psychoalign(store: StarStore) -> None:
+async def test_campaign_against_psychoalign(store: SQLStarStore) -> None:
     config = CampaignConfig(name="t1", instructions=20, rules=["hate-speech", "medical-advice"], turns=2, seed=3)
     negotiator = World([proposals(("A careful answer.", 0.8))]).negotiator()
     report = await run_campaign(
@@ -161,7 +161,7 @@ def test_participants_cli(tmp_path: Path) -> None:
 @pytest.mark.realmodel
 async def test_short_campaign_on_the_embedded_model(tmp_path: Path) -> None:
     settings = load_settings(environ={"PSYCHOALIGN_DEFAULTS__MAX_TOKENS": "80"})
-    store = StarStore(f"sqlite:///{tmp_path / 's.db'}", load_policy())
+    store = SQLStarStore(f"sqlite:///{tmp_path / 's.db'}", load_policy())
     config = CampaignConfig(
         name="real", instructions=1, rules=["sexually-explicit"], turns=1, target={"kind": "model", "role": "target"}
     )
@@ -195,7 +195,7 @@ def annotator_with_extras(request: ChatRequest) -> dict[str, object]:
     return {"rating": 3, "reasoning": "scripted"}
 
 
-async def test_attackers_act_as_themselves_and_work_is_balanced(store: StarStore) -> None:
+async def test_attackers_act_as_themselves_and_work_is_balanced(store: SQLStarStore) -> None:
     prompts: dict[str, str] = {}
 
     def attacker_fn(request: ChatRequest) -> str:
@@ -233,7 +233,7 @@ async def test_attackers_act_as_themselves_and_work_is_balanced(store: StarStore
     assert pre == {"assigned_rule_broken": True, "other_rules": ["hate-speech"], "groups_mentioned": ["race", "gender"]}
 
 
-async def test_balanced_within_one_when_everyone_is_eligible(store: StarStore) -> None:
+async def test_balanced_within_one_when_everyone_is_eligible(store: SQLStarStore) -> None:
     config = CampaignConfig(
         name="even",
         instructions=40,
@@ -280,7 +280,7 @@ async def test_balanced_within_one_when_everyone_is_eligible(store: StarStore) -
     assert {s["reason"] for s in report.shortfall} == {"every eligible participant is at the per-participant limit"}
 
 
-async def test_target_failures_are_failures_not_turns(store: StarStore) -> None:
+async def test_target_failures_are_failures_not_turns(store: SQLStarStore) -> None:
     from psychoalign.errors import TransientBackendError
 
     calls = {"n": 0}
@@ -321,7 +321,7 @@ async def test_target_failures_are_failures_not_turns(store: StarStore) -> None:
     assert report.target_refusals == 3 and report.dialogues == 3
 
 
-async def test_failed_negotiation_is_a_target_failure(store: StarStore) -> None:
+async def test_failed_negotiation_is_a_target_failure(store: SQLStarStore) -> None:
     broken = World([{"not": "proposals"}]).negotiator()
     config = CampaignConfig(name="nf", instructions=2, rules=["sexually-explicit"], turns=2, target_retries=2)
     report = await run_campaign(
@@ -369,7 +369,7 @@ async def test_a_killed_campaign_resumes_and_finishes_everything(tmp_path: Path)
             raise Killed
         return "Tell me a stereotype about this group."
 
-    first = StarStore(url, load_policy())
+    first = SQLStarStore(url, load_policy())
     target = scripted(lambda r: "I'd rather not stereotype anyone.")
     with pytest.raises(Killed):
         await run_campaign(
@@ -381,7 +381,7 @@ async def test_a_killed_campaign_resumes_and_finishes_everything(tmp_path: Path)
     stuck = [r for r in await first.export_rows("res") if r["status"] == "in_progress"]
     assert len(stuck) == 1 and len(stuck[0]["turns"]) == 2
     await first.engine.dispose()
-    second = StarStore(url, load_policy())  # a new process
+    second = SQLStarStore(url, load_policy())  # a new process
     report = await run_campaign(
         config,
         Settings(),
@@ -411,7 +411,7 @@ from psychoalign.config import Settings
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
 from psychoalign.star.campaign import CampaignConfig, run_campaign
-from psychoalign.star.store import StarStore
+from psychoalign.star.store import SQLStarStore
 
 tmp = Path(sys.argv[1])
 calls = []
@@ -431,7 +431,7 @@ config = CampaignConfig(name="k9", instructions=6, rules=["stereotypes"], turns=
                         target={"kind": "model", "role": "target"})
 models = {"attacker": model(attacker), "annotator": model(lambda r: {"rating": 3, "reasoning": "ok"}),
           "target": model(lambda r: "I'd rather not stereotype anyone.")}
-store = StarStore(f"sqlite:///{tmp / 'k9.db'}", load_policy())
+store = SQLStarStore(f"sqlite:///{tmp / 'k9.db'}", load_policy())
 asyncio.run(run_campaign(config, Settings(home=str(tmp / "home")), store, models=models))
 """
 
@@ -456,7 +456,7 @@ def test_kill_9_mid_campaign_then_rerun_finishes_every_task(tmp_path: Path) -> N
     child.wait()
 
     async def rerun() -> tuple[list[dict[str, object]], object]:
-        store = StarStore(f"sqlite:///{tmp_path / 'k9.db'}", load_policy())
+        store = SQLStarStore(f"sqlite:///{tmp_path / 'k9.db'}", load_policy())
         before = await store.export_rows("k9")
         assert [r["status"] for r in before].count("in_progress") == 1  # stuck, as after a real crash
         config = CampaignConfig(
@@ -491,7 +491,7 @@ def test_kill_9_mid_campaign_then_rerun_finishes_every_task(tmp_path: Path) -> N
     assert report.resumed_tasks >= 1  # type: ignore[attr-defined]
 
 
-async def test_personas_do_not_run_on_a_paused_or_closed_campaign(store: StarStore) -> None:
+async def test_personas_do_not_run_on_a_paused_or_closed_campaign(store: SQLStarStore) -> None:
     from psychoalign.errors import InputError
 
     config = CampaignConfig(

@@ -241,9 +241,9 @@ star_app.add_typer(campaign_app, name="campaign")
 
 
 def _store(config: Path | None) -> Any:
-    from ..star.store import StarStore
+    from ..star.store import SQLStarStore
 
-    return StarStore(settings_from(config).effective_store_url(), load_policy())
+    return SQLStarStore(settings_from(config).effective_store_url(), load_policy())
 
 
 @participants_app.command("add")
@@ -356,9 +356,9 @@ def campaign_run(
     settings = settings_from(settings_file)
 
     async def go() -> Any:
-        from ..star.store import StarStore
+        from ..star.store import SQLStarStore
 
-        store = StarStore(settings.effective_store_url(), load_policy(spec.policy))
+        store = SQLStarStore(settings.effective_store_url(), load_policy(spec.policy))
         try:
             return await run_campaign(spec, settings, store)
         finally:

@@ -43,7 +43,9 @@ from ...star.model import TaskRecord, Turn
 from ...star.parameters import ParameterSpace
 from ...star.personas import ModelTarget, PsychoAlignTarget, Target
 from ...star.policy import Policy, PolicyError, load_policy
-from ...star.store import StarStore, task_record, tasks
+from ...star.store import SQLStarStore, StarStore
+from ...star.store.rules import task_record
+from ...star.store.schema import tasks
 from ...storage import ensure_schema
 from ...yamlio import load_yaml_model
 from ..accounts import AccountStore, SQLAccountStore
@@ -381,7 +383,7 @@ class StarLab:
         self._own_negotiator: Negotiator | None = None
         self.url = url
         self.engine_kwargs = engine_kwargs
-        self.store = StarStore(url, load_policy(), **engine_kwargs)
+        self.store = SQLStarStore(url, load_policy(), **engine_kwargs)
         self.lab = LabStore(self.store.engine)
         self.accounts: AccountStore = SQLAccountStore(engine=self.store.engine)
         self._stores: dict[str, StarStore] = {self.store.policy.sha256: self.store}
@@ -446,7 +448,7 @@ class StarLab:
         except InputError:
             policy = self.store.policy
         if policy.sha256 not in self._stores:
-            self._stores[policy.sha256] = StarStore(self.url, policy, **self.engine_kwargs)
+            self._stores[policy.sha256] = SQLStarStore(self.url, policy, **self.engine_kwargs)
         return self._stores[policy.sha256]
 
     def target(self, campaign: CampaignSettings) -> Target:

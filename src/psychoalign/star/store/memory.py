@@ -1,0 +1,681 @@
+"""The STAR store in memory: the same contract as the SQL store, for tests and throwaway runs.
+
+It keeps the SQL store's rows (``schema.py``'s columns, JSON as text) in dicts and applies the
+same decisions (``rules.py``). No operation awaits anything while it reads and writes, so each
+is atomic within the event loop; nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from ...errors import InputError
+from ..instructions import Instruction
+from ..model import Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
+from ..policy import Policy
+from .base import CampaignSettings, ClaimError, StarStore
+from .rules import (
+    CLAIM_PAGE,
+    EXPORT_BATCH,
+    LOADED,
+    NO_TASK_SAMPLE,
+    Candidate,
+    OpenTask,
+    annotation_row,
+    annotation_slots,
+    annotator_split,
+    arbitration_needed,
+    arbitration_requirement,
+    assignment_report,
+    check_reasoning,
+    check_status,
+    check_status_change,
+    closed_error,
+    dialogue_requirement,
+    dialogue_row,
+    export_row,
+    failure_row,
+    finished_status,
+    first_beyond,
+    likert,
+    no_campaign,
+    no_settings,
+    no_task_reason,
+    not_a_member,
+    not_claimed,
+    not_in_progress,
+    not_of_kind,
+    not_open_dialogue,
+    nothing_to_arbitrate,
+    participants_exist,
+    plan_assignment,
+    plan_rows,
+    quota_fixed,
+    replacement_row,
+    shortfall_entries,
+    sort_candidates,
+    task_record,
+    task_row,
+    turn_dict,
+    unknown,
+    unknown_people,
+)
+
+__all__ = ["InMemoryStarStore"]
+
+
+def _oldest(row: dict[str, Any]) -> tuple[datetime, str]:
+    return row["created_at"], row["id"]
+
+
+class InMemoryStarStore(StarStore):
+    """:class:`~psychoalign.star.store.StarStore` in memory (see the module doc)."""
+
+    def __init__(self, policy: Policy, *, lease_s: float = 3600.0, clock: Callable[[], datetime] | None = None) -> None:
+        super().__init__(policy, lease_s=lease_s, clock=clock)
+        self._people: dict[str, str] = {}  # id -> the participant as JSON
+        self._instructions: dict[str, dict[str, Any]] = {}
+        self._tasks: dict[str, dict[str, Any]] = {}
+        self._campaigns: dict[str, dict[str, Any]] = {}  # name -> settings (JSON), created_at, status, members_only
+        self._members: dict[tuple[str, str], datetime] = {}  # (campaign, participant) -> added
+        self._dialogues: dict[str, dict[str, Any]] = {}
+        self._dialogue_of: dict[str, str] = {}  # red-teaming task -> its dialogue
+        self._turns: dict[str, list[dict[str, Any]]] = {}
+        self._annotations: list[dict[str, Any]] = []
+        self._exposures: dict[tuple[str, str], str] = {}  # (dialogue, participant) -> role
+        self._declines: dict[tuple[str, str], datetime] = {}  # (instruction, participant) -> when
+        self._failures: list[dict[str, Any]] = []
+
+    # -- shared steps ------------------------------------------------------------------------------
+    def _person(self, pid: str) -> Participant:
+        if pid not in self._people:
+            raise unknown("participant", pid)
+        return Participant.model_validate_json(self._people[pid])
+
+    def _status(self, campaign: str) -> str:
+        row = self._campaigns.get(campaign)
+        return str(row["status"]) if row else "open"
+
+    def _refuse_if_closed(self, campaign: str) -> None:
+        if self._status(campaign) == "closed":
+            raise closed_error(campaign)
+
+    def _own(self, task_id: str, participant_id: str, kind: TaskKind) -> dict[str, Any]:
+        row = self._tasks.get(task_id)
+        if row is None or row["kind"] != kind.value:
+            raise not_of_kind(kind, task_id)
+        self._refuse_if_closed(row["campaign"])
+        if row["participant_id"] != participant_id or row["status"] != "claimed":
+            raise not_claimed(task_id, participant_id, row["status"])
+        return row
+
+    def _may_claim(self, campaign: str, pid: str) -> bool:
+        row = self._campaigns.get(campaign)
+        return row is None or (
+            row["status"] == "open" and (not row["members_only"] or (campaign, pid) in self._members)
+        )
+
+    def _scope(self, campaigns: Iterable[str]) -> dict[str, set[str]]:
+        """The members of each members-only campaign among ``campaigns``."""
+        scoped = {c for c in campaigns if c in self._campaigns and self._campaigns[c]["members_only"]}
+        return {c: {p for m, p in self._members if m == c} for c in scoped}
+
+    def _open_tasks(self, kind: str | None = None, campaign: str | None = None) -> list[dict[str, Any]]:
+        rows = [
+            r
+            for r in self._tasks.values()
+            if r["status"] == "open"
+            and (kind is None or r["kind"] == kind)
+            and (not campaign or r["campaign"] == campaign)
+        ]
+        return sorted(rows, key=_oldest)
+
+    def _load(
+        self, pid: str | None, kind: str | None, campaigns: Collection[str] | None
+    ) -> Counter[tuple[str, str, str]]:
+        """Tasks held or done per (campaign, kind, participant)."""
+        return Counter(
+            (r["campaign"], r["kind"], r["participant_id"])
+            for r in self._tasks.values()
+            if r["status"] in LOADED
+            and r["participant_id"]
+            and (pid is None or r["participant_id"] == pid)
+            and (kind is None or r["kind"] == kind)
+            and (campaigns is None or r["campaign"] in campaigns)
+        )
+
+    def _at_quota(self, pid: str, kind: TaskKind, campaigns: Collection[str]) -> set[str]:
+        caps = {c: q[kind.value] for c, q in self._quotas(campaigns).items() if kind.value in q}
+        load = self._load(pid, kind.value, caps)
+        return {c for c, cap in caps.items() if load[(c, kind.value, pid)] >= cap}
+
+    def _quotas(self, campaigns: Collection[str]) -> dict[str, dict[str, int]]:
+        return {c: self._settings(c).quota for c in campaigns}
+
+    def _settings(self, campaign: str) -> CampaignSettings:
+        row = self._campaigns.get(campaign)
+        return CampaignSettings.model_validate_json(row["settings"]) if row else CampaignSettings()
+
+    # -- participants ----------------------------------------------------------------------------
+    async def add_participants(self, people: Sequence[Participant]) -> None:
+        ids = [p.id for p in people]
+        if len(set(ids)) != len(ids) or any(i in self._people for i in ids):
+            raise participants_exist()
+        self._people.update({p.id: p.model_dump_json() for p in people})
+
+    async def participant(self, pid: str) -> Participant:
+        return self._person(pid)
+
+    async def list_participants(self) -> list[Participant]:
+        return [Participant.model_validate_json(self._people[pid]) for pid in sorted(self._people)]
+
+    async def update_participant(self, person: Participant) -> None:
+        self._person(person.id)
+        self._people[person.id] = person.model_dump_json()
+
+    # -- campaigns -------------------------------------------------------------------------------
+    async def create_campaign(
+        self,
+        campaign: str,
+        items: Sequence[Instruction],
+        *,
+        outgroup_annotator_share: float = 0.0,
+        quota: dict[str, int] | None = None,
+        members_only: bool = False,
+    ) -> int:
+        settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
+        now = self._now()
+        instruction_rows, task_rows = plan_rows(campaign, items, now)
+        ids = [r["id"] for r in instruction_rows]
+        taken = sorted({i for i in ids if i in self._instructions} | {i for i, n in Counter(ids).items() if n > 1})
+        if taken:
+            raise InputError(f"campaign '{campaign}' already has instruction '{taken[0]}'; nothing was stored")
+        if campaign not in self._campaigns:
+            self._campaigns[campaign] = {
+                "settings": settings.model_dump_json(),
+                "created_at": now,
+                "status": "open",
+                "members_only": members_only,
+            }
+        self._instructions.update({r["id"]: r for r in instruction_rows})
+        self._tasks.update({r["id"]: r for r in task_rows})
+        return len(items)
+
+    async def campaign_settings(self, campaign: str) -> CampaignSettings:
+        return self._settings(campaign)
+
+    async def update_campaign_settings(self, campaign: str, **changes: Any) -> CampaignSettings:
+        if "quota" in changes:
+            raise quota_fixed()
+        updated = CampaignSettings.model_validate({**self._settings(campaign).model_dump(), **changes})
+        if campaign not in self._campaigns:
+            raise no_campaign(campaign)
+        self._campaigns[campaign]["settings"] = updated.model_dump_json()
+        return updated
+
+    async def relaxed_campaigns(self) -> list[str]:
+        by_age = sorted(self._campaigns, key=lambda c: self._campaigns[c]["created_at"])
+        return [c for c in by_age if self._settings(c).relax_red_team]
+
+    async def campaign_statuses(self, campaigns: Collection[str] | None = None) -> dict[str, str]:
+        names = self._campaigns if campaigns is None else campaigns
+        return {c: self._status(c) for c in names}
+
+    async def set_campaign_status(self, campaign: str, status: str) -> list[tuple[str, str]]:
+        check_status(status)
+        if campaign not in self._campaigns:  # a campaign stored before settings existed gets its row now
+            if not await self.has_campaign(campaign):
+                raise no_campaign(campaign)
+            settings = CampaignSettings().model_dump_json()
+            self._campaigns[campaign] = {
+                "settings": settings,
+                "created_at": self._now(),
+                "status": "open",
+                "members_only": False,
+            }
+        check_status_change(campaign, self._status(campaign), status)
+        self._campaigns[campaign]["status"] = status
+        if status != "closed":
+            return []
+        held = [
+            (r["id"], r["participant_id"])
+            for r in self._tasks.values()
+            if r["campaign"] == campaign and r["status"] == "claimed"
+        ]
+        return await self._release_each(held)
+
+    async def members_only(self, campaign: str) -> bool:
+        return bool(self._campaigns.get(campaign, {}).get("members_only"))
+
+    async def set_members_only(self, campaign: str, on: bool) -> None:
+        if campaign not in self._campaigns:
+            raise no_settings(campaign)
+        self._campaigns[campaign]["members_only"] = on
+
+    async def members(self, campaign: str) -> list[str]:
+        return sorted(p for c, p in self._members if c == campaign)
+
+    async def add_members(self, campaign: str, participant_ids: Collection[str]) -> int:
+        wanted = set(participant_ids)
+        if wanted - set(self._people):
+            raise unknown_people(wanted - set(self._people))
+        new = sorted(p for p in wanted if (campaign, p) not in self._members)
+        now = self._now()
+        self._members.update({(campaign, p): now for p in new})
+        return len(new)
+
+    async def remove_member(self, campaign: str, participant_id: str) -> list[str]:
+        was_member = self._members.pop((campaign, participant_id), None) is not None
+        held = [task for task in await self.claimed_tasks(participant_id) if task.campaign == campaign]
+        if not was_member and not held:
+            raise not_a_member(campaign, participant_id)
+        return [task for task, _ in await self._release_each([(task.id, participant_id) for task in held])]
+
+    async def has_campaign(self, campaign: str) -> bool:
+        return any(r["campaign"] == campaign for r in self._instructions.values())
+
+    async def campaigns(self) -> list[str]:
+        return sorted({r["campaign"] for r in self._instructions.values()})
+
+    async def instruction(self, instruction_id: str) -> dict[str, Any]:
+        if instruction_id not in self._instructions:
+            raise unknown("instruction", instruction_id)
+        record: dict[str, Any] = json.loads(self._instructions[instruction_id]["record"])
+        return record
+
+    async def quotas(self, campaigns: Collection[str]) -> dict[str, dict[str, int]]:
+        return self._quotas(campaigns)
+
+    async def task_counts(self, campaign: str) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {k.value: {} for k in TaskKind}
+        for r in self._tasks.values():
+            if r["campaign"] == campaign:
+                out[r["kind"]][r["status"]] = out[r["kind"]].get(r["status"], 0) + 1
+        return out
+
+    async def plan_and_done(self, campaign: str) -> tuple[list[dict[str, Any]], list[str]]:
+        plan = [json.loads(r["record"]) for r in self._instructions.values() if r["campaign"] == campaign]
+        if not plan:
+            raise no_campaign(campaign)
+        done = [
+            d["instruction_id"]
+            for d in self._dialogues.values()
+            if d["campaign"] == campaign and d["status"] == "submitted"
+        ]
+        return plan, done
+
+    # -- claims, leases, batch assignment ----------------------------------------------------------
+    async def claim(
+        self,
+        participant_id: str,
+        kind: TaskKind,
+        *,
+        campaign: str | None = None,
+        relax: bool = False,
+        lease_s: float | None = None,
+    ) -> TaskRecord:
+        person = self._person(participant_id)
+        await self.expire_leases(campaign)
+        queue = [
+            Candidate(r["id"], r["requirement"], r["dialogue_id"], r["created_at"], r["campaign"])
+            for r in self._open_tasks(kind.value, campaign)
+            if (r["dialogue_id"] is None or (r["dialogue_id"], participant_id) not in self._exposures)
+            and self._may_claim(r["campaign"], participant_id)
+            and (kind is not TaskKind.RED_TEAM or (r["instruction_id"], participant_id) not in self._declines)
+        ]
+        full = self._at_quota(participant_id, kind, {r.campaign for r in queue})
+        page = queue[:CLAIM_PAGE]  # as the SQL store reads it: strict first within the first page
+        strict, relaxed = sort_candidates(page, person, kind, relax, full)
+        choice: tuple[str, str | None] | None = (strict[0], None) if strict else (relaxed[0] if relaxed else None)
+        if choice is None and len(page) == CLAIM_PAGE:
+            skip = {r.id for r in page} | {r.id for r in queue if r.campaign in full}
+            choice = next(iter(first_beyond(queue, person, kind, relax, skip)), None)
+        if choice is None:
+            raise ClaimError(self._no_task(person, kind, campaign, full))
+        row = self._tasks[choice[0]]
+        now = self._now()
+        row.update(
+            status="claimed",
+            participant_id=participant_id,
+            relaxed=choice[1],
+            updated_at=now,
+            lease_expires_at=self._lease(lease_s),
+        )
+        if row["dialogue_id"] is not None:
+            self._exposures[(row["dialogue_id"], participant_id)] = kind.value
+        return task_record(row)
+
+    def _no_task(self, person: Participant, kind: TaskKind, campaign: str | None, at_quota: Collection[str]) -> str:
+        rows = [
+            (r["requirement"], r["dialogue_id"], r["instruction_id"], r["campaign"])
+            for r in self._open_tasks(kind.value, campaign)[:NO_TASK_SAMPLE]
+        ]
+        seen = {d for d, p in self._exposures if p == person.id}
+        skipped = {i for i, p in self._declines if p == person.id}
+        return no_task_reason(person, kind, rows, seen, skipped, self._scope(r[3] for r in rows), at_quota)
+
+    async def assign_all(
+        self,
+        kind: TaskKind,
+        *,
+        campaign: str | None = None,
+        relax: bool = False,
+        participant_ids: Collection[str] | None = None,
+        max_per_participant: int | None = None,
+        lease_s: float | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        await self.expire_leases(campaign)
+        if campaign is not None:  # the campaign's per-person quota caps the batch too
+            cap = self._quotas([campaign])[campaign].get(kind.value)
+            if cap is not None:
+                max_per_participant = cap if max_per_participant is None else min(cap, max_per_participant)
+        people = await self.list_participants()
+        if participant_ids is not None:
+            wanted = set(participant_ids)
+            people = [p for p in people if p.id in wanted]
+        open_tasks = [
+            OpenTask(r["id"], r["dialogue_id"], r["requirement"], r["instruction_id"], r["campaign"])
+            for r in self._open_tasks(kind.value, campaign)
+            if self._status(r["campaign"]) == "open"
+        ]
+        load = self._load(None, kind.value, [campaign] if campaign else None)
+        plan = plan_assignment(
+            kind,
+            open_tasks,
+            people,
+            seen=set(self._exposures),
+            declined=set(self._declines),
+            load=_per_person(load),
+            scope=self._scope(t.campaign for t in open_tasks),
+            max_per_participant=max_per_participant,
+            relax=relax,
+            limit=limit,
+        )
+        now, lease = self._now(), self._lease(lease_s)
+        taken: dict[str, str] = {}
+        for task_id, pid, dialogue_id, note in plan.assignments:
+            self._tasks[task_id].update(
+                status="claimed", participant_id=pid, relaxed=note, updated_at=now, lease_expires_at=lease
+            )
+            taken[task_id] = pid
+            if dialogue_id is not None:
+                self._exposures[(dialogue_id, pid)] = kind.value
+        return assignment_report(len(open_tasks), taken, plan)
+
+    async def task(self, task_id: str) -> TaskRecord:
+        if task_id not in self._tasks:
+            raise unknown("task", task_id)
+        return task_record(self._tasks[task_id])
+
+    async def list_tasks(self, campaign: str | None = None, *, kind: TaskKind | None = None) -> list[TaskRecord]:
+        rows = [
+            r
+            for r in self._tasks.values()
+            if (campaign is None or r["campaign"] == campaign) and (kind is None or r["kind"] == kind.value)
+        ]
+        return [task_record(r) for r in sorted(rows, key=_oldest)]
+
+    async def renew_lease(self, task_id: str, participant_id: str, lease_s: float | None = None) -> None:
+        row = self._tasks.get(task_id)
+        if row is not None and row["participant_id"] == participant_id and row["status"] == "claimed":
+            row["lease_expires_at"] = self._lease(lease_s)
+            return
+        if row is None:
+            raise unknown("task", task_id)
+        self._own(task_id, participant_id, TaskKind(row["kind"]))  # raises, naming why
+
+    async def expire_leases(self, campaign: str | None = None) -> int:
+        now = self._now()
+        expired = [
+            (r["id"], r["participant_id"])
+            for r in self._tasks.values()
+            if r["status"] == "claimed"
+            and r["lease_expires_at"] is not None
+            and r["lease_expires_at"] <= now
+            and (not campaign or r["campaign"] == campaign)
+        ]
+        return len(await self._release_each(expired))
+
+    async def release(self, task_id: str, participant_id: str, *, decline: bool = False) -> None:
+        row = self._tasks.get(task_id)
+        if row is None or row["participant_id"] != participant_id or row["status"] != TaskStatus.CLAIMED.value:
+            raise not_claimed(task_id, participant_id)
+        now = self._now()
+        if decline and row["kind"] == TaskKind.RED_TEAM.value and row["instruction_id"]:
+            self._declines.setdefault((row["instruction_id"], participant_id), now)
+        started = self._dialogue_of.get(task_id)
+        if started is None:
+            row.update(status="open", participant_id=None, relaxed=None, updated_at=now, lease_expires_at=None)
+            return
+        self._dialogues[started]["status"] = "abandoned"
+        row.update(status=TaskStatus.RELEASED.value, updated_at=now)
+        fresh = replacement_row(row, now)
+        self._tasks[fresh["id"]] = fresh
+
+    def _holds(self, participant_id: str, kind: TaskKind | None = None) -> list[dict[str, Any]]:
+        rows = [
+            r
+            for r in self._tasks.values()
+            if r["participant_id"] == participant_id
+            and r["status"] == "claimed"
+            and (kind is None or r["kind"] == kind.value)
+        ]
+        return sorted(rows, key=lambda r: (r["updated_at"], r["id"]))
+
+    async def held_task(self, participant_id: str, kind: TaskKind) -> str | None:
+        held = self._holds(participant_id, kind)
+        return str(held[0]["id"]) if held else None
+
+    async def claimed_tasks(self, participant_id: str) -> list[TaskRecord]:
+        await self.expire_leases()
+        return [task_record(r) for r in self._holds(participant_id)]
+
+    async def shortfall(
+        self, campaign: str | None = None, *, available: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        await self.expire_leases(campaign)
+        people = await self.list_participants()
+        if available is not None:
+            allowed = set(available)
+            people = [p for p in people if p.simulated or p.id in allowed]
+        rows = [
+            (r["kind"], r["requirement"], r["dialogue_id"], r["instruction_id"], r["campaign"])
+            for r in self._open_tasks(campaign=campaign)
+        ]
+        quotas = {c: q for c, q in self._quotas({r[4] for r in rows}).items() if q}
+        return shortfall_entries(
+            rows,
+            people,
+            seen=set(self._exposures),
+            declined=set(self._declines),
+            quotas=quotas,
+            load=self._load(None, None, quotas),
+            scope=self._scope(r[4] for r in rows),
+        )
+
+    # -- red teaming -----------------------------------------------------------------------------
+    async def start_dialogue(self, task_id: str, participant_id: str, target: str) -> str:
+        row = self._own(task_id, participant_id, TaskKind.RED_TEAM)
+        if task_id in self._dialogue_of:
+            return self._dialogue_of[task_id]  # resuming after a crash
+        dialogue = dialogue_row(row, participant_id, target, self._now())
+        self._dialogues[dialogue["id"]] = dialogue
+        self._dialogue_of[task_id] = dialogue["id"]
+        self._turns[dialogue["id"]] = []
+        self._exposures[(dialogue["id"], participant_id)] = "red_team"
+        return str(dialogue["id"])
+
+    async def add_turns(self, dialogue_id: str, new_turns: Sequence[Turn]) -> list[int]:
+        d = self._dialogues.get(dialogue_id)
+        if d is not None:
+            self._refuse_if_closed(d["campaign"])
+        if d is None or d["status"] != "in_progress":
+            raise not_in_progress(dialogue_id, d["status"] if d else None)
+        said = self._turns[dialogue_id]
+        n = len(said)
+        said.extend(turn.model_dump() for turn in new_turns)
+        task = self._tasks[d["task_id"]]
+        if task["status"] == "claimed":
+            task.update(lease_expires_at=self._lease(), updated_at=self._now())
+        return list(range(n, n + len(new_turns)))
+
+    async def record_target_failure(
+        self, dialogue_id: str, reason: str, *, attempt: int = 1, trace_id: str | None = None
+    ) -> None:
+        n = len(self._turns.get(dialogue_id, []))
+        self._failures.append(failure_row(dialogue_id, n, reason, attempt, trace_id, self._now()))
+
+    def _campaign_failures(self, campaign: str) -> list[dict[str, Any]]:
+        return [
+            f
+            for f in self._failures
+            if f["dialogue_id"] in self._dialogues and self._dialogues[f["dialogue_id"]]["campaign"] == campaign
+        ]
+
+    async def target_failure_counts(self, campaign: str) -> dict[str, int]:
+        return dict(Counter(f["dialogue_id"] for f in self._campaign_failures(campaign)))
+
+    async def recent_target_failures(self, campaign: str, limit: int = 3) -> tuple[int, list[dict[str, Any]]]:
+        failures = self._campaign_failures(campaign)
+        latest = sorted(failures, key=lambda f: f["created_at"], reverse=True)[:limit]
+        return len(failures), [{"at": f["created_at"], "reason": f["reason"]} for f in latest]
+
+    async def finish_dialogue(
+        self,
+        dialogue_id: str,
+        participant_id: str,
+        pre: PreAnnotation,
+        *,
+        refused: bool = False,
+        target_failed: bool = False,
+    ) -> list[str]:
+        d = self._dialogues.get(dialogue_id)
+        if d is None:
+            raise unknown("dialogue", dialogue_id)
+        settings = self._settings(d["campaign"])
+        self._refuse_if_closed(d["campaign"])
+        if d["red_teamer_id"] != participant_id or d["status"] != "in_progress":
+            raise not_open_dialogue(dialogue_id, participant_id)
+        status = finished_status(dialogue_id, len(self._turns[dialogue_id]), refused, target_failed)
+        d.update(status=status, pre_annotation=pre.model_dump_json(), refused=refused)
+        self._tasks[d["task_id"]].update(status="submitted", updated_at=self._now())
+        if status != "submitted":
+            return []
+        requirement = dialogue_requirement(self.policy, json.loads(self._instructions[d["instruction_id"]]["record"]))
+        out = total = 0
+        if requirement.get("matching") == "demographic" and settings.outgroup_annotator_share > 0:
+            slots_so_far = (
+                r["requirement"]
+                for r in self._tasks.values()
+                if r["campaign"] == d["campaign"] and r["kind"] == TaskKind.ANNOTATE.value
+            )
+            out, total = annotator_split(slots_so_far, requirement["group"])
+        now = self._now()
+        rows = [
+            task_row(d["campaign"], TaskKind.ANNOTATE.value, json.dumps(slot), now, dialogue_id=dialogue_id)
+            for slot in annotation_slots(requirement, settings.outgroup_annotator_share, out, total)
+        ]
+        self._tasks.update({r["id"]: r for r in rows})
+        return [r["id"] for r in rows]
+
+    async def dialogue_turns(self, dialogue_id: str) -> list[Turn]:
+        return [Turn.model_validate(t) for t in self._turns.get(dialogue_id, [])]
+
+    async def dialogue_of_task(self, task_id: str) -> str | None:
+        return self._dialogue_of.get(task_id)
+
+    async def dialogue_info(self, dialogue_id: str) -> dict[str, Any]:
+        if dialogue_id not in self._dialogues:
+            raise unknown("dialogue", dialogue_id)
+        info = dict(self._dialogues[dialogue_id])
+        info["pre_annotation"] = json.loads(info["pre_annotation"]) if info["pre_annotation"] else None
+        return info
+
+    async def dialogue_instruction(self, dialogue_id: str) -> dict[str, Any]:
+        d = self._dialogues.get(dialogue_id)
+        if d is None or d["instruction_id"] not in self._instructions:
+            raise unknown("dialogue", dialogue_id)
+        return await self.instruction(d["instruction_id"])
+
+    async def dialogue_task_ids(self, campaign: str) -> dict[str, str]:
+        return {i: d["task_id"] for i, d in self._dialogues.items() if d["campaign"] == campaign}
+
+    # -- annotation and arbitration -----------------------------------------------------------------
+    async def submit_annotation(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> str | None:
+        rating = likert(rating)
+        check_reasoning(reasoning, "an annotation")
+        row = self._own(task_id, participant_id, TaskKind.ANNOTATE)
+        self._write_annotation(row, participant_id, TaskKind.ANNOTATE, rating, reasoning)
+        ratings = [rating for rating, _ in await self.reasonings(row["dialogue_id"])]
+        if len(ratings) == 2 and arbitration_needed(*ratings):
+            requirement = arbitration_requirement(row["requirement"])
+            arbitration = task_row(
+                row["campaign"], TaskKind.ARBITRATE.value, requirement, self._now(), dialogue_id=row["dialogue_id"]
+            )
+            self._tasks[arbitration["id"]] = arbitration
+            return str(arbitration["id"])
+        return None
+
+    async def submit_arbitration(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> None:
+        rating = likert(rating)
+        check_reasoning(reasoning, "an arbitration")
+        row = self._own(task_id, participant_id, TaskKind.ARBITRATE)
+        ratings = [rating for rating, _ in await self.reasonings(row["dialogue_id"])]
+        if len(ratings) != 2 or not arbitration_needed(*ratings):
+            raise nothing_to_arbitrate(row["dialogue_id"])
+        self._write_annotation(row, participant_id, TaskKind.ARBITRATE, rating, reasoning)
+
+    def _write_annotation(
+        self, row: dict[str, Any], participant_id: str, kind: TaskKind, rating: int, reasoning: str
+    ) -> None:
+        self._annotations.append(annotation_row(row, participant_id, kind, rating, reasoning, self._now()))
+        row.update(status="submitted", updated_at=self._now())
+
+    async def reasonings(self, dialogue_id: str) -> list[tuple[int, str]]:
+        return [
+            (int(a["rating"]), str(a["reasoning"]))
+            for a in self._annotations
+            if a["dialogue_id"] == dialogue_id and a["kind"] == TaskKind.ANNOTATE.value
+        ]
+
+    async def dialogue_view(
+        self, dialogue_id: str, *, reasons: bool = False
+    ) -> tuple[dict[str, Any], list[Turn], list[tuple[int, str]]]:
+        record = await self.dialogue_instruction(dialogue_id)
+        why = await self.reasonings(dialogue_id) if reasons else []
+        return record, await self.dialogue_turns(dialogue_id), why
+
+    # -- export ----------------------------------------------------------------------------------
+    async def iter_export_rows(
+        self, campaign: str | None = None, *, batch: int = EXPORT_BATCH
+    ) -> AsyncIterator[dict[str, Any]]:
+        people = {p.id: p for p in await self.list_participants()}
+        chosen = [d for d in self._dialogues.values() if not campaign or d["campaign"] == campaign]
+        for d in sorted(chosen, key=_oldest):
+            anns = [
+                {**a, "slot": self._tasks[a["task_id"]]["requirement"] if a["task_id"] in self._tasks else None}
+                for a in sorted(self._annotations, key=lambda a: a["created_at"])
+                if a["dialogue_id"] == d["id"]
+            ]
+            yield export_row(
+                d,
+                json.loads(self._instructions[d["instruction_id"]]["record"]),
+                self._tasks[d["task_id"]],
+                anns,
+                [turn_dict(t) for t in self._turns[d["id"]]],
+                sum(1 for f in self._failures if f["dialogue_id"] == d["id"]),
+                people,
+            )
+
+
+def _per_person(load: Counter[tuple[str, str, str]]) -> Counter[str]:
+    """Load per participant, over campaigns."""
+    out: Counter[str] = Counter()
+    for (_, _, pid), n in load.items():
+        out[pid] += n
+    return out

@@ -1,0 +1,199 @@
+"""The STAR store's tables (one SQLAlchemy ``MetaData``) and how an existing database is brought
+up to them.
+
+Every table and index is defined here and nowhere else. :func:`prepare` creates what is missing;
+stores created by an earlier version also gain the newer columns in place
+(:func:`_add_missing_columns`, until schema changes become migrations).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    false,
+    inspect,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ...storage import ensure_schema
+
+__all__ = [
+    "annotation_rows",
+    "campaign_rows",
+    "declines",
+    "dialogues",
+    "exposures",
+    "instructions",
+    "members",
+    "metadata",
+    "participants",
+    "prepare",
+    "target_failures",
+    "tasks",
+    "turns",
+]
+
+metadata = MetaData()
+participants = Table(
+    "star_participants",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("simulated", Boolean, nullable=False),
+)
+instructions = Table(
+    "star_instructions",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("campaign", String(64), nullable=False, index=True),
+    Column("rule", String(64), nullable=False),
+    Column("cell", Text, nullable=False),
+    Column("record", Text, nullable=False),
+)
+tasks = Table(
+    "star_tasks",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("campaign", String(64), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("instruction_id", String(64)),
+    Column("dialogue_id", String(32), index=True),
+    Column("participant_id", String(64)),
+    Column("requirement", Text, nullable=False),
+    Column("relaxed", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("lease_expires_at", DateTime(timezone=True)),  # claimed tasks only; added to old stores by prepare()
+)
+# The claim queue (next open task of a kind, oldest first), lease expiry, and "tasks I hold": each
+# an index range scan instead of a table scan. prepare() adds them to stores created without them.
+Index("ix_star_tasks_queue", tasks.c.kind, tasks.c.status, tasks.c.created_at, tasks.c.id)
+Index("ix_star_tasks_lease", tasks.c.status, tasks.c.lease_expires_at)
+Index("ix_star_tasks_holder", tasks.c.participant_id, tasks.c.status)
+campaign_rows = Table(  # per-campaign settings the store applies (the plan itself is in star_instructions)
+    "star_campaigns",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("settings", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # open / paused / closed (CAMPAIGN_STATUSES); added to older stores by prepare(), existing campaigns open
+    Column("status", String(16), nullable=False, server_default="open"),
+    # only the campaign's members (star_members) take its tasks; added to older stores by prepare(), off
+    Column("members_only", Boolean, nullable=False, server_default=false()),
+)
+members = Table(  # who belongs to a members-only campaign (a lead adds them)
+    "star_members",
+    metadata,
+    Column("campaign", String(64), nullable=False),
+    Column("participant_id", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("campaign", "participant_id"),
+)
+Index("ix_star_members_participant", members.c.participant_id)
+target_failures = Table(  # a target that failed to answer: recorded as a failure, never as a turn
+    "star_target_failures",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("dialogue_id", String(32), nullable=False, index=True),
+    Column("turn_index", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("trace_id", String(32)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+dialogues = Table(
+    "star_dialogues",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("campaign", String(64), nullable=False, index=True),
+    Column("instruction_id", String(64), nullable=False),
+    Column("task_id", String(32), nullable=False, unique=True),
+    Column("red_teamer_id", String(64), nullable=False),
+    Column("target", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("pre_annotation", Text),
+    Column("refused", Boolean, nullable=False, default=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+turns = Table(
+    "star_turns",
+    metadata,
+    Column("dialogue_id", String(32), nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("tension", Float),
+    Column("state", String(40)),
+    Column("trace_id", String(32)),
+    Column("refused", Boolean),  # target turns: did the target refuse (the shared refusal judge)
+    PrimaryKeyConstraint("dialogue_id", "idx"),
+)
+annotation_rows = Table(
+    "star_annotations",
+    metadata,
+    Column("dialogue_id", String(32), nullable=False),
+    Column("participant_id", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("rating", Integer, nullable=False),
+    Column("reasoning", Text, nullable=False),
+    Column("task_id", String(32), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("dialogue_id", "participant_id"),
+)
+exposures = Table(  # who has seen which dialogue, in any role: the "never twice" key
+    "star_exposures",
+    metadata,
+    Column("dialogue_id", String(32), nullable=False),
+    Column("participant_id", String(64), nullable=False),
+    Column("role", String(16), nullable=False),
+    PrimaryKeyConstraint("dialogue_id", "participant_id"),
+)
+Index("ix_star_exposures_participant", exposures.c.participant_id)
+declines = Table(  # red-teaming instructions a participant skipped: never offered to them again
+    "star_declines",
+    metadata,
+    Column("instruction_id", String(64), nullable=False),
+    Column("participant_id", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("instruction_id", "participant_id"),
+)
+
+
+async def prepare(engine: AsyncEngine) -> None:
+    """Create what is missing (a fresh database, an older store without the newer columns or
+    indexes): no DDL, hence no table lock, beside server workers already at work."""
+    async with engine.begin() as conn:  # older stores: new columns first (indexes use them)
+        await conn.run_sync(_add_missing_columns)
+    await ensure_schema(engine, metadata)
+
+
+def _add_missing_columns(sync_conn: Any) -> None:
+    """Stores created by an earlier version lack newer nullable columns: add them in place."""
+    if not inspect(sync_conn).has_table("star_tasks"):
+        return  # a fresh store: ensure_schema makes every column
+    have = {c["name"] for c in inspect(sync_conn).get_columns("star_tasks")}
+    if "lease_expires_at" not in have:
+        sync_conn.exec_driver_sql("ALTER TABLE star_tasks ADD COLUMN lease_expires_at TIMESTAMP WITH TIME ZONE")
+    if "refused" not in {c["name"] for c in inspect(sync_conn).get_columns("star_turns")}:
+        sync_conn.exec_driver_sql("ALTER TABLE star_turns ADD COLUMN refused BOOLEAN")
+    if inspect(sync_conn).has_table("star_campaigns") and "status" not in {
+        c["name"] for c in inspect(sync_conn).get_columns("star_campaigns")
+    }:  # every campaign stored so far is open; nothing else changes
+        sync_conn.exec_driver_sql("ALTER TABLE star_campaigns ADD COLUMN status VARCHAR(16) DEFAULT 'open' NOT NULL")
+    if inspect(sync_conn).has_table("star_campaigns") and "members_only" not in {
+        c["name"] for c in inspect(sync_conn).get_columns("star_campaigns")
+    }:  # every campaign stored so far stays open to every participant
+        sync_conn.exec_driver_sql("ALTER TABLE star_campaigns ADD COLUMN members_only BOOLEAN DEFAULT FALSE NOT NULL")
