@@ -11,6 +11,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
 from psychoalign.errors import InputError
 from psychoalign.star import generate_instructions
@@ -462,3 +463,52 @@ async def test_a_members_only_campaign_is_taken_by_its_members_alone(store: Star
     assert (await store.claim("x", TaskKind.RED_TEAM)).campaign == "club"
     with pytest.raises(InputError):
         await store.set_members_only("nowhere", True)
+
+
+# -- lookups and refusals --------------------------------------------------------------------------
+async def test_tasks_are_listed_oldest_first_and_unknown_ids_are_refused(store: StarStore) -> None:
+    await store.add_participants(people("a"))
+    await store.create_campaign("c", generate_instructions(POLICY, SPACE, 3, seed=1, rules=RULE))
+    await store.create_campaign("d", generate_instructions(POLICY, SPACE, 2, seed=2, rules=RULE))
+    listed = await store.list_tasks()
+    assert [t.campaign for t in listed] == ["c", "c", "c", "d", "d"]
+    assert [t.id for t in await store.list_tasks("d", kind=TaskKind.RED_TEAM)] == [t.id for t in listed[3:]]
+    assert await store.list_tasks("c", kind=TaskKind.ANNOTATE) == []
+    taken = await store.claim("a", TaskKind.RED_TEAM)
+    assert taken == listed[0].model_copy(
+        update={"status": TaskStatus.CLAIMED, "participant_id": "a", "lease_expires_at": taken.lease_expires_at}
+    )
+    assert await store.task(taken.id) == taken
+    assert await store.campaigns() == ["c", "d"] and await store.has_campaign("e") is False
+    for lookup, what in (
+        (lambda: store.task("nope"), "unknown task 'nope'"),
+        (lambda: store.participant("nobody"), "unknown participant 'nobody'"),
+        (lambda: store.instruction("c:nope"), "unknown instruction 'c:nope'"),
+        (lambda: store.dialogue_info("nope"), "unknown dialogue 'nope'"),
+        (lambda: store.dialogue_instruction("nope"), "unknown dialogue 'nope'"),
+        (lambda: store.renew_lease("nope", "a"), "unknown task 'nope'"),
+        (lambda: store.plan_and_done("e"), "no campaign 'e' in this store"),
+        (lambda: store.update_participant(Participant(id="nobody")), "unknown participant 'nobody'"),
+    ):
+        with pytest.raises(InputError, match=what):
+            await lookup()
+    with pytest.raises(InputError, match="is not claimed by 'b'"):
+        await store.renew_lease(taken.id, "b")
+    with pytest.raises(InputError, match="unknown participant 'nobody'"):
+        await store.claim("nobody", TaskKind.RED_TEAM)
+    assert await store.dialogue_turns("nope") == [] and await store.dialogue_of_task(taken.id) is None
+
+
+async def test_a_plan_is_stored_whole_or_not_at_all(store: StarStore) -> None:
+    items = generate_instructions(POLICY, SPACE, 3, seed=1, rules=RULE)
+    assert await store.create_campaign("c", items, quota={"annotate": 2}) == 3
+    with pytest.raises((InputError, IntegrityError)):  # the same instruction twice in one campaign
+        await store.create_campaign("c", items[2:] + items[:1])
+    assert (await store.task_counts("c"))["red_team"] == {"open": 3}
+    assert len((await store.plan_and_done("c"))[0]) == 3
+    with pytest.raises(ValueError, match="quota for unknown task kinds"):
+        await store.create_campaign("d", items, quota={"chat": 1})
+    assert await store.campaigns() == ["c"] and await store.quotas(["c", "d"]) == {"c": {"annotate": 2}, "d": {}}
+    with pytest.raises(InputError, match="already exists"):
+        await store.add_participants([Participant(id="x"), Participant(id="x")])
+    assert await store.list_participants() == []

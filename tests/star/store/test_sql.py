@@ -5,6 +5,7 @@ queue read and its take rolls the claim back, and concurrent claimers never shar
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -20,6 +21,24 @@ from .test_contract import RULE, people, pool
 @pytest.fixture(params=SQL_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def meanwhile(
+    store: StarStore, monkeypatch: pytest.MonkeyPatch, label: str, action: Callable[[], Awaitable[Any]]
+) -> list[str]:
+    """Run ``action`` once inside the next claim, after it read the queue and before it takes a
+    task (the quota check runs between the two); the list returned gets ``label`` when it ran."""
+    original = store._at_quota
+    ran: list[str] = []
+
+    async def hooked(*args: Any) -> set[str]:
+        if not ran:
+            ran.append(label)
+            await action()
+        return await original(*args)
+
+    monkeypatch.setattr(store, "_at_quota", hooked)
+    return ran
 
 
 async def test_turns_survive_a_crash_before_submission(store: StarStore, make_store: MakeStore) -> None:
@@ -63,16 +82,7 @@ async def test_a_pause_between_the_queue_read_and_the_take_rolls_the_claim_back(
     await store.add_participants(people("a"))
     await store.create_campaign("first", generate_instructions(POLICY, SPACE, 1, seed=1, rules=RULE))
     await store.create_campaign("second", generate_instructions(POLICY, SPACE, 1, seed=2, rules=RULE))
-    original = store._at_quota
-    paused: list[str] = []
-
-    async def pause_meanwhile(*args: Any) -> set[str]:
-        if not paused:
-            paused.append("first")
-            await store.set_campaign_status("first", "paused")
-        return await original(*args)
-
-    monkeypatch.setattr(store, "_at_quota", pause_meanwhile)
+    paused = meanwhile(store, monkeypatch, "first", lambda: store.set_campaign_status("first", "paused"))
     taken = await store.claim("a", TaskKind.RED_TEAM)
     assert paused == ["first"] and taken.campaign == "second"
     assert (await store.task_counts("first"))["red_team"] == {"open": 1}  # rolled back, nothing held
@@ -84,16 +94,7 @@ async def test_a_removal_between_the_queue_read_and_the_take_rolls_the_claim_bac
     await store.add_participants(people("a"))
     await store.create_campaign("club", generate_instructions(POLICY, SPACE, 1, seed=1, rules=RULE), members_only=True)
     await store.add_members("club", ["a"])
-    original = store._at_quota
-    removed: list[str] = []
-
-    async def remove_meanwhile(*args: Any) -> set[str]:
-        if not removed:
-            removed.append("a")
-            await store.remove_member("club", "a")
-        return await original(*args)
-
-    monkeypatch.setattr(store, "_at_quota", remove_meanwhile)
+    removed = meanwhile(store, monkeypatch, "a", lambda: store.remove_member("club", "a"))
     with pytest.raises(ClaimError, match="not a member"):
         await store.claim("a", TaskKind.RED_TEAM)
     assert removed == ["a"] and (await store.task_counts("club"))["red_team"] == {"open": 1}

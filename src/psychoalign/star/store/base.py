@@ -145,6 +145,36 @@ class StarStore(ABC):
             released.append((task_id, pid))
         return released
 
+    async def _batch_people(
+        self,
+        kind: TaskKind,
+        campaign: str | None,
+        participant_ids: Collection[str] | None,
+        max_per_participant: int | None,
+    ) -> tuple[list[Participant], int | None]:
+        """Who a batch assignment may give work to (expired leases re-queued first), and the most
+        tasks each may get: the campaign's per-person quota caps the batch too."""
+        await self.expire_leases(campaign)
+        if campaign is not None:
+            cap = (await self.quotas([campaign]))[campaign].get(kind.value)
+            if cap is not None:
+                max_per_participant = cap if max_per_participant is None else min(cap, max_per_participant)
+        people = await self.list_participants()
+        if participant_ids is not None:
+            wanted = set(participant_ids)
+            people = [p for p in people if p.id in wanted]
+        return people, max_per_participant
+
+    async def _counted_people(self, campaign: str | None, available: Collection[str] | None) -> list[Participant]:
+        """Who the shortfall counts (expired leases re-queued first): ``available`` ids and every
+        simulated participant, or everyone."""
+        await self.expire_leases(campaign)
+        people = await self.list_participants()
+        if available is not None:
+            allowed = set(available)
+            people = [p for p in people if p.simulated or p.id in allowed]
+        return people
+
     # -- participants ----------------------------------------------------------------------------
     @abstractmethod
     async def add_participants(self, people: Sequence[Participant]) -> None:

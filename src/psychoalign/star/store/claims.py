@@ -354,15 +354,7 @@ class SQLClaims(SQLBase):
         """Read once, plan in Python, then write the whole batch in one transaction with the
         claim's conditional update (a task claimed meanwhile is skipped)."""
         await self.init()
-        await self.expire_leases(campaign)
-        if campaign is not None:  # the campaign's per-person quota caps the batch too
-            cap = (await self.quotas([campaign]))[campaign].get(kind.value)
-            if cap is not None:
-                max_per_participant = cap if max_per_participant is None else min(cap, max_per_participant)
-        people = await self.list_participants()
-        if participant_ids is not None:
-            wanted = set(participant_ids)
-            people = [p for p in people if p.id in wanted]
+        people, max_per_participant = await self._batch_people(kind, campaign, participant_ids, max_per_participant)
         async with self.engine.connect() as conn:
             query = select(
                 tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement, tasks.c.instruction_id, tasks.c.campaign
@@ -509,11 +501,7 @@ class SQLClaims(SQLBase):
     async def shortfall(
         self, campaign: str | None = None, *, available: Collection[str] | None = None
     ) -> list[dict[str, Any]]:
-        await self.expire_leases(campaign)
-        people = await self.list_participants()
-        if available is not None:
-            allowed = set(available)
-            people = [p for p in people if p.simulated or p.id in allowed]
+        people = await self._counted_people(campaign, available)
         async with self.engine.connect() as conn:
             query = select(
                 tasks.c.kind, tasks.c.requirement, tasks.c.dialogue_id, tasks.c.instruction_id, tasks.c.campaign

@@ -369,15 +369,7 @@ class InMemoryStarStore(StarStore):
         lease_s: float | None = None,
         limit: int | None = None,
     ) -> dict[str, Any]:
-        await self.expire_leases(campaign)
-        if campaign is not None:  # the campaign's per-person quota caps the batch too
-            cap = self._quotas([campaign])[campaign].get(kind.value)
-            if cap is not None:
-                max_per_participant = cap if max_per_participant is None else min(cap, max_per_participant)
-        people = await self.list_participants()
-        if participant_ids is not None:
-            wanted = set(participant_ids)
-            people = [p for p in people if p.id in wanted]
+        people, max_per_participant = await self._batch_people(kind, campaign, participant_ids, max_per_participant)
         open_tasks = [
             OpenTask(r["id"], r["dialogue_id"], r["requirement"], r["instruction_id"], r["campaign"])
             for r in self._open_tasks(kind.value, campaign)
@@ -478,11 +470,7 @@ class InMemoryStarStore(StarStore):
     async def shortfall(
         self, campaign: str | None = None, *, available: Collection[str] | None = None
     ) -> list[dict[str, Any]]:
-        await self.expire_leases(campaign)
-        people = await self.list_participants()
-        if available is not None:
-            allowed = set(available)
-            people = [p for p in people if p.simulated or p.id in allowed]
+        people = await self._counted_people(campaign, available)
         rows = [
             (r["kind"], r["requirement"], r["dialogue_id"], r["instruction_id"], r["campaign"])
             for r in self._open_tasks(campaign=campaign)
