@@ -69,8 +69,8 @@ async def admin_sql(sql: str) -> Any:
 async def seed(url: str, home: str, participants: int, dialogues: int) -> None:
     """Accounts (argon2, not timed), a campaign, and ``dialogues`` red-teamed dialogues ready to annotate."""
 
+    from psychoalign.star.lab_store import LabCampaignSettings
     from psychoalign.web.star import StarLab
-    from psychoalign.web.star.lab import CampaignSettings
 
     lab = StarLab(Settings(home=home, store_url=url), url)
     accounts = []
@@ -87,7 +87,7 @@ async def seed(url: str, home: str, participants: int, dialogues: int) -> None:
     policy, space = load_policy(), load_parameters()
     items = generate_instructions(policy, space, dialogues, seed=1, rules=["sexually-explicit"])
     await lab.store.create_campaign("bench", items)
-    await lab.lab.save_campaign(CampaignSettings(name="bench", instructions=dialogues, rules=["sexually-explicit"]))
+    await lab.lab.save_campaign(LabCampaignSettings(name="bench", instructions=dialogues, rules=["sexually-explicit"]))
     for n in range(dialogues):
         pid = red[n % len(red)].id
         task = await lab.store.claim(pid, TaskKind.RED_TEAM, campaign="bench")

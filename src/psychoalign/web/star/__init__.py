@@ -12,9 +12,9 @@ from fastapi import FastAPI
 from ...config import Settings
 from ...negotiation.engine import Negotiator
 from ..auth import install_security
-from .lab import CampaignSettings, LabStore, StarLab
+from .lab import StarLab
 
-__all__ = ["CampaignSettings", "LabStore", "StarLab", "install_lab"]
+__all__ = ["StarLab", "install_lab"]
 
 
 def install_lab(

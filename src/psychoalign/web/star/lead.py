@@ -26,13 +26,14 @@ from ...errors import InputError, PsychoAlignError
 from ...star.campaign import TargetConfig
 from ...star.files import spreadsheet_safe
 from ...star.instructions import Instruction, coverage, generate_instructions
+from ...star.lab_store import LabCampaignSettings
 from ...star.model import Participant, TaskKind
 from ...star.policy import Policy
 from ..accounts import Account, Role
 from ..auth import get_templates
 from ..security import csrf_protect, require_lead
 from ..templating import Templates
-from .lab import CampaignSettings, StarLab, rows_json
+from .lab import StarLab, rows_json
 from .participant import get_lab
 
 __all__ = ["build_report", "plan_campaign", "router", "shortfall_reason", "tabular"]
@@ -169,7 +170,7 @@ async def campaign_create(
         if not 1 <= instructions <= 100_000:
             raise InputError("instructions must be between 1 and 100000")
         quota = _quota(red_team=quota_red_team, annotate=quota_annotate, arbitrate=quota_arbitrate)
-        settings = CampaignSettings(
+        settings = LabCampaignSettings(
             name=name.strip(),
             policy_yaml=await _upload_text(policy_file, "policy"),
             parameters_yaml=await _upload_text(parameters_file, "parameter-space"),
@@ -210,7 +211,7 @@ async def campaign_create(
     return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=created", status_code=303)
 
 
-def plan_campaign(settings: CampaignSettings) -> tuple[CampaignSettings, list[Instruction]]:
+def plan_campaign(settings: LabCampaignSettings) -> tuple[LabCampaignSettings, list[Instruction]]:
     """Parse the campaign's policy and parameter space and generate its instructions (blocking).
     The rules kept are those the policy has (built-in rules checked beside an uploaded policy
     are dropped; none left means every rule)."""
@@ -329,7 +330,7 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
     return {"campaign": campaign, "counts": counts, "flat": flat}
 
 
-async def _campaign_or_404(lab: StarLab, name: str) -> CampaignSettings:
+async def _campaign_or_404(lab: StarLab, name: str) -> LabCampaignSettings:
     found = await lab.lab.campaign(name)
     if found is None:
         raise HTTPException(status_code=404, detail=_no_campaign(name))
@@ -351,7 +352,7 @@ async def campaign_page(
 ) -> Response:
     """Lead: live progress, coverage heat map, shortfall with reasons, time spent."""
     progress = await _progress(lab, name)
-    campaign: CampaignSettings = progress["campaign"]
+    campaign: LabCampaignSettings = progress["campaign"]
     policy = await lab.policy(name)
     store = await lab.store_for(name)
     records, done = await store.plan_and_done(name)

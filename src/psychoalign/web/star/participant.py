@@ -15,13 +15,14 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
 from ...errors import InputError, PsychoAlignError
+from ...star.lab_store import TaskTime
 from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, Turn
 from ...star.store import CampaignClosedError, ClaimError
 from ..accounts import Account
 from ..auth import get_templates
 from ..security import csrf_protect, require_participant
 from ..templating import Templates
-from .lab import StarLab, TaskTime
+from .lab import StarLab
 
 __all__ = ["GROUP_LABELS", "QUESTIONNAIRE", "get_lab", "router"]
 
