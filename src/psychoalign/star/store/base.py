@@ -20,8 +20,6 @@ from ..instructions import Instruction
 from ..model import Participant, PreAnnotation, TaskKind, TaskRecord, Turn
 from ..policy import Policy
 
-__all__ = ["CAMPAIGN_STATUSES", "CampaignClosedError", "CampaignSettings", "ClaimError", "StarStore"]
-
 #: A campaign's lifecycle: ``open`` (claims allowed), ``paused`` (no new claims; held tasks may be
 #: finished), ``closed`` (final: held tasks released, submissions refused).
 CAMPAIGN_STATUSES = ("open", "paused", "closed")

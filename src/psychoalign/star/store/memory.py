@@ -65,8 +65,6 @@ from .rules import (
     unknown_people,
 )
 
-__all__ = ["InMemoryStarStore"]
-
 
 def _oldest(row: dict[str, Any]) -> tuple[datetime, str]:
     return row["created_at"], row["id"]

@@ -20,8 +20,6 @@ from ..model import Likert, Participant, TaskKind, TaskRecord, TaskStatus
 from ..policy import Matching, Policy
 from .base import CAMPAIGN_STATUSES, CampaignClosedError
 
-__all__ = ["arbitration_needed"]
-
 #: Open tasks read per claim attempt (keyset pages beyond it only when none of them fits the person).
 CLAIM_PAGE = 200
 #: Open tasks the "why no task" answer looks at.

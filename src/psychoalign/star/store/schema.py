@@ -29,22 +29,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ...storage import ensure_schema
 
-__all__ = [
-    "annotation_rows",
-    "campaign_rows",
-    "declines",
-    "dialogues",
-    "exposures",
-    "instructions",
-    "members",
-    "metadata",
-    "participants",
-    "prepare",
-    "target_failures",
-    "tasks",
-    "turns",
-]
-
 metadata = MetaData()
 participants = Table(
     "star_participants",

@@ -9,8 +9,6 @@ from .dialogues import SQLDialogues
 from .export import SQLExport
 from .participants import SQLParticipants
 
-__all__ = ["SQLStarStore"]
-
 
 class SQLStarStore(SQLParticipants, SQLCampaigns, SQLClaims, SQLDialogues, SQLAnnotations, SQLExport):
     """:class:`~psychoalign.star.store.StarStore` on SQLite or PostgreSQL (``url``: a plain
