@@ -97,18 +97,18 @@ def _star_export(path: Path, *, with_tension: bool, n: int = 40) -> Path:
 
 
 def test_star_campaign_against_psychoalign_gets_rho_of_tension_and_disagreement(tmp_path: Path) -> None:
-    from psychoalign.experiments.h1 import star_h1_section
     from psychoalign.star.analysis.data import load
+    from psychoalign.star.analysis.h1 import h1_section
 
     data = load(_star_export(tmp_path / "campaign.jsonl", with_tension=True), "star")
-    section = star_h1_section(data, n_boot=300, n_perm=300)
+    section = h1_section(data, n_boot=300, n_perm=300)
     assert section["computable"] and section["tension"] == "tension_mean"
     s = section["spearman"]
     assert s["n"] == 40 and s["rho"] > 0.5 and s["ci_low"] > 0 and s["p_permutation"] < 0.01
     assert [b["name"] for b in section["bins"]] == ["low", "medium", "high"]
     plain = load(_star_export(tmp_path / "plain.jsonl", with_tension=False), "star")
-    assert star_h1_section(plain) == {**star_h1_section(plain), "computable": False}
-    assert "did not target PsychoAlign" in star_h1_section(plain)["reason"]
+    assert h1_section(plain) == {**h1_section(plain), "computable": False}
+    assert "did not target PsychoAlign" in h1_section(plain)["reason"]
 
 
 def test_star_report_shows_h1_for_a_campaign_against_psychoalign(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import pytest
 from scipy import stats as sps
 
 from psychoalign.errors import InputError
-from psychoalign.experiments.boundary_stats import kruskal, mean_ci, spearman, tension_bins
 from psychoalign.experiments.reliability import icc
+from psychoalign.star.analysis.h1 import kruskal, mean_ci, spearman, tension_bins
 
 pg = pytest.importorskip("pingouin")
 

@@ -21,9 +21,9 @@ import numpy as np
 from ..errors import InputError
 from ..frameworks import Framework
 from ..negotiation import Negotiator
+from ..star.analysis.h1 import kruskal, mean_ci
 from ..traces.model import Trace, TraceStatus
 from .boundary_corpus import Corpus, CorpusItem
-from .boundary_stats import kruskal, mean_ci
 from .boundary_tension import DEFAULT_DEFINITION, TensionDefinition, all_tensions
 
 __all__ = [

@@ -32,9 +32,9 @@ from ..config import Settings
 from ..models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from ..negotiation import NegotiationParams, Negotiator
 from ..star.analysis.agreement import item_disagreement
+from ..star.analysis.h1 import spearman
 from ..traces import TraceStore
 from .boundary_corpus import CorpusItem
-from .boundary_stats import spearman
 from .reliability import icc
 
 #: A benign classification (the schema fills every list and text field with its empty default).

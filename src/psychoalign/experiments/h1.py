@@ -19,20 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy import stats as sps
 
 from ..errors import InputError
 from ..frameworks import Framework
 from ..negotiation import Negotiator
 from ..star.analysis.agreement import item_disagreement
-from ..star.analysis.data import RatingData, RatingsMapping
+from ..star.analysis.data import RatingsMapping
+from ..star.analysis.h1 import DEFAULT_BINS, binarise, kruskal, spearman, tension_bins
 from .boundary import ItemOutcome, negotiate_items
 from .boundary_corpus import CorpusItem
-from .boundary_stats import DEFAULT_BINS, kruskal, spearman, tension_bins
 from .boundary_tension import DEFAULT_DEFINITION, TensionDefinition
 
-__all__ = ["H1Dataset", "H1Item", "analyze_h1", "load_h1_dataset", "run_h1", "split_turns", "star_h1_section"]
+__all__ = ["H1Dataset", "H1Item", "analyze_h1", "load_h1_dataset", "run_h1", "split_turns"]
 
 MAX_CONTEXT_CHARS = 2000
 
@@ -219,63 +218,6 @@ async def run_h1(
     return report
 
 
-def _binarise(full: np.ndarray, positive: frozenset[int], excluded: frozenset[int]) -> np.ndarray:
-    """Items × (not positive, positive) counts; ``excluded`` values are left out (missing)."""
-    keep = [v for v in range(full.shape[1]) if v not in excluded]
-    return np.column_stack(
-        [
-            full[:, [v for v in keep if v not in positive]].sum(axis=1),
-            full[:, [v for v in keep if v in positive]].sum(axis=1),
-        ]
-    )
-
-
-def star_h1_section(
-    data: RatingData,
-    *,
-    column: str = "tension_mean",
-    n_boot: int = 2000,
-    n_perm: int = 5000,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """H1 for a rating file whose items carry a tension (a STAR campaign that targeted
-    PsychoAlign: each target turn stores its negotiation's T; ``tension_mean`` / ``tension_max``
-    per dialogue). ρ(T, 1 − α_item) on the binarised view, bootstrap CI, permutation p, T bins.
-    ``{"computable": False, "reason": …}`` when the items have no tension."""
-    items = data.items
-    if column not in items.columns or pd.to_numeric(items[column], errors="coerce").notna().sum() < 3:
-        return {
-            "computable": False,
-            "reason": f"fewer than 3 items with {column}: the campaign did not target PsychoAlign",
-        }
-    ann = data.annotations
-    if ann.empty:
-        return {"computable": False, "reason": "no annotations"}
-    ids = [str(i) for i in items["item_id"]]
-    table = pd.crosstab(ann["item_id"].astype(str), ann["value"]).reindex(
-        index=ids, columns=range(len(data.scale)), fill_value=0
-    )
-    full = table.to_numpy(dtype=np.float64)
-    if data.binary:
-        dis = item_disagreement(_binarise(full, frozenset(data.positive), frozenset(data.excluded)), "nominal")
-        measure = f"1 - alpha_item, binarised ({data.positive_label} vs rest), nominal metric"
-    else:  # no binarised view (e.g. a plain 1..5 scale): the scale itself at its default level
-        dis = item_disagreement(full, data.default_level, data.scale_values)
-        measure = f"1 - alpha_item on the full scale, {data.default_level} metric"
-    t = pd.to_numeric(items[column], errors="coerce").to_numpy(dtype=np.float64)
-    rho = spearman(t, dis, n_boot=n_boot, n_perm=n_perm, seed=seed)
-    bins, kw = tension_bins(t, dis, n_boot=n_boot, seed=seed)
-    return {
-        "computable": rho.rho is not None,
-        "reason": None if rho.rho is not None else "T or disagreement does not vary across items",
-        "tension": column,
-        "disagreement": measure,
-        "spearman": rho.as_dict(),
-        "bins": [b.as_dict() for b in bins],
-        "bins_kruskal": kw.as_dict() if kw is not None else None,
-    }
-
-
 def _auc(score: np.ndarray, label: np.ndarray, *, n_boot: int, seed: int) -> dict[str, Any]:
     """AUC of ``score`` for ``label`` (Mann–Whitney U / n1·n0) with a bootstrap CI and U-test p."""
     pos, neg = score[label], score[~label]
@@ -329,7 +271,7 @@ def analyze_h1(
     ids = [it.id for it in items]
     n_values = len(scale)
     full = np.array([list(it.counts) + [0.0] * (n_values - len(it.counts)) for it in items], dtype=np.float64)
-    binary = _binarise(full, positive, excluded)
+    binary = binarise(full, positive, excluded)
     dis_bin = item_disagreement(binary, "nominal")
     dis_full = item_disagreement(full, "ordinal" if ordinal else "nominal")
     share = np.divide(binary[:, 1], binary.sum(axis=1), out=np.full(len(items), np.nan), where=binary.sum(axis=1) > 0)

@@ -1,5 +1,10 @@
-"""Statistics for boundary detection and H1: Kruskal–Wallis with effect sizes, Spearman's ρ with a
-bootstrap CI and a permutation p-value, mean with a bootstrap CI, and the stratified view by T bin.
+"""H1 in STAR's analysis: does tension T go with human inter-annotator disagreement?
+
+The statistics H1 and the boundary experiments rest on: Kruskal–Wallis with effect sizes,
+Spearman's ρ with a bootstrap CI and a permutation p-value, mean with a bootstrap CI, and the
+stratified view by T bin; and :func:`h1_section`, the report's H1 section for a rating file whose
+items carry a tension (a STAR campaign that targeted PsychoAlign). They live here, not with the
+experiments, so that STAR's report needs nothing above it; the experiments import them.
 
 Point values come from scipy (``kruskal``, ``spearmanr``); what scipy does not give — effect sizes,
 resampling intervals, permutation p-values — is computed here, vectorised, with a seeded generator
@@ -14,10 +19,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 
-from ..errors import InputError
+from ...errors import InputError
+from .agreement import item_disagreement
+from .data import RatingData
 
 __all__ = [
     "DEFAULT_BINS",
@@ -25,6 +33,8 @@ __all__ = [
     "KruskalResult",
     "MeanCI",
     "SpearmanResult",
+    "binarise",
+    "h1_section",
     "kruskal",
     "mean_ci",
     "spearman",
@@ -275,3 +285,60 @@ def tension_bins(
     except InputError:
         kw = None
     return out, kw
+
+
+def binarise(full: np.ndarray, positive: frozenset[int], excluded: frozenset[int]) -> np.ndarray:
+    """Items × (not positive, positive) counts; ``excluded`` values are left out (missing)."""
+    keep = [v for v in range(full.shape[1]) if v not in excluded]
+    return np.column_stack(
+        [
+            full[:, [v for v in keep if v not in positive]].sum(axis=1),
+            full[:, [v for v in keep if v in positive]].sum(axis=1),
+        ]
+    )
+
+
+def h1_section(
+    data: RatingData,
+    *,
+    column: str = "tension_mean",
+    n_boot: int = 2000,
+    n_perm: int = 5000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """H1 for a rating file whose items carry a tension (a STAR campaign that targeted
+    PsychoAlign: each target turn stores its negotiation's T; ``tension_mean`` / ``tension_max``
+    per dialogue). ρ(T, 1 − α_item) on the binarised view, bootstrap CI, permutation p, T bins.
+    ``{"computable": False, "reason": …}`` when the items have no tension."""
+    items = data.items
+    if column not in items.columns or pd.to_numeric(items[column], errors="coerce").notna().sum() < 3:
+        return {
+            "computable": False,
+            "reason": f"fewer than 3 items with {column}: the campaign did not target PsychoAlign",
+        }
+    ann = data.annotations
+    if ann.empty:
+        return {"computable": False, "reason": "no annotations"}
+    ids = [str(i) for i in items["item_id"]]
+    table = pd.crosstab(ann["item_id"].astype(str), ann["value"]).reindex(
+        index=ids, columns=range(len(data.scale)), fill_value=0
+    )
+    full = table.to_numpy(dtype=np.float64)
+    if data.binary:
+        dis = item_disagreement(binarise(full, frozenset(data.positive), frozenset(data.excluded)), "nominal")
+        measure = f"1 - alpha_item, binarised ({data.positive_label} vs rest), nominal metric"
+    else:  # no binarised view (e.g. a plain 1..5 scale): the scale itself at its default level
+        dis = item_disagreement(full, data.default_level, data.scale_values)
+        measure = f"1 - alpha_item on the full scale, {data.default_level} metric"
+    t = pd.to_numeric(items[column], errors="coerce").to_numpy(dtype=np.float64)
+    rho = spearman(t, dis, n_boot=n_boot, n_perm=n_perm, seed=seed)
+    bins, kw = tension_bins(t, dis, n_boot=n_boot, seed=seed)
+    return {
+        "computable": rho.rho is not None,
+        "reason": None if rho.rho is not None else "T or disagreement does not vary across items",
+        "tension": column,
+        "disagreement": measure,
+        "spearman": rho.as_dict(),
+        "bins": [b.as_dict() for b in bins],
+        "bins_kruskal": kw.as_dict() if kw is not None else None,
+    }
