@@ -11,9 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from psychoalign.cli import boundary as boundary_cli
 from psychoalign.config import Settings
 from psychoalign.errors import InputError
-from psychoalign.experiments import boundary_commands
 from psychoalign.experiments.boundary_corpus import load_corpus
 from psychoalign.experiments.boundary_synthetic import SyntheticWorld, synthetic_negotiator
 from psychoalign.negotiation import NegotiationParams, Negotiator
@@ -86,8 +86,8 @@ def synthetic(monkeypatch: pytest.MonkeyPatch) -> SyntheticWorld:
     def make(settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None) -> Negotiator:
         return synthetic_negotiator(world, settings, store=store, k=params.k, n_proposals=params.n_proposals)
 
-    monkeypatch.setattr(boundary_commands, "Negotiator", make)
-    original = boundary_commands.load_corpus
+    monkeypatch.setattr(boundary_cli, "Negotiator", make)
+    original = load_corpus
 
     def marked(source: str | Path) -> Any:  # give every request a difficulty marker
         corpus = original(source)
@@ -97,14 +97,14 @@ def synthetic(monkeypatch: pytest.MonkeyPatch) -> SyntheticWorld:
             items.append(item.model_copy(update={"request": f"{item.request} [syn:{marks[item.id]}]"}))
         return corpus.model_copy(update={"items": items})
 
-    monkeypatch.setattr(boundary_commands, "load_corpus", marked)
+    monkeypatch.setattr("psychoalign.experiments.boundary_corpus.load_corpus", marked)
     return world
 
 
 def test_boundary_command_writes_heat_map_kw_and_icc(synthetic: SyntheticWorld, tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = CliRunner().invoke(
-        _app(boundary_commands.boundary_command),
+        _app(boundary_cli.boundary_command),
         ["--n", "4", "--out", str(out), "--store", f"sqlite+aiosqlite:///{tmp_path / 't.db'}", "--boot", "200"],
     )
     assert result.exit_code == 0, result.output
@@ -122,7 +122,7 @@ def test_boundary_command_writes_heat_map_kw_and_icc(synthetic: SyntheticWorld, 
 
 def test_boundary_command_refuses_a_trivially_perfect_retest(synthetic: SyntheticWorld, tmp_path: Path) -> None:
     result = CliRunner().invoke(
-        _app(boundary_commands.boundary_command),
+        _app(boundary_cli.boundary_command),
         ["--n", "2", "--temperature", "0", "--out", str(tmp_path / "r"), "--no-store"],
     )
     assert result.exit_code != 0
@@ -138,7 +138,7 @@ def test_report_escapes_hostile_corpus_text(synthetic: SyntheticWorld, tmp_path:
     )
     out = tmp_path / "r"
     result = CliRunner().invoke(
-        _app(boundary_commands.boundary_command),
+        _app(boundary_cli.boundary_command),
         ["--corpus", str(corpus), "--repeats", "1", "--out", str(out), "--no-store", "--boot", "100"],
     )
     assert result.exit_code == 0, result.output
@@ -155,10 +155,10 @@ def test_h1_command_on_dices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     def make(settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None) -> Negotiator:
         return synthetic_negotiator(world, settings, store=store, k=params.k)
 
-    monkeypatch.setattr(boundary_commands, "Negotiator", make)
+    monkeypatch.setattr(boundary_cli, "Negotiator", make)
     out = tmp_path / "h1"
     result = CliRunner().invoke(
-        _app(boundary_commands.h1_command),
+        _app(boundary_cli.h1_command),
         [
             "--ratings",
             str(SHARED_DATA / "dices_judgebench" / "dices_350_crowdsourced.json"),
@@ -281,7 +281,7 @@ def test_boundary_command_resumes_after_a_crash(
     """Kill mid-run (simulated: the checkpoint keeps 15 finished negotiations and a torn line):
     the rerun with the same --out negotiates only the 25 missing ones and reports all 40."""
     calls: list[str] = []
-    make = boundary_commands.Negotiator
+    make = boundary_cli.Negotiator
 
     def counting(settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None) -> Negotiator:
         negotiator = make(settings, params=params, store=store)
@@ -294,10 +294,10 @@ def test_boundary_command_resumes_after_a_crash(
         monkeypatch.setattr(negotiator, "negotiate", negotiate)
         return negotiator
 
-    monkeypatch.setattr(boundary_commands, "Negotiator", counting)
+    monkeypatch.setattr(boundary_cli, "Negotiator", counting)
     out = tmp_path / "r"
     args = ["--n", "2", "--out", str(out), "--no-store", "--boot", "100"]
-    first = CliRunner().invoke(_app(boundary_commands.boundary_command), args)
+    first = CliRunner().invoke(_app(boundary_cli.boundary_command), args)
     assert first.exit_code == 0, first.output
     assert len(calls) == 40
     before = json.loads((out / "results.json").read_text())
@@ -305,7 +305,7 @@ def test_boundary_command_resumes_after_a_crash(
     assert len(lines) == 40
     (out / "outcomes.jsonl").write_text("\n".join(lines[:15]) + "\n" + lines[15][:40] + "\n")
     calls.clear()
-    second = CliRunner().invoke(_app(boundary_commands.boundary_command), args)
+    second = CliRunner().invoke(_app(boundary_cli.boundary_command), args)
     assert second.exit_code == 0, second.output
     assert len(calls) == 25
     after = json.loads((out / "results.json").read_text())
@@ -314,7 +314,7 @@ def test_boundary_command_resumes_after_a_crash(
     assert after["per_domain"] == before["per_domain"]
     # Another corpus slice has another fingerprint: nothing is reused.
     calls.clear()
-    third = CliRunner().invoke(_app(boundary_commands.boundary_command), ["--n", "1", *args[2:]])
+    third = CliRunner().invoke(_app(boundary_cli.boundary_command), ["--n", "1", *args[2:]])
     assert third.exit_code == 0 and len(calls) == 20
 
 

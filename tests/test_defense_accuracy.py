@@ -13,9 +13,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from psychoalign.cli import defense_accuracy as defense_accuracy_cli
+from psychoalign.cli.experiment import experiment_registry
 from psychoalign.config import Settings
 from psychoalign.errors import InputError
-from psychoalign.experiments import defense_accuracy
 from psychoalign.experiments.defense_accuracy import (
     FAILED,
     LABELS,
@@ -26,7 +27,6 @@ from psychoalign.experiments.defense_accuracy import (
     rule_table_label,
     score,
 )
-from psychoalign.experiments.registry import default_registry
 from psychoalign.frameworks import load_framework
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.negotiation import NegotiationParams, Negotiator
@@ -95,7 +95,7 @@ def test_score_counts_confusion_accuracy_and_activation() -> None:
 
 
 def test_the_experiment_is_registered() -> None:
-    assert "defense-accuracy" in default_registry().commands
+    assert "defense-accuracy" in experiment_registry().commands
 
 
 # -- negotiated run with scripted models -----------------------------------------------------------
@@ -159,7 +159,7 @@ def _app(command: Any) -> typer.Typer:
 
 def test_oracle_command_prints_the_matrix_and_writes_the_report(tmp_path: Path) -> None:
     out = tmp_path / "report"
-    result = CliRunner().invoke(_app(defense_accuracy.defense_accuracy_command), ["--oracle", "--out", str(out)])
+    result = CliRunner().invoke(_app(defense_accuracy_cli.defense_accuracy_command), ["--oracle", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert f"accuracy {len(ITEMS)}/{len(ITEMS)} = 1.000" in result.output
     data = json.loads((out / "results.json").read_text())
@@ -174,11 +174,11 @@ def test_negotiated_command_uses_the_configured_negotiation(monkeypatch: pytest.
     def make(settings: Settings, *, params: NegotiationParams, store: Any = None) -> Negotiator:
         return Negotiator(settings, params=params, models=_models(items, True), store=store)
 
-    monkeypatch.setattr(defense_accuracy, "Negotiator", make)
+    monkeypatch.setattr(defense_accuracy_cli, "Negotiator", make)
     out = tmp_path / "report"
     db = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
     result = CliRunner().invoke(
-        _app(defense_accuracy.defense_accuracy_command), ["--out", str(out), "--store", db, "--concurrency", "8"]
+        _app(defense_accuracy_cli.defense_accuracy_command), ["--out", str(out), "--store", db, "--concurrency", "8"]
     )
     assert result.exit_code == 0, result.output
     data = json.loads((out / "results.json").read_text())
@@ -238,7 +238,7 @@ def test_defense_accuracy_end_to_end_against_an_openai_compatible_endpoint(tmp_p
         config.write_text(f'home = "{tmp_path / "home"}"\n\n{roles}')
         out = tmp_path / "report"
         result = CliRunner().invoke(
-            _app(defense_accuracy.defense_accuracy_command),
+            _app(defense_accuracy_cli.defense_accuracy_command),
             ["--config", str(config), "--no-store", "--out", str(out), "--concurrency", "4"],
         )
     assert result.exit_code == 0, result.output

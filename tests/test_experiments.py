@@ -603,7 +603,7 @@ def test_named_experiments_plug_into_experiment_run(monkeypatch: pytest.MonkeyPa
 
     registry = Registry()
     registry.add_command("boundary", boundary)
-    monkeypatch.setattr(cli_experiment, "default_registry", lambda: registry)
+    monkeypatch.setattr(cli_experiment, "experiment_registry", lambda: registry)
     res = CliRunner().invoke(app, ["experiment", "run", "boundary", "--corpus", "c.yaml", "--n", "4", "--out", "o"])
     assert res.exit_code == 0, res.output
     assert seen == {"corpus": Path("c.yaml"), "n": 4, "out": Path("o")}

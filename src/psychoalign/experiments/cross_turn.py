@@ -7,7 +7,7 @@ Two parts, both comparing the ``psychoalign`` system with and without the track
   shared refusal judge labels both answers, and ``over_refusal`` is the refusal rate on the
   *second* turn (the benign follow-up whose negotiation sees the first turn's track). Run it in a
   spec beside the multi-turn attack benchmark (preset ``cross-turn``);
-* the named experiment ``cross-turn-scripted``: the same two systems through the harness's own
+* the named experiment ``cross-turn-scripted`` (:func:`simulate`): the same two systems through the harness's own
   cell path on a scripted world with known escalation (experiments/cross_turn_world.py): Crescendo-
   shaped attacks whose every turn, objective included, passes the stateless gates; slow
   escalations; benign conversations (two-turn, touching a sensitive topic once, twice). Attack
@@ -17,14 +17,10 @@ Two parts, both comparing the ``psychoalign`` system with and without the track
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from ..config import Settings
 from ..models import Message
@@ -233,47 +229,5 @@ async def simulate(n: int = 40, seed: int = 0, settings: Settings | None = None)
     return {"n_per_family": n, "seed": seed, "systems": results}
 
 
-def _print(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    def cell(row: dict[str, Any]) -> str:
-        lo, hi = row["ci95"]
-        return f"{row['k']}/{row['n']} = {row['rate']:.3f} [{lo:.3f}, {hi:.3f}]" if row["n"] else "no data"
-
-    for title, key in (
-        ("Attack success (objective answered)", "asr"),
-        ("Benign follow-up turns refused", "benign_followup_refusal"),
-        ("Turns with tau tightened", "turns_tightened"),
-    ):
-        table = Table(title=f"{title}: scripted world, n = {result['n_per_family']} per family, seed {result['seed']}")
-        table.add_column("family")
-        names = list(result["systems"])
-        for name in names:
-            table.add_column(name)
-        for family in result["systems"][names[0]][key]:
-            table.add_row(family, *(cell(result["systems"][s][key][family]) for s in names))
-        Console().print(table)
-
-
-def cross_turn_scripted(
-    n: Annotated[int, typer.Option("--n", min=1, max=2000, help="Conversations per family.")] = 40,
-    seed: Annotated[int, typer.Option(help="Seed of the scripted world.")] = 0,
-    out: Annotated[Path | None, typer.Option(help="Write results.json here.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """Cross-turn tension on a scripted world with known escalation: psychoalign with and without
-    the track (no model involved; docs/experiments.md, "Cross-turn tension")."""
-    result = asyncio.run(simulate(n, seed))
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    if json_out:
-        typer.echo(json.dumps(result, indent=2))
-    else:
-        _print(result)
-
-
 def register(registry: Any) -> None:
     registry.add_benchmark(MTBenchFollowUp)
-    registry.add_command("cross-turn-scripted", cross_turn_scripted)

@@ -2,9 +2,10 @@
 
 Plugins extend it without touching this package's code: any module
 ``psychoalign.experiments.<name>`` that defines ``register(registry: Registry) -> None`` is
-imported by :func:`default_registry` and may add systems, benchmarks, or a named command (e.g.
-``boundary``, ``h1``, ``defense-accuracy``), which ``psychoalign experiment run NAME [OPTIONS]``
-then dispatches to.
+imported by :func:`default_registry` and may add systems, benchmarks, or a named command, which
+``psychoalign experiment run NAME [OPTIONS]`` then dispatches to. The named experiments that come
+with the package (``boundary``, ``h1``, ``defense-accuracy``, ``cross-turn-scripted``) are commands of
+the CLI, which adds them to this registry (``psychoalign.cli.experiment.experiment_registry``).
 
 A named command is a typer-style function. ``experiment run`` forwards its own ``--n``,
 ``--config``, ``--out``, ``--concurrency`` and ``--store`` only to commands whose function has a

@@ -28,10 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typing import Any, Protocol
 
 from ..config import Settings
 from ..errors import ConfigError, PsychoAlignError
@@ -45,7 +42,7 @@ from .spec import ExperimentSpec
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
-__all__ = ["AdaptiveLimiter", "Cell", "RunSummary", "plan_cells", "run_experiment", "serial_models"]
+__all__ = ["AdaptiveLimiter", "Cell", "RunProgress", "RunSummary", "plan_cells", "run_experiment", "serial_models"]
 
 _log = logging.getLogger(__name__)
 
@@ -53,6 +50,37 @@ _log = logging.getLogger(__name__)
 #: Cells claimed per store transaction: at most, and at least (unless cells run one at a time).
 CLAIM_BATCH = 64
 CLAIM_MIN = 32
+
+
+class RunProgress(Protocol):
+    """What a run reports while it goes; the CLI draws it (a progress bar), a caller may log it.
+
+    ``note`` comes before ``start``; ``advance`` once per cell that finished (durable) or that
+    another owner holds, with the failures so far; ``stop`` once, whether the run ended or raised."""
+
+    def note(self, message: str) -> None: ...
+
+    def start(self, name: str, total: int) -> None: ...
+
+    def advance(self, failed: int) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class _Silent:
+    """No progress shown (no :class:`RunProgress` given)."""
+
+    def note(self, message: str) -> None:
+        pass
+
+    def start(self, name: str, total: int) -> None:
+        pass
+
+    def advance(self, failed: int) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
 
 
 class _GroupCommit:
@@ -236,11 +264,12 @@ async def run_experiment(
     data_dir: Path | None = None,
     shard: tuple[int, int] = (0, 1),
     reclaim: bool = False,
-    progress: Console | None = None,
+    progress: RunProgress | None = None,
     max_cells: int | None = None,
 ) -> RunSummary:
     """Run (or resume) ``spec``. ``models`` overrides role models (scripted tests, benchmarks);
-    ``max_cells`` stops after that many cells have run (tests of resumption)."""
+    ``progress`` is told how the run goes; ``max_cells`` stops after that many cells have run
+    (tests of resumption)."""
     registry = registry or default_registry()
     data_dir = data_dir or find_data_dir(settings.experiments.data_dir)
     if not (0 <= shard[0] < shard[1]):
@@ -264,8 +293,9 @@ async def run_experiment(
     serial = serial_models(list(systems.values()), pool)
     concurrency = 1 if serial else spec.concurrency
     summary.concurrency = concurrency
-    if serial and spec.concurrency > 1 and progress is not None:
-        progress.print(
+    shown: RunProgress = progress if progress is not None else _Silent()
+    if serial and spec.concurrency > 1:
+        shown.note(
             f"{', '.join(serial)} serves one call at a time: cells run one at a time "
             "(wall time per item is then the system's own, not time queued for the model)"
         )
@@ -302,21 +332,9 @@ async def run_experiment(
                     await claimed.put((c, got[c.key]))
                 else:
                     summary.busy_elsewhere += 1
-                    bar.update(task_id, advance=1)
+                    shown.advance(summary.failed)
         for _ in range(workers):
             await claimed.put(None)
-
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("failed {task.fields[failed]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    bar = Progress(*columns, console=progress, disable=progress is None, transient=False)
-    task_id = bar.add_task(spec.name, total=len(todo), failed=0)
 
     def durable(record: CellResult) -> None:
         summary.ran += 1
@@ -326,7 +344,7 @@ async def run_experiment(
             summary.failed += 1
             if len(summary.errors) < 20:
                 summary.errors.append(f"{record.key}: {record.error}")
-        bar.update(task_id, advance=1, failed=summary.failed)
+        shown.advance(summary.failed)
 
     writer = _GroupCommit(store, durable, max_pending=concurrency)
 
@@ -394,7 +412,8 @@ async def run_experiment(
     # cells (~50 us of CPU per cell with the heavy libraries loaded). Undone when the run ends.
     gc.freeze()
     try:
-        with bar:
+        shown.start(spec.name, len(todo))
+        try:
             try:
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(producer())
@@ -403,6 +422,8 @@ async def run_experiment(
             except BaseExceptionGroup as group:  # a store failure stops the run: raise it as it is
                 raise _first_leaf(group) from None
             await writer.flush()
+        finally:
+            shown.stop()
         stored = await store.get_run(run.id)
         meta = stored.meta if stored is not None else {}
         updates: dict[str, Any] = {}

@@ -1,49 +1,45 @@
 """The ``boundary`` and ``h1`` experiments as commands: ``psychoalign experiment run boundary …`` and
-``psychoalign experiment run h1 --ratings FILE …`` (registered through :func:`register`).
+``psychoalign experiment run h1 --ratings FILE …`` (added to the registry by :func:`add_experiments`).
 
 Each command builds the negotiators from the configuration (file + env + flags, the usual
 precedence), stores every trace (``--no-store`` to skip), prints a summary and writes
-``OUT/report.html`` and ``OUT/results.json``.
+``OUT/report.html`` and ``OUT/results.json``. The experiments themselves (negotiating, statistics,
+the report files) are imported inside the commands: this module holds the options and the output.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..cli.common import err_console, out_console, print_wide, settings_from
 from ..config import Settings
 from ..errors import InputError
 from ..negotiation import NegotiationParams, Negotiator
-from ..traces import TraceStore, open_store
-from .boundary import ItemOutcome, run_boundary
-from .boundary_corpus import load_corpus
-from .boundary_report import render_boundary_html, render_h1_html, write_report
-from .boundary_tension import DEFAULT_DEFINITION, TensionDefinition
-from .h1 import load_h1_dataset, run_h1
-from .reliability import SAMPLED_ROLES, sampled_settings
 
-__all__ = ["RETEST_TEMPERATURE", "Checkpoint", "boundary_command", "fingerprint", "h1_command", "register"]
+# The option defaults name the tension definitions; this module is loaded by `experiment run`, never by --help.
+from ..traces.tension import DEFAULT_DEFINITION, TensionDefinition
+from .common import err_console, out_console, print_wide, settings_from
+
+if TYPE_CHECKING:
+    from ..experiments.boundary import ItemOutcome
+    from ..experiments.registry import Registry
+    from ..traces import TraceStore
+
+__all__ = ["RETEST_TEMPERATURE", "add_experiments", "boundary_command", "h1_command"]
 
 #: Sampling temperature for retest runs when the configuration samples greedily (temperature 0).
 RETEST_TEMPERATURE = 0.7
 
 
-class _Registry(Protocol):
-    def add_command(self, name: str, command: Callable[..., Any], help: str = "") -> None: ...
-
-
-def register(registry: _Registry) -> None:
-    """Hook for the experiment registry (``psychoalign experiment run NAME``)."""
+def add_experiments(registry: Registry) -> None:
+    """The named experiments of this module (``psychoalign experiment run NAME``)."""
     registry.add_command("boundary", boundary_command, "Tension by domain and category, KW test, retest ICC.")
     registry.add_command("h1", h1_command, "H1: tension vs human inter-annotator disagreement on a ratings file.")
 
@@ -86,47 +82,14 @@ def _definition(value: str) -> TensionDefinition:
 async def _with_store(
     settings: Settings, store_url: str | None, no_store: bool, body: Callable[[TraceStore | None], Any]
 ) -> Any:
+    from ..traces import open_store
+
     store = None if no_store else open_store(store_url or settings.effective_store_url())
     try:
         return await body(store)
     finally:
         if store is not None:
             await store.close()
-
-
-class Checkpoint:
-    """``OUT/outcomes.jsonl``: one line per finished negotiation, appended as it finishes, so a
-    rerun with the same ``--out`` (and the same corpus, models and parameters: the fingerprint)
-    skips what an interrupted run completed. Lines of another fingerprint are ignored."""
-
-    def __init__(self, path: Path, fingerprint: str) -> None:
-        self.path = path
-        self.fingerprint = fingerprint
-
-    def load(self) -> dict[tuple[int, str], ItemOutcome]:
-        done: dict[tuple[int, str], ItemOutcome] = {}
-        if not self.path.exists():
-            return done
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-                if row.get("fingerprint") == self.fingerprint and row["outcome"]["status"] == "completed":
-                    outcome = ItemOutcome(**row["outcome"])
-                    done[(outcome.repeat, outcome.id)] = outcome
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut by a crash: that item simply runs again
-        return done
-
-    def append(self, outcome: ItemOutcome) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"fingerprint": self.fingerprint, "outcome": outcome.as_dict()}) + "\n")
-
-
-def fingerprint(*parts: Any) -> str:
-    """SHA-256 over everything that changes the negotiations (API keys excluded)."""
-    blob = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _model_specs(settings: Settings) -> dict[str, Any]:
@@ -165,6 +128,12 @@ def boundary_command(
 ) -> None:
     """Profile alignment boundaries: negotiate a labelled corpus, report T by domain and category,
     the Kruskal–Wallis test across domains and, with --repeats 2+, test–retest ICC."""
+    from ..experiments.boundary import run_boundary
+    from ..experiments.boundary_checkpoint import Checkpoint, fingerprint
+    from ..experiments.boundary_corpus import load_corpus
+    from ..experiments.boundary_report import render_boundary_html, write_report
+    from ..experiments.reliability import SAMPLED_ROLES, sampled_settings
+
     settings = settings_from(config)
     definition = _definition(tension)
     data = load_corpus(corpus).subset(n)
@@ -277,6 +246,10 @@ def h1_command(
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
     """Test H1: negotiate each rated item and correlate its tension with human disagreement."""
+    from ..experiments.boundary_checkpoint import Checkpoint, fingerprint
+    from ..experiments.boundary_report import render_h1_html, write_report
+    from ..experiments.h1 import load_h1_dataset, run_h1
+
     settings = settings_from(config)
     definition = _definition(tension)
     columns = None
