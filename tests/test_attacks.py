@@ -13,19 +13,18 @@ import pytest
 
 from psychoalign.config import Settings
 from psychoalign.errors import ConfigError, InputError
-from psychoalign.experiments import ExperimentSpec, InMemoryResultStore, ResultStore, build_report, run_experiment
-from psychoalign.experiments.attacks import (
+from psychoalign.experiments import ExperimentSpec, ResultStore, build_report, run_experiment
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.store import CellResult, InMemoryResultStore
+from psychoalign.experiments.suites.attacks.categories import (
     DirectAttack,
     ManyShotAttack,
     MultiTurnAttack,
     RolePlayAttack,
-    Template,
     register,
-    wrap_objective,
 )
-from psychoalign.experiments.multiturn import parse_escalation
-from psychoalign.experiments.registry import Registry
-from psychoalign.experiments.store import CellResult
+from psychoalign.experiments.suites.attacks.multiturn import parse_escalation
+from psychoalign.experiments.suites.attacks.templates import Template, wrap_objective
 from psychoalign.models import ChatModel, ChatRequest
 
 from .conftest import SHARED_DATA
@@ -360,7 +359,7 @@ async def test_resume_after_a_crash_runs_only_the_missing_cells(tmp_path: Path) 
     done = {c.key for c in await store.cells(s.run_id()) if c.status == "done"}
     assert len(done) == 4
     # a cell left 'running' by a dead process of this host is run again
-    from psychoalign.experiments.runner import plan_cells
+    from psychoalign.experiments.harness.runner import plan_cells
 
     cells, _ = plan_cells(s, SHARED_DATA, registry())
     todo = [c for c in cells if c.key not in done]
@@ -430,8 +429,8 @@ async def test_a_target_that_refuses_everything_has_asr_0_and_over_refusal_100(t
 
 def planted_world() -> tuple[dict[str, ChatModel], dict[str, Any]]:
     """Two targets with planted behaviour (and a refusing baseline); returns models and the rules."""
-    from psychoalign.experiments.attacks import DirectAttack as D
-    from psychoalign.experiments.benchmarks import XSTest
+    from psychoalign.experiments.suites.attacks.categories import DirectAttack as D
+    from psychoalign.experiments.suites.benchmarks.xstest import XSTest
 
     goals = {i.turns[0]: int(i.id.split("/")[1]) for i in D().load(SHARED_DATA)}
     xstest = {i.turns[0]: i for i in XSTest().load(SHARED_DATA)}
@@ -481,8 +480,8 @@ def planted_world() -> tuple[dict[str, ChatModel], dict[str, Any]]:
 
 
 async def test_table4_numbers_exactly_on_a_planted_world(tmp_path: Path) -> None:
-    from psychoalign.experiments.attacks import DirectAttack as D
-    from psychoalign.experiments.benchmarks import XSTest
+    from psychoalign.experiments.suites.attacks.categories import DirectAttack as D
+    from psychoalign.experiments.suites.benchmarks.xstest import XSTest
 
     models, world = planted_world()
     n = 8
@@ -553,9 +552,9 @@ async def test_table4_numbers_exactly_on_a_planted_world(tmp_path: Path) -> None
 
 
 def test_paper_table4_preset_and_its_dry_run() -> None:
-    from psychoalign.experiments.estimate import estimate
-    from psychoalign.experiments.runner import plan_cells
-    from psychoalign.experiments.spec import load_spec
+    from psychoalign.experiments.harness.estimate import estimate
+    from psychoalign.experiments.harness.runner import plan_cells
+    from psychoalign.experiments.harness.spec import load_spec
 
     s = load_spec("paper-table4").with_overrides(n=2)
     assert s.layout == "table4" and s.baseline == "vanilla"
@@ -573,7 +572,7 @@ async def test_every_number_of_the_table4_html_is_in_the_json(tmp_path: Path) ->
     import html as html_lib
     import re
 
-    from psychoalign.experiments import render_html
+    from psychoalign.experiments.harness.report import render_html
 
     models, _ = planted_world()
     systems = [{"name": "config-A", "kind": "vanilla", "options": {"role": "a"}}, "vanilla"]

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from psychoalign.experiments.multiturn import (
+from psychoalign.experiments.suites.attacks.multiturn import (
     content_words,
     degeneracy,
     extract_message,

@@ -11,15 +11,15 @@ from __future__ import annotations
 import pytest
 
 from psychoalign.config import Settings
-from psychoalign.experiments.attacks import DirectAttack
-from psychoalign.experiments.metering import CallMeter, ModelPool
-from psychoalign.experiments.multiturn import (
+from psychoalign.experiments.harness.metering import CallMeter, ModelPool
+from psychoalign.experiments.harness.systems import SystemReply
+from psychoalign.experiments.suites.attacks.categories import DirectAttack
+from psychoalign.experiments.suites.attacks.multiturn import (
     EscalationSettings,
     content_words,
     drive_escalation,
     resolve_protocol,
 )
-from psychoalign.experiments.systems import SystemReply
 from psychoalign.judges.refusal import RuleRefusalJudge
 from psychoalign.models import Message
 

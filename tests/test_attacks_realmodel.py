@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from psychoalign.config import load_settings
-from psychoalign.experiments import ExperimentSpec, InMemoryResultStore, build_report, run_experiment
+from psychoalign.experiments import ExperimentSpec, build_report, run_experiment
+from psychoalign.experiments.harness.store import InMemoryResultStore
 
 from .conftest import SHARED_DATA
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from psychoalign.cli import boundary as boundary_cli
 from psychoalign.config import Settings
 from psychoalign.errors import InputError
-from psychoalign.experiments.boundary_corpus import load_corpus
-from psychoalign.experiments.boundary_synthetic import SyntheticWorld, synthetic_negotiator
+from psychoalign.experiments.studies.boundary.corpus import load_corpus
+from psychoalign.experiments.studies.boundary.synthetic import SyntheticWorld, synthetic_negotiator
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.traces import TraceStore
 
@@ -97,7 +97,7 @@ def synthetic(monkeypatch: pytest.MonkeyPatch) -> SyntheticWorld:
             items.append(item.model_copy(update={"request": f"{item.request} [syn:{marks[item.id]}]"}))
         return corpus.model_copy(update={"items": items})
 
-    monkeypatch.setattr("psychoalign.experiments.boundary_corpus.load_corpus", marked)
+    monkeypatch.setattr("psychoalign.experiments.studies.boundary.corpus.load_corpus", marked)
     return world
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from psychoalign.errors import InputError
-from psychoalign.experiments.h1 import load_h1_dataset, split_turns
+from psychoalign.experiments.studies.boundary.h1 import load_h1_dataset, split_turns
 
 from .conftest import SHARED_DATA
 

@@ -1,5 +1,5 @@
 """Tension definitions, and the boundary / retest / H1 pipeline validated on synthetic worlds with a
-planted relation (the real engine with scripted agents; see psychoalign.experiments.boundary_synthetic)."""
+planted relation (the real engine with scripted agents; see psychoalign.experiments.studies.boundary.synthetic)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from scipy import stats as sps
 
 from psychoalign.config import Settings
 from psychoalign.errors import InputError
-from psychoalign.experiments.boundary import ItemOutcome, analyze_boundary, negotiate_items
-from psychoalign.experiments.boundary_synthetic import SyntheticWorld, synthetic_negotiator
-from psychoalign.experiments.boundary_tension import TensionDefinition, all_tensions, request_tension
-from psychoalign.experiments.h1 import H1Item, analyze_h1
-from psychoalign.experiments.reliability import analyze_retest, check_sampling, run_retest, sampled_settings
+from psychoalign.experiments.studies.boundary.h1 import H1Item, analyze_h1
+from psychoalign.experiments.studies.boundary.negotiate import ItemOutcome, negotiate_items
+from psychoalign.experiments.studies.boundary.retest import analyze_retest, check_sampling, run_retest, sampled_settings
+from psychoalign.experiments.studies.boundary.run import analyze_boundary
+from psychoalign.experiments.studies.boundary.synthetic import SyntheticWorld, synthetic_negotiator
+from psychoalign.experiments.studies.boundary.tension import TensionDefinition, all_tensions, request_tension
 from psychoalign.models import ModelSpec, ScriptedBackend
 from psychoalign.models.client import ChatModel
 from psychoalign.negotiation import NegotiationParams, Negotiator

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from psychoalign.config import load_settings
-from psychoalign.experiments.h1 import load_h1_dataset, run_h1
+from psychoalign.experiments.studies.boundary.h1 import load_h1_dataset, run_h1
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.traces import SQLTraceStore
 

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from psychoalign.errors import InputError
-from psychoalign.experiments.reliability import icc
+from psychoalign.experiments.studies.boundary.reliability import icc
 from psychoalign.star.analysis.h1 import kruskal, mean_ci, spearman, tension_bins
 
 pg = pytest.importorskip("pingouin")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psychoalign.errors import ConfigError
-from psychoalign.experiments.cross_turn_world import Step, XTWorld
+from psychoalign.experiments.studies.cross_turn.world import Step, XTWorld
 from psychoalign.negotiation import NegotiationParams
 from psychoalign.negotiation.params import parse_params
 from psychoalign.negotiation.track import (
@@ -303,7 +303,7 @@ async def test_the_harness_system_passes_the_conversation() -> None:
     """A multi-turn attack through System.respond(growing messages), with backtracking, gets the
     track; the same world without it is attacked successfully; 2-turn benign conversations are
     never touched (fewer than three earlier turns and at most one hot turn)."""
-    from psychoalign.experiments.cross_turn import simulate
+    from psychoalign.experiments.studies.cross_turn.run import simulate
 
     result = await simulate(n=4, seed=3)
     on, off = result["systems"]["psychoalign"], result["systems"]["psychoalign-stateless"]
@@ -315,7 +315,7 @@ async def test_the_harness_system_passes_the_conversation() -> None:
 
 
 def test_the_cross_turn_preset_compares_the_switch_and_nothing_else() -> None:
-    from psychoalign.experiments.spec import load_spec
+    from psychoalign.experiments.harness.spec import load_spec
 
     spec = load_spec("cross-turn")
     on, off = spec.systems
@@ -326,8 +326,9 @@ def test_the_cross_turn_preset_compares_the_switch_and_nothing_else() -> None:
 
 async def test_mt_bench_followup_scores_refusal_of_the_second_turn(tmp_path: Path) -> None:
     from psychoalign.config import Settings
-    from psychoalign.experiments import InMemoryResultStore, build_report, default_registry, run_experiment
-    from psychoalign.experiments.spec import ExperimentSpec
+    from psychoalign.experiments import build_report, default_registry, run_experiment
+    from psychoalign.experiments.harness.spec import ExperimentSpec
+    from psychoalign.experiments.harness.store import InMemoryResultStore
     from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 
     from .conftest import SHARED_DATA

@@ -17,7 +17,7 @@ from psychoalign.cli import defense_accuracy as defense_accuracy_cli
 from psychoalign.cli.experiment import experiment_registry
 from psychoalign.config import Settings
 from psychoalign.errors import InputError
-from psychoalign.experiments.defense_accuracy import (
+from psychoalign.experiments.studies.defense_accuracy import (
     FAILED,
     LABELS,
     NONE,
@@ -61,7 +61,7 @@ def test_a_classification_that_contradicts_its_conflict_type_is_rejected(tmp_pat
     import yaml
 
     raw = yaml.safe_load(
-        (Path(__file__).parents[1] / "src/psychoalign/experiments/corpora/defense_accuracy.yaml").read_text()
+        (Path(__file__).parents[1] / "src/psychoalign/experiments/studies/corpora/defense_accuracy.yaml").read_text()
     )
     bad = next(it for it in raw["items"] if it["conflict_type"] == "adversarial")
     bad["classification"]["conflict"]["adversarial_intent"] = False

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from psychoalign.experiments.store import CellResult, InMemoryResultStore, ResultStore, RunRecord, SQLResultStore
+from psychoalign.experiments.harness.store import (
+    CellResult,
+    InMemoryResultStore,
+    ResultStore,
+    RunRecord,
+    SQLResultStore,
+)
 
 from .helpers import PG_URL, pg_schema
 
@@ -83,7 +89,7 @@ async def test_two_shards_share_one_postgres_store_and_run_each_cell_once(tmp_pa
 
     from psychoalign.config import Settings
     from psychoalign.experiments import ExperimentSpec, build_report, run_experiment
-    from psychoalign.experiments.registry import Registry
+    from psychoalign.experiments.harness.registry import Registry
     from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 
     from .conftest import SHARED_DATA

@@ -16,22 +16,17 @@ import pytest
 
 from psychoalign.config import Settings
 from psychoalign.errors import ConfigError, EndpointError, InputError
-from psychoalign.experiments import (
-    AdaptiveLimiter,
-    ExperimentSpec,
-    InMemoryResultStore,
-    ResultStore,
-    build_report,
-    load_spec,
-    plan_cells,
-    render_html,
-    run_experiment,
-    wilson_ci,
-)
-from psychoalign.experiments.benchmarks import HHH, AdvBench, XSTest, find_data_dir
-from psychoalign.experiments.registry import Registry
-from psychoalign.experiments.spec import spec_from_text
-from psychoalign.experiments.store import CellResult, RunRecord
+from psychoalign.experiments import ExperimentSpec, ResultStore, build_report, load_spec, run_experiment
+from psychoalign.experiments.harness.benchmark import find_data_dir
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.report import render_html
+from psychoalign.experiments.harness.runner import AdaptiveLimiter, plan_cells
+from psychoalign.experiments.harness.spec import spec_from_text
+from psychoalign.experiments.harness.stats import wilson_ci
+from psychoalign.experiments.harness.store import CellResult, InMemoryResultStore, RunRecord
+from psychoalign.experiments.suites.benchmarks.advbench import AdvBench
+from psychoalign.experiments.suites.benchmarks.hhh import HHH
+from psychoalign.experiments.suites.benchmarks.xstest import XSTest
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.traces import InMemoryTraceStore
 
@@ -619,8 +614,9 @@ CHILD = """
 import asyncio, sys
 from pathlib import Path
 from psychoalign.config import Settings
-from psychoalign.experiments import ExperimentSpec, SQLResultStore, run_experiment
-from psychoalign.experiments.registry import Registry
+from psychoalign.experiments import ExperimentSpec, run_experiment
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.store import SQLResultStore
 from psychoalign.models import Backend, ChatModel, Completion, ModelSpec
 
 tmp, data = Path(sys.argv[1]), sys.argv[2]
@@ -675,7 +671,7 @@ def test_kill_9_mid_run_then_resume_runs_only_the_missing_cells(tmp_path: Path) 
         return REFUSAL
 
     async def resume() -> list[CellResult]:
-        from psychoalign.experiments import SQLResultStore
+        from psychoalign.experiments.harness.store import SQLResultStore
 
         store = SQLResultStore(f"sqlite:///{tmp_path / 'r.db'}")
         s = spec(["vanilla"], ["advbench"], 8, concurrency=1, name="crash", judge={"calibration_n": 0})
@@ -732,7 +728,7 @@ async def test_judge_calls_are_cached_and_stored_with_the_item(tmp_path: Path) -
 async def test_cells_count_as_done_only_once_durable_and_a_failed_write_stops_the_run() -> None:
     import asyncio
 
-    from psychoalign.experiments.runner import _GroupCommit
+    from psychoalign.experiments.harness.runner import _GroupCommit
 
     class GatedStore(InMemoryResultStore):
         """finish_many waits for the test's go-ahead; the second write fails."""

@@ -13,12 +13,15 @@ from typing import Any, ClassVar
 import pytest
 
 from psychoalign.config import Settings
-from psychoalign.experiments import InMemoryResultStore, build_report, render_html, run_experiment
-from psychoalign.experiments.benchmarks import HHH, MTBench
-from psychoalign.experiments.metering import ModelPool
-from psychoalign.experiments.registry import Registry
-from psychoalign.experiments.runner import serial_models
-from psychoalign.experiments.systems import SystemSpec, build_system, parse_done
+from psychoalign.experiments import build_report, run_experiment
+from psychoalign.experiments.harness.metering import ModelPool
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.report import render_html
+from psychoalign.experiments.harness.runner import serial_models
+from psychoalign.experiments.harness.store import InMemoryResultStore
+from psychoalign.experiments.harness.systems import SystemSpec, build_system, parse_done
+from psychoalign.experiments.suites.benchmarks.hhh import HHH
+from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
 from psychoalign.judges.choice import parse_choice_word, rule_choice
 from psychoalign.judges.quality import parse_quality
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
@@ -191,7 +194,7 @@ async def test_debate_agents_draw_different_samples(tmp_path: Path) -> None:
 
 async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
     """The constructed pairs are ordered the way a judge that reads them would order them."""
-    from psychoalign.experiments.calibration import CONSIDERED
+    from psychoalign.experiments.harness.calibration import CONSIDERED
 
     def judge(request: ChatRequest) -> str:
         text = last_user(request)
@@ -214,7 +217,7 @@ async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: P
 
 
 def test_local_model_calls_wait_for_the_queue_and_are_not_retried() -> None:
-    from psychoalign.experiments.metering import LOCAL_TIMEOUT_S
+    from psychoalign.experiments.harness.metering import LOCAL_TIMEOUT_S
 
     default = ModelPool(Settings()).spec("chat")
     assert (default.timeout_s, default.max_retries) == (LOCAL_TIMEOUT_S, 0)
@@ -265,7 +268,7 @@ def test_done_vocabulary(reply: str) -> None:
 
 def test_a_stored_run_judged_by_the_embedded_model_is_flagged_weak_when_rebuilt() -> None:
     """Runs stored before the judge model was recorded: the records' model labels tell."""
-    from psychoalign.experiments.store import CellResult, RunRecord
+    from psychoalign.experiments.harness.store import CellResult, RunRecord
     from psychoalign.judges.records import JudgeRecord
 
     s = spec(["vanilla"], ["mt-bench"], 1)

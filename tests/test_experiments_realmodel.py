@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from psychoalign.config import load_settings
-from psychoalign.experiments import ExperimentSpec, SQLResultStore, build_report, run_experiment, write_report
+from psychoalign.experiments import ExperimentSpec, build_report, run_experiment, write_report
+from psychoalign.experiments.harness.store import SQLResultStore
 from psychoalign.traces import SQLTraceStore
 
 from .conftest import SHARED_DATA

@@ -12,10 +12,10 @@ import pytest
 
 from psychoalign.config import Settings
 from psychoalign.experiments import ExperimentSpec
-from psychoalign.experiments.attack_report import harm_judge_summary
-from psychoalign.experiments.calibration import harm_agreement, load_harm_labelled
-from psychoalign.experiments.judging import Judges, JudgeSpec
-from psychoalign.experiments.metering import CallMeter, ModelPool
+from psychoalign.experiments.harness.calibration import harm_agreement, load_harm_labelled
+from psychoalign.experiments.harness.judging import Judges, JudgeSpec
+from psychoalign.experiments.harness.metering import CallMeter, ModelPool
+from psychoalign.experiments.suites.attacks.report import harm_judge_summary
 from psychoalign.judges.harm import ClassifierHarmJudge, ModelHarmJudge, build_harm_judge, harm_tier_for
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.models.classifier import SafetyClassifier, load_weights

@@ -28,8 +28,8 @@ from ..traces.tension import DEFAULT_DEFINITION, TensionDefinition
 from .common import err_console, out_console, print_wide, settings_from
 
 if TYPE_CHECKING:
-    from ..experiments.boundary import ItemOutcome
-    from ..experiments.registry import Registry
+    from ..experiments.harness.registry import Registry
+    from ..experiments.studies.boundary.negotiate import ItemOutcome
     from ..traces import TraceStore
 
 __all__ = ["RETEST_TEMPERATURE", "add_experiments", "boundary_command", "h1_command"]
@@ -128,11 +128,11 @@ def boundary_command(
 ) -> None:
     """Profile alignment boundaries: negotiate a labelled corpus, report T by domain and category,
     the Kruskal–Wallis test across domains and, with --repeats 2+, test–retest ICC."""
-    from ..experiments.boundary import run_boundary
-    from ..experiments.boundary_checkpoint import Checkpoint, fingerprint
-    from ..experiments.boundary_corpus import load_corpus
-    from ..experiments.boundary_report import render_boundary_html, write_report
-    from ..experiments.reliability import SAMPLED_ROLES, sampled_settings
+    from ..experiments.studies.boundary.checkpoint import Checkpoint, fingerprint
+    from ..experiments.studies.boundary.corpus import load_corpus
+    from ..experiments.studies.boundary.report import render_boundary_html, write_report
+    from ..experiments.studies.boundary.retest import SAMPLED_ROLES, sampled_settings
+    from ..experiments.studies.boundary.run import run_boundary
 
     settings = settings_from(config)
     definition = _definition(tension)
@@ -246,9 +246,9 @@ def h1_command(
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
     """Test H1: negotiate each rated item and correlate its tension with human disagreement."""
-    from ..experiments.boundary_checkpoint import Checkpoint, fingerprint
-    from ..experiments.boundary_report import render_h1_html, write_report
-    from ..experiments.h1 import load_h1_dataset, run_h1
+    from ..experiments.studies.boundary.checkpoint import Checkpoint, fingerprint
+    from ..experiments.studies.boundary.h1 import load_h1_dataset, run_h1
+    from ..experiments.studies.boundary.report import render_h1_html, write_report
 
     settings = settings_from(config)
     definition = _definition(tension)

@@ -1,6 +1,6 @@
 """The scripted cross-turn experiment as a command: ``psychoalign experiment run cross-turn-scripted``
 (added to the registry by :func:`add_experiments`). The experiment is
-:func:`psychoalign.experiments.cross_turn.simulate`; this module holds the options and the tables."""
+:func:`psychoalign.experiments.studies.cross_turn.run.simulate`; this module holds the options and the tables."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from ..experiments.registry import Registry
+    from ..experiments.harness.registry import Registry
 
 __all__ = ["add_experiments", "cross_turn_scripted"]
 
@@ -47,7 +47,7 @@ def cross_turn_scripted(
 ) -> None:
     """Cross-turn tension on a scripted world with known escalation: psychoalign with and without
     the track (no model involved; docs/experiments.md, "Cross-turn tension")."""
-    from ..experiments.cross_turn import simulate
+    from ..experiments.studies.cross_turn.run import simulate
 
     result = asyncio.run(simulate(n, seed))
     if out is not None:

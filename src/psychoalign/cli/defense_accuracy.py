@@ -1,6 +1,6 @@
 """The defense-accuracy experiment as a command: ``psychoalign experiment run defense-accuracy``
 (added to the registry by :func:`add_experiments`). The experiment is in
-:mod:`psychoalign.experiments.defense_accuracy`; this module holds the options and the output."""
+:mod:`psychoalign.experiments.studies.defense_accuracy`; this module holds the options and the output."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .boundary import _params, _with_store
 from .common import err_console, out_console, print_wide, settings_from
 
 if TYPE_CHECKING:
-    from ..experiments.registry import Registry
+    from ..experiments.harness.registry import Registry
     from ..traces import TraceStore
 
 __all__ = ["add_experiments", "defense_accuracy_command", "print_report"]
@@ -74,8 +74,8 @@ def defense_accuracy_command(
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
     """Defense-mechanism accuracy on a labelled item set (paper Experiment 3)."""
-    from ..experiments.boundary_report import write_report
-    from ..experiments.defense_accuracy import load_items, negotiate_items, render_html, rule_table_label, score
+    from ..experiments.studies.boundary.report import write_report
+    from ..experiments.studies.defense_accuracy import load_items, negotiate_items, render_html, rule_table_label, score
     from ..frameworks import load_framework
 
     items = load_items(items_source)[:n]

@@ -21,9 +21,9 @@ from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, pri
 
 # The harness (SQLAlchemy, numpy, the benchmarks) is imported inside the commands: `--help` never loads it.
 if TYPE_CHECKING:
-    from ..experiments.registry import Registry
-    from ..experiments.spec import ExperimentSpec
-    from ..experiments.store import ResultStore
+    from ..experiments.harness.registry import Registry
+    from ..experiments.harness.spec import ExperimentSpec
+    from ..experiments.harness.store import ResultStore
 
 __all__ = ["NAMED_EXPERIMENT_MODULES", "experiment_app", "experiment_registry", "register"]
 
@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
 def experiment_registry() -> Registry:
     """What ``experiment run`` knows: the harness's registry (systems, benchmarks, plugins) plus the
     named experiments whose commands live in the CLI."""
-    from ..experiments.registry import default_registry
+    from ..experiments.harness.registry import default_registry
 
     registry = default_registry()
     for module in NAMED_EXPERIMENT_MODULES:
@@ -87,7 +87,7 @@ class _ProgressBar:
 
 
 def _store(settings: Settings, url: str | None) -> ResultStore:
-    from ..experiments.store import open_result_store
+    from ..experiments.harness.store import open_result_store
 
     return open_result_store(url or settings.effective_store_url())
 
@@ -165,9 +165,9 @@ def run(
         return
     if ctx.args:
         raise InputError(f"unknown option(s) for a spec run: {' '.join(ctx.args)}", hint="see --help")
-    from ..experiments.report import build_report, write_report
-    from ..experiments.runner import run_experiment
-    from ..experiments.spec import load_spec
+    from ..experiments.harness.report import build_report, write_report
+    from ..experiments.harness.runner import run_experiment
+    from ..experiments.harness.spec import load_spec
     from ..traces import open_store
 
     settings = settings_from(config)
@@ -223,10 +223,10 @@ def run(
 def _dry_run(
     spec: ExperimentSpec, settings: Settings, registry: Registry, shard: tuple[int, int], json_out: bool
 ) -> None:
-    from ..experiments.benchmarks import find_data_dir
-    from ..experiments.estimate import estimate
-    from ..experiments.runner import plan_cells
-    from ..experiments.systems import SystemInfo
+    from ..experiments.harness.benchmark import find_data_dir
+    from ..experiments.harness.estimate import estimate
+    from ..experiments.harness.runner import plan_cells
+    from ..experiments.harness.systems import SystemInfo
 
     cells, _ = plan_cells(spec, find_data_dir(settings.experiments.data_dir), registry, shard)
     infos: dict[str, SystemInfo] = {}
@@ -393,7 +393,7 @@ def _print_tables(report: dict[str, Any]) -> None:
 @experiment_app.command("list")
 def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Presets, named experiments, system kinds and benchmarks that `experiment run` knows."""
-    from ..experiments.spec import load_spec, preset_names
+    from ..experiments.harness.spec import load_spec, preset_names
 
     registry = experiment_registry()
     data = {
@@ -418,7 +418,7 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
 def show(spec_name: str = typer.Argument(..., metavar="SPEC"), n: int | None = typer.Option(None, "--n")) -> None:
     """Print a spec (preset or file) as YAML, with its run id (checked: unknown systems,
     benchmarks or options are errors naming the file and line)."""
-    from ..experiments.spec import load_spec
+    from ..experiments.harness.spec import load_spec
 
     spec = load_spec(spec_name, registry=experiment_registry()).with_overrides(n=n)
     out_console.print(safe(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
@@ -486,7 +486,7 @@ def report(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rebuild DIR/report.html and DIR/results.json of a run from the store (no model calls)."""
-    from ..experiments.report import build_report, write_report
+    from ..experiments.harness.report import build_report, write_report
 
     settings = settings_from(config)
 
