@@ -1,95 +1,77 @@
-"""Statistics core of boundary detection, checked against reference implementations
-(pingouin for ICC, scipy for Kruskal–Wallis and Spearman) on data with rater and item effects."""
+"""H1's statistics (Kruskal–Wallis, Spearman with bootstrap CI and permutation p, mean CI, T bins)
+checked against scipy, and the H1 section of STAR's report for a campaign that targeted PsychoAlign."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats as sps
 
 from psychoalign.errors import InputError
-from psychoalign.experiments.studies.boundary.reliability import icc
 from psychoalign.star.analysis.h1 import kruskal, mean_ci, spearman, tension_bins
 
-pg = pytest.importorskip("pingouin")
+
+def _star_export(path: Path, *, with_tension: bool, n: int = 40) -> Path:
+    """A STAR export (the store's JSONL shape) of a campaign that targeted PsychoAlign: the higher a
+    dialogue's tension, the more its two annotators disagree (planted)."""
+    rows = []
+    for i in range(n):
+        t = i / (n - 1)
+        discordant = i % 4 < round(4 * t)  # share of discordant pairs rises with t
+        rows.append(
+            {
+                "dialogue_id": f"d{i}",
+                "status": "submitted",
+                "turns": [
+                    {"role": "red_teamer", "text": f"attack {i}", "tension": None, "state": None, "trace_id": None},
+                    {
+                        "role": "target",
+                        "text": f"reply {i}",
+                        "tension": t if with_tension else None,
+                        "state": "healthy_equilibrium",
+                        "trace_id": f"tr{i}",
+                    },
+                ],
+                "annotator1_id": "a1",
+                "annotator1_rating": 1 if discordant else 4,
+                "annotator2_id": "a2",
+                "annotator2_rating": 4,
+            }
+        )
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
 
 
-def _ratings(rng: np.random.Generator, n: int, k: int, item_sd: float, run_sd: float, noise_sd: float) -> np.ndarray:
-    """Targets x runs with item effects, run (rater) offsets, noise and a tension-like [0, 1] squash."""
-    item = rng.normal(0, item_sd, size=(n, 1))
-    run = rng.normal(0, run_sd, size=(1, k))
-    raw = 0.4 + item + run + rng.normal(0, noise_sd, size=(n, k))
-    return np.asarray(np.clip(raw, 0.0, 1.0))
+def test_star_campaign_against_psychoalign_gets_rho_of_tension_and_disagreement(tmp_path: Path) -> None:
+    from psychoalign.star.analysis.data import load
+    from psychoalign.star.analysis.h1 import h1_section
+
+    data = load(_star_export(tmp_path / "campaign.jsonl", with_tension=True), "star")
+    section = h1_section(data, n_boot=300, n_perm=300)
+    assert section["computable"] and section["tension"] == "tension_mean"
+    s = section["spearman"]
+    assert s["n"] == 40 and s["rho"] > 0.5 and s["ci_low"] > 0 and s["p_permutation"] < 0.01
+    assert [b["name"] for b in section["bins"]] == ["low", "medium", "high"]
+    plain = load(_star_export(tmp_path / "plain.jsonl", with_tension=False), "star")
+    assert h1_section(plain) == {**h1_section(plain), "computable": False}
+    assert "did not target PsychoAlign" in h1_section(plain)["reason"]
 
 
-@pytest.fixture(autouse=True)
-def _unrounded_pingouin(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pingouin rounds its CI column to 2 decimals by default: compare at full precision."""
-    monkeypatch.delitem(pg.options, "round.column.CI95", raising=False)
+def test_star_report_shows_h1_for_a_campaign_against_psychoalign(tmp_path: Path) -> None:
+    from psychoalign.star.analysis import analyze, write_report
+    from psychoalign.star.analysis.data import load
 
-
-def _pingouin(x: np.ndarray) -> pd.DataFrame:
-    """pingouin's table indexed ICC2 / ICC3 (0.7 names them ICC(A,1) / ICC(C,1))."""
-    n, k = x.shape
-    long = pd.DataFrame(
-        [{"item": i, "run": j, "t": x[i, j]} for i in range(n) for j in range(k) if not np.isnan(x[i, j])]
-    )
-    out = pg.intraclass_corr(long, targets="item", raters="run", ratings="t", nan_policy="omit")
-    names = {"ICC(A,1)": "ICC2", "ICC(C,1)": "ICC3", "ICC2": "ICC2", "ICC3": "ICC3"}
-    out = out[out["Type"].isin(names)].assign(Type=lambda f: f["Type"].map(names)).set_index("Type")
-    return out.rename(columns={"CI95%": "CI95"})
-
-
-@pytest.mark.parametrize(
-    ("n", "k", "item_sd", "run_sd", "noise_sd", "seed"),
-    [
-        (30, 2, 0.2, 0.0, 0.05, 1),
-        (60, 3, 0.15, 0.05, 0.1, 2),  # a run that shifts every T: ICC(2,1) < ICC(3,1)
-        (12, 5, 0.05, 0.02, 0.2, 3),  # mostly noise
-        (200, 4, 0.3, 0.1, 0.02, 4),
-    ],
-)
-def test_icc_equals_pingouin(n: int, k: int, item_sd: float, run_sd: float, noise_sd: float, seed: int) -> None:
-    x = _ratings(np.random.default_rng(seed), n, k, item_sd, run_sd, noise_sd)
-    ours = icc(x)
-    ref = _pingouin(x)
-    assert ours.icc2 == pytest.approx(ref.loc["ICC2", "ICC"], abs=1e-9)
-    assert ours.icc3 == pytest.approx(ref.loc["ICC3", "ICC"], abs=1e-9)
-    for name, ci in (("ICC2", ours.icc2_ci), ("ICC3", ours.icc3_ci)):
-        assert ci is not None
-        lo, hi = ref.loc[name, "CI95"]
-        assert ci[0] == pytest.approx(lo, abs=1e-9)
-        assert ci[1] == pytest.approx(hi, abs=1e-9)
-        assert ci[0] <= (ours.icc2 if name == "ICC2" else ours.icc3) <= ci[1]  # type: ignore[operator]
-    assert ours.n_targets == n and ours.n_runs == k
-
-
-def test_icc_drops_incomplete_targets_like_pingouin() -> None:
-    x = _ratings(np.random.default_rng(7), 40, 3, 0.2, 0.05, 0.05)
-    x[[3, 17, 29], [0, 2, 1]] = np.nan
-    ours = icc(x)
-    ref = _pingouin(x)
-    assert ours.dropped_targets == 3 and ours.n_targets == 37
-    assert ours.icc2 == pytest.approx(ref.loc["ICC2", "ICC"], abs=1e-9)
-    assert ours.icc3 == pytest.approx(ref.loc["ICC3", "ICC"], abs=1e-9)
-
-
-def test_icc_of_identical_runs_is_one_and_of_constant_data_undefined() -> None:
-    col = np.linspace(0.0, 0.9, 10)
-    same = icc(np.column_stack([col, col]))
-    assert same.icc2 == pytest.approx(1.0) and same.icc3 == pytest.approx(1.0)
-    flat = icc(np.full((5, 2), 0.2))
-    assert flat.icc2 is None and flat.icc3 is None and flat.icc2_ci is None
-
-
-def test_icc_bad_shapes_give_one_line_errors() -> None:
-    with pytest.raises(InputError, match="at least 2 runs"):
-        icc(np.zeros((5, 1)))
-    with pytest.raises(InputError, match="at least 2 requests"):
-        icc(np.array([[0.1, 0.2], [np.nan, 0.3]]))
+    data = load(_star_export(tmp_path / "campaign.jsonl", with_tension=True), "star")
+    report = analyze([data], n_boot=200, embed=False)
+    section = report["datasets"][data.name]["h1"]
+    assert section["computable"] and section["spearman"]["rho"] > 0.5
+    write_report(report, [data], tmp_path / "out")
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "H1: tension vs disagreement" in page and "Spearman rho(tension_mean, disagreement)" in page
 
 
 def test_kruskal_equals_scipy_with_ties_and_unequal_groups() -> None:

@@ -11,8 +11,7 @@ from psychoalign.config import load_settings
 from psychoalign.experiments.studies.boundary.h1 import load_h1_dataset, run_h1
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.traces import SQLTraceStore
-
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.realmodel
 

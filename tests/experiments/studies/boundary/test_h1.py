@@ -1,18 +1,25 @@
-"""H1 datasets: the request/context mapping of each multi-annotator set in ../shared/data."""
+"""H1: the request/context mapping of each multi-annotator set in ../shared/data, and the H1
+analysis recovering a planted relation (or none) on a synthetic world."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from psychoalign.errors import InputError
-from psychoalign.experiments.studies.boundary.h1 import load_h1_dataset, split_turns
-
-from .conftest import SHARED_DATA
+from psychoalign.experiments.studies.boundary.h1 import H1Item, analyze_h1, load_h1_dataset, split_turns
+from psychoalign.experiments.studies.boundary.negotiate import ItemOutcome
+from psychoalign.experiments.studies.boundary.synthetic import SyntheticWorld
+from psychoalign.experiments.studies.boundary.tension import TensionDefinition
+from tests.conftest import SHARED_DATA
+from tests.experiments.studies.helpers import N_ITEMS
 
 DICES = SHARED_DATA / "dices_judgebench"
+
 needs_data = pytest.mark.skipif(not DICES.exists(), reason="../shared/data is not beside the repo")
 
 
@@ -65,65 +72,6 @@ def test_single_rater_files_are_refused_and_limit_samples_reproducibly(tmp_path:
     assert [it.id for it in a.items] == [it.id for it in b.items] and len(a.items) == 7
 
 
-def _star_export(path: Path, *, with_tension: bool, n: int = 40) -> Path:
-    """A STAR export (the store's JSONL shape) of a campaign that targeted PsychoAlign: the higher a
-    dialogue's tension, the more its two annotators disagree (planted)."""
-    rows = []
-    for i in range(n):
-        t = i / (n - 1)
-        discordant = i % 4 < round(4 * t)  # share of discordant pairs rises with t
-        rows.append(
-            {
-                "dialogue_id": f"d{i}",
-                "status": "submitted",
-                "turns": [
-                    {"role": "red_teamer", "text": f"attack {i}", "tension": None, "state": None, "trace_id": None},
-                    {
-                        "role": "target",
-                        "text": f"reply {i}",
-                        "tension": t if with_tension else None,
-                        "state": "healthy_equilibrium",
-                        "trace_id": f"tr{i}",
-                    },
-                ],
-                "annotator1_id": "a1",
-                "annotator1_rating": 1 if discordant else 4,
-                "annotator2_id": "a2",
-                "annotator2_rating": 4,
-            }
-        )
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
-
-
-def test_star_campaign_against_psychoalign_gets_rho_of_tension_and_disagreement(tmp_path: Path) -> None:
-    from psychoalign.star.analysis.data import load
-    from psychoalign.star.analysis.h1 import h1_section
-
-    data = load(_star_export(tmp_path / "campaign.jsonl", with_tension=True), "star")
-    section = h1_section(data, n_boot=300, n_perm=300)
-    assert section["computable"] and section["tension"] == "tension_mean"
-    s = section["spearman"]
-    assert s["n"] == 40 and s["rho"] > 0.5 and s["ci_low"] > 0 and s["p_permutation"] < 0.01
-    assert [b["name"] for b in section["bins"]] == ["low", "medium", "high"]
-    plain = load(_star_export(tmp_path / "plain.jsonl", with_tension=False), "star")
-    assert h1_section(plain) == {**h1_section(plain), "computable": False}
-    assert "did not target PsychoAlign" in h1_section(plain)["reason"]
-
-
-def test_star_report_shows_h1_for_a_campaign_against_psychoalign(tmp_path: Path) -> None:
-    from psychoalign.star.analysis import analyze, write_report
-    from psychoalign.star.analysis.data import load
-
-    data = load(_star_export(tmp_path / "campaign.jsonl", with_tension=True), "star")
-    report = analyze([data], n_boot=200, embed=False)
-    section = report["datasets"][data.name]["h1"]
-    assert section["computable"] and section["spearman"]["rho"] > 0.5
-    write_report(report, [data], tmp_path / "out")
-    page = (tmp_path / "out" / "report.html").read_text()
-    assert "H1: tension vs disagreement" in page and "Spearman rho(tension_mean, disagreement)" in page
-
-
 def test_one_row_per_rating_files_need_a_text_column(tmp_path: Path) -> None:
     from psychoalign.star.analysis.data import mapping_from
 
@@ -142,3 +90,60 @@ def test_one_row_per_rating_files_need_a_text_column(tmp_path: Path) -> None:
     bare = mapping_from({"item_col": "item", "rater_col": "rater", "rating_col": "score", "scale": "1..5"})
     with pytest.raises(InputError, match="no text to negotiate"):
         load_h1_dataset(path, mapping=bare)
+
+
+def _h1(
+    world: SyntheticWorld, outcomes: list[ItemOutcome], counts_seed: int | None = None, **kw: Any
+) -> dict[str, Any]:
+    counts = world.counts(counts_seed)
+    items = [H1Item(id=it.id, request=it.request, counts=tuple(c)) for it, c in zip(world.items(), counts, strict=True)]
+    return analyze_h1(items, outcomes, scale=("safe", "unsafe"), positive=frozenset({1}), **kw)
+
+
+def test_pipeline_recovers_the_planted_rho_within_its_ci(
+    planted: tuple[SyntheticWorld, list[list[ItemOutcome]]],
+) -> None:
+    world, runs = planted
+    assert all(o.status == "completed" for run in runs for o in run)
+    report = _h1(world, runs[0], n_boot=1000, n_perm=1000)
+    head = report["headline"]
+    truth = world.population()["rho"]
+    assert truth > 0.5  # the planted relation is strong, so "recovered" means something
+    assert head["ci_low"] <= truth <= head["ci_high"]
+    assert head["ci_low"] > 0.3 and head["p_permutation"] < 0.01
+    # The T-bin view rises with T, and the top bin is clearly above the bottom one.
+    bins = report["bins"]
+    means = [b["outcome"]["mean"] for b in bins if b["n"]]
+    assert means == sorted(means)
+    assert bins[-1]["outcome"]["ci_low"] > bins[0]["outcome"]["ci_high"]
+    assert report["counts"]["with_tension"] == N_ITEMS and report["counts"]["failed"] == 0
+    assert set(report["definitions"]) == {d.value for d in TensionDefinition}
+    assert report["points"][0]["trace_id"] == runs[0][0].trace_id
+
+
+def test_pipeline_finds_rho_near_zero_when_none_is_planted(
+    planted: tuple[SyntheticWorld, list[list[ItemOutcome]]],
+) -> None:
+    """The same negotiated items, rated by 30 independent annotation studies whose disagreement
+    ignores difficulty: ρ averages ~0 and the 95 % CI covers 0 in most studies."""
+    _, runs = planted
+    null_world = SyntheticWorld(n_items=N_ITEMS, coupling=0.0, seed=3)
+    rhos, covered = [], 0
+    for k in range(30):
+        head = _h1(null_world, runs[0], counts_seed=500 + k, n_boot=400, n_perm=200)["headline"]
+        rhos.append(head["rho"])
+        covered += head["ci_low"] <= 0.0 <= head["ci_high"]
+    assert abs(float(np.mean(rhos))) < 0.06
+    assert covered >= 25
+
+
+def test_reverse_check_reports_the_majority_label_separately(
+    planted: tuple[SyntheticWorld, list[list[ItemOutcome]]],
+) -> None:
+    world, runs = planted
+    report = _h1(world, runs[0], n_boot=300, n_perm=200)
+    rev = report["reverse_check"]
+    auc = rev["auc_t_for_majority_unsafe"]
+    if auc["computable"]:
+        assert 0.0 <= auc["auc"] <= 1.0 and auc["n_unsafe"] + auc["n_safe"] <= N_ITEMS
+    assert set(rev["rho_within_majority"]) == {"majority_safe", "majority_unsafe"}

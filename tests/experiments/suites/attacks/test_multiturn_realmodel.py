@@ -22,8 +22,7 @@ from psychoalign.experiments.suites.attacks.multiturn import (
 )
 from psychoalign.judges.refusal import RuleRefusalJudge
 from psychoalign.models import Message
-
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.realmodel
 

@@ -15,8 +15,7 @@ import pytest
 from psychoalign.config import load_settings
 from psychoalign.experiments import ExperimentSpec, build_report, run_experiment
 from psychoalign.experiments.harness.store import InMemoryResultStore
-
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.realmodel
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,8 +16,8 @@ from psychoalign.experiments.harness.store import (
     RunRecord,
     SQLResultStore,
 )
-
-from .helpers import PG_URL, pg_schema
+from tests.experiments.helpers import dead_pid
+from tests.helpers import PG_URL, pg_schema
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -35,13 +34,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         s = SQLResultStore(PG_URL, connect_args=connect_args)
         yield s
         await s.close()
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited (so an owner "host:pid" is certainly dead)."""
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
 
 
 def _cell(key: str) -> CellResult:
@@ -91,8 +83,7 @@ async def test_two_shards_share_one_postgres_store_and_run_each_cell_once(tmp_pa
     from psychoalign.experiments import ExperimentSpec, build_report, run_experiment
     from psychoalign.experiments.harness.registry import Registry
     from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
-
-    from .conftest import SHARED_DATA
+    from tests.conftest import SHARED_DATA
 
     asked: list[str] = []
 

@@ -11,8 +11,7 @@ from psychoalign.config import load_settings
 from psychoalign.experiments import ExperimentSpec, build_report, run_experiment, write_report
 from psychoalign.experiments.harness.store import SQLResultStore
 from psychoalign.traces import SQLTraceStore
-
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.realmodel
 
