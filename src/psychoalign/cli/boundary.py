@@ -57,7 +57,8 @@ def _out(out: Path | None, name: str) -> Path:
     return out or Path("experiments") / f"{name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
-def _progress(total: int, label: str) -> tuple[Progress, Callable[[ItemOutcome], None]]:
+def _progress(total: int, label: str) -> tuple[Progress, Callable[[], None]]:
+    """A transient bar on a terminal (nothing when piped) and the call that advances it."""
     progress = Progress(
         TextColumn(label),
         BarColumn(),
@@ -68,7 +69,7 @@ def _progress(total: int, label: str) -> tuple[Progress, Callable[[ItemOutcome],
         disable=not err_console.is_terminal,
     )
     task = progress.add_task(label, total=total)
-    return progress, lambda _o: progress.advance(task)
+    return progress, lambda: progress.advance(task)
 
 
 def _definition(value: str) -> TensionDefinition:
@@ -167,7 +168,7 @@ def boundary_command(
 
         def finished(outcome: ItemOutcome) -> None:
             checkpoint.append(outcome)
-            tick(outcome)
+            tick()
 
         try:
             with progress:
@@ -280,7 +281,7 @@ def h1_command(
 
         def finished(outcome: ItemOutcome) -> None:
             checkpoint.append(outcome)
-            tick(outcome)
+            tick()
 
         try:
             with progress:

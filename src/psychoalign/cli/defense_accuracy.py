@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..negotiation import Negotiator
-from .boundary import _params, _with_store
-from .common import err_console, out_console, print_wide, settings_from
+from .boundary import _params, _progress, _with_store
+from .common import out_console, print_wide, settings_from
 
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
@@ -90,16 +89,7 @@ def defense_accuracy_command(
 
         async def body(store: TraceStore | None) -> dict[str, Any]:
             negotiator = Negotiator(settings, params=params, store=store)
-            progress = Progress(
-                TextColumn("negotiating"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=err_console,
-                transient=True,
-                disable=not err_console.is_terminal,
-            )
-            task = progress.add_task("negotiating", total=len(items))
+            progress, tick = _progress(len(items), "negotiating")
             try:
                 with progress:
                     predicted, trace_ids = await negotiate_items(
@@ -107,7 +97,7 @@ def defense_accuracy_command(
                         negotiator,
                         framework=fw,
                         concurrency=concurrency,
-                        on_done=lambda: progress.advance(task),
+                        on_done=tick,
                     )
                 result = score(items, predicted)
                 result["models"] = negotiator.model_labels()

@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ....models import Message
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem
 from ...harness.judging import Judges
-from ...suites.benchmarks.mtbench import MTBench
+from ...suites.benchmarks.mtbench import MTBench, two_turns
 
 __all__ = ["MTBenchFollowUp", "register"]
 
@@ -34,14 +33,7 @@ class MTBenchFollowUp(Benchmark):
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         q1, q2 = item.turns
-        first = await respond([Message(role="user", content=q1)])
-        second = await respond(
-            [
-                Message(role="user", content=q1),
-                Message(role="assistant", content=first.response),
-                Message(role="user", content=q2),
-            ]
-        )
+        first, second = await two_turns(item, respond)
         v1, rec1 = await judges.refusal_verdict(first.response, q1)
         v2, rec2 = await judges.refusal_verdict(second.response, q2)
         return ScoredItem(

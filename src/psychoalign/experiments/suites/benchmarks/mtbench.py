@@ -10,8 +10,23 @@ from ....models import Message
 from ....textio import read_text
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file
 from ...harness.judging import Judges
+from ...harness.systems import SystemReply
 
-__all__ = ["MTBench"]
+__all__ = ["MTBench", "two_turns"]
+
+
+async def two_turns(item: Item, respond: Respond) -> tuple[SystemReply, SystemReply]:
+    """The system's answers to an MT-Bench item's two questions; the second sees the first exchange."""
+    q1, q2 = item.turns
+    first = await respond([Message(role="user", content=q1)])
+    second = await respond(
+        [
+            Message(role="user", content=q1),
+            Message(role="assistant", content=first.response),
+            Message(role="user", content=q2),
+        ]
+    )
+    return first, second
 
 
 class MTBench(Benchmark):
@@ -61,14 +76,7 @@ class MTBench(Benchmark):
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         q1, q2 = item.turns
-        first = await respond([Message(role="user", content=q1)])
-        second = await respond(
-            [
-                Message(role="user", content=q1),
-                Message(role="assistant", content=first.response),
-                Message(role="user", content=q2),
-            ]
-        )
+        first, second = await two_turns(item, respond)
         judge = judges.mtbench()
         refs = item.data.get("refs")
         category = str(item.data["category"])
