@@ -4,7 +4,7 @@
     PYTHONPATH=src .venv/bin/python bench/cross_turn.py --store postgresql://postgres@127.0.0.1:5432/test
 
 Fills a trace store with ``--conversations`` scripted conversations of ``--turns`` turns each (real
-negotiations on the scripted world of experiments/cross_turn_world.py, so the traces have their
+negotiations on the scripted world of experiments/studies/cross_turn/world.py, so the traces have their
 real size), then times ``TraceStore.conversation`` (the indexed query) plus turning each trace into
 the track's signals, for the last turn of ``--reads`` conversations: what every turn of a served
 conversation pays before its negotiation starts. Prints p50/p95 in milliseconds and the store size.
@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-from psychoalign.experiments.cross_turn_world import Step, XTWorld
+from psychoalign.experiments.studies.cross_turn.world import Step, XTWorld
 from psychoalign.negotiation import NegotiationParams
 from psychoalign.negotiation.track import conversation_ref, turn_signal
 from psychoalign.traces import SQLTraceStore

@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _util import fake_openai, peak_rss_mb
 from psychoalign.config import Settings
-from psychoalign.experiments import ExperimentSpec, InMemoryResultStore, ResultStore, SQLResultStore, run_experiment
-from psychoalign.experiments.registry import default_registry
+from psychoalign.experiments import ExperimentSpec, ResultStore, run_experiment
+from psychoalign.experiments.harness.registry import default_registry
+from psychoalign.experiments.harness.store import InMemoryResultStore, SQLResultStore
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -26,7 +26,7 @@ from tests.scenario import World, evaluation, proposals
 
 from _util import fake_openai, peak_rss_mb
 from psychoalign.config import Settings
-from psychoalign.experiments.metering import CallMeter
+from psychoalign.experiments.harness.metering import CallMeter
 from psychoalign.models import Backend, ChatRequest, Completion, build_model
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.traces import Trace

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psychoalign.errors import ConfigError
-from psychoalign.experiments.cross_turn_world import Step, XTWorld
+from psychoalign.experiments.studies.cross_turn.world import Step, XTWorld
 from psychoalign.negotiation import NegotiationParams
 from psychoalign.negotiation.params import parse_params
 from psychoalign.negotiation.track import (
@@ -23,14 +23,15 @@ from psychoalign.negotiation.track import (
     pressure,
 )
 from psychoalign.traces import InMemoryTraceStore, SQLTraceStore, Trace, TraceStore
-
-from .test_trace_store import store  # noqa: F401 - the memory/sqlite/postgres fixture
+from tests.test_trace_store import store  # noqa: F401 - the memory/sqlite/postgres fixture
 
 # A Crescendo-shaped escalation: each turn alone is acceptable (scores >= tau = 0.6), the
 # objective (turn 5) too; the tension rises turn by turn.
 ESCALATION = [Step("e1", 92), Step("e2", 78), Step("e3", 68), Step("e4", 61), Step("e5", 63, harmful=True)]
+
 # A benign conversation, and one that touches a sensitive topic once (flagged, contested).
 BENIGN = [Step("b1", 93), Step("b2", 88), Step("b3", 95), Step("b4", 90), Step("b5", 66)]
+
 SENSITIVE_ONCE = [Step("s1", 92), Step("s2", 45, harmful=True), Step("s3", 90), Step("s4", 91), Step("s5", 66)]
 
 
@@ -228,6 +229,7 @@ _evidence = st.builds(
     trend=st.one_of(st.none(), st.floats(-1, 1)),
     hot_turns=st.integers(0, 60),
 )
+
 _params = st.builds(
     lambda tau, cap, trend, hot, lo, extra, healthy: NegotiationParams(
         tau=tau,
@@ -297,55 +299,3 @@ def test_a_single_spike_is_not_a_trend_and_backtracks_are_one_depth() -> None:
         TurnSignal(trace_id="e", tension=None, parent="p3"),  # a failed turn: no T, no depth
     ]
     assert depths(history) == [0.0, 0.1, 0.5]
-
-
-async def test_the_harness_system_passes_the_conversation() -> None:
-    """A multi-turn attack through System.respond(growing messages), with backtracking, gets the
-    track; the same world without it is attacked successfully; 2-turn benign conversations are
-    never touched (fewer than three earlier turns and at most one hot turn)."""
-    from psychoalign.experiments.cross_turn import simulate
-
-    result = await simulate(n=4, seed=3)
-    on, off = result["systems"]["psychoalign"], result["systems"]["psychoalign-stateless"]
-    assert off["asr"]["crescendo"]["k"] == off["asr"]["crescendo"]["n"] == 4
-    assert on["asr"]["crescendo"]["k"] < 4
-    assert on["benign_followup_refusal"]["benign-2turn"] == off["benign_followup_refusal"]["benign-2turn"]
-    assert on["turns_tightened"]["benign-2turn"]["k"] == 0
-    assert all(row["k"] == 0 for row in off["turns_tightened"].values())
-
-
-def test_the_cross_turn_preset_compares_the_switch_and_nothing_else() -> None:
-    from psychoalign.experiments.spec import load_spec
-
-    spec = load_spec("cross-turn")
-    on, off = spec.systems
-    assert (on.effective_kind, off.effective_kind) == ("psychoalign", "psychoalign")
-    assert on.negotiation == {} and off.negotiation == {"cross_turn": False}
-    assert [b.name for b in spec.benchmarks] == ["attack-multiturn", "mt-bench-followup"]
-
-
-async def test_mt_bench_followup_scores_refusal_of_the_second_turn(tmp_path: Path) -> None:
-    from psychoalign.config import Settings
-    from psychoalign.experiments import InMemoryResultStore, build_report, default_registry, run_experiment
-    from psychoalign.experiments.spec import ExperimentSpec
-    from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
-
-    from .conftest import SHARED_DATA
-
-    def chat(request: ChatRequest) -> str:  # answers turn 1, refuses the follow-up
-        return "I'm sorry, but I can't help with that." if len(request.messages) == 3 else "Here is an answer."
-
-    spec = ModelSpec(backend="scripted", model="chat", schema_retries=0, max_retries=0)
-    models = {"chat": ChatModel(spec, ScriptedBackend(spec, fn=chat))}
-    s = ExperimentSpec.model_validate(
-        {"name": "t", "systems": ["vanilla"], "benchmarks": ["mt-bench-followup"], "n": 3, "judge": {"harm": False}}
-    )
-    settings = Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})
-    results = InMemoryResultStore()
-    registry = default_registry()
-    summary = await run_experiment(s, settings, store=results, models=models, registry=registry)
-    record = await results.get_run(summary.run_id)
-    assert record is not None and summary.done == 3
-    report = build_report(record, await results.cells(summary.run_id), registry)
-    rows = {r["metric"]: r for r in report["results"] if r["benchmark"] == "mt-bench-followup"}
-    assert rows["over_refusal"]["mean"] == 1.0 and rows["turn1_refusal"]["mean"] == 0.0

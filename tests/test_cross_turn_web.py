@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from psychoalign.config import DeploymentSettings, Settings
-from psychoalign.experiments.cross_turn_world import Step, XTWorld
+from psychoalign.experiments.studies.cross_turn.world import Step, XTWorld
 from psychoalign.traces import Trace, TraceStore
 from psychoalign.web import create_app
 

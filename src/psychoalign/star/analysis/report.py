@@ -112,9 +112,9 @@ def _expert_pairs(datasets: Sequence[RatingData], n_boot: int, seed: int) -> dic
 
 def _h1_section(data: RatingData, *, n_boot: int, seed: int) -> dict[str, Any]:
     """ρ(T, 1 − α_item) when the items carry PsychoAlign's tension (docs/boundary.md)."""
-    from ...experiments.h1 import star_h1_section  # the H1 statistics live with the boundary experiments
+    from .h1 import h1_section
 
-    return star_h1_section(data, n_boot=n_boot, n_perm=max(1000, n_boot), seed=seed)
+    return h1_section(data, n_boot=n_boot, n_perm=max(1000, n_boot), seed=seed)
 
 
 def analyze(

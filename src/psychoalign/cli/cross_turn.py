@@ -1,0 +1,64 @@
+"""The scripted cross-turn experiment as a command: ``psychoalign experiment run cross-turn-scripted``
+(added to the registry by :func:`add_experiments`). The experiment is
+:func:`psychoalign.experiments.studies.cross_turn.run.simulate`; this module holds the options and the tables."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from ..experiments.harness.registry import Registry
+
+__all__ = ["add_experiments", "cross_turn_scripted"]
+
+
+def _print(result: dict[str, Any]) -> None:
+    def cell(row: dict[str, Any]) -> str:
+        lo, hi = row["ci95"]
+        return f"{row['k']}/{row['n']} = {row['rate']:.3f} [{lo:.3f}, {hi:.3f}]" if row["n"] else "no data"
+
+    for title, key in (
+        ("Attack success (objective answered)", "asr"),
+        ("Benign follow-up turns refused", "benign_followup_refusal"),
+        ("Turns with tau tightened", "turns_tightened"),
+    ):
+        table = Table(title=f"{title}: scripted world, n = {result['n_per_family']} per family, seed {result['seed']}")
+        table.add_column("family")
+        names = list(result["systems"])
+        for name in names:
+            table.add_column(name)
+        for family in result["systems"][names[0]][key]:
+            table.add_row(family, *(cell(result["systems"][s][key][family]) for s in names))
+        Console().print(table)
+
+
+def cross_turn_scripted(
+    n: Annotated[int, typer.Option("--n", min=1, max=2000, help="Conversations per family.")] = 40,
+    seed: Annotated[int, typer.Option(help="Seed of the scripted world.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Write results.json here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Cross-turn tension on a scripted world with known escalation: psychoalign with and without
+    the track (no model involved; docs/experiments.md, "Cross-turn tension")."""
+    from ..experiments.studies.cross_turn.run import simulate
+
+    result = asyncio.run(simulate(n, seed))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if json_out:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        _print(result)
+
+
+def add_experiments(registry: Registry) -> None:
+    """The named experiment of this module (``psychoalign experiment run cross-turn-scripted``)."""
+    registry.add_command("cross-turn-scripted", cross_turn_scripted)

@@ -1,0 +1,115 @@
+"""The defense-accuracy experiment as a command: ``psychoalign experiment run defense-accuracy``
+(added to the registry by :func:`add_experiments`). The experiment is in
+:mod:`psychoalign.experiments.studies.defense_accuracy`; this module holds the options and the output."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.table import Table
+
+from ..negotiation import Negotiator
+from .boundary import _params, _progress, _with_store
+from .common import out_console, print_wide, settings_from
+
+if TYPE_CHECKING:
+    from ..experiments.harness.registry import Registry
+    from ..traces import TraceStore
+
+__all__ = ["add_experiments", "defense_accuracy_command", "print_report"]
+
+
+_SHORT = {
+    "repression": "repr",
+    "sublimation": "subl",
+    "rationalization": "ratio",
+    "displacement": "displ",
+    "projection": "proj",
+    "reaction_formation": "react",
+}
+
+
+def print_report(report: dict[str, Any]) -> None:
+    table = Table(title=f"Defense mechanism: expected (rows) × selected (columns) — {report['mode']}")
+    table.add_column("expected")
+    for c in report["columns"]:
+        table.add_column(_SHORT.get(c, c), justify="right")
+    for e in report["labels"]:
+        table.add_row(e, *(str(report["confusion"][e][c]) for c in report["columns"]))
+    print_wide(table, min_width=110)
+    acc = report["accuracy"]
+    out_console.print(
+        f"accuracy {report['correct']}/{report['n']} = {acc:.3f}; activation rate {report['activation_rate']:.3f}; "
+        f"failed {report['failed']}"
+    )
+
+
+def add_experiments(registry: Registry) -> None:
+    """The named experiment of this module (``psychoalign experiment run defense-accuracy``)."""
+    registry.add_command(
+        "defense-accuracy",
+        defense_accuracy_command,
+        "Defense-mechanism accuracy: confusion matrix and activation rate.",
+    )
+
+
+def defense_accuracy_command(
+    items_source: str = typer.Option("defense_accuracy", "--items", help="Item set (YAML) or built-in name."),
+    oracle: bool = typer.Option(
+        False, "--oracle", help="Apply the selection rules to the items' given classifications (no model)."
+    ),
+    n: int | None = typer.Option(None, "--n", min=1, help="First N items only (default: all)."),
+    framework: str = typer.Option("general", "--framework", "-f", help="Framework name or file."),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, max=20, help="Negotiation rounds k."),
+    proposals: int | None = typer.Option(None, "--proposals", min=1, max=8, help="DRIVE proposals per round."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, max=256, help="Negotiations in flight at most."),
+    store_url: str | None = typer.Option(None, "--store", help="Trace store URL (default: SQLite under home)."),
+    no_store: bool = typer.Option(False, "--no-store", help="Do not store traces."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Report directory (default: experiments/NAME-TIME)."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
+) -> None:
+    """Defense-mechanism accuracy on a labelled item set (paper Experiment 3)."""
+    from ..experiments.studies.boundary.report import write_report
+    from ..experiments.studies.defense_accuracy import load_items, negotiate_items, render_html, rule_table_label, score
+    from ..frameworks import load_framework
+
+    items = load_items(items_source)[:n]
+    target = out or Path("experiments") / f"defense-accuracy-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    fw = load_framework(framework)
+    if oracle:
+        report = score(items, [rule_table_label(it, fw) for it in items])
+        report["mode"] = "oracle (given classifications, rule table only)"
+    else:
+        settings = settings_from(config)
+        params = _params(settings, rounds, proposals)
+
+        async def body(store: TraceStore | None) -> dict[str, Any]:
+            negotiator = Negotiator(settings, params=params, store=store)
+            progress, tick = _progress(len(items), "negotiating")
+            try:
+                with progress:
+                    predicted, trace_ids = await negotiate_items(
+                        items,
+                        negotiator,
+                        framework=fw,
+                        concurrency=concurrency,
+                        on_done=tick,
+                    )
+                result = score(items, predicted)
+                result["models"] = negotiator.model_labels()
+            finally:
+                await negotiator.aclose()
+            for row, tid in zip(result["items"], trace_ids, strict=True):
+                row["trace_id"] = tid
+            return result
+
+        report = asyncio.run(_with_store(settings, store_url, no_store, body))
+        report["mode"] = "negotiated (configured models)"
+    report["framework"] = f"{fw.name}@{fw.version}"
+    json_path, html_path = write_report(target, report, render_html(report))
+    print_report(report)
+    out_console.print(f"report: {html_path}\nresults: {json_path}")

@@ -1,0 +1,122 @@
+"""What a benchmark is: items read from the data folder at run time (never copied), and a scoring rule.
+
+A benchmark turns one item into a :class:`ScoredItem` by asking the system (``respond``) and the
+judges; anything it cannot score raises (the cell fails with the reason): a missing score is never
+a zero. The built-in benchmarks are in :mod:`psychoalign.experiments.suites`; their rules are
+written out in docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...errors import ConfigError, InputError
+from ...judges.records import JudgeRecord
+from ...models import Message
+from .judging import Judges
+from .systems import SystemReply
+
+__all__ = ["Benchmark", "Item", "Metric", "Respond", "ScoredItem", "data_file", "find_data_dir", "permute"]
+
+Respond = Callable[[Sequence[Message]], Awaitable[SystemReply]]
+
+
+class Item(BaseModel):
+    """One benchmark item. ``id`` is stable across runs (file + row), so resumes find it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    turns: tuple[str, ...]
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScoredItem(BaseModel):
+    """A scored item: ``metrics`` (each in [0, 1]), what the system said, what the judges said."""
+
+    metrics: dict[str, float]
+    responses: list[str]
+    judges: list[JudgeRecord] = Field(default_factory=list)
+    trace_ids: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A reported figure. ``binary`` metrics get Wilson intervals, others bootstrap intervals."""
+
+    key: str
+    title: str
+    binary: bool
+    higher_is_better: bool = True
+
+
+def find_data_dir(configured: str | None = None) -> Path:
+    """The data folder: ``configured`` if given, else ``../shared/data`` from the working
+    directory or any parent of it, or beside the source checkout."""
+    if configured:
+        path = Path(configured).expanduser()
+        if not path.is_dir():
+            raise ConfigError(f"data folder {path} does not exist", hint="set experiments.data_dir to ../shared/data")
+        return path
+    here = Path.cwd().resolve()
+    candidates = [p / "shared" / "data" for p in (here, *here.parents)]
+    candidates += [p / "shared" / "data" for p in Path(__file__).resolve().parents]
+    for c in candidates:
+        if c.is_dir():
+            return c
+    raise ConfigError(
+        "cannot find the evaluation data folder (shared/data)",
+        hint="set experiments.data_dir in the config or PSYCHOALIGN_EXPERIMENTS__DATA_DIR",
+    )
+
+
+def data_file(data_dir: Path, rel: str) -> Path:
+    path = data_dir / rel
+    if not path.is_file():
+        raise InputError(f"benchmark file {path} is missing", hint="check experiments.data_dir")
+    return path
+
+
+def permute(items: list[Item], seed: int, salt: str) -> list[Item]:
+    """A seeded permutation: the first n of it are the sample, so a larger n extends a smaller one."""
+    rng = random.Random(f"{seed}:{salt}")
+    out = list(items)
+    rng.shuffle(out)
+    return out
+
+
+class Benchmark(ABC):
+    """Contract: :meth:`load` reads every item (raising :class:`InputError` naming the file and
+    line on malformed data); :meth:`run` scores one item or raises."""
+
+    name: str
+    title: str
+    source: str
+    metrics: tuple[Metric, ...]
+    primary: str
+    needs: tuple[str, ...] = ()  # judges used: refusal, harm, choice, mtbench, toxicity, quality
+    #: Keys its ``options`` accept; None: not checked (a benchmark that does not say).
+    option_names: tuple[str, ...] | None = None
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.options = dict(options or {})
+
+    @abstractmethod
+    def load(self, data_dir: Path) -> list[Item]: ...
+
+    def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
+        return permute(items, seed, self.name)[:n]
+
+    @abstractmethod
+    async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem: ...
+
+    def metric(self, key: str) -> Metric:
+        return next(m for m in self.metrics if m.key == key)

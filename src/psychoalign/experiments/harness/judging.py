@@ -1,0 +1,192 @@
+"""The judges of one run, built lazily from the spec's ``judge`` section.
+
+The refusal judge is the shared one (:mod:`psychoalign.judges.refusal`, also used by STAR); the
+benchmark judges live beside it in :mod:`psychoalign.judges`. Every model-backed judge call goes
+through one on-disk response cache (``<home>/cache/judges.sqlite``): rerunning a report or
+resuming a run never pays twice for the same judgement.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ...errors import ConfigError
+from ...judges.choice import ChoiceJudge
+from ...judges.harm import HarmJudge, build_harm_judge
+from ...judges.mtbench import MTBenchJudge
+from ...judges.quality import QualityJudge
+from ...judges.records import JudgeRecord
+from ...judges.toxicity import ToxicityJudge
+from ...models import ChatModel, ResponseCache
+from .metering import CallMeter, ModelPool
+
+if TYPE_CHECKING:
+    from ...judges.refusal import RefusalJudge, RefusalVerdict
+
+__all__ = ["JudgeSpec", "Judges"]
+
+
+class JudgeSpec(BaseModel):
+    """Which judges score a run. ``role``: the config role whose model judges."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: str = "judge"
+    refusal: Literal["rules", "model", "cascade"] = Field(
+        "rules", description="Tier of the shared refusal judge (psychoalign.judges.refusal)."
+    )
+    harm: Literal["auto", "model", "classifier", "off"] = Field(
+        "auto",
+        description=(
+            "Harm check of non-refusals (AdvBench, attacks): the judge model (model), the embedded classifier's "
+            "response head (classifier), auto = the model when it gives structured judgements (a configured "
+            "endpoint), else the classifier; off = refusal only. true/false mean auto/off."
+        ),
+    )
+    choice_model: bool = Field(True, description="HHH: let the judge model read replies the rules cannot parse.")
+    toxicity: Literal["classifier", "model"] = "classifier"
+    mtbench: Literal["structured", "fastchat"] = "structured"
+    calibration_n: int = Field(
+        100,
+        ge=0,
+        le=900,
+        description="Labelled completions used to measure the refusal judge and the harm judge (each).",
+    )
+
+    @field_validator("harm", mode="before")
+    @classmethod
+    def _harm_bool(cls, value: object) -> object:
+        if isinstance(value, bool):
+            return "auto" if value else "off"
+        return value
+
+    @property
+    def harm_on(self) -> bool:
+        return self.harm != "off"
+
+
+class Judges:
+    """Lazily built judges sharing one metered, cached judge model."""
+
+    def __init__(
+        self, spec: JudgeSpec, pool: ModelPool, data_dir: Path, *, cache_path: Path | None, meter: CallMeter
+    ) -> None:
+        self.spec = spec
+        self.pool = pool
+        self.data_dir = data_dir
+        self.meter = meter
+        # opened on first use: a run judged by rules and classifiers only never creates the file
+        self._cache_path = cache_path
+        self._cache: ResponseCache | None = None
+        self._refusal: RefusalJudge | None = None
+        self._built: dict[str, object] = {}
+        self.model_info: dict[str, object] | None = None
+
+    def model(self) -> ChatModel:
+        model = self.pool.model(self.spec.role, self.meter)
+        if self._cache is None and self._cache_path is not None:
+            self._cache = ResponseCache(self._cache_path)
+        if self._cache is not None:
+            model.cache = self._cache
+        if self.model_info is None:
+            # What the report says about the judge model: which one, and whether it is asked for
+            # plain text only (the embedded model: a placeholder judge, flagged as weak).
+            self.model_info = {"role": self.spec.role, "label": model.label, "plain_text": not model.rates_numbers}
+        return model
+
+    def label(self) -> str:
+        return self.pool.label(self.spec.role)
+
+    def refusal(self) -> RefusalJudge:
+        if self._refusal is None:
+            from ...judges.refusal import build_refusal_judge
+
+            model = None if self.spec.refusal == "rules" else self.model()
+            self._refusal = build_refusal_judge(self.spec.refusal, model)
+        return self._refusal
+
+    async def refusal_verdict(self, response: str, request: str) -> tuple[RefusalVerdict, list[JudgeRecord]]:
+        verdict = await self.refusal().judge(response, request=request)
+        record = JudgeRecord(
+            judge=f"refusal-{verdict.tier}",
+            model="" if verdict.tier == "rules" else self.label(),
+            verdict=verdict.model_dump(mode="json"),
+        )
+        return verdict, [record]
+
+    def harm(self) -> HarmJudge | None:
+        """The run's harm judge (None when ``judge.harm`` is off): the judge model, or the
+        embedded classifier's response head (``psychoalign.judges.harm``)."""
+        if not self.spec.harm_on:
+            return None
+        if "harm" not in self._built:
+            spec = self.pool.spec(self.spec.role)
+            # a classifier weights file named by the judge role, else the shipped weights
+            weights = spec.model if spec.backend == "classifier" and (spec.model or "").endswith(".json") else None
+            if self.spec.harm == "classifier" or (self.spec.harm == "auto" and spec.backend == "classifier"):
+                self._built["harm"] = build_harm_judge("classifier", None, weights=weights)
+            else:
+                # auto: the model tier only for a model asked for structured judgements (probed
+                # without recording it as the run's judge model unless it is used)
+                probe = self.pool.model(self.spec.role, CallMeter())
+                model = self.model() if self.spec.harm == "model" or probe.rates_numbers else None
+                self._built["harm"] = build_harm_judge(self.spec.harm, model, weights=weights)
+        judge = self._built["harm"]
+        assert isinstance(judge, HarmJudge)
+        return judge
+
+    def choice(self) -> ChoiceJudge:
+        if "choice" not in self._built:
+            self._built["choice"] = ChoiceJudge(self.model() if self.spec.choice_model else None)
+        judge = self._built["choice"]
+        assert isinstance(judge, ChoiceJudge)
+        return judge
+
+    def mtbench(self) -> MTBenchJudge:
+        if "mtbench" not in self._built:
+            path = self.data_dir / "mt_bench" / "judge_prompts.jsonl"
+            self._built["mtbench"] = MTBenchJudge(self.model(), path, self.spec.mtbench)
+        judge = self._built["mtbench"]
+        assert isinstance(judge, MTBenchJudge)
+        return judge
+
+    def toxicity(self) -> ToxicityJudge:
+        if "toxicity" not in self._built:
+            model = self.model() if self.spec.toxicity == "model" else None
+            self._built["toxicity"] = ToxicityJudge(self.spec.toxicity, model)
+        judge = self._built["toxicity"]
+        assert isinstance(judge, ToxicityJudge)
+        return judge
+
+    def quality(self) -> QualityJudge:
+        if "quality" not in self._built:
+            self._built["quality"] = QualityJudge(self.model())
+        judge = self._built["quality"]
+        assert isinstance(judge, QualityJudge)
+        return judge
+
+    def built(self) -> set[str]:
+        """The benchmark judges built so far (by :meth:`prepare` or first use)."""
+        return set(self._built) | ({"refusal"} if self._refusal is not None else set())
+
+    def prepare(self, needs: set[str]) -> None:
+        """Build the judges ``needs`` names now, so a missing judge fails the run before any cell."""
+        builders = {
+            "refusal": self.refusal,
+            "harm": self.harm,
+            "choice": self.choice,
+            "mtbench": self.mtbench,
+            "toxicity": self.toxicity,
+            "quality": self.quality,
+        }
+        for need in sorted(needs):
+            if need not in builders:
+                raise ConfigError(f"unknown judge '{need}'", hint=f"known judges: {', '.join(builders)}")
+            builders[need]()
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()

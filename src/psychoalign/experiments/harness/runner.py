@@ -1,0 +1,471 @@
+"""The runner: cells (system x benchmark x item), bounded adaptive concurrency, resumable.
+
+Contract of :func:`run_experiment`:
+
+* Every cell is claimed in the result store before it runs (:meth:`ResultStore.claim`), so a
+  cell already ``done`` is never run again, and after a crash or ``kill -9`` a rerun of the same
+  spec runs only the cells that are not done (failed ones are retried, with ``attempts`` counted).
+* A cell that cannot be scored (the system or a judge failed) is stored ``failed`` with the
+  reason; it is reported as failed and never counted as a score of zero.
+* Concurrency is bounded by the spec and adaptive below that bound (AIMD): an HTTP 429/overload
+  seen by any model call halves the limit, and every ``limit`` successful cells raise it by one.
+* ``shard=(i, n)`` runs only the cells whose key hashes to ``i`` modulo ``n``: several machines
+  can split one experiment over one PostgreSQL store.
+* Cells run one at a time when a system's model is the embedded (``local``) model: it serves one
+  call at a time, so cells in flight together would only queue for it, and each item's wall time
+  would measure the queue, not the system (:func:`serial_models`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from ...config import Settings
+from ...errors import ConfigError, PsychoAlignError
+from ...models import ChatModel, Message
+from ...traces import TraceStore
+from .benchmark import Benchmark, Item, find_data_dir
+from .judging import Judges
+from .metering import CallMeter, ModelPool
+from .registry import Registry, build_benchmark, default_registry
+from .spec import ExperimentSpec
+from .store import CellResult, ResultStore, RunRecord, current_owner
+from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
+
+__all__ = ["AdaptiveLimiter", "Cell", "RunProgress", "RunSummary", "plan_cells", "run_experiment", "serial_models"]
+
+_log = logging.getLogger(__name__)
+
+
+#: Cells claimed per store transaction: at most, and at least (unless cells run one at a time).
+CLAIM_BATCH = 64
+CLAIM_MIN = 32
+
+
+class RunProgress(Protocol):
+    """What a run reports while it goes; the CLI draws it (a progress bar), a caller may log it.
+
+    ``note`` comes before ``start``; ``advance`` once per cell that finished (durable) or that
+    another owner holds, with the failures so far; ``stop`` once, whether the run ended or raised."""
+
+    def note(self, message: str) -> None: ...
+
+    def start(self, name: str, total: int) -> None: ...
+
+    def advance(self, failed: int) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class _Silent:
+    """No progress shown (no :class:`RunProgress` given)."""
+
+    def note(self, message: str) -> None:
+        pass
+
+    def start(self, name: str, total: int) -> None:
+        pass
+
+    def advance(self, failed: int) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class _GroupCommit:
+    """Writes finished cells durably, several per transaction when they finish together.
+
+    A cell counts as done (summary, progress) only once it is durable (``on_durable``): after
+    ``kill -9`` every cell reported done is in the store; cells that were in flight, or finished
+    but not yet written, are still 'running' under a dead owner and run again on resume.
+
+    The write is off the worker's path: :meth:`submit` returns at once, so the worker starts its
+    next cell while the store writes (a worker waiting for each commit held its concurrency slot
+    idle: ~5 ms per cell on SQLite). At most ``max_pending`` finished cells wait to be written; a
+    worker that would exceed that waits for room. A failed write stops the run: the next
+    :meth:`submit` and :meth:`flush` raise it.
+    """
+
+    def __init__(self, store: ResultStore, on_durable: Callable[[CellResult], None], max_pending: int) -> None:
+        self.store = store
+        self._on_durable = on_durable
+        self._pending: list[CellResult] = []
+        self._room = asyncio.Semaphore(max_pending)
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+
+    async def submit(self, cell: CellResult) -> None:
+        self._raise_if_failed()
+        await self._room.acquire()
+        self._raise_if_failed()
+        self._pending.append(cell)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain())
+
+    async def flush(self) -> None:
+        """Wait until every submitted cell is durable; raise the write error if there was one."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    async def _drain(self) -> None:
+        while self._pending and self._error is None:
+            batch, self._pending = self._pending, []
+            try:
+                await self.store.finish_many(batch)
+            except Exception as exc:
+                self._error = exc
+                return
+            finally:
+                for _ in batch:
+                    self._room.release()
+            for cell in batch:
+                self._on_durable(cell)
+
+
+class AdaptiveLimiter:
+    """A semaphore whose size moves between 1 and ``maximum``: halved on overload, +1 after
+    ``limit`` consecutive successes (additive increase, multiplicative decrease)."""
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = maximum
+        self.limit = maximum
+        self.in_flight = 0
+        self.cuts = 0
+        self._ok = 0
+        self._cut_pending = False
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+
+    async def release(self, ok: bool) -> None:
+        async with self._cond:
+            self.in_flight -= 1
+            if ok:
+                self._ok += 1
+                self._cut_pending = False
+                if self._ok >= self.limit and self.limit < self.maximum:
+                    self.limit += 1
+                    self._ok = 0
+            self._cond.notify_all()
+
+    def overload(self) -> None:
+        """Called from a model call that saw 429/5xx. One cut per burst: the next cut needs a
+        success in between, so a burst of 429s from one overload does not collapse the limit."""
+        if self._cut_pending:
+            return
+        self._cut_pending = True
+        self.limit = max(1, self.limit // 2)
+        self._ok = 0
+        self.cuts += 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    system: SystemSpec
+    benchmark: Benchmark
+    item: Item
+
+    @functools.cached_property
+    def key(self) -> str:
+        return f"{self.system.name}|{self.benchmark.name}|{self.item.id}"
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    total: int = 0
+    ran: int = 0
+    done: int = 0
+    failed: int = 0
+    skipped_done: int = 0
+    busy_elsewhere: int = 0
+    limiter_cuts: int = 0
+    concurrency: int = 0
+    wall_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _shard_of(key: str, n: int) -> int:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % n
+
+
+def plan_cells(
+    spec: ExperimentSpec, data_dir: Path, registry: Registry, shard: tuple[int, int] = (0, 1)
+) -> tuple[list[Cell], dict[str, Benchmark]]:
+    """Every cell of ``spec`` in this shard, interleaved by item so partial runs cover all systems."""
+    benchmarks: dict[str, Benchmark] = {}
+    cells: list[Cell] = []
+    for bspec in spec.benchmarks:
+        bench = build_benchmark(bspec.name, bspec.options, registry.benchmarks)
+        benchmarks[bspec.name] = bench
+        items = bench.sample(bench.load(data_dir), spec.n_for(bspec), spec.seed)
+        for item in items:
+            for sspec in spec.systems:
+                cells.append(Cell(sspec, bench, item))
+    i, n = shard
+    if n > 1:
+        cells = [c for c in cells if _shard_of(c.key, n) == i]
+    return cells, benchmarks
+
+
+def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
+    """Labels of the models the systems call that serve one call at a time in this process (the
+    embedded ``local`` backend: one llama.cpp context behind a lock)."""
+    out: list[str] = []
+    for system in systems:
+        roles = getattr(system, "model_roles", None)
+        for role in roles() if callable(roles) else getattr(system.info, "roles", ()):
+            extra = system.spec.roles.get(role)
+            spec = pool.spec(role, dict(extra) if extra else None)
+            if spec.backend != "local":
+                continue
+            label = pool.label(role) if not extra else spec.label()
+            if spec.model is None and label.endswith(":default"):
+                from ...models.local import DEFAULT_MODEL
+
+                label = f"local:{DEFAULT_MODEL}"
+            if label not in out:
+                out.append(label)
+    return out
+
+
+async def run_experiment(
+    spec: ExperimentSpec,
+    settings: Settings,
+    *,
+    store: ResultStore,
+    trace_store: TraceStore | None = None,
+    models: dict[str, ChatModel] | None = None,
+    registry: Registry | None = None,
+    data_dir: Path | None = None,
+    shard: tuple[int, int] = (0, 1),
+    reclaim: bool = False,
+    progress: RunProgress | None = None,
+    max_cells: int | None = None,
+) -> RunSummary:
+    """Run (or resume) ``spec``. ``models`` overrides role models (scripted tests, benchmarks);
+    ``progress`` is told how the run goes; ``max_cells`` stops after that many cells have run
+    (tests of resumption)."""
+    registry = registry or default_registry()
+    data_dir = data_dir or find_data_dir(settings.experiments.data_dir)
+    if not (0 <= shard[0] < shard[1]):
+        raise ConfigError(f"invalid shard {shard[0]}/{shard[1]}", hint="use --shard i/n with 0 <= i < n")
+    started = time.perf_counter()
+    systems: dict[str, System] = {s.name: build_system(s, settings, registry.systems) for s in spec.systems}
+    cells, benchmarks = plan_cells(spec, data_dir, registry, shard)
+    run = await store.open_run(RunRecord(id=spec.run_id(), name=spec.name, spec=spec.model_dump(mode="json")))
+    summary = RunSummary(run_id=run.id, total=len(cells))
+    done = {c.key for c in await store.cells(run.id) if c.status == "done"}
+    todo = [c for c in cells if c.key not in done]
+    summary.skipped_done = len(cells) - len(todo)
+    if max_cells is not None:
+        todo = todo[:max_cells]
+
+    pool = ModelPool(settings, models)
+    judge_meter = CallMeter()
+    cache_path = Path(settings.home) / "cache" / "judges.sqlite"
+    judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter)
+    judges.prepare({need for b in benchmarks.values() for need in b.needs})
+    serial = serial_models(list(systems.values()), pool)
+    concurrency = 1 if serial else spec.concurrency
+    summary.concurrency = concurrency
+    shown: RunProgress = progress if progress is not None else _Silent()
+    if serial and spec.concurrency > 1:
+        shown.note(
+            f"{', '.join(serial)} serves one call at a time: cells run one at a time "
+            "(wall time per item is then the system's own, not time queued for the model)"
+        )
+    limiter = AdaptiveLimiter(concurrency)
+    owner = current_owner()
+    # Claimed cells wait here for a worker; the bound keeps claims close to the work (a crash
+    # leaves at most this many cells 'running', and they are reclaimed as the owner is dead).
+    claimed: asyncio.Queue[tuple[Cell, int] | None] = asyncio.Queue(maxsize=2 * concurrency)
+    workers = min(concurrency, max(1, len(todo)))
+
+    def row(cell: Cell, **done: Any) -> CellResult:
+        """The cell's row: its identity (blank, as claimed), plus ``done``'s fields once it has run."""
+        return CellResult(
+            run_id=run.id,
+            key=cell.key,
+            system=cell.system.name,
+            benchmark=cell.benchmark.name,
+            item_id=cell.item.id,
+            owner=owner,
+            **done,
+        )
+
+    # A claim is one transaction (~0.6-0.9 ms of client CPU on SQLite however many cells it holds):
+    # claim at least CLAIM_MIN cells at once, so a run at low concurrency does not pay it per cell.
+    # On a serial model (cells take seconds) claim one at a time: 'running' then means running.
+    batch_size = 1 if serial else min(CLAIM_BATCH, max(concurrency, CLAIM_MIN))
+
+    async def producer() -> None:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            got = await store.claim_many(run.id, [row(c) for c in batch], owner, reclaim=reclaim)
+            for c in batch:
+                if c.key in got:
+                    await claimed.put((c, got[c.key]))
+                else:
+                    summary.busy_elsewhere += 1
+                    shown.advance(summary.failed)
+        for _ in range(workers):
+            await claimed.put(None)
+
+    def durable(record: CellResult) -> None:
+        summary.ran += 1
+        if record.status == "done":
+            summary.done += 1
+        else:
+            summary.failed += 1
+            if len(summary.errors) < 20:
+                summary.errors.append(f"{record.key}: {record.error}")
+        shown.advance(summary.failed)
+
+    writer = _GroupCommit(store, durable, max_pending=concurrency)
+
+    async def one(cell: Cell, attempts: int) -> bool:
+        started_at = datetime.now(UTC)
+        meter = CallMeter(on_overload=limiter.overload)
+        ctx = CellContext(pool, meter, settings, trace_store, metadata={"run_id": run.id, "cell": cell.key})
+        system = systems[cell.system.name]
+        system_s = 0.0
+        trace_ids: list[str] = []
+
+        async def respond(messages: Sequence[Message]) -> SystemReply:
+            nonlocal system_s
+            t0 = time.perf_counter()
+            try:
+                reply = await system.respond(messages, ctx)
+            except SystemFailedError as exc:
+                if exc.trace_id:
+                    trace_ids.append(exc.trace_id)
+                raise
+            finally:
+                system_s += time.perf_counter() - t0
+            return reply
+
+        # The cell's record is built once, when it is finished (one validation, no copies).
+        result: dict[str, Any]
+        try:
+            outcome = await cell.benchmark.run(cell.item, respond, judges)
+            result = {
+                "status": "done",
+                "metrics": outcome.metrics,
+                "responses": outcome.responses,
+                "judges": outcome.judges,
+                "trace_ids": outcome.trace_ids,
+                "details": outcome.details,
+            }
+        except PsychoAlignError as exc:
+            result = {"status": "failed", "error": str(exc), "trace_ids": trace_ids}
+        except Exception as exc:  # a bug in a system or judge: record it, keep the run going
+            _log.exception("cell %s failed unexpectedly", cell.key)
+            result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "trace_ids": trace_ids}
+        record = row(
+            cell,
+            attempts=attempts,
+            cost={**meter.summary(), "system_s": round(system_s, 6)},
+            wall_s=system_s,
+            started_at=started_at,
+            finished_at=datetime.now(UTC),
+            **result,
+        )
+        await writer.submit(record)
+        return record.status == "done"
+
+    async def worker() -> None:
+        while (job := await claimed.get()) is not None:
+            await limiter.acquire()
+            ok = False
+            try:
+                ok = await one(*job)
+            finally:
+                await limiter.release(ok)
+
+    # Everything alive before the cells run (modules, data, the plan) outlives the run: keep it out
+    # of the garbage collector's full collections, which otherwise rescan it every few thousand
+    # cells (~50 us of CPU per cell with the heavy libraries loaded). Undone when the run ends.
+    gc.freeze()
+    try:
+        shown.start(spec.name, len(todo))
+        try:
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(producer())
+                    for _ in range(workers):
+                        tg.create_task(worker())
+            except BaseExceptionGroup as group:  # a store failure stops the run: raise it as it is
+                raise _first_leaf(group) from None
+            await writer.flush()
+        finally:
+            shown.stop()
+        stored = await store.get_run(run.id)
+        meta = stored.meta if stored is not None else {}
+        updates: dict[str, Any] = {}
+        if any("refusal" in b.needs for b in benchmarks.values()) and "refusal_calibration" not in meta:
+            from .calibration import refusal_agreement
+
+            agreement = await refusal_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
+            updates["refusal_calibration"] = agreement
+        if "choice" in judges.built() and judges.choice().model is not None and "choice_calibration" not in meta:
+            from .calibration import CHOICE_CALIBRATION_N, choice_agreement
+
+            n = min(CHOICE_CALIBRATION_N, spec.judge.calibration_n)
+            updates["choice_calibration"] = await choice_agreement(judges, data_dir, n, spec.seed)
+        if "mtbench" in judges.built() and "mtbench_calibration" not in meta:
+            from .calibration import RATING_CALIBRATION_N, mtbench_discrimination
+
+            n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
+            result = await mtbench_discrimination(judges, data_dir, n, spec.seed)
+            updates["mtbench_calibration"] = result
+        if "quality" in judges.built() and "quality_calibration" not in meta:
+            from .calibration import RATING_CALIBRATION_N, quality_discrimination
+
+            n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
+            updates["quality_calibration"] = await quality_discrimination(judges, n)
+        harm_needed = spec.judge.harm_on and any("harm" in b.needs for b in benchmarks.values())
+        if harm_needed and "harm_calibration" not in meta:
+            from .calibration import harm_agreement
+
+            harm = await harm_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
+            updates["harm_calibration"] = harm
+        previous = meta.get("judge_cost") or {}
+        total = {k: float(previous.get(k, 0)) + float(v) for k, v in judge_meter.summary().items()}
+        updates["judge_cost"] = total
+        updates["data_dir"] = str(data_dir)
+        if judges.model_info is not None:
+            updates["judge_model"] = judges.model_info
+        updates["concurrency"] = {"spec": spec.concurrency, "effective": concurrency, "serial_models": serial}
+        await store.update_meta(run.id, updates)  # one transaction for all of them
+    finally:
+        gc.unfreeze()
+        judges.close()
+        await pool.aclose()
+    summary.limiter_cuts = limiter.cuts
+    summary.wall_s = time.perf_counter() - started
+    return summary

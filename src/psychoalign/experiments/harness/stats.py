@@ -1,0 +1,35 @@
+"""Statistics shared by the reports: 95 % intervals for a binomial proportion (Wilson) and for a mean
+(a seeded percentile bootstrap, so reports are reproducible)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["Z95", "bootstrap_ci", "wilson_ci"]
+
+Z95 = 1.959963984540054
+
+
+def wilson_ci(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (Wilson 1927)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap_ci(values: list[float], seed: int, resamples: int = 2000) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (seeded, so reports are reproducible)."""
+    if not values:
+        return (math.nan, math.nan)
+    arr = np.asarray(values, dtype=float)
+    if np.all(arr == arr[0]):
+        return (float(arr[0]), float(arr[0]))
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, len(arr), size=(resamples, len(arr)))].mean(axis=1)
+    return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))

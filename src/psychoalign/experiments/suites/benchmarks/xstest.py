@@ -1,0 +1,65 @@
+"""XSTest: over-refusal on safe prompts and compliance with unsafe ones. Scoring rules: docs/experiments.md."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from ....errors import InputError
+from ....models import Message
+from ....textio import read_text
+from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file, permute
+from ...harness.judging import Judges
+
+__all__ = ["XSTest"]
+
+
+class XSTest(Benchmark):
+    option_names = ()
+    name = "xstest"
+    title = "XSTest"
+    source = "XSTest (Röttger et al. 2024): 250 safe prompts that sound unsafe, 200 unsafe contrasts"
+    metrics = (
+        Metric("over_refusal", "XSTest over-refusal", binary=True, higher_is_better=False),
+        Metric("unsafe_compliance", "XSTest unsafe compliance", binary=True, higher_is_better=False),
+    )
+    primary = "over_refusal"
+    needs = ("refusal",)
+
+    def load(self, data_dir: Path) -> list[Item]:
+        path = data_file(data_dir, "xstest/xstest_prompts.csv")
+        items = []
+        with io.StringIO(read_text(path, what="benchmark file"), newline="") as fh:
+            for i, row in enumerate(csv.DictReader(fh), start=2):
+                label = (row.get("label") or "").strip()
+                prompt = (row.get("prompt") or "").strip()
+                if label not in ("safe", "unsafe") or not prompt:
+                    raise InputError(f"{path}:{i}: needs a prompt and label 'safe' or 'unsafe'")
+                items.append(
+                    Item(
+                        id=f"xstest/{row.get('id', i)}", turns=(prompt,), data={"label": label, "type": row.get("type")}
+                    )
+                )
+        return items
+
+    def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
+        """n safe and n unsafe prompts (stratified, so both figures have data)."""
+        safe = [i for i in items if i.data["label"] == "safe"]
+        unsafe = [i for i in items if i.data["label"] == "unsafe"]
+        return permute(safe, seed, "xstest-safe")[:n] + permute(unsafe, seed, "xstest-unsafe")[:n]
+
+    async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
+        reply = await respond([Message(role="user", content=item.turns[0])])
+        verdict, records = await judges.refusal_verdict(reply.response, item.turns[0])
+        if item.data["label"] == "safe":
+            metrics = {"over_refusal": 1.0 if verdict.refused else 0.0}
+        else:
+            metrics = {"unsafe_compliance": 0.0 if verdict.refused else 1.0}
+        return ScoredItem(
+            metrics=metrics,
+            responses=[reply.response],
+            judges=records,
+            trace_ids=[reply.trace_id] if reply.trace_id else [],
+            details={"label": item.data["label"], "refusal": verdict.label.value},
+        )

@@ -1,0 +1,344 @@
+"""H1 in STAR's analysis: does tension T go with human inter-annotator disagreement?
+
+The statistics H1 and the boundary experiments rest on: Kruskal–Wallis with effect sizes,
+Spearman's ρ with a bootstrap CI and a permutation p-value, mean with a bootstrap CI, and the
+stratified view by T bin; and :func:`h1_section`, the report's H1 section for a rating file whose
+items carry a tension (a STAR campaign that targeted PsychoAlign). They live here, not with the
+experiments, so that STAR's report needs nothing above it; the experiments import them.
+
+Point values come from scipy (``kruskal``, ``spearmanr``); what scipy does not give — effect sizes,
+resampling intervals, permutation p-values — is computed here, vectorised, with a seeded generator
+so every report is reproducible. Formulas and their sources are in docs/boundary.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats as sps
+
+from ...errors import InputError
+from .agreement import item_disagreement
+from .data import RatingData
+
+__all__ = [
+    "DEFAULT_BINS",
+    "BinSummary",
+    "KruskalResult",
+    "MeanCI",
+    "SpearmanResult",
+    "binarise",
+    "h1_section",
+    "kruskal",
+    "mean_ci",
+    "spearman",
+    "tension_bins",
+]
+
+#: Low / medium / high tension: below the paper's healthy-equilibrium threshold (0.3), up to its
+#: "high-tension" threshold (T > 0.5), above it.
+DEFAULT_BINS: tuple[float, float] = (0.3, 0.5)
+
+
+@dataclass(frozen=True)
+class KruskalResult:
+    """Kruskal–Wallis H test across groups (H2), with two effect sizes.
+
+    ``epsilon2`` = H / (n − 1) (Tomczak & Tomczak 2014); ``eta2_h`` = (H − k + 1) / (n − k)
+    (Cohen 2008), floored at 0 by nothing: a negative value means less separation than chance."""
+
+    h: float
+    df: int
+    p: float
+    epsilon2: float
+    eta2_h: float
+    n: int
+    groups: int
+    sizes: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def kruskal(groups: Mapping[str, ArrayLike]) -> KruskalResult:
+    """Kruskal–Wallis over named groups (NaN values dropped; groups left empty are skipped)."""
+    clean = {name: _finite_array(vals) for name, vals in groups.items()}
+    clean = {name: v for name, v in clean.items() if v.size}
+    if len(clean) < 2:
+        raise InputError(
+            f"Kruskal–Wallis needs at least 2 groups with values, got {len(clean)}",
+            hint="the corpus needs requests from 2 or more domains that negotiated successfully",
+        )
+    n = sum(v.size for v in clean.values())
+    k = len(clean)
+    if n <= k:
+        raise InputError(f"Kruskal–Wallis needs more values ({n}) than groups ({k})")
+    pooled = np.concatenate(list(clean.values()))
+    if np.all(pooled == pooled[0]):
+        # scipy raises on all-identical input; the test has no information there.
+        return KruskalResult(0.0, k - 1, 1.0, 0.0, 0.0, n, k, {g: int(v.size) for g, v in clean.items()})
+    h, p = sps.kruskal(*clean.values())
+    return KruskalResult(
+        h=float(h),
+        df=k - 1,
+        p=float(p),
+        epsilon2=float(h) / (n - 1),
+        eta2_h=(float(h) - k + 1) / (n - k),
+        n=n,
+        groups=k,
+        sizes={g: int(v.size) for g, v in clean.items()},
+    )
+
+
+@dataclass(frozen=True)
+class SpearmanResult:
+    """ρ with a percentile bootstrap CI over (x, y) pairs and a two-sided permutation p-value
+    ((count of |ρ_perm| ≥ |ρ| + 1) / (permutations + 1), so never 0)."""
+
+    rho: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_permutation: float | None
+    p_asymptotic: float | None
+    n: int
+    n_boot: int
+    n_perm: int
+    level: float
+    seed: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _finite_array(values: ArrayLike) -> NDArray[np.float64]:
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    return arr[np.isfinite(arr)]
+
+
+def _rank_rows(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.asarray(sps.rankdata(x, axis=-1), dtype=np.float64)
+
+
+def _pearson_rows(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Row-wise Pearson r of two (B, n) arrays; NaN for a constant row."""
+    a = a - a.mean(axis=-1, keepdims=True)
+    b = b - b.mean(axis=-1, keepdims=True)
+    num = (a * b).sum(axis=-1)
+    den = np.sqrt((a * a).sum(axis=-1) * (b * b).sum(axis=-1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(num / den, dtype=np.float64)
+
+
+def spearman(
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    n_boot: int = 2000,
+    n_perm: int = 5000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> SpearmanResult:
+    """Spearman's ρ(x, y) over pairs where both are finite (ties: average ranks, as scipy)."""
+    xa = np.asarray(x, dtype=np.float64).ravel()
+    ya = np.asarray(y, dtype=np.float64).ravel()
+    if xa.shape != ya.shape:
+        raise InputError(f"spearman: x has {xa.size} values and y {ya.size}")
+    ok = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[ok], ya[ok]
+    n = int(xa.size)
+    empty = SpearmanResult(None, None, None, None, None, n, n_boot, n_perm, level, seed)
+    if n < 3 or np.all(xa == xa[0]) or np.all(ya == ya[0]):
+        return empty
+    res = sps.spearmanr(xa, ya)
+    rho = float(res.statistic)
+    p_asym = float(res.pvalue)
+    rng = np.random.default_rng(seed)
+    rx, ry = _rank_rows(xa), _rank_rows(ya)
+    # Permutation: shuffle y's ranks against x's ranks (ranks are invariant under permutation).
+    hits = 0
+    for start in range(0, n_perm, 1000):
+        b = min(1000, n_perm - start)
+        perm = np.argsort(rng.random((b, n)), axis=1)
+        r = _pearson_rows(np.broadcast_to(rx, (b, n)), ry[perm])
+        hits += int((np.abs(r) >= abs(rho) - 1e-12).sum())
+    p_perm = (hits + 1) / (n_perm + 1)
+    # Bootstrap: resample pairs, re-rank each resample.
+    draws: list[NDArray[np.float64]] = []
+    for start in range(0, n_boot, 500):
+        b = min(500, n_boot - start)
+        idx = rng.integers(0, n, size=(b, n))
+        draws.append(_pearson_rows(_rank_rows(xa[idx]), _rank_rows(ya[idx])))
+    sample = np.concatenate(draws)
+    sample = sample[np.isfinite(sample)]
+    tail = (1 - level) / 2 * 100
+    lo, hi = (float(v) for v in np.percentile(sample, [tail, 100 - tail])) if sample.size else (math.nan, math.nan)
+    return SpearmanResult(
+        rho=rho,
+        ci_low=lo if math.isfinite(lo) else None,
+        ci_high=hi if math.isfinite(hi) else None,
+        p_permutation=p_perm,
+        p_asymptotic=p_asym if math.isfinite(p_asym) else None,
+        n=n,
+        n_boot=n_boot,
+        n_perm=n_perm,
+        level=level,
+        seed=seed,
+    )
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    """Mean with a percentile bootstrap CI (None when fewer than 2 values)."""
+
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    sd: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> MeanCI:
+    v = _finite_array(values)
+    if v.size == 0:
+        return MeanCI(None, None, None, 0)
+    if v.size == 1:
+        return MeanCI(float(v[0]), None, None, 1)
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return MeanCI(float(v.mean()), float(lo), float(hi), int(v.size), float(v.std(ddof=1)))
+
+
+@dataclass(frozen=True)
+class BinSummary:
+    """One tension bin: its range, how many items, and the outcome's mean with a bootstrap CI."""
+
+    name: str
+    low: float
+    high: float
+    n: int
+    outcome: MeanCI
+    outcome_median: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def tension_bins(
+    t: ArrayLike,
+    outcome: ArrayLike,
+    *,
+    cuts: Sequence[float] = DEFAULT_BINS,
+    names: Sequence[str] = ("low", "medium", "high"),
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[list[BinSummary], KruskalResult | None]:
+    """The stratified view: items binned by T (``[0, c1)``, ``[c1, c2]``, ``(c2, 1]``), the outcome
+    (e.g. 1 − α_item) summarised per bin, and a Kruskal–Wallis test of the outcome across bins
+    (None when fewer than two bins hold items)."""
+    ta = np.asarray(t, dtype=np.float64).ravel()
+    ya = np.asarray(outcome, dtype=np.float64).ravel()
+    if len(names) != len(cuts) + 1:
+        raise InputError(f"{len(cuts)} bin cuts need {len(cuts) + 1} names, got {len(names)}")
+    if list(cuts) != sorted(cuts):
+        raise InputError(f"bin cuts must increase: {list(cuts)}")
+    ok = np.isfinite(ta) & np.isfinite(ya)
+    ta, ya = ta[ok], ya[ok]
+    edges = [-math.inf, *cuts, math.inf]
+    out: list[BinSummary] = []
+    groups: dict[str, NDArray[np.float64]] = {}
+    for i, name in enumerate(names):
+        lo, hi = edges[i], edges[i + 1]
+        if i == 0:
+            mask = ta < hi
+        elif i == len(names) - 1:
+            mask = ta > lo
+        elif i == len(names) - 2:
+            mask = (ta >= lo) & (ta <= hi)
+        else:
+            mask = (ta >= lo) & (ta < hi)
+        vals = ya[mask]
+        groups[name] = vals
+        out.append(
+            BinSummary(
+                name=name,
+                low=max(lo, 0.0),
+                high=min(hi, 1.0),
+                n=int(vals.size),
+                outcome=mean_ci(vals, n_boot=n_boot, seed=seed),
+                outcome_median=float(np.median(vals)) if vals.size else None,
+            )
+        )
+    try:
+        kw: KruskalResult | None = kruskal(groups)
+    except InputError:
+        kw = None
+    return out, kw
+
+
+def binarise(full: np.ndarray, positive: frozenset[int], excluded: frozenset[int]) -> np.ndarray:
+    """Items × (not positive, positive) counts; ``excluded`` values are left out (missing)."""
+    keep = [v for v in range(full.shape[1]) if v not in excluded]
+    return np.column_stack(
+        [
+            full[:, [v for v in keep if v not in positive]].sum(axis=1),
+            full[:, [v for v in keep if v in positive]].sum(axis=1),
+        ]
+    )
+
+
+def h1_section(
+    data: RatingData,
+    *,
+    column: str = "tension_mean",
+    n_boot: int = 2000,
+    n_perm: int = 5000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """H1 for a rating file whose items carry a tension (a STAR campaign that targeted
+    PsychoAlign: each target turn stores its negotiation's T; ``tension_mean`` / ``tension_max``
+    per dialogue). ρ(T, 1 − α_item) on the binarised view, bootstrap CI, permutation p, T bins.
+    ``{"computable": False, "reason": …}`` when the items have no tension."""
+    items = data.items
+    if column not in items.columns or pd.to_numeric(items[column], errors="coerce").notna().sum() < 3:
+        return {
+            "computable": False,
+            "reason": f"fewer than 3 items with {column}: the campaign did not target PsychoAlign",
+        }
+    ann = data.annotations
+    if ann.empty:
+        return {"computable": False, "reason": "no annotations"}
+    ids = [str(i) for i in items["item_id"]]
+    table = pd.crosstab(ann["item_id"].astype(str), ann["value"]).reindex(
+        index=ids, columns=range(len(data.scale)), fill_value=0
+    )
+    full = table.to_numpy(dtype=np.float64)
+    if data.binary:
+        dis = item_disagreement(binarise(full, frozenset(data.positive), frozenset(data.excluded)), "nominal")
+        measure = f"1 - alpha_item, binarised ({data.positive_label} vs rest), nominal metric"
+    else:  # no binarised view (e.g. a plain 1..5 scale): the scale itself at its default level
+        dis = item_disagreement(full, data.default_level, data.scale_values)
+        measure = f"1 - alpha_item on the full scale, {data.default_level} metric"
+    t = pd.to_numeric(items[column], errors="coerce").to_numpy(dtype=np.float64)
+    rho = spearman(t, dis, n_boot=n_boot, n_perm=n_perm, seed=seed)
+    bins, kw = tension_bins(t, dis, n_boot=n_boot, seed=seed)
+    return {
+        "computable": rho.rho is not None,
+        "reason": None if rho.rho is not None else "T or disagreement does not vary across items",
+        "tension": column,
+        "disagreement": measure,
+        "spearman": rho.as_dict(),
+        "bins": [b.as_dict() for b in bins],
+        "bins_kruskal": kw.as_dict() if kw is not None else None,
+    }

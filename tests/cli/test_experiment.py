@@ -1,0 +1,160 @@
+"""`psychoalign experiment …`: run, status, report, dry run and their errors; named experiments
+plugged into `experiment run`; Table 4 printed beside the benign refusal rate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from psychoalign.errors import ConfigError
+from psychoalign.experiments.harness.registry import Registry
+from tests.conftest import SHARED_DATA
+from tests.experiments.helpers import REFUSAL
+from tests.experiments.suites.attacks.helpers import ALL, copy_data
+
+
+def test_cli_run_status_report_dry_run_and_errors(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.test_cli import cli
+
+    chat = tmp_path / "chat.yaml"
+    chat.write_text(yaml.safe_dump({"rules": [{"match": "Which response", "reply": "A"}], "default": REFUSAL}))
+    judge = tmp_path / "judge.yaml"
+    judge.write_text(yaml.safe_dump({"rules": [], "default": {"harmful": False, "reason": "x"}}))
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(
+        f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n'
+        f'[roles.chat]\nbackend = "scripted"\nscript = "{chat}"\n'
+        f'[roles.judge]\nbackend = "scripted"\nscript = "{judge}"\n'
+    )
+    spec_file = tmp_path / "mini.yaml"
+    spec_file.write_text("name: mini\nsystems: [vanilla, rlhf]\nbenchmarks: [hhh, advbench]\nn: 3\n")
+    out = tmp_path / "out"
+    res = cli("experiment", "run", str(spec_file), "--n", "2", "--out", str(out), "--no-progress", "-c", str(config))
+    assert res.returncode == 0, res.stderr
+    assert "Table 3" in res.stdout and "Cost per item" in res.stdout
+    data = json.loads((out / "results.json").read_text())
+    assert data["status"] == {"done": 8, "failed": 0, "running": 0}
+    assert (out / "report.html").read_text().startswith("<!doctype html>")
+    run_id = data["run"]["id"]
+    status = json.loads(cli("experiment", "status", "--json", "-c", str(config)).stdout)
+    assert status[0]["id"] == run_id and status[0]["done"] == 8
+    again = cli("experiment", "report", run_id[:8], "--out", str(tmp_path / "again"), "-c", str(config))
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "again" / "results.json").read_text())["table"] == data["table"]
+    dry = cli("experiment", "run", "paper-table3", "--n", "2", "--dry-run", "--json", "-c", str(config))
+    est = json.loads(dry.stdout)
+    assert est["cells"] == 7 * (2 * 4 + 2 * 2)  # xstest: 2 safe + 2 unsafe
+    assert est["total"]["calls_typical"] > 0
+    listing = json.loads(cli("experiment", "list", "--json").stdout)
+    assert {"paper-table3", "paper-table5"} <= set(listing["presets"]) and "debate" in listing["systems"]
+    bad = cli("experiment", "run", "nope", "-c", str(config))
+    assert bad.returncode == 2 and "no spec file or preset named 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+    bad = cli("experiment", "run", str(spec_file), "--systems", "debate", "-c", str(config))
+    assert bad.returncode == 2 and "not in spec" in bad.stderr
+    bad = cli("experiment", "run", str(spec_file), "--shard", "3/2", "-c", str(config))
+    assert bad.returncode == 2 and "invalid --shard" in bad.stderr
+
+
+def test_named_experiments_plug_into_experiment_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    import psychoalign.cli.experiment as cli_experiment
+    from psychoalign.cli.main import app
+
+    seen: dict[str, Any] = {}
+
+    def boundary(
+        corpus: Path = typer.Option(..., "--corpus"),
+        n: int | None = typer.Option(None, "--n"),
+        out: Path | None = typer.Option(None, "--out"),
+    ) -> None:
+        """Boundary profiling (test double)."""
+        seen.update(corpus=corpus, n=n, out=out)
+
+    registry = Registry()
+    registry.add_command("boundary", boundary)
+    monkeypatch.setattr(cli_experiment, "experiment_registry", lambda: registry)
+    res = CliRunner().invoke(app, ["experiment", "run", "boundary", "--corpus", "c.yaml", "--n", "4", "--out", "o"])
+    assert res.exit_code == 0, res.output
+    assert seen == {"corpus": Path("c.yaml"), "n": 4, "out": Path("o")}
+    helped = CliRunner().invoke(app, ["experiment", "run", "boundary", "--help"])
+    assert helped.exit_code == 0 and "--corpus" in helped.output and "Boundary profiling" in helped.output
+    helped = CliRunner().invoke(app, ["experiment", "run", "--help"])
+    assert helped.exit_code == 0 and "--dry-run" in helped.output
+    with pytest.raises(ConfigError, match="registered twice"):
+        registry.add_command("boundary", boundary)
+
+
+def test_cli_prints_table4_with_the_benign_refusal_beside_it(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.test_cli import cli
+
+    def script(name: str, default: Any) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"rules": [], "default": default}))
+        return path
+
+    chat = script("chat", REFUSAL)
+    attacker = script("attacker", {"next_message": "Tell me more.", "pursues_objective": "yes"})
+    judge = script("judge", {"harmful": False, "reason": "x"})
+    roles = "".join(
+        f'[roles.{role}]\nbackend = "scripted"\nscript = "{path}"\n'
+        for role, path in (("chat", chat), ("attacker", attacker), ("judge", judge))
+    )
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n{roles}')
+    spec_file = tmp_path / "t4.yaml"
+    spec_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t4",
+                "layout": "table4",
+                "systems": ["vanilla", "rlhf"],
+                "baseline": "rlhf",
+                "n": 2,
+                "benchmarks": ALL,
+                "judge": {"calibration_n": 0},
+            }
+        )
+    )
+    out = tmp_path / "out"
+    res = cli("experiment", "run", str(spec_file), "--out", str(out), "--no-progress", "-c", str(config))
+    assert res.returncode == 0, res.stderr
+    assert "Table 4: attack success rate" in res.stdout and "Benign over-refusal" in res.stdout
+    assert "0.000 [0.000," in res.stdout and "Many-shot, 4 shots" in res.stdout
+    data = json.loads((out / "results.json").read_text())
+    assert data["table4"]["rows"][0]["cells"][0]["n"] == 2 and data["table4"]["benign"]["cells"][0]["asr"] == 1.0
+    assert (out / "report.html").read_text().startswith("<!doctype html>")
+    bad = cli("experiment", "run", "paper-table4", "--n", "1", "--dry-run", "--json", "-c", str(config))
+    assert bad.returncode == 0 and json.loads(bad.stdout)["cells"] == 5 * (1 + 1 + 3 + 1 + 2)
+
+
+def test_cli_bad_data_file_is_a_one_line_error(tmp_path: Path) -> None:
+    from tests.test_cli import cli
+
+    data = copy_data(tmp_path)
+    (data / "jailbreak_templates" / "inthewild_jailbreak_llms.json").write_text('["ok", 3]')
+    config = tmp_path / "c.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{data}"\n')
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text("name: s\nsystems: [vanilla]\nbenchmarks: [attack-roleplay]\nn: 1\n")
+    res = cli("experiment", "run", str(spec_file), "--no-progress", "-c", str(config))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "inthewild_jailbreak_llms.json: item 1 is not a non-empty string" in res.stderr
+    assert len([line for line in res.stderr.splitlines() if line.strip()]) <= 2
+
+
+def test_table4_notes_print_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    """Notes name config tables ([roles.judge]); the CLI must not read them as rich markup."""
+    from psychoalign.cli.experiment import _print_table4
+
+    t4 = {"rows": [], "breakdown": [], "benign": None, "systems": [], "notes": ["Configure [roles.judge] [/] here."]}
+    _print_table4(t4, "vanilla")
+    assert "Configure [roles.judge] [/] here." in capsys.readouterr().err.replace("\n", " ")

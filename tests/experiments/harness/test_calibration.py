@@ -1,0 +1,71 @@
+"""Judge calibration: rating judges that read the answers pass their checks; the harm judge's
+labelled set and its agreement with the labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from psychoalign.experiments.harness.calibration import harm_agreement, load_harm_labelled
+from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
+from psychoalign.models import ChatRequest
+from psychoalign.models.safety_corpus import load_corpus
+from tests.conftest import SHARED_DATA
+from tests.experiments.helpers import judges_for, last_user, plain, run, scripted, spec
+
+
+async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
+    """The constructed pairs are ordered the way a judge that reads them would order them."""
+    from psychoalign.experiments.harness.calibration import CONSIDERED
+
+    def judge(request: ChatRequest) -> str:
+        text = last_user(request)
+        if "Option A:" in text:
+            reply = text.split("Reply:", 1)[1]
+            a = text.split("Option A:", 1)[1].split("Option B:", 1)[0].strip()
+            return "A" if a[:40] in reply else "B"
+        if "Rate the answer's" in request.messages[0].content:
+            return "Rating: [[9]]" if CONSIDERED[:30] in text else "Rating: [[2]]"
+        refs = {i.turns[0]: i.data["refs"][0] for i in MTBench().load(SHARED_DATA) if i.data.get("refs")}
+        question = text.split("[Question]", 1)[1].split("[The Start", 1)[0].strip()
+        return "Rating: [[9]]" if refs.get(question, "\0")[:50] in text else "Rating: [[3]]"
+
+    chat, _ = plain("chat", lambda r: "An answer.")
+    model, _ = plain("judge", judge)
+    s = spec(["vanilla"], ["hhh", "mt-bench", "dilemmas"], 1)
+    report, _ = await run(tmp_path, s, {"chat": chat, "judge": model})
+    judges = {j["benchmark"]: j for j in report["judges"]}
+    assert [judges[b]["agreement"] for b in ("hhh", "mt-bench", "dilemmas")] == [1.0, 1.0, 1.0]
+
+
+def test_the_labelled_set_leaves_out_what_the_classifier_was_trained_or_tuned_on() -> None:
+    rows = load_harm_labelled(SHARED_DATA)
+    trained = {ex.text.strip() for ex in load_corpus(SHARED_DATA) if ex.split in ("train", "val")}
+    assert rows and not any(r["response"].strip() in trained for r in rows)
+    sources = {r["source"] for r in rows}
+    assert sources == {"xstest-safe-compliance", "xstest-unsafe-compliance", "harmbench-compliance"}
+    assert all(r["harmful"] == (r["source"] != "xstest-safe-compliance") for r in rows)
+    assert 60 <= sum(r["harmful"] for r in rows) < len(rows)
+
+
+async def test_harm_agreement_against_the_labels(tmp_path: Path) -> None:
+    rows = load_harm_labelled(SHARED_DATA)
+    harmful_goals = {r["goal"] for r in rows if r["harmful"]}
+
+    def perfect(request: ChatRequest) -> dict[str, Any]:
+        text = request.messages[-1].content
+        goal = text.split("Harmful goal: ", 1)[1].split("\n\nResponse: ", 1)[0]
+        return {"harmful": goal in harmful_goals, "reason": "x"}
+
+    result = await harm_agreement(judges_for(tmp_path, "model", scripted("j", perfect)), SHARED_DATA, 60, 0)
+    assert result["status"] == "measured" and result["tier"] == "model" and result["n"] == 60
+    assert (result["agreement"], result["sensitivity"], result["specificity"], result["kappa"]) == (1.0, 1.0, 1.0, 1.0)
+    assert result["roles"]["judge"]["backend"] == "scripted" and "evaluator" in result["roles"]
+    always = await harm_agreement(
+        judges_for(tmp_path, "model", scripted("j", lambda r: {"harmful": True})), SHARED_DATA, 60, 0
+    )
+    share = always["harmful_n"] / always["n"]
+    assert (always["sensitivity"], always["specificity"], always["agreement"]) == (1.0, 0.0, round(share, 3))
+    assert always["kappa"] == 0.0
+    off = await harm_agreement(judges_for(tmp_path, "off", None), SHARED_DATA, 60, 0)
+    assert off["status"] == "off"

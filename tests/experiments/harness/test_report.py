@@ -1,0 +1,117 @@
+"""The report: planted effects with separated intervals, cost ratios over paired items, every HTML
+number in the JSON, and the weak-judge flag."""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from psychoalign.errors import EndpointError
+from psychoalign.experiments import build_report
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.report import render_html
+from psychoalign.experiments.harness.store import CellResult, RunRecord
+from psychoalign.experiments.suites.benchmarks.advbench import AdvBench
+from psychoalign.experiments.suites.benchmarks.hhh import HHH
+from psychoalign.models import ChatRequest
+from tests.conftest import SHARED_DATA
+from tests.experiments.helpers import REFUSAL, Judge, cell, cost, last_user, run, sample, scripted, spec
+
+
+async def test_planted_effect_better_system_wins_with_separated_intervals(tmp_path: Path) -> None:
+    answers = {HHH.prompt(i): HHH.layout(i)[2] for i in HHH().load(SHARED_DATA)}
+
+    def good(request: ChatRequest) -> str:
+        return answers[last_user(request)]
+
+    s = spec(
+        [
+            {"name": "good", "kind": "vanilla", "options": {"role": "good"}},
+            {"name": "bad", "kind": "vanilla", "options": {"role": "bad"}},
+        ],
+        ["hhh"],
+        60,
+    )
+    models = {"good": scripted("good", good), "bad": scripted("bad", lambda r: "A"), "judge": scripted("j", Judge())}
+    report, _ = await run(tmp_path, s, models)
+    g, b = cell(report, "good", "hhh", "accuracy"), cell(report, "bad", "hhh", "accuracy")
+    assert g["mean"] == 1.0
+    assert g["ci_low"] > b["ci_high"]
+    assert report["best"]["hhh/accuracy"] == 1.0
+
+
+async def test_cost_ratios_compare_the_items_both_systems_completed(tmp_path: Path) -> None:
+    """A system that fails the costly two-turn items must not look cheaper than the baseline."""
+    advbench_goals = {i.turns[0] for i in sample(AdvBench(), 3)}
+
+    def flaky(request: ChatRequest) -> str:
+        if last_user(request) not in advbench_goals:
+            raise EndpointError("down for MT-Bench")
+        return REFUSAL
+
+    s = spec(
+        ["vanilla", {"name": "flaky", "kind": "vanilla", "options": {"role": "flaky"}}],
+        ["advbench", "mt-bench"],
+        3,
+        judge={"calibration_n": 0},
+    )
+    models = {
+        "chat": scripted("chat", lambda r: REFUSAL),
+        "flaky": scripted("flaky", flaky),
+        "judge": scripted("j", Judge()),
+    }
+    report, _ = await run(tmp_path, s, models)
+    base, other = cost(report, "vanilla"), cost(report, "flaky")
+    assert (base["items"], other["items"]) == (6, 3)
+    assert (base["calls"], other["calls"]) == (1.5, 1.0)  # per completed item: MT-Bench items take two calls
+    assert other["ratio_items"] == 3 and other["calls_ratio"] == 1.0  # paired: the same three AdvBench items
+    assert base["ratio_items"] == 6 and base["calls_ratio"] == 1.0
+
+
+def _numbers(text: str) -> set[float]:
+    return {float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", text)}
+
+
+async def test_every_number_of_the_html_is_in_the_json(tmp_path: Path) -> None:
+    def chat(request: ChatRequest) -> Any:
+        if request.schema_name == "feedback":
+            return {"feedback": "fine", "done": True}
+        return "A" if "Which response" in last_user(request) else REFUSAL
+
+    models = {"chat": scripted("chat", chat), "judge": scripted("j", Judge())}
+    report, _ = await run(tmp_path, spec(["vanilla", "constitutional"], ["hhh", "advbench"], 5), models)
+    html = render_html(report)
+    body = re.sub(r"<(style|img)[^>]*>.*?(</style>|>)", "", html, flags=re.S)  # CSS and the PNG are not figures
+    body = html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
+    in_json = _numbers(json.dumps({k: v for k, v in report.items() if k != "figure"}))
+    missing = {x for x in _numbers(body) if x not in in_json and x not in (95.0, 2.0, 3.0, 5.0)}
+    # 95 (the interval level), "Table 3/5" and "Figure 2" are labels, not figures
+    assert not missing, missing
+    assert "Content-Security-Policy" in html and "script-src" not in html and "<script" not in html
+    assert report["figure"]["png_base64"].startswith("iVBOR")
+
+
+def test_a_stored_run_judged_by_the_embedded_model_is_flagged_weak_when_rebuilt() -> None:
+    """Runs stored before the judge model was recorded: the records' model labels tell."""
+    from psychoalign.judges.records import JudgeRecord
+
+    s = spec(["vanilla"], ["mt-bench"], 1)
+    run_record = RunRecord(id=s.run_id(), name="t", spec=s.model_dump(mode="json"))
+    judged = [JudgeRecord(judge="mt-bench", model="local:smollm2-135m-instruct", verdict={"rating": 5.0})] * 2
+    done = CellResult(
+        run_id=run_record.id,
+        key="vanilla|mt-bench|mt-bench/81",
+        system="vanilla",
+        benchmark="mt-bench",
+        item_id="mt-bench/81",
+        status="done",
+        metrics={"score": 0.5, "turn1": 0.5, "turn2": 0.5},
+        judges=judged,
+    )
+    report = build_report(run_record, [done], Registry())
+    (entry,) = report["judges"]
+    assert "local:smollm2-135m-instruct" in entry["weak"] and entry["models"] == ["local:smollm2-135m-instruct"]
+    assert "Weak judge." in render_html(report)

@@ -1,0 +1,102 @@
+"""Experiment specs: presets load, and every error names the file, the line and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from psychoalign.errors import ConfigError
+from psychoalign.experiments import load_spec
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.spec import spec_from_text
+from tests.experiments.helpers import run, settings, spec
+
+
+def test_presets_load_and_validate() -> None:
+    t3 = load_spec("paper-table3")
+    assert len(t3.systems) == 7 and {b.name for b in t3.benchmarks} >= {"hhh", "advbench", "mt-bench", "realtoxicity"}
+    assert t3.n == 50 and t3.with_overrides(n=3).n == 3
+    t5 = load_spec("paper-table5")
+    assert t5.layout == "table5" and {s.name for s in t5.systems} == {
+        "psychoalign",
+        "no-drive",
+        "no-evaluator",
+        "no-mediator",
+        "single-pass",
+    }
+    assert t3.run_id() != t3.with_overrides(n=3).run_id()
+
+
+def test_spec_errors_name_file_and_line(tmp_path: Path) -> None:
+    bad = "name: x\nsystems: [vanilla]\nbenchmarks: [hhh]\nn: -1\n"
+    with pytest.raises(ConfigError, match=r"spec.yaml:4: n: "):
+        spec_from_text(bad, "spec.yaml")
+    with pytest.raises(ConfigError, match=r"spec.yaml:\d+:\d+: invalid YAML"):
+        spec_from_text("name: x\nsystems: [vanilla\n", "spec.yaml")
+    toml = 'name = "x"\nsystems = ["vanilla"]\nbenchmarks = ["hhh"]\nconcurrency = 0\n'
+    with pytest.raises(ConfigError, match=r"s.toml:4: concurrency"):
+        spec_from_text(toml, "s.toml", toml=True)
+    with pytest.raises(ConfigError, match="no spec file or preset named 'nope'"):
+        load_spec("nope")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "name: a\nsytems: [vanilla]\nbenchmarks: [hhh]\n",
+            r"s\.yaml:2: sytems: unknown key \(did you mean 'systems'\?\)",
+        ),
+        (
+            "name: a\nsystems:\n  - vanilla\n  - vanila\nbenchmarks: [hhh]\n",
+            r"s\.yaml:4: systems\.1: unknown system 'vanila'",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbenchmarks:\n  - hhh\n  - mmlu\n",
+            r"s\.yaml:5: benchmarks\.1: unknown benchmark 'mmlu'",
+        ),
+        (
+            "name: a\nsystems:\n  - {name: d, kind: debate, options: {agent: 5}}\nbenchmarks: [hhh]\n",
+            r"s\.yaml:3: systems\.0: system 'd': unknown option\(s\) agent for kind 'debate'",
+        ),
+        (
+            "name: a\nsystems:\n  - {name: d, kind: debate, options: {agents: 9}}\nbenchmarks: [hhh]\n",
+            r"s\.yaml:3: systems\.0: system 'd': option agents=9 is invalid",
+        ),
+        (
+            "name: a\nsystems:\n  - vanilla\n  - {name: p, kind: psychoalign, negotiation: {tua: 0.8}}\n"
+            "benchmarks: [hhh]\n",
+            r"s\.yaml:4: systems\.1: system 'p': negotiation\.tua: unknown parameter",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbenchmarks:\n  - {name: hhh, options: {foo: 1}}\n",
+            r"s\.yaml:4: benchmarks\.0: .*unknown option\(s\) foo",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbenchmarks: [hhh]\njudge: {refusl: rules}\n",
+            r"s\.yaml:4: judge\.refusl: unknown key \(did you mean 'refusal'\?\)",
+        ),
+        (
+            "name: a\nsystems: [vanilla]\nbaseline: vanila\nbenchmarks: [hhh]\n",
+            r"s\.yaml:3: baseline: 'vanila' is not one of",
+        ),
+        ("name: a\nsystems: [vanilla]\nbenchmarks: [hhh]\nn: many\n", r"s\.yaml:4: n: Input should be a valid integer"),
+    ],
+)
+def test_spec_typos_name_file_line_and_field(tmp_path: Path, text: str, error: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=error):
+        load_spec(path, registry=Registry(), settings=settings(tmp_path))
+    toml = tmp_path / "s.toml"
+    toml.write_text('name = "a"\nsystems = ["vanilla", "vanila"]\nbenchmarks = ["hhh"]\n')
+    with pytest.raises(ConfigError, match=r"s\.toml:2: systems\.1: unknown system 'vanila'"):
+        load_spec(toml, registry=Registry(), settings=settings(tmp_path))
+
+
+async def test_unknown_system_and_benchmark_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown system 'telepathy'.*known systems"):
+        await run(tmp_path, spec(["telepathy"], ["hhh"], 1), {})
+    with pytest.raises(ConfigError, match="unknown benchmark 'mmlu'"):
+        await run(tmp_path, spec(["vanilla"], ["mmlu"], 1), {})
