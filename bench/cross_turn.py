@@ -31,8 +31,8 @@ from psychoalign.traces import SQLTraceStore
 
 
 async def main(conversations: int, turns: int, reads: int, url: str | None, quick: bool, doc: bool) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="xturn-bench-"))
-    schema = f"xturn_bench_{uuid.uuid4().hex[:8]}"
+    folder = Path(tempfile.mkdtemp(prefix="cross-turn-bench-"))
+    schema = f"cross_turn_bench_{uuid.uuid4().hex[:8]}"
     admin: SQLTraceStore | None = None
     if url is not None and url.startswith("postgres"):  # a schema of its own, dropped afterwards
         admin = SQLTraceStore(url)
