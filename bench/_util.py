@@ -106,7 +106,7 @@ class Target:
 
 
 def machine_summary() -> str:
-    """CPU model and count, RAM, Python and OS: enough to compare figures, nothing that names the host."""
+    """CPU model and count, RAM, Python, OS and load: enough to compare figures, nothing that names the host."""
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -123,9 +123,13 @@ def machine_summary() -> str:
         os_name = platform.freedesktop_os_release().get("PRETTY_NAME", platform.system())
     except OSError:
         os_name = platform.system()
+    # The load averages say how busy the machine was while the bench ran (the 5- and 15-minute
+    # ones span a typical run): figures from a busy machine are not comparable with a quiet one.
+    one, five, fifteen = os.getloadavg()
     return (
         f"{cpu}, {os.cpu_count()} CPUs{ram}; Python {platform.python_version()}; "
-        f"{os_name}, {platform.system()} {platform.release()}"
+        f"{os_name}, {platform.system()} {platform.release()}; "
+        f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1 / 5 / 15 min) when written"
     )
 
 
