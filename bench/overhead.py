@@ -156,55 +156,48 @@ async def measure(args: argparse.Namespace) -> None:
     # Warm-up: load every model once (load time is start-up, not per-request cost).
     await negotiator.negotiate("Warm-up: say hello.")
     await plain.chat("Warm-up: say hello.")
+
+    def section(name: str, title: str, out: str, targets: list[Target], note: str) -> None:
+        if doc:  # each part rewrites its own section of docs/performance.md
+            publish(name, f"{title} — `bench/overhead.py`", header + out, targets, quick=args.quick, note=note)
+
     if args.n:
         with captured() as out:
             targets = await cost(negotiator, plain, classes, log)
-        if doc:
-            name, title = (
-                ("overhead-scripted", "Fast-path call accounting, scripted models")
-                if args.scripted
-                else (
-                    "overhead-cost",
-                    "Negotiation cost vs one plain call",
-                )
-            )
-            publish(
-                name,
-                f"{title} — `bench/overhead.py`",
-                header + out.getvalue(),
-                targets,
-                quick=args.quick,
-                note="Per class, one plain call on the DRIVE's model against one negotiation on the configured "
-                "roles (`k = 2`, `n = 2` as `make run`): LLM tokens, sequential model calls on the critical path "
-                "(calls that overlap in time count once; the classifier's evaluations count as calls), wall "
-                "time. Requests from the classifier's check split: benign = MT-Bench, contested = XSTest safe "
-                "look-alikes, harmful = AdvBench.",
-            )
+        section(
+            "overhead-scripted" if args.scripted else "overhead-cost",
+            "Fast-path call accounting, scripted models" if args.scripted else "Negotiation cost vs one plain call",
+            out.getvalue(),
+            targets,
+            "Per class, one plain call on the DRIVE's model against one negotiation on the configured roles "
+            "(`k = 2`, `n = 2` as `make run`): LLM tokens, sequential model calls on the critical path (calls "
+            "that overlap in time count once; the classifier's evaluations count as calls), wall time. Requests "
+            "from the classifier's check split: benign = MT-Bench, contested = XSTest safe look-alikes, "
+            "harmful = AdvBench.",
+        )
     if args.check and not args.scripted:
         with captured() as out:
             targets = await outcomes(negotiator, examples, args.check, args.traces, args.only)
-        if doc and not args.only:
-            publish(
+        if not args.only:
+            section(
                 "overhead-outcomes",
-                "Embedded default: outcomes on the check split — `bench/overhead.py`",
-                header + out.getvalue(),
+                "Embedded default: outcomes on the check split",
+                out.getvalue(),
                 targets,
-                quick=False,
-                note="Requests of the classifier's check split (never trained on), negotiated end to end; what the "
+                "Requests of the classifier's check split (never trained on), negotiated end to end; what the "
                 'user got is read from the trace and the response (docs/embedded.md, "Outcomes"). XSTest is '
                 "reported without a target.",
             )
     if args.heldout is not None and not args.scripted:
         with captured() as out:
             targets = await heldout(negotiator, args.heldout, args.only, head_only=args.head_only)
-        if doc and not args.only:
-            publish(
+        if not args.only:
+            section(
                 "overhead-heldout",
-                "Embedded default: the hand-written held-out set — `bench/overhead.py`",
-                header + out.getvalue(),
+                "Embedded default: the hand-written held-out set",
+                out.getvalue(),
                 targets,
-                quick=False,
-                note="Requests written by hand independently of every training source, never used to choose any "
+                "Requests written by hand independently of every training source, never used to choose any "
                 "setting; only aggregates are printed. Look-alikes are reported without a target.",
             )
     await negotiator.aclose()
