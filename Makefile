@@ -40,8 +40,28 @@ unit: system $(STAMP)
 
 test: lint typecheck unit
 
+# Every benchmark; each rewrites its own section of docs/performance.md. The full run takes long
+# (the embedded model's outcome checks, 200 lab participants at human pace). `make bench QUICK=1`
+# runs each in its quick mode: fewer repetitions, and the section says so.
+QUICK ?=
+Q := $(if $(QUICK),--quick,)
+BENCH_PG ?= postgresql://postgres@127.0.0.1:5432/test
+
 bench: $(STAMP)
-	$(BIN)/python bench/models.py
+	$(BIN)/python bench/startup.py $(Q)
+	$(BIN)/python bench/models.py $(Q)
+	$(BIN)/python bench/negotiation.py $(Q)
+	$(BIN)/python bench/a2a.py $(Q)
+	$(BIN)/python bench/gateway.py $(Q)
+	$(BIN)/python bench/experiments.py $(Q)
+	$(BIN)/python bench/cross_turn.py $(Q)
+	$(BIN)/python bench/cross_turn.py $(Q) --store $(BENCH_PG)
+	$(BIN)/python bench/refusal_judge.py $(Q)
+	$(BIN)/python bench/star.py
+	$(BIN)/python bench/star_campaign.py $(Q)
+	$(BIN)/python bench/star_analysis.py $(Q)
+	$(BIN)/python bench/web.py $(if $(QUICK),--quick,--participants 200 --think-ms 10000 --dialogues 400)
+	$(BIN)/python bench/overhead.py $(if $(QUICK),--quick,--check 34 --heldout)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

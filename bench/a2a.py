@@ -1,4 +1,4 @@
-"""A2A benchmark. Run: .venv/bin/python bench/a2a.py [--quick]
+"""A2A benchmark. Run: python bench/a2a.py [--quick]
 
 1. Added latency per negotiation round of the A2A transport (three role services, each its own
    process on loopback) over the in-process transport, with zero-latency scripted models
@@ -28,7 +28,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 from tests.scenario import evaluation, proposals  # noqa: E402
 
-from bench._util import free_port, peak_rss_mb  # noqa: E402
+from bench._util import Target, add_doc_flag, captured, free_port, peak_rss_mb, publish  # noqa: E402
 from psychoalign.a2a import A2ATransport  # noqa: E402
 from psychoalign.config import load_settings  # noqa: E402
 from psychoalign.negotiation import Negotiator  # noqa: E402
@@ -183,6 +183,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--clients", type=int, default=32, help="Concurrent clients of the system agent.")
+    add_doc_flag(parser)
     args = parser.parse_args()
     n, total = (30, 200) if args.quick else (200, 1000)
     with tempfile.TemporaryDirectory() as tmp:
@@ -213,17 +214,38 @@ def main() -> None:
             for p in procs:
                 p.terminate()
                 p.wait(timeout=10)
-    print("A2A transport vs in-process, zero-latency scripted models (role services in their own processes)")
-    print(f"  rounds / agent calls per negotiation  {lat['rounds']:.1f} / {lat['calls']} (all sequential)")
-    print(f"  in-process negotiation (median)       {lat['local_ms']:.2f} ms")
-    print(f"  over A2A (median)                     {lat['remote_ms']:.2f} ms")
-    print(f"  added latency per round               {lat['added_per_round_ms']:.2f} ms   (target < 15 ms)")
-    print(f"  one call alone, drive / evaluator     {single['drive']:.2f} / {single['evaluator']:.2f} ms (median)")
-    print(f"system agent (serve-a2a, in-process agents, SQLite traces), {total} requests at {args.clients} concurrent")
-    print(f"  throughput                            {thr['per_s']:.1f} negotiations/s")
-    print(f"  latency p50 / p95                     {thr['p50_ms']:.1f} / {thr['p95_ms']:.1f} ms")
-    print(f"  failed negotiations                   {thr['failed']}")
-    print(f"peak RSS (benchmark client)             {peak_rss_mb():.0f} MB")
+    with captured() as out:
+        print("A2A transport vs in-process, zero-latency scripted models (role services in their own processes)")
+        print(f"  rounds / agent calls per negotiation  {lat['rounds']:.1f} / {lat['calls']} (all sequential)")
+        print(f"  in-process negotiation (median)       {lat['local_ms']:.2f} ms")
+        print(f"  over A2A (median)                     {lat['remote_ms']:.2f} ms")
+        print(f"  added latency per round               {lat['added_per_round_ms']:.2f} ms   (target < 15 ms)")
+        print(f"  one call alone, drive / evaluator     {single['drive']:.2f} / {single['evaluator']:.2f} ms (median)")
+        print(
+            f"system agent (serve-a2a, in-process agents, SQLite traces), {total} requests at {args.clients} concurrent"
+        )
+        print(f"  throughput                            {thr['per_s']:.1f} negotiations/s")
+        print(f"  latency p50 / p95                     {thr['p50_ms']:.1f} / {thr['p95_ms']:.1f} ms")
+        print(f"  failed negotiations                   {thr['failed']}")
+        print(f"peak RSS (benchmark client)             {peak_rss_mb():.0f} MB")
+    if not args.no_doc:
+        publish(
+            "a2a",
+            "A2A — `bench/a2a.py`",
+            out.getvalue(),
+            [
+                Target(
+                    "latency added per round by the A2A transport",
+                    f"{lat['added_per_round_ms']:.2f} ms",
+                    "< 15 ms",
+                    lat["added_per_round_ms"] < 15,
+                )
+            ],
+            quick=args.quick,
+            note="Three role services, each its own process on loopback, against the in-process transport, "
+            "with zero-latency scripted models; then the system agent (`serve-a2a`) under concurrent A2A "
+            "clients. The system-agent throughput has no target.",
+        )
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """What the cross-turn tension track costs per turn: reading a conversation's earlier turns.
 
-    PYTHONPATH=src .venv/bin/python bench/cross_turn.py                      # SQLite file
-    PYTHONPATH=src .venv/bin/python bench/cross_turn.py --store postgresql://postgres@127.0.0.1:5432/test
+    python bench/cross_turn.py [--quick]                                            # SQLite file
+    python bench/cross_turn.py [--quick] --store postgresql://postgres@127.0.0.1:5432/test
 
 Fills a trace store with ``--conversations`` scripted conversations of ``--turns`` turns each (real
-negotiations on the scripted world of experiments/studies/cross_turn/world.py, so the traces have their
+negotiations on the scripted cross-turn world, so the traces have their
 real size), then times ``TraceStore.conversation`` (the indexed query) plus turning each trace into
 the track's signals, for the last turn of ``--reads`` conversations: what every turn of a served
 conversation pays before its negotiation starts. Prints p50/p95 in milliseconds and the store size.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -21,15 +22,17 @@ import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import captured, publish
 from psychoalign.experiments.studies.cross_turn.world import Step, XTWorld
 from psychoalign.negotiation import NegotiationParams
 from psychoalign.negotiation.track import conversation_ref, turn_signal
 from psychoalign.traces import SQLTraceStore
 
 
-async def main(conversations: int, turns: int, reads: int, url: str | None) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="xturn-bench-"))
-    schema = f"xturn_bench_{uuid.uuid4().hex[:8]}"
+async def main(conversations: int, turns: int, reads: int, url: str | None, quick: bool, doc: bool) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cross-turn-bench-"))
+    schema = f"cross_turn_bench_{uuid.uuid4().hex[:8]}"
     admin: SQLTraceStore | None = None
     if url is not None and url.startswith("postgres"):  # a schema of its own, dropped afterwards
         admin = SQLTraceStore(url)
@@ -58,12 +61,27 @@ async def main(conversations: int, turns: int, reads: int, url: str | None) -> N
         assert len(signals) == turns
     times.sort()
     p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
-    print(
-        f"store {store.url.split(':', 1)[0]}: {conversations * turns} traces ({conversations} conversations x "
-        f"{turns} turns, filled in {fill:.1f} s); reading a {turns}-turn conversation's track: "
-        f"p50 {statistics.median(times):.2f} ms, p95 {p95:.2f} ms over {len(times)} reads"
-    )
+    kind = store.url.split(":", 1)[0].split("+", 1)[0]
+    with captured() as out:
+        print(
+            f"store {kind}: {conversations * turns} traces ({conversations} conversations x "
+            f"{turns} turns, filled in {fill:.1f} s); reading a {turns}-turn conversation's track: "
+            f"p50 {statistics.median(times):.2f} ms, p95 {p95:.2f} ms over {len(times)} reads"
+        )
     await store.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    if doc:
+        family = "postgresql" if kind.startswith("postgres") else kind
+        publish(
+            f"cross-turn-{family}",
+            f"Cross-turn tension track, {'PostgreSQL' if family == 'postgresql' else 'SQLite'} — `bench/cross_turn.py`",
+            out.getvalue(),
+            [],
+            quick=quick,
+            note="What every turn of a served conversation pays before its negotiation starts: the indexed "
+            "query for the conversation's earlier traces plus turning each into the track's signals, timed "
+            "on the last turn of each conversation.",
+        )
     if admin is not None:
         async with admin.engine.begin() as conn:
             await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
@@ -72,11 +90,14 @@ async def main(conversations: int, turns: int, reads: int, url: str | None) -> N
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="50 conversations instead of 200")
+    parser.add_argument("--conversations", type=int, default=None, help="conversations in the store (default 200)")
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--reads", type=int, default=100)
     parser.add_argument("--store", default=None, help="Store URL (default: a new SQLite file).")
+    parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md alone")
     args = parser.parse_args()
-    if args.turns < 1 or args.conversations < 1:
+    conversations = args.conversations or (50 if args.quick else 200)
+    if args.turns < 1 or conversations < 1:
         sys.exit("error: --turns and --conversations must be at least 1")
-    asyncio.run(main(args.conversations, args.turns, args.reads, args.store))
+    asyncio.run(main(conversations, args.turns, args.reads, args.store, args.quick, not args.no_doc))

@@ -1,4 +1,4 @@
-"""Experiment-harness benchmark. Run: .venv/bin/python bench/experiments.py [--quick]
+"""Experiment-harness benchmark. Run: python bench/experiments.py [--quick]
 
 1. Harness overhead per cell with zero-latency scripted models (target < 2 ms per cell): claim
    and finish in the result store (SQLite file, and in memory), metering, the system call, the
@@ -26,14 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _util import fake_openai, peak_rss_mb
+from _util import Target, add_doc_flag, captured, data_dir, fake_openai, peak_rss_mb, publish
 from psychoalign.config import Settings
 from psychoalign.experiments import ExperimentSpec, ResultStore, run_experiment
 from psychoalign.experiments.harness.registry import default_registry
 from psychoalign.experiments.harness.store import InMemoryResultStore, SQLResultStore
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+DATA = data_dir()
 
 
 def spec(copies: int, n: int, concurrency: int) -> ExperimentSpec:
@@ -93,14 +93,15 @@ async def throughput(cells: int, concurrency: int, latency_ms: float, home: Path
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="Fewer cells (a smoke run, noisier).")
+    add_doc_flag(parser)
     args = parser.parse_args()
     cells = 520 if args.quick else 2080
     # Once per process, untimed: `experiment run` imports every plugin module (the boundary
     # analysis pulls in scipy and pandas, ~3 s); the first timed run would otherwise carry it.
     default_registry()
-    with tempfile.TemporaryDirectory() as tmp:
+    with captured() as out, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         mem, mem_cpu = await overhead(cells, InMemoryResultStore(), root / "a")
         sql, sql_cpu = await overhead(cells, SQLResultStore(f"sqlite:///{root / 'o.db'}"), root / "b")
@@ -118,7 +119,27 @@ async def main() -> None:
             f"ideal {t['ideal_s']:.2f} s, {100 * t['efficiency']:.1f} % of ideal (target >= 85 %); "
             f"client CPU {t['cpu_ms']:.3f} ms per cell"
         )
-    print(f"peak RSS {peak_rss_mb():.0f} MB")
+        print(f"peak RSS {peak_rss_mb():.0f} MB")
+    if not args.no_doc:
+        publish(
+            "experiments",
+            "Experiment harness — `bench/experiments.py`",
+            out.getvalue(),
+            [
+                Target("harness overhead per cell, in-memory store", f"{mem:.3f} ms", "< 2 ms", mem < 2),
+                Target("harness overhead per cell, SQLite store", f"{sql:.3f} ms", "< 2 ms", sql < 2),
+                Target(
+                    f"{t['cells']:.0f} cells at concurrency 50 vs the ideal",
+                    f"{100 * t['efficiency']:.1f} %",
+                    ">= 85 %",
+                    t["efficiency"] >= 0.85,
+                ),
+            ],
+            quick=args.quick,
+            note="Overhead: the `vanilla` system on AdvBench with a zero-latency scripted model (claim, run, "
+            "refusal judge, store). Throughput: one model call per cell against `bench/fake_openai_server.py` "
+            "answering after 50 ms; the ideal is cells x 50 ms / 50 workers. CPU is the client process's only.",
+        )
 
 
 if __name__ == "__main__":

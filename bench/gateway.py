@@ -1,4 +1,4 @@
-"""Gateway benchmark. Run: .venv/bin/python bench/gateway.py [--quick]
+"""Gateway benchmark. Run: python bench/gateway.py [--quick]
 
 1. Added latency of the OpenAI-compatible gateway over calling the negotiation in-process
    (target < 5 ms p50): the same scripted negotiation (zero-latency models, one round, dual gate)
@@ -28,7 +28,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 from tests.scenario import World, proposals  # noqa: E402
 
-from bench._util import free_port  # noqa: E402
+from bench._util import Target, add_doc_flag, captured, free_port, publish  # noqa: E402
 from psychoalign.config import Settings  # noqa: E402
 from psychoalign.negotiation import Negotiator  # noqa: E402
 from psychoalign.traces import open_store  # noqa: E402
@@ -166,12 +166,12 @@ async def inprocess_throughput(total: int, concurrency: int, latency_ms: float) 
     return {"per_s": total / wall, "ideal_per_s": ideal, "efficiency": total / wall / ideal, "failed": ok.count(False)}
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, doc: bool) -> None:
     import tempfile
 
     n = 100 if quick else 400
     total = 640 if quick else 1920
-    with tempfile.TemporaryDirectory() as tmp:
+    with captured() as out, tempfile.TemporaryDirectory() as tmp:
         sqlite = f"sqlite:///{tmp}/bench.db"
         lat = await added_latency(n, "memory://")
         print(f"added latency, {n} sequential calls, zero-latency scripted agents, in-memory store")
@@ -182,17 +182,37 @@ async def main(quick: bool) -> None:
         print(f"in-process, {total} negotiations at 64 concurrent, 50 ms per agent call, memory store (the ceiling)")
         print(f"  negotiations/s                 {r['per_s']:.1f}   (ideal {r['ideal_per_s']:.0f})")
         print(f"  efficiency                     {r['efficiency'] * 100:.1f} % of ideal")
+        failed = 0
         for label, url, stream in (
             ("memory", "memory://", False),
             ("memory", "memory://", True),
             ("sqlite", sqlite, False),
         ):
             r = await throughput(total, 64, 50.0, url, stream)
+            failed += int(r["failed"])
             mode = "streaming" if stream else "non-streaming"
             print(f"throughput, {total} negotiations at 64 concurrent, 50 ms per agent call, {label} store, {mode}")
             print(f"  negotiations/s                 {r['per_s']:.1f}   (ideal {r['ideal_per_s']:.0f})")
             print(f"  efficiency                     {r['efficiency'] * 100:.1f} % of ideal")
             print(f"  failed                         {int(r['failed'])}")
+    if doc:
+        publish(
+            "gateway",
+            "OpenAI-compatible gateway — `bench/gateway.py`",
+            out.getvalue(),
+            [
+                Target(
+                    "latency added by `/v1` (p50)", f"{lat['added_p50_ms']:.2f} ms", "< 5 ms", lat["added_p50_ms"] < 5
+                ),
+                Target("failed negotiations through `/v1`", str(failed), "0", failed == 0),
+            ],
+            quick=quick,
+            note="Added latency: p50 through `/v1` over HTTP minus p50 in-process, for the same one-round "
+            "negotiation with zero-latency scripted agents; the server is what `psychoalign serve` runs, in its "
+            "own process on loopback. Throughput: every agent call sleeps 50 ms, 4 sequential calls per "
+            "negotiation, 64 concurrent clients, so the ideal is 320 negotiations/s; client and server share "
+            "the machine's cores. The throughput rows have no target.",
+        )
 
 
 if __name__ == "__main__":
@@ -201,8 +221,9 @@ if __name__ == "__main__":
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--latency-ms", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--store", default="memory://", help=argparse.SUPPRESS)
+    add_doc_flag(parser)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.latency_ms, args.store)
     else:
-        asyncio.run(main(args.quick))
+        asyncio.run(main(args.quick, not args.no_doc))

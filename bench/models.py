@@ -1,4 +1,4 @@
-"""Model-layer benchmark. Run: .venv/bin/python bench/models.py [--quick]
+"""Model-layer benchmark. Run: python bench/models.py [--quick]
 
 Prints, for the local backend: load time, tokens/s plain and schema-constrained, and the per-call
 overhead of the model layer over a direct llama_cpp call (target < 5 %); for the openai backend
@@ -19,8 +19,8 @@ import httpx
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import fake_openai, peak_rss_mb
-from psychoalign.models import Message, ModelSpec, build_model
+from _util import Target, add_doc_flag, captured, fake_openai, peak_rss_mb, publish
+from psychoalign.models import Message, ModelSpec, build_model, resolved_label
 from psychoalign.models.local import _load, default_model_path, render_prompt
 
 
@@ -136,25 +136,54 @@ async def bench_openai(calls: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    add_doc_flag(parser)
     args = parser.parse_args()
     reps, calls = (3, 200) if args.quick else (10, 1000)
-    local = bench_local(reps)
-    print("local backend (Gemma 3 270M Q4_K_M, llama-cpp-python, 2 cores)")
-    print(f"  load time                         {local['load_s']:.2f} s")
-    print(f"  plain generation (incl. prompt)   {local['plain_tok_per_s']:.1f} tokens/s")
-    print(f"  schema-constrained (incl. prompt) {local['constrained_tok_per_s']:.1f} tokens/s")
-    print(f"  direct llama_cpp call (median)    {local['direct_call_ms']:.1f} ms")
-    print(f"  through ChatModel (median)        {local['layer_call_ms']:.1f} ms")
-    print(f"  model-layer overhead              {local['layer_overhead_pct']:+.2f} %   (target < 5 %)")
-    print(f"  same completion lengths           {'yes' if local['same_tokens'] else 'NO'}")
-    remote = asyncio.run(bench_openai(calls))
-    print("openai backend vs loopback server with zero latency")
-    print(f"  raw httpx POST (median)           {remote['raw_httpx_ms']:.3f} ms")
-    print(f"  through ChatModel (median)        {remote['layer_ms']:.3f} ms")
-    print(f"  client overhead per call          {remote['client_overhead_ms']:.3f} ms   (target < 2 ms)")
-    print(f"  calls/s at 64 concurrent          {remote['calls_per_s_64_concurrent']:.0f}")
-    print(f"  raw httpx calls/s, 64 concurrent  {remote['raw_calls_per_s_64_concurrent']:.0f}   (server-bound ceiling)")
-    print(f"peak RSS                            {peak_rss_mb():.0f} MB")
+    with captured() as out:
+        local = bench_local(reps)
+        label = resolved_label(ModelSpec(backend="local"))
+        print(f"local backend ({label}, llama-cpp-python)")
+        print(f"  load time                         {local['load_s']:.2f} s")
+        print(f"  plain generation (incl. prompt)   {local['plain_tok_per_s']:.1f} tokens/s")
+        print(f"  schema-constrained (incl. prompt) {local['constrained_tok_per_s']:.1f} tokens/s")
+        print(f"  direct llama_cpp call (median)    {local['direct_call_ms']:.1f} ms")
+        print(f"  through ChatModel (median)        {local['layer_call_ms']:.1f} ms")
+        print(f"  model-layer overhead              {local['layer_overhead_pct']:+.2f} %   (target < 5 %)")
+        print(f"  same completion lengths           {'yes' if local['same_tokens'] else 'NO'}")
+        remote = asyncio.run(bench_openai(calls))
+        print("openai backend vs loopback server with zero latency")
+        print(f"  raw httpx POST (median)           {remote['raw_httpx_ms']:.3f} ms")
+        print(f"  through ChatModel (median)        {remote['layer_ms']:.3f} ms")
+        print(f"  client overhead per call          {remote['client_overhead_ms']:.3f} ms   (target < 2 ms)")
+        print(f"  calls/s at 64 concurrent          {remote['calls_per_s_64_concurrent']:.0f}")
+        raw_rate = remote["raw_calls_per_s_64_concurrent"]
+        print(f"  raw httpx calls/s, 64 concurrent  {raw_rate:.0f}   (server-bound ceiling)")
+        print(f"peak RSS                            {peak_rss_mb():.0f} MB")
+    if not args.no_doc:
+        publish(
+            "models",
+            "Model layer — `bench/models.py`",
+            out.getvalue(),
+            [
+                Target(
+                    "model-layer overhead over a direct llama.cpp call",
+                    f"{local['layer_overhead_pct']:+.2f} %",
+                    "< 5 %",
+                    local["layer_overhead_pct"] < 5,
+                ),
+                Target(
+                    "openai client overhead per call",
+                    f"{remote['client_overhead_ms']:.3f} ms",
+                    "< 2 ms",
+                    remote["client_overhead_ms"] < 2,
+                ),
+            ],
+            quick=args.quick,
+            note="The local figures compare the same prompt through `ChatModel` and through a direct "
+            "llama.cpp call, interleaved, each from an empty KV cache; token rates include prompt "
+            "evaluation. The openai figures run against `bench/fake_openai_server.py` in its own process; "
+            "at 64 concurrent calls that single-process server is the ceiling.",
+        )
 
 
 if __name__ == "__main__":

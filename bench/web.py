@@ -1,4 +1,4 @@
-"""STAR lab web benchmark. Run: .venv/bin/python bench/web.py [--participants 200] [--dialogues 200]
+"""STAR lab web benchmark. Run: python bench/web.py [--quick] [--participants 200] [--dialogues 200]
 [--think-ms 0] [--workers 1]
 
 N simulated participants, all logged in at once, claim and submit annotation tasks over HTTP
@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import free_port
+from _util import Target, add_doc_flag, captured, free_port, publish
 from psychoalign.config import Settings
 from psychoalign.star import generate_instructions, load_parameters, load_policy
 from psychoalign.star.model import Participant, PreAnnotation, TaskKind, Turn
@@ -396,15 +396,28 @@ async def load(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--participants", type=int, default=200)
-    parser.add_argument("--dialogues", type=int, default=200, help="dialogues to annotate (two tasks each)")
     parser.add_argument(
-        "--think-ms", type=float, default=0.0, help="mean pause before each click (exponential; 0: back to back)"
+        "--quick", action="store_true", help="50 participants, 100 dialogues, 2 s think time (unless given)"
+    )
+    parser.add_argument("--participants", type=int, default=None, help="default 200")
+    parser.add_argument(
+        "--dialogues", type=int, default=None, help="dialogues to annotate (two tasks each; default 200)"
+    )
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=None,
+        help="mean pause before each click (exponential; 0, the default: back to back)",
     )
     parser.add_argument("--workers", type=int, default=1, help="psychoalign serve --workers")
     parser.add_argument("--profile", help="py-spy flame graph of the server during the page phase (SVG)")
     parser.add_argument("--py-spy", default="py-spy", help="py-spy binary for --profile")
+    add_doc_flag(parser)
     args = parser.parse_args()
+    quick = args.quick
+    args.participants = args.participants or (50 if quick else 200)
+    args.dialogues = args.dialogues or (100 if quick else 200)
+    args.think_ms = args.think_ms if args.think_ms is not None else (2000.0 if quick else 0.0)
     database = f"bench_{uuid.uuid4().hex[:10]}"
     url = PG_ADMIN.rsplit("/", 1)[0] + f"/{database}"
     home = Path(os.environ.get("TMPDIR", "/tmp")) / database
@@ -469,43 +482,66 @@ def main() -> None:
         n = len(every)
         think = f"think time {args.think_ms / 1000:g} s mean (exponential)" if args.think_ms else "no think time"
         procs = f"{args.workers} workers" if args.workers > 1 else "1 process"
-        print(f"{args.participants} participants logged in at once, {think}; PostgreSQL; psychoalign serve ({procs})")
-        print(f"  annotation tasks                {result['annotation_tasks']}")
-        print(f"  submitted through the pages     {len(done)} (store: {result['submitted']})")
-        print(f"  lost (not submitted)            {result['lost']}   (target 0)")
-        print(f"  double-assigned                 {result['double_assigned']}   (target 0)")
-        print(f"  client errors                   {dict(errors) or 0}")
-        print(f"  resent on a fresh connection    {resent[0]}   (the server had closed an idle keep-alive one)")
-        print(f"  wall time                       {wall:.1f} s, {n / wall:.1f} page requests/s")
-        print(
-            f"  page latency p50 / p95 / p99    {p(every, 0.5):.1f} / {p(every, 0.95):.1f} / {p(every, 0.99):.1f} ms"
-            "   (target p95 < 100 ms)"
-        )
-        print(
-            f"  CPU per page request            server {server_cpu / n * 1000:.2f} ms, PostgreSQL "
-            f"{pg_cpu / n * 1000:.2f} ms, this client {client_cpu / n * 1000:.2f} ms "
-            f"(busy: server {server_cpu / wall:.2f}, PostgreSQL {pg_cpu / wall:.2f}, client {client_cpu / wall:.2f} "
-            "of 2 cores)"
-        )
-        print(f"  PostgreSQL transactions         {xacts / n:.2f} per page request")
-        if args.workers == 1 and inside["+Inf"]:
-            shares = ", ".join(f"{float(le) * 1000:g} ms {100 * inside[le] / inside['+Inf']:.1f} %" for le in BUCKETS)
-            print(f"  answered inside the server in   {shares}  (its /metrics: first middleware to last byte)")
-        for name in sorted(latencies):
-            xs = latencies[name]
+        with captured() as out:
             print(
-                f"    {name:28s} n={len(xs):5d}  p50 {p(xs, 0.5):7.1f}  p95 {p(xs, 0.95):7.1f}  "
-                f"mean {statistics.fmean(xs) * 1000:7.1f} ms"
+                f"{args.participants} participants logged in at once, {think}; PostgreSQL; psychoalign serve ({procs})"
             )
-        for name in sorted(lead_latencies):
-            if "/login" not in name:
-                xs = lead_latencies[name]
-                print(f"    {name:28s} n={len(xs):5d}  p50 {p(xs, 0.5):7.1f}  max {max(xs) * 1000:7.1f} ms")
-        print(f"  the lead's live count of submitted annotations: {progress}")
+            print(f"  annotation tasks                {result['annotation_tasks']}")
+            print(f"  submitted through the pages     {len(done)} (store: {result['submitted']})")
+            print(f"  lost (not submitted)            {result['lost']}   (target 0)")
+            print(f"  double-assigned                 {result['double_assigned']}   (target 0)")
+            print(f"  client errors                   {dict(errors) or 0}")
+            print(f"  resent on a fresh connection    {resent[0]}   (the server had closed an idle keep-alive one)")
+            print(f"  wall time                       {wall:.1f} s, {n / wall:.1f} page requests/s")
+            p50, p95, p99 = p(every, 0.5), p(every, 0.95), p(every, 0.99)
+            print(f"  page latency p50 / p95 / p99    {p50:.1f} / {p95:.1f} / {p99:.1f} ms   (target p95 < 100 ms)")
+            print(
+                f"  CPU per page request            server {server_cpu / n * 1000:.2f} ms, PostgreSQL "
+                f"{pg_cpu / n * 1000:.2f} ms, this client {client_cpu / n * 1000:.2f} ms "
+                f"(busy: server {server_cpu / wall:.2f}, PostgreSQL {pg_cpu / wall:.2f}, "
+                f"client {client_cpu / wall:.2f} of {os.cpu_count()} cores)"
+            )
+            print(f"  PostgreSQL transactions         {xacts / n:.2f} per page request")
+            if args.workers == 1 and inside["+Inf"]:
+                shares = ", ".join(
+                    f"{float(le) * 1000:g} ms {100 * inside[le] / inside['+Inf']:.1f} %" for le in BUCKETS
+                )
+                print(f"  answered inside the server in   {shares}  (its /metrics: first middleware to last byte)")
+            for name in sorted(latencies):
+                xs = latencies[name]
+                print(
+                    f"    {name:28s} n={len(xs):5d}  p50 {p(xs, 0.5):7.1f}  p95 {p(xs, 0.95):7.1f}  "
+                    f"mean {statistics.fmean(xs) * 1000:7.1f} ms"
+                )
+            for name in sorted(lead_latencies):
+                if "/login" not in name:
+                    xs = lead_latencies[name]
+                    print(f"    {name:28s} n={len(xs):5d}  p50 {p(xs, 0.5):7.1f}  max {max(xs) * 1000:7.1f} ms")
+            print(f"  the lead's live count of submitted annotations: {progress}")
         if errors:
-            print(f"  server log: {home / 'server.log'}")
+            print(f"  server log: {home / 'server.log'}", file=sys.stderr)
         print("  (the login phase, GET and POST /login with argon2id verification, runs first, all at once;")
         print("   it is reported above and excluded from the page figures, the CPU figures and the wall time)")
+        if not args.no_doc:
+            publish(
+                "web",
+                "STAR lab web platform — `bench/web.py`",
+                out.getvalue(),
+                [
+                    Target("annotation tasks lost", str(result["lost"]), "0", result["lost"] == 0),
+                    Target(
+                        "tasks double-assigned", str(result["double_assigned"]), "0", result["double_assigned"] == 0
+                    ),
+                    Target("page latency p95", f"{p95:.1f} ms", "< 100 ms", p95 < 100),
+                ],
+                quick=quick,
+                note="Participants, all logged in at once, work through the real pages and forms (CSRF tokens "
+                "included) against `psychoalign serve` on loopback with a fresh PostgreSQL database: task list, "
+                "*Annotate a dialogue*, *Start*, rating and reasoning, until no task is left. Before each click a "
+                "participant pauses for an exponential think time with the stated mean; a lead polls the live "
+                "progress every 10 s. The login phase (argon2id) runs first and is left out of every figure. CPU "
+                "per page request is process CPU time of the server, PostgreSQL and this client.",
+            )
     finally:
         if profiler is not None and profiler.poll() is None:
             profiler.kill()
