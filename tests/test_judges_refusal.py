@@ -98,7 +98,7 @@ def test_rule_tier_never_raises_and_spans_are_exact(text: str) -> None:
 
 def _normalise_by_character(text: str) -> tuple[str, tuple[int, ...]]:
     """The definition of :func:`normalise`, one character at a time (its original loop)."""
-    from psychoalign.judges.text import _map_char
+    from psychoalign.textnorm import _map_char
 
     out: list[str] = []
     origin: list[int] = []
@@ -130,7 +130,7 @@ def test_normalise_equals_its_per_character_definition(text: str) -> None:
 
 def _first_strong_by_pattern(head: str) -> tuple[str, int, int] | None:
     """The rule tier's definition: search each strong pattern, keep the earliest (ties: the first)."""
-    from psychoalign.judges.refusal import _STRONG
+    from psychoalign.models.refusal_rules import _STRONG
 
     best = None
     for name, pattern in _STRONG:
@@ -164,7 +164,7 @@ _PHRASES = st.sampled_from(
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(_PHRASES | st.text(max_size=12), max_size=8).map("".join))
 def test_one_alternation_finds_what_searching_each_pattern_finds(head: str) -> None:
-    from psychoalign.judges.refusal import _first_strong
+    from psychoalign.models.refusal_rules import _first_strong
 
     found = _first_strong(head)
     got = (found[0], found[1].start(), found[1].end()) if found else None

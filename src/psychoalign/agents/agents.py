@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from ..errors import ModelError
 from ..frameworks import Framework
-from ..judges.refusal import is_refusal
 from ..models import ChatModel, Message, Usage
+from ..models.refusal_rules import is_refusal
 from ..prompts import load_prompt_yaml
 from .messages import NO_PROPOSAL, AgentReply, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
 from .scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding

@@ -5,6 +5,7 @@
 <RefusalLabel.REFUSAL: 'refusal'>
 """
 
+from ..textnorm import NormalisedText, normalise
 from .refusal import (
     CascadeRefusalJudge,
     ModelRefusalJudge,
@@ -16,7 +17,6 @@ from .refusal import (
     build_refusal_judge,
     is_refusal,
 )
-from .text import NormalisedText, normalise
 
 __all__ = [
     "CascadeRefusalJudge",

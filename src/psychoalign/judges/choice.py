@@ -21,8 +21,8 @@ from pydantic import BaseModel
 
 from ..models import ChatModel, Message
 from ..prompts import load_prompt_yaml
+from ..textnorm import normalise
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
-from .text import normalise
 
 __all__ = ["Choice", "ChoiceJudge", "parse_choice_word", "rule_choice"]
 

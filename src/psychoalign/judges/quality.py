@@ -16,9 +16,9 @@ from pydantic import BaseModel, Field
 
 from ..models import ChatModel, Message
 from ..prompts import load_prompt_yaml
+from ..textnorm import normalise
 from .mtbench import parse_rating, plain_examples
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
-from .text import normalise
 
 __all__ = ["QualityJudge", "parse_quality"]
 

@@ -67,7 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import BackendUnavailableError, InputError
 from .base import Backend
-from .safety_corpus import windows
+from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
@@ -75,6 +75,7 @@ __all__ = [
     "APPROVE_AT",
     "DEFAULT_CLASSIFIER",
     "VETO_BELOW",
+    "WINDOW_WORDS",
     "ClassifierBackend",
     "ClassifierWeights",
     "Encoder",
@@ -85,6 +86,7 @@ __all__ = [
     "load_classifier",
     "load_weights",
     "minilm_encoder",
+    "windows",
 ]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v4"
@@ -94,6 +96,24 @@ CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out 
 
 Encoder = Callable[[Sequence[str]], NDArray[np.float32]]
 """Texts -> L2-normalised embedding rows."""
+
+#: Words per encoder window: the encoder reads 128 word pieces (all-MiniLM-L6-v2's training length),
+#: about 80 English words.
+WINDOW_WORDS = 80
+
+
+def windows(text: str, size: int = WINDOW_WORDS) -> list[str]:
+    """The text itself when it fits one encoder window; else its first and its last window.
+
+    (Two windows, not all of them: cost stays bounded on a 2-core machine.)
+
+    Long jailbreaks put the actual ask at the end, past what the encoder reads: the classifier
+    scores both ends and keeps the worse (see ``SafetyClassifier``).
+    """
+    words = text.split()
+    if len(words) <= size:
+        return [text.strip()]
+    return [" ".join(words[:size]), " ".join(words[-size:])]
 
 
 class Kernel(BaseModel):
@@ -311,9 +331,7 @@ class SafetyClassifier:
 def _declines(text: str) -> bool:
     """The shared rule refusal judge labels ``text`` a full refusal: it declines the request as
     asked (offering alternatives at most) and carries none of it out."""
-    from ..judges.refusal import RefusalLabel, RuleRefusalJudge  # judges import models: not at module load
-
-    return RuleRefusalJudge().classify(text).label is RefusalLabel.REFUSAL
+    return classify_refusal(text).label is RefusalLabel.REFUSAL
 
 
 def deterministic_hits(framework: Any | None, request: str, proposal: str) -> list[dict[str, str]]:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,9 +29,7 @@ from scipy.stats import rankdata
 from ..errors import InputError
 from ..textio import decode_utf8, read_text
 from ..yamlio import parse_yaml
-
-if TYPE_CHECKING:
-    from .classifier import SafetyClassifier
+from .classifier import VETO_BELOW, SafetyClassifier, windows
 
 __all__ = [
     "Example",
@@ -49,9 +47,6 @@ __all__ = [
 Split = Literal["train", "val", "check"]
 Kind = Literal["request", "response"]
 
-#: Words per encoder window: the encoder reads 128 word pieces (all-MiniLM-L6-v2's training length),
-#: about 80 English words.
-WINDOW_WORDS = 80
 SLOT = "\x00REQUEST\x00"
 
 
@@ -59,20 +54,6 @@ def split_of(group: str) -> Split:
     """60 % train, 20 % val (thresholds, regularisation), 20 % check (reported metrics)."""
     bucket = int(hashlib.sha256(group.encode()).hexdigest()[:8], 16) % 10
     return "train" if bucket < 6 else "val" if bucket < 8 else "check"
-
-
-def windows(text: str, size: int = WINDOW_WORDS) -> list[str]:
-    """The text itself when it fits one encoder window; else its first and its last window.
-
-    (Two windows, not all of them: cost stays bounded on a 2-core machine.)
-
-    Long jailbreaks put the actual ask at the end, past what the encoder reads: the classifier
-    scores both ends and keeps the worse (see ``SafetyClassifier``).
-    """
-    words = text.split()
-    if len(words) <= size:
-        return [text.strip()]
-    return [" ".join(words[:size]), " ".join(words[-size:])]
 
 
 @dataclass(frozen=True)
@@ -398,8 +379,6 @@ def ci_sample(examples: list[Example], per_source: int = 12) -> list[Example]:
 def classifier_metrics(classifier: SafetyClassifier, examples: list[Example]) -> dict[str, Any]:
     """Metrics of ``classifier`` on ``examples`` (scored exactly as the EVALUATOR scores them):
     AUC and pass/block rates at the VETO threshold per kind, per source, XSTest and adversarial."""
-    from .classifier import VETO_BELOW
-
     out: dict[str, Any] = {"n": {}}
     for kind in ("request", "response"):
         exs = [ex for ex in examples if ex.kind == kind]

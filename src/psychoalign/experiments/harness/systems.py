@@ -290,7 +290,7 @@ class _Feedback(BaseModel):
 def parse_done(reply: str) -> bool:
     """Self-Refine's stop signal in a plain-text feedback reply: the reply's first word is DONE
     (any case, markdown or punctuation around it). Anything else is feedback to apply."""
-    from ...judges.text import normalise
+    from ...textnorm import normalise
 
     words = re.findall(r"[a-z]+", normalise(reply).text[:40])
     return bool(words) and words[0] == "done"
