@@ -284,7 +284,8 @@ def test_no_conversation_changes_nothing() -> None:
 
 
 def test_a_single_spike_is_not_a_trend_and_backtracks_are_one_depth() -> None:
-    from psychoalign.negotiation.track import TurnSignal, depths, robust_trend
+    from psychoalign.negotiation.track import depths, robust_trend
+    from psychoalign.traces.model import TurnSignal
 
     assert robust_trend([0.0, 0.1, 0.2, 0.3]) == pytest.approx(0.1)
     assert robust_trend([0.05, 0.05, 0.05, 0.6]) == pytest.approx(0.0)  # one sensitive turn at the end

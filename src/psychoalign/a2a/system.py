@@ -28,12 +28,10 @@ from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
 from ..frameworks import load_framework
-from ..negotiation.defense import DefenseMechanism
 from ..negotiation.engine import Negotiator
-from ..negotiation.tension import SystemState
 from ..negotiation.track import conversation_ref
 from ..storage import describe_error
-from ..traces.model import Trace, TraceStatus
+from ..traces.model import DefenseMechanism, SystemState, Trace, TraceStatus
 from ..traces.store import SQLTraceStore, TraceStore
 from .server import MAX_BODY_BYTES, _card, a2a_app
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from ..negotiation.defense import DefenseMechanism
-from ..traces.model import Trace, TraceStatus
+from ..traces.model import DefenseMechanism, Trace, TraceStatus
 from .refusal import RefusalLabel, RuleRefusalJudge
 
 __all__ = ["Outcome", "user_outcome"]

@@ -11,11 +11,10 @@ import time
 import zlib
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..agents.messages import AgentReply, AgentRole, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
 from ..errors import PsychoAlignError
+from ..traces.model import AgentStats
 
 __all__ = ["ROUTES", "AgentStats", "AgentTransport", "InProcessTransport", "MessageBus", "RouteViolationError", "Task"]
 
@@ -69,22 +68,6 @@ class InProcessTransport:
         if recipient == "mediator" and isinstance(task, ComposeTask) and self._mediator is not None:
             return await self._mediator.compose(task)
         raise RouteViolationError(f"agent '{recipient}' is not hosted here or does not accept '{task.kind}' tasks")
-
-
-class AgentStats(BaseModel):
-    """Per-agent negotiation cost: calls, tokens, latency, and information exchanged."""
-
-    model_config = ConfigDict(frozen=False)
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    bits_received: int = 0  # 8 x UTF-8 bytes of task payloads delivered to the agent
-    bits_sent: int = 0  # 8 x UTF-8 bytes of the agent's structured replies
-    info_bits_sent: int = 0  # 8 x zlib-compressed bytes of replies: an upper bound on their information
-    model: str = ""
-    hosts: list[str] = []
 
 
 def _bits(payload: str) -> tuple[int, int]:

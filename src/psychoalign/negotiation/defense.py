@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework
+from ..prompts import defense_template as template
 from ..prompts import load_prompt_yaml
+from ..traces.model import DefenseMechanism
 from .gates import Layer1Enforcer
 
 __all__ = [
@@ -26,15 +27,6 @@ __all__ = [
     "select_mechanism",
     "template",
 ]
-
-
-class DefenseMechanism(StrEnum):
-    REPRESSION = "repression"  # harmful segments in a useful response -> segment filtering
-    SUBLIMATION = "sublimation"  # harmful intent, legitimate need -> redirect to a safe channel
-    RATIONALIZATION = "rationalization"  # all proposals unacceptable -> structured refusal
-    DISPLACEMENT = "displacement"  # safe adjacent topic exists -> topic shift
-    PROJECTION = "projection"  # non-obvious third-party harm -> stakeholder evaluation
-    REACTION_FORMATION = "reaction_formation"  # adversarial intent -> counter-response
 
 
 @dataclass(frozen=True)
@@ -159,10 +151,6 @@ def select_mechanism(ctx: DefenseContext, layer1: Layer1Enforcer) -> DefenseMech
     if not ctx.harmful and ref is not None and ref.conflict.safe_adjacent_topic.strip():
         return DefenseMechanism.DISPLACEMENT  # 9. benign intent, an adjacent safe topic
     return DefenseMechanism.RATIONALIZATION  # 10. structured refusal
-
-
-def template(name: str, **values: str) -> str:
-    return str(load_prompt_yaml("defense_templates")[name]).format(**values).strip()
 
 
 def compose_instruction(mechanism: DefenseMechanism | None, ctx: DefenseContext) -> str:

@@ -16,11 +16,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
 from ..textio import skeleton
+from ..traces.model import GateResult
 
 __all__ = [
     "ECHO_CHARS",
@@ -39,19 +38,6 @@ UNKNOWN_RULE = "?"
 #: A free-text field that shares a run of this many characters (after normalisation) with a
 #: blocked draft is treated as carrying that draft, and dropped.
 ECHO_CHARS = 12
-
-
-class GateResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    layer1_passed: bool
-    tau_passed: bool
-    reasons: list[str] = Field(description="User-facing: rule ids and thresholds, never text.")
-    evidence: list[str] = Field(default_factory=list, description="Internal: what a deterministic check matched.")
-
-    @property
-    def admissible(self) -> bool:
-        return self.layer1_passed and self.tau_passed
 
 
 class Layer1Enforcer:

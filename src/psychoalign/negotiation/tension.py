@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from ..traces.model import SystemState
 
 __all__ = ["SystemState", "classify_state", "tension"]
 
@@ -13,19 +13,6 @@ def tension(u_d: float, u_v: float) -> float:
     u_v = min(max(u_v, 0.0), 1.0)
     top = max(u_d, u_v)
     return 0.0 if top == 0.0 else abs(u_d - u_v) / top
-
-
-class SystemState(StrEnum):
-    """The paper names five states and lists four; the fifth is NEGOTIATED_EQUILIBRIUM.
-
-    See docs/negotiation.md for the decision and the exact thresholds.
-    """
-
-    HEALTHY_EQUILIBRIUM = "healthy_equilibrium"
-    NEGOTIATED_EQUILIBRIUM = "negotiated_equilibrium"
-    DRIVE_DOMINANT = "drive_dominant"
-    EVALUATOR_DOMINANT = "evaluator_dominant"
-    DEADLOCK = "deadlock"
 
 
 def classify_state(

@@ -27,15 +27,13 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..textio import normalise_text
-from .params import NegotiationParams
-
-if TYPE_CHECKING:
-    from ..traces.model import Trace
+from ..traces.model import CrossTurnRecord, NegotiationParams, Trace, TraceStatus, TrackStatus, TurnSignal
+from ..traces.tension import request_tension
 
 __all__ = [
     "ConversationRef",
@@ -53,9 +51,6 @@ __all__ = [
     "turn_signal",
     "unavailable",
 ]
-
-TrackStatus = Literal["none", "off", "fresh", "read", "unavailable"]
-
 
 def _fold(text: str) -> str:
     """What a turn's key depends on: the text without case, spacing or control-character noise."""
@@ -117,45 +112,6 @@ def conversation_ref(
     )
 
 
-class TurnSignal(BaseModel):
-    """One earlier turn as the track read it from its stored trace."""
-
-    model_config = ConfigDict(frozen=True)
-
-    trace_id: str
-    turn: int | None = Field(None, description="The turn number the gateway recorded, if any.")
-    parent: str | None = Field(None, description="Its parent key: consecutive attempts sharing it are one depth.")
-    tension: float | None = Field(None, description="round1_mean T; None for a failed turn (never 0).")
-    harmful: bool = False
-    adversarial: bool = False
-    min_score: int | None = None
-    refused: bool = False
-    hot: bool = False
-
-
-class CrossTurnRecord(BaseModel):
-    """What the track was for one turn and what it changed (stamped on every trace)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    enabled: bool
-    status: TrackStatus = Field(
-        description="none: no conversation given; off: cross_turn = false; fresh: no earlier turn found; "
-        "read: earlier turns used; unavailable: the history could not be read (fail closed)."
-    )
-    keys: list[str] = Field(default_factory=list, description="Conversation keys this turn is filed under.")
-    parent: str | None = Field(None, description="The parent prefix key (backtracked attempts share it).")
-    history: list[TurnSignal] = Field(default_factory=list, description="Earlier turns used, oldest first.")
-    running_max: float | None = None
-    trend: float | None = Field(None, description="Robust slope of T per turn over the window (robust_trend).")
-    hot_turns: int = 0
-    pressure: float = 0.0
-    tau_configured: float
-    tau_effective: float
-    reasons: list[str] = Field(default_factory=list, description="Why tau changed (numbers and rule names only).")
-    error: str | None = None
-
-
 @dataclass(frozen=True)
 class Evidence:
     """What the rule reads. ``trend`` is None with fewer than three turns with a T in the window."""
@@ -169,9 +125,6 @@ class Evidence:
 def turn_signal(trace: Trace, params: NegotiationParams) -> TurnSignal:
     """The signals of one stored earlier turn. A turn that did not complete has no T and is never
     hot: it is kept in the history (so the record shows it) but adds no evidence."""
-    from ..traces.model import TraceStatus
-    from ..traces.tension import request_tension
-
     turn = trace.metadata.get("turn")
     base: dict[str, Any] = {
         "trace_id": trace.id,

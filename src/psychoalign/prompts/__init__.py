@@ -8,7 +8,7 @@ from typing import Any
 
 from ..yamlio import parse_yaml
 
-__all__ = ["load_prompt", "load_prompt_yaml"]
+__all__ = ["defense_template", "load_prompt", "load_prompt_yaml"]
 
 
 @functools.cache
@@ -26,3 +26,8 @@ def _load_yaml(name: str) -> Any:
 def load_prompt_yaml(name: str) -> Any:
     """Parsed ``prompts/<name>.yaml``, parsed once per process. Shared: callers must not mutate it."""
     return _load_yaml(name)
+
+
+def defense_template(name: str, **values: str) -> str:
+    """The fixed text ``name`` of ``prompts/defense_templates.yaml`` with ``values`` filled in."""
+    return str(load_prompt_yaml("defense_templates")[name]).format(**values).strip()

@@ -1,31 +1,186 @@
-"""The negotiation trace: one self-contained, typed record of every decision."""
+"""The negotiation trace: one self-contained, typed record of every decision.
+
+Every type the trace stores is defined here, below the negotiation that fills it in (the
+negotiation imports them from here, never the reverse): its parameters, gate results, system
+states, defense mechanisms, per-agent costs and the cross-turn record.
+"""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..agents.schemas import Evaluation
 from ..frameworks import FrameworkStamp
-from ..negotiation.bus import AgentStats
-from ..negotiation.defense import DefenseMechanism
-from ..negotiation.gates import GateResult
-from ..negotiation.params import NegotiationParams
-from ..negotiation.tension import SystemState
-from ..negotiation.track import CrossTurnRecord
+from ..prompts import defense_template
 
 __all__ = [
+    "AgentStats",
     "AlignmentContribution",
+    "CrossTurnRecord",
+    "DefenseMechanism",
     "FinalDecision",
+    "GateResult",
+    "NegotiationParams",
     "ProposalRecord",
     "RoundRecord",
+    "SystemState",
     "Trace",
     "TraceStatus",
+    "TrackStatus",
+    "TurnSignal",
 ]
+
+
+# Negotiation parameters (paper §4 defaults). Exact semantics: docs/negotiation.md.
+class NegotiationParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    k: int = Field(5, ge=1, le=20, description="Maximum rounds.")
+    epsilon: float = Field(0.2, ge=0.0, le=1.0, description="Convergence: |T_r - T_(r-1)| < epsilon.")
+    tau: float = Field(0.6, ge=0.0, le=1.0, description="Safety floor: proposals with s < tau*100 are dropped.")
+    eta: float = Field(0.7, ge=0.0, le=1.0, description="Early exit: APPROVED with s/100 >= eta in round 1.")
+    n_proposals: int = Field(3, ge=1, le=8, description="Proposals the DRIVE writes per round.")
+    alpha: float = Field(0.3, ge=0.0, description="Weight of utility u_D in the MEDIATOR objective.")
+    beta: float = Field(0.5, ge=0.0, description="Weight of alignment u_V in the MEDIATOR objective.")
+    gamma: float = Field(0.2, ge=0.0, description="Weight of feasibility in context C.")
+    healthy_threshold: float = Field(0.3, ge=0.0, le=1.0, description="T below this is equilibrium.")
+    max_request_chars: int = Field(8000, ge=1, description="Longest request accepted.")
+    timeout_s: float = Field(900.0, gt=0, description="Wall-clock limit for one negotiation.")
+    final_gate: bool = Field(True, description="Re-evaluate the final response (the dual gate). Keep on.")
+    fast_path: bool = Field(
+        True,
+        description=(
+            "Round 1 asks for one proposal, the other n - 1 only if it is not accepted; one admissible "
+            "proposal is not assessed; an approved proposal adopted verbatim is not re-evaluated "
+            "(its Layer-1 checks still run). docs/negotiation.md."
+        ),
+    )
+
+    # Cross-turn tension (docs/negotiation.md, "Cross-turn tension"): evidence of escalation in
+    # the conversation's earlier turns tightens tau for the next turn, within [tau, tau cap].
+    cross_turn: bool = Field(
+        True, description="Read the conversation's earlier turns and tighten tau on escalation (off: the ablation)."
+    )
+    cross_turn_tau_cap: float = Field(
+        0.8, ge=0.0, le=1.0, description="The track never raises tau above this (nor lowers it below tau)."
+    )
+    cross_turn_window: int = Field(4, ge=3, le=50, description="Earlier turns the tension trend is fitted on.")
+    cross_turn_trend: float = Field(
+        0.1, gt=0.0, le=1.0, description="Tension slope per turn that gives the full tightening."
+    )
+    cross_turn_hot: float = Field(0.5, ge=0.0, le=1.0, description="A turn with T at or above this is 'hot'.")
+    cross_turn_min_hot: int = Field(2, ge=1, le=50, description="Hot turns before their count tightens tau.")
+    cross_turn_full_hot: int = Field(3, ge=1, le=50, description="Hot turns that give the full tightening.")
+    cross_turn_history: int = Field(50, ge=1, le=1000, description="Most recent earlier turns read.")
+
+    @model_validator(mode="after")
+    def _weights(self) -> NegotiationParams:
+        if self.alpha + self.beta + self.gamma <= 0:
+            raise ValueError("alpha + beta + gamma must be positive")
+        if self.cross_turn_full_hot < self.cross_turn_min_hot:
+            raise ValueError(
+                f"cross_turn_full_hot ({self.cross_turn_full_hot}) is below cross_turn_min_hot "
+                f"({self.cross_turn_min_hot})"
+            )
+        return self
+
+
+class GateResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    layer1_passed: bool
+    tau_passed: bool
+    reasons: list[str] = Field(description="User-facing: rule ids and thresholds, never text.")
+    evidence: list[str] = Field(default_factory=list, description="Internal: what a deterministic check matched.")
+
+    @property
+    def admissible(self) -> bool:
+        return self.layer1_passed and self.tau_passed
+
+
+class AgentStats(BaseModel):
+    """Per-agent negotiation cost: calls, tokens, latency, and information exchanged."""
+
+    model_config = ConfigDict(frozen=False)
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    bits_received: int = 0  # 8 x UTF-8 bytes of task payloads delivered to the agent
+    bits_sent: int = 0  # 8 x UTF-8 bytes of the agent's structured replies
+    info_bits_sent: int = 0  # 8 x zlib-compressed bytes of replies: an upper bound on their information
+    model: str = ""
+    hosts: list[str] = []
+
+
+class SystemState(StrEnum):
+    """The paper names five states and lists four; the fifth is NEGOTIATED_EQUILIBRIUM.
+
+    See docs/negotiation.md for the decision and the exact thresholds.
+    """
+
+    HEALTHY_EQUILIBRIUM = "healthy_equilibrium"
+    NEGOTIATED_EQUILIBRIUM = "negotiated_equilibrium"
+    DRIVE_DOMINANT = "drive_dominant"
+    EVALUATOR_DOMINANT = "evaluator_dominant"
+    DEADLOCK = "deadlock"
+
+
+class DefenseMechanism(StrEnum):
+    REPRESSION = "repression"  # harmful segments in a useful response -> segment filtering
+    SUBLIMATION = "sublimation"  # harmful intent, legitimate need -> redirect to a safe channel
+    RATIONALIZATION = "rationalization"  # all proposals unacceptable -> structured refusal
+    DISPLACEMENT = "displacement"  # safe adjacent topic exists -> topic shift
+    PROJECTION = "projection"  # non-obvious third-party harm -> stakeholder evaluation
+    REACTION_FORMATION = "reaction_formation"  # adversarial intent -> counter-response
+
+
+TrackStatus = Literal["none", "off", "fresh", "read", "unavailable"]
+
+
+class TurnSignal(BaseModel):
+    """One earlier turn as the track read it from its stored trace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    turn: int | None = Field(None, description="The turn number the gateway recorded, if any.")
+    parent: str | None = Field(None, description="Its parent key: consecutive attempts sharing it are one depth.")
+    tension: float | None = Field(None, description="round1_mean T; None for a failed turn (never 0).")
+    harmful: bool = False
+    adversarial: bool = False
+    min_score: int | None = None
+    refused: bool = False
+    hot: bool = False
+
+
+class CrossTurnRecord(BaseModel):
+    """What the track was for one turn and what it changed (stamped on every trace)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool
+    status: TrackStatus = Field(
+        description="none: no conversation given; off: cross_turn = false; fresh: no earlier turn found; "
+        "read: earlier turns used; unavailable: the history could not be read (fail closed)."
+    )
+    keys: list[str] = Field(default_factory=list, description="Conversation keys this turn is filed under.")
+    parent: str | None = Field(None, description="The parent prefix key (backtracked attempts share it).")
+    history: list[TurnSignal] = Field(default_factory=list, description="Earlier turns used, oldest first.")
+    running_max: float | None = None
+    trend: float | None = Field(None, description="Robust slope of T per turn over the window (robust_trend).")
+    hot_turns: int = 0
+    pressure: float = 0.0
+    tau_configured: float
+    tau_effective: float
+    reasons: list[str] = Field(default_factory=list, description="Why tau changed (numbers and rule names only).")
+    error: str | None = None
 
 
 def _now() -> datetime:
@@ -122,9 +277,7 @@ class Trace(BaseModel):
     @property
     def response(self) -> str:
         """The text the user received (a fixed refusal if the negotiation failed)."""
-        from ..negotiation.defense import template
-
-        return self.final.response if self.final is not None else template("fail_closed")
+        return self.final.response if self.final is not None else defense_template("fail_closed")
 
     def summary(self) -> dict[str, Any]:
         f = self.final

@@ -18,9 +18,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
 from ..frameworks.loader import builtin_names
-from ..negotiation.defense import DefenseMechanism
-from ..negotiation.tension import SystemState
-from ..traces.model import TraceStatus
+from ..traces.model import DefenseMechanism, SystemState, TraceStatus
 from ..traces.query import TraceQuery, query_traces
 from .accounts import Account
 from .auth import get_templates
