@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import DeploymentSettings, Settings
@@ -23,32 +22,12 @@ from ..negotiation.track import ConversationRef
 from ..traces.model import Trace, TraceStatus
 from ..traces.store import TraceStore, open_store
 from .metrics import GatewayMetrics
+from .outcome import GatewayOutcome
 
-__all__ = ["SHUTDOWN_REASON", "Gateway", "Outcome"]
+__all__ = ["SHUTDOWN_REASON", "Gateway"]
 
 _log = logging.getLogger(__name__)
 SHUTDOWN_REASON = "server shutting down: negotiation failed closed"
-
-
-@dataclass
-class Outcome:
-    """What a client receives: ``text`` is gated model text or a fixed template, nothing else."""
-
-    text: str
-    trace: Trace | None
-    trace_id: str | None
-    deployment: str
-    failed: bool
-    reason: str | None = None
-    usage: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(u["prompt_tokens"] for u in self.usage.values())
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(u["completion_tokens"] for u in self.usage.values())
 
 
 class Gateway:
@@ -104,7 +83,7 @@ class Gateway:
         metadata: Mapping[str, Any],
         on_event: EventHook | None = None,
         conversation: ConversationRef | None = None,
-    ) -> Outcome:
+    ) -> GatewayOutcome:
         """Run one negotiation for a client. Raises only when the caller itself is cancelled.
         ``conversation`` (server-derived keys) lets the cross-turn track read the earlier turns
         from this gateway's trace store."""
@@ -145,13 +124,13 @@ class Gateway:
                 self._idle.set()
         return self._finish(self._outcome(deployment, trace))
 
-    def _outcome(self, deployment: str, trace: Trace) -> Outcome:
+    def _outcome(self, deployment: str, trace: Trace) -> GatewayOutcome:
         usage = {
             role: {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens, "calls": s.calls}
             for role, s in trace.agents.items()
         }
         failed = trace.status is not TraceStatus.COMPLETED
-        return Outcome(
+        return GatewayOutcome(
             text=trace.response,
             trace=trace,
             trace_id=trace.id,
@@ -162,8 +141,8 @@ class Gateway:
         )
 
     @staticmethod
-    def _shutdown_outcome(deployment: str, trace_id: str | None) -> Outcome:
-        return Outcome(
+    def _shutdown_outcome(deployment: str, trace_id: str | None) -> GatewayOutcome:
+        return GatewayOutcome(
             text=template("fail_closed"),
             trace=None,
             trace_id=trace_id,
@@ -172,7 +151,7 @@ class Gateway:
             reason=SHUTDOWN_REASON,
         )
 
-    def _finish(self, outcome: Outcome) -> Outcome:
+    def _finish(self, outcome: GatewayOutcome) -> GatewayOutcome:
         self.metrics.observe_outcome(outcome)
         return outcome
 

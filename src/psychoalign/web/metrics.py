@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-if TYPE_CHECKING:
-    from .gateway import Outcome
+from .outcome import GatewayOutcome
 
 __all__ = ["GatewayMetrics"]
 
@@ -44,7 +41,7 @@ class GatewayMetrics:
         )
         self.inflight = Gauge("psychoalign_negotiations_in_flight", "Negotiations running now.", registry=r)
 
-    def observe_outcome(self, outcome: Outcome) -> None:
+    def observe_outcome(self, outcome: GatewayOutcome) -> None:
         self.negotiations.labels(outcome.deployment, "failed" if outcome.failed else "completed").inc()
         if outcome.failed:
             self.fail_closed.inc()

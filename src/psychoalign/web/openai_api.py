@@ -29,9 +29,10 @@ from ..negotiation.events import NegotiationEvent
 from ..negotiation.track import ConversationRef, conversation_ref
 from .apikeys import KeyCheck, parse_bearer
 from .errors import APIError
-from .gateway import Gateway, Outcome
+from .gateway import Gateway
 from .openai_schema import ChatCompletionRequest, ChatMessage, parse_request
 from .ops import current_request_id
+from .outcome import GatewayOutcome
 
 __all__ = ["CONVERSATION_HEADER", "FRAMEWORK_HEADER", "build_context", "openai_router"]
 
@@ -81,7 +82,7 @@ def _conversation(req: ChatCompletionRequest, request: Request, deployment: str)
     return None, None
 
 
-def _decision(outcome: Outcome, conversation_id: str | None, turn: int) -> dict[str, Any]:
+def _decision(outcome: GatewayOutcome, conversation_id: str | None, turn: int) -> dict[str, Any]:
     trace = outcome.trace
     final = trace.final if trace is not None else None
     fw = trace.framework if trace is not None else None
@@ -118,7 +119,7 @@ def _headers(decision: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _usage(outcome: Outcome) -> dict[str, int]:
+def _usage(outcome: GatewayOutcome) -> dict[str, int]:
     return {
         "prompt_tokens": outcome.prompt_tokens,
         "completion_tokens": outcome.completion_tokens,
@@ -340,7 +341,7 @@ def _limits(req: ChatCompletionRequest, gateway: Gateway, deployment: str) -> No
         )
 
 
-def _completion(outcome: Outcome, decision: dict[str, Any]) -> dict[str, Any]:
+def _completion(outcome: GatewayOutcome, decision: dict[str, Any]) -> dict[str, Any]:
     trace = outcome.trace
     created = int(trace.created_at.timestamp()) if trace is not None else int(time.time())
     return {
@@ -423,7 +424,7 @@ async def _stream(
         return _sse(body)
 
     async def body() -> AsyncIterator[bytes]:
-        outcome: Outcome | None = None
+        outcome: GatewayOutcome | None = None
         try:
             yield chunk({"role": "assistant", "content": ""}) + (_comment(first) if first is not None else b"")
             while not run.done():
@@ -447,7 +448,7 @@ async def _stream(
             if not run.done():  # the client went away: stop negotiating, the trace is marked failed
                 run.cancel(msg="client disconnected")
         if outcome is None:
-            outcome = Outcome(
+            outcome = GatewayOutcome(
                 text=template("fail_closed"),
                 trace=None,
                 trace_id=trace_id,
