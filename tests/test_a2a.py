@@ -14,7 +14,7 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, new_data_message
 from a2a.types import GetTaskRequest, ListTasksRequest, Role, SendMessageRequest, TaskState
 
-from psychoalign.a2a import A2ATransport, build_role_app
+from psychoalign.a2a import A2ATransport, build_role_app, remote_transport
 from psychoalign.a2a.codec import encode_task
 from psychoalign.agents import DriveTask
 from psychoalign.config import Settings
@@ -144,6 +144,28 @@ async def test_negotiation_over_a2a_matches_in_process() -> None:
     assert remote.agents["evaluator"].calls == remote.agents["drive"].calls == 2
     assert world.calls["evaluator"] == sum(len(rd.proposals) for rd in remote.rounds)
     assert remote.models["drive"] == f"a2a:{urls['drive']}"
+
+
+async def test_settings_that_name_remote_agents_negotiate_over_a2a() -> None:
+    """a2a.urls for all three roles: remote_transport builds the A2A transport the negotiator is
+    given; a negotiator built from such settings without a transport refuses to start (it would
+    otherwise run the agents in-process, not where the configuration put them)."""
+    assert remote_transport(Settings()) is None
+    world = World([proposals(("Answer.", 0.9))])
+    with role_servers(world) as (urls, _):
+        partial = Settings.model_validate({"a2a": {"urls": {"drive": urls["drive"]}, "tokens": TOKENS}})
+        assert remote_transport(partial) is None
+        settings = Settings.model_validate({"a2a": {"urls": urls, "tokens": TOKENS}})
+        with pytest.raises(ConfigError, match="no transport"):
+            Negotiator(settings)
+        transport = remote_transport(settings)
+        assert isinstance(transport, A2ATransport)
+        negotiator = Negotiator(settings, transport=transport)
+        trace = await negotiator.negotiate("q")
+        await negotiator.aclose()
+    assert trace.status is TraceStatus.COMPLETED
+    assert trace.models == {role: f"a2a:{url}" for role, url in urls.items()}
+    assert trace.agents["drive"].hosts == [urls["drive"]]
 
 
 async def test_agent_killed_mid_negotiation_fails_closed() -> None:

@@ -81,6 +81,11 @@ class A2ASettings(BaseModel):
     def plain_tokens(self) -> dict[str, str]:
         return {name: secret.get_secret_value() for name, secret in self.tokens.items()}
 
+    @property
+    def remote(self) -> bool:
+        """The agents are remote: ``urls`` names a service for DRIVE, EVALUATOR and MEDIATOR."""
+        return all(role in self.urls for role in ("drive", "evaluator", "mediator"))
+
 
 DEFAULT_DEPLOYMENT = "psychoalign"
 

@@ -34,7 +34,9 @@ def synthetic(monkeypatch: pytest.MonkeyPatch) -> SyntheticWorld:
     world = SyntheticWorld(n_items=1000, seed=2)
     marks: dict[str, int] = {}
 
-    def make(settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None) -> Negotiator:
+    def make(
+        settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None, transport: object = None
+    ) -> Negotiator:
         return synthetic_negotiator(world, settings, store=store, k=params.k, n_proposals=params.n_proposals)
 
     monkeypatch.setattr(boundary_cli, "Negotiator", make)
@@ -103,7 +105,9 @@ def test_h1_command_on_dices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     """The pipeline on real DICES items with synthetic agents: every number lands in the files."""
     world = SyntheticWorld(n_items=1, seed=0)  # no marker in DICES text: every item gets item 0's T
 
-    def make(settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None) -> Negotiator:
+    def make(
+        settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None, transport: object = None
+    ) -> Negotiator:
         return synthetic_negotiator(world, settings, store=store, k=params.k)
 
     monkeypatch.setattr(boundary_cli, "Negotiator", make)
@@ -234,8 +238,10 @@ def test_boundary_command_resumes_after_a_crash(
     calls: list[str] = []
     make = boundary_cli.Negotiator
 
-    def counting(settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None) -> Negotiator:
-        negotiator = make(settings, params=params, store=store)
+    def counting(
+        settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None, transport: object = None
+    ) -> Negotiator:
+        negotiator = make(settings, params=params, store=store, transport=transport)
         inner = negotiator.negotiate
 
         async def negotiate(request: str, **kw: Any) -> Any:

@@ -47,8 +47,8 @@ def test_oracle_command_prints_the_matrix_and_writes_the_report(tmp_path: Path) 
 def test_negotiated_command_uses_the_configured_negotiation(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     items = list(ITEMS)
 
-    def make(settings: Settings, *, params: NegotiationParams, store: Any = None) -> Negotiator:
-        return Negotiator(settings, params=params, models=defense_models(items, True), store=store)
+    def make(settings: Settings, *, params: NegotiationParams, store: Any = None, transport: Any = None) -> Negotiator:
+        return Negotiator(settings, params=params, models=defense_models(items, True), store=store, transport=transport)
 
     monkeypatch.setattr(defense_accuracy_cli, "Negotiator", make)
     out = tmp_path / "report"

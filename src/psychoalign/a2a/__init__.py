@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+from typing import TYPE_CHECKING
 
 
 def _otel_sdk_installed() -> bool:
@@ -18,7 +19,25 @@ def _otel_sdk_installed() -> bool:
 if not _otel_sdk_installed():
     os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
 
-from .server import build_role_app, role_card  # noqa: E402
-from .transport import A2ATransport  # noqa: E402
+from .remote import remote_transport  # noqa: E402
 
-__all__ = ["A2ATransport", "build_role_app", "role_card"]
+if TYPE_CHECKING:
+    from .server import build_role_app, role_card
+    from .transport import A2ATransport
+
+
+def __getattr__(name: str) -> object:
+    # The SDK takes seconds to import: the transport and the role server load on first use, so
+    # choosing a transport (remote_transport) costs nothing when the agents run in-process.
+    if name == "A2ATransport":
+        from .transport import A2ATransport
+
+        return A2ATransport
+    if name in ("build_role_app", "role_card"):
+        from . import server
+
+        return getattr(server, name)
+    raise AttributeError(name)
+
+
+__all__ = ["A2ATransport", "build_role_app", "remote_transport", "role_card"]

@@ -23,6 +23,7 @@ import yaml
 from pydantic import SecretStr
 from rich.table import Table
 
+from ..a2a import remote_transport
 from ..agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..config import DEFAULT_DEPLOYMENT, ENV_PREFIX, RESERVED_ENV, Settings
 from ..errors import ConfigError, InputError
@@ -195,7 +196,7 @@ def serve_a2a(
     default = framework or profile.framework
     load_framework(default)  # a typo in -f fails here, not on every request
     store = open_store(settings.effective_store_url())
-    negotiator = Negotiator(settings, store=store)
+    negotiator = Negotiator(settings, store=store, transport=remote_transport(settings))
     sock, port = _listen(host, port, grpc_port)
     base = public_url or f"http://{_hostport(host, port)}"
     app = build_system_app(

@@ -19,6 +19,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from ..a2a import remote_transport
 from ..config import Settings
 from ..errors import InputError
 from ..negotiation import NegotiationParams, Negotiator
@@ -163,7 +164,7 @@ def boundary_command(
     total = len(data.items) * len(runs) - len(done)
 
     async def body(store: TraceStore | None) -> dict[str, Any]:
-        negotiators = [Negotiator(s, params=params, store=store) for s in runs]
+        negotiators = [Negotiator(s, params=params, store=store, transport=remote_transport(s)) for s in runs]
         progress, tick = _progress(total, "negotiating")
 
         def finished(outcome: ItemOutcome) -> None:
@@ -276,7 +277,7 @@ def h1_command(
         err_console.print(f"resuming: {len(done)} negotiations already done in {checkpoint.path}")
 
     async def body(store: TraceStore | None) -> dict[str, Any]:
-        negotiator = Negotiator(settings, params=params, store=store)
+        negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))
         progress, tick = _progress(len(dataset.items) - len(done), "negotiating")
 
         def finished(outcome: ItemOutcome) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
+from ..a2a import remote_transport
 from ..negotiation import Negotiator
 from .boundary import _params, _progress, _with_store
 from .common import out_console, print_wide, settings_from
@@ -88,7 +89,7 @@ def defense_accuracy_command(
         params = _params(settings, rounds, proposals)
 
         async def body(store: TraceStore | None) -> dict[str, Any]:
-            negotiator = Negotiator(settings, params=params, store=store)
+            negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))
             progress, tick = _progress(len(items), "negotiating")
             try:
                 with progress:

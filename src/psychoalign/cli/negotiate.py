@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..a2a import remote_transport
 from ..config import Settings
 from ..errors import InputError, PsychoAlignError
 from ..frameworks import builtin_names, load_framework
@@ -89,7 +90,7 @@ def negotiate(
 
     async def go() -> list[Trace]:
         store = _store(settings, store_url, no_store)
-        negotiator = Negotiator(settings, params=params, store=store)
+        negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))
         out = []
         try:
             for kind, text in requests:

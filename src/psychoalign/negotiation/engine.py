@@ -30,7 +30,7 @@ from ..agents.messages import (
 )
 from ..agents.schemas import Evaluation, Verdict
 from ..config import Settings, load_settings
-from ..errors import InputError, ModelError, PsychoAlignError, public_message, redact
+from ..errors import ConfigError, InputError, ModelError, PsychoAlignError, public_message, redact
 from ..frameworks import Framework, load_framework
 from ..models import ChatModel, build_model
 from ..storage import describe_error
@@ -65,7 +65,9 @@ class Negotiator:
     """Runs negotiations. Reusable and safe for concurrent ``negotiate`` calls.
 
     ``models`` overrides the per-role models from ``settings`` (used by tests and benchmarks);
-    ``transport`` overrides how agents are reached (in-process by default, or A2A).
+    ``transport`` is how agents are reached: in-process by default; settings whose ``a2a.urls``
+    name remote agents need one (``psychoalign.a2a.remote_transport(settings)``), so a negotiator
+    never runs in-process agents when the configuration put them elsewhere.
     """
 
     def __init__(
@@ -78,6 +80,11 @@ class Negotiator:
         store: TraceStore | None = None,
     ) -> None:
         self.settings = settings or load_settings()
+        if transport is None and self.settings.a2a.remote:
+            raise ConfigError(
+                "a2a.urls names remote agents, but the negotiator was given no transport to reach them",
+                hint="pass transport=psychoalign.a2a.remote_transport(settings)",
+            )
         self.params = params or parse_params(self.settings.negotiation, where=negotiation_source(self.settings))
         self.store = store
         self._models: dict[str, ChatModel] = dict(models or {})
@@ -92,14 +99,6 @@ class Negotiator:
 
     @property
     def transport(self) -> AgentTransport:
-        urls = self.settings.a2a.urls
-        if self._transport is None and all(role in urls for role in ROLES):
-            from ..a2a.transport import A2ATransport  # only when the agents are remote
-
-            a2a = self.settings.a2a
-            self._transport = A2ATransport(
-                urls, tokens=a2a.plain_tokens(), timeout_s=a2a.timeout_s, retries=a2a.retries
-            )
         if self._transport is None:
             self._transport = InProcessTransport(
                 DriveAgent(self._model("drive")),

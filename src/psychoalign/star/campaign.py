@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..a2a import remote_transport
 from ..config import Settings
 from ..errors import InputError
 from ..judges import RefusalJudge, build_refusal_judge
@@ -300,7 +301,9 @@ async def run_campaign(
     )
     target: Target
     if config.target.kind == "psychoalign":
-        target = PsychoAlignTarget(negotiator or Negotiator(settings), config.target.framework, judge)
+        target = PsychoAlignTarget(
+            negotiator or Negotiator(settings, transport=remote_transport(settings)), config.target.framework, judge
+        )
     else:
         target = ModelTarget(model(config.target.role), judge)
     run = _Run(

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ..a2a import remote_transport
 from ..config import DeploymentSettings, Settings
 from ..frameworks import load_framework
 from ..negotiation.defense import template
@@ -59,7 +60,8 @@ class Gateway:
 
     def negotiator(self, deployment: str) -> Negotiator:
         if deployment not in self._negotiators:
-            self._negotiators[deployment] = Negotiator(self.settings.for_deployment(deployment), store=self.store)
+            settings = self.settings.for_deployment(deployment)
+            self._negotiators[deployment] = Negotiator(settings, store=self.store, transport=remote_transport(settings))
         return self._negotiators[deployment]
 
     def deployment_context(self, framework: str) -> str:

@@ -483,9 +483,16 @@ class PsychoAlignSystem(_Negotiating):
         return conversation_ref(scope, [m.content for m in messages if m.role == "user"])
 
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
+        from ...a2a import remote_transport
         from ...negotiation.engine import Negotiator
 
-        negotiator = Negotiator(self.settings, params=self.params, models=self._models(ctx), store=self._store(ctx))
+        negotiator = Negotiator(
+            self.settings,
+            params=self.params,
+            models=self._models(ctx),
+            store=self._store(ctx),
+            transport=remote_transport(self.settings),
+        )
         trace = await negotiator.negotiate(
             render_conversation(messages),
             framework=self.framework,

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ...a2a import remote_transport
 from ...config import Settings
 from ...errors import InputError
 from ...models import build_model
@@ -114,7 +115,9 @@ class StarLab:
             config = campaign.target
             if config.kind == "psychoalign":
                 if self.negotiator is None:
-                    self.negotiator = self._own_negotiator = Negotiator(self.settings)
+                    self.negotiator = self._own_negotiator = Negotiator(
+                        self.settings, transport=remote_transport(self.settings)
+                    )
                 self._targets[campaign.name] = PsychoAlignTarget(self.negotiator, config.framework)
             else:
                 model = build_model(self.settings.model_spec(config.role), cache_dir=self.settings.cache_dir())

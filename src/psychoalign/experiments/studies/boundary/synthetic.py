@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ....a2a import remote_transport
 from ....agents import Conflict
 from ....config import Settings
 from ....models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
@@ -190,7 +191,11 @@ def synthetic_negotiator(
     settings = settings or Settings()
     base = {"n_proposals": world.n_proposals, "k": 3}
     return Negotiator(
-        settings, params=NegotiationParams(**{**base, **params}), models=synthetic_models(world, settings), store=store
+        settings,
+        params=NegotiationParams(**{**base, **params}),
+        models=synthetic_models(world, settings),
+        store=store,
+        transport=remote_transport(settings),
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ....a2a import remote_transport
 from ....agents import Conflict
 from ....config import Settings
 from ....models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
@@ -137,7 +138,13 @@ class XTWorld:
 
     def negotiator(self, store: TraceStore | None, settings: Settings | None = None, **params: Any) -> Negotiator:
         settings = settings or Settings()
-        return Negotiator(settings, params=NegotiationParams(**params), models=self.models(), store=store)
+        return Negotiator(
+            settings,
+            params=NegotiationParams(**params),
+            models=self.models(),
+            store=store,
+            transport=remote_transport(settings),
+        )
 
     @staticmethod
     def answered(response: str, step: Step | str) -> bool:
