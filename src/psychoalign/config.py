@@ -22,15 +22,13 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import ConfigError, PsychoAlignError
 from .models.spec import ModelSpec
 from .textio import read_text
-from .web.lab_settings import LabSettings
-from .web.settings import ServeSettings
 from .yamlio import MAX_YAML_CHARS, parse_yaml
 
 __all__ = [
@@ -39,6 +37,8 @@ __all__ = [
     "A2ASettings",
     "DeploymentSettings",
     "ExperimentSettings",
+    "LabSettings",
+    "ServeSettings",
     "Settings",
     "deep_merge",
     "env_overrides",
@@ -136,6 +136,64 @@ class ExperimentSettings(BaseModel):
 
     data_dir: str | None = Field(None, description="Evaluation data folder (default: shared/data, searched upwards).")
     out_dir: str = Field("experiments", description="Where `experiment run` writes reports unless --out is given.")
+
+
+# The [serve] section: how `psychoalign serve` listens and what the gateway accepts.
+class ServeSettings(BaseModel):
+    """Listening address, limits and operational switches of the one server (docs/api.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Bind address. Non-loopback needs credentials on every face.")
+    port: int = Field(8000, ge=0, le=65535, description="Port (0 picks a free one).")
+    public_url: str | None = Field(None, description="Base URL advertised in the A2A agent card.")
+    a2a_deployment: str | None = Field(None, description="Deployment the A2A system agent serves (default: first).")
+    max_body_bytes: int = Field(1_000_000, ge=1024, description="Largest request body accepted on /v1.")
+    max_messages: int = Field(200, ge=1, description="Most messages accepted in one chat completion.")
+    max_conversation_chars: int = Field(
+        32_000, ge=1, description="Longest earlier conversation (context) accepted, in characters."
+    )
+    max_inflight: int = Field(256, ge=1, description="Negotiations at once; more get HTTP 429 (retry later).")
+    stream_chunk_chars: int = Field(48, ge=1, description="Characters per content chunk when streaming.")
+    keepalive_s: float = Field(10.0, gt=0, description="SSE comment interval while a negotiation runs.")
+    shutdown_grace_s: float = Field(
+        30.0, ge=0, description="On SIGTERM: how long in-flight negotiations may finish before failing closed."
+    )
+    drive_text_viewers: list[str] = Field(
+        default_factory=list, description="Lead usernames who may see DRIVE drafts in the trace viewer."
+    )
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token for /metrics; without one only loopback clients may read it."
+    )
+
+
+# The [lab] section: the STAR lab pages' sessions, cookies and login throttling (docs/star-platform.md).
+class LabSettings(BaseModel):
+    """Session, cookie and throttling policy of the lab pages. The defaults are the secure ones."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    secure_cookies: Literal["auto", "always", "never"] = Field(
+        "auto", description="auto: Secure cookies when the request arrived over TLS (https, or a trusted proxy)."
+    )
+    session_hours: float = Field(12.0, gt=0, description="Absolute session lifetime.")
+    idle_minutes: float = Field(120.0, gt=0, description="A session unused this long ends.")
+    login_window_minutes: float = Field(15.0, gt=0, description="Sliding window of the login throttle.")
+    login_max_per_user: int = Field(5, ge=1, description="Failed logins per username per window.")
+    login_max_per_address: int = Field(30, ge=1, description="Failed logins per client address per window.")
+    invite_days: float = Field(7.0, gt=0, description="How long an invite link works (once).")
+    pause_hours: float = Field(
+        24.0, gt=0, description="How long a paused task stays reserved for its participant before it goes back."
+    )
+    db_pool_size: int = Field(20, ge=1, description="PostgreSQL connections the lab keeps open per server worker.")
+    db_max_overflow: int = Field(
+        10,
+        ge=0,
+        description="Extra connections per worker under bursts (closed again after use: size the pool instead).",
+    )
+    db_pool_timeout_s: float = Field(
+        30.0, gt=0, description="How long a page waits for a free connection before failing (HTTP 500)."
+    )
 
 
 def _default_deployments() -> dict[str, DeploymentSettings]:

@@ -96,24 +96,6 @@ def instructions_generate(
         err_console.print(f"wrote {len(items)} instructions to {out}")
 
 
-def _instruction(row: dict[str, Any], index: int) -> Instruction:
-    params = {k: row[k] for k in row if k not in _RESERVED and not k.startswith("target_") and k != "topic"}
-    group = {k.removeprefix("target_"): v for k, v in row.items() if k.startswith("target_") and k != "target_group"}
-    return Instruction(
-        id=row["id"],
-        index=index,
-        seed=row["seed"],
-        policy=row["policy"],
-        area=row["area"],
-        rule=row["rule"],
-        params=params,
-        sampled={"topic": row.get("topic")},
-        target_group=group or None,
-        cell=row["cell"],
-        text=row["text"],
-    )
-
-
 def _read_instructions(path: Path) -> list[Instruction]:
     items = []
     lines = read_text(path, what="instructions file").splitlines()
@@ -121,13 +103,10 @@ def _read_instructions(path: Path) -> list[Instruction]:
         if not line.strip():
             continue
         try:
-            items.append(_instruction(json.loads(line), lineno - 1))
+            items.append(Instruction.from_record(json.loads(line), lineno - 1))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path}:{lineno}: not an instruction record ({type(exc).__name__}: {exc})") from None
     return items
-
-
-_RESERVED = {"id", "seed", "policy", "area", "rule", "cell", "text"}
 
 
 def _read_done(path: Path) -> list[str]:
@@ -157,7 +136,7 @@ def star_coverage(
     pol, space = load_policy(policy), load_parameters(parameters)
     if campaign:
         records, done_ids = asyncio.run(_plan_from_store(config, campaign))
-        items = [_instruction(row, i) for i, row in enumerate(records)]
+        items = [Instruction.from_record(row, i) for i, row in enumerate(records)]
     elif plan is not None:
         items = _read_instructions(plan)
         done_ids = _read_done(done) if done else []

@@ -52,6 +52,7 @@ __all__ = [
     "unavailable",
 ]
 
+
 def _fold(text: str) -> str:
     """What a turn's key depends on: the text without case, spacing or control-character noise."""
     return " ".join(normalise_text(text).split()).casefold()

@@ -31,6 +31,10 @@ ADVERSARIALITY_HINTS = {
 }
 
 
+#: Columns of :meth:`Instruction.record` that are not parameters.
+_RECORD_FIELDS = frozenset({"id", "seed", "policy", "area", "rule", "cell", "text"})
+
+
 def group_label(group: dict[str, str] | None) -> str | None:
     return None if group is None else " × ".join(group.values())
 
@@ -69,6 +73,29 @@ class Instruction(BaseModel):
         row["cell"] = self.cell
         row["text"] = self.text
         return row
+
+    @classmethod
+    def from_record(cls, row: dict[str, Any], index: int) -> Instruction:
+        """The instruction a :meth:`record` row (a JSONL line, a stored plan row) was made from."""
+        params = {
+            k: v for k, v in row.items() if k not in _RECORD_FIELDS and not k.startswith("target_") and k != "topic"
+        }
+        group = {
+            k.removeprefix("target_"): v for k, v in row.items() if k.startswith("target_") and k != "target_group"
+        }
+        return cls(
+            id=row["id"],
+            index=index,
+            seed=row["seed"],
+            policy=row["policy"],
+            area=row["area"],
+            rule=row["rule"],
+            params=params,
+            sampled={"topic": row.get("topic")},
+            target_group=group or None,
+            cell=row["cell"],
+            text=row["text"],
+        )
 
 
 def _rule_parameters(policy: Policy, space: ParameterSpace, rule_id: str) -> tuple[Parameter, ...]:

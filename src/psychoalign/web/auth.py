@@ -11,9 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..config import LabSettings
 from ..errors import InputError
 from .accounts import Account, AccountStore, Role
-from .lab_settings import LabSettings
 from .security import (
     LoginRequiredError,
     Security,

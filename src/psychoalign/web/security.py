@@ -30,8 +30,8 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.routing import Match
 
+from ..config import LabSettings
 from .accounts import Account, AccountStore, Role
-from .lab_settings import LabSettings
 
 __all__ = [
     "CSP",

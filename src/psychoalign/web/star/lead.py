@@ -356,9 +356,7 @@ async def campaign_page(
     policy = await lab.policy(name)
     store = await lab.store_for(name)
     records, done = await store.plan_and_done(name)
-    from ...cli.star import _instruction
-
-    items = [_instruction(r, i) for i, r in enumerate(records)]
+    items = [Instruction.from_record(r, i) for i, r in enumerate(records)]
     report = coverage(policy, campaign.parameters(), items, done, rules=sorted({i.rule for i in items}))
     accounts = await lab.accounts.list_accounts(Role.PARTICIPANT)
     shortfall = [
