@@ -31,6 +31,18 @@ def test_help_lists_commands() -> None:
         assert command in out.stdout
 
 
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    import psychoalign
+
+    assert psychoalign.__version__ == version("psychoalign")  # pyproject.toml and the package agree
+    for flag in ("--version", "-V"):
+        out = cli(flag)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == f"psychoalign {version('psychoalign')}\n"
+
+
 def test_chat_against_openai_compatible_server_json() -> None:
     fake = FakeServer(default=Scripted(openai_reply("[bold]not markup[/bold]")))
     with fake_endpoint("/v1/chat/completions", fake):

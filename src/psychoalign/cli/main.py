@@ -36,9 +36,27 @@ app.add_typer(models_app, name="models")
 app.add_typer(config_app, name="config")
 
 
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("psychoalign")
+    except PackageNotFoundError:
+        raise PsychoAlignError(
+            "psychoalign has no installed version (it runs from a source tree)", hint="install it: pip install -e ."
+        ) from None
+    sys.stdout.write(f"psychoalign {number}\n")
+    raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors (or PSYCHOALIGN_DEBUG=1)."),
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Global options; ``--debug`` is read by :func:`run` before the command starts."""
 
