@@ -31,6 +31,42 @@ def test_help_lists_commands() -> None:
         assert command in out.stdout
 
 
+def test_the_command_list_shows_each_commands_own_help_line() -> None:
+    """The root help lists the sub-commands without loading them; each listed line is the first
+    paragraph of the loaded command's own help."""
+    import inspect
+
+    from psychoalign.cli.main import COMMANDS, load_command
+
+    for name, (_, line) in COMMANDS.items():
+        command = load_command(name)
+        assert command.name == name
+        assert inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0] == line, name
+
+
+def test_help_and_version_load_no_command_module() -> None:
+    """`psychoalign --help` and `--version` import the command table only: no sub-command
+    module and none of the libraries the commands use (start-up time)."""
+    ours = {"psychoalign", "psychoalign.errors", "psychoalign.textio", "psychoalign.cli"}
+    ours |= {"psychoalign.cli.main", "psychoalign.cli.common"}
+    heavy = ("sqlalchemy", "numpy", "scipy", "pandas", "matplotlib", "torch", "llama_cpp", "aiohttp", "fastapi")
+    heavy += ("pydantic", "httpx", "a2a", "yaml")
+    for flag in ("--help", "--version"):
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "psychoalign", flag],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        loaded = {
+            line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+        }
+        assert {m for m in loaded if m.startswith("psychoalign")} <= ours, flag
+        assert not {m for m in loaded if m.split(".")[0] in heavy}, flag
+
+
 def test_version_prints_the_installed_version() -> None:
     from importlib.metadata import version
 

@@ -33,7 +33,7 @@ from ..models.spec import DEFAULT_KEY_ENV
 from ..negotiation.bus import InProcessTransport
 from .common import ConfigOpt, err_console, out_console, settings_from
 
-__all__ = ["register"]
+__all__ = ["agent_app", "serve_a2a", "up"]
 
 agent_app = typer.Typer(help="Run one agent role as an A2A service.", no_args_is_help=True)
 ROLES = ("drive", "evaluator", "mediator")
@@ -410,9 +410,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(agent_app, name="agent")
-    app.command("serve-a2a")(serve_a2a)
-    app.command("up")(up)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..config import Settings, load_settings
+if TYPE_CHECKING:
+    from ..config import Settings
 
 __all__ = ["ConfigOpt", "JsonOpt", "emit_json", "err_console", "out_console", "print_wide", "safe", "settings_from"]
 
@@ -25,6 +26,8 @@ JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instea
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    from ..config import load_settings  # not at import: `psychoalign --help` never reads settings
+
     return load_settings(config, overrides=overrides or {})
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..experiments.harness.spec import ExperimentSpec
     from ..experiments.harness.store import ResultStore
 
-__all__ = ["NAMED_EXPERIMENT_MODULES", "experiment_app", "experiment_registry", "register"]
+__all__ = ["NAMED_EXPERIMENT_MODULES", "experiment_app", "experiment_registry"]
 
 #: CLI modules whose named experiments ``experiment run NAME`` dispatches to (each has ``add_experiments``).
 NAMED_EXPERIMENT_MODULES = ("boundary", "cross_turn", "defense_accuracy")
@@ -36,10 +36,6 @@ experiment_app = typer.Typer(
 )
 
 StoreOpt = typer.Option(None, "--store", help="Result store URL (default: the SQLite file under home, or store_url).")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(experiment_app, name="experiment")
 
 
 def experiment_registry() -> Registry:

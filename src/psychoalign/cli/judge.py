@@ -13,7 +13,7 @@ from rich.table import Table
 from ..errors import InputError
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
-__all__ = ["register"]
+__all__ = ["judge_app"]
 
 judge_app = typer.Typer(help="Judges shared by STAR and the experiments (refusal detection).", no_args_is_help=True)
 
@@ -183,7 +183,3 @@ def judge_eval_harm(
     )
     for source, counts in result["flagged_by_source"].items():
         out_console.print(safe(f"  {source}: {counts['flagged']}/{counts['n']} judged harmful"), highlight=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(judge_app, name="judge")

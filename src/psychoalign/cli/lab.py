@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..config import Settings
     from ..web.star.lab import StarLab
 
-__all__ = ["register"]
+__all__ = ["lab_app"]
 
 lab_app = typer.Typer(help="STAR lab accounts: the first lead, invites, who is registered.", no_args_is_help=True)
 
@@ -116,7 +116,3 @@ def accounts(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
             "yes" if r["active"] else "no",
         )
     out_console.print(table)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(lab_app, name="lab")

@@ -1,26 +1,101 @@
-"""The ``psychoalign`` command. Each sub-command lives in its own module; this file wires them."""
+"""The ``psychoalign`` command. Each sub-command lives in its own module, loaded only when it runs
+or its own help is asked: ``psychoalign --help`` and ``--version`` import none of them (nor the
+libraries they need). To add a command, add a row to :data:`COMMANDS`."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
-from pathlib import Path
+from importlib import import_module
 from typing import Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup
 
-from ..errors import InputError, PsychoAlignError
-from ..models import BACKENDS, ModelSpec, backend_class, build_model, resolved_label
-from ..textio import decode_utf8, normalise_text, read_text
-from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
+from ..errors import PsychoAlignError
+from ..textio import normalise_text
+from .common import err_console
 
-__all__ = ["app", "run"]
+__all__ = ["COMMANDS", "app", "load_command", "run"]
+
+#: name -> ("module:attribute" under psychoalign.cli, the help line the command list shows).
+#: The attribute is a command function or a typer.Typer of sub-commands; the help line is the
+#: first paragraph of its own help (tests/test_cli.py checks they agree). Order is the listing's.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "chat": ("chat:chat", "Send one prompt to one model and print the reply (a raw call: no negotiation, no gates)."),
+    "negotiate": (
+        "negotiate:negotiate",
+        "Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was.",
+    ),
+    "serve-a2a": ("a2a:serve_a2a", "Serve the whole negotiation (gates and all) as one A2A agent."),
+    "up": ("a2a:up", "Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback."),
+    "serve": (
+        "serve:serve",
+        "Serve everything: the OpenAI-compatible API (/v1), web pages (/), the A2A system agent.",
+    ),
+    "serve-key": (
+        "serve:serve_key",
+        "Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config).",
+    ),
+    "models": ("models:models_app", "Model backends: what is installed and usable here."),
+    "config": ("config:config_app", "Inspect the effective configuration."),
+    "frameworks": ("negotiate:frameworks_app", "Ethical frameworks: list, show, validate."),
+    "traces": ("negotiate:traces_app", "Negotiation traces: list, show, export."),
+    "agent": ("a2a:agent_app", "Run one agent role as an A2A service."),
+    "star": ("star:star_app", "STAR red teaming: policy, instructions, coverage."),
+    "judge": ("judge:judge_app", "Judges shared by STAR and the experiments (refusal detection)."),
+    "experiment": (
+        "experiment:experiment_app",
+        "Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
+    ),
+    "lab": ("lab:lab_app", "STAR lab accounts: the first lead, invites, who is registered."),
+}
+
+
+def load_command(name: str) -> TyperCommand | TyperGroup:
+    """The click command ``COMMANDS[name]`` names, its module imported now."""
+    target, _ = COMMANDS[name]
+    module, attribute = target.split(":")
+    obj = getattr(import_module(f"{__package__}.{module}"), attribute)
+    # Built as app.add_typer(obj, name=name) / app.command(name)(obj) would build them under the
+    # root (a group even with one sub-command; no completion options of their own).
+    command: object
+    if isinstance(obj, typer.Typer):
+        command = typer.main.get_group(obj)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name)(obj)
+        command = typer.main.get_command(single)
+    assert isinstance(command, TyperCommand | TyperGroup)
+    command.name = name
+    return command
+
+
+class _LazyCommand(TyperCommand):
+    """Stands in for a sub-command in the group's list: its name and help line only. Running it
+    (or asking its own help) loads the real command, which then parses the arguments."""
+
+    def __init__(self, name: str, help: str) -> None:
+        super().__init__(name=name, help=help)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        assert self.name is not None
+        return load_command(self.name).make_context(info_name, args, parent=parent, **extra)
+
+
+class LazyGroup(TyperGroup):
+    """The root group: every sub-command of :data:`COMMANDS`, loaded on use."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for name, (_, help_line) in COMMANDS.items():
+            self.add_command(_LazyCommand(name, help_line))
+
 
 app = typer.Typer(
     name="psychoalign",
+    cls=LazyGroup,
     help=(
         "PsychoAlign: negotiated alignment (DRIVE / EVALUATOR / MEDIATOR) and STAR red teaming.\n\n"
         "Start with `psychoalign models list` to see which model backends work here, then "
@@ -30,10 +105,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-models_app = typer.Typer(help="Model backends: what is installed and usable here.", no_args_is_help=True)
-config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
-app.add_typer(models_app, name="models")
-app.add_typer(config_app, name="config")
 
 
 def _print_version(value: bool) -> None:
@@ -59,147 +130,6 @@ def _root(
     ),
 ) -> None:
     """Global options; ``--debug`` is read by :func:`run` before the command starts."""
-
-
-def _spec_overrides(
-    backend: str | None, model: str | None, base_url: str | None, temperature: float | None, max_tokens: int | None
-) -> dict[str, Any]:
-    flags = {
-        "backend": backend,
-        "model": model,
-        "base_url": base_url,
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-    }
-    return {k: v for k, v in flags.items() if v is not None}
-
-
-@app.command()
-def chat(
-    prompt: str = typer.Argument(..., help="The prompt; '-' reads it from standard input."),
-    role: str = typer.Option("chat", "--role", "-r", help="Use this role's model from the config."),
-    backend: str | None = typer.Option(None, "--backend", "-b", help=f"One of: {', '.join(BACKENDS)}."),
-    model: str | None = typer.Option(None, "--model", "-m", help="Model name (or a .gguf path for local)."),
-    base_url: str | None = typer.Option(None, "--base-url", help="Endpoint for OpenAI-compatible servers."),
-    system: str | None = typer.Option(None, "--system", help="System prompt."),
-    schema: Path | None = typer.Option(None, "--schema", help="JSON Schema file the reply must satisfy."),
-    temperature: float | None = typer.Option(None, "--temperature", "-t"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
-    config: Path | None = ConfigOpt,
-    json_out: bool = JsonOpt,
-) -> None:
-    """Send one prompt to one model and print the reply (a raw call: no negotiation, no gates)."""
-    if backend is not None and backend not in BACKENDS:
-        raise PsychoAlignError(f"unknown backend '{backend}'", hint=f"choose one of: {', '.join(BACKENDS)}")
-    if prompt == "-":
-        prompt = decode_utf8(sys.stdin.buffer.read(), "standard input")
-    if not prompt.strip():
-        raise InputError("the prompt is empty", hint="pass a non-empty prompt")
-    flags = _spec_overrides(backend, model, base_url, temperature, max_tokens)
-    settings = settings_from(config, {"roles": {role: flags}} if flags else None)
-    spec = settings.model_spec(role)
-    schema_obj = _read_schema(schema) if schema is not None else None
-
-    async def go() -> Any:
-        m = build_model(spec, cache_dir=settings.cache_dir())
-        try:
-            return await m.chat(prompt, system=system, output=schema_obj)
-        finally:
-            await m.aclose()
-
-    result = asyncio.run(go())
-    if json_out:
-        emit_json(result.model_dump(mode="json"))
-        return
-    out_console.print(safe(result.text))
-    err_console.print(
-        f"[dim]{result.backend}:{result.model} · {result.usage.prompt_tokens}+{result.usage.completion_tokens} "
-        f"tokens · {result.latency_s:.2f}s{' · cached' if result.cached else ''}[/dim]"
-    )
-
-
-def _read_schema(path: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        data = json.loads(read_text(path, what="schema file"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: a JSON Schema must be an object")
-    return data
-
-
-@models_app.command("list")
-def models_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
-    """List backends, whether each is usable here, and the model each role resolves to."""
-    settings = settings_from(config)
-    rows = []
-    for name in BACKENDS:
-        cls = backend_class(name)
-        ok, detail = cls.availability(ModelSpec(backend=name))
-        rows.append({"backend": name, "usable": ok, "detail": detail, "default_model": cls.default_model})
-    roles = {r: resolved_label(settings.model_spec(r)) for r in ("drive", "evaluator", "mediator", "chat")}
-    if json_out:
-        emit_json({"backends": rows, "roles": roles})
-        return
-    table = Table(title="Model backends")
-    for col in ("backend", "usable", "default model", "detail"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(
-            str(row["backend"]),
-            "[green]yes[/]" if row["usable"] else "[red]no[/]",
-            str(row["default_model"]),
-            safe(str(row["detail"])),
-        )
-    out_console.print(table)
-    roles_table = Table(title="Roles (effective configuration)")
-    roles_table.add_column("role")
-    roles_table.add_column("model")
-    for role, label in roles.items():
-        roles_table.add_row(role, label)
-    out_console.print(roles_table)
-
-
-@config_app.command("show")
-def config_show(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
-    """Print the effective configuration (file + environment + flags), secrets masked.
-
-    Validates it as the commands would: a bad [negotiation] table (or a deployment's override)
-    is an error here too, not only when a negotiation starts."""
-    from ..negotiation.params import negotiation_source, parse_params
-
-    settings = settings_from(config)
-    parse_params(settings.negotiation, where=negotiation_source(settings))
-    for name in settings.deployments:
-        profile = settings.for_deployment(name)
-        parse_params(profile.negotiation, where=negotiation_source(settings, name))
-    settings.check_deployments()
-    data = settings.masked()
-    if json_out:
-        emit_json(data)
-        return
-    import yaml
-
-    out_console.print(safe(yaml.safe_dump(data, sort_keys=False)))
-
-
-def _register_optional_commands() -> None:
-    """Sub-commands that live in their own modules (negotiation, traces, frameworks, ...)."""
-    from importlib import import_module
-
-    for module in ("negotiate", "a2a", "star", "judge", "serve", "experiment", "lab"):
-        try:
-            mod = import_module(f"{__package__}.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{module}":
-                raise
-            continue
-        mod.register(app)
-
-
-_register_optional_commands()
 
 
 def run() -> None:

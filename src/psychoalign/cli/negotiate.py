@@ -24,7 +24,7 @@ from ..traces import Trace, TraceStatus, TraceStore, open_store
 from ..yamlio import parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
 
-__all__ = ["register"]
+__all__ = ["frameworks_app", "negotiate", "traces_app"]
 
 frameworks_app = typer.Typer(help="Ethical frameworks: list, show, validate.", no_args_is_help=True)
 traces_app = typer.Typer(help="Negotiation traces: list, show, export.", no_args_is_help=True)
@@ -269,12 +269,6 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
         )
         out_console.print(facts)
         out_console.print(Panel(safe(f.response), title="Response", expand=False))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("negotiate")(negotiate)
-    app.add_typer(frameworks_app, name="frameworks")
-    app.add_typer(traces_app, name="traces")
 
 
 # -- frameworks ---------------------------------------------------------------------------------

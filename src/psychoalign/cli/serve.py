@@ -22,7 +22,7 @@ from ..config import Settings
 from ..errors import ConfigError
 from .common import ConfigOpt, err_console, settings_from
 
-__all__ = ["register", "serve", "serve_key"]
+__all__ = ["serve", "serve_key"]
 
 #: A worker that dies this soon after starting is broken (bad config, port, database): stop, do not respawn.
 STARTUP_WINDOW_S = 10.0
@@ -236,8 +236,3 @@ def serve_key(
     # Plain echo: rich would read "[deployments.x]" as markup.
     typer.echo(f"API key (shown once): {key}")
     typer.echo(f'add to psychoalign.toml:\n[deployments.{deployment}]\napi_keys = ["{hash_key(key)}"]')
-
-
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
-    app.command("serve-key")(serve_key)

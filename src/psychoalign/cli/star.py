@@ -18,7 +18,7 @@ from ..textio import read_text
 from ..yamlio import MAX_YAML_CHARS, parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
-__all__ = ["register"]
+__all__ = ["star_app"]
 
 star_app = typer.Typer(help="STAR red teaming: policy, instructions, coverage.", no_args_is_help=True)
 policy_app = typer.Typer(help="The content policy red teamers attack.", no_args_is_help=True)
@@ -204,10 +204,6 @@ def star_assign(
         out_console.print(
             safe(f"shortfall: {item['open_tasks']} task(s) nobody can take ({item['reason']}): {item['requirement']}")
         )
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(star_app, name="star")
 
 
 # -- participants, campaigns, export -------------------------------------------------------------

@@ -1,0 +1,47 @@
+"""`psychoalign models …`: which model backends work here and what each role resolves to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..models import BACKENDS, ModelSpec, backend_class, resolved_label
+from .common import ConfigOpt, JsonOpt, emit_json, out_console, safe, settings_from
+
+__all__ = ["models_app"]
+
+models_app = typer.Typer(help="Model backends: what is installed and usable here.", no_args_is_help=True)
+
+
+@models_app.command("list")
+def models_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
+    """List backends, whether each is usable here, and the model each role resolves to."""
+    settings = settings_from(config)
+    rows = []
+    for name in BACKENDS:
+        cls = backend_class(name)
+        ok, detail = cls.availability(ModelSpec(backend=name))
+        rows.append({"backend": name, "usable": ok, "detail": detail, "default_model": cls.default_model})
+    roles = {r: resolved_label(settings.model_spec(r)) for r in ("drive", "evaluator", "mediator", "chat")}
+    if json_out:
+        emit_json({"backends": rows, "roles": roles})
+        return
+    table = Table(title="Model backends")
+    for col in ("backend", "usable", "default model", "detail"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(
+            str(row["backend"]),
+            "[green]yes[/]" if row["usable"] else "[red]no[/]",
+            str(row["default_model"]),
+            safe(str(row["detail"])),
+        )
+    out_console.print(table)
+    roles_table = Table(title="Roles (effective configuration)")
+    roles_table.add_column("role")
+    roles_table.add_column("model")
+    for role, label in roles.items():
+        roles_table.add_row(role, label)
+    out_console.print(roles_table)
