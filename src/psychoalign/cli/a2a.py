@@ -21,7 +21,6 @@ import httpx
 import typer
 import yaml
 from pydantic import SecretStr
-from rich.table import Table
 
 from ..a2a import remote_transport
 from ..agents import DriveAgent, EvaluatorAgent, MediatorAgent
@@ -31,7 +30,7 @@ from ..frameworks import load_framework
 from ..models import build_model
 from ..models.spec import DEFAULT_KEY_ENV
 from ..negotiation.bus import InProcessTransport
-from .common import ConfigOpt, err_console, out_console, settings_from
+from .common import ConfigOpt, err_console, out_console, print_pairs, settings_from
 
 __all__ = ["agent_app", "serve_a2a", "up"]
 
@@ -309,12 +308,7 @@ def up(
         ]
         procs["system"] = subprocess.Popen(cmd, env=system_env)
         _wait_for_card(urls["system"], procs["system"], startup_timeout)
-        table = Table(title="PsychoAlign is up")
-        table.add_column("agent")
-        table.add_column("url")
-        for name, url in urls.items():
-            table.add_row(name, url)
-        out_console.print(table)
+        print_pairs("PsychoAlign is up", ("agent", "url"), urls)
         if "user" not in configured:
             out_console.print(f"client token (identity 'user'): {tokens['user']}")
         out_console.print("Ctrl-C to stop.", highlight=False)

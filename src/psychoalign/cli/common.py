@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,17 @@ from rich.text import Text
 if TYPE_CHECKING:
     from ..config import Settings
 
-__all__ = ["ConfigOpt", "JsonOpt", "emit_json", "err_console", "out_console", "print_wide", "safe", "settings_from"]
+__all__ = [
+    "ConfigOpt",
+    "JsonOpt",
+    "emit_json",
+    "err_console",
+    "out_console",
+    "print_pairs",
+    "print_wide",
+    "safe",
+    "settings_from",
+]
 
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -40,6 +51,18 @@ def print_wide(renderable: Any, min_width: int = 140) -> None:
     Console(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
         renderable
     )
+
+
+def print_pairs(title: str, columns: tuple[str, str], pairs: Mapping[str, str]) -> None:
+    """A two-column table of ``pairs`` (e.g. role -> model)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for key, value in pairs.items():
+        table.add_row(key, value)
+    out_console.print(table)
 
 
 def safe(text: str) -> Text:

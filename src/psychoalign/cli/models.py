@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..models import BACKENDS, ModelSpec, backend_class, resolved_label
-from .common import ConfigOpt, JsonOpt, emit_json, out_console, safe, settings_from
+from .common import ConfigOpt, JsonOpt, emit_json, out_console, print_pairs, safe, settings_from
 
 __all__ = ["models_app"]
 
@@ -39,9 +39,4 @@ def models_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> No
             safe(str(row["detail"])),
         )
     out_console.print(table)
-    roles_table = Table(title="Roles (effective configuration)")
-    roles_table.add_column("role")
-    roles_table.add_column("model")
-    for role, label in roles.items():
-        roles_table.add_row(role, label)
-    out_console.print(roles_table)
+    print_pairs("Roles (effective configuration)", ("role", "model"), roles)
