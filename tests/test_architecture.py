@@ -39,23 +39,6 @@ LAYERS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"", "__main__"}), "the package's face (psychoalign/__init__.py) and python -m psychoalign"),
 )
 
-#: Known violations in experiments/ and star/, which are being restructured elsewhere: each entry
-#: is one exact edge (importer, imported). Emptied when that restructuring lands; an entry whose
-#: import is gone fails the test, so the list only shrinks.
-ALLOWED: frozenset[tuple[str, str]] = frozenset(
-    {
-        # CLI code in experiments/ moves into cli/
-        ("psychoalign.experiments.boundary_commands", "psychoalign.cli.common"),
-        ("psychoalign.experiments.defense_accuracy", "psychoalign.cli.common"),
-        # the H1 section of the STAR report moves into star/analysis (experiments imports it)
-        ("psychoalign.star.analysis.report", "psychoalign.experiments.h1"),
-        # experiments/boundary <-> reliability
-        ("psychoalign.experiments.reliability", "psychoalign.experiments.boundary"),
-        # experiments/report -> attack_report -> attack_scoring -> report
-        ("psychoalign.experiments.attack_scoring", "psychoalign.experiments.report"),
-    }
-)
-
 
 @dataclass(frozen=True)
 class Edge:
@@ -130,7 +113,7 @@ def test_no_import_runs_up_a_layer() -> None:
     up = [
         f"{e.where()}: {e.importer} ({_name(_layer(e.importer))}) imports {e.imported} ({_name(_layer(e.imported))})"
         for e in _edges()
-        if _layer(e.imported) > _layer(e.importer) and (e.importer, e.imported) not in ALLOWED
+        if _layer(e.imported) > _layer(e.importer)
     ]
     assert not up, "imports that run up a layer (move the shared type down instead):\n" + "\n".join(up)
 
@@ -138,15 +121,9 @@ def test_no_import_runs_up_a_layer() -> None:
 def test_no_import_circles() -> None:
     graph: dict[str, dict[str, Edge]] = {}
     for e in _edges():
-        if (e.importer, e.imported) not in ALLOWED:
-            graph.setdefault(e.importer, {}).setdefault(e.imported, e)
+        graph.setdefault(e.importer, {}).setdefault(e.imported, e)
     circles = [_circle(component, graph) for component in _components(graph) if len(component) > 1]
     assert not circles, "import circles (each edge file:line):\n" + "\n\n".join(circles)
-
-
-def test_the_allow_list_only_names_imports_that_exist() -> None:
-    edges = {(e.importer, e.imported) for e in _edges()}
-    assert not ALLOWED - edges, f"remove from ALLOWED (the import is gone): {sorted(ALLOWED - edges)}"
 
 
 def _name(layer: int) -> str:
