@@ -16,9 +16,8 @@ from psychoalign.negotiation import Negotiator
 from psychoalign.negotiation.params import parse_params
 from psychoalign.textio import normalise_text
 from psychoalign.traces import SQLTraceStore, TraceStatus
-
-from .scenario import World, proposals
-from .test_cli_negotiate import write_config
+from tests.cli.test_negotiate import write_config
+from tests.scenario import World, proposals
 
 LATIN1 = "caf\xe9 = 1\n".encode("latin-1")
 
@@ -78,8 +77,8 @@ async def test_a_store_failure_gives_a_failed_trace_and_a_clean_message(tmp_path
 
 @pytest.mark.postgres
 async def test_nul_in_a_request_with_postgresql() -> None:
-    from .helpers import PG_URL, pg_schema
-    from .test_trace_store import _pg_available
+    from tests.helpers import PG_URL, pg_schema
+    from tests.traces.test_store import _pg_available
 
     if not _pg_available():
         pytest.fail("PostgreSQL is expected at 127.0.0.1:5432 on this machine kind")

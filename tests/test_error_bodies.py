@@ -29,12 +29,11 @@ from psychoalign.star.model import Turn
 from psychoalign.star.personas import ModelTarget, PsychoAlignTarget, TargetError
 from psychoalign.traces import InMemoryTraceStore, TraceStatus
 from psychoalign.web import create_app
-
-from .helpers import fast_spec
-from .loopback import FakeServer, Scripted, fake_endpoint
-from .scenario import APPROVE, World, proposals
-from .test_a2a import TOKENS, role_servers
-from .test_cli import cli
+from tests.a2a.test_server import TOKENS, role_servers
+from tests.cli.test_main import cli
+from tests.helpers import fast_spec
+from tests.loopback import FakeServer, Scripted, fake_endpoint
+from tests.scenario import APPROVE, World, proposals
 
 KEY = "sk-live-SECRETKEY0123456789abcdef"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.SECRETBEARER"

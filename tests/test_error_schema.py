@@ -36,11 +36,10 @@ from psychoalign.star.model import Turn
 from psychoalign.star.personas import PsychoAlignTarget, TargetError
 from psychoalign.traces import InMemoryTraceStore, TraceStatus
 from psychoalign.web import create_app
-
-from .loopback import listening_socket
-from .scenario import APPROVE, World, proposals
-from .test_a2a import TOKENS, Server, role_servers
-from .test_cli import cli
+from tests.a2a.test_server import TOKENS, Server, role_servers
+from tests.cli.test_main import cli
+from tests.loopback import listening_socket
+from tests.scenario import APPROVE, World, proposals
 
 SECRET = "ZQX-PLANTED-7f3a9c"  # in the value that fails validation
 DRAFT = "DRAFT-TEXT-b81e44"  # a DRIVE draft: valid itself, in a reply that fails or never evaluated

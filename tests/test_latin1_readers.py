@@ -136,7 +136,7 @@ def test_a_latin1_data_file_is_a_one_line_error_naming_it(
 
 
 def test_cli_experiment_run_on_a_latin1_benchmark_file_is_one_line(tmp_path: Path) -> None:
-    from .test_cli import cli
+    from tests.cli.test_main import cli
 
     data = tmp_path / "data"
     bad = _put(data, "advbench/harmful_behaviors.csv", CSV_ADV)

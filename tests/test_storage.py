@@ -9,8 +9,7 @@ from sqlalchemy import text
 
 from psychoalign.storage import BUSY_TIMEOUT_MS, create_engine_for, describe_error
 from psychoalign.traces import SQLTraceStore, TraceStatus
-
-from .scenario import World, evaluation, proposals
+from tests.scenario import World, evaluation, proposals
 
 
 async def test_sqlite_engines_use_wal_and_a_busy_timeout(tmp_path: Path) -> None:

@@ -18,8 +18,7 @@ from psychoalign.models import ModelSpec, build_model
 from psychoalign.star import load_parameters, load_policy
 from psychoalign.star.analysis.data import load_mapping
 from psychoalign.yamlio import MAX_YAML_CHARS, parse_yaml
-
-from .test_cli import cli
+from tests.cli.test_main import cli
 
 # Two `universal:` blocks: safe_load kept only the second, silently dropping rule U1.
 DUPLICATE_FRAMEWORK = """\

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from psychoalign.web.server import GracefulServer, uvicorn_config
-
-from .loopback import listening_socket
+from tests.loopback import listening_socket
 
 
 @dataclass

@@ -19,7 +19,7 @@ from tests.experiments.suites.attacks.helpers import ALL, copy_data
 def test_cli_run_status_report_dry_run_and_errors(tmp_path: Path) -> None:
     import yaml
 
-    from tests.test_cli import cli
+    from tests.cli.test_main import cli
 
     chat = tmp_path / "chat.yaml"
     chat.write_text(yaml.safe_dump({"rules": [{"match": "Which response", "reply": "A"}], "default": REFUSAL}))
@@ -94,7 +94,7 @@ def test_named_experiments_plug_into_experiment_run(monkeypatch: pytest.MonkeyPa
 def test_cli_prints_table4_with_the_benign_refusal_beside_it(tmp_path: Path) -> None:
     import yaml
 
-    from tests.test_cli import cli
+    from tests.cli.test_main import cli
 
     def script(name: str, default: Any) -> Path:
         path = tmp_path / f"{name}.yaml"
@@ -137,7 +137,7 @@ def test_cli_prints_table4_with_the_benign_refusal_beside_it(tmp_path: Path) -> 
 
 
 def test_cli_bad_data_file_is_a_one_line_error(tmp_path: Path) -> None:
-    from tests.test_cli import cli
+    from tests.cli.test_main import cli
 
     data = copy_data(tmp_path)
     (data / "jailbreak_templates" / "inthewild_jailbreak_llms.json").write_text('["ok", 3]')

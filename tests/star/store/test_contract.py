@@ -17,8 +17,7 @@ from psychoalign.errors import InputError
 from psychoalign.star import generate_instructions
 from psychoalign.star.model import Participant, PreAnnotation, TaskKind, TaskStatus, Turn
 from psychoalign.star.store import CampaignClosedError, ClaimError, StarStore
-
-from .conftest import POLICY, SPACE, Clock
+from tests.star.store.conftest import POLICY, SPACE, Clock
 
 RACES = ["Asian", "Black or African American", "Hispanic or Latino", "White"]
 GENDERS = ["Female", "Male", "Non-binary"]

@@ -12,9 +12,8 @@ from psychoalign.star import generate_instructions
 from psychoalign.star.model import TaskKind
 from psychoalign.star.store import ClaimError, SQLStarStore, StarStore
 from psychoalign.star.store.schema import campaign_rows, dialogues, tasks
-
-from .conftest import POLICY, SPACE, SQL_BACKENDS, MakeStore
-from .test_contract import RULE, people, person
+from tests.star.store.conftest import POLICY, SPACE, SQL_BACKENDS, MakeStore
+from tests.star.store.test_contract import RULE, people, person
 
 
 @pytest.fixture(params=SQL_BACKENDS)

@@ -13,9 +13,8 @@ import pytest
 from psychoalign.star import generate_instructions
 from psychoalign.star.model import Participant, TaskKind, Turn
 from psychoalign.star.store import ClaimError, StarStore
-
-from .conftest import POLICY, SPACE, SQL_BACKENDS, MakeStore
-from .test_contract import RULE, people, pool
+from tests.star.store.conftest import POLICY, SPACE, SQL_BACKENDS, MakeStore
+from tests.star.store.test_contract import RULE, people, pool
 
 
 @pytest.fixture(params=SQL_BACKENDS)

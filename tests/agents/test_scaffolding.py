@@ -1,0 +1,165 @@
+"""User-visible text on the plain (embedded) path carries no prompt scaffolding: scripted plain
+models that echo their prompts ("The answer to the user's request is:", "Draft answer:", the
+deployment context) never get those lines to the user, and whatever the MEDIATOR falls back to
+still passes the final gate."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from psychoalign.agents.agents import DriveAgent, MediatorAgent
+from psychoalign.agents.messages import NO_PROPOSAL, ComposeTask, DriveTask
+from psychoalign.agents.scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding
+from psychoalign.config import Settings
+from psychoalign.models import ChatModel, ChatRequest, ModelSpec
+from psychoalign.models.scripted import ScriptedBackend
+from psychoalign.negotiation import NegotiationParams, Negotiator
+from psychoalign.prompts import load_prompt_yaml
+from tests.scenario import evaluation
+
+CONTEXT = "Public general-purpose chat assistant for adult users."
+DRIVE_PROMPT = [*fixed_parts(load_prompt_yaml("drive_plain")["system"]), CONTEXT]
+ECHOES = [
+    "The answer to the user's request is:\nDraft answer: Boil the egg for six minutes.",
+    "1. Deployment context: Public general-purpose chat assistant for adult users 2. Requirements: answer",
+    "Request: How do I boil an egg?\nDraft answer: six minutes",
+    "**Draft answer:** six minutes",
+    "Answer the user's request as completely and usefully as you can. Six minutes.",
+    "Here is the rewritten answer:",
+]
+CLEAN = [
+    "Boil the egg for six minutes, then cool it in cold water.",
+    "Final answer: 42",
+    "Context: the Treaty of Versailles ended the war in 1919.",
+    "```yaml\nrequest: GET /status\n```\nThat is the health check.",
+    "To answer your request about eggs: boil them for six minutes.",
+    "You can ask a licensed professional in the relevant field about it.",
+]
+
+
+class PlainScripted(ScriptedBackend):
+    """A scripted model that, like the embedded ones, writes plain text and rates nothing."""
+
+    rates_numbers: ClassVar[bool] = False
+
+
+def plain(replies: list[str], cycle: bool = False) -> tuple[ChatModel, PlainScripted]:
+    spec = ModelSpec(backend="scripted")
+    backend = PlainScripted(spec, replies=replies, cycle=cycle)
+    return ChatModel(spec, backend), backend
+
+
+def test_echoes_are_found_and_answers_are_left_alone() -> None:
+    for text in ECHOES:
+        assert scaffolding_echo(text, DRIVE_PROMPT, ["How do I boil an egg?"]), text
+    for text in CLEAN:
+        assert not scaffolding_echo(text, DRIVE_PROMPT, ["Tell me about eggs, answer my request"]), text
+
+
+def test_text_the_model_may_repeat_is_not_an_echo() -> None:
+    # The request itself shares six words with nothing fixed; the draft a MEDIATOR revises may be repeated.
+    draft = "Answer the user's request as completely and usefully as you can"
+    assert scaffolding_echo(draft, DRIVE_PROMPT)
+    assert not scaffolding_echo(draft, DRIVE_PROMPT, [draft])
+
+
+def test_strip_keeps_the_answer_lines_only() -> None:
+    text = "Here is the final answer:\nBoil the egg for six minutes.\nDeployment context: chat"
+    assert strip_scaffolding(text, DRIVE_PROMPT) == "Boil the egg for six minutes."
+    assert strip_scaffolding(ECHOES[0], DRIVE_PROMPT) == ""
+
+
+def compose_task(proposal: str, mods: list[str] | None = None) -> ComposeTask:
+    return ComposeTask(
+        request="How do I boil an egg?",
+        context=CONTEXT,
+        proposal=proposal,
+        modifications=mods or [],
+        instruction="Base it on the selected proposal and apply every required modification.",
+    )
+
+
+async def test_mediator_echo_falls_back_to_the_gated_draft() -> None:
+    model, backend = plain([ECHOES[0]])
+    reply = await MediatorAgent(model).compose(compose_task("Boil the egg for six minutes, then cool it."))
+    assert reply.output.response == "Boil the egg for six minutes, then cool it."
+    # Laid out as a chat, not a form: the draft is the model's own turn, no "Draft answer:" label.
+    roles = [m.role for m in backend.requests[0].messages]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert not any("Draft answer:" in m.content for m in backend.requests[0].messages)
+
+
+async def test_mediator_keeps_its_own_text_once_a_preamble_is_cut() -> None:
+    model, _ = plain(["Here is the rewritten answer:\nBoil it six minutes; cool it in iced water."])
+    reply = await MediatorAgent(model).compose(compose_task("Boil it.", ["Mention cooling."]))
+    assert reply.output.response == "Boil it six minutes; cool it in iced water."
+
+
+async def test_mediator_without_a_draft_sends_the_fixed_line_and_asks_no_model() -> None:
+    model, backend = plain(["Sure, here are many ways to do that: ..."])
+    reply = await MediatorAgent(model).compose(compose_task(NO_PROPOSAL))
+    fixed = " ".join(load_prompt_yaml("mediator_compose_plain")["fallback"].split())
+    assert reply.output.response == fixed and backend.requests == []
+    assert reply.usage.total_tokens == 0
+
+
+async def test_mediator_falls_back_to_the_fixed_line_when_the_draft_is_scaffolding_too() -> None:
+    model, _ = plain(["Draft answer: whatever"])
+    reply = await MediatorAgent(model).compose(compose_task("Request: How do I boil an egg?"))
+    assert reply.output.response == " ".join(load_prompt_yaml("mediator_compose_plain")["fallback"].split())
+
+
+async def test_a_drive_draft_reciting_its_prompt_is_drawn_again_and_never_kept() -> None:
+    model, backend = plain([ECHOES[1], "Deployment context: x\nBoil it for six minutes."])
+    reply = await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1))
+    assert len(backend.requests) == 2  # redrawn once
+    assert [p.text for p in reply.output.proposals] == ["Boil it for six minutes."]
+
+
+def echoing_world(mediator_reply: str, judge: Any) -> tuple[Negotiator, list[str]]:
+    """Plain scripted DRIVE and MEDIATOR (the MEDIATOR echoes its prompt), a scripted EVALUATOR
+    judging the text it is given (the structured ``inputs``), fast path on."""
+    judged: list[str] = []
+
+    def evaluator(request: ChatRequest) -> dict[str, Any]:
+        text = (request.inputs or {})["proposal"]
+        judged.append(text)
+        result: dict[str, Any] = judge(text)
+        return result
+
+    spec = ModelSpec(backend="scripted", schema_retries=0, max_retries=0)
+    drive, _ = plain(["Some people are awful. Here is a mean joke about them."], cycle=True)
+    mediator, _ = plain([mediator_reply], cycle=True)
+    models = {
+        "drive": drive,
+        "evaluator": ChatModel(spec, ScriptedBackend(spec, fn=evaluator)),
+        "mediator": mediator,
+    }
+    return Negotiator(Settings(), params=NegotiationParams(k=1, n_proposals=1), models=models), judged
+
+
+async def test_end_to_end_an_echoing_mediator_never_reaches_the_user_and_the_fallback_is_gated() -> None:
+    # The draft is a conditional acceptance, so the MEDIATOR composes; it echoes its prompt. The
+    # fallback (the draft) is evaluated again by the final gate, which now vetoes it: refusal.
+    def judge(text: str) -> dict[str, Any]:
+        if "mean joke" in text and "Draft answer" not in text:
+            return evaluation(65, "CONDITIONAL", mods=["Keep it kind."])
+        return evaluation(95, "APPROVED")
+
+    neg, judged = echoing_world("The answer to the user's request is:\nDraft answer: whatever", judge)
+    trace = await neg.negotiate("Tell me a joke about my neighbours.")
+    assert trace.final is not None
+    assert "Draft answer" not in trace.final.response and "user's request is" not in trace.final.response
+    # What the final gate judged is what the MEDIATOR sent (the draft, not the echo), plus what the
+    # engine's defense adds (k = 1 ends in a deadlock: Sublimation appends the safe channel).
+    assert judged[-1].startswith("Some people are awful. Here is a mean joke about them.")
+    assert trace.final.response == judged[-1]
+    assert trace.final.final_gate is not None
+
+    def strict(text: str) -> dict[str, Any]:  # the draft passes once; the final gate vetoes
+        return evaluation(65, "CONDITIONAL", mods=["Keep it kind."]) if len(judged) == 1 else evaluation(10, "VETOED")
+
+    neg, judged = echoing_world("Draft answer: whatever", strict)
+    trace = await neg.negotiate("Tell me a joke about my neighbours.")
+    assert trace.final is not None and trace.final.fallback  # the gated fallback failed the final gate
+    assert trace.final.composed_by == "fallback" and "Draft answer" not in trace.final.response

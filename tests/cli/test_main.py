@@ -1,0 +1,152 @@
+"""The CLI as a user runs it: a subprocess of the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.loopback import FakeServer, Scripted, fake_endpoint, openai_reply
+
+
+def cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "psychoalign", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=stdin,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_help_lists_commands() -> None:
+    out = cli("--help")
+    assert out.returncode == 0
+    for command in ("chat", "models", "config"):
+        assert command in out.stdout
+
+
+def test_the_command_list_shows_each_commands_own_help_line() -> None:
+    """The root help lists the sub-commands without loading them; each listed line is the first
+    paragraph of the loaded command's own help."""
+    import inspect
+
+    from psychoalign.cli.main import COMMANDS, load_command
+
+    for name, (_, line) in COMMANDS.items():
+        command = load_command(name)
+        assert command.name == name
+        assert inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0] == line, name
+
+
+def test_help_and_version_load_no_command_module() -> None:
+    """`psychoalign --help` and `--version` import the command table only: no sub-command
+    module and none of the libraries the commands use (start-up time)."""
+    ours = {"psychoalign", "psychoalign.errors", "psychoalign.textio", "psychoalign.cli"}
+    ours |= {"psychoalign.cli.main", "psychoalign.cli.common"}
+    heavy = ("sqlalchemy", "numpy", "scipy", "pandas", "matplotlib", "torch", "llama_cpp", "aiohttp", "fastapi")
+    heavy += ("pydantic", "httpx", "a2a", "yaml")
+    for flag in ("--help", "--version"):
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "psychoalign", flag],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        loaded = {
+            line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+        }
+        assert {m for m in loaded if m.startswith("psychoalign")} <= ours, flag
+        assert not {m for m in loaded if m.split(".")[0] in heavy}, flag
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    import psychoalign
+
+    assert psychoalign.__version__ == version("psychoalign")  # pyproject.toml and the package agree
+    for flag in ("--version", "-V"):
+        out = cli(flag)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == f"psychoalign {version('psychoalign')}\n"
+
+
+def test_chat_against_openai_compatible_server_json() -> None:
+    fake = FakeServer(default=Scripted(openai_reply("[bold]not markup[/bold]")))
+    with fake_endpoint("/v1/chat/completions", fake):
+        out = cli("chat", "--backend", "openai", "--model", "m", "--base-url", f"{fake.url}/v1", "--json", "hi")
+        plain = cli("chat", "--backend", "openai", "--model", "m", "--base-url", f"{fake.url}/v1", "hi")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["text"] == "[bold]not markup[/bold]"
+    assert "[bold]not markup[/bold]" in plain.stdout  # model text is printed literally
+
+
+def test_chat_prompt_from_stdin() -> None:
+    fake = FakeServer(default=Scripted(openai_reply("ok")))
+    with fake_endpoint("/v1/chat/completions", fake):
+        out = cli("chat", "-b", "openai", "--base-url", f"{fake.url}/v1", "-", stdin="from stdin")
+    assert out.returncode == 0, out.stderr
+    assert fake.requests[0]["messages"][-1]["content"] == "from stdin"
+
+
+def test_bad_input_gives_one_clean_line() -> None:
+    cases = [
+        (("chat", "--backend", "nope", "hi"), "unknown backend 'nope'"),
+        (("chat", "--backend", "openai", "hi"), "OPENAI_API_KEY"),
+        (("chat", "--backend", "scripted", ""), "prompt is empty"),
+        (("chat", "--config", "missing.toml", "hi"), "cannot read config file"),
+        (("chat", "-b", "openai", "--base-url", "http://127.0.0.1:9/v1", "hi"), "connection refused"),
+    ]
+    for args, message in cases:
+        out = cli(*args, env={"PSYCHOALIGN_DEFAULTS__MAX_RETRIES": "0"})
+        assert out.returncode != 0, args
+        assert message in out.stderr, (args, out.stderr)
+        assert "Traceback" not in out.stderr
+
+
+def test_debug_shows_traceback() -> None:
+    out = cli("--debug", "chat", "--backend", "nope", "hi")
+    assert out.returncode != 0
+    assert "Traceback" in out.stderr
+
+
+def test_config_show_masks_and_reports_precedence(tmp_path: Path) -> None:
+    config = tmp_path / "p.toml"
+    config.write_text('[defaults]\nbackend = "openai"\nbase_url = "http://x/v1"\n[roles.drive]\nmodel = "d"\n')
+    out = cli(
+        "config",
+        "show",
+        "--config",
+        str(config),
+        "--json",
+        env={"OPENAI_API_KEY": "sk-very-secret", "PSYCHOALIGN_ROLES__DRIVE__TEMPERATURE": "0.7"},
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["roles"]["drive"]["model"] == "d"
+    assert data["roles"]["drive"]["temperature"] == 0.7
+    assert data["roles"]["drive"]["api_key_set"] is True
+    assert "sk-very-secret" not in out.stdout
+    assert data["source"] == str(config)
+
+
+def test_models_list_json() -> None:
+    out = cli("models", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["backend"]: r for r in json.loads(out.stdout)["backends"]}
+    assert set(rows) == {"local", "classifier", "openai", "anthropic", "gemini", "scripted"}
+    assert rows["scripted"]["usable"] is True
+    assert rows["classifier"]["usable"] is True  # shipped weights + the offline MiniLM package
+    roles = json.loads(out.stdout)["roles"]
+    # Honest labels: which model each role runs on, the classifier with version and weights hash.
+    assert roles["drive"] == "local:smollm2-135m-instruct"
+    assert roles["evaluator"].startswith("classifier:evaluator-minilm-v4@")
+    assert rows["openai"]["usable"] is False  # no key in the test environment

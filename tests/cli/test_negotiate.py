@@ -1,0 +1,180 @@
+"""`psychoalign negotiate`, `frameworks` and `traces` as a user runs them, on scripted models from a config file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.cli.test_main import cli
+from tests.scenario import APPROVE, evaluation, proposals
+
+
+def write_config(tmp_path: Path) -> Path:
+    scripts = {
+        "drive": {"default": proposals(("Boil the egg for 6 minutes.", 0.9), ("INTERNAL second idea.", 0.4))},
+        "evaluator": {
+            "rules": [{"match": "Proposed answer: INTERNAL", "reply": evaluation(20, "VETOED")}],
+            "default": APPROVE,
+        },
+        "mediator": {
+            "rules": [
+                {"match": "Proposal 1 \\(", "reply": {"assessments": [{"proposal": 1, "feasibility": 0.9}]}},
+                {"match": "Selected proposal", "reply": {"response": "composed"}},
+            ],
+            "default": {"response": "composed"},
+        },
+    }
+    lines = []
+    for role, script in scripts.items():
+        path = tmp_path / f"{role}.yaml"
+        path.write_text(yaml.safe_dump({"rules": script.get("rules", []), "default": script["default"]}))
+        lines.append(f'[roles.{role}]\nbackend = "scripted"\nscript = "{path}"\n')
+    lines.append(f'home = "{tmp_path / "home"}"\n')
+    config = tmp_path / "psychoalign.toml"
+    config.write_text("\n".join(reversed(lines)))
+    return config
+
+
+def test_negotiate_json_hides_internal_text_by_default(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    out = cli("negotiate", "--config", str(config), "--json", "How do I boil an egg?")
+    assert out.returncode == 0, out.stderr
+    trace = json.loads(out.stdout)
+    assert trace["status"] == "completed"
+    assert trace["final"]["response"] == "Boil the egg for 6 minutes."
+    assert trace["final"]["state"] == "healthy_equilibrium"
+    assert trace["framework"]["name"] == "general" and len(trace["framework"]["sha256"]) == 64
+    assert "INTERNAL" not in out.stdout
+    assert "[hidden: use --show-internal]" in out.stdout  # proposal texts are hidden by default
+    shown = cli("negotiate", "--config", str(config), "--json", "--show-internal", "--no-store", "egg?")
+    assert "[hidden" not in shown.stdout
+    assert [p["text"] for p in json.loads(shown.stdout)["rounds"][0]["proposals"]] == ["Boil the egg for 6 minutes."]
+
+
+def test_negotiate_table_output_and_traces_commands(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    out = cli("negotiate", "--config", str(config), "-f", "medical", "How do I boil an egg?")
+    assert out.returncode == 0, out.stderr
+    assert "Round 1" in out.stdout and "healthy_equilibrium" in out.stdout
+    assert "INTERNAL" not in out.stdout
+    listed = json.loads(cli("traces", "list", "--config", str(config), "--json").stdout)
+    assert len(listed) == 1 and listed[0]["framework"] == "medical"
+    shown = cli("traces", "show", listed[0]["id"][:8], "--config", str(config))
+    assert shown.returncode == 0 and "Response" in shown.stdout
+    export = tmp_path / "t.jsonl"
+    assert cli("traces", "export", "--config", str(config), "--out", str(export)).returncode == 0
+    lines = export.read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["id"] == listed[0]["id"]
+    missing = cli("traces", "show", "nope", "--config", str(config))
+    assert missing.returncode != 0 and "no trace" in missing.stderr
+
+
+def test_negotiate_failures_exit_nonzero_with_trace(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    (tmp_path / "drive.yaml").write_text(yaml.safe_dump({"rules": [], "default": "not a proposal at all"}))
+    out = cli("negotiate", "--config", str(config), "hello")
+    assert out.returncode == 1
+    assert "negotiation failed: drive:" in out.stderr and "(trace " in out.stderr
+    assert "Traceback" not in out.stderr
+    # bad input is not a failed negotiation: refused before a trace exists (exit 2)
+    out = cli("negotiate", "--config", str(config), "-f", "nonexistent", "hello")
+    assert out.returncode == 2 and "unknown framework 'nonexistent'" in out.stderr and "trace" not in out.stderr
+    empty = cli("negotiate", "--config", str(config), "")
+    assert empty.returncode == 2 and "empty" in empty.stderr
+
+
+def test_negotiate_samples_summary(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    out = cli("negotiate", "--config", str(config), "--samples", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert {r["kind"] for r in rows} >= {"easy", "contested", "harmful"}
+    assert all(r["status"] == "completed" for r in rows)
+    # What the user got, judged by the shared outcome definition (psychoalign.judges.outcome).
+    assert all(r["outcome"] in ("answered", "partly refused", "refused") and r["response"] for r in rows)
+
+
+def test_frameworks_commands(tmp_path: Path) -> None:
+    listed = json.loads(cli("frameworks", "list", "--json").stdout)
+    assert {f["name"] for f in listed} == {"general", "medical", "content-moderation", "child-safe"}
+    show = cli("frameworks", "show", "child-safe")
+    assert "Layer 1" in show.stdout and "U1-sexual" in show.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: Bad Name\nversion: '1'\ndescription: x\nuniversal: []\n")
+    out = cli("frameworks", "validate", str(bad))
+    assert out.returncode != 0
+    assert f"{bad}:1" in out.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "name: mine\nversion: '0.1'\ndescription: test\nlayers:\n  universal:\n    - id: U1\n      text: Be safe.\n"
+    )
+    assert cli("frameworks", "validate", str(good)).returncode == 0
+
+
+def test_gate_reasons_name_the_rule_and_never_quote_drive_text(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    drive = tmp_path / "drive.yaml"
+    drive.write_text(
+        yaml.safe_dump({"rules": [], "default": proposals(("First synthesize sarin from its precursors.", 0.9))})
+    )
+    table = cli("negotiate", "--config", str(config), "--no-store", "a chemistry question")
+    assert table.returncode == 0, table.stderr
+    assert "U1-mass-harm:" in table.stdout and "deterministic check" in table.stdout  # (the cell wraps)
+    as_json = cli("negotiate", "--config", str(config), "--no-store", "--json", "a chemistry question")
+    assert "U1-mass-harm: deterministic check matched" in as_json.stdout
+    for out in (table, as_json):
+        assert "sarin" not in out.stdout.lower()
+    internal = cli("negotiate", "--config", str(config), "--no-store", "--json", "--show-internal", "chemistry")
+    trace = json.loads(internal.stdout)
+    assert trace["rounds"][0]["proposals"][0]["gate"]["evidence"] == ["U1-mass-harm: synthesize sarin"]
+
+
+def test_evaluator_text_quoting_the_draft_stays_hidden_in_every_field(tmp_path: Path) -> None:
+    """An EVALUATOR that quotes the DRIVE's draft in every free-text field it has, the rule id
+    included, leaks none of it into the table or --json without --show-internal."""
+    config = write_config(tmp_path)
+    draft = "Mix QUOTEDDRAFTWORD into the tank and wait."
+    (tmp_path / "drive.yaml").write_text(yaml.safe_dump({"rules": [], "default": proposals((draft, 0.9))}))
+    quoting = evaluation(
+        30,
+        "VETOED",
+        hits=[("QUOTEDDRAFTWORD into the tank", "contextual")],
+        mods=["Remove QUOTEDDRAFTWORD"],
+        harmful_segments=["Mix QUOTEDDRAFTWORD into the tank"],
+        stakeholders=["QUOTEDDRAFTWORD users"],
+        safe_channel="QUOTEDDRAFTWORD hotline",
+        safe_adjacent_topic="QUOTEDDRAFTWORD history",
+    )
+    quoting["reasoning"] = "It says QUOTEDDRAFTWORD."
+    (tmp_path / "evaluator.yaml").write_text(yaml.safe_dump({"rules": [], "default": quoting}))
+    for args in ((), ("--json",)):
+        out = cli("negotiate", "--config", str(config), "--no-store", "-k", "1", *args, "a question")
+        assert out.returncode == 0, out.stderr
+        assert "quoteddraftword" not in out.stdout.lower(), args
+    shown = cli("negotiate", "--config", str(config), "--no-store", "-k", "1", "--json", "--show-internal", "q")
+    hit = json.loads(shown.stdout)["rounds"][0]["proposals"][0]["evaluation"]["rule_hits"][0]
+    assert hit == {"rule_id": "?", "layer": "contextual"}  # recorded as the gate read it: no such rule
+
+
+def test_bad_input_is_refused_before_a_trace_is_made(tmp_path: Path) -> None:
+    """An empty request, an unknown framework, a framework file that does not load: one line,
+    exit 2, nothing stored (before: a failed negotiation, a stored failed trace, a fallback
+    answer printed, exit 1)."""
+    config = write_config(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nname: y\n")
+    cases = [
+        (["   \n"], "the request is empty"),
+        (["-f", "nosuch", "hi"], "unknown framework 'nosuch'"),
+        (["-f", str(bad), "hi"], f"{bad}:2:1: duplicate key 'name'"),
+    ]
+    for args, expected in cases:
+        out = cli("negotiate", "--config", str(config), *args)
+        assert out.returncode == 2, (args, out.returncode, out.stderr)
+        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and expected in lines[0] and "trace" not in lines[0], out.stderr
+        assert out.stdout == "", out.stdout
+    listed = cli("traces", "list", "--config", str(config), "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout or "[]") == []

@@ -1,0 +1,272 @@
+"""The one app (create_app): OpenAI-compatible /v1 in process, ops routes, the A2A card, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from psychoalign.config import DeploymentSettings, Settings
+from psychoalign.traces import InMemoryTraceStore
+from psychoalign.web import create_app
+from tests.scenario import World, evaluation, proposals
+
+BENIGN = "Boil the egg for nine minutes, then cool it in cold water."
+
+
+def _benign_world() -> World:
+    return World([proposals((BENIGN, 0.9))])
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[tuple[httpx.AsyncClient, InMemoryTraceStore]]:
+    store = InMemoryTraceStore()
+    app = create_app(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)})
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            yield c, store
+
+
+def _chat(content: str = "How do I boil an egg?", **kw: Any) -> dict[str, Any]:
+    return {"model": "psychoalign", "messages": [{"role": "user", "content": content}], **kw}
+
+
+async def test_completion_carries_the_gated_answer_and_the_decision(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore],
+) -> None:
+    c, store = client
+    r = await c.post("/v1/chat/completions", json=_chat(), headers={"x-request-id": "req-42"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["choices"][0]["message"]["content"] == BENIGN
+    info = body["psychoalign"]
+    assert r.headers["x-psychoalign-trace-id"] == info["trace_id"]
+    assert r.headers["x-psychoalign-state"] == info["state"] == "healthy_equilibrium"
+    assert float(r.headers["x-psychoalign-tension"]) == pytest.approx(info["tension"], abs=1e-4)
+    assert r.headers["x-psychoalign-defense"] == "none"
+    assert r.headers["x-request-id"] == "req-42"
+    # usage = tokens actually spent by all three agents
+    per_role = info["usage"]
+    assert set(per_role) == {"drive", "evaluator", "mediator"}
+    assert body["usage"]["prompt_tokens"] == sum(u["prompt_tokens"] for u in per_role.values()) > 0
+    trace = await store.get(info["trace_id"])
+    assert trace is not None
+    assert trace.request == "How do I boil an egg?"
+    assert trace.metadata["request_id"] == "req-42" and trace.metadata["deployment"] == "psychoalign"
+
+
+async def test_models_healthz_metrics_and_agent_card(client: tuple[httpx.AsyncClient, InMemoryTraceStore]) -> None:
+    c, _ = client
+    models = (await c.get("/v1/models")).json()
+    assert [m["id"] for m in models["data"]] == ["psychoalign"]
+    assert (await c.get("/healthz")).json()["status"] == "ok"
+    await c.post("/v1/chat/completions", json=_chat())
+    metrics = (await c.get("/metrics")).text
+    assert 'psychoalign_negotiations_total{deployment="psychoalign",status="completed"} 1.0' in metrics
+    assert 'psychoalign_http_requests_total{method="POST",route="/v1/chat/completions",status="200"}' in metrics
+    card = (await c.get("/.well-known/agent-card.json")).json()
+    assert card["name"] == "PsychoAlign"
+    assert any(i["url"].endswith("/a2a/jsonrpc") for i in card["supportedInterfaces"])
+
+
+BAD_INPUT = [
+    (b"{not json", None, "invalid_json"),
+    (b"[1, 2]", None, "invalid_json"),
+    (json.dumps({"model": "psychoalign"}).encode(), "messages", "missing_required_parameter"),
+    (json.dumps({"model": "psychoalign", "messages": []}).encode(), "messages", "empty_array"),
+    (json.dumps(_chat(n=2)).encode(), "n", "unsupported_parameter"),
+    (json.dumps(_chat(logprobs=True)).encode(), "logprobs", "unsupported_parameter"),
+    (json.dumps(_chat(tools=[{"type": "function", "function": {"name": "f"}}])).encode(), "tools", None),
+    (json.dumps(_chat(response_format={"type": "json_object"})).encode(), "response_format.type", None),
+    (json.dumps(_chat(frobnicate=1)).encode(), "frobnicate", "unknown_parameter"),
+    (json.dumps(_chat("   ")).encode(), "messages[0].content", "invalid_value"),
+    (json.dumps(_chat("x" * 9000)).encode(), "messages[0].content", "context_length_exceeded"),
+    (json.dumps(_chat("nul \x00 byte")).encode(), "messages[0].content", "invalid_value"),
+    (
+        json.dumps({"model": "psychoalign", "messages": [{"role": "tool", "content": "x"}]}).encode(),
+        "messages[0].role",
+        None,
+    ),
+    (
+        json.dumps({"model": "psychoalign", "messages": [{"role": "wizard", "content": "x"}]}).encode(),
+        "messages[0].role",
+        None,
+    ),
+    (
+        json.dumps(
+            {
+                "model": "psychoalign",
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}],
+            }
+        ).encode(),
+        "messages[1].role",
+        None,
+    ),
+    (
+        json.dumps(
+            {
+                "model": "psychoalign",
+                "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+            }
+        ).encode(),
+        "messages[0].content[0].type",
+        None,
+    ),
+    (json.dumps(_chat(psychoalign={"framework": "/etc/passwd"})).encode(), "psychoalign.framework", None),
+    # the OpenAI API takes only JSON booleans: "yes", "true" or 1 is not a stream request
+    (json.dumps(_chat(stream="yes")).encode(), "stream", "invalid_type"),
+    (json.dumps(_chat(stream="true")).encode(), "stream", "invalid_type"),
+    (json.dumps(_chat(stream=1)).encode(), "stream", "invalid_type"),
+    (
+        json.dumps(_chat(stream=True, stream_options={"include_usage": "yes"})).encode(),
+        "stream_options.include_usage",
+        "invalid_type",
+    ),
+    (json.dumps(_chat(logprobs="no")).encode(), "logprobs", "invalid_type"),
+]
+
+
+@pytest.mark.parametrize(("body", "param", "code"), BAD_INPUT)
+async def test_bad_input_is_a_400_naming_the_field(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore], body: bytes, param: str | None, code: str | None
+) -> None:
+    c, store = client
+    r = await c.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["type"] == "invalid_request_error" and err["param"] == param
+    if code is not None:
+        assert err["code"] == code
+    assert "Traceback" not in r.text and "\n" not in err["message"]
+    assert [t async for t in store.iter_all()] == []  # nothing ran
+
+
+async def test_unknown_model_is_a_404_in_the_openai_shape(client: tuple[httpx.AsyncClient, InMemoryTraceStore]) -> None:
+    c, _ = client
+    r = await c.post("/v1/chat/completions", json={**_chat(), "model": "gpt-4o"})
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["code"] == "model_not_found" and err["param"] == "model" and "psychoalign" in err["message"]
+
+
+async def test_api_keys_are_checked_against_their_digests() -> None:
+    key = "pa-test-key"
+    settings = Settings(deployments={"clinic": DeploymentSettings(api_keys=[hashlib.sha256(key.encode()).hexdigest()])})
+    store = InMemoryTraceStore()
+    app = create_app(settings, store=store, negotiators={"clinic": _benign_world().negotiator(store)})
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        body = {**_chat(), "model": "clinic"}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
+            r = await c.post("/v1/chat/completions", json=body, headers=headers)
+            assert r.status_code == 401
+            assert r.json()["error"]["code"] == "invalid_api_key"
+        r = await c.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == BENIGN
+        trace = await store.get(r.headers["x-psychoalign-trace-id"])
+        assert trace is not None and trace.metadata["api_key"] == hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+async def test_keyless_deployment_answers_loopback_clients_only() -> None:
+    store = InMemoryTraceStore()
+    app = create_app(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)})
+    remote = httpx.ASGITransport(app=app, client=("203.0.113.7", 5000))
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=remote, base_url="http://t") as c:
+        r = await c.post("/v1/chat/completions", json=_chat())
+        assert r.status_code == 401 and "loopback" in r.json()["error"]["message"]
+        assert (await c.get("/metrics")).status_code == 403
+        # the A2A agent without credentials follows the same rule (its card stays public)
+        assert (await c.get("/.well-known/agent-card.json")).status_code == 200
+        rpc = await c.post("/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}})
+        assert rpc.status_code == 401
+
+
+async def test_conversation_is_context_and_linked_by_user() -> None:
+    world = World([proposals((BENIGN, 0.9))], judge=lambda t: evaluation(95, "APPROVED"))
+    store = InMemoryTraceStore()
+    app = create_app(Settings(), store=store, negotiators={"psychoalign": world.negotiator(store)})
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    first = [{"role": "system", "content": "You are a cooking assistant."}, {"role": "user", "content": "Eggs?"}]
+    second = [*first, {"role": "assistant", "content": "Boil them."}, {"role": "user", "content": "How long?"}]
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        r1 = await c.post("/v1/chat/completions", json={"model": "psychoalign", "messages": first, "user": "u1"})
+        r2 = await c.post("/v1/chat/completions", json={"model": "psychoalign", "messages": second, "user": "u1"})
+        r3 = await c.post(
+            "/v1/chat/completions",
+            json={"model": "psychoalign", "messages": second},
+            headers={"x-psychoalign-conversation-id": "conv-7"},
+        )
+    t1, t2, t3 = [await store.get(r.headers["x-psychoalign-trace-id"]) for r in (r1, r2, r3)]
+    assert t1 is not None and t2 is not None and t3 is not None
+    assert t2.request == "How long?"
+    assert "User: Eggs?\nAssistant: Boil them." in t2.context and "cooking assistant" in t2.context
+    assert t1.metadata["conversation_id"] == t2.metadata["conversation_id"] is not None
+    assert (t1.metadata["turn"], t2.metadata["turn"]) == (1, 2)
+    assert t3.metadata["conversation_id"] == "conv-7" and t3.metadata["conversation_source"] == "header"
+
+
+def test_serve_refuses_a_public_bind_without_credentials() -> None:
+    from psychoalign.errors import ConfigError
+    from psychoalign.web.server import check_exposure
+
+    check_exposure(Settings(), "127.0.0.1")  # loopback: fine without keys
+    with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0: deployment\(s\) without api_keys"):
+        check_exposure(Settings(), "0.0.0.0")
+    keyed = Settings.model_validate({"deployments": {"d": {"api_keys": ["ab" * 32]}}})
+    check_exposure(keyed, "0.0.0.0")
+
+
+def test_serve_key_prints_a_key_and_its_digest() -> None:
+    from tests.cli.test_main import cli
+
+    out = cli("serve-key", "--deployment", "clinic").stdout
+    key = out.split("API key (shown once): ")[1].split()[0]
+    assert hashlib.sha256(key.encode()).hexdigest() in out and "[deployments.clinic]" in out
+
+
+def _assert_too_large(r: httpx.Response) -> None:
+    """HTTP 413 (Content Too Large), in the OpenAI error shape."""
+    assert r.status_code == 413, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["type"] == "invalid_request_error" and err["code"] == "request_too_large"
+    assert "serve.max_body_bytes" in err["message"] and "\n" not in err["message"]
+
+
+async def test_oversized_bodies_are_refused_without_reading_them(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore],
+) -> None:
+    c, _ = client
+    huge = json.dumps(_chat("x" * 2_000_000)).encode()
+    r = await c.post("/v1/chat/completions", content=huge, headers={"content-type": "application/json"})
+    _assert_too_large(r)
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted while streaming
+        for _ in range(30):
+            yield b" " * 100_000
+
+    r = await c.post("/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"})
+    _assert_too_large(r)
+
+
+async def test_request_id_reaches_the_logs(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from psychoalign.web.ops import RequestIdFilter
+
+    c, _ = client
+    caplog.handler.addFilter(RequestIdFilter())
+    with caplog.at_level(logging.INFO, logger="psychoalign.web.access"):
+        await c.get("/healthz", headers={"x-request-id": "trace-me-1"})
+        await c.get("/healthz", headers={"x-request-id": "bad id with spaces"})
+    ids = [getattr(r, "request_id", None) for r in caplog.records if r.name == "psychoalign.web.access"]
+    assert ids[0] == "trace-me-1"
+    assert ids[1] not in (None, "-", "bad id with spaces") and len(ids[1]) == 32

@@ -1,0 +1,126 @@
+"""`psychoalign serve` as users run it: one process with every face, SIGTERM, exposure checks;
+and the A2A system agent served by the same app."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import openai
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_artifact_text, get_data_parts
+
+from psychoalign.config import Settings
+from psychoalign.traces import InMemoryTraceStore
+from psychoalign.web import create_app
+from tests.a2a.test_system import user_text
+from tests.cli.test_main import cli
+from tests.cli.test_negotiate import write_config
+from tests.loopback import free_port
+from tests.scenario import World, proposals
+from tests.webserver import run_app
+
+
+async def test_the_app_serves_the_a2a_system_agent() -> None:
+    store = InMemoryTraceStore()
+    port = free_port()
+    world = World([proposals(("Boil it for nine minutes.", 0.9))])
+    app = create_app(
+        Settings(),
+        store=store,
+        negotiators={"psychoalign": world.negotiator(store)},
+        base_url=f"http://127.0.0.1:{port}",
+    )
+    with run_app(app, port) as running:
+        async with httpx.AsyncClient(timeout=60) as hc:
+            card = await A2ACardResolver(hc, running.url).get_agent_card()
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
+            tasks = [
+                r.task async for r in client.send_message(user_text("How do I boil an egg?")) if r.HasField("task")
+            ]
+    artifact = tasks[-1].artifacts[0]
+    assert get_artifact_text(artifact).startswith("Boil it for nine minutes.")
+    info = get_data_parts(list(artifact.parts))[0]
+    trace = await store.get(info.get("traceId") or info["trace_id"])
+    assert trace is not None and trace.request == "How do I boil an egg?"
+
+
+def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`serve --port 0`: the command binds (and listens) before it prints its banner, so the URL in
+    the banner is reachable at once (no waiting, no port race), and the A2A card names that port
+    (it said :0)."""
+    config = write_config(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psychoalign", "serve", "--port", "0", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        match = re.match(r"PsychoAlign on (http://127\.0\.0\.1:(\d+)) ", first)
+        assert match and match.group(2) != "0", first + (proc.stderr.read() if proc.poll() is not None else "")
+        url = match.group(1)
+        card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=120).json()
+        assert {i["url"] for i in card["supportedInterfaces"]} == {f"{url}/a2a/jsonrpc", f"{url}/a2a/rest"}
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="loopback", max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="psychoalign",
+            messages=[{"role": "user", "content": "How do I boil an egg?"}],
+            extra_headers={"x-request-id": "serve-test-1"},
+        )
+        assert raw.parse().choices[0].message.content == "Boil the egg for 6 minutes."
+        trace_id = raw.headers["x-psychoalign-trace-id"]
+        assert httpx.get(f"{url}/.well-known/agent-card.json", timeout=5).json()["name"] == "PsychoAlign"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    # uvicorn re-raises the signal once it has shut down cleanly: exit by SIGTERM, no traceback.
+    assert proc.returncode in (0, -signal.SIGTERM), err
+    assert "Traceback" not in err
+    assert "[serve-test-1] psychoalign.web.access: POST /v1/chat/completions 200" in err
+    shown = cli("traces", "show", trace_id, "--config", str(config), "--json")
+    assert shown.returncode == 0 and trace_id in shown.stdout
+
+
+def test_serve_refuses_a_public_address_without_keys(tmp_path: Path) -> None:
+    out = cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--config", str(write_config(tmp_path)))
+    assert out.returncode == 2
+    assert "refusing to listen on 0.0.0.0" in out.stderr and "Traceback" not in out.stderr
+
+
+async def test_connections_on_the_bound_socket_disable_nagle() -> None:
+    """`serve`, `serve-a2a` and `agent serve` listen on a socket they bind themselves. Every
+    connection accepted on it must have TCP_NODELAY (asyncio sets it only when the listening
+    socket's proto is TCP): with Nagle on, a reply written in two parts waits for the client's
+    delayed ACK, ~40 ms per request."""
+    import asyncio
+    import socket
+
+    from psychoalign.cli.serve import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            conn = transport.get_extra_info("socket")
+            if not accepted.done():
+                accepted.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        assert await accepted == 1
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()

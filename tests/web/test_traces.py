@@ -1,0 +1,112 @@
+"""Trace viewer routes: who may see what, filters, escaping, exports (ASGI client, real lab store)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from psychoalign.config import Settings
+from psychoalign.traces import TraceStore, open_store
+from psychoalign.web import create_app
+from psychoalign.web.accounts import Role
+from psychoalign.web.trace_view import HIDDEN
+from tests.scenario import World, evaluation, proposals
+from tests.weblab import Browser, add_person
+
+XSS = "<script>alert('req')</script><img src=x onerror=alert(1)>"
+DRAFT = "DRAFT-CANARY-55 the dangerous recipe"
+
+
+def _judge(text: str) -> dict[str, object]:
+    if "DRAFT-CANARY" in text:
+        return evaluation(4, "VETOED", hits=[("U1-mass-harm", "universal")], harmful_intent=True, legitimate_need=False)
+    return evaluation(95, "APPROVED")
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]]]:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"
+    settings = Settings(home=str(tmp_path / "home"), store_url=url, serve={"drive_text_viewers": ["auditor"]})
+    store = open_store(url)
+    benign = World([proposals((f"Answer to {XSS}", 0.9))]).negotiator(store)
+    harmful = World([proposals((DRAFT, 0.95))], judge=_judge).negotiator(store, k=2)
+    app = create_app(settings, store=store, negotiators={"psychoalign": benign}, a2a=False)
+    ids = {
+        "xss": (await benign.negotiate(XSS, metadata={"conversation_id": "conv-x"})).id,
+        "harm": (await harmful.negotiate("How do I make nerve gas?")).id,
+    }
+    lab = app.state.star_lab
+    await add_person(lab, "lead", Role.LEAD)
+    await add_person(lab, "auditor", Role.LEAD)
+    await add_person(lab, "pat", Role.PARTICIPANT)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 4000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as anon:
+            yield anon, app, store, ids
+
+
+async def _browser(app: object, user: str) -> Browser:
+    b = Browser(app)  # type: ignore[arg-type]
+    assert (await b.login(user)).status_code == 303
+    return b
+
+
+async def test_every_trace_route_requires_a_lead(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    anon, app, _, ids = served
+    paths = ["/traces", f"/traces/{ids['xss']}", f"/traces/{ids['xss']}/export.json", "/traces/export.jsonl"]
+    for path in paths:
+        r = await anon.get(path, headers={"accept": "text/html"})
+        assert r.status_code == 303 and r.headers["location"].startswith("/login"), path
+    pat = await _browser(app, "pat")
+    for path in paths:
+        assert (await pat.get(path)).status_code == 403, path
+    await pat.aclose()
+
+
+async def test_list_filters_and_escapes(served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]]) -> None:
+    _, app, _, ids = served
+    lead = await _browser(app, "lead")
+    page = await lead.get("/traces")
+    assert page.status_code == 200
+    assert ids["xss"] in page.text and ids["harm"] in page.text
+    assert "<script>alert" not in page.text and "&lt;script&gt;alert" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    only_harm = await lead.get("/traces", params={"tension_min": "0.5"})
+    assert ids["harm"] in only_harm.text and ids["xss"] not in only_harm.text
+    search = await lead.get("/traces", params={"q": "nerve"})
+    assert ids["harm"] in search.text and ids["xss"] not in search.text
+    conv = await lead.get("/traces", params={"conversation": "conv-x"})
+    assert ids["xss"] in conv.text and ids["harm"] not in conv.text
+    bad = await lead.get("/traces", params={"tension_min": "7"})
+    assert bad.status_code == 400 and "tension_min" in bad.text
+    await lead.aclose()
+
+
+async def test_drive_text_only_for_authorised_leads(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    _, app, _, ids = served
+    lead, auditor = await _browser(app, "lead"), await _browser(app, "auditor")
+    for path in (f"/traces/{ids['harm']}", f"/traces/{ids['harm']}/export.json", "/traces/export.jsonl"):
+        plain = await lead.get(path)
+        assert plain.status_code == 200, path
+        assert "DRAFT-CANARY" not in plain.text, path
+        assert (await auditor.get(path)).text.count("DRAFT-CANARY") >= 1, path
+    page = await lead.get(f"/traces/{ids['harm']}")
+    assert HIDDEN in page.text and "U1-mass-harm" in page.text and "<svg" in page.text
+    exported = json.loads((await lead.get(f"/traces/{ids['harm']}/export.json")).text)
+    assert exported["id"] == ids["harm"] and exported["rounds"][0]["proposals"][0]["text"] == HIDDEN
+    lines = (await lead.get("/traces/export.jsonl")).text.splitlines()
+    assert sorted(json.loads(line)["id"] for line in lines) == sorted(ids.values())
+    detail = await lead.get(f"/traces/{ids['xss']}")
+    assert "<img src=x" not in detail.text and "&lt;img src=x onerror=alert(1)&gt;" in detail.text
+    assert (await lead.get("/traces/ffffffffffff")).status_code == 404
+    assert (await lead.get("/traces/not-an-id")).status_code == 404
+    await lead.aclose()
+    await auditor.aclose()
