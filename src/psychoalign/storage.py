@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -57,6 +58,10 @@ __all__ = [
 BUSY_TIMEOUT_MS = 30_000
 
 _locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+#: Alembic's ``op`` and ``context`` are process-wide proxies, so a process runs one upgrade at a
+#: time: the coroutines of one event loop queue on its lock, other threads' loops on the thread lock.
+_upgrade_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+_upgrading = threading.Lock()
 
 #: The stores with SQL tables; each has its migrations in ``psychoalign/migrations/<store>``.
 Store = Literal["traces", "star", "lab", "accounts", "experiments"]
@@ -155,12 +160,29 @@ async def migrate(engine: AsyncEngine, store: Store) -> None:
     _refuse_newer(engine, store, current - known)
     if current == heads:
         return
-    async with write(engine) as conn:
+    async with _one_upgrade_at_a_time(), write(engine) as conn:
         if _is_sqlite(engine):
             await conn.exec_driver_sql("BEGIN IMMEDIATE")
         elif engine.dialect.name == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(store)})
         await conn.run_sync(_upgrade, engine, store)
+
+
+@asynccontextmanager
+async def _one_upgrade_at_a_time() -> AsyncIterator[None]:
+    loop = asyncio.get_running_loop()
+    async with _upgrade_locks.setdefault(loop, asyncio.Lock()):
+        if not _upgrading.acquire(blocking=False):  # another thread's loop is upgrading: wait off the loop
+            waiting = asyncio.ensure_future(asyncio.to_thread(_upgrading.acquire))
+            try:
+                await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                waiting.add_done_callback(lambda _: _upgrading.release())  # it still acquires: give it back
+                raise
+        try:
+            yield
+        finally:
+            _upgrading.release()
 
 
 async def _revisions(engine: AsyncEngine, store: Store) -> tuple[set[str], set[str], set[str]]:
