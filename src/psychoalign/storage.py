@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import threading
 import weakref
 from collections.abc import AsyncIterator
@@ -57,6 +58,7 @@ __all__ = [
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
 
+_log = logging.getLogger(__name__)
 _locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 #: Alembic's ``op`` and ``context`` are process-wide proxies, so a process runs one upgrade at a
 #: time: the coroutines of one event loop queue on its lock, other threads' loops on the thread lock.
@@ -186,32 +188,31 @@ async def _one_upgrade_at_a_time() -> AsyncIterator[None]:
 
 
 async def _revisions(engine: AsyncEngine, store: Store) -> tuple[set[str], set[str], set[str]]:
+    async with engine.connect() as conn:
+        return await conn.run_sync(_state, store)
+
+
+def _state(sync_conn: Connection, store: Store) -> tuple[set[str], set[str], set[str]]:
     """The database's current revisions of ``store``, the scripts' heads, and every revision known."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    def read(sync_conn: Connection) -> set[str]:
-        context = MigrationContext.configure(sync_conn, opts={"version_table": f"alembic_version_{store}"})
-        return set(context.get_current_heads())
-
-    async with engine.connect() as conn:
-        current = await conn.run_sync(read)
+    context = MigrationContext.configure(sync_conn, opts={"version_table": f"alembic_version_{store}"})
     script = ScriptDirectory.from_config(migrations_config(store))
-    return current, set(script.get_heads()), {s.revision for s in script.walk_revisions()}
+    return set(context.get_current_heads()), set(script.get_heads()), {s.revision for s in script.walk_revisions()}
 
 
 def _upgrade(sync_conn: Connection, engine: AsyncEngine, store: Store) -> None:
     """Alembic's upgrade to head on ``sync_conn``, inside the caller's transaction (which holds the lock)."""
     from alembic import command
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
 
-    config = migrations_config(store, sync_conn)
     # Read again under the lock: another process may have upgraded meanwhile, maybe a newer one.
-    context = MigrationContext.configure(sync_conn, opts={"version_table": f"alembic_version_{store}"})
-    known = {s.revision for s in ScriptDirectory.from_config(config).walk_revisions()}
-    _refuse_newer(engine, store, set(context.get_current_heads()) - known)
-    command.upgrade(config, "head")
+    current, heads, known = _state(sync_conn, store)
+    _refuse_newer(engine, store, current - known)
+    if current != heads:
+        command.upgrade(migrations_config(store, sync_conn), "head")
+        shown = engine.url.render_as_string(hide_password=True)
+        _log.info("%s tables in %s upgraded to schema revision %s", store, shown, ", ".join(sorted(heads)))
 
 
 def _refuse_newer(engine: AsyncEngine, store: Store, unknown: set[str]) -> None:
