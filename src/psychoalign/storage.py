@@ -8,9 +8,11 @@
 * :func:`write` is the one writer path: a transaction that, on SQLite, is serialised within the
   process (SQLite has one writer at a time anyway; queueing in-process is cheaper than spinning
   on the file lock). On PostgreSQL it is a plain transaction.
-* :func:`create_tables` creates tables and indexes idempotently, safe when several processes
-  start at once on a fresh database; :func:`ensure_schema` does so only when something is
-  missing (no DDL, hence no table lock, beside a running server).
+* :func:`migrate` brings a store's tables to the schema this code knows (its Alembic migrations
+  under ``psychoalign/migrations/<store>``, each store with its own version table, so several
+  stores share one database), on open: no DDL when the schema is current, one store's upgrade
+  at a time when several processes open a database at once, and a one-line error when a newer
+  version of psychoalign wrote the database.
 * :func:`describe_error` turns a driver/SQLAlchemy exception into one clean line for users:
   never the SQL statement or its parameters.
 
@@ -21,26 +23,34 @@ The embedded SQLite store holds 100 concurrent clients of one server process wit
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
+import threading
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sqlalchemy import MetaData, event, inspect
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.schema import CreateIndex, CreateTable
 
 from .errors import ConfigError
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine import Connection
+
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "STORES",
+    "Store",
     "create_engine_for",
-    "create_tables",
     "describe_error",
-    "ensure_schema",
+    "migrate",
+    "migrations_config",
     "normalise_url",
     "write",
 ]
@@ -48,7 +58,17 @@ __all__ = [
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
 
+_log = logging.getLogger(__name__)
 _locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+#: Alembic's ``op`` and ``context`` are process-wide proxies, so a process runs one upgrade at a
+#: time: the coroutines of one event loop queue on its lock, other threads' loops on the thread lock.
+_upgrade_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+_upgrading = threading.Lock()
+
+#: The stores with SQL tables; each has its migrations in ``psychoalign/migrations/<store>``.
+Store = Literal["traces", "star", "lab", "accounts", "experiments"]
+STORES: tuple[Store, ...] = get_args(Store)
+_MIGRATIONS = Path(__file__).with_name("migrations")
 
 
 def normalise_url(url: str) -> str:
@@ -114,42 +134,101 @@ async def write(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         yield conn
 
 
-async def create_tables(engine: AsyncEngine, metadata: MetaData) -> None:
-    """Create every table and index of ``metadata`` that does not exist yet, idempotently."""
-    for attempt in range(3):
-        try:
-            async with write(engine) as conn:
-                for table in metadata.sorted_tables:
-                    await conn.execute(CreateTable(table, if_not_exists=True))
-                    for index in table.indexes:
-                        await conn.execute(CreateIndex(index, if_not_exists=True))
-            return
-        except DBAPIError:
-            # PostgreSQL can still race on its catalogue when two processes create at once.
-            if attempt == 2:
+def migrations_config(store: Store, connection: Connection | None = None) -> Config:
+    """Alembic's configuration for ``store``'s migrations (there is no alembic.ini): its scripts,
+    its own version table ``alembic_version_<store>``, and the connection to run them on."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.set_main_option("version_locations", str(_MIGRATIONS / store))
+    config.set_main_option("path_separator", "os")
+    config.set_main_option("file_template", "r%%(rev)s_%%(slug)s")
+    config.attributes["version_table"] = f"alembic_version_{store}"
+    config.attributes["connection"] = connection
+    return config
+
+
+async def migrate(engine: AsyncEngine, store: Store) -> None:
+    """Bring ``store``'s tables in ``engine``'s database to the newest schema this code knows.
+
+    A current schema costs one read and no DDL (on PostgreSQL even ``CREATE INDEX IF NOT EXISTS``
+    takes a table lock that conflicts with writes, so a process starting beside busy ones must not
+    issue DDL). Otherwise the upgrade runs in one transaction that holds the store's migration
+    lock: a transaction-level advisory lock on PostgreSQL, the write lock on SQLite (``BEGIN
+    IMMEDIATE``, under :func:`write`), so two processes opening a new database at once upgrade it
+    once. A database written by a newer psychoalign is refused before anything changes."""
+    current, heads, known = await _revisions(engine, store)
+    _refuse_newer(engine, store, current - known)
+    if current == heads:
+        return
+    async with _one_upgrade_at_a_time(), write(engine) as conn:
+        if _is_sqlite(engine):
+            await conn.exec_driver_sql("BEGIN IMMEDIATE")
+        elif engine.dialect.name == "postgresql":
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(store)})
+        await conn.run_sync(_upgrade, engine, store)
+
+
+@asynccontextmanager
+async def _one_upgrade_at_a_time() -> AsyncIterator[None]:
+    loop = asyncio.get_running_loop()
+    async with _upgrade_locks.setdefault(loop, asyncio.Lock()):
+        if not _upgrading.acquire(blocking=False):  # another thread's loop is upgrading: wait off the loop
+            waiting = asyncio.ensure_future(asyncio.to_thread(_upgrading.acquire))
+            try:
+                await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                waiting.add_done_callback(lambda _: _upgrading.release())  # it still acquires: give it back
                 raise
+        try:
+            yield
+        finally:
+            _upgrading.release()
 
 
-async def ensure_schema(engine: AsyncEngine, metadata: MetaData) -> None:
-    """:func:`create_tables`, but only when a table or index of ``metadata`` is missing: on a
-    complete schema no DDL runs at all. (On PostgreSQL even ``CREATE INDEX IF NOT EXISTS``
-    takes a table lock that conflicts with writes, so a server process starting beside busy
-    ones must not issue it.)"""
-
-    def missing(sync_conn: Any) -> bool:
-        inspector = inspect(sync_conn)
-        for table in metadata.sorted_tables:
-            if not inspector.has_table(table.name):
-                return True
-            have = {index["name"] for index in inspector.get_indexes(table.name)}
-            if any(index.name not in have for index in table.indexes):
-                return True
-        return False
-
+async def _revisions(engine: AsyncEngine, store: Store) -> tuple[set[str], set[str], set[str]]:
     async with engine.connect() as conn:
-        needed = await conn.run_sync(missing)
-    if needed:
-        await create_tables(engine, metadata)
+        return await conn.run_sync(_state, store)
+
+
+def _state(sync_conn: Connection, store: Store) -> tuple[set[str], set[str], set[str]]:
+    """The database's current revisions of ``store``, the scripts' heads, and every revision known."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    context = MigrationContext.configure(sync_conn, opts={"version_table": f"alembic_version_{store}"})
+    script = ScriptDirectory.from_config(migrations_config(store))
+    return set(context.get_current_heads()), set(script.get_heads()), {s.revision for s in script.walk_revisions()}
+
+
+def _upgrade(sync_conn: Connection, engine: AsyncEngine, store: Store) -> None:
+    """Alembic's upgrade to head on ``sync_conn``, inside the caller's transaction (which holds the lock)."""
+    from alembic import command
+
+    # Read again under the lock: another process may have upgraded meanwhile, maybe a newer one.
+    current, heads, known = _state(sync_conn, store)
+    _refuse_newer(engine, store, current - known)
+    if current != heads:
+        command.upgrade(migrations_config(store, sync_conn), "head")
+        shown = engine.url.render_as_string(hide_password=True)
+        _log.info("%s tables in %s upgraded to schema revision %s", store, shown, ", ".join(sorted(heads)))
+
+
+def _refuse_newer(engine: AsyncEngine, store: Store, unknown: set[str]) -> None:
+    if unknown:
+        shown = engine.url.render_as_string(hide_password=True)
+        raise ConfigError(
+            f"the {store} tables in {shown} are at schema revision {', '.join(sorted(unknown))}, "
+            "newer than this psychoalign knows: a newer version wrote them",
+            hint="upgrade psychoalign (pip install --upgrade psychoalign) to open this database",
+        )
+
+
+def _lock_key(store: Store) -> int:
+    """The store's PostgreSQL advisory lock: a stable signed 64-bit number from its name."""
+    digest = hashlib.sha256(f"psychoalign.migrate.{store}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def describe_error(exc: BaseException) -> str:

@@ -37,7 +37,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import ensure_schema
+from ..storage import migrate
 from ..yamlio import load_yaml_model
 from .campaign import TargetConfig
 from .model import TaskRecord, TaskStatus
@@ -261,7 +261,7 @@ class SQLLabStore(LabStore):
         if not self._ready:
             async with self._init_lock:
                 if not self._ready:
-                    await ensure_schema(self.engine, metadata)  # DDL only for what is missing
+                    await migrate(self.engine, "lab")  # DDL only for what is missing
                     self._ready = True
 
     async def save_campaign(self, campaign: LabCampaignSettings) -> None:

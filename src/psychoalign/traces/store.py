@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigError, PsychoAlignError
-from ..storage import create_engine_for, describe_error, ensure_schema, normalise_url, write
+from ..storage import create_engine_for, describe_error, migrate, normalise_url, write
 from .model import Trace, TraceStatus
 
 __all__ = ["InMemoryTraceStore", "SQLTraceStore", "StoreError", "TraceStore", "normalise_url", "open_store"]
@@ -213,7 +213,7 @@ class SQLTraceStore(TraceStore):
         async with self._init_lock:
             if not self._ready:
                 try:
-                    await ensure_schema(self.engine, metadata)
+                    await migrate(self.engine, "traces")
                 except (OSError, SQLAlchemyError) as exc:
                     raise ConfigError(
                         f"cannot open the trace store: {describe_error(exc)}", hint="check store_url"

@@ -41,11 +41,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import ensure_schema
-from ..traces.store import normalise_url
+from ..storage import create_engine_for, migrate
 
 __all__ = [
     "USERNAME_PATTERN",
@@ -307,7 +306,7 @@ class SQLAccountStore(AccountStore):
         if engine is None:
             if url is None:
                 raise InputError("SQLAccountStore needs a database URL or an engine")
-            engine = create_async_engine(normalise_url(url), **engine_kwargs)
+            engine = create_engine_for(url, **engine_kwargs)
             self._owns_engine = True
         else:
             self._owns_engine = False
@@ -327,7 +326,7 @@ class SQLAccountStore(AccountStore):
         if not self._ready:
             async with self._init_lock:
                 if not self._ready:
-                    await ensure_schema(self.engine, metadata)  # DDL only for what is missing
+                    await migrate(self.engine, "accounts")  # DDL only for what is missing
                     self._ready = True
 
     async def close(self) -> None:

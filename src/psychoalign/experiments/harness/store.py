@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, bindparam, select, update
-from sqlalchemy.exc import IntegrityError, ProgrammingError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ...errors import ConfigError
 from ...judges.records import JudgeRecord
-from ...storage import create_engine_for, normalise_url, write
+from ...storage import create_engine_for, migrate, normalise_url, write
 from ...traces.store import _owner_is_dead
 
 __all__ = [
@@ -277,18 +277,10 @@ class SQLResultStore(ResultStore):
             return
         async with self._init_lock:
             if not self._ready:
-                for attempt in range(3):
-                    try:
-                        async with write(self.engine) as conn:
-                            await conn.run_sync(metadata.create_all)
-                        break
-                    except OSError as exc:
-                        raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
-                    except (IntegrityError, ProgrammingError):
-                        # Another worker (a second shard) created the tables at the same moment:
-                        # PostgreSQL reports the race as a duplicate; the next check finds them.
-                        if attempt == 2:
-                            raise
+                try:  # concurrent shards: one upgrades under the migration lock, the others wait
+                    await migrate(self.engine, "experiments")
+                except OSError as exc:
+                    raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
                 self._ready = True
 
     @staticmethod

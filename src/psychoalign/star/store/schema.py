@@ -1,14 +1,11 @@
-"""The STAR store's tables (one SQLAlchemy ``MetaData``) and how an existing database is brought
-up to them.
+"""The STAR store's tables (one SQLAlchemy ``MetaData``).
 
-Every table and index is defined here and nowhere else. :func:`prepare` creates what is missing;
-stores created by an earlier version also gain the newer columns in place
-(:func:`_add_missing_columns`, until schema changes become migrations).
+Every table and index the store uses is defined here. A database is brought up to them by the
+store's migrations (``psychoalign/migrations/star``, run on open by
+:func:`psychoalign.storage.migrate`): change a table here together with a new migration there.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -23,11 +20,7 @@ from sqlalchemy import (
     Table,
     Text,
     false,
-    inspect,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from ...storage import ensure_schema
 
 metadata = MetaData()
 participants = Table(
@@ -60,10 +53,10 @@ tasks = Table(
     Column("relaxed", Text),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
-    Column("lease_expires_at", DateTime(timezone=True)),  # claimed tasks only; added to old stores by prepare()
+    Column("lease_expires_at", DateTime(timezone=True)),  # claimed tasks only
 )
 # The claim queue (next open task of a kind, oldest first), lease expiry, and "tasks I hold": each
-# an index range scan instead of a table scan. prepare() adds them to stores created without them.
+# an index range scan instead of a table scan.
 Index("ix_star_tasks_queue", tasks.c.kind, tasks.c.status, tasks.c.created_at, tasks.c.id)
 Index("ix_star_tasks_lease", tasks.c.status, tasks.c.lease_expires_at)
 Index("ix_star_tasks_holder", tasks.c.participant_id, tasks.c.status)
@@ -73,9 +66,9 @@ campaign_rows = Table(  # per-campaign settings the store applies (the plan itse
     Column("name", String(64), primary_key=True),
     Column("settings", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
-    # open / paused / closed (CAMPAIGN_STATUSES); added to older stores by prepare(), existing campaigns open
+    # open / paused / closed (CAMPAIGN_STATUSES); campaigns stored before it existed are open
     Column("status", String(16), nullable=False, server_default="open"),
-    # only the campaign's members (star_members) take its tasks; added to older stores by prepare(), off
+    # only the campaign's members (star_members) take its tasks; off for campaigns stored before it existed
     Column("members_only", Boolean, nullable=False, server_default=false()),
 )
 members = Table(  # who belongs to a members-only campaign (a lead adds them)
@@ -155,29 +148,3 @@ declines = Table(  # red-teaming instructions a participant skipped: never offer
     PrimaryKeyConstraint("instruction_id", "participant_id"),
 )
 
-
-async def prepare(engine: AsyncEngine) -> None:
-    """Create what is missing (a fresh database, an older store without the newer columns or
-    indexes): no DDL, hence no table lock, beside server workers already at work."""
-    async with engine.begin() as conn:  # older stores: new columns first (indexes use them)
-        await conn.run_sync(_add_missing_columns)
-    await ensure_schema(engine, metadata)
-
-
-def _add_missing_columns(sync_conn: Any) -> None:
-    """Stores created by an earlier version lack newer nullable columns: add them in place."""
-    if not inspect(sync_conn).has_table("star_tasks"):
-        return  # a fresh store: ensure_schema makes every column
-    have = {c["name"] for c in inspect(sync_conn).get_columns("star_tasks")}
-    if "lease_expires_at" not in have:
-        sync_conn.exec_driver_sql("ALTER TABLE star_tasks ADD COLUMN lease_expires_at TIMESTAMP WITH TIME ZONE")
-    if "refused" not in {c["name"] for c in inspect(sync_conn).get_columns("star_turns")}:
-        sync_conn.exec_driver_sql("ALTER TABLE star_turns ADD COLUMN refused BOOLEAN")
-    if inspect(sync_conn).has_table("star_campaigns") and "status" not in {
-        c["name"] for c in inspect(sync_conn).get_columns("star_campaigns")
-    }:  # every campaign stored so far is open; nothing else changes
-        sync_conn.exec_driver_sql("ALTER TABLE star_campaigns ADD COLUMN status VARCHAR(16) DEFAULT 'open' NOT NULL")
-    if inspect(sync_conn).has_table("star_campaigns") and "members_only" not in {
-        c["name"] for c in inspect(sync_conn).get_columns("star_campaigns")
-    }:  # every campaign stored so far stays open to every participant
-        sync_conn.exec_driver_sql("ALTER TABLE star_campaigns ADD COLUMN members_only BOOLEAN DEFAULT FALSE NOT NULL")

@@ -11,12 +11,12 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ...storage import create_engine_for
+from ...storage import create_engine_for, migrate
 from ..model import Participant, TaskKind
 from ..policy import Policy
 from .base import StarStore
 from .rules import closed_error, not_claimed, not_of_kind, unknown
-from .schema import campaign_rows, participants, prepare, tasks
+from .schema import campaign_rows, participants, tasks
 
 _PARTICIPANT = select(participants.c.body).where(participants.c.id == bindparam("pid"))
 #: A campaign's status, share-locked on PostgreSQL: a lead's pause or close (an update of the row)
@@ -51,7 +51,7 @@ class SQLBase(StarStore):
         if not self._ready:
             async with self._init_lock:
                 if not self._ready:
-                    await prepare(self.engine)
+                    await migrate(self.engine, "star")
                     self._ready = True
 
     async def close(self) -> None:

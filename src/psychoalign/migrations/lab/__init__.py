@@ -1,0 +1,1 @@
+"""The lab store's migrations (revision files r<NNNN>_<slug>.py)."""

@@ -1,0 +1,1 @@
+"""The traces store's migrations (revision files r<NNNN>_<slug>.py)."""
