@@ -17,9 +17,9 @@ from psychoalign import storage
 from psychoalign.errors import ConfigError
 from psychoalign.storage import STORES, Store, create_engine_for, migrate
 from psychoalign.traces import SQLTraceStore
+from tests.cli.test_negotiate import write_config
 
 from ..helpers import PG_URL, pg_schema
-from tests.cli.test_negotiate import write_config
 from ..test_edges import _clean_error, _run
 from .conftest import Database
 from .stores import schema_diff, versions
