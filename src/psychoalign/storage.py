@@ -25,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -108,16 +110,41 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
     except Exception as exc:  # bad URL or missing driver
         raise ConfigError(f"cannot open store {shown}: {type(exc).__name__}", hint="check store_url") from None
     if _is_sqlite(engine):
+        try:
+            _enter_wal(engine.url.database or "")
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open store {shown}: {exc}", hint="check store_url: a writable SQLite file") from None
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA journal_mode = WAL")  # already WAL (see _enter_wal): no lock taken
             cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.close()
 
     return engine
+
+
+def _enter_wal(path: str) -> None:
+    """Switch a SQLite file to WAL once, before its engine opens connections. SQLite answers
+    "database is locked" at once, without calling the busy handler, when another connection holds
+    a lock while the mode changes (two engines or processes opening a new file together), so this
+    waits as the busy timeout would, then fails as it would. It runs before the engine has a
+    connection, so no transaction of this engine can be the one it waits for. The mode is stored in the file: later connections find it set."""
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            with closing(sqlite3.connect(Path(path).expanduser(), timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 @asynccontextmanager
