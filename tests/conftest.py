@@ -6,7 +6,39 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+#: The public evaluation data the dataset tests read (never copied into the repo): read once, at
+#: collection, before any test clears the PSYCHOALIGN_ variables. $PSYCHOALIGN_DATA_DIR, else
+#: ../shared/data beside the checkout (the README's "Data" section).
+SHARED_DATA = Path(os.environ.get("PSYCHOALIGN_DATA_DIR") or ROOT.parent / "shared" / "data")
+#: CI has the data: PSYCHOALIGN_REQUIRE_DATA=1 turns a missing dataset into a failure, not a skip.
+REQUIRE_DATA = os.environ.get("PSYCHOALIGN_REQUIRE_DATA") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs_data(*names): reads these dataset folders of the evaluation data (none named: the data "
+        "directory as a whole); skipped when one is absent, a failure under PSYCHOALIGN_REQUIRE_DATA=1",
+    )
+
+
+def missing_data(*names: str) -> list[str]:
+    """The dataset folders among ``names`` (none: the data directory itself) that are absent."""
+    wanted = [SHARED_DATA / name for name in names] or [SHARED_DATA]
+    return sorted(str(path.relative_to(SHARED_DATA)) if names else str(path) for path in wanted if not path.is_dir())
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Dataset tests skip, all with the same reason, when their data is not there."""
+    marks = list(item.iter_markers("needs_data"))
+    if not marks:
+        return
+    missing = sorted({m for mark in marks for m in missing_data(*mark.args)})
+    if not missing:
+        return
+    if REQUIRE_DATA:
+        pytest.fail(f"PSYCHOALIGN_REQUIRE_DATA=1 but the evaluation data lacks {', '.join(missing)} ({SHARED_DATA})")
+    pytest.skip(f"evaluation data not found at {SHARED_DATA} (README, Data: psychoalign data fetch)")
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -139,3 +142,23 @@ def gemini_reply(text: str) -> dict[str, Any]:
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
         "usageMetadata": {"promptTokenCount": 13, "candidatesTokenCount": 4, "totalTokenCount": 17},
     }
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def mirror(root: Path) -> Iterator[str]:
+    """A static file server (a data mirror): ``root`` over HTTP on loopback. The socket is bound
+    before the URL is handed out, so no client waits on start-up."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -51,8 +51,11 @@ ENV_PREFIX = "PSYCHOALIGN_"
 KNOWN_ROLES = ("drive", "evaluator", "mediator", "chat", "judge", "attacker", "annotator", "target")
 DEFAULT_FILES = ("psychoalign.toml", "psychoalign.yaml", "psychoalign.yml")
 #: Process switches that share the prefix but are not settings (PSYCHOALIGN_DEBUG=1 is --debug;
-#: PSYCHOALIGN_DATA_DIR locates the shared evaluation data, models.safety_corpus).
-RESERVED_ENV = frozenset({ENV_PREFIX + "CONFIG", ENV_PREFIX + "DEBUG", ENV_PREFIX + "DATA_DIR"})
+#: PSYCHOALIGN_DATA_DIR locates the evaluation data, psychoalign.datasets; PSYCHOALIGN_REQUIRE_DATA=1
+#: makes the test suite fail instead of skip when that data is missing, as CI runs it).
+RESERVED_ENV = frozenset(
+    {ENV_PREFIX + "CONFIG", ENV_PREFIX + "DEBUG", ENV_PREFIX + "DATA_DIR", ENV_PREFIX + "REQUIRE_DATA"}
+)
 #: Roles whose embedded default is not the local LLM (used only when no backend is configured).
 EMBEDDED_ROLE_BACKENDS = {"evaluator": "classifier"}
 

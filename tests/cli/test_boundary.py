@@ -100,7 +100,7 @@ def test_report_escapes_hostile_corpus_text(synthetic: SyntheticWorld, tmp_path:
     assert "&lt;script&gt;" in page
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "dices_judgebench").exists(), reason="../shared/data is not beside the repo")
+@pytest.mark.needs_data("dices_judgebench")
 def test_h1_command_on_dices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The pipeline on real DICES items with synthetic agents: every number lands in the files."""
     world = SyntheticWorld(n_items=1, seed=0)  # no marker in DICES text: every item gets item 0's T

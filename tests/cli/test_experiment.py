@@ -16,6 +16,7 @@ from tests.experiments.helpers import REFUSAL
 from tests.experiments.suites.attacks.helpers import ALL, copy_data
 
 
+@pytest.mark.needs_data("hhh_alignment")
 def test_cli_run_status_report_dry_run_and_errors(tmp_path: Path) -> None:
     import yaml
 
@@ -91,6 +92,7 @@ def test_named_experiments_plug_into_experiment_run(monkeypatch: pytest.MonkeyPa
         registry.add_command("boundary", boundary)
 
 
+@pytest.mark.needs_data("advbench")
 def test_cli_prints_table4_with_the_benign_refusal_beside_it(tmp_path: Path) -> None:
     import yaml
 
@@ -136,6 +138,7 @@ def test_cli_prints_table4_with_the_benign_refusal_beside_it(tmp_path: Path) -> 
     assert bad.returncode == 0 and json.loads(bad.stdout)["cells"] == 5 * (1 + 1 + 3 + 1 + 2)
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 def test_cli_bad_data_file_is_a_one_line_error(tmp_path: Path) -> None:
     from tests.cli.test_main import cli
 

@@ -247,6 +247,7 @@ def test_hard_cases_cover_the_reported_failures() -> None:
     assert all(RULES.classify(c.response).refused == (c.label is not RefusalLabel.COMPLIANCE) for c in cases[:30])
 
 
+@pytest.mark.needs_data("xstest", "many_shot_jailbreaking")
 async def test_rule_tier_on_the_labelled_set() -> None:
     items = load_refusal_set(SHARED_DATA)
     assert len([x for x in items if x.source != "perturbed"]) >= 200
@@ -260,6 +261,7 @@ async def test_rule_tier_on_the_labelled_set() -> None:
     assert report.perturbation_invariance == 1.0  # curly quotes, persona prefixes, markdown change nothing
 
 
+@pytest.mark.needs_data("xstest", "many_shot_jailbreaking")
 def test_cli_eval_and_single_judgement(tmp_path: Path) -> None:
     out = cli("judge", "eval-refusal", "--data", str(SHARED_DATA), "--source", "hard-case", "--json")
     assert out.returncode == 0, out.stderr
@@ -271,6 +273,7 @@ def test_cli_eval_and_single_judgement(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "no XSTest data" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.needs_data("xstest", "many_shot_jailbreaking")
 def test_cli_measures_the_model_tier_through_any_configured_role(tmp_path: Path) -> None:
     """The model tier's figures come from whatever model the `judge` role names (here a scripted
     one that calls everything a refusal, so precision is the refusal share and recall is 1)."""

@@ -27,6 +27,7 @@ from psychoalign.models.classifier import (
     to_evaluation,
 )
 from psychoalign.models.safety_corpus import auc, split_of, windows
+from tests.conftest import SHARED_DATA
 
 # A 3-dimensional "embedding": [harm words, jailbreak words, 1]. The heads read it linearly.
 HARM = ("bomb", "sarin", "poison", "kill")
@@ -180,15 +181,22 @@ def test_auc_and_split_helpers() -> None:
 
 
 @pytest.mark.realmodel
+@pytest.mark.needs_data(
+    "advbench",
+    "anthropic_hh_harmless_base",
+    "hhh_alignment",
+    "jailbreak_templates",
+    "many_shot_jailbreaking",
+    "mt_bench",
+    "xstest",
+)
 def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
     """The shipped heads on the real MiniLM encoder re-score the fixed CI sample of the check split
     (../shared/data) to the figures stored beside the weights (and quoted in the model card)."""
     from psychoalign.models.classifier import load_classifier
-    from psychoalign.models.safety_corpus import ci_sample, classifier_metrics, default_data_dir, load_corpus
+    from psychoalign.models.safety_corpus import ci_sample, classifier_metrics, load_corpus
 
-    data = default_data_dir()
-    if not (data / "advbench").is_dir():
-        pytest.skip(f"shared data not found at {data}")
+    data = SHARED_DATA
     clf = load_classifier()
     expected = clf.weights.metrics["ci_sample"]
     got = classifier_metrics(clf, ci_sample(load_corpus(data)))

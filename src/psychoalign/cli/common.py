@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigOpt",
+    "DataOpt",
     "JsonOpt",
+    "data_dir_from",
     "emit_json",
     "err_console",
     "out_console",
@@ -27,13 +29,41 @@ __all__ = [
     "settings_from",
 ]
 
-out_console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+#: Columns of output that is not a terminal (a file, a pipe): wide enough that no table folds.
+PIPE_WIDTH = 4096
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console that wraps only on a terminal: written to a file or a pipe, text keeps its lines
+    (YAML and paths parse back) and tables are as wide as their content."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        console.soft_wrap = True
+        console.width = PIPE_WIDTH
+    return console
+
+
+out_console = _console()
+err_console = _console(stderr=True)
 
 ConfigOpt = typer.Option(
     None, "--config", "-c", help="Config file (TOML or YAML). Default: $PSYCHOALIGN_CONFIG or ./psychoalign.toml."
 )
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+DataOpt = typer.Option(
+    None,
+    "--data",
+    help="The evaluation data directory. Default: $PSYCHOALIGN_DATA_DIR, experiments.data_dir, "
+    "../shared/data beside the checkout, the user data dir (psychoalign data list).",
+)
+
+
+def data_dir_from(flag: Path | None, settings: Settings) -> Path:
+    """The data directory (flag > env > config > beside the checkout > user dir); an error naming
+    it and how to get the data when it is missing."""
+    from ..datasets import resolve_data_dir
+
+    return resolve_data_dir(flag, settings.experiments.data_dir).require()
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any] | None = None) -> Settings:

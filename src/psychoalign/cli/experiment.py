@@ -219,12 +219,12 @@ def run(
 def _dry_run(
     spec: ExperimentSpec, settings: Settings, registry: Registry, shard: tuple[int, int], json_out: bool
 ) -> None:
-    from ..experiments.harness.benchmark import find_data_dir
+    from ..datasets import resolve_data_dir
     from ..experiments.harness.estimate import estimate
     from ..experiments.harness.runner import plan_cells
     from ..experiments.harness.systems import SystemInfo
 
-    cells, _ = plan_cells(spec, find_data_dir(settings.experiments.data_dir), registry, shard)
+    cells, _ = plan_cells(spec, resolve_data_dir(configured=settings.experiments.data_dir).path, registry, shard)
     infos: dict[str, SystemInfo] = {}
     for s in spec.systems:
         cls = registry.systems.get(s.effective_kind)
@@ -411,12 +411,20 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
 
 
 @experiment_app.command("show")
-def show(spec_name: str = typer.Argument(..., metavar="SPEC"), n: int | None = typer.Option(None, "--n")) -> None:
+def show(
+    spec_name: str = typer.Argument(..., metavar="SPEC"),
+    n: int | None = typer.Option(None, "--n"),
+    json_out: bool = JsonOpt,
+) -> None:
     """Print a spec (preset or file) as YAML, with its run id (checked: unknown systems,
-    benchmarks or options are errors naming the file and line)."""
+    benchmarks or options are errors naming the file and line). The YAML written to a file runs
+    as a spec: `psychoalign experiment show paper-table4 > t.yaml`."""
     from ..experiments.harness.spec import load_spec
 
     spec = load_spec(spec_name, registry=experiment_registry()).with_overrides(n=n)
+    if json_out:
+        emit_json({"run_id": spec.run_id(), "spec": spec.model_dump(mode="json")})
+        return
     out_console.print(safe(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
     err_console.print(f"run id: {spec.run_id()}")
 

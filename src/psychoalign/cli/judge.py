@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
-from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
+from .common import ConfigOpt, DataOpt, JsonOpt, data_dir_from, emit_json, err_console, out_console, safe, settings_from
 
 __all__ = ["judge_app"]
 
@@ -70,7 +70,7 @@ def judge_refusal(
 
 @judge_app.command("eval-refusal")
 def judge_eval_refusal(
-    data: Path = typer.Option(Path("../shared/data"), "--data", help="The shared data directory (holds xstest/)."),
+    data: Path | None = DataOpt,
     tier: str = TierOpt,
     role: str = RoleOpt,
     source: list[str] | None = typer.Option(
@@ -86,7 +86,7 @@ def judge_eval_refusal(
     """Precision/recall of a refusal-judge tier on the labelled set (docs/judges.md)."""
     from ..judges.refusal_eval import evaluate, load_refusal_set
 
-    items = load_refusal_set(data, perturb=not no_perturb)
+    items = load_refusal_set(data_dir_from(data, settings_from(config)), perturb=not no_perturb)
     if source:
         known = {x.source for x in items}
         unknown = set(source) - known
@@ -139,7 +139,7 @@ def judge_eval_refusal(
 
 @judge_app.command("eval-harm")
 def judge_eval_harm(
-    data: Path = typer.Option(Path("../shared/data"), "--data", help="The shared data directory."),
+    data: Path | None = DataOpt,
     tier: str = typer.Option(
         "auto", "--tier", help="model (the --role model), classifier (offline) or auto (as experiments pick)."
     ),
@@ -156,9 +156,10 @@ def judge_eval_harm(
 
     if tier not in ("auto", "model", "classifier"):
         raise InputError(f"unknown tier '{tier}'", hint="auto, model or classifier")
-    if not (data / "xstest").is_dir():
-        raise InputError(f"no xstest/ in {data}", hint="pass --data with the shared data directory")
     settings = settings_from(config)
+    data = data_dir_from(data, settings)
+    if not (data / "xstest").is_dir():
+        raise InputError(f"no xstest/ in {data}", hint="psychoalign data verify shows what the data directory holds")
     pool = ModelPool(settings)
     judges = Judges(JudgeSpec(role=role, harm=tier), pool, data, cache_path=None, meter=CallMeter())
 

@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "experiment:experiment_app",
         "Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
     ),
+    "data": (
+        "data:data_app",
+        "Evaluation data: which public datasets are used, where they are looked for, verify, fetch.",
+    ),
     "lab": ("lab:lab_app", "STAR lab accounts: the first lead, invites, who is registered."),
 }
 
@@ -104,6 +108,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Inherited by every sub-command's context: `-h` is `--help` everywhere.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 

@@ -156,7 +156,7 @@ def load_refusal_set(data: Path, *, perturb: bool = True) -> list[LabelledRespon
     """Every labelled response: XSTest, HarmBench-compliant answers, hard cases, perturbations."""
     if not (data / "xstest").is_dir():
         raise InputError(
-            f"no XSTest data under {data}", hint="pass --data PATH/TO/shared/data (the directory with xstest/)"
+            f"no XSTest data under {data}", hint="psychoalign data verify shows what the data directory holds"
         )
     items = _xstest(data) + _harmbench_compliant(data) + hard_cases()
     if perturb:

@@ -14,7 +14,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import rankdata
 
+from ..datasets import resolve_data_dir
 from ..errors import InputError
 from ..textio import decode_utf8, read_text
 from ..yamlio import parse_yaml
@@ -73,15 +73,8 @@ class Example:
 
 
 def default_data_dir() -> Path:
-    """``$PSYCHOALIGN_DATA_DIR``, else ``../shared/data`` from the current directory or the repo."""
-    env = os.environ.get("PSYCHOALIGN_DATA_DIR")
-    if env:
-        return Path(env)
-    candidates = [Path.cwd() / ".." / "shared" / "data", Path(__file__).resolve().parents[3] / ".." / "shared" / "data"]
-    for c in candidates:
-        if c.is_dir():
-            return c.resolve()
-    return candidates[0]
+    """The data directory as every command resolves it (``psychoalign.datasets``)."""
+    return resolve_data_dir().path
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -347,7 +340,7 @@ def load_corpus(data_dir: str | Path | None = None) -> list[Example]:
     if not (data / "advbench" / "harmful_behaviors.csv").is_file():
         raise InputError(
             f"the shared evaluation data is not at {data}",
-            hint="run from the repo root with ../shared/data beside it, or set PSYCHOALIGN_DATA_DIR",
+            hint="get the data with `psychoalign data fetch all --from URL` or set PSYCHOALIGN_DATA_DIR (README, Data)",
         )
     return merge_near_duplicates([*_requests(data), *_project(data), *_hh_labelled(data), *_responses(data)])
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from psychoalign.experiments.harness.calibration import harm_agreement, load_harm_labelled
 from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
 from psychoalign.models import ChatRequest
@@ -14,6 +16,7 @@ from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import judges_for, last_user, plain, run, scripted, spec
 
 
+@pytest.mark.needs_data("hhh_alignment", "mt_bench")
 async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
     """The constructed pairs are ordered the way a judge that reads them would order them."""
     from psychoalign.experiments.harness.calibration import CONSIDERED
@@ -38,6 +41,7 @@ async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: P
     assert [judges[b]["agreement"] for b in ("hhh", "mt-bench", "dilemmas")] == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.needs_data
 def test_the_labelled_set_leaves_out_what_the_classifier_was_trained_or_tuned_on() -> None:
     rows = load_harm_labelled(SHARED_DATA)
     trained = {ex.text.strip() for ex in load_corpus(SHARED_DATA) if ex.split in ("train", "val")}
@@ -48,6 +52,7 @@ def test_the_labelled_set_leaves_out_what_the_classifier_was_trained_or_tuned_on
     assert 60 <= sum(r["harmful"] for r in rows) < len(rows)
 
 
+@pytest.mark.needs_data
 async def test_harm_agreement_against_the_labels(tmp_path: Path) -> None:
     rows = load_harm_labelled(SHARED_DATA)
     harmful_goals = {r["goal"] for r in rows if r["harmful"]}

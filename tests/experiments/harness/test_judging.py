@@ -18,6 +18,7 @@ from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import Judge, cell, judges_for, last_user, plain, plain_model, run, scripted, spec
 
 
+@pytest.mark.needs_data("mt_bench")
 async def test_judge_calls_are_cached_and_stored_with_the_item(tmp_path: Path) -> None:
     judge = Judge()
     models = {"chat": scripted("chat", lambda r: "An answer."), "judge": scripted("j", judge)}
@@ -44,6 +45,7 @@ def _judge(request: ChatRequest) -> str:
     return "The answer is fine. Rating: [[7]]"
 
 
+@pytest.mark.needs_data("hhh_alignment")
 async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_path: Path) -> None:
     chat, _ = plain("chat", lambda r: "You can have it as a gift every year.")  # picks no option by itself
     judge, judge_backend = plain("judge", _judge)
@@ -81,6 +83,7 @@ async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_pat
     assert "Weak judge." in html and "weak judge" in html
 
 
+@pytest.mark.needs_data("mt_bench")
 async def test_a_plain_judge_reply_outside_its_vocabulary_is_not_judged(tmp_path: Path) -> None:
     chat, _ = plain("chat", lambda r: "An answer.")
     junk = "<script>alert(1)</script> I think it is great"
@@ -113,6 +116,7 @@ def test_rules_do_not_read_an_echo_of_both_options_as_a_choice() -> None:
     assert parse_quality("Alignment: [[rating]]\nCapability: [[rating]]") is None
 
 
+@pytest.mark.needs_data("hhh_alignment")
 async def test_echoed_options_without_a_model_judge_count_as_no_choice(tmp_path: Path) -> None:
     chat, _ = plain("chat", lambda r: "A: first option text\nB: second option text")
     report, store = await run(tmp_path, spec(["vanilla"], ["hhh"], 4, judge={"choice_model": False}), {"chat": chat})

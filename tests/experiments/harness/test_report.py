@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from psychoalign.errors import EndpointError
 from psychoalign.experiments import build_report
 from psychoalign.experiments.harness.registry import Registry
@@ -21,6 +23,7 @@ from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import REFUSAL, Judge, cell, cost, last_user, run, sample, scripted, spec
 
 
+@pytest.mark.needs_data("hhh_alignment")
 async def test_planted_effect_better_system_wins_with_separated_intervals(tmp_path: Path) -> None:
     answers = {HHH.prompt(i): HHH.layout(i)[2] for i in HHH().load(SHARED_DATA)}
 
@@ -43,6 +46,7 @@ async def test_planted_effect_better_system_wins_with_separated_intervals(tmp_pa
     assert report["best"]["hhh/accuracy"] == 1.0
 
 
+@pytest.mark.needs_data("advbench")
 async def test_cost_ratios_compare_the_items_both_systems_completed(tmp_path: Path) -> None:
     """A system that fails the costly two-turn items must not look cheaper than the baseline."""
     advbench_goals = {i.turns[0] for i in sample(AdvBench(), 3)}
@@ -75,6 +79,7 @@ def _numbers(text: str) -> set[float]:
     return {float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", text)}
 
 
+@pytest.mark.needs_data("hhh_alignment")
 async def test_every_number_of_the_html_is_in_the_json(tmp_path: Path) -> None:
     def chat(request: ChatRequest) -> Any:
         if request.schema_name == "feedback":

@@ -27,6 +27,7 @@ from tests.experiments.helpers import REFUSAL, Judge, cell, dead_pid, last_user,
 from tests.scenario import World
 
 
+@pytest.mark.needs_data("advbench")
 async def test_failing_endpoint_records_failed_cells_and_retries_them_on_resume(tmp_path: Path) -> None:
     def down(request: ChatRequest) -> str:
         raise EndpointError("endpoint <script>down</script>")
@@ -47,6 +48,7 @@ async def test_failing_endpoint_records_failed_cells_and_retries_them_on_resume(
     assert {c.attempts for c in await store.cells(report["run"]["id"])} == {2}
 
 
+@pytest.mark.needs_data("advbench")
 async def test_negotiation_failure_fails_the_cell_with_its_trace(tmp_path: Path) -> None:
     world = World([{"proposals": "not a list"}])  # DRIVE breaks its schema
     traces = InMemoryTraceStore()
@@ -58,6 +60,7 @@ async def test_negotiation_failure_fails_the_cell_with_its_trace(tmp_path: Path)
     assert all(len(c.trace_ids) == 1 for c in cells)
 
 
+@pytest.mark.needs_data("mt_bench")
 async def test_junk_judge_fails_the_cell(tmp_path: Path) -> None:
     models = {"chat": scripted("chat", lambda r: "x"), "judge": scripted("j", lambda r: {"rating": 42})}
     report, store = await run(tmp_path, spec(["vanilla"], ["mt-bench"], 2), models)
@@ -65,6 +68,7 @@ async def test_junk_judge_fails_the_cell(tmp_path: Path) -> None:
     assert all("junk" in (c.error or "") for c in await store.cells(report["run"]["id"]))
 
 
+@pytest.mark.needs_data("advbench")
 async def test_resume_runs_only_missing_cells(tmp_path: Path) -> None:
     asked: list[str] = []
 
@@ -94,6 +98,7 @@ async def test_resume_runs_only_missing_cells(tmp_path: Path) -> None:
     assert len(asked) == 10
 
 
+@pytest.mark.needs_data("advbench")
 def test_shards_partition_the_cells() -> None:
     s = spec(["vanilla", "rlhf"], ["advbench", "hhh"], 10)
     every = {c.key for c in plan_cells(s, SHARED_DATA, Registry())[0]}
@@ -151,6 +156,7 @@ asyncio.run(run_experiment(spec, settings, store=store, models=models, registry=
 """
 
 
+@pytest.mark.needs_data
 def test_kill_9_mid_run_then_resume_runs_only_the_missing_cells(tmp_path: Path) -> None:
     import asyncio
     import os
@@ -198,6 +204,7 @@ def test_kill_9_mid_run_then_resume_runs_only_the_missing_cells(tmp_path: Path) 
     assert sum(c.attempts == 1 for c in cells) >= 3 and max(c.attempts for c in cells) == 2
 
 
+@pytest.mark.needs_data("advbench")
 async def test_overload_halves_concurrency_and_the_run_still_completes(tmp_path: Path) -> None:
     from psychoalign.errors import TransientBackendError
     from tests.helpers import fast_spec
@@ -273,6 +280,7 @@ def test_serial_models_are_the_embedded_ones() -> None:
     assert serial_models([pa], ModelPool(remote)) == ["local:smollm2-135m-instruct"]
 
 
+@pytest.mark.needs_data("advbench")
 async def test_cells_run_one_at_a_time_on_a_serial_model(tmp_path: Path) -> None:
     in_flight, peak = 0, 0
 

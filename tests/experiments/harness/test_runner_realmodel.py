@@ -13,7 +13,7 @@ from psychoalign.experiments.harness.store import SQLResultStore
 from psychoalign.traces import SQLTraceStore
 from tests.conftest import SHARED_DATA
 
-pytestmark = pytest.mark.realmodel
+pytestmark = [pytest.mark.realmodel, pytest.mark.needs_data()]
 
 
 async def test_embedded_model_runs_every_benchmark_and_a_negotiation(tmp_path: Path) -> None:

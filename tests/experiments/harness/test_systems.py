@@ -17,6 +17,7 @@ from tests.experiments.helpers import REFUSAL, Judge, cell, cost, last_user, pla
 from tests.scenario import APPROVE, World, proposals
 
 
+@pytest.mark.needs_data("advbench")
 async def test_every_baseline_on_advbench_with_exact_costs(tmp_path: Path) -> None:
     def chat(request: ChatRequest) -> Any:
         if request.schema_name == "feedback":
@@ -94,6 +95,7 @@ def structured(name: str, fn: Any) -> ChatModel:
     return ChatModel(mspec, ScriptedBackend(mspec, fn=fn))
 
 
+@pytest.mark.needs_data("advbench")
 async def test_negotiating_systems_keep_the_plain_protocol_of_embedded_models(tmp_path: Path) -> None:
     """The harness meters every model call; metering must not turn an embedded DRIVE into one
     asked for self-rated JSON proposals (the path `make run` never takes)."""
@@ -113,6 +115,7 @@ async def test_negotiating_systems_keep_the_plain_protocol_of_embedded_models(tm
         assert trace is not None and trace.rounds[0].proposals[0].utility == 1.0  # imputed, not self-rated
 
 
+@pytest.mark.needs_data("advbench")
 async def test_self_refine_plain_feedback_stops_on_done(tmp_path: Path) -> None:
     def chat(request: ChatRequest) -> str:
         text = last_user(request)
@@ -134,6 +137,7 @@ async def test_self_refine_plain_feedback_stops_on_done(tmp_path: Path) -> None:
     assert not parse_done("The draft is done well but lacks detail")
 
 
+@pytest.mark.needs_data("advbench")
 async def test_debate_agents_draw_different_samples(tmp_path: Path) -> None:
     model, backend = plain("chat", lambda r: "An answer.")
     await run(tmp_path, spec(["debate"], ["advbench"], 1, judge={"harm": False}), {"chat": model})

@@ -53,6 +53,7 @@ def reliability(ratings: pd.DataFrame) -> np.ndarray:
 # -- alpha against the reference implementation --------------------------------------------------
 
 
+@pytest.mark.needs_data("dices_judgebench")
 @pytest.mark.parametrize("metric", ["nominal", "ordinal", "interval"])
 def test_alpha_matches_krippendorff_on_dices(metric: str) -> None:
     data = load(DICES)
@@ -63,6 +64,7 @@ def test_alpha_matches_krippendorff_on_dices(metric: str) -> None:
     assert 0.1 < ours < 0.3  # DICES is famously low-agreement
 
 
+@pytest.mark.needs_data("diasafety_cc")
 def test_alpha_matches_krippendorff_on_diasafety_with_rater_ids() -> None:
     data = load(DIASAFETY)
     ref = krippendorff.alpha(reliability_data=reliability(data.annotations), level_of_measurement="nominal")
@@ -473,6 +475,7 @@ def test_intersectional_model_per_rule_and_pooled(tmp_path: Path) -> None:
     assert without["pooled"]["interaction_test"]["p_value"] > 0.01
 
 
+@pytest.mark.needs_data("dices_judgebench")
 def test_not_computable_sections_and_the_report_still_written(tmp_path: Path) -> None:
     expert = load(DICES_EXPERT)
     assert agreement_section(expert)["computable"] is False
@@ -484,6 +487,7 @@ def test_not_computable_sections_and_the_report_still_written(tmp_path: Path) ->
     assert (tmp_path / "out" / "report.html").read_text().count("Not computable") >= 3
 
 
+@pytest.mark.needs_data("diasafety_cc")
 def test_few_raters_give_description_not_a_test() -> None:
     data = load(DIASAFETY)
     comp = groups_section(data)["attributes"]["country"]["binary_unsafe"]
@@ -491,6 +495,7 @@ def test_few_raters_give_description_not_a_test() -> None:
     assert comp["model"]["computable"] is False and "6 raters" in comp["model"]["reason"]
 
 
+@pytest.mark.needs_data("dices_judgebench")
 def test_dices_item_text_is_the_same_in_crowd_and_expert_files() -> None:
     crowd, expert = load(DICES_350), load(DICES_EXPERT)
     joined = crowd.items.merge(expert.items, on="item_id")
@@ -498,6 +503,7 @@ def test_dices_item_text_is_the_same_in_crowd_and_expert_files() -> None:
     assert joined["text_x"].str.contains("\n").all()  # context and response
 
 
+@pytest.mark.needs_data("dices_judgebench")
 def test_expert_vs_crowd_on_dices_and_within_a_ratings_file(tmp_path: Path) -> None:
     report = analyze([load(DICES_350), load(DICES_EXPERT)], n_boot=20, embed=False)
     pair = report["expert_vs_crowd"]["dices_350_crowdsourced vs dices_350_expert"]
@@ -513,6 +519,7 @@ def test_expert_vs_crowd_on_dices_and_within_a_ratings_file(tmp_path: Path) -> N
     assert within["full_scale"]["alpha_level"] == "ordinal"
 
 
+@pytest.mark.needs_data("dices_judgebench")
 def test_detection_and_bad_files(tmp_path: Path) -> None:
     assert detect(DICES) == "dices"
     assert detect(DIASAFETY) == "diasafety-cc"
@@ -536,6 +543,7 @@ def test_detection_and_bad_files(tmp_path: Path) -> None:
         load(binary, mapping=mapping_from(MAPPING))
 
 
+@pytest.mark.needs_data("dices_judgebench")
 def test_missing_is_missing(tmp_path: Path) -> None:
     rows = synthetic_star(np.random.default_rng(6), 20)
     rows[0]["annotator2_rating"] = None
@@ -609,6 +617,7 @@ def test_cli_nothing_analysable_exits_non_zero(tmp_path: Path) -> None:
     assert "nothing to analyse" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.needs_data("diasafety_cc")
 def test_cli_analyze_escapes_and_writes_everything(tmp_path: Path) -> None:
     rows = synthetic_star(np.random.default_rng(7), 120)
     rows[0]["rule"] = "<script>alert(1)</script>"

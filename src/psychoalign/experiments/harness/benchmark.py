@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import ConfigError, InputError
+from ...datasets import DATA_HINT, resolve_data_dir
+from ...errors import InputError
 from ...judges.records import JudgeRecord
 from ...models import Message
 from .judging import Judges
@@ -59,29 +60,15 @@ class Metric:
 
 
 def find_data_dir(configured: str | None = None) -> Path:
-    """The data folder: ``configured`` if given, else ``../shared/data`` from the working
-    directory or any parent of it, or beside the source checkout."""
-    if configured:
-        path = Path(configured).expanduser()
-        if not path.is_dir():
-            raise ConfigError(f"data folder {path} does not exist", hint="set experiments.data_dir to ../shared/data")
-        return path
-    here = Path.cwd().resolve()
-    candidates = [p / "shared" / "data" for p in (here, *here.parents)]
-    candidates += [p / "shared" / "data" for p in Path(__file__).resolve().parents]
-    for c in candidates:
-        if c.is_dir():
-            return c
-    raise ConfigError(
-        "cannot find the evaluation data folder (shared/data)",
-        hint="set experiments.data_dir in the config or PSYCHOALIGN_EXPERIMENTS__DATA_DIR",
-    )
+    """The data folder (``datasets.resolve_data_dir``: $PSYCHOALIGN_DATA_DIR, ``configured``,
+    ``../shared/data`` beside the checkout, the user data dir); an error naming it when missing."""
+    return resolve_data_dir(configured=configured).require()
 
 
 def data_file(data_dir: Path, rel: str) -> Path:
     path = data_dir / rel
     if not path.is_file():
-        raise InputError(f"benchmark file {path} is missing", hint="check experiments.data_dir")
+        raise InputError(f"benchmark file {path} is missing", hint=DATA_HINT)
     return path
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...datasets import DATA_HINT
 from ...errors import InputError
 from ...textio import read_jsonl_objects, read_text
 from .judging import Judges
@@ -72,7 +73,7 @@ def _completion_rows(data_dir: Path) -> Iterator[tuple[str, str, dict[str, str]]
     for rel in FILES:
         path = data_dir / rel
         if not path.is_file():
-            raise InputError(f"calibration file {path} is missing", hint="check experiments.data_dir")
+            raise InputError(f"calibration file {path} is missing", hint=DATA_HINT)
         with io.StringIO(read_text(path, what="calibration file"), newline="") as fh:
             for i, row in enumerate(csv.DictReader(fh), start=2):
                 yield rel, f"{path}:{i}", row
@@ -274,7 +275,7 @@ def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
         )
     shots = data_dir / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
     if not shots.is_file():
-        raise InputError(f"calibration file {shots} is missing", hint="check experiments.data_dir")
+        raise InputError(f"calibration file {shots} is missing", hint=DATA_HINT)
     for n, shot in read_jsonl_objects(shots, what="calibration file"):
         answer = str(shot.get("assistant", "")).strip()
         if answer and answer not in seen:

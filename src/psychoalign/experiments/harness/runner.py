@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...config import Settings
+from ...datasets import resolve_data_dir
 from ...errors import ConfigError, PsychoAlignError
 from ...models import ChatModel, Message
 from ...traces import TraceStore
-from .benchmark import Benchmark, Item, find_data_dir
+from .benchmark import Benchmark, Item
 from .judging import Judges
 from .metering import CallMeter, ModelPool
 from .registry import Registry, build_benchmark, default_registry
@@ -271,7 +272,9 @@ async def run_experiment(
     ``progress`` is told how the run goes; ``max_cells`` stops after that many cells have run
     (tests of resumption)."""
     registry = registry or default_registry()
-    data_dir = data_dir or find_data_dir(settings.experiments.data_dir)
+    # Not required to exist: benchmarks that ship their items (dilemmas) run without it; the
+    # others name the missing file and how to get it.
+    data_dir = data_dir or resolve_data_dir(configured=settings.experiments.data_dir).path
     if not (0 <= shard[0] < shard[1]):
         raise ConfigError(f"invalid shard {shard[0]}/{shard[1]}", hint="use --shard i/n with 0 <= i < n")
     started = time.perf_counter()

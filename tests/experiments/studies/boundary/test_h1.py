@@ -20,7 +20,7 @@ from tests.experiments.studies.helpers import N_ITEMS
 
 DICES = SHARED_DATA / "dices_judgebench"
 
-needs_data = pytest.mark.skipif(not DICES.exists(), reason="../shared/data is not beside the repo")
+needs_data = pytest.mark.needs_data("dices_judgebench", "diasafety_cc")
 
 
 def test_split_turns_handles_both_dices_layouts() -> None:

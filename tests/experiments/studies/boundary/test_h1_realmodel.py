@@ -18,7 +18,7 @@ pytestmark = pytest.mark.realmodel
 DICES = SHARED_DATA / "dices_judgebench" / "dices_350_crowdsourced.json"
 
 
-@pytest.mark.skipif(not DICES.exists(), reason="../shared/data is not beside the repo")
+@pytest.mark.needs_data("dices_judgebench")
 async def test_h1_smoke_on_two_dices_items(tmp_path: Path) -> None:
     store = SQLTraceStore(f"sqlite:///{tmp_path / 't.db'}")
     settings = load_settings(environ={"PSYCHOALIGN_DEFAULTS__MAX_TOKENS": "200"})

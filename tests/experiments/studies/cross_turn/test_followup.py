@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.needs_data("mt_bench")
 async def test_mt_bench_followup_scores_refusal_of_the_second_turn(tmp_path: Path) -> None:
     from psychoalign.config import Settings
     from psychoalign.experiments import build_report, default_registry, run_experiment

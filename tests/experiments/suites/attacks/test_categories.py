@@ -25,6 +25,7 @@ from tests.experiments.helpers import REFUSAL, dead_pid, scripted, spec
 from tests.experiments.suites.attacks.helpers import Attacker, HarmJudge, copy_data, multiturn, registry, run, users
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 def test_every_category_attacks_the_same_seeded_objectives() -> None:
     def objectives(b: Any, n: int) -> list[str]:
         return list(dict.fromkeys(i.data["objective_id"] for i in b.sample(b.load(SHARED_DATA), n, 7)))
@@ -39,6 +40,7 @@ def test_every_category_attacks_the_same_seeded_objectives() -> None:
     assert len({t.split("/")[0] for t in first}) == 3  # every family drawn
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 def test_many_shot_nests_the_shots_and_formats_them() -> None:
     b = ManyShotAttack({"shots": [2, 5]})
     items = b.sample(b.load(SHARED_DATA), 1, 0)
@@ -51,6 +53,7 @@ def test_many_shot_nests_the_shots_and_formats_them() -> None:
     assert [x.role for x in m.messages(items[0])] == ["user", "assistant", "user", "assistant", "user"]
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_many_shot_that_does_not_fit_the_context_fails_with_the_reason(tmp_path: Path) -> None:
     asked: list[int] = []
 
@@ -71,6 +74,7 @@ async def test_many_shot_that_does_not_fit_the_context_fails_with_the_reason(tmp
     assert (got["success_64"]["mean"], got["success_64"]["n"]) == (None, 0)
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 def test_bad_options_are_one_line_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"attack-manyshot': option shots"):
         ManyShotAttack({"shots": [0]})
@@ -82,6 +86,7 @@ def test_bad_options_are_one_line_config_errors() -> None:
         MultiTurnAttack({"templates": ["Nope"]}).load(SHARED_DATA)
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 def test_bad_data_files_give_one_line_errors(tmp_path: Path) -> None:
     data = copy_data(tmp_path)
     shots = data / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
@@ -111,6 +116,7 @@ def test_bad_data_files_give_one_line_errors(tmp_path: Path) -> None:
         DirectAttack().load(data)
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_resume_after_a_crash_runs_only_the_missing_cells(tmp_path: Path) -> None:
     asked: list[str] = []
 
@@ -146,6 +152,7 @@ async def test_resume_after_a_crash_runs_only_the_missing_cells(tmp_path: Path) 
     assert len(asked) - first == sum(per_cell[c.benchmark.name] for c in todo)  # nothing runs twice
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 def test_paper_table4_preset_and_its_dry_run() -> None:
     from psychoalign.experiments.harness.estimate import estimate
     from psychoalign.experiments.harness.runner import plan_cells

@@ -17,7 +17,10 @@ from psychoalign.experiments import ExperimentSpec, build_report, run_experiment
 from psychoalign.experiments.harness.store import InMemoryResultStore
 from tests.conftest import SHARED_DATA
 
-pytestmark = pytest.mark.realmodel
+pytestmark = [
+    pytest.mark.realmodel,
+    pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates"),
+]
 
 
 async def test_attack_suite_on_the_embedded_default(tmp_path: Path) -> None:

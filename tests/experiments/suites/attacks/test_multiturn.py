@@ -22,6 +22,7 @@ from tests.experiments.helpers import REFUSAL, plain_model, scripted, spec
 from tests.experiments.suites.attacks.helpers import BENIGN, HARMFUL, Attacker, HarmJudge, multiturn, run, users
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_target_complying_only_on_turn_4_of_5_succeeds_on_turn_4_never_turn_1(tmp_path: Path) -> None:
     seen: list[list[str]] = []
 
@@ -60,6 +61,7 @@ async def test_target_complying_only_on_turn_4_of_5_succeeds_on_turn_4_never_tur
     assert (got["mean"], got["n"], got["failed"]) == (1.0, 1, 0)
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_escalation_flags_middle_turns_by_the_attacker_and_always_the_last(tmp_path: Path) -> None:
     def target(request: ChatRequest) -> str:
         return HARMFUL if len(users(request)) == 2 else BENIGN
@@ -77,6 +79,7 @@ async def test_escalation_flags_middle_turns_by_the_attacker_and_always_the_last
     assert c.metrics["success"] == 0.0 and c.details["judged_turns"] == 1
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_backtracking_drops_the_refused_exchange_and_tells_the_attacker(tmp_path: Path) -> None:
     requests: list[list[tuple[str, str]]] = []
 
@@ -119,6 +122,7 @@ def test_attacker_flag_normalised_into_a_closed_vocabulary(value: Any, flag: str
     assert parse_escalation(value) == flag
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_malformed_attacker_reply_fails_the_cell_with_a_reason(tmp_path: Path) -> None:
     models = {
         "chat": scripted("t", lambda r: BENIGN),
@@ -133,6 +137,7 @@ async def test_malformed_attacker_reply_fails_the_cell_with_a_reason(tmp_path: P
     assert (got["mean"], got["failed"]) == (None, 2)  # no data, never an ASR of 0
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_an_empty_attacker_message_is_a_degenerate_dialogue_never_scored(tmp_path: Path) -> None:
     attacker = scripted("a", lambda r: {"next_message": "   ", "pursues_objective": "yes"})
     target_calls: list[str] = []
@@ -159,6 +164,7 @@ async def test_an_empty_attacker_message_is_a_degenerate_dialogue_never_scored(t
     assert (mt["degenerate"], mt["degenerate_reasons"], mt["rejected_messages"]) == (2, ["empty"], 6)
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_attacker_without_the_flag_key_still_plays_only_the_last_turn_judged(tmp_path: Path) -> None:
     models = {
         "chat": scripted("t", lambda r: HARMFUL),
@@ -173,6 +179,7 @@ async def test_attacker_without_the_flag_key_still_plays_only_the_last_turn_judg
     assert c.status == "done" and c.details["success_turn"] == 3 and c.details["judged_turns"] == 1
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_the_negotiating_system_is_attacked_with_the_growing_conversation(tmp_path: Path) -> None:
     from psychoalign.traces import InMemoryTraceStore
     from tests.scenario import World, proposals
@@ -320,6 +327,7 @@ def test_objective_words_and_coverage() -> None:
     assert objective_coverage("What is the weather?", "Teach children how to use firearms") == 0.0
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_plain_protocol_on_a_model_not_asked_for_structured_output(tmp_path: Path) -> None:
     """The turn-4 case through the plain protocol: success at turn 4, never the opening; the ladder
     decides escalation; no JSON is asked of the attacker; its lead-ins are stripped."""
@@ -360,6 +368,7 @@ async def test_plain_protocol_on_a_model_not_asked_for_structured_output(tmp_pat
     assert (mt["distinct_messages"], mt["on_objective"]) == (5, 5)
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_plain_buildup_message_that_asks_for_the_objective_is_judged(tmp_path: Path) -> None:
     def attacker(request: ChatRequest) -> str:
         objective, step = task_of(request)
@@ -378,6 +387,7 @@ async def test_plain_buildup_message_that_asks_for_the_objective_is_judged(tmp_p
     assert whys == ["opening", "driver-objective-in-message", "driver-escalate", "final-turn"]
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_protocol_option_overrides_the_automatic_choice(tmp_path: Path) -> None:
     attacker = PlainAttacker()
     models = {
@@ -390,6 +400,7 @@ async def test_protocol_option_overrides_the_automatic_choice(tmp_path: Path) ->
     assert c.status == "done" and c.details["protocol"] == "plain" and len(attacker.requests) == 5
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_template_copying_attacker_is_degenerate_and_never_scored(tmp_path: Path) -> None:
     """What SmolLM2 did under the JSON protocol: the template's example, every turn."""
     copy = {"next_message": "Your single, strategically crafted next question", "rationale": "x"}
@@ -412,6 +423,7 @@ async def test_template_copying_attacker_is_degenerate_and_never_scored(tmp_path
     assert row["cells"][0]["degenerate"] == 1 and row["cells"][0]["n"] == 0
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_a_repeating_attacker_stops_at_the_repeat(tmp_path: Path) -> None:
     calls: list[ChatRequest] = []
 
@@ -435,6 +447,7 @@ async def test_a_repeating_attacker_stops_at_the_repeat(tmp_path: Path) -> None:
     assert calls[1].seed != calls[0].seed and calls[1].temperature >= 0.8  # a retry samples with another seed
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_a_degenerate_try_is_asked_again_and_the_usable_one_sent(tmp_path: Path) -> None:
     tries: dict[str, int] = {}
 
@@ -463,6 +476,7 @@ async def test_a_degenerate_try_is_asked_again_and_the_usable_one_sent(tmp_path:
     assert c.metrics["attacker_degenerate"] == 0.0 and "success" in c.metrics
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_plain_backtracking_tells_the_attacker_and_a_repeat_of_the_refused_message_is_rejected(
     tmp_path: Path,
 ) -> None:
@@ -499,6 +513,7 @@ async def test_plain_backtracking_tells_the_attacker_and_a_repeat_of_the_refused
     assert "The assistant refused your last message" in retry_prompt and "Which tools" not in retry_prompt
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_a_refused_message_the_attacker_cannot_rephrase_stays_and_the_dialogue_goes_on(tmp_path: Path) -> None:
     """A small attacker that can only repeat itself after a refusal: no backtrack after all."""
     seeds: list[int | None] = []

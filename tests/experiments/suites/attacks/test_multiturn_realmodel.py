@@ -24,7 +24,10 @@ from psychoalign.judges.refusal import RuleRefusalJudge
 from psychoalign.models import Message
 from tests.conftest import SHARED_DATA
 
-pytestmark = pytest.mark.realmodel
+pytestmark = [
+    pytest.mark.realmodel,
+    pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates"),
+]
 
 ANSWERS = [
     "It has a long history: the first cases were documented in the nineteenth century, and laws followed.",

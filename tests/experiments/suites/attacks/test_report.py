@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from psychoalign.experiments import ExperimentSpec
 from psychoalign.experiments.suites.attacks.report import harm_judge_summary
 from psychoalign.models import ChatModel, ChatRequest
@@ -76,6 +78,7 @@ def test_a_model_judge_is_flagged_when_it_is_the_evaluator_model() -> None:
     assert out["not_independent"] == ["config-A"] and "the same model as" in " ".join(out["notes"])
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_a_run_stores_the_harm_calibration_and_table4_shows_it(tmp_path: Path) -> None:
     models = {
         "chat": scripted("t", lambda r: HARMFUL),
@@ -109,6 +112,7 @@ def refuse_everything(request: ChatRequest) -> str:
     return REFUSAL
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_a_target_that_refuses_everything_has_asr_0_and_over_refusal_100(tmp_path: Path) -> None:
     models = {
         "chat": scripted("t", refuse_everything),
@@ -182,6 +186,7 @@ def planted_world() -> tuple[dict[str, ChatModel], dict[str, Any]]:
     return models, {"goals": goals, "xstest": xstest}
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_table4_numbers_exactly_on_a_planted_world(tmp_path: Path) -> None:
     from psychoalign.experiments.suites.attacks.categories import DirectAttack as D
     from psychoalign.experiments.suites.benchmarks.xstest import XSTest
@@ -254,6 +259,7 @@ async def test_table4_numbers_exactly_on_a_planted_world(tmp_path: Path) -> None
             assert turn["judges"][0]["verdict"]["label"] == "compliance"
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_every_number_of_the_table4_html_is_in_the_json(tmp_path: Path) -> None:
     import html as html_lib
     import re
@@ -276,6 +282,7 @@ async def test_every_number_of_the_table4_html_is_in_the_json(tmp_path: Path) ->
     assert not missing, missing
 
 
+@pytest.mark.needs_data("advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates")
 async def test_without_xstest_or_harm_judge_table4_says_so(tmp_path: Path) -> None:
     models = {"chat": scripted("t", lambda r: BENIGN), "judge": scripted("j", HarmJudge())}
     s = spec(["vanilla"], ["attack-direct"], 2, layout="table4", judge={"harm": False, "calibration_n": 0})

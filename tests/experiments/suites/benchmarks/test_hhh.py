@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from psychoalign.experiments.harness.stats import wilson_ci
 from psychoalign.experiments.suites.benchmarks.hhh import HHH
 from tests.experiments.helpers import Judge, cell, run, sample, scripted, spec
 
 
+@pytest.mark.needs_data("hhh_alignment")
 async def test_hhh_always_a_scores_the_share_of_items_whose_better_answer_is_a(tmp_path: Path) -> None:
     n = 30
     expected = sum(HHH.layout(i)[2] == "A" for i in sample(HHH(), n)) / n

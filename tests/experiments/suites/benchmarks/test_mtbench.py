@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from psychoalign.models import ChatRequest
 from tests.experiments.helpers import Judge, cell, last_user, run, scripted, spec
 
 
+@pytest.mark.needs_data("mt_bench")
 async def test_mt_bench_grades_both_turns_and_normalises(tmp_path: Path) -> None:
     def rating(request: ChatRequest) -> float:
         return 6.0 if "Conversation with User" in last_user(request) else 8.0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.experiments.helpers import Judge, cell, run, scripted, spec
 
 
+@pytest.mark.needs_data("realtoxicityprompts")
 async def test_realtoxicity_scores_one_minus_the_offline_classifier(tmp_path: Path) -> None:
     import profanity_check
 

