@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from .common import out_console
 
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
@@ -36,7 +37,7 @@ def _print(result: dict[str, Any]) -> None:
             table.add_column(name)
         for family in result["systems"][names[0]][key]:
             table.add_row(family, *(cell(result["systems"][s][key][family]) for s in names))
-        Console().print(table)
+        out_console.print(table)
 
 
 def cross_turn_scripted(

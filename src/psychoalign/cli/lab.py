@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +42,24 @@ def lab_url(settings: Settings) -> str:
     return f"http://{host}:{port}"
 
 
+def _read_password() -> str:
+    """The password typed twice at a terminal, or the first two lines of standard input when it
+    is not one (a script: getpass would warn there that the input may echo)."""
+    no_password = InputError(
+        "no password was given: standard input ended before the password and its repetition matched",
+        hint="type it twice at the prompt (or pipe it on two lines), or use --invite for a one-time link",
+    )
+    if not sys.stdin.isatty():
+        first, second = sys.stdin.readline().rstrip("\r\n"), sys.stdin.readline().rstrip("\r\n")
+        if not first or first != second:
+            raise no_password
+        return first
+    try:
+        return str(typer.prompt("Password (at least 10 characters)", hide_input=True, confirmation_prompt=True))
+    except typer.Abort:  # the terminal closed before two equal passwords
+        raise no_password from None
+
+
 @lab_app.command("add-lead")
 def add_lead(
     username: str | None = typer.Option(None, "--username", help="The lead's login name (not with --invite)."),
@@ -58,13 +77,7 @@ def add_lead(
     if not invite and not username:
         raise InputError("give --username NAME (and type a password), or --invite for a one-time link")
     if not invite:
-        try:
-            password = typer.prompt("Password (at least 10 characters)", hide_input=True, confirmation_prompt=True)
-        except typer.Abort:  # standard input ended (a script, a container) before two equal passwords
-            raise InputError(
-                "no password was given: standard input ended before the password and its repetition matched",
-                hint="type it twice at the prompt (or pipe it on two lines), or use --invite for a one-time link",
-            ) from None
+        password = _read_password()
 
     settings = settings_from(config)
     base = (base_url or lab_url(settings)).rstrip("/")

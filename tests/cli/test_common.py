@@ -1,0 +1,74 @@
+"""Output scripts can rely on: nothing wraps when stdout is not a terminal, `-h` everywhere, no
+library warnings before an error."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from psychoalign.cli.main import COMMANDS
+from tests.cli.test_main import cli
+
+
+def test_config_show_written_to_a_file_parses_back_with_a_long_path(tmp_path: Path) -> None:
+    home = tmp_path / ("a-rather-long-folder-name-" * 6) / "home"
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{home}"\n')
+    out = cli("config", "show", "-c", str(config))
+    assert out.returncode == 0, out.stderr
+    assert len(str(home)) > 80
+    assert yaml.safe_load(out.stdout)["home"] == str(home)
+
+
+@pytest.mark.needs_data(
+    "advbench", "jailbreak_templates", "many_shot_jailbreaking", "multi_turn_attack_templates", "xstest"
+)
+def test_a_preset_shown_into_a_file_runs_as_a_spec(tmp_path: Path) -> None:
+    """`psychoalign experiment show paper-table4 > t.yaml && psychoalign experiment run t.yaml --dry-run`."""
+    from tests.conftest import SHARED_DATA
+
+    shown = cli("experiment", "show", "paper-table4")
+    assert shown.returncode == 0, shown.stderr
+    spec = tmp_path / "t.yaml"
+    spec.write_text(shown.stdout)
+    assert yaml.safe_load(shown.stdout)["description"].startswith("Adversarial robustness (paper Table 4)")
+    out = cli("experiment", "run", str(spec), "--dry-run", "--json", env={"PSYCHOALIGN_DATA_DIR": str(SHARED_DATA)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)
+
+
+def test_experiment_show_json_carries_the_run_id() -> None:
+    out = cli("experiment", "show", "paper-table4", "--json")
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    assert body["spec"]["name"] == "paper-table4"
+    assert len(body["run_id"]) >= 8
+
+
+@pytest.mark.parametrize("command", ["data", "config", "star", "experiment"])
+def test_dash_h_is_help_on_groups_and_their_commands(command: str) -> None:
+    group = cli(command, "-h")
+    assert group.returncode == 0, group.stderr
+    assert "Usage:" in group.stdout
+    assert re.search(r"--help\s+-h\b", group.stdout)
+
+
+def test_dash_h_on_a_leaf_command_and_the_root() -> None:
+    for args in (("-h",), ("data", "list", "-h"), ("config", "show", "-h"), ("chat", "-h")):
+        out = cli(*args)
+        assert out.returncode == 0, (args, out.stderr)
+        assert "Usage:" in out.stdout, args
+    assert "data" in COMMANDS
+
+
+def test_lab_add_lead_without_a_terminal_prints_only_its_own_error(tmp_path: Path) -> None:
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n')
+    out = cli("lab", "add-lead", "--username", "boss", "-c", str(config), stdin="")
+    assert out.returncode != 0
+    assert "Warning" not in out.stderr and "echoed" not in out.stderr
+    assert "error: no password was given" in out.stderr
