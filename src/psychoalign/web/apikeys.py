@@ -47,10 +47,16 @@ def is_loopback(host: str | None) -> bool:
 
 
 def parse_bearer(header: str | None) -> str | None:
-    """The token of ``Authorization: Bearer <token>``; None when absent; 401 when malformed."""
-    if not header:
+    """The token of ``Authorization: Bearer <token>``; None when absent; 401 when malformed.
+
+    ``Bearer`` with nothing after it (a script's ``Bearer $KEY`` with the variable unset) carries
+    no credential, as no header: loopback clients of a keyless deployment get in, others are told
+    that no key was sent."""
+    if not header or not header.strip():
         return None
     scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() == "bearer" and not token.strip():
+        return None
     if scheme.lower() != "bearer" or not token.strip():
         raise APIError(
             401,
