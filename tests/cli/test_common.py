@@ -72,3 +72,24 @@ def test_lab_add_lead_without_a_terminal_prints_only_its_own_error(tmp_path: Pat
     assert out.returncode != 0
     assert "Warning" not in out.stderr and "echoed" not in out.stderr
     assert "error: no password was given" in out.stderr
+
+
+def test_serve_key_and_frameworks_validate_print_json(tmp_path: Path) -> None:
+    import hashlib
+
+    from tests.conftest import ROOT
+
+    key = cli("serve-key", "-d", "lab", "--json")
+    assert key.returncode == 0, key.stderr
+    body = json.loads(key.stdout)
+    assert body["deployment"] == "lab"
+    assert body["sha256"] == hashlib.sha256(body["key"].encode()).hexdigest()
+    fw = cli("frameworks", "validate", str(ROOT / "examples" / "my-clinic.yaml"), "--json")
+    assert fw.returncode == 0, fw.stderr
+    assert json.loads(fw.stdout) | {"sha256": None} == {
+        "ok": True,
+        "name": "my-clinic",
+        "version": "1.2.0",
+        "rules": 3,
+        "sha256": None,
+    }

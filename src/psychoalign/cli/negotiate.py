@@ -320,9 +320,14 @@ def frameworks_show(name: str = typer.Argument(..., help="Built-in name or path.
 
 
 @frameworks_app.command("validate")
-def frameworks_validate(path: Path = typer.Argument(..., help="Framework YAML file.")) -> None:
+def frameworks_validate(
+    path: Path = typer.Argument(..., help="Framework YAML file."), json_out: bool = JsonOpt
+) -> None:
     """Check a framework file; errors name the file and line."""
     fw = load_framework(path)
+    if json_out:
+        emit_json({"ok": True, "name": fw.name, "version": fw.version, "rules": len(fw.rules()), "sha256": fw.sha256})
+        return
     out_console.print(f"[green]ok[/green] {fw.name} v{fw.version}: {len(fw.rules())} rules, sha256 {fw.sha256[:12]}")
 
 

@@ -20,7 +20,7 @@ import typer
 
 from ..config import Settings
 from ..errors import ConfigError
-from .common import ConfigOpt, err_console, settings_from
+from .common import ConfigOpt, JsonOpt, emit_json, err_console, settings_from
 
 __all__ = ["serve", "serve_key"]
 
@@ -228,11 +228,15 @@ def _supervise(
 
 def serve_key(
     deployment: str = typer.Option("psychoalign", "--deployment", "-d", help="Deployment the key is for."),
+    json_out: bool = JsonOpt,
 ) -> None:
     """Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config)."""
     from ..web.apikeys import hash_key, new_key
 
     key = new_key()
+    if json_out:
+        emit_json({"deployment": deployment, "key": key, "sha256": hash_key(key)})
+        return
     # Plain echo: rich would read "[deployments.x]" as markup.
     typer.echo(f"API key (shown once): {key}")
     typer.echo(f'add to psychoalign.toml:\n[deployments.{deployment}]\napi_keys = ["{hash_key(key)}"]')
