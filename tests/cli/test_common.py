@@ -93,3 +93,19 @@ def test_serve_key_and_frameworks_validate_print_json(tmp_path: Path) -> None:
         "rules": 3,
         "sha256": None,
     }
+
+
+def test_help_paragraphs_are_reflowed_and_flags_show_no_type() -> None:
+    """A docstring's line breaks do not cut sentences in the help, and a flag takes no value."""
+    from psychoalign.cli.main import load_command
+
+    for name in COMMANDS:
+        command = load_command(name)
+        stack = [command]
+        while stack:
+            c = stack.pop()
+            assert "\n" not in (c.help or "").replace("\n\n", ""), c.name
+            stack.extend(getattr(c, "commands", {}).values())
+    out = cli("data", "list", "-h")
+    row = next(line for line in out.stdout.splitlines() if "--json" in line)
+    assert "<bool>" not in row

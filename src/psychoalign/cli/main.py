@@ -4,6 +4,7 @@ libraries they need). To add a command, add a row to :data:`COMMANDS`."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from importlib import import_module
@@ -73,7 +74,22 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
         command = typer.main.get_command(single)
     assert isinstance(command, TyperCommand | TyperGroup)
     command.name = name
+    _reflow(command)
     return command
+
+
+def _reflow(command: Any) -> None:
+    """Help as rich should lay it out: the lines of each help paragraph joined (rich keeps a
+    docstring's line breaks, which then cut sentences wherever the terminal is wider), and no
+    value type shown for a flag."""
+    if command.help:
+        paragraphs = inspect.cleandoc(command.help).split("\n\n")
+        command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+    for param in command.params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""  # a flag takes no value: show no "<bool>" beside it
+    for sub in getattr(command, "commands", {}).values():
+        _reflow(sub)
 
 
 class _LazyCommand(TyperCommand):
