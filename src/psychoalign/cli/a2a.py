@@ -32,8 +32,6 @@ from ..models.spec import DEFAULT_KEY_ENV
 from ..negotiation.bus import InProcessTransport
 from .common import ConfigOpt, err_console, out_console, print_pairs, settings_from
 
-__all__ = ["agent_app", "serve_a2a", "up"]
-
 agent_app = typer.Typer(help="Run one agent role as an A2A service.", no_args_is_help=True)
 ROLES = ("drive", "evaluator", "mediator")
 DEFAULT_PORTS = {"system": 8100, "drive": 8101, "evaluator": 8102, "mediator": 8103}

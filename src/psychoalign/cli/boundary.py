@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from ..experiments.studies.boundary.negotiate import ItemOutcome
     from ..traces import TraceStore
 
-__all__ = ["RETEST_TEMPERATURE", "add_experiments", "boundary_command", "h1_command"]
-
 #: Sampling temperature for retest runs when the configuration samples greedily (temperature 0).
 RETEST_TEMPERATURE = 0.7
 

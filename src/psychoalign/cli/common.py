@@ -15,18 +15,6 @@ from rich.text import Text
 if TYPE_CHECKING:
     from ..config import Settings
 
-__all__ = [
-    "ConfigOpt",
-    "JsonOpt",
-    "emit_json",
-    "err_console",
-    "out_console",
-    "print_pairs",
-    "print_wide",
-    "safe",
-    "settings_from",
-]
-
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 

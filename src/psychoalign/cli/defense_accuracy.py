@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
     from ..traces import TraceStore
 
-__all__ = ["add_experiments", "defense_accuracy_command", "print_report"]
-
 
 _SHORT = {
     "repression": "repr",
