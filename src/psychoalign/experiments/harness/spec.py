@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ...config import Settings
     from .registry import Registry
 
-__all__ = ["BenchmarkSpec", "ExperimentSpec", "check_spec", "load_spec", "preset_names", "spec_from_text"]
+__all__ = ["ExperimentSpec", "load_spec", "preset_names"]
 
 PRESET_PREFIX = "experiment-"
 

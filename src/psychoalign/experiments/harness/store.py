@@ -29,16 +29,7 @@ from ...judges.records import JudgeRecord
 from ...storage import create_engine_for, migrate, normalise_url, write
 from ...traces.store import _owner_is_dead
 
-__all__ = [
-    "CellResult",
-    "CellStatus",
-    "InMemoryResultStore",
-    "ResultStore",
-    "RunRecord",
-    "SQLResultStore",
-    "current_owner",
-    "open_result_store",
-]
+__all__ = ["ResultStore", "open_result_store"]
 
 CellStatus = Literal["running", "done", "failed"]
 
