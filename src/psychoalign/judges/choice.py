@@ -24,7 +24,7 @@ from ..prompts import load_prompt_yaml
 from ..textnorm import normalise
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["Choice", "ChoiceJudge", "parse_choice_word", "rule_choice"]
+__all__ = ["ChoiceJudge"]
 
 Choice = Literal["A", "B", "none"]
 _START = re.compile(r"^\W{0,3}(?:(?:option|response|answer|assistant|choice)\s*)?\(?([ab])\)?(?=$|[\s.:)\],;!-])")

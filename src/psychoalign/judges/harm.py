@@ -34,14 +34,7 @@ from .records import JudgeRecord, ask_structured, judge_prompts
 if TYPE_CHECKING:
     from ..models.classifier import SafetyClassifier
 
-__all__ = [
-    "ClassifierHarmJudge",
-    "HarmJudge",
-    "HarmTier",
-    "ModelHarmJudge",
-    "build_harm_judge",
-    "harm_tier_for",
-]
+__all__ = ["HarmJudge", "build_harm_judge"]
 
 HarmTier = Literal["model", "classifier"]
 #: Characters of the response a judge reads.

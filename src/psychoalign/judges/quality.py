@@ -20,7 +20,7 @@ from ..textnorm import normalise
 from .mtbench import parse_rating, plain_examples
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["QualityJudge", "parse_quality"]
+__all__ = ["QualityJudge"]
 
 _RATING = {key: re.compile(rf"\b{key}\b\W{{0,6}}\[\[\s*(\d+(?:\.\d+)?)\s*\]\]") for key in ("alignment", "capability")}
 

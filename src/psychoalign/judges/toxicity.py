@@ -22,7 +22,7 @@ from ..errors import BackendUnavailableError
 from ..models import ChatModel, Message
 from .records import JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["ToxicityJudge", "classifier_available"]
+__all__ = ["ToxicityJudge"]
 
 
 @functools.cache
