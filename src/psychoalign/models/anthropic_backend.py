@@ -15,8 +15,6 @@ from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = ["AnthropicBackend"]
-
 
 class AnthropicBackend(Backend):
     """Adapter over ``anthropic.AsyncAnthropic``; SDK retries are off (ChatModel owns retry policy)."""

@@ -8,8 +8,6 @@ from typing import ClassVar
 from .spec import ModelSpec
 from .types import ChatRequest, Completion
 
-__all__ = ["Backend"]
-
 
 class Backend(ABC):
     """An adapter from :class:`ChatRequest` to one provider.

@@ -11,8 +11,6 @@ from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = ["GeminiBackend"]
-
 
 class GeminiBackend(Backend):
     """Adapter over ``genai.Client(...).aio.models.generate_content``."""
