@@ -47,7 +47,7 @@ from .store import StarStore
 from .store.rules import aware, task_record
 from .store.schema import tasks
 
-__all__ = ["InMemoryLabStore", "LabCampaignSettings", "LabStore", "SQLLabStore", "TaskTime"]
+__all__ = ["LabCampaignSettings", "LabStore", "SQLLabStore", "TaskTime"]
 
 
 class LabCampaignSettings(BaseModel):

@@ -22,8 +22,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-__all__ = ["MIN_CLUSTERS", "cluster_groups", "design", "fit_binary", "fit_ordinal", "wald"]
-
 MIN_CLUSTERS = 10  # fewer raters than this: cluster-robust inference is not trustworthy, no test
 
 

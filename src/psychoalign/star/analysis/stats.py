@@ -20,22 +20,6 @@ from .agreement import bootstrap_alpha, item_disagreement
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
 
-__all__ = [
-    "MIN_GROUP",
-    "agreement_section",
-    "arbitration_section",
-    "compare_binary",
-    "compare_ordinal",
-    "counts_matrix",
-    "coverage_section",
-    "expert_section",
-    "expert_vs_crowd",
-    "groups_section",
-    "ingroup_section",
-    "intersectional_section",
-    "not_computable",
-]
-
 MIN_GROUP = 10  # fewer ratings than this in a group: described, not tested
 
 
