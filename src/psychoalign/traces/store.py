@@ -23,7 +23,7 @@ from ..errors import ConfigError, PsychoAlignError
 from ..storage import create_engine_for, describe_error, migrate, normalise_url, write
 from .model import Trace, TraceStatus
 
-__all__ = ["InMemoryTraceStore", "SQLTraceStore", "StoreError", "TraceStore", "normalise_url", "open_store"]
+__all__ = ["StoreError"]
 
 
 class StoreError(PsychoAlignError):
