@@ -46,17 +46,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..errors import InputError
 from ..storage import create_engine_for, migrate
 
-__all__ = [
-    "USERNAME_PATTERN",
-    "Account",
-    "AccountStore",
-    "Invite",
-    "Role",
-    "SQLAccountStore",
-    "Session",
-    "hash_token",
-    "new_participant_id",
-]
+__all__ = ["Role"]
 
 USERNAME_PATTERN = r"^[A-Za-z0-9_.@-]{1,64}$"
 MIN_PASSWORD = 10
