@@ -45,17 +45,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
 
-__all__ = [
-    "BUSY_TIMEOUT_MS",
-    "STORES",
-    "Store",
-    "create_engine_for",
-    "describe_error",
-    "migrate",
-    "migrations_config",
-    "normalise_url",
-    "write",
-]
+__all__ = ["create_engine_for", "describe_error", "migrate", "normalise_url", "write"]
 
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
