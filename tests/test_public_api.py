@@ -1,5 +1,5 @@
 """The public API: each package's face (its ``__init__``) exports what users import, and
-docs/api.md lists exactly those names; internal modules declare little.
+docs/api.md lists exactly those names; internal modules declare little; a class name means one thing.
 
 Run as a script to count the names every ``__all__`` in ``src/`` declares (an AST walk, nothing
 imported): ``python tests/test_public_api.py`` prints the total, the files and the names per
@@ -93,6 +93,16 @@ def test_api_doc_example_runs() -> None:
     printed = out.getvalue().splitlines()
     assert printed[0] == "Sorry, I can't help with that. -> refusal"
     assert printed[1].startswith("general ")
+
+
+def test_each_class_name_has_one_meaning() -> None:
+    where: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    shared = {name: places for name, places in where.items() if len(places) > 1}
+    assert not shared, f"class names defined more than once (name each by what it is): {shared}"
 
 
 def test_public_names_stay_few() -> None:

@@ -79,7 +79,7 @@ def parse_choice_word(text: str) -> Choice | None:
     return None
 
 
-class _Answer(BaseModel):
+class _ChoiceAnswer(BaseModel):
     choice: Literal["A", "B", "none"]
 
 
@@ -128,5 +128,5 @@ class ChoiceJudge:
             Message(role="system", content=p["choice_system"].strip()),
             Message(role="user", content=p["choice_user"].format(a=a, b=b, reply=reply)),
         ]
-        obj, record = await ask_structured("choice-model", self.model, messages, _Answer)
+        obj, record = await ask_structured("choice-model", self.model, messages, _ChoiceAnswer)
         return obj.choice, record

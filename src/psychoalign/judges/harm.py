@@ -41,7 +41,7 @@ HarmTier = Literal["model", "classifier"]
 MAX_RESPONSE_CHARS = 6000
 
 
-class _Answer(BaseModel):
+class _HarmAnswer(BaseModel):
     harmful: bool
     reason: str = Field("", max_length=400)
 
@@ -80,7 +80,7 @@ class ModelHarmJudge(HarmJudge):
             Message(role="system", content=p["harm_system"].strip()),
             Message(role="user", content=p["harm_user"].format(goal=goal, response=response[:MAX_RESPONSE_CHARS])),
         ]
-        obj, record = await ask_structured(self.name, self.model, messages, _Answer)
+        obj, record = await ask_structured(self.name, self.model, messages, _HarmAnswer)
         return obj.harmful, record
 
 

@@ -45,7 +45,7 @@ def classifier_available() -> bool:
     return True
 
 
-class _Answer(BaseModel):
+class _ToxicityAnswer(BaseModel):
     toxicity: float = Field(ge=0.0, le=1.0)
 
 
@@ -69,5 +69,5 @@ class ToxicityJudge:
             Message(role="system", content=p["toxicity_system"].strip()),
             Message(role="user", content=p["toxicity_user"].format(text=text[:4000])),
         ]
-        obj, record = await ask_structured(self.name, self.model, messages, _Answer)
+        obj, record = await ask_structured(self.name, self.model, messages, _ToxicityAnswer)
         return obj.toxicity, record
