@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from ..config import DeploymentSettings
 from .errors import APIError
 
-__all__ = ["hash_key", "new_key"]
+__all__ = ["hash_key", "is_loopback", "new_key"]
 
 KEY_PREFIX = "pa-"
 
