@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
 
-__all__ = ["MigrateOnce", "create_engine_for", "describe_error", "migrate", "normalise_url", "write"]
+__all__ = ["MigrateOnce", "create_engine_for", "describe_error", "normalise_url", "write"]
 
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
