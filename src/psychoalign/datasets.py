@@ -33,8 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import ConfigError, InputError
 from .yamlio import load_yaml_model
 
-__all__ = [
-    "DATA_ENV",
+__all__ = [  # the names other packages (cli, experiments, models) import
     "DATA_HINT",
     "DataDir",
     "Dataset",
@@ -43,7 +42,6 @@ __all__ = [
     "dataset",
     "fetch",
     "resolve_data_dir",
-    "sha256_file",
     "verify",
 ]
 

@@ -15,20 +15,6 @@ from rich.text import Text
 if TYPE_CHECKING:
     from ..config import Settings
 
-__all__ = [
-    "ConfigOpt",
-    "DataOpt",
-    "JsonOpt",
-    "data_dir_from",
-    "emit_json",
-    "err_console",
-    "out_console",
-    "print_pairs",
-    "print_wide",
-    "safe",
-    "settings_from",
-]
-
 #: Columns of output that is not a terminal (a file, a pipe): wide enough that no table folds.
 PIPE_WIDTH = 4096
 
@@ -64,6 +50,14 @@ def data_dir_from(flag: Path | None, settings: Settings) -> Path:
     from ..datasets import resolve_data_dir
 
     return resolve_data_dir(flag, settings.experiments.data_dir).require()
+
+# The options of every study command that negotiates a batch of requests (boundary, H1, defense accuracy).
+FrameworkOpt = typer.Option("general", "--framework", "-f", help="Framework name or file.")
+RoundsOpt = typer.Option(None, "--rounds", min=1, max=20, help="Negotiation rounds k.")
+ProposalsOpt = typer.Option(None, "--proposals", min=1, max=8, help="DRIVE proposals per round.")
+ConcurrencyOpt = typer.Option(4, "--concurrency", min=1, max=256, help="Negotiations in flight at most.")
+TraceStoreOpt = typer.Option(None, "--store", help="Trace store URL (default: SQLite under home).")
+NoStoreOpt = typer.Option(False, "--no-store", help="Do not store traces.")
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any] | None = None) -> Settings:

@@ -15,8 +15,6 @@ from .common import ConfigOpt, DataOpt, JsonOpt, emit_json, err_console, out_con
 if TYPE_CHECKING:
     from ..datasets import DataDir, Dataset, FileCheck
 
-__all__ = ["data_app"]
-
 data_app = typer.Typer(
     help="Evaluation data: which public datasets are used, where they are looked for, verify, fetch.",
     no_args_is_help=True,
