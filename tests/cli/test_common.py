@@ -109,3 +109,19 @@ def test_help_paragraphs_are_reflowed_and_flags_show_no_type() -> None:
     out = cli("data", "list", "-h")
     row = next(line for line in out.stdout.splitlines() if "--json" in line)
     assert "<bool>" not in row
+
+
+def test_root_commands_are_grouped_in_panels_in_listing_order() -> None:
+    from psychoalign.cli.main import PANELS
+
+    assert list(PANELS) == list(COMMANDS)
+    seen: list[str] = []
+    for panel in PANELS.values():
+        if not seen or seen[-1] != panel:
+            assert panel not in seen, f"panel {panel} is split"
+            seen.append(panel)
+    assert seen == ["Run", "Serve", "Research", "Lab", "Inspect"]
+    out = cli("--help")
+    assert out.returncode == 0
+    for panel in seen:
+        assert f"─ {panel} ─" in out.stdout

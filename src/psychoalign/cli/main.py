@@ -22,15 +22,16 @@ __all__ = ["run"]
 
 #: name -> ("module:attribute" under psychoalign.cli, the help line the command list shows).
 #: The attribute is a command function or a typer.Typer of sub-commands; the help line is the
-#: first paragraph of its own help (tests/test_cli.py checks they agree). Order is the listing's.
+#: first paragraph of its own help (tests/cli/test_main.py checks they agree). Order is the listing's,
+#: grouped by :data:`PANELS`.
 COMMANDS: dict[str, tuple[str, str]] = {
+    # Run
     "chat": ("chat:chat", "Send one prompt to one model and print the reply (a raw call: no negotiation, no gates)."),
     "negotiate": (
         "negotiate:negotiate",
         "Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was.",
     ),
-    "serve-a2a": ("a2a:serve_a2a", "Serve the whole negotiation (gates and all) as one A2A agent."),
-    "up": ("a2a:up", "Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback."),
+    # Serve
     "serve": (
         "serve:serve",
         "Serve everything: the OpenAI-compatible API (/v1), web pages (/), the A2A system agent.",
@@ -39,22 +40,50 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "serve:serve_key",
         "Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config).",
     ),
-    "models": ("models:models_app", "Model backends: what is installed and usable here."),
-    "config": ("config:config_app", "Inspect the effective configuration."),
-    "frameworks": ("negotiate:frameworks_app", "Ethical frameworks: list, show, validate."),
-    "traces": ("negotiate:traces_app", "Negotiation traces: list, show, export."),
+    "serve-a2a": ("a2a:serve_a2a", "Serve the whole negotiation (gates and all) as one A2A agent."),
+    "up": ("a2a:up", "Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback."),
     "agent": ("a2a:agent_app", "Run one agent role as an A2A service."),
-    "star": ("star:star_app", "STAR red teaming: policy, instructions, coverage."),
-    "judge": ("judge:judge_app", "Judges shared by STAR and the experiments (refusal detection)."),
+    # Research
     "experiment": (
         "experiment:experiment_app",
         "Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
     ),
+    "star": (
+        "star:star_app",
+        "STAR red teaming: policy, instructions, coverage, participants, assignment, campaigns, export, analysis.",
+    ),
+    "judge": ("judge:judge_app", "Judges shared by STAR and the experiments (refusal detection)."),
     "data": (
         "data:data_app",
         "Evaluation data: which public datasets are used, where they are looked for, verify, fetch.",
     ),
+    # Lab
     "lab": ("lab:lab_app", "STAR lab accounts: the first lead, invites, who is registered."),
+    # Inspect
+    "models": ("models:models_app", "Model backends: what is installed and usable here."),
+    "config": ("config:config_app", "Inspect the effective configuration."),
+    "frameworks": ("negotiate:frameworks_app", "Ethical frameworks: list, show, validate."),
+    "traces": ("negotiate:traces_app", "Negotiation traces: list, show, export."),
+}
+
+#: The panel each command is listed under in `psychoalign --help`, in the order of COMMANDS.
+PANELS: dict[str, str] = {
+    "chat": "Run",
+    "negotiate": "Run",
+    "serve": "Serve",
+    "serve-key": "Serve",
+    "serve-a2a": "Serve",
+    "up": "Serve",
+    "agent": "Serve",
+    "experiment": "Research",
+    "star": "Research",
+    "judge": "Research",
+    "data": "Research",
+    "lab": "Lab",
+    "models": "Inspect",
+    "config": "Inspect",
+    "frameworks": "Inspect",
+    "traces": "Inspect",
 }
 
 
@@ -97,7 +126,7 @@ class _LazyCommand(TyperCommand):
     (or asking its own help) loads the real command, which then parses the arguments."""
 
     def __init__(self, name: str, help: str) -> None:
-        super().__init__(name=name, help=help)
+        super().__init__(name=name, help=help, rich_help_panel=PANELS[name])
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
         assert self.name is not None
@@ -146,9 +175,18 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors (or PSYCHOALIGN_DEBUG=1)."),
+    # metavar "": flags take no value, so no "<bool>" beside them in the help
+    debug: bool = typer.Option(
+        False, "--debug", metavar="", help="Show full tracebacks on errors (or PSYCHOALIGN_DEBUG=1)."
+    ),
     version: bool = typer.Option(
-        False, "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+        False,
+        "--version",
+        "-V",
+        metavar="",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
     ),
 ) -> None:
     """Global options; ``--debug`` is read by :func:`run` before the command starts."""
