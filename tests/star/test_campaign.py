@@ -102,7 +102,7 @@ def test_campaign_cli_and_export(tmp_path: Path) -> None:
     campaign.write_text(
         "name: cli1\ninstructions: 4\nrules: [stereotypes]\nturns: 2\ntarget: {kind: model, role: target}\n"
     )
-    out = cli("star", "campaign", "run", "--config", str(campaign), "--settings", str(settings), "--json")
+    out = cli("star", "campaign", "run", str(campaign), "--config", str(settings), "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["dialogues"] == 4 and report["annotations"] == 8 and report["arbitrations"] == 0
@@ -124,7 +124,7 @@ def test_campaign_cli_and_export(tmp_path: Path) -> None:
     assert assigned["open_before"] == 0  # every annotation was already done
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ninstructions: 0\n")
-    err = cli("star", "campaign", "run", "--config", str(bad), "--settings", str(settings))
+    err = cli("star", "campaign", "run", str(bad), "-c", str(settings))
     assert err.returncode != 0 and f"{bad}:2" in err.stderr
 
 

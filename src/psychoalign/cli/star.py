@@ -321,15 +321,18 @@ def participants_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt)
 
 @campaign_app.command("run")
 def campaign_run(
-    campaign: Path = typer.Option(..., "--config", help="Campaign YAML (see docs/star.md)."),
-    settings_file: Path | None = typer.Option(None, "--settings", help="PsychoAlign config file (models, store)."),
+    campaign: Path = typer.Argument(..., metavar="CAMPAIGN", help="Campaign YAML (see docs/star.md)."),
+    config: Path | None = ConfigOpt,
+    settings_file: Path | None = typer.Option(None, "--settings", hidden=True, help="Old name of --config."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Run a whole campaign unattended: personas red-team, annotate and arbitrate."""
     from ..star.campaign import load_campaign, run_campaign
 
+    if config is not None and settings_file is not None:
+        raise InputError("--settings is the old name of --config: give one of them")
     spec = load_campaign(campaign)
-    settings = settings_from(settings_file)
+    settings = settings_from(config or settings_file)
 
     async def go() -> Any:
         from ..star.store import SQLStarStore
