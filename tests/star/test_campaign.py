@@ -126,6 +126,10 @@ def test_campaign_cli_and_export(tmp_path: Path) -> None:
     bad.write_text("name: x\ninstructions: 0\n")
     err = cli("star", "campaign", "run", str(bad), "-c", str(settings))
     assert err.returncode != 0 and f"{bad}:2" in err.stderr
+    old = cli("star", "campaign", "run", str(bad), "--settings", str(settings))  # the old name still works
+    assert old.returncode != 0 and f"{bad}:2" in old.stderr
+    both = cli("star", "campaign", "run", str(bad), "-c", str(settings), "--settings", str(settings))
+    assert both.returncode != 0 and "--settings is the old name of --config" in both.stderr
 
 
 def test_participants_cli(tmp_path: Path) -> None:
