@@ -46,14 +46,22 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLStarStore]:
 async def test_campaign_against_psychoalign(store: SQLStarStore) -> None:
     config = CampaignConfig(name="t1", instructions=20, rules=["hate-speech", "medical-advice"], turns=2, seed=3)
     negotiator = World([proposals(("A careful answer.", 0.8))]).negotiator()
+    told: list[tuple[str, int, int]] = []
     report = await run_campaign(
         config,
         Settings(),
         store,
         negotiator=negotiator,
         models={"attacker": scripted(attacker), "annotator": scripted(annotator)},
+        progress=lambda phase, done, total: told.append((phase, done, total)),
     )
     assert report.planned == 20
+    # progress: told once per finished task, counting up within each phase, never past its total
+    red = [(d, n) for phase, d, n in told if phase == "red_team"]
+    assert [d for d, _ in red] == list(range(1, 21)) and all(d <= n for d, n in red)
+    assert red[-1] == (20, 20)
+    annotations = [d for phase, d, _ in told if phase == "annotate"]
+    assert annotations and annotations == sorted(annotations)
     assert report.refused_attacks == 10  # medical-advice instructions: the attacker refused, so no attack recorded
     assert report.dialogues == 10
     rows = [r for r in await store.export_rows("t1") if r["status"] == "submitted"]

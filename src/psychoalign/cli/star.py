@@ -319,6 +319,31 @@ def participants_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt)
     out_console.print(table)
 
 
+class _PhaseBar:
+    """One rich bar per campaign phase on the terminal's stderr (the campaign's ``progress``)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._bar.start()
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if phase not in self._tasks:
+            self._tasks[phase] = self._bar.add_task(phase.replace("_", " "), total=total)
+        self._bar.update(self._tasks[phase], completed=done, total=total)
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
 @campaign_app.command("run")
 def campaign_run(
     campaign: Path = typer.Argument(..., metavar="CAMPAIGN", help="Campaign YAML (see docs/star.md)."),
@@ -334,14 +359,18 @@ def campaign_run(
     spec = load_campaign(campaign)
     settings = settings_from(config or settings_file)
 
+    bar = _PhaseBar() if err_console.is_terminal and not json_out else None
+
     async def go() -> Any:
         from ..star.store import SQLStarStore
 
         store = SQLStarStore(settings.effective_store_url(), load_policy(spec.policy))
         try:
-            return await run_campaign(spec, settings, store)
+            return await run_campaign(spec, settings, store, progress=bar.update if bar else None)
         finally:
             await store.close()
+            if bar is not None:
+                bar.stop()
 
     report = asyncio.run(go())
     if json_out:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -152,6 +152,11 @@ def _generated_personas(config: CampaignConfig, policy: Policy) -> list[Particip
     return people
 
 
+#: Told after each finished task: (phase: red_team / annotate / arbitrate, tasks done in it by this
+#: run, the phase's tasks in all).
+CampaignProgress = Callable[[str, int, int], None]
+
+
 class _Run:
     """One execution of a campaign (state shared by the phases)."""
 
@@ -165,8 +170,10 @@ class _Run:
         annotator_model: ChatModel,
         target: Target,
         judge: RefusalJudge,
+        progress: CampaignProgress | None = None,
     ) -> None:
         self.config = config
+        self.progress = progress
         self.store = store
         self.policy = policy
         self.people = {p.id: p for p in personas}
@@ -255,6 +262,9 @@ class _Run:
                 return done
             for task_id in result["assignments"]:
                 done += await self.do(await self.store.task(task_id))
+                if self.progress is not None:
+                    # the phase's tasks open, held or submitted: the done ones are among them
+                    self.progress(kind.value, done, max(done, await self._phase_size(kind)))
 
     async def _phase_size(self, kind: TaskKind) -> int:
         counts = (await self.store.task_counts(self.config.name)).get(kind.value, {})
@@ -268,9 +278,10 @@ async def run_campaign(
     *,
     negotiator: Negotiator | None = None,
     models: Mapping[str, ChatModel] | None = None,
+    progress: CampaignProgress | None = None,
 ) -> CampaignReport:
     """Run ``config`` to the end, or resume it. ``models`` overrides the attacker / annotator /
-    target / judge models by role name."""
+    target / judge models by role name; ``progress`` is told each finished task."""
     models = dict(models or {})
 
     def model(role: str) -> ChatModel:
@@ -307,7 +318,15 @@ async def run_campaign(
     else:
         target = ModelTarget(model(config.target.role), judge)
     run = _Run(
-        config, store, policy, personas, model(config.attacker_role), model(config.annotator_role), target, judge
+        config,
+        store,
+        policy,
+        personas,
+        model(config.attacker_role),
+        model(config.annotator_role),
+        target,
+        judge,
+        progress,
     )
 
     # 0. Resume: finish whatever a previous (killed) run left claimed by these personas.
