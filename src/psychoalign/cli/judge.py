@@ -98,14 +98,26 @@ def judge_eval_refusal(
         items = items[::step][:limit]
     judge, model = _judge(tier, role, config)
 
+    bar = None
+    if err_console.is_terminal and not json_out:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        bar = Progress(BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=True)
+        task = bar.add_task("judged", total=len(items))
+        bar.start()
+
     def progress(done: int, total: int) -> None:
-        if tier != "rules" and (done % 25 == 0 or done == total):
+        if bar is not None:
+            bar.update(task, completed=done, total=total)
+        elif tier != "rules" and (done % 25 == 0 or done == total):
             err_console.print(f"[dim]{done}/{total}[/dim]")
 
     async def go() -> Any:
         try:
             return await evaluate(judge, items, concurrency=concurrency, keep_misses=misses, progress=progress)
         finally:
+            if bar is not None:
+                bar.stop()
             if model is not None:
                 await model.aclose()
 
