@@ -502,6 +502,7 @@ class Negotiator:
                 if rec.evaluation is not None and not (rec.gate and rec.gate.admissible)
             ],
             verified=p.final_gate,
+            fired=self._fired(trace.request, deciding, fw, layer1),
         )
         mechanism = select_mechanism(ctx, layer1)
         if p.final_gate:
@@ -528,9 +529,13 @@ class Negotiator:
                 final_gate = GateResult(layer1_passed=not reasons, tau_passed=True, reasons=reasons)
             if not final_gate.admissible:
                 fallback = True
-                mechanism = DefenseMechanism.RATIONALIZATION
+                mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
                 response = self._refusal(ctx)
                 composed_by = "fallback"
+        support = ctx.supportive()
+        if support is not None and support.text not in response:
+            # A person at risk always gets the crisis channel, also beside an answer (framework text).
+            response = f"{response}\n\n{template('sublimation_channel', safe_channel=support.text)}"
 
         last = trace.rounds[-1]
         ref = chosen or last.proposals[last.lead]  # no choice: the last round's lead is what was contested
@@ -592,7 +597,9 @@ class Negotiator:
     ) -> tuple[str, str]:
         """Returns (response, composed_by). Only admissible proposal text, or a draft filtered by
         Repression, ever enters here; whatever is not a template then passes the dual gate."""
-        if mechanism is DefenseMechanism.RATIONALIZATION:
+        if mechanism is DefenseMechanism.RATIONALIZATION or (
+            mechanism is DefenseMechanism.SUBLIMATION and ctx.chosen_text is None and ctx.supportive()
+        ):
             return self._refusal(ctx), "template"
         if mechanism is DefenseMechanism.REACTION_FORMATION:
             return template("reaction_formation", rules=self._rules_text(ctx)), "template"
@@ -620,7 +627,7 @@ class Negotiator:
         ref = ctx.reference
         if mechanism is DefenseMechanism.SUBLIMATION:
             channel = ctx.safe_channel()
-            if channel.lower() not in text.lower():
+            if channel and channel.lower() not in text.lower():
                 text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
         elif mechanism is DefenseMechanism.DISPLACEMENT and ref is not None:
             text = f"{template('displacement_prefix', adjacent_topic=ref.conflict.safe_adjacent_topic.strip())} {text}"
@@ -639,21 +646,43 @@ class Negotiator:
         if ctx.chosen_text is None:
             if mechanism is DefenseMechanism.REACTION_FORMATION:
                 return template("reaction_formation", rules=self._rules_text(ctx)), "template"
-            if mechanism is DefenseMechanism.SUBLIMATION:
-                channel = template("sublimation_channel", safe_channel=ctx.framework_channel())
-                return template("rationalization", rules=self._rules_text(ctx), alternative=channel), "template"
             return self._refusal(ctx), "template"
         text, composed_by = ctx.chosen_text, "adopted"
         if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
             kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
             text = f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx))}"
             composed_by = "filtered"
-        elif mechanism is DefenseMechanism.SUBLIMATION:
-            text = f"{text}\n\n{template('sublimation_channel', safe_channel=ctx.framework_channel())}"
+        elif mechanism is DefenseMechanism.SUBLIMATION and (channel := ctx.framework_channel()):
+            text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
         return text, composed_by
 
-    def _refusal(self, ctx: DefenseContext) -> str:
-        return template("rationalization", rules=self._rules_text(ctx), alternative=template("default_alternative"))
+    @classmethod
+    def _refusal(cls, ctx: DefenseContext) -> str:
+        """The refusal, from framework text and fixed templates only. A rule whose channel carries
+        a supportive message (self-harm) gets that message with the channel, never "rephrase";
+        otherwise the rules that fired and their channels, or, when no rule with a channel fired,
+        the offer to help with a rephrased request."""
+        support = ctx.supportive()
+        if support is not None:
+            return support.render_message()
+        channel = ctx.framework_channel()
+        alternative = (
+            template("sublimation_channel", safe_channel=channel) if channel else template("default_alternative")
+        )
+        return template("rationalization", rules=cls._rules_text(ctx), alternative=alternative)
+
+    @staticmethod
+    def _fired(request: str, deciding: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
+        """Framework ids of the rules this request set off, in framework order: the request's
+        own checks (any layer), the deciding round's rule hits, the checks a blocked draft
+        tripped. They choose the safe channels (DefenseContext.channels)."""
+        ids = set(fw.request_rules(request))
+        for rec in deciding:
+            if rec.evaluation is not None:
+                ids.update(hit.rule_id for hit in rec.evaluation.rule_hits)
+            if not (rec.gate and rec.gate.admissible):
+                ids.update(rule_id for rule_id, _ in layer1.matches(rec.text))
+        return [r.id for r in fw.rules() if r.id in ids]
 
     @staticmethod
     def _rules_text(ctx: DefenseContext) -> str:
