@@ -245,7 +245,8 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
                 f"{p.objective:.3f}" if p.objective is not None else "-",
             ]
             if show_internal:
-                row.append(safe(p.text))
+                kept = f"[blocked draft, not stored: {p.redacted.chars} characters]" if p.redacted else p.text
+                row.append(safe(kept))
             table.add_row(*row)
         out_console.print(table)
     f = trace.final

@@ -451,6 +451,7 @@ class ClassifierBackend(Backend):
 
     name: ClassVar[str] = "classifier"
     default_model: ClassVar[str] = DEFAULT_CLASSIFIER
+    judges_requests: ClassVar[bool] = True
 
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)

@@ -35,7 +35,16 @@ from ..frameworks import Framework, load_framework
 from ..models import ChatModel, build_model
 from ..storage import describe_error
 from ..textio import normalise_text
-from ..traces.model import AlignmentContribution, FinalDecision, ProposalRecord, RoundRecord, Trace, TraceStatus
+from ..traces.model import (
+    AlignmentContribution,
+    FinalDecision,
+    ProposalRecord,
+    RequestScreen,
+    RoundRecord,
+    Trace,
+    TraceStatus,
+    redact_blocked_drafts,
+)
 from ..traces.store import StoreError, TraceStore
 from .bus import AgentTransport, InProcessTransport, MessageBus
 from .defense import (
@@ -57,6 +66,8 @@ __all__ = ["Negotiator"]
 
 _log = logging.getLogger(__name__)
 ROLES = ("drive", "evaluator", "mediator")
+#: What the EVALUATOR is shown as the "proposal" when it screens a request before any draft.
+SCREEN_PROPOSAL = "(no answer has been written yet: judge whether any answer to this request could be acceptable)"
 # Bounds on EVALUATOR free text that flows onward (characters, one line each).
 LIMITS = {"safe_channel": 120, "safe_adjacent_topic": 120, "stakeholder": 60, "modification": 200}
 
@@ -227,6 +238,12 @@ class Negotiator:
     async def _save(self, trace: Trace, bus: MessageBus) -> None:
         trace.agents = {role: stats.model_copy(deep=True) for role, stats in bus.stats.items()}
         trace.finished_at = datetime.now(UTC)
+        # Nothing harmful at rest by default: blocked drafts leave as hash and length, also in the
+        # trace returned to the caller (the CLI, the viewer and exports read the same record).
+        if self.settings.traces.keep_blocked_drafts:
+            trace.blocked_drafts_kept = True
+        else:
+            redact_blocked_drafts(trace)
         if self.store is None:
             return
         try:
@@ -257,6 +274,8 @@ class Negotiator:
         layer1, tau = Layer1Enforcer(fw), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.model_dump(mode="json")
+        if p.decide_on_request and await self._decide_on_request(trace, bus, fw, fw_payload, layer1, tau, guard):
+            return
 
         feedback: str | None = None
         converged = False
@@ -322,6 +341,85 @@ class Negotiator:
         trace.converged = converged
         await self._emit(trace, "deciding")
         await self._decide(trace, bus, fw, fw_payload, layer1, tau, guard, context)
+
+    def _judges_requests(self) -> bool:
+        """The EVALUATOR can screen a request before any draft at no model-token cost (the
+        embedded classifier): only then is it asked. An LLM EVALUATOR (or a remote one, whose
+        backend this process cannot see) is not: that would be one more call per request."""
+        if not isinstance(self.transport, InProcessTransport):
+            return False
+        return bool(getattr(self._model("evaluator").backend, "judges_requests", False))
+
+    async def _decide_on_request(
+        self,
+        trace: Trace,
+        bus: MessageBus,
+        fw: Framework,
+        fw_payload: dict[str, Any],
+        layer1: Layer1Enforcer,
+        tau: TauFilter,
+        guard: FreeTextGuard,
+    ) -> bool:
+        """Deviation from the paper (docs/negotiation.md, "When the request decides"): when no
+        answer to the request could pass the gates, the negotiation ends before any DRIVE call,
+        so no harmful draft is written, paid for or stored. The request decides when it trips a
+        universal rule's check or request check (no model call), or when an EVALUATOR that
+        judges requests puts the ceiling of any answer below tau. The response is composed by the
+        defense table from the framework, as for a negotiation in which every draft was blocked.
+        Returns whether the request decided (``trace.final`` is then set)."""
+        rules = [r.id for r in fw.universal if r.matches_request(trace.request) is not None]
+        evaluation: Evaluation | None = None
+        if not rules and self._judges_requests():
+            task = EvaluateTask(
+                request=trace.request, context=trace.context, proposal=SCREEN_PROPOSAL, framework=fw_payload
+            )
+            evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)
+        ceiling = evaluation.ceiling if evaluation is not None else None
+        decided = bool(rules) or (ceiling is not None and ceiling < tau.tau * 100)
+        trace.screen = RequestScreen(decided=decided, rules=rules, ceiling=ceiling, evaluation=evaluation)
+        if not decided:
+            return False
+        await self._emit(trace, "deciding")
+        p = self.params
+        withheld: list[str] = []
+        evals = [self._guarded(evaluation, guard, p.final_gate, withheld)] if evaluation is not None else []
+        fired = set(rules) | set(fw.request_rules(trace.request))
+        fired.update(hit.rule_id for e in evals for hit in e.rule_hits)
+        ctx = DefenseContext(
+            chosen_text=None,
+            chosen_eval=None,
+            round_evals=evals,
+            deadlock=True,
+            framework=fw,
+            verified=p.final_gate,
+            fired=[r.id for r in fw.rules() if r.id in fired],
+        )
+        mechanism = select_mechanism(ctx, layer1)
+        if p.final_gate:
+            response, composed_by = await self._compose(bus, trace.request, trace.context, mechanism, ctx, layer1)
+        else:
+            response, composed_by = self._compose_unverified(mechanism, ctx, layer1)
+        final_gate: GateResult | None = None
+        fallback = False
+        if composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
+            await self._emit(trace, "final_gate")
+            task = EvaluateTask(request=trace.request, context=trace.context, proposal=response, framework=fw_payload)
+            final_eval = (await bus.send("mediator", "evaluator", task)).output
+            final_gate = apply_gates(layer1, tau, response, final_eval)
+            if not final_gate.admissible:
+                fallback, composed_by, response = True, "fallback", self._refusal(ctx)
+                mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
+        trace.final = FinalDecision(
+            response=response,
+            state=SystemState.DEADLOCK,
+            defense=mechanism,
+            composed_by=composed_by,
+            final_gate=final_gate,
+            fallback=fallback,
+            withheld=withheld,
+        )
+        trace.contribution = AlignmentContribution()
+        return True
 
     async def _propose(
         self,
@@ -686,9 +784,10 @@ class Negotiator:
 
     @staticmethod
     def _rules_text(ctx: DefenseContext) -> str:
-        """Framework rules hit in the deciding round, as 'id (text)'. Only framework text is used:
+        """Framework rules that fired (DefenseContext.fired) and hit in the deciding round, as
+        'id (text)'. Only framework text is used:
         ids are looked up case-insensitively and printed as the framework spells them."""
-        ids: list[str] = []
+        ids: list[str] = list(ctx.fired)
         for e in ctx.round_evals:
             for hit in e.rule_hits:
                 rule = ctx.framework.rule(hit.rule_id)
