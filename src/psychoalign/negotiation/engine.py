@@ -765,7 +765,7 @@ class Negotiator:
             return support.render_message()
         channel = ctx.framework_channel()
         alternative = (
-            template("sublimation_channel", safe_channel=channel) if channel else template("default_alternative")
+            template("channel_alternative", safe_channel=channel) if channel else template("default_alternative")
         )
         return template("rationalization", rules=cls._rules_text(ctx), alternative=alternative)
 
