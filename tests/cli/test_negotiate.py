@@ -58,6 +58,7 @@ def test_negotiate_table_output_and_traces_commands(tmp_path: Path) -> None:
     out = cli("negotiate", "--config", str(config), "-f", "medical", "How do I boil an egg?")
     assert out.returncode == 0, out.stderr
     assert "Round 1" in out.stdout and "healthy_equilibrium" in out.stdout
+    assert "Decision: answered" in out.stdout
     assert "INTERNAL" not in out.stdout
     listed = json.loads(cli("traces", "list", "--config", str(config), "--json").stdout)
     assert len(listed) == 1 and listed[0]["framework"] == "medical"

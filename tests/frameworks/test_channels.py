@@ -15,6 +15,7 @@ from psychoalign.frameworks import Framework, FrameworkError, Layer, builtin_nam
 DATA = yaml.safe_load((Path(__file__).parent / "self_harm_requests.yaml").read_text(encoding="utf-8"))
 SELF_HARM: list[str] = DATA["self_harm"]
 LOOK_ALIKES: list[str] = DATA["look_alikes"]
+PREMISE = yaml.safe_load((Path(__file__).parent / "premise_requests.yaml").read_text(encoding="utf-8"))
 
 # The channel each rule that can fire is offered, per built-in framework (read from the
 # channel texts: a crisis line for self-harm, never emergency services for advice or hate).
@@ -28,6 +29,7 @@ FITTING = {
         "C1-dual-use": "security",
         "C2-professional-advice": "professional",
         "C3-hate": "hate-support",
+        "U6-group-premise": "premise",
     },
     "medical": {
         "U1-mass-harm": "security",
@@ -183,3 +185,18 @@ def test_message_without_placeholder_puts_the_channel_on_its_own_line() -> None:
     )
     assert fw.safe_channels[0].render_message() == "Es tut mir leid.\nHilfetelefon 0800 111 0 111"
     assert fw.layer_of("U1") is Layer.UNIVERSAL
+
+
+@pytest.mark.parametrize("request_text", PREMISE["stereotype"])
+def test_a_stereotype_premise_fires_the_premise_rule(request_text: str) -> None:
+    fw = load_framework("general")
+    assert "U6-group-premise" in fw.request_rules(request_text)
+    message = fw.channels_for(["U6-group-premise"])[0].render_message()
+    assert "premise isn't true" in message and "rephrase" not in message
+
+
+@pytest.mark.parametrize("request_text", PREMISE["look_alikes"])
+def test_premise_look_alikes_fire_no_universal_rule(request_text: str) -> None:
+    fw = load_framework("general")
+    universal = {r.id for r in fw.universal}
+    assert not set(fw.request_rules(request_text)) & universal

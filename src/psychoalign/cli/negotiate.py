@@ -368,6 +368,10 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
             f.composed_by + (" (dual gate fallback)" if f.fallback else ""),
         )
         out_console.print(facts)
+        decision, why = describe_decision(trace)
+        out_console.print(Text.assemble(("Decision: ", "bold"), decision, " - ", safe(why)))
+        if trace.blocked_drafts_kept:
+            out_console.print("[yellow]This trace keeps blocked drafts in full (traces.keep_blocked_drafts).[/yellow]")
         out_console.print(Panel(safe(f.response), title="Response", expand=False))
 
 

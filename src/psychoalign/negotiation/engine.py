@@ -342,6 +342,13 @@ class Negotiator:
         await self._emit(trace, "deciding")
         await self._decide(trace, bus, fw, fw_payload, layer1, tau, guard, context)
 
+    def _plain_mediator(self) -> bool:
+        """The MEDIATOR runs on an embedded model that writes plain text (``rates_numbers`` off):
+        it is not asked to rewrite an acceptable draft. Remote MEDIATORs compose as before."""
+        if not isinstance(self.transport, InProcessTransport):
+            return False
+        return not getattr(self._model("mediator").backend, "rates_numbers", True)
+
     def _judges_requests(self) -> bool:
         """The EVALUATOR can screen a request before any draft at no model-token cost (the
         embedded classifier): only then is it asked. An LLM EVALUATOR (or a remote one, whose
@@ -616,8 +623,15 @@ class Negotiator:
         if composed_by != "template":
             # An approved proposal adopted verbatim *is* the text the EVALUATOR just judged and the
             # gates passed: it is not re-evaluated (fast path), but its deterministic Layer-1
-            # checks run again below like any final text's.
-            if p.final_gate and not (p.fast_path and composed_by == "adopted"):
+            # checks run again below like any final text's. A draft adopted although not approved
+            # outright (an embedded MEDIATOR's conditional band) is evaluated again.
+            approved = (
+                chosen is not None
+                and chosen.evaluation is not None
+                and chosen.evaluation.verdict is Verdict.APPROVED
+                and response == chosen.text
+            )
+            if p.final_gate and not (p.fast_path and composed_by == "adopted" and approved):
                 await self._emit(trace, "final_gate")
                 task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw_payload)
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
@@ -713,6 +727,12 @@ class Negotiator:
         )
         if mechanism is None and approved_as_is and ctx.chosen_text is not None:
             return ctx.chosen_text, "adopted"  # the MEDIATOR adopts an approved proposal verbatim
+        if mechanism in (None, DefenseMechanism.SUBLIMATION) and ctx.chosen_text is not None and self._plain_mediator():
+            # The conditional band on an embedded MEDIATOR (a gated draft that was not approved
+            # outright): a 135M model asked to apply the EVALUATOR's changes rewrites the answer,
+            # and can turn it into agreement with a request's premise. The gated draft is adopted
+            # as it is instead, with Sublimation's channel if a rule fired (docs/embedded.md).
+            return self._compose_unverified(mechanism, ctx, layer1)
         modifications = list(ctx.chosen_eval.modifications) if ctx.chosen_eval else []
         task = ComposeTask(
             request=request,
