@@ -12,21 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..agents.schemas import Evaluation, Verdict
-from ..frameworks import Framework, SafeChannel
+from ..frameworks import Framework
+from ..frameworks.model import SafeChannel
 from ..prompts import defense_template as template
 from ..prompts import load_prompt_yaml
 from ..traces.model import DefenseMechanism
 from .gates import Layer1Enforcer
 
-__all__ = [
-    "DefenseContext",
-    "DefenseMechanism",
-    "compose_instruction",
-    "repress",
-    "repression_source",
-    "select_mechanism",
-    "template",
-]
+__all__ = ["DefenseContext", "DefenseMechanism", "select_mechanism", "template"]
 
 
 @dataclass(frozen=True)

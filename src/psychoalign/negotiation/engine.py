@@ -62,8 +62,6 @@ from .params import NegotiationParams, negotiation_source, parse_params
 from .tension import SystemState, classify_state, tension
 from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
 
-__all__ = ["Negotiator"]
-
 _log = logging.getLogger(__name__)
 ROLES = ("drive", "evaluator", "mediator")
 #: What the EVALUATOR is shown as the "proposal" when it screens a request before any draft.
