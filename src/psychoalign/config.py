@@ -136,6 +136,20 @@ class ExperimentSettings(BaseModel):
     out_dir: str = Field("experiments", description="Where `experiment run` writes reports unless --out is given.")
 
 
+class TraceSettings(BaseModel):
+    """What the trace store keeps (docs/negotiation.md, "Traces")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keep_blocked_drafts: bool = Field(
+        False,
+        description=(
+            "Store drafts the gates blocked in full (research). Default: only their SHA-256, length, "
+            "rule hits and scores, so no harmful text sits in the store."
+        ),
+    )
+
+
 # The [serve] section: how `psychoalign serve` listens and what the gateway accepts.
 class ServeSettings(BaseModel):
     """Listening address, limits and operational switches of the one server (docs/serve.md)."""
@@ -215,6 +229,7 @@ class Settings(BaseModel):
     )
     serve: ServeSettings = Field(default_factory=ServeSettings, description="psychoalign serve (docs/serve.md).")
     experiments: ExperimentSettings = Field(default_factory=ExperimentSettings, description="Experiment harness.")
+    traces: TraceSettings = Field(default_factory=TraceSettings, description="What the trace store keeps.")
     lab: LabSettings = Field(default_factory=LabSettings, description="STAR lab pages (docs/star-platform.md).")
     source: str = Field("defaults", description="Which config file was read, if any.")
 
