@@ -119,3 +119,11 @@ def _run(block: Block, cwd: Path, env: dict[str, str]) -> None:
         for line in shown:
             shown_text = out.stdout + out.stderr  # what the terminal shows
             assert line in shown_text, f"{block.id}: `{command}` did not print {line!r}:\n{shown_text[-2000:]}"
+
+
+def test_the_example_framework_is_the_one_the_doc_shows() -> None:
+    """docs/frameworks.md says "save the YAML above"; examples/my-clinic.yaml is that YAML."""
+    text = (ROOT / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    shown = re.search(r"^```yaml\n(.*?)^```", text, re.M | re.S)
+    assert shown is not None
+    assert (ROOT / "examples" / "my-clinic.yaml").read_text(encoding="utf-8") == shown.group(1)
