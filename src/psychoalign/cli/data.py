@@ -89,6 +89,9 @@ def data_list(data: Path | None = DataOpt, config: Path | None = ConfigOpt, json
     for d, present in rows:
         table.add_row(d.name, d.licence, d.source, _size(d.bytes), f"{present}/{len(d.files)}", d.used_by)
     out_console.print(table)
+    total = sum(d.bytes for d, _ in rows)
+    files = sum(len(d.files) for d, _ in rows)
+    out_console.print(safe(f"{len(rows)} datasets, {files} files, {_size(total)}"))
     state = "exists" if found.exists else "missing"
     out_console.print(safe(f"data directory: {found.path} (from {found.origin}; {state})"))
     looked = "; ".join(f"{origin}: {path if path else '(not set)'}" for origin, path in found.looked)
