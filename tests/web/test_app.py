@@ -28,7 +28,7 @@ async def client() -> AsyncIterator[tuple[httpx.AsyncClient, InMemoryTraceStore]
     app = create_app(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)})
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             yield c, store
 
 
@@ -161,7 +161,8 @@ async def test_api_keys_are_checked_against_their_digests() -> None:
     store = InMemoryTraceStore()
     app = create_app(settings, store=store, negotiators={"clinic": _benign_world().negotiator(store)})
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+    async with app.router.lifespan_context(app), client as c:
         body = {**_chat(), "model": "clinic"}
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
             r = await c.post("/v1/chat/completions", json=body, headers=headers)
@@ -177,7 +178,7 @@ async def test_keyless_deployment_answers_loopback_clients_only() -> None:
     store = InMemoryTraceStore()
     app = create_app(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)})
     remote = httpx.ASGITransport(app=app, client=("203.0.113.7", 5000))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=remote, base_url="http://t") as c:
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=remote, base_url="http://127.0.0.1") as c:
         r = await c.post("/v1/chat/completions", json=_chat())
         assert r.status_code == 401 and "loopback" in r.json()["error"]["message"]
         assert (await c.get("/metrics")).status_code == 403
@@ -194,7 +195,8 @@ async def test_conversation_is_context_and_linked_by_user() -> None:
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
     first = [{"role": "system", "content": "You are a cooking assistant."}, {"role": "user", "content": "Eggs?"}]
     second = [*first, {"role": "assistant", "content": "Boil them."}, {"role": "user", "content": "How long?"}]
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+    async with app.router.lifespan_context(app), client as c:
         r1 = await c.post("/v1/chat/completions", json={"model": "psychoalign", "messages": first, "user": "u1"})
         r2 = await c.post("/v1/chat/completions", json={"model": "psychoalign", "messages": second, "user": "u1"})
         r3 = await c.post(

@@ -32,6 +32,7 @@ from .gateway import Gateway
 from .metrics import GatewayMetrics
 from .openai_api import openai_router
 from .ops import REQUEST_ID_SCOPE_KEY, RequestContextMiddleware, current_request_id, ops_router
+from .origin import OriginGuard
 from .security import security_headers
 
 __all__ = ["A2AMount", "create_app"]
@@ -155,6 +156,8 @@ def create_app(
         name = settings.serve.a2a_deployment or next(iter(settings.deployments))
         open_agent = not settings.deployment(name).api_keys and settings.a2a.token("user") is None
         app.router.routes.append(A2AMount(_a2a_app(gateway, settings, base_url), loopback_only=open_agent))
+    # Inside the request-id middleware (refusals carry an id and are counted), outside every route.
+    app.add_middleware(OriginGuard, serve=settings.serve)
     app.add_middleware(RequestContextMiddleware, gateway=gateway)
     return app
 

@@ -28,9 +28,9 @@ from ..negotiation.defense import template
 from ..negotiation.events import NegotiationEvent
 from ..negotiation.track import ConversationRef, conversation_ref
 from .apikeys import KeyCheck, parse_bearer
-from .errors import APIError
+from .errors import APIError, error_body
 from .gateway import Gateway
-from .openai_schema import ChatCompletionRequest, ChatMessage, parse_request
+from .openai_schema import ChatCompletionRequest, ChatMessage, Sampling, parse_request
 from .ops import current_request_id
 from .outcome import GatewayOutcome
 
@@ -88,8 +88,7 @@ def _decision(outcome: GatewayOutcome, conversation_id: str | None, turn: int) -
     fw = trace.framework if trace is not None else None
     failure = None
     if outcome.failed:
-        reason = outcome.reason or ""
-        failure = "shutdown" if "shutting down" in reason else "timeout" if "timeout" in reason else "error"
+        failure = {"shutdown": "shutdown", "timeout": "timeout"}.get(outcome.failure or "", "error")
     return {
         "trace_id": outcome.trace_id,
         "status": "failed" if outcome.failed else "completed",
@@ -213,6 +212,7 @@ def openai_router(gateway: Gateway) -> APIRouter:
             )
         # Authenticate before reading the body (it may be anything, of any size).
         allowed = caller(request)
+        _require_json(request)
         body = await _read_body(request, serve.max_body_bytes)
         req = parse_request(body, max_body_bytes=serve.max_body_bytes)
         if req.model not in allowed:
@@ -258,6 +258,8 @@ def openai_router(gateway: Gateway) -> APIRouter:
             "conversation_source": source,
             "turn": turn,
         }
+        if req.sampling.sent():  # the trace records what the client asked for
+            metadata["sampling"] = req.sampling.sent()
         if req.user:
             metadata["user_hash"] = hashlib.sha256(req.user.encode()).hexdigest()[:16]
         if not req.stream:
@@ -270,10 +272,27 @@ def openai_router(gateway: Gateway) -> APIRouter:
                 conversation=track,
             )
             decision = _decision(outcome, conversation_id, turn)
-            return JSONResponse(_completion(outcome, decision), headers=_headers(decision))
+            if outcome.failed and serve.on_failure == "error":
+                raise failure_error(outcome, serve.failure_retry_after_s, _headers(decision))
+            return JSONResponse(_completion(outcome, decision, req.sampling), headers=_headers(decision))
         return await _stream(gateway, req, framework, context, metadata, conversation_id, turn, track)
 
     return router
+
+
+def _require_json(request: Request) -> None:
+    """415 unless the body is declared JSON: a page can POST ``text/plain`` without a preflight,
+    never ``application/json``."""
+    declared = request.headers.get("content-type", "")
+    media = declared.split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        got = f"'{declared[:60]}'" if declared else "none"
+        raise APIError(
+            415,
+            f"Content-Type must be application/json (got {got}): send the body as JSON with that header",
+            param="Content-Type",
+            code="unsupported_media_type",
+        )
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -341,7 +360,32 @@ def _limits(req: ChatCompletionRequest, gateway: Gateway, deployment: str) -> No
         )
 
 
-def _completion(outcome: GatewayOutcome, decision: dict[str, Any]) -> dict[str, Any]:
+#: on_failure = "error": (HTTP status, code, what to tell the client) per failure class.
+_FAILURES: dict[str, tuple[int, str, str]] = {
+    "unavailable": (503, "upstream_unavailable", "the model endpoint is unavailable"),
+    "timeout": (503, "upstream_timeout", "the negotiation ran out of time"),
+    "shutdown": (503, "server_shutting_down", "the server is shutting down"),
+    "invalid_reply": (502, "upstream_invalid_reply", "a model sent a reply that failed its schema"),
+    "internal": (500, "internal_error", "the negotiation failed on the server"),
+}
+
+
+def failure_error(outcome: GatewayOutcome, retry_after_s: int, headers: dict[str, str]) -> APIError:
+    """A failed negotiation as an HTTP error in OpenAI's shape (serve.on_failure = "error"):
+    503 + Retry-After when retrying may help, 502 for a model's invalid reply, 500 for a bug."""
+    status, code, what = _FAILURES[outcome.failure or "internal"]
+    extra = dict(headers)
+    if status == 503:
+        extra["Retry-After"] = str(retry_after_s)
+    reason = f" ({outcome.reason[:200]})" if outcome.reason else ""
+    hint = "retry later" if status == 503 else "the trace has the details"
+    return APIError(
+        status, f"{what}{reason}; nothing was answered: {hint}", type="server_error", code=code, headers=extra
+    )
+
+
+def _completion(outcome: GatewayOutcome, decision: dict[str, Any], sampling: Sampling) -> dict[str, Any]:
+    text, finish = deliver(outcome, sampling)
     trace = outcome.trace
     created = int(trace.created_at.timestamp()) if trace is not None else int(time.time())
     return {
@@ -353,14 +397,47 @@ def _completion(outcome: GatewayOutcome, decision: dict[str, Any]) -> dict[str, 
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": outcome.text, "refusal": None},
+                # A gate refusal is also the content (chat apps read only that) and the refusal.
+                "message": {"role": "assistant", "content": text, "refusal": text if outcome.gate_refused else None},
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": finish,
             }
         ],
         "usage": _usage(outcome),
         "psychoalign": decision,
     }
+
+
+#: One token of the length estimate: up to four word characters (with the whitespace before
+#: them) or one other character, about what OpenAI's tokenizers make of English text.
+_TOKEN = re.compile(r"\s*(?:\w{1,4}|[^\w\s])")
+
+
+def shape_text(text: str, sampling: Sampling) -> tuple[str, str | None]:
+    """The text the client receives under ``stop`` and ``max_tokens``, and why it was cut
+    (``"stop"``, ``"length"``, or ``None``). As generation would: the text ends before the first
+    stop sequence, and after ``max_tokens`` tokens (estimated, see ``_TOKEN``) if that comes first."""
+    cut: str | None = None
+    if sampling.stop:
+        found = [i for i in (text.find(seq) for seq in sampling.stop) if i >= 0]
+        if found:
+            text, cut = text[: min(found)], "stop"
+    if sampling.max_tokens is not None:
+        for n, match in enumerate(_TOKEN.finditer(text), start=1):
+            if n == sampling.max_tokens:
+                if text[match.end() :].strip():
+                    text, cut = text[: match.end()], "length"
+                break
+    return text, cut
+
+
+def deliver(outcome: GatewayOutcome, sampling: Sampling) -> tuple[str, str]:
+    """(text, finish_reason) for the client: a gate refusal is ``content_filter`` (cut or not),
+    a text cut at ``max_tokens`` is ``length``, anything else ``stop``."""
+    text, cut = shape_text(outcome.text, sampling)
+    if outcome.gate_refused:
+        return text, "content_filter"
+    return text, "length" if cut == "length" else "stop"
 
 
 def _fingerprint(decision: dict[str, Any]) -> str | None:
@@ -405,6 +482,10 @@ async def _stream(
     else:
         getter.cancel()
     trace_id = first.trace_id if first is not None else (run.result().trace_id if run.done() else None)
+    if run.done() and first is None and run.result().failed and serve.on_failure == "error":
+        # Failed before the stream began: the error can still be an HTTP status.
+        early = run.result()
+        raise failure_error(early, serve.failure_retry_after_s, _headers(_decision(early, conversation_id, turn)))
     completion_id = f"chatcmpl-{trace_id or 'failed'}"
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -457,9 +538,20 @@ async def _stream(
                 reason="error",
             )
         decision = _decision(outcome, conversation_id, turn)
-        # The gated text as separate SSE chunks, written together (one send for the whole tail).
-        tail = [chunk({"content": piece}) for piece in _chunks(outcome.text, serve.stream_chunk_chars)]
-        tail.append(chunk({}, "stop", psychoalign=decision))
+        if outcome.failed and serve.on_failure == "error":
+            # The status line is sent: an error event, as OpenAI streams do (its clients raise on it).
+            failure = failure_error(outcome, serve.failure_retry_after_s, {})
+            yield _sse({**error_body(failure), "psychoalign": decision}) + _sse("[DONE]")
+            return
+        # The gated text as separate SSE chunks, written together (one send for the whole tail). A
+        # gate refusal goes out as content (chat apps read only that) and as refusal deltas.
+        refused = outcome.gate_refused
+        text, finish = deliver(outcome, req.sampling)
+        tail = [
+            chunk({"content": piece, "refusal": piece} if refused else {"content": piece})
+            for piece in _chunks(text, serve.stream_chunk_chars)
+        ]
+        tail.append(chunk({}, finish, psychoalign=decision))
         if include_usage:
             tail.append(
                 _sse(

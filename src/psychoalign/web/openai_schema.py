@@ -2,8 +2,9 @@
 
 Every rejection is an :class:`~psychoalign.web.errors.APIError` (HTTP 400, OpenAI's shape) whose
 ``param`` names the field (``messages[2].content[0].type``) and whose message says the fix.
-Sampling parameters are accepted and ignored: the deployment's role settings decide sampling,
-and the negotiation's answer is not a sample of one model (docs/api.md).
+Sampling parameters are validated with OpenAI's ranges (:class:`Sampling`); ``max_tokens`` /
+``max_completion_tokens`` and ``stop`` shape the text the client receives. The deployment's
+role settings decide how each agent samples: the answer is negotiated, not one model's sample.
 """
 
 from __future__ import annotations
@@ -13,21 +14,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from ..jsonguard import JSONLimitError, loads_bounded
 from .errors import APIError
 
-__all__ = ["IGNORED_PARAMS", "ChatCompletionRequest", "ChatMessage", "PsychoAlignExtension", "parse_request"]
+__all__ = [
+    "IGNORED_PARAMS",
+    "MAX_STOP_SEQUENCES",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "PsychoAlignExtension",
+    "Sampling",
+    "parse_request",
+]
 
 #: Accepted for compatibility and ignored (the deployment decides how each agent samples).
 IGNORED_PARAMS = frozenset(
     {
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-        "seed",
         "logit_bias",
         "metadata",
         "store",
@@ -48,6 +50,19 @@ _UNSUPPORTED = {
     "web_search_options": "web search is not supported",
 }
 ROLES = ("system", "developer", "user", "assistant")
+#: Validated into :class:`Sampling` (not fields of the request model itself).
+_SAMPLING = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+    }
+)
 
 
 class ChatMessage(BaseModel):
@@ -75,6 +90,86 @@ class PsychoAlignExtension(BaseModel):
     conversation_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
 
 
+MAX_STOP_SEQUENCES = 4
+#: name -> (lowest, highest) accepted, as OpenAI's API documents them.
+_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "presence_penalty": (-2.0, 2.0),
+    "frequency_penalty": (-2.0, 2.0),
+}
+_INT64 = 2**63
+
+
+class Sampling(BaseModel):
+    """The client's sampling parameters, validated. ``max_tokens`` is the smaller of
+    ``max_tokens`` and ``max_completion_tokens`` when both are sent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float | None = None
+    top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def sent(self) -> dict[str, object]:
+        """What the client sent (for the trace's metadata)."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if v not in (None, [])}
+
+
+def _sampling(data: dict[str, Any]) -> Sampling:
+    """Validate the sampling fields of the raw body; 400 naming the field, its range and the fix."""
+    values: dict[str, Any] = {}
+    for name, (low, high) in _RANGES.items():
+        value = data.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            got = json.dumps(value)[:40]
+            raise _bad(name, f"{name} must be a number from {low:g} to {high:g}; got {got}", _kind(value))
+        values[name] = float(value)
+    seed = data.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -_INT64 <= seed < _INT64:
+            raise _bad("seed", f"seed must be a 64-bit integer; got {json.dumps(seed)[:40]}", _kind(seed, int))
+        values["seed"] = seed
+    limits = []
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = data.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            got = json.dumps(value)[:40]
+            raise _bad(name, f"{name} must be an integer of at least 1; got {got}", _kind(value, int))
+        limits.append(value)
+    if limits:
+        values["max_tokens"] = min(limits)
+    stop = data.get("stop")
+    if stop is not None:
+        sequences = [stop] if isinstance(stop, str) else stop
+        if not isinstance(sequences, list) or not all(isinstance(x, str) for x in sequences):
+            raise _bad("stop", "stop must be a string or a list of strings", "invalid_type")
+        if len(sequences) > MAX_STOP_SEQUENCES:
+            raise _bad("stop", f"stop has {len(sequences)} sequences; send at most {MAX_STOP_SEQUENCES}")
+        for i, seq in enumerate(sequences):
+            if not seq:
+                raise _bad("stop", f"stop[{i}] is empty: send non-empty stop sequences or none")
+            _check_text(seq, f"stop[{i}]")
+        values["stop"] = tuple(sequences)
+    return Sampling(**values)
+
+
+def _kind(value: Any, expected: type = float) -> str:
+    """``invalid_type`` for a value of the wrong JSON type, ``invalid_value`` for one out of range."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if expected is int:
+        return "invalid_value" if isinstance(value, int) and not isinstance(value, bool) else "invalid_type"
+    return "invalid_value" if numeric else "invalid_type"
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -91,6 +186,7 @@ class ChatCompletionRequest(BaseModel):
     response_format: dict[str, Any] | None = None
     modalities: list[str] | None = None
     psychoalign: PsychoAlignExtension | None = None
+    sampling: Sampling = Field(default_factory=Sampling)
 
 
 def _bad(param: str | None, message: str, code: str = "invalid_value") -> APIError:
@@ -159,15 +255,27 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
             code="request_too_large",
         )
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{body[exc.start : exc.start + 1].hex()} at offset {exc.start}"
+        message = f"the request body is not UTF-8 ({where}): send JSON encoded as UTF-8"
+        raise _bad(None, message, "invalid_json") from None
+    try:
+        data = loads_bounded(text)
+    except JSONLimitError as exc:
+        raise _bad(None, f"the request body is refused: {exc}", "invalid_json") from None
+    except json.JSONDecodeError as exc:
         raise _bad(None, f"the request body is not valid JSON ({exc}): send a JSON object", "invalid_json") from None
     if not isinstance(data, dict):
         raise _bad(None, "the request body must be a JSON object", "invalid_json")
     for key, why in _UNSUPPORTED.items():
         if data.get(key) not in (None, []):
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
-    fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED}
+    if "sampling" in data:  # our own field for the validated parameters, not a request argument
+        raise _bad("sampling", "Unrecognized request argument supplied: sampling", "unknown_parameter")
+    sampling = _sampling(data)
+    fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
+    fields["sampling"] = sampling
     raw_messages = fields.get("messages")
     if raw_messages is None:
         raise _bad("messages", "messages is required: send at least one user message", "missing_required_parameter")
