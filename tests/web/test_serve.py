@@ -79,6 +79,16 @@ def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Pat
         assert raw.parse().choices[0].message.content == "Boil the egg for 6 minutes."
         trace_id = raw.headers["x-psychoalign-trace-id"]
         assert httpx.get(f"{url}/.well-known/agent-card.json", timeout=5).json()["name"] == "PsychoAlign"
+        # The repro (a web page's request through a rebound name): refused, nothing runs.
+        body = '{"model":"psychoalign","messages":[{"role":"user","content":"hi"}]}'
+        repro = {"Host": "evil.example", "Origin": "http://evil.example", "Content-Type": "text/plain"}
+        refused = httpx.post(f"{url}/v1/chat/completions", content=body, headers=repro, timeout=30)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "host_not_allowed"
+        # Bodies that crashed the parser: a 400 each, and no traceback in the server's log (below).
+        json_type = {"Content-Type": "application/json"}
+        for bomb in ("[" * 100_000, '{"model":"psychoalign","seed":' + "9" * 5000 + "}"):
+            bad = httpx.post(f"{url}/v1/chat/completions", content=bomb, headers=json_type, timeout=30)
+            assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json", bad.text
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
