@@ -39,6 +39,12 @@ class GatewayMetrics:
         self.tokens = Counter(
             "psychoalign_agent_tokens", "Model tokens spent, per agent role.", ["role", "kind"], registry=r
         )
+        self.checks = Counter(
+            "psychoalign_guardrail_checks",
+            "Guardrail checks (/v1/guardrail/checks, LiteLLM's guardrail API) by what was checked and the outcome.",
+            ["deployment", "checked", "status"],
+            registry=r,
+        )
         self.inflight = Gauge("psychoalign_negotiations_in_flight", "Negotiations running now.", registry=r)
 
     def observe_outcome(self, outcome: GatewayOutcome) -> None:

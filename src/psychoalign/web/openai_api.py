@@ -28,16 +28,28 @@ from ..negotiation.defense import template
 from ..negotiation.events import NegotiationEvent
 from ..negotiation.track import ConversationRef, conversation_ref
 from .apikeys import KeyCheck, parse_bearer
+from .checks import CheckResult, run_check
 from .errors import APIError, error_body
 from .gateway import Gateway
-from .openai_schema import ChatCompletionRequest, ChatMessage, Sampling, parse_request
+from .openai_schema import (
+    ChatCompletionRequest,
+    ChatMessage,
+    CheckRequest,
+    Sampling,
+    parse_check,
+    parse_litellm_check,
+    parse_request,
+)
 from .ops import current_request_id
 from .outcome import GatewayOutcome
 
-__all__ = ["CONVERSATION_HEADER", "FRAMEWORK_HEADER", "build_context", "openai_router"]
+__all__ = ["CONVERSATION_HEADER", "FRAMEWORK_HEADER", "LITELLM_GUARDRAIL_PATH", "build_context", "openai_router"]
 
 CONVERSATION_HEADER = "x-psychoalign-conversation-id"
 FRAMEWORK_HEADER = "x-psychoalign-framework"
+#: Where LiteLLM's Generic Guardrail API posts: its ``api_base`` (here ``<server>/v1/guardrail``)
+#: plus the path LiteLLM appends.
+LITELLM_GUARDRAIL_PATH = "/guardrail/beta/litellm_basic_guardrail_api"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _SPEAKER = {"user": "User", "assistant": "Assistant"}
 
@@ -163,9 +175,13 @@ def openai_router(gateway: Gateway) -> APIRouter:
     keys = KeyCheck(gateway.deployments)
     serve = gateway.settings.serve
 
-    def caller(request: Request) -> dict[str, str]:
-        """Deployments this caller may use (name -> key id); 401 when none."""
+    def caller(request: Request, *, x_api_key: bool = False) -> dict[str, str]:
+        """Deployments this caller may use (name -> key id); 401 when none. ``x_api_key``: an
+        ``x-api-key`` header counts too when there is no ``Authorization`` (LiteLLM's guardrail
+        hook sends its ``api_key`` so)."""
         token = parse_bearer(request.headers.get("authorization"))
+        if token is None and x_api_key:
+            token = request.headers.get("x-api-key") or None
         host = request.client.host if request.client else None
         allowed = keys.allowed(token, host)
         if not allowed:
@@ -277,7 +293,85 @@ def openai_router(gateway: Gateway) -> APIRouter:
             return JSONResponse(_completion(outcome, decision, req.sampling), headers=_headers(decision))
         return await _stream(gateway, req, framework, context, metadata, conversation_id, turn, track)
 
+    async def check_body(request: Request, *, x_api_key: bool = False) -> tuple[dict[str, str], bytes]:
+        """The checks' common edge: draining, credentials, JSON only, bounded body."""
+        if gateway.draining:
+            raise APIError(
+                503,
+                "the server is shutting down: retry on another instance",
+                type="server_error",
+                code="server_shutting_down",
+            )
+        allowed = caller(request, x_api_key=x_api_key)
+        _require_json(request)
+        return allowed, await _read_body(request, serve.max_body_bytes)
+
+    async def check(request: Request, req: CheckRequest, allowed: dict[str, str]) -> CheckResult:
+        if req.model not in allowed:
+            raise _unknown_model(req.model, allowed)
+        deployment = gateway.deployments[req.model]
+        framework = req.framework or request.headers.get(FRAMEWORK_HEADER) or deployment.framework
+        if framework not in deployment.frameworks():
+            raise APIError(
+                400,
+                f"framework '{framework[:80]}' is not selectable on model '{req.model}'; "
+                f"choose one of: {', '.join(deployment.frameworks())}",
+                param="psychoalign.framework",
+                code="invalid_value",
+            )
+        _check_limits(req.messages, gateway, req.model)
+        context = build_context(gateway.deployment_context(framework), req.messages)
+        result = await run_check(gateway, req.model, req.messages, framework=framework, context=context)
+        gateway.metrics.checks.labels(req.model, result.checked, "blocked" if result.blocked else "passed").inc()
+        return result
+
+    @router.post("/guardrail/checks")
+    async def guardrail_checks(request: Request) -> JSONResponse:
+        """Check a request (deterministic checks only: no generation) or an answer (the EVALUATOR
+        and the dual gate) without negotiating: web/checks.py."""
+        allowed, body = await check_body(request)
+        req = parse_check(body, max_body_bytes=serve.max_body_bytes)
+        result = await check(request, req, allowed)
+        return JSONResponse(result.body(req.model, current_request_id()))
+
+    @router.post(LITELLM_GUARDRAIL_PATH)
+    async def litellm_guardrail(request: Request) -> JSONResponse:
+        """LiteLLM's Generic Guardrail API (pre_call: input_type "request"; post_call: "response").
+        ``action`` is "BLOCKED" (with ``blocked_reason``) or "NONE"; a failed check blocks."""
+        allowed, body = await check_body(request, x_api_key=True)
+        default = next(iter(sorted(allowed)), "")
+        req, _ = parse_litellm_check(body, max_body_bytes=serve.max_body_bytes, default_model=default)
+        result = await check(request, req, allowed)
+        if not result.blocked:
+            return JSONResponse({"action": "NONE"})
+        rules = ", ".join(sorted({h["rule_id"] for h in result.rule_hits})) or "the deployment's framework"
+        why = result.failure or f"{result.checked} blocked by PsychoAlign ({rules})"
+        return JSONResponse({"action": "BLOCKED", "blocked_reason": why})
+
     return router
+
+
+def _check_limits(messages: list[ChatMessage], gateway: Gateway, deployment: str) -> None:
+    """The chat endpoint's size limits, for checks (the last message is the text checked)."""
+    serve = gateway.settings.serve
+    if len(messages) > serve.max_messages:
+        raise APIError(
+            400,
+            f"messages has {len(messages)} entries, over the limit of {serve.max_messages}: "
+            "drop earlier turns or raise serve.max_messages",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    limit = gateway.negotiator(deployment).params.max_request_chars
+    total = sum(len(m.text) for m in messages)
+    if total > limit + serve.max_conversation_chars:
+        raise APIError(
+            400,
+            f"the messages hold {total} characters, over the limit of {limit + serve.max_conversation_chars}: "
+            "shorten them or raise negotiation.max_request_chars / serve.max_conversation_chars",
+            param="messages",
+            code="context_length_exceeded",
+        )
 
 
 def _require_json(request: Request) -> None:

@@ -22,8 +22,13 @@ __all__ = [
     "MAX_STOP_SEQUENCES",
     "ChatCompletionRequest",
     "ChatMessage",
+    "CheckRequest",
     "PsychoAlignExtension",
     "Sampling",
+    "load_body",
+    "parse_check",
+    "parse_litellm_check",
+    "parse_messages",
     "parse_request",
 ]
 
@@ -245,8 +250,8 @@ def _param(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
-    """Bytes -> validated request, or a 400 naming the field."""
+def load_body(body: bytes, *, max_body_bytes: int) -> dict[str, Any]:
+    """Bytes -> a JSON object, bounded before parsing (psychoalign.jsonguard); 413/400 otherwise."""
     if len(body) > max_body_bytes:
         raise APIError(
             413,
@@ -268,6 +273,23 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
         raise _bad(None, f"the request body is not valid JSON ({exc}): send a JSON object", "invalid_json") from None
     if not isinstance(data, dict):
         raise _bad(None, "the request body must be a JSON object", "invalid_json")
+    return data
+
+
+def parse_messages(raw_messages: Any, param: str = "messages") -> list[ChatMessage]:
+    """A non-empty list of message objects -> messages, or a 400 naming the entry."""
+    if raw_messages is None:
+        raise _bad(param, f"{param} is required: send at least one user message", "missing_required_parameter")
+    if not isinstance(raw_messages, list):
+        raise _bad(param, f"{param} must be a list of message objects", "invalid_type")
+    if not raw_messages:
+        raise _bad(param, f"{param} is empty: send at least one user message", "empty_array")
+    return [_message(m, i) for i, m in enumerate(raw_messages)]
+
+
+def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
+    """Bytes -> validated request, or a 400 naming the field."""
+    data = load_body(body, max_body_bytes=max_body_bytes)
     for key, why in _UNSUPPORTED.items():
         if data.get(key) not in (None, []):
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
@@ -276,14 +298,7 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     sampling = _sampling(data)
     fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
     fields["sampling"] = sampling
-    raw_messages = fields.get("messages")
-    if raw_messages is None:
-        raise _bad("messages", "messages is required: send at least one user message", "missing_required_parameter")
-    if not isinstance(raw_messages, list):
-        raise _bad("messages", "messages must be a list of message objects", "invalid_type")
-    if not raw_messages:
-        raise _bad("messages", "messages is empty: send at least one user message", "empty_array")
-    fields["messages"] = [_message(m, i) for i, m in enumerate(raw_messages)]
+    fields["messages"] = parse_messages(fields.get("messages"))
     if "model" not in fields:
         raise _bad(
             "model", "model is required: name a deployment (GET /v1/models lists them)", "missing_required_parameter"
@@ -333,3 +348,89 @@ def _semantics(req: ChatCompletionRequest) -> None:
         raise _bad(f"{where}.role", f"the last message must be the user's request (role 'user'), got '{last.role}'")
     if not last.text.strip():
         raise _bad(f"{where}.content", f"{where}.content is empty: send the user's request")
+
+
+# -- checks (web/checks.py) --------------------------------------------------------------------------
+
+
+class CheckRequest(BaseModel):
+    """A check: the deployment, the messages (ending with the user's request, or with the
+    assistant's answer after it), and optionally a framework of the deployment's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    messages: list[ChatMessage]
+    framework: str | None = None
+
+
+def _check_messages(messages: list[ChatMessage], param: str) -> list[ChatMessage]:
+    last = messages[-1]
+    where = f"{param}[{len(messages) - 1}]"
+    if last.role not in ("user", "assistant"):
+        raise _bad(
+            f"{where}.role", f"the last message must be the user's request or the assistant's answer; got '{last.role}'"
+        )
+    if not last.text.strip():
+        raise _bad(f"{where}.content", f"{where}.content is empty: send the text to check")
+    if last.role == "assistant" and not any(m.role == "user" for m in messages[:-1]):
+        raise _bad(param, f"{param}: an answer is checked against its request: send the user's message before it")
+    return messages
+
+
+def parse_check(body: bytes, *, max_body_bytes: int) -> CheckRequest:
+    """``POST /v1/guardrail/checks``: ``{"model", "messages", "psychoalign": {"framework"}}``;
+    NeMo Guardrails' ``guardrails`` object is accepted and ignored (the deployment decides)."""
+    data = load_body(body, max_body_bytes=max_body_bytes)
+    for key in data:
+        if key not in ("model", "messages", "guardrails", "psychoalign"):
+            raise _bad(key, f"Unrecognized request argument supplied: {key}", "unknown_parameter")
+    model = data.get("model")
+    if not isinstance(model, str) or not 1 <= len(model) <= 200:
+        raise _bad(
+            "model", "model is required: name a deployment (GET /v1/models lists them)", "missing_required_parameter"
+        )
+    messages = _check_messages(parse_messages(data.get("messages")), "messages")
+    try:
+        ext = PsychoAlignExtension.model_validate(data.get("psychoalign") or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        param = "psychoalign." + _param(tuple(err["loc"]))
+        raise _bad(param, f"{param}: {err['msg']}") from None
+    return CheckRequest(model=model, messages=messages, framework=ext.framework)
+
+
+def parse_litellm_check(body: bytes, *, max_body_bytes: int, default_model: str) -> tuple[CheckRequest, str]:
+    """LiteLLM's Generic Guardrail API request -> (check, input_type). ``input_type`` "request":
+    the request's messages (``structured_messages``, else ``texts`` as one user message);
+    "response": those messages plus ``texts`` as the assistant's answer. The deployment is
+    ``additional_provider_specific_params.deployment``, else ``default_model``."""
+    data = load_body(body, max_body_bytes=max_body_bytes)
+    input_type = data.get("input_type")
+    if input_type not in ("request", "response"):
+        raise _bad("input_type", f"input_type must be 'request' or 'response'; got {json.dumps(input_type)[:40]}")
+    texts = data.get("texts") or []
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise _bad("texts", "texts must be a list of strings", "invalid_type")
+    extra = data.get("additional_provider_specific_params") or {}
+    if not isinstance(extra, dict):
+        raise _bad(
+            "additional_provider_specific_params",
+            "additional_provider_specific_params must be an object",
+            "invalid_type",
+        )
+    model = extra.get("deployment", default_model)
+    framework = extra.get("framework")
+    if not isinstance(model, str) or (framework is not None and not isinstance(framework, str)):
+        raise _bad("additional_provider_specific_params", "deployment and framework must be strings", "invalid_type")
+    structured = data.get("structured_messages")
+    messages = parse_messages(structured, "structured_messages") if structured else []
+    joined = "\n".join(_check_text(t, "texts") for t in texts)
+    if input_type == "request":
+        if not messages or messages[-1].role != "user":
+            messages = [*messages, ChatMessage(role="user", text=joined)]
+    else:
+        messages = [*messages, ChatMessage(role="assistant", text=joined)]
+    return CheckRequest(
+        model=model, messages=_check_messages(messages, "structured_messages"), framework=framework
+    ), input_type
