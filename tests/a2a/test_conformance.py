@@ -322,6 +322,12 @@ async def test_error_shapes_on_each_binding() -> None:
                 ((), grpc.StatusCode.UNAUTHENTICATED),
                 ((("authorization", "Bearer wrong"),), grpc.StatusCode.UNAUTHENTICATED),
                 ((("authorization", "Bearer tok"),), grpc.StatusCode.NOT_FOUND),
+                # A2A 1.0 §3.6: a version the server does not speak is refused (the SDK's gRPC
+                # handler checks none); the major version decides, as on the HTTP bindings.
+                ((("authorization", "Bearer tok"), ("a2a-version", "99.0")), grpc.StatusCode.FAILED_PRECONDITION),
+                ((("authorization", "Bearer tok"), ("a2a-version", "one")), grpc.StatusCode.FAILED_PRECONDITION),
+                ((("authorization", "Bearer tok"), ("a2a-version", "1.0")), grpc.StatusCode.NOT_FOUND),
+                ((("authorization", "Bearer tok"), ("a2a-version", "1.3")), grpc.StatusCode.NOT_FOUND),
             ):
                 with pytest.raises(grpc.aio.AioRpcError) as caught:
                     await stub.GetTask(GetTaskRequest(id="x"), metadata=metadata)

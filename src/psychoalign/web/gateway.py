@@ -126,6 +126,11 @@ class Gateway:
                 self._idle.set()
         return self._finish(self._outcome(deployment, trace))
 
+    def observe(self, deployment: str, trace: Trace) -> None:
+        """Count a negotiation run outside :meth:`negotiate` (the A2A system agent) in the
+        metrics, as /v1's are counted."""
+        self.metrics.observe_outcome(self._outcome(deployment, trace))
+
     def _outcome(self, deployment: str, trace: Trace) -> GatewayOutcome:
         usage = {
             role: {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens, "calls": s.calls}
