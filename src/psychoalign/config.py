@@ -148,6 +148,9 @@ class ServeSettings(BaseModel):
     port: int = Field(8000, ge=0, le=65535, description="Port (0 picks a free one).")
     public_url: str | None = Field(None, description="Base URL advertised in the A2A agent card.")
     a2a_deployment: str | None = Field(None, description="Deployment the A2A system agent serves (default: first).")
+    grpc_port: int | None = Field(
+        None, ge=1, le=65535, description="Also serve the A2A system agent's gRPC binding on this port (same auth)."
+    )
     max_body_bytes: int = Field(1_000_000, ge=1024, description="Largest request body accepted on /v1.")
     max_messages: int = Field(200, ge=1, description="Most messages accepted in one chat completion.")
     max_conversation_chars: int = Field(

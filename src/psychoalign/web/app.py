@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -185,7 +186,9 @@ def create_app(
     if a2a:
         name = settings.serve.a2a_deployment or next(iter(settings.deployments))
         open_agent = not settings.deployment(name).api_keys and settings.a2a.token("user") is None
-        app.router.routes.append(A2AMount(_a2a_app(gateway, settings, base_url), loopback_only=open_agent))
+        a2a_app = _a2a_app(gateway, settings, base_url)
+        app.state.a2a_app = a2a_app  # its handler, credentials and limits serve the gRPC binding too
+        app.router.routes.append(A2AMount(a2a_app, loopback_only=open_agent))
     # Inside the request-id middleware (refusals carry an id and are counted), outside every route.
     app.add_middleware(OriginGuard, serve=settings.serve)
     app.add_middleware(RequestContextMiddleware, gateway=gateway)
@@ -200,6 +203,10 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
     deployment = settings.deployment(name)
     host = f"[{serve.host}]" if ":" in serve.host else serve.host  # IPv6 in brackets
     url = (base_url or serve.public_url or f"http://{host}:{serve.port}").rstrip("/")
+    grpc_url = None
+    if serve.grpc_port is not None:  # the card lists the gRPC interface, at the advertised host
+        grpc_host = urlsplit(url).hostname or serve.host
+        grpc_url = f"[{grpc_host}]:{serve.grpc_port}" if ":" in grpc_host else f"{grpc_host}:{serve.grpc_port}"
     return build_system_app(
         gateway.negotiator(name),
         url,
@@ -211,5 +218,6 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
         # Tasks live in the trace store's database: with several workers any one of them can
         # answer a client's get, list, cancel or follow-up (in memory, only the one that made it).
         task_store=a2a_task_store(gateway.store),
+        grpc_url=grpc_url,
         on_trace=functools.partial(gateway.observe, name),  # A2A negotiations in /metrics too
     )
