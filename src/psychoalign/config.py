@@ -177,6 +177,11 @@ class ServeSettings(BaseModel):
     failure_retry_after_s: int = Field(
         5, ge=0, description="Retry-After (seconds) on the 503s of on_failure = 'error'."
     )
+    otel_spans: bool = Field(
+        False,
+        description="OpenTelemetry spans for each negotiation, its rounds and decision, with tension/state/defense "
+        "and gen_ai usage attributes, to the process's tracer provider (e.g. opentelemetry-instrument).",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host names /v1, A2A and /metrics answer besides the bind address (and localhost on "
