@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_NUMBER_DIGITS", "JSONLimitError", "check_json", "loads_bounded"]
+__all__ = ["JSONLimitError", "check_json", "loads_bounded"]
 
 #: Deepest nesting of arrays and objects accepted. OpenAI requests nest about 6 deep (a JSON
 #: schema in ``response_format`` more); role replies 4.

@@ -18,8 +18,6 @@ from ..agents.schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorA
 from ..errors import EndpointError
 from ..jsonguard import loads_bounded
 
-__all__ = ["OUTPUT_TYPES", "Task", "decode_reply", "decode_task", "encode_reply", "encode_task", "is_packed"]
-
 Task = DriveTask | EvaluateTask | EvaluateBatchTask | AssessTask | ComposeTask
 _TASK = TypeAdapter(Task)
 OUTPUT_TYPES: dict[str, type[Any]] = {

@@ -16,7 +16,7 @@ from a2a.utils.constants import PROTOCOL_VERSION_CURRENT
 
 from .server import MAX_BODY_BYTES, BearerBackend
 
-__all__ = ["BearerInterceptor", "build_grpc_server", "version_refusal"]
+__all__ = ["build_grpc_server"]
 
 
 class _Identity(User):

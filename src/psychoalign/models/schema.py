@@ -13,15 +13,6 @@ from pydantic import BaseModel, ValidationError
 
 from ..jsonguard import JSONLimitError, check_json
 
-__all__ = [
-    "ReplyMismatchError",
-    "describe_validation_error",
-    "extract_json",
-    "inline_refs",
-    "schema_for",
-    "validate_reply",
-]
-
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     """Return ``schema`` with local ``$ref``s to ``$defs`` inlined and ``$defs`` removed.

@@ -35,8 +35,6 @@ from ..traces.model import SystemState
 from .gateway import Gateway
 from .openai_schema import ChatMessage
 
-__all__ = ["CheckResult", "run_check"]
-
 _log = logging.getLogger(__name__)
 
 Checked = Literal["input", "output"]

@@ -27,8 +27,6 @@ from .metrics import GatewayMetrics
 from .outcome import GatewayOutcome
 from .telemetry import NegotiationSpans, gateway_tracer
 
-__all__ = ["SHUTDOWN_REASON", "Gateway"]
-
 _log = logging.getLogger(__name__)
 SHUTDOWN_REASON = "server shutting down: negotiation failed closed"
 

@@ -6,8 +6,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from .outcome import GatewayOutcome
 
-__all__ = ["GatewayMetrics"]
-
 _TENSION_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 

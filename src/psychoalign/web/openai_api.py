@@ -43,8 +43,6 @@ from .openai_schema import (
 from .ops import current_request_id
 from .outcome import GatewayOutcome
 
-__all__ = ["CONVERSATION_HEADER", "FRAMEWORK_HEADER", "LITELLM_GUARDRAIL_PATH", "build_context", "openai_router"]
-
 CONVERSATION_HEADER = "x-psychoalign-conversation-id"
 FRAMEWORK_HEADER = "x-psychoalign-framework"
 #: Where LiteLLM's Generic Guardrail API posts: its ``api_base`` (here ``<server>/v1/guardrail``)

@@ -17,21 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from ..jsonguard import JSONLimitError, loads_bounded
 from .errors import APIError
 
-__all__ = [
-    "IGNORED_PARAMS",
-    "MAX_STOP_SEQUENCES",
-    "ChatCompletionRequest",
-    "ChatMessage",
-    "CheckRequest",
-    "PsychoAlignExtension",
-    "Sampling",
-    "load_body",
-    "parse_check",
-    "parse_litellm_check",
-    "parse_messages",
-    "parse_request",
-]
-
 #: Accepted for compatibility and ignored (the deployment decides how each agent samples).
 IGNORED_PARAMS = frozenset(
     {

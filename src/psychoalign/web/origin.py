@@ -29,8 +29,6 @@ from ..a2a.server import error_response as a2a_error
 from ..config import ServeSettings
 from .errors import APIError, error_response
 
-__all__ = ["CORS_EXPOSE", "OriginGuard", "face_of", "host_allow_list"]
-
 #: Response headers a cross-origin page may read (the decision travels in headers).
 CORS_EXPOSE = (
     "x-request-id",

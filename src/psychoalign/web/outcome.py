@@ -8,8 +8,6 @@ from typing import Literal
 from ..judges.outcome import REFUSING_DEFENSES
 from ..traces.model import Trace
 
-__all__ = ["FailureKind", "GatewayOutcome", "failure_kind"]
-
 FailureKind = Literal["shutdown", "timeout", "invalid_reply", "internal", "unavailable"]
 
 

@@ -24,8 +24,6 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from ..negotiation.events import NegotiationEvent
 from .outcome import GatewayOutcome
 
-__all__ = ["NegotiationSpans", "gateway_tracer"]
-
 
 def gateway_tracer(enabled: bool) -> Tracer | None:
     return trace.get_tracer("psychoalign") if enabled else None
