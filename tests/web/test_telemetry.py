@@ -63,3 +63,38 @@ async def test_a_negotiation_is_a_span_with_rounds_decision_outcome_and_usage() 
     assert dict(round_.attributes or {})["psychoalign.round"] == 1
     assert dict(round_.attributes or {})["psychoalign.admissible"] == 1
     assert BENIGN not in str([s.to_json() for s in exporter.get_finished_spans()])  # no agent text in spans
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("opentelemetry.sdk") is None, reason="the opentelemetry-sdk package is not installed"
+)
+async def test_an_a2a_negotiation_gets_a_span_from_its_trace() -> None:
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.a2a.test_system import user_text
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    store = InMemoryTraceStore()
+    settings = Settings(serve=ServeSettings(otel_spans=True))
+    world = World([proposals((BENIGN, 0.9))])
+    app = create_app(settings, store=store, negotiators={"psychoalign": world.negotiator(store)}, lab=False)
+    app.state.gateway.tracer = provider.get_tracer("psychoalign")
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as client:
+            card = await A2ACardResolver(client, "http://127.0.0.1").get_agent_card()
+            agent = ClientFactory(ClientConfig(streaming=False, httpx_client=client)).create(card)
+            tasks = [r.task async for r in agent.send_message(user_text("How do I boil an egg?")) if r.HasField("task")]
+    assert tasks[-1].artifacts
+    (span,) = exporter.get_finished_spans()
+    (trace,) = [t async for t in store.iter_all()]
+    attrs: dict[str, Any] = dict(span.attributes or {})
+    assert span.name == "psychoalign.negotiation" and attrs["psychoalign.source"] == "a2a"
+    assert attrs["psychoalign.trace_id"] == trace.id and attrs["psychoalign.status"] == "completed"
+    assert span.start_time == int(trace.created_at.timestamp() * 1e9)
+    assert trace.finished_at is not None and span.end_time == int(trace.finished_at.timestamp() * 1e9)

@@ -25,7 +25,7 @@ from ..traces.model import Trace, TraceStatus
 from ..traces.store import TraceStore, open_store
 from .metrics import GatewayMetrics
 from .outcome import GatewayOutcome
-from .telemetry import NegotiationSpans, gateway_tracer
+from .telemetry import NegotiationSpans, gateway_tracer, record_finished
 
 _log = logging.getLogger(__name__)
 SHUTDOWN_REASON = "server shutting down: negotiation failed closed"
@@ -144,8 +144,11 @@ class Gateway:
 
     def observe(self, deployment: str, trace: Trace) -> None:
         """Count a negotiation run outside :meth:`negotiate` (the A2A system agent) in the
-        metrics, as /v1's are counted."""
-        self.metrics.observe_outcome(self._outcome(deployment, trace))
+        metrics, as /v1's are counted, and give it a span when spans are on."""
+        outcome = self._outcome(deployment, trace)
+        self.metrics.observe_outcome(outcome)
+        if self.tracer is not None:
+            record_finished(self.tracer, outcome, "a2a")
 
     def _outcome(self, deployment: str, trace: Trace) -> GatewayOutcome:
         usage = {

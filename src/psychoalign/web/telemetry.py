@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace
@@ -33,10 +34,13 @@ class NegotiationSpans:
     """The spans of one negotiation: :meth:`active` around starting it, :meth:`on_event` for each
     progress event, :meth:`finish` with the outcome."""
 
-    def __init__(self, tracer: Tracer, deployment: str, framework: str, source: str) -> None:
+    def __init__(
+        self, tracer: Tracer, deployment: str, framework: str, source: str, *, start_time: int | None = None
+    ) -> None:
         self.tracer = tracer
         self.root: Span = tracer.start_span(
             "psychoalign.negotiation",
+            start_time=start_time,
             attributes={
                 "gen_ai.operation.name": "chat",
                 "gen_ai.request.model": deployment,
@@ -85,7 +89,9 @@ class NegotiationSpans:
         elif self._phase is not None:  # final_gate and later stages: marks on the current phase
             self._phase.add_event(f"psychoalign.{event.stage}")
 
-    def finish(self, outcome: GatewayOutcome | None, *, error: BaseException | None = None) -> None:
+    def finish(
+        self, outcome: GatewayOutcome | None, *, error: BaseException | None = None, end_time: int | None = None
+    ) -> None:
         self._end_phase()
         root = self.root
         if outcome is not None:
@@ -111,4 +117,18 @@ class NegotiationSpans:
             root.set_attributes(attributes)
         if error is not None:
             root.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        root.end()
+        root.end(end_time=end_time)
+
+
+def _ns(moment: datetime | None) -> int | None:
+    return int(moment.timestamp() * 1e9) if moment is not None else None
+
+
+def record_finished(tracer: Tracer, outcome: GatewayOutcome, source: str) -> None:
+    """A span for a negotiation that ran elsewhere (the A2A system agent), from its trace's start
+    and end times and outcome; no round spans (their times are not recorded)."""
+    trace_ = outcome.trace
+    framework = trace_.framework.name if trace_ is not None and trace_.framework is not None else ""
+    start = _ns(trace_.created_at) if trace_ is not None else None
+    spans = NegotiationSpans(tracer, outcome.deployment, framework, source, start_time=start)
+    spans.finish(outcome, end_time=_ns(trace_.finished_at) if trace_ is not None else None)
