@@ -220,6 +220,7 @@ def test_on_failure_error_is_a_503_with_retry_after_in_the_client(
     assert error.response.headers["retry-after"] == "7"
     assert error.code == "upstream_unavailable"  # type: ignore[attr-defined]
     assert "model endpoint is unavailable" in error.message and "retry later" in error.message
+    assert "judge" not in error.response.text and "127.0.0.1" not in error.response.text  # no model label or address
     assert CANARY not in error.response.text
     trace = asyncio.run(store.get(error.response.headers["x-psychoalign-trace-id"]))
     assert trace is not None and trace.status is TraceStatus.FAILED  # the failure is still on record

@@ -34,10 +34,19 @@ from ..negotiation.tension import classify_state, tension
 from ..traces.model import SystemState
 from .gateway import Gateway
 from .openai_schema import ChatMessage
+from .outcome import failure_kind
 
 _log = logging.getLogger(__name__)
 
 Checked = Literal["input", "output"]
+#: What a client is told when the EVALUATOR could not judge (the check then blocks).
+_FAILED = {
+    "unavailable": "the evaluator is unavailable: the check failed closed",
+    "timeout": "the evaluator timed out: the check failed closed",
+    "shutdown": "the server is shutting down: the check failed closed",
+    "invalid_reply": "the evaluator's reply failed its schema: the check failed closed",
+    "internal": "the check failed on the server: it failed closed",
+}
 
 
 @dataclass
@@ -116,11 +125,12 @@ async def run_check(
     try:
         reply = await bus.send("mediator", "evaluator", task)
         evaluation = canonical_hits(reply.output, fw)
-    except PsychoAlignError as exc:
-        failure = public_message(exc)
-    except Exception as exc:  # a bug: fail closed, name only the class
+    except PsychoAlignError as exc:  # the class only (the error line names model labels)
+        _log.warning("guardrail check failed closed: %s", public_message(exc))
+        failure = _FAILED[failure_kind(public_message(exc))]
+    except Exception as exc:  # a bug: fail closed
         _log.warning("guardrail check failed: %r", exc)
-        failure = public_message(exc)
+        failure = _FAILED["internal"]
     stats = bus.stats["evaluator"]
     usage = {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.completion_tokens, "calls": stats.calls}
     tau = TauFilter(negotiator.params.tau)

@@ -469,11 +469,9 @@ def failure_error(outcome: GatewayOutcome, retry_after_s: int, headers: dict[str
     extra = dict(headers)
     if status == 503:
         extra["Retry-After"] = str(retry_after_s)
-    reason = f" ({outcome.reason[:200]})" if outcome.reason else ""
-    hint = "retry later" if status == 503 else "the trace has the details"
-    return APIError(
-        status, f"{what}{reason}; nothing was answered: {hint}", type="server_error", code=code, headers=extra
-    )
+    # The class only: the trace's error line names model labels, which are the deployment's business.
+    hint = "retry later" if status == 503 else f"trace {outcome.trace_id or '-'} has the details"
+    return APIError(status, f"{what}; nothing was answered: {hint}", type="server_error", code=code, headers=extra)
 
 
 def _completion(outcome: GatewayOutcome, decision: dict[str, Any], sampling: Sampling) -> dict[str, Any]:
