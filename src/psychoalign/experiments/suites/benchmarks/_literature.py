@@ -81,8 +81,9 @@ class HarmfulSuite(Benchmark):
 
     @property
     def needs(self) -> tuple[str, ...]:  # type: ignore[override]
-        # the shared judges are built (and calibrated) only when this suite may use them
-        return ("refusal",) if self.opts.judge in ("harmbench", "strongreject") else ("refusal", "harm")
+        # the shared judges are built (and calibrated) only when this suite may use them: an LLM
+        # tier's agreement is measured by `psychoalign judge eval-jailbreak`, not by the refusal check
+        return () if self.opts.judge in ("harmbench", "strongreject") else ("refusal", "harm")
 
     def tier(self, judges: Judges) -> str:
         """The judge tier this run uses (``auto`` resolved against the judge model)."""

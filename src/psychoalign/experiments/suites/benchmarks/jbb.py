@@ -49,6 +49,12 @@ class JailbreakBench(HarmfulSuite):
             self.opts.benign, f"benign half from {Path(self.opts.benign).name}"
         )
 
+    @property
+    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
+        # the benign half is judged by the refusal judge whatever judges the harmful half
+        own = super().needs
+        return own if "refusal" in own or self.opts.benign == "off" else ("refusal", *own)
+
     def load(self, data_dir: Path) -> list[Item]:
         path = data_file(data_dir, "jailbreakbench/behaviors.csv")
         items = []
