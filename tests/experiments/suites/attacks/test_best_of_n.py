@@ -132,3 +132,9 @@ async def test_same_seed_same_prompts(tmp_path: Path) -> None:
         await run(tmp_path / sub, _spec(attempts=3), models, registry=registry())
         sent.append(target.prompts)
     assert sent[0] == sent[1]
+
+
+@needs_data
+def test_sample_carries_dry_run_bounds() -> None:
+    [item] = BestOfN({"attempts": 7}).sample(BestOfN().load(SHARED_DATA), 1, 0)
+    assert item.data["target_calls"] == 7 == item.data["judged_turns"]

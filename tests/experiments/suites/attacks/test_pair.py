@@ -105,3 +105,11 @@ async def test_plain_attacker_reply_is_the_prompt_and_empty_fails_the_cell(tmp_p
     models["attacker"] = plain_model("a", lambda r: "   ")
     report, _ = await run(tmp_path / "b", _spec(streams=1, depth=2), models, registry=registry())
     assert report["status"]["failed"] == 1 and "no attacker prompt reached the target" in report["failures"][0]["error"]
+
+
+@needs_data
+def test_sample_carries_dry_run_bounds() -> None:
+    from tests.conftest import SHARED_DATA
+
+    [item] = PAIR({"streams": 2, "depth": 4}).sample(PAIR().load(SHARED_DATA), 1, 0)
+    assert item.data["target_calls"] == 8 == item.data["attacker_calls"] == item.data["judged_turns"]

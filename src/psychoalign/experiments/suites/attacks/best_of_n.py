@@ -100,6 +100,11 @@ class BestOfN(HarmfulSuite):
     def load(self, data_dir: Path) -> list[Item]:
         return [i for i in self.suite.load(data_dir) if i.data.get("half", "harmful") == "harmful"]
 
+    def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
+        # dry-run bounds (experiments/estimate.py): every attempt is a target call and a judgement
+        hints = {"target_calls": self.opts.attempts, "judged_turns": self.opts.attempts}
+        return [i.model_copy(update={"data": {**i.data, **hints}}) for i in super().sample(items, n, seed)]
+
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         attempts: list[dict[str, Any]] = []
         records = []

@@ -104,6 +104,12 @@ class PAIR(HarmfulSuite):
     def load(self, data_dir: Path) -> list[Item]:
         return [i for i in self.suite.load(data_dir) if i.data.get("half", "harmful") == "harmful"]
 
+    def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
+        # dry-run bounds (experiments/estimate.py): streams x depth target calls, judgements, attacker calls
+        calls = self.opts.streams * self.opts.depth
+        hints = {"target_calls": calls, "judged_turns": calls, "attacker_calls": calls}
+        return [i.model_copy(update={"data": {**i.data, **hints}}) for i in super().sample(items, n, seed)]
+
     async def _attack_prompt(
         self, attacker: ChatModel, stream: _Stream, round_: int, item: Item
     ) -> tuple[_AttackerReply | None, str]:
