@@ -253,6 +253,18 @@ def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
     return out
 
 
+async def _heartbeat(store: ResultStore, run_id: str, owner: str) -> None:
+    """Renew this runner's leases every third of their length while its cells run (cancelled at
+    the end), so another runner reclaims them only once this one has stopped. A failed renewal is
+    retried at the next beat: a lease outlives two missed beats."""
+    while True:
+        await asyncio.sleep(store.lease_s / 3)
+        try:
+            await store.heartbeat(run_id, owner)
+        except Exception as exc:
+            _log.warning("lease heartbeat of run %s failed (retried in %.0f s): %s", run_id, store.lease_s / 3, exc)
+
+
 async def run_experiment(
     spec: ExperimentSpec,
     settings: Settings,
@@ -413,6 +425,7 @@ async def run_experiment(
     gc.freeze()
     try:
         shown.start(spec.name, len(todo))
+        beat = asyncio.create_task(_heartbeat(store, run.id, owner))
         try:
             try:
                 async with asyncio.TaskGroup() as tg:
@@ -423,6 +436,7 @@ async def run_experiment(
                 raise _first_leaf(group) from None
             await writer.flush()
         finally:
+            beat.cancel()
             shown.stop()
         stored = await store.get_run(run.id)
         meta = stored.meta if stored is not None else {}
