@@ -134,6 +134,9 @@ def run(
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, max=512, help="Cells in flight at most."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print calls, tokens and cost estimates; run nothing."),
     reclaim: bool = typer.Option(False, "--reclaim", help="Also take over cells another host left running."),
+    follow: bool = typer.Option(
+        False, "--follow", help="Then wait for cells other runners hold; finish those whose lease lapses."
+    ),
     store_url: str | None = StoreOpt,
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     config: Path | None = ConfigOpt,
@@ -189,6 +192,7 @@ def run(
                 registry=registry,
                 shard=shard_t,
                 reclaim=reclaim,
+                follow=follow,
                 progress=None if no_progress or json_out else _ProgressBar(err_console),
             )
             run_record = await store.get_run(summary.run_id)

@@ -10,10 +10,14 @@ import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from psychoalign.experiments.harness.runner import _heartbeat
+from psychoalign.config import Settings
+from psychoalign.experiments import ExperimentSpec, run_experiment
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.runner import _heartbeat, plan_cells
 from psychoalign.experiments.harness.store import (
     CellResult,
     InMemoryResultStore,
@@ -21,8 +25,11 @@ from psychoalign.experiments.harness.store import (
     RunRecord,
     SQLResultStore,
 )
+from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
+from tests.conftest import SHARED_DATA
 from tests.helpers import PG_URL, pg_schema
 
+needs_xstest = pytest.mark.skipif(not (SHARED_DATA / "xstest").is_dir(), reason="../shared/data is not beside the repo")
 ME = f"{socket.gethostname()}:{os.getpid()}"
 OTHER = "other-host:4242"  # a runner on another machine: its liveness cannot be checked from here
 
@@ -133,3 +140,67 @@ async def test_a_failed_beat_is_logged_and_retried(caplog: pytest.LogCaptureFixt
     assert [await calls.get() for _ in range(2)] == [1, 2]
     task.cancel()
     assert "lease heartbeat of run r-1 failed" in caplog.text and "connection reset" in caplog.text
+
+
+class Following(InMemoryResultStore):
+    """Knows when the runner has claimed its first batch, i.e. is following the others' cells."""
+
+    following = False
+
+    async def claim_many(self, *args: Any, **kw: Any) -> dict[str, int]:
+        got = await super().claim_many(*args, **kw)
+        self.following = True
+        return got
+
+
+async def _held_run(store: ResultStore, tmp_path: Path) -> tuple[ExperimentSpec, str, Settings]:
+    """A 4-cell XSTest run whose first cell another host holds before this runner starts."""
+    spec = ExperimentSpec.model_validate({"name": "follow", "systems": ["vanilla"], "benchmarks": ["xstest"], "n": 2})
+    cells, _ = plan_cells(spec, SHARED_DATA, Registry())
+    key = cells[0].key
+    await store.open_run(RunRecord(id=spec.run_id(), name=spec.name, spec=spec.model_dump(mode="json")))
+    held = CellResult(run_id=spec.run_id(), key=key, system="vanilla", benchmark="xstest", item_id=cells[0].item.id)
+    assert await store.claim(spec.run_id(), held, OTHER)
+    return spec, key, Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})
+
+
+def _chat() -> dict[str, ChatModel]:
+    mspec = ModelSpec(backend="scripted", model="chat")
+    return {"chat": ChatModel(mspec, ScriptedBackend(mspec, replies=["I'm sorry, I can't."], cycle=True))}
+
+
+@needs_xstest
+async def test_follow_finishes_a_dead_runner_s_cell(tmp_path: Path) -> None:
+    clock = Clock()
+    # without --follow the held cell is left to its holder
+    store = InMemoryResultStore(lease_s=120, clock=clock)
+    spec, key, settings = await _held_run(store, tmp_path)
+    summary = await run_experiment(spec, settings, store=store, models=_chat(), registry=Registry())
+    assert (summary.ran, summary.busy_elsewhere) == (3, 1)
+
+    # with it, the runner waits; the holder is dead, so its lease lapses (an hour passes once it follows)
+    following = Following(lease_s=0.003, clock=lambda: clock.now + timedelta(hours=1 if following.following else 0))
+    spec, key, settings = await _held_run(following, tmp_path)
+    summary = await run_experiment(spec, settings, store=following, models=_chat(), registry=Registry(), follow=True)
+    assert (summary.ran, summary.done, summary.busy_elsewhere) == (4, 4, 0)
+    cells = {c.key: c for c in await following.cells(spec.run_id())}
+    assert cells[key].status == "done" and cells[key].attempts == 2 and cells[key].owner != OTHER
+
+
+@needs_xstest
+async def test_follow_never_takes_a_live_runner_s_cell(tmp_path: Path) -> None:
+    class LiveOther(Following):
+        """The other runner finishes its cell when this one first looks (its lease never lapses)."""
+
+        async def cells(self, run_id: str) -> list[CellResult]:
+            held = next((c for c in await super().cells(run_id) if c.owner == OTHER and c.status == "running"), None)
+            if held is not None and self.following:
+                await self.finish(held.model_copy(update={"status": "done", "metrics": {"over_refusal": 0.0}}))
+            return await super().cells(run_id)
+
+    store = LiveOther(lease_s=0.003, clock=Clock())  # a still clock: the other's lease never lapses
+    spec, key, settings = await _held_run(store, tmp_path)
+    summary = await run_experiment(spec, settings, store=store, models=_chat(), registry=Registry(), follow=True)
+    assert (summary.ran, summary.skipped_done, summary.busy_elsewhere) == (3, 1, 0)
+    cells = {c.key: c for c in await store.cells(spec.run_id())}
+    assert cells[key].owner == OTHER and cells[key].attempts == 1  # run once, by its own runner
