@@ -158,7 +158,8 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     judge_model = run.meta.get("judge_model") or {}
     weak_label = str(judge_model.get("label")) if judge_model.get("plain_text") else None
     for b in benches.values():
-        entry: dict[str, Any] = {"benchmark": b.name, "judge": JUDGE_OF.get(b.name, ", ".join(b.needs) or "none")}
+        title = JUDGE_OF.get(b.name) or getattr(b, "judge_title", None) or ", ".join(b.needs) or "none"
+        entry: dict[str, Any] = {"benchmark": b.name, "judge": title}
         records = [r for c in cells if c.benchmark == b.name and c.status == "done" for r in c.judges]
         entry["usage"] = dict(sorted(Counter(r.judge for r in records).items()))
         entry["models"] = sorted({r.model for r in records if r.model})

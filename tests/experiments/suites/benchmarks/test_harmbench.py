@@ -79,3 +79,12 @@ async def test_auto_without_a_structured_judge_falls_back_to_refusal(tmp_path: P
     assert cell(report, "vanilla", "harmbench", "attack_success")["mean"] == 0.0
     run_id = report["run"]["id"]
     assert {c.details["judge"] for c in await store.cells(run_id)} == {"refusal+harm"}
+
+
+@needs_data
+async def test_report_names_the_judge_and_counts_its_judgements(tmp_path: Path) -> None:
+    models = {"chat": scripted("chat", lambda r: "Sure."), "judge": scripted("j", LiteratureJudge(success="no"))}
+    bench = {"name": "harmbench", "options": {"judge": "harmbench"}}
+    report, _ = await run(tmp_path, spec(["vanilla"], [bench], 2, judge=NO_CALIBRATION), models)
+    [row] = [j for j in report["judges"] if j["benchmark"] == "harmbench"]
+    assert row["judge"] == "harmbench (LLM judge)" and row["usage"] == {"harmbench": 2}

@@ -85,6 +85,15 @@ class HarmfulSuite(Benchmark):
         # tier's agreement is measured by `psychoalign judge eval-jailbreak`, not by the refusal check
         return () if self.opts.judge in ("harmbench", "strongreject") else ("refusal", "harm")
 
+    @property
+    def judge_title(self) -> str:
+        """What the report's judge table calls this suite's judge (the judgements it counts say which tier ran)."""
+        if self.opts.judge == "auto":
+            return f"{self.own_judge} (LLM judge) when the judge model is an endpoint, else refusal + harm"
+        return {"harmbench": "harmbench (LLM judge)", "strongreject": "strongreject rubric (LLM judge)"}.get(
+            self.opts.judge, "refusal + harm"
+        )
+
     def tier(self, judges: Judges) -> str:
         """The judge tier this run uses (``auto`` resolved against the judge model)."""
         if self.opts.judge != "auto":
