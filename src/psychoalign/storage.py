@@ -113,7 +113,8 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
         try:
             _enter_wal(engine.url.database or "")
         except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open store {shown}: {exc}", hint="check store_url: a writable SQLite file") from None
+            hint = "check store_url: a writable SQLite file"
+            raise ConfigError(f"cannot open store {shown}: {exc}", hint=hint) from None
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -127,11 +128,13 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
 
 
 def _enter_wal(path: str) -> None:
-    """Switch a SQLite file to WAL once, before its engine opens connections. SQLite answers
-    "database is locked" at once, without calling the busy handler, when another connection holds
-    a lock while the mode changes (two engines or processes opening a new file together), so this
-    waits as the busy timeout would, then fails as it would. It runs before the engine has a
-    connection, so no transaction of this engine can be the one it waits for. The mode is stored in the file: later connections find it set."""
+    """Switch a SQLite file to WAL once, before its engine opens connections.
+
+    SQLite answers "database is locked" at once, without calling the busy handler, when another
+    connection holds a lock while the mode changes (two engines or processes opening a new file
+    together), so this waits as the busy timeout would, then fails as it would. It runs before
+    the engine has a connection, so no transaction of this engine can be the one it waits for.
+    The mode is stored in the file: later connections find it set."""
     if not path or path == ":memory:" or path.startswith("file:"):
         return
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
