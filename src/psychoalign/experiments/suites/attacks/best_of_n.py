@@ -78,6 +78,7 @@ class BestOfN(HarmfulSuite):
     option_names = tuple(BestOfNOptions.model_fields)
     name = "best-of-n"
     title = "Best-of-N"
+    source = "Best-of-N jailbreaking (Hughes et al. 2024): seeded text augmentations, up to N tries per objective"
     metrics = (
         Metric("attack_success", "Best-of-N ASR", binary=True, higher_is_better=False),
         Metric("queries_to_success", "Best-of-N queries to success", binary=False, higher_is_better=False),

@@ -82,6 +82,7 @@ class PAIR(HarmfulSuite):
     option_names = tuple(PAIROptions.model_fields)
     name = "pair"
     title = "PAIR"
+    source = "PAIR (Chao et al. 2023): an attacker model refines jailbreak prompts, streams x depth"
     metrics = (
         Metric("attack_success", "PAIR ASR", binary=True, higher_is_better=False),
         Metric("queries_to_success", "PAIR queries to success", binary=False, higher_is_better=False),

@@ -34,6 +34,7 @@ class JailbreakBench(HarmfulSuite):
     option_names = tuple(JBBOptions.model_fields)
     name = "jbb"
     title = "JailbreakBench"
+    source = "JBB-Behaviors (Chao et al. 2024): 100 harmful behaviours, and a benign half for over-refusal"
     metrics = (
         Metric("attack_success", "JBB ASR", binary=True, higher_is_better=False),
         Metric("over_refusal", "JBB over-refusal", binary=True, higher_is_better=False),
