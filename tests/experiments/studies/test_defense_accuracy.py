@@ -51,7 +51,9 @@ def test_oracle_accuracy_is_100_percent() -> None:
 def test_a_classification_that_contradicts_its_conflict_type_is_rejected(tmp_path: Path) -> None:
     import yaml
 
-    raw = yaml.safe_load((ROOT / "src/psychoalign/experiments/studies/corpora/defense_accuracy.yaml").read_text())
+    raw = yaml.safe_load(
+        (ROOT / "src/psychoalign/experiments/studies/corpora/defense_accuracy.yaml").read_text()
+    )
     bad = next(it for it in raw["items"] if it["conflict_type"] == "adversarial")
     bad["classification"]["conflict"]["adversarial_intent"] = False
     path = tmp_path / "bad.yaml"
