@@ -33,16 +33,11 @@ from .yamlio import MAX_YAML_CHARS, parse_yaml
 
 __all__ = [
     "DEFAULT_DEPLOYMENT",
-    "KNOWN_ROLES",
-    "A2ASettings",
     "DeploymentSettings",
-    "ExperimentSettings",
     "LabSettings",
     "ServeSettings",
     "Settings",
     "deep_merge",
-    "env_overrides",
-    "find_config_file",
     "load_settings",
 ]
 
@@ -140,7 +135,7 @@ class ExperimentSettings(BaseModel):
 
 # The [serve] section: how `psychoalign serve` listens and what the gateway accepts.
 class ServeSettings(BaseModel):
-    """Listening address, limits and operational switches of the one server (docs/api.md)."""
+    """Listening address, limits and operational switches of the one server (docs/serve.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -215,7 +210,7 @@ class Settings(BaseModel):
     deployments: dict[str, DeploymentSettings] = Field(
         default_factory=_default_deployments, description="Served profiles (name -> profile)."
     )
-    serve: ServeSettings = Field(default_factory=ServeSettings, description="psychoalign serve (docs/api.md).")
+    serve: ServeSettings = Field(default_factory=ServeSettings, description="psychoalign serve (docs/serve.md).")
     experiments: ExperimentSettings = Field(default_factory=ExperimentSettings, description="Experiment harness.")
     lab: LabSettings = Field(default_factory=LabSettings, description="STAR lab pages (docs/star-platform.md).")
     source: str = Field("defaults", description="Which config file was read, if any.")

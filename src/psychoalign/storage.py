@@ -45,17 +45,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
 
-__all__ = [
-    "BUSY_TIMEOUT_MS",
-    "STORES",
-    "Store",
-    "create_engine_for",
-    "describe_error",
-    "migrate",
-    "migrations_config",
-    "normalise_url",
-    "write",
-]
+__all__ = ["MigrateOnce", "create_engine_for", "describe_error", "normalise_url", "write"]
 
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
@@ -198,6 +188,26 @@ async def migrate(engine: AsyncEngine, store: Store) -> None:
         elif engine.dialect.name == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(store)})
         await conn.run_sync(_upgrade, engine, store)
+
+
+class MigrateOnce:
+    """:func:`migrate` for one store, run before the store's first use and never again: the
+    callers that arrive together while it runs wait for it. A failed run is tried again by the
+    next caller."""
+
+    def __init__(self, engine: AsyncEngine, store: Store) -> None:
+        self._engine = engine
+        self._store = store
+        self._done = False
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> None:
+        if self._done:
+            return
+        async with self._lock:
+            if not self._done:
+                await migrate(self._engine, self._store)
+                self._done = True
 
 
 @asynccontextmanager

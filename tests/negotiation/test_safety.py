@@ -14,15 +14,8 @@ from psychoalign.config import Settings
 from psychoalign.errors import ModelError
 from psychoalign.frameworks import load_framework
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
-from psychoalign.negotiation import (
-    ROUTES,
-    DefenseMechanism,
-    MessageBus,
-    NegotiationParams,
-    Negotiator,
-    RouteViolationError,
-    SystemState,
-)
+from psychoalign.negotiation import DefenseMechanism, NegotiationParams, Negotiator, SystemState
+from psychoalign.negotiation.bus import ROUTES, MessageBus, RouteViolationError
 from psychoalign.negotiation.defense import template
 from psychoalign.traces import TraceStatus
 from tests.scenario import APPROVE, World, evaluation, proposals

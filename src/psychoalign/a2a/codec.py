@@ -17,8 +17,6 @@ from ..agents.messages import AgentReply, AssessTask, ComposeTask, DriveTask, Ev
 from ..agents.schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
 from ..errors import EndpointError
 
-__all__ = ["OUTPUT_TYPES", "Task", "decode_reply", "decode_task", "encode_reply", "encode_task", "is_packed"]
-
 Task = DriveTask | EvaluateTask | EvaluateBatchTask | AssessTask | ComposeTask
 _TASK = TypeAdapter(Task)
 OUTPUT_TYPES: dict[str, type[Any]] = {

@@ -15,7 +15,7 @@ from a2a.types import a2a_pb2_grpc
 
 from .server import MAX_BODY_BYTES, BearerBackend
 
-__all__ = ["BearerInterceptor", "build_grpc_server"]
+__all__ = ["build_grpc_server"]
 
 
 class _Identity(User):

@@ -49,19 +49,7 @@ from ..errors import ConfigError, public_message
 from ..negotiation.bus import AgentTransport
 from .codec import decode_task, encode_reply, is_packed
 
-__all__ = [
-    "CARD_PATH",
-    "JSONRPC_PATH",
-    "REST_PATH",
-    "BearerBackend",
-    "BodyLimit",
-    "BoundedTaskStore",
-    "RoleExecutor",
-    "a2a_app",
-    "build_role_app",
-    "error_response",
-    "role_card",
-]
+__all__ = ["CARD_PATH", "error_response"]
 
 _log = logging.getLogger(__name__)
 CARD_PATH = "/.well-known/agent-card.json"

@@ -35,7 +35,7 @@ from ..traces.model import DefenseMechanism, SystemState, Trace, TraceStatus
 from ..traces.store import SQLTraceStore, TraceStore
 from .server import MAX_BODY_BYTES, _card, a2a_app
 
-__all__ = ["A2A_TASK_TABLE", "SystemExecutor", "a2a_task_store", "build_context", "build_system_app", "system_card"]
+__all__ = ["a2a_task_store", "build_system_app"]
 
 _log = logging.getLogger(__name__)
 

@@ -24,8 +24,6 @@ from ..traces import Trace, TraceStatus, TraceStore, open_store
 from ..yamlio import parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
 
-__all__ = ["frameworks_app", "negotiate", "traces_app"]
-
 frameworks_app = typer.Typer(help="Ethical frameworks: list, show, validate.", no_args_is_help=True)
 traces_app = typer.Typer(help="Negotiation traces: list, show, export.", no_args_is_help=True)
 

@@ -22,8 +22,6 @@ from ..config import Settings
 from ..errors import ConfigError
 from .common import ConfigOpt, err_console, settings_from
 
-__all__ = ["serve", "serve_key"]
-
 #: A worker that dies this soon after starting is broken (bad config, port, database): stop, do not respawn.
 STARTUP_WINDOW_S = 10.0
 

@@ -14,8 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..textio import skeleton
 
-__all__ = ["Check", "Framework", "FrameworkStamp", "Layer", "Rule", "RuleMatch", "rule_tokens"]
-
 
 class Layer(StrEnum):
     """The paper's three layers. Only ``universal`` rules are enforced by the Layer-1 gate."""

@@ -71,23 +71,7 @@ from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = [
-    "APPROVE_AT",
-    "DEFAULT_CLASSIFIER",
-    "VETO_BELOW",
-    "WINDOW_WORDS",
-    "ClassifierBackend",
-    "ClassifierWeights",
-    "Encoder",
-    "Head",
-    "Kernel",
-    "SafetyClassifier",
-    "default_weights_path",
-    "load_classifier",
-    "load_weights",
-    "minilm_encoder",
-    "windows",
-]
+__all__ = ["VETO_BELOW", "ClassifierBackend", "SafetyClassifier", "load_classifier", "load_weights"]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v4"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)

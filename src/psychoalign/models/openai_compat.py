@@ -22,8 +22,6 @@ from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = ["MAX_CONNECTIONS", "OpenAIBackend", "parse_retry_after"]
-
 _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 #: Open connections per backend (one backend serves every concurrent call of a role or a run).
 MAX_CONNECTIONS = 256

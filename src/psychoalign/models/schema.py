@@ -11,15 +11,6 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
-__all__ = [
-    "ReplyMismatchError",
-    "describe_validation_error",
-    "extract_json",
-    "inline_refs",
-    "schema_for",
-    "validate_reply",
-]
-
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     """Return ``schema`` with local ``$ref``s to ``$defs`` inlined and ``$defs`` removed.

@@ -18,15 +18,7 @@ from ..prompts import load_prompt_yaml
 from ..traces.model import DefenseMechanism
 from .gates import Layer1Enforcer
 
-__all__ = [
-    "DefenseContext",
-    "DefenseMechanism",
-    "compose_instruction",
-    "repress",
-    "repression_source",
-    "select_mechanism",
-    "template",
-]
+__all__ = ["DefenseContext", "DefenseMechanism", "select_mechanism", "template"]
 
 
 @dataclass(frozen=True)

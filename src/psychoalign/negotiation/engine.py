@@ -53,8 +53,6 @@ from .params import NegotiationParams, negotiation_source, parse_params
 from .tension import SystemState, classify_state, tension
 from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
 
-__all__ = ["Negotiator"]
-
 _log = logging.getLogger(__name__)
 ROLES = ("drive", "evaluator", "mediator")
 # Bounds on EVALUATOR free text that flows onward (characters, one line each).

@@ -29,8 +29,6 @@ __all__ = [
     "ProposalRecord",
     "RoundRecord",
     "SystemState",
-    "Trace",
-    "TraceStatus",
     "TrackStatus",
     "TurnSignal",
 ]

@@ -34,8 +34,6 @@ from .openai_api import openai_router
 from .ops import REQUEST_ID_SCOPE_KEY, RequestContextMiddleware, current_request_id, ops_router
 from .security import security_headers
 
-__all__ = ["A2AMount", "create_app"]
-
 _log = logging.getLogger(__name__)
 #: What a browser gets for an unhandled error: static (a template could be what failed), styled by /static.
 _ERROR_PAGE = (

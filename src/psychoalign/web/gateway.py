@@ -25,8 +25,6 @@ from ..traces.store import TraceStore, open_store
 from .metrics import GatewayMetrics
 from .outcome import GatewayOutcome
 
-__all__ = ["SHUTDOWN_REASON", "Gateway"]
-
 _log = logging.getLogger(__name__)
 SHUTDOWN_REASON = "server shutting down: negotiation failed closed"
 

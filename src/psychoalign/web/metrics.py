@@ -6,8 +6,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from .outcome import GatewayOutcome
 
-__all__ = ["GatewayMetrics"]
-
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 

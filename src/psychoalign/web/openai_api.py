@@ -34,8 +34,6 @@ from .openai_schema import ChatCompletionRequest, ChatMessage, parse_request
 from .ops import current_request_id
 from .outcome import GatewayOutcome
 
-__all__ = ["CONVERSATION_HEADER", "FRAMEWORK_HEADER", "build_context", "openai_router"]
-
 CONVERSATION_HEADER = "x-psychoalign-conversation-id"
 FRAMEWORK_HEADER = "x-psychoalign-framework"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

@@ -3,7 +3,7 @@
 Every rejection is an :class:`~psychoalign.web.errors.APIError` (HTTP 400, OpenAI's shape) whose
 ``param`` names the field (``messages[2].content[0].type``) and whose message says the fix.
 Sampling parameters are accepted and ignored: the deployment's role settings decide sampling,
-and the negotiation's answer is not a sample of one model (docs/api.md).
+and the negotiation's answer is not a sample of one model (docs/serve.md).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from .errors import APIError
-
-__all__ = ["IGNORED_PARAMS", "ChatCompletionRequest", "ChatMessage", "PsychoAlignExtension", "parse_request"]
 
 #: Accepted for compatibility and ignored (the deployment decides how each agent samples).
 IGNORED_PARAMS = frozenset(

@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 
 from ..traces.model import Trace
 
-__all__ = ["GatewayOutcome"]
-
 
 @dataclass
 class GatewayOutcome:

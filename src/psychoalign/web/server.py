@@ -10,7 +10,6 @@ down"), and its client receives the fixed fail-closed refusal before the connect
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import socket
 from types import FrameType
@@ -62,7 +61,7 @@ class GracefulServer(uvicorn.Server):
 
 def check_exposure(settings: Settings, host: str) -> None:
     """Secure by default: a non-loopback bind needs credentials on every face."""
-    if _loopback_host(host):
+    if is_loopback(host):
         return
     # The A2A system agent accepts its deployment's API keys (or a2a.tokens.user), so keys on
     # every deployment close every machine-facing face; the pages have their own logins.
@@ -72,15 +71,6 @@ def check_exposure(settings: Settings, host: str) -> None:
             f"refusing to listen on {host}: deployment(s) without api_keys: {', '.join(keyless)}",
             hint="add deployments.<name>.api_keys (psychoalign serve-key prints one), or bind 127.0.0.1",
         )
-
-
-def _loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return is_loopback(host)
 
 
 def configure_logging(level: str = "info") -> None:

@@ -24,7 +24,7 @@ from .spec import ExperimentSpec
 from .stats import bootstrap_ci, wilson_ci
 from .store import CellResult, RunRecord
 
-__all__ = ["build_report", "render_html", "write_report"]
+__all__ = ["build_report", "write_report"]
 
 JUDGE_OF = {
     "hhh": "choice",

@@ -22,8 +22,6 @@ from ...harness.spec import ExperimentSpec
 from ...harness.store import CellResult
 from .scoring import attack_success_rate
 
-__all__ = ["TABLE4_ORDER", "table4"]
-
 #: Category rows in the paper's order (Table 4).
 TABLE4_ORDER = (
     ("direct", "attack-direct", "Direct"),
