@@ -19,7 +19,7 @@ from ..models import ChatModel, Message
 from ..prompts import load_prompt_yaml
 from .records import JudgeError, JudgeRecord
 
-__all__ = ["HarmBenchJudge", "parse_yes_no"]
+__all__ = ["HarmBenchJudge"]
 
 #: Characters of the generation and of a context the judge reads (HarmBench truncates generations
 #: to 512 tokens; characters keep this independent of any tokenizer).

@@ -25,15 +25,7 @@ from .harmbench import HarmBenchJudge
 from .refusal import RefusalJudge
 from .strongreject import StrongRejectJudge
 
-__all__ = [
-    "PUBLISHED_JUDGES",
-    "JailbreakAgreement",
-    "LabelledJailbreak",
-    "agreement",
-    "evaluate_jailbreak_judge",
-    "literature_judge_fn",
-    "load_jbb_judge_set",
-]
+__all__ = ["evaluate_jailbreak_judge", "literature_judge_fn", "load_jbb_judge_set"]
 
 PUBLISHED_JUDGES = ("TDC", "GCG", "BERT", "llama_guard", "gpt_4_turbo", "gpt_4")
 REL = "jailbreakbench/classifier_comparison.csv"

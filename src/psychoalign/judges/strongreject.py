@@ -21,7 +21,7 @@ from ..models import ChatModel, Message
 from ..prompts import load_prompt_yaml
 from .records import JudgeError, JudgeRecord
 
-__all__ = ["StrongRejectJudge", "StrongRejectScore", "parse_rubric", "rubric_score"]
+__all__ = ["StrongRejectJudge"]
 
 MAX_RESPONSE_CHARS = 6000
 

@@ -28,7 +28,7 @@ from .registry import Registry, build_benchmark
 from .spec import ExperimentSpec
 from .store import CellResult, RunRecord
 
-__all__ = ["ExportFormat", "cell_records", "item_turns", "write_cells"]
+__all__ = ["cell_records", "item_turns", "write_cells"]
 
 ExportFormat = Literal["csv", "jsonl"]
 NESTED = ("item_turns", "responses", "judges", "details", "trace_ids")

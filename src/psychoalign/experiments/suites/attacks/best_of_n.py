@@ -37,7 +37,7 @@ from ..benchmarks.harmbench import HarmBench
 from ..benchmarks.jbb import JailbreakBench
 from ..benchmarks.strongreject import StrongReject
 
-__all__ = ["BestOfN", "augment", "register"]
+__all__ = ["BestOfN"]
 
 SOURCES: dict[str, type[HarmfulSuite]] = {"harmbench": HarmBench, "strongreject": StrongReject, "jbb": JailbreakBench}
 

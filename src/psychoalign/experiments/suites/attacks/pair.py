@@ -41,7 +41,7 @@ from ...harness.metering import CallMeter
 from ..benchmarks._literature import HarmfulSuite, LiteratureOptions, parse_options
 from .best_of_n import SOURCES
 
-__all__ = ["PAIR", "register"]
+__all__ = ["PAIR"]
 
 #: Characters of a target reply the attacker sees, and of an attacker prompt sent to the target.
 REPLY_CHARS = 1500

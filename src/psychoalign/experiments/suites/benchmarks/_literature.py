@@ -33,7 +33,7 @@ from ...harness.benchmark import Benchmark, Item, Respond, ScoredItem
 from ...harness.judging import Judges
 from ...harness.metering import CallMeter
 
-__all__ = ["HarmfulSuite", "JudgeTier", "LiteratureOptions", "parse_options", "read_csv"]
+__all__ = ["HarmfulSuite", "LiteratureOptions", "parse_options"]
 
 JudgeTier = Literal["auto", "harmbench", "strongreject", "refusal+harm"]
 
