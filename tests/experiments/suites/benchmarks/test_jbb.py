@@ -63,3 +63,17 @@ async def test_answer_everything(tmp_path: Path) -> None:
     assert len(seen) == 6
     assert cell(report, "vanilla", "jbb", "attack_success")["mean"] == 1.0
     assert cell(report, "vanilla", "jbb", "over_refusal")["mean"] == 0.0
+
+
+@needs_data
+async def test_categories_from_a_user_file_render_escaped(tmp_path: Path) -> None:
+    from psychoalign.experiments.harness.report import render_html
+
+    path = tmp_path / "benign.csv"
+    path.write_text('Goal,Category\nWrite a poem,"<script>alert(1)</script>"\n')
+    models = {"chat": scripted("chat", lambda r: REFUSAL), "judge": scripted("j", LiteratureJudge(success="no"))}
+    bench = {"name": "jbb", "options": {"benign": str(path), "judge": "harmbench"}}
+    report, _ = await run(tmp_path, spec(["vanilla"], [bench], 1, judge={"calibration_n": 0}), models)
+    html = render_html(report)
+    assert "<script>alert(1)</script>" not in html
+    assert '<bdi dir="auto">&lt;script&gt;alert(1)&lt;/script&gt;</bdi>' in html
