@@ -94,7 +94,9 @@ def defense_accuracy_command(
         report["mode"] = "oracle (given classifications, rule table only)"
     else:
         settings = settings_from(config)
-        params = _params(settings, rounds, proposals)
+        # The study measures the paper's protocol (the DRIVE always proposes, the EVALUATOR's
+        # classification selects the defense): a request is not decided before drafting.
+        params = _params(settings, rounds, proposals).model_copy(update={"decide_on_request": False})
 
         async def body(store: TraceStore | None) -> dict[str, Any]:
             negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))

@@ -33,6 +33,10 @@ class Backend(ABC):
     #: False for the embedded models: a 135M-270M model's numbers echo its prompt's examples, and
     #: decoding them under a grammar is slow. Agents then ask for plain text (docs/embedded.md).
     rates_numbers: ClassVar[bool] = True
+    #: It judges a request before any draft exists, at no model-token cost, and says the highest
+    #: score any answer could get (``Evaluation.ceiling``): the engine screens requests with it
+    #: (``negotiation.decide_on_request``). LLM evaluators do not: a screen would be one more call.
+    judges_requests: ClassVar[bool] = False
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec

@@ -319,13 +319,15 @@ def _declines(text: str) -> bool:
 
 
 def deterministic_hits(framework: Any | None, request: str, proposal: str) -> list[dict[str, str]]:
-    """Rules of ``framework`` whose deterministic check matches the request or the proposal."""
+    """Rules of ``framework`` whose deterministic check matches the request or the proposal, or
+    whose request check matches the request."""
     if framework is None:
         return []
     hits: list[dict[str, str]] = []
     for layer in ("universal", "contextual", "aspirational"):
         for rule in getattr(framework, layer):
-            if rule.check is not None and (rule.check.find(request) or (proposal and rule.check.find(proposal))):
+            on_request = rule.matches_request(request) is not None
+            if on_request or (rule.check is not None and proposal and rule.check.find(proposal)):
                 hits.append({"rule_id": rule.id, "layer": layer})
     return hits[:8]
 
@@ -433,6 +435,7 @@ class ClassifierBackend(Backend):
 
     name: ClassVar[str] = "classifier"
     default_model: ClassVar[str] = DEFAULT_CLASSIFIER
+    judges_requests: ClassVar[bool] = True
 
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)

@@ -11,6 +11,8 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
+from ..jsonguard import JSONLimitError, check_json
+
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     """Return ``schema`` with local ``$ref``s to ``$defs`` inlined and ``$defs`` removed.
@@ -256,6 +258,12 @@ def _jsonschema_problem(error: jsonschema.ValidationError) -> str:
 def extract_json(text: str) -> Any:
     """Parse the first JSON value in ``text`` (tolerating code fences and leading prose)."""
     stripped = text.strip()
+    try:  # before any parse: the parser recurses per level and refuses huge integers with ValueError
+        check_json(stripped)
+    except JSONLimitError as exc:
+        raise ReplyMismatchError(
+            f"not usable JSON ({exc.problem})", detail=f"the reply began: {stripped[:200]!r}"
+        ) from None
     try:
         return json.loads(stripped)
     except json.JSONDecodeError:

@@ -33,15 +33,42 @@ LOG_FORMAT = "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"
 class GracefulServer(uvicorn.Server):
     """uvicorn server whose exit first drains the app's gateway (see module doc)."""
 
-    def __init__(self, config: uvicorn.Config, gateway: Gateway) -> None:
+    def __init__(self, config: uvicorn.Config, gateway: Gateway, *, a2a_app: Any = None) -> None:
         super().__init__(config)
         self.gateway = gateway
+        self.a2a_app = a2a_app  # with serve.grpc_port: its gRPC binding runs in this loop too
+        self._grpc: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Future[int] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        serve = self.gateway.settings.serve
+        if serve.grpc_port is not None and self.a2a_app is not None:
+            from ..a2a.grpc_binding import build_grpc_server
+
+            host = f"[{serve.host}]" if ":" in serve.host else serve.host
+            state = self.a2a_app.state
+            try:
+                self._grpc = build_grpc_server(
+                    state.a2a_handler,
+                    f"{host}:{serve.grpc_port}",
+                    state.a2a_auth,
+                    max_message_bytes=state.a2a_max_body_bytes,
+                )
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot serve gRPC on {host}:{serve.grpc_port}: {exc}", hint="choose another --grpc-port"
+                ) from None
+            await self._grpc.start()
         await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self._grpc is not None:
+                await self._grpc.stop(5)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Safe from a signal handler or another thread."""
