@@ -132,6 +132,9 @@ def run(
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, max=512, help="Cells in flight at most."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print calls, tokens and cost estimates; run nothing."),
     reclaim: bool = typer.Option(False, "--reclaim", help="Also take over cells another host left running."),
+    follow: bool = typer.Option(
+        False, "--follow", help="Then wait for cells other runners hold; finish those whose lease lapses."
+    ),
     store_url: str | None = StoreOpt,
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     config: Path | None = ConfigOpt,
@@ -187,6 +190,7 @@ def run(
                 registry=registry,
                 shard=shard_t,
                 reclaim=reclaim,
+                follow=follow,
                 progress=None if no_progress or json_out else _ProgressBar(err_console),
             )
             run_record = await store.get_run(summary.run_id)
@@ -502,3 +506,55 @@ def report(
         return
     _print_tables(data)
     err_console.print(f"report: {html_path}\nresults: {json_path}")
+
+
+@experiment_app.command("cells")
+def cells(
+    run_id: str = typer.Argument(..., help="A run id or unique prefix (see `experiment status`)."),
+    fmt: str = typer.Option("jsonl", "--format", "-f", help="csv or jsonl."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: standard output)."),
+    system: str | None = typer.Option(None, "--system", help="Only these systems (comma-separated)."),
+    benchmark: str | None = typer.Option(None, "--benchmark", help="Only these benchmarks (comma-separated)."),
+    status_: str | None = typer.Option(None, "--status", help="Only cells in this status: done, failed, running."),
+    store_url: str | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+) -> None:
+    """Export a run's cells: the item asked, the responses, every judge call, scores, cost, timing."""
+    from ..experiments.harness.benchmark import find_data_dir
+    from ..experiments.harness.export import cell_records, item_turns, write_cells
+
+    if fmt not in ("csv", "jsonl"):
+        raise InputError(f"unknown --format {fmt!r}", hint="use --format csv or --format jsonl")
+    if status_ is not None and status_ not in ("done", "failed", "running"):
+        raise InputError(f"unknown --status {status_!r}", hint="use done, failed or running")
+    settings = settings_from(config)
+    systems, benchmarks = _csv(system), _csv(benchmark)
+
+    async def go() -> list[dict[str, Any]]:
+        store = _store(settings, store_url)
+        try:
+            run_record = await store.get_run(run_id)
+            if run_record is None:
+                raise InputError(f"no run '{run_id}' in the store", hint="see `psychoalign experiment status`")
+            chosen = [
+                c
+                for c in await store.cells(run_record.id)
+                if (systems is None or c.system in systems)
+                and (benchmarks is None or c.benchmark in benchmarks)
+                and (status_ is None or c.status == status_)
+            ]
+            try:
+                data_dir = find_data_dir(settings.experiments.data_dir)
+            except ConfigError:
+                data_dir = None
+            turns, notes = item_turns(run_record, experiment_registry(), data_dir)
+            return cell_records(chosen, turns, notes)
+        finally:
+            await store.close()
+
+    text = write_cells(asyncio.run(go()), fmt)  # type: ignore[arg-type]
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        err_console.print(f"cells: {out}")

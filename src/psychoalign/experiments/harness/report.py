@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .benchmark import Benchmark
+from .categories import category_results
 from .registry import Registry, build_benchmark, default_registry
 from .spec import ExperimentSpec
 from .stats import bootstrap_ci, wilson_ci
@@ -157,7 +158,8 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     judge_model = run.meta.get("judge_model") or {}
     weak_label = str(judge_model.get("label")) if judge_model.get("plain_text") else None
     for b in benches.values():
-        entry: dict[str, Any] = {"benchmark": b.name, "judge": JUDGE_OF.get(b.name, ", ".join(b.needs) or "none")}
+        title = JUDGE_OF.get(b.name) or getattr(b, "judge_title", None) or ", ".join(b.needs) or "none"
+        entry: dict[str, Any] = {"benchmark": b.name, "judge": title}
         records = [r for c in cells if c.benchmark == b.name and c.status == "done" for r in c.judges]
         entry["usage"] = dict(sorted(Counter(r.judge for r in records).items()))
         entry["models"] = sorted({r.model for r in records if r.model})
@@ -256,6 +258,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         "benchmarks": [{"name": b.name, "title": b.title, "source": b.source} for b in benches.values()],
         "failures": failures[:200],
         "failures_total": len(failures),
+        "categories": category_results(systems, benches, cells, spec.seed),
     }
     if spec.layout == "table4":
         from ..suites.attacks.report import table4
@@ -417,6 +420,15 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 {% if r.figure.columns %}<h2>Figure 2</h2>
 <img alt="Bar chart of the scores by benchmark and system" src="data:image/png;base64,{{ r.figure.png_base64 }}">
 {% endif %}
+{% if r.categories %}<h2>Scores by category</h2>
+<table><tr><th>System</th><th>benchmark</th><th>metric</th><th>category</th><th>mean</th><th>95 % CI</th><th>n</th>
+</tr>{% for c in r.categories %}<tr><td>{{ c.system }}</td><td>{{ c.benchmark }}</td><td>{{ c.title }}</td>
+<td><bdi dir="auto">{{ c.category }}</bdi></td><td>{{ "%.3f"|format(c.mean) }}</td>
+<td class="ci">[{{ "%.3f"|format(c.ci_low) }}, {{ "%.3f"|format(c.ci_high) }}]</td>
+<td>{% if c.successes is not none %}{{ c.successes }}/{% endif %}{{ c.n }}{% if c.failed %}
+<span class="fail">({{ c.failed }} failed)</span>{% endif %}</td></tr>{% endfor %}</table>
+<p>Per category of the benchmark's items (ASR: share of harmful requests judged answered; lower is better),
+with Wilson intervals for shares and bootstrap intervals for mean scores.</p>{% endif %}
 <h2>Cost per item</h2>
 <table><tr><th>System</th><th>items</th><th>LLM calls</th><th>critical-path calls</th><th>tokens</th><th>wall s</th>
 <th>USD</th><th>paired</th><th>calls ×{{ r.run.baseline }}</th><th>critical path ×</th><th>tokens ×</th>

@@ -253,6 +253,18 @@ def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
     return out
 
 
+async def _heartbeat(store: ResultStore, run_id: str, owner: str) -> None:
+    """Renew this runner's leases every third of their length while its cells run (cancelled at
+    the end), so another runner reclaims them only once this one has stopped. A failed renewal is
+    retried at the next beat: a lease outlives two missed beats."""
+    while True:
+        await asyncio.sleep(store.lease_s / 3)
+        try:
+            await store.heartbeat(run_id, owner)
+        except Exception as exc:
+            _log.warning("lease heartbeat of run %s failed (retried in %.0f s): %s", run_id, store.lease_s / 3, exc)
+
+
 async def run_experiment(
     spec: ExperimentSpec,
     settings: Settings,
@@ -266,10 +278,12 @@ async def run_experiment(
     reclaim: bool = False,
     progress: RunProgress | None = None,
     max_cells: int | None = None,
+    follow: bool = False,
 ) -> RunSummary:
     """Run (or resume) ``spec``. ``models`` overrides role models (scripted tests, benchmarks);
     ``progress`` is told how the run goes; ``max_cells`` stops after that many cells have run
-    (tests of resumption)."""
+    (tests of resumption). ``follow``: after its own cells, wait for the cells other runners hold
+    and take over each one whose lease lapses, so the run ends complete although a runner died."""
     registry = registry or default_registry()
     data_dir = data_dir or find_data_dir(settings.experiments.data_dir)
     if not (0 <= shard[0] < shard[1]):
@@ -324,6 +338,7 @@ async def run_experiment(
     batch_size = 1 if serial else min(CLAIM_BATCH, max(concurrency, CLAIM_MIN))
 
     async def producer() -> None:
+        busy: list[Cell] = []  # held by other runners when asked
         for start in range(0, len(todo), batch_size):
             batch = todo[start : start + batch_size]
             got = await store.claim_many(run.id, [row(c) for c in batch], owner, reclaim=reclaim)
@@ -331,10 +346,31 @@ async def run_experiment(
                 if c.key in got:
                     await claimed.put((c, got[c.key]))
                 else:
-                    summary.busy_elsewhere += 1
-                    shown.advance(summary.failed)
+                    busy.append(c)
+        if follow:
+            await follow_others(busy)
+        summary.busy_elsewhere += len(busy)
+        for _ in busy:
+            shown.advance(summary.failed)
         for _ in range(workers):
             await claimed.put(None)
+
+    async def follow_others(busy: list[Cell]) -> None:
+        """Poll the cells other runners hold (every third of a lease) until each is done, or
+        lapsed and claimed here: a live runner's cell is never taken, a dead one's is finished."""
+        while busy:
+            await asyncio.sleep(store.lease_s / 3)
+            status = {c.key: c.status for c in await store.cells(run.id)}
+            finished = [c for c in busy if status.get(c.key) == "done"]
+            summary.skipped_done += len(finished)  # done by the runner that held it
+            for _ in finished:
+                shown.advance(summary.failed)
+            busy[:] = [c for c in busy if status.get(c.key) != "done"]
+            got = await store.claim_many(run.id, [row(c) for c in busy], owner) if busy else {}
+            for c in busy:
+                if c.key in got:
+                    await claimed.put((c, got[c.key]))
+            busy[:] = [c for c in busy if c.key not in got]
 
     def durable(record: CellResult) -> None:
         summary.ran += 1
@@ -413,6 +449,7 @@ async def run_experiment(
     gc.freeze()
     try:
         shown.start(spec.name, len(todo))
+        beat = asyncio.create_task(_heartbeat(store, run.id, owner))
         try:
             try:
                 async with asyncio.TaskGroup() as tg:
@@ -423,6 +460,7 @@ async def run_experiment(
                 raise _first_leaf(group) from None
             await writer.flush()
         finally:
+            beat.cancel()
             shown.stop()
         stored = await store.get_run(run.id)
         meta = stored.meta if stored is not None else {}
