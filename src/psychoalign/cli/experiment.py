@@ -134,6 +134,11 @@ def run(
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, max=512, help="Cells in flight at most."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print calls, tokens and cost estimates; run nothing."),
     reclaim: bool = typer.Option(False, "--reclaim", help="Also take over cells another host left running."),
+    new_run: bool = typer.Option(
+        False,
+        "--new-run",
+        help="Start (or resume) a run beside the spec's first one, keyed by the models, judges and data it uses.",
+    ),
     store_url: str | None = StoreOpt,
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     config: Path | None = ConfigOpt,
@@ -142,7 +147,8 @@ def run(
 ) -> None:
     """Run (or resume) an experiment and write DIR/report.html and DIR/results.json.
 
-    Rerunning the same spec resumes it: finished cells are skipped, failed ones retried.
+    Rerunning the same spec resumes it: finished cells are skipped, failed ones retried. A run
+    resumes only under the models, judges and data it started with; --new-run starts another.
     """
     registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
@@ -189,6 +195,7 @@ def run(
                 registry=registry,
                 shard=shard_t,
                 reclaim=reclaim,
+                new_run=new_run,
                 progress=None if no_progress or json_out else _ProgressBar(err_console),
             )
             run_record = await store.get_run(summary.run_id)
@@ -370,20 +377,21 @@ def _print_tables(report: dict[str, Any]) -> None:
         )
     print_wide(cost)
     for j in report["judges"]:
-        if j["status"] == "measured":
+        if j["status"] in ("measured", "weak") and j.get("agreement") is not None:
+            ci = j.get("agreement_ci")
             line = (
-                f"judge of {j['benchmark']} ({j['judge']}): agreement {j['agreement']} on {j['n']} ({j['reference']})"
+                f"judge of {j['benchmark']} ({j['judge']}): agreement {j['agreement']}"
+                + (f" [{ci[0]}, {ci[1]}]" if ci else "")
+                + (f", sensitivity {j['sensitivity']}, specificity {j['specificity']}" if j.get("sensitivity") else "")
+                + f" on {j['n']} ({j['reference']})"
             )
             err_console.print(safe(line), style="yellow" if j.get("weak") else None)
     unknown = [j["benchmark"] for j in report["judges"] if j["status"] == "unknown"]
     if unknown:
         err_console.print(f"[yellow]judge agreement unknown (no labels) for: {', '.join(unknown)}[/]")
-    weak = [j for j in report["judges"] if j.get("weak")]
-    if weak:
-        err_console.print(
-            safe(f"Weak judge: {weak[0]['weak']}. Affected: {', '.join(j['benchmark'] for j in weak)}."),
-            style="bold yellow",
-        )
+    for j in report["judges"]:
+        if j.get("weak"):  # the validity gate (or the embedded judge model): its columns are unmeasured
+            err_console.print(safe(f"Weak judge ({j['benchmark']}): {j['weak']}."), style="bold yellow")
 
 
 @experiment_app.command("list")

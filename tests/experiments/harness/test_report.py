@@ -34,6 +34,7 @@ async def test_planted_effect_better_system_wins_with_separated_intervals(tmp_pa
         ],
         ["hhh"],
         60,
+        judge={"choice_model": False},  # the rules read the letter exactly: the column's judge is exact
     )
     models = {"good": scripted("good", good), "bad": scripted("bad", lambda r: "A"), "judge": scripted("j", Judge())}
     report, _ = await run(tmp_path, s, models)
@@ -85,6 +86,7 @@ async def test_every_number_of_the_html_is_in_the_json(tmp_path: Path) -> None:
     report, _ = await run(tmp_path, spec(["vanilla", "constitutional"], ["hhh", "advbench"], 5), models)
     html = render_html(report)
     body = re.sub(r"<(style|img)[^>]*>.*?(</style>|>)", "", html, flags=re.S)  # CSS and the PNG are not figures
+    body = re.sub(r'<code class="hash">[0-9a-f]+</code>', "", body)  # hash prefixes (provenance) are names
     body = html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
     in_json = _numbers(json.dumps({k: v for k, v in report.items() if k != "figure"}))
     missing = {x for x in _numbers(body) if x not in in_json and x not in (95.0, 2.0, 3.0, 5.0)}

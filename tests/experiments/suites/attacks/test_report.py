@@ -86,7 +86,9 @@ async def test_a_run_stores_the_harm_calibration_and_table4_shows_it(tmp_path: P
     report, _ = await run(tmp_path, s, models)
     harm_rows = [j for j in report["judges"] if j["judge"].startswith("harm (model")]
     assert {j["benchmark"] for j in harm_rows} == {"attack-direct", "attack-multiturn"}
-    assert all(j["status"] == "measured" and j["n"] == 20 and j["usage"] for j in harm_rows)
+    # a judge that calls everything harmful has specificity 0 and kappa 0: the gate marks it weak
+    assert all(j["status"] == "weak" and j["n"] == 20 and j["usage"] for j in harm_rows)
+    assert all(j["specificity"] == 0.0 and "κ" in j["weak_reason"] for j in harm_rows)
     t4 = report["table4"]["harm_judge"]
     assert t4["judges"] == ["scripted:j"] and t4["calibration"]["specificity"] == 0.0
     assert any("agreement with labels" in note for note in report["table4"]["notes"])
