@@ -62,9 +62,12 @@ def test_ordinal_tiny_groups_follow_the_same_rule() -> None:
     result = compare_ordinal(frame, "attr", frame["y"].to_numpy())
     assert "rare (2 raters)" in result["not_tested"]
     assert set(result["tested_groups"]) == {"A", "B"}
-    term = next(iter(result["model"]["terms"].values()))
-    smaller = min(v["raters"] for v in result["tested_groups"].values())
-    assert term["df"] == smaller - 1  # the group term's df: the smaller group's raters - 1
+    assert result["model"]["joint_test"]["test"] == "Wald F"  # both tested groups have 10+ raters
+    frame = simulate(np.random.default_rng(9), "attribute", n_items=300, n_raters=46, per_item=3, points=5, rare=6)
+    result = compare_ordinal(frame, "attr", frame["y"].to_numpy())
+    assert result["tested_groups"]["rare"]["raters"] == 6
+    assert result["model"]["terms"]["attr=rare"]["df"] == 5  # a group under 10 raters: its raters - 1
+    assert result["model"]["joint_test"]["test"].startswith("Simes")
 
 
 def test_the_report_shows_raters_per_group_beside_the_test_and_the_separation() -> None:
@@ -78,4 +81,4 @@ def test_the_report_shows_raters_per_group_beside_the_test_and_the_separation() 
     raters = ", ".join(f"{g}: {v['raters']}" for g, v in result["tested_groups"].items())
     assert f"raters per tested group: {raters}" in page
     assert "rare: perfect separation: every rating is 1" in page
-    assert "Simes combination" in page
+    assert "joint Wald F" in page  # the separated group left out, both tested groups have 10+ raters
