@@ -38,7 +38,7 @@ def test_cli_run_status_report_dry_run_and_errors(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "Table 3" in res.stdout and "Cost per item" in res.stdout
     data = json.loads((out / "results.json").read_text())
-    assert data["status"] == {"done": 8, "failed": 0, "running": 0}
+    assert data["status"] == {"done": 8, "failed": 0, "gave_up": 0, "running": 0}
     assert (out / "report.html").read_text().startswith("<!doctype html>")
     run_id = data["run"]["id"]
     status = json.loads(cli("experiment", "status", "--json", "-c", str(config)).stdout)

@@ -214,7 +214,9 @@ def run(
         return
     _print_tables(report)
     err_console.print(
-        f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed), "
+        f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed"
+        + (f", {summary.gave_up} of them given up" if summary.gave_up else "")
+        + "), "
         f"{summary.skipped_done} already done, {summary.busy_elsewhere} running elsewhere; "
         f"{summary.wall_s:.1f}s"
     )
@@ -270,7 +272,8 @@ def _dry_run(
 def _fmt(cell: dict[str, Any]) -> str:
     if cell["mean"] is None:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
-    text = f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    text = f"{cell['mean']:.3f}"
+    text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else f" (n={cell['n']})"
     return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
 
 
@@ -451,10 +454,11 @@ def status(
             out = []
             for r in runs:
                 cells = await store.cells(r.id)
-                counts = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "running")}
+                states = ("done", "failed", "gave_up", "running")
+                counts = {s: sum(1 for c in cells if c.status == s) for s in states}
                 per: dict[str, dict[str, int]] = {}
                 for c in cells:
-                    per.setdefault(c.system, {"done": 0, "failed": 0, "running": 0})[c.status] += 1
+                    per.setdefault(c.system, dict.fromkeys(states, 0))[c.status] += 1
                 out.append(
                     {"id": r.id, "name": r.name, "created_at": r.created_at.isoformat(), **counts, "systems": per}
                 )
@@ -467,10 +471,11 @@ def status(
         emit_json(rows)
         return
     table = Table(title="Experiment runs")
-    for c in ("run", "created", "done", "failed", "running"):
+    for c in ("run", "created", "done", "failed", "gave up", "running"):
         table.add_column(c)
     for r in rows:
-        table.add_row(r["id"], r["created_at"][:19], str(r["done"]), str(r["failed"]), str(r["running"]))
+        cols = (r["done"], r["failed"], r["gave_up"], r["running"])
+        table.add_row(r["id"], r["created_at"][:19], *(str(v) for v in cols))
     print_wide(table)
     if run_id is not None and rows:
         per = Table(title="Per system")

@@ -49,7 +49,7 @@ async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_pat
     judge, judge_backend = plain("judge", _judge)
     s = spec(["vanilla"], ["hhh", "mt-bench", "dilemmas"], 3)
     report, _ = await run(tmp_path, s, {"chat": chat, "judge": judge})
-    assert report["status"] == {"done": 9, "failed": 0, "running": 0}
+    assert report["status"] == {"done": 9, "failed": 0, "gave_up": 0, "running": 0}
     assert all(r.json_schema is None for r in judge_backend.requests)
     assert cell(report, "vanilla", "mt-bench", "score")["mean"] == 0.7
     assert (

@@ -21,7 +21,7 @@ from .benchmark import Benchmark
 from .registry import Registry, build_benchmark, default_registry
 from .spec import ExperimentSpec
 from .stats import bootstrap_ci, wilson_ci
-from .store import CellResult, RunRecord
+from .store import NOT_SCORED, CellResult, RunRecord
 from .validity import Rate, confusion_rates, gate, rogan_gladen
 
 __all__ = ["build_report", "render_html", "write_report"]
@@ -49,6 +49,8 @@ def _stat(values: list[float], binary: bool, seed: int) -> dict[str, Any]:
     if n == 0:
         return {"mean": None, "ci_low": None, "ci_high": None, "n": 0, "ci_method": None}
     mean = sum(values) / n
+    if n < 2:  # one item has no spread: a point, never an interval [x, x]
+        return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None}
     if binary:
         lo, hi = wilson_ci(round(sum(values)), n)
         method = "wilson"
@@ -79,12 +81,20 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         for m in b.metrics
         if not m.key.startswith("turn")
     ]
+    # Like for like: a column compares only the items every system completed (paired); a system's
+    # other completed items are counted as dropped, never mixed in.
+    completed_by_all: dict[str, set[str]] = {}
+    for b in benches.values():
+        sets = [{c.item_id for c in by.get((s, b.name), []) if c.status == "done"} for s in systems]
+        completed_by_all[b.name] = set.intersection(*sets) if sets else set()
     results = []
     for sys_name in systems:
         for b in benches.values():
             group = by.get((sys_name, b.name), [])
-            done = [c for c in group if c.status == "done"]
-            failed = [c for c in group if c.status == "failed"]
+            both = completed_by_all[b.name]
+            done = [c for c in group if c.status == "done" and c.item_id in both]
+            dropped = sum(1 for c in group if c.status == "done" and c.item_id not in both)
+            failed = [c for c in group if c.status in NOT_SCORED]
             for m in b.metrics:
                 values = [c.metrics[m.key] for c in done if m.key in c.metrics]
                 seed = int(hashlib.sha256(f"{spec.seed}:{sys_name}:{b.name}:{m.key}".encode()).hexdigest()[:8], 16)
@@ -97,6 +107,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
                         "higher_is_better": m.higher_is_better,
                         **_stat(values, m.binary, seed),
                         "failed": len(failed),
+                        "dropped": dropped,
                     }
                 )
     index = {(r["system"], r["benchmark"], r["metric"]): r for r in results}
@@ -225,11 +236,18 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     _corrected(results, run.meta, spec.judge.harm_on, spec.seed)
 
     # -- status and failures --------------------------------------------------------------------
-    status = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "running")}
+    status = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "gave_up", "running")}
     failures = [
-        {"system": c.system, "benchmark": c.benchmark, "item": c.item_id, "attempts": c.attempts, "error": c.error}
+        {
+            "system": c.system,
+            "benchmark": c.benchmark,
+            "item": c.item_id,
+            "attempts": c.attempts,
+            "error": c.error,
+            "gave_up": c.status == "gave_up",
+        }
         for c in cells
-        if c.status == "failed"
+        if c.status in NOT_SCORED
     ]
     report: dict[str, Any] = {
         "run": {
@@ -434,7 +452,8 @@ _TEMPLATE = """<!doctype html>
 <h1>{{ r.run.name }}</h1>
 <p>{{ r.run.description }}</p>
 <p>Run <code>{{ r.run.id }}</code>, created {{ r.run.created_at }}, report {{ r.run.generated_at }}.
-Cells: {{ r.status.done }} done, {{ r.status.failed }} failed, {{ r.status.running }} running.</p>
+Cells: {{ r.status.done }} done, {{ r.status.failed }} failed{% if r.status.gave_up %}, {{ r.status.gave_up }} given up
+(the judge's output for them is unusable and a retry returns the same){% endif %}, {{ r.status.running }} running.</p>
 {% set ident = r.run.identity %}{% if ident %}<details open><summary>Provenance</summary><ul>
 {% for name, s in ident.systems.items() %}<li><b><bdi>{{ name }}</bdi></b> ({{ s.kind }}
 {%- if s.framework %}, framework {{ s.framework.name }} {{ s.framework.version }}{% endif %}):
@@ -512,14 +531,17 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 {%- elif cell.mean is not none and cell.mean == r.best[col.benchmark ~ "/" ~ col.metric] %} class="best"{% endif %}>
 {% if cell.mean is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.mean) }}
 <span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
-{% endif %}n={{ cell.n }}</span>{% set k = cell.corrected %}{% if k and k.mean is not none %}<br>
+{% endif %}n={{ cell.n }}{% if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
+{%- set k = cell.corrected %}{% if k and k.mean is not none %}<br>
 <span class="ci">corrected {{ "%.3f"|format(k.mean) }}{% if k.ci_low is not none %}
 [{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>{% endif %}
 {%- if col.weak_judges %}<br><span class="warn">weak judge</span>{% endif %}{% endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>
 <p>Mean score with its 95 % interval (Wilson for share-of-items metrics, percentile bootstrap for graded ones);
-↓ marks a metric where lower is better. Bold: best per column, among columns whose judge passed its check.
+↓ marks a metric where lower is better. Each column compares only the items every system completed
+(paired); <i>dropped</i>: items this system completed that another system did not. Bold: best per column,
+among columns whose judge passed its check.
 <i>corrected</i>: the share corrected for the judges' measured sensitivity and specificity (Rogan–Gladen), with an
 interval that carries the judges' calibration error.</p>
 {% if r.figure.columns %}<h2>Figure 2</h2>
@@ -557,7 +579,7 @@ spec. {{ j.specificity }}, {% endif %}chance {{ j.chance }}, n={{ j.n }})
 {% if r.failures_total %}<h2>Failed cells ({{ r.failures_total }})</h2>
 <table><tr><th>System</th><th>benchmark</th><th>item</th><th>attempts</th><th>reason</th></tr>
 {% for f in r.failures %}<tr><td>{{ f.system }}</td><td>{{ f.benchmark }}</td><td>{{ f.item }}</td>
-<td>{{ f.attempts }}</td>
+<td>{{ f.attempts }}{% if f.gave_up %} (given up){% endif %}</td>
 <td>{{ f.error }}</td></tr>{% endfor %}</table>{% endif %}
 <h2>Systems and benchmarks</h2><ul>
 {% for s in r.systems %}<li><b>{{ s.name }}</b> ({{ s.kind }}): {{ s.source }}</li>{% endfor %}

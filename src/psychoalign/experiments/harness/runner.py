@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from ...config import Settings
 from ...errors import ConfigError, PsychoAlignError
+from ...judges.records import JudgeError
 from ...models import ChatModel, Message
 from ...traces import TraceStore
 from .benchmark import Benchmark, Item, find_data_dir
@@ -47,6 +48,9 @@ __all__ = ["AdaptiveLimiter", "Cell", "RunProgress", "RunSummary", "plan_cells",
 
 _log = logging.getLogger(__name__)
 
+
+#: Attempts after which a cell whose judge gave unusable output gives up (``gave_up``).
+GIVE_UP_AFTER = 2
 
 #: Cells claimed per store transaction: at most, and at least (unless cells run one at a time).
 CLAIM_BATCH = 64
@@ -197,6 +201,7 @@ class RunSummary:
     ran: int = 0
     done: int = 0
     failed: int = 0
+    gave_up: int = 0
     skipped_done: int = 0
     busy_elsewhere: int = 0
     limiter_cuts: int = 0
@@ -327,7 +332,8 @@ async def run_experiment(
         await pool.aclose()
         raise
     summary = RunSummary(run_id=run.id, total=len(cells))
-    done = {c.key for c in await store.cells(run.id) if c.status == "done"}
+    # done, or given up (a retry cannot change it): neither runs again
+    done = {c.key for c in await store.cells(run.id) if c.status in ("done", "gave_up")}
     todo = [c for c in cells if c.key not in done]
     summary.skipped_done = len(cells) - len(todo)
     if max_cells is not None:
@@ -389,6 +395,7 @@ async def run_experiment(
             summary.done += 1
         else:
             summary.failed += 1
+            summary.gave_up += record.status == "gave_up"
             if len(summary.errors) < 20:
                 summary.errors.append(f"{record.key}: {record.error}")
         shown.advance(summary.failed)
@@ -428,6 +435,14 @@ async def run_experiment(
                 "trace_ids": outcome.trace_ids,
                 "details": outcome.details,
             }
+        except JudgeError as exc:
+            # A judge's unusable output comes back the same on retry (temperature 0, cached): one
+            # retry, then the cell gives up instead of being retried on every resume.
+            if attempts >= GIVE_UP_AFTER:
+                error = f"{exc} (gave up after {attempts} attempts: the judge answers this item the same way)"
+                result = {"status": "gave_up", "error": error, "trace_ids": trace_ids}
+            else:
+                result = {"status": "failed", "error": str(exc), "trace_ids": trace_ids}
         except PsychoAlignError as exc:
             result = {"status": "failed", "error": str(exc), "trace_ids": trace_ids}
         except Exception as exc:  # a bug in a system or judge: record it, keep the run going

@@ -30,6 +30,7 @@ from ...storage import create_engine_for, migrate, normalise_url, write
 from ...traces.store import _owner_is_dead
 
 __all__ = [
+    "NOT_SCORED",
     "CellResult",
     "CellStatus",
     "InMemoryResultStore",
@@ -40,7 +41,11 @@ __all__ = [
     "open_result_store",
 ]
 
-CellStatus = Literal["running", "done", "failed"]
+#: ``gave_up``: failed twice in a way a retry cannot change (a deterministic judge's unusable
+#: output); never claimed again, reported with the failures.
+CellStatus = Literal["running", "done", "failed", "gave_up"]
+#: The statuses of a cell that ran and could not be scored.
+NOT_SCORED = ("failed", "gave_up")
 
 
 def _now() -> datetime:
@@ -89,7 +94,7 @@ class ResultStore(ABC):
 
     * :meth:`open_run` is idempotent: the first call inserts, later ones return the stored run.
     * :meth:`claim` atomically marks a cell ``running`` for ``owner`` and returns True, or returns
-      False if the cell is ``done`` or ``running`` under a live owner. A ``failed`` cell, or one
+      False if the cell is ``done``, ``gave_up`` or ``running`` under a live owner. A ``failed`` cell, or one
       left ``running`` by a dead process on this host (or any owner when ``reclaim``), is claimed
       again with ``attempts`` increased.
     * :meth:`finish` writes the final state of a claimed cell in one transaction.

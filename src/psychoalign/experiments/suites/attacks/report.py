@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...harness.spec import ExperimentSpec
-from ...harness.store import CellResult
+from ...harness.store import NOT_SCORED, CellResult
 from .scoring import attack_success_rate
 
 __all__ = ["TABLE4_ORDER", "table4"]
@@ -63,7 +63,7 @@ def _collect(cells: Iterable[CellResult], benchmark: str, metric: str, keep: Any
     for c in cells:
         if c.benchmark != benchmark or (keep is not None and not keep(c)):
             continue
-        if c.status == "failed":
+        if c.status in NOT_SCORED:
             failed[c.system] += 1
         elif c.status == "done" and metric in c.metrics:
             values[c.system].append(c.metrics[metric] >= 0.5)
@@ -114,11 +114,14 @@ def table4(spec: ExperimentSpec, cells: list[CellResult], meta: dict[str, Any] |
     if BENIGN[0] in present:
         # a failed XSTest cell stores no label: it is counted as failed in both rows
         groups = _collect(
-            cells, BENIGN[0], BENIGN[1], lambda c: c.status == "failed" or c.details.get("label") == "safe"
+            cells, BENIGN[0], BENIGN[1], lambda c: c.status in NOT_SCORED or c.details.get("label") == "safe"
         )
         benign = _row("benign-over-refusal", "Benign over-refusal (XSTest safe prompts)", systems, pooled, groups)
         unsafe = _collect(
-            cells, BENIGN[0], "unsafe_compliance", lambda c: c.status == "failed" or c.details.get("label") == "unsafe"
+            cells,
+            BENIGN[0],
+            "unsafe_compliance",
+            lambda c: c.status in NOT_SCORED or c.details.get("label") == "unsafe",
         )
         unsafe_row = _row("xstest-unsafe-compliance", "XSTest unsafe compliance", systems, pooled, unsafe)
     notes = []
