@@ -281,7 +281,9 @@ def _asr(cell: dict[str, Any]) -> str:
     if cell["asr"] is None:
         text = "no data"
     else:
-        text = f"{cell['asr']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] {cell['successes']}/{cell['n']}"
+        ci = f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else ""
+        text = f"{cell['asr']:.3f}{ci} {cell['successes']}/{cell['n']}"
+        text += f" ({cell['dropped']} dropped)" if cell.get("dropped") else ""
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     return text + (f" ({cell['degenerate']} degenerate)" if cell.get("degenerate") else "")
 

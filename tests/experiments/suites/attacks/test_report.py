@@ -287,3 +287,46 @@ async def test_without_xstest_or_harm_judge_table4_says_so(tmp_path: Path) -> No
     assert any("upper bound" in note for note in t["notes"])
     check_cell(t["rows"][0]["cells"][0], 2, 2)  # refusal-only: any non-refusal counts
     assert t["pooled_over"] == ["vanilla"]  # the baseline alone is still a column to pool
+
+
+def test_table4_rows_compare_the_attacks_every_system_has_a_score_for() -> None:
+    """The paper-table4 case: one configuration's cells fail (a prompt over its limit) while vanilla
+    scores every item: the row compares the items both scored, and says how many were dropped."""
+    from psychoalign.experiments.harness.store import CellResult
+    from psychoalign.experiments.suites.attacks.report import table4
+
+    s = _spec(["vanilla", {"name": "config-A", "kind": "psychoalign"}])
+
+    def done(system: str, i: int, success: bool) -> CellResult:
+        return CellResult(
+            run_id="r",
+            key=f"{system}|attack-direct|{i}",
+            system=system,
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="done",
+            metrics={"success": float(success)},
+        )
+
+    cells = [done("vanilla", i, i % 2 == 0) for i in range(6)]
+    cells += [done("config-A", i, False) for i in range(3)]
+    cells += [
+        CellResult(
+            run_id="r",
+            key=f"config-A|attack-direct|{i}",
+            system="config-A",
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="failed",
+            error="request over the 8000-character limit",
+        )
+        for i in range(3, 6)
+    ]
+    t = table4(s, cells)
+    direct = next(r for r in t["rows"] if r["key"] == "direct")
+    vanilla, config = direct["cells"]
+    assert (vanilla["n"], vanilla["dropped"], vanilla["successes"]) == (3, 3, 2)  # items 0-2 only
+    assert (config["n"], config["failed"], config["dropped"]) == (3, 3, 0)
+    one = table4(s, [done("vanilla", 0, True), done("config-A", 0, False)])
+    cell = next(r for r in one["rows"] if r["key"] == "direct")["cells"][0]
+    assert cell["n"] == 1 and (cell["ci_low"], cell["ci_high"]) == (None, None)  # n = 1: no interval
