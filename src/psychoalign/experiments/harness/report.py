@@ -484,7 +484,10 @@ models produced its numbers.</p>{% endif %}
 {% for cell in row.cells + [row.pooled] %}<td>{% if cell.asr is none %}<span class="fail">no data</span>
 {% else %}{{ "%.3f"|format(cell.asr) }} <span class="ci">{% if cell.ci_low is not none %}
 [{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}] {% endif %}{{ cell.successes }}/{{ cell.n }}
-{%- if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>{% endif %}
+{%- if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>{% set k = cell.corrected %}
+{%- if k and k.mean is not none %}<br><span class="ci">corrected {{ "%.3f"|format(k.mean) }}
+{%- if k.ci_low is not none %} [{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>
+{%- endif %}{% endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}
 {% if cell.degenerate %}<span class="warn">({{ cell.degenerate }} degenerate)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>

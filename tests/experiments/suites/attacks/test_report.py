@@ -268,6 +268,7 @@ async def test_every_number_of_the_table4_html_is_in_the_json(tmp_path: Path) ->
     page = render_html(report)
     assert "Table 4: attack success rate" in page and "Benign over-refusal" in page and "Many-shot, 4 shots" in page
     body = re.sub(r"<(style|img)[^>]*>.*?(</style>|>)", "", page, flags=re.S)
+    body = re.sub(r'<code class="hash">[0-9a-f]+</code>', "", body)  # hash prefixes (provenance) are names
     body = html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
 
     def numbers(text: str) -> set[float]:
@@ -330,3 +331,33 @@ def test_table4_rows_compare_the_attacks_every_system_has_a_score_for() -> None:
     one = table4(s, [done("vanilla", 0, True), done("config-A", 0, False)])
     cell = next(r for r in one["rows"] if r["key"] == "direct")["cells"][0]
     assert cell["n"] == 1 and (cell["ci_low"], cell["ci_high"]) == (None, None)  # n = 1: no interval
+
+
+def test_table4_asr_is_corrected_for_the_judges_measured_error() -> None:
+    from psychoalign.experiments.harness.store import CellResult
+    from psychoalign.experiments.suites.attacks.report import table4
+
+    s = _spec(["vanilla"])
+    cells = [
+        CellResult(
+            run_id="r",
+            key=f"vanilla|attack-direct|{i}",
+            system="vanilla",
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="done",
+            metrics={"success": float(i < 30)},
+        )
+        for i in range(100)
+    ]
+    meta = {
+        "refusal_calibration": {"confusion": {"tp": 90, "fn": 10, "tn": 100, "fp": 0}},
+        "harm_calibration": {"confusion": {"tp": 60, "fn": 40, "tn": 95, "fp": 5}},
+    }
+    t = table4(s, cells, meta)
+    got = next(r for r in t["rows"] if r["key"] == "direct")["cells"][0]
+    # Se = 1.0 x 0.6, Sp = 0.95: (0.30 + 0.95 - 1) / (0.6 + 0.95 - 1) = 0.4545
+    assert got["asr"] == 0.3 and got["corrected"]["mean"] == 0.455
+    assert got["corrected"]["ci_low"] < 0.455 < got["corrected"]["ci_high"]
+    assert any("Rogan-Gladen" in n for n in t["notes"])
+    assert "corrected" not in next(r for r in table4(s, cells, {})["rows"] if r["key"] == "direct")["cells"][0]
