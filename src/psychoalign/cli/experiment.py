@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from ..experiments.harness.spec import ExperimentSpec
     from ..experiments.harness.store import ResultStore
 
-__all__ = ["NAMED_EXPERIMENT_MODULES", "experiment_app", "experiment_registry"]
-
 #: CLI modules whose named experiments ``experiment run NAME`` dispatches to (each has ``add_experiments``).
 NAMED_EXPERIMENT_MODULES = ("boundary", "cross_turn", "defense_accuracy")
 

@@ -13,8 +13,6 @@ from rich.table import Table
 from ..errors import InputError
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
-__all__ = ["judge_app"]
-
 judge_app = typer.Typer(help="Judges shared by STAR and the experiments (refusal detection).", no_args_is_help=True)
 
 TIERS = ("rules", "model", "cascade")

@@ -27,7 +27,7 @@ from ..prompts import load_prompt_yaml
 from ..textio import read_text
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["NEED_REF_CATEGORIES", "MTBenchJudge", "load_judge_prompts", "parse_rating", "plain_examples"]
+__all__ = ["MTBenchJudge"]
 
 #: FastChat's categories graded against a reference answer.
 NEED_REF_CATEGORIES = frozenset({"math", "reasoning", "coding"})

@@ -26,8 +26,6 @@ from .security import (
 )
 from .templating import Templates, static_files
 
-__all__ = ["get_templates", "install_security", "router"]
-
 router = APIRouter(dependencies=[Depends(csrf_protect)])
 
 

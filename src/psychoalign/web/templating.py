@@ -16,8 +16,6 @@ from starlette.staticfiles import StaticFiles
 
 from .security import Security
 
-__all__ = ["FLASH", "LIKERT_LABELS", "Templates", "static_files"]
-
 #: Messages shown after a redirect: the query string names a code, never free text (no content injection).
 FLASH = {
     "logged_out": "You are logged out.",

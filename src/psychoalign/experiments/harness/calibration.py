@@ -35,20 +35,7 @@ from ...errors import InputError
 from ...textio import read_jsonl_objects, read_text
 from .judging import Judges
 
-__all__ = [
-    "CHOICE_CALIBRATION_N",
-    "HARM_SOURCES",
-    "HUMAN_LABELS",
-    "RATING_CALIBRATION_N",
-    "choice_agreement",
-    "harm_agreement",
-    "load_harm_labelled",
-    "load_labelled_completions",
-    "load_user_labels",
-    "mtbench_discrimination",
-    "quality_discrimination",
-    "refusal_agreement",
-]
+__all__ = ["harm_agreement"]
 
 #: Constructed pairs each rating judge is checked on.
 RATING_CALIBRATION_N = 4

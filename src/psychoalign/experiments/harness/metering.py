@@ -23,7 +23,7 @@ from ...errors import TransientBackendError
 from ...models import Backend, ChatModel, ChatRequest, Completion, ModelSpec, ResponseCache, backend_class
 from ...models.types import Usage
 
-__all__ = ["LOCAL_TIMEOUT_S", "CallMeter", "MeteredBackend", "ModelPool"]
+__all__ = ["CallMeter", "ModelPool"]
 
 #: Per-call timeout of the embedded (``local``) model in experiments, unless the configuration sets
 #: ``timeout_s``: it serves one call at a time, so a call's time includes the calls queued ahead of

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ... import __version__
 from ...errors import PsychoAlignError
 from ...models import Backend, ModelSpec
 
@@ -38,15 +37,6 @@ if TYPE_CHECKING:
     from .metering import ModelPool
     from .systems import System
 
-__all__ = [
-    "COMPARED",
-    "code_revision",
-    "identity_changes",
-    "identity_digest",
-    "items_digest",
-    "model_identity",
-    "run_identity",
-]
 
 #: The identity's parts that must match to resume a run (``revision`` is recorded only).
 COMPARED = ("systems", "judges", "data", "package")
@@ -118,6 +108,16 @@ def _judges_code_digest() -> str:
     return digest.hexdigest()
 
 
+def _package_version() -> str:
+    # read from the installed metadata: importing the top-level package would run up a layer
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("psychoalign")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 @cache
 def code_revision() -> dict[str, Any]:
     """The git revision of the source checkout the package runs from (None when installed from a
@@ -185,7 +185,7 @@ def run_identity(
             "labels": {name: _sha256_file(Path(path)) for name, path in sorted(judge.labels.items())},
         },
         "data": {name: {"items": len(got), "sha256": items_digest(got)} for name, got in items.items()},
-        "package": {"name": "psychoalign", "version": __version__},
+        "package": {"name": "psychoalign", "version": _package_version()},
         "revision": code_revision(),
     }
 

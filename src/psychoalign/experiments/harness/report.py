@@ -24,7 +24,7 @@ from .stats import bootstrap_ci, wilson_ci
 from .store import NOT_SCORED, CellResult, RunRecord
 from .validity import Rate, confusion_rates, gate, rogan_gladen
 
-__all__ = ["build_report", "render_html", "write_report"]
+__all__ = ["build_report", "write_report"]
 
 JUDGE_OF = {
     "hhh": "choice",

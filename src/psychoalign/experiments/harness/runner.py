@@ -44,7 +44,7 @@ from .spec import ExperimentSpec
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
-__all__ = ["AdaptiveLimiter", "Cell", "RunProgress", "RunSummary", "plan_cells", "run_experiment", "serial_models"]
+__all__ = ["plan_cells", "run_experiment"]
 
 _log = logging.getLogger(__name__)
 

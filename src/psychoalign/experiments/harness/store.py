@@ -26,20 +26,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ...errors import ConfigError
 from ...judges.records import JudgeRecord
-from ...storage import create_engine_for, migrate, normalise_url, write
+from ...storage import MigrateOnce, create_engine_for, normalise_url, write
 from ...traces.store import _owner_is_dead
 
-__all__ = [
-    "NOT_SCORED",
-    "CellResult",
-    "CellStatus",
-    "InMemoryResultStore",
-    "ResultStore",
-    "RunRecord",
-    "SQLResultStore",
-    "current_owner",
-    "open_result_store",
-]
+__all__ = ["ResultStore", "open_result_store"]
 
 #: ``gave_up``: failed twice in a way a retry cannot change (a deterministic judge's unusable
 #: output); never claimed again, reported with the failures.
@@ -274,19 +264,13 @@ class SQLResultStore(ResultStore):
         # on SQLite, claims and finished-cell writes queue in-process instead of colliding on the
         # file lock (SQLite's busy handler then sleeps 1-100 ms per collision).
         self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
-        self._ready = False
-        self._init_lock = asyncio.Lock()
+        self._migrate = MigrateOnce(self.engine, "experiments")
 
     async def _init(self) -> None:
-        if self._ready:
-            return
-        async with self._init_lock:
-            if not self._ready:
-                try:  # concurrent shards: one upgrades under the migration lock, the others wait
-                    await migrate(self.engine, "experiments")
-                except OSError as exc:
-                    raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
-                self._ready = True
+        try:  # concurrent shards: one upgrades under the migration lock, the others wait
+            await self._migrate()
+        except OSError as exc:
+            raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
 
     @staticmethod
     def _run(row: Any) -> RunRecord:

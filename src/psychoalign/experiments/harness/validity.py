@@ -24,8 +24,6 @@ import numpy as np
 
 from .stats import wilson_ci
 
-__all__ = ["MIN_KAPPA", "Rate", "confusion_rates", "gate", "rogan_gladen"]
-
 #: Kappa below this marks a judge weak.
 MIN_KAPPA = 0.4
 

@@ -27,19 +27,7 @@ from ...errors import InputError
 from .agreement import item_disagreement
 from .data import RatingData
 
-__all__ = [
-    "DEFAULT_BINS",
-    "BinSummary",
-    "KruskalResult",
-    "MeanCI",
-    "SpearmanResult",
-    "binarise",
-    "h1_section",
-    "kruskal",
-    "mean_ci",
-    "spearman",
-    "tension_bins",
-]
+__all__ = ["DEFAULT_BINS", "binarise", "kruskal", "mean_ci", "spearman", "tension_bins"]
 
 #: Low / medium / high tension: below the paper's healthy-equilibrium threshold (0.3), up to its
 #: "high-tension" threshold (T > 0.5), above it.

@@ -27,8 +27,6 @@ from .stats import (
     intersectional_section,
 )
 
-__all__ = ["METHODS", "analyze", "write_report"]
-
 METHODS = {
     "data": (
         "Every rating read is either kept or dropped with its reason (missing, not a number, not on the scale, "

@@ -25,8 +25,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-__all__ = ["Design", "false_positive_rate", "simulate"]
-
 Design = Literal["star", "attribute"]
 
 

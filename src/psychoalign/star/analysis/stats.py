@@ -20,23 +20,6 @@ from .agreement import bootstrap_alpha, item_disagreement
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
 
-__all__ = [
-    "MIN_GROUP",
-    "MIN_GROUP_RATERS",
-    "agreement_section",
-    "arbitration_section",
-    "compare_binary",
-    "compare_ordinal",
-    "counts_matrix",
-    "coverage_section",
-    "expert_section",
-    "expert_vs_crowd",
-    "groups_section",
-    "ingroup_section",
-    "intersectional_section",
-    "not_computable",
-]
-
 MIN_GROUP = 10  # fewer ratings than this in a group: described, not tested
 #: Fewer distinct raters than this in a group: described, not tested. A group's coefficient is
 #: estimated from its raters' cluster scores alone; with 1-3 raters the sandwich variance collapses
@@ -164,33 +147,26 @@ def _rater_level(frame: pd.DataFrame, column: str, y: np.ndarray, levels: list[s
             return not_computable("fewer than two raters in a group")
         if len(samples) == 2:
             t = sps.ttest_ind(samples[1], samples[0], equal_var=False)
-            return {
-                "computable": True,
-                "test": "Welch t-test on per-rater means",
-                "statistic": float(t.statistic),
-                "p_value": float(t.pvalue),
-                "raters": [len(s) for s in samples],
-            }
+            return _tested("Welch t-test on per-rater means", t, [len(s) for s in samples])
         f = sps.f_oneway(*samples)
-        return {
-            "computable": True,
-            "test": "one-way ANOVA on per-rater means",
-            "statistic": float(f.statistic),
-            "p_value": float(f.pvalue),
-            "raters": [len(s) for s in samples],
-        }
+        return _tested("one-way ANOVA on per-rater means", f, [len(s) for s in samples])
     if len(levels) != 2:
         return not_computable("paired view needs exactly two groups")
     both = means[list(levels)].dropna()
     if len(both) < 3:
         return not_computable("fewer than three raters rated in both groups")
     t = sps.ttest_rel(both[levels[1]], both[levels[0]])
+    return _tested("paired t-test on per-rater means (raters who rated in both groups)", t, len(both))
+
+
+def _tested(test: str, result: Any, raters: list[int] | int) -> dict[str, Any]:
+    """A scipy test's result as the report shows it; ``raters`` per group, or in all."""
     return {
         "computable": True,
-        "test": "paired t-test on per-rater means (raters who rated in both groups)",
-        "statistic": float(t.statistic),
-        "p_value": float(t.pvalue),
-        "raters": len(both),
+        "test": test,
+        "statistic": float(result.statistic),
+        "p_value": float(result.pvalue),
+        "raters": raters,
     }
 
 

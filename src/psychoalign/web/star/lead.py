@@ -36,8 +36,6 @@ from ..templating import Templates
 from .lab import StarLab, rows_json
 from .participant import get_lab
 
-__all__ = ["build_report", "plan_campaign", "router", "shortfall_reason", "tabular"]
-
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MAX_UPLOAD = 1_000_000
 ROLES = ("red_teamer", "annotator", "arbitrator")

@@ -19,14 +19,7 @@ from typing import Any
 
 from ....errors import InputError
 
-__all__ = [
-    "bar_chart",
-    "heat_map",
-    "render_boundary_html",
-    "render_h1_html",
-    "scatter_plot",
-    "write_report",
-]
+__all__ = ["render_boundary_html", "render_h1_html", "write_report"]
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"

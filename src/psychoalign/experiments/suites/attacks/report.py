@@ -23,8 +23,6 @@ from ...harness.store import NOT_SCORED, CellResult
 from ...harness.validity import confusion_rates, rogan_gladen
 from .scoring import attack_success_rate
 
-__all__ = ["TABLE4_ORDER", "table4"]
-
 #: Category rows in the paper's order (Table 4).
 TABLE4_ORDER = (
     ("direct", "attack-direct", "Direct"),
