@@ -135,6 +135,11 @@ def run(
     follow: bool = typer.Option(
         False, "--follow", help="Then wait for cells other runners hold; finish those whose lease lapses."
     ),
+    new_run: bool = typer.Option(
+        False,
+        "--new-run",
+        help="Start (or resume) a run beside the spec's first one, keyed by the models, judges and data it uses.",
+    ),
     store_url: str | None = StoreOpt,
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     config: Path | None = ConfigOpt,
@@ -143,7 +148,8 @@ def run(
 ) -> None:
     """Run (or resume) an experiment and write DIR/report.html and DIR/results.json.
 
-    Rerunning the same spec resumes it: finished cells are skipped, failed ones retried.
+    Rerunning the same spec resumes it: finished cells are skipped, failed ones retried. A run
+    resumes only under the models, judges and data it started with; --new-run starts another.
     """
     registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
@@ -191,6 +197,7 @@ def run(
                 shard=shard_t,
                 reclaim=reclaim,
                 follow=follow,
+                new_run=new_run,
                 progress=None if no_progress or json_out else _ProgressBar(err_console),
             )
             run_record = await store.get_run(summary.run_id)
@@ -209,7 +216,9 @@ def run(
         return
     _print_tables(report)
     err_console.print(
-        f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed), "
+        f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed"
+        + (f", {summary.gave_up} of them given up" if summary.gave_up else "")
+        + "), "
         f"{summary.skipped_done} already done, {summary.busy_elsewhere} running elsewhere; "
         f"{summary.wall_s:.1f}s"
     )
@@ -265,7 +274,8 @@ def _dry_run(
 def _fmt(cell: dict[str, Any]) -> str:
     if cell["mean"] is None:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
-    text = f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    text = f"{cell['mean']:.3f}"
+    text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else f" (n={cell['n']})"
     return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
 
 
@@ -273,7 +283,9 @@ def _asr(cell: dict[str, Any]) -> str:
     if cell["asr"] is None:
         text = "no data"
     else:
-        text = f"{cell['asr']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] {cell['successes']}/{cell['n']}"
+        ci = f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else ""
+        text = f"{cell['asr']:.3f}{ci} {cell['successes']}/{cell['n']}"
+        text += f" ({cell['dropped']} dropped)" if cell.get("dropped") else ""
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     return text + (f" ({cell['degenerate']} degenerate)" if cell.get("degenerate") else "")
 
@@ -372,20 +384,21 @@ def _print_tables(report: dict[str, Any]) -> None:
         )
     print_wide(cost)
     for j in report["judges"]:
-        if j["status"] == "measured":
+        if j["status"] in ("measured", "weak") and j.get("agreement") is not None:
+            ci = j.get("agreement_ci")
             line = (
-                f"judge of {j['benchmark']} ({j['judge']}): agreement {j['agreement']} on {j['n']} ({j['reference']})"
+                f"judge of {j['benchmark']} ({j['judge']}): agreement {j['agreement']}"
+                + (f" [{ci[0]}, {ci[1]}]" if ci else "")
+                + (f", sensitivity {j['sensitivity']}, specificity {j['specificity']}" if j.get("sensitivity") else "")
+                + f" on {j['n']} ({j['reference']})"
             )
             err_console.print(safe(line), style="yellow" if j.get("weak") else None)
     unknown = [j["benchmark"] for j in report["judges"] if j["status"] == "unknown"]
     if unknown:
         err_console.print(f"[yellow]judge agreement unknown (no labels) for: {', '.join(unknown)}[/]")
-    weak = [j for j in report["judges"] if j.get("weak")]
-    if weak:
-        err_console.print(
-            safe(f"Weak judge: {weak[0]['weak']}. Affected: {', '.join(j['benchmark'] for j in weak)}."),
-            style="bold yellow",
-        )
+    for j in report["judges"]:
+        if j.get("weak"):  # the validity gate (or the embedded judge model): its columns are unmeasured
+            err_console.print(safe(f"Weak judge ({j['benchmark']}): {j['weak']}."), style="bold yellow")
 
 
 @experiment_app.command("list")
@@ -445,10 +458,11 @@ def status(
             out = []
             for r in runs:
                 cells = await store.cells(r.id)
-                counts = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "running")}
+                states = ("done", "failed", "gave_up", "running")
+                counts = {s: sum(1 for c in cells if c.status == s) for s in states}
                 per: dict[str, dict[str, int]] = {}
                 for c in cells:
-                    per.setdefault(c.system, {"done": 0, "failed": 0, "running": 0})[c.status] += 1
+                    per.setdefault(c.system, dict.fromkeys(states, 0))[c.status] += 1
                 out.append(
                     {"id": r.id, "name": r.name, "created_at": r.created_at.isoformat(), **counts, "systems": per}
                 )
@@ -461,10 +475,11 @@ def status(
         emit_json(rows)
         return
     table = Table(title="Experiment runs")
-    for c in ("run", "created", "done", "failed", "running"):
+    for c in ("run", "created", "done", "failed", "gave up", "running"):
         table.add_column(c)
     for r in rows:
-        table.add_row(r["id"], r["created_at"][:19], str(r["done"]), str(r["failed"]), str(r["running"]))
+        cols = (r["done"], r["failed"], r["gave_up"], r["running"])
+        table.add_row(r["id"], r["created_at"][:19], *(str(v) for v in cols))
     print_wide(table)
     if run_id is not None and rows:
         per = Table(title="Per system")

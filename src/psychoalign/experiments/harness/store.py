@@ -34,7 +34,11 @@ from ...traces.store import _owner_is_dead
 
 __all__ = ["ResultStore", "open_result_store"]
 
-CellStatus = Literal["running", "done", "failed"]
+#: ``gave_up``: failed twice in a way a retry cannot change (a deterministic judge's unusable
+#: output); never claimed again, reported with the failures.
+CellStatus = Literal["running", "done", "failed", "gave_up"]
+#: The statuses of a cell that ran and could not be scored.
+NOT_SCORED = ("failed", "gave_up")
 
 
 #: Seconds a claimed cell's lease lasts without a heartbeat; the runner renews it every third of that.
@@ -87,9 +91,9 @@ class ResultStore(ABC):
 
     * :meth:`open_run` is idempotent: the first call inserts, later ones return the stored run.
     * :meth:`claim` atomically marks a cell ``running`` for ``owner`` and returns True, or returns
-      False if the cell is ``done`` or ``running`` under a live owner. A ``failed`` cell, or one
-      left ``running`` by a dead process on this host, or whose lease has expired (any host), or
-      any owner's when ``reclaim``, is claimed again with ``attempts`` increased.
+      False if the cell is ``done``, ``gave_up`` or ``running`` under a live owner. A ``failed``
+      cell, or one left ``running`` by a dead process on this host, or whose lease has expired
+      (any host), or any owner's when ``reclaim``, is claimed again with ``attempts`` increased.
     * A claim carries a **lease** until ``clock() + lease_s``; the runner renews the leases of all
       its running cells with :meth:`heartbeat` well inside that time, so a live runner's lease
       never lapses and only a runner that stopped (a killed process, a lost machine) loses its
