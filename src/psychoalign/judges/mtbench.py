@@ -71,7 +71,8 @@ def parse_rating(text: str) -> float | None:
 
 class _Rating(BaseModel):
     explanation: str = Field("", max_length=3000)
-    rating: float = Field(ge=1, le=10)
+    # whole numbers, as FastChat's prompt asks ("[[5]]"): a schema of floats invited ratings like 4.123
+    rating: int = Field(ge=1, le=10)
 
 
 class MTBenchJudge:

@@ -156,6 +156,11 @@ class ModelPool:
             self._caches[key] = ResponseCache(cache_dir / "responses.sqlite") if cache_dir is not None else None
         return self._backends[key], self._caches[key]
 
+    def resolve(self, role: str, extra: dict[str, object] | None = None) -> tuple[ModelSpec, Backend]:
+        """The spec and shared backend ``role`` resolves to (with this system's ``extra`` keys)."""
+        spec = self.spec(role, extra)
+        return spec, self._shared(role, spec)[0]
+
     def model(self, role: str, meter: CallMeter, extra: dict[str, object] | None = None) -> ChatModel:
         """A ChatModel for ``role`` whose attempts are counted by ``meter``."""
         if extra:
