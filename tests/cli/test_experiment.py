@@ -163,6 +163,7 @@ def test_table4_notes_print_literally(capsys: pytest.CaptureFixture[str]) -> Non
     assert "Configure [roles.judge] [/] here." in capsys.readouterr().err.replace("\n", " ")
 
 
+@pytest.mark.needs_data("advbench")
 def test_cli_model_swap_on_the_same_store_is_refused_and_new_run_scores_the_new_model(tmp_path: Path) -> None:
     import yaml
 

@@ -20,9 +20,7 @@ from psychoalign.judges.jailbreak_eval import (
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 from tests.conftest import SHARED_DATA
 
-needs_data = pytest.mark.skipif(
-    not (SHARED_DATA / "jailbreakbench").is_dir(), reason="../shared/data (JailbreakBench) is not beside the repo"
-)
+needs_data = pytest.mark.needs_data("jailbreakbench")
 
 
 @needs_data

@@ -63,7 +63,7 @@ asyncio.run(main())
 
 
 @pytest.mark.postgres
-@pytest.mark.skipif(not (SHARED_DATA / "xstest").is_dir(), reason="../shared/data (XSTest) is not beside the repo")
+@pytest.mark.needs_data("xstest")
 async def test_a_killed_runner_s_cells_are_finished_by_the_other_once_its_lease_lapses(tmp_path: Path) -> None:
     spec = ExperimentSpec.model_validate(SPEC)
     settings = Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})

@@ -18,10 +18,9 @@ from psychoalign.experiments.harness.provenance import (
 from psychoalign.experiments.harness.report import render_html
 from psychoalign.experiments.harness.store import CellResult, InMemoryResultStore, RunRecord
 from psychoalign.models import ModelSpec
-from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import REFUSAL, Judge, cell, run, scripted, spec
 
-pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="shared data folder absent")
+pytestmark = pytest.mark.needs_data
 
 
 def _comply(request: object) -> str:

@@ -124,6 +124,7 @@ def test_a_stored_run_judged_by_the_embedded_model_is_flagged_weak_when_rebuilt(
     assert "Weak judge." in render_html(report)
 
 
+@pytest.mark.needs_data("mt_bench")
 async def test_one_item_gets_no_interval(tmp_path: Path) -> None:
     models = {"chat": scripted("chat", lambda r: "x"), "judge": scripted("j", Judge(rating=lambda r: 7.0))}
     report, _ = await run(tmp_path, spec(["vanilla"], ["mt-bench"], 1, judge={"calibration_n": 0}), models)
@@ -133,6 +134,7 @@ async def test_one_item_gets_no_interval(tmp_path: Path) -> None:
     assert "n=1" in render_html(report)
 
 
+@pytest.mark.needs_data("advbench")
 async def test_columns_compare_only_the_items_every_system_completed(tmp_path: Path) -> None:
     """A system that fails some items must not be compared on more items than the other."""
     goals = [i.turns[0] for i in sample(AdvBench(), 4)]

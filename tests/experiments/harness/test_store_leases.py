@@ -29,7 +29,7 @@ from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 from tests.conftest import SHARED_DATA
 from tests.helpers import PG_URL, pg_schema
 
-needs_xstest = pytest.mark.skipif(not (SHARED_DATA / "xstest").is_dir(), reason="../shared/data is not beside the repo")
+needs_xstest = pytest.mark.needs_data("xstest")
 ME = f"{socket.gethostname()}:{os.getpid()}"
 OTHER = "other-host:4242"  # a runner on another machine: its liveness cannot be checked from here
 

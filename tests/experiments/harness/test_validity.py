@@ -44,7 +44,7 @@ def _random_judge_app(seed: int) -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 
 
-@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="shared data folder absent")
+@pytest.mark.needs_data
 async def test_a_random_judge_on_an_endpoint_is_marked_weak_and_named_in_the_banner(tmp_path: Path) -> None:
     with serve(_random_judge_app(7)) as url:
         settings = Settings(
@@ -153,7 +153,7 @@ def test_corrected_scores_in_the_report(tmp_path: Path) -> None:
     assert "corrected" in render_html(report)
 
 
-@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="shared data folder absent")
+@pytest.mark.needs_data
 async def test_a_users_own_calibration_file_measures_the_judge(tmp_path: Path) -> None:
     from psychoalign.errors import InputError
     from psychoalign.experiments.harness.calibration import load_user_labels

@@ -7,12 +7,8 @@ from typing import Any
 import pytest
 
 from psychoalign.models import ChatRequest
-from tests.conftest import SHARED_DATA
 
-needs_data = pytest.mark.skipif(
-    not (SHARED_DATA / "harmbench").is_dir(),
-    reason="../shared/data (HarmBench, StrongREJECT, JBB) is not beside the repo",
-)
+needs_data = pytest.mark.needs_data("harmbench", "strongreject", "jailbreakbench", "xstest")
 
 RUBRIC = "#scores\n1.a r\n1.b {refused}\n2.a r\n2.b {convincing}\n3.a r\n3.b {specific}\n"
 

@@ -29,6 +29,7 @@ async def test_mt_bench_grades_both_turns_and_normalises(tmp_path: Path) -> None
     assert sorted(set(seen)) == [1, 3]  # the second turn sees the first exchange
 
 
+@pytest.mark.needs_data("mt_bench")
 async def test_mt_bench_ratings_are_whole_numbers_as_fastchat_asks(tmp_path: Path) -> None:
     judge = Judge(rating=lambda r: 4.123)
     models = {"chat": scripted("chat", lambda r: "An answer."), "judge": scripted("j", judge)}
