@@ -45,3 +45,12 @@ def versions(sync_conn: Connection, store: Store) -> list[str]:
     """The rows of ``store``'s version table."""
     rows = sync_conn.exec_driver_sql(f"SELECT version_num FROM alembic_version_{store}").all()
     return [row[0] for row in rows]
+
+
+def heads(store: str) -> list[str]:
+    """The store's head revision(s), as its version table holds them once it is up to date."""
+    from alembic.script import ScriptDirectory
+
+    from psychoalign.storage import migrations_config
+
+    return list(ScriptDirectory.from_config(migrations_config(store)).get_heads())  # type: ignore[arg-type]

@@ -197,6 +197,8 @@ class Security:
         if token:
             await self.accounts.delete_session(token)
         response.delete_cookie(self.session_cookie(request), path="/", secure=self.secure(request), httponly=True)
+        # the content warnings read are per session: the next login shows them again
+        response.delete_cookie("psa_warned", path="/", secure=self.secure(request), httponly=True)
 
     # -- CSRF -------------------------------------------------------------------------------
     async def csrf_token(self, request: Request) -> str:
@@ -241,6 +243,11 @@ class Security:
                 sent = value if isinstance(value, str) else None
         await self.account(request)
         binding = getattr(request.state, "session_token", None)
+        anonymous_form = request.url.path == "/login" or request.url.path.startswith("/invite/")
+        if not binding and sent and not anonymous_form:
+            # A same-site form of a session that ended (logout in another tab, expiry): nothing is
+            # done; after login the person is back on the form's page, where the autosaved draft waits.
+            raise LoginRequiredError(quote(_page_of(request), safe="/?=&"))
         if not binding and not request.cookies.get(self.anon_cookie(request)):
             raise CsrfError("the form expired or cookies are off: reload the page and try again")
         expected = await self.csrf_token(request)

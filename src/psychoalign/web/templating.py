@@ -64,6 +64,7 @@ FLASH = {
     "logged_out": "You are logged out.",
     "saved": "Saved.",
     "submitted": "Thank you: your work is submitted.",
+    "submitted_none": "Thank you: your work is submitted. No further task of that kind is available for you right now.",
     "skipped": "The task was released. No penalty: take a break or pick another task.",
     "paused": "Paused. Your task stays reserved for you for {pause_hours} hours; come back when you are ready.",
     "no_task": "No task of that kind is available for you right now.",

@@ -65,6 +65,8 @@ def annotate(person: Session, kind: str, rating: int, reasoning: str, shot: str 
     page.fill("#reasoning", reasoning)
     text: str = page.inner_text("main")
     if shot:
+        # the screenshot shows the page at rest: the draft saved
+        page.wait_for_selector("#draft-status:has-text('Draft saved')")
         person.shot(shot)
     page.click("#submit-rating")
     page.wait_for_url(re.compile(r"/tasks\?msg=submitted"))
@@ -127,7 +129,7 @@ def test_star_lab_end_to_end(chromium: Any, live_lab: Lab) -> None:
     for i, text in enumerate(messages, start=1):
         a.page.fill("#message", text)
         a.page.click("#send")
-        a.page.wait_for_selector(f"#turn-count:has-text('{i} messages sent')")
+        a.page.wait_for_selector(f"#turn-count:has-text('{i} message{'' if i == 1 else 's'} sent')")
     chat = a.page.inner_text("#dialogue")
     assert XSS_TURN in chat and "<script>alert('script')</script>" in chat  # literal text, never markup
     assert "<img src=x onerror=alert(1)>" in chat  # the target's payload, inert too
