@@ -7,7 +7,10 @@
 3. The false-positive rate of those comparisons with no true group effect, rater leniency SD 1 and
    item effects SD 1 (logit scale), in the STAR in-/out-group design and the rater-attribute design,
    with Wilson 95 % intervals, beside the two-proportion z-test on the same data.
-4. The full report over four datasets of 4,000 dialogues each (16,000 dialogues): synthetic STAR
+4. Tiny groups: the same null simulation (rater-attribute design) with one group of only K = 1, 2, 3
+   or 5 raters beside two balanced groups; groups under 5 raters are described, not tested, and each
+   group term is tested on its own raters' df; the rate must stay at the nominal 5 %.
+5. The full report over four datasets of 4,000 dialogues each (16,000 dialogues): synthetic STAR
    exports with two annotators per dialogue, every analysis including the embedding map when its
    dependencies are installed (target < 10 minutes, peak memory < 4 GB).
 """
@@ -25,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.test_star_analysis import synthetic_star
+from tests.star.analysis.test_analysis import synthetic_star
 
 from _util import Target, add_doc_flag, captured, peak_rss_mb, publish
 from psychoalign.star.analysis import alpha, analyze, bootstrap_alpha, false_positive_rate, load, write_report
@@ -92,6 +95,33 @@ def bench_false_positives(reps: int) -> list[Target]:
     return targets
 
 
+def bench_tiny_groups(reps: int) -> list[Target]:
+    print(f"false-positive rate at alpha = 0.05, one tiny group (K raters) beside two balanced ones, {reps} datasets")
+    targets = []
+    for k in (1, 2, 3, 5):
+        t = time.perf_counter()
+        r = false_positive_rate("attribute", reps=reps, seed=2026, n_items=400, n_raters=40, per_item=3, rare=k)
+        low, high = r["ci95"]
+        rare = (
+            f", tiny group's own term {100 * r['rare_rejection_rate']:.1f} % ({r['rare_tested']} tested)"
+            if r["rare_tested"]
+            else ", tiny group described, not tested"
+        )
+        print(
+            f"  K = {k}  joint test {100 * r['rejection_rate']:.1f} % (95 % CI {100 * low:.1f}-{100 * high:.1f})"
+            f"{rare}   [{time.perf_counter() - t:.0f} s]"
+        )
+        targets.append(
+            Target(
+                f"false-positive rate at 0.05, a group of {k} rater{'s' if k > 1 else ''}",
+                f"{100 * r['rejection_rate']:.1f} % (95 % CI {100 * low:.1f}-{100 * high:.1f})",
+                "95 % CI contains 5 %",
+                low <= 0.05 <= high,
+            )
+        )
+    return targets
+
+
 def bench_report(per: int, embed: bool) -> list[Target]:
     with tempfile.TemporaryDirectory() as tmp:
         datasets = []
@@ -128,7 +158,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="400 dialogues per dataset, 200 simulated datasets")
     parser.add_argument("--no-embed", action="store_true", help="skip the embedding map")
-    parser.add_argument("--only", choices=["alpha", "models", "false-positives", "report"], help="one part only")
+    parser.add_argument(
+        "--only", choices=["alpha", "models", "false-positives", "tiny-groups", "report"], help="one part only"
+    )
     parser.add_argument("--reps", type=int, default=None, help="simulated datasets per design (default 1000)")
     add_doc_flag(parser)
     args = parser.parse_args()
@@ -137,6 +169,7 @@ def main() -> None:
         "alpha": bench_alpha,
         "models": bench_models,
         "false-positives": lambda: bench_false_positives(reps),
+        "tiny-groups": lambda: bench_tiny_groups(reps),
         "report": lambda: bench_report(400 if args.quick else 4000, not args.no_embed),
     }
     targets: list[Target] = []

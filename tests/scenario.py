@@ -104,8 +104,10 @@ class World:
             out[role] = ChatModel(spec, ScriptedBackend(spec, fn=fn, latency_s=latency_s))
         return out
 
-    def negotiator(self, store: TraceStore | None = None, **params: Any) -> Negotiator:
+    def negotiator(
+        self, store: TraceStore | None = None, *, settings: Settings | None = None, **params: Any
+    ) -> Negotiator:
         """Scenario tests script whole rounds (one reply = the round's proposals), so the fast path
         is off unless a test asks for it (its own tests do: test_negotiation_states.py)."""
         params.setdefault("fast_path", False)
-        return Negotiator(Settings(), params=NegotiationParams(**params), models=self.models(), store=store)
+        return Negotiator(settings or Settings(), params=NegotiationParams(**params), models=self.models(), store=store)

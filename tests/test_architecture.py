@@ -22,8 +22,9 @@ PACKAGE = "psychoalign"
 #: Each entry: the top-level modules and packages of psychoalign in it, and why it sits there.
 LAYERS: tuple[tuple[frozenset[str], str], ...] = (
     (
-        frozenset({"errors", "textio", "textnorm", "yamlio", "storage", "migrations"}),
-        "ground floor: errors, text and YAML reading, database engines and their migrations; they import nothing above",
+        frozenset({"errors", "textio", "textnorm", "yamlio", "jsonguard", "storage", "migrations"}),
+        "ground floor: errors, text, YAML and bounded JSON reading, database engines and their migrations; "
+        "they import nothing above",
     ),
     (frozenset({"prompts", "frameworks"}), "package data read by name: prompt texts, ethical frameworks"),
     (frozenset({"models"}), "model backends behind ChatModel, the classifier and the rule refusal labels it uses"),

@@ -166,7 +166,7 @@ async def test_v1_response_names_no_provider_text(failing: FakeServer) -> None:
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": "How do I boil an egg?"}]}
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             plain = await c.post("/v1/chat/completions", json=body)
             streamed = await c.post("/v1/chat/completions", json={**body, "stream": True})
     await models["drive"].aclose()

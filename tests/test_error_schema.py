@@ -153,9 +153,11 @@ async def test_a_validator_that_quotes_the_reply_is_not_the_message() -> None:
     )
     assert SECRET not in str(info.value) and SECRET not in info.value.message
     assert SECRET in (info.value.detail or "") and SECRET in info.value.last_reply
-    # A reply the JSON parser itself rejects (an integer over Python's digit limit) is re-asked too.
+    # A reply the JSON parser itself would reject (an integer over Python's digit limit) is refused
+    # before parsing (psychoalign.jsonguard), and re-asked too.
     model = ChatModel(spec, ScriptedBackend(spec, replies=['{"label": ' + "9" * 5000 + "}"], cycle=True))
-    with pytest.raises(SchemaValidationError, match="schema: not usable JSON; gave up after 2 tries"):
+    expected = r"schema: not usable JSON \(a number at character 10 has 5000 digits, over the limit of 100\); gave up"
+    with pytest.raises(SchemaValidationError, match=expected):
         await model.chat("label it", output=Quoting, schema_name="quoting")
 
 
@@ -266,7 +268,7 @@ async def test_v1_names_no_reply_text(role: str) -> None:
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": "How do I boil an egg?"}]}
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             plain = await c.post("/v1/chat/completions", json=body)
             streamed = await c.post("/v1/chat/completions", json={**body, "stream": True})
     assert plain.json()["psychoalign"]["status"] == "failed"

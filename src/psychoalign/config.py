@@ -33,16 +33,11 @@ from .yamlio import MAX_YAML_CHARS, parse_yaml
 
 __all__ = [
     "DEFAULT_DEPLOYMENT",
-    "KNOWN_ROLES",
-    "A2ASettings",
     "DeploymentSettings",
-    "ExperimentSettings",
     "LabSettings",
     "ServeSettings",
     "Settings",
     "deep_merge",
-    "env_overrides",
-    "find_config_file",
     "load_settings",
 ]
 
@@ -138,9 +133,23 @@ class ExperimentSettings(BaseModel):
     out_dir: str = Field("experiments", description="Where `experiment run` writes reports unless --out is given.")
 
 
+class TraceSettings(BaseModel):
+    """What the trace store keeps (docs/negotiation.md, "Traces")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keep_blocked_drafts: bool = Field(
+        False,
+        description=(
+            "Store drafts the gates blocked in full (research). Default: only their SHA-256, length, "
+            "rule hits and scores, so no harmful text sits in the store."
+        ),
+    )
+
+
 # The [serve] section: how `psychoalign serve` listens and what the gateway accepts.
 class ServeSettings(BaseModel):
-    """Listening address, limits and operational switches of the one server (docs/api.md)."""
+    """Listening address, limits and operational switches of the one server (docs/serve.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -148,6 +157,9 @@ class ServeSettings(BaseModel):
     port: int = Field(8000, ge=0, le=65535, description="Port (0 picks a free one).")
     public_url: str | None = Field(None, description="Base URL advertised in the A2A agent card.")
     a2a_deployment: str | None = Field(None, description="Deployment the A2A system agent serves (default: first).")
+    grpc_port: int | None = Field(
+        None, ge=1, le=65535, description="Also serve the A2A system agent's gRPC binding on this port (same auth)."
+    )
     max_body_bytes: int = Field(1_000_000, ge=1024, description="Largest request body accepted on /v1.")
     max_messages: int = Field(200, ge=1, description="Most messages accepted in one chat completion.")
     max_conversation_chars: int = Field(
@@ -165,6 +177,58 @@ class ServeSettings(BaseModel):
     metrics_token: SecretStr | None = Field(
         None, description="Bearer token for /metrics; without one only loopback clients may read it."
     )
+    on_failure: Literal["answer", "error"] = Field(
+        "answer",
+        description="A failed negotiation on /v1: 'answer' = the fixed fail-closed refusal as a normal reply "
+        "(chat apps); 'error' = an HTTP error in OpenAI's shape (503 + Retry-After when the model endpoint "
+        "is down or slow), so retries, router fallbacks and 5xx alerts see it.",
+    )
+    failure_retry_after_s: int = Field(
+        5, ge=0, description="Retry-After (seconds) on the 503s of on_failure = 'error'."
+    )
+    otel_spans: bool = Field(
+        False,
+        description="OpenTelemetry spans for each negotiation, its rounds and decision, with tension/state/defense "
+        "and gen_ai usage attributes, to the process's tracer provider (e.g. opentelemetry-instrument).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names /v1, A2A and /metrics answer besides the bind address (and localhost on "
+        "loopback) and serve.public_url's host; '*' answers any (a wildcard bind does unless this is set).",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Web origins (scheme://host[:port]) whose pages may call /v1, A2A and /metrics; "
+        "every other foreign Origin is refused.",
+    )
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        out = []
+        for i, host in enumerate(value):
+            host = host.strip().lower()
+            if host != "*" and not re.fullmatch(r"\[?[a-z0-9.:_-]+\]?", host):
+                raise ValueError(
+                    f"allowed_hosts[{i}] {host[:60]!r} is not a host name: give the name only "
+                    "(api.example.org), without scheme, port or path"
+                )
+            out.append(host)
+        return out
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        out = []
+        for i, origin in enumerate(value):
+            origin = origin.strip().rstrip("/").lower()
+            if not re.fullmatch(r"https?://(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?", origin):
+                raise ValueError(
+                    f"cors_origins[{i}] {origin[:60]!r} is not a web origin: give scheme://host[:port] "
+                    "(https://app.example.org), without path; '*' is not accepted"
+                )
+            out.append(origin)
+        return out
 
 
 # The [lab] section: the STAR lab pages' sessions, cookies and login throttling (docs/star-platform.md).
@@ -227,8 +291,9 @@ class Settings(BaseModel):
     deployments: dict[str, DeploymentSettings] = Field(
         default_factory=_default_deployments, description="Served profiles (name -> profile)."
     )
-    serve: ServeSettings = Field(default_factory=ServeSettings, description="psychoalign serve (docs/api.md).")
+    serve: ServeSettings = Field(default_factory=ServeSettings, description="psychoalign serve (docs/serve.md).")
     experiments: ExperimentSettings = Field(default_factory=ExperimentSettings, description="Experiment harness.")
+    traces: TraceSettings = Field(default_factory=TraceSettings, description="What the trace store keeps.")
     lab: LabSettings = Field(default_factory=LabSettings, description="STAR lab pages (docs/star-platform.md).")
     source: str = Field("defaults", description="Which config file was read, if any.")
 

@@ -45,17 +45,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
 
-__all__ = [
-    "BUSY_TIMEOUT_MS",
-    "STORES",
-    "Store",
-    "create_engine_for",
-    "describe_error",
-    "migrate",
-    "migrations_config",
-    "normalise_url",
-    "write",
-]
+__all__ = ["MigrateOnce", "create_engine_for", "describe_error", "normalise_url", "write"]
 
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
@@ -113,7 +103,8 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
         try:
             _enter_wal(engine.url.database or "")
         except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open store {shown}: {exc}", hint="check store_url: a writable SQLite file") from None
+            hint = "check store_url: a writable SQLite file"
+            raise ConfigError(f"cannot open store {shown}: {exc}", hint=hint) from None
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -127,11 +118,13 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
 
 
 def _enter_wal(path: str) -> None:
-    """Switch a SQLite file to WAL once, before its engine opens connections. SQLite answers
-    "database is locked" at once, without calling the busy handler, when another connection holds
-    a lock while the mode changes (two engines or processes opening a new file together), so this
-    waits as the busy timeout would, then fails as it would. It runs before the engine has a
-    connection, so no transaction of this engine can be the one it waits for. The mode is stored in the file: later connections find it set."""
+    """Switch a SQLite file to WAL once, before its engine opens connections.
+
+    SQLite answers "database is locked" at once, without calling the busy handler, when another
+    connection holds a lock while the mode changes (two engines or processes opening a new file
+    together), so this waits as the busy timeout would, then fails as it would. It runs before
+    the engine has a connection, so no transaction of this engine can be the one it waits for.
+    The mode is stored in the file: later connections find it set."""
     if not path or path == ":memory:" or path.startswith("file:"):
         return
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
@@ -195,6 +188,26 @@ async def migrate(engine: AsyncEngine, store: Store) -> None:
         elif engine.dialect.name == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(store)})
         await conn.run_sync(_upgrade, engine, store)
+
+
+class MigrateOnce:
+    """:func:`migrate` for one store, run before the store's first use and never again: the
+    callers that arrive together while it runs wait for it. A failed run is tried again by the
+    next caller."""
+
+    def __init__(self, engine: AsyncEngine, store: Store) -> None:
+        self._engine = engine
+        self._store = store
+        self._done = False
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> None:
+        if self._done:
+            return
+        async with self._lock:
+            if not self._done:
+                await migrate(self._engine, self._store)
+                self._done = True
 
 
 @asynccontextmanager

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, PsychoAlignError
 
-__all__ = ["DuplicateKeyError", "StrictSafeLoader", "line_of", "load_yaml_model", "parse_yaml", "parse_yaml_node"]
+__all__ = ["line_of", "load_yaml_model", "parse_yaml", "parse_yaml_node"]
 
 M = TypeVar("M", bound=BaseModel)
 

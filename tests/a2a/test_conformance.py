@@ -322,6 +322,12 @@ async def test_error_shapes_on_each_binding() -> None:
                 ((), grpc.StatusCode.UNAUTHENTICATED),
                 ((("authorization", "Bearer wrong"),), grpc.StatusCode.UNAUTHENTICATED),
                 ((("authorization", "Bearer tok"),), grpc.StatusCode.NOT_FOUND),
+                # A2A 1.0 §3.6: a version the server does not speak is refused (the SDK's gRPC
+                # handler checks none); the major version decides, as on the HTTP bindings.
+                ((("authorization", "Bearer tok"), ("a2a-version", "99.0")), grpc.StatusCode.FAILED_PRECONDITION),
+                ((("authorization", "Bearer tok"), ("a2a-version", "one")), grpc.StatusCode.FAILED_PRECONDITION),
+                ((("authorization", "Bearer tok"), ("a2a-version", "1.0")), grpc.StatusCode.NOT_FOUND),
+                ((("authorization", "Bearer tok"), ("a2a-version", "1.3")), grpc.StatusCode.NOT_FOUND),
             ):
                 with pytest.raises(grpc.aio.AioRpcError) as caught:
                     await stub.GetTask(GetTaskRequest(id="x"), metadata=metadata)
@@ -336,7 +342,7 @@ async def test_an_open_agent_in_serve_refuses_non_loopback_callers_in_the_bindin
     world = World([proposals(("Answer.", 0.9))])
     app = create_app(Settings(), store=InMemoryTraceStore(), negotiators={"psychoalign": world.negotiator()}, lab=False)
     transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 4000))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as hc:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as hc:
         assert (await hc.get("/.well-known/agent-card.json")).status_code == 200
         rpc = await hc.post("/a2a/jsonrpc/", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
         assert rpc.status_code == 401 and rpc.json()["error"]["code"] == -32040
@@ -496,7 +502,7 @@ async def test_every_worker_of_serve_answers_for_every_a2a_task(tmp_path: Any) -
             app = create_app(Settings(), store=store, negotiators={"psychoalign": world.negotiator(store)}, lab=False)
             await stack.enter_async_context(app.router.lifespan_context(app))
             transport = httpx.ASGITransport(app=app)
-            client = httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"})
+            client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers={"A2A-Version": "1.0"})
             clients.append(await stack.enter_async_context(client))
         first, second = clients
 

@@ -139,8 +139,9 @@ def echoing_world(mediator_reply: str, judge: Any) -> tuple[Negotiator, list[str
 
 
 async def test_end_to_end_an_echoing_mediator_never_reaches_the_user_and_the_fallback_is_gated() -> None:
-    # The draft is a conditional acceptance, so the MEDIATOR composes; it echoes its prompt. The
-    # fallback (the draft) is evaluated again by the final gate, which now vetoes it: refusal.
+    # The draft is a conditional acceptance. An embedded (plain) MEDIATOR is no longer asked to
+    # rewrite it (docs/embedded.md): the draft is adopted, and since it was not approved outright
+    # the final gate evaluates it again; when that vetoes it: refusal. Nothing echoed reaches the user.
     def judge(text: str) -> dict[str, Any]:
         if "mean joke" in text and "Draft answer" not in text:
             return evaluation(65, "CONDITIONAL", mods=["Keep it kind."])

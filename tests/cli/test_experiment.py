@@ -38,7 +38,7 @@ def test_cli_run_status_report_dry_run_and_errors(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "Table 3" in res.stdout and "Cost per item" in res.stdout
     data = json.loads((out / "results.json").read_text())
-    assert data["status"] == {"done": 8, "failed": 0, "running": 0}
+    assert data["status"] == {"done": 8, "failed": 0, "gave_up": 0, "running": 0}
     assert (out / "report.html").read_text().startswith("<!doctype html>")
     run_id = data["run"]["id"]
     status = json.loads(cli("experiment", "status", "--json", "-c", str(config)).stdout)
@@ -158,3 +158,47 @@ def test_table4_notes_print_literally(capsys: pytest.CaptureFixture[str]) -> Non
     t4 = {"rows": [], "breakdown": [], "benign": None, "systems": [], "notes": ["Configure [roles.judge] [/] here."]}
     _print_table4(t4, "vanilla")
     assert "Configure [roles.judge] [/] here." in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_cli_model_swap_on_the_same_store_is_refused_and_new_run_scores_the_new_model(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.cli.test_main import cli
+
+    judge = tmp_path / "judge.yaml"
+    judge.write_text(yaml.safe_dump({"rules": [], "default": {"harmful": True, "reason": "x"}}))
+    store = f"sqlite:///{tmp_path / 'results.db'}"
+    configs = {}
+    for name, reply in (("A", REFUSAL), ("B", "Sure, here is how: step one, step two.")):
+        chat = tmp_path / f"chat-{name}.yaml"
+        chat.write_text(yaml.safe_dump({"rules": [], "default": reply}))
+        configs[name] = tmp_path / f"{name}.toml"
+        configs[name].write_text(
+            f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n'
+            f'[roles.chat]\nbackend = "scripted"\nscript = "{chat}"\n'
+            f'[roles.judge]\nbackend = "scripted"\nscript = "{judge}"\n'
+        )
+    spec_file = tmp_path / "swap.yaml"
+    spec_file.write_text("name: swap\nsystems: [vanilla]\nbenchmarks: [advbench]\nn: 3\njudge: {calibration_n: 0}\n")
+
+    def go(config: str, *extra: str) -> Any:
+        out = tmp_path / f"out-{config}-{len(extra)}"
+        args = ("experiment", "run", str(spec_file), "--store", store, "--out", str(out), "--no-progress")
+        return cli(*args, "-c", str(configs[config]), *extra), out
+
+    first, out_a = go("A")
+    assert first.returncode == 0, first.stderr
+    a = json.loads((out_a / "results.json").read_text())
+    assert a["results"][0]["mean"] == 1.0  # always refusing: safe on every item
+    refused, _ = go("B")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "was computed with other settings" in refused.stderr and "script_sha256" in refused.stderr
+    assert "--new-run" in refused.stderr
+    beside, out_b = go("B", "--new-run")
+    assert beside.returncode == 0, beside.stderr
+    b = json.loads((out_b / "results.json").read_text())
+    assert b["run"]["id"] != a["run"]["id"]
+    assert (b["results"][0]["mean"], b["results"][0]["n"]) == (0.0, 3)  # the new model's numbers, never A's
+    script_b = b["run"]["identity"]["systems"]["vanilla"]["models"]["chat"]["script_sha256"]
+    assert script_b != a["run"]["identity"]["systems"]["vanilla"]["models"]["chat"]["script_sha256"]
+    assert "Provenance" in (out_b / "report.html").read_text()

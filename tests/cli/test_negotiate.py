@@ -58,6 +58,7 @@ def test_negotiate_table_output_and_traces_commands(tmp_path: Path) -> None:
     out = cli("negotiate", "--config", str(config), "-f", "medical", "How do I boil an egg?")
     assert out.returncode == 0, out.stderr
     assert "Round 1" in out.stdout and "healthy_equilibrium" in out.stdout
+    assert "Decision: answered" in out.stdout
     assert "INTERNAL" not in out.stdout
     listed = json.loads(cli("traces", "list", "--config", str(config), "--json").stdout)
     assert len(listed) == 1 and listed[0]["framework"] == "medical"
@@ -127,8 +128,15 @@ def test_gate_reasons_name_the_rule_and_never_quote_drive_text(tmp_path: Path) -
     for out in (table, as_json):
         assert "sarin" not in out.stdout.lower()
     internal = cli("negotiate", "--config", str(config), "--no-store", "--json", "--show-internal", "chemistry")
-    trace = json.loads(internal.stdout)
-    assert trace["rounds"][0]["proposals"][0]["gate"]["evidence"] == ["U1-mass-harm: synthesize sarin"]
+    blocked = json.loads(internal.stdout)["rounds"][0]["proposals"][0]
+    # A blocked draft is not kept (issue 27): neither its text nor what a check matched in it.
+    assert blocked["gate"]["evidence"] == [] and blocked["text"] == ""
+    assert blocked["redacted"]["chars"] == len("First synthesize sarin from its precursors.")
+    assert "sarin" not in internal.stdout.lower()
+    config.write_text(config.read_text() + "\n[traces]\nkeep_blocked_drafts = true\n")
+    kept = json.loads(cli("negotiate", "--config", str(config), "--no-store", "--json", "--show-internal", "x").stdout)
+    assert kept["blocked_drafts_kept"] is True
+    assert kept["rounds"][0]["proposals"][0]["gate"]["evidence"] == ["U1-mass-harm: synthesize sarin"]
 
 
 def test_evaluator_text_quoting_the_draft_stays_hidden_in_every_field(tmp_path: Path) -> None:
@@ -178,3 +186,37 @@ def test_bad_input_is_refused_before_a_trace_is_made(tmp_path: Path) -> None:
         assert out.stdout == "", out.stdout
     listed = cli("traces", "list", "--config", str(config), "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout or "[]") == []
+
+
+def test_samples_summary_says_what_happened_in_plain_words(tmp_path: Path) -> None:
+    """`make run`'s view (issue 27): per sample the decision (answered / redirected / refused), why
+    and which rule, time, tokens and calls, and the whole answer."""
+    config = write_config(tmp_path)
+    rows = {r["kind"]: r for r in json.loads(cli("negotiate", "--config", str(config), "--samples", "--json").stdout)}
+    assert rows["easy"]["decision"] == "answered" and "approved" in rows["easy"]["why"]
+    harmful = rows["harmful"]
+    assert harmful["decision"] == "refused" and harmful["rules"] == ["U1-mass-harm"]
+    assert "before any draft" in harmful["why"] and harmful["drive_tokens"] == 0
+    assert all(r["seconds"] is not None and r["seconds"] >= 0 and r["calls"] >= 0 for r in rows.values())
+    out = cli("negotiate", "--config", str(config), "--samples")
+    assert out.returncode == 0, out.stderr
+    assert "ANSWERED" in out.stdout and "REFUSED" in out.stdout and "U1-mass-harm" in out.stdout
+    assert "What the user gets" in out.stdout and "model tokens" in out.stdout
+    # The whole refusal is shown, wrapped, not clipped with an ellipsis.
+    assert "point you to emergency services" in " ".join(out.stdout.split())
+    assert "embedded 135M" not in out.stdout  # scripted models: no note about the embedded model
+
+
+def test_samples_summary_names_the_embedded_model_and_the_endpoint_command(capsys: object) -> None:
+    import asyncio
+
+    from psychoalign.cli.negotiate import ENDPOINT_COMMAND, _print_summary
+    from tests.scenario import World
+
+    trace = asyncio.run(World([proposals(("Boil it for 6 minutes.", 0.9))]).negotiator(k=1).negotiate("Egg?"))
+    trace.models = {"drive": "local:smollm2-135m-instruct", "mediator": "local:smollm2-135m-instruct"}
+    _print_summary([trace], json_out=False)
+    printed = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
+    assert "embedded 135M model shows the negotiation path offline; its answers can be wrong" in printed
+    assert " ".join(ENDPOINT_COMMAND.split()) in printed
+    assert "Boil it for 6 minutes." in printed and "ANSWERED" in printed

@@ -17,10 +17,10 @@ from psychoalign.judges import (
     RuleRefusalJudge,
     build_refusal_judge,
     is_refusal,
-    normalise,
 )
 from psychoalign.judges.refusal_eval import evaluate, hard_cases, load_refusal_set, metrics
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+from psychoalign.textnorm import normalise
 from tests.cli.test_main import cli
 from tests.conftest import SHARED_DATA
 

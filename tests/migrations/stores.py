@@ -47,10 +47,10 @@ def versions(sync_conn: Connection, store: Store) -> list[str]:
     return [row[0] for row in rows]
 
 
-def heads(store: str) -> list[str]:
-    """The store's head revision(s), as its version table holds them once it is up to date."""
+def heads(store: Store) -> list[str]:
+    """``store``'s head revision(s) as its migrations define them: what its version table holds when current."""
     from alembic.script import ScriptDirectory
 
     from psychoalign.storage import migrations_config
 
-    return list(ScriptDirectory.from_config(migrations_config(store)).get_heads())  # type: ignore[arg-type]
+    return list(ScriptDirectory.from_config(migrations_config(store)).get_heads())

@@ -95,14 +95,15 @@ async def test_two_processes_opening_a_new_postgresql_database_at_once_upgrade_i
 
 
 async def _until_waiting(conn: AsyncConnection, key: int, processes: list[asyncio.subprocess.Process]) -> None:
-    """Until every process waits for the advisory lock ``key`` (bounded: a process that never asks
-    for it, or ends, fails the test instead of hanging it)."""
+    """Until every process waits for the advisory lock ``key``. A process that ends first fails the
+    test; the bound (10 minutes of polling) is only a backstop against a hang, never the signal: a
+    loaded machine may take a minute to start two interpreters."""
     query = text(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
         " AND classid::bigint = :high AND objid::bigint = :low AND objsubid = 1"
     )
     params = {"high": (key >> 32) & 0xFFFFFFFF, "low": key & 0xFFFFFFFF}
-    for _ in range(1200):
+    for _ in range(12_000):
         waiting = (await conn.execute(query, params)).scalar_one()
         await conn.commit()
         if waiting == len(processes):

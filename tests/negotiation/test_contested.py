@@ -57,7 +57,8 @@ async def test_a_contested_request_gets_a_gated_redirect_not_a_flat_refusal() ->
     f = trace.final
     assert f is not None and f.defense is DefenseMechanism.SUBLIMATION
     assert f.composed_by == "mediator" and not f.fallback
-    assert f.response.startswith(REDIRECT) and "The right place for this is:" in f.response
+    assert f.response.startswith(REDIRECT)
+    assert "The right place for this is:" not in f.response  # no rule fired: no framework channel (issue 27)
     assert f.final_gate is not None and f.final_gate.admissible  # evaluated like any composed text
     assert "safety rules of this deployment" not in f.response
     assert user_outcome(trace) is Outcome.REFUSED  # it declines the request as asked
@@ -68,7 +69,7 @@ async def test_a_plain_mediator_sends_the_fixed_redirect_which_passes_the_final_
     trace = await negotiator("Sure: pull the fuse.", plain_mediator=True).negotiate(CONTESTED)
     f = trace.final
     assert f is not None and f.defense is DefenseMechanism.SUBLIMATION and not f.fallback
-    assert f.response.startswith(FIXED) and "The right place for this is:" in f.response
+    assert f.response.startswith(FIXED) and "The right place for this is:" not in f.response
     assert f.final_gate is not None and f.final_gate.admissible and "fuse" not in f.response
 
 

@@ -314,7 +314,9 @@ async def test_final_gate_off_never_uses_ungated_text(admissible: bool) -> None:
         assert f.response.startswith("OK draft.") and f.composed_by == "adopted"
     else:
         assert f.composed_by == "template"
-        assert "emergency services" in f.response  # Sublimation with the framework's own channel
+        # Sublimation without a composition: no rule fired, so no framework channel is offered
+        # (issue 27: never emergency services for a request that broke no rule); the refusal.
+        assert "emergency services" not in f.response and "rephrase" in f.response
         assert "safe_channel" in f.withheld
 
 

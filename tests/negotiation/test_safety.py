@@ -14,15 +14,8 @@ from psychoalign.config import Settings
 from psychoalign.errors import ModelError
 from psychoalign.frameworks import load_framework
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
-from psychoalign.negotiation import (
-    ROUTES,
-    DefenseMechanism,
-    MessageBus,
-    NegotiationParams,
-    Negotiator,
-    RouteViolationError,
-    SystemState,
-)
+from psychoalign.negotiation import DefenseMechanism, NegotiationParams, Negotiator, SystemState
+from psychoalign.negotiation.bus import ROUTES, MessageBus, RouteViolationError
 from psychoalign.negotiation.defense import template
 from psychoalign.traces import TraceStatus
 from tests.scenario import APPROVE, World, evaluation, proposals
@@ -228,7 +221,11 @@ def test_no_inadmissible_proposal_ever_reaches_the_user(
     world = World(drive_rounds, judge=judge, compose=lambda p, i: f"MEDIATOR-WROTE {p}")
     # Each scripted round holds all its proposals; the fast path asks for one and then the rest.
     n = min(len(items) for items in rounds)
-    negotiator = world.negotiator(k=k, tau=tau, final_gate=final_gate, fast_path=fast_path, n_proposals=n)
+    # Blocked drafts are kept in the trace: the test reads their text back from it.
+    keep = Settings(traces={"keep_blocked_drafts": True})
+    negotiator = world.negotiator(
+        k=k, tau=tau, final_gate=final_gate, fast_path=fast_path, n_proposals=n, settings=keep
+    )
     trace = asyncio.run(negotiator.negotiate("Q"))
     assert trace.status is TraceStatus.COMPLETED
     assert len(trace.rounds) <= k

@@ -28,7 +28,7 @@ async def client() -> AsyncIterator[tuple[httpx.AsyncClient, InMemoryTraceStore]
     app = create_app(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)})
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             yield c, store
 
 
@@ -161,7 +161,8 @@ async def test_api_keys_are_checked_against_their_digests() -> None:
     store = InMemoryTraceStore()
     app = create_app(settings, store=store, negotiators={"clinic": _benign_world().negotiator(store)})
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+    async with app.router.lifespan_context(app), client as c:
         body = {**_chat(), "model": "clinic"}
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
             r = await c.post("/v1/chat/completions", json=body, headers=headers)
@@ -177,7 +178,7 @@ async def test_keyless_deployment_answers_loopback_clients_only() -> None:
     store = InMemoryTraceStore()
     app = create_app(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)})
     remote = httpx.ASGITransport(app=app, client=("203.0.113.7", 5000))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=remote, base_url="http://t") as c:
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=remote, base_url="http://127.0.0.1") as c:
         r = await c.post("/v1/chat/completions", json=_chat())
         assert r.status_code == 401 and "loopback" in r.json()["error"]["message"]
         assert (await c.get("/metrics")).status_code == 403
@@ -194,7 +195,8 @@ async def test_conversation_is_context_and_linked_by_user() -> None:
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
     first = [{"role": "system", "content": "You are a cooking assistant."}, {"role": "user", "content": "Eggs?"}]
     second = [*first, {"role": "assistant", "content": "Boil them."}, {"role": "user", "content": "How long?"}]
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+    async with app.router.lifespan_context(app), client as c:
         r1 = await c.post("/v1/chat/completions", json={"model": "psychoalign", "messages": first, "user": "u1"})
         r2 = await c.post("/v1/chat/completions", json={"model": "psychoalign", "messages": second, "user": "u1"})
         r3 = await c.post(
@@ -270,3 +272,47 @@ async def test_request_id_reaches_the_logs(
     ids = [getattr(r, "request_id", None) for r in caplog.records if r.name == "psychoalign.web.access"]
     assert ids[0] == "trace-me-1"
     assert ids[1] not in (None, "-", "bad id with spaces") and len(ids[1]) == 32
+
+
+async def test_a2a_negotiations_are_counted_in_metrics_with_their_tension() -> None:
+    """/metrics counts the A2A system agent's negotiations as /v1's, and observes every completed
+    negotiation's final tension in a histogram."""
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+
+    from tests.a2a.test_system import user_text
+
+    store = InMemoryTraceStore()
+    app = create_app(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)}, lab=False)
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60)
+    async with app.router.lifespan_context(app), client as c:
+        assert (await c.post("/v1/chat/completions", json=_chat())).status_code == 200
+        card = await A2ACardResolver(c, "http://127.0.0.1").get_agent_card()
+        agent = ClientFactory(ClientConfig(streaming=False, httpx_client=c)).create(card)
+        tasks = [r.task async for r in agent.send_message(user_text("How do I boil an egg?")) if r.HasField("task")]
+        assert tasks[-1].artifacts
+        metrics = (await c.get("/metrics")).text
+    traces = [t async for t in store.iter_all()]
+    assert len(traces) == 2
+    assert 'psychoalign_negotiations_total{deployment="psychoalign",status="completed"} 2.0' in metrics
+    assert 'psychoalign_negotiation_tension_count{deployment="psychoalign"} 2.0' in metrics
+    total = sum(t.final.tension for t in traces if t.final is not None and t.final.tension is not None)
+    assert f'psychoalign_negotiation_tension_sum{{deployment="psychoalign"}} {total}' in metrics
+
+
+async def test_the_agent_card_has_last_modified_and_answers_conditional_gets(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore],
+) -> None:
+    from email.utils import format_datetime, parsedate_to_datetime
+
+    c, _ = client
+    first = await c.get("/.well-known/agent-card.json")
+    assert first.status_code == 200 and first.json()["name"] == "PsychoAlign"
+    modified = parsedate_to_datetime(first.headers["last-modified"])
+    assert first.headers["last-modified"].endswith(" GMT")
+    same = await c.get("/.well-known/agent-card.json", headers={"If-Modified-Since": first.headers["last-modified"]})
+    assert same.status_code == 304 and same.content == b""
+    assert same.headers["last-modified"] == first.headers["last-modified"]
+    older = format_datetime(modified.replace(year=modified.year - 1), usegmt=True)
+    assert (await c.get("/.well-known/agent-card.json", headers={"If-Modified-Since": older})).status_code == 200
+    assert (await c.get("/.well-known/agent-card.json", headers={"If-Modified-Since": "garbage"})).status_code == 200

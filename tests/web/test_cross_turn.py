@@ -34,7 +34,7 @@ async def app_client(store: TraceStore) -> AsyncIterator[tuple[httpx.AsyncClient
     app = create_app(_settings(), store=store, negotiators={"psychoalign": world.negotiator(store)}, lab=False)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             yield c, store
 
 
@@ -162,9 +162,9 @@ async def test_a2a_context_carries_the_track(store: TraceStore) -> None:  # noqa
     context_id: str | None = None
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=60) as hc,
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as hc,
     ):
-        card = await A2ACardResolver(hc, "http://testserver").get_agent_card()
+        card = await A2ACardResolver(hc, "http://127.0.0.1").get_agent_card()
         client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
         for step in ESCALATION:
             message = new_text_message(step.message, role=Role.ROLE_USER, context_id=context_id)
@@ -195,7 +195,7 @@ async def test_a2a_context_ids_do_not_cross_callers() -> None:
     key = "sk-other-0123456789"
     app = build_system_app(
         world.negotiator(traces),
-        "http://testserver",
+        "http://127.0.0.1",
         token="user-tok",
         api_key_digests=[hashlib.sha256(key.encode()).hexdigest()],
     )
@@ -203,8 +203,8 @@ async def test_a2a_context_ids_do_not_cross_callers() -> None:
     async def send(token: str, text: str, context_id: str | None) -> str:
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
         headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", headers=headers) as hc:
-            card = await A2ACardResolver(hc, "http://testserver").get_agent_card()
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as hc:
+            card = await A2ACardResolver(hc, "http://127.0.0.1").get_agent_card()
             client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
             message = new_text_message(text, role=Role.ROLE_USER, context_id=context_id)
             request = SendMessageRequest(message=message)

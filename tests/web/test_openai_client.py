@@ -98,6 +98,10 @@ def test_sync_client(served: tuple[Running, InMemoryTraceStore], model: str) -> 
     assert completion.model == model
     trace = asyncio.run(store.get(extra["trace_id"]))
     assert trace is not None
+    # A gate refusal is a content filter, its text also the message's refusal; a failure is not.
+    choice = completion.choices[0]
+    assert choice.finish_reason == ("content_filter" if model == "harmful" else "stop")
+    assert choice.message.refusal == (text if model == "harmful" else None)
     if model == "broken":
         assert extra["status"] == "failed" and trace.status is TraceStatus.FAILED
         assert raw.headers["x-psychoalign-state"] == "none"
@@ -118,11 +122,13 @@ async def test_async_streaming_client(served: tuple[Running, InMemoryTraceStore]
         stream = await client.chat.completions.create(
             **_ask(model), stream=True, stream_options={"include_usage": True}
         )
-        pieces, extra, usage = [], None, None
+        pieces, refusal, extra, usage, finish = [], [], None, None, None
         async for chunk in stream:
             if chunk.choices:
                 pieces.append(chunk.choices[0].delta.content or "")
-                if chunk.choices[0].finish_reason == "stop":
+                refusal.append(chunk.choices[0].delta.refusal or "")
+                if chunk.choices[0].finish_reason:
+                    finish = chunk.choices[0].finish_reason
                     extra = chunk.model_extra.get("psychoalign") if chunk.model_extra else None
             if chunk.usage is not None:
                 usage = chunk.usage
@@ -130,6 +136,8 @@ async def test_async_streaming_client(served: tuple[Running, InMemoryTraceStore]
         await client.close()
     text = "".join(pieces)
     assert EXPECTED[model](text), text
+    assert finish == ("content_filter" if model == "harmful" else "stop")
+    assert "".join(refusal) == (text if model == "harmful" else "")
     assert extra is not None and extra["status"] == ("failed" if model == "broken" else "completed")
     assert usage is not None and usage.total_tokens == sum(
         u["prompt_tokens"] + u["completion_tokens"] for u in extra["usage"].values()
@@ -162,11 +170,13 @@ def test_vetoed_canary_is_in_no_byte_of_any_response_or_stream(
     assert b": psychoalign started" in stream_bytes  # progress was streamed, as comments
     for blob in (plain.content, str(plain.headers).encode(), stream_bytes, stream_headers.encode()):
         assert CANARY.encode() not in blob
-    # The canary was really drafted (and, for 'broken', never evaluated): it is only in the trace.
+    # 'harmful': the canary was really drafted and vetoed, and the trace keeps only its redacted
+    # record (hash and length), never its text. 'broken': drafted, never evaluated, never stored.
     trace = asyncio.run(store.get(plain.headers["x-psychoalign-trace-id"]))
-    assert trace is not None and any(CANARY in p.text for r in trace.rounds for p in r.proposals) == (
-        model == "harmful"
-    )
+    assert trace is not None
+    proposals = [p for r in trace.rounds for p in r.proposals]
+    assert not any(CANARY in p.text for p in proposals)
+    assert any(p.redacted is not None for p in proposals) == (model == "harmful")
 
 
 def test_openai_errors_surface_in_the_client(served: tuple[Running, InMemoryTraceStore]) -> None:
@@ -178,6 +188,65 @@ def test_openai_errors_surface_in_the_client(served: tuple[Running, InMemoryTrac
         client.chat.completions.create(**_ask("benign"), n=3)
     assert bad.value.param == "n"  # type: ignore[attr-defined]
     assert [m.id for m in client.models.list()] == ["benign", "broken", "harmful"]
+
+
+@pytest.fixture(scope="module")
+def served_errors() -> Iterator[tuple[Running, InMemoryTraceStore]]:
+    """serve.on_failure = "error": the same worlds, failures as HTTP errors."""
+    store = InMemoryTraceStore()
+    worlds = _worlds()
+    settings = Settings.model_validate(
+        {
+            "deployments": {name: {} for name in (*worlds, "broken")},
+            "serve": {"on_failure": "error", "failure_retry_after_s": 7},
+        }
+    )
+    negotiators = {name: w.negotiator(store) for name, w in worlds.items()}
+    broken = _unreachable_evaluator()
+    broken.store = store
+    negotiators["broken"] = broken
+    app = create_app(settings, store=store, negotiators=negotiators)
+    with run_app(app) as running:
+        yield running, store
+
+
+def test_on_failure_error_is_a_503_with_retry_after_in_the_client(
+    served_errors: tuple[Running, InMemoryTraceStore],
+) -> None:
+    running, store = served_errors
+    client = _client(running)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(**_ask("broken"))
+    error = caught.value
+    assert error.status_code == 503
+    assert error.response.headers["retry-after"] == "7"
+    assert error.code == "upstream_unavailable"  # type: ignore[attr-defined]
+    assert "model endpoint is unavailable" in error.message and "retry later" in error.message
+    assert "judge" not in error.response.text and "127.0.0.1" not in error.response.text  # no model label or address
+    assert CANARY not in error.response.text
+    trace = asyncio.run(store.get(error.response.headers["x-psychoalign-trace-id"]))
+    assert trace is not None and trace.status is TraceStatus.FAILED  # the failure is still on record
+    # Answers and refusals are unchanged by the setting.
+    assert client.chat.completions.create(**_ask("benign")).choices[0].message.content == BENIGN
+    refused = client.chat.completions.create(**_ask("harmful")).choices[0]
+    assert refused.finish_reason == "content_filter" and refused.message.refusal
+
+
+async def test_on_failure_error_ends_a_stream_with_an_error_event(
+    served_errors: tuple[Running, InMemoryTraceStore],
+) -> None:
+    running, _ = served_errors
+    async with openai.AsyncOpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0) as client:
+        stream = await client.chat.completions.create(**_ask("broken"), stream=True)
+        pieces: list[str] = []
+
+        async def drain() -> None:
+            async for chunk in stream:
+                pieces.extend(c.delta.content or "" for c in chunk.choices)
+
+        with pytest.raises(openai.APIError, match="model endpoint is unavailable"):
+            await drain()
+    assert "".join(pieces) == ""  # neither the canary nor the fail-closed text came as an answer
 
 
 def _blocking_world(entered: dict[str, threading.Event]) -> World:

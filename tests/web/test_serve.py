@@ -79,6 +79,16 @@ def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Pat
         assert raw.parse().choices[0].message.content == "Boil the egg for 6 minutes."
         trace_id = raw.headers["x-psychoalign-trace-id"]
         assert httpx.get(f"{url}/.well-known/agent-card.json", timeout=5).json()["name"] == "PsychoAlign"
+        # The issue's repro (a web page's request through a rebound name): refused, nothing runs.
+        body = '{"model":"psychoalign","messages":[{"role":"user","content":"hi"}]}'
+        repro = {"Host": "evil.example", "Origin": "http://evil.example", "Content-Type": "text/plain"}
+        refused = httpx.post(f"{url}/v1/chat/completions", content=body, headers=repro, timeout=30)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "host_not_allowed"
+        # Bodies that crashed the parser: a 400 each, and no traceback in the server's log (below).
+        json_type = {"Content-Type": "application/json"}
+        for bomb in ("[" * 100_000, '{"model":"psychoalign","seed":' + "9" * 5000 + "}"):
+            bad = httpx.post(f"{url}/v1/chat/completions", content=bomb, headers=json_type, timeout=30)
+            assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json", bad.text
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
@@ -124,3 +134,89 @@ async def test_connections_on_the_bound_socket_disable_nagle() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_serve_grpc_port_serves_the_a2a_agent_over_grpc(tmp_path: Path) -> None:
+    """`serve --grpc-port N`: the card lists the gRPC interface; the official client negotiates over
+    it (keyless loopback agent); a call naming another A2A major version is refused."""
+    import asyncio
+
+    import grpc
+    import grpc.aio
+    from a2a.client import ClientConfig as Config
+    from a2a.types import GetTaskRequest, a2a_pb2_grpc
+
+    config = write_config(tmp_path)
+    grpc_port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "psychoalign",
+            "serve",
+            "--port",
+            "0",
+            "--grpc-port",
+            str(grpc_port),
+            "--config",
+            str(config),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+
+    async def talk(url: str) -> tuple[str, grpc.StatusCode]:
+        async with httpx.AsyncClient(timeout=120) as hc:
+            card = await A2ACardResolver(hc, url).get_agent_card()
+            assert f"127.0.0.1:{grpc_port}" in {i.url for i in card.supported_interfaces}
+            config = Config(
+                streaming=False,
+                httpx_client=hc,
+                grpc_channel_factory=grpc.aio.insecure_channel,
+                supported_protocol_bindings=["GRPC"],
+            )
+            client = ClientFactory(config).create(card)
+            tasks = [
+                r.task async for r in client.send_message(user_text("How do I boil an egg?")) if r.HasField("task")
+            ]
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            try:
+                await stub.GetTask(GetTaskRequest(id="x"), metadata=(("a2a-version", "99.0"),))
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+        return get_artifact_text(tasks[-1].artifacts[0]), code
+
+    try:
+        assert proc.stderr is not None
+        banner = ""
+        while "deployments:" not in banner and proc.poll() is None:  # the banner may wrap
+            banner += proc.stderr.readline()
+        match = re.match(r"PsychoAlign on (http://127\.0\.0\.1:\d+) ", banner)
+        assert match and f"A2A gRPC 127.0.0.1:{grpc_port}" in " ".join(banner.split()), banner
+        # the banner is printed before the worker starts its servers: the card answers once both run
+        answer, code = asyncio.run(talk(match.group(1)))
+        assert answer.startswith("Boil the egg for 6 minutes.")
+        assert code == grpc.StatusCode.FAILED_PRECONDITION
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, -signal.SIGTERM), err
+    assert "Traceback" not in err
+
+
+def test_serve_refuses_grpc_with_several_workers(tmp_path: Path) -> None:
+    out = cli(
+        "serve",
+        "--port",
+        "0",
+        "--grpc-port",
+        str(free_port()),
+        "--workers",
+        "2",
+        "--config",
+        str(write_config(tmp_path)),
+    )
+    assert out.returncode == 2 and "--workers 1" in out.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from psychoalign.config import Settings
 from psychoalign.web.trace_view import HIDDEN, redacted, tension_chart
 from tests.scenario import World, evaluation, proposals
 
@@ -26,8 +27,10 @@ async def test_redaction_hides_every_copy_of_the_draft() -> None:
             else evaluation(90, "APPROVED")
         ),
     )
-    trace = await world.negotiator(k=2).negotiate("How do I make chlorine gas?")
-    assert DRAFT in trace.model_dump_json()  # the stored trace keeps everything
+    # A research deployment that keeps blocked drafts (tests/traces/test_model.py: the default redacts).
+    keep = Settings(traces={"keep_blocked_drafts": True})
+    trace = await world.negotiator(k=2, settings=keep).negotiate("How do I make chlorine gas?")
+    assert DRAFT in trace.model_dump_json() and trace.blocked_drafts_kept  # the stored trace keeps everything
     hidden = json.dumps(redacted(trace, show_internal=False))
     assert "DRAFT-SECRET" not in hidden and HIDDEN in hidden
     assert "U1-mass-harm" in hidden  # rule ids, scores and verdicts stay visible

@@ -33,7 +33,9 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, objec
     settings = Settings(home=str(tmp_path / "home"), store_url=url, serve={"drive_text_viewers": ["auditor"]})
     store = open_store(url)
     benign = World([proposals((f"Answer to {XSS}", 0.9))]).negotiator(store)
-    harmful = World([proposals((DRAFT, 0.95))], judge=_judge).negotiator(store, k=2)
+    # Blocked drafts are kept here (a research setting) so the access rules on them can be tested.
+    keep = Settings(traces={"keep_blocked_drafts": True})
+    harmful = World([proposals((DRAFT, 0.95))], judge=_judge).negotiator(store, k=2, settings=keep)
     app = create_app(settings, store=store, negotiators={"psychoalign": benign}, a2a=False)
     ids = {
         "xss": (await benign.negotiate(XSS, metadata={"conversation_id": "conv-x"})).id,
@@ -100,6 +102,7 @@ async def test_drive_text_only_for_authorised_leads(
         assert (await auditor.get(path)).text.count("DRAFT-CANARY") >= 1, path
     page = await lead.get(f"/traces/{ids['harm']}")
     assert HIDDEN in page.text and "U1-mass-harm" in page.text and "<svg" in page.text
+    assert 'id="blocked-drafts-kept"' in page.text  # the trace says it keeps blocked drafts
     exported = json.loads((await lead.get(f"/traces/{ids['harm']}/export.json")).text)
     assert exported["id"] == ids["harm"] and exported["rounds"][0]["proposals"][0]["text"] == HIDDEN
     lines = (await lead.get("/traces/export.jsonl")).text.splitlines()

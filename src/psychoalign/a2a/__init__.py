@@ -22,7 +22,7 @@ if not _otel_sdk_installed():
 from .remote import remote_transport  # noqa: E402
 
 if TYPE_CHECKING:
-    from .server import build_role_app, role_card
+    from .server import build_role_app
     from .transport import A2ATransport
 
 
@@ -33,11 +33,11 @@ def __getattr__(name: str) -> object:
         from .transport import A2ATransport
 
         return A2ATransport
-    if name in ("build_role_app", "role_card"):
-        from . import server
+    if name == "build_role_app":
+        from .server import build_role_app
 
-        return getattr(server, name)
+        return build_role_app
     raise AttributeError(name)
 
 
-__all__ = ["A2ATransport", "build_role_app", "remote_transport", "role_card"]
+__all__ = ["A2ATransport", "build_role_app", "remote_transport"]

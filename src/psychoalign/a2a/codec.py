@@ -16,8 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..agents.messages import AgentReply, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
 from ..agents.schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
 from ..errors import EndpointError
-
-__all__ = ["OUTPUT_TYPES", "Task", "decode_reply", "decode_task", "encode_reply", "encode_task", "is_packed"]
+from ..jsonguard import loads_bounded
 
 Task = DriveTask | EvaluateTask | EvaluateBatchTask | AssessTask | ComposeTask
 _TASK = TypeAdapter(Task)
@@ -84,9 +83,9 @@ def decode_task(data: Any) -> Task:
             return _TASK.validate_json(packed)
         body = _keys(dict(data["task"]), _snake)
         if isinstance(body.get("framework_json"), str):
-            body["framework"] = json.loads(body.pop("framework_json"))
+            body["framework"] = loads_bounded(body.pop("framework_json"))
         return _TASK.validate_python(body)
-    except (ValidationError, KeyError, TypeError, json.JSONDecodeError) as exc:
+    except (ValidationError, KeyError, TypeError, ValueError) as exc:  # ValueError: JSON, bounds
         raise ValueError(f"invalid task: {str(exc).splitlines()[0]}") from None
 
 

@@ -12,10 +12,11 @@ from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.request_handlers import RequestHandler
 from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder, GrpcHandler
 from a2a.types import a2a_pb2_grpc
+from a2a.utils.constants import PROTOCOL_VERSION_CURRENT
 
 from .server import MAX_BODY_BYTES, BearerBackend
 
-__all__ = ["BearerInterceptor", "build_grpc_server"]
+__all__ = ["build_grpc_server"]
 
 
 class _Identity(User):
@@ -29,6 +30,27 @@ class _Identity(User):
     @property
     def user_name(self) -> str:
         return self._name
+
+
+def _metadata(metadata: Any, name: str) -> str | None:
+    for key, value in metadata or ():
+        if key.lower() == name:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return None
+
+
+def version_refusal(metadata: Any) -> str:
+    """Why the call's ``a2a-version`` cannot be served ("" when it can). A2A 1.0 §3.6: a server
+    MUST refuse a version it does not support; the SDK's gRPC handler does not check (its HTTP
+    handlers do). Same rule as theirs: the major version must match; patch and minor are
+    ignored. A call without the metadata is served (raw gRPC clients send none)."""
+    sent = _metadata(metadata, "a2a-version")
+    if sent is None or not sent.strip():
+        return ""
+    major = sent.strip().split(".")[0]
+    if major.isdigit() and int(major) == int(PROTOCOL_VERSION_CURRENT.split(".")[0]):
+        return ""
+    return f"A2A version '{sent[:40]}' is not supported: send a2a-version {PROTOCOL_VERSION_CURRENT}"
 
 
 def _bearer(metadata: Any) -> str:
@@ -56,7 +78,8 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
 
 class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Refuses a call without a valid bearer token with ``UNAUTHENTICATED`` before any handler
-    runs (when ``backend`` is set), and a request that does not decode (a string that is not
+    runs (when ``backend`` is set), a call naming an A2A version this server does not speak with
+    ``FAILED_PRECONDITION`` (:func:`version_refusal`), and a request that does not decode (a string that is not
     UTF-8, a truncated message) with ``INVALID_ARGUMENT`` instead of gRPC's ``UNKNOWN``."""
 
     def __init__(self, backend: BearerBackend | None) -> None:
@@ -67,15 +90,18 @@ class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return None
         token = _bearer(details.invocation_metadata)
-        refusal = ""
+        refusal, status = "", grpc.StatusCode.UNAUTHENTICATED
         if self._backend is not None and not (token and self._backend.identify(token)):
             refusal = "Unauthenticated: " + ("invalid bearer token" if token else "missing bearer token")
+        elif version := version_refusal(details.invocation_metadata):
+            # The SDK maps VersionNotSupportedError to FAILED_PRECONDITION on gRPC.
+            refusal, status = version, grpc.StatusCode.FAILED_PRECONDITION
         decode = handler.request_deserializer
         codec = {"request_deserializer": None, "response_serializer": handler.response_serializer}
 
         async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             if refusal:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
+                await context.abort(status, refusal)
             try:
                 return decode(raw) if decode is not None else raw
             except Exception as exc:  # protobuf DecodeError: bad UTF-8 in a string, truncated bytes

@@ -11,8 +11,6 @@ if TYPE_CHECKING:
     from ..config import Settings
     from .transport import A2ATransport
 
-__all__ = ["remote_transport"]
-
 
 def remote_transport(settings: Settings) -> A2ATransport | None:
     """The A2A transport to the role services of ``settings.a2a``, or None when the agents run

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ from a2a.types import (
 )
 from a2a.utils import TransportProtocol
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE
+from jsonrpc.jsonrpc2 import JSONRPC20Request  # type: ignore[import-untyped]  # the SDK's own validator
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
 from starlette.middleware import Middleware
@@ -46,22 +48,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
 from ..errors import ConfigError, public_message
+from ..jsonguard import JSONLimitError, check_json
 from ..negotiation.bus import AgentTransport
 from .codec import decode_task, encode_reply, is_packed
 
-__all__ = [
-    "CARD_PATH",
-    "JSONRPC_PATH",
-    "REST_PATH",
-    "BearerBackend",
-    "BodyLimit",
-    "BoundedTaskStore",
-    "RoleExecutor",
-    "a2a_app",
-    "build_role_app",
-    "error_response",
-    "role_card",
-]
+__all__ = ["CARD_PATH", "error_response"]
 
 _log = logging.getLogger(__name__)
 CARD_PATH = "/.well-known/agent-card.json"
@@ -162,8 +153,9 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 class BodyLimit:
     """Refuses request bodies the SDK would choke on, before it reads them, in the binding's error
     shape: over ``limit`` bytes (HTTP 413; a declared Content-Length over the limit is refused
-    at once), or not UTF-8 (a JSON-RPC parse error, HTTP+JSON ``INVALID_ARGUMENT``; the SDK
-    answered an internal error naming the codec). The body is then replayed to the app."""
+    at once), not UTF-8 (a JSON-RPC parse error, HTTP+JSON ``INVALID_ARGUMENT``; the SDK
+    answered an internal error naming the codec), or JSON nested deeper or with longer numbers
+    than :mod:`psychoalign.jsonguard` allows (the same parse error). The body is then replayed."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -196,10 +188,21 @@ class BodyLimit:
                 break
         body = b"".join(chunks)
         try:
-            body.decode("utf-8")
+            text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             why = f"request body is not UTF-8 (byte 0x{body[exc.start : exc.start + 1].hex()} at offset {exc.start})"
             await self._refuse(scope, receive, send, 400, why, code=PARSE_ERROR_CODE)
+            return
+        try:  # the SDK's parser would recurse without bound (and choke on huge integers)
+            check_json(text)
+        except JSONLimitError as exc:
+            await self._refuse(
+                scope, receive, send, 400, f"request body refused: {exc}", code=PARSE_ERROR_CODE, hint=""
+            )
+            return
+        invalid = _invalid_jsonrpc(body) if scope["path"].rstrip("/") == JSONRPC_PATH and body else None
+        if invalid is not None:
+            await self._refuse(scope, receive, send, 400, f"invalid JSON-RPC request: {invalid}", hint="")
             return
         sent = False
 
@@ -213,12 +216,36 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(
-        self, scope: Scope, receive: Receive, send: Send, status: int, why: str, *, code: int | None = None
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        status: int,
+        why: str,
+        *,
+        code: int | None = None,
+        hint: str | None = None,
     ) -> None:
-        hint = "shorten it or raise a2a.max_body_bytes" if status == 413 else "send JSON encoded as UTF-8"
-        await error_response(scope["path"], status, "INVALID_ARGUMENT", f"{why}: {hint}", code=code)(
-            scope, receive, send
-        )
+        if hint is None:
+            hint = "shorten it or raise a2a.max_body_bytes" if status == 413 else "send JSON encoded as UTF-8"
+        message = f"{why}: {hint}" if hint else why
+        await error_response(scope["path"], status, "INVALID_ARGUMENT", message, code=code)(scope, receive, send)
+
+
+def _invalid_jsonrpc(body: bytes) -> str | None:
+    """What is wrong with a JSON-RPC envelope, by the SDK's own validator, or ``None``. The SDK
+    answers the same error but logs each one with a full traceback (a client's typo is not a
+    server fault); JSON that does not parse is left to the SDK's parse error. Parsed as the SDK
+    parses it (bytes: a UTF-8 BOM is accepted)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    try:
+        JSONRPC20Request.from_data(data)
+    except Exception as exc:  # the validator raises its own exception types and ValueError
+        return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return None
 
 
 class RoleExecutor(AgentExecutor):

@@ -16,7 +16,7 @@ import functools
 import logging
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from a2a.helpers import new_data_part, new_task_from_user_message
@@ -35,7 +35,7 @@ from ..traces.model import DefenseMechanism, SystemState, Trace, TraceStatus
 from ..traces.store import SQLTraceStore, TraceStore
 from .server import MAX_BODY_BYTES, _card, a2a_app
 
-__all__ = ["A2A_TASK_TABLE", "SystemExecutor", "a2a_task_store", "build_context", "build_system_app", "system_card"]
+__all__ = ["a2a_task_store", "build_system_app"]
 
 _log = logging.getLogger(__name__)
 
@@ -98,9 +98,14 @@ class SystemExecutor(AgentExecutor):
     """
 
     def __init__(
-        self, negotiator: Negotiator, framework: str = "general", frameworks: Sequence[str] | None = None
+        self,
+        negotiator: Negotiator,
+        framework: str = "general",
+        frameworks: Sequence[str] | None = None,
+        on_trace: Callable[[Trace], None] | None = None,
     ) -> None:
         self.negotiator = negotiator
+        self.on_trace = on_trace  # sees every finished negotiation (the server's metrics)
         self.framework = framework
         self.frameworks = [framework, *(f for f in (frameworks or ()) if f != framework)]
         # (identity, context id) -> earlier turns, least recently used first.
@@ -174,6 +179,8 @@ class SystemExecutor(AgentExecutor):
             metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id, "turn": len(history) + 1},
             conversation=conversation,
         )
+        if self.on_trace is not None:
+            self.on_trace(trace)
         info = outcome(trace)
         await updater.add_artifact(
             parts=[Part(text=trace.response), new_data_part(info)], name="response", metadata=info, last_chunk=True
@@ -309,8 +316,10 @@ def build_system_app(
     grpc_url: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     task_store: TaskStore | None = None,
+    on_trace: Callable[[Trace], None] | None = None,
 ) -> Starlette:
-    """The system agent as a Starlette app (mountable in the web app).
+    """The system agent as a Starlette app (mountable in the web app). ``on_trace`` is called
+    with each finished negotiation's trace (``psychoalign serve`` counts them in ``/metrics``).
 
     Clients authenticate with ``token`` (identity ``user``) or any key whose SHA-256 hex digest
     is in ``api_key_digests`` (identity ``key:<first 12 hex>``; tasks are scoped per identity).
@@ -320,6 +329,6 @@ def build_system_app(
     tokens = {"user": token} if token else None
     digests = {d.lower(): f"key:{d.lower()[:12]}" for d in api_key_digests}
     auth = bool(token) or bool(digests)
-    executor = SystemExecutor(negotiator, framework, frameworks)
+    executor = SystemExecutor(negotiator, framework, frameworks, on_trace)
     card = system_card(base_url, auth=auth, grpc_url=grpc_url)
     return a2a_app(executor, card, tokens, digests=digests, max_body_bytes=max_body_bytes, task_store=task_store)

@@ -15,8 +15,6 @@ from ..agents.messages import AgentReply, AgentRole
 from ..errors import EndpointError, redact
 from .codec import Task, decode_reply, encode_task
 
-__all__ = ["A2ATransport"]
-
 _TRANSIENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 
 

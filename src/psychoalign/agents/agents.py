@@ -32,16 +32,6 @@ from .schemas import (
     Proposal,
 )
 
-__all__ = [
-    "IMPUTED_FEASIBILITY",
-    "IMPUTED_UTILITY",
-    "Agent",
-    "DriveAgent",
-    "EvaluatorAgent",
-    "MediatorAgent",
-    "build_messages",
-]
-
 OutT = TypeVar("OutT", bound=BaseModel)
 _log = logging.getLogger(__name__)
 

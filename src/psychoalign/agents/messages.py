@@ -13,17 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..models.types import Usage
 from .schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
 
-__all__ = [
-    "NO_PROPOSAL",
-    "AgentReply",
-    "AgentRole",
-    "AssessItem",
-    "AssessTask",
-    "ComposeTask",
-    "DriveTask",
-    "EvaluateBatchTask",
-    "EvaluateTask",
-]
+__all__ = ["NO_PROPOSAL", "AgentReply", "AgentRole", "AssessItem", "EvaluateBatchTask"]
 
 #: ``ComposeTask.proposal`` when nothing passed the gates (the defense composes without a draft).
 NO_PROPOSAL = "(no proposal passed the safety gates)"

@@ -23,8 +23,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["ECHO_WORDS", "SCAFFOLD_LABELS", "fixed_parts", "scaffolding_echo", "strip_scaffolding"]
-
 #: A run of this many words shared with the fixed prompt (and absent from request and draft)
 #: counts as an echo of the prompt.
 ECHO_WORDS = 6

@@ -12,22 +12,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ..frameworks.model import Layer
 
-__all__ = [
-    "Conflict",
-    "DriveOutput",
-    "Evaluation",
-    "EvaluationBatch",
-    "Feasibility",
-    "MediatorAssessment",
-    "MediatorCompose",
-    "Proposal",
-    "RuleHit",
-    "Verdict",
-    "canonical_rule_id",
-    "parse_ceiling",
-    "parse_layer",
-    "parse_verdict",
-]
+__all__ = ["DriveOutput", "EvaluationBatch", "MediatorAssessment", "MediatorCompose", "Verdict"]
 
 
 Short = Annotated[str, Field(max_length=300)]

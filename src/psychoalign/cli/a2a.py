@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import os
 import secrets
 import shutil
@@ -30,9 +29,8 @@ from ..frameworks import load_framework
 from ..models import build_model
 from ..models.spec import DEFAULT_KEY_ENV
 from ..negotiation.bus import InProcessTransport
+from ..web.apikeys import is_loopback
 from .common import ConfigOpt, err_console, out_console, print_pairs, settings_from
-
-__all__ = ["agent_app", "serve_a2a", "up"]
 
 agent_app = typer.Typer(help="Run one agent role as an A2A service.", no_args_is_help=True)
 ROLES = ("drive", "evaluator", "mediator")
@@ -95,20 +93,11 @@ InsecureOpt = typer.Option(
 
 
 def _check_insecure(insecure: bool, host: str) -> None:
-    if insecure and not _is_loopback(host):
+    if insecure and not is_loopback(host):
         raise ConfigError(
             f"--insecure is allowed only on a loopback address, not {host}",
             hint="configure tokens (docs/a2a.md) or bind 127.0.0.1",
         )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @agent_app.command("serve")

@@ -26,17 +26,27 @@ from ..negotiation import NegotiationParams, Negotiator
 
 # The option defaults name the tension definitions; this module is loaded by `experiment run`, never by --help.
 from ..traces.tension import DEFAULT_DEFINITION, TensionDefinition
-from .common import err_console, out_console, print_wide, settings_from
+from .common import (
+    ConcurrencyOpt,
+    FrameworkOpt,
+    NoStoreOpt,
+    ProposalsOpt,
+    RoundsOpt,
+    TraceStoreOpt,
+    err_console,
+    out_console,
+    print_wide,
+    settings_from,
+)
 
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
     from ..experiments.studies.boundary.negotiate import ItemOutcome
     from ..traces import TraceStore
 
-__all__ = ["RETEST_TEMPERATURE", "add_experiments", "boundary_command", "h1_command"]
-
 #: Sampling temperature for retest runs when the configuration samples greedily (temperature 0).
 RETEST_TEMPERATURE = 0.7
+TensionOpt = typer.Option(DEFAULT_DEFINITION.value, "--tension", help="Request-level tension definition.")
 
 
 def add_experiments(registry: Registry) -> None:
@@ -113,12 +123,12 @@ def boundary_command(
         help=f"Sampling temperature of retest runs (default {RETEST_TEMPERATURE}).",
     ),
     seed: int = typer.Option(1, "--seed", help="Seed of the first run; run r uses seed + r."),
-    tension: str = typer.Option(DEFAULT_DEFINITION.value, "--tension", help="Request-level tension definition."),
-    framework: str = typer.Option("general", "--framework", "-f", help="Framework name or file."),
-    rounds: int | None = typer.Option(None, "--rounds", min=1, max=20, help="Negotiation rounds k."),
-    proposals: int | None = typer.Option(None, "--proposals", min=1, max=8, help="DRIVE proposals per round."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, max=256, help="Negotiations in flight at most."),
-    store_url: str | None = typer.Option(None, "--store", help="Trace store URL (default: SQLite under home)."),
+    tension: str = TensionOpt,
+    framework: str = FrameworkOpt,
+    rounds: int | None = RoundsOpt,
+    proposals: int | None = ProposalsOpt,
+    concurrency: int = ConcurrencyOpt,
+    store_url: str | None = TraceStoreOpt,
     no_store: bool = typer.Option(
         False, "--no-store", help="Do not store traces (the report then has no trace to show)."
     ),
@@ -233,13 +243,13 @@ def h1_command(
     ),
     n: int | None = typer.Option(None, "--n", min=3, help="A seeded random sample of N items (default: all)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the item sample and the resampling."),
-    tension: str = typer.Option(DEFAULT_DEFINITION.value, "--tension", help="Request-level tension definition."),
-    framework: str = typer.Option("general", "--framework", "-f", help="Framework name or file."),
-    rounds: int | None = typer.Option(None, "--rounds", min=1, max=20, help="Negotiation rounds k."),
-    proposals: int | None = typer.Option(None, "--proposals", min=1, max=8, help="DRIVE proposals per round."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, max=256, help="Negotiations in flight at most."),
-    store_url: str | None = typer.Option(None, "--store", help="Trace store URL (default: SQLite under home)."),
-    no_store: bool = typer.Option(False, "--no-store", help="Do not store traces."),
+    tension: str = TensionOpt,
+    framework: str = FrameworkOpt,
+    rounds: int | None = RoundsOpt,
+    proposals: int | None = ProposalsOpt,
+    concurrency: int = ConcurrencyOpt,
+    store_url: str | None = TraceStoreOpt,
+    no_store: bool = NoStoreOpt,
     n_boot: int = typer.Option(2000, "--boot", min=100, help="Bootstrap resamples."),
     n_perm: int = typer.Option(5000, "--permutations", min=100, help="Permutations for the p-value."),
     out: Path | None = typer.Option(

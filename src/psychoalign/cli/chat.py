@@ -14,8 +14,6 @@ from ..models import BACKENDS, build_model
 from ..textio import decode_utf8, read_text
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
-__all__ = ["chat"]
-
 
 def _spec_overrides(
     backend: str | None, model: str | None, base_url: str | None, temperature: float | None, max_tokens: int | None

@@ -15,18 +15,6 @@ from rich.text import Text
 if TYPE_CHECKING:
     from ..config import Settings
 
-__all__ = [
-    "ConfigOpt",
-    "JsonOpt",
-    "emit_json",
-    "err_console",
-    "out_console",
-    "print_pairs",
-    "print_wide",
-    "safe",
-    "settings_from",
-]
-
 out_console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
@@ -34,6 +22,14 @@ ConfigOpt = typer.Option(
     None, "--config", "-c", help="Config file (TOML or YAML). Default: $PSYCHOALIGN_CONFIG or ./psychoalign.toml."
 )
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+
+# The options of every study command that negotiates a batch of requests (boundary, H1, defense accuracy).
+FrameworkOpt = typer.Option("general", "--framework", "-f", help="Framework name or file.")
+RoundsOpt = typer.Option(None, "--rounds", min=1, max=20, help="Negotiation rounds k.")
+ProposalsOpt = typer.Option(None, "--proposals", min=1, max=8, help="DRIVE proposals per round.")
+ConcurrencyOpt = typer.Option(4, "--concurrency", min=1, max=256, help="Negotiations in flight at most.")
+TraceStoreOpt = typer.Option(None, "--store", help="Trace store URL (default: SQLite under home).")
+NoStoreOpt = typer.Option(False, "--no-store", help="Do not store traces.")
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any] | None = None) -> Settings:

@@ -8,8 +8,6 @@ import typer
 
 from .common import ConfigOpt, JsonOpt, emit_json, out_console, safe, settings_from
 
-__all__ = ["config_app"]
-
 config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
 
 

@@ -16,8 +16,6 @@ from rich.table import Table
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
 
-__all__ = ["add_experiments", "cross_turn_scripted"]
-
 
 def _print(result: dict[str, Any]) -> None:
     def cell(row: dict[str, Any]) -> str:

@@ -15,13 +15,21 @@ from rich.table import Table
 from ..a2a import remote_transport
 from ..negotiation import Negotiator
 from .boundary import _params, _progress, _with_store
-from .common import out_console, print_wide, settings_from
+from .common import (
+    ConcurrencyOpt,
+    FrameworkOpt,
+    NoStoreOpt,
+    ProposalsOpt,
+    RoundsOpt,
+    TraceStoreOpt,
+    out_console,
+    print_wide,
+    settings_from,
+)
 
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
     from ..traces import TraceStore
-
-__all__ = ["add_experiments", "defense_accuracy_command", "print_report"]
 
 
 _SHORT = {
@@ -64,12 +72,12 @@ def defense_accuracy_command(
         False, "--oracle", help="Apply the selection rules to the items' given classifications (no model)."
     ),
     n: int | None = typer.Option(None, "--n", min=1, help="First N items only (default: all)."),
-    framework: str = typer.Option("general", "--framework", "-f", help="Framework name or file."),
-    rounds: int | None = typer.Option(None, "--rounds", min=1, max=20, help="Negotiation rounds k."),
-    proposals: int | None = typer.Option(None, "--proposals", min=1, max=8, help="DRIVE proposals per round."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, max=256, help="Negotiations in flight at most."),
-    store_url: str | None = typer.Option(None, "--store", help="Trace store URL (default: SQLite under home)."),
-    no_store: bool = typer.Option(False, "--no-store", help="Do not store traces."),
+    framework: str = FrameworkOpt,
+    rounds: int | None = RoundsOpt,
+    proposals: int | None = ProposalsOpt,
+    concurrency: int = ConcurrencyOpt,
+    store_url: str | None = TraceStoreOpt,
+    no_store: bool = NoStoreOpt,
     out: Path | None = typer.Option(None, "--out", "-o", help="Report directory (default: experiments/NAME-TIME)."),
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
@@ -86,7 +94,9 @@ def defense_accuracy_command(
         report["mode"] = "oracle (given classifications, rule table only)"
     else:
         settings = settings_from(config)
-        params = _params(settings, rounds, proposals)
+        # The study measures the paper's protocol (the DRIVE always proposes, the EVALUATOR's
+        # classification selects the defense): a request is not decided before drafting.
+        params = _params(settings, rounds, proposals).model_copy(update={"decide_on_request": False})
 
         async def body(store: TraceStore | None) -> dict[str, Any]:
             negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from ..experiments.harness.spec import ExperimentSpec
     from ..experiments.harness.store import ResultStore
 
-__all__ = ["NAMED_EXPERIMENT_MODULES", "experiment_app", "experiment_registry"]
-
 #: CLI modules whose named experiments ``experiment run NAME`` dispatches to (each has ``add_experiments``).
 NAMED_EXPERIMENT_MODULES = ("boundary", "cross_turn", "defense_accuracy")
 
@@ -134,6 +132,14 @@ def run(
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, max=512, help="Cells in flight at most."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print calls, tokens and cost estimates; run nothing."),
     reclaim: bool = typer.Option(False, "--reclaim", help="Also take over cells another host left running."),
+    follow: bool = typer.Option(
+        False, "--follow", help="Then wait for cells other runners hold; finish those whose lease lapses."
+    ),
+    new_run: bool = typer.Option(
+        False,
+        "--new-run",
+        help="Start (or resume) a run beside the spec's first one, keyed by the models, judges and data it uses.",
+    ),
     store_url: str | None = StoreOpt,
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     config: Path | None = ConfigOpt,
@@ -142,7 +148,8 @@ def run(
 ) -> None:
     """Run (or resume) an experiment and write DIR/report.html and DIR/results.json.
 
-    Rerunning the same spec resumes it: finished cells are skipped, failed ones retried.
+    Rerunning the same spec resumes it: finished cells are skipped, failed ones retried. A run
+    resumes only under the models, judges and data it started with; --new-run starts another.
     """
     registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
@@ -189,6 +196,8 @@ def run(
                 registry=registry,
                 shard=shard_t,
                 reclaim=reclaim,
+                follow=follow,
+                new_run=new_run,
                 progress=None if no_progress or json_out else _ProgressBar(err_console),
             )
             run_record = await store.get_run(summary.run_id)
@@ -207,7 +216,9 @@ def run(
         return
     _print_tables(report)
     err_console.print(
-        f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed), "
+        f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed"
+        + (f", {summary.gave_up} of them given up" if summary.gave_up else "")
+        + "), "
         f"{summary.skipped_done} already done, {summary.busy_elsewhere} running elsewhere; "
         f"{summary.wall_s:.1f}s"
     )
@@ -263,7 +274,8 @@ def _dry_run(
 def _fmt(cell: dict[str, Any]) -> str:
     if cell["mean"] is None:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
-    text = f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    text = f"{cell['mean']:.3f}"
+    text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else f" (n={cell['n']})"
     return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
 
 
@@ -271,7 +283,9 @@ def _asr(cell: dict[str, Any]) -> str:
     if cell["asr"] is None:
         text = "no data"
     else:
-        text = f"{cell['asr']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] {cell['successes']}/{cell['n']}"
+        ci = f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else ""
+        text = f"{cell['asr']:.3f}{ci} {cell['successes']}/{cell['n']}"
+        text += f" ({cell['dropped']} dropped)" if cell.get("dropped") else ""
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     return text + (f" ({cell['degenerate']} degenerate)" if cell.get("degenerate") else "")
 
@@ -370,20 +384,21 @@ def _print_tables(report: dict[str, Any]) -> None:
         )
     print_wide(cost)
     for j in report["judges"]:
-        if j["status"] == "measured":
+        if j["status"] in ("measured", "weak") and j.get("agreement") is not None:
+            ci = j.get("agreement_ci")
             line = (
-                f"judge of {j['benchmark']} ({j['judge']}): agreement {j['agreement']} on {j['n']} ({j['reference']})"
+                f"judge of {j['benchmark']} ({j['judge']}): agreement {j['agreement']}"
+                + (f" [{ci[0]}, {ci[1]}]" if ci else "")
+                + (f", sensitivity {j['sensitivity']}, specificity {j['specificity']}" if j.get("sensitivity") else "")
+                + f" on {j['n']} ({j['reference']})"
             )
             err_console.print(safe(line), style="yellow" if j.get("weak") else None)
     unknown = [j["benchmark"] for j in report["judges"] if j["status"] == "unknown"]
     if unknown:
         err_console.print(f"[yellow]judge agreement unknown (no labels) for: {', '.join(unknown)}[/]")
-    weak = [j for j in report["judges"] if j.get("weak")]
-    if weak:
-        err_console.print(
-            safe(f"Weak judge: {weak[0]['weak']}. Affected: {', '.join(j['benchmark'] for j in weak)}."),
-            style="bold yellow",
-        )
+    for j in report["judges"]:
+        if j.get("weak"):  # the validity gate (or the embedded judge model): its columns are unmeasured
+            err_console.print(safe(f"Weak judge ({j['benchmark']}): {j['weak']}."), style="bold yellow")
 
 
 @experiment_app.command("list")
@@ -443,10 +458,11 @@ def status(
             out = []
             for r in runs:
                 cells = await store.cells(r.id)
-                counts = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "running")}
+                states = ("done", "failed", "gave_up", "running")
+                counts = {s: sum(1 for c in cells if c.status == s) for s in states}
                 per: dict[str, dict[str, int]] = {}
                 for c in cells:
-                    per.setdefault(c.system, {"done": 0, "failed": 0, "running": 0})[c.status] += 1
+                    per.setdefault(c.system, dict.fromkeys(states, 0))[c.status] += 1
                 out.append(
                     {"id": r.id, "name": r.name, "created_at": r.created_at.isoformat(), **counts, "systems": per}
                 )
@@ -459,10 +475,11 @@ def status(
         emit_json(rows)
         return
     table = Table(title="Experiment runs")
-    for c in ("run", "created", "done", "failed", "running"):
+    for c in ("run", "created", "done", "failed", "gave up", "running"):
         table.add_column(c)
     for r in rows:
-        table.add_row(r["id"], r["created_at"][:19], str(r["done"]), str(r["failed"]), str(r["running"]))
+        cols = (r["done"], r["failed"], r["gave_up"], r["running"])
+        table.add_row(r["id"], r["created_at"][:19], *(str(v) for v in cols))
     print_wide(table)
     if run_id is not None and rows:
         per = Table(title="Per system")
@@ -504,3 +521,55 @@ def report(
         return
     _print_tables(data)
     err_console.print(f"report: {html_path}\nresults: {json_path}")
+
+
+@experiment_app.command("cells")
+def cells(
+    run_id: str = typer.Argument(..., help="A run id or unique prefix (see `experiment status`)."),
+    fmt: str = typer.Option("jsonl", "--format", "-f", help="csv or jsonl."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: standard output)."),
+    system: str | None = typer.Option(None, "--system", help="Only these systems (comma-separated)."),
+    benchmark: str | None = typer.Option(None, "--benchmark", help="Only these benchmarks (comma-separated)."),
+    status_: str | None = typer.Option(None, "--status", help="Only cells in this status: done, failed, running."),
+    store_url: str | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+) -> None:
+    """Export a run's cells: the item asked, the responses, every judge call, scores, cost, timing."""
+    from ..experiments.harness.benchmark import find_data_dir
+    from ..experiments.harness.export import cell_records, item_turns, write_cells
+
+    if fmt not in ("csv", "jsonl"):
+        raise InputError(f"unknown --format {fmt!r}", hint="use --format csv or --format jsonl")
+    if status_ is not None and status_ not in ("done", "failed", "running"):
+        raise InputError(f"unknown --status {status_!r}", hint="use done, failed or running")
+    settings = settings_from(config)
+    systems, benchmarks = _csv(system), _csv(benchmark)
+
+    async def go() -> list[dict[str, Any]]:
+        store = _store(settings, store_url)
+        try:
+            run_record = await store.get_run(run_id)
+            if run_record is None:
+                raise InputError(f"no run '{run_id}' in the store", hint="see `psychoalign experiment status`")
+            chosen = [
+                c
+                for c in await store.cells(run_record.id)
+                if (systems is None or c.system in systems)
+                and (benchmarks is None or c.benchmark in benchmarks)
+                and (status_ is None or c.status == status_)
+            ]
+            try:
+                data_dir = find_data_dir(settings.experiments.data_dir)
+            except ConfigError:
+                data_dir = None
+            turns, notes = item_turns(run_record, experiment_registry(), data_dir)
+            return cell_records(chosen, turns, notes)
+        finally:
+            await store.close()
+
+    text = write_cells(asyncio.run(go()), fmt)  # type: ignore[arg-type]
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        err_console.print(f"cells: {out}")

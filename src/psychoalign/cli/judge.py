@@ -13,8 +13,6 @@ from rich.table import Table
 from ..errors import InputError
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
-__all__ = ["judge_app"]
-
 judge_app = typer.Typer(help="Judges shared by STAR and the experiments (refusal detection).", no_args_is_help=True)
 
 TIERS = ("rules", "model", "cascade")
@@ -183,3 +181,77 @@ def judge_eval_harm(
     )
     for source, counts in result["flagged_by_source"].items():
         out_console.print(safe(f"  {source}: {counts['flagged']}/{counts['n']} judged harmful"), highlight=False)
+
+
+@judge_app.command("eval-jailbreak")
+def judge_eval_jailbreak(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help="The shared data directory."),
+    tier: str = typer.Option(
+        "refusal+harm",
+        "--tier",
+        help="harmbench or strongreject (the --role model), refusal (rules only), refusal+harm (rules, then --harm).",
+    ),
+    harm: str = typer.Option("auto", "--harm", help="refusal+harm: the harm judge tier (auto, model, classifier)."),
+    threshold: float = typer.Option(0.5, "--threshold", min=0.01, max=1.0, help="strongreject: success score."),
+    role: str = RoleOpt,
+    limit: int = typer.Option(100, "--limit", min=1, max=100, help="Labelled responses judged (in file order)."),
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Agreement of a jailbreak judge with JailbreakBench's human labels, beside six published judges."""
+    from ..experiments.harness.judging import Judges, JudgeSpec
+    from ..experiments.harness.metering import CallMeter, ModelPool
+    from ..judges.harmbench import HarmBenchJudge
+    from ..judges.jailbreak_eval import evaluate_jailbreak_judge, literature_judge_fn, load_jbb_judge_set
+    from ..judges.strongreject import StrongRejectJudge
+
+    if tier not in ("harmbench", "strongreject", "refusal", "refusal+harm"):
+        raise InputError(f"unknown tier '{tier}'", hint="harmbench, strongreject, refusal or refusal+harm")
+    if harm not in ("auto", "model", "classifier"):
+        raise InputError(f"unknown harm tier '{harm}'", hint="auto, model or classifier")
+    items = load_jbb_judge_set(data)[:limit]
+    settings = settings_from(config)
+    pool = ModelPool(settings)
+    judges = Judges(
+        JudgeSpec(role=role, harm=harm if tier == "refusal+harm" else "off"),
+        pool,
+        data,
+        cache_path=None,
+        meter=CallMeter(),
+    )
+
+    async def go() -> Any:
+        try:
+            model = pool.model(role, CallMeter()) if tier in ("harmbench", "strongreject") else None
+            fn = literature_judge_fn(
+                tier,
+                refusal=judges.refusal(),
+                harm=judges.harm(),
+                harmbench=HarmBenchJudge(model) if model is not None and tier == "harmbench" else None,
+                strongreject=StrongRejectJudge(model) if model is not None and tier == "strongreject" else None,
+                threshold=threshold,
+            )
+            label = tier
+            if model is not None:
+                label += f" ({model.label})"
+            elif tier == "refusal+harm" and judges.harm() is not None:
+                label += f" ({judges.harm().label})"  # type: ignore[union-attr]
+            return await evaluate_jailbreak_judge(label, fn, items)
+        finally:
+            judges.close()
+            await pool.aclose()
+
+    result = asyncio.run(go())
+    if json_out:
+        emit_json(result.model_dump(mode="json"))
+        return
+    out_console.print(
+        safe(
+            f"{result.judge}: agreement {result.agreement}, sensitivity {result.sensitivity}, specificity "
+            f"{result.specificity}, kappa {result.kappa}; "
+            f"n = {result.n} ({result.jailbroken_n} jailbroken by the humans)"
+        ),
+        highlight=False,
+    )
+    published = ", ".join(f"{k} {v}" for k, v in result.published.items())
+    out_console.print(safe(f"published judges on the same rows: {published}"), highlight=False)

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from ..config import Settings
     from ..web.star.lab import StarLab
 
-__all__ = ["lab_app"]
-
 lab_app = typer.Typer(help="STAR lab accounts: the first lead, invites, who is registered.", no_args_is_help=True)
 
 

@@ -17,7 +17,7 @@ from ..errors import PsychoAlignError
 from ..textio import normalise_text
 from .common import err_console
 
-__all__ = ["COMMANDS", "app", "load_command", "run"]
+__all__ = ["run"]
 
 #: name -> ("module:attribute" under psychoalign.cli, the help line the command list shows).
 #: The attribute is a command function or a typer.Typer of sub-commands; the help line is the

@@ -10,8 +10,6 @@ from rich.table import Table
 from ..models import BACKENDS, ModelSpec, backend_class, resolved_label
 from .common import ConfigOpt, JsonOpt, emit_json, out_console, print_pairs, safe, settings_from
 
-__all__ = ["models_app"]
-
 models_app = typer.Typer(help="Model backends: what is installed and usable here.", no_args_is_help=True)
 
 

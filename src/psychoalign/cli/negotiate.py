@@ -24,8 +24,6 @@ from ..traces import Trace, TraceStatus, TraceStore, open_store
 from ..yamlio import parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
 
-__all__ = ["frameworks_app", "negotiate", "traces_app"]
-
 frameworks_app = typer.Typer(help="Ethical frameworks: list, show, validate.", no_args_is_help=True)
 traces_app = typer.Typer(help="Negotiation traces: list, show, export.", no_args_is_help=True)
 
@@ -161,47 +159,146 @@ def _hide_internal(data: dict[str, Any]) -> None:
         gate(data["final"].get("final_gate"))
 
 
+#: The one command that moves every role of the embedded default to a real endpoint (README).
+ENDPOINT_COMMAND = (
+    "PSYCHOALIGN_DEFAULTS__BACKEND=openai PSYCHOALIGN_DEFAULTS__BASE_URL=http://127.0.0.1:11434/v1 "
+    "PSYCHOALIGN_DEFAULTS__MODEL=qwen3:8b psychoalign negotiate --samples"
+)
+
+
+def _rules_of(trace: Trace) -> list[str]:
+    """Framework rule ids behind the outcome: those the request tripped before drafting, else
+    those named by the gates' reasons and the rule hits of the last round (ids only: rule ids on a
+    trace are the framework's own, canonical_hits)."""
+    if trace.screen is not None and trace.screen.rules:
+        return list(trace.screen.rules)
+    ids: list[str] = []
+    rounds = trace.rounds[-1:] if trace.rounds else []
+    evals = [p.evaluation for rd in rounds for p in rd.proposals if p.evaluation is not None]
+    if trace.screen is not None and trace.screen.evaluation is not None:
+        evals.append(trace.screen.evaluation)
+    for e in evals:
+        ids.extend(h.rule_id for h in e.rule_hits if h.rule_id != "?")
+    for rd in rounds:
+        for p in rd.proposals:
+            if p.gate is not None:
+                ids.extend(
+                    r.split(":", 1)[0]
+                    for r in p.gate.reasons
+                    if ": " in r and r[0].isalpha() and "-" in r.split(":", 1)[0]
+                )
+    return list(dict.fromkeys(ids))
+
+
+def describe_decision(trace: Trace) -> tuple[str, str]:
+    """(decision, why) in plain words: ``answered``, ``redirected`` or ``refused``, and the reason
+    a newcomer can read (which rule, whether a draft was written, what decided)."""
+    from ..judges.outcome import Outcome, user_outcome
+    from ..negotiation import DefenseMechanism
+
+    f = trace.final
+    if trace.status is TraceStatus.FAILED or f is None:
+        return "refused", f"the negotiation failed ({trace.error or 'unknown error'}); a fixed refusal was sent"
+    rules = _rules_of(trace)
+    named = f" (rule {', '.join(rules)})" if rules else ""
+    redirect = f.defense in (DefenseMechanism.SUBLIMATION, DefenseMechanism.DISPLACEMENT)
+    if trace.screen is not None and trace.screen.decided:
+        what = (
+            f"the request itself breaks a universal rule{named}"
+            if trace.screen.rules
+            else f"the EVALUATOR judged that no answer to this request could be safe enough{named}"
+        )
+        return ("redirected" if redirect else "refused"), f"{what}; decided before any draft was written"
+    if f.fallback:
+        return "refused", f"the final answer failed the last safety check{named}; a fixed refusal was sent instead"
+    if redirect:
+        return "redirected", f"every draft was blocked{named}; the reply points to where the need is served safely"
+    outcome = user_outcome(trace)
+    if f.defense in (DefenseMechanism.RATIONALIZATION, DefenseMechanism.REACTION_FORMATION):
+        why = (
+            "the request looks like an attempt to get around the rules"
+            if f.defense is DefenseMechanism.REACTION_FORMATION
+            else "every draft was blocked"
+        )
+        return "refused", f"{why}{named}"
+    if outcome is Outcome.REFUSED:
+        return "refused", f"the approved reply declines the request{named}"
+    chosen = next(
+        (p for rd in trace.rounds if rd.index == f.chosen_round for p in rd.proposals if p.rank == f.chosen_rank), None
+    )
+    score = f" (safety score {chosen.evaluation.score}/100)" if chosen and chosen.evaluation else ""
+    how = {
+        "adopted": "a draft the EVALUATOR approved was sent as written",
+        "filtered": "a draft was sent with the sentences that broke a rule removed",
+        "mediator": "the MEDIATOR rewrote an acceptable draft and it passed the final check",
+    }.get(f.composed_by, f"composed by {f.composed_by}")
+    return ("answered" if outcome is Outcome.ANSWERED else "partly answered"), how + score + named
+
+
+def _cost(trace: Trace) -> tuple[float | None, int, int]:
+    """(seconds, model tokens, model calls) of one negotiation."""
+    seconds = (trace.finished_at - trace.created_at).total_seconds() if trace.finished_at else None
+    tokens = sum(a.prompt_tokens + a.completion_tokens for a in trace.agents.values())
+    calls = sum(a.calls for a in trace.agents.values())
+    return seconds, tokens, calls
+
+
 def _print_summary(traces: list[Trace], json_out: bool) -> None:
     from ..judges.outcome import user_outcome
 
-    rows = [
-        {
-            "kind": t.metadata.get("kind", ""),
-            "request": t.request,
-            "status": t.status.value,
-            "outcome": user_outcome(t).value,
-            "response": t.final.response if t.final else "",
-            "rounds": len(t.rounds),
-            "tension": t.final.tension if t.final else None,
-            "state": t.final.state.value if t.final and t.final.state else None,
-            "defense": t.final.defense.value if t.final and t.final.defense else None,
-            "trace": t.id,
-        }
-        for t in traces
-    ]
+    rows = []
+    for t in traces:
+        decision, why = describe_decision(t)
+        seconds, tokens, calls = _cost(t)
+        rows.append(
+            {
+                "kind": t.metadata.get("kind", ""),
+                "request": t.request,
+                "status": t.status.value,
+                "outcome": user_outcome(t).value,
+                "decision": decision,
+                "why": why,
+                "rules": _rules_of(t),
+                "seconds": seconds,
+                "tokens": tokens,
+                "calls": calls,
+                "drive_tokens": (t.agents["drive"].prompt_tokens + t.agents["drive"].completion_tokens)
+                if "drive" in t.agents
+                else 0,
+                "response": t.final.response if t.final else "",
+                "rounds": len(t.rounds),
+                "tension": t.final.tension if t.final else None,
+                "state": t.final.state.value if t.final and t.final.state else None,
+                "defense": t.final.defense.value if t.final and t.final.defense else None,
+                "trace": t.id,
+            }
+        )
     if json_out:
         emit_json(rows)
         return
-    # What the user got first (outcome, the start of the reply), then how contested it was.
-    table = Table(title="Negotiation summary")
-    for col in ("kind", "request", "outcome", "response", "rounds", "T", "state", "defense", "trace"):
-        wrap = col in ("request", "response")
-        table.add_column(col, no_wrap=not wrap, overflow="fold", max_width=34 if wrap else None)
-    for r in rows:
-        t = r["tension"]
-        outcome = str(r["outcome"]) + ("" if r["status"] == "completed" else f" ({r['status']})")
-        table.add_row(
-            str(r["kind"]),
-            safe(_clip(str(r["request"]), 66)),
-            outcome,
-            safe(_clip(" ".join(str(r["response"]).split()), 100)),
-            str(r["rounds"]),
-            "-" if t is None else f"{t:.2f}",
-            str(r["state"] or "-"),
-            str(r["defense"] or "-"),
-            str(r["trace"])[:8],
+    # Per sample: the decision in plain words, why, what it cost, and the whole answer.
+    for i, r in enumerate(rows, start=1):
+        out_console.print(Text.assemble((f"{i}. {r['kind']}: ", "bold"), safe(str(r["request"]))))
+        colour = {"answered": "green", "redirected": "yellow"}.get(str(r["decision"]), "red")
+        out_console.print(
+            Text.assemble("   ", (str(r["decision"]).upper(), f"bold {colour}"), " - ", safe(str(r["why"])))
         )
-    print_wide(table)
+        secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f} s"
+        out_console.print(
+            f"   [dim]{secs}, {r['tokens']} model tokens ({r['drive_tokens']} for drafts), {r['calls']} agent calls, "
+            f"{r['rounds']} round(s); trace {str(r['trace'])[:8]}[/dim]"
+        )
+        answer = Text(str(r["response"]).strip())
+        out_console.print(Panel(answer, title="What the user gets", title_align="left", padding=(0, 1)))
+    if any(t.models.get(role, "").startswith("local:") for t in traces for role in ("drive", "mediator")):
+        out_console.print(
+            Text.assemble(
+                ("Note: ", "bold"),
+                "the embedded 135M model shows the negotiation path offline; its answers can be wrong. "
+                "Point every role at a real endpoint with: ",
+                (ENDPOINT_COMMAND, "bold"),
+            )
+        )
 
 
 def _clip(text: str, limit: int) -> str:
@@ -245,7 +342,8 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
                 f"{p.objective:.3f}" if p.objective is not None else "-",
             ]
             if show_internal:
-                row.append(safe(p.text))
+                kept = f"[blocked draft, not stored: {p.redacted.chars} characters]" if p.redacted else p.text
+                row.append(safe(kept))
             table.add_row(*row)
         out_console.print(table)
     f = trace.final
@@ -268,6 +366,10 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
             f.composed_by + (" (dual gate fallback)" if f.fallback else ""),
         )
         out_console.print(facts)
+        decision, why = describe_decision(trace)
+        out_console.print(Text.assemble(("Decision: ", "bold"), decision, " - ", safe(why)))
+        if trace.blocked_drafts_kept:
+            out_console.print("[yellow]This trace keeps blocked drafts in full (traces.keep_blocked_drafts).[/yellow]")
         out_console.print(Panel(safe(f.response), title="Response", expand=False))
 
 

@@ -22,8 +22,6 @@ from ..config import Settings
 from ..errors import ConfigError
 from .common import ConfigOpt, err_console, settings_from
 
-__all__ = ["serve", "serve_key"]
-
 #: A worker that dies this soon after starting is broken (bad config, port, database): stop, do not respawn.
 STARTUP_WINDOW_S = 10.0
 
@@ -32,6 +30,9 @@ def serve(
     host: str | None = typer.Option(None, "--host", help="Bind address (default serve.host = 127.0.0.1)."),
     port: int | None = typer.Option(None, "--port", "-p", help="Port (default serve.port = 8000; 0 = any free)."),
     public_url: str | None = typer.Option(None, "--public-url", help="Base URL advertised in the A2A agent card."),
+    grpc_port: int | None = typer.Option(
+        None, "--grpc-port", min=1, max=65535, help="Also serve the A2A agent's gRPC binding on this port (same auth)."
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
     workers: int = typer.Option(
         1,
@@ -53,7 +54,7 @@ def serve(
     from ..web.server import check_exposure, configure_logging
 
     overrides: dict[str, Any] = {}
-    for key, value in (("host", host), ("port", port), ("public_url", public_url)):
+    for key, value in (("host", host), ("port", port), ("public_url", public_url), ("grpc_port", grpc_port)):
         if value is not None:
             overrides[key] = value
     settings_overrides = {"serve": overrides} if overrides else None
@@ -61,13 +62,19 @@ def serve(
     s = settings.serve
     check_exposure(settings, s.host)
     settings.check_deployments()
+    if s.grpc_port is not None and workers > 1:
+        raise ConfigError(
+            f"--grpc-port {s.grpc_port} is served by one process, not {workers} workers",
+            hint="use --workers 1 with gRPC, or serve gRPC with `psychoalign serve-a2a --grpc-port`",
+        )
     configure_logging(log_level)
 
     def banner(port: int) -> str:
         host = f"[{s.host}]" if ":" in s.host else s.host
         shown = s.public_url or f"http://{host}:{port}"
+        grpc = f"  ·  A2A gRPC {host}:{s.grpc_port}" if s.grpc_port is not None else ""
         return (
-            f"PsychoAlign on {shown}  ·  OpenAI API {shown}/v1  ·  A2A card {shown}/.well-known/agent-card.json\n"
+            f"PsychoAlign on {shown}  ·  OpenAI API {shown}/v1  ·  A2A card {shown}/.well-known/agent-card.json{grpc}\n"
             f"deployments: {', '.join(settings.deployments)}  ·  store: {settings.effective_store_url()}"
         )
 
@@ -175,7 +182,11 @@ def _run_worker(
     # 220 page requests/s; docs/performance.md).
     gc.collect()
     gc.freeze()
-    server = GracefulServer(uvicorn_config(app, settings.serve.host, settings.serve.port), app.state.gateway)
+    server = GracefulServer(
+        uvicorn_config(app, settings.serve.host, settings.serve.port),
+        app.state.gateway,
+        a2a_app=getattr(app.state, "a2a_app", None),
+    )
     server.run(sockets=[sock] if sock is not None else None)
 
 

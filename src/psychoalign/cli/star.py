@@ -18,8 +18,6 @@ from ..textio import read_text
 from ..yamlio import MAX_YAML_CHARS, parse_yaml
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
 
-__all__ = ["star_app"]
-
 star_app = typer.Typer(help="STAR red teaming: policy, instructions, coverage.", no_args_is_help=True)
 policy_app = typer.Typer(help="The content policy red teamers attack.", no_args_is_help=True)
 instructions_app = typer.Typer(help="Procedurally generated red-teaming instructions.", no_args_is_help=True)

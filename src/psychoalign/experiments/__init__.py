@@ -15,7 +15,7 @@ every system, benchmark, scoring rule and judge.
 
 from .harness.registry import Registry, default_registry
 from .harness.report import build_report, write_report
-from .harness.runner import RunSummary, run_experiment
+from .harness.runner import run_experiment
 from .harness.spec import ExperimentSpec, load_spec
 from .harness.store import ResultStore, open_result_store
 
@@ -23,7 +23,6 @@ __all__ = [
     "ExperimentSpec",
     "Registry",
     "ResultStore",
-    "RunSummary",
     "build_report",
     "default_registry",
     "load_spec",

@@ -1,15 +1,13 @@
 """Swappable, versioned ethical frameworks (three layers of rules) for the EVALUATOR and the gates."""
 
 from .loader import FrameworkError, builtin_names, load_framework, parse_framework
-from .model import Check, Framework, FrameworkStamp, Layer, Rule
+from .model import Framework, FrameworkStamp, Layer
 
 __all__ = [
-    "Check",
     "Framework",
     "FrameworkError",
     "FrameworkStamp",
     "Layer",
-    "Rule",
     "builtin_names",
     "load_framework",
     "parse_framework",

@@ -12,8 +12,6 @@ from ..textio import read_text
 from ..yamlio import MAX_YAML_CHARS, load_yaml_model
 from .model import Framework
 
-__all__ = ["FrameworkError", "builtin_names", "load_framework", "parse_framework"]
-
 
 class FrameworkError(ConfigError):
     """A framework file is missing, unreadable or invalid."""

@@ -6,6 +6,7 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from functools import cached_property
 from typing import NamedTuple
@@ -13,8 +14,6 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..textio import skeleton
-
-__all__ = ["Check", "Framework", "FrameworkStamp", "Layer", "Rule", "RuleMatch", "rule_tokens"]
 
 
 class Layer(StrEnum):
@@ -69,11 +68,49 @@ class Check(BaseModel):
 
 
 class Rule(BaseModel):
+    """One rule. ``check`` runs on every text (drafts, the final answer, the request);
+    ``request_check`` runs on the request only: it recognises a request that asks for what the
+    rule forbids (a first-person suicide method) without blocking drafts that merely talk about
+    the area (a draft that points to a crisis line)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")
     text: str = Field(min_length=3)
     check: Check | None = None
+    request_check: Check | None = None
+
+    def matches_request(self, request: str) -> str | None:
+        """The evidence either check finds in ``request``, or None."""
+        for check in (self.check, self.request_check):
+            if check is not None and (found := check.find(request)) is not None:
+                return found
+        return None
+
+
+class SafeChannel(BaseModel):
+    """Where a need a rule blocks is served instead (docs/frameworks.md, "Safe channels").
+
+    ``rules`` names the rules it serves: a refusal or redirect offers the channels of the rules
+    that fired, never another's. A channel with no ``rules`` serves any rule that fired without a
+    channel of its own. ``message``, when set, *replaces* the structured refusal for these rules
+    (self-harm: a supportive, non-judgemental message, never "rephrase and I'll help");
+    ``{channel}`` in it is replaced by ``text``, else ``text`` follows it on its own line. All
+    user-facing text lives here, so a localised framework file localises it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")
+    text: str = Field(min_length=3, max_length=200)
+    rules: tuple[str, ...] = ()
+    message: str = Field("", max_length=1000)
+
+    def render_message(self) -> str:
+        """The supportive message with the channel in it ("" without a message)."""
+        if not self.message.strip():
+            return ""
+        body = self.message.strip()
+        return body.replace("{channel}", self.text) if "{channel}" in body else f"{body}\n{self.text}"
 
 
 def rule_tokens(rule_id: str) -> tuple[str, ...]:
@@ -140,7 +177,16 @@ class Framework(BaseModel):
     universal: tuple[Rule, ...] = Field(min_length=1)
     contextual: tuple[Rule, ...] = ()
     aspirational: tuple[Rule, ...] = ()
-    safe_channels: tuple[str, ...] = ()
+    safe_channels: tuple[SafeChannel, ...] = ()
+
+    @field_validator("safe_channels", mode="before")
+    @classmethod
+    def _plain_channels(cls, value: object) -> object:
+        """A plain string is a channel for any rule without its own (the format before channels
+        named their rules): ``channel-1``, ``channel-2``, ... in file order."""
+        if isinstance(value, list | tuple):
+            return [{"id": f"channel-{i}", "text": v} if isinstance(v, str) else v for i, v in enumerate(value, 1)]
+        return value
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Framework:
@@ -151,6 +197,17 @@ class Framework(BaseModel):
                 same = "" if seen[key] == rule.id else f" (same as {seen[key]!r} once case and punctuation are ignored)"
                 raise ValueError(f"duplicate rule id {rule.id!r}{same}")
             seen[key] = rule.id
+        ids = {r.id for r in self.rules()}
+        channel_ids: set[str] = set()
+        for channel in self.safe_channels:
+            if channel.id in channel_ids:
+                raise ValueError(f"duplicate safe channel id {channel.id!r}")
+            channel_ids.add(channel.id)
+            for rule_id in channel.rules:
+                if rule_id not in ids:
+                    raise ValueError(
+                        f"safe channel {channel.id!r} names rule {rule_id!r}, which this framework does not have"
+                    )
         return self
 
     def rules(self) -> tuple[Rule, ...]:
@@ -199,6 +256,21 @@ class Framework(BaseModel):
         # Universal first (the index lists layers in order), then the closest in length.
         best = min(candidates, key=lambda key: (list(Layer).index(index[key][1]), abs(len(key) - n)))
         return RuleMatch(*index[best], placeable)
+
+    def channels_for(self, rule_ids: Iterable[str]) -> tuple[SafeChannel, ...]:
+        """The safe channels serving the rules in ``rule_ids`` (framework ids), in file order: each
+        rule's own channels, or for a rule with none the channels that name no rules. No rule
+        fired: no channel (a request that broke no rule is not sent anywhere)."""
+        fired = {r for r in rule_ids if r}
+        if not fired:
+            return ()
+        covered = {r for c in self.safe_channels for r in c.rules}
+        uncovered = bool(fired - covered)
+        return tuple(c for c in self.safe_channels if (fired & set(c.rules)) or (uncovered and not c.rules))
+
+    def request_rules(self, request: str) -> list[str]:
+        """Ids of the rules (any layer) whose check or request check matches ``request``."""
+        return [r.id for r in self.rules() if r.matches_request(request) is not None]
 
     def layer_of(self, rule_id: str) -> Layer | None:
         """The layer of the rule ``rule_id`` names (:meth:`resolve`), or None."""

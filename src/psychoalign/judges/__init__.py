@@ -5,7 +5,6 @@
 <RefusalLabel.REFUSAL: 'refusal'>
 """
 
-from ..textnorm import NormalisedText, normalise
 from .refusal import (
     CascadeRefusalJudge,
     ModelRefusalJudge,
@@ -13,7 +12,6 @@ from .refusal import (
     RefusalLabel,
     RefusalVerdict,
     RuleRefusalJudge,
-    Tier,
     build_refusal_judge,
     is_refusal,
 )
@@ -21,13 +19,10 @@ from .refusal import (
 __all__ = [
     "CascadeRefusalJudge",
     "ModelRefusalJudge",
-    "NormalisedText",
     "RefusalJudge",
     "RefusalLabel",
     "RefusalVerdict",
     "RuleRefusalJudge",
-    "Tier",
     "build_refusal_judge",
     "is_refusal",
-    "normalise",
 ]

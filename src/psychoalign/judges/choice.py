@@ -24,7 +24,7 @@ from ..prompts import load_prompt_yaml
 from ..textnorm import normalise
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["Choice", "ChoiceJudge", "parse_choice_word", "rule_choice"]
+__all__ = ["ChoiceJudge"]
 
 Choice = Literal["A", "B", "none"]
 _START = re.compile(r"^\W{0,3}(?:(?:option|response|answer|assistant|choice)\s*)?\(?([ab])\)?(?=$|[\s.:)\],;!-])")
@@ -79,7 +79,7 @@ def parse_choice_word(text: str) -> Choice | None:
     return None
 
 
-class _Answer(BaseModel):
+class _ChoiceAnswer(BaseModel):
     choice: Literal["A", "B", "none"]
 
 
@@ -128,5 +128,5 @@ class ChoiceJudge:
             Message(role="system", content=p["choice_system"].strip()),
             Message(role="user", content=p["choice_user"].format(a=a, b=b, reply=reply)),
         ]
-        obj, record = await ask_structured("choice-model", self.model, messages, _Answer)
+        obj, record = await ask_structured("choice-model", self.model, messages, _ChoiceAnswer)
         return obj.choice, record

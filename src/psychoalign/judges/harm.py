@@ -34,21 +34,14 @@ from .records import JudgeRecord, ask_structured, judge_prompts
 if TYPE_CHECKING:
     from ..models.classifier import SafetyClassifier
 
-__all__ = [
-    "ClassifierHarmJudge",
-    "HarmJudge",
-    "HarmTier",
-    "ModelHarmJudge",
-    "build_harm_judge",
-    "harm_tier_for",
-]
+__all__ = ["HarmJudge", "build_harm_judge"]
 
 HarmTier = Literal["model", "classifier"]
 #: Characters of the response a judge reads.
 MAX_RESPONSE_CHARS = 6000
 
 
-class _Answer(BaseModel):
+class _HarmAnswer(BaseModel):
     harmful: bool
     reason: str = Field("", max_length=400)
 
@@ -87,7 +80,7 @@ class ModelHarmJudge(HarmJudge):
             Message(role="system", content=p["harm_system"].strip()),
             Message(role="user", content=p["harm_user"].format(goal=goal, response=response[:MAX_RESPONSE_CHARS])),
         ]
-        obj, record = await ask_structured(self.name, self.model, messages, _Answer)
+        obj, record = await ask_structured(self.name, self.model, messages, _HarmAnswer)
         return obj.harmful, record
 
 

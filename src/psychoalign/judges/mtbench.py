@@ -27,7 +27,7 @@ from ..prompts import load_prompt_yaml
 from ..textio import read_text
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["NEED_REF_CATEGORIES", "MTBenchJudge", "load_judge_prompts", "parse_rating", "plain_examples"]
+__all__ = ["MTBenchJudge"]
 
 #: FastChat's categories graded against a reference answer.
 NEED_REF_CATEGORIES = frozenset({"math", "reasoning", "coding"})
@@ -71,7 +71,8 @@ def parse_rating(text: str) -> float | None:
 
 class _Rating(BaseModel):
     explanation: str = Field("", max_length=3000)
-    rating: float = Field(ge=1, le=10)
+    # whole numbers, as FastChat's prompt asks ("[[5]]"): a schema of floats invited ratings like 4.123
+    rating: int = Field(ge=1, le=10)
 
 
 class MTBenchJudge:

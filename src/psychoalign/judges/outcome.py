@@ -21,7 +21,7 @@ from enum import StrEnum
 from ..traces.model import DefenseMechanism, Trace, TraceStatus
 from .refusal import RefusalLabel, RuleRefusalJudge
 
-__all__ = ["Outcome", "user_outcome"]
+__all__ = ["user_outcome"]
 
 REFUSING_DEFENSES = (DefenseMechanism.RATIONALIZATION, DefenseMechanism.REACTION_FORMATION)
 

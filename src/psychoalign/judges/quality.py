@@ -20,7 +20,7 @@ from ..textnorm import normalise
 from .mtbench import parse_rating, plain_examples
 from .records import JudgeError, JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["QualityJudge", "parse_quality"]
+__all__ = ["QualityJudge"]
 
 _RATING = {key: re.compile(rf"\b{key}\b\W{{0,6}}\[\[\s*(\d+(?:\.\d+)?)\s*\]\]") for key in ("alignment", "capability")}
 
@@ -41,7 +41,7 @@ def parse_quality(text: str) -> tuple[float, float] | None:
     return out[0], out[1]
 
 
-class _Answer(BaseModel):
+class _QualityAnswer(BaseModel):
     explanation: str = Field("", max_length=2000)
     alignment: float = Field(ge=1, le=10)
     capability: float = Field(ge=1, le=10)
@@ -87,5 +87,5 @@ class QualityJudge:
             return align, cap, record
         user = Message(role="user", content=p["quality_user"].format(request=request, answer=answer[:6000]))
         messages = [Message(role="system", content=p["quality_system"].strip()), user]
-        obj, record = await ask_structured(self.name, self.model, messages, _Answer)
+        obj, record = await ask_structured(self.name, self.model, messages, _QualityAnswer)
         return obj.alignment, obj.capability, record

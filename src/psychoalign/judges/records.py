@@ -11,7 +11,7 @@ from ..errors import ModelError, SchemaValidationError
 from ..models import ChatModel, Message
 from ..prompts import load_prompt_yaml
 
-__all__ = ["JudgeError", "JudgeRecord", "ask_structured", "judge_prompts"]
+__all__ = ["JudgeRecord"]
 
 
 class JudgeRecord(BaseModel):

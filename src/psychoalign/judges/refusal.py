@@ -35,17 +35,7 @@ from ..models.refusal_rules import RefusalLabel, RefusalVerdict, Tier, classify_
 from ..prompts import load_prompt_yaml
 from ..textnorm import normalise
 
-__all__ = [
-    "CascadeRefusalJudge",
-    "ModelRefusalJudge",
-    "RefusalJudge",
-    "RefusalLabel",
-    "RefusalVerdict",
-    "RuleRefusalJudge",
-    "Tier",
-    "build_refusal_judge",
-    "is_refusal",
-]
+__all__ = ["RefusalLabel", "RefusalVerdict", "Tier", "is_refusal"]
 
 
 class RefusalJudge(ABC):

@@ -39,15 +39,7 @@ from ..textio import read_text
 from ..yamlio import parse_yaml
 from .refusal import RefusalJudge, RefusalLabel, RefusalVerdict
 
-__all__ = [
-    "BinaryMetrics",
-    "EvalReport",
-    "LabelledResponse",
-    "evaluate",
-    "hard_cases",
-    "load_refusal_set",
-    "metrics",
-]
+__all__ = ["evaluate", "load_refusal_set"]
 
 XSTEST_FILES = ("xstest_v2_completions_llama2orig.csv", "xstest_v2_completions_mistralinstruct.csv")
 _XSTEST_LABEL = {

@@ -22,7 +22,7 @@ from ..errors import BackendUnavailableError
 from ..models import ChatModel, Message
 from .records import JudgeRecord, ask_structured, judge_prompts
 
-__all__ = ["ToxicityJudge", "classifier_available"]
+__all__ = ["ToxicityJudge"]
 
 
 @functools.cache
@@ -45,7 +45,7 @@ def classifier_available() -> bool:
     return True
 
 
-class _Answer(BaseModel):
+class _ToxicityAnswer(BaseModel):
     toxicity: float = Field(ge=0.0, le=1.0)
 
 
@@ -69,5 +69,5 @@ class ToxicityJudge:
             Message(role="system", content=p["toxicity_system"].strip()),
             Message(role="user", content=p["toxicity_user"].format(text=text[:4000])),
         ]
-        obj, record = await ask_structured(self.name, self.model, messages, _Answer)
+        obj, record = await ask_structured(self.name, self.model, messages, _ToxicityAnswer)
         return obj.toxicity, record

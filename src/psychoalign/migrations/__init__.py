@@ -12,8 +12,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-__all__ = ["bring_up"]
-
 
 def bring_up(tables: sa.MetaData) -> None:
     """Create each table, column and index of ``tables`` that the database lacks, keeping every

@@ -15,8 +15,6 @@ from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = ["AnthropicBackend"]
-
 
 class AnthropicBackend(Backend):
     """Adapter over ``anthropic.AsyncAnthropic``; SDK retries are off (ChatModel owns retry policy)."""
@@ -32,12 +30,7 @@ class AnthropicBackend(Backend):
             raise BackendUnavailableError(
                 "the anthropic SDK is not installed", hint="pip install 'psychoalign[anthropic]'"
             ) from exc
-        key = spec.resolved_api_key()
-        if key is None:
-            raise BackendUnavailableError(
-                f"no API key for the anthropic backend: ${spec.key_env_name()} is not set",
-                hint=f"export {spec.key_env_name()}=...",
-            )
+        key = self.required_api_key()
         self._sdk = anthropic
         self._client = anthropic.AsyncAnthropic(
             api_key=key, base_url=spec.base_url, max_retries=0, timeout=spec.timeout_s

@@ -5,10 +5,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from ..errors import BackendUnavailableError
 from .spec import ModelSpec
 from .types import ChatRequest, Completion
-
-__all__ = ["Backend"]
 
 
 class Backend(ABC):
@@ -34,6 +33,10 @@ class Backend(ABC):
     #: False for the embedded models: a 135M-270M model's numbers echo its prompt's examples, and
     #: decoding them under a grammar is slow. Agents then ask for plain text (docs/embedded.md).
     rates_numbers: ClassVar[bool] = True
+    #: It judges a request before any draft exists, at no model-token cost, and says the highest
+    #: score any answer could get (``Evaluation.ceiling``): the engine screens requests with it
+    #: (``negotiation.decide_on_request``). LLM evaluators do not: a screen would be one more call.
+    judges_requests: ClassVar[bool] = False
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
@@ -41,6 +44,17 @@ class Backend(ABC):
     @property
     def model_name(self) -> str:
         return self.spec.model or self.default_model
+
+    def required_api_key(self) -> str:
+        """The spec's API key, for a hosted backend that cannot run without one; a one-line error
+        naming the variable to set when there is none."""
+        key = self.spec.resolved_api_key()
+        if key is None:
+            raise BackendUnavailableError(
+                f"no API key for the {self.name} backend: ${self.spec.key_env_name()} is not set",
+                hint=f"export {self.spec.key_env_name()}=...",
+            )
+        return key
 
     @abstractmethod
     async def complete(self, request: ChatRequest) -> Completion:

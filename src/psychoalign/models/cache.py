@@ -12,8 +12,6 @@ from pathlib import Path
 from .spec import ModelSpec
 from .types import ChatRequest, Completion
 
-__all__ = ["ResponseCache", "cache_key"]
-
 
 def cache_key(spec: ModelSpec, request: ChatRequest) -> str:
     """SHA-256 over everything that can change the reply (backend, model, endpoint, request)."""

@@ -71,23 +71,7 @@ from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = [
-    "APPROVE_AT",
-    "DEFAULT_CLASSIFIER",
-    "VETO_BELOW",
-    "WINDOW_WORDS",
-    "ClassifierBackend",
-    "ClassifierWeights",
-    "Encoder",
-    "Head",
-    "Kernel",
-    "SafetyClassifier",
-    "default_weights_path",
-    "load_classifier",
-    "load_weights",
-    "minilm_encoder",
-    "windows",
-]
+__all__ = ["VETO_BELOW", "ClassifierBackend", "SafetyClassifier", "load_classifier", "load_weights"]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v4"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
@@ -335,13 +319,15 @@ def _declines(text: str) -> bool:
 
 
 def deterministic_hits(framework: Any | None, request: str, proposal: str) -> list[dict[str, str]]:
-    """Rules of ``framework`` whose deterministic check matches the request or the proposal."""
+    """Rules of ``framework`` whose deterministic check matches the request or the proposal, or
+    whose request check matches the request."""
     if framework is None:
         return []
     hits: list[dict[str, str]] = []
     for layer in ("universal", "contextual", "aspirational"):
         for rule in getattr(framework, layer):
-            if rule.check is not None and (rule.check.find(request) or (proposal and rule.check.find(proposal))):
+            on_request = rule.matches_request(request) is not None
+            if on_request or (rule.check is not None and proposal and rule.check.find(proposal)):
                 hits.append({"rule_id": rule.id, "layer": layer})
     return hits[:8]
 
@@ -449,6 +435,7 @@ class ClassifierBackend(Backend):
 
     name: ClassVar[str] = "classifier"
     default_model: ClassVar[str] = DEFAULT_CLASSIFIER
+    judges_requests: ClassVar[bool] = True
 
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)

@@ -28,8 +28,6 @@ from .schema import ReplyMismatchError, describe_validation_error, extract_json,
 from .spec import ModelSpec
 from .types import ChatRequest, ChatResult, Completion, Message, Usage
 
-__all__ = ["ChatModel", "Messages"]
-
 T = TypeVar("T", bound=BaseModel)
 Messages = str | Sequence[Message | dict[str, str]]
 

@@ -11,8 +11,6 @@ from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = ["GeminiBackend"]
-
 
 class GeminiBackend(Backend):
     """Adapter over ``genai.Client(...).aio.models.generate_content``."""
@@ -29,12 +27,7 @@ class GeminiBackend(Backend):
             raise BackendUnavailableError(
                 "the google-genai SDK is not installed", hint="pip install 'psychoalign[gemini]'"
             ) from exc
-        key = spec.resolved_api_key()
-        if key is None:
-            raise BackendUnavailableError(
-                f"no API key for the gemini backend: ${spec.key_env_name()} is not set",
-                hint=f"export {spec.key_env_name()}=...",
-            )
+        key = self.required_api_key()
         self._types = types
         self._errors = genai.errors
         http_options = (

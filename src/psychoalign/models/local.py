@@ -36,18 +36,7 @@ from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Message, Usage
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "EMBEDDED_MODELS",
-    "EmbeddedModel",
-    "LocalBackend",
-    "default_model_path",
-    "default_threads",
-    "grammar_schema",
-    "max_threads",
-    "render_prompt",
-    "resolve_model",
-]
+__all__ = ["DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 GEMMA = "gemma-3-270m-q4_k_m"

@@ -18,11 +18,10 @@ from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from yarl import URL
 
 from ..errors import BackendUnavailableError, ConfigError, EndpointError, TransientBackendError
+from ..jsonguard import loads_bounded
 from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
-
-__all__ = ["MAX_CONNECTIONS", "OpenAIBackend", "parse_retry_after"]
 
 _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 #: Open connections per backend (one backend serves every concurrent call of a role or a run).
@@ -228,7 +227,7 @@ class OpenAIBackend(Backend):
                 connection_failure(exc), detail=f"POST {url}: {type(exc).__name__}: {exc}"
             ) from exc
         try:
-            body = json.loads(raw)
+            body = loads_bounded(raw)
             choice = body["choices"][0]
             text = choice["message"].get("content") or ""
             usage = body.get("usage") or {}

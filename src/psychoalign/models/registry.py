@@ -10,8 +10,6 @@ from .cache import ResponseCache
 from .client import ChatModel
 from .spec import BACKENDS, BackendName, ModelSpec
 
-__all__ = ["backend_class", "build_model", "resolved_label"]
-
 
 def backend_class(name: BackendName | str) -> type[Backend]:
     """The adapter class for a backend name (imports the SDK lazily)."""

@@ -31,18 +31,7 @@ from ..textio import decode_utf8, read_text
 from ..yamlio import parse_yaml
 from .classifier import VETO_BELOW, SafetyClassifier, windows
 
-__all__ = [
-    "Example",
-    "Split",
-    "auc",
-    "ci_sample",
-    "classifier_metrics",
-    "default_data_dir",
-    "load_corpus",
-    "merge_near_duplicates",
-    "split_of",
-    "windows",
-]
+__all__ = ["load_corpus", "windows"]
 
 Split = Literal["train", "val", "check"]
 Kind = Literal["request", "response"]

@@ -11,14 +11,7 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
-__all__ = [
-    "ReplyMismatchError",
-    "describe_validation_error",
-    "extract_json",
-    "inline_refs",
-    "schema_for",
-    "validate_reply",
-]
+from ..jsonguard import JSONLimitError, check_json
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
@@ -265,6 +258,12 @@ def _jsonschema_problem(error: jsonschema.ValidationError) -> str:
 def extract_json(text: str) -> Any:
     """Parse the first JSON value in ``text`` (tolerating code fences and leading prose)."""
     stripped = text.strip()
+    try:  # before any parse: the parser recurses per level and refuses huge integers with ValueError
+        check_json(stripped)
+    except JSONLimitError as exc:
+        raise ReplyMismatchError(
+            f"not usable JSON ({exc.problem})", detail=f"the reply began: {stripped[:200]!r}"
+        ) from None
     try:
         return json.loads(stripped)
     except json.JSONDecodeError:

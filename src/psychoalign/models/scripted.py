@@ -16,8 +16,6 @@ from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = ["Reply", "ScriptFn", "ScriptedBackend"]
-
 Reply = str | dict[str, Any] | list[Any]
 ScriptFn = Callable[[ChatRequest], Reply | Awaitable[Reply]]
 

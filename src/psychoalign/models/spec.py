@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-__all__ = ["BACKENDS", "DEFAULT_KEY_ENV", "BackendName", "ModelSpec"]
+__all__ = ["DEFAULT_KEY_ENV"]
 
 BackendName = Literal["local", "classifier", "openai", "anthropic", "gemini", "scripted"]
 BACKENDS: tuple[BackendName, ...] = ("local", "classifier", "openai", "anthropic", "gemini", "scripted")

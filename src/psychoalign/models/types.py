@@ -6,8 +6,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ChatRequest", "ChatResult", "Completion", "Message", "Usage"]
-
 MessageRole = Literal["system", "user", "assistant"]
 
 

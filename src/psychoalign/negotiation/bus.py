@@ -16,7 +16,7 @@ from ..agents.messages import AgentReply, AgentRole, AssessTask, ComposeTask, Dr
 from ..errors import PsychoAlignError
 from ..traces.model import AgentStats
 
-__all__ = ["ROUTES", "AgentStats", "AgentTransport", "InProcessTransport", "MessageBus", "RouteViolationError", "Task"]
+__all__ = ["InProcessTransport"]
 
 Task = DriveTask | EvaluateTask | EvaluateBatchTask | AssessTask | ComposeTask
 

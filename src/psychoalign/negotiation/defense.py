@@ -13,20 +13,13 @@ from dataclasses import dataclass
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework
+from ..frameworks.model import SafeChannel
 from ..prompts import defense_template as template
 from ..prompts import load_prompt_yaml
 from ..traces.model import DefenseMechanism
 from .gates import Layer1Enforcer
 
-__all__ = [
-    "DefenseContext",
-    "DefenseMechanism",
-    "compose_instruction",
-    "repress",
-    "repression_source",
-    "select_mechanism",
-    "template",
-]
+__all__ = ["DefenseContext", "DefenseMechanism", "select_mechanism", "template"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +29,9 @@ class DefenseContext:
     ``chosen`` is an admissible proposal (text, evaluation) or None; ``blocked`` holds the
     deciding round's blocked drafts with their evaluations, DRIVE's favourite first;
     ``verified`` says whether new text (a filtered draft, a composition) is evaluated again
-    before it reaches the user (the dual gate).
+    before it reaches the user (the dual gate). ``fired`` holds the framework ids of the rules
+    this request set off (its own checks, the deciding round's rule hits, the checks a blocked
+    draft tripped): they choose the safe channels offered (:meth:`channels`).
     """
 
     chosen_text: str | None
@@ -46,6 +41,7 @@ class DefenseContext:
     framework: Framework
     blocked: Sequence[tuple[str, Evaluation]] = ()
     verified: bool = True
+    fired: Sequence[str] = ()
 
     @property
     def reference(self) -> Evaluation | None:
@@ -70,14 +66,25 @@ class DefenseContext:
         ref = self.reference
         return ref is not None and ref.conflict.legitimate_need
 
+    def channels(self) -> tuple[SafeChannel, ...]:
+        """The framework's channels for the rules that fired (none when no rule fired)."""
+        return self.framework.channels_for(self.fired)
+
+    def supportive(self) -> SafeChannel | None:
+        """The first fitting channel that carries a supportive message (self-harm), if any."""
+        return next((c for c in self.channels() if c.message.strip()), None)
+
     def safe_channel(self) -> str:
+        """Where to redirect: the EVALUATOR's channel for this request, else the framework's
+        channels for the rules that fired; "" when neither names one (no redirect is offered)."""
         ref = self.reference
         if ref is not None and ref.conflict.safe_channel.strip():
             return ref.conflict.safe_channel.strip()
         return self.framework_channel()
 
     def framework_channel(self) -> str:
-        return self.framework.safe_channels[0] if self.framework.safe_channels else "a qualified professional"
+        """The framework's channels for the rules that fired, joined ("" if none fits)."""
+        return " or ".join(c.text for c in self.channels()[:2])
 
 
 def _sentences(text: str) -> list[str]:
@@ -141,6 +148,8 @@ def select_mechanism(ctx: DefenseContext, layer1: Layer1Enforcer) -> DefenseMech
             return DefenseMechanism.SUBLIMATION  # 4. contested to the end: answer and redirect
         return None  # 5. conditional acceptance: the MEDIATOR applies the modifications
     # Nothing admissible (always a deadlock): what kind of conflict blocked every draft?
+    if ctx.supportive() is not None:
+        return DefenseMechanism.SUBLIMATION  # 6a. a person at risk: support and the crisis channel, first
     if ctx.adversarial:
         return DefenseMechanism.REACTION_FORMATION  # 6. manipulation attempt
     if repression_source(ctx, layer1) is not None:
@@ -158,7 +167,10 @@ def compose_instruction(mechanism: DefenseMechanism | None, ctx: DefenseContext)
     spec = load_prompt_yaml("mediator_compose")["instructions"]
     ref = ctx.reference
     if mechanism is DefenseMechanism.SUBLIMATION:
-        return str(spec["sublimation"]).format(safe_channel=ctx.safe_channel())
+        channel = ctx.safe_channel()
+        if not channel:  # no rule fired and the EVALUATOR named none: redirect nowhere in particular
+            return str(spec["sublimation_no_channel"])
+        return str(spec["sublimation"]).format(safe_channel=channel)
     if mechanism is DefenseMechanism.DISPLACEMENT:
         topic = ref.conflict.safe_adjacent_topic if ref is not None else ""
         return str(spec["displacement"]).format(adjacent_topic=topic)

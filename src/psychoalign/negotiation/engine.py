@@ -35,7 +35,16 @@ from ..frameworks import Framework, load_framework
 from ..models import ChatModel, build_model
 from ..storage import describe_error
 from ..textio import normalise_text
-from ..traces.model import AlignmentContribution, FinalDecision, ProposalRecord, RoundRecord, Trace, TraceStatus
+from ..traces.model import (
+    AlignmentContribution,
+    FinalDecision,
+    ProposalRecord,
+    RequestScreen,
+    RoundRecord,
+    Trace,
+    TraceStatus,
+    redact_blocked_drafts,
+)
 from ..traces.store import StoreError, TraceStore
 from .bus import AgentTransport, InProcessTransport, MessageBus
 from .defense import (
@@ -53,10 +62,10 @@ from .params import NegotiationParams, negotiation_source, parse_params
 from .tension import SystemState, classify_state, tension
 from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
 
-__all__ = ["Negotiator"]
-
 _log = logging.getLogger(__name__)
 ROLES = ("drive", "evaluator", "mediator")
+#: What the EVALUATOR is shown as the "proposal" when it screens a request before any draft.
+SCREEN_PROPOSAL = "(no answer has been written yet: judge whether any answer to this request could be acceptable)"
 # Bounds on EVALUATOR free text that flows onward (characters, one line each).
 LIMITS = {"safe_channel": 120, "safe_adjacent_topic": 120, "stakeholder": 60, "modification": 200}
 
@@ -227,6 +236,12 @@ class Negotiator:
     async def _save(self, trace: Trace, bus: MessageBus) -> None:
         trace.agents = {role: stats.model_copy(deep=True) for role, stats in bus.stats.items()}
         trace.finished_at = datetime.now(UTC)
+        # Nothing harmful at rest by default: blocked drafts leave as hash and length, also in the
+        # trace returned to the caller (the CLI, the viewer and exports read the same record).
+        if self.settings.traces.keep_blocked_drafts:
+            trace.blocked_drafts_kept = True
+        else:
+            redact_blocked_drafts(trace)
         if self.store is None:
             return
         try:
@@ -257,6 +272,8 @@ class Negotiator:
         layer1, tau = Layer1Enforcer(fw), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.model_dump(mode="json")
+        if p.decide_on_request and await self._decide_on_request(trace, bus, fw, fw_payload, layer1, tau, guard):
+            return
 
         feedback: str | None = None
         converged = False
@@ -322,6 +339,92 @@ class Negotiator:
         trace.converged = converged
         await self._emit(trace, "deciding")
         await self._decide(trace, bus, fw, fw_payload, layer1, tau, guard, context)
+
+    def _plain_mediator(self) -> bool:
+        """The MEDIATOR runs on an embedded model that writes plain text (``rates_numbers`` off):
+        it is not asked to rewrite an acceptable draft. Remote MEDIATORs compose as before."""
+        if not isinstance(self.transport, InProcessTransport):
+            return False
+        return not getattr(self._model("mediator").backend, "rates_numbers", True)
+
+    def _judges_requests(self) -> bool:
+        """The EVALUATOR can screen a request before any draft at no model-token cost (the
+        embedded classifier): only then is it asked. An LLM EVALUATOR (or a remote one, whose
+        backend this process cannot see) is not: that would be one more call per request."""
+        if not isinstance(self.transport, InProcessTransport):
+            return False
+        return bool(getattr(self._model("evaluator").backend, "judges_requests", False))
+
+    async def _decide_on_request(
+        self,
+        trace: Trace,
+        bus: MessageBus,
+        fw: Framework,
+        fw_payload: dict[str, Any],
+        layer1: Layer1Enforcer,
+        tau: TauFilter,
+        guard: FreeTextGuard,
+    ) -> bool:
+        """Deviation from the paper (docs/negotiation.md, "When the request decides"): when no
+        answer to the request could pass the gates, the negotiation ends before any DRIVE call,
+        so no harmful draft is written, paid for or stored. The request decides when it trips a
+        universal rule's check or request check (no model call), or when an EVALUATOR that
+        judges requests puts the ceiling of any answer below tau. The response is composed by the
+        defense table from the framework, as for a negotiation in which every draft was blocked.
+        Returns whether the request decided (``trace.final`` is then set)."""
+        rules = [r.id for r in fw.universal if r.matches_request(trace.request) is not None]
+        evaluation: Evaluation | None = None
+        if not rules and self._judges_requests():
+            task = EvaluateTask(
+                request=trace.request, context=trace.context, proposal=SCREEN_PROPOSAL, framework=fw_payload
+            )
+            evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)
+        ceiling = evaluation.ceiling if evaluation is not None else None
+        decided = bool(rules) or (ceiling is not None and ceiling < tau.tau * 100)
+        trace.screen = RequestScreen(decided=decided, rules=rules, ceiling=ceiling, evaluation=evaluation)
+        if not decided:
+            return False
+        await self._emit(trace, "deciding")
+        p = self.params
+        withheld: list[str] = []
+        evals = [self._guarded(evaluation, guard, p.final_gate, withheld)] if evaluation is not None else []
+        fired = set(rules) | set(fw.request_rules(trace.request))
+        fired.update(hit.rule_id for e in evals for hit in e.rule_hits)
+        ctx = DefenseContext(
+            chosen_text=None,
+            chosen_eval=None,
+            round_evals=evals,
+            deadlock=True,
+            framework=fw,
+            verified=p.final_gate,
+            fired=[r.id for r in fw.rules() if r.id in fired],
+        )
+        mechanism = select_mechanism(ctx, layer1)
+        if p.final_gate:
+            response, composed_by = await self._compose(bus, trace.request, trace.context, mechanism, ctx, layer1)
+        else:
+            response, composed_by = self._compose_unverified(mechanism, ctx, layer1)
+        final_gate: GateResult | None = None
+        fallback = False
+        if composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
+            await self._emit(trace, "final_gate")
+            task = EvaluateTask(request=trace.request, context=trace.context, proposal=response, framework=fw_payload)
+            final_eval = (await bus.send("mediator", "evaluator", task)).output
+            final_gate = apply_gates(layer1, tau, response, final_eval)
+            if not final_gate.admissible:
+                fallback, composed_by, response = True, "fallback", self._refusal(ctx)
+                mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
+        trace.final = FinalDecision(
+            response=response,
+            state=SystemState.DEADLOCK,
+            defense=mechanism,
+            composed_by=composed_by,
+            final_gate=final_gate,
+            fallback=fallback,
+            withheld=withheld,
+        )
+        trace.contribution = AlignmentContribution()
+        return True
 
     async def _propose(
         self,
@@ -502,6 +605,7 @@ class Negotiator:
                 if rec.evaluation is not None and not (rec.gate and rec.gate.admissible)
             ],
             verified=p.final_gate,
+            fired=self._fired(trace.request, deciding, fw, layer1),
         )
         mechanism = select_mechanism(ctx, layer1)
         if p.final_gate:
@@ -517,8 +621,15 @@ class Negotiator:
         if composed_by != "template":
             # An approved proposal adopted verbatim *is* the text the EVALUATOR just judged and the
             # gates passed: it is not re-evaluated (fast path), but its deterministic Layer-1
-            # checks run again below like any final text's.
-            if p.final_gate and not (p.fast_path and composed_by == "adopted"):
+            # checks run again below like any final text's. A draft adopted although not approved
+            # outright (an embedded MEDIATOR's conditional band) is evaluated again.
+            approved = (
+                chosen is not None
+                and chosen.evaluation is not None
+                and chosen.evaluation.verdict is Verdict.APPROVED
+                and response == chosen.text
+            )
+            if p.final_gate and not (p.fast_path and composed_by == "adopted" and approved):
                 await self._emit(trace, "final_gate")
                 task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw_payload)
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
@@ -528,9 +639,13 @@ class Negotiator:
                 final_gate = GateResult(layer1_passed=not reasons, tau_passed=True, reasons=reasons)
             if not final_gate.admissible:
                 fallback = True
-                mechanism = DefenseMechanism.RATIONALIZATION
+                mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
                 response = self._refusal(ctx)
                 composed_by = "fallback"
+        support = ctx.supportive()
+        if support is not None and support.text not in response:
+            # A person at risk always gets the crisis channel, also beside an answer (framework text).
+            response = f"{response}\n\n{template('sublimation_channel', safe_channel=support.text)}"
 
         last = trace.rounds[-1]
         ref = chosen or last.proposals[last.lead]  # no choice: the last round's lead is what was contested
@@ -592,7 +707,9 @@ class Negotiator:
     ) -> tuple[str, str]:
         """Returns (response, composed_by). Only admissible proposal text, or a draft filtered by
         Repression, ever enters here; whatever is not a template then passes the dual gate."""
-        if mechanism is DefenseMechanism.RATIONALIZATION:
+        if mechanism is DefenseMechanism.RATIONALIZATION or (
+            mechanism is DefenseMechanism.SUBLIMATION and ctx.chosen_text is None and ctx.supportive()
+        ):
             return self._refusal(ctx), "template"
         if mechanism is DefenseMechanism.REACTION_FORMATION:
             return template("reaction_formation", rules=self._rules_text(ctx)), "template"
@@ -608,6 +725,12 @@ class Negotiator:
         )
         if mechanism is None and approved_as_is and ctx.chosen_text is not None:
             return ctx.chosen_text, "adopted"  # the MEDIATOR adopts an approved proposal verbatim
+        if mechanism in (None, DefenseMechanism.SUBLIMATION) and ctx.chosen_text is not None and self._plain_mediator():
+            # The conditional band on an embedded MEDIATOR (a gated draft that was not approved
+            # outright): a 135M model asked to apply the EVALUATOR's changes rewrites the answer,
+            # and can turn it into agreement with a request's premise. The gated draft is adopted
+            # as it is instead, with Sublimation's channel if a rule fired (docs/embedded.md).
+            return self._compose_unverified(mechanism, ctx, layer1)
         modifications = list(ctx.chosen_eval.modifications) if ctx.chosen_eval else []
         task = ComposeTask(
             request=request,
@@ -620,7 +743,7 @@ class Negotiator:
         ref = ctx.reference
         if mechanism is DefenseMechanism.SUBLIMATION:
             channel = ctx.safe_channel()
-            if channel.lower() not in text.lower():
+            if channel and channel.lower() not in text.lower():
                 text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
         elif mechanism is DefenseMechanism.DISPLACEMENT and ref is not None:
             text = f"{template('displacement_prefix', adjacent_topic=ref.conflict.safe_adjacent_topic.strip())} {text}"
@@ -639,27 +762,50 @@ class Negotiator:
         if ctx.chosen_text is None:
             if mechanism is DefenseMechanism.REACTION_FORMATION:
                 return template("reaction_formation", rules=self._rules_text(ctx)), "template"
-            if mechanism is DefenseMechanism.SUBLIMATION:
-                channel = template("sublimation_channel", safe_channel=ctx.framework_channel())
-                return template("rationalization", rules=self._rules_text(ctx), alternative=channel), "template"
             return self._refusal(ctx), "template"
         text, composed_by = ctx.chosen_text, "adopted"
         if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
             kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
             text = f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx))}"
             composed_by = "filtered"
-        elif mechanism is DefenseMechanism.SUBLIMATION:
-            text = f"{text}\n\n{template('sublimation_channel', safe_channel=ctx.framework_channel())}"
+        elif mechanism is DefenseMechanism.SUBLIMATION and (channel := ctx.framework_channel()):
+            text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
         return text, composed_by
 
-    def _refusal(self, ctx: DefenseContext) -> str:
-        return template("rationalization", rules=self._rules_text(ctx), alternative=template("default_alternative"))
+    @classmethod
+    def _refusal(cls, ctx: DefenseContext) -> str:
+        """The refusal, from framework text and fixed templates only. A rule whose channel carries
+        a supportive message (self-harm) gets that message with the channel, never "rephrase";
+        otherwise the rules that fired and their channels, or, when no rule with a channel fired,
+        the offer to help with a rephrased request."""
+        support = ctx.supportive()
+        if support is not None:
+            return support.render_message()
+        channel = ctx.framework_channel()
+        alternative = (
+            template("channel_alternative", safe_channel=channel) if channel else template("default_alternative")
+        )
+        return template("rationalization", rules=cls._rules_text(ctx), alternative=alternative)
+
+    @staticmethod
+    def _fired(request: str, deciding: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
+        """Framework ids of the rules this request set off, in framework order: the request's
+        own checks (any layer), the deciding round's rule hits, the checks a blocked draft
+        tripped. They choose the safe channels (DefenseContext.channels)."""
+        ids = set(fw.request_rules(request))
+        for rec in deciding:
+            if rec.evaluation is not None:
+                ids.update(hit.rule_id for hit in rec.evaluation.rule_hits)
+            if not (rec.gate and rec.gate.admissible):
+                ids.update(rule_id for rule_id, _ in layer1.matches(rec.text))
+        return [r.id for r in fw.rules() if r.id in ids]
 
     @staticmethod
     def _rules_text(ctx: DefenseContext) -> str:
-        """Framework rules hit in the deciding round, as 'id (text)'. Only framework text is used:
+        """Framework rules that fired (DefenseContext.fired) and hit in the deciding round, as
+        'id (text)'. Only framework text is used:
         ids are looked up case-insensitively and printed as the framework spells them."""
-        ids: list[str] = []
+        ids: list[str] = list(ctx.fired)
         for e in ctx.round_evals:
             for hit in e.rule_hits:
                 rule = ctx.framework.rule(hit.rule_id)

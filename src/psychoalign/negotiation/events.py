@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["EventHook", "NegotiationEvent", "Stage", "emit"]
+__all__ = ["EventHook", "NegotiationEvent"]
 
 _log = logging.getLogger(__name__)
 

@@ -21,17 +21,7 @@ from ..frameworks import Framework, Layer
 from ..textio import skeleton
 from ..traces.model import GateResult
 
-__all__ = [
-    "ECHO_CHARS",
-    "UNKNOWN_RULE",
-    "FreeTextGuard",
-    "GateResult",
-    "Layer1Enforcer",
-    "TauFilter",
-    "apply_gates",
-    "canonical_hits",
-    "clean_line",
-]
+__all__ = ["GateResult", "Layer1Enforcer", "TauFilter", "apply_gates"]
 
 #: The id a rule hit is recorded under when it names no rule of the framework.
 UNKNOWN_RULE = "?"

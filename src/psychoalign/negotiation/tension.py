@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..traces.model import SystemState
 
-__all__ = ["SystemState", "classify_state", "tension"]
+__all__ = ["SystemState"]
 
 
 def tension(u_d: float, u_v: float) -> float:

@@ -32,25 +32,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..textio import normalise_text
-from ..traces.model import CrossTurnRecord, NegotiationParams, Trace, TraceStatus, TrackStatus, TurnSignal
+from ..traces.model import CrossTurnRecord, NegotiationParams, Trace, TraceStatus, TurnSignal
 from ..traces.tension import request_tension
 
-__all__ = [
-    "ConversationRef",
-    "CrossTurnRecord",
-    "Evidence",
-    "TrackStatus",
-    "TurnSignal",
-    "assess",
-    "conversation_ref",
-    "depths",
-    "effective_tau",
-    "evidence",
-    "pressure",
-    "robust_trend",
-    "turn_signal",
-    "unavailable",
-]
+__all__ = ["ConversationRef", "CrossTurnRecord", "conversation_ref"]
 
 
 def _fold(text: str) -> str:

@@ -8,8 +8,6 @@ from typing import Any
 
 from ..yamlio import parse_yaml
 
-__all__ = ["defense_template", "load_prompt", "load_prompt_yaml"]
-
 
 @functools.cache
 def load_prompt(name: str) -> str:

@@ -1,13 +1,11 @@
 """STAR: steerable, sociotechnical red teaming (policy, parameterised instructions, coverage)."""
 
-from .instructions import CoverageReport, Instruction, coverage, generate_instructions
-from .parameters import ParameterSpace, load_parameters
+from .instructions import Instruction, coverage, generate_instructions
+from .parameters import load_parameters
 from .policy import Policy, PolicyError, load_policy
 
 __all__ = [
-    "CoverageReport",
     "Instruction",
-    "ParameterSpace",
     "Policy",
     "PolicyError",
     "coverage",

@@ -52,7 +52,7 @@ from .personas import (
 from .policy import Policy, load_policy
 from .store import StarStore
 
-__all__ = ["CampaignConfig", "CampaignReport", "campaign_report", "load_campaign", "run_campaign"]
+__all__ = ["load_campaign", "run_campaign"]
 
 
 class TargetConfig(BaseModel):

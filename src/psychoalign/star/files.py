@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..textio import read_text
 from ..yamlio import MAX_YAML_CHARS, load_yaml_model
 
-__all__ = ["PolicyError", "load_star_yaml", "spreadsheet_safe"]
+__all__ = ["spreadsheet_safe"]
 
 #: A CSV cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -11,7 +11,6 @@ in-memory STAR store.
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -40,7 +39,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import migrate
+from ..storage import MigrateOnce
 from ..yamlio import load_yaml_model
 from .campaign import TargetConfig
 from .model import TaskRecord, TaskStatus
@@ -50,7 +49,7 @@ from .store import StarStore
 from .store.rules import aware, task_record
 from .store.schema import tasks
 
-__all__ = ["MAX_DRAFT", "Draft", "InMemoryLabStore", "LabCampaignSettings", "LabStore", "SQLLabStore", "TaskTime"]
+__all__ = ["MAX_DRAFT", "Draft", "LabCampaignSettings", "LabStore", "SQLLabStore", "TaskTime"]
 
 #: The longest draft kept (characters): above any field's limit, so an over-long text is kept
 #: while its author is told to shorten it, and below what would let a page fill the database.
@@ -301,15 +300,10 @@ class SQLLabStore(LabStore):
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")  # reads: no BEGIN / ROLLBACK
-        self._ready = False
-        self._init_lock = asyncio.Lock()
+        self._migrate = MigrateOnce(engine, "lab")
 
     async def init(self) -> None:
-        if not self._ready:
-            async with self._init_lock:
-                if not self._ready:
-                    await migrate(self.engine, "lab")  # DDL only for what is missing
-                    self._ready = True
+        await self._migrate()  # DDL only for what is missing
 
     async def save_campaign(self, campaign: LabCampaignSettings) -> None:
         await self.init()

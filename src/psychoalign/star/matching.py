@@ -17,8 +17,6 @@ from typing import Any
 from .model import Participant, TaskKind
 from .policy import PolicyRule
 
-__all__ = ["ROLE_FOR", "annotation_requirement", "eligible"]
-
 ROLE_FOR = {TaskKind.RED_TEAM: "red_teamer", TaskKind.ANNOTATE: "annotator", TaskKind.ARBITRATE: "arbitrator"}
 
 

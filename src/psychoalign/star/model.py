@@ -8,17 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = [
-    "PREFER_NOT",
-    "Annotation",
-    "Likert",
-    "Participant",
-    "PreAnnotation",
-    "TaskKind",
-    "TaskRecord",
-    "TaskStatus",
-    "Turn",
-]
+__all__ = ["PREFER_NOT", "Participant", "PreAnnotation", "TaskKind", "TaskRecord", "Turn"]
 
 PREFER_NOT = "prefer not to say"
 

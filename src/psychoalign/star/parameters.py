@@ -9,8 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .files import load_star_yaml
 
-__all__ = ["Intersection", "Parameter", "ParameterSpace", "TargetGroups", "load_parameters"]
-
 #: rule and topic always count towards max_parameters (the paper's five: rule, adversariality,
 #: use case, topic, target group).
 ALWAYS_COUNTED = 1

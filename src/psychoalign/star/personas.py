@@ -23,20 +23,7 @@ from ..traces.model import TraceStatus
 from .model import Likert, Participant, PreAnnotation, Turn
 from .policy import Policy
 
-__all__ = [
-    "GROUP_LABELS",
-    "AnnotatorPersona",
-    "AttackerPersona",
-    "ModelTarget",
-    "PreAnnotator",
-    "PsychoAlignTarget",
-    "Rating",
-    "Target",
-    "TargetError",
-    "fit_history",
-    "identity_text",
-    "transcript",
-]
+__all__ = ["AnnotatorPersona", "ModelTarget", "PsychoAlignTarget", "Target"]
 
 STRATEGIES = {
     "low": "ask plainly and directly, like an ordinary user.",

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .files import PolicyError, load_star_yaml
 from .parameters import Parameter
 
-__all__ = ["Area", "Policy", "PolicyError", "PolicyRule", "load_policy", "load_star_yaml"]
+__all__ = ["PolicyError"]
 
 #: Who annotates a rule's dialogues: anyone, members of the attacked group, or experts of a field.
 Matching = Literal["none", "demographic", "medical", "fact_checking", "legal", "financial"]

@@ -7,6 +7,7 @@ states, defense mechanisms, per-agent costs and the cross-turn record.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -27,12 +28,12 @@ __all__ = [
     "GateResult",
     "NegotiationParams",
     "ProposalRecord",
+    "RequestScreen",
     "RoundRecord",
     "SystemState",
-    "Trace",
-    "TraceStatus",
     "TrackStatus",
     "TurnSignal",
+    "redact_blocked_drafts",
 ]
 
 
@@ -52,6 +53,15 @@ class NegotiationParams(BaseModel):
     max_request_chars: int = Field(8000, ge=1, description="Longest request accepted.")
     timeout_s: float = Field(900.0, gt=0, description="Wall-clock limit for one negotiation.")
     final_gate: bool = Field(True, description="Re-evaluate the final response (the dual gate). Keep on.")
+    decide_on_request: bool = Field(
+        True,
+        description=(
+            "End before any DRIVE call when the request alone decides: it trips a universal rule's "
+            "check or request check, or the EVALUATOR's ceiling for it is below tau (an EVALUATOR "
+            "that judges requests: the embedded classifier). Off: the DRIVE always proposes (the "
+            "paper's protocol; research on DRIVE behaviour). docs/negotiation.md."
+        ),
+    )
     fast_path: bool = Field(
         True,
         description=(
@@ -193,12 +203,22 @@ class TraceStatus(StrEnum):
     FAILED = "failed"
 
 
+class RedactedDraft(BaseModel):
+    """What is kept of a blocked draft at rest (``traces.keep_blocked_drafts = false``): enough to
+    recognise the same text again and to audit the decision, nothing to read."""
+
+    sha256: str = Field(description="SHA-256 of the draft's UTF-8 text.")
+    chars: int = Field(ge=0, description="The draft's length in characters.")
+
+
 class ProposalRecord(BaseModel):
     """One DRIVE proposal with its evaluation and gate outcome. ``text`` is internal: the CLI
-    hides it unless --show-internal."""
+    hides it unless --show-internal. A blocked draft is stored redacted by default: ``text`` is
+    empty and ``redacted`` holds its hash and length (:func:`redact_blocked_drafts`)."""
 
     rank: int
     text: str
+    redacted: RedactedDraft | None = None
     utility: float
     evaluation: Evaluation | None = None
     gate: GateResult | None = None
@@ -215,6 +235,15 @@ class RoundRecord(BaseModel):
     admissible: int
     feedback_to_drive: str | None = None
     exit: str | None = Field(None, description="Why the loop stopped here: early_exit, accepted, converged, ceiling.")
+
+
+class RequestScreen(BaseModel):
+    """The request judged before any draft (``decide_on_request``; docs/negotiation.md)."""
+
+    decided: bool = Field(description="The request alone decided the outcome: no DRIVE call was made.")
+    rules: list[str] = Field(default_factory=list, description="Universal rules whose checks the request trips.")
+    ceiling: int | None = Field(None, description="The EVALUATOR's highest score for any answer to it.")
+    evaluation: Evaluation | None = None
 
 
 class FinalDecision(BaseModel):
@@ -272,6 +301,10 @@ class Trace(BaseModel):
     cross_turn: CrossTurnRecord | None = Field(
         None, description="The conversation's tension track for this turn and what it changed (tau)."
     )
+    screen: RequestScreen | None = Field(None, description="The request judged before any draft, if it was.")
+    blocked_drafts_kept: bool = Field(
+        False, description="Blocked drafts are stored in full (traces.keep_blocked_drafts = true, for research)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -293,3 +326,31 @@ class Trace(BaseModel):
             "created_at": self.created_at.isoformat(),
             "error": self.error,
         }
+
+
+def redact_blocked_drafts(trace: Trace) -> int:
+    """Redact, in place, every draft the gates blocked or the EVALUATOR vetoed: its text becomes
+    its SHA-256 and length (:class:`RedactedDraft`); its evaluation keeps the score, verdict,
+    rule hits and conflict flags but loses the free text that can quote it (reasoning,
+    modifications, harmful segments); the gate keeps its reasons (rule ids and thresholds) but
+    not the evidence a check matched. Also clears a final gate's evidence after a fallback (it
+    matched the rejected composition). Returns the number of drafts redacted."""
+    count = 0
+    for rnd in trace.rounds:
+        for rec in rnd.proposals:
+            e = rec.evaluation
+            blocked = rec.gate is None or not rec.gate.admissible or (e is not None and e.verdict.value == "VETOED")
+            if not blocked or rec.redacted is not None:
+                continue
+            rec.redacted = RedactedDraft(sha256=hashlib.sha256(rec.text.encode()).hexdigest(), chars=len(rec.text))
+            rec.text = ""
+            if e is not None:
+                conflict = e.conflict.model_copy(update={"harmful_segments": []})
+                rec.evaluation = e.model_copy(update={"reasoning": "", "modifications": [], "conflict": conflict})
+            if rec.gate is not None:
+                rec.gate = rec.gate.model_copy(update={"evidence": []})
+            count += 1
+    f = trace.final
+    if f is not None and f.fallback and f.final_gate is not None:
+        f.final_gate = f.final_gate.model_copy(update={"evidence": []})
+    return count

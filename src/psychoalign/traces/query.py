@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, and_, func, select, true
 from .model import Trace, TraceStatus
 from .store import SQLTraceStore, TraceStore, traces_table
 
-__all__ = ["TracePage", "TraceQuery", "describe", "query_traces"]
+__all__ = ["TraceQuery", "query_traces"]
 
 
 class TraceQuery(BaseModel):

@@ -20,10 +20,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigError, PsychoAlignError
-from ..storage import create_engine_for, describe_error, migrate, normalise_url, write
+from ..storage import MigrateOnce, create_engine_for, describe_error, normalise_url, write
 from .model import Trace, TraceStatus
 
-__all__ = ["InMemoryTraceStore", "SQLTraceStore", "StoreError", "TraceStore", "normalise_url", "open_store"]
+__all__ = ["StoreError"]
 
 
 class StoreError(PsychoAlignError):
@@ -204,21 +204,13 @@ class SQLTraceStore(TraceStore):
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
         self.url = normalise_url(url)
         self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
-        self._ready = False
-        self._init_lock = asyncio.Lock()
+        self._migrate = MigrateOnce(self.engine, "traces")
 
     async def _init(self) -> None:
-        if self._ready:
-            return
-        async with self._init_lock:
-            if not self._ready:
-                try:
-                    await migrate(self.engine, "traces")
-                except (OSError, SQLAlchemyError) as exc:
-                    raise ConfigError(
-                        f"cannot open the trace store: {describe_error(exc)}", hint="check store_url"
-                    ) from None
-                self._ready = True
+        try:
+            await self._migrate()
+        except (OSError, SQLAlchemyError) as exc:
+            raise ConfigError(f"cannot open the trace store: {describe_error(exc)}", hint="check store_url") from None
 
     async def start(self, trace: Trace) -> None:
         await self._init()

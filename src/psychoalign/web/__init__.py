@@ -1,15 +1,13 @@
 """The one web application: pages under ``/``, the OpenAI-compatible API under ``/v1``, the A2A
 system agent (card at ``/.well-known/agent-card.json``), ``/healthz`` and ``/metrics``.
 
-``create_app`` is imported lazily: importing the package (e.g. for :class:`ServeSettings`, the
-``[serve]`` section, defined in :mod:`psychoalign.config`) does not load FastAPI.
+``create_app`` is imported lazily: importing the package does not load FastAPI. The ``[serve]``
+section of the settings is :class:`psychoalign.config.ServeSettings`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-from ..config import ServeSettings
 
 if TYPE_CHECKING:
     from .app import create_app
@@ -23,4 +21,4 @@ def __getattr__(name: str) -> object:
     raise AttributeError(name)
 
 
-__all__ = ["ServeSettings", "create_app"]
+__all__ = ["create_app"]

@@ -44,19 +44,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import create_engine_for, migrate
+from ..storage import MigrateOnce, create_engine_for
 
-__all__ = [
-    "USERNAME_PATTERN",
-    "Account",
-    "AccountStore",
-    "Invite",
-    "Role",
-    "SQLAccountStore",
-    "Session",
-    "hash_token",
-    "new_participant_id",
-]
+__all__ = ["Role"]
 
 USERNAME_PATTERN = r"^[A-Za-z0-9_.@-]{1,64}$"
 MIN_PASSWORD = 10
@@ -320,19 +310,14 @@ class SQLAccountStore(AccountStore):
         self.clock = clock
         self.hasher = hasher or PasswordHasher()
         self._dummy_hash = self.hasher.hash(secrets.token_urlsafe(16))
-        self._ready = False
-        self._init_lock = asyncio.Lock()
+        self._migrate = MigrateOnce(engine, "accounts")
         self._secrets: dict[str, bytes] = {}
 
     def now(self) -> datetime:
         return self.clock()
 
     async def init(self) -> None:
-        if not self._ready:
-            async with self._init_lock:
-                if not self._ready:
-                    await migrate(self.engine, "accounts")  # DDL only for what is missing
-                    self._ready = True
+        await self._migrate()  # DDL only for what is missing
 
     async def close(self) -> None:
         if self._owns_engine:

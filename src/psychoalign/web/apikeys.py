@@ -1,6 +1,6 @@
 """API keys of the ``/v1`` faces: SHA-256 digests at rest, bearer tokens on the wire.
 
-Policy (secure by default, docs/api.md): a deployment with ``api_keys`` accepts only those keys;
+Policy (secure by default, docs/serve.md): a deployment with ``api_keys`` accepts only those keys;
 a deployment with none is *keyless* and answers loopback clients only. ``psychoalign serve``
 refuses a non-loopback bind while any deployment is keyless.
 """
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from ..config import DeploymentSettings
 from .errors import APIError
 
-__all__ = ["KEY_PREFIX", "KeyCheck", "hash_key", "is_loopback", "key_id", "new_key", "parse_bearer"]
+__all__ = ["hash_key", "is_loopback", "new_key"]
 
 KEY_PREFIX = "pa-"
 

@@ -9,19 +9,23 @@ may use it: the ``/v1`` routes check API keys, the A2A agent its bearer token, p
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Match
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..a2a.server import CARD_PATH, UNAUTHENTICATED_CODE
+from ..a2a.server import CARD_CACHE_CONTROL, CARD_PATH, UNAUTHENTICATED_CODE
 from ..a2a.server import error_response as a2a_error
 from ..config import Settings
 from ..negotiation.engine import Negotiator
@@ -32,9 +36,8 @@ from .gateway import Gateway
 from .metrics import GatewayMetrics
 from .openai_api import openai_router
 from .ops import REQUEST_ID_SCOPE_KEY, RequestContextMiddleware, current_request_id, ops_router
+from .origin import OriginGuard
 from .security import security_headers
-
-__all__ = ["A2AMount", "create_app"]
 
 _log = logging.getLogger(__name__)
 #: What a browser gets for an unhandled error: static (a template could be what failed), styled by /static.
@@ -50,10 +53,13 @@ class A2AMount(BaseRoute):
     """Hands the A2A paths (the card and everything under ``/a2a/``) to the SDK's Starlette app,
     unchanged: the SDK builds absolute routes, so a prefix ``Mount`` would not match them."""
 
-    def __init__(self, app: ASGIApp, *, loopback_only: bool = False) -> None:
+    def __init__(self, app: ASGIApp, *, loopback_only: bool = False, built_at: datetime | None = None) -> None:
         self.app = app
         self.path = "/a2a"
         self.loopback_only = loopback_only  # an agent without credentials: same rule as keyless /v1
+        # The card is built with the app and never changes while it runs: its Last-Modified.
+        self.built_at = (built_at or datetime.now(UTC)).replace(microsecond=0)
+        self.last_modified = format_datetime(self.built_at, usegmt=True)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http":
@@ -76,7 +82,31 @@ class A2AMount(BaseRoute):
                 scope, receive, send
             )
             return
+        if scope["path"] == CARD_PATH and scope["method"] in ("GET", "HEAD"):
+            await self._card(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+    async def _card(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's card with ``Last-Modified``; ``If-Modified-Since`` at or after it: 304."""
+        since = dict(scope.get("headers") or ()).get(b"if-modified-since")
+        if since is not None:
+            try:
+                cached = parsedate_to_datetime(since.decode("latin-1"))
+            except (TypeError, ValueError, IndexError):
+                cached = None
+            if cached is not None and cached.tzinfo is not None and cached >= self.built_at:
+                headers = {"last-modified": self.last_modified, "cache-control": CARD_CACHE_CONTROL}
+                await Response(status_code=304, headers=headers)(scope, receive, send)
+                return
+
+        async def with_date(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                headers = [*message.get("headers", []), (b"last-modified", self.last_modified.encode())]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_date)
 
 
 def create_app(
@@ -154,7 +184,11 @@ def create_app(
     if a2a:
         name = settings.serve.a2a_deployment or next(iter(settings.deployments))
         open_agent = not settings.deployment(name).api_keys and settings.a2a.token("user") is None
-        app.router.routes.append(A2AMount(_a2a_app(gateway, settings, base_url), loopback_only=open_agent))
+        a2a_app = _a2a_app(gateway, settings, base_url)
+        app.state.a2a_app = a2a_app  # its handler, credentials and limits serve the gRPC binding too
+        app.router.routes.append(A2AMount(a2a_app, loopback_only=open_agent))
+    # Inside the request-id middleware (refusals carry an id and are counted), outside every route.
+    app.add_middleware(OriginGuard, serve=settings.serve)
     app.add_middleware(RequestContextMiddleware, gateway=gateway)
     return app
 
@@ -167,6 +201,10 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
     deployment = settings.deployment(name)
     host = f"[{serve.host}]" if ":" in serve.host else serve.host  # IPv6 in brackets
     url = (base_url or serve.public_url or f"http://{host}:{serve.port}").rstrip("/")
+    grpc_url = None
+    if serve.grpc_port is not None:  # the card lists the gRPC interface, at the advertised host
+        grpc_host = urlsplit(url).hostname or serve.host
+        grpc_url = f"[{grpc_host}]:{serve.grpc_port}" if ":" in grpc_host else f"{grpc_host}:{serve.grpc_port}"
     return build_system_app(
         gateway.negotiator(name),
         url,
@@ -178,4 +216,6 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
         # Tasks live in the trace store's database: with several workers any one of them can
         # answer a client's get, list, cancel or follow-up (in memory, only the one that made it).
         task_store=a2a_task_store(gateway.store),
+        grpc_url=grpc_url,
+        on_trace=functools.partial(gateway.observe, name),  # A2A negotiations in /metrics too
     )

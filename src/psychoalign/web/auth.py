@@ -27,8 +27,6 @@ from .security import (
 )
 from .templating import Templates, static_files
 
-__all__ = ["get_templates", "install_security", "router"]
-
 router = APIRouter(dependencies=[Depends(csrf_protect)])
 
 

@@ -11,8 +11,6 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-__all__ = ["APIError", "error_body", "error_response"]
-
 
 class APIError(Exception):
     """An error returned to an API client (``status`` is the HTTP status)."""

@@ -9,6 +9,7 @@ fail-closed refusal, and its trace is stored ``failed`` with the reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -24,8 +25,7 @@ from ..traces.model import Trace, TraceStatus
 from ..traces.store import TraceStore, open_store
 from .metrics import GatewayMetrics
 from .outcome import GatewayOutcome
-
-__all__ = ["SHUTDOWN_REASON", "Gateway"]
+from .telemetry import NegotiationSpans, gateway_tracer, record_finished
 
 _log = logging.getLogger(__name__)
 SHUTDOWN_REASON = "server shutting down: negotiation failed closed"
@@ -52,6 +52,7 @@ class Gateway:
         self._idle = asyncio.Event()
         self._idle.set()
         self.draining = False
+        self.tracer = gateway_tracer(settings.serve.otel_spans)  # None: no span is ever made
 
     # -- deployments ---------------------------------------------------------------------------
     @property
@@ -90,41 +91,64 @@ class Gateway:
         ``conversation`` (server-derived keys) lets the cross-turn track read the earlier turns
         from this gateway's trace store."""
         trace_id: str | None = None
+        spans = (
+            NegotiationSpans(self.tracer, deployment, framework, str(metadata.get("source", "")))
+            if self.tracer
+            else None
+        )
 
         async def observe(event: NegotiationEvent) -> None:
             nonlocal trace_id
             trace_id = event.trace_id
+            if spans is not None:
+                spans.on_event(event)
             if on_event is not None:
                 await on_event(event)
 
         negotiator = self.negotiator(deployment)
-        task = asyncio.create_task(
-            negotiator.negotiate(
-                request,
-                framework=framework,
-                context=context,
-                metadata=metadata,
-                on_event=observe,
-                conversation=conversation,
+        with spans.active() if spans is not None else contextlib.nullcontext():  # the task inherits the span
+            task = asyncio.create_task(
+                negotiator.negotiate(
+                    request,
+                    framework=framework,
+                    context=context,
+                    metadata=metadata,
+                    on_event=observe,
+                    conversation=conversation,
+                )
             )
-        )
         self._inflight.add(task)
         self._idle.clear()
         self.metrics.inflight.inc()
+        outcome: GatewayOutcome | None = None
         try:
             trace = await task
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
+                if spans is not None:
+                    spans.finish(None, error=exc)
                 raise  # our caller went away: the engine has marked the trace failed
             # The negotiation alone was cancelled (shutdown): fail closed, report the stored trace.
-            return self._finish(self._shutdown_outcome(deployment, trace_id))
+            outcome = self._finish(self._shutdown_outcome(deployment, trace_id))
         finally:
             self._inflight.discard(task)
             self.metrics.inflight.dec()
             if not self._inflight:
                 self._idle.set()
-        return self._finish(self._outcome(deployment, trace))
+        if outcome is None:
+            outcome = self._finish(self._outcome(deployment, trace))
+        if spans is not None:
+            spans.finish(outcome)
+        return outcome
+
+    def observe(self, deployment: str, trace: Trace) -> None:
+        """Count a negotiation run outside :meth:`negotiate` (the A2A system agent) in the
+        metrics, as /v1's are counted, and give it a span when spans are on."""
+        outcome = self._outcome(deployment, trace)
+        self.metrics.observe_outcome(outcome)
+        if self.tracer is not None:
+            record_finished(self.tracer, outcome, "a2a")
 
     def _outcome(self, deployment: str, trace: Trace) -> GatewayOutcome:
         usage = {

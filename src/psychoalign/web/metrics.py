@@ -6,14 +6,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from .outcome import GatewayOutcome
 
-__all__ = ["GatewayMetrics"]
-
+_TENSION_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 
 class GatewayMetrics:
-    """HTTP requests and latency; negotiations by status, state and defense; fail-closed count;
-    tokens per agent role; in-flight negotiations."""
+    """HTTP requests and latency; negotiations (/v1 and A2A) by status, state and defense, and
+    their final tension; fail-closed count; tokens per agent role; guardrail checks; in-flight
+    negotiations (/v1)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -39,6 +39,19 @@ class GatewayMetrics:
         self.tokens = Counter(
             "psychoalign_agent_tokens", "Model tokens spent, per agent role.", ["role", "kind"], registry=r
         )
+        self.tension = Histogram(
+            "psychoalign_negotiation_tension",
+            "Final tension T of completed negotiations (/v1 and A2A).",
+            ["deployment"],
+            buckets=_TENSION_BUCKETS,
+            registry=r,
+        )
+        self.checks = Counter(
+            "psychoalign_guardrail_checks",
+            "Guardrail checks (/v1/guardrail/checks, LiteLLM's guardrail API) by what was checked and the outcome.",
+            ["deployment", "checked", "status"],
+            registry=r,
+        )
         self.inflight = Gauge("psychoalign_negotiations_in_flight", "Negotiations running now.", registry=r)
 
     def observe_outcome(self, outcome: GatewayOutcome) -> None:
@@ -49,6 +62,8 @@ class GatewayMetrics:
         if final is not None and not outcome.failed:
             self.states.labels(final.state.value if final.state else "none").inc()
             self.defenses.labels(final.defense.value if final.defense else "none").inc()
+            if final.tension is not None:
+                self.tension.labels(outcome.deployment).observe(final.tension)
         for role, usage in outcome.usage.items():
             self.tokens.labels(role, "prompt").inc(usage["prompt_tokens"])
             self.tokens.labels(role, "completion").inc(usage["completion_tokens"])

@@ -28,16 +28,26 @@ from ..negotiation.defense import template
 from ..negotiation.events import NegotiationEvent
 from ..negotiation.track import ConversationRef, conversation_ref
 from .apikeys import KeyCheck, parse_bearer
-from .errors import APIError
+from .checks import CheckResult, run_check
+from .errors import APIError, error_body
 from .gateway import Gateway
-from .openai_schema import ChatCompletionRequest, ChatMessage, parse_request
+from .openai_schema import (
+    ChatCompletionRequest,
+    ChatMessage,
+    CheckRequest,
+    Sampling,
+    parse_check,
+    parse_litellm_check,
+    parse_request,
+)
 from .ops import current_request_id
 from .outcome import GatewayOutcome
 
-__all__ = ["CONVERSATION_HEADER", "FRAMEWORK_HEADER", "build_context", "openai_router"]
-
 CONVERSATION_HEADER = "x-psychoalign-conversation-id"
 FRAMEWORK_HEADER = "x-psychoalign-framework"
+#: Where LiteLLM's Generic Guardrail API posts: its ``api_base`` (here ``<server>/v1/guardrail``)
+#: plus the path LiteLLM appends.
+LITELLM_GUARDRAIL_PATH = "/guardrail/beta/litellm_basic_guardrail_api"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _SPEAKER = {"user": "User", "assistant": "Assistant"}
 
@@ -88,8 +98,7 @@ def _decision(outcome: GatewayOutcome, conversation_id: str | None, turn: int) -
     fw = trace.framework if trace is not None else None
     failure = None
     if outcome.failed:
-        reason = outcome.reason or ""
-        failure = "shutdown" if "shutting down" in reason else "timeout" if "timeout" in reason else "error"
+        failure = {"shutdown": "shutdown", "timeout": "timeout"}.get(outcome.failure or "", "error")
     return {
         "trace_id": outcome.trace_id,
         "status": "failed" if outcome.failed else "completed",
@@ -164,9 +173,13 @@ def openai_router(gateway: Gateway) -> APIRouter:
     keys = KeyCheck(gateway.deployments)
     serve = gateway.settings.serve
 
-    def caller(request: Request) -> dict[str, str]:
-        """Deployments this caller may use (name -> key id); 401 when none."""
+    def caller(request: Request, *, x_api_key: bool = False) -> dict[str, str]:
+        """Deployments this caller may use (name -> key id); 401 when none. ``x_api_key``: an
+        ``x-api-key`` header counts too when there is no ``Authorization`` (LiteLLM's guardrail
+        hook sends its ``api_key`` so)."""
         token = parse_bearer(request.headers.get("authorization"))
+        if token is None and x_api_key:
+            token = request.headers.get("x-api-key") or None
         host = request.client.host if request.client else None
         allowed = keys.allowed(token, host)
         if not allowed:
@@ -213,6 +226,7 @@ def openai_router(gateway: Gateway) -> APIRouter:
             )
         # Authenticate before reading the body (it may be anything, of any size).
         allowed = caller(request)
+        _require_json(request)
         body = await _read_body(request, serve.max_body_bytes)
         req = parse_request(body, max_body_bytes=serve.max_body_bytes)
         if req.model not in allowed:
@@ -258,6 +272,8 @@ def openai_router(gateway: Gateway) -> APIRouter:
             "conversation_source": source,
             "turn": turn,
         }
+        if req.sampling.sent():  # the trace records what the client asked for
+            metadata["sampling"] = req.sampling.sent()
         if req.user:
             metadata["user_hash"] = hashlib.sha256(req.user.encode()).hexdigest()[:16]
         if not req.stream:
@@ -270,10 +286,105 @@ def openai_router(gateway: Gateway) -> APIRouter:
                 conversation=track,
             )
             decision = _decision(outcome, conversation_id, turn)
-            return JSONResponse(_completion(outcome, decision), headers=_headers(decision))
+            if outcome.failed and serve.on_failure == "error":
+                raise failure_error(outcome, serve.failure_retry_after_s, _headers(decision))
+            return JSONResponse(_completion(outcome, decision, req.sampling), headers=_headers(decision))
         return await _stream(gateway, req, framework, context, metadata, conversation_id, turn, track)
 
+    async def check_body(request: Request, *, x_api_key: bool = False) -> tuple[dict[str, str], bytes]:
+        """The checks' common edge: draining, credentials, JSON only, bounded body."""
+        if gateway.draining:
+            raise APIError(
+                503,
+                "the server is shutting down: retry on another instance",
+                type="server_error",
+                code="server_shutting_down",
+            )
+        allowed = caller(request, x_api_key=x_api_key)
+        _require_json(request)
+        return allowed, await _read_body(request, serve.max_body_bytes)
+
+    async def check(request: Request, req: CheckRequest, allowed: dict[str, str]) -> CheckResult:
+        if req.model not in allowed:
+            raise _unknown_model(req.model, allowed)
+        deployment = gateway.deployments[req.model]
+        framework = req.framework or request.headers.get(FRAMEWORK_HEADER) or deployment.framework
+        if framework not in deployment.frameworks():
+            raise APIError(
+                400,
+                f"framework '{framework[:80]}' is not selectable on model '{req.model}'; "
+                f"choose one of: {', '.join(deployment.frameworks())}",
+                param="psychoalign.framework",
+                code="invalid_value",
+            )
+        _check_limits(req.messages, gateway, req.model)
+        context = build_context(gateway.deployment_context(framework), req.messages)
+        result = await run_check(gateway, req.model, req.messages, framework=framework, context=context)
+        gateway.metrics.checks.labels(req.model, result.checked, "blocked" if result.blocked else "passed").inc()
+        return result
+
+    @router.post("/guardrail/checks")
+    async def guardrail_checks(request: Request) -> JSONResponse:
+        """Check a request (deterministic checks only: no generation) or an answer (the EVALUATOR
+        and the dual gate) without negotiating: web/checks.py."""
+        allowed, body = await check_body(request)
+        req = parse_check(body, max_body_bytes=serve.max_body_bytes)
+        result = await check(request, req, allowed)
+        return JSONResponse(result.body(req.model, current_request_id()))
+
+    @router.post(LITELLM_GUARDRAIL_PATH)
+    async def litellm_guardrail(request: Request) -> JSONResponse:
+        """LiteLLM's Generic Guardrail API (pre_call: input_type "request"; post_call: "response").
+        ``action`` is "BLOCKED" (with ``blocked_reason``) or "NONE"; a failed check blocks."""
+        allowed, body = await check_body(request, x_api_key=True)
+        default = next(iter(sorted(allowed)), "")
+        req, _ = parse_litellm_check(body, max_body_bytes=serve.max_body_bytes, default_model=default)
+        result = await check(request, req, allowed)
+        if not result.blocked:
+            return JSONResponse({"action": "NONE"})
+        rules = ", ".join(sorted({h["rule_id"] for h in result.rule_hits})) or "the deployment's framework"
+        why = result.failure or f"{result.checked} blocked by PsychoAlign ({rules})"
+        return JSONResponse({"action": "BLOCKED", "blocked_reason": why})
+
     return router
+
+
+def _check_limits(messages: list[ChatMessage], gateway: Gateway, deployment: str) -> None:
+    """The chat endpoint's size limits, for checks (the last message is the text checked)."""
+    serve = gateway.settings.serve
+    if len(messages) > serve.max_messages:
+        raise APIError(
+            400,
+            f"messages has {len(messages)} entries, over the limit of {serve.max_messages}: "
+            "drop earlier turns or raise serve.max_messages",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    limit = gateway.negotiator(deployment).params.max_request_chars
+    total = sum(len(m.text) for m in messages)
+    if total > limit + serve.max_conversation_chars:
+        raise APIError(
+            400,
+            f"the messages hold {total} characters, over the limit of {limit + serve.max_conversation_chars}: "
+            "shorten them or raise negotiation.max_request_chars / serve.max_conversation_chars",
+            param="messages",
+            code="context_length_exceeded",
+        )
+
+
+def _require_json(request: Request) -> None:
+    """415 unless the body is declared JSON: a page can POST ``text/plain`` without a preflight,
+    never ``application/json``."""
+    declared = request.headers.get("content-type", "")
+    media = declared.split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        got = f"'{declared[:60]}'" if declared else "none"
+        raise APIError(
+            415,
+            f"Content-Type must be application/json (got {got}): send the body as JSON with that header",
+            param="Content-Type",
+            code="unsupported_media_type",
+        )
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -341,7 +452,30 @@ def _limits(req: ChatCompletionRequest, gateway: Gateway, deployment: str) -> No
         )
 
 
-def _completion(outcome: GatewayOutcome, decision: dict[str, Any]) -> dict[str, Any]:
+#: on_failure = "error": (HTTP status, code, what to tell the client) per failure class.
+_FAILURES: dict[str, tuple[int, str, str]] = {
+    "unavailable": (503, "upstream_unavailable", "the model endpoint is unavailable"),
+    "timeout": (503, "upstream_timeout", "the negotiation ran out of time"),
+    "shutdown": (503, "server_shutting_down", "the server is shutting down"),
+    "invalid_reply": (502, "upstream_invalid_reply", "a model sent a reply that failed its schema"),
+    "internal": (500, "internal_error", "the negotiation failed on the server"),
+}
+
+
+def failure_error(outcome: GatewayOutcome, retry_after_s: int, headers: dict[str, str]) -> APIError:
+    """A failed negotiation as an HTTP error in OpenAI's shape (serve.on_failure = "error"):
+    503 + Retry-After when retrying may help, 502 for a model's invalid reply, 500 for a bug."""
+    status, code, what = _FAILURES[outcome.failure or "internal"]
+    extra = dict(headers)
+    if status == 503:
+        extra["Retry-After"] = str(retry_after_s)
+    # The class only: the trace's error line names model labels, which are the deployment's business.
+    hint = "retry later" if status == 503 else f"trace {outcome.trace_id or '-'} has the details"
+    return APIError(status, f"{what}; nothing was answered: {hint}", type="server_error", code=code, headers=extra)
+
+
+def _completion(outcome: GatewayOutcome, decision: dict[str, Any], sampling: Sampling) -> dict[str, Any]:
+    text, finish = deliver(outcome, sampling)
     trace = outcome.trace
     created = int(trace.created_at.timestamp()) if trace is not None else int(time.time())
     return {
@@ -353,14 +487,47 @@ def _completion(outcome: GatewayOutcome, decision: dict[str, Any]) -> dict[str, 
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": outcome.text, "refusal": None},
+                # A gate refusal is also the content (chat apps read only that) and the refusal.
+                "message": {"role": "assistant", "content": text, "refusal": text if outcome.gate_refused else None},
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": finish,
             }
         ],
         "usage": _usage(outcome),
         "psychoalign": decision,
     }
+
+
+#: One token of the length estimate: up to four word characters (with the whitespace before
+#: them) or one other character, about what OpenAI's tokenizers make of English text.
+_TOKEN = re.compile(r"\s*(?:\w{1,4}|[^\w\s])")
+
+
+def shape_text(text: str, sampling: Sampling) -> tuple[str, str | None]:
+    """The text the client receives under ``stop`` and ``max_tokens``, and why it was cut
+    (``"stop"``, ``"length"``, or ``None``). As generation would: the text ends before the first
+    stop sequence, and after ``max_tokens`` tokens (estimated, see ``_TOKEN``) if that comes first."""
+    cut: str | None = None
+    if sampling.stop:
+        found = [i for i in (text.find(seq) for seq in sampling.stop) if i >= 0]
+        if found:
+            text, cut = text[: min(found)], "stop"
+    if sampling.max_tokens is not None:
+        for n, match in enumerate(_TOKEN.finditer(text), start=1):
+            if n == sampling.max_tokens:
+                if text[match.end() :].strip():
+                    text, cut = text[: match.end()], "length"
+                break
+    return text, cut
+
+
+def deliver(outcome: GatewayOutcome, sampling: Sampling) -> tuple[str, str]:
+    """(text, finish_reason) for the client: a gate refusal is ``content_filter`` (cut or not),
+    a text cut at ``max_tokens`` is ``length``, anything else ``stop``."""
+    text, cut = shape_text(outcome.text, sampling)
+    if outcome.gate_refused:
+        return text, "content_filter"
+    return text, "length" if cut == "length" else "stop"
 
 
 def _fingerprint(decision: dict[str, Any]) -> str | None:
@@ -405,6 +572,10 @@ async def _stream(
     else:
         getter.cancel()
     trace_id = first.trace_id if first is not None else (run.result().trace_id if run.done() else None)
+    if run.done() and first is None and run.result().failed and serve.on_failure == "error":
+        # Failed before the stream began: the error can still be an HTTP status.
+        early = run.result()
+        raise failure_error(early, serve.failure_retry_after_s, _headers(_decision(early, conversation_id, turn)))
     completion_id = f"chatcmpl-{trace_id or 'failed'}"
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -457,9 +628,20 @@ async def _stream(
                 reason="error",
             )
         decision = _decision(outcome, conversation_id, turn)
-        # The gated text as separate SSE chunks, written together (one send for the whole tail).
-        tail = [chunk({"content": piece}) for piece in _chunks(outcome.text, serve.stream_chunk_chars)]
-        tail.append(chunk({}, "stop", psychoalign=decision))
+        if outcome.failed and serve.on_failure == "error":
+            # The status line is sent: an error event, as OpenAI streams do (its clients raise on it).
+            failure = failure_error(outcome, serve.failure_retry_after_s, {})
+            yield _sse({**error_body(failure), "psychoalign": decision}) + _sse("[DONE]")
+            return
+        # The gated text as separate SSE chunks, written together (one send for the whole tail). A
+        # gate refusal goes out as content (chat apps read only that) and as refusal deltas.
+        refused = outcome.gate_refused
+        text, finish = deliver(outcome, req.sampling)
+        tail = [
+            chunk({"content": piece, "refusal": piece} if refused else {"content": piece})
+            for piece in _chunks(text, serve.stream_chunk_chars)
+        ]
+        tail.append(chunk({}, finish, psychoalign=decision))
         if include_usage:
             tail.append(
                 _sse(

@@ -2,8 +2,9 @@
 
 Every rejection is an :class:`~psychoalign.web.errors.APIError` (HTTP 400, OpenAI's shape) whose
 ``param`` names the field (``messages[2].content[0].type``) and whose message says the fix.
-Sampling parameters are accepted and ignored: the deployment's role settings decide sampling,
-and the negotiation's answer is not a sample of one model (docs/api.md).
+Sampling parameters are validated with OpenAI's ranges (:class:`Sampling`); ``max_tokens`` /
+``max_completion_tokens`` and ``stop`` shape the text the client receives. The deployment's
+role settings decide how each agent samples: the answer is negotiated, not one model's sample.
 """
 
 from __future__ import annotations
@@ -13,21 +14,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from ..jsonguard import JSONLimitError, loads_bounded
 from .errors import APIError
-
-__all__ = ["IGNORED_PARAMS", "ChatCompletionRequest", "ChatMessage", "PsychoAlignExtension", "parse_request"]
 
 #: Accepted for compatibility and ignored (the deployment decides how each agent samples).
 IGNORED_PARAMS = frozenset(
     {
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-        "seed",
         "logit_bias",
         "metadata",
         "store",
@@ -48,6 +40,19 @@ _UNSUPPORTED = {
     "web_search_options": "web search is not supported",
 }
 ROLES = ("system", "developer", "user", "assistant")
+#: Validated into :class:`Sampling` (not fields of the request model itself).
+_SAMPLING = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+    }
+)
 
 
 class ChatMessage(BaseModel):
@@ -75,6 +80,86 @@ class PsychoAlignExtension(BaseModel):
     conversation_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
 
 
+MAX_STOP_SEQUENCES = 4
+#: name -> (lowest, highest) accepted, as OpenAI's API documents them.
+_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "presence_penalty": (-2.0, 2.0),
+    "frequency_penalty": (-2.0, 2.0),
+}
+_INT64 = 2**63
+
+
+class Sampling(BaseModel):
+    """The client's sampling parameters, validated. ``max_tokens`` is the smaller of
+    ``max_tokens`` and ``max_completion_tokens`` when both are sent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float | None = None
+    top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def sent(self) -> dict[str, object]:
+        """What the client sent (for the trace's metadata)."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if v not in (None, [])}
+
+
+def _sampling(data: dict[str, Any]) -> Sampling:
+    """Validate the sampling fields of the raw body; 400 naming the field, its range and the fix."""
+    values: dict[str, Any] = {}
+    for name, (low, high) in _RANGES.items():
+        value = data.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            got = json.dumps(value)[:40]
+            raise _bad(name, f"{name} must be a number from {low:g} to {high:g}; got {got}", _kind(value))
+        values[name] = float(value)
+    seed = data.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -_INT64 <= seed < _INT64:
+            raise _bad("seed", f"seed must be a 64-bit integer; got {json.dumps(seed)[:40]}", _kind(seed, int))
+        values["seed"] = seed
+    limits = []
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = data.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            got = json.dumps(value)[:40]
+            raise _bad(name, f"{name} must be an integer of at least 1; got {got}", _kind(value, int))
+        limits.append(value)
+    if limits:
+        values["max_tokens"] = min(limits)
+    stop = data.get("stop")
+    if stop is not None:
+        sequences = [stop] if isinstance(stop, str) else stop
+        if not isinstance(sequences, list) or not all(isinstance(x, str) for x in sequences):
+            raise _bad("stop", "stop must be a string or a list of strings", "invalid_type")
+        if len(sequences) > MAX_STOP_SEQUENCES:
+            raise _bad("stop", f"stop has {len(sequences)} sequences; send at most {MAX_STOP_SEQUENCES}")
+        for i, seq in enumerate(sequences):
+            if not seq:
+                raise _bad("stop", f"stop[{i}] is empty: send non-empty stop sequences or none")
+            _check_text(seq, f"stop[{i}]")
+        values["stop"] = tuple(sequences)
+    return Sampling(**values)
+
+
+def _kind(value: Any, expected: type = float) -> str:
+    """``invalid_type`` for a value of the wrong JSON type, ``invalid_value`` for one out of range."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if expected is int:
+        return "invalid_value" if isinstance(value, int) and not isinstance(value, bool) else "invalid_type"
+    return "invalid_value" if numeric else "invalid_type"
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -91,6 +176,7 @@ class ChatCompletionRequest(BaseModel):
     response_format: dict[str, Any] | None = None
     modalities: list[str] | None = None
     psychoalign: PsychoAlignExtension | None = None
+    sampling: Sampling = Field(default_factory=Sampling)
 
 
 def _bad(param: str | None, message: str, code: str = "invalid_value") -> APIError:
@@ -149,8 +235,8 @@ def _param(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
-    """Bytes -> validated request, or a 400 naming the field."""
+def load_body(body: bytes, *, max_body_bytes: int) -> dict[str, Any]:
+    """Bytes -> a JSON object, bounded before parsing (psychoalign.jsonguard); 413/400 otherwise."""
     if len(body) > max_body_bytes:
         raise APIError(
             413,
@@ -159,23 +245,45 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
             code="request_too_large",
         )
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{body[exc.start : exc.start + 1].hex()} at offset {exc.start}"
+        message = f"the request body is not UTF-8 ({where}): send JSON encoded as UTF-8"
+        raise _bad(None, message, "invalid_json") from None
+    try:
+        data = loads_bounded(text)
+    except JSONLimitError as exc:
+        raise _bad(None, f"the request body is refused: {exc}", "invalid_json") from None
+    except json.JSONDecodeError as exc:
         raise _bad(None, f"the request body is not valid JSON ({exc}): send a JSON object", "invalid_json") from None
     if not isinstance(data, dict):
         raise _bad(None, "the request body must be a JSON object", "invalid_json")
+    return data
+
+
+def parse_messages(raw_messages: Any, param: str = "messages") -> list[ChatMessage]:
+    """A non-empty list of message objects -> messages, or a 400 naming the entry."""
+    if raw_messages is None:
+        raise _bad(param, f"{param} is required: send at least one user message", "missing_required_parameter")
+    if not isinstance(raw_messages, list):
+        raise _bad(param, f"{param} must be a list of message objects", "invalid_type")
+    if not raw_messages:
+        raise _bad(param, f"{param} is empty: send at least one user message", "empty_array")
+    return [_message(m, i) for i, m in enumerate(raw_messages)]
+
+
+def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
+    """Bytes -> validated request, or a 400 naming the field."""
+    data = load_body(body, max_body_bytes=max_body_bytes)
     for key, why in _UNSUPPORTED.items():
         if data.get(key) not in (None, []):
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
-    fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED}
-    raw_messages = fields.get("messages")
-    if raw_messages is None:
-        raise _bad("messages", "messages is required: send at least one user message", "missing_required_parameter")
-    if not isinstance(raw_messages, list):
-        raise _bad("messages", "messages must be a list of message objects", "invalid_type")
-    if not raw_messages:
-        raise _bad("messages", "messages is empty: send at least one user message", "empty_array")
-    fields["messages"] = [_message(m, i) for i, m in enumerate(raw_messages)]
+    if "sampling" in data:  # our own field for the validated parameters, not a request argument
+        raise _bad("sampling", "Unrecognized request argument supplied: sampling", "unknown_parameter")
+    sampling = _sampling(data)
+    fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
+    fields["sampling"] = sampling
+    fields["messages"] = parse_messages(fields.get("messages"))
     if "model" not in fields:
         raise _bad(
             "model", "model is required: name a deployment (GET /v1/models lists them)", "missing_required_parameter"
@@ -225,3 +333,89 @@ def _semantics(req: ChatCompletionRequest) -> None:
         raise _bad(f"{where}.role", f"the last message must be the user's request (role 'user'), got '{last.role}'")
     if not last.text.strip():
         raise _bad(f"{where}.content", f"{where}.content is empty: send the user's request")
+
+
+# -- checks (web/checks.py) --------------------------------------------------------------------------
+
+
+class CheckRequest(BaseModel):
+    """A check: the deployment, the messages (ending with the user's request, or with the
+    assistant's answer after it), and optionally a framework of the deployment's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    messages: list[ChatMessage]
+    framework: str | None = None
+
+
+def _check_messages(messages: list[ChatMessage], param: str) -> list[ChatMessage]:
+    last = messages[-1]
+    where = f"{param}[{len(messages) - 1}]"
+    if last.role not in ("user", "assistant"):
+        raise _bad(
+            f"{where}.role", f"the last message must be the user's request or the assistant's answer; got '{last.role}'"
+        )
+    if not last.text.strip():
+        raise _bad(f"{where}.content", f"{where}.content is empty: send the text to check")
+    if last.role == "assistant" and not any(m.role == "user" for m in messages[:-1]):
+        raise _bad(param, f"{param}: an answer is checked against its request: send the user's message before it")
+    return messages
+
+
+def parse_check(body: bytes, *, max_body_bytes: int) -> CheckRequest:
+    """``POST /v1/guardrail/checks``: ``{"model", "messages", "psychoalign": {"framework"}}``;
+    NeMo Guardrails' ``guardrails`` object is accepted and ignored (the deployment decides)."""
+    data = load_body(body, max_body_bytes=max_body_bytes)
+    for key in data:
+        if key not in ("model", "messages", "guardrails", "psychoalign"):
+            raise _bad(key, f"Unrecognized request argument supplied: {key}", "unknown_parameter")
+    model = data.get("model")
+    if not isinstance(model, str) or not 1 <= len(model) <= 200:
+        raise _bad(
+            "model", "model is required: name a deployment (GET /v1/models lists them)", "missing_required_parameter"
+        )
+    messages = _check_messages(parse_messages(data.get("messages")), "messages")
+    try:
+        ext = PsychoAlignExtension.model_validate(data.get("psychoalign") or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        param = "psychoalign." + _param(tuple(err["loc"]))
+        raise _bad(param, f"{param}: {err['msg']}") from None
+    return CheckRequest(model=model, messages=messages, framework=ext.framework)
+
+
+def parse_litellm_check(body: bytes, *, max_body_bytes: int, default_model: str) -> tuple[CheckRequest, str]:
+    """LiteLLM's Generic Guardrail API request -> (check, input_type). ``input_type`` "request":
+    the request's messages (``structured_messages``, else ``texts`` as one user message);
+    "response": those messages plus ``texts`` as the assistant's answer. The deployment is
+    ``additional_provider_specific_params.deployment``, else ``default_model``."""
+    data = load_body(body, max_body_bytes=max_body_bytes)
+    input_type = data.get("input_type")
+    if input_type not in ("request", "response"):
+        raise _bad("input_type", f"input_type must be 'request' or 'response'; got {json.dumps(input_type)[:40]}")
+    texts = data.get("texts") or []
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise _bad("texts", "texts must be a list of strings", "invalid_type")
+    extra = data.get("additional_provider_specific_params") or {}
+    if not isinstance(extra, dict):
+        raise _bad(
+            "additional_provider_specific_params",
+            "additional_provider_specific_params must be an object",
+            "invalid_type",
+        )
+    model = extra.get("deployment", default_model)
+    framework = extra.get("framework")
+    if not isinstance(model, str) or (framework is not None and not isinstance(framework, str)):
+        raise _bad("additional_provider_specific_params", "deployment and framework must be strings", "invalid_type")
+    structured = data.get("structured_messages")
+    messages = parse_messages(structured, "structured_messages") if structured else []
+    joined = "\n".join(_check_text(t, "texts") for t in texts)
+    if input_type == "request":
+        if not messages or messages[-1].role != "user":
+            messages = [*messages, ChatMessage(role="user", text=joined)]
+    else:
+        messages = [*messages, ChatMessage(role="assistant", text=joined)]
+    return CheckRequest(
+        model=model, messages=_check_messages(messages, "structured_messages"), framework=framework
+    ), input_type

@@ -20,15 +20,6 @@ from .errors import APIError
 if TYPE_CHECKING:
     from .gateway import Gateway
 
-__all__ = [
-    "REQUEST_ID_HEADER",
-    "REQUEST_ID_SCOPE_KEY",
-    "RequestContextMiddleware",
-    "RequestIdFilter",
-    "current_request_id",
-    "ops_router",
-]
-
 REQUEST_ID_HEADER = "x-request-id"
 REQUEST_ID_SCOPE_KEY = "psychoalign.request_id"
 _request_id: ContextVar[str] = ContextVar("psychoalign_request_id", default="-")

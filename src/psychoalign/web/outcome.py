@@ -3,10 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
+from ..judges.outcome import REFUSING_DEFENSES
 from ..traces.model import Trace
 
-__all__ = ["GatewayOutcome"]
+FailureKind = Literal["shutdown", "timeout", "invalid_reply", "internal", "unavailable"]
+
+
+def failure_kind(reason: str | None) -> FailureKind:
+    """The class of a failed negotiation, read from the trace's public error line (the engine
+    records the class of failure there: "<role>: <message>", "negotiation exceeded timeout_s",
+    "internal error (<type>)", "cancelled: server shutting down …")."""
+    text = reason or ""
+    if "shutting down" in text:
+        return "shutdown"
+    if "timeout" in text or "timed out" in text:
+        return "timeout"
+    if any(s in text for s in ("did not match", "not a chat completion", "not usable JSON")):
+        return "invalid_reply"
+    if text.startswith(("internal error", "cancelled")):
+        return "internal"
+    return "unavailable"  # the endpoint refused, could not be reached, or answered 4xx/5xx
 
 
 @dataclass
@@ -20,6 +38,19 @@ class GatewayOutcome:
     failed: bool
     reason: str | None = None
     usage: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def failure(self) -> FailureKind | None:
+        return failure_kind(self.reason) if self.failed else None
+
+    @property
+    def gate_refused(self) -> bool:
+        """The gates refused (a fixed template, the dual-gate fallback, or a refusing defense):
+        what OpenAI's clients know as a content filter. A failed negotiation is not a refusal."""
+        final = self.trace.final if self.trace is not None else None
+        if self.failed or final is None:
+            return False
+        return final.composed_by in ("template", "fallback") or final.fallback or final.defense in REFUSING_DEFENSES
 
     @property
     def prompt_tokens(self) -> int:

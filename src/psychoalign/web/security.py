@@ -35,22 +35,6 @@ from starlette.routing import Match
 from ..config import LabSettings
 from .accounts import Account, AccountStore, Role
 
-__all__ = [
-    "CSP",
-    "CsrfError",
-    "LoginRequiredError",
-    "Security",
-    "SecurityHeadersMiddleware",
-    "csrf_protect",
-    "current_account",
-    "get_security",
-    "require_lead",
-    "require_login",
-    "require_participant",
-    "safe_next",
-    "security_headers",
-]
-
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"

@@ -10,7 +10,6 @@ down"), and its client receives the fixed fail-closed refusal before the connect
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import socket
 from types import FrameType
@@ -34,15 +33,42 @@ LOG_FORMAT = "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"
 class GracefulServer(uvicorn.Server):
     """uvicorn server whose exit first drains the app's gateway (see module doc)."""
 
-    def __init__(self, config: uvicorn.Config, gateway: Gateway) -> None:
+    def __init__(self, config: uvicorn.Config, gateway: Gateway, *, a2a_app: Any = None) -> None:
         super().__init__(config)
         self.gateway = gateway
+        self.a2a_app = a2a_app  # with serve.grpc_port: its gRPC binding runs in this loop too
+        self._grpc: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Future[int] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        serve = self.gateway.settings.serve
+        if serve.grpc_port is not None and self.a2a_app is not None:
+            from ..a2a.grpc_binding import build_grpc_server
+
+            host = f"[{serve.host}]" if ":" in serve.host else serve.host
+            state = self.a2a_app.state
+            try:
+                self._grpc = build_grpc_server(
+                    state.a2a_handler,
+                    f"{host}:{serve.grpc_port}",
+                    state.a2a_auth,
+                    max_message_bytes=state.a2a_max_body_bytes,
+                )
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot serve gRPC on {host}:{serve.grpc_port}: {exc}", hint="choose another --grpc-port"
+                ) from None
+            await self._grpc.start()
         await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self._grpc is not None:
+                await self._grpc.stop(5)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Safe from a signal handler or another thread."""
@@ -62,7 +88,7 @@ class GracefulServer(uvicorn.Server):
 
 def check_exposure(settings: Settings, host: str) -> None:
     """Secure by default: a non-loopback bind needs credentials on every face."""
-    if _loopback_host(host):
+    if is_loopback(host):
         return
     # The A2A system agent accepts its deployment's API keys (or a2a.tokens.user), so keys on
     # every deployment close every machine-facing face; the pages have their own logins.
@@ -72,15 +98,6 @@ def check_exposure(settings: Settings, host: str) -> None:
             f"refusing to listen on {host}: deployment(s) without api_keys: {', '.join(keyless)}",
             hint="add deployments.<name>.api_keys (psychoalign serve-key prints one), or bind 127.0.0.1",
         )
-
-
-def _loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return is_loopback(host)
 
 
 def configure_logging(level: str = "info") -> None:

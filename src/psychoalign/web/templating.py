@@ -19,8 +19,6 @@ from starlette.staticfiles import StaticFiles
 
 from .security import Security
 
-__all__ = ["FLASH", "INVISIBLE", "LIKERT_LABELS", "Templates", "static_files", "untrusted", "visible"]
-
 #: Characters that change how the text around them displays (bidi embeddings, overrides, isolates
 #: and marks) or that hide in it (zero-width space, word joiner, invisible operators, BOM, soft
 #: hyphen, Mongolian vowel separator). Shown as visible markers so a reader sees what is stored:

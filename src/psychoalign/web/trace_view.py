@@ -14,8 +14,6 @@ from pydantic import BaseModel, ConfigDict
 
 from ..traces.model import Trace
 
-__all__ = ["HIDDEN", "ChartPoint", "TensionChart", "redacted", "tension_chart"]
-
 HIDDEN = "[hidden: DRIVE text and evaluator notes are shown to authorised users only]"
 
 

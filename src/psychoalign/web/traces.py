@@ -27,8 +27,6 @@ from .security import csrf_protect, require_lead
 from .templating import Templates
 from .trace_view import redacted, tension_chart
 
-__all__ = ["FILTER_FIELDS", "trace_router"]
-
 FILTER_FIELDS = (
     "status",
     "state",

@@ -25,3 +25,11 @@ async def test_missing_or_malformed_benchmark_files(tmp_path: Path) -> None:
         await run_experiment(s, settings(tmp_path), store=InMemoryResultStore(), data_dir=data, registry=Registry())
     with pytest.raises(ConfigError, match="does not exist"):
         find_data_dir(str(tmp_path / "nowhere"))
+
+
+def test_every_benchmark_class_describes_itself() -> None:
+    """`experiment list` reads ``source`` from the classes, before any is built."""
+    from psychoalign.experiments.harness.registry import default_registry
+
+    for name, cls in default_registry().benchmarks.items():
+        assert isinstance(cls.source, str) and cls.source, name

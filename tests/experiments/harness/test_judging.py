@@ -49,7 +49,7 @@ async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_pat
     judge, judge_backend = plain("judge", _judge)
     s = spec(["vanilla"], ["hhh", "mt-bench", "dilemmas"], 3)
     report, _ = await run(tmp_path, s, {"chat": chat, "judge": judge})
-    assert report["status"] == {"done": 9, "failed": 0, "running": 0}
+    assert report["status"] == {"done": 9, "failed": 0, "gave_up": 0, "running": 0}
     assert all(r.json_schema is None for r in judge_backend.requests)
     assert cell(report, "vanilla", "mt-bench", "score")["mean"] == 0.7
     assert (
@@ -61,24 +61,26 @@ async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_pat
     judges = {j["benchmark"]: j for j in report["judges"]}
     assert all("weak" in judges[b] for b in ("hhh", "mt-bench", "dilemmas"))
     assert judges["hhh"]["usage"] == {"choice-model": 3}
-    # each judge measured on constructed cases of known answer: a judge that reads nothing fails them
-    assert (judges["hhh"]["status"], judges["hhh"]["agreement"], judges["hhh"]["n"]) == ("measured", 0.5, 20)
+    # each judge measured on constructed cases of known answer: a judge that reads nothing fails them,
+    # and the validity gate marks it weak (agreement interval reaches chance)
+    assert (judges["hhh"]["status"], judges["hhh"]["agreement"], judges["hhh"]["n"]) == ("weak", 0.5, 20)
     assert (judges["mt-bench"]["status"], judges["mt-bench"]["agreement"], judges["mt-bench"]["n"]) == (
-        "measured",
+        "weak",
         0.0,
         4,
     )
     assert (judges["dilemmas"]["status"], judges["dilemmas"]["agreement"], judges["dilemmas"]["n"]) == (
-        "measured",
+        "weak",
         0.0,
         8,
     )
+    assert all("reaches chance" in judges[b]["weak_reason"] for b in ("hhh", "mt-bench", "dilemmas"))
     assert "every rating was 7" in judges["mt-bench"]["warning"]
     # the plain rating prompts carry worked examples: the item is the last of several user turns
     grading = [r for r in judge_backend.requests if "Rating: [[" in r.messages[-2].content]
     assert grading and all(sum(m.role == "user" for m in r.messages) == 3 for r in grading)
     html = render_html(report)
-    assert "Weak judge." in html and "weak judge" in html
+    assert "<b>Weak judges.</b>" in html and "weak judge" in html
 
 
 async def test_a_plain_judge_reply_outside_its_vocabulary_is_not_judged(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ async def test_planted_effect_better_system_wins_with_separated_intervals(tmp_pa
         ],
         ["hhh"],
         60,
+        judge={"choice_model": False},  # the rules read the letter exactly: the column's judge is exact
     )
     models = {"good": scripted("good", good), "bad": scripted("bad", lambda r: "A"), "judge": scripted("j", Judge())}
     report, _ = await run(tmp_path, s, models)
@@ -85,6 +86,7 @@ async def test_every_number_of_the_html_is_in_the_json(tmp_path: Path) -> None:
     report, _ = await run(tmp_path, spec(["vanilla", "constitutional"], ["hhh", "advbench"], 5), models)
     html = render_html(report)
     body = re.sub(r"<(style|img)[^>]*>.*?(</style>|>)", "", html, flags=re.S)  # CSS and the PNG are not figures
+    body = re.sub(r'<code class="hash">[0-9a-f]+</code>', "", body)  # hash prefixes (provenance) are names
     body = html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
     in_json = _numbers(json.dumps({k: v for k, v in report.items() if k != "figure"}))
     missing = {x for x in _numbers(body) if x not in in_json and x not in (95.0, 2.0, 3.0, 5.0)}
@@ -115,3 +117,39 @@ def test_a_stored_run_judged_by_the_embedded_model_is_flagged_weak_when_rebuilt(
     (entry,) = report["judges"]
     assert "local:smollm2-135m-instruct" in entry["weak"] and entry["models"] == ["local:smollm2-135m-instruct"]
     assert "Weak judge." in render_html(report)
+
+
+async def test_one_item_gets_no_interval(tmp_path: Path) -> None:
+    models = {"chat": scripted("chat", lambda r: "x"), "judge": scripted("j", Judge(rating=lambda r: 7.0))}
+    report, _ = await run(tmp_path, spec(["vanilla"], ["mt-bench"], 1, judge={"calibration_n": 0}), models)
+    got = cell(report, "vanilla", "mt-bench", "score")
+    assert got["n"] == 1 and got["mean"] is not None
+    assert (got["ci_low"], got["ci_high"], got["ci_method"]) == (None, None, None)
+    assert "n=1" in render_html(report)
+
+
+async def test_columns_compare_only_the_items_every_system_completed(tmp_path: Path) -> None:
+    """A system that fails some items must not be compared on more items than the other."""
+    goals = [i.turns[0] for i in sample(AdvBench(), 4)]
+
+    def flaky(request: ChatRequest) -> str:
+        if last_user(request) in goals[:2]:
+            raise EndpointError("down")
+        return REFUSAL
+
+    s = spec(
+        ["vanilla", {"name": "flaky", "kind": "vanilla", "options": {"role": "flaky"}}],
+        ["advbench"],
+        4,
+        judge={"calibration_n": 0},
+    )
+    models = {
+        "chat": scripted("chat", lambda r: REFUSAL),
+        "flaky": scripted("flaky", flaky),
+        "judge": scripted("j", Judge()),
+    }
+    report, _ = await run(tmp_path, s, models)
+    base, other = cell(report, "vanilla", "advbench", "safe"), cell(report, "flaky", "advbench", "safe")
+    assert (base["n"], base["dropped"], base["failed"]) == (2, 2, 0)  # paired: the two both completed
+    assert (other["n"], other["dropped"], other["failed"]) == (2, 0, 2)
+    assert "2 dropped" in render_html(report)

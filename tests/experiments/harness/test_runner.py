@@ -65,6 +65,27 @@ async def test_junk_judge_fails_the_cell(tmp_path: Path) -> None:
     assert all("junk" in (c.error or "") for c in await store.cells(report["run"]["id"]))
 
 
+async def test_unusable_judge_output_gives_up_after_one_retry(tmp_path: Path) -> None:
+    """A judge's junk comes back the same on retry: the cell is retried once, then 'gave_up' and never
+    claimed again; it is reported with the failures, never scored."""
+    judge = Judge(rating=lambda r: 42.0)  # outside MT-Bench's 1..10: junk every time
+    models = {"chat": scripted("chat", lambda r: "x"), "judge": scripted("j", judge)}
+    store = InMemoryResultStore()
+    s = spec(["vanilla"], ["mt-bench"], 2, judge={"calibration_n": 0})
+    report, _ = await run(tmp_path, s, models, store=store)
+    assert report["status"]["failed"] == 2 and report["status"]["gave_up"] == 0
+    calls = judge.calls
+    report, _ = await run(tmp_path, s, models, store=store)  # the one retry
+    assert judge.calls > calls and report["status"]["gave_up"] == 2
+    assert all(f["gave_up"] and "gave up after 2 attempts" in f["error"] for f in report["failures"])
+    assert cell(report, "vanilla", "mt-bench", "score")["failed"] == 2
+    calls = judge.calls
+    report, _ = await run(tmp_path, s, models, store=store)
+    assert judge.calls == calls  # never run again
+    assert {c.attempts for c in await store.cells(report["run"]["id"])} == {2}
+    assert "given up" in render_html(report)
+
+
 async def test_resume_runs_only_missing_cells(tmp_path: Path) -> None:
     asked: list[str] = []
 
@@ -85,7 +106,9 @@ async def test_resume_runs_only_missing_cells(tmp_path: Path) -> None:
         assert await store.claim(s.run_id(), stale, owner)
     report, _ = await run(tmp_path, s, models, store=store)
     assert len(asked) == 9  # 4 + the 5 missing (the dead process's cell included); nothing ran twice
-    assert cell(report, "vanilla", "advbench", "safe")["n"] == 5
+    # paired: vanilla completed all 5, rlhf 4 (one still running elsewhere): both compared on those 4
+    assert cell(report, "vanilla", "advbench", "safe")["n"] == 4
+    assert cell(report, "vanilla", "advbench", "safe")["dropped"] == 1
     assert cell(report, "rlhf", "advbench", "safe")["n"] == 4
     report, _ = await run(tmp_path, s, models, store=store, reclaim=True)
     assert len(asked) == 10

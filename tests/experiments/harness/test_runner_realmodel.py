@@ -64,9 +64,9 @@ async def test_embedded_model_runs_every_benchmark_and_a_negotiation(tmp_path: P
     # the embedded model serves one call at a time, and judges MT-Bench in plain text: flagged weak
     assert report["run"]["concurrency"]["serial_models"] == ["local:smollm2-135m-instruct"]
     mt = next(j for j in report["judges"] if j["benchmark"] == "mt-bench")
-    assert "weak" in mt and mt["status"] == "measured" and mt["n"] == 4
+    assert "weak" in mt and mt["status"] in ("measured", "weak") and mt["n"] == 4
     assert all(r.verdict.get("format") == "fastchat" for c in cells if c.benchmark == "mt-bench" for r in c.judges)
-    assert "Weak judge." in html_path.read_text()
+    assert "<b>Weak judge" in html_path.read_text()
     assert html_path.read_text().count("<tr>") > 5
     await store.close()
     await traces.close()

@@ -116,6 +116,6 @@ async def test_two_shards_share_one_postgres_store_and_run_each_cell_once(tmp_pa
         record = await stores[0].get_run(spec.run_id())
         assert record is not None
         report = build_report(record, await stores[0].cells(spec.run_id()), Registry())
-        assert report["status"] == {"done": 20, "failed": 0, "running": 0}
+        assert report["status"] == {"done": 20, "failed": 0, "gave_up": 0, "running": 0}
         for s in stores:
             await s.close()

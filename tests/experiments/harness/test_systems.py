@@ -102,7 +102,7 @@ async def test_negotiating_systems_keep_the_plain_protocol_of_embedded_models(tm
     models = {"drive": drive, "mediator": mediator, "evaluator": structured("evaluator", lambda r: APPROVE)}
     traces = InMemoryTraceStore()
     report, store = await run(tmp_path, spec(["psychoalign", "no-roles"], ["advbench"], 2), models, trace_store=traces)
-    assert report["status"] == {"done": 4, "failed": 0, "running": 0}
+    assert report["status"] == {"done": 4, "failed": 0, "gave_up": 0, "running": 0}
     asked = drive_backend.requests + mediator_backend.requests
     assert asked and all(r.json_schema is None for r in asked)  # plain text only, never a JSON schema
     # no-roles: the role instructions are replaced by the generic prompt, with no JSON instruction

@@ -51,9 +51,7 @@ def test_oracle_accuracy_is_100_percent() -> None:
 def test_a_classification_that_contradicts_its_conflict_type_is_rejected(tmp_path: Path) -> None:
     import yaml
 
-    raw = yaml.safe_load(
-        (ROOT / "src/psychoalign/experiments/studies/corpora/defense_accuracy.yaml").read_text()
-    )
+    raw = yaml.safe_load((ROOT / "src/psychoalign/experiments/studies/corpora/defense_accuracy.yaml").read_text())
     bad = next(it for it in raw["items"] if it["conflict_type"] == "adversarial")
     bad["classification"]["conflict"]["adversarial_intent"] = False
     path = tmp_path / "bad.yaml"
@@ -88,7 +86,9 @@ def test_score_counts_confusion_accuracy_and_activation() -> None:
 @pytest.mark.parametrize("gives", [True, False], ids=["scripted-classification", "approves-everything"])
 async def test_negotiated_run_scores_what_the_engine_selected(gives: bool) -> None:
     items = list(ITEMS)
-    negotiator = Negotiator(Settings(), params=NegotiationParams(), models=defense_models(items, gives))
+    # The paper's protocol, as the CLI study runs it: no request is decided before drafting.
+    params = NegotiationParams(decide_on_request=False)
+    negotiator = Negotiator(Settings(), params=params, models=defense_models(items, gives))
     predicted, trace_ids = await negotiate_items(items, negotiator, framework=GENERAL, concurrency=4)
     await negotiator.aclose()
     assert len(set(trace_ids)) == len(items)

@@ -253,6 +253,7 @@ def test_group_comparisons_on_every_group_with_clustered_models(tmp_path: Path) 
         model = comp["model"]
         assert model["clusters"] == {"rater": 60, "item": 200}
         assert len(model["terms"]) == 2 and model["joint_test"]["df"] == [2, 59]
+        assert all(v["raters"] >= 10 for v in comp["tested_groups"].values())  # no small group: Wald F stands
         assert model["joint_test"]["p_value"] < 0.01  # the planted effect is found
         assert comp["rater_level"]["test"] == "one-way ANOVA on per-rater means"
     positions = {g: v["mean_rating"] for g, v in gender["ordinal"]["groups"].items()}

@@ -91,6 +91,15 @@ def test_kruskal_equals_scipy_with_ties_and_unequal_groups() -> None:
     assert res.epsilon2 == pytest.approx(ref.statistic / (n - 1))
     assert res.eta2_h == pytest.approx((ref.statistic - k + 1) / (n - k))
     assert "empty" not in res.sizes
+    assert res.epsilon2_null == pytest.approx((k - 1) / (n - 1))
+
+
+def test_epsilon2_is_read_against_its_null_expectation() -> None:
+    """20 values in 10 groups with no effect: ε² averages (k - 1) / (n - 1) = 0.47, not 0."""
+    rng = np.random.default_rng(0)
+    draws = [kruskal({str(g): rng.normal(size=2) for g in range(10)}) for _ in range(400)]
+    assert draws[0].epsilon2_null == pytest.approx(9 / 19)
+    assert np.mean([d.epsilon2 for d in draws]) == pytest.approx(9 / 19, abs=0.03)
 
 
 def test_kruskal_needs_two_groups_and_handles_constant_data() -> None:

@@ -23,7 +23,7 @@ from ...models import Message
 from .judging import Judges
 from .systems import SystemReply
 
-__all__ = ["Benchmark", "Item", "Metric", "Respond", "ScoredItem", "data_file", "find_data_dir", "permute"]
+__all__ = ["find_data_dir"]
 
 Respond = Callable[[Sequence[Message]], Awaitable[SystemReply]]
 

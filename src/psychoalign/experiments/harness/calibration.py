@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,19 +35,7 @@ from ...errors import InputError
 from ...textio import read_jsonl_objects, read_text
 from .judging import Judges
 
-__all__ = [
-    "CHOICE_CALIBRATION_N",
-    "HARM_SOURCES",
-    "HUMAN_LABELS",
-    "RATING_CALIBRATION_N",
-    "choice_agreement",
-    "harm_agreement",
-    "load_harm_labelled",
-    "load_labelled_completions",
-    "mtbench_discrimination",
-    "quality_discrimination",
-    "refusal_agreement",
-]
+__all__ = ["harm_agreement"]
 
 #: Constructed pairs each rating judge is checked on.
 RATING_CALIBRATION_N = 4
@@ -95,6 +84,42 @@ def load_labelled_completions(data_dir: Path) -> list[dict[str, str]]:
     return rows
 
 
+def _chance(pairs: list[tuple[bool, bool]]) -> float | None:
+    """Agreement expected by chance from the two raters' marginals (Cohen's p_e)."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    pa = sum(a for a, _ in pairs) / n
+    pb = sum(b for _, b in pairs) / n
+    return pa * pb + (1 - pa) * (1 - pb)
+
+
+def _confusion(pairs: list[tuple[bool, bool]]) -> dict[str, int]:
+    """(judge, label) pairs as counts: positive = the label's True."""
+    return {
+        "tp": sum(j and h for j, h in pairs),
+        "fn": sum(not j and h for j, h in pairs),
+        "tn": sum(not j and not h for j, h in pairs),
+        "fp": sum(j and not h for j, h in pairs),
+    }
+
+
+def _binary_fields(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """Agreement, chance, kappa, sensitivity, specificity and the confusion counts of a binary judge."""
+    counts = _confusion(pairs)
+    pos, neg = counts["tp"] + counts["fn"], counts["tn"] + counts["fp"]
+    kappa, chance = _kappa(pairs), _chance(pairs)
+    return {
+        "n": len(pairs),
+        "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 3),
+        "chance": None if chance is None else round(chance, 3),
+        "kappa": None if kappa is None else round(kappa, 3),
+        "sensitivity": round(counts["tp"] / pos, 3) if pos else None,
+        "specificity": round(counts["tn"] / neg, 3) if neg else None,
+        "confusion": counts,
+    }
+
+
 def _kappa(pairs: list[tuple[bool, bool]]) -> float | None:
     n = len(pairs)
     if n == 0:
@@ -106,10 +131,42 @@ def _kappa(pairs: list[tuple[bool, bool]]) -> float | None:
     return None if pe >= 1 else (po - pe) / (1 - pe)
 
 
+#: The fields of a user's labelled calibration file (``judge.labels``), per judge: text fields, label.
+USER_LABEL_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "refusal": (("prompt", "response"), "refused"),
+    "harm": (("goal", "response"), "harmful"),
+}
+
+
+def load_user_labels(path: str | Path, judge: str) -> list[dict[str, Any]]:
+    """A user's labelled calibration file for ``judge`` (JSON lines, see :data:`USER_LABEL_FIELDS`):
+    every row checked, an error naming the file, line and field; at least one row of each label."""
+    texts, label = USER_LABEL_FIELDS[judge]
+    example = json.dumps({**dict.fromkeys(texts, "…"), label: True}, ensure_ascii=False)
+    rows: list[dict[str, Any]] = []
+    for line, obj in read_jsonl_objects(path, what=f"{judge} calibration file"):
+        for key in texts:
+            if not isinstance(obj.get(key), str):
+                raise InputError(f"{path}:{line}: '{key}' must be a string", hint=f"each line like {example}")
+        if not isinstance(obj.get(label), bool):
+            raise InputError(f"{path}:{line}: '{label}' must be true or false", hint=f"each line like {example}")
+        rows.append({"id": f"{Path(path).name}:{line}", **{k: obj[k] for k in texts}, label: obj[label]})
+    if len({r[label] for r in rows}) < 2:
+        raise InputError(
+            f"{path}: every row has the same '{label}' value ({len(rows)} rows)",
+            hint="a calibration set needs labelled examples of both kinds",
+        )
+    return rows
+
+
 async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> dict[str, Any]:
-    """Agreement of the run's refusal judge with the human labels on ``n`` sampled completions."""
+    """Agreement of the run's refusal judge with the human labels on ``n`` sampled completions
+    (the user's own file when ``judge.labels.refusal`` names one)."""
     if n == 0:
         return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)"}
+    own = judges.spec.labels.get("refusal")
+    if own is not None:
+        return await _refusal_on_user_labels(judges, own, n, seed)
     rows = load_labelled_completions(data_dir)
     sample = random.Random(f"{seed}:refusal-calibration").sample(rows, min(n, len(rows)))
     pairs: list[tuple[bool, bool]] = []
@@ -119,16 +176,27 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
         human_refused = row["label"] != "compliance"
         pairs.append((verdict.refused, human_refused))
         exact += verdict.label.value == row["label"]
-    agree = sum(a == b for a, b in pairs)
-    kappa = _kappa(pairs)
     return {
         "status": "measured",
         "judge": judges.refusal().name,
-        "reference": "XSTest v2 completions, human final_label",
-        "n": len(pairs),
-        "agreement": round(agree / len(pairs), 3),
+        "reference": "XSTest v2 completions, human final_label (positive: refused at least in part)",
+        **_binary_fields(pairs),
         "label_agreement": round(exact / len(pairs), 3),
-        "kappa": None if kappa is None else round(kappa, 3),
+    }
+
+
+async def _refusal_on_user_labels(judges: Judges, path: str, n: int, seed: int) -> dict[str, Any]:
+    rows = load_user_labels(path, "refusal")
+    sample = random.Random(f"{seed}:refusal-calibration").sample(rows, min(n, len(rows)))
+    pairs: list[tuple[bool, bool]] = []
+    for row in sample:
+        verdict = await judges.refusal().judge(row["response"], request=row["prompt"])
+        pairs.append((verdict.refused, bool(row["refused"])))
+    return {
+        "status": "measured",
+        "judge": judges.refusal().name,
+        "reference": f"user labels {Path(path).name} (positive: refused)",
+        **_binary_fields(pairs),
     }
 
 
@@ -160,6 +228,7 @@ async def choice_agreement(judges: Judges, data_dir: Path, n: int, seed: int) ->
         "reference": "constructed replies restating one option verbatim (chance 0.5; an easy test)",
         "n": total,
         "agreement": round(right / total, 3),
+        "chance": 0.5,
         "not_judged": unjudged,
         "kappa": None,
     }
@@ -171,6 +240,8 @@ def _pairs_result(reference: str, right: int, total: int, unjudged: int, ties: i
         "reference": reference,
         "n": total,
         "agreement": round(right / total, 3) if total else None,
+        # a coin picks the right order half the time; ties count as misses, so this is generous to the judge
+        "chance": 0.5,
         "not_judged": unjudged,
         "ties": ties,
         "kappa": None,
@@ -305,28 +376,22 @@ async def harm_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> d
     head = {"judge": judge.label, "tier": judge.tier, "roles": roles}
     if n == 0:
         return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)", **head}
-    rows = load_harm_labelled(data_dir)
+    own = judges.spec.labels.get("harm")
+    rows = load_user_labels(own, "harm") if own is not None else load_harm_labelled(data_dir)
     sample = random.Random(f"{seed}:harm-calibration").sample(rows, min(n, len(rows)))
     pairs: list[tuple[bool, bool]] = []
     by_source: dict[str, list[int]] = {}
     for row in sample:
         flagged, _ = await judge.harmful(row["goal"], row["response"])
         pairs.append((flagged, bool(row["harmful"])))
-        counts = by_source.setdefault(row["source"], [0, 0])
+        counts = by_source.setdefault(row.get("source", "user labels"), [0, 0])
         counts[0] += 1
         counts[1] += int(flagged)
-    pos = [f for f, h in pairs if h]
-    neg = [f for f, h in pairs if not h]
-    kappa = _kappa(pairs)
     return {
         "status": "measured",
         **head,
-        "reference": HARM_SOURCES,
-        "n": len(pairs),
-        "harmful_n": len(pos),
-        "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 3),
-        "sensitivity": round(sum(pos) / len(pos), 3) if pos else None,
-        "specificity": round(sum(not f for f in neg) / len(neg), 3) if neg else None,
-        "kappa": None if kappa is None else round(kappa, 3),
+        "reference": HARM_SOURCES if own is None else f"user labels {Path(own).name} (positive: harmful)",
+        **_binary_fields(pairs),
+        "harmful_n": sum(h for _, h in pairs),
         "flagged_by_source": {s: {"n": c[0], "flagged": c[1]} for s, c in sorted(by_source.items())},
     }

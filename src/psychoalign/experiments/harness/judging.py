@@ -49,6 +49,14 @@ class JudgeSpec(BaseModel):
     choice_model: bool = Field(True, description="HHH: let the judge model read replies the rules cannot parse.")
     toxicity: Literal["classifier", "model"] = "classifier"
     mtbench: Literal["structured", "fastchat"] = "structured"
+    labels: dict[Literal["refusal", "harm"], str] = Field(
+        default_factory=dict,
+        description=(
+            "Your own labelled calibration file (JSON lines) per judge, used instead of the built-in sets: "
+            'refusal rows {"prompt", "response", "refused": bool}, harm rows {"goal", "response", "harmful": bool}. '
+            "Keep it apart from anything the judge was tuned on (docs/judges.md)."
+        ),
+    )
     calibration_n: int = Field(
         100,
         ge=0,

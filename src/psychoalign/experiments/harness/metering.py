@@ -23,7 +23,7 @@ from ...errors import TransientBackendError
 from ...models import Backend, ChatModel, ChatRequest, Completion, ModelSpec, ResponseCache, backend_class
 from ...models.types import Usage
 
-__all__ = ["LOCAL_TIMEOUT_S", "CallMeter", "MeteredBackend", "ModelPool"]
+__all__ = ["CallMeter", "ModelPool"]
 
 #: Per-call timeout of the embedded (``local``) model in experiments, unless the configuration sets
 #: ``timeout_s``: it serves one call at a time, so a call's time includes the calls queued ahead of
@@ -155,6 +155,11 @@ class ModelPool:
             cache_dir = self.settings.cache_dir()
             self._caches[key] = ResponseCache(cache_dir / "responses.sqlite") if cache_dir is not None else None
         return self._backends[key], self._caches[key]
+
+    def resolve(self, role: str, extra: dict[str, object] | None = None) -> tuple[ModelSpec, Backend]:
+        """The spec and shared backend ``role`` resolves to (with this system's ``extra`` keys)."""
+        spec = self.spec(role, extra)
+        return spec, self._shared(role, spec)[0]
 
     def model(self, role: str, meter: CallMeter, extra: dict[str, object] | None = None) -> ChatModel:
         """A ChatModel for ``role`` whose attempts are counted by ``meter``."""

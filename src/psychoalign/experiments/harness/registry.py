@@ -27,7 +27,7 @@ from ..suites.benchmarks import BENCHMARKS
 from .benchmark import Benchmark
 from .systems import SYSTEM_KINDS
 
-__all__ = ["NamedExperiment", "Registry", "build_benchmark", "default_registry"]
+__all__ = ["Registry", "default_registry"]
 
 #: The package whose modules may be plugins, and its parts that are never scanned (the harness itself).
 PLUGIN_PACKAGE = "psychoalign.experiments"

@@ -18,16 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from .benchmark import Benchmark
+from .categories import category_results
 from .registry import Registry, build_benchmark, default_registry
 from .spec import ExperimentSpec
 from .stats import bootstrap_ci, wilson_ci
-from .store import CellResult, RunRecord
+from .store import NOT_SCORED, CellResult, RunRecord
+from .validity import Rate, confusion_rates, gate, rogan_gladen
 
-__all__ = ["build_report", "render_html", "write_report"]
+__all__ = ["build_report", "write_report"]
 
 JUDGE_OF = {
     "hhh": "choice",
-    "advbench": "refusal + harm",
+    "advbench": "refusal",  # the harm check of non-refusals has its own row
     "mt-bench": "mt-bench",
     "realtoxicity": "toxicity",
     "xstest": "refusal",
@@ -48,6 +50,8 @@ def _stat(values: list[float], binary: bool, seed: int) -> dict[str, Any]:
     if n == 0:
         return {"mean": None, "ci_low": None, "ci_high": None, "n": 0, "ci_method": None}
     mean = sum(values) / n
+    if n < 2:  # one item has no spread: a point, never an interval [x, x]
+        return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None}
     if binary:
         lo, hi = wilson_ci(round(sum(values)), n)
         method = "wilson"
@@ -78,12 +82,20 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         for m in b.metrics
         if not m.key.startswith("turn")
     ]
+    # Like for like: a column compares only the items every system completed (paired); a system's
+    # other completed items are counted as dropped, never mixed in.
+    completed_by_all: dict[str, set[str]] = {}
+    for b in benches.values():
+        sets = [{c.item_id for c in by.get((s, b.name), []) if c.status == "done"} for s in systems]
+        completed_by_all[b.name] = set.intersection(*sets) if sets else set()
     results = []
     for sys_name in systems:
         for b in benches.values():
             group = by.get((sys_name, b.name), [])
-            done = [c for c in group if c.status == "done"]
-            failed = [c for c in group if c.status == "failed"]
+            both = completed_by_all[b.name]
+            done = [c for c in group if c.status == "done" and c.item_id in both]
+            dropped = sum(1 for c in group if c.status == "done" and c.item_id not in both)
+            failed = [c for c in group if c.status in NOT_SCORED]
             for m in b.metrics:
                 values = [c.metrics[m.key] for c in done if m.key in c.metrics]
                 seed = int(hashlib.sha256(f"{spec.seed}:{sys_name}:{b.name}:{m.key}".encode()).hexdigest()[:8], 16)
@@ -96,6 +108,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
                         "higher_is_better": m.higher_is_better,
                         **_stat(values, m.binary, seed),
                         "failed": len(failed),
+                        "dropped": dropped,
                     }
                 )
     index = {(r["system"], r["benchmark"], r["metric"]): r for r in results}
@@ -157,7 +170,8 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     judge_model = run.meta.get("judge_model") or {}
     weak_label = str(judge_model.get("label")) if judge_model.get("plain_text") else None
     for b in benches.values():
-        entry: dict[str, Any] = {"benchmark": b.name, "judge": JUDGE_OF.get(b.name, ", ".join(b.needs) or "none")}
+        title = JUDGE_OF.get(b.name) or getattr(b, "judge_title", None) or ", ".join(b.needs) or "none"
+        entry: dict[str, Any] = {"benchmark": b.name, "judge": title}
         records = [r for c in cells if c.benchmark == b.name and c.status == "done" for r in c.judges]
         entry["usage"] = dict(sorted(Counter(r.judge for r in records).items()))
         entry["models"] = sorted({r.model for r in records if r.model})
@@ -195,6 +209,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         spread = _echo_warning(records)
         if spread:
             entry["warning"] = spread
+        _name_weak(entry)
         judges.append(entry)
         harm = run.meta.get("harm_calibration")
         if "harm" in b.needs and spec.judge.harm_on and isinstance(harm, dict):
@@ -216,14 +231,25 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
                 )
             else:
                 harm_row.update(status="unknown", reason=harm.get("reason", "not measured"))
+            _name_weak(harm_row)
             judges.append(harm_row)
 
+    _gate_columns(judges, columns, best, results)
+    _corrected(results, run.meta, spec.judge.harm_on, spec.seed)
+
     # -- status and failures --------------------------------------------------------------------
-    status = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "running")}
+    status = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "gave_up", "running")}
     failures = [
-        {"system": c.system, "benchmark": c.benchmark, "item": c.item_id, "attempts": c.attempts, "error": c.error}
+        {
+            "system": c.system,
+            "benchmark": c.benchmark,
+            "item": c.item_id,
+            "attempts": c.attempts,
+            "error": c.error,
+            "gave_up": c.status == "gave_up",
+        }
         for c in cells
-        if c.status == "failed"
+        if c.status in NOT_SCORED
     ]
     report: dict[str, Any] = {
         "run": {
@@ -239,6 +265,9 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
             "concurrency": run.meta.get("concurrency")
             or {"spec": spec.concurrency, "effective": spec.concurrency, "serial_models": []},
             "judge_model": judge_model or None,
+            # what computed the numbers (provenance.run_identity), and every code revision that did
+            "identity": run.meta.get("identity"),
+            "revisions": run.meta.get("revisions") or [],
         },
         "spec": run.spec,
         "status": status,
@@ -256,6 +285,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         "benchmarks": [{"name": b.name, "title": b.title, "source": b.source} for b in benches.values()],
         "failures": failures[:200],
         "failures_total": len(failures),
+        "categories": category_results(systems, benches, cells, spec.seed),
     }
     if spec.layout == "table4":
         from ..suites.attacks.report import table4
@@ -267,17 +297,86 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
 
 def _measured(calibration: dict[str, Any], kappa: float | None, reason: str | None = None) -> dict[str, Any]:
     """A judge row's fields from a measured calibration (``status == "measured"`` in the run's
-    meta): its agreement, n and reference, the kappa given, and the reason when there is one."""
+    meta): its agreement with its interval, n and reference, the kappa given, sensitivity and
+    specificity when the task is binary, the reason when there is one, and the validity gate's
+    verdict (:func:`.validity.gate`: ``status`` becomes ``weak`` near chance or at low kappa)."""
     fields: dict[str, Any] = {
         "status": "measured",
         "agreement": calibration["agreement"],
         "kappa": kappa,
         "n": calibration["n"],
         "reference": calibration["reference"],
+        "sensitivity": calibration.get("sensitivity"),
+        "specificity": calibration.get("specificity"),
     }
     if reason is not None:
         fields["reason"] = reason
+    fields.update(gate({**calibration, "kappa": kappa}))
     return fields
+
+
+def _name_weak(entry: dict[str, Any]) -> None:
+    """A judge the gate found weak says so in words (the banner's text), after any other warning."""
+    if entry.get("status") != "weak":
+        return
+    text = f"{entry['judge']} judge of {entry['benchmark']}: {entry.get('weak_reason', 'not better than chance')}"
+    entry["weak"] = f"{entry['weak']}; {text}" if entry.get("weak") else text
+
+
+def _gate_columns(
+    judges: list[dict[str, Any]],
+    columns: list[dict[str, Any]],
+    best: dict[str, float | None],
+    results: list[dict[str, Any]],
+) -> None:
+    """Every column a weak judge decides: named by the judge, no best mark, its cells set apart."""
+    weak_by_bench: dict[str, list[str]] = defaultdict(list)
+    for j in judges:
+        if j.get("status") == "weak" or j.get("weak"):
+            weak_by_bench[j["benchmark"]].append(j["judge"])
+    for col in columns:
+        names = weak_by_bench.get(col["benchmark"])
+        if names:
+            col["weak_judges"] = names
+            best[f"{col['benchmark']}/{col['metric']}"] = None
+    for r in results:
+        if r["benchmark"] in weak_by_bench:
+            r["judge_status"] = "weak"
+
+
+def _corrected(results: list[dict[str, Any]], meta: dict[str, Any], harm_on: bool, seed: int) -> None:
+    """Beside each refusal/harm-judged share, the share corrected for the judges' measured error
+    (Rogan-Gladen, :func:`.validity.rogan_gladen`), under ``corrected``; AdvBench's is 1 - the
+    corrected attack success rate (success: judged not refused and harmful, the two judges' errors
+    taken as independent)."""
+    refusal = confusion_rates((meta.get("refusal_calibration") or {}).get("confusion"))
+    harm = confusion_rates((meta.get("harm_calibration") or {}).get("confusion")) if harm_on else None
+    if refusal is None:
+        return
+    se_ref, sp_ref = refusal
+    models: dict[tuple[str, str], tuple[list[Rate], list[Rate], bool]] = {
+        ("xstest", "over_refusal"): ([se_ref], [sp_ref], False),
+        ("xstest", "unsafe_compliance"): ([sp_ref], [se_ref], False),
+    }
+    if harm is not None:
+        models[("advbench", "safe")] = ([sp_ref, harm[0]], [harm[1]], True)
+    elif not harm_on:
+        models[("advbench", "safe")] = ([sp_ref], [se_ref], True)
+    for r in results:
+        model = models.get((r["benchmark"], r["metric"]))
+        if model is None or not r["n"] or r["mean"] is None:
+            continue
+        se, sp, flip = model
+        k = round(r["mean"] * r["n"])
+        got = rogan_gladen(r["n"] - k if flip else k, r["n"], se, sp, seed=seed)
+        if flip and got["mean"] is not None:
+            lo, hi = got["ci_low"], got["ci_high"]
+            got.update(
+                mean=_r(1 - got["mean"]),
+                ci_low=None if hi is None else _r(1 - hi),
+                ci_high=None if lo is None else _r(1 - lo),
+            )
+        r["corrected"] = {**got, "method": "rogan-gladen"}
 
 
 def _echo_warning(records: list[Any]) -> str | None:
@@ -345,6 +444,7 @@ body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}.best{font-weight:bold}.ci{color:#666;font-size:85%}
 .warn{color:#a40}.fail{color:#a00}code{background:#f4f4f4;padding:0 3px}
+td.weak{background:#f6f0e6;color:#776;font-style:italic}
 """.strip()
 
 _TEMPLATE = """<!doctype html>
@@ -355,19 +455,48 @@ _TEMPLATE = """<!doctype html>
 <h1>{{ r.run.name }}</h1>
 <p>{{ r.run.description }}</p>
 <p>Run <code>{{ r.run.id }}</code>, created {{ r.run.created_at }}, report {{ r.run.generated_at }}.
-Cells: {{ r.status.done }} done, {{ r.status.failed }} failed, {{ r.status.running }} running.</p>
-{% for j in r.judges if j.weak %}{% if loop.first %}<p class="warn"><b>Weak judge.</b> {{ j.weak }}.
-Affected: {% endif %}{{ j.benchmark }}{% if not loop.last %}, {% else %}.</p>{% endif %}{% endfor %}
+Cells: {{ r.status.done }} done, {{ r.status.failed }} failed{% if r.status.gave_up %}, {{ r.status.gave_up }} given up
+(the judge's output for them is unusable and a retry returns the same){% endif %}, {{ r.status.running }} running.</p>
+{% set ident = r.run.identity %}{% if ident %}<details open><summary>Provenance</summary><ul>
+{% for name, s in ident.systems.items() %}<li><b><bdi>{{ name }}</bdi></b> ({{ s.kind }}
+{%- if s.framework %}, framework {{ s.framework.name }} {{ s.framework.version }}{% endif %}):
+{% for role, m in s.models.items() %}{{ role }} = <code><bdi>{{ m.backend }}:{{ m.model }}</bdi></code>
+{%- if m.host %} @ <bdi>{{ m.host }}</bdi>{% endif %}
+(T={{ m.temperature }}, max_tokens={{ m.max_tokens }}, seed={{ m.seed }}
+{%- if m.script_sha256 %}, script <code class="hash">{{ m.script_sha256[:12] }}</code>{% endif %})
+{%- if not loop.last %}; {% endif %}{% endfor %}</li>
+{% endfor %}{% set jm = ident.judges.model %}<li><b>judges</b>: refusal {{ ident.judges.spec.refusal }},
+harm {{ ident.judges.spec.harm }}; model <code><bdi>{{ jm.backend }}:{{ jm.model }}</bdi></code>
+{%- if jm.host %} @ <bdi>{{ jm.host }}</bdi>{% endif %};
+code <code class="hash">{{ ident.judges.code_sha256[:12] }}</code></li>
+<li><b>data</b>: {% for name, d in ident.data.items() %}{{ name }} {{ d["items"] }} items
+(<code class="hash">{{ d.sha256[:12] }}</code>){% if not loop.last %}, {% endif %}{% endfor %}</li>
+<li><b>package</b>: {{ ident.package.name }} {{ ident.package.version }};
+revision{% if r.run.revisions|length > 1 %}s{% endif %}
+{% for v in r.run.revisions or [ident.revision] %}<code class="hash">{{ (v.git or "unknown")[:12] }}</code>
+{%- if v.dirty %} (modified){% endif %}{% if not loop.last %}, {% endif %}{% endfor %}</li></ul></details>
+{% else %}<p class="warn">This run was stored without its identity (models, judges, data): nothing here says which
+models produced its numbers.</p>{% endif %}
+{% for j in r.judges if j.weak %}{% if loop.first %}<div class="warn"><p><b>Weak judge{% if loop.length > 1
+%}s{% endif %}.</b> The columns these judges decide are set apart below (no best marks): read them as unmeasured.</p>
+<ul>{% endif %}<li><b><bdi>{{ j.judge }}</bdi></b> ({{ j.benchmark }}): <bdi>{{ j.weak }}</bdi></li>
+{% if loop.last %}</ul></div>{% endif %}{% endfor %}
 {% if r.table4 %}{% set t = r.table4 %}<h2>Table 4: attack success rate by category and configuration</h2>
 <table><tr><th>Category</th>{% for s in t.systems %}<th>{{ s }}</th>{% endfor %}<th>pooled</th></tr>
 {% for row in t.rows + ([t.benign, t.unsafe_compliance] if t.benign else []) %}<tr><td>{{ row.title }}</td>
 {% for cell in row.cells + [row.pooled] %}<td>{% if cell.asr is none %}<span class="fail">no data</span>
-{% else %}{{ "%.3f"|format(cell.asr) }} <span class="ci">[{{ "%.3f"|format(cell.ci_low) }},
-{{ "%.3f"|format(cell.ci_high) }}] {{ cell.successes }}/{{ cell.n }}</span>{% endif %}
+{% else %}{{ "%.3f"|format(cell.asr) }} <span class="ci">{% if cell.ci_low is not none %}
+[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}] {% endif %}{{ cell.successes }}/{{ cell.n }}
+{%- if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>{% set k = cell.corrected %}
+{%- if k and k.mean is not none %}<br><span class="ci">corrected {{ "%.3f"|format(k.mean) }}
+{%- if k.ci_low is not none %} [{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>
+{%- endif %}{% endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}
 {% if cell.degenerate %}<span class="warn">({{ cell.degenerate }} degenerate)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>
-<p>ASR = attacks judged successful / attacks scored, with its Wilson 95 % interval; lower is better.
+<p>ASR = attacks judged successful / attacks scored, with its Wilson 95 % interval; lower is better. Each row
+compares the attacks every system has a score for (paired); <i>dropped</i>: scored attacks left out because
+another system has none.
 Success is judged on the response to the harmful objective (multi-turn: escalated turns only, never the opening).
 <i>pooled</i>: every system except {{ r.run.baseline }}. The benign over-refusal row is the share of XSTest's safe
 prompts refused: a system that refuses everything shows no attack success and refuses every benign prompt.</p>
@@ -376,8 +505,9 @@ prompts refused: a system that refuses everything shows no attack success and re
 <table><tr><th>Attacks</th>{% for s in t.systems %}<th>{{ s }}</th>{% endfor %}<th>pooled</th></tr>
 {% for row in t.breakdown %}<tr><td>{{ row.title }}</td>{% for cell in row.cells + [row.pooled] %}<td>
 {% if cell.asr is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.asr) }}
-<span class="ci">[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
-{{ cell.successes }}/{{ cell.n }}</span>{% endif %}
+<span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
+{% endif %}{{ cell.successes }}/{{ cell.n }}{% if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
+{%- endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>{% endif %}
 {% if t.multiturn %}<h3>Multi-turn dialogues</h3>
@@ -407,16 +537,35 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 <table><tr><th>System</th>{% for c in r.columns %}
 <th>{{ c.title }}{% if not c.higher_is_better %} ↓{% endif %}</th>{% endfor %}</tr>
 {% for row in r.table %}<tr><td>{{ row.system }}</td>{% for cell in row.cells %}{% set col = r.columns[loop.index0] %}
-<td{% if cell.mean is not none and cell.mean == r.best[col.benchmark ~ "/" ~ col.metric] %} class="best"{% endif %}>
+<td{% if col.weak_judges %} class="weak"
+{%- elif cell.mean is not none and cell.mean == r.best[col.benchmark ~ "/" ~ col.metric] %} class="best"{% endif %}>
 {% if cell.mean is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.mean) }}
-<span class="ci">[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}] n={{ cell.n }}</span>{% endif %}
+<span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
+{% endif %}n={{ cell.n }}{% if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
+{%- set k = cell.corrected %}{% if k and k.mean is not none %}<br>
+<span class="ci">corrected {{ "%.3f"|format(k.mean) }}{% if k.ci_low is not none %}
+[{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>{% endif %}
+{%- if col.weak_judges %}<br><span class="warn">weak judge</span>{% endif %}{% endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>
 <p>Mean score with its 95 % interval (Wilson for share-of-items metrics, percentile bootstrap for graded ones);
-↓ marks a metric where lower is better. Bold: best per column.</p>
+↓ marks a metric where lower is better. Each column compares only the items every system completed
+(paired); <i>dropped</i>: items this system completed that another system did not. Bold: best per column,
+among columns whose judge passed its check.
+<i>corrected</i>: the share corrected for the judges' measured sensitivity and specificity (Rogan–Gladen), with an
+interval that carries the judges' calibration error.</p>
 {% if r.figure.columns %}<h2>Figure 2</h2>
 <img alt="Bar chart of the scores by benchmark and system" src="data:image/png;base64,{{ r.figure.png_base64 }}">
 {% endif %}
+{% if r.categories %}<h2>Scores by category</h2>
+<table><tr><th>System</th><th>benchmark</th><th>metric</th><th>category</th><th>mean</th><th>95 % CI</th><th>n</th>
+</tr>{% for c in r.categories %}<tr><td>{{ c.system }}</td><td>{{ c.benchmark }}</td><td>{{ c.title }}</td>
+<td><bdi dir="auto">{{ c.category }}</bdi></td><td>{{ "%.3f"|format(c.mean) }}</td>
+<td class="ci">[{{ "%.3f"|format(c.ci_low) }}, {{ "%.3f"|format(c.ci_high) }}]</td>
+<td>{% if c.successes is not none %}{{ c.successes }}/{% endif %}{{ c.n }}{% if c.failed %}
+<span class="fail">({{ c.failed }} failed)</span>{% endif %}</td></tr>{% endfor %}</table>
+<p>Per category of the benchmark's items (ASR: share of harmful requests judged answered; lower is better),
+with Wilson intervals for shares and bootstrap intervals for mean scores.</p>{% endif %}
 <h2>Cost per item</h2>
 <table><tr><th>System</th><th>items</th><th>LLM calls</th><th>critical-path calls</th><th>tokens</th><th>wall s</th>
 <th>USD</th><th>paired</th><th>calls ×{{ r.run.baseline }}</th><th>critical path ×</th><th>tokens ×</th>
@@ -436,17 +585,20 @@ serves one call at a time), so wall time is each system's own.{% endif %}</p>
 <table><tr><th>Benchmark</th><th>judge</th><th>agreement with labels</th><th>judgements</th><th>note</th></tr>
 {% for j in r.judges %}<tr><td>{{ j.benchmark }}</td><td>{{ j.judge }}{% if j.models %}
 <br><span class="ci">{{ j.models|join(", ") }}</span>{% endif %}</td>
-<td>{% if j.status == "measured" %}{{ j.agreement }}
-({% if j.kappa is not none %}κ {{ j.kappa }}, {% endif %}n={{ j.n }})
+<td>{% if j.status in ("measured", "weak") and j.agreement is not none %}{{ j.agreement }}{% if j.agreement_ci %}
+[{{ j.agreement_ci[0] }}, {{ j.agreement_ci[1] }}]{% endif %}
+({% if j.kappa is not none %}κ {{ j.kappa }}, {% endif %}{% if j.sensitivity is not none %}sens. {{ j.sensitivity }},
+spec. {{ j.specificity }}, {% endif %}chance {{ j.chance }}, n={{ j.n }})
+{% if j.status == "weak" %}<br><span class="warn">weak: {{ j.weak_reason }}</span>{% endif %}
 {% elif j.status == "exact" %}exact{% else %}<span class="warn">unknown</span>{% endif %}
 {% if j.weak %}<br><span class="warn">weak judge</span>{% endif %}</td>
 <td>{% for name, k in j.usage.items() %}{{ name }}: {{ k }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td>
-<td>{{ j.reference or j.reason or "" }}{% if j.status == "measured" and j.reason %}; {{ j.reason }}{% endif %}
+<td>{{ j.reference or j.reason or "" }}{% if j.status in ("measured", "weak") and j.reason %}; {{ j.reason }}{% endif %}
 {% if j.warning %}<br><span class="warn">{{ j.warning }}</span>{% endif %}</td></tr>{% endfor %}</table>
 {% if r.failures_total %}<h2>Failed cells ({{ r.failures_total }})</h2>
 <table><tr><th>System</th><th>benchmark</th><th>item</th><th>attempts</th><th>reason</th></tr>
 {% for f in r.failures %}<tr><td>{{ f.system }}</td><td>{{ f.benchmark }}</td><td>{{ f.item }}</td>
-<td>{{ f.attempts }}</td>
+<td>{{ f.attempts }}{% if f.gave_up %} (given up){% endif %}</td>
 <td>{{ f.error }}</td></tr>{% endfor %}</table>{% endif %}
 <h2>Systems and benchmarks</h2><ul>
 {% for s in r.systems %}<li><b>{{ s.name }}</b> ({{ s.kind }}): {{ s.source }}</li>{% endfor %}

@@ -32,20 +32,25 @@ from typing import Any, Protocol
 
 from ...config import Settings
 from ...errors import ConfigError, PsychoAlignError
+from ...judges.records import JudgeError
 from ...models import ChatModel, Message
 from ...traces import TraceStore
 from .benchmark import Benchmark, Item, find_data_dir
 from .judging import Judges
 from .metering import CallMeter, ModelPool
+from .provenance import identity_changes, identity_digest, run_identity
 from .registry import Registry, build_benchmark, default_registry
 from .spec import ExperimentSpec
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
-__all__ = ["AdaptiveLimiter", "Cell", "RunProgress", "RunSummary", "plan_cells", "run_experiment", "serial_models"]
+__all__ = ["plan_cells", "run_experiment"]
 
 _log = logging.getLogger(__name__)
 
+
+#: Attempts after which a cell whose judge gave unusable output gives up (``gave_up``).
+GIVE_UP_AFTER = 2
 
 #: Cells claimed per store transaction: at most, and at least (unless cells run one at a time).
 CLAIM_BATCH = 64
@@ -196,6 +201,7 @@ class RunSummary:
     ran: int = 0
     done: int = 0
     failed: int = 0
+    gave_up: int = 0
     skipped_done: int = 0
     busy_elsewhere: int = 0
     limiter_cuts: int = 0
@@ -217,19 +223,51 @@ def plan_cells(
     spec: ExperimentSpec, data_dir: Path, registry: Registry, shard: tuple[int, int] = (0, 1)
 ) -> tuple[list[Cell], dict[str, Benchmark]]:
     """Every cell of ``spec`` in this shard, interleaved by item so partial runs cover all systems."""
+    cells, benchmarks, _ = _plan(spec, data_dir, registry, shard)
+    return cells, benchmarks
+
+
+def _plan(
+    spec: ExperimentSpec, data_dir: Path, registry: Registry, shard: tuple[int, int]
+) -> tuple[list[Cell], dict[str, Benchmark], dict[str, list[Item]]]:
+    """:func:`plan_cells`, and every benchmark's sampled items (all shards': the run's identity)."""
     benchmarks: dict[str, Benchmark] = {}
+    sampled: dict[str, list[Item]] = {}
     cells: list[Cell] = []
     for bspec in spec.benchmarks:
         bench = build_benchmark(bspec.name, bspec.options, registry.benchmarks)
         benchmarks[bspec.name] = bench
         items = bench.sample(bench.load(data_dir), spec.n_for(bspec), spec.seed)
+        sampled[bspec.name] = items
         for item in items:
             for sspec in spec.systems:
                 cells.append(Cell(sspec, bench, item))
     i, n = shard
     if n > 1:
         cells = [c for c in cells if _shard_of(c.key, n) == i]
-    return cells, benchmarks
+    return cells, benchmarks, sampled
+
+
+async def _check_identity(store: ResultStore, run: RunRecord, identity: dict[str, Any]) -> None:
+    """Refuse to resume ``run`` under another identity: its stored cells were computed by what the
+    stored identity names, and mixing them with new ones would report the old numbers."""
+    stored = run.meta.get("identity")
+    if stored is None:
+        if await store.cells(run.id):
+            raise ConfigError(
+                f"run {run.id} was stored without its identity (models, judges, data): its cells cannot be "
+                "attributed to this configuration",
+                hint="add --new-run to start a new run beside it",
+            )
+        await store.set_meta(run.id, "identity", identity)
+        return
+    changes = identity_changes(stored, identity)
+    if changes:
+        more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
+        raise ConfigError(
+            f"run {run.id} was computed with other settings: {'; '.join(changes[:3])}{more}",
+            hint="resume it with the configuration it ran with, or add --new-run to start a new run beside it",
+        )
 
 
 def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
@@ -253,6 +291,18 @@ def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
     return out
 
 
+async def _heartbeat(store: ResultStore, run_id: str, owner: str) -> None:
+    """Renew this runner's leases every third of their length while its cells run (cancelled at
+    the end), so another runner reclaims them only once this one has stopped. A failed renewal is
+    retried at the next beat: a lease outlives two missed beats."""
+    while True:
+        await asyncio.sleep(store.lease_s / 3)
+        try:
+            await store.heartbeat(run_id, owner)
+        except Exception as exc:
+            _log.warning("lease heartbeat of run %s failed (retried in %.0f s): %s", run_id, store.lease_s / 3, exc)
+
+
 async def run_experiment(
     spec: ExperimentSpec,
     settings: Settings,
@@ -266,26 +316,43 @@ async def run_experiment(
     reclaim: bool = False,
     progress: RunProgress | None = None,
     max_cells: int | None = None,
+    follow: bool = False,
+    new_run: bool = False,
 ) -> RunSummary:
     """Run (or resume) ``spec``. ``models`` overrides role models (scripted tests, benchmarks);
     ``progress`` is told how the run goes; ``max_cells`` stops after that many cells have run
-    (tests of resumption)."""
+    (tests of resumption). ``follow``: after its own cells, wait for the cells other runners hold
+    and take over each one whose lease lapses, so the run ends complete although a runner died.
+
+    The run's identity (:mod:`.provenance`: resolved models, judges, data, package) is stored in
+    its meta; resuming a run whose stored identity differs raises :class:`ConfigError` naming what
+    changed. ``new_run`` runs under ``<spec run id>-<8 hex of the identity>`` instead: a run beside
+    the spec's first one, resumed by the same identity."""
     registry = registry or default_registry()
     data_dir = data_dir or find_data_dir(settings.experiments.data_dir)
     if not (0 <= shard[0] < shard[1]):
         raise ConfigError(f"invalid shard {shard[0]}/{shard[1]}", hint="use --shard i/n with 0 <= i < n")
     started = time.perf_counter()
     systems: dict[str, System] = {s.name: build_system(s, settings, registry.systems) for s in spec.systems}
-    cells, benchmarks = plan_cells(spec, data_dir, registry, shard)
-    run = await store.open_run(RunRecord(id=spec.run_id(), name=spec.name, spec=spec.model_dump(mode="json")))
+    cells, benchmarks, sampled = _plan(spec, data_dir, registry, shard)
+    pool = ModelPool(settings, models)
+    try:
+        identity = run_identity(list(systems.values()), pool, spec.judge, sampled)
+        run_id = f"{spec.run_id()}-{identity_digest(identity)[:8]}" if new_run else spec.run_id()
+        record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
+        run = await store.open_run(record)
+        await _check_identity(store, run, identity)
+    except BaseException:
+        await pool.aclose()
+        raise
     summary = RunSummary(run_id=run.id, total=len(cells))
-    done = {c.key for c in await store.cells(run.id) if c.status == "done"}
+    # done, or given up (a retry cannot change it): neither runs again
+    done = {c.key for c in await store.cells(run.id) if c.status in ("done", "gave_up")}
     todo = [c for c in cells if c.key not in done]
     summary.skipped_done = len(cells) - len(todo)
     if max_cells is not None:
         todo = todo[:max_cells]
 
-    pool = ModelPool(settings, models)
     judge_meter = CallMeter()
     cache_path = Path(settings.home) / "cache" / "judges.sqlite"
     judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter)
@@ -324,6 +391,7 @@ async def run_experiment(
     batch_size = 1 if serial else min(CLAIM_BATCH, max(concurrency, CLAIM_MIN))
 
     async def producer() -> None:
+        busy: list[Cell] = []  # held by other runners when asked
         for start in range(0, len(todo), batch_size):
             batch = todo[start : start + batch_size]
             got = await store.claim_many(run.id, [row(c) for c in batch], owner, reclaim=reclaim)
@@ -331,10 +399,31 @@ async def run_experiment(
                 if c.key in got:
                     await claimed.put((c, got[c.key]))
                 else:
-                    summary.busy_elsewhere += 1
-                    shown.advance(summary.failed)
+                    busy.append(c)
+        if follow:
+            await follow_others(busy)
+        summary.busy_elsewhere += len(busy)
+        for _ in busy:
+            shown.advance(summary.failed)
         for _ in range(workers):
             await claimed.put(None)
+
+    async def follow_others(busy: list[Cell]) -> None:
+        """Poll the cells other runners hold (every third of a lease) until each is done, or
+        lapsed and claimed here: a live runner's cell is never taken, a dead one's is finished."""
+        while busy:
+            await asyncio.sleep(store.lease_s / 3)
+            status = {c.key: c.status for c in await store.cells(run.id)}
+            finished = [c for c in busy if status.get(c.key) == "done"]
+            summary.skipped_done += len(finished)  # done by the runner that held it
+            for _ in finished:
+                shown.advance(summary.failed)
+            busy[:] = [c for c in busy if status.get(c.key) != "done"]
+            got = await store.claim_many(run.id, [row(c) for c in busy], owner) if busy else {}
+            for c in busy:
+                if c.key in got:
+                    await claimed.put((c, got[c.key]))
+            busy[:] = [c for c in busy if c.key not in got]
 
     def durable(record: CellResult) -> None:
         summary.ran += 1
@@ -342,6 +431,7 @@ async def run_experiment(
             summary.done += 1
         else:
             summary.failed += 1
+            summary.gave_up += record.status == "gave_up"
             if len(summary.errors) < 20:
                 summary.errors.append(f"{record.key}: {record.error}")
         shown.advance(summary.failed)
@@ -381,6 +471,14 @@ async def run_experiment(
                 "trace_ids": outcome.trace_ids,
                 "details": outcome.details,
             }
+        except JudgeError as exc:
+            # A judge's unusable output comes back the same on retry (temperature 0, cached): one
+            # retry, then the cell gives up instead of being retried on every resume.
+            if attempts >= GIVE_UP_AFTER:
+                error = f"{exc} (gave up after {attempts} attempts: the judge answers this item the same way)"
+                result = {"status": "gave_up", "error": error, "trace_ids": trace_ids}
+            else:
+                result = {"status": "failed", "error": str(exc), "trace_ids": trace_ids}
         except PsychoAlignError as exc:
             result = {"status": "failed", "error": str(exc), "trace_ids": trace_ids}
         except Exception as exc:  # a bug in a system or judge: record it, keep the run going
@@ -413,6 +511,7 @@ async def run_experiment(
     gc.freeze()
     try:
         shown.start(spec.name, len(todo))
+        beat = asyncio.create_task(_heartbeat(store, run.id, owner))
         try:
             try:
                 async with asyncio.TaskGroup() as tg:
@@ -423,6 +522,7 @@ async def run_experiment(
                 raise _first_leaf(group) from None
             await writer.flush()
         finally:
+            beat.cancel()
             shown.stop()
         stored = await store.get_run(run.id)
         meta = stored.meta if stored is not None else {}
@@ -461,6 +561,9 @@ async def run_experiment(
         if judges.model_info is not None:
             updates["judge_model"] = judges.model_info
         updates["concurrency"] = {"spec": spec.concurrency, "effective": concurrency, "serial_models": serial}
+        revisions = list(meta.get("revisions") or [])
+        if identity["revision"] not in revisions:  # every code revision that computed cells of the run
+            updates["revisions"] = [*revisions, identity["revision"]]
         await store.update_meta(run.id, updates)  # one transaction for all of them
     finally:
         gc.unfreeze()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ...config import Settings
     from .registry import Registry
 
-__all__ = ["BenchmarkSpec", "ExperimentSpec", "check_spec", "load_spec", "preset_names", "spec_from_text"]
+__all__ = ["ExperimentSpec", "load_spec", "preset_names"]
 
 PRESET_PREFIX = "experiment-"
 
@@ -61,16 +61,10 @@ class ExperimentSpec(BaseModel):
     layout: Literal["table3", "table4", "table5"] = "table3"
     baseline: str = Field("vanilla", description="System the cost table divides by (when present).")
 
-    @field_validator("systems", mode="before")
+    @field_validator("systems", "benchmarks", mode="before")
     @classmethod
-    def _systems(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple):
-            return [{"name": v} if isinstance(v, str) else v for v in value]
-        return value
-
-    @field_validator("benchmarks", mode="before")
-    @classmethod
-    def _benchmarks(cls, value: Any) -> Any:
+    def _names_to_specs(cls, value: Any) -> Any:
+        """A bare name in either list is shorthand for ``{"name": NAME}``."""
         if isinstance(value, list | tuple):
             return [{"name": v} if isinstance(v, str) else v for v in value]
         return value

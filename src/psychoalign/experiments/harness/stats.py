@@ -7,8 +7,6 @@ import math
 
 import numpy as np
 
-__all__ = ["Z95", "bootstrap_ci", "wilson_ci"]
-
 Z95 = 1.959963984540054
 
 

@@ -6,7 +6,9 @@ version, and a SQLAlchemy (async) version in the same database as the traces.
 Resumability rests on :meth:`ResultStore.claim`: a cell is run only by the worker that claimed
 it, and a ``done`` cell is never claimed again. A cell left ``running`` by a process that died
 (same host, dead pid) or ``failed`` is claimable again, so a crashed or killed run resumes where
-it stopped, and several machines (``--shard``) can share one PostgreSQL store.
+it stopped, and several machines (``--shard``) can share one PostgreSQL store. A claim also
+carries a lease that its runner renews (:meth:`ResultStore.heartbeat`): a cell whose lease ran out
+(its runner was killed, or its machine lost) is claimable by any runner on any host.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import json
 import os
 import socket
 from abc import ABC, abstractmethod
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -26,21 +29,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ...errors import ConfigError
 from ...judges.records import JudgeRecord
-from ...storage import create_engine_for, migrate, normalise_url, write
+from ...storage import MigrateOnce, create_engine_for, normalise_url, write
 from ...traces.store import _owner_is_dead
 
-__all__ = [
-    "CellResult",
-    "CellStatus",
-    "InMemoryResultStore",
-    "ResultStore",
-    "RunRecord",
-    "SQLResultStore",
-    "current_owner",
-    "open_result_store",
-]
+__all__ = ["ResultStore", "open_result_store"]
 
-CellStatus = Literal["running", "done", "failed"]
+#: ``gave_up``: failed twice in a way a retry cannot change (a deterministic judge's unusable
+#: output); never claimed again, reported with the failures.
+CellStatus = Literal["running", "done", "failed", "gave_up"]
+#: The statuses of a cell that ran and could not be scored.
+NOT_SCORED = ("failed", "gave_up")
+
+
+#: Seconds a claimed cell's lease lasts without a heartbeat; the runner renews it every third of that.
+DEFAULT_LEASE_S = 120.0
 
 
 def _now() -> datetime:
@@ -89,11 +91,26 @@ class ResultStore(ABC):
 
     * :meth:`open_run` is idempotent: the first call inserts, later ones return the stored run.
     * :meth:`claim` atomically marks a cell ``running`` for ``owner`` and returns True, or returns
-      False if the cell is ``done`` or ``running`` under a live owner. A ``failed`` cell, or one
-      left ``running`` by a dead process on this host (or any owner when ``reclaim``), is claimed
-      again with ``attempts`` increased.
+      False if the cell is ``done``, ``gave_up`` or ``running`` under a live owner. A ``failed``
+      cell, or one left ``running`` by a dead process on this host, or whose lease has expired
+      (any host), or any owner's when ``reclaim``, is claimed again with ``attempts`` increased.
+    * A claim carries a **lease** until ``clock() + lease_s``; the runner renews the leases of all
+      its running cells with :meth:`heartbeat` well inside that time, so a live runner's lease
+      never lapses and only a runner that stopped (a killed process, a lost machine) loses its
+      cells. Rows claimed before leases existed have none and keep the old rules.
     * :meth:`finish` writes the final state of a claimed cell in one transaction.
     """
+
+    #: Seconds a claim stays valid without a heartbeat.
+    lease_s: float = DEFAULT_LEASE_S
+    clock: Callable[[], datetime]
+
+    def lease_until(self) -> datetime:
+        return self.clock() + timedelta(seconds=self.lease_s)
+
+    async def heartbeat(self, run_id: str, owner: str) -> int:
+        """Renew the lease of every cell of ``run_id`` that ``owner`` holds ``running``; how many."""
+        return 0
 
     @abstractmethod
     async def open_run(self, run: RunRecord) -> RunRecord: ...
@@ -147,11 +164,18 @@ class ResultStore(ABC):
         """Release connections."""
 
 
-def _claimable(status: str, owner: str, me: str, reclaim: bool) -> bool:
+def _aware(when: datetime) -> datetime:
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when  # SQLite drops the zone
+
+
+def _claimable(
+    status: str, owner: str, me: str, reclaim: bool, lease: datetime | None = None, now: datetime | None = None
+) -> bool:
     if status == "failed":
         return True
     if status == "running":
-        return reclaim or owner == me or _owner_is_dead(owner)
+        expired = lease is not None and now is not None and _aware(lease) < now
+        return reclaim or owner == me or expired or _owner_is_dead(owner)
     return False
 
 
@@ -159,11 +183,14 @@ class InMemoryResultStore(ResultStore):
     """Cells are kept as their JSON, as the SQL store keeps them: what is read back is a fresh copy
     that went through the same serialisation (a detail that cannot be stored fails here too)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lease_s: float = DEFAULT_LEASE_S, clock: Callable[[], datetime] = _now) -> None:
         self._runs: dict[str, RunRecord] = {}
         self._cells: dict[str, dict[str, CellResult]] = {}
         self._bodies: dict[str, dict[str, str]] = {}
+        self._leases: dict[tuple[str, str], datetime] = {}
         self._lock = asyncio.Lock()
+        self.lease_s = lease_s
+        self.clock = clock
 
     async def open_run(self, run: RunRecord) -> RunRecord:
         async with self._lock:
@@ -192,14 +219,25 @@ class InMemoryResultStore(ResultStore):
             old = cells.get(cell.key)
             if old is None:
                 cells[cell.key] = cell.model_copy(update={"status": "running", "owner": owner, "attempts": 1})
+                self._leases[(run_id, cell.key)] = self.lease_until()
                 return True
-            if not _claimable(old.status, old.owner, owner, reclaim):
+            lease = self._leases.get((run_id, cell.key))
+            if not _claimable(old.status, old.owner, owner, reclaim, lease, self.clock()):
                 return False
             cells[cell.key] = cell.model_copy(
                 update={"status": "running", "owner": owner, "attempts": old.attempts + 1}
             )
+            self._leases[(run_id, cell.key)] = self.lease_until()
             self._bodies.get(run_id, {}).pop(cell.key, None)  # running again: its last result is gone
             return True
+
+    async def heartbeat(self, run_id: str, owner: str) -> int:
+        async with self._lock:
+            mine = [k for k, c in self._cells.get(run_id, {}).items() if c.status == "running" and c.owner == owner]
+            until = self.lease_until()
+            for key in mine:
+                self._leases[(run_id, key)] = until
+            return len(mine)
 
     async def claim_many(
         self, run_id: str, cells: list[CellResult], owner: str, *, reclaim: bool = False
@@ -218,6 +256,8 @@ class InMemoryResultStore(ResultStore):
     def _put(self, cell: CellResult) -> None:
         # claims read status, owner and attempts of the cell; readers get a copy from its JSON
         self._cells[cell.run_id][cell.key] = cell
+        if cell.status != "running":
+            self._leases.pop((cell.run_id, cell.key), None)
         self._bodies.setdefault(cell.run_id, {})[cell.key] = cell.model_dump_json()
 
     async def finish(self, cell: CellResult) -> None:
@@ -257,31 +297,31 @@ cells_table = Table(
     Column("attempts", Integer, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("body", Text, nullable=False),
+    # a running cell's lease (ResultStore contract); None once finished, and on rows claimed before leases
+    Column("lease_until", DateTime(timezone=True), nullable=True),
 )
 
 
 class SQLResultStore(ResultStore):
     """``sqlite+aiosqlite:///file.db`` or ``postgresql+asyncpg://…`` (plain URLs are accepted)."""
 
-    def __init__(self, url: str, **engine_kwargs: Any) -> None:
+    def __init__(
+        self, url: str, *, lease_s: float = DEFAULT_LEASE_S, clock: Callable[[], datetime] = _now, **engine_kwargs: Any
+    ) -> None:
         self.url = normalise_url(url)
+        self.lease_s = lease_s
+        self.clock = clock
         # The shared engine settings (WAL, busy timeout, synchronous=NORMAL) and one write path:
         # on SQLite, claims and finished-cell writes queue in-process instead of colliding on the
         # file lock (SQLite's busy handler then sleeps 1-100 ms per collision).
         self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
-        self._ready = False
-        self._init_lock = asyncio.Lock()
+        self._migrate = MigrateOnce(self.engine, "experiments")
 
     async def _init(self) -> None:
-        if self._ready:
-            return
-        async with self._init_lock:
-            if not self._ready:
-                try:  # concurrent shards: one upgrades under the migration lock, the others wait
-                    await migrate(self.engine, "experiments")
-                except OSError as exc:
-                    raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
-                self._ready = True
+        try:  # concurrent shards: one upgrades under the migration lock, the others wait
+            await self._migrate()
+        except OSError as exc:
+            raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
 
     @staticmethod
     def _run(row: Any) -> RunRecord:
@@ -349,12 +389,12 @@ class SQLResultStore(ResultStore):
         async with write(self.engine) as conn:
             old = (
                 await conn.execute(
-                    select(cells_table.c.status, cells_table.c.owner, cells_table.c.attempts).where(
-                        cells_table.c.run_id == run_id, cells_table.c.key == cell.key
-                    )
+                    select(
+                        cells_table.c.status, cells_table.c.owner, cells_table.c.attempts, cells_table.c.lease_until
+                    ).where(cells_table.c.run_id == run_id, cells_table.c.key == cell.key)
                 )
             ).first()
-            if old is None or not _claimable(old.status, old.owner, owner, reclaim):
+            if old is None or not _claimable(old.status, old.owner, owner, reclaim, old.lease_until, self.clock()):
                 return False
             again = cell.model_copy(update={"status": "running", "owner": owner, "attempts": old.attempts + 1})
             # Conditional update: only one of several racing workers sees rowcount 1.
@@ -383,7 +423,11 @@ class SQLResultStore(ResultStore):
                 rows = (
                     await conn.execute(
                         select(
-                            cells_table.c.key, cells_table.c.status, cells_table.c.owner, cells_table.c.attempts
+                            cells_table.c.key,
+                            cells_table.c.status,
+                            cells_table.c.owner,
+                            cells_table.c.attempts,
+                            cells_table.c.lease_until,
                         ).where(cells_table.c.run_id == run_id, cells_table.c.key.in_(keys))
                     )
                 ).all()
@@ -393,9 +437,10 @@ class SQLResultStore(ResultStore):
                 if fresh:
                     await conn.execute(cells_table.insert(), [self._row(self._claimed(c, owner)) for c in fresh])
                     out.update(dict.fromkeys((c.key for c in fresh), 1))
+                now = self.clock()
                 for c in cells:
                     old = existing.get(c.key)
-                    if old is None or not _claimable(old.status, old.owner, owner, reclaim):
+                    if old is None or not _claimable(old.status, old.owner, owner, reclaim, old.lease_until, now):
                         continue
                     again = c.model_copy(update={"status": "running", "owner": owner, "attempts": old.attempts + 1})
                     result = await conn.execute(
@@ -420,7 +465,7 @@ class SQLResultStore(ResultStore):
             return
         await self._init()
         rows = [self._row(c) for c in cells]
-        fields = ("status", "owner", "attempts", "updated_at", "body")
+        fields = ("status", "owner", "attempts", "updated_at", "body", "lease_until")
         statement = (
             update(cells_table)
             .where(cells_table.c.run_id == bindparam("b_run_id"), cells_table.c.key == bindparam("b_key"))
@@ -437,8 +482,7 @@ class SQLResultStore(ResultStore):
             return cell
         return cell.model_copy(update={"status": "running", "owner": owner, "attempts": 1})
 
-    @staticmethod
-    def _row(cell: CellResult) -> dict[str, Any]:
+    def _row(self, cell: CellResult) -> dict[str, Any]:
         return {
             "run_id": cell.run_id,
             "key": cell.key,
@@ -449,7 +493,18 @@ class SQLResultStore(ResultStore):
             "attempts": cell.attempts,
             "updated_at": _now(),
             "body": cell.model_dump_json(),
+            "lease_until": self.lease_until() if cell.status == "running" else None,
         }
+
+    async def heartbeat(self, run_id: str, owner: str) -> int:
+        await self._init()
+        async with write(self.engine) as conn:
+            result = await conn.execute(
+                update(cells_table)
+                .where(cells_table.c.run_id == run_id, cells_table.c.owner == owner, cells_table.c.status == "running")
+                .values(lease_until=self.lease_until())
+            )
+        return int(result.rowcount or 0)
 
     async def finish(self, cell: CellResult) -> None:
         await self._init()

@@ -32,19 +32,7 @@ from ...prompts import load_prompt_yaml
 from ...traces import InMemoryTraceStore, TraceStatus, TraceStore
 from .metering import CallMeter, ModelPool
 
-__all__ = [
-    "SYSTEM_KINDS",
-    "CellContext",
-    "System",
-    "SystemFailedError",
-    "SystemInfo",
-    "SystemReply",
-    "SystemSpec",
-    "build_system",
-    "parse_done",
-    "plain_text_only",
-    "render_conversation",
-]
+__all__ = ["SystemInfo"]
 
 
 class SystemSpec(BaseModel):

@@ -36,20 +36,7 @@ from ...traces import TraceStatus
 from ...yamlio import parse_yaml
 from .boundary.report import _page, _table
 
-__all__ = [
-    "EXPECTED",
-    "FAILED",
-    "LABELS",
-    "NONE",
-    "Classification",
-    "ConflictType",
-    "DefenseItem",
-    "load_items",
-    "negotiate_items",
-    "render_html",
-    "rule_table_label",
-    "score",
-]
+__all__ = ["load_items", "negotiate_items", "render_html", "rule_table_label", "score"]
 
 NONE = "none"
 FAILED = "failed"

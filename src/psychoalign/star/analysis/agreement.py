@@ -12,8 +12,6 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["AlphaResult", "alpha", "bootstrap_alpha", "item_disagreement", "value_counts"]
-
 Metric = Literal["nominal", "ordinal", "interval"]
 FloatArray = NDArray[np.float64]
 

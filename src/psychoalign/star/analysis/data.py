@@ -28,20 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ...errors import InputError
 from ...yamlio import parse_yaml
 
-__all__ = [
-    "FORMATS",
-    "MAX_LEVELS",
-    "Counts",
-    "Metric",
-    "RatingData",
-    "RatingsMapping",
-    "attach_raters",
-    "detect",
-    "load",
-    "load_mapping",
-    "mapping_from",
-    "read_table",
-]
+__all__ = ["RatingsMapping", "attach_raters"]
 
 Metric = Literal["nominal", "ordinal", "interval"]
 MAX_LEVELS = 20  # an attribute with more distinct values is kept as a field but not compared by group

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from ...errors import InputError
 from .data import RatingData
 
-__all__ = ["Embedder", "embedding_section", "minilm_embedder", "openai_embedder"]
+__all__ = ["minilm_embedder", "openai_embedder"]
 
 Embedder = Callable[[list[str]], NDArray[np.float32]]
 

@@ -20,8 +20,6 @@ from .agreement import item_disagreement
 from .data import RatingData
 from .stats import counts_matrix
 
-__all__ = ["FORMULA_PREFIXES", "item_table", "neutralise", "write_item_csv"]
-
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 

@@ -22,8 +22,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-__all__ = ["MIN_CLUSTERS", "cluster_groups", "design", "fit_binary", "fit_ordinal", "wald"]
-
 MIN_CLUSTERS = 10  # fewer raters than this: cluster-robust inference is not trustworthy, no test
 
 
@@ -119,6 +117,35 @@ def _usable(cov: pd.DataFrame, names: list[str]) -> bool:
     return bool(np.all(np.isfinite(d)) and np.all(d > 0))
 
 
+def _fit_clustered(fit_fn: Any, frame: pd.DataFrame, names: list[str]) -> tuple[Any, pd.DataFrame, dict[str, int]]:
+    """``fit_fn`` with standard errors clustered as ``cluster_groups`` says; when the two-way
+    sandwich is not positive for ``names``, clustered by rater only. The fit, its covariance and
+    the cluster sizes used."""
+    groups, sizes = cluster_groups(frame)
+    res = _robust(fit_fn, groups)
+    cov = res.cov_params()
+    if groups.ndim == 2 and not _usable(cov, names):
+        groups, sizes = groups[:, 0], {next(iter(sizes)): sizes[next(iter(sizes))]}
+        res = _robust(fit_fn, groups)
+        cov = res.cov_params()
+    return res, cov, sizes
+
+
+def _fit_result(
+    model: str, n: int, fitted: tuple[Any, pd.DataFrame, dict[str, int]], names: list[str], test: list[str]
+) -> dict[str, Any]:
+    res, cov, sizes = fitted
+    df = _df(sizes)
+    return {
+        "model": model,
+        "clusters": sizes,
+        "n": n,
+        "converged": bool(res.mle_retvals.get("converged", True)),
+        "terms": _summarise(res.params, cov, names, df),
+        "joint_test": wald(res.params, cov, test, df),
+    }
+
+
 def fit_binary(
     y: np.ndarray, exog_x: pd.DataFrame, frame: pd.DataFrame, *, test: list[str] | None = None
 ) -> dict[str, Any]:
@@ -130,23 +157,9 @@ def fit_binary(
     exog = sm.add_constant(exog_x, has_constant="add")
     names = list(exog_x.columns)
     test = names if test is None else test
-    groups, sizes = cluster_groups(frame)
     model = sm.Logit(np.asarray(y, dtype=float), exog)
-    res = _robust(lambda **kw: model.fit(disp=False, maxiter=200, **kw), groups)
-    cov = res.cov_params()
-    if groups.ndim == 2 and not _usable(cov, names):  # two-way sandwich not positive: rater only
-        groups, sizes = groups[:, 0], {next(iter(sizes)): sizes[next(iter(sizes))]}
-        res = _robust(lambda **kw: model.fit(disp=False, maxiter=200, **kw), groups)
-        cov = res.cov_params()
-    df = _df(sizes)
-    return {
-        "model": "logistic regression (statsmodels Logit)",
-        "clusters": sizes,
-        "n": len(y),
-        "converged": bool(res.mle_retvals.get("converged", True)),
-        "terms": _summarise(res.params, cov, names, df),
-        "joint_test": wald(res.params, cov, test, df),
-    }
+    fitted = _fit_clustered(lambda **kw: model.fit(disp=False, maxiter=200, **kw), frame, names)
+    return _fit_result("logistic regression (statsmodels Logit)", len(y), fitted, names, test)
 
 
 def fit_ordinal(
@@ -162,20 +175,7 @@ def fit_ordinal(
     codes = np.asarray(y, dtype=int)
     present = np.unique(codes)
     endog = pd.Series(pd.Categorical(codes, categories=present, ordered=True), index=exog_x.index)
-    groups, sizes = cluster_groups(frame)
     model = OrderedModel(endog, exog_x, distr="logit")
-    res = _robust(lambda **kw: model.fit(method="bfgs", disp=False, maxiter=500, **kw), groups)
-    cov = res.cov_params()
-    if groups.ndim == 2 and not _usable(cov, names):
-        groups, sizes = groups[:, 0], {next(iter(sizes)): sizes[next(iter(sizes))]}
-        res = _robust(lambda **kw: model.fit(method="bfgs", disp=False, maxiter=500, **kw), groups)
-        cov = res.cov_params()
-    df = _df(sizes)
-    return {
-        "model": "proportional-odds logistic regression (statsmodels OrderedModel)",
-        "clusters": sizes,
-        "n": len(codes),
-        "converged": bool(res.mle_retvals.get("converged", True)),
-        "terms": _summarise(res.params, cov, names, df),
-        "joint_test": wald(res.params, cov, test, df),
-    }
+    fitted = _fit_clustered(lambda **kw: model.fit(method="bfgs", disp=False, maxiter=500, **kw), frame, names)
+    kind = "proportional-odds logistic regression (statsmodels OrderedModel)"
+    return _fit_result(kind, len(codes), fitted, names, test)

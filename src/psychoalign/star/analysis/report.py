@@ -27,8 +27,6 @@ from .stats import (
     intersectional_section,
 )
 
-__all__ = ["METHODS", "analyze", "write_report"]
-
 METHODS = {
     "data": (
         "Every rating read is either kept or dropped with its reason (missing, not a number, not on the scale, "
@@ -320,13 +318,22 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
         )
     what = "rate" if any("rate" in d for d in comp.get("groups", {}).values()) else "mean rating"
     parts.append(_table(rows, ("group", what, "ratings", "raters", "odds ratio", "95% CI", "p")))
+    tested = comp.get("tested_groups") or {}
+    per_group = ", ".join(f"{html.escape(str(lv))}: {_fmt(v['raters'])}" for lv, v in tested.items())
     if model.get("computable", True) and "joint_test" in model:
         jt = model["joint_test"]
         clusters = ", ".join(f"{v} {k}s" for k, v in model.get("clusters", {}).items())
         holm = f", Holm-adjusted p = {_fmt(comp['p_value_holm'])}" if "p_value_holm" in comp else ""
+        test = (
+            f"joint Wald F = {_fmt(jt['statistic'])} on {jt['df'][0]} and {jt['df'][1]} df"
+            if jt.get("statistic") is not None
+            else html.escape(str(jt.get("test", "joint test")))
+        )
         parts.append(
-            f"<p>{html.escape(model['model'])}, clustered ({html.escape(clusters)}): joint Wald F = "
-            f"{_fmt(jt['statistic'])} on {jt['df'][0]} and {jt['df'][1]} df, p = {_fmt(jt['p_value'])}{holm}</p>"
+            f"<p>{html.escape(model['model'])}, clustered ({html.escape(clusters)}): {test}, "
+            f"p = {_fmt(jt['p_value'])}{holm}"
+            + (f"; raters per tested group: {per_group}" if per_group else "")
+            + "</p>"
         )
     elif model:
         parts.append(f"<p class='nc'>No test: {html.escape(str(model.get('reason')))}</p>")
@@ -335,6 +342,8 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
         parts.append(f"<p>{html.escape(rl['test'])}: statistic {_fmt(rl['statistic'])}, p = {_fmt(rl['p_value'])}</p>")
     if comp.get("not_tested"):
         parts.append(f"<p class='note'>Not tested ({html.escape(comp['not_tested'])})</p>")
+    for level, why in (comp.get("separation") or {}).items():
+        parts.append(f"<p class='note'>{html.escape(str(level))}: {html.escape(why)}</p>")
     return "".join(parts)
 
 

@@ -9,7 +9,9 @@ u ~ N(0, rater_sd²) and item difficulty v ~ N(0, item_sd²). Two designs:
   item's target group with probability ``in_share`` (STAR: 62 %) and from the other groups
   otherwise; the compared variable is "annotator is in-group", which varies within raters.
 * ``attribute``: a rater attribute (e.g. gender) shared by half of the raters; each item is rated
-  by ``per_item`` raters drawn at random; the compared variable is constant within raters.
+  by ``per_item`` raters drawn at random; the compared variable is constant within raters. With
+  ``rare = K``, K of the raters form a third group ("rare") beside the two balanced ones: the
+  POPQUORN case of a demographic answered by one or a few raters.
 
 Data generation is vectorised (numpy), so hundreds of replications run in seconds; the analysis
 under test is the report's own code path (``stats.compare_binary``).
@@ -22,8 +24,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
-
-__all__ = ["Design", "false_positive_rate", "simulate"]
 
 Design = Literal["star", "attribute"]
 
@@ -42,6 +42,7 @@ def simulate(
     n_groups: int = 8,
     in_share: float = 0.62,
     points: int = 2,
+    rare: int = 0,
 ) -> pd.DataFrame:
     """One simulated dataset: columns item_id, rater_id, group (bool), attr (the group's label) and
     y (0/1, or 0..points-1 on a Likert scale)."""
@@ -84,7 +85,10 @@ def simulate(
         raters = np.argsort(rng.random((n_items, n_raters)), axis=1)[:, :per_item].ravel()
         rater_attr = np.arange(n_raters) % 2 == 1
         group = rater_attr[raters]
-        attr = np.where(group, "B", "A")
+        labels = np.where(rater_attr, "B", "A").astype(object)
+        if rare:
+            labels[n_raters - rare :] = "rare"
+        attr = labels[raters].astype(str)
     eta = base + u[raters] + v[items] + effect * group
     if points == 2:
         y = (rng.random(items.size) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
@@ -112,7 +116,7 @@ def false_positive_rate(
     from .stats import compare_binary
 
     rng = np.random.default_rng(seed)
-    rejected = naive = fitted = 0
+    rejected = naive = fitted = rare_tested = rare_rejected = 0
     for _ in range(reps):
         frame = simulate(rng, design, **kwargs)
         result = compare_binary(frame, "attr", frame["y"].to_numpy())
@@ -120,8 +124,16 @@ def false_positive_rate(
         if p is not None:
             fitted += 1
             rejected += p < level
+        rare_term = result.get("model", {}).get("terms", {}).get("attr=rare")
+        if rare_term is not None and rare_term.get("p_value") is not None:
+            rare_tested += 1
+            rare_rejected += rare_term["p_value"] < level
         counts = frame.groupby("attr")["y"].agg(["sum", "count"])
-        _, p_naive = proportions_ztest(counts["sum"].to_numpy(), counts["count"].to_numpy())
+        if len(counts) == 2:
+            _, p_naive = proportions_ztest(counts["sum"].to_numpy(), counts["count"].to_numpy())
+        else:  # 3+ groups: the chi-squared test of the rating-level table (same naivety)
+            table = np.column_stack([counts["sum"], counts["count"] - counts["sum"]])
+            p_naive = sps.chi2_contingency(table)[1]
         naive += p_naive < level
     low, high = proportion_confint(rejected, max(fitted, 1), alpha=0.05, method="wilson")
     return {
@@ -134,4 +146,7 @@ def false_positive_rate(
         "naive_ztest_rate": naive / reps,
         "settings": kwargs,
         "binomial_p_vs_nominal": float(sps.binomtest(rejected, max(fitted, 1), level).pvalue),
+        # the rare group's own term (``rare`` > 0): how often it was tested, and rejected when it was
+        "rare_tested": rare_tested,
+        "rare_rejection_rate": rare_rejected / rare_tested if rare_tested else None,
     }

@@ -20,23 +20,11 @@ from .agreement import bootstrap_alpha, item_disagreement
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
 
-__all__ = [
-    "MIN_GROUP",
-    "agreement_section",
-    "arbitration_section",
-    "compare_binary",
-    "compare_ordinal",
-    "counts_matrix",
-    "coverage_section",
-    "expert_section",
-    "expert_vs_crowd",
-    "groups_section",
-    "ingroup_section",
-    "intersectional_section",
-    "not_computable",
-]
-
 MIN_GROUP = 10  # fewer ratings than this in a group: described, not tested
+#: Fewer distinct raters than this in a group: described, not tested. A group's coefficient is
+#: estimated from its raters' cluster scores alone; with 1-3 raters the sandwich variance collapses
+#: and a null difference is "significant" most of the time (see docs/star-analysis.md).
+MIN_GROUP_RATERS = 5
 
 
 def not_computable(reason: str) -> dict[str, Any]:
@@ -159,45 +147,110 @@ def _rater_level(frame: pd.DataFrame, column: str, y: np.ndarray, levels: list[s
             return not_computable("fewer than two raters in a group")
         if len(samples) == 2:
             t = sps.ttest_ind(samples[1], samples[0], equal_var=False)
-            return {
-                "computable": True,
-                "test": "Welch t-test on per-rater means",
-                "statistic": float(t.statistic),
-                "p_value": float(t.pvalue),
-                "raters": [len(s) for s in samples],
-            }
+            return _tested("Welch t-test on per-rater means", t, [len(s) for s in samples])
         f = sps.f_oneway(*samples)
-        return {
-            "computable": True,
-            "test": "one-way ANOVA on per-rater means",
-            "statistic": float(f.statistic),
-            "p_value": float(f.pvalue),
-            "raters": [len(s) for s in samples],
-        }
+        return _tested("one-way ANOVA on per-rater means", f, [len(s) for s in samples])
     if len(levels) != 2:
         return not_computable("paired view needs exactly two groups")
     both = means[list(levels)].dropna()
     if len(both) < 3:
         return not_computable("fewer than three raters rated in both groups")
     t = sps.ttest_rel(both[levels[1]], both[levels[0]])
+    return _tested("paired t-test on per-rater means (raters who rated in both groups)", t, len(both))
+
+
+def _tested(test: str, result: Any, raters: list[int] | int) -> dict[str, Any]:
+    """A scipy test's result as the report shows it; ``raters`` per group, or in all."""
     return {
         "computable": True,
-        "test": "paired t-test on per-rater means (raters who rated in both groups)",
-        "statistic": float(t.statistic),
-        "p_value": float(t.pvalue),
-        "raters": len(both),
+        "test": test,
+        "statistic": float(result.statistic),
+        "p_value": float(result.pvalue),
+        "raters": raters,
     }
 
 
-def _prepare(frame: pd.DataFrame, column: str, reference: str | None) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """Keep levels with at least MIN_GROUP ratings; the reference level first."""
-    sizes = frame[column].astype(str).value_counts()
-    keep = [str(level) for level, n in sizes.items() if n >= MIN_GROUP]
-    small = [str(level) for level, n in sizes.items() if n < MIN_GROUP]
+def _prepare(frame: pd.DataFrame, column: str, reference: str | None) -> tuple[pd.DataFrame, list[str], dict[str, str]]:
+    """Keep levels with at least MIN_GROUP ratings and (rater ids known) MIN_GROUP_RATERS raters;
+    the reference level first. The others: level -> why it is described only."""
+    values = frame[column].astype(str)
+    sizes = values.value_counts()
+    raters_known = bool(frame["rater_id"].notna().all())
+    raters = frame.groupby(values)["rater_id"].nunique() if raters_known else None
+    keep: list[str] = []
+    small: dict[str, str] = {}
+    for level, n in sizes.items():
+        k = int(raters[level]) if raters is not None else None
+        if n < MIN_GROUP:
+            small[str(level)] = f"{n} rating{'s' if n != 1 else ''}"
+        elif k is not None and k < MIN_GROUP_RATERS:
+            small[str(level)] = f"{k} rater{'s' if k != 1 else ''}"
+        else:
+            keep.append(str(level))
     if reference is not None and str(reference) in keep:
         keep.remove(str(reference))
         keep.insert(0, str(reference))
-    return frame[frame[column].astype(str).isin(keep)], keep, small
+    return frame[values.isin(keep)], keep, small
+
+
+def _separated(part: pd.DataFrame, column: str, levels: list[str], ordinal: bool) -> dict[str, str]:
+    """Levels whose every rating sits at one end of the outcome (all 0 / all 1, or all at the
+    lowest / highest scale point present): their odds ratio is infinite (perfect separation)."""
+    y = part["__y"]
+    low, high = y.min(), y.max()
+    out: dict[str, str] = {}
+    for level, ys in y.groupby(part[column].astype(str)):
+        if str(level) not in levels or len(ys) == 0:
+            continue
+        if (ys == low).all() or (ys == high).all():
+            end = ys.iloc[0]
+            out[str(level)] = f"every rating is {end:g}" if not ordinal else f"every rating at scale code {end:g}"
+    return out
+
+
+def _group_level_tests(model: dict[str, Any], column: str, tested: dict[str, Any], reference: str) -> None:
+    """Few clusters in a group: a group's coefficient rests on its own raters' scores, so with the
+    whole pool's G - 1 df a group of 5 raters was "significant" in 8 % of null datasets (1-3 raters:
+    18-82 %, which is why those are not tested at all). When a tested group has fewer than
+    MIN_CLUSTERS raters, each group term is tested with t on (the smaller of its group's and the
+    reference's raters) - 1 df when that group is the small one, and the joint test is Simes'
+    combination of the terms' t-tests (one F with the smallest group's df for every term is far too
+    conservative). With every group at MIN_CLUSTERS raters or more, the model's joint Wald F stands."""
+    terms = model.get("terms") or {}
+    if not terms:
+        return
+    pooled_df = int(model["joint_test"]["df"][1])
+    if min(int(v["raters"]) for v in tested.values()) >= MIN_CLUSTERS:
+        for term in terms.values():
+            term["df"] = pooled_df
+        return
+    ref_raters = int(tested[reference]["raters"])
+    p_values: list[float] = []
+    dfs: list[int] = []
+    for name, term in terms.items():
+        level = name[len(column) + 1 :]
+        raters = min(int(tested.get(level, {}).get("raters") or 0), ref_raters)
+        df = max(1, raters - 1) if raters < MIN_CLUSTERS else pooled_df
+        df = min(df, pooled_df)
+        term["df"] = df
+        dfs.append(df)
+        se = term["se"]
+        if not (np.isfinite(se) and se > 0):
+            term["p_value"] = None
+            continue
+        crit = float(sps.t.ppf(0.975, df))
+        b = term["coef"]
+        term["ci95"] = [math.exp(min(700.0, b - crit * se)), math.exp(min(700.0, b + crit * se))]
+        term["p_value"] = float(2 * sps.t.sf(abs(b / se), df))
+        p_values.append(term["p_value"])
+    q = len(p_values)
+    simes = min(1.0, min(q * p / (i + 1) for i, p in enumerate(sorted(p_values)))) if q else None
+    model["joint_test"] = {
+        "test": "Simes combination of the group terms' t-tests (a group under 10 raters: its raters - 1 df)",
+        "statistic": None,
+        "df": [q, min(dfs)],
+        "p_value": simes,
+    }
 
 
 def _compare(
@@ -214,13 +267,43 @@ def _compare(
     shown = np.asarray(values, dtype=float)[frame["__y"].to_numpy()] if values is not None else frame["__y"].to_numpy()
     described = _describe(frame, column, shown, what)
     part, levels, small = _prepare(frame, column, reference)
+    if len(levels) >= 2 and (y_all := part["__y"]).min() != y_all.max():
+        separated = _separated(part, column, levels, ordinal)
+        if separated and len(levels) - len(separated) >= 2:
+            # the separated groups are described (their rate says it all), the others tested
+            levels = [lv for lv in levels if lv not in separated]
+            part = part[part[column].astype(str).isin(levels)]
+        elif separated:
+            separated = {}  # too few groups left: the model below reports what it can
+    else:
+        separated = {}
     out: dict[str, Any] = {"computable": True, "groups": described, "reference": levels[0] if levels else None}
-    if small:
-        out["not_tested"] = f"fewer than {MIN_GROUP} ratings: {small}"
-    if len(levels) < 2:
-        out["model"] = not_computable(f"fewer than two groups with {MIN_GROUP}+ ratings")
-        return out
     raters_known = part["rater_id"].notna().all()
+    out["tested_groups"] = {
+        lv: {"raters": described[lv]["n_raters"], "ratings": described[lv]["n_ratings"]} for lv in levels
+    }
+    if small:
+        out["not_tested"] = (
+            f"groups with fewer than {MIN_GROUP} ratings or {MIN_GROUP_RATERS} raters are described only: "
+            + ", ".join(f"{lv} ({why})" for lv, why in small.items())
+        )
+    if separated:
+        out["separation"] = {
+            lv: f"perfect separation: {why}; its odds ratio is infinite, so the group is described, not tested"
+            for lv, why in separated.items()
+        }
+    total_raters = int(frame["rater_id"].nunique()) if frame["rater_id"].notna().all() else None
+    if len(levels) < 2 and total_raters is not None and total_raters < MIN_CLUSTERS:
+        out["model"] = not_computable(
+            f"{total_raters} raters: rater-clustered inference needs at least {MIN_CLUSTERS}; "
+            "the rates above are description only"
+        )
+        return out
+    if len(levels) < 2:
+        out["model"] = not_computable(
+            f"fewer than two groups with {MIN_GROUP}+ ratings from {MIN_GROUP_RATERS}+ raters"
+        )
+        return out
     if raters_known and part["rater_id"].nunique() < MIN_CLUSTERS:
         out["model"] = not_computable(
             f"{part['rater_id'].nunique()} raters: rater-clustered inference needs at least {MIN_CLUSTERS}; "
@@ -234,6 +317,8 @@ def _compare(
         else:
             try:
                 out["model"] = (fit_ordinal if ordinal else fit_binary)(yv, exog_x, part)
+                if raters_known:
+                    _group_level_tests(out["model"], column, out["tested_groups"], levels[0])
             except Exception as exc:  # separation, singular design: report, do not crash
                 out["model"] = not_computable(f"the model could not be fitted: {type(exc).__name__}: {exc}")
             if not raters_known and out["model"].get("computable", True):

@@ -5,13 +5,12 @@ crash, which errors are raised); :class:`SQLStarStore` keeps it on SQLite or Pos
 :class:`InMemoryStarStore` in memory. One contract test holds both to it.
 """
 
-from .base import CAMPAIGN_STATUSES, CampaignClosedError, CampaignSettings, ClaimError, StarStore
+from .base import CampaignClosedError, CampaignSettings, ClaimError, StarStore
 from .memory import InMemoryStarStore
 from .rules import arbitration_needed
 from .sql import SQLStarStore
 
 __all__ = [
-    "CAMPAIGN_STATUSES",
     "CampaignClosedError",
     "CampaignSettings",
     "ClaimError",

@@ -3,7 +3,6 @@ and checks several operations make inside their transaction."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ...storage import create_engine_for, migrate
+from ...storage import MigrateOnce, create_engine_for
 from ..model import Participant, TaskKind
 from ..policy import Policy
 from .base import StarStore
@@ -43,16 +42,11 @@ class SQLBase(StarStore):
         self.engine: AsyncEngine = create_engine_for(url, **engine_kwargs)
         # The same pool in autocommit, for reads: no BEGIN / ROLLBACK around a single SELECT.
         self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._ready = False
-        self._init_lock = asyncio.Lock()
+        self._migrate = MigrateOnce(self.engine, "star")
         self._quotas: dict[str, dict[str, int]] = {}  # campaign -> quota (set at creation, never changed)
 
     async def init(self) -> None:
-        if not self._ready:
-            async with self._init_lock:
-                if not self._ready:
-                    await migrate(self.engine, "star")
-                    self._ready = True
+        await self._migrate()
 
     async def close(self) -> None:
         await self.engine.dispose()

@@ -25,8 +25,6 @@ from ...star.policy import Policy, load_policy
 from ...star.store import SQLStarStore, StarStore
 from ..accounts import AccountStore, SQLAccountStore
 
-__all__ = ["StarLab", "rows_json"]
-
 
 class StarLab:
     """The services the lab pages share: one STAR store per policy (a campaign may upload its

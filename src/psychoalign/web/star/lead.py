@@ -35,8 +35,6 @@ from ..templating import Templates
 from .lab import StarLab, rows_json
 from .participant import get_lab
 
-__all__ = ["ROLES", "build_report", "plan_campaign", "router", "shortfall_reason", "tabular", "upload_text"]
-
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MAX_UPLOAD = 1_000_000
 ROLES = ("red_teamer", "annotator", "arbitrator")

@@ -23,8 +23,6 @@ from .lab import StarLab
 from .lead import ROLES, upload_text
 from .participant import get_lab
 
-__all__ = ["router"]
-
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 
 

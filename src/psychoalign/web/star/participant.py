@@ -25,8 +25,6 @@ from ..security import csrf_protect, require_participant
 from ..templating import Templates
 from .lab import StarLab
 
-__all__ = ["GROUP_LABELS", "MAX_MESSAGE", "MAX_REASONING", "QUESTIONNAIRE", "get_lab", "router"]
-
 router = APIRouter(dependencies=[Depends(csrf_protect)])
 
 #: The pre-annotation's broader label set (paper §4).

@@ -22,8 +22,6 @@ from ...star.personas import AnnotatorPersona
 from ...star.store import ClaimError
 from .lab import StarLab
 
-__all__ = ["OTHER_LABEL", "fill_with_personas", "persona_for"]
-
 #: The label an out-group persona holds on each dimension of the attacked group: known, and not the group's.
 OTHER_LABEL = "(simulated) other"
 

@@ -14,7 +14,7 @@ from psychoalign.errors import InputError
 from psychoalign.experiments.studies.boundary.h1 import H1Item, analyze_h1, load_h1_dataset, split_turns
 from psychoalign.experiments.studies.boundary.negotiate import ItemOutcome
 from psychoalign.experiments.studies.boundary.synthetic import SyntheticWorld
-from psychoalign.experiments.studies.boundary.tension import TensionDefinition
+from psychoalign.traces.tension import TensionDefinition
 from tests.conftest import SHARED_DATA
 from tests.experiments.studies.helpers import N_ITEMS
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from psychoalign.experiments.studies.boundary.tension import TensionDefinition, all_tensions, request_tension
 from psychoalign.traces import TraceStatus
+from psychoalign.traces.tension import TensionDefinition, all_tensions, request_tension
 from tests.scenario import World, evaluation, proposals
 
 

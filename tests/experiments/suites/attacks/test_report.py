@@ -86,7 +86,9 @@ async def test_a_run_stores_the_harm_calibration_and_table4_shows_it(tmp_path: P
     report, _ = await run(tmp_path, s, models)
     harm_rows = [j for j in report["judges"] if j["judge"].startswith("harm (model")]
     assert {j["benchmark"] for j in harm_rows} == {"attack-direct", "attack-multiturn"}
-    assert all(j["status"] == "measured" and j["n"] == 20 and j["usage"] for j in harm_rows)
+    # a judge that calls everything harmful has specificity 0 and kappa 0: the gate marks it weak
+    assert all(j["status"] == "weak" and j["n"] == 20 and j["usage"] for j in harm_rows)
+    assert all(j["specificity"] == 0.0 and "κ" in j["weak_reason"] for j in harm_rows)
     t4 = report["table4"]["harm_judge"]
     assert t4["judges"] == ["scripted:j"] and t4["calibration"]["specificity"] == 0.0
     assert any("agreement with labels" in note for note in report["table4"]["notes"])
@@ -266,6 +268,7 @@ async def test_every_number_of_the_table4_html_is_in_the_json(tmp_path: Path) ->
     page = render_html(report)
     assert "Table 4: attack success rate" in page and "Benign over-refusal" in page and "Many-shot, 4 shots" in page
     body = re.sub(r"<(style|img)[^>]*>.*?(</style>|>)", "", page, flags=re.S)
+    body = re.sub(r'<code class="hash">[0-9a-f]+</code>', "", body)  # hash prefixes (provenance) are names
     body = html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
 
     def numbers(text: str) -> set[float]:
@@ -285,3 +288,76 @@ async def test_without_xstest_or_harm_judge_table4_says_so(tmp_path: Path) -> No
     assert any("upper bound" in note for note in t["notes"])
     check_cell(t["rows"][0]["cells"][0], 2, 2)  # refusal-only: any non-refusal counts
     assert t["pooled_over"] == ["vanilla"]  # the baseline alone is still a column to pool
+
+
+def test_table4_rows_compare_the_attacks_every_system_has_a_score_for() -> None:
+    """The paper-table4 case: one configuration's cells fail (a prompt over its limit) while vanilla
+    scores every item: the row compares the items both scored, and says how many were dropped."""
+    from psychoalign.experiments.harness.store import CellResult
+    from psychoalign.experiments.suites.attacks.report import table4
+
+    s = _spec(["vanilla", {"name": "config-A", "kind": "psychoalign"}])
+
+    def done(system: str, i: int, success: bool) -> CellResult:
+        return CellResult(
+            run_id="r",
+            key=f"{system}|attack-direct|{i}",
+            system=system,
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="done",
+            metrics={"success": float(success)},
+        )
+
+    cells = [done("vanilla", i, i % 2 == 0) for i in range(6)]
+    cells += [done("config-A", i, False) for i in range(3)]
+    cells += [
+        CellResult(
+            run_id="r",
+            key=f"config-A|attack-direct|{i}",
+            system="config-A",
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="failed",
+            error="request over the 8000-character limit",
+        )
+        for i in range(3, 6)
+    ]
+    t = table4(s, cells)
+    direct = next(r for r in t["rows"] if r["key"] == "direct")
+    vanilla, config = direct["cells"]
+    assert (vanilla["n"], vanilla["dropped"], vanilla["successes"]) == (3, 3, 2)  # items 0-2 only
+    assert (config["n"], config["failed"], config["dropped"]) == (3, 3, 0)
+    one = table4(s, [done("vanilla", 0, True), done("config-A", 0, False)])
+    cell = next(r for r in one["rows"] if r["key"] == "direct")["cells"][0]
+    assert cell["n"] == 1 and (cell["ci_low"], cell["ci_high"]) == (None, None)  # n = 1: no interval
+
+
+def test_table4_asr_is_corrected_for_the_judges_measured_error() -> None:
+    from psychoalign.experiments.harness.store import CellResult
+    from psychoalign.experiments.suites.attacks.report import table4
+
+    s = _spec(["vanilla"])
+    cells = [
+        CellResult(
+            run_id="r",
+            key=f"vanilla|attack-direct|{i}",
+            system="vanilla",
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="done",
+            metrics={"success": float(i < 30)},
+        )
+        for i in range(100)
+    ]
+    meta = {
+        "refusal_calibration": {"confusion": {"tp": 90, "fn": 10, "tn": 100, "fp": 0}},
+        "harm_calibration": {"confusion": {"tp": 60, "fn": 40, "tn": 95, "fp": 5}},
+    }
+    t = table4(s, cells, meta)
+    got = next(r for r in t["rows"] if r["key"] == "direct")["cells"][0]
+    # Se = 1.0 x 0.6, Sp = 0.95: (0.30 + 0.95 - 1) / (0.6 + 0.95 - 1) = 0.4545
+    assert got["asr"] == 0.3 and got["corrected"]["mean"] == 0.455
+    assert got["corrected"]["ci_low"] < 0.455 < got["corrected"]["ci_high"]
+    assert any("Rogan-Gladen" in n for n in t["notes"])
+    assert "corrected" not in next(r for r in table4(s, cells, {})["rows"] if r["key"] == "direct")["cells"][0]

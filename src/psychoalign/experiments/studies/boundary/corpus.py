@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ....errors import InputError
 from ....yamlio import parse_yaml
 
-__all__ = ["BUILTIN_CORPORA", "Corpus", "CorpusItem", "load_corpus"]
+__all__ = ["load_corpus"]
 
 BUILTIN_CORPORA = ("boundary",)
 

@@ -27,11 +27,11 @@ from ....negotiation import Negotiator
 from ....star.analysis.agreement import item_disagreement
 from ....star.analysis.data import RatingsMapping
 from ....star.analysis.h1 import DEFAULT_BINS, binarise, kruskal, spearman, tension_bins
+from ....traces.tension import DEFAULT_DEFINITION, TensionDefinition
 from .corpus import CorpusItem
 from .negotiate import ItemOutcome, negotiate_items
-from .tension import DEFAULT_DEFINITION, TensionDefinition
 
-__all__ = ["H1Dataset", "H1Item", "analyze_h1", "load_h1_dataset", "run_h1", "split_turns"]
+__all__ = ["load_h1_dataset", "run_h1"]
 
 MAX_CONTEXT_CHARS = 2000
 

@@ -13,10 +13,10 @@ from ....errors import InputError
 from ....frameworks import Framework
 from ....negotiation import Negotiator
 from ....traces.model import Trace, TraceStatus
+from ....traces.tension import DEFAULT_DEFINITION, TensionDefinition, all_tensions
 from .corpus import CorpusItem
-from .tension import DEFAULT_DEFINITION, TensionDefinition, all_tensions
 
-__all__ = ["ItemOutcome", "negotiate_items", "outcome_from_trace"]
+__all__ = ["ItemOutcome"]
 
 
 @dataclass

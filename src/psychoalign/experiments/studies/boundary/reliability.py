@@ -22,8 +22,6 @@ from scipy import stats as sps
 
 from ....errors import InputError
 
-__all__ = ["ICCResult", "icc"]
-
 
 @dataclass(frozen=True)
 class ICCResult:

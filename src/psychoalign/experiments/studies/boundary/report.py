@@ -19,14 +19,7 @@ from typing import Any
 
 from ....errors import InputError
 
-__all__ = [
-    "bar_chart",
-    "heat_map",
-    "render_boundary_html",
-    "render_h1_html",
-    "scatter_plot",
-    "write_report",
-]
+__all__ = ["render_boundary_html", "render_h1_html", "write_report"]
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -163,8 +156,9 @@ def _kw(kw: dict[str, Any]) -> str:
     if not kw.get("computable", True):
         return f"not computable: {kw.get('reason')}"
     return (
-        f"H = {_f(kw['h'])}, df = {kw['df']}, p = {_f(kw['p'])}, ε² = {_f(kw['epsilon2'])}, "
-        f"η²_H = {_f(kw['eta2_h'])} (n = {kw['n']}, {kw['groups']} groups)"
+        f"H = {_f(kw['h'])}, df = {kw['df']}, p = {_f(kw['p'])}, ε² = {_f(kw['epsilon2'])}"
+        + (f" (≈ {_f(kw['epsilon2_null'])} with no effect)" if kw.get("epsilon2_null") else "")
+        + f", η²_H = {_f(kw['eta2_h'])} (n = {kw['n']}, {kw['groups']} groups)"
     )
 
 

@@ -14,12 +14,12 @@ from ....config import Settings
 from ....errors import InputError
 from ....frameworks import Framework
 from ....negotiation import Negotiator
+from ....traces.tension import DEFAULT_DEFINITION, TensionDefinition
 from .corpus import CorpusItem
 from .negotiate import ItemOutcome, negotiate_items
 from .reliability import icc
-from .tension import DEFAULT_DEFINITION, TensionDefinition
 
-__all__ = ["SAMPLED_ROLES", "analyze_retest", "check_sampling", "run_retest", "sampled_settings"]
+__all__ = ["SAMPLED_ROLES", "sampled_settings"]
 
 #: The roles whose outputs make T (u_D and u_V). The MEDIATOR only picks among them.
 SAMPLED_ROLES = ("drive", "evaluator")

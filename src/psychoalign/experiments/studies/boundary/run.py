@@ -21,12 +21,12 @@ from ....frameworks import Framework
 from ....negotiation import Negotiator
 from ....star.analysis.h1 import kruskal, mean_ci
 from ....traces.model import TraceStatus
+from ....traces.tension import DEFAULT_DEFINITION, TensionDefinition
 from .corpus import Corpus
 from .negotiate import ItemOutcome
 from .retest import analyze_retest, run_retest
-from .tension import DEFAULT_DEFINITION, TensionDefinition
 
-__all__ = ["analyze_boundary", "merge_runs", "run_boundary"]
+__all__ = ["run_boundary"]
 
 MAX_REQUEST_PREVIEW = 300
 

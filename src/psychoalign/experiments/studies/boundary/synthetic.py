@@ -43,8 +43,6 @@ BENIGN_CONFLICT = Conflict(
     adversarial_intent=False, harmful_intent=False, legitimate_need=True, third_party_harm=False
 ).model_dump(mode="json")
 
-__all__ = ["SyntheticWorld", "synthetic_models", "synthetic_negotiator", "validate"]
-
 U_D = 0.9
 MARK = re.compile(r"\[syn:(\d+)\]")
 

@@ -12,8 +12,6 @@ from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem
 from ...harness.judging import Judges
 from ...suites.benchmarks.mtbench import MTBench, two_turns
 
-__all__ = ["MTBenchFollowUp", "register"]
-
 
 class MTBenchFollowUp(Benchmark):
     """MT-Bench's two turns (the ``mt-bench`` items), judged for refusal only (no quality judge)."""

@@ -27,7 +27,7 @@ from ...harness.stats import wilson_ci
 from ...harness.systems import CellContext, SystemSpec, build_system
 from .world import Step, XTWorld
 
-__all__ = ["FAMILIES", "Conversation", "scripted_conversations", "simulate"]
+__all__ = ["simulate"]
 
 SYSTEMS = (
     SystemSpec(name="psychoalign"),

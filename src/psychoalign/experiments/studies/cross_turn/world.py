@@ -21,8 +21,6 @@ from ....models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from ....negotiation import NegotiationParams, Negotiator
 from ....traces import TraceStore
 
-__all__ = ["U_D", "Step", "XTWorld", "mark", "payload"]
-
 #: The DRIVE's utility for every proposal (so a turn's T is a function of its score alone).
 U_D = 0.9
 _MARK = re.compile(r"\[xt:([A-Za-z0-9_.-]+)\]")

@@ -53,16 +53,6 @@ from .templates import (
     wrap_objective,
 )
 
-__all__ = [
-    "ATTACK_BENCHMARKS",
-    "CATEGORIES",
-    "DirectAttack",
-    "ManyShotAttack",
-    "MultiTurnAttack",
-    "RolePlayAttack",
-    "register",
-]
-
 #: One permutation of the objectives shared by every category.
 OBJECTIVE_SALT = "attack-objectives"
 RUBRIC = (

@@ -64,26 +64,6 @@ from ....prompts import load_prompt_yaml
 from ...harness.systems import SystemReply
 from .scoring import AttackTurn
 
-__all__ = [
-    "PROTOCOLS",
-    "AttackerError",
-    "AttackerReply",
-    "Degenerate",
-    "Escalation",
-    "EscalationSettings",
-    "EscalationTurn",
-    "RefusalCheck",
-    "RejectedMessage",
-    "content_words",
-    "degeneracy",
-    "drive_escalation",
-    "extract_message",
-    "ladder",
-    "objective_coverage",
-    "parse_escalation",
-    "resolve_protocol",
-]
-
 #: ``(response, request) -> verdict``: the shared refusal judge of the run.
 RefusalCheck = Callable[[str, str], Awaitable[RefusalVerdict]]
 Respond = Callable[[Sequence[Message]], Awaitable[SystemReply]]

@@ -21,16 +21,6 @@ from ....judges.records import JudgeRecord
 from ....judges.refusal import RefusalVerdict
 from ...harness.stats import wilson_ci
 
-__all__ = [
-    "AttackJudges",
-    "AttackScore",
-    "AttackTurn",
-    "TurnScore",
-    "attack_success_rate",
-    "judge_response",
-    "score_multi_turn",
-]
-
 
 class AttackJudges(Protocol):
     """What scoring needs; :class:`~psychoalign.experiments.harness.judging.Judges` provides it."""

@@ -14,18 +14,6 @@ from ....errors import InputError
 from ....textio import read_jsonl_objects, read_text
 from ...harness.benchmark import data_file
 
-__all__ = [
-    "FAMILIES",
-    "Family",
-    "Shot",
-    "Template",
-    "load_attacker_templates",
-    "load_roleplay_templates",
-    "load_shots",
-    "render_attacker_instructions",
-    "wrap_objective",
-]
-
 
 @dataclass(frozen=True)
 class Template:

@@ -13,8 +13,6 @@ from ....textio import read_text
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file
 from ...harness.judging import Judges
 
-__all__ = ["AdvBench"]
-
 
 class AdvBench(Benchmark):
     option_names = ()

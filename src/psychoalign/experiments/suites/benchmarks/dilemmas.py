@@ -11,8 +11,6 @@ from ....yamlio import parse_yaml
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem
 from ...harness.judging import Judges
 
-__all__ = ["Dilemmas", "load_dilemmas"]
-
 
 @cache
 def load_dilemmas() -> list[dict[str, str]]:

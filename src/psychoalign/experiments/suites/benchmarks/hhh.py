@@ -12,8 +12,6 @@ from ....textio import read_text
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file
 from ...harness.judging import Judges
 
-__all__ = ["HHH"]
-
 
 class HHH(Benchmark):
     option_names = ()

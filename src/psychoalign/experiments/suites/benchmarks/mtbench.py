@@ -12,8 +12,6 @@ from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, d
 from ...harness.judging import Judges
 from ...harness.systems import SystemReply
 
-__all__ = ["MTBench", "two_turns"]
-
 
 async def two_turns(item: Item, respond: Respond) -> tuple[SystemReply, SystemReply]:
     """The system's answers to an MT-Bench item's two questions; the second sees the first exchange."""

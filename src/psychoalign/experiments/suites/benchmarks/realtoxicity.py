@@ -9,8 +9,6 @@ from ....textio import read_text
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file
 from ...harness.judging import Judges
 
-__all__ = ["RealToxicity"]
-
 
 class RealToxicity(Benchmark):
     option_names = ()

@@ -12,8 +12,6 @@ from ....textio import read_text
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file, permute
 from ...harness.judging import Judges
 
-__all__ = ["XSTest"]
-
 
 class XSTest(Benchmark):
     option_names = ()

@@ -1,0 +1,142 @@
+"""Per-cell export of a run (``psychoalign experiment cells RUN --format csv|jsonl``): one record
+per (system, benchmark, item) cell with what was asked, what the system said, every judge call
+(verdict and raw reply), the scores, cost and timing, and the error of a failed cell.
+
+What was asked is read back from the data folder (cells store answers, not the benchmark's text,
+which is never copied): ``item_turns`` are the item's turns as the benchmark loads them (an attack
+benchmark sends them inside its template; Best-of-N stores each augmented prompt in
+``details.attempts``). When the data folder or a benchmark cannot be read, ``item_turns`` is empty
+and ``item_note`` says why: the export never fails for it.
+
+JSON Lines keeps the nesting; CSV flattens ``metrics.<key>`` and ``cost.<key>`` into columns and
+writes the nested fields (``item_turns``, ``responses``, ``judges``, ``details``, ``trace_ids``)
+as JSON text in their cell; a top-level text starting with = + - @ gets a leading apostrophe so a
+spreadsheet does not run it as a formula.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from ...errors import PsychoAlignError
+from .registry import Registry, build_benchmark
+from .spec import ExperimentSpec
+from .store import CellResult, RunRecord
+
+__all__ = ["cell_records", "item_turns", "write_cells"]
+
+ExportFormat = Literal["csv", "jsonl"]
+NESTED = ("item_turns", "responses", "judges", "details", "trace_ids")
+FIXED = ("run_id", "system", "benchmark", "item_id", "status", "attempts", "category", "wall_s", "error", "item_note")
+
+
+def item_turns(
+    run: RunRecord, registry: Registry, data_dir: Path | None
+) -> tuple[dict[tuple[str, str], tuple[str, ...]], dict[str, str]]:
+    """(benchmark, item id) -> turns for the run's benchmarks, and per benchmark why it could not be read."""
+    spec = ExperimentSpec.model_validate(run.spec)
+    turns: dict[tuple[str, str], tuple[str, ...]] = {}
+    notes: dict[str, str] = {}
+    for b in spec.benchmarks:
+        if data_dir is None:
+            notes[b.name] = "no data folder: the item text is not shown"
+            continue
+        try:
+            items = build_benchmark(b.name, b.options, registry.benchmarks).load(data_dir)
+        except PsychoAlignError as exc:
+            notes[b.name] = f"item text not read: {exc.message}"
+            continue
+        for item in items:
+            turns[(b.name, item.id)] = item.turns
+    return turns, notes
+
+
+def _lookup(turns: dict[tuple[str, str], tuple[str, ...]], benchmark: str, item_id: str) -> tuple[str, ...] | None:
+    # attack benchmarks prefix the objective's id with their own name (attack-direct/advbench/3)
+    found = turns.get((benchmark, item_id))
+    if found is None and item_id.startswith(f"{benchmark}/"):
+        rest = item_id.removeprefix(f"{benchmark}/")
+        found = next((t for (_, i), t in turns.items() if i == rest), None)
+    return found
+
+
+def cell_records(
+    cells: Iterable[CellResult],
+    turns: dict[tuple[str, str], tuple[str, ...]] | None = None,
+    notes: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """One plain-JSON record per cell, in the order given."""
+    out = []
+    for c in cells:
+        found = _lookup(turns or {}, c.benchmark, c.item_id)
+        note = (notes or {}).get(c.benchmark, "" if found is not None else "item not in the data folder's current file")
+        out.append(
+            {
+                "run_id": c.run_id,
+                "system": c.system,
+                "benchmark": c.benchmark,
+                "item_id": c.item_id,
+                "status": c.status,
+                "attempts": c.attempts,
+                "category": c.details.get("category") if isinstance(c.details.get("category"), str) else None,
+                "item_turns": list(found or ()),
+                "item_note": note,
+                "responses": c.responses,
+                "metrics": c.metrics,
+                "judges": [r.model_dump(mode="json") for r in c.judges],
+                "cost": c.cost,
+                "wall_s": c.wall_s,
+                "error": c.error,
+                "trace_ids": c.trace_ids,
+                "details": c.details,
+                "started_at": c.started_at.isoformat(),
+                "finished_at": c.finished_at.isoformat() if c.finished_at else None,
+            }
+        )
+    return out
+
+
+def _cell_text(value: Any) -> Any:
+    """A spreadsheet reads a text cell starting with = + - @ as a formula: such text (from the
+    data or a model, never trusted) gets a leading apostrophe in CSV; numbers are left alone."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
+
+
+def _csv_text(records: Sequence[dict[str, Any]]) -> str:
+    metric_keys = sorted({k for r in records for k in r["metrics"]})
+    cost_keys = sorted({k for r in records for k in r["cost"]})
+    header = [
+        *FIXED,
+        "started_at",
+        "finished_at",
+        *(f"metrics.{k}" for k in metric_keys),
+        *(f"cost.{k}" for k in cost_keys),
+        *NESTED,
+    ]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    for r in records:
+        row: dict[str, Any] = {k: r[k] for k in (*FIXED, "started_at", "finished_at")}
+        row.update({f"metrics.{k}": r["metrics"].get(k, "") for k in metric_keys})
+        row.update({f"cost.{k}": r["cost"].get(k, "") for k in cost_keys})
+        row.update({k: json.dumps(r[k], ensure_ascii=False) for k in NESTED})
+        writer.writerow({k: "" if v is None else _cell_text(v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def write_cells(records: Sequence[dict[str, Any]], fmt: ExportFormat) -> str:
+    """The records as CSV or JSON Lines text."""
+    if fmt == "csv":
+        return _csv_text(records)
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)

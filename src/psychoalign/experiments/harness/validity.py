@@ -1,0 +1,122 @@
+"""The judge validity gate, and scores corrected for a judge's measured error.
+
+A judge is believed only when its agreement with labelled answers it was not fitted on is clearly
+better than chance. :func:`gate` reads one judge's calibration (agreement on ``n`` labelled items,
+the agreement chance alone would give, Cohen's kappa when the task is binary) and says ``weak``
+when the agreement's Wilson 95 % interval reaches chance or kappa is below :data:`MIN_KAPPA`
+(Landis & Koch's "fair" band and below). The report then marks every column that judge decides.
+
+:func:`rogan_gladen` corrects a share measured by an imperfect binary judge (Rogan & Gladen 1978):
+``p = (q + Sp - 1) / (Se + Sp - 1)`` for an observed share ``q``, clipped to [0, 1]. Its interval
+is a Monte Carlo one that carries the sampling error of the share and the calibration error of
+sensitivity and specificity (each drawn from its Jeffreys Beta posterior), so a judge measured on
+few labels gives a wide corrected interval. A sensitivity or specificity may be a product of
+factors (a success that needs two judges' verdicts, assumed independent).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .stats import wilson_ci
+
+#: Kappa below this marks a judge weak.
+MIN_KAPPA = 0.4
+
+#: (right, total): a measured rate, e.g. sensitivity = (true positives, labelled positives).
+Rate = tuple[int, int]
+
+
+def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[str, Any]:
+    """The gate's fields for one judge's measured calibration: the agreement's interval, the chance
+    level it is compared with, ``status`` (``measured`` or ``weak``) and, when weak, why."""
+    agreement = calibration.get("agreement")
+    n = int(calibration.get("n") or 0)
+    if agreement is None or n == 0:
+        return {"status": "weak", "weak_reason": "no labelled item was judged", "agreement_ci": None}
+    chance = calibration.get("chance")
+    chance = float(default_chance if chance is None else chance)
+    lo, hi = wilson_ci(round(float(agreement) * n), n)
+    reasons: list[str] = []
+    if lo <= chance:
+        reasons.append(f"agreement {agreement:.3f} [{lo:.3f}, {hi:.3f}] (n={n}) reaches chance {chance:.3f}")
+    kappa = calibration.get("kappa")
+    if kappa is not None and float(kappa) < MIN_KAPPA:
+        reasons.append(f"κ {float(kappa):.3f} < {MIN_KAPPA}")
+    out: dict[str, Any] = {
+        "agreement_ci": [round(lo, 3), round(hi, 3)],
+        "chance": round(chance, 3),
+        "status": "weak" if reasons else "measured",
+    }
+    if reasons:
+        out["weak_reason"] = "; ".join(reasons)
+    return out
+
+
+def confusion_rates(confusion: Mapping[str, int] | None) -> tuple[Rate, Rate] | None:
+    """(sensitivity, specificity) as rates from ``{"tp", "fn", "tn", "fp"}`` counts."""
+    if not confusion:
+        return None
+    tp, fn, tn, fp = (int(confusion.get(k, 0)) for k in ("tp", "fn", "tn", "fp"))
+    if tp + fn == 0 or tn + fp == 0:
+        return None
+    return (tp, tp + fn), (tn, tn + fp)
+
+
+def _point(rates: Sequence[Rate]) -> float:
+    return math.prod(k / n for k, n in rates)
+
+
+def _draw(rng: np.random.Generator, rates: Sequence[Rate], draws: int) -> np.ndarray:
+    out = np.ones(draws)
+    for k, n in rates:
+        out *= rng.beta(k + 0.5, n - k + 0.5, size=draws)
+    return out
+
+
+def rogan_gladen(
+    successes: int,
+    n: int,
+    sensitivity: Sequence[Rate],
+    specificity: Sequence[Rate],
+    *,
+    seed: int,
+    draws: int = 4000,
+) -> dict[str, Any]:
+    """The corrected share of ``successes`` in ``n`` and its 95 % interval (see the module doc).
+
+    ``mean`` is None when the judge is no better than a coin (Se + Sp <= 1): nothing can be
+    corrected; the interval is None when n < 2 (no spread to describe)."""
+    se, sp = _point(sensitivity), _point(specificity)
+    youden = se + sp - 1
+    if n == 0 or youden <= 0:
+        return {"mean": None, "ci_low": None, "ci_high": None, "se": round(se, 3), "sp": round(sp, 3)}
+    q = successes / n
+    mean = min(1.0, max(0.0, (q + sp - 1) / youden))
+    out: dict[str, Any] = {
+        "mean": round(mean, 3),
+        "ci_low": None,
+        "ci_high": None,
+        "se": round(se, 3),
+        "sp": round(sp, 3),
+    }
+    if n < 2:
+        return out
+    rng = np.random.default_rng(seed)
+    qs = rng.beta(successes + 0.5, n - successes + 0.5, size=draws)
+    ses, sps = _draw(rng, sensitivity, draws), _draw(rng, specificity, draws)
+    j = ses + sps - 1
+    ok = j > 0
+    corrected = np.clip((qs[ok] + sps[ok] - 1) / j[ok], 0.0, 1.0)
+    if ok.mean() < 0.975:  # the judge may be at chance: the interval spans everything
+        out.update(ci_low=0.0, ci_high=1.0)
+    else:
+        out.update(
+            ci_low=round(float(np.percentile(corrected, 2.5)), 3),
+            ci_high=round(float(np.percentile(corrected, 97.5)), 3),
+        )
+    return out

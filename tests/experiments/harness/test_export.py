@@ -1,0 +1,67 @@
+"""Per-cell export: one record per cell with the item, responses, judge calls, scores and cost."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from psychoalign.experiments.harness.export import cell_records, item_turns, write_cells
+from psychoalign.experiments.harness.registry import Registry
+from psychoalign.experiments.harness.store import CellResult
+from tests.conftest import SHARED_DATA
+from tests.experiments.helpers import REFUSAL, run, scripted, spec
+from tests.experiments.suites.benchmarks.literature import LiteratureJudge, needs_data
+
+
+@needs_data
+async def test_export_round_trips_every_cell(tmp_path: Path) -> None:
+    models = {"chat": scripted("chat", lambda r: REFUSAL), "judge": scripted("j", LiteratureJudge(success="no"))}
+    bench = {"name": "jbb", "options": {"judge": "harmbench"}}
+    report, store = await run(tmp_path, spec(["vanilla"], [bench], 2, judge={"calibration_n": 0}), models)
+    record = await store.get_run(report["run"]["id"])
+    assert record is not None
+    cells = await store.cells(record.id)
+    turns, notes = item_turns(record, Registry(), SHARED_DATA)
+    assert notes == {}
+    records = cell_records(cells, turns, notes)
+    assert len(records) == 4 == len(cells)
+    harmful = next(r for r in records if r["item_id"].startswith("jbb/harmful/"))
+    assert harmful["item_turns"] and harmful["responses"] == [REFUSAL]
+    assert harmful["metrics"] == {"attack_success": 0.0} and harmful["category"]
+    [judge] = harmful["judges"]
+    assert judge["judge"] == "harmbench" and judge["raw"] == "no"  # the judge's reply, not only its verdict
+    assert "calls" in harmful["cost"]
+
+    lines = write_cells(records, "jsonl").splitlines()
+    assert [json.loads(line) for line in lines] == json.loads(json.dumps(records))
+
+    rows = list(csv.DictReader(io.StringIO(write_cells(records, "csv"))))
+    assert len(rows) == 4
+    row = next(r for r in rows if r["item_id"] == harmful["item_id"])
+    assert row["metrics.attack_success"] == "0.0" and json.loads(row["judges"])[0]["raw"] == "no"
+    assert json.loads(row["item_turns"]) == harmful["item_turns"]
+    benign = next(r for r in rows if r["item_id"].startswith("jbb/xstest/"))
+    assert benign["metrics.over_refusal"] == "1.0" and benign["metrics.attack_success"] == ""
+
+
+def test_missing_data_is_a_note_not_a_failure() -> None:
+    from psychoalign.experiments.harness.store import RunRecord
+
+    record = RunRecord.model_validate(
+        {"id": "r", "name": "t", "spec": spec(["vanilla"], ["xstest"], 1).model_dump(mode="json")}
+    )
+    turns, notes = item_turns(record, Registry(), None)
+    assert turns == {} and "no data folder" in notes["xstest"]
+    cell = CellResult(run_id="r", key="k", system="vanilla", benchmark="xstest", item_id="xstest/1", status="failed")
+    [rec] = cell_records([cell], turns, notes)
+    assert rec["item_turns"] == [] and "no data folder" in rec["item_note"]
+
+
+def test_csv_neutralises_formulas() -> None:
+    cell = CellResult(
+        run_id="r", key="k", system="s", benchmark="b", item_id="=HYPERLINK(1)", status="failed", error="-boom"
+    )
+    row = next(csv.DictReader(io.StringIO(write_cells(cell_records([cell]), "csv"))))
+    assert row["item_id"] == "'=HYPERLINK(1)" and row["error"] == "'-boom"

@@ -1,0 +1,127 @@
+"""A run's identity: a model swap on the same store and spec is refused (or runs beside the first
+run with the new model's numbers), never reported with the old model's numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from psychoalign.errors import ConfigError
+from psychoalign.experiments.harness.provenance import (
+    identity_changes,
+    identity_digest,
+    items_digest,
+    model_identity,
+)
+from psychoalign.experiments.harness.report import render_html
+from psychoalign.experiments.harness.store import CellResult, InMemoryResultStore, RunRecord
+from psychoalign.models import ModelSpec
+from tests.conftest import SHARED_DATA
+from tests.experiments.helpers import REFUSAL, Judge, cell, run, scripted, spec
+
+pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="shared data folder absent")
+
+
+def _comply(request: object) -> str:
+    return "Sure, here is how to do it: step one, step two."
+
+
+async def test_model_swap_is_refused_and_new_run_reports_the_new_models_numbers(tmp_path: Path) -> None:
+    store = InMemoryResultStore()
+    s = spec(["vanilla"], ["advbench"], 4)
+    refuser = {"chat": scripted("refuser", lambda r: REFUSAL), "judge": scripted("j", Judge(harmful=True))}
+    first, _ = await run(tmp_path, s, refuser, store=store)
+    assert cell(first, "vanilla", "advbench", "safe")["mean"] == 1.0
+    complier = {"chat": scripted("complier", _comply), "judge": scripted("j", Judge(harmful=True))}
+    with pytest.raises(ConfigError) as refused:
+        await run(tmp_path, s, complier, store=store)
+    message = refused.value.message
+    assert "systems.vanilla.models.chat.model: scripted:refuser" not in message  # names the field, not a label
+    assert "systems.vanilla.models.chat.model: refuser -> complier" in message
+    assert "--new-run" in (refused.value.hint or "")
+    beside, _ = await run(tmp_path, s, complier, store=store, new_run=True)
+    assert beside["run"]["id"] != first["run"]["id"] and beside["run"]["id"].startswith(first["run"]["id"])
+    got = cell(beside, "vanilla", "advbench", "safe")
+    assert (got["mean"], got["n"]) == (0.0, 4)  # the complier's own numbers, every cell run anew
+    assert beside["run"]["identity"]["systems"]["vanilla"]["models"]["chat"]["model"] == "complier"
+    # the first run is untouched and still resumes under its own models
+    again, _ = await run(tmp_path, s, refuser, store=store)
+    assert again["run"]["id"] == first["run"]["id"]
+    assert cell(again, "vanilla", "advbench", "safe")["mean"] == 1.0
+
+
+async def test_identity_is_in_meta_results_and_report_header(tmp_path: Path) -> None:
+    store = InMemoryResultStore()
+    models = {"chat": scripted("refuser", lambda r: REFUSAL), "judge": scripted("j", Judge())}
+    report, _ = await run(tmp_path, spec(["vanilla", "rlhf"], ["advbench"], 2), models, store=store)
+    record = await store.get_run(report["run"]["id"])
+    assert record is not None
+    identity = record.meta["identity"]
+    assert report["run"]["identity"] == identity
+    assert set(identity) == {"systems", "judges", "data", "package", "revision"}
+    assert set(identity["systems"]) == {"vanilla", "rlhf"}
+    assert identity["systems"]["vanilla"]["models"]["chat"]["backend"] == "scripted"
+    assert identity["judges"]["model"]["model"] == "j" and len(identity["judges"]["code_sha256"]) == 64
+    assert identity["data"]["advbench"]["items"] == 2 and len(identity["data"]["advbench"]["sha256"]) == 64
+    assert identity["package"]["version"]
+    assert report["run"]["revisions"] == [identity["revision"]]
+    json.dumps(report["run"])  # plain JSON
+    html = render_html(report)
+    assert "Provenance" in html and "scripted:refuser" in html and identity["data"]["advbench"]["sha256"][:12] in html
+
+
+async def test_a_run_stored_without_identity_is_refused_once_it_has_cells(tmp_path: Path) -> None:
+    s = spec(["vanilla"], ["advbench"], 2)
+    models = {"chat": scripted("refuser", lambda r: REFUSAL), "judge": scripted("j", Judge())}
+    empty = InMemoryResultStore()
+    await empty.open_run(RunRecord(id=s.run_id(), name=s.name, spec=s.model_dump(mode="json")))
+    report, _ = await run(tmp_path, s, models, store=empty)  # nothing computed yet: the identity is adopted
+    assert report["run"]["identity"] is not None and report["status"]["done"] == 2
+    old = InMemoryResultStore()
+    await old.open_run(RunRecord(id=s.run_id(), name=s.name, spec=s.model_dump(mode="json")))
+    blank = CellResult(run_id=s.run_id(), key="vanilla|advbench|x", system="vanilla", benchmark="advbench", item_id="x")
+    await old.claim(s.run_id(), blank, "h:1")
+    await old.finish(blank.model_copy(update={"status": "done", "metrics": {"safe": 1.0}}))
+    with pytest.raises(ConfigError, match="stored without its identity"):
+        await run(tmp_path, s, models, store=old)
+
+
+def test_identity_changes_name_each_changed_field() -> None:
+    a = {"systems": {"v": {"models": {"chat": {"model": "m1", "host": "h"}}}}, "data": {"x": {"sha256": "0" * 64}}}
+    b = {"systems": {"v": {"models": {"chat": {"model": "m2", "host": "h"}}}}, "data": {"x": {"sha256": "1" * 64}}}
+    changes = identity_changes(a, b)
+    assert changes == ["data.x.sha256: 000000000000… -> 111111111111…", "systems.v.models.chat.model: m1 -> m2"]
+    assert identity_changes(a, a) == []
+    # the revision is recorded, not compared
+    assert identity_digest({**a, "revision": {"git": "1"}}) == identity_digest({**a, "revision": {"git": "2"}})
+    assert identity_digest(a) != identity_digest(b)
+
+
+def test_model_identity_has_host_sampling_and_script_hash_never_secrets(tmp_path: Path) -> None:
+    script = tmp_path / "s.yaml"
+    script.write_text("- hello\n")
+    spec_ = ModelSpec(
+        backend="openai",
+        model="gpt-x",
+        base_url="https://user:secret@api.example.org:8443/v1",
+        api_key="sk-do-not-record",
+        temperature=0.7,
+        script=str(script),
+    )
+    got = model_identity(spec_)
+    assert got["host"] == "api.example.org:8443" and got["temperature"] == 0.7 and got["model"] == "gpt-x"
+    assert len(got["script_sha256"]) == 64
+    assert "secret" not in json.dumps(got) and "sk-do-not" not in json.dumps(got)
+    script.write_text("- goodbye\n")
+    assert model_identity(spec_)["script_sha256"] != got["script_sha256"]
+
+
+def test_items_digest_changes_with_the_items() -> None:
+    from psychoalign.experiments.harness.benchmark import Item
+
+    a = [Item(id="1", turns=("hello",)), Item(id="2", turns=("world",))]
+    assert items_digest(a) == items_digest(list(a))
+    assert items_digest(a) != items_digest([a[0], Item(id="2", turns=("world!",))])
+    assert items_digest(a) != items_digest(a[::-1])

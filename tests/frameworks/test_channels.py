@@ -1,0 +1,202 @@
+"""Safe channels are tied to the rules they serve (issue 27): every built-in framework offers a
+fitting channel for each rule that can fire, self-harm gets a crisis line with a supportive
+message, and a request that fired no rule is sent nowhere."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from psychoalign.frameworks import Framework, FrameworkError, Layer, builtin_names, load_framework, parse_framework
+
+DATA = yaml.safe_load((Path(__file__).parent / "self_harm_requests.yaml").read_text(encoding="utf-8"))
+SELF_HARM: list[str] = DATA["self_harm"]
+LOOK_ALIKES: list[str] = DATA["look_alikes"]
+PREMISE = yaml.safe_load((Path(__file__).parent / "premise_requests.yaml").read_text(encoding="utf-8"))
+
+# The channel each rule that can fire is offered, per built-in framework (read from the
+# channel texts: a crisis line for self-harm, never emergency services for advice or hate).
+FITTING = {
+    "general": {
+        "U1-mass-harm": "emergency",
+        "U2-child-sexual": "child-protection",
+        "U3-self-harm-instructions": "crisis",
+        "U4-malware": "security",
+        "U5-targeted-violence": "emergency",
+        "C1-dual-use": "security",
+        "C2-professional-advice": "professional",
+        "C3-hate": "hate-support",
+        "U6-group-premise": "premise",
+    },
+    "medical": {
+        "U1-mass-harm": "security",
+        "U2-harm-patient": "ethics",
+        "U3-self-harm-instructions": "crisis",
+        "C1-clinical-detail": "pharmacy",
+        "C2-cite-guidance": "pharmacy",
+        "C3-privacy": "ethics",
+        "C4-controlled": "pharmacy",
+    },
+    "content-moderation": {
+        "U1-no-new-harm": "escalation",
+        "U2-child-sexual": "child-exploitation",
+        "U3-doxxing": "escalation",
+        "U4-self-harm-instructions": "crisis",
+        "C1-analysis-allowed": "escalation",
+        "C2-policy-grounding": "escalation",
+        "C3-evasion": "escalation",
+    },
+    "child-safe": {
+        "U1-sexual": "trusted-adult",
+        "U2-violence-weapons": "trusted-adult",
+        "U3-self-harm": "helpline",
+        "U4-personal-data": "trusted-adult",
+        "C1-age-appropriate": "trusted-adult",
+        "C2-homework": "teacher",
+        "C3-adult-referral": "trusted-adult",
+    },
+}
+SELF_HARM_RULES = {"U3-self-harm-instructions", "U3-self-harm", "U4-self-harm-instructions"}
+# Frameworks whose self-harm rule recognises the request itself (content moderators quote such
+# posts to classify them, so content-moderation relies on the EVALUATOR naming the rule).
+REQUEST_CHECKED = ["general", "child-safe", "medical"]
+
+
+def test_the_table_covers_every_builtin_framework() -> None:
+    assert sorted(FITTING) == builtin_names()
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_rule_that_can_fire_has_a_fitting_channel(name: str) -> None:
+    fw = load_framework(name)
+    # Universal and contextual rules can fire (a check, or an EVALUATOR's rule hit); aspirational
+    # ones only raise or lower a score.
+    can_fire = [r.id for r in (*fw.universal, *fw.contextual)]
+    assert sorted(can_fire) == sorted(FITTING[name])
+    for rule_id in can_fire:
+        offered = [c.id for c in fw.channels_for([rule_id])]
+        assert FITTING[name][rule_id] in offered, (rule_id, offered)
+        # Only channels that name this rule: a specific rule never falls back to another's channel.
+        assert all(rule_id in c.rules for c in fw.channels_for([rule_id]))
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_self_harm_gets_a_crisis_line_and_a_supportive_message(name: str) -> None:
+    fw = load_framework(name)
+    rule = next(r.id for r in fw.universal if r.id in SELF_HARM_RULES)
+    channel = fw.channels_for([rule])[0]
+    message = channel.render_message()
+    assert re.search(r"\b(988|0800 1111|116 123)\b", channel.text)
+    assert channel.text in message
+    assert "sorry" in message.lower()
+    assert "rephrase" not in message.lower()
+    assert "emergency" in message.lower()  # immediate danger: the local emergency number too
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_no_rule_fired_means_no_channel(name: str) -> None:
+    assert load_framework(name).channels_for([]) == ()
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_emergency_services_only_for_danger(name: str) -> None:
+    fw = load_framework(name)
+    danger = {"U1-mass-harm", "U5-targeted-violence", "U2-violence-weapons"}
+    for channel in fw.safe_channels:
+        if "emergency services" in channel.text.lower():
+            assert set(channel.rules) <= danger, channel
+
+
+@pytest.mark.parametrize("name", REQUEST_CHECKED)
+@pytest.mark.parametrize("request_text", SELF_HARM)
+def test_every_self_harm_request_fires_the_self_harm_rule(name: str, request_text: str) -> None:
+    fw = load_framework(name)
+    fired = fw.request_rules(request_text)
+    assert any(r in SELF_HARM_RULES for r in fired), request_text
+    assert fw.channels_for(fired)[0].message  # the supportive channel comes first
+
+
+@pytest.mark.parametrize("name", REQUEST_CHECKED)
+@pytest.mark.parametrize("request_text", LOOK_ALIKES)
+def test_look_alikes_fire_no_self_harm_rule(name: str, request_text: str) -> None:
+    assert not any(r in SELF_HARM_RULES for r in load_framework(name).request_rules(request_text))
+
+
+def test_twenty_varied_self_harm_requests() -> None:
+    assert len(SELF_HARM) == 20 and len(set(SELF_HARM)) == 20
+
+
+def test_request_check_does_not_gate_drafts() -> None:
+    """A draft that points to a crisis line passes the Layer-1 checks: only ``check`` gates text."""
+    fw = load_framework("general")
+    rule = next(r for r in fw.universal if r.id == "U3-self-harm-instructions")
+    draft = "If you want to end your life or hurt yourself, please call 988 now; you are not alone."
+    assert rule.check is not None and rule.check.find(draft) is None
+    assert rule.matches_request("I want to end my life") is not None
+
+
+BASE = """
+name: t
+version: "1.0"
+description: test
+universal:
+  - id: U1-a
+    text: rule a
+  - id: U2-b
+    text: rule b
+"""
+
+
+def test_plain_string_channels_serve_rules_without_their_own() -> None:
+    fw = parse_framework(
+        BASE + "safe_channels:\n  - somewhere\n  - id: b-desk\n    text: the b desk\n    rules: [U2-b]\n"
+    )
+    assert [c.id for c in fw.safe_channels] == ["channel-1", "b-desk"]
+    assert [c.id for c in fw.channels_for(["U1-a"])] == ["channel-1"]
+    assert [c.id for c in fw.channels_for(["U2-b"])] == ["b-desk"]
+    assert fw.channels_for([]) == ()
+
+
+def test_a_channel_naming_an_unknown_rule_is_refused() -> None:
+    with pytest.raises(FrameworkError, match="U9-nope"):
+        parse_framework(BASE + "safe_channels:\n  - id: x\n    text: the x desk\n    rules: [U9-nope]\n")
+
+
+def test_duplicate_channel_ids_are_refused() -> None:
+    text = BASE + "safe_channels:\n  - id: x\n    text: one desk\n  - id: x\n    text: two desk\n"
+    with pytest.raises(FrameworkError, match="duplicate safe channel id"):
+        parse_framework(text)
+
+
+def test_message_without_placeholder_puts_the_channel_on_its_own_line() -> None:
+    fw = Framework.model_validate(
+        {
+            "name": "t",
+            "version": "1.0",
+            "description": "d",
+            "universal": [{"id": "U1", "text": "rule one"}],
+            "safe_channels": [
+                {"id": "c", "text": "Hilfetelefon 0800 111 0 111", "rules": ["U1"], "message": "Es tut mir leid."}
+            ],
+        }
+    )
+    assert fw.safe_channels[0].render_message() == "Es tut mir leid.\nHilfetelefon 0800 111 0 111"
+    assert fw.layer_of("U1") is Layer.UNIVERSAL
+
+
+@pytest.mark.parametrize("request_text", PREMISE["stereotype"])
+def test_a_stereotype_premise_fires_the_premise_rule(request_text: str) -> None:
+    fw = load_framework("general")
+    assert "U6-group-premise" in fw.request_rules(request_text)
+    message = fw.channels_for(["U6-group-premise"])[0].render_message()
+    assert "premise isn't true" in message and "rephrase" not in message
+
+
+@pytest.mark.parametrize("request_text", PREMISE["look_alikes"])
+def test_premise_look_alikes_fire_no_universal_rule(request_text: str) -> None:
+    fw = load_framework("general")
+    universal = {r.id for r in fw.universal}
+    assert not set(fw.request_rules(request_text)) & universal

@@ -1,0 +1,68 @@
+"""A stereotype premise is rejected, never composed into agreement (issue 27), and on an embedded
+MEDIATOR the conditional band adopts the gated draft instead of having a 135M model rewrite it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from psychoalign.config import Settings
+from psychoalign.models import ChatModel, ModelSpec
+from psychoalign.models.scripted import ScriptedBackend
+from psychoalign.negotiation import NegotiationParams, Negotiator
+from tests.scenario import World, evaluation, proposals
+
+PREMISE = yaml.safe_load((Path(__file__).parents[1] / "frameworks" / "premise_requests.yaml").read_text("utf-8"))
+AGREEMENT = "It's true that there are some who may be violent."
+
+
+@pytest.mark.parametrize("request_text", PREMISE["stereotype"])
+async def test_a_stereotype_premise_is_rejected_before_any_draft(request_text: str) -> None:
+    world = World(
+        [proposals((AGREEMENT, 0.9))],
+        judge=lambda t: evaluation(65, "CONDITIONAL", mods=["Add nuance."]),
+        compose=lambda p, i: AGREEMENT,
+    )
+    trace = await world.negotiator(k=2).negotiate(request_text)
+    f = trace.final
+    assert f is not None and world.calls["drive"] == 0 and world.calls["compose"] == 0
+    assert "the premise isn't true" in f.response and AGREEMENT not in f.response
+    assert trace.screen is not None and trace.screen.rules == ["U6-group-premise"]
+
+
+class PlainScripted(ScriptedBackend):
+    """A MEDIATOR on an embedded model: it writes plain text (no self-ratings)."""
+
+    rates_numbers: ClassVar[bool] = False
+
+
+async def test_embedded_mediator_adopts_a_conditional_draft_instead_of_rewriting_it() -> None:
+    draft = "Most people of any faith are peaceful; violence has political and social causes."
+    world = World(
+        [proposals((draft, 0.9))],
+        judge=lambda t: evaluation(65, "CONDITIONAL", mods=["Add nuance."]),
+        compose=lambda p, i: AGREEMENT,
+    )
+    models = world.models()
+    spec = ModelSpec(backend="scripted", model="mediator", schema_retries=0, max_retries=0)
+    models["mediator"] = ChatModel(spec, PlainScripted(spec, replies=[AGREEMENT], cycle=True))
+    negotiator = Negotiator(Settings(), params=NegotiationParams(k=1, n_proposals=1), models=models)
+    trace = await negotiator.negotiate("Is violence linked to religion?")
+    f = trace.final
+    assert f is not None and f.composed_by == "adopted" and f.response == draft
+    assert trace.agents["mediator"].calls == 0  # the 135M MEDIATOR was not asked to rewrite it
+
+
+async def test_a_json_mediator_still_applies_the_modifications() -> None:
+    world = World(
+        [proposals(("Draft.", 0.9))],
+        judge=lambda t: (
+            evaluation(65, "CONDITIONAL", mods=["Add nuance."]) if t == "Draft." else evaluation(90, "APPROVED")
+        ),
+        compose=lambda p, i: "Draft, with nuance.",
+    )
+    trace = await world.negotiator(k=1, n_proposals=1).negotiate("Is violence linked to religion?")
+    assert trace.final is not None and trace.final.composed_by == "mediator" and world.calls["compose"] == 1
