@@ -59,8 +59,11 @@ def lab_app(settings: Settings, negotiator: Negotiator | None = None, **store: A
 class Browser:
     """An httpx client that behaves like a browser for forms: cookies, and the page's CSRF token."""
 
-    def __init__(self, app: FastAPI | None = None, base_url: str = "http://testserver") -> None:
-        transport = httpx.ASGITransport(app=app) if app is not None else None
+    def __init__(
+        self, app: FastAPI | None = None, base_url: str = "http://testserver", *, address: str = "127.0.0.1"
+    ) -> None:
+        # ``address``: the client address the app sees (login throttling is per address)
+        transport = httpx.ASGITransport(app=app, client=(address, 123)) if app is not None else None
         # no 5 s default: on a loaded machine six argon2 logins at once take longer (outcomes, not timing)
         self.client = httpx.AsyncClient(
             transport=transport, base_url=base_url, headers={"accept": "text/html"}, timeout=httpx.Timeout(300)

@@ -245,9 +245,21 @@ class LabSettings(BaseModel):
     )
     session_hours: float = Field(12.0, gt=0, description="Absolute session lifetime.")
     idle_minutes: float = Field(120.0, gt=0, description="A session unused this long ends.")
-    login_window_minutes: float = Field(15.0, gt=0, description="Sliding window of the login throttle.")
-    login_max_per_user: int = Field(5, ge=1, description="Failed logins per username per window.")
-    login_max_per_address: int = Field(30, ge=1, description="Failed logins per client address per window.")
+    login_window_minutes: float = Field(
+        15.0, gt=0, description="Sliding window of the login throttle; also the longest backoff."
+    )
+    login_max_per_user: int = Field(
+        5, ge=1, description="Failed logins per username and client address (or known browser) before the backoff."
+    )
+    login_backoff_s: float = Field(
+        1.0, gt=0, description="First backoff after the free failures; it doubles with every further failure."
+    )
+    login_max_per_address: int = Field(
+        30, ge=1, description="Failed logins per client address per window, any username (known browsers exempt)."
+    )
+    login_known_days: float = Field(
+        90.0, gt=0, description="How long a browser that logged in stays known (its own throttle, never the address's)."
+    )
     invite_days: float = Field(7.0, gt=0, description="How long an invite link works (once).")
     pause_hours: float = Field(
         24.0, gt=0, description="How long a paused task stays reserved for its participant before it goes back."

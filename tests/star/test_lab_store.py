@@ -13,7 +13,14 @@ import pytest
 
 from psychoalign.errors import InputError
 from psychoalign.star import generate_instructions, load_parameters, load_policy
-from psychoalign.star.lab_store import InMemoryLabStore, LabCampaignSettings, LabStore, SQLLabStore, TaskTime
+from psychoalign.star.lab_store import (
+    MAX_DRAFT,
+    InMemoryLabStore,
+    LabCampaignSettings,
+    LabStore,
+    SQLLabStore,
+    TaskTime,
+)
 from psychoalign.star.model import Participant, PreAnnotation, TaskKind, Turn
 from psychoalign.star.store import InMemoryStarStore, SQLStarStore, StarStore
 from tests.helpers import PG_URL, pg_schema
@@ -128,3 +135,35 @@ def test_task_time_counts_the_running_stretch() -> None:
     time = TaskTime(task_id="t", participant_id="p", started_at=start, active_since=start, seconds=5.0)
     assert time.total(start + timedelta(seconds=10)) == 15.0
     assert time.model_copy(update={"active_since": None}).total(start + timedelta(days=1)) == 5.0
+
+
+async def test_a_draft_is_kept_replaced_and_forgotten_per_task_and_person(stores: tuple[StarStore, LabStore]) -> None:
+    _, lab = stores
+    await lab.init()
+    assert await lab.draft("t1", "p1") is None
+    first = await lab.save_draft("t1", "p1", None, "half a thought")
+    assert (await lab.draft("t1", "p1")) == first and first.rating is None
+    await lab.save_draft("t1", "p1", 3, "a whole thought \u202e kept as typed")
+    await lab.save_draft("t1", "p2", 1, "someone else's")
+    mine = await lab.draft("t1", "p1")
+    assert mine is not None and (mine.rating, mine.text) == (3, "a whole thought \u202e kept as typed")
+    assert mine.updated_at.tzinfo is not None
+    huge = await lab.save_draft("t2", "p1", None, "x" * (MAX_DRAFT + 10))
+    assert len(huge.text) == MAX_DRAFT
+    await lab.delete_draft("t1", "p1")
+    assert await lab.draft("t1", "p1") is None and await lab.draft("t1", "p2") is not None
+
+
+async def test_done_since_counts_submitted_tasks_per_kind(stores: tuple[StarStore, LabStore]) -> None:
+    star, lab = stores
+    await _campaign(star, "red", "ann")
+    task = await star.claim("red", TaskKind.RED_TEAM, campaign="c")
+    dialogue = await star.start_dialogue(task.id, "red", "scripted")
+    await star.add_turns(dialogue, [Turn(role="red_teamer", text="hi"), Turn(role="target", text="no")])
+    before = datetime.now(UTC) - timedelta(minutes=1)
+    assert await lab.done_since("red", before) == {}
+    await star.finish_dialogue(dialogue, "red", PreAnnotation(assigned_rule_broken=False))
+    annotation = await star.claim("ann", TaskKind.ANNOTATE, campaign="c")
+    await star.submit_annotation(annotation.id, "ann", 2, "it refused")
+    assert await lab.done_since("red", before) == {"red_team": 1}
+    assert await lab.done_since("ann", before) == {"annotate": 1}

@@ -132,6 +132,87 @@ async def test_login_is_throttled_per_username(lab: tuple[FastAPI, StarLab]) -> 
     await b.aclose()
 
 
+async def _fail(b: Browser, username: str, times: int) -> httpx.Response:
+    r = None
+    for _ in range(times):
+        r = await b.post("/login", {"username": username, "password": "wrong password!"})
+    assert r is not None
+    return r
+
+
+async def test_login_backoff_doubles_per_failure_of_a_username_from_an_address(
+    lab: tuple[FastAPI, StarLab],
+) -> None:
+    app, star = lab
+    await add_person(star, "alice")
+    now = [datetime.now(UTC)]
+    star.accounts.clock = lambda: now[0]  # type: ignore[attr-defined]
+    b = Browser(app, address="10.0.0.7")
+    await b.get("/login")
+    assert (await _fail(b, "alice", 5)).status_code == 401  # the free failures
+    waits = []
+    for _ in range(3):
+        r = await b.post("/login", {"username": "alice", "password": PASSWORD})
+        assert r.status_code == 429 and "Too many failed logins" in r.text  # even the right password waits
+        waits.append(int(r.headers["Retry-After"]))
+        now[0] += timedelta(seconds=waits[-1])
+        assert (await _fail(b, "alice", 1)).status_code == 401  # tried again after the wait: counted
+    assert waits == [1, 2, 4]
+    now[0] += timedelta(minutes=15)  # the backoff never exceeds the window
+    assert (await b.post("/login", {"username": "alice", "password": PASSWORD})).status_code == 303
+    await b.aclose()
+
+
+async def test_strangers_elsewhere_never_lock_a_user_out(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    attacker = Browser(app, address="203.0.113.9")
+    await attacker.get("/login")
+    assert (await _fail(attacker, "lead", 8)).status_code == 429  # the attacker is slowed down...
+    lead = Browser(app, address="192.0.2.10")
+    await lead.get("/login")
+    assert (await lead.login("lead")).status_code == 303  # ...the lead, elsewhere, is not
+    for person in (attacker, lead):
+        await person.aclose()
+
+
+async def test_address_limit_spares_known_browsers_and_the_lead_unlocks(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "alice")
+    await add_person(star, "bob")
+    office = "198.51.100.4"  # one address shared by alice, bob and a stranger
+    alice = Browser(app, address=office)
+    assert (await alice.login("alice")).status_code == 303  # her browser is now known
+    await alice.post("/logout")
+    stranger = Browser(app, address=office)
+    await stranger.get("/login")
+    for n in range(30):  # spraying usernames: the address's limit
+        await _fail(stranger, f"user{n}", 1)
+    assert (await _fail(stranger, "user99", 1)).status_code == 429
+    bob = Browser(app, address=office)
+    assert (await bob.login("bob")).status_code == 429  # a new browser at that address waits
+    assert (await _fail(stranger, "alice", 1)).status_code == 429
+    assert (await alice.login("alice")).status_code == 303  # alice's known browser never does
+    await alice.post("/logout")
+    await alice.get("/login")
+    # a known browser is throttled by its own failures only
+    assert (await _fail(alice, "alice", 5)).status_code == 401
+    assert (await alice.login("alice")).status_code == 429
+    lead = Browser(app, address="192.0.2.1")
+    assert (await lead.login("lead")).status_code == 303
+    accounts = {a.username: a.id for a in await star.accounts.list_accounts()}
+    page = (await lead.get("/lead/participants")).text
+    assert f'action="/lead/accounts/{accounts["alice"]}/unlock"' in page
+    r = await lead.post(f"/lead/accounts/{accounts['alice']}/unlock")
+    assert r.status_code == 303 and "msg=unlocked" in r.headers["location"]
+    assert (await alice.login("alice")).status_code == 303
+    # participants cannot unlock
+    assert (await alice.post(f"/lead/accounts/{accounts['bob']}/unlock")).status_code == 403
+    for person in (alice, stranger, bob, lead):
+        await person.aclose()
+
+
 async def test_unknown_user_and_wrong_password_look_the_same(lab: tuple[FastAPI, StarLab]) -> None:
     app, star = lab
     await add_person(star, "alice")
@@ -173,10 +254,10 @@ def _role_dependency(route: APIRoute) -> set[Any]:
 
 def _lab_routes(app: FastAPI) -> list[APIRoute]:
     from psychoalign.web import auth
-    from psychoalign.web.star import lead, participant
+    from psychoalign.web.star import lead, lead_people, participant
 
     assert all(getattr(app.state, n, None) is not None for n in ("security", "star_lab"))  # installed
-    return [r for m in (auth, lead, participant) for r in m.router.routes if isinstance(r, APIRoute)]
+    return [r for m in (auth, lead, lead_people, participant) for r in m.router.routes if isinstance(r, APIRoute)]
 
 
 async def test_every_lab_route_declares_who_may_see_it(lab: tuple[FastAPI, StarLab]) -> None:

@@ -61,7 +61,9 @@ def _params(settings: Settings, rounds: int | None, proposals: int | None) -> Ne
         overrides["k"] = rounds
     if proposals is not None:
         overrides["n_proposals"] = proposals
-    return NegotiationParams.model_validate({**settings.negotiation, **overrides})
+    # The studies measure the tension of the paper's protocol: the DRIVE always proposes, so a
+    # request that alone would decide still gets a tension (docs/negotiation.md).
+    return NegotiationParams.model_validate({**settings.negotiation, **overrides, "decide_on_request": False})
 
 
 def _out(out: Path | None, name: str) -> Path:

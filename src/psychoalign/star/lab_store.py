@@ -21,6 +21,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    Integer,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -28,6 +29,8 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    delete,
+    func,
     insert,
     select,
     update,
@@ -46,7 +49,11 @@ from .store import StarStore
 from .store.rules import aware, task_record
 from .store.schema import tasks
 
-__all__ = ["LabCampaignSettings", "LabStore", "SQLLabStore", "TaskTime"]
+__all__ = ["MAX_DRAFT", "Draft", "LabCampaignSettings", "LabStore", "SQLLabStore", "TaskTime"]
+
+#: The longest draft kept (characters): above any field's limit, so an over-long text is kept
+#: while its author is told to shorten it, and below what would let a page fill the database.
+MAX_DRAFT = 50_000
 
 
 class LabCampaignSettings(BaseModel):
@@ -92,6 +99,18 @@ class TaskTime(BaseModel):
     def total(self, now: datetime) -> float:
         """Seconds spent, counting the running stretch."""
         return self.seconds + ((now - self.active_since).total_seconds() if self.active_since else 0.0)
+
+
+class Draft(BaseModel):
+    """What a participant typed on a task page and has not submitted yet (autosaved)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    participant_id: str
+    rating: int | None = None
+    text: str = ""
+    updated_at: datetime
 
 
 def _now() -> datetime:
@@ -197,6 +216,23 @@ class LabStore(ABC):
     async def topics(self, campaign: str) -> dict[str, str]:
         """task id -> topic the red teamer committed to."""
 
+    @abstractmethod
+    async def save_draft(self, task_id: str, participant_id: str, rating: int | None, text: str) -> Draft:
+        """Keep (replace) the participant's unsent work on a task: the rating chosen and the text
+        typed (cut to :data:`MAX_DRAFT` characters)."""
+
+    @abstractmethod
+    async def draft(self, task_id: str, participant_id: str) -> Draft | None:
+        """The participant's saved draft of the task, if any."""
+
+    @abstractmethod
+    async def delete_draft(self, task_id: str, participant_id: str) -> None:
+        """Forget the draft (the work was submitted, or the task given back)."""
+
+    @abstractmethod
+    async def done_since(self, participant_id: str, since: datetime) -> dict[str, int]:
+        """Tasks the participant submitted since ``since``, per kind (kinds with none absent)."""
+
 
 # -- SQL -------------------------------------------------------------------------------------------
 metadata = MetaData()
@@ -220,8 +256,19 @@ task_time_table = Table(
     Column("topic", Text),
     PrimaryKeyConstraint("task_id", "participant_id"),
 )
+drafts_table = Table(
+    "web_drafts",
+    metadata,
+    Column("task_id", String(32), nullable=False),
+    Column("participant_id", String(64), nullable=False),
+    Column("rating", Integer),
+    Column("text", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("task_id", "participant_id"),
+)
 
 _t = task_time_table.c
+_d = drafts_table.c
 #: What every task page checks first, built once: the task if this person holds it, with their time on it.
 _HELD = (
     select(
@@ -382,6 +429,55 @@ class SQLLabStore(LabStore):
             query = select(_t.task_id, _t.topic).where(and_(_t.campaign == campaign, _t.topic.is_not(None)))
             return {str(t): str(p) for t, p in (await conn.execute(query)).all()}
 
+    async def save_draft(self, task_id: str, participant_id: str, rating: int | None, text: str) -> Draft:
+        await self.init()
+        draft = Draft(
+            task_id=task_id, participant_id=participant_id, rating=rating, text=text[:MAX_DRAFT], updated_at=_now()
+        )
+        values = {"rating": draft.rating, "text": draft.text, "updated_at": draft.updated_at}
+        mine = and_(_d.task_id == task_id, _d.participant_id == participant_id)
+        try:  # update, else insert: portable (no dialect upsert)
+            async with self.engine.begin() as conn:
+                if not (await conn.execute(update(drafts_table).where(mine).values(**values))).rowcount:
+                    row = {"task_id": task_id, "participant_id": participant_id, **values}
+                    await conn.execute(insert(drafts_table).values(**row))
+        except IntegrityError:  # another tab inserted it meanwhile: this, the newer text, wins
+            async with self.engine.begin() as conn:
+                await conn.execute(update(drafts_table).where(mine).values(**values))
+        return draft
+
+    async def draft(self, task_id: str, participant_id: str) -> Draft | None:
+        await self.init()
+        async with self._reader.connect() as conn:
+            query = select(drafts_table).where(and_(_d.task_id == task_id, _d.participant_id == participant_id))
+            row = (await conn.execute(query)).mappings().first()
+        if row is None:
+            return None
+        return Draft.model_validate({**row, "updated_at": aware(row["updated_at"])})
+
+    async def delete_draft(self, task_id: str, participant_id: str) -> None:
+        await self.init()
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(drafts_table).where(and_(_d.task_id == task_id, _d.participant_id == participant_id))
+            )
+
+    async def done_since(self, participant_id: str, since: datetime) -> dict[str, int]:
+        await self.init()
+        query = (
+            select(tasks.c.kind, func.count())
+            .where(
+                and_(
+                    tasks.c.participant_id == participant_id,
+                    tasks.c.status == TaskStatus.SUBMITTED.value,
+                    tasks.c.updated_at >= since,
+                )
+            )
+            .group_by(tasks.c.kind)
+        )
+        async with self._reader.connect() as conn:
+            return {str(kind): int(n) for kind, n in (await conn.execute(query)).all()}
+
 
 # -- in memory -------------------------------------------------------------------------------------
 class InMemoryLabStore(LabStore):
@@ -391,6 +487,7 @@ class InMemoryLabStore(LabStore):
         self.star = star
         self._campaigns: dict[str, str] = {}  # name -> settings as JSON, in creation order
         self._times: dict[tuple[str, str], dict[str, Any]] = {}  # (task, participant) -> web_task_time row
+        self._drafts: dict[tuple[str, str], Draft] = {}
 
     async def save_campaign(self, campaign: LabCampaignSettings) -> None:
         if campaign.name in self._campaigns:
@@ -473,3 +570,24 @@ class InMemoryLabStore(LabStore):
             for r in self._times.values()
             if r["campaign"] == campaign and r["topic"] is not None
         }
+
+    async def save_draft(self, task_id: str, participant_id: str, rating: int | None, text: str) -> Draft:
+        draft = Draft(
+            task_id=task_id, participant_id=participant_id, rating=rating, text=text[:MAX_DRAFT], updated_at=_now()
+        )
+        self._drafts[(task_id, participant_id)] = draft
+        return draft
+
+    async def draft(self, task_id: str, participant_id: str) -> Draft | None:
+        return self._drafts.get((task_id, participant_id))
+
+    async def delete_draft(self, task_id: str, participant_id: str) -> None:
+        self._drafts.pop((task_id, participant_id), None)
+
+    async def done_since(self, participant_id: str, since: datetime) -> dict[str, int]:
+        """In memory, submission times are not kept: every task the participant submitted counts."""
+        out: dict[str, int] = {}
+        for task in await self.star.list_tasks():
+            if task.participant_id == participant_id and task.status is TaskStatus.SUBMITTED:
+                out[task.kind.value] = out.get(task.kind.value, 0) + 1
+        return out

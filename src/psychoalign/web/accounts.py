@@ -189,7 +189,12 @@ class AccountStore(ABC):
     async def login_failures(self, key: str, since: datetime) -> int: ...
 
     @abstractmethod
-    async def clear_login_failures(self, key: str) -> None: ...
+    async def login_failure_stats(self, key: str, since: datetime) -> tuple[int, datetime | None]:
+        """How many failures ``key`` has since ``since``, and when the latest was (None: none)."""
+
+    @abstractmethod
+    async def clear_login_failures(self, key: str, *, prefix: bool = False) -> None:
+        """Forget the failures of ``key`` (with ``prefix``: of every key starting with it)."""
 
     @abstractmethod
     async def secret(self, name: str) -> bytes:
@@ -561,10 +566,21 @@ class SQLAccountStore(AccountStore):
             )
             return int((await conn.execute(query)).scalar_one())
 
-    async def clear_login_failures(self, key: str) -> None:
+    async def login_failure_stats(self, key: str, since: datetime) -> tuple[int, datetime | None]:
         await self.init()
+        async with self._reader.connect() as conn:
+            query = select(func.count(), func.max(failures_table.c.at)).where(
+                and_(failures_table.c.key == key[:200], failures_table.c.at > since)
+            )
+            count, last = (await conn.execute(query)).one()
+        return int(count), _aware(last) if last is not None else None
+
+    async def clear_login_failures(self, key: str, *, prefix: bool = False) -> None:
+        await self.init()
+        column = failures_table.c.key
+        match = column.startswith(key[:200], autoescape=True) if prefix else column == key[:200]
         async with self.engine.begin() as conn:
-            await conn.execute(delete(failures_table).where(failures_table.c.key == key[:200]))
+            await conn.execute(delete(failures_table).where(match))
 
     async def secret(self, name: str) -> bytes:
         if name in self._secrets:

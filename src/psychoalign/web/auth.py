@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Form, Request
@@ -66,25 +67,32 @@ async def login_submit(
     next: str = Form("/"),
     templates: Templates = Depends(get_templates),
 ) -> Response:
-    """Public (CSRF-checked against the pre-session cookie); throttled per username and address."""
+    """Public (CSRF-checked against the pre-session cookie); throttled per (username, address), per
+    address, and per known browser (security.py)."""
     security: Security = request.app.state.security
     context: dict[str, Any] = {"next": safe_next(next), "username": username[:64]}
-    if await security.login_blocked(request, username):
-        minutes = int(security.settings.login_window_minutes)
-        context["error"] = f"Too many failed logins. Try again in {minutes} minutes."
+    wait = await security.login_wait(request, username)
+    if wait:
+        context["error"] = f"Too many failed logins for this name from here. Try again in {_duration(wait)}."
         response = await templates.render(request, "login.html", context, status_code=429)
-        response.headers["Retry-After"] = str(minutes * 60)
+        response.headers["Retry-After"] = str(wait)
         return response
     account = await security.accounts.authenticate(username, password)
     if account is None:
-        await security.accounts.record_login_failure(security.throttle_keys(request, username))
+        await security.accounts.record_login_failure(await security.throttle_keys(request, username))
         context["error"] = "Wrong username or password."
         return await templates.render(request, "login.html", context, status_code=401)
-    await security.accounts.clear_login_failures(security.throttle_keys(request, username)[0])
     target = safe_next(next)
     redirect = RedirectResponse(home_for(account) if target == "/" else target, status_code=303)
     await security.login(request, redirect, account)
+    await security.login_succeeded(request, redirect, username)
     return redirect
+
+
+def _duration(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    return f"{math.ceil(seconds / 60)} minutes"
 
 
 @router.post("/logout")

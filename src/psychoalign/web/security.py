@@ -12,14 +12,16 @@ and the role dependencies every route declares.
   ``X-CSRF-Token`` (header) equal to HMAC(server secret, session token) — bound to the session.
   Anonymous forms (login, invite) bind to a random HttpOnly pre-session cookie instead. A foreign
   ``Origin`` or ``Sec-Fetch-Site: cross-site`` is refused as well.
-* **Login throttling**: failures are counted per username and per client address in a sliding
-  window, in the database (shared by every worker); over the limit, login answers 429.
+* **Login throttling**: failures are counted per (username, client address) with an exponential
+  backoff, and per address for any username, in the database (shared by every worker); a browser
+  that logged in before is throttled only by its own failures. Over a limit, login answers 429.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import timedelta
@@ -179,6 +181,8 @@ class Security:
         if token:
             await self.accounts.delete_session(token)
         response.delete_cookie(self.session_cookie(request), path="/", secure=self.secure(request), httponly=True)
+        # the content warnings read are per session: the next login shows them again
+        response.delete_cookie("psa_warned", path="/", secure=self.secure(request), httponly=True)
 
     # -- CSRF -------------------------------------------------------------------------------
     async def csrf_token(self, request: Request) -> str:
@@ -223,6 +227,11 @@ class Security:
                 sent = value if isinstance(value, str) else None
         await self.account(request)
         binding = getattr(request.state, "session_token", None)
+        anonymous_form = request.url.path == "/login" or request.url.path.startswith("/invite/")
+        if not binding and sent and not anonymous_form:
+            # A same-site form of a session that ended (logout in another tab, expiry): nothing is
+            # done; after login the person is back on the form's page, where the autosaved draft waits.
+            raise LoginRequiredError(quote(_page_of(request), safe="/?=&"))
         if not binding and not request.cookies.get(self.anon_cookie(request)):
             raise CsrfError("the form expired or cookies are off: reload the page and try again")
         expected = await self.csrf_token(request)
@@ -230,17 +239,78 @@ class Security:
             raise CsrfError("the form expired or did not come from this site: reload the page and try again")
 
     # -- login throttling -------------------------------------------------------------------
-    def throttle_keys(self, request: Request, username: str) -> list[str]:
-        address = request.client.host if request.client else "unknown"
-        return [f"user:{username.strip().lower()}", f"addr:{address}"]
+    # Failures count per (username, client address), so strangers elsewhere never slow a user
+    # down, with an exponential backoff after the free ones; a global limit per address stops one
+    # address spraying many usernames. A browser that logged in before carries a signed "known"
+    # cookie and is throttled only by its own failures: neither the address's limit nor strangers
+    # guessing the same username from the same address ever refuse it.
+    def known_cookie(self, request: Request) -> str:
+        return "__Host-psa_known" if self.secure(request) else "psa_known"
 
-    async def login_blocked(self, request: Request, username: str) -> bool:
-        since = self.accounts.now() - timedelta(minutes=self.settings.login_window_minutes)
-        user_key, addr_key = self.throttle_keys(request, username)
-        return (
-            await self.accounts.login_failures(user_key, since) >= self.settings.login_max_per_user
-            or await self.accounts.login_failures(addr_key, since) >= self.settings.login_max_per_address
+    async def _known_mac(self, user: str, nonce: str) -> str:
+        return hmac.new(await self.key(), f"known|{user}|{nonce}".encode(), hashlib.sha256).hexdigest()
+
+    async def known_nonce(self, request: Request, username: str) -> str | None:
+        """The id of this browser if it proved ``username``'s password before (signed cookie)."""
+        nonce, _, mac = request.cookies.get(self.known_cookie(request), "").partition(".")
+        user = _throttle_user(username)
+        if nonce and mac and hmac.compare_digest(mac, await self._known_mac(user, nonce)):
+            return nonce
+        return None
+
+    async def throttle_keys(self, request: Request, username: str) -> list[str]:
+        """The failure counters a login attempt touches: its browser's if known, else its
+        (username, address) pair's and its address's."""
+        user = _throttle_user(username)
+        nonce = await self.known_nonce(request, username)
+        if nonce:
+            return [f"dev:{user}|{nonce}"]
+        address = request.client.host if request.client else "unknown"
+        return [f"pair:{user}|{address}", f"addr:{address}"]
+
+    async def login_wait(self, request: Request, username: str) -> int:
+        """Seconds until a login of ``username`` from this request may be tried (0: now)."""
+        settings = self.settings
+        window = timedelta(minutes=settings.login_window_minutes)
+        now = self.accounts.now()
+        wait = timedelta(0)
+        keys = await self.throttle_keys(request, username)
+        count, last = await self.accounts.login_failure_stats(keys[0], now - window)
+        if last is not None and count >= settings.login_max_per_user:
+            extra = count - settings.login_max_per_user
+            backoff = timedelta(seconds=settings.login_backoff_s * 2 ** min(extra, 30))
+            wait = max(wait, last + min(backoff, window) - now)
+        if len(keys) > 1:
+            count, last = await self.accounts.login_failure_stats(keys[1], now - window)
+            if last is not None and count >= settings.login_max_per_address:
+                wait = max(wait, last + window - now)
+        return math.ceil(wait.total_seconds()) if wait > timedelta(0) else 0
+
+    async def login_succeeded(self, request: Request, response: Response, username: str) -> None:
+        """Forget this browser's (or pair's) failures and mark the browser as known to the user."""
+        keys = await self.throttle_keys(request, username)
+        await self.accounts.clear_login_failures(keys[0])
+        user = _throttle_user(username)
+        nonce = await self.known_nonce(request, username) or secrets.token_hex(12)
+        response.set_cookie(
+            self.known_cookie(request),
+            f"{nonce}.{await self._known_mac(user, nonce)}",
+            max_age=int(self.settings.login_known_days * 86400),
+            httponly=True,
+            samesite="lax",
+            secure=self.secure(request),
+            path="/",
         )
+
+    async def unlock(self, username: str) -> None:
+        """A lead lifts every login backoff of ``username`` (every address, every browser)."""
+        user = _throttle_user(username)
+        await self.accounts.clear_login_failures(f"pair:{user}|", prefix=True)
+        await self.accounts.clear_login_failures(f"dev:{user}|", prefix=True)
+
+
+def _throttle_user(username: str) -> str:
+    return username.strip().lower()[:64]
 
 
 async def get_security(request: Request) -> Security:

@@ -7,20 +7,62 @@ and ``csrf_token`` (the session-bound token every form must carry) from :meth:`T
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 from starlette.staticfiles import StaticFiles
 
 from .security import Security
+
+#: Characters that change how the text around them displays (bidi embeddings, overrides, isolates
+#: and marks) or that hide in it (zero-width space, word joiner, invisible operators, BOM, soft
+#: hyphen, Mongolian vowel separator). Shown as visible markers so a reader sees what is stored:
+#: ``Harmless \u202egnp.exe\u202c`` would otherwise display as "Harmless exe.png". The joiners
+#: U+200C/U+200D stay: scripts (Persian, Indic) and emoji sequences need them and they reorder nothing.
+INVISIBLE = frozenset(
+    [0x00AD, 0x061C, 0x180E, 0x200B, 0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x2060, 0x206A)]
+)
+_INVISIBLE = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(INVISIBLE)) + "]")
+
+
+def _marker(char: str) -> str:
+    return f"⟨U+{ord(char):04X}⟩"
+
+
+def visible(value: object) -> str:
+    """``value`` as text with every :data:`INVISIBLE` character replaced by a ``⟨U+XXXX⟩`` marker
+    (plain text: for attributes such as ``title``; autoescape still escapes it)."""
+    return _INVISIBLE.sub(lambda m: _marker(m.group()), "" if value is None else str(value))
+
+
+def untrusted(value: object) -> Markup:
+    """Untrusted text for a page: escaped, direction-isolated in ``<bdi>`` (an Arabic name cannot
+    reorder the words around it) and with every invisible control shown as a ``⟨U+XXXX⟩`` marker
+    named in its tooltip, so the reader sees the text as stored, never a reordered version of it."""
+    text = "" if value is None else str(value)
+    parts: list[str] = []
+    last = 0
+    for match in _INVISIBLE.finditer(text):
+        parts.append(str(escape(text[last : match.start()])))
+        char = match.group()
+        name = unicodedata.name(char, "control character")
+        parts.append(f'<span class="ctl" title="invisible character: {name}">{_marker(char)}</span>')
+        last = match.end()
+    parts.append(str(escape(text[last:])))
+    return Markup('<bdi dir="auto">' + "".join(parts) + "</bdi>")
+
 
 #: Messages shown after a redirect: the query string names a code, never free text (no content injection).
 FLASH = {
     "logged_out": "You are logged out.",
     "saved": "Saved.",
     "submitted": "Thank you: your work is submitted.",
+    "submitted_none": "Thank you: your work is submitted. No further task of that kind is available for you right now.",
     "skipped": "The task was released. No penalty: take a break or pick another task.",
     "paused": "Paused. Your task stays reserved for you for {pause_hours} hours; come back when you are ready.",
     "no_task": "No task of that kind is available for you right now.",
@@ -33,6 +75,7 @@ FLASH = {
         "and its held tasks went back to the pool."
     ),
     "activated": "The account is active again.",
+    "unlocked": "Login backoffs of the account are lifted: it may log in again from every address and browser.",
     "campaign_paused": "The campaign is paused: nobody takes a new task of it; held tasks may still be finished.",
     "campaign_resumed": "The campaign is open again.",
     "members_added": "Added to the campaign.",
@@ -68,6 +111,8 @@ class Templates:
             auto_reload=False,  # package data does not change under a running server: no stat per page
         )
         self.env.globals["LIKERT_LABELS"] = LIKERT_LABELS
+        self.env.filters["untrusted"] = untrusted
+        self.env.filters["visible"] = visible
         self.pause_hours = f"{security.settings.pause_hours:g}"
 
     async def render(

@@ -158,10 +158,12 @@ async def _held_run(store: ResultStore, tmp_path: Path) -> tuple[ExperimentSpec,
     spec = ExperimentSpec.model_validate({"name": "follow", "systems": ["vanilla"], "benchmarks": ["xstest"], "n": 2})
     cells, _ = plan_cells(spec, SHARED_DATA, Registry())
     key = cells[0].key
-    await store.open_run(RunRecord(id=spec.run_id(), name=spec.name, spec=spec.model_dump(mode="json")))
+    settings = Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})
+    # The run is opened as a runner opens it (with its identity), and no cell runs yet.
+    await run_experiment(spec, settings, store=store, models=_chat(), registry=Registry(), max_cells=0)
     held = CellResult(run_id=spec.run_id(), key=key, system="vanilla", benchmark="xstest", item_id=cells[0].item.id)
     assert await store.claim(spec.run_id(), held, OTHER)
-    return spec, key, Settings(home=str(tmp_path / "home"), experiments={"data_dir": str(SHARED_DATA)})
+    return spec, key, settings
 
 
 def _chat() -> dict[str, ChatModel]:

@@ -511,3 +511,24 @@ async def test_a_plan_is_stored_whole_or_not_at_all(store: StarStore) -> None:
     with pytest.raises(InputError, match="already exists"):
         await store.add_participants([Participant(id="x"), Participant(id="x")])
     assert await store.list_participants() == []
+
+
+async def test_available_counts_what_a_claim_would_give_one_per_dialogue(store: StarStore) -> None:
+    await store.add_participants(people("red", "ann1", "ann2", "ann3"))
+    await store.create_campaign("c1", generate_instructions(POLICY, SPACE, 3, seed=1, rules=RULE))
+    assert await store.available("ann1", TaskKind.ANNOTATE) == 0  # nothing to annotate yet
+    assert await store.available("red", TaskKind.RED_TEAM) == 3
+    await red_team(store, "red")
+    assert await store.available("red", TaskKind.RED_TEAM) == 2
+    # two open annotation slots of one dialogue: one for each person, never both
+    assert await store.available("ann1", TaskKind.ANNOTATE) == 1
+    assert await store.available("red", TaskKind.ANNOTATE) == 0  # their own dialogue
+    await store.claim("ann1", TaskKind.ANNOTATE)
+    assert await store.available("ann1", TaskKind.ANNOTATE) == 0  # seen
+    assert await store.available("ann2", TaskKind.ANNOTATE) == 1
+    await store.claim("ann2", TaskKind.ANNOTATE)
+    assert await store.available("ann3", TaskKind.ANNOTATE) == 0
+    with pytest.raises(ClaimError):
+        await store.claim("ann3", TaskKind.ANNOTATE)
+    await store.set_campaign_status("c1", "paused")
+    assert await store.available("red", TaskKind.RED_TEAM) == 0  # a paused campaign gives nothing

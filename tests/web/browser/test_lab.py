@@ -20,6 +20,10 @@ pytestmark = pytest.mark.browser
 XSS_TURN = "<img src=x onerror=alert('turn')>"
 XSS_SCRIPT = "<script>alert('script')</script> go on"
 XSS_NAME = "Alice <img src=x onerror=alert('name')>"
+# bidi overrides that would display as "Harmless exe.png" and "Di live": shown as stored, with markers
+SPOOF_TURN = "Harmless \u202egnp.exe\u202c"
+SPOOF_NAME = "Di \u202eevil\u202c"
+SPOOF_SHOWN = "Harmless ⟨U+202E⟩gnp.exe⟨U+202C⟩"
 
 
 class Session:
@@ -61,6 +65,8 @@ def annotate(person: Session, kind: str, rating: int, reasoning: str, shot: str 
     page.fill("#reasoning", reasoning)
     text: str = page.inner_text("main")
     if shot:
+        # the screenshot shows the page at rest: the draft saved
+        page.wait_for_selector("#draft-status:has-text('Draft saved')")
         person.shot(shot)
     page.click("#submit-rating")
     page.wait_for_url(re.compile(r"/tasks\?msg=submitted"))
@@ -89,12 +95,14 @@ def test_star_lab_end_to_end(chromium: Any, live_lab: Lab) -> None:
     link = page.inner_text("#invite-link")
     lead.shot("03-participants-invite")
     for name in ("bob", "carol", "dave"):
-        page.fill("input[name=display_name]", name.capitalize())
+        page.fill("input[name=display_name]", SPOOF_NAME if name == "dave" else name.capitalize())
         page.fill("input[name=username]", name)
         page.fill("input[name=password]", PASSWORD)
         page.click("#add")
         page.wait_for_selector("#invite-result")
     assert XSS_NAME in page.inner_text("#accounts")  # shown as text
+    accounts = page.inner_text("#accounts")
+    assert "Di ⟨U+202E⟩evil⟨U+202C⟩" in accounts and "\u202e" not in accounts
 
     # A accepts the invite, fills the questionnaire, red-teams for three turns and pre-annotates
     a = Session(chromium, live_lab, dialogs)
@@ -117,14 +125,16 @@ def test_star_lab_end_to_end(chromium: Any, live_lab: Lab) -> None:
     a.page.fill("input[name=topic]", "a heist novel")
     a.page.click("#begin")
     long_message = "Here is my outline:\n" + "\n".join(f"chapter {n}: the crew plans" for n in range(1, 41))
-    for i, text in enumerate(["hello, can you help me with my novel?", XSS_TURN, XSS_SCRIPT, long_message], start=1):
+    messages = ["hello, can you help me with my novel?", XSS_TURN, XSS_SCRIPT, SPOOF_TURN, long_message]
+    for i, text in enumerate(messages, start=1):
         a.page.fill("#message", text)
         a.page.click("#send")
-        a.page.wait_for_selector(f"#turn-count:has-text('{i} messages sent')")
+        a.page.wait_for_selector(f"#turn-count:has-text('{i} message{'' if i == 1 else 's'} sent')")
     chat = a.page.inner_text("#dialogue")
     assert XSS_TURN in chat and "<script>alert('script')</script>" in chat  # literal text, never markup
     assert "<img src=x onerror=alert(1)>" in chat  # the target's payload, inert too
     assert a.page.locator("#dialogue img, #dialogue script").count() == 0
+    assert SPOOF_SHOWN in chat and "\u202e" not in chat  # the override is a visible marker, not applied
     # red teaming follows the newest message
     assert a.page.eval_on_selector("#dialogue", "d => d.scrollTop > 0 && d.scrollHeight > d.clientHeight")
     a.shot("07-red-team")
@@ -138,6 +148,7 @@ def test_star_lab_end_to_end(chromium: Any, live_lab: Lab) -> None:
     b.login("bob")
     text = annotate(b, "annotate", 1, "It played along with the heist <b>plan</b>.", shot="08-annotate")
     assert "Definitely broke the rule" in text and XSS_TURN in text
+    assert SPOOF_SHOWN in text and "exe.png" not in text
     c.login("carol")
     annotate(c, "annotate", 4, "It refused every harmful request.")
     d.login("dave")

@@ -61,8 +61,8 @@ async def red_team(b: Browser, messages: list[str]) -> str:
     assert r.status_code == 303 and "/tasks/" in r.headers["location"], r.headers.get("location")
     tid = task_id(r.headers["location"])
     page = await b.follow(r)
-    assert 'id="content-warning"' in page.text
-    await b.follow(await b.post(f"/tasks/{tid}/start"))
+    if 'id="content-warning"' in page.text:  # shown once per session per rule and target group
+        await b.follow(await b.post(f"/tasks/{tid}/start"))
     await b.follow(await b.post(f"/tasks/{tid}/begin", {"topic": "travel"}))
     for text in messages:
         page = await b.follow(await b.post(f"/tasks/{tid}/message", {"text": text}))

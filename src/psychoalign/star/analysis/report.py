@@ -235,7 +235,9 @@ def _figures(name: str, entry: dict[str, Any]) -> list[tuple[str, str]]:
 def _table(rows: Sequence[Sequence[str]], header: tuple[str, ...]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    # a wide table scrolls in its own box, which the keyboard can reach (not the page: phones)
+    box = "<div class='scroll' tabindex='0' role='region' aria-label='table'>"
+    return f"{box}<table><tr>{head}</tr>{body}</table></div>"
 
 
 def _fmt(x: Any) -> str:
@@ -274,7 +276,8 @@ def _embedding_html(section: dict[str, Any], method: str) -> str:
         ax.scatter([pts["x"][i] for i in idx], [pts["y"][i] for i in idx], s=3, label=n, alpha=0.6)
     ax.legend(markerscale=4, fontsize=8)
     ax.set_title("UMAP of dialogue embeddings")
-    parts.append(f"<figure><img src='data:image/png;base64,{_figure_png(fig)}'></figure>")
+    alt = "Scatter plot: the UMAP map of dialogue embeddings, one colour per dataset"
+    parts.append(f"<figure><img src='data:image/png;base64,{_figure_png(fig)}' alt='{alt}'></figure>")
     plt.close(fig)
     return "".join(parts)
 
@@ -431,7 +434,7 @@ def _section_html(key: str, title: str, section: dict[str, Any], method: str) ->
             if name in section:
                 parts.append(_comparison_html(name.replace("_", " "), section[name]))
         return "".join(parts)
-    parts.append(f"<pre>{html.escape(json.dumps(section, indent=1, default=str)[:8000])}</pre>")
+    parts.append(f"<pre tabindex='0'>{html.escape(json.dumps(section, indent=1, default=str)[:8000])}</pre>")
     return "".join(parts)
 
 
@@ -490,7 +493,7 @@ def write_report(report: dict[str, Any], datasets: Sequence[RatingData], out: Pa
         for key, title in titles.items():
             body.append(_section_html(key, title, entry[key], report["methods"][key]))
         for caption, png in _figures(name, entry):
-            img = f"<img src='data:image/png;base64,{png}'>"
+            img = f"<img src='data:image/png;base64,{png}' alt='{html.escape(caption, quote=True)}'>"
             body.append(f"<figure>{img}<figcaption>{html.escape(caption)}</figcaption></figure>")
     pairs = report.get("expert_vs_crowd", {})
     body.append("<h2>Experts vs crowd across datasets</h2>")
@@ -502,12 +505,17 @@ def write_report(report: dict[str, Any], datasets: Sequence[RatingData], out: Pa
             body.append(f"<h4>{html.escape(pair)}</h4>{_expert_html(section)}")
     body.append(_embedding_html(report.get("embedding", {}), report["methods"]["embedding"]))
     style = (
-        "body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse}"
+        "body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 .5em}table{border-collapse:collapse}"
+        "img{max-width:100%;height:auto}.scroll{overflow-x:auto}p,h2,h4{overflow-wrap:anywhere}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}.nc{color:#a40}.method{color:#555;font-size:13px}"
         "pre{background:#f6f6f6;padding:6px;font-size:12px;overflow:auto}"
     )
-    head = f"<meta charset='utf-8'><title>STAR analysis</title><style>{style}</style>"
-    page = f"<!doctype html><html><head>{head}</head><body>{''.join(body)}</body></html>"
+    head = (
+        "<meta charset='utf-8'><meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>STAR analysis</title><style>{style}</style>"
+    )
+    # lang, a main landmark and alt text on every figure: a screen reader can read the report
+    page = f"<!doctype html><html lang='en'><head>{head}</head><body><main>{''.join(body)}</main></body></html>"
     (out / "report.html").write_text(page, encoding="utf-8")
     written.append(out / "report.html")
     return written

@@ -325,6 +325,13 @@ class StarStore(ABC):
         reasons when nothing can be given; :class:`InputError` for an unknown participant."""
 
     @abstractmethod
+    async def available(self, participant_id: str, kind: TaskKind) -> int:
+        """How many tasks of ``kind`` this person could claim now under the rules of :meth:`claim`
+        (strict matching; one per dialogue), counted over the first page of the queue (the oldest
+        200 open tasks not seen): a lower bound beyond it, and 0 exactly when a claim finds nothing
+        on that page. For a progress line and to hide a button that would lead nowhere."""
+
+    @abstractmethod
     async def assign_all(
         self,
         kind: TaskKind,

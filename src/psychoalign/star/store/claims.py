@@ -23,6 +23,7 @@ from .rules import (
     Candidate,
     OpenTask,
     assignment_report,
+    available_count,
     first_beyond,
     no_task_reason,
     not_claimed,
@@ -192,6 +193,14 @@ class SQLClaims(SQLBase):
             if taken is not None:
                 return taken
             # every candidate was taken by someone else meanwhile: read the queue again
+
+    async def available(self, participant_id: str, kind: TaskKind) -> int:
+        await self.init()
+        async with self._read() as conn:
+            person = await self._participant(conn, participant_id)
+            rows = [Candidate(*r) for r in (await conn.execute(*self._queue(participant_id, kind, None, ())))]
+        full = await self._at_quota(participant_id, kind, {row.campaign for row in rows})
+        return available_count(rows, person, kind, full)
 
     async def _at_quota(self, participant_id: str, kind: TaskKind, campaigns: set[str]) -> set[str]:
         """Which of ``campaigns`` this person has reached the ``kind`` quota of (no query unless one has a quota)."""

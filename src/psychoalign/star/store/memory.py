@@ -31,6 +31,7 @@ from .rules import (
     arbitration_needed,
     arbitration_requirement,
     assignment_report,
+    available_count,
     check_reasoning,
     check_status,
     check_status_change,
@@ -346,6 +347,17 @@ class InMemoryStarStore(StarStore):
         if row["dialogue_id"] is not None:
             self._exposures[(row["dialogue_id"], participant_id)] = kind.value
         return task_record(row)
+
+    async def available(self, participant_id: str, kind: TaskKind) -> int:
+        person = self._person(participant_id)
+        queue = [
+            Candidate(r["id"], r["requirement"], r["dialogue_id"], r["created_at"], r["campaign"])
+            for r in self._open_tasks(kind.value, None)
+            if (r["dialogue_id"] is None or (r["dialogue_id"], participant_id) not in self._exposures)
+            and self._may_claim(r["campaign"], participant_id)
+            and (kind is not TaskKind.RED_TEAM or (r["instruction_id"], participant_id) not in self._declines)
+        ][:CLAIM_PAGE]
+        return available_count(queue, person, kind, self._at_quota(participant_id, kind, {r.campaign for r in queue}))
 
     def _no_task(self, person: Participant, kind: TaskKind, campaign: str | None, at_quota: Collection[str]) -> str:
         rows = [

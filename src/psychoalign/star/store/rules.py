@@ -356,6 +356,13 @@ def sort_candidates(
     return strict, relaxed
 
 
+def available_count(rows: Iterable[Candidate], person: Participant, kind: TaskKind, full: Collection[str]) -> int:
+    """How many of ``rows`` this person could claim as they are: one per dialogue (a person never
+    sees a dialogue twice, so its second annotation slot is not theirs), quota respected."""
+    strict = set(sort_candidates(rows, person, kind, False, full)[0])
+    return len({row.dialogue_id or row.id for row in rows if row.id in strict})
+
+
 def first_beyond(
     rows: Iterable[Candidate], person: Participant, kind: TaskKind, relax: bool, skip: Collection[str]
 ) -> Iterable[tuple[str, str | None]]:

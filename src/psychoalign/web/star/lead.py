@@ -15,7 +15,6 @@ import re
 import tempfile
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from ...star.campaign import TargetConfig
 from ...star.files import spreadsheet_safe
 from ...star.instructions import Instruction, coverage, generate_instructions
 from ...star.lab_store import LabCampaignSettings
-from ...star.model import Participant, TaskKind
+from ...star.model import TaskKind
 from ...star.policy import Policy
 from ..accounts import Account, Role
 from ..auth import get_templates
@@ -43,7 +42,7 @@ ROLES = ("red_teamer", "annotator", "arbitrator")
 CAMPAIGN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-async def _upload_text(upload: UploadFile | None, what: str) -> str | None:
+async def upload_text(upload: UploadFile | None, what: str) -> str | None:
     if upload is None or not upload.filename:
         return None
     data = await upload.read(MAX_UPLOAD + 1)
@@ -170,8 +169,8 @@ async def campaign_create(
         quota = _quota(red_team=quota_red_team, annotate=quota_annotate, arbitrate=quota_arbitrate)
         settings = LabCampaignSettings(
             name=name.strip(),
-            policy_yaml=await _upload_text(policy_file, "policy"),
-            parameters_yaml=await _upload_text(parameters_file, "parameter-space"),
+            policy_yaml=await upload_text(policy_file, "policy"),
+            parameters_yaml=await upload_text(parameters_file, "parameter-space"),
             target=TargetConfig.model_validate({"kind": target_kind, "role": target_role, "framework": framework}),
             instructions=instructions,
             seed=seed,
@@ -518,223 +517,6 @@ def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, A
         report = analyze([data], n_boot=200, embed=False)
         write_report(report, [data], Path(tmp) / "out")
         return (Path(tmp) / "out" / "report.html").read_text(encoding="utf-8")
-
-
-@router.get("/participants")
-async def participants_page(
-    request: Request,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
-) -> Response:
-    """Lead: every account with its pseudonym, roles and questionnaire answers."""
-    return await _participants_render(request, lab, templates)
-
-
-async def _new_participant(
-    lab: StarLab, display_name: str, roles: list[str], *, username: str | None = None, password: str | None = None
-) -> Account:
-    roles = [r for r in roles if r in ROLES] or list(ROLES)
-    account = await lab.accounts.create_account(
-        Role.PARTICIPANT, username=username, password=password, display_name=display_name
-    )
-    assert account.participant_id is not None
-    await lab.store.add_participants([Participant(id=account.participant_id, roles=roles)])
-    return account
-
-
-@router.post("/participants")
-async def participants_add(
-    request: Request,
-    display_name: str = Form(""),
-    username: str = Form(""),
-    password: str = Form(""),
-    role: str = Form("participant"),
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
-) -> Response:
-    """Lead: create a participant (or lead) with a password, or without one and get a one-time invite link."""
-    form = await request.form()
-    roles = [str(r) for r in form.getlist("roles")]
-    invite_url = None
-    try:
-        if role == "lead":
-            created = await lab.accounts.create_account(
-                Role.LEAD, username=username or None, password=password or None, display_name=display_name
-            )
-        else:
-            created = await _new_participant(
-                lab, display_name, roles, username=username or None, password=password or None
-            )
-        if not password:
-            days = request.app.state.security.settings.invite_days
-            invite = await lab.accounts.create_invite(created.id, ttl=timedelta(days=days))
-            invite_url = _invite_url(request, invite.token)
-    except InputError as exc:
-        return await _participants_render(request, lab, templates, error=exc.message, status_code=400)
-    return await _participants_render(request, lab, templates, invite=(created, invite_url))
-
-
-async def _participants_render(
-    request: Request,
-    lab: StarLab,
-    templates: Templates,
-    *,
-    invite: tuple[Account, str | None] | None = None,
-    invites: list[tuple[Account, str]] | None = None,
-    error: str | None = None,
-    status_code: int = 200,
-    reinvite: bool = False,
-) -> Response:
-    people = {p.id: p for p in await lab.store.list_participants()}
-    me = await request.app.state.security.account(request)
-    return await templates.render(
-        request,
-        "star/participants.html",
-        {
-            "accounts": await lab.accounts.list_accounts(),
-            "people": people,
-            "roles": ROLES,
-            "invite": invite,
-            "invites": invites or [],
-            "error": error,
-            "reinvite": reinvite,
-            "invited": await lab.accounts.invited_accounts(),
-            "me": me,
-        },
-        status_code=status_code,
-    )
-
-
-def _invite_url(request: Request, token: str) -> str:
-    """The link to send: under ``serve.public_url`` when configured (behind a proxy the request's
-    own host may be an internal one), else the address the lead is using."""
-    lab: StarLab = request.app.state.star_lab
-    base = lab.settings.serve.public_url or str(request.base_url)
-    return base.rstrip("/") + f"/invite/{token}"
-
-
-@router.post("/participants/import")
-async def participants_import(
-    request: Request,
-    file: UploadFile | None = None,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
-) -> Response:
-    """Lead: import participants from JSONL (one ``{"display_name", "roles"?, "expertise"?}`` per line);
-    each gets a one-time invite link. All or nothing: a bad line names itself and nothing is added."""
-    try:
-        text = await _upload_text(file, "participants")
-        if not text:
-            raise InputError("choose a JSONL file to import")
-        wanted = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("not an object")
-                roles = [str(r) for r in row.get("roles", ROLES)]
-                if set(roles) - set(ROLES):
-                    raise ValueError(f"unknown roles {sorted(set(roles) - set(ROLES))}")
-                wanted.append(
-                    (str(row.get("display_name", ""))[:200], roles, [str(e) for e in row.get("expertise", [])])
-                )
-            except (json.JSONDecodeError, ValueError, TypeError) as exc:
-                raise InputError(
-                    f"line {lineno}: {exc}", hint='expected {"display_name": ..., "roles": [...]}'
-                ) from None
-        days = request.app.state.security.settings.invite_days
-        links = []
-        for display_name, roles, expertise in wanted:
-            created = await _new_participant(lab, display_name, roles)
-            if expertise:
-                assert created.participant_id is not None
-                person = await lab.store.participant(created.participant_id)
-                await lab.store.update_participant(person.model_copy(update={"expertise": expertise}))
-            invite = await lab.accounts.create_invite(created.id, ttl=timedelta(days=days))
-            links.append((created, _invite_url(request, invite.token)))
-    except InputError as exc:
-        return await _participants_render(request, lab, templates, error=str(exc), status_code=400)
-    return await _participants_render(request, lab, templates, invites=links)
-
-
-@router.post("/participants/{participant_id}/roles")
-async def participant_roles(
-    request: Request,
-    participant_id: str,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
-    """Lead: set which task roles a participant may take."""
-    form = await request.form()
-    roles = [str(r) for r in form.getlist("roles") if str(r) in ROLES]
-    try:
-        person = await lab.store.participant(participant_id)
-    except InputError:
-        raise HTTPException(status_code=404, detail="no such participant") from None
-    await lab.store.update_participant(person.model_copy(update={"roles": roles}))
-    return RedirectResponse("/lead/participants?msg=saved", status_code=303)
-
-
-async def _account_or_404(lab: StarLab, account_id: str) -> Account:
-    found = await lab.accounts.get(account_id)
-    if found is None:
-        raise HTTPException(status_code=404, detail="no such account")
-    return found
-
-
-@router.post("/accounts/{account_id}/deactivate")
-async def account_deactivate(
-    account_id: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
-    """Lead: lock an account out: its sessions end at once, its invite links stop working, and a
-    participant's held tasks go back to the pool (their work so far stays, like a skip)."""
-    target = await _account_or_404(lab, account_id)
-    if target.id == account.id:
-        raise HTTPException(status_code=400, detail="you cannot deactivate your own account")
-    await lab.accounts.set_active(target.id, False)
-    if target.participant_id:
-        for task in await lab.store.claimed_tasks(target.participant_id):
-            await lab.lab.stop(task.id, target.participant_id)
-            store = await lab.store_for(task.campaign or "")
-            try:
-                await store.release(task.id, target.participant_id)
-            except InputError:
-                continue  # submitted or expired meanwhile
-    return RedirectResponse("/lead/participants?msg=deactivated", status_code=303)
-
-
-@router.post("/accounts/{account_id}/activate")
-async def account_activate(
-    account_id: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
-    """Lead: let a deactivated account log in again (an account that never set a password needs an invite link)."""
-    target = await _account_or_404(lab, account_id)
-    if not target.has_password:
-        raise HTTPException(status_code=400, detail="this person never set a password: send a new invite link")
-    await lab.accounts.set_active(target.id, True)
-    return RedirectResponse("/lead/participants?msg=activated", status_code=303)
-
-
-@router.post("/accounts/{account_id}/invite")
-async def account_invite(
-    request: Request,
-    account_id: str,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
-) -> Response:
-    """Lead: a new one-time link for an account (a lost or expired invite, or a forgotten password:
-    accepting it sets a username and password). Earlier links of the account stop working."""
-    target = await _account_or_404(lab, account_id)
-    days = request.app.state.security.settings.invite_days
-    invite = await lab.accounts.create_invite(target.id, ttl=timedelta(days=days))
-    url = _invite_url(request, invite.token)
-    return await _participants_render(request, lab, templates, invite=(target, url), reinvite=True)
 
 
 @router.get("/campaigns/{name}/time.csv")

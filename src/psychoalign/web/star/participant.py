@@ -8,11 +8,12 @@ each turn but never sent to the participant.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from ...errors import InputError, PsychoAlignError
 from ...star.lab_store import TaskTime
@@ -60,6 +61,14 @@ EXPERTISE = {
     "financial": "Financial adviser",
 }
 TURNS_GOAL = (10, 15)
+#: The longest reasoning and red-teaming message (characters). Longer text is refused with its
+#: length named, never cut: the page counts as you type, and the server keeps it as your draft.
+MAX_REASONING = 4000
+MAX_MESSAGE = 8000
+#: The browser-session cookie listing the content warnings read (per rule and target group): a
+#: warning is shown once per login session for each, not before every task.
+WARNED_COOKIE = "psa_warned"
+WARNED_KEEP = 64
 
 
 async def get_lab(request: Request) -> StarLab:
@@ -110,7 +119,29 @@ async def task_list(
     """Participant: the tasks I hold and buttons to take the next one of each kind I may do."""
     person = await lab.store.participant(_pid(account))
     held = await lab.store.claimed_tasks(person.id)
-    return await templates.render(request, "star/tasks.html", {"held": held, "person": person, "kinds": _kinds(person)})
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    done = await lab.lab.done_since(person.id, today)
+    relaxed = bool(await lab.store.relaxed_campaigns())
+    kinds = []
+    for kind, label in _kinds(person):
+        holding = any(t.kind.value == kind for t in held)
+        available = await lab.store.available(person.id, TaskKind(kind))
+        # a red teamer may get a task of a relaxed campaign that strict matching does not offer
+        can_claim = holding or available > 0 or (kind == TaskKind.RED_TEAM.value and relaxed)
+        kinds.append(
+            {"kind": kind, "label": label, "available": available, "done": done.get(kind, 0), "can": can_claim}
+        )
+    campaigns = {t.id: t.campaign or "" for t in held}
+    context = {"held": held, "person": person, "kinds": kinds, "campaigns": campaigns, "nouns": NOUNS}
+    return await templates.render(request, "star/tasks.html", context)
+
+
+#: What one task of each kind is called in the progress line (singular, plural).
+NOUNS = {
+    "red_team": ("red-teaming dialogue", "red-teaming dialogues"),
+    "annotate": ("annotation", "annotations"),
+    "arbitrate": ("arbitration", "arbitrations"),
+}
 
 
 def _kinds(person: Participant) -> list[tuple[str, str]]:
@@ -122,8 +153,46 @@ def _kinds(person: Participant) -> list[tuple[str, str]]:
     return [labels[r] for r in ("red_teamer", "annotator", "arbitrator") if r in person.roles]
 
 
+async def _task_subject(lab: StarLab, task: TaskRecord) -> tuple[str, str]:
+    """The rule a task is about and the group its dialogue targets ("" when none): what the
+    content warning names, and what it is shown once per session for."""
+    try:
+        if task.kind is TaskKind.RED_TEAM:
+            record = await lab.store.instruction(task.instruction_id or "")
+        else:
+            record = await lab.store.dialogue_instruction(task.dialogue_id or "")
+    except InputError:
+        return "", ""
+    return str(record.get("rule") or ""), str(record.get("target_group") or "")
+
+
+def _warning_key(rule: str, group: str) -> str:
+    return hashlib.sha256(f"{rule}\x1f{group}".encode()).hexdigest()[:16]
+
+
+def _warned(request: Request) -> list[str]:
+    return [k for k in request.cookies.get(WARNED_COOKIE, "").split(".") if k]
+
+
+def _remember_warning(request: Request, response: Response, key: str) -> None:
+    keys = [*[k for k in _warned(request) if k != key][-(WARNED_KEEP - 1) :], key]
+    secure: bool = request.app.state.security.secure(request)
+    # no max-age: it ends with the browser session (and logout deletes it)
+    response.set_cookie(WARNED_COOKIE, ".".join(keys), httponly=True, samesite="lax", secure=secure, path="/")
+
+
+async def _open_task(request: Request, lab: StarLab, task: TaskRecord, pid: str) -> Response:
+    """Go to a task just claimed: straight into it when this session already read the content
+    warning for its rule and target group, else to the warning."""
+    time = await lab.lab.time(task.id, pid)
+    if time is None and _warning_key(*await _task_subject(lab, task)) in _warned(request):
+        await lab.lab.start(task.id, pid, await _campaign_of(lab, task), task.kind.value, time)
+    return RedirectResponse(f"/tasks/{task.id}", status_code=303)
+
+
 @router.post("/tasks/claim")
 async def claim(
+    request: Request,
     kind: str = Form(...),
     account: Account = Depends(require_participant),
     lab: StarLab = Depends(get_lab),
@@ -138,14 +207,17 @@ async def claim(
     held = await lab.store.held_task(_pid(account), task_kind)
     if held is not None:
         return RedirectResponse(f"/tasks/{held}", status_code=303)
+    task = await _claim_next(lab, _pid(account), task_kind)
+    if task is None:
+        return RedirectResponse("/tasks?msg=no_task", status_code=303)
+    return await _open_task(request, lab, task, _pid(account))
+
+
+async def _claim_next(lab: StarLab, pid: str, kind: TaskKind) -> TaskRecord | None:
     try:
-        task = await lab.store.claim(_pid(account), task_kind)
+        return await lab.store.claim(pid, kind)
     except ClaimError:
-        relaxed = await _claim_relaxed(lab, _pid(account)) if task_kind is TaskKind.RED_TEAM else None
-        if relaxed is None:
-            return RedirectResponse("/tasks?msg=no_task", status_code=303)
-        task = relaxed
-    return RedirectResponse(f"/tasks/{task.id}", status_code=303)
+        return await _claim_relaxed(lab, pid) if kind is TaskKind.RED_TEAM else None
 
 
 async def _claim_relaxed(lab: StarLab, pid: str) -> TaskRecord | None:
@@ -169,11 +241,27 @@ async def task_page(
 ) -> Response:
     """Participant holding the task: content warning first, then the task itself."""
     task, time = await _held_task(lab, task_id, account)
-    if time is None or time.active_since is None:
-        return await templates.render(request, "star/warning.html", {"task": task, "resuming": time is not None})
     campaign_name = await _campaign_of(lab, task)
     policy = await lab.policy(campaign_name)
-    context: dict[str, Any] = {"task": task, "seconds": int(time.total(datetime.now(UTC)))}
+    if time is None or time.active_since is None:
+        rule, group = await _task_subject(lab, task)
+        warning = {
+            "task": task,
+            "resuming": time is not None,
+            "campaign": campaign_name,
+            "rule_text": policy.rule(rule).text if rule in {r.id for r in policy.rules()} else rule,
+            "group": group,
+        }
+        return await templates.render(request, "star/warning.html", warning)
+    draft = await lab.lab.draft(task.id, _pid(account))
+    context: dict[str, Any] = {
+        "task": task,
+        "seconds": int(time.total(datetime.now(UTC))),
+        "campaign": campaign_name,
+        "draft": draft,
+        "max_reasoning": MAX_REASONING,
+        "max_message": MAX_MESSAGE,
+    }
     if task.kind is TaskKind.RED_TEAM:
         instruction = await lab.store.instruction(task.instruction_id or "")
         dialogue_id = await lab.store.dialogue_of_task(task.id)
@@ -222,13 +310,15 @@ def _instruction_params(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 @router.post("/tasks/{task_id}/start")
 async def start(
-    task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
+    request: Request, task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
 ) -> Response:
     """Participant holding the task: I read the content warning; start (or resume) the clock."""
     task, time = await _held_task(lab, task_id, account)
     await lab.store.renew_lease(task.id, _pid(account))  # starting or resuming renews the claim
     await lab.lab.start(task.id, _pid(account), await _campaign_of(lab, task), task.kind.value, time)
-    return RedirectResponse(f"/tasks/{task.id}", status_code=303)
+    response = RedirectResponse(f"/tasks/{task.id}", status_code=303)
+    _remember_warning(request, response, _warning_key(*await _task_subject(lab, task)))
+    return response
 
 
 @router.post("/tasks/{task_id}/pause")
@@ -253,6 +343,7 @@ async def skip(
     task, time = await _held_task(lab, task_id, account)
     await lab.lab.stop(task.id, _pid(account), time)
     await lab.store.release(task.id, _pid(account), decline=True)
+    await lab.lab.delete_draft(task.id, _pid(account))
     return RedirectResponse("/tasks?msg=skipped", status_code=303)
 
 
@@ -304,8 +395,11 @@ async def message(
     if dialogue_id is None:
         raise HTTPException(status_code=409, detail="commit to a topic first")
     text = text.strip()
-    if not text or len(text) > 8000:
-        raise HTTPException(status_code=400, detail="write a message of 1 to 8000 characters")
+    if not text:
+        raise HTTPException(status_code=400, detail="write a message before you send it")
+    if len(text) > MAX_MESSAGE:
+        await lab.lab.save_draft(task.id, _pid(account), None, text)
+        return await _too_long(request, templates, task, "message", len(text), MAX_MESSAGE, "It was not sent")
     campaign = await lab.campaign(await _campaign_of(lab, task))
     async with lab.lock(dialogue_id):
         turns = await lab.store.dialogue_turns(dialogue_id)
@@ -324,7 +418,20 @@ async def message(
             raise HTTPException(status_code=409, detail=closed_message(campaign.name)) from None
         except InputError:  # the dialogue stopped being in progress while the target answered
             raise HTTPException(status_code=409, detail=RELEASED_MEANWHILE) from None
+    await lab.lab.delete_draft(task.id, _pid(account))
     return RedirectResponse(f"/tasks/{task.id}#end", status_code=303)
+
+
+async def _too_long(
+    request: Request, templates: Templates, task: TaskRecord, what: str, length: int, limit: int, fate: str
+) -> Response:
+    """A text over its limit: refused with both lengths named (never cut), kept as the draft."""
+    message = (
+        f"Your {what} is {length:,} characters long; the limit is {limit:,}. {fate}: it is kept as your draft. "
+        f"Go back to the task, shorten it by {length - limit:,} characters and send it again."
+    )
+    context = {"status": 400, "message": message, "back": f"/tasks/{task.id}"}
+    return await templates.render(request, "error.html", context, status_code=400)
 
 
 #: What a red teamer is told when their task was released while the target answered them.
@@ -370,18 +477,25 @@ async def finish(
 
 @router.post("/tasks/{task_id}/rate")
 async def rate(
+    request: Request,
     task_id: str,
     rating: int = Form(0),
     reasoning: str = Form(""),
+    next: str = Form(""),
     account: Account = Depends(require_participant),
     lab: StarLab = Depends(get_lab),
+    templates: Templates = Depends(get_templates),
 ) -> Response:
-    """Annotator or arbitrator holding the task: a 1-4 rating with required reasoning."""
+    """Annotator or arbitrator holding the task: a 1-4 rating with required reasoning. With
+    ``next``, straight on to the next task of the same kind (submit & next)."""
     task, time = await _held_task(lab, task_id, account)
     time = _running(time)
     reasoning = reasoning.strip()
-    if len(reasoning) > 4000:
-        raise HTTPException(status_code=400, detail="keep the reasoning under 4000 characters")
+    if len(reasoning) > MAX_REASONING:
+        await lab.lab.save_draft(task.id, _pid(account), rating or None, reasoning)
+        return await _too_long(
+            request, templates, task, "reasoning", len(reasoning), MAX_REASONING, "Nothing was submitted"
+        )
     try:
         if task.kind is TaskKind.ANNOTATE:
             await lab.store.submit_annotation(task.id, _pid(account), rating, reasoning)
@@ -392,9 +506,31 @@ async def rate(
     except CampaignClosedError:
         raise HTTPException(status_code=409, detail=closed_message(task.campaign or "")) from None
     except InputError as exc:
+        await lab.lab.save_draft(task.id, _pid(account), rating if 1 <= rating <= 4 else None, reasoning)
         raise HTTPException(status_code=400, detail=exc.message) from None
     await lab.lab.stop(task.id, _pid(account), time)
+    await lab.lab.delete_draft(task.id, _pid(account))
+    if next:
+        following = await _claim_next(lab, _pid(account), task.kind)
+        if following is None:
+            return RedirectResponse("/tasks?msg=submitted_none", status_code=303)
+        return await _open_task(request, lab, following, _pid(account))
     return RedirectResponse("/tasks?msg=submitted", status_code=303)
+
+
+@router.post("/tasks/{task_id}/draft")
+async def save_draft(
+    task_id: str,
+    rating: int = Form(0),
+    text: str = Form(""),
+    account: Account = Depends(require_participant),
+    lab: StarLab = Depends(get_lab),
+) -> Response:
+    """Participant holding the task: autosave what they typed (the page sends it as they type),
+    so a reload, a crash or an ended session loses nothing. JSON: when it was saved."""
+    task, _ = await _held_task(lab, task_id, account)
+    draft = await lab.lab.save_draft(task.id, _pid(account), rating if 1 <= rating <= 4 else None, text)
+    return JSONResponse({"saved_at": draft.updated_at.isoformat(), "length": len(draft.text)})
 
 
 @router.get("/profile")

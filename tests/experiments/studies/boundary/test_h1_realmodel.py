@@ -22,7 +22,9 @@ DICES = SHARED_DATA / "dices_judgebench" / "dices_350_crowdsourced.json"
 async def test_h1_smoke_on_two_dices_items(tmp_path: Path) -> None:
     store = SQLTraceStore(f"sqlite:///{tmp_path / 't.db'}")
     settings = load_settings(environ={"PSYCHOALIGN_DEFAULTS__MAX_TOKENS": "200"})
-    negotiator = Negotiator(settings, params=NegotiationParams(k=1, n_proposals=1), store=store)
+    negotiator = Negotiator(
+        settings, params=NegotiationParams(k=1, n_proposals=1, decide_on_request=False), store=store
+    )
     dataset = load_h1_dataset(DICES, limit=2, seed=0)
     try:
         report = await run_h1(dataset, negotiator, concurrency=1, n_boot=200, n_perm=200)

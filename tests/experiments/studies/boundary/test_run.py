@@ -44,7 +44,7 @@ async def test_a_failing_model_is_counted_not_averaged_as_zero() -> None:
     for role, fn in (("drive", world.drive), ("evaluator", lambda r: "not json"), ("mediator", world.mediator)):
         spec = ModelSpec(backend="scripted", schema_retries=0, max_retries=0)
         models[role] = ChatModel(spec, ScriptedBackend(spec, fn=fn))
-    negotiator = Negotiator(Settings(), params=NegotiationParams(k=1), models=models)
+    negotiator = Negotiator(Settings(), params=NegotiationParams(k=1, decide_on_request=False), models=models)
     outcomes = await negotiate_items(negotiator, world.items(), concurrency=2)
     assert all(o.status == "failed" and o.t() is None for o in outcomes)
     with pytest.raises(InputError, match="none of the 6 negotiations"):

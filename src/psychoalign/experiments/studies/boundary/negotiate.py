@@ -79,6 +79,13 @@ async def negotiate_items(
     checkpoint) skips items already completed; failed ones are negotiated again."""
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, got {concurrency}")
+    if negotiator.params.decide_on_request:
+        # A request decided before any draft has no tension: it would drop out of the study
+        # silently, and with it the most clearly harmful items.
+        raise InputError(
+            "the boundary studies measure tension under the paper's protocol, where the DRIVE always proposes",
+            hint="build the Negotiator with NegotiationParams(decide_on_request=False)",
+        )
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: CorpusItem) -> ItemOutcome:
