@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from psychoalign.star import generate_instructions, load_parameters, load_policy
+from psychoalign.star.lab_store import LabCampaignSettings
 from psychoalign.star.model import Participant, TaskKind, Turn
 from psychoalign.web.accounts import Role, SQLAccountStore
 from tests.loopback import free_port
@@ -56,6 +57,8 @@ async def test_a_session_csrf_token_logout_and_throttle_hold_across_workers(tmp_
     await lab_a.store.create_campaign(
         "c", generate_instructions(load_policy(), load_parameters(), 1, seed=1, rules=["sexually-explicit"])
     )
+    # as the lead's form does: the lab's settings beside the STAR campaign (the task pages read its policy)
+    await lab_a.lab.save_campaign(LabCampaignSettings(name="c", instructions=1, seed=1, rules=["sexually-explicit"]))
     await lab_a.store.add_participants([Participant(id="red", roles=["red_teamer"])])
     red = await lab_a.store.claim("red", TaskKind.RED_TEAM)
     did = await lab_a.store.start_dialogue(red.id, "red", "t")
