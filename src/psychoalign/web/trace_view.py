@@ -304,7 +304,7 @@ async def trace_stats(store: TraceStore, query: TraceQuery, *, healthy: float = 
 def _histogram(
     tensions: list[float | None], healthy: float, *, width: int = 520, height: int = 220
 ) -> TensionHistogram:
-    left, right, top, bottom = 48, width - 12, 12, height - 44
+    left, right, top, bottom = 48, width - 12, 22, height - 44
     counts = [0] * BINS
     missing = 0
     for v in tensions:
