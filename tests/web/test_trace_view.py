@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from psychoalign.traces.model import (
     TraceStatus,
 )
 from psychoalign.traces.query import TraceQuery
+from psychoalign.traces.store import SQLTraceStore
 from psychoalign.web.trace_view import HIDDEN, NO_STATE, redacted, tension_chart, trace_stats
+from tests.helpers import PG_URL, pg_schema
 from tests.scenario import World, evaluation, proposals
 
 DRAFT = "DRAFT-SECRET-91: mix the two chemicals"
@@ -121,16 +124,31 @@ KNOWN = [
 ]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def known_store(request: pytest.FixtureRequest, tmp_path: Path) -> TraceStore:
-    store = open_store(None if request.param == "memory" else f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
-    for trace in KNOWN:
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def empty_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TraceStore]:
+    """Every store kind: the SQL ones count in the database, the in-memory one in Python."""
+    if request.param == "memory":
+        yield open_store(None)
+    elif request.param == "sqlite":
+        store = open_store(f"sqlite+aiosqlite:///{tmp_path / 't.db'}")
+        yield store
+        await store.close()
+    else:
+        async with pg_schema("tv") as connect_args:
+            pg = SQLTraceStore(PG_URL, connect_args=connect_args)
+            yield pg
+            await pg.close()
+
+
+async def _fill(store: TraceStore, traces: list[Trace]) -> TraceStore:
+    for trace in traces:
         await store.start(trace)
         await store.finish(trace)
     return store
 
 
-async def test_trace_stats_count_every_matching_trace(known_store: TraceStore) -> None:
+async def test_trace_stats_count_every_matching_trace(empty_store: TraceStore) -> None:
+    known_store = await _fill(empty_store, KNOWN)
     stats = await trace_stats(known_store, TraceQuery(limit=1), healthy=0.3)  # the page size does not matter
     assert stats.total == 7
     bins = {round(b.lo, 1): b.count for b in stats.histogram.bars}
@@ -147,10 +165,10 @@ async def test_trace_stats_count_every_matching_trace(known_store: TraceStore) -
     assert table.row_totals["healthy_equilibrium"] == 3 and table.col_totals["rationalization"] == 2
     assert table.total == 7 and table.peak == 2
     assert [table.level(c) for c in (0, 1, 2)] == [0, 2, 4]
-    await known_store.close()
 
 
-async def test_trace_stats_follow_the_filters(known_store: TraceStore) -> None:
+async def test_trace_stats_follow_the_filters(empty_store: TraceStore) -> None:
+    known_store = await _fill(empty_store, KNOWN)
     high = await trace_stats(known_store, TraceQuery(tension_min=0.5))
     assert high.total == 3 and high.histogram.without_tension == 0
     assert {round(b.lo, 1): b.count for b in high.histogram.bars if b.count} == {0.5: 2, 0.9: 1}
@@ -158,4 +176,10 @@ async def test_trace_stats_follow_the_filters(known_store: TraceStore) -> None:
     assert conv.total == 2
     assert conv.table.counts["negotiated_equilibrium"]["sublimation"] == 1
     assert conv.table.counts["healthy_equilibrium"]["none"] == 1
-    await known_store.close()
+
+
+async def test_tension_on_a_bin_edge_counts_in_the_upper_bin(empty_store: TraceStore) -> None:
+    # 0.0, 0.1, ... 1.0: each on an edge (0.3 and 0.7 are not exact in binary)
+    store = await _fill(empty_store, [_trace(i / 10, H, None) for i in range(11)])
+    stats = await trace_stats(store, TraceQuery())
+    assert [b.count for b in stats.histogram.bars] == [1] * 9 + [2]  # the last bin holds 1.0 too

@@ -9,11 +9,12 @@ the context, numbers, verdicts, rule ids, gate outcomes and the final (gated) re
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import and_, select, true
+from sqlalchemy import and_, case, func, select, true
 
 from ..traces.model import DefenseMechanism, SystemState, Trace
 from ..traces.query import TraceQuery
@@ -270,48 +271,66 @@ class TraceStats(BaseModel):
 NO_STATE = "no state"  # failed, running, or decided before any round
 
 
+# Bin i holds i/10 <= T < (i+1)/10; the last one holds 1.0 too. SQL and Python compare with the
+# same edges (not int(T * 10), which float rounding would put one bin off from the SQL CASE).
+EDGES = [i / BINS for i in range(1, BINS)]
+Cells = Counter[tuple[int | None, str | None, str | None]]  # (tension bin, state, defense) -> traces
+
+
+def tension_bin(tension: float | None) -> int | None:
+    return None if tension is None else bisect_right(EDGES, tension)
+
+
 async def trace_stats(store: TraceStore, query: TraceQuery, *, healthy: float = 0.3) -> TraceStats:
     """Histogram and state × defense counts over *every* trace matching the filters (not one page).
 
-    SQL stores read three indexed columns only; other stores are scanned."""
-    rows: list[tuple[float | None, str | None, str | None]] = []
+    SQL stores count in the database (one GROUP BY on indexed columns, no trace bodies read);
+    other stores are scanned."""
+    cells: Cells = Counter()
     if isinstance(store, SQLTraceStore):
         await store._init()  # the store creates its table lazily
         t = traces_table.c
         where = and_(true(), *sql_conditions(query))
-        exact = query.conversation is not None  # the SQL filter on it is a LIKE: check each body
-        cols = [t.tension, t.state, t.defense, *([t.body] if exact else [])]
-        async with store.engine.connect() as conn:
-            result = await conn.execute(select(*cols).where(where))
-            for row in result.all():
-                if exact and not query.matches(Trace.model_validate_json(row[3])):
-                    continue
-                rows.append((row[0], row[1], row[2]))
+        if query.conversation is not None:  # the SQL filter on it is a LIKE: check each (few) body
+            async with store.engine.connect() as conn:
+                for (body,) in (await conn.execute(select(t.body).where(where))).all():
+                    trace = Trace.model_validate_json(body)
+                    if query.matches(trace):
+                        cells[_cell(trace)] += 1
+        else:
+            bin_of = case(*((t.tension < edge, i) for i, edge in enumerate(EDGES)), else_=BINS - 1)
+            bin_col = case((t.tension.is_(None), None), else_=bin_of).label("bin")
+            grouped = (
+                select(bin_col, t.state, t.defense, func.count()).where(where).group_by(bin_col, t.state, t.defense)
+            )
+            async with store.engine.connect() as conn:
+                for bin_, state, defense, n in (await conn.execute(grouped)).all():
+                    cells[(None if bin_ is None else int(bin_), state, defense)] += int(n)
     else:
         async for trace in store.iter_all():
             if query.matches(trace):
-                f = trace.final
-                rows.append(
-                    (
-                        f.tension if f else None,
-                        f.state.value if f and f.state else None,
-                        f.defense.value if f and f.defense else None,
-                    )
-                )
-    return TraceStats(total=len(rows), histogram=_histogram([r[0] for r in rows], healthy), table=_table(rows))
+                cells[_cell(trace)] += 1
+    return TraceStats(total=sum(cells.values()), histogram=_histogram(cells, healthy), table=_table(cells))
 
 
-def _histogram(
-    tensions: list[float | None], healthy: float, *, width: int = 520, height: int = 220
-) -> TensionHistogram:
+def _cell(trace: Trace) -> tuple[int | None, str | None, str | None]:
+    f = trace.final
+    return (
+        tension_bin(f.tension if f else None),
+        f.state.value if f and f.state else None,
+        f.defense.value if f and f.defense else None,
+    )
+
+
+def _histogram(cells: Cells, healthy: float, *, width: int = 520, height: int = 220) -> TensionHistogram:
     left, right, top, bottom = 48, width - 12, 22, height - 44
     counts = [0] * BINS
     missing = 0
-    for v in tensions:
-        if v is None:
-            missing += 1
-            continue
-        counts[min(int(min(max(v, 0.0), 1.0) * BINS), BINS - 1)] += 1
+    for (bin_, _, _), n in cells.items():
+        if bin_ is None:
+            missing += n
+        else:
+            counts[bin_] += n
     peak = max(max(counts), 1)
     step = (right - left) / BINS
     bars = []
@@ -345,20 +364,22 @@ def _histogram(
     )
 
 
-def _table(rows: list[tuple[float | None, str | None, str | None]]) -> StateDefenseTable:
-    cells = Counter((state or NO_STATE, defense or "none") for _, state, defense in rows)
+def _table(cells: Cells) -> StateDefenseTable:
+    pairs: Counter[tuple[str, str]] = Counter()
+    for (_, state, defense), n in cells.items():
+        pairs[(state or NO_STATE, defense or "none")] += n
     states = [s.value for s in SystemState] + [NO_STATE]
     defenses = ["none", *(d.value for d in DefenseMechanism)]
     # values the enums do not know (an older store) still get counted, in their own row/column
-    states += sorted({s for s, _ in cells} - set(states))
-    defenses += sorted({d for _, d in cells} - set(defenses))
-    counts = {s: {d: cells.get((s, d), 0) for d in defenses} for s in states}
+    states += sorted({s for s, _ in pairs} - set(states))
+    defenses += sorted({d for _, d in pairs} - set(defenses))
+    counts = {s: {d: pairs.get((s, d), 0) for d in defenses} for s in states}
     return StateDefenseTable(
         states=states,
         defenses=defenses,
         counts=counts,
         row_totals={s: sum(counts[s].values()) for s in states},
         col_totals={d: sum(counts[s][d] for s in states) for d in defenses},
-        total=len(rows),
-        peak=max(cells.values(), default=0),
+        total=sum(pairs.values()),
+        peak=max(pairs.values(), default=0),
     )
