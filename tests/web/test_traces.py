@@ -113,3 +113,59 @@ async def test_drive_text_only_for_authorised_leads(
     assert (await lead.get("/traces/not-an-id")).status_code == 404
     await lead.aclose()
     await auditor.aclose()
+
+
+async def test_detail_chart_is_titled_and_explained(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    _, app, store, ids = served
+    lead = await _browser(app, "lead")
+    page = (await lead.get(f"/traces/{ids['harm']}")).text
+    assert 'id="x-axis-title"' in page and ">Negotiation round</text>" in page
+    assert ">Tension T · score ÷ 100</text>" in page
+    # both thresholds drawn at their values and named on the chart
+    assert 'class="threshold threshold-tau" data-value="0.6"' in page and ">τ = 0.60</text>" in page
+    assert 'class="threshold threshold-healthy" data-value="0.3"' in page and ">healthy T &lt; 0.30</text>" in page
+    trace = await store.get(ids["harm"])
+    assert trace is not None
+    squares = page.count('height="8"><title>round ')  # the chart's squares (the legend's have no title)
+    assert squares == sum(1 for r in trace.rounds for p in r.proposals if p.evaluation is not None) > 0
+    assert page.count('<circle class="tension-point"') == len(trace.rounds) + 1  # + the legend's
+    # the terms beside the chart: plain words, the technical name in a title
+    for term in ('title="u_D: the DRIVE\'s utility"', 'title="τ (tau): the safety floor"', ">Ceiling</dt>"):
+        assert term in page, term
+    assert 'class="badge" title="the round' in page and '<span class="badge">lead</span>' not in page
+    await lead.aclose()
+
+
+async def test_list_plots_count_the_matching_traces(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    _, app, store, ids = served
+    traces = [t for i in ids.values() if (t := await store.get(i)) is not None]
+    lead = await _browser(app, "lead")
+    page = (await lead.get("/traces")).text
+    assert 'id="tension-histogram"' in page and ">Final tension T</text>" in page and ">Traces</text>" in page
+    for lo in range(10):
+        want = sum(
+            1 for t in traces if t.final and t.final.tension is not None and min(int(t.final.tension * 10), 9) == lo
+        )
+        assert f'data-lo="{lo / 10}" data-count="{want}"' in page, lo
+    for t in traces:
+        assert t.final is not None and t.final.state is not None
+        defense = t.final.defense.value if t.final.defense else "none"
+        same = sum(
+            1
+            for u in traces
+            if u.final
+            and u.final.state == t.final.state
+            and (u.final.defense.value if u.final.defense else "none") == defense
+        )
+        assert f'data-state="{t.final.state.value}" data-defense="{defense}">{same}</td>' in page
+    # the plots follow the filters (the harmful request ends with T >= 0.5, test_list_filters_and_escapes)
+    high = (await lead.get("/traces", params={"tension_min": "0.5"})).text
+    assert "All 1 matching trace at a glance" in high
+    assert "All 2 matching traces at a glance" in page
+    none = (await lead.get("/traces", params={"q": "nothing matches this"})).text
+    assert 'id="trace-plots"' not in none and "0 traces" in none
+    await lead.aclose()

@@ -18,14 +18,14 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
 from ..frameworks.loader import builtin_names
-from ..traces.model import DefenseMechanism, SystemState, TraceStatus
+from ..traces.model import DefenseMechanism, NegotiationParams, SystemState, TraceStatus
 from ..traces.query import TraceQuery, query_traces
 from .accounts import Account
 from .auth import get_templates
 from .gateway import Gateway
 from .security import csrf_protect, require_lead
 from .templating import Templates
-from .trace_view import redacted, tension_chart
+from .trace_view import redacted, tension_chart, trace_stats
 
 FILTER_FIELDS = (
     "status",
@@ -60,6 +60,13 @@ def trace_router(gateway: Gateway) -> APIRouter:
     def may_see_internal(account: Account) -> bool:
         return account.username is not None and account.username in viewers
 
+    def healthy_threshold() -> float:
+        """The configured threshold drawn on the histogram (each trace keeps its own in its params)."""
+        try:
+            return NegotiationParams.model_validate(gateway.settings.negotiation).healthy_threshold
+        except ValidationError:  # a bad setting is reported where the negotiator is built
+            return float(NegotiationParams.model_fields["healthy_threshold"].default)
+
     def frameworks() -> list[str]:
         names = set(builtin_names())
         for dep in gateway.deployments.values():
@@ -87,6 +94,7 @@ def trace_router(gateway: Gateway) -> APIRouter:
             "total": 0,
             "error": None,
             "query_string": request.url.query,
+            "stats": None,
         }
         try:
             query = TraceQuery.model_validate({**filters, "limit": PAGE_SIZE, "offset": (page_no - 1) * PAGE_SIZE})
@@ -95,6 +103,7 @@ def trace_router(gateway: Gateway) -> APIRouter:
             return await templates.render(request, "traces/list.html", context, status_code=400)
         result = await query_traces(gateway.store, query)
         context["traces"] = result.traces
+        context["stats"] = await trace_stats(gateway.store, query, healthy=healthy_threshold())
         context["total"] = result.total
         context["pages"] = max((result.total + PAGE_SIZE - 1) // PAGE_SIZE, 1)
         context["export_query"] = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "page"])

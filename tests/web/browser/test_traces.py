@@ -15,6 +15,7 @@ from psychoalign.web import create_app
 from psychoalign.web.accounts import Role
 from tests.scenario import World, evaluation, proposals
 from tests.web.browser.conftest import LiveServer, artifacts_dir, run_async
+from tests.web.browser.test_phone import axe_source, check
 from tests.weblab import PASSWORD, lab_settings
 
 pytestmark = pytest.mark.browser
@@ -86,6 +87,23 @@ def test_trace_list_and_detail_render_untrusted_text_inert(chromium: Any, viewer
         assert page.locator("svg.tension-chart circle").count() >= 1
         assert page.locator("img[src=x]").count() == 0  # the payload never became an element
         page.screenshot(path=str(shots / "02-trace-detail.png"), full_page=True)
+        # the charts: titled axes, both thresholds named, the terms beside them; then a phone
+        assert page.locator("#tension-chart text.axis-title").all_text_contents() == [
+            "Negotiation round",
+            "Tension T · score ÷ 100",
+        ]
+        assert page.locator("#tension-chart .threshold text").all_text_contents() == ["τ = 0.60", "healthy T < 0.30"]
+        assert page.locator("#tension-terms dt").count() == 6
+        found: list[str] = []
+        axe = axe_source()
+        check(page, axe, "trace detail", found)
+        page.screenshot(path=str(shots / "03-trace-detail-phone.png"), full_page=True)
+        page.goto("/traces")
+        assert page.locator("#tension-histogram rect.bar").count() == 10
+        assert page.inner_text("#state-defense td[data-state=healthy_equilibrium][data-defense=none]") == "2"
+        check(page, axe, "trace list", found)
+        page.screenshot(path=str(shots / "04-trace-list-phone.png"), full_page=True)
+        assert found == []
     finally:
         context.close()
     assert events == []
