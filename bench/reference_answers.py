@@ -28,14 +28,14 @@ from pathlib import Path
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "reference_answers.yaml"
 
-_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty"
-).split()
+_WORDS = [
+    *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+    *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen"),
+    *("nineteen", "twenty"),
+]
+_TENS = ["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 NUMBER_WORDS: dict[str, str] = {w: str(i) for i, w in enumerate(_WORDS)}
-NUMBER_WORDS.update(
-    {w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)}
-)
+NUMBER_WORDS.update({w: str(10 * i) for i, w in enumerate(_TENS, start=3)})
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _TOKEN = re.compile(r"(?:(?<![a-z0-9])-)?\d+(?:\.\d+)?|[a-z]+")
 

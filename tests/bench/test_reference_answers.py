@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from bench.reference_answers import REFERENCE, ReferenceItem, is_correct, load_reference, tokens
 
 BOIL = ReferenceItem("At sea level, at what temperature does water boil?", ("100",), ("120",))
