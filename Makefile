@@ -61,7 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/star_campaign.py $(Q)
 	$(BIN)/python bench/star_analysis.py $(Q)
 	$(BIN)/python bench/web.py $(if $(QUICK),--quick,--participants 200 --think-ms 10000 --dialogues 400)
-	$(BIN)/python bench/overhead.py $(if $(QUICK),--quick,--check 34 --heldout)
+	$(BIN)/python bench/overhead.py $(if $(QUICK),--quick,--check 34 --heldout --useful)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
