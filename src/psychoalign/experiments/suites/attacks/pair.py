@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -95,9 +94,6 @@ class PAIR(ObjectiveAttack):
             f"PAIR (Chao et al. 2023), {self.opts.streams} streams x depth {self.opts.depth}, "
             f"attacker [roles.{self.opts.attacker_role}], on {self.suite.title}: {self.suite.source}"
         )
-
-    def load(self, data_dir: Path) -> list[Item]:
-        return [i for i in self.suite.load(data_dir) if i.data.get("half", "harmful") == "harmful"]
 
     def cost_hints(self) -> dict[str, int]:
         # streams x depth target calls, judgements, attacker calls
