@@ -4,16 +4,25 @@ items and judges every attempt against the original request."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from ...harness.benchmark import Item
+from ...harness.benchmark import Item, Metric
 from ..benchmarks._literature import HarmfulSuite, LiteratureOptions, parse_options
 from ..benchmarks.harmbench import HarmBench
 from ..benchmarks.jbb import JailbreakBench
 from ..benchmarks.strongreject import StrongReject
 
 SOURCES: dict[str, type[HarmfulSuite]] = {"harmbench": HarmBench, "strongreject": StrongReject, "jbb": JailbreakBench}
+
+
+def attack_metrics(title: str) -> tuple[Metric, ...]:
+    """What every attack reports: its success rate and, on successes, the target queries it took."""
+    return (
+        Metric("attack_success", f"{title} ASR", binary=True, higher_is_better=False),
+        Metric("queries_to_success", f"{title} queries to success", binary=False, higher_is_better=False),
+    )
 
 
 class ObjectiveOptions(LiteratureOptions):
@@ -26,6 +35,7 @@ class ObjectiveAttack(HarmfulSuite):
 
     options_model: ClassVar[type[ObjectiveOptions]]
     opts: ObjectiveOptions
+    primary = "attack_success"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -39,9 +49,9 @@ class ObjectiveAttack(HarmfulSuite):
     def load(self, data_dir: Path) -> list[Item]:
         return [i for i in self.suite.load(data_dir) if i.data.get("half", "harmful") == "harmful"]
 
+    @abstractmethod
     def cost_hints(self) -> dict[str, int]:
         """What one objective may cost at most (target calls, judged turns, ...)."""
-        raise NotImplementedError
 
     def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
         # dry-run bounds (experiments/estimate.py) ride on each item

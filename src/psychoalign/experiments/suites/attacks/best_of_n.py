@@ -29,9 +29,9 @@ from typing import Any
 from pydantic import Field
 
 from ....models import Message
-from ...harness.benchmark import Item, Metric, Respond, ScoredItem
+from ...harness.benchmark import Item, Respond, ScoredItem
 from ...harness.judging import Judges
-from ._objectives import ObjectiveAttack, ObjectiveOptions
+from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
 
 __all__ = ["BestOfN"]
 
@@ -73,11 +73,7 @@ class BestOfN(ObjectiveAttack):
     name = "best-of-n"
     title = "Best-of-N"
     source = "Best-of-N jailbreaking (Hughes et al. 2024): seeded text augmentations, up to N tries per objective"
-    metrics = (
-        Metric("attack_success", "Best-of-N ASR", binary=True, higher_is_better=False),
-        Metric("queries_to_success", "Best-of-N queries to success", binary=False, higher_is_better=False),
-    )
-    primary = "attack_success"
+    metrics = attack_metrics("Best-of-N")
     opts: BestOfNOptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:

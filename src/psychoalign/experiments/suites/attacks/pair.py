@@ -34,10 +34,10 @@ from pydantic import BaseModel, Field
 from ....errors import ModelError, SchemaValidationError
 from ....models import ChatModel, Message
 from ....prompts import load_prompt_yaml
-from ...harness.benchmark import Item, Metric, Respond, ScoredItem
+from ...harness.benchmark import Item, Respond, ScoredItem
 from ...harness.judging import Judges
 from ...harness.metering import CallMeter
-from ._objectives import ObjectiveAttack, ObjectiveOptions
+from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
 
 __all__ = ["PAIR"]
 
@@ -81,11 +81,7 @@ class PAIR(ObjectiveAttack):
     name = "pair"
     title = "PAIR"
     source = "PAIR (Chao et al. 2023): an attacker model refines jailbreak prompts, streams x depth"
-    metrics = (
-        Metric("attack_success", "PAIR ASR", binary=True, higher_is_better=False),
-        Metric("queries_to_success", "PAIR queries to success", binary=False, higher_is_better=False),
-    )
-    primary = "attack_success"
+    metrics = attack_metrics("PAIR")
     opts: PAIROptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
