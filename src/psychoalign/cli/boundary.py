@@ -41,6 +41,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
+    from ..experiments.studies.boundary.checkpoint import Checkpoint
     from ..experiments.studies.boundary.negotiate import ItemOutcome
     from ..traces import TraceStore
 
@@ -106,6 +107,28 @@ async def _with_store(
             await store.close()
 
 
+def _checkpoint(target: Path, *parts: Any) -> Checkpoint:
+    """``target/outcomes.jsonl``, keyed by everything the negotiations depend on (``parts``)."""
+    from ..experiments.studies.boundary.checkpoint import Checkpoint, fingerprint
+
+    return Checkpoint(target / "outcomes.jsonl", fingerprint(*parts))
+
+
+def _resuming(done: int, checkpoint: Checkpoint) -> None:
+    if done:
+        err_console.print(f"resuming: {done} negotiations already done in {checkpoint.path}")
+
+
+def _recorder(checkpoint: Checkpoint, tick: Callable[[], None]) -> Callable[[ItemOutcome], None]:
+    """What runs as each negotiation finishes: its outcome is appended, the progress bar advances."""
+
+    def finished(outcome: ItemOutcome) -> None:
+        checkpoint.append(outcome)
+        tick()
+
+    return finished
+
+
 def _model_specs(settings: Settings) -> dict[str, Any]:
     return {
         role: settings.model_spec(role).model_dump(mode="json", exclude={"api_key"})
@@ -142,7 +165,6 @@ def boundary_command(
 ) -> None:
     """Profile alignment boundaries: negotiate a labelled corpus, report T by domain and category,
     the Kruskal–Wallis test across domains and, with --repeats 2+, test–retest ICC."""
-    from ..experiments.studies.boundary.checkpoint import Checkpoint, fingerprint
     from ..experiments.studies.boundary.corpus import load_corpus
     from ..experiments.studies.boundary.report import render_boundary_html, write_report
     from ..experiments.studies.boundary.retest import SAMPLED_ROLES, sampled_settings
@@ -161,28 +183,20 @@ def boundary_command(
     else:
         runs = [settings]
     target = _out(out, "boundary")
-    checkpoint = Checkpoint(
-        target / "outcomes.jsonl",
-        fingerprint(
-            [i.model_dump() for i in data.items],
-            params.model_dump(mode="json"),
-            [_model_specs(s) for s in runs],
-            framework,
-        ),
+    checkpoint = _checkpoint(
+        target,
+        [i.model_dump() for i in data.items],
+        params.model_dump(mode="json"),
+        [_model_specs(s) for s in runs],
+        framework,
     )
     done = checkpoint.load()
-    if done:
-        err_console.print(f"resuming: {len(done)} negotiations already done in {checkpoint.path}")
+    _resuming(len(done), checkpoint)
     total = len(data.items) * len(runs) - len(done)
 
     async def body(store: TraceStore | None) -> dict[str, Any]:
         negotiators = [Negotiator(s, params=params, store=store, transport=remote_transport(s)) for s in runs]
         progress, tick = _progress(total, "negotiating")
-
-        def finished(outcome: ItemOutcome) -> None:
-            checkpoint.append(outcome)
-            tick()
-
         try:
             with progress:
                 return await run_boundary(
@@ -192,7 +206,7 @@ def boundary_command(
                     concurrency=concurrency,
                     definition=definition,
                     n_boot=n_boot,
-                    on_done=finished,
+                    on_done=_recorder(checkpoint, tick),
                     done=done,
                 )
         finally:
@@ -260,7 +274,6 @@ def h1_command(
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
     """Test H1: negotiate each rated item and correlate its tension with human disagreement."""
-    from ..experiments.studies.boundary.checkpoint import Checkpoint, fingerprint
     from ..experiments.studies.boundary.h1 import load_h1_dataset, run_h1
     from ..experiments.studies.boundary.report import render_h1_html, write_report
 
@@ -275,27 +288,19 @@ def h1_command(
     params = _params(settings, rounds, proposals)
 
     target = _out(out, "h1")
-    checkpoint = Checkpoint(
-        target / "outcomes.jsonl",
-        fingerprint(
-            [(it.id, it.request, it.context) for it in dataset.items],
-            params.model_dump(mode="json"),
-            _model_specs(settings),
-            framework,
-        ),
+    checkpoint = _checkpoint(
+        target,
+        [(it.id, it.request, it.context) for it in dataset.items],
+        params.model_dump(mode="json"),
+        _model_specs(settings),
+        framework,
     )
     done = {item_id: o for (_, item_id), o in checkpoint.load().items()}
-    if done:
-        err_console.print(f"resuming: {len(done)} negotiations already done in {checkpoint.path}")
+    _resuming(len(done), checkpoint)
 
     async def body(store: TraceStore | None) -> dict[str, Any]:
         negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))
         progress, tick = _progress(len(dataset.items) - len(done), "negotiating")
-
-        def finished(outcome: ItemOutcome) -> None:
-            checkpoint.append(outcome)
-            tick()
-
         try:
             with progress:
                 return await run_h1(
@@ -307,7 +312,7 @@ def h1_command(
                     n_boot=n_boot,
                     n_perm=n_perm,
                     seed=seed,
-                    on_done=finished,
+                    on_done=_recorder(checkpoint, tick),
                     done=done,
                 )
         finally:

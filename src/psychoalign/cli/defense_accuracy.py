@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +13,7 @@ from rich.table import Table
 
 from ..a2a import remote_transport
 from ..negotiation import Negotiator
-from .boundary import _params, _progress, _with_store
+from .boundary import _out, _params, _progress, _with_store
 from .common import (
     ConcurrencyOpt,
     FrameworkOpt,
@@ -87,7 +86,7 @@ def defense_accuracy_command(
     from ..frameworks import load_framework
 
     items = load_items(items_source)[:n]
-    target = out or Path("experiments") / f"defense-accuracy-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    target = _out(out, "defense-accuracy")
     fw = load_framework(framework)
     if oracle:
         report = score(items, [rule_table_label(it, fw) for it in items])
@@ -95,8 +94,8 @@ def defense_accuracy_command(
     else:
         settings = settings_from(config)
         # The study measures the paper's protocol (the DRIVE always proposes, the EVALUATOR's
-        # classification selects the defense): a request is not decided before drafting.
-        params = _params(settings, rounds, proposals).model_copy(update={"decide_on_request": False})
+        # classification selects the defense): _params never decides a request before drafting.
+        params = _params(settings, rounds, proposals)
 
         async def body(store: TraceStore | None) -> dict[str, Any]:
             negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))

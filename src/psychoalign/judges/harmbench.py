@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..models import ChatModel, Message
+from ..models import Message
 from ..prompts import load_prompt_yaml
-from .records import JudgeError, JudgeRecord
+from .records import JudgeError, JudgeRecord, TextJudge
 
 __all__ = ["HarmBenchJudge"]
 
@@ -43,18 +43,11 @@ def parse_yes_no(text: str) -> bool | None:
     return None
 
 
-class HarmBenchJudge:
+class HarmBenchJudge(TextJudge):
     """Contract: :meth:`judge` returns (the behaviour occurred?, the stored record) for one
     generation; safe to call concurrently; raises :class:`JudgeError` on an unreadable reply."""
 
     name: ClassVar[str] = "harmbench"
-
-    def __init__(self, model: ChatModel) -> None:
-        self.model = model
-
-    @property
-    def label(self) -> str:
-        return self.model.label
 
     def messages(self, behavior: str, generation: str, context: str | None = None) -> list[Message]:
         p = load_prompt_yaml("judge_literature")
@@ -65,17 +58,9 @@ class HarmBenchJudge:
         return [Message(role="system", content=p["harmbench_system"].strip()), Message(role="user", content=user)]
 
     async def judge(self, behavior: str, generation: str, context: str | None = None) -> tuple[bool, JudgeRecord]:
-        result = await self.model.chat(
-            self.messages(behavior, generation, context), temperature=0.0, max_tokens=16, schema_name=self.name
-        )
+        result = await self._ask(self.messages(behavior, generation, context), max_tokens=16)
         verdict = parse_yes_no(result.text)
         if verdict is None:
             raise JudgeError(f"judge '{self.name}' gave no clear yes/no: {result.text[:120]!r}")
-        record = JudgeRecord(
-            judge=self.name,
-            model=self.model.label,
-            verdict={"success": verdict},
-            raw=result.text,
-            cached=result.cached,
-        )
+        record = self._record({"success": verdict}, result)
         return verdict, record

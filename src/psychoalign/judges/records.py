@@ -3,12 +3,12 @@ reply, which model gave it, and whether it came from the cache."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ModelError, SchemaValidationError
-from ..models import ChatModel, Message
+from ..models import ChatModel, ChatResult, Message
 from ..prompts import load_prompt_yaml
 
 __all__ = ["JudgeRecord"]
@@ -30,6 +30,28 @@ class JudgeRecord(BaseModel):
 class JudgeError(ModelError):
     """The judge returned something unusable (no rating, wrong labels). The cell fails with this
     reason; it is never scored as zero."""
+
+
+class TextJudge:
+    """A judge that reads a chat model's plain reply at temperature 0 (the literature judges:
+    HarmBench's yes/no, StrongREJECT's rubric); subclasses build the messages and parse the text."""
+
+    name: ClassVar[str]
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+
+    @property
+    def label(self) -> str:
+        return self.model.label
+
+    async def _ask(self, messages: list[Message], max_tokens: int) -> ChatResult:
+        return await self.model.chat(messages, temperature=0.0, max_tokens=max_tokens, schema_name=self.name)
+
+    def _record(self, verdict: dict[str, Any], result: ChatResult) -> JudgeRecord:
+        return JudgeRecord(
+            judge=self.name, model=self.model.label, verdict=verdict, raw=result.text, cached=result.cached
+        )
 
 
 T = TypeVar("T", bound=BaseModel)

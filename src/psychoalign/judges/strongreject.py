@@ -17,9 +17,9 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from ..models import ChatModel, Message
+from ..models import Message
 from ..prompts import load_prompt_yaml
-from .records import JudgeError, JudgeRecord
+from .records import JudgeError, JudgeRecord, TextJudge
 
 __all__ = ["StrongRejectJudge"]
 
@@ -60,18 +60,11 @@ def parse_rubric(text: str) -> StrongRejectScore | None:
     return StrongRejectScore(refused=values["1"], convincing=values["2"], specific=values["3"])
 
 
-class StrongRejectJudge:
+class StrongRejectJudge(TextJudge):
     """Contract: :meth:`judge` returns the rubric verdict and the stored record for one response;
     safe to call concurrently; raises :class:`JudgeError` on an unreadable reply."""
 
     name: ClassVar[str] = "strongreject"
-
-    def __init__(self, model: ChatModel) -> None:
-        self.model = model
-
-    @property
-    def label(self) -> str:
-        return self.model.label
 
     def messages(self, prompt: str, response: str) -> list[Message]:
         p = load_prompt_yaml("judge_literature")
@@ -79,17 +72,9 @@ class StrongRejectJudge:
         return [Message(role="system", content=p["strongreject_system"].strip()), Message(role="user", content=user)]
 
     async def judge(self, prompt: str, response: str) -> tuple[StrongRejectScore, JudgeRecord]:
-        result = await self.model.chat(
-            self.messages(prompt, response), temperature=0.0, max_tokens=600, schema_name=self.name
-        )
+        result = await self._ask(self.messages(prompt, response), max_tokens=600)
         parsed = parse_rubric(result.text)
         if parsed is None:
             raise JudgeError(f"judge '{self.name}' reply is not the rubric format: {result.text[:120]!r}")
-        record = JudgeRecord(
-            judge=self.name,
-            model=self.model.label,
-            verdict={**parsed.model_dump(), "score": parsed.score},
-            raw=result.text,
-            cached=result.cached,
-        )
+        record = self._record({**parsed.model_dump(), "score": parsed.score}, result)
         return parsed, record

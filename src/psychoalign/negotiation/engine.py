@@ -16,7 +16,7 @@ import socket
 from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..agents.messages import (
@@ -68,6 +68,17 @@ ROLES = ("drive", "evaluator", "mediator")
 SCREEN_PROPOSAL = "(no answer has been written yet: judge whether any answer to this request could be acceptable)"
 # Bounds on EVALUATOR free text that flows onward (characters, one line each).
 LIMITS = {"safe_channel": 120, "safe_adjacent_topic": 120, "stakeholder": 60, "modification": 200}
+
+
+class _Gates(NamedTuple):
+    """What one negotiation's texts are judged by: its framework (and the payload the EVALUATOR
+    is sent), the Layer-1 rules, tau, and the guard that remembers every blocked draft."""
+
+    fw: Framework
+    fw_payload: dict[str, Any]
+    layer1: Layer1Enforcer
+    tau: TauFilter
+    guard: FreeTextGuard
 
 
 class Negotiator:
@@ -272,7 +283,8 @@ class Negotiator:
         layer1, tau = Layer1Enforcer(fw), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.model_dump(mode="json")
-        if p.decide_on_request and await self._decide_on_request(trace, bus, fw, fw_payload, layer1, tau, guard):
+        gates = _Gates(fw, fw_payload, layer1, tau, guard)
+        if p.decide_on_request and await self._decide_on_request(trace, bus, gates):
             return
 
         feedback: str | None = None
@@ -338,7 +350,7 @@ class Negotiator:
 
         trace.converged = converged
         await self._emit(trace, "deciding")
-        await self._decide(trace, bus, fw, fw_payload, layer1, tau, guard, context)
+        await self._decide(trace, bus, gates, context)
 
     def _plain_mediator(self) -> bool:
         """The MEDIATOR runs on an embedded model that writes plain text (``rates_numbers`` off):
@@ -355,16 +367,7 @@ class Negotiator:
             return False
         return bool(getattr(self._model("evaluator").backend, "judges_requests", False))
 
-    async def _decide_on_request(
-        self,
-        trace: Trace,
-        bus: MessageBus,
-        fw: Framework,
-        fw_payload: dict[str, Any],
-        layer1: Layer1Enforcer,
-        tau: TauFilter,
-        guard: FreeTextGuard,
-    ) -> bool:
+    async def _decide_on_request(self, trace: Trace, bus: MessageBus, gates: _Gates) -> bool:
         """Deviation from the paper (docs/negotiation.md, "When the request decides"): when no
         answer to the request could pass the gates, the negotiation ends before any DRIVE call,
         so no harmful draft is written, paid for or stored. The request decides when it trips a
@@ -372,6 +375,7 @@ class Negotiator:
         judges requests puts the ceiling of any answer below tau. The response is composed by the
         defense table from the framework, as for a negotiation in which every draft was blocked.
         Returns whether the request decided (``trace.final`` is then set)."""
+        fw, fw_payload, layer1, tau, guard = gates
         rules = [r.id for r in fw.universal if r.matches_request(trace.request) is not None]
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
@@ -399,11 +403,7 @@ class Negotiator:
             verified=p.final_gate,
             fired=[r.id for r in fw.rules() if r.id in fired],
         )
-        mechanism = select_mechanism(ctx, layer1)
-        if p.final_gate:
-            response, composed_by = await self._compose(bus, trace.request, trace.context, mechanism, ctx, layer1)
-        else:
-            response, composed_by = self._compose_unverified(mechanism, ctx, layer1)
+        mechanism, response, composed_by = await self._respond(bus, trace.request, trace.context, ctx, layer1)
         final_gate: GateResult | None = None
         fallback = False
         if composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
@@ -412,8 +412,8 @@ class Negotiator:
             final_eval = (await bus.send("mediator", "evaluator", task)).output
             final_gate = apply_gates(layer1, tau, response, final_eval)
             if not final_gate.admissible:
-                fallback, composed_by, response = True, "fallback", self._refusal(ctx)
-                mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
+                fallback, composed_by = True, "fallback"
+                mechanism, response = self._fallback(ctx)
         trace.final = FinalDecision(
             response=response,
             state=SystemState.DEADLOCK,
@@ -573,18 +573,9 @@ class Negotiator:
         return e.model_copy(update={"conflict": conflict, "modifications": [m for m in mods if m]})
 
     # ------------------------------------------------------------------------------------------
-    async def _decide(
-        self,
-        trace: Trace,
-        bus: MessageBus,
-        fw: Framework,
-        fw_payload: dict[str, Any],
-        layer1: Layer1Enforcer,
-        tau: TauFilter,
-        guard: FreeTextGuard,
-        context: str,
-    ) -> None:
+    async def _decide(self, trace: Trace, bus: MessageBus, gates: _Gates, context: str) -> None:
         p = self.params
+        fw, fw_payload, layer1, tau, guard = gates
         chosen_round, chosen = self._choose(trace)
         deadlock = not trace.converged
         withheld: list[str] = []
@@ -607,11 +598,7 @@ class Negotiator:
             verified=p.final_gate,
             fired=self._fired(trace.request, deciding, fw, layer1),
         )
-        mechanism = select_mechanism(ctx, layer1)
-        if p.final_gate:
-            response, composed_by = await self._compose(bus, trace.request, context, mechanism, ctx, layer1)
-        else:
-            response, composed_by = self._compose_unverified(mechanism, ctx, layer1)
+        mechanism, response, composed_by = await self._respond(bus, trace.request, context, ctx, layer1)
 
         # Dual gate: the final text passes the gates again, unless it is a fixed template
         # (framework text and constant strings only: no model output to check).
@@ -638,10 +625,8 @@ class Negotiator:
                 reasons = layer1.deterministic(response)
                 final_gate = GateResult(layer1_passed=not reasons, tau_passed=True, reasons=reasons)
             if not final_gate.admissible:
-                fallback = True
-                mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
-                response = self._refusal(ctx)
-                composed_by = "fallback"
+                fallback, composed_by = True, "fallback"
+                mechanism, response = self._fallback(ctx)
         support = ctx.supportive()
         if support is not None and support.text not in response:
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
@@ -679,6 +664,24 @@ class Negotiator:
             withheld=withheld,
         )
         trace.contribution = self._contribution(trace, chosen, None if fallback else final_eval)
+
+    async def _respond(
+        self, bus: MessageBus, request: str, context: str, ctx: DefenseContext, layer1: Layer1Enforcer
+    ) -> tuple[DefenseMechanism | None, str, str]:
+        """The defense mechanism for ``ctx``, the response it composes and who composed it (the
+        MEDIATOR when the final gate checks its text, else gated text only)."""
+        mechanism = select_mechanism(ctx, layer1)
+        if self.params.final_gate:
+            response, composed_by = await self._compose(bus, request, context, mechanism, ctx, layer1)
+        else:
+            response, composed_by = self._compose_unverified(mechanism, ctx, layer1)
+        return mechanism, response, composed_by
+
+    @classmethod
+    def _fallback(cls, ctx: DefenseContext) -> tuple[DefenseMechanism, str]:
+        """What replaces a response the final gate rejected: the refusal, supportive when a person is at risk."""
+        mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
+        return mechanism, cls._refusal(ctx)
 
     def _choose(self, trace: Trace) -> tuple[int, ProposalRecord | None]:
         """Converged: the last round's lead. Deadlock: the highest-scoring admissible proposal

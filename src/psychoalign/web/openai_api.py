@@ -218,31 +218,18 @@ def openai_router(gateway: Gateway) -> APIRouter:
     @router.post("/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         if gateway.draining:
-            raise APIError(
-                503,
-                "the server is shutting down: retry on another instance",
-                type="server_error",
-                code="server_shutting_down",
-            )
+            raise _draining()
         # Authenticate before reading the body (it may be anything, of any size).
         allowed = caller(request)
         _require_json(request)
         body = await _read_body(request, serve.max_body_bytes)
         req = parse_request(body, max_body_bytes=serve.max_body_bytes)
-        if req.model not in allowed:
-            raise _unknown_model(req.model, allowed)
-        deployment = gateway.deployments[req.model]
-        framework = (req.psychoalign.framework if req.psychoalign else None) or request.headers.get(FRAMEWORK_HEADER)
-        if framework is None:
-            framework = deployment.framework
-        elif framework not in deployment.frameworks():
-            raise APIError(
-                400,
-                f"framework '{framework[:80]}' is not selectable on model '{req.model}'; "
-                f"choose one of: {', '.join(deployment.frameworks())}",
-                param="psychoalign.framework",
-                code="invalid_value",
-            )
+        framework = _framework(
+            gateway,
+            req.model,
+            allowed,
+            (req.psychoalign.framework if req.psychoalign else None) or request.headers.get(FRAMEWORK_HEADER),
+        )
         _limits(req, gateway, req.model)
         if gateway.inflight >= serve.max_inflight:
             raise APIError(
@@ -294,29 +281,15 @@ def openai_router(gateway: Gateway) -> APIRouter:
     async def check_body(request: Request, *, x_api_key: bool = False) -> tuple[dict[str, str], bytes]:
         """The checks' common edge: draining, credentials, JSON only, bounded body."""
         if gateway.draining:
-            raise APIError(
-                503,
-                "the server is shutting down: retry on another instance",
-                type="server_error",
-                code="server_shutting_down",
-            )
+            raise _draining()
         allowed = caller(request, x_api_key=x_api_key)
         _require_json(request)
         return allowed, await _read_body(request, serve.max_body_bytes)
 
     async def check(request: Request, req: CheckRequest, allowed: dict[str, str]) -> CheckResult:
-        if req.model not in allowed:
-            raise _unknown_model(req.model, allowed)
-        deployment = gateway.deployments[req.model]
-        framework = req.framework or request.headers.get(FRAMEWORK_HEADER) or deployment.framework
-        if framework not in deployment.frameworks():
-            raise APIError(
-                400,
-                f"framework '{framework[:80]}' is not selectable on model '{req.model}'; "
-                f"choose one of: {', '.join(deployment.frameworks())}",
-                param="psychoalign.framework",
-                code="invalid_value",
-            )
+        framework = _framework(
+            gateway, req.model, allowed, req.framework or request.headers.get(FRAMEWORK_HEADER) or None
+        )
         _check_limits(req.messages, gateway, req.model)
         context = build_context(gateway.deployment_context(framework), req.messages)
         result = await run_check(gateway, req.model, req.messages, framework=framework, context=context)
@@ -349,17 +322,22 @@ def openai_router(gateway: Gateway) -> APIRouter:
     return router
 
 
-def _check_limits(messages: list[ChatMessage], gateway: Gateway, deployment: str) -> None:
-    """The chat endpoint's size limits, for checks (the last message is the text checked)."""
-    serve = gateway.settings.serve
-    if len(messages) > serve.max_messages:
+def _count_limit(messages: list[ChatMessage], gateway: Gateway) -> None:
+    most = gateway.settings.serve.max_messages
+    if len(messages) > most:
         raise APIError(
             400,
-            f"messages has {len(messages)} entries, over the limit of {serve.max_messages}: "
+            f"messages has {len(messages)} entries, over the limit of {most}: "
             "drop earlier turns or raise serve.max_messages",
             param="messages",
             code="context_length_exceeded",
         )
+
+
+def _check_limits(messages: list[ChatMessage], gateway: Gateway, deployment: str) -> None:
+    """The chat endpoint's size limits, for checks (the last message is the text checked)."""
+    serve = gateway.settings.serve
+    _count_limit(messages, gateway)
     limit = gateway.negotiator(deployment).params.max_request_chars
     total = sum(len(m.text) for m in messages)
     if total > limit + serve.max_conversation_chars:
@@ -421,16 +399,37 @@ def _unknown_model(name: str, allowed: dict[str, str]) -> APIError:
     )
 
 
-def _limits(req: ChatCompletionRequest, gateway: Gateway, deployment: str) -> None:
-    serve = gateway.settings.serve
-    if len(req.messages) > serve.max_messages:
+def _draining() -> APIError:
+    return APIError(
+        503,
+        "the server is shutting down: retry on another instance",
+        type="server_error",
+        code="server_shutting_down",
+    )
+
+
+def _framework(gateway: Gateway, model: str, allowed: dict[str, str], chosen: str | None) -> str:
+    """The framework a request to ``model`` runs under: ``chosen`` (body or header) if that
+    deployment lets clients select it, the deployment's own when none was chosen."""
+    if model not in allowed:
+        raise _unknown_model(model, allowed)
+    deployment = gateway.deployments[model]
+    if chosen is None:
+        return deployment.framework
+    if chosen not in deployment.frameworks():
         raise APIError(
             400,
-            f"messages has {len(req.messages)} entries, over the limit of {serve.max_messages}: "
-            "drop earlier turns or raise serve.max_messages",
-            param="messages",
-            code="context_length_exceeded",
+            f"framework '{chosen[:80]}' is not selectable on model '{model}'; "
+            f"choose one of: {', '.join(deployment.frameworks())}",
+            param="psychoalign.framework",
+            code="invalid_value",
         )
+    return chosen
+
+
+def _limits(req: ChatCompletionRequest, gateway: Gateway, deployment: str) -> None:
+    serve = gateway.settings.serve
+    _count_limit(req.messages, gateway)
     limit = gateway.negotiator(deployment).params.max_request_chars
     last = req.messages[-1]
     if len(last.text) > limit:

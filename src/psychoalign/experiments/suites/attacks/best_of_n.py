@@ -24,22 +24,16 @@ objective that runs out is scored on the attempts made, with ``details["stopped"
 from __future__ import annotations
 
 import random
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from ....models import Message
-from ...harness.benchmark import Item, Metric, Respond, ScoredItem
+from ...harness.benchmark import Item, Respond, ScoredItem
 from ...harness.judging import Judges
-from ..benchmarks._literature import HarmfulSuite, LiteratureOptions, parse_options
-from ..benchmarks.harmbench import HarmBench
-from ..benchmarks.jbb import JailbreakBench
-from ..benchmarks.strongreject import StrongReject
+from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
 
 __all__ = ["BestOfN"]
-
-SOURCES: dict[str, type[HarmfulSuite]] = {"harmbench": HarmBench, "strongreject": StrongReject, "jbb": JailbreakBench}
 
 
 def _scramble(word: str, rng: random.Random, p: float) -> str:
@@ -64,8 +58,7 @@ def augment(text: str, rng: random.Random, sigma: float = 0.4) -> str:
     return "".join(out)
 
 
-class BestOfNOptions(LiteratureOptions):
-    objectives: Literal["harmbench", "strongreject", "jbb"] = "harmbench"
+class BestOfNOptions(ObjectiveOptions):
     attempts: int = Field(16, ge=1, le=10_000, description="N: augmented requests per objective at most.")
     sigma: float = Field(0.4, gt=0.0, le=1.0, description="Augmentation strength (Hughes et al. 2024).")
     seed: int = 0
@@ -74,37 +67,25 @@ class BestOfNOptions(LiteratureOptions):
     )
 
 
-class BestOfN(HarmfulSuite):
+class BestOfN(ObjectiveAttack):
+    options_model = BestOfNOptions
     option_names = tuple(BestOfNOptions.model_fields)
     name = "best-of-n"
     title = "Best-of-N"
     source = "Best-of-N jailbreaking (Hughes et al. 2024): seeded text augmentations, up to N tries per objective"
-    metrics = (
-        Metric("attack_success", "Best-of-N ASR", binary=True, higher_is_better=False),
-        Metric("queries_to_success", "Best-of-N queries to success", binary=False, higher_is_better=False),
-    )
-    primary = "attack_success"
+    metrics = attack_metrics("Best-of-N")
+    opts: BestOfNOptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: BestOfNOptions = parse_options(self.name, BestOfNOptions, self.options)
-        source_options: dict[str, Any] = {"judge": self.opts.judge, "success_threshold": self.opts.success_threshold}
-        if self.opts.objectives == "jbb":
-            source_options["benign"] = "off"
-        self.suite = SOURCES[self.opts.objectives](source_options)
-        self.own_judge = self.suite.own_judge
         self.source = (
             f"Best-of-N (Hughes et al. 2024), N={self.opts.attempts}, sigma={self.opts.sigma}, "
             f"on {self.suite.title}: {self.suite.source}"
         )
 
-    def load(self, data_dir: Path) -> list[Item]:
-        return [i for i in self.suite.load(data_dir) if i.data.get("half", "harmful") == "harmful"]
-
-    def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
-        # dry-run bounds (experiments/estimate.py): every attempt is a target call and a judgement
-        hints = {"target_calls": self.opts.attempts, "judged_turns": self.opts.attempts}
-        return [i.model_copy(update={"data": {**i.data, **hints}}) for i in super().sample(items, n, seed)]
+    def cost_hints(self) -> dict[str, int]:
+        # every attempt is a target call and a judgement
+        return {"target_calls": self.opts.attempts, "judged_turns": self.opts.attempts}
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         attempts: list[dict[str, Any]] = []

@@ -29,7 +29,7 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ....errors import ConfigError, InputError
 from ....judges.refusal import RefusalVerdict
@@ -38,6 +38,7 @@ from ....prompts import load_prompt_yaml
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, permute
 from ...harness.judging import Judges
 from ...harness.metering import CallMeter
+from ..benchmarks._literature import parse_options
 from ..benchmarks.advbench import AdvBench
 from .multiturn import EscalationSettings, Protocol, drive_escalation, resolve_protocol
 from .scoring import judge_response, score_multi_turn
@@ -67,15 +68,6 @@ CHARS_PER_TOKEN = 3.0
 def _prompts() -> dict[str, str]:
     data: dict[str, str] = load_prompt_yaml("attacks")
     return data
-
-
-def _options(bench: str, model: type[BaseModel], options: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(options)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(options)"
-        raise ConfigError(f"benchmark '{bench}': option {where}: {first['msg']}") from None
 
 
 def _harm_label(judges: Judges) -> str | None:
@@ -171,7 +163,7 @@ class RolePlayAttack(_Attack):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: _RolePlayOptions = _options(self.name, _RolePlayOptions, self.options)
+        self.opts: _RolePlayOptions = parse_options(self.name, _RolePlayOptions, self.options)
         self._templates: dict[str, list[Template]] = {}
 
     def load(self, data_dir: Path) -> list[Item]:
@@ -222,7 +214,7 @@ class ManyShotAttack(_Attack):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: _ManyShotOptions = _options(self.name, _ManyShotOptions, self.options)
+        self.opts: _ManyShotOptions = parse_options(self.name, _ManyShotOptions, self.options)
         self.metrics = (
             Metric("success", "ASR many-shot", binary=True, higher_is_better=False),
             *(Metric(f"success_{k}", f"ASR {k}-shot", binary=True, higher_is_better=False) for k in self.opts.shots),
@@ -304,7 +296,7 @@ class MultiTurnAttack(_Attack):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: _MultiTurnOptions = _options(self.name, _MultiTurnOptions, self.options)
+        self.opts: _MultiTurnOptions = parse_options(self.name, _MultiTurnOptions, self.options)
         self._instructions: dict[str, str] = {}
 
     def load(self, data_dir: Path) -> list[Item]:

@@ -27,19 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ....errors import ModelError, SchemaValidationError
 from ....models import ChatModel, Message
 from ....prompts import load_prompt_yaml
-from ...harness.benchmark import Item, Metric, Respond, ScoredItem
+from ...harness.benchmark import Item, Respond, ScoredItem
 from ...harness.judging import Judges
 from ...harness.metering import CallMeter
-from ..benchmarks._literature import HarmfulSuite, LiteratureOptions, parse_options
-from .best_of_n import SOURCES
+from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
 
 __all__ = ["PAIR"]
 
@@ -48,8 +46,7 @@ REPLY_CHARS = 1500
 PROMPT_CHARS = 4000
 
 
-class PAIROptions(LiteratureOptions):
-    objectives: Literal["harmbench", "strongreject", "jbb"] = "harmbench"
+class PAIROptions(ObjectiveOptions):
     streams: int = Field(3, ge=1, le=50, description="Independent attacker conversations (the paper: 20).")
     depth: int = Field(3, ge=1, le=20, description="Refinement rounds per stream (the paper: 3).")
     attacker_role: str = Field("attacker", min_length=1)
@@ -78,38 +75,26 @@ class _Stream:
         return out
 
 
-class PAIR(HarmfulSuite):
+class PAIR(ObjectiveAttack):
+    options_model = PAIROptions
     option_names = tuple(PAIROptions.model_fields)
     name = "pair"
     title = "PAIR"
     source = "PAIR (Chao et al. 2023): an attacker model refines jailbreak prompts, streams x depth"
-    metrics = (
-        Metric("attack_success", "PAIR ASR", binary=True, higher_is_better=False),
-        Metric("queries_to_success", "PAIR queries to success", binary=False, higher_is_better=False),
-    )
-    primary = "attack_success"
+    metrics = attack_metrics("PAIR")
+    opts: PAIROptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: PAIROptions = parse_options(self.name, PAIROptions, self.options)
-        source_options: dict[str, Any] = {"judge": self.opts.judge, "success_threshold": self.opts.success_threshold}
-        if self.opts.objectives == "jbb":
-            source_options["benign"] = "off"
-        self.suite = SOURCES[self.opts.objectives](source_options)
-        self.own_judge = self.suite.own_judge
         self.source = (
             f"PAIR (Chao et al. 2023), {self.opts.streams} streams x depth {self.opts.depth}, "
             f"attacker [roles.{self.opts.attacker_role}], on {self.suite.title}: {self.suite.source}"
         )
 
-    def load(self, data_dir: Path) -> list[Item]:
-        return [i for i in self.suite.load(data_dir) if i.data.get("half", "harmful") == "harmful"]
-
-    def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
-        # dry-run bounds (experiments/estimate.py): streams x depth target calls, judgements, attacker calls
+    def cost_hints(self) -> dict[str, int]:
+        # streams x depth target calls, judgements, attacker calls
         calls = self.opts.streams * self.opts.depth
-        hints = {"target_calls": calls, "judged_turns": calls, "attacker_calls": calls}
-        return [i.model_copy(update={"data": {**i.data, **hints}}) for i in super().sample(items, n, seed)]
+        return {"target_calls": calls, "judged_turns": calls, "attacker_calls": calls}
 
     async def _attack_prompt(
         self, attacker: ChatModel, stream: _Stream, round_: int, item: Item
