@@ -82,7 +82,7 @@ BAD_INPUT = [
     (json.dumps(_chat(n=2)).encode(), "n", "unsupported_parameter"),
     (json.dumps(_chat(logprobs=True)).encode(), "logprobs", "unsupported_parameter"),
     (json.dumps(_chat(tools=[{"type": "function", "function": {"name": "f"}}])).encode(), "tools", None),
-    (json.dumps(_chat(response_format={"type": "json_object"})).encode(), "response_format.type", None),
+    (json.dumps(_chat(response_format={"type": "xml"})).encode(), "response_format.type", None),
     (json.dumps(_chat(frobnicate=1)).encode(), "frobnicate", "unknown_parameter"),
     (json.dumps(_chat("   ")).encode(), "messages[0].content", "invalid_value"),
     (json.dumps(_chat("x" * 9000)).encode(), "messages[0].content", "context_length_exceeded"),

@@ -19,11 +19,14 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ..jsonguard import loads_bounded
 from ..negotiation.defense import template
 from ..negotiation.events import NegotiationEvent
 from ..negotiation.track import ConversationRef, conversation_ref
@@ -35,6 +38,7 @@ from .openai_schema import (
     ChatCompletionRequest,
     ChatMessage,
     CheckRequest,
+    ResponseFormat,
     Sampling,
     parse_check,
     parse_litellm_check,
@@ -52,12 +56,14 @@ _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _SPEAKER = {"user": "User", "assistant": "Assistant"}
 
 
-def build_context(base: str, messages: list[ChatMessage]) -> str | None:
+def build_context(base: str, messages: list[ChatMessage], extra: tuple[str, ...] = ()) -> str | None:
     """The negotiation context for the last message of ``messages``: the framework's deployment
-    context, the client's system/developer instructions, then the earlier turns. ``None`` when
-    there is nothing beyond the deployment context (the engine then uses it as is)."""
+    context, the client's system/developer instructions (then ``extra`` ones, e.g. the requested
+    response format), then the earlier turns. ``None`` when there is nothing beyond the
+    deployment context (the engine then uses it as is)."""
     earlier = messages[:-1]
     system = [m.text.strip() for m in earlier if m.role in ("system", "developer") and m.text.strip()]
+    system.extend(extra)
     turns = [f"{_SPEAKER[m.role]}: {m.text.strip()}" for m in earlier if m.role in _SPEAKER]
     if not system and not turns:
         return None
@@ -249,7 +255,9 @@ def openai_router(gateway: Gateway) -> APIRouter:
             [m.text for m in req.messages if m.role == "user"],
             conversation_id,
         )
-        context = build_context(gateway.deployment_context(framework), req.messages)
+        context = build_context(
+            gateway.deployment_context(framework), req.messages, format_instruction(req.response_format)
+        )
         metadata: dict[str, Any] = {
             "source": "openai",
             "deployment": req.model,
@@ -261,6 +269,8 @@ def openai_router(gateway: Gateway) -> APIRouter:
         }
         if req.sampling.sent():  # the trace records what the client asked for
             metadata["sampling"] = req.sampling.sent()
+        if req.response_format is not None and req.response_format.wants_json:
+            metadata["response_format"] = req.response_format.type
         if req.user:
             metadata["user_hash"] = hashlib.sha256(req.user.encode()).hexdigest()[:16]
         if not req.stream:
@@ -275,7 +285,10 @@ def openai_router(gateway: Gateway) -> APIRouter:
             decision = _decision(outcome, conversation_id, turn)
             if outcome.failed and serve.on_failure == "error":
                 raise failure_error(outcome, serve.failure_retry_after_s, _headers(decision))
-            return JSONResponse(_completion(outcome, decision, req.sampling), headers=_headers(decision))
+            reply = answer(outcome, req.sampling, req.response_format)
+            if reply.format is not None:
+                decision["response_format"] = reply.format
+            return JSONResponse(_completion(outcome, decision, reply), headers=_headers(decision))
         return await _stream(gateway, req, framework, context, metadata, conversation_id, turn, track)
 
     async def check_body(request: Request, *, x_api_key: bool = False) -> tuple[dict[str, str], bytes]:
@@ -473,8 +486,7 @@ def failure_error(outcome: GatewayOutcome, retry_after_s: int, headers: dict[str
     return APIError(status, f"{what}; nothing was answered: {hint}", type="server_error", code=code, headers=extra)
 
 
-def _completion(outcome: GatewayOutcome, decision: dict[str, Any], sampling: Sampling) -> dict[str, Any]:
-    text, finish = deliver(outcome, sampling)
+def _completion(outcome: GatewayOutcome, decision: dict[str, Any], reply: Answer) -> dict[str, Any]:
     trace = outcome.trace
     created = int(trace.created_at.timestamp()) if trace is not None else int(time.time())
     return {
@@ -486,10 +498,9 @@ def _completion(outcome: GatewayOutcome, decision: dict[str, Any], sampling: Sam
         "choices": [
             {
                 "index": 0,
-                # A gate refusal is also the content (chat apps read only that) and the refusal.
-                "message": {"role": "assistant", "content": text, "refusal": text if outcome.gate_refused else None},
+                "message": {"role": "assistant", "content": reply.content, "refusal": reply.refusal},
                 "logprobs": None,
-                "finish_reason": finish,
+                "finish_reason": reply.finish,
             }
         ],
         "usage": _usage(outcome),
@@ -527,6 +538,71 @@ def deliver(outcome: GatewayOutcome, sampling: Sampling) -> tuple[str, str]:
     if outcome.gate_refused:
         return text, "content_filter"
     return text, "length" if cut == "length" else "stop"
+
+
+#: The refusal a client gets when the negotiated answer does not fit its ``response_format``.
+FORMAT_REFUSAL = "I can't provide an answer in the requested format."
+
+
+def format_instruction(fmt: ResponseFormat | None) -> tuple[str, ...]:
+    """The application instruction that asks the agents for JSON (added to the context)."""
+    if fmt is None or not fmt.wants_json:
+        return ()
+    if fmt.type == "json_object":
+        return ("Answer with one JSON object only: no prose before or after it, no code fence.",)
+    schema = json.dumps(fmt.schema_, ensure_ascii=False, separators=(",", ":"))
+    return (
+        f"Answer with one JSON value only (no prose, no code fence) that validates against the JSON Schema "
+        f"'{fmt.name}': {schema}",
+    )
+
+
+def format_problem(text: str, fmt: ResponseFormat) -> str | None:
+    """Why ``text`` does not fit ``fmt`` (a class: ``not_json``, ``not_object``,
+    ``schema_mismatch``, ``schema_error``), or ``None`` when it does. Parsed with the bounds of
+    psychoalign.jsonguard; a schema that cannot be applied (an unresolvable ``$ref``, a pattern
+    Python cannot compile) fails closed."""
+    try:
+        value = loads_bounded(text)
+    except ValueError:  # JSONDecodeError, JSONLimitError, an over-long integer
+        return "not_json"
+    if fmt.type == "json_object":
+        return None if isinstance(value, dict) else "not_object"
+    schema = fmt.schema_ or {}
+    try:
+        error = next(iter(jsonschema.validators.validator_for(schema)(schema).iter_errors(value)), None)
+    except Exception:  # whatever the schema makes the validator raise: the answer is withheld
+        return "schema_error"
+    return None if error is None else "schema_mismatch"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The assistant message the client receives. ``format``: for a JSON ``response_format``,
+    what the format gate found (``{"type", "valid", "problem"}``), else ``None``."""
+
+    content: str | None
+    refusal: str | None
+    finish: str
+    format: dict[str, Any] | None = None
+
+
+def answer(outcome: GatewayOutcome, sampling: Sampling, fmt: ResponseFormat | None) -> Answer:
+    """The delivered text (``deliver``) under the format gate. Without a JSON format a gate
+    refusal is both content (chat apps read only that) and refusal. With one, the text must
+    validate; anything else (a gate refusal, the fail-closed answer, text that is not JSON or
+    does not match the schema, JSON cut by ``stop``/``max_tokens``) is a structured-outputs
+    refusal: ``content`` null, ``refusal`` set, ``finish_reason: "content_filter"``."""
+    text, finish = deliver(outcome, sampling)
+    if fmt is None or not fmt.wants_json:
+        return Answer(text, text if outcome.gate_refused else None, finish)
+    if outcome.gate_refused or outcome.failed:
+        why = "refused" if outcome.gate_refused else "failed"
+        return Answer(None, text, "content_filter", {"type": fmt.type, "valid": False, "problem": why})
+    problem = format_problem(text, fmt)
+    if problem is not None:
+        return Answer(None, FORMAT_REFUSAL, "content_filter", {"type": fmt.type, "valid": False, "problem": problem})
+    return Answer(text, None, finish, {"type": fmt.type, "valid": True, "problem": None})
 
 
 def _fingerprint(decision: dict[str, Any]) -> str | None:
@@ -578,6 +654,7 @@ async def _stream(
     completion_id = f"chatcmpl-{trace_id or 'failed'}"
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
+    json_format = req.response_format is not None and req.response_format.wants_json
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         body: dict[str, Any] = {
@@ -596,7 +673,9 @@ async def _stream(
     async def body() -> AsyncIterator[bytes]:
         outcome: GatewayOutcome | None = None
         try:
-            yield chunk({"role": "assistant", "content": ""}) + (_comment(first) if first is not None else b"")
+            # With a JSON format the content may end up null (a refusal): it starts null, not "".
+            opening = {"role": "assistant", "content": None if json_format else "", "refusal": None}
+            yield chunk(opening) + (_comment(first) if first is not None else b"")
             while not run.done():
                 getter = asyncio.ensure_future(events.get())
                 done, _ = await asyncio.wait(
@@ -632,15 +711,21 @@ async def _stream(
             failure = failure_error(outcome, serve.failure_retry_after_s, {})
             yield _sse({**error_body(failure), "psychoalign": decision}) + _sse("[DONE]")
             return
-        # The gated text as separate SSE chunks, written together (one send for the whole tail). A
-        # gate refusal goes out as content (chat apps read only that) and as refusal deltas.
-        refused = outcome.gate_refused
-        text, finish = deliver(outcome, req.sampling)
-        tail = [
-            chunk({"content": piece, "refusal": piece} if refused else {"content": piece})
-            for piece in _chunks(text, serve.stream_chunk_chars)
-        ]
-        tail.append(chunk({}, finish, psychoalign=decision))
+        # The gated text as separate SSE chunks, written together (one send for the whole tail),
+        # after the format gate has checked all of it. A refusal goes out as refusal deltas, and
+        # without a JSON format as content too (chat apps read only that).
+        reply = answer(outcome, req.sampling, req.response_format)
+        if reply.format is not None:
+            decision["response_format"] = reply.format
+        if reply.content is None:
+            pieces = [{"refusal": p} for p in _chunks(reply.refusal or "", serve.stream_chunk_chars)]
+        else:
+            pieces = [
+                {"content": p, "refusal": p} if reply.refusal is not None else {"content": p}
+                for p in _chunks(reply.content, serve.stream_chunk_chars)
+            ]
+        tail = [chunk(piece) for piece in pieces]
+        tail.append(chunk({}, reply.finish, psychoalign=decision))
         if include_usage:
             tail.append(
                 _sse(

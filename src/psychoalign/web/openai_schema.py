@@ -10,8 +10,10 @@ role settings decide how each agent samples: the answer is negotiated, not one m
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
+import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from ..jsonguard import JSONLimitError, loads_bounded
@@ -160,6 +162,84 @@ def _kind(value: Any, expected: type = float) -> str:
     return "invalid_value" if numeric else "invalid_type"
 
 
+_FORMAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_RF = "response_format"
+
+
+class ResponseFormat(BaseModel):
+    """``response_format``, validated: ``text`` (no constraint), ``json_object`` (the answer is
+    one JSON object) or ``json_schema`` (the answer validates against ``schema``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+    @property
+    def wants_json(self) -> bool:
+        return self.type != "text"
+
+
+def _response_format(raw: Any) -> ResponseFormat | None:
+    """The raw ``response_format`` -> :class:`ResponseFormat`, or a 400 naming the field. The schema
+    itself is checked against its JSON Schema dialect's metaschema (``jsonschema``)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _bad(_RF, f'{_RF} must be an object such as {{"type": "json_object"}}', "invalid_type")
+    kind = raw.get("type")
+    if kind not in ("text", "json_object", "json_schema"):
+        got = json.dumps(kind)[:40]
+        raise _bad(f"{_RF}.type", f"{_RF}.type must be 'text', 'json_object' or 'json_schema'; got {got}")
+    allowed = {"type", "json_schema"} if kind == "json_schema" else {"type"}
+    for key in raw:
+        if key not in allowed:
+            raise _bad(
+                f"{_RF}.{key}", f"unrecognized field {_RF}.{key} for type '{kind}': remove it", "unknown_parameter"
+            )
+    if kind != "json_schema":
+        return ResponseFormat(type=kind)
+    where = f"{_RF}.json_schema"
+    spec = raw.get("json_schema")
+    if not isinstance(spec, dict):
+        raise _bad(
+            where,
+            f'{where} is required for type \'json_schema\': send {{"name": ..., "schema": {{...}}}}',
+            "missing_required_parameter" if spec is None else "invalid_type",
+        )
+    for key in spec:
+        if key not in ("name", "description", "schema", "strict"):
+            raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
+    name = spec.get("name")
+    if not isinstance(name, str) or not _FORMAT_NAME.match(name):
+        raise _bad(
+            f"{where}.name", f"{where}.name must be 1-64 characters of a-z A-Z 0-9 _ -; got {json.dumps(name)[:40]}"
+        )
+    description = spec.get("description")
+    if description is not None and not isinstance(description, str):
+        raise _bad(f"{where}.description", f"{where}.description must be a string", "invalid_type")
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise _bad(f"{where}.strict", f"{where}.strict must be a JSON boolean (true or false)", "invalid_type")
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise _bad(
+            f"{where}.schema",
+            f"{where}.schema must be a JSON Schema object: the answer is validated against it",
+            "missing_required_parameter" if schema is None else "invalid_type",
+        )
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        at = "/".join(str(p) for p in exc.path) or "(root)"
+        why = exc.message.splitlines()[0][:200]
+        raise _bad(f"{where}.schema", f"{where}.schema is not a valid JSON Schema at {at}: {why}") from None
+    return ResponseFormat(type=kind, name=name, description=description, schema=schema, strict=strict)
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -173,7 +253,7 @@ class ChatCompletionRequest(BaseModel):
     logprobs: StrictBool | None = None
     top_logprobs: int | None = None
     tool_choice: Any = None
-    response_format: dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
     modalities: list[str] | None = None
     psychoalign: PsychoAlignExtension | None = None
     sampling: Sampling = Field(default_factory=Sampling)
@@ -284,6 +364,7 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
     fields["sampling"] = sampling
     fields["messages"] = parse_messages(fields.get("messages"))
+    fields["response_format"] = _response_format(fields.get("response_format"))
     if "model" not in fields:
         raise _bad(
             "model", "model is required: name a deployment (GET /v1/models lists them)", "missing_required_parameter"
@@ -317,13 +398,6 @@ def _semantics(req: ChatCompletionRequest) -> None:
     if req.tool_choice not in (None, "none"):
         raise _bad(
             "tool_choice", "tool_choice is not supported: this endpoint does not call tools", "unsupported_parameter"
-        )
-    if req.response_format is not None and req.response_format.get("type", "text") != "text":
-        got = json.dumps(req.response_format.get("type"))[:40]
-        raise _bad(
-            "response_format.type",
-            f"response_format.type {got} is not supported: the answer is the MEDIATOR's text; use 'text'",
-            "unsupported_parameter",
         )
     if req.modalities not in (None, ["text"]):
         raise _bad("modalities", "only the 'text' modality is supported", "unsupported_parameter")
