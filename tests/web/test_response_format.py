@@ -19,8 +19,8 @@ from psychoalign.config import Settings
 from psychoalign.traces import InMemoryTraceStore
 from psychoalign.web import create_app
 from psychoalign.web.errors import APIError
-from psychoalign.web.openai_api import FORMAT_REFUSAL
-from psychoalign.web.openai_schema import parse_request
+from psychoalign.web.openai_api import FORMAT_REFUSAL, format_problem
+from psychoalign.web.openai_schema import ResponseFormat, parse_request
 from tests.scenario import APPROVE, World, evaluation, proposals
 
 
@@ -87,6 +87,12 @@ def _body(response_format: Any) -> bytes:
             "not a valid JSON Schema at required",
         ),
         (
+            {"type": "json_schema", "json_schema": {"name": "egg", "schema": {"type": "string", "pattern": "("}}},
+            "response_format.json_schema.schema",
+            "invalid_value",
+            "not a valid JSON Schema at pattern",
+        ),
+        (
             {"type": "json_schema", "json_schema": {"name": "egg", "schema": EGG_SCHEMA, "strict": "yes"}},
             "response_format.json_schema.strict",
             "invalid_type",
@@ -113,6 +119,14 @@ def test_the_three_formats_are_accepted() -> None:
     assert parse_request(_body(JSON_OBJECT), max_body_bytes=100_000).response_format.type == "json_object"  # type: ignore[union-attr]
     fmt = parse_request(_body(JSON_SCHEMA), max_body_bytes=100_000).response_format
     assert fmt is not None and (fmt.type, fmt.name, fmt.schema_, fmt.strict) == ("json_schema", "egg", EGG_SCHEMA, True)
+
+
+def test_a_schema_that_cannot_be_applied_fails_closed() -> None:
+    """A ``$ref`` to another document is never fetched: the answer is withheld."""
+    remote = ResponseFormat(type="json_schema", name="r", schema={"$ref": "https://example.invalid/egg.json"})
+    assert format_problem(VALID, remote) == "schema_error"
+    local = ResponseFormat(type="json_schema", name="l", schema={"$defs": {"egg": EGG_SCHEMA}, "$ref": "#/$defs/egg"})
+    assert (format_problem(VALID, local), format_problem(WRONG_SHAPE, local)) == (None, "schema_mismatch")
 
 
 def _veto_canary(text: str) -> dict[str, Any]:
