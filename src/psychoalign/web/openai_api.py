@@ -9,6 +9,10 @@ gated text, plus the decision where unaware clients ignore it: ``x-psychoalign-*
 Streaming never sends text before the gates have passed it: while the negotiation runs the
 stream carries only SSE comments (progress, keep-alive), then the final text in chunks. If
 anything fails, the stream ends with the fixed fail-closed refusal.
+
+With a JSON ``response_format`` the final text passes a format gate too (:func:`answer`): it is
+released only if it parses (and validates against the schema); otherwise the client gets a
+structured-outputs refusal. Streams already hold the text to the end, so they are checked whole.
 """
 
 from __future__ import annotations

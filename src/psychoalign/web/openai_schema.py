@@ -5,6 +5,8 @@ Every rejection is an :class:`~psychoalign.web.errors.APIError` (HTTP 400, OpenA
 Sampling parameters are validated with OpenAI's ranges (:class:`Sampling`); ``max_tokens`` /
 ``max_completion_tokens`` and ``stop`` shape the text the client receives. The deployment's
 role settings decide how each agent samples: the answer is negotiated, not one model's sample.
+``response_format`` is validated here, its JSON Schema against its dialect's metaschema
+(:func:`_response_format`); openai_api's format gate checks the answer against it.
 """
 
 from __future__ import annotations
