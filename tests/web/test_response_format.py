@@ -93,6 +93,24 @@ def _body(response_format: Any) -> bytes:
             "not a valid JSON Schema at pattern",
         ),
         (
+            {"type": "json_schema", "json_schema": {"name": "egg", "schema": {"$schema": 5}}},
+            "response_format.json_schema.schema.$schema",
+            "invalid_value",
+            "not a JSON Schema dialect this server knows",
+        ),
+        (
+            {"type": "json_schema", "json_schema": {"name": "egg", "schema": {"$schema": {}}}},
+            "response_format.json_schema.schema.$schema",
+            "invalid_value",
+            "not a JSON Schema dialect this server knows",
+        ),
+        (
+            {"type": "json_schema", "json_schema": {"name": "egg", "schema": {"$schema": "https://example.invalid/s"}}},
+            "response_format.json_schema.schema.$schema",
+            "invalid_value",
+            "not a JSON Schema dialect this server knows",
+        ),
+        (
             {"type": "json_schema", "json_schema": {"name": "egg", "schema": EGG_SCHEMA, "strict": "yes"}},
             "response_format.json_schema.strict",
             "invalid_type",
@@ -115,6 +133,9 @@ def test_a_bad_response_format_is_a_400_naming_the_field(fmt: Any, param: str, c
 
 
 def test_the_three_formats_are_accepted() -> None:
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", **EGG_SCHEMA}
+    seven = {"type": "json_schema", "json_schema": {"name": "egg", "schema": draft7}}
+    assert parse_request(_body(seven), max_body_bytes=100_000).response_format is not None
     assert parse_request(_body({"type": "text"}), max_body_bytes=100_000).response_format is not None
     assert parse_request(_body(JSON_OBJECT), max_body_bytes=100_000).response_format.type == "json_object"  # type: ignore[union-attr]
     fmt = parse_request(_body(JSON_SCHEMA), max_body_bytes=100_000).response_format

@@ -233,12 +233,24 @@ def _response_format(raw: Any) -> ResponseFormat | None:
             f"{where}.schema must be a JSON Schema object: the answer is validated against it",
             "missing_required_parameter" if schema is None else "invalid_type",
         )
+    dialect = schema.get("$schema")
+    # Only dialects jsonschema knows (an unknown one would be validated as another, with a warning).
+    known = isinstance(dialect, str) and jsonschema.validators.validator_for(schema, default=None) is not None
+    if dialect is not None and not known:
+        got = json.dumps(dialect)[:80]
+        raise _bad(
+            f"{where}.schema.$schema",
+            f"{where}.schema.$schema {got} is not a JSON Schema dialect this server knows: name draft 4, 6, 7, "
+            "2019-09 or 2020-12 by its URI, or leave $schema out (2020-12)",
+        )
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         at = "/".join(str(p) for p in exc.path) or "(root)"
         why = exc.message.splitlines()[0][:200]
         raise _bad(f"{where}.schema", f"{where}.schema is not a valid JSON Schema at {at}: {why}") from None
+    except Exception as exc:  # the metaschema check itself failed on this schema: refuse, never a 500
+        raise _bad(f"{where}.schema", f"{where}.schema cannot be checked ({type(exc).__name__}): simplify it") from None
     return ResponseFormat(type=kind, name=name, description=description, schema=schema, strict=strict)
 
 
