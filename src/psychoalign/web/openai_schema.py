@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
@@ -235,7 +235,8 @@ def _response_format(raw: Any) -> ResponseFormat | None:
         )
     dialect = schema.get("$schema")
     # Only dialects jsonschema knows (an unknown one would be validated as another, with a warning).
-    known = isinstance(dialect, str) and jsonschema.validators.validator_for(schema, default=None) is not None
+    no_default = cast("Any", None)  # validator_for returns it for an unknown dialect
+    known = isinstance(dialect, str) and jsonschema.validators.validator_for(schema, default=no_default) is not None
     if dialect is not None and not known:
         got = json.dumps(dialect)[:80]
         raise _bad(
