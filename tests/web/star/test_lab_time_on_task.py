@@ -6,6 +6,7 @@ policy's support resources appear, isolated, in the content warning and the prom
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,10 +18,12 @@ from sqlalchemy import update
 from psychoalign.config import LabSettings
 from psychoalign.star.lab_store import SQLLabStore, task_time_table
 from psychoalign.star.policy import Policy, load_policy
+from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import browser, task_id
 from tests.web.star.test_lab_annotation import two_dialogues
-from tests.weblab import Browser, lab_app, lab_settings
+from tests.web.star.test_lab_campaign import POLICY, upload_campaign
+from tests.weblab import Browser, add_person, lab_app, lab_settings
 
 
 @pytest.fixture
@@ -129,3 +132,22 @@ def test_support_is_optional_and_checked() -> None:
     assert Policy.model_validate({**base, "support": ["  Call Sam <ext. 12>  "]}).support == ("Call Sam <ext. 12>",)
     with pytest.raises(ValueError, match=r"support\[1\] is empty"):
         Policy.model_validate({**base, "support": ["ok", " "]})
+
+
+async def test_an_uploaded_policys_support_is_shown_escaped_and_isolated(lab: tuple[FastAPI, StarLab]) -> None:
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "red")
+    lead = await browser(app, "lead")
+    support = ["Call Di \u202eevil\u202c on 4400", "<script>alert(1)</script> is text"]
+    policy = POLICY.rstrip() + "\nsupport:\n" + "".join(f"  - {json.dumps(line)}\n" for line in support)
+    await upload_campaign(lead, "own", policy)
+    red = await browser(app, "red")
+    warning = (await red.follow(await red.post("/tasks/claim", {"kind": "red_team"}))).text
+    found = re.search(r'<ul id="support-resources">(.*?)</ul>', warning, re.S)
+    assert found is not None
+    shown = html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
+    assert "Call Di ⟨U+202E⟩evil⟨U+202C⟩ on 4400" in shown and "\u202e" not in shown  # the stored text, visible
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; is text" in found.group(1) and "<script>" not in warning
+    for person in (lead, red):
+        await person.aclose()
