@@ -264,6 +264,11 @@ class LabSettings(BaseModel):
     pause_hours: float = Field(
         24.0, gt=0, description="How long a paused task stays reserved for its participant before it goes back."
     )
+    break_minutes: float = Field(
+        45.0,
+        gt=0,
+        description="Time on a task after which its page suggests a break (non-blocking), with the support resources.",
+    )
     db_pool_size: int = Field(20, ge=1, description="PostgreSQL connections the lab keeps open per server worker.")
     db_max_overflow: int = Field(
         10,

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .files import PolicyError, load_star_yaml
 from .parameters import Parameter
@@ -58,6 +58,19 @@ class Policy(BaseModel):
     version: str = Field(pattern=r"^\d+\.\d+(\.\d+)?$")
     description: str = ""
     areas: tuple[Area, ...] = Field(min_length=1)
+    support: tuple[str, ...] = Field(
+        (),
+        description="Support resources for participants (one line each: who to talk to, a helpline), "
+        "listed in the content warning and the break prompt of the lab pages.",
+    )
+
+    @field_validator("support")
+    @classmethod
+    def _support_lines(cls, lines: tuple[str, ...]) -> tuple[str, ...]:
+        for i, line in enumerate(lines):
+            if not line.strip():
+                raise ValueError(f"support[{i}] is empty: give one resource per line, or leave the entry out")
+        return tuple(line.strip() for line in lines)
 
     @model_validator(mode="after")
     def _unique(self) -> Policy:

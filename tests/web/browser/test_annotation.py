@@ -1,8 +1,8 @@
 """Annotation as annotators work, in headless Chromium: keyboard only (1–4 pick the rating,
 Ctrl+Enter submits and opens the next task), the content warning once per session (per rule and
 target group; a new login shows it again), a draft that
-survives a reload and a logout in another tab, a counter that refuses over-long text, and no
-dead-end button when nothing is left."""
+survives a reload and a logout in another tab, a counter that refuses over-long text, time on task
+that counts on with a break prompt at the threshold, and no dead-end button when nothing is left."""
 
 from __future__ import annotations
 
@@ -113,8 +113,19 @@ def test_keyboard_annotation_with_drafts_that_survive(chromium: Any, live_lab: L
     tab.keyboard.press("Control+Enter")
     tab.wait_for_url(lambda url: url != first and re.search(r"/tasks/[0-9a-f]+$", url) is not None)
     tab.wait_for_selector("#content-warning")
+    assert "crisis helpline" in tab.inner_text("#support-resources")  # the policy's support resources
+    # time on task counts on, and the break prompt comes at [lab] break_minutes (45), on Playwright's
+    # fake clock (moved by hand, never waited for)
+    tab.clock.install()
     tab.click("#start")
     tab.wait_for_selector("html[data-enhanced] #rating-form")
+    assert tab.inner_text("#time-on-task .minutes") == "0" and not tab.is_visible("#break-prompt")
+    tab.clock.run_for("45:00")
+    assert tab.inner_text("#time-on-task .minutes") == "45" and tab.is_visible("#break-prompt")
+    assert "crisis helpline" in tab.inner_text("#break-prompt")
+    tab.click("#break-dismiss")  # non-blocking: "Not now" hides it for another 45 minutes
+    tab.clock.run_for("10:00")
+    assert tab.inner_text("#time-on-task .minutes") == "55" and not tab.is_visible("#break-prompt")
     assert tab.input_value("#reasoning") == ""
     tab.locator("body").press("1")
     assert tab.is_checked("#rating-1")

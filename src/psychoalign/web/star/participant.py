@@ -251,12 +251,19 @@ async def task_page(
             "campaign": campaign_name,
             "rule_text": policy.rule(rule).text if rule in {r.id for r in policy.rules()} else rule,
             "group": group,
+            "support": policy.support,
         }
         return await templates.render(request, "star/warning.html", warning)
     draft = await lab.lab.draft(task.id, _pid(account))
+    seconds = int(time.total(datetime.now(UTC)))
+    break_seconds = int(request.app.state.security.settings.break_minutes * 60)
     context: dict[str, Any] = {
         "task": task,
-        "seconds": int(time.total(datetime.now(UTC))),
+        "seconds": seconds,
+        # the page suggests a break past this; its script keeps both live while the page is open
+        "break_seconds": break_seconds,
+        "break_due": seconds >= break_seconds,
+        "support": policy.support,
         "campaign": campaign_name,
         "draft": draft,
         "max_reasoning": MAX_REASONING,

@@ -96,6 +96,46 @@ document.addEventListener("DOMContentLoaded", function () {
   });
   // Red teaming: keep the newest message in view (annotators read a dialogue from its start).
   document.querySelectorAll(".chat.follow").forEach(function (chat) { chat.scrollTop = chat.scrollHeight; });
+  // Time on task: count on from the server's figure, every minute while the page is visible, and
+  // suggest a break once it passes the lab's threshold (the server already shows the prompt when
+  // the stored time passed it). "Not now" snoozes it for another threshold's worth of time.
+  var clock = document.getElementById("time-on-task");
+  if (clock) {
+    var base = parseInt(clock.getAttribute("data-seconds"), 10) || 0;
+    var breakAfter = parseInt(clock.getAttribute("data-break-seconds"), 10) || 0;
+    var opened = Date.now();
+    var prompt = document.getElementById("break-prompt");
+    var dismiss = document.getElementById("break-dismiss");
+    var snoozeKey = "psa-break-" + clock.getAttribute("data-task");
+    var snoozed = 0;
+    try { snoozed = parseInt(sessionStorage.getItem(snoozeKey) || "0", 10) || 0; } catch (e) { /* no storage */ }
+    var spent = function () { return base + Math.floor((Date.now() - opened) / 1000); };
+    var tick = function () {
+      var s = spent();
+      clock.querySelector(".minutes").textContent = String(Math.floor(s / 60));
+      if (prompt && breakAfter > 0) { prompt.hidden = !(s >= breakAfter && s >= snoozed); }
+    };
+    if (prompt && dismiss) {
+      dismiss.hidden = false;
+      dismiss.addEventListener("click", function () {
+        snoozed = spent() + breakAfter;
+        try { sessionStorage.setItem(snoozeKey, String(snoozed)); } catch (e) { /* this page only */ }
+        prompt.hidden = true;
+      });
+    }
+    var ticker = null;
+    var follow = function () {
+      if (document.visibilityState === "visible") {
+        tick();
+        if (!ticker) { ticker = setInterval(tick, 60000); }
+      } else if (ticker) {
+        clearInterval(ticker);
+        ticker = null;
+      }
+    };
+    document.addEventListener("visibilitychange", follow);
+    follow();
+  }
   // The keys, counters and drafts above are live (a marker tests synchronise on, never a clock).
   document.documentElement.setAttribute("data-enhanced", "1");
   // Lead progress pages: refresh the live numbers without reloading the page.
