@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -125,3 +126,33 @@ def test_root_commands_are_grouped_in_panels_in_listing_order() -> None:
     assert out.returncode == 0
     for panel in seen:
         assert f"─ {panel} ─" in out.stdout
+
+
+def _command_paths() -> list[tuple[str, ...]]:
+    """Every command under the root, as the words that name it (``("star", "campaign", "run")``)."""
+    from psychoalign.cli.main import load_command
+
+    paths: list[tuple[str, ...]] = []
+    stack: list[tuple[tuple[str, ...], Any]] = [((name,), load_command(name)) for name in COMMANDS]
+    while stack:
+        path, command = stack.pop()
+        paths.append(path)
+        stack.extend(((*path, sub), c) for sub, c in getattr(command, "commands", {}).items())
+    return sorted(paths)
+
+
+def test_no_help_shows_a_value_type_beside_a_flag() -> None:
+    """Every command's help, the root's and the groups' included: flags (``--help`` too) read as
+    flags, never ``<bool>`` as if they took a value."""
+    from typer.testing import CliRunner
+
+    from psychoalign.cli.main import app
+
+    runner = CliRunner()
+    paths = [(), *_command_paths()]
+    assert len(paths) > len(COMMANDS)  # the groups' sub-commands were walked too
+    for path in paths:
+        out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "160"})
+        assert out.exit_code == 0, (path, out.output)
+        assert "Usage:" in out.output, path
+        assert "<bool>" not in out.output, (path, [line for line in out.output.splitlines() if "<bool>" in line])
