@@ -205,14 +205,23 @@ def test_star_analyze_draws_its_bar_on_a_terminal_only(tmp_path: Path, terminal:
         assert BAR not in out.stderr and "analysing" not in out.stderr
 
 
-@pytest.mark.needs_data
 @pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
-def test_judge_eval_harm_draws_its_bar_on_a_terminal_only(terminal: bool) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        # the calibration set reads several folders: the whole data directory
+        pytest.param(("judge", "eval-harm", "--tier", "classifier"), marks=pytest.mark.needs_data, id="eval-harm"),
+        pytest.param(
+            ("judge", "eval-jailbreak", "--tier", "refusal"),
+            marks=pytest.mark.needs_data("jailbreakbench"),
+            id="eval-jailbreak",
+        ),
+    ],
+)
+def test_judge_evals_draw_their_bar_on_a_terminal_only(command: tuple[str, ...], terminal: bool) -> None:
     from tests.conftest import SHARED_DATA
 
-    out = _run(
-        "judge", "eval-harm", "--tier", "classifier", "--limit", "2", "--data", str(SHARED_DATA), terminal=terminal
-    )
+    out = _run(*command, "--limit", "2", "--data", str(SHARED_DATA), terminal=terminal)
     assert out.returncode == 0, out.stderr
     assert "n = 2 " in out.stdout and BAR not in out.stdout
     if terminal:

@@ -238,10 +238,10 @@ def judge_eval_jailbreak(
         meter=CallMeter(),
     )
 
-    async def go() -> Any:
+    async def go(bar: ProgressFn | None) -> Any:
         try:
             model = pool.model(role, CallMeter()) if tier in ("harmbench", "strongreject") else None
-            fn = literature_judge_fn(
+            judge = literature_judge_fn(
                 tier,
                 refusal=judges.refusal(),
                 harm=judges.harm(),
@@ -254,12 +254,23 @@ def judge_eval_jailbreak(
                 label += f" ({model.label})"
             elif tier == "refusal+harm" and judges.harm() is not None:
                 label += f" ({judges.harm().label})"  # type: ignore[union-attr]
+            done = 0
+
+            async def fn(goal: str, prompt: str, response: str) -> bool:  # the judge, counted for the bar
+                nonlocal done
+                jailbroken = await judge(goal, prompt, response)
+                done += 1
+                if bar is not None:
+                    bar(done, len(items))
+                return jailbroken
+
             return await evaluate_jailbreak_judge(label, fn, items)
         finally:
             judges.close()
             await pool.aclose()
 
-    result = asyncio.run(go())
+    with progress_bar("judged", show=not json_out) as bar:
+        result = asyncio.run(go(bar))
     if json_out:
         emit_json(result.model_dump(mode="json"))
         return
