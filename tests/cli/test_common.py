@@ -4,8 +4,12 @@ library warnings before an error."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -125,3 +129,116 @@ def test_root_commands_are_grouped_in_panels_in_listing_order() -> None:
     assert out.returncode == 0
     for panel in seen:
         assert f"─ {panel} ─" in out.stdout
+
+
+def _command_paths() -> list[tuple[str, ...]]:
+    """Every command under the root, as the words that name it (``("star", "campaign", "run")``)."""
+    from psychoalign.cli.main import load_command
+
+    paths: list[tuple[str, ...]] = []
+    stack: list[tuple[tuple[str, ...], Any]] = [((name,), load_command(name)) for name in COMMANDS]
+    while stack:
+        path, command = stack.pop()
+        paths.append(path)
+        stack.extend(((*path, sub), c) for sub, c in getattr(command, "commands", {}).items())
+    return sorted(paths)
+
+
+def test_no_help_shows_a_value_type_beside_a_flag() -> None:
+    """Every command's help, the root's and the groups' included: flags (``--help`` too) read as
+    flags, never ``<bool>`` as if they took a value."""
+    from typer.testing import CliRunner
+
+    from psychoalign.cli.main import app
+
+    runner = CliRunner()
+    paths = [(), *_command_paths()]
+    assert len(paths) > len(COMMANDS)  # the groups' sub-commands were walked too
+    for path in paths:
+        out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "160"})
+        assert out.exit_code == 0, (path, out.output)
+        assert "Usage:" in out.output, path
+        assert "<bool>" not in out.output, (path, [line for line in out.output.splitlines() if "<bool>" in line])
+
+
+# -- progress bars and stray output ----------------------------------------------------------------
+
+#: What rich draws a bar with (a filled or empty cell of BarColumn).
+BAR = "━"
+
+
+def _run(*args: str, terminal: bool) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess whose output is captured (a pipe); ``terminal`` makes rich treat
+    it as a terminal anyway (TTY_COMPATIBLE=1), as a user's shell would be. Whatever the outer
+    environment says about colour or terminals, or which warnings to show, is left out."""
+    env = {k: v for k, v in os.environ.items() if k not in _TERMINAL_ENV}
+    if terminal:
+        env["TTY_COMPATIBLE"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "psychoalign", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+_TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "PYTHONWARNINGS", "COLUMNS")
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
+def test_star_analyze_draws_its_bar_on_a_terminal_only(tmp_path: Path, terminal: bool) -> None:
+    from tests.conftest import ROOT
+
+    out = _run(
+        "star", "analyze", str(ROOT / "examples" / "ratings.csv"), "--item-col", "conversation_id",
+        "--rater-col", "rater_id", "--rating-col", "score", "--no-embed", "--bootstrap", "20",
+        "--out", str(tmp_path / "r"), terminal=terminal,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "r" / "report.json").is_file()
+    assert "wrote " in out.stderr and out.stdout == ""
+    if terminal:  # the bar's last frame (8 sections of the one dataset) before it is erased
+        assert BAR in out.stderr and re.search(r"analysing.*8/8", out.stderr)
+    else:
+        assert BAR not in out.stderr and "analysing" not in out.stderr
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        # the calibration set reads several folders: the whole data directory
+        pytest.param(("judge", "eval-harm", "--tier", "classifier"), marks=pytest.mark.needs_data, id="eval-harm"),
+        pytest.param(
+            ("judge", "eval-jailbreak", "--tier", "refusal"),
+            marks=pytest.mark.needs_data("jailbreakbench"),
+            id="eval-jailbreak",
+        ),
+    ],
+)
+def test_judge_evals_draw_their_bar_on_a_terminal_only(command: tuple[str, ...], terminal: bool) -> None:
+    from tests.conftest import SHARED_DATA
+
+    out = _run(*command, "--limit", "2", "--data", str(SHARED_DATA), terminal=terminal)
+    assert out.returncode == 0, out.stderr
+    assert "n = 2 " in out.stdout and BAR not in out.stdout
+    if terminal:
+        assert BAR in out.stderr and re.search(r"judged.*2/2", out.stderr)
+    else:
+        assert out.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--help",), ("config", "show"), ("frameworks", "list"), ("data", "list"), ("models", "list")],
+    ids=" ".join,
+)
+def test_everyday_commands_print_no_library_warning(args: tuple[str, ...]) -> None:
+    """Python's default warning filters, as a user runs it: nothing but the command's own output."""
+    out = _run(*args, terminal=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+    assert "Warning" not in out.stdout + out.stderr
+    assert out.stderr == ""

@@ -220,3 +220,20 @@ def test_samples_summary_names_the_embedded_model_and_the_endpoint_command(capsy
     assert "embedded 135M model shows the negotiation path offline; its answers can be wrong" in printed
     assert " ".join(ENDPOINT_COMMAND.split()) in printed
     assert "Boil it for 6 minutes." in printed and "ANSWERED" in printed
+
+
+def test_samples_draw_a_bar_on_a_terminal_only(tmp_path: Path) -> None:
+    """`negotiate --samples` on a terminal: a bar on stderr as each sample finishes; piped: none."""
+    from tests.cli.test_common import BAR, _run
+
+    config = write_config(tmp_path)
+    n = len(yaml.safe_load((Path(__file__).parents[2] / "src/psychoalign/data/samples.yaml").read_text()))
+    for terminal in (False, True):
+        out = _run("negotiate", "--config", str(config), "--samples", terminal=terminal)
+        assert out.returncode == 0, out.stderr
+        assert "ANSWERED" in out.stdout and BAR not in out.stdout
+        assert "negotiating (easy)" in out.stderr  # each sample is still named as it starts
+        if terminal:
+            assert BAR in out.stderr and "negotiated" in out.stderr and f"{n}/{n}" in out.stderr
+        else:
+            assert BAR not in out.stderr and "negotiated" not in out.stderr

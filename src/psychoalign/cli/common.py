@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ def data_dir_from(flag: Path | None, settings: Settings) -> Path:
 
     return resolve_data_dir(flag, settings.experiments.data_dir).require()
 
+
 # The options of every study command that negotiates a batch of requests (boundary, H1, defense accuracy).
 FrameworkOpt = typer.Option("general", "--framework", "-f", help="Framework name or file.")
 RoundsOpt = typer.Option(None, "--rounds", min=1, max=20, help="Negotiation rounds k.")
@@ -64,6 +66,37 @@ def settings_from(config: Path | None, overrides: dict[str, Any] | None = None) 
     from ..config import load_settings  # not at import: `psychoalign --help` never reads settings
 
     return load_settings(config, overrides=overrides or {})
+
+
+#: Told how far a long job is: ``(done, total)``.
+ProgressFn = Callable[[int, int], None]
+
+
+@contextmanager
+def progress_bar(label: str, *, show: bool = True) -> Iterator[ProgressFn | None]:
+    """A rich bar on stderr while the block runs, fed ``(done, total)``; gone when it ends.
+    None (nothing drawn) unless ``show`` and stderr is a terminal: piped or redirected output,
+    and ``--json`` runs, stay free of bar text."""
+    if not (show and err_console.is_terminal):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    task = bar.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield update
 
 
 def emit_json(data: Any) -> None:

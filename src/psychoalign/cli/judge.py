@@ -11,7 +11,19 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
-from .common import ConfigOpt, DataOpt, JsonOpt, data_dir_from, emit_json, err_console, out_console, safe, settings_from
+from .common import (
+    ConfigOpt,
+    DataOpt,
+    JsonOpt,
+    ProgressFn,
+    data_dir_from,
+    emit_json,
+    err_console,
+    out_console,
+    progress_bar,
+    safe,
+    settings_from,
+)
 
 judge_app = typer.Typer(help="Judges shared by STAR and the experiments (refusal detection).", no_args_is_help=True)
 
@@ -98,30 +110,21 @@ def judge_eval_refusal(
         items = items[::step][:limit]
     judge, model = _judge(tier, role, config)
 
-    bar = None
-    if err_console.is_terminal and not json_out:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    async def go(bar: ProgressFn | None) -> Any:
+        def progress(done: int, total: int) -> None:
+            if bar is not None:
+                bar(done, total)
+            elif tier != "rules" and (done % 25 == 0 or done == total):
+                err_console.print(f"[dim]{done}/{total}[/dim]")
 
-        bar = Progress(BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=True)
-        task = bar.add_task("judged", total=len(items))
-        bar.start()
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.update(task, completed=done, total=total)
-        elif tier != "rules" and (done % 25 == 0 or done == total):
-            err_console.print(f"[dim]{done}/{total}[/dim]")
-
-    async def go() -> Any:
         try:
             return await evaluate(judge, items, concurrency=concurrency, keep_misses=misses, progress=progress)
         finally:
-            if bar is not None:
-                bar.stop()
             if model is not None:
                 await model.aclose()
 
-    report = asyncio.run(go())
+    with progress_bar("judged", show=not json_out) as bar:
+        report = asyncio.run(go(bar))
     if json_out:
         emit_json({"tier": tier, "model": model.label if model else None, **report.model_dump(mode="json")})
         return
@@ -173,14 +176,15 @@ def judge_eval_harm(
     pool = ModelPool(settings)
     judges = Judges(JudgeSpec(role=role, harm=tier), pool, data, cache_path=None, meter=CallMeter())
 
-    async def go() -> dict[str, Any]:
+    async def go(bar: ProgressFn | None) -> dict[str, Any]:
         try:
-            return await harm_agreement(judges, data, limit, seed)
+            return await harm_agreement(judges, data, limit, seed, progress=bar)
         finally:
             judges.close()
             await pool.aclose()
 
-    result = asyncio.run(go())
+    with progress_bar("judged", show=not json_out) as bar:
+        result = asyncio.run(go(bar))
     if json_out:
         emit_json(result)
         return
@@ -234,10 +238,10 @@ def judge_eval_jailbreak(
         meter=CallMeter(),
     )
 
-    async def go() -> Any:
+    async def go(bar: ProgressFn | None) -> Any:
         try:
             model = pool.model(role, CallMeter()) if tier in ("harmbench", "strongreject") else None
-            fn = literature_judge_fn(
+            judge = literature_judge_fn(
                 tier,
                 refusal=judges.refusal(),
                 harm=judges.harm(),
@@ -250,12 +254,23 @@ def judge_eval_jailbreak(
                 label += f" ({model.label})"
             elif tier == "refusal+harm" and judges.harm() is not None:
                 label += f" ({judges.harm().label})"  # type: ignore[union-attr]
+            done = 0
+
+            async def fn(goal: str, prompt: str, response: str) -> bool:  # the judge, counted for the bar
+                nonlocal done
+                jailbroken = await judge(goal, prompt, response)
+                done += 1
+                if bar is not None:
+                    bar(done, len(items))
+                return jailbroken
+
             return await evaluate_jailbreak_judge(label, fn, items)
         finally:
             judges.close()
             await pool.aclose()
 
-    result = asyncio.run(go())
+    with progress_bar("judged", show=not json_out) as bar:
+        result = asyncio.run(go(bar))
     if json_out:
         emit_json(result.model_dump(mode="json"))
         return

@@ -117,8 +117,23 @@ def _reflow(command: Any) -> None:
     for param in command.params:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""  # a flag takes no value: show no "<bool>" beside it
+    _flag_help_option(command)
     for sub in getattr(command, "commands", {}).values():
         _reflow(sub)
+
+
+def _flag_help_option(command: Any) -> None:
+    """``--help`` is a flag too, but it is not in ``params``: the framework makes it on first use
+    (from the context's option names), so it gets no value type only then."""
+    make = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = make(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = get_help_option
 
 
 class _LazyCommand(TyperCommand):
@@ -140,6 +155,7 @@ class LazyGroup(TyperGroup):
         super().__init__(**attrs)
         for name, (_, help_line) in COMMANDS.items():
             self.add_command(_LazyCommand(name, help_line))
+        _flag_help_option(self)
 
 
 app = typer.Typer(

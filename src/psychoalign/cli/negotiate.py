@@ -22,7 +22,18 @@ from ..negotiation.params import FLAGS, negotiation_source, parse_params
 from ..textio import decode_utf8, normalise_text
 from ..traces import Trace, TraceStatus, TraceStore, open_store
 from ..yamlio import parse_yaml
-from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
+from .common import (
+    ConfigOpt,
+    JsonOpt,
+    ProgressFn,
+    emit_json,
+    err_console,
+    out_console,
+    print_wide,
+    progress_bar,
+    safe,
+    settings_from,
+)
 
 frameworks_app = typer.Typer(help="Ethical frameworks: list, show, validate.", no_args_is_help=True)
 traces_app = typer.Typer(help="Negotiation traces: list, show, export.", no_args_is_help=True)
@@ -86,22 +97,27 @@ def negotiate(
                 hint="shorten it or raise negotiation.max_request_chars",
             )
 
-    async def go() -> list[Trace]:
+    async def go(bar: ProgressFn | None) -> list[Trace]:
         store = _store(settings, store_url, no_store)
         negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))
         out = []
+        if bar is not None:
+            bar(0, len(requests))
         try:
             for kind, text in requests:
                 if samples and not json_out:
                     err_console.print(f"[dim]negotiating ({kind}): {text[:70]}…[/dim]")
                 out.append(await negotiator.negotiate(text, framework=loaded, context=context, metadata={"kind": kind}))
+                if bar is not None:
+                    bar(len(out), len(requests))
         finally:
             await negotiator.aclose()
             if store is not None:
                 await store.close()
         return out
 
-    traces = asyncio.run(go())
+    with progress_bar("negotiated", show=samples and not json_out) as bar:
+        traces = asyncio.run(go(bar))
     if samples:
         _print_summary(traces, json_out)
     else:

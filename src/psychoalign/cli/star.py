@@ -16,7 +16,7 @@ from ..star import Instruction, coverage, generate_instructions, load_parameters
 from ..star.files import PolicyError
 from ..textio import read_text
 from ..yamlio import MAX_YAML_CHARS, parse_yaml
-from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, safe, settings_from
+from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, progress_bar, safe, settings_from
 
 star_app = typer.Typer(
     help="STAR red teaming: policy, instructions, coverage, participants, assignment, campaigns, export, analysis.",
@@ -559,14 +559,18 @@ def star_analyze(
             if embed_url
             else minilm_embedder(embed_model)
         )
-    report = analyze(
-        datasets,
-        n_boot=bootstrap,
-        seed=seed,
-        embed=not no_embed,
-        embedder=embedder,
-        per_dataset=per_dataset,
-        n_clusters=clusters,
-    )
+    # The bar counts the per-dataset sections; it stays (its clock running) through the
+    # cross-dataset ones and the embedding map.
+    with progress_bar("analysing") as bar:
+        report = analyze(
+            datasets,
+            n_boot=bootstrap,
+            seed=seed,
+            embed=not no_embed,
+            embedder=embedder,
+            per_dataset=per_dataset,
+            n_clusters=clusters,
+            progress=bar,
+        )
     for written in write_report(report, datasets, out):
         err_console.print(f"wrote {written}")

@@ -27,7 +27,7 @@ import io
 import itertools
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -362,10 +362,12 @@ def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-async def harm_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> dict[str, Any]:
+async def harm_agreement(
+    judges: Judges, data_dir: Path, n: int, seed: int, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
     """Agreement of the run's harm judge with the labels of :func:`load_harm_labelled` on ``n``
     sampled items: accuracy, sensitivity (harmful found harmful), specificity, Cohen's kappa,
-    and the share flagged per source."""
+    and the share flagged per source. ``progress(done, total)`` is told after each item judged."""
     judge = judges.harm()
     if judge is None:
         return {"status": "off", "reason": "judge.harm is off: attacks are judged by the refusal judge only"}
@@ -388,6 +390,8 @@ async def harm_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> d
         counts = by_source.setdefault(row.get("source", "user labels"), [0, 0])
         counts[0] += 1
         counts[1] += int(flagged)
+        if progress is not None:
+            progress(len(pairs), len(sample))
     return {
         "status": "measured",
         **head,

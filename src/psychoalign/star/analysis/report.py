@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.progress import Progress
 
 from .data import RatingData
 from .items import item_table, write_item_csv
@@ -124,7 +123,10 @@ def analyze(
     embedder: Any = None,
     per_dataset: int = 4000,
     n_clusters: int = 20,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
+    """Every section for each dataset, then the cross-dataset ones. ``progress(done, total)`` is
+    told after each section (the caller draws it, if anywhere: this runs in the lab's workers too)."""
     report: dict[str, Any] = {
         "generated_at": datetime.now(UTC).isoformat(),
         "settings": {"bootstrap": n_boot, "seed": seed},
@@ -141,37 +143,38 @@ def analyze(
         ("coverage", coverage_section),
         ("h1", lambda d: _h1_section(d, n_boot=n_boot, seed=seed)),
     ]
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("analysing", total=len(datasets) * len(steps))
-        for data in datasets:
-            entry: dict[str, Any] = {
-                "format": data.format,
-                "counts": data.counts.as_dict(),
-                "items": len(data.items),
-                "ratings": len(data.ratings),
-                "raters": int(data.ratings["rater_id"].nunique()) if data.ratings["rater_id"].notna().any() else None,
-                "scale": data.scale,
-                "ordered": data.ordinal,
-                "default_level": data.default_level,
-                "binarised": (
-                    {
-                        "positive": [data.scale[i] for i in sorted(data.positive)],
-                        "left_out": [data.scale[i] for i in sorted(data.excluded)],
-                        "label": data.positive_label,
-                    }
-                    if data.binary
-                    else None
-                ),
-                "rater_attributes": data.rater_attributes(),
-                "notes": data.notes,
-            }
-            for name, fn in steps:
-                try:
-                    entry[name] = fn(data)
-                except Exception as exc:  # one broken section must not sink the report
-                    entry[name] = {"computable": False, "reason": f"{type(exc).__name__}: {exc}"}
-                progress.advance(bar)
-            report["datasets"][data.name] = entry
+    total, done = len(datasets) * len(steps), 0
+    for data in datasets:
+        entry: dict[str, Any] = {
+            "format": data.format,
+            "counts": data.counts.as_dict(),
+            "items": len(data.items),
+            "ratings": len(data.ratings),
+            "raters": int(data.ratings["rater_id"].nunique()) if data.ratings["rater_id"].notna().any() else None,
+            "scale": data.scale,
+            "ordered": data.ordinal,
+            "default_level": data.default_level,
+            "binarised": (
+                {
+                    "positive": [data.scale[i] for i in sorted(data.positive)],
+                    "left_out": [data.scale[i] for i in sorted(data.excluded)],
+                    "label": data.positive_label,
+                }
+                if data.binary
+                else None
+            ),
+            "rater_attributes": data.rater_attributes(),
+            "notes": data.notes,
+        }
+        for name, fn in steps:
+            try:
+                entry[name] = fn(data)
+            except Exception as exc:  # one broken section must not sink the report
+                entry[name] = {"computable": False, "reason": f"{type(exc).__name__}: {exc}"}
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        report["datasets"][data.name] = entry
     pairs = _expert_pairs(datasets, n_boot, seed)
     report["expert_vs_crowd"] = pairs or {"computable": False, "reason": "no expert dataset shares items with a crowd"}
     if embed:
