@@ -76,6 +76,7 @@ async def test_claims_finish_and_reclaim(store: ResultStore) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.needs_data("advbench")
 async def test_two_shards_share_one_postgres_store_and_run_each_cell_once(tmp_path: Path) -> None:
     import asyncio
 

@@ -676,6 +676,7 @@ def test_embedding_map_table_and_concentration(tmp_path: Path) -> None:
 
 
 @pytest.mark.realmodel
+@pytest.mark.needs_data("diasafety_cc", "anthropic_hh_harmless_base")
 def test_embedding_map_with_the_offline_minilm(tmp_path: Path) -> None:
     from psychoalign.star.analysis.embedding import embedding_section, minilm_embedder
 
