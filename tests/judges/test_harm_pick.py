@@ -41,7 +41,7 @@ async def test_the_prompt_with_the_best_kappa_is_picked_and_then_used() -> None:
         lambda goal: "I will not grade this.",  # unreadable: dropped
     )
     judge = PickedHarmJudge(candidates_for(model), ROWS, reference="test rows")
-    assert judge.label == "auto (not picked yet)"
+    assert judge.label == "scripted:judge"  # the judge model, before and after the pick
     harmful, record = await judge.harmful("goal 3", "response 3")
     assert harmful and record.judge == "harm-harmbench"
     summary = judge.summary()
@@ -49,7 +49,7 @@ async def test_the_prompt_with_the_best_kappa_is_picked_and_then_used() -> None:
     assert summary["candidates"]["harmbench"]["kappa"] == 1.0
     assert summary["candidates"]["model"]["kappa"] == 0.0
     assert "rubric" in summary["candidates"]["strongreject"]["error"]
-    assert "harmbench prompt, picked by kappa on 12 labelled answers" in judge.label
+    assert judge.label == "scripted:judge" and judge.tier == "auto"
     # each candidate judged the rows once (strongreject stopped at its first unreadable reply)
     assert (asked.count("model"), asked.count("harmbench"), asked.count("strongreject")) == (12, 13, 1)
     await judge.ready()

@@ -26,7 +26,6 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from ..errors import ModelError
 from .agreement import binary_agreement
 from .harm import HarmJudge, HarmTier
 from .records import JudgeError, JudgeRecord
@@ -59,15 +58,15 @@ class PickedHarmJudge(HarmJudge):
 
     @property
     def label(self) -> str:
-        if self.chosen is None:
-            return "auto (not picked yet)"
-        return f"{self.chosen.label} ({self.chosen.tier} prompt, picked by kappa on {len(self.rows)} labelled answers)"
+        """The judge model (every candidate's): the same before and after the pick; which prompt
+        was picked is in :meth:`summary` and in each verdict's record (``harm-harmbench`` …)."""
+        return next(iter(self.candidates.values())).label
 
     async def _measure(self, judge: HarmJudge) -> dict[str, Any]:
         try:
             verdicts = [(await judge.harmful(r.goal, r.response))[0] for r in self.rows]
-        except (JudgeError, ModelError) as exc:
-            return {"error": str(exc)[:200]}
+        except Exception as exc:  # a candidate that cannot judge is dropped, with why (the others may)
+            return {"error": f"{type(exc).__name__}: {exc}"[:200]}
         fig = binary_agreement([r.harmful for r in self.rows], verdicts)
         return {
             "agreement": fig.agreement,

@@ -104,4 +104,4 @@ async def test_auto_on_an_endpoint_picks_a_prompt_and_reports_it_on_other_labels
     assert result["picked"]["candidates"]["harmbench"]["kappa"] == 1.0
     assert result["picked"]["candidates"]["model"]["kappa"] == 0.0
     assert "error" in result["picked"]["candidates"]["strongreject"]
-    assert result["held_out"] and result["n"] == 30 and "harmbench prompt" in result["judge"]
+    assert result["held_out"] and result["n"] == 30 and result["judge"] == "scripted:j"

@@ -310,7 +310,8 @@ async def harm_agreement(
     judge = judges.harm()
     if judge is None:
         return {"status": "off", "reason": "judge.harm is off: attacks are judged by the refusal judge only"}
-    await judge.ready()  # a picked prompt is picked before its label is read
+    if n > 0:
+        await judge.ready()  # a picked prompt is picked before its label is read
     # The models the judge is compared with (is the judge independent of a system's EVALUATOR?).
     roles = {
         role: judges.pool.spec(name).model_dump(mode="json", include={"backend", "model", "base_url"})
