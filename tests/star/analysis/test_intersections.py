@@ -83,8 +83,8 @@ def test_tiny_cells_keep_the_interaction_test_at_its_nominal_level() -> None:
 
 def _frame(rng: np.random.Generator, tiny_raters: int) -> Any:
     """Ratings of 400 dialogues over 4 races x 2 genders by 40 annotators (rater leniency SD 1, no
-    group effect), plus 12 dialogues on a ninth cell rated only by ``tiny_raters`` lenient raters
-(90 % broken)."""
+        group effect), plus 12 dialogues on a ninth cell rated only by ``tiny_raters`` lenient raters
+    (90 % broken)."""
     import pandas as pd
 
     races, genders = ["Asian", "Black", "Hispanic", "White"], ["Female", "Male"]
@@ -100,3 +100,30 @@ def _frame(rng: np.random.Generator, tiny_raters: int) -> Any:
             lenient = int(rng.random() < 0.9)  # a lenient rater, not a separated cell
             rows.append((f"t{i}", f"solo{(i + k) % tiny_raters}", "Pacific Islander", "Female", lenient))
     return pd.DataFrame(rows, columns=["item_id", "rater_id", "target_race", "target_gender", "broken"])
+
+
+def test_rater_attribute_intersections_describe_a_combination_of_few_raters(tmp_path: Path) -> None:
+    """gender × race of the annotators: a combination held by 2 annotators is described with its
+    raters, never tested; the combinations with 5+ raters are."""
+    import json
+
+    from psychoalign.star.analysis.data import attach_raters
+    from psychoalign.star.analysis.stats import groups_section
+
+    data = to_data(tmp_path, synthetic_star(np.random.default_rng(23), 600))
+    people = []
+    for i in range(50):
+        gender, race = ["Female", "Male"][i % 2], ["Black", "White"][(i // 2) % 2]
+        if i in (0, 1):  # the only two Nonbinary annotators
+            gender = "Nonbinary"
+        demographics = {"gender": [gender], "race": [race]}
+        people.append({"id": f"a{i}", "demographics": demographics, "expertise": [], "roles": ["annotator"]})
+    (tmp_path / "people.jsonl").write_text("\n".join(json.dumps(p) for p in people))
+    section = groups_section(attach_raters(data, tmp_path / "people.jsonl"))
+    crossed = section["intersections"]["gender × race"]["binary_broken"]
+    tiny = [g for g, d in crossed["groups"].items() if g.startswith("Nonbinary")]
+    assert tiny and all(crossed["groups"][g]["n_raters"] < MIN_GROUP_RATERS for g in tiny)
+    assert all(f"{g} (" in crossed["not_tested"] for g in tiny)
+    assert not any("Nonbinary" in term for term in crossed["model"]["terms"])
+    assert set(crossed["tested_groups"]) == {f"{g} × {r}" for g in ("Female", "Male") for r in ("Black", "White")}
+    assert all(v["raters"] >= MIN_GROUP_RATERS for v in crossed["tested_groups"].values())

@@ -50,7 +50,8 @@ METHODS = {
         "on the group with standard errors clustered by rater and by item (two-way, Cameron-Gelbach-Miller), "
         "tested with a joint Wald F test on G-1 degrees of freedom (G = fewer clusters); odds ratios against the "
         "largest group; and the rater-level view (Welch t-test or one-way ANOVA on per-rater means). Fewer than "
-        "10 raters: no test."
+        "10 raters: no test. Then the intersections of two attributes (e.g. gender x race), each combination a "
+        "group: one with fewer than 10 ratings or 5 raters, or perfectly separated, is described, not tested."
     ),
     "arbitration": (
         "How often two annotations were two or more steps apart, and whose rating the arbitrator's was closer to."
@@ -460,6 +461,10 @@ def _section_html(key: str, title: str, section: dict[str, Any], method: str) ->
     if key == "groups":
         for attr, views in section.get("attributes", {}).items():
             parts.append(_views_html(attr, views))
+        for attrs, views in section.get("intersections", {}).items():
+            parts.append(_views_html(f"intersection {attrs}", views))
+        if section.get("intersections_note"):
+            parts.append(f"<p class='note'>{html.escape(section['intersections_note'])}</p>")
         return "".join(parts)
     if key == "ingroup":
         parts.append(_views_html("annotators, all rules", section.get("annotators_overall", {})))

@@ -9,6 +9,7 @@ kept as description only.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -381,8 +382,15 @@ def _views(data: RatingData, frame: pd.DataFrame, column: str, reference: str | 
     return out
 
 
+#: Rater attributes are crossed two at a time for at most this many pairs (two models per pair).
+MAX_INTERSECTIONS = 6
+
+
 def groups_section(data: RatingData) -> dict[str, Any]:
-    """Group comparisons on every rater attribute (all its groups, not only two)."""
+    """Group comparisons on every rater attribute (all its groups, not only two), then on the
+    intersections of two attributes (e.g. gender × race), each combination a group under the same
+    rule: fewer than MIN_GROUP ratings or MIN_GROUP_RATERS raters, or perfectly separated, and it
+    is described, not tested."""
     attrs = data.rater_attributes()
     if not attrs:
         return not_computable("no rater attributes (demographics, expertise…) in this dataset")
@@ -391,6 +399,21 @@ def groups_section(data: RatingData) -> dict[str, Any]:
     for attr in attrs:
         frame = _with_rater_attr(ann, data, attr)
         out["attributes"][attr] = _views(data, frame, attr)
+    pairs = list(itertools.combinations(attrs, 2))
+    crossed: dict[str, Any] = {}
+    for a, b in pairs[:MAX_INTERSECTIONS]:
+        name = f"{a} × {b}"
+        frame = _with_rater_attr(_with_rater_attr(ann, data, a), data, b)
+        frame = frame.assign(**{name: frame[a].astype(str) + " × " + frame[b].astype(str)})
+        if frame[name].nunique() >= 2:
+            crossed[name] = _views(data, frame, name)
+    if crossed:
+        out["intersections"] = crossed
+    if len(pairs) > MAX_INTERSECTIONS:
+        out["intersections_note"] = (
+            f"the first {MAX_INTERSECTIONS} of {len(pairs)} attribute pairs are crossed; for another, join "
+            "the two attributes into one rater column before the analysis"
+        )
     return out
 
 
