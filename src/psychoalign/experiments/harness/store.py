@@ -141,6 +141,10 @@ class ResultStore(ABC):
     async def cells(self, run_id: str) -> list[CellResult]:
         """Every cell of the run, in key order."""
 
+    async def cell(self, run_id: str, key: str) -> CellResult | None:
+        """The cell ``key`` of the run, or None."""
+        return next((c for c in await self.cells(run_id) if c.key == key), None)
+
     async def claim_many(
         self, run_id: str, cells: list[CellResult], owner: str, *, reclaim: bool = False
     ) -> dict[str, int]:
@@ -535,6 +539,16 @@ class SQLResultStore(ResultStore):
                 )
             ).all()
         return [CellResult.model_validate_json(r[0]) for r in rows]
+
+    async def cell(self, run_id: str, key: str) -> CellResult | None:
+        await self._init()
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(cells_table.c.body).where(cells_table.c.run_id == run_id, cells_table.c.key == key)
+                )
+            ).first()
+        return None if row is None else CellResult.model_validate_json(row[0])
 
     async def close(self) -> None:
         await self.engine.dispose()
