@@ -156,6 +156,25 @@ async def test_home_opens_the_run_and_pages_the_cells(client: httpx.AsyncClient)
     assert runs.status_code == 200 and f"/experiments/{RUN}" in runs.text
 
 
+async def test_the_list_follows_the_store_while_cells_finish(client: httpx.AsyncClient, url: str) -> None:
+    """The parsed cells are kept between pages only while no cell of the run was written."""
+    before = await client.get(f"/experiments/{RUN}", params={"status": "failed"})
+    assert rows(before) == ["broken"]
+    store = SQLResultStore(url)
+    try:
+        [broken] = [c for c in await store.cells(RUN) if c.item_id == "broken"]
+        assert await store.claim(RUN, broken, "rerun")
+        await store.finish(
+            broken.model_copy(update={"status": "done", "error": None, "metrics": {"attack_success": 0.0}})
+        )
+    finally:
+        await store.close()
+    after = await client.get(f"/experiments/{RUN}", params={"status": "failed"})
+    assert rows(after) == []
+    done = await client.get(f"/experiments/{RUN}", params={"status": "done", "system": "psychoalign"})
+    assert rows(done) == ["broken", "evil/1"]
+
+
 @pytest.mark.parametrize(
     ("params", "expected"),
     [

@@ -44,6 +44,8 @@ if TYPE_CHECKING:  # the benchmarks are loaded on the first cell page, not when 
 PAGE_SIZE = 50
 #: Runs whose item texts are kept in memory (read once from the data folder per run).
 TURN_CACHE = 8
+#: Runs whose parsed cells are kept while their store's fingerprint stays the same.
+CELL_CACHE = 2
 
 
 @dataclass
@@ -57,6 +59,26 @@ class ExperimentSource:
     registry: Registry | None = None
     data_dir_setting: str | None = None
     _turns: dict[str, tuple[dict[tuple[str, str], tuple[str, ...]], dict[str, str]]] = field(default_factory=dict)
+    _cells: dict[str, tuple[str, list[CellResult]]] = field(default_factory=dict)
+
+    async def cells(self, run_id: str) -> tuple[RunRecord, list[CellResult]]:
+        """The run and all its cells (an unknown run is an :class:`InputError`). Parsing every
+        cell is most of a list page's time, so the cells of the last runs are kept while the
+        store's fingerprint of the run is unchanged (any claim or finish changes it)."""
+        run = await self.results.get_run(run_id)
+        if run is None:
+            raise InputError(f"no run '{run_id}' in the store")
+        mark = await self.results.fingerprint(run.id)  # before the read: what is kept is never older
+        kept = self._cells.get(run.id)
+        if mark is not None and kept is not None and kept[0] == mark:
+            return run, kept[1]
+        run, cells = await read_cells(self.results, run.id)
+        if mark is not None:
+            self._cells.pop(run.id, None)
+            if len(self._cells) >= CELL_CACHE:
+                self._cells.pop(next(iter(self._cells)))
+            self._cells[run.id] = (mark, cells)
+        return run, cells
 
     def _item_turns(self, run: RunRecord) -> tuple[dict[tuple[str, str], tuple[str, ...]], dict[str, str]]:
         from ..experiments.harness.benchmark import find_data_dir
@@ -177,7 +199,7 @@ def experiment_router(source: ExperimentSource, *, guard: Sequence[DependsParam]
     @router.get("/{run_id}", include_in_schema=False)
     async def list_cells(run_id: str, request: Request, templates: Templates = Depends(get_templates)) -> Response:
         try:
-            run, cells = await read_cells(source.results, run_id)
+            run, cells = await source.cells(run_id)
         except InputError:
             return await _not_found(request, templates, "No experiment run with this id.")
         filters = _filters(request)

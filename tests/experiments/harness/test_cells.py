@@ -93,3 +93,22 @@ async def test_read_cells_and_one_cell_by_key(store: ResultStore) -> None:
         await read_cells(store, "nope")
     with pytest.raises(InputError, match="no run 'nope'"):
         await read_cell(store, "nope", "a")
+
+
+async def test_the_fingerprint_changes_with_every_claim_and_finish(store: ResultStore) -> None:
+    await store.open_run(RunRecord(id="run-1", name="demo", spec={}))
+    if isinstance(store, InMemoryResultStore):
+        assert await store.fingerprint("run-1") is None  # nothing to save: its cells are in memory
+        return
+    marks = [await store.fingerprint("run-1")]
+    first = cell("a")
+    assert await store.claim("run-1", first, "me")
+    marks.append(await store.fingerprint("run-1"))
+    await store.finish(first.model_copy(update={"status": "failed", "error": "x"}))
+    marks.append(await store.fingerprint("run-1"))
+    assert await store.claim("run-1", first, "me")  # a failed cell, claimed again
+    marks.append(await store.fingerprint("run-1"))
+    await store.finish(first.model_copy(update={"status": "done"}))
+    marks.append(await store.fingerprint("run-1"))
+    assert len(set(marks)) == len(marks), marks
+    assert await store.fingerprint("run-1") == marks[-1]  # unchanged while nothing is written
