@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from psychoalign.config import ServeSettings
+from psychoalign.config import DeploymentSettings, ServeSettings
 from psychoalign.experiments.harness.spec import ExperimentSpec
 from psychoalign.experiments.harness.store import CellResult, RunRecord, SQLResultStore
 from psychoalign.judges.records import JudgeRecord
@@ -21,6 +21,7 @@ from psychoalign.models import Message
 from psychoalign.traces import open_store
 from psychoalign.web import experiments as viewer
 from psychoalign.web.accounts import Role
+from psychoalign.web.apikeys import hash_key
 from psychoalign.web.experiments import ExperimentSource, create_viewer_app
 from tests.scenario import World, proposals
 from tests.weblab import Browser, add_person, lab_settings, served_app
@@ -249,10 +250,17 @@ async def test_a_foreign_host_or_origin_is_refused(client: httpx.AsyncClient) ->
     assert local.status_code == 200
 
 
-async def test_the_served_pages_are_for_leads_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keyed", [False, True], ids=["keyless", "keyed"])
+async def test_the_served_pages_are_for_leads_only(tmp_path: Path, keyed: bool) -> None:
+    """As the trace viewer: a lead's session, whether or not the deployments have API keys (a key
+    of /v1 opens no page)."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"
     await seed(url, plain=2)
-    app = served_app(lab_settings(tmp_path / "home", url))
+    settings = lab_settings(tmp_path / "home", url)
+    if keyed:
+        keys = {name: DeploymentSettings(api_keys=[hash_key("pa-secret")]) for name in settings.deployments}
+        settings = settings.model_copy(update={"deployments": keys})
+    app = served_app(settings)
     async with app.router.lifespan_context(app):
         lab = app.state.star_lab
         await add_person(lab, "lead", Role.LEAD)
@@ -263,6 +271,8 @@ async def test_the_served_pages_are_for_leads_only(tmp_path: Path) -> None:
         try:
             page = await anonymous.get(f"/experiments/{RUN}")
             assert page.status_code == 303 and page.headers["location"].startswith("/login?next=/experiments/")
+            bearer = await anonymous.get("/experiments", headers={"authorization": "Bearer pa-secret"})
+            assert bearer.status_code == 303 and bearer.headers["location"].startswith("/login")
             await participant.login("pat")
             assert (await participant.get(f"/experiments/{RUN}")).status_code == 403
             assert (await participant.get(f"/experiments/{RUN}/cells/{quote(EVIL_KEY, safe='')}")).status_code == 403
