@@ -287,3 +287,22 @@ async def test_the_served_pages_are_for_leads_only(tmp_path: Path, keyed: bool) 
         finally:
             for b in (anonymous, participant, lead):
                 await b.aclose()
+
+
+async def test_a_run_whose_spec_no_longer_validates_still_shows_its_cells(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    store = SQLResultStore(url)
+    try:
+        await store.open_run(RunRecord(id=RUN, name="old", spec={"benchmarks": [{"name": "harmbench"}], "gone": 1}))
+        old = CellResult(run_id=RUN, key="vanilla|harmbench|x", system="vanilla", benchmark="harmbench", item_id="x")
+        assert await store.claim(RUN, old, "seed")
+        await store.finish(old.model_copy(update={"status": "done", "responses": ["an answer"]}))
+    finally:
+        await store.close()
+    app = viewer_app(url, tmp_path)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as c:
+            page = await c.get(f"/experiments/{RUN}/cells/{quote('vanilla|harmbench|x', safe='')}")
+    assert page.status_code == 200 and "an answer" in page.text
+    assert "the run&#39;s spec does not validate under this version" in page.text

@@ -91,7 +91,12 @@ class ExperimentSource:
             data_dir: Path | None = find_data_dir(self.data_dir_setting)
         except ConfigError:
             data_dir = None  # the cell page says the item text could not be read
-        return item_turns(run, self.registry, data_dir)
+        try:
+            return item_turns(run, self.registry, data_dir)
+        except ValidationError:  # a spec this version no longer reads: the cells still show
+            names = {b.get("name") if isinstance(b, dict) else b for b in run.spec.get("benchmarks") or ()}
+            why = "item text not read: the run's spec does not validate under this version"
+            return {}, {str(n): why for n in names if n}
 
     async def record(self, run: RunRecord, cell: CellResult) -> dict[str, Any]:
         """The cell as ``experiment cells`` exports it (the item's text read back from the data,
