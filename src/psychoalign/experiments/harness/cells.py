@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ...errors import InputError
 from .store import NOT_SCORED, CellResult, ResultStore, RunRecord
 
-__all__ = ["CellQuery", "read_cell", "read_cells"]
+__all__ = ["STATUSES", "CellQuery", "category_of", "read_cell", "read_cells"]
 
 #: ``statuses`` of a query: a stored status, or ``not_scored`` (failed or given up).
 STATUSES = ("done", "failed", "gave_up", "running", "not_scored")
