@@ -590,7 +590,7 @@ def cells(
 @experiment_app.command("view")
 def view(
     run_id: str | None = typer.Argument(
-        None, metavar="[RUN]", help="A run id or unique prefix (default: the list of runs)."
+        None, metavar="RUN", help="A run id or unique prefix (default: the list of runs)."
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Loopback address to listen on."),
     port: int = typer.Option(8765, "--port", "-p", min=0, max=65535, help="Port (0 = any free one)."),
