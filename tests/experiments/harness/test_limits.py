@@ -66,6 +66,9 @@ async def test_token_limit_stops_the_run_and_a_higher_limit_resumes_it(tmp_path:
     report, _ = await run(tmp_path, _spec(tokens=1), models, store=store)
     ran = chat.calls
     assert ran == 1  # one cell at a time: the first reaches it, no other starts
+    # the cells claimed with it and never started are given back: none is left 'running'
+    assert report["status"] == {"done": 1, "failed": 0, "gave_up": 0, "running": 0}
+    assert len(await store.cells(report["run"]["id"])) == 1
     stopped = report["run"]["stopped"]
     assert stopped["limit"] == "tokens" and stopped["reason"].startswith("token limit reached: ")
     assert "--max-tokens" in stopped["reason"] and "\n" not in stopped["reason"]

@@ -13,7 +13,8 @@ Contract of :func:`run_experiment`:
   can split one experiment over one PostgreSQL store.
 * ``repeats`` > 1 runs each item that many times, each repeat a cell of its own (:mod:`.repeats`).
 * The run's limits (:class:`.spec.RunLimits`: tokens, cost, time, failed cells) are checked as
-  cells finish: once one is reached no new cell starts, the cells in flight finish, and
+  cells finish: once one is reached no new cell starts, the cells in flight finish, the
+  cells claimed and not started are given back (:meth:`.store.ResultStore.release_many`), and
   the reason is returned (:attr:`RunSummary.stopped`) and stored in the run's meta (:mod:`.limits`).
 * Cells run one at a time when a system's model is the embedded (``local``) model: it serves one
   call at a time, so cells in flight together would only queue for it, and each item's wall time
@@ -387,6 +388,7 @@ async def run_experiment(
     del stored_cells
     halt = asyncio.Event()  # a limit was reached: start no new cell
     left = 0  # cells of this invocation not run because a limit was reached
+    unstarted: list[str] = []  # of those, the ones claimed here: given back at the end
 
     def check_limits() -> bool:
         if summary.stopped is None and (why := budget.reached()) is not None:
@@ -545,7 +547,8 @@ async def run_experiment(
         nonlocal left
         while (job := await claimed.get()) is not None:
             if check_limits():
-                left += 1  # claimed but not started: left to a rerun (or to whoever its lease lapses to)
+                left += 1
+                unstarted.append(job[0].key)
                 continue
             await limiter.acquire()
             ok = False
@@ -570,6 +573,8 @@ async def run_experiment(
             except BaseExceptionGroup as group:  # a store failure stops the run: raise it as it is
                 raise _first_leaf(group) from None
             await writer.flush()
+            if unstarted:  # claimed, never run: another runner (or a rerun) takes them at once
+                await store.release_many(run.id, unstarted, owner)
         finally:
             beat.cancel()
             shown.stop()
