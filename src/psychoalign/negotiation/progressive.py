@@ -4,9 +4,10 @@ after the gates have passed the text up to its end *and* a look-ahead beyond it.
 The negotiation is cut short to one DRIVE draft (the fast path's first proposal). The draft is
 split into windows of ``window`` characters; window ``i`` may go out once the dual gate (the
 EVALUATOR's judgement, the deterministic Layer-1 checks and the caller's extra check) has passed
-``draft[: end_i + lookahead]``. The gate's checks of every prefix start together (the draft is
-whole), and windows go out in order as theirs pass, so the first window waits for one EVALUATOR
-call on a short prefix, not for the whole negotiation. A veto (or a deterministic match) on any
+``draft[: end_i + lookahead]``. The first window's check runs alone; once that window is out, the
+checks of every later prefix start together (the draft is whole), and windows go out in order as
+theirs pass. So the first window waits for one EVALUATOR call on a short prefix, not for the
+whole negotiation, and the whole answer for two. A veto (or a deterministic match) on any
 prefix cuts the stream there: nothing of that window or after it is released, and the response
 ends with the framework's refusal. The last window's check covers the whole draft, so an answer
 released in full passed the same gate as a draft adopted whole.
@@ -90,14 +91,24 @@ async def release_in_windows(
         return canonical_hits((await bus.send("mediator", "evaluator", task)).output, gates.fw)
 
     spans = windows(len(text), stream.window, stream.lookahead)
-    jobs = {checked: asyncio.ensure_future(judge(checked)) for checked in sorted({c for _, _, c in spans})}
+    jobs: dict[int, asyncio.Future[Evaluation]] = {}
+
+    def start_checks(ends: list[int]) -> None:
+        for checked in ends:
+            if checked not in jobs:
+                jobs[checked] = asyncio.ensure_future(judge(checked))
+
+    # The first window's check runs alone (the first token waits for nothing else); the checks of
+    # all later windows start together once it has gone out.
+    start_checks([spans[0][2]])
     evaluation: Evaluation | None = None
     gate: GateResult | None = None
     cut = False
     try:
-        for start, end, checked in spans:
+        for i, (start, end, checked) in enumerate(spans):
             gate = gates.recheck(text[:checked])  # the deterministic checks need no model: they go first
             if gate.admissible:
+                start_checks([checked])
                 evaluation = await jobs[checked]
                 gate = gates.gate(text[:checked], evaluation)
             if not gate.admissible:
@@ -105,6 +116,8 @@ async def release_in_windows(
                 break
             stream.released.append(text[start:end])  # recorded before it is handed on
             await stream.release(text[start:end])
+            if i == 0:
+                start_checks([c for _, _, c in spans[1:]])
     finally:
         for job in jobs.values():  # checks of windows that will not go out: stop paying for them
             job.cancel()
