@@ -129,6 +129,7 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
 
     async def body() -> AsyncIterator[bytes]:
         outcome: GatewayOutcome | None = None
+        getter: asyncio.Future[Item] | None = None
         try:
             # With a JSON format the content may end up null (a refusal): it starts null, not "".
             opening = {"role": "assistant", "content": None if json_format else "", "refusal": None}
@@ -153,6 +154,8 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
         except Exception:  # a bug on our side: the stream still ends closed
             outcome = None
         finally:
+            if getter is not None:  # the client went away mid-wait: no reader left behind
+                getter.cancel()
             if not run.done():  # the client went away: stop negotiating, the trace is marked failed
                 run.cancel(msg="client disconnected")
         if outcome is None:
