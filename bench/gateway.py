@@ -362,7 +362,7 @@ async def throughput(total: int, concurrency: int, latency_ms: float) -> dict[st
 
 async def main(quick: bool, doc: bool) -> None:
     n = 300 if quick else 1000
-    runs = 15 if quick else 40
+    runs = 30 if quick else 100
     with captured() as out, tempfile.TemporaryDirectory() as tmp:
         lat = await added_latency(n, 100)
         print(f"added latency, {n} negotiations by 100 concurrent clients, zero-latency scripted agents, memory store")
