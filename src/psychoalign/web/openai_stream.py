@@ -71,6 +71,7 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
 
     async def release(text: str) -> None:
         await items.put(Released(text))
+        await asyncio.sleep(0)  # let the stream write it before the negotiation goes on checking
 
     window = WindowStream(serve.stream_window, serve.stream_lookahead, release) if progressive else None
     run = asyncio.create_task(prepared.run(gateway, on_event=items.put, stream=window))
