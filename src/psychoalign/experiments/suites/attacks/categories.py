@@ -36,12 +36,12 @@ from ....judges.refusal import RefusalVerdict
 from ....models import Message
 from ....prompts import load_prompt_yaml
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, permute
-from ...harness.judging import Judges
+from ...harness.judging import Judges, judge_response
 from ...harness.metering import CallMeter
 from ..benchmarks._literature import parse_options
 from ..benchmarks.advbench import AdvBench
 from .multiturn import EscalationSettings, Protocol, drive_escalation, resolve_protocol
-from .scoring import judge_response, score_multi_turn
+from .scoring import score_multi_turn
 from .templates import (
     FAMILIES,
     Family,
