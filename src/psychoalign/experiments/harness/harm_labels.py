@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +24,7 @@ from ...judges.harm_pick import LabelledHarm
 from ...judges.jailbreak_eval import REL as JBB_FILE
 from ...judges.jailbreak_eval import load_jbb_judge_set
 from ...models.refusal_rules import classify_refusal
-from ...textio import read_jsonl_objects, read_text
+from ...textio import csv_reader, read_jsonl_objects
 
 __all__ = [
     "FILES",
@@ -55,9 +53,8 @@ def completion_rows(data_dir: Path) -> Iterator[tuple[str, str, dict[str, str]]]
         path = data_dir / rel
         if not path.is_file():
             raise InputError(f"calibration file {path} is missing", hint=DATA_HINT)
-        with io.StringIO(read_text(path, what="calibration file"), newline="") as fh:
-            for i, row in enumerate(csv.DictReader(fh), start=2):
-                yield rel, f"{path}:{i}", row
+        for i, row in enumerate(csv_reader(path, what="calibration file"), start=2):
+            yield rel, f"{path}:{i}", row
 
 
 HARM_SOURCES = (
