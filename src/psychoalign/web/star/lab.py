@@ -15,9 +15,10 @@ from typing import Any
 
 from ...a2a import remote_transport
 from ...config import Settings
-from ...errors import InputError
+from ...errors import InputError, PsychoAlignError
 from ...models import build_model
 from ...negotiation.engine import Negotiator
+from ...star.campaign import TargetConfig
 from ...star.lab_store import LabCampaignSettings, LabStore, SQLLabStore
 from ...star.model import Turn
 from ...star.personas import ModelTarget, PsychoAlignTarget, Target
@@ -48,6 +49,9 @@ class StarLab:
         self._campaigns: dict[str, LabCampaignSettings] = {}
         self.jobs: dict[str, asyncio.Task[dict[str, int]]] = {}  # campaign -> persona run
         self._policies: dict[str, Policy] = {}
+        # results panel and analysis report per campaign, with the data version they were made from
+        self.results_cache: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.report_cache: dict[str, tuple[str, str]] = {}
 
     async def init(self) -> None:
         await self.store.init()
@@ -108,18 +112,27 @@ class StarLab:
         return self._stores[policy.sha256]
 
     def target(self, campaign: LabCampaignSettings) -> Target:
-        """The model red teamers talk to: a configured model role, or PsychoAlign itself."""
+        """The model red teamers talk to: a configured model role, or PsychoAlign itself.
+        :class:`InputError` in one line when it cannot be built (a scripted role without replies
+        or rules, a missing package or key): the launch check and the task pages report that."""
         if campaign.name not in self._targets:
             config = campaign.target
-            if config.kind == "psychoalign":
-                if self.negotiator is None:
-                    self.negotiator = self._own_negotiator = Negotiator(
-                        self.settings, transport=remote_transport(self.settings)
-                    )
-                self._targets[campaign.name] = PsychoAlignTarget(self.negotiator, config.framework)
-            else:
-                model = build_model(self.settings.model_spec(config.role), cache_dir=self.settings.cache_dir())
-                self._targets[campaign.name] = ModelTarget(model)
+            try:
+                if config.kind == "psychoalign":
+                    if self.negotiator is None:
+                        self.negotiator = self._own_negotiator = Negotiator(
+                            self.settings, transport=remote_transport(self.settings)
+                        )
+                    self._targets[campaign.name] = PsychoAlignTarget(self.negotiator, config.framework)
+                else:
+                    model = build_model(self.settings.model_spec(config.role), cache_dir=self.settings.cache_dir())
+                    self._targets[campaign.name] = ModelTarget(model)
+            except PsychoAlignError as exc:
+                raise InputError(f"the target ({_target_name(config)}) cannot be built: {exc.message}") from None
+            except (ValueError, KeyError, TypeError, OSError) as exc:  # a malformed script or settings
+                raise InputError(
+                    f"the target ({_target_name(config)}) cannot be built: {type(exc).__name__}: {exc}"
+                ) from None
         return self._targets[campaign.name]
 
     def lock(self, key: str) -> asyncio.Lock:
@@ -128,6 +141,12 @@ class StarLab:
 
     async def reply(self, campaign: LabCampaignSettings, turns: Sequence[Turn]) -> Turn:
         return await self.target(campaign).reply(list(turns))
+
+
+def _target_name(config: TargetConfig) -> str:
+    if config.kind == "psychoalign":
+        return f"PsychoAlign, framework '{config.framework}'"
+    return f"model role '{config.role}'"
 
 
 def rows_json(rows: list[dict[str, Any]]) -> str:

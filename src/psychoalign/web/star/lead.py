@@ -12,14 +12,12 @@ import csv
 import io
 import json
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from ...errors import InputError, PsychoAlignError
 from ...star.campaign import TargetConfig
@@ -165,7 +163,7 @@ async def campaign_create(
         if not 0.0 <= outgroup_share <= 1.0:
             raise InputError("the out-group annotator share is between 0 and 1")
         if not 1 <= instructions <= 100_000:
-            raise InputError("instructions must be between 1 and 100000")
+            raise InputError("the number of planned dialogues must be between 1 and 100,000")
         quota = _quota(red_team=quota_red_team, annotate=quota_annotate, arbitrate=quota_arbitrate)
         settings = LabCampaignSettings(
             name=name.strip(),
@@ -189,6 +187,7 @@ async def campaign_create(
             outgroup_annotator_share=outgroup_share,
             quota=quota,
             members_only=members_only == "on",
+            status="draft",  # nobody takes its tasks before the lead launches it (after the checks)
         )
     except (PsychoAlignError, ValueError) as exc:
         from ...star.policy import load_policy
@@ -205,7 +204,7 @@ async def campaign_create(
             },
             status_code=400,
         )
-    return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=created", status_code=303)
+    return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=campaign_draft", status_code=303)
 
 
 def plan_campaign(settings: LabCampaignSettings) -> tuple[LabCampaignSettings, list[Instruction]]:
@@ -363,6 +362,10 @@ async def campaign_page(
     people = {a.participant_id: a for a in accounts}
     times = await lab.lab.times(name)
     settings = await store.campaign_settings(name)
+    status = await store.campaign_status(name)
+    from .launch import launch_checks
+    from .results import campaign_results
+
     return await templates.render(
         request,
         "star/campaign.html",
@@ -372,7 +375,10 @@ async def campaign_page(
             "outgroup_share": settings.outgroup_annotator_share,
             "relaxed": settings.relax_red_team,
             "quota": settings.quota,
-            "status": await store.campaign_status(name),
+            "status": status,
+            "checks": await launch_checks(lab, name) if status == "draft" else None,
+            "results": await campaign_results(lab, name),
+            "name": name,  # the results panel's template (also rendered alone for the page's refresh)
             "members_only": await store.members_only(name),
             "members": await store.members(name),
             "accounts": accounts,
@@ -482,43 +488,6 @@ def tabular(rows: list[dict[str, Any]], format: str) -> bytes:
     return buffer.getvalue()
 
 
-@router.get("/campaigns/{name}/report")
-async def campaign_report(
-    name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
-    """Lead: the STAR analysis report of the campaign, sandboxed (no script can run in it)."""
-    await _campaign_or_404(lab, name)
-    rows = [row async for row in _export_rows(lab, name)]
-    # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
-    # report's rater-group analyses; never a name or username
-    people = [p.model_dump(mode="json") for p in await (await lab.store_for(name)).list_participants()]
-    try:
-        # seconds of CPU for a large campaign: off the event loop, so participants' pages keep answering
-        html = await asyncio.to_thread(build_report, name, rows, people)
-    except PsychoAlignError as exc:
-        raise HTTPException(status_code=409, detail=f"no report yet: {exc.message}") from None
-    # The report is self-contained HTML with inline styles and data: images; it runs no script.
-    csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'none'"
-    return HTMLResponse(html, headers={"content-security-policy": csp})
-
-
-def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, Any]]) -> str:
-    """The STAR analysis report (HTML) of a campaign's export rows, with rater attributes (blocking)."""
-    from ...star.analysis.data import attach_raters, load
-    from ...star.analysis.report import analyze, write_report
-
-    with tempfile.TemporaryDirectory() as tmp:
-        # a JSON array, not JSONL: the loader reads a one-line JSONL file as one object
-        path = Path(tmp) / f"{name}.json"
-        path.write_text(json.dumps(rows, ensure_ascii=False, default=str), encoding="utf-8")
-        raters = Path(tmp) / "raters.json"
-        raters.write_text(json.dumps(people, ensure_ascii=False), encoding="utf-8")
-        data = attach_raters(load(path, "star", name), raters)
-        report = analyze([data], n_boot=200, embed=False)
-        write_report(report, [data], Path(tmp) / "out")
-        return (Path(tmp) / "out" / "report.html").read_text(encoding="utf-8")
-
-
 @router.get("/campaigns/{name}/time.csv")
 async def campaign_time_sheet(
     name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
@@ -584,7 +553,7 @@ async def campaign_personas(
 
     await _campaign_or_404(lab, name)
     status = await (await lab.store_for(name)).campaign_status(name)
-    if status != "open":
+    if status != "live":
         raise HTTPException(status_code=409, detail=f"the campaign is {status}: personas do not run on it")
     running = lab.jobs.get(name)
     if running is None or running.done():
@@ -594,7 +563,11 @@ async def campaign_personas(
 
 
 #: The lead's lifecycle actions: the status each sets, and the flash message after it.
-STATUS_ACTIONS = {"pause": ("paused", "campaign_paused"), "resume": ("open", "campaign_resumed")}
+STATUS_ACTIONS = {
+    "launch": ("live", "campaign_launched"),
+    "pause": ("paused", "campaign_paused"),
+    "resume": ("live", "campaign_resumed"),
+}
 
 
 @router.post("/campaigns/{name}/status")
@@ -602,13 +575,19 @@ async def campaign_status(
     name: str,
     action: str = Form(""),
     confirm: str = Form(""),
+    areas_ok: str = Form(""),
+    anyway: str = Form(""),
     account: Account = Depends(require_lead),
     lab: StarLab = Depends(get_lab),
 ) -> Response:
-    """Lead: pause (no new claims; held tasks may be finished), resume, or close the campaign.
-    Closing is final and needs ``confirm=yes`` (the form's checkbox): every task still held is
-    released (the participants' clocks stop) and further submissions are refused."""
+    """Lead: launch a draft (after its checks), pause (no new claims; held tasks may be finished),
+    resume, or close the campaign. Launching needs ``areas_ok=yes`` (the lead read the areas red
+    teamers will see) and, when people are short, ``anyway=yes``; a problem (a target that cannot
+    be built) refuses it. Closing is final and needs ``confirm=yes`` (the form's checkbox): every
+    task still held is released (the participants' clocks stop) and further submissions are refused."""
     await _campaign_or_404(lab, name)
+    if action == "launch":
+        await _check_launch(lab, name, areas_ok=areas_ok == "yes", anyway=anyway == "yes")
     if action == "close":
         if confirm != "yes":
             raise HTTPException(
@@ -618,7 +597,7 @@ async def campaign_status(
     elif action in STATUS_ACTIONS:
         wanted, flash = STATUS_ACTIONS[action]
     else:
-        raise HTTPException(status_code=400, detail="the action is pause, resume or close")
+        raise HTTPException(status_code=400, detail="the action is launch, pause, resume or close")
     store = await lab.store_for(name)
     try:
         released = await store.set_campaign_status(name, wanted)
@@ -627,6 +606,27 @@ async def campaign_status(
     for task_id, pid in released:
         await lab.lab.stop(task_id, pid)
     return RedirectResponse(f"/lead/campaigns/{name}?msg={flash}", status_code=303)
+
+
+async def _check_launch(lab: StarLab, name: str, *, areas_ok: bool, anyway: bool) -> None:
+    """Refuse a launch in one line: a problem, the areas not confirmed, or people short without ``anyway``."""
+    from .launch import launch_checks
+
+    if await (await lab.store_for(name)).campaign_status(name) != "draft":
+        raise HTTPException(status_code=409, detail=f"campaign '{name}' was launched already")
+    checks = await launch_checks(lab, name)
+    if checks.problems:
+        raise HTTPException(status_code=409, detail=f"not launched: {checks.problems[0]}")
+    if not areas_ok:
+        raise HTTPException(
+            status_code=400,
+            detail="not launched: tick the box to confirm the areas red teamers will read beside each rule",
+        )
+    if checks.warnings and not anyway:
+        raise HTTPException(
+            status_code=409,
+            detail=f"not launched: {checks.warnings[0]} (or tick 'launch anyway': people invited later take the tasks)",
+        )
 
 
 @router.post("/campaigns/{name}/access")
