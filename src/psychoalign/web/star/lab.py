@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ...a2a import remote_transport
@@ -135,12 +135,35 @@ class StarLab:
                 ) from None
         return self._targets[campaign.name]
 
+    async def export_rows(self, name: str) -> AsyncIterator[dict[str, Any]]:
+        """The store's export rows plus what the lab knows: the topic the red teamer committed to and
+        the seconds each person spent on the dialogue (red teaming, each annotation, the arbitration;
+        three queries for the lab's part, whatever the size)."""
+        store = await self.store_for(name)
+        topics = await self.lab.topics(name)
+        times = await self.lab.times(name)
+        red_team = {(t["participant_id"], t["task_id"]): t["seconds"] for t in times}
+        rating = {(t["participant_id"], t["dialogue_id"], t["kind"]): t["seconds"] for t in times if t["dialogue_id"]}
+        task_of = await store.dialogue_task_ids(name)
+        async for row in store.iter_export_rows(name):
+            task_id = task_of.get(row["dialogue_id"], "")
+            row["committed_topic"] = topics.get(task_id)
+            row["red_team_seconds"] = red_team.get((row["red_teamer_id"], task_id))
+            for who, kind in (("annotator1", "annotate"), ("annotator2", "annotate"), ("arbitrator", "arbitrate")):
+                row[f"{who}_seconds"] = rating.get((row.get(f"{who}_id"), row["dialogue_id"], kind))
+            yield row
+
     def lock(self, key: str) -> asyncio.Lock:
         """One turn at a time per dialogue (a double click must not interleave turns)."""
         return self._locks.setdefault(key, asyncio.Lock())
 
     async def reply(self, campaign: LabCampaignSettings, turns: Sequence[Turn]) -> Turn:
         return await self.target(campaign).reply(list(turns))
+
+
+def no_campaign(name: str) -> str:
+    """The 404 message: a name from the URL, cut to the longest a campaign may have (64)."""
+    return f"no campaign '{name[:64]}{'…' if len(name) > 64 else ''}'"
 
 
 def _target_name(config: TargetConfig) -> str:

@@ -9,6 +9,7 @@ warning the lead may launch past (people invited later take the tasks).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...errors import InputError
 from ...star.model import TaskKind
@@ -18,6 +19,48 @@ from .lab import StarLab
 #: Different annotators each dialogue needs (two ratings), and arbitrators (one, when they differ).
 ANNOTATORS_NEEDED = 2
 ARBITRATORS_NEEDED = 1
+
+
+NOUN = {"red_team": "red teamer", "annotate": "annotator", "arbitrate": "arbitrator"}
+
+
+def shortfall_reason(kind: str, requirement: dict[str, Any], store_reason: str = "") -> str:
+    """Why nobody can take these tasks, in the lead's words."""
+    who = NOUN.get(kind, kind)
+    group = " × ".join(requirement.get("group", {}).values())
+    if "already seen" in store_reason:
+        return f"every eligible {who} has already seen the dialogue (nobody sees one twice): invite more"
+    if "too few" in store_reason:
+        return (
+            f"too few eligible {who}s who have not seen the dialogue: each of its tasks needs another person "
+            f"({_eligible_as(kind, requirement)}): invite more"
+        )
+    if "member" in store_reason:
+        return f"no eligible {who} is a member of the campaign ({_eligible_as(kind, requirement)}): add members"
+    if "quota" in store_reason:
+        return f"every eligible {who} reached the campaign's per-person quota: invite more"
+    if "skipped" in store_reason:
+        return f"every eligible {who} skipped this instruction (a skip is never offered again): invite more"
+    if kind == TaskKind.RED_TEAM.value and requirement.get("attacker") in ("in", "out"):
+        side = "belongs to" if requirement["attacker"] == "in" else "is outside"
+        return f"no red teamer who {side} the group {group} (with known demographics)"
+    if requirement.get("matching") == "demographic":
+        if requirement.get("annotator") == "out":
+            return f"no {who} outside the group {group} (out-group control slot, known demographics)"
+        return f"no {who} from the group {group}"
+    if requirement.get("matching") == "expertise":
+        return f"no {who} with {str(requirement.get('expertise', '?')).replace('_', '-')} expertise"
+    return f"no participant with the {who} role"
+
+
+def _eligible_as(kind: str, requirement: dict[str, Any]) -> str:
+    group = " × ".join(requirement.get("group", {}).values())
+    if requirement.get("matching") == "demographic":
+        side = "outside" if requirement.get("annotator") == "out" else "from"
+        return f"{side} the group {group}"
+    if requirement.get("matching") == "expertise":
+        return f"with {str(requirement.get('expertise', '?')).replace('_', '-')} expertise"
+    return f"with the {NOUN.get(kind, kind)} role"
 
 
 @dataclass
@@ -36,8 +79,6 @@ class LaunchChecks:
 
 async def launch_checks(lab: StarLab, name: str) -> LaunchChecks:
     """Check the draft campaign ``name`` (see the module's docstring)."""
-    from .lead import shortfall_reason
-
     checks = LaunchChecks()
     campaign = await lab.campaign(name)
     try:

@@ -24,14 +24,15 @@ from ...star.campaign import TargetConfig
 from ...star.files import spreadsheet_safe
 from ...star.instructions import Instruction, coverage, generate_instructions
 from ...star.lab_store import LabCampaignSettings
-from ...star.model import TaskKind
 from ...star.policy import Policy
 from ..accounts import Account, Role
 from ..auth import get_templates
 from ..security import csrf_protect, require_lead
 from ..templating import Templates
-from .lab import StarLab, rows_json
+from .lab import StarLab, no_campaign, rows_json
+from .launch import NOUN, launch_checks, shortfall_reason
 from .participant import get_lab
+from .results import campaign_results
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MAX_UPLOAD = 1_000_000
@@ -242,48 +243,6 @@ def _first_error(exc: ValueError) -> str:
     return str(exc)
 
 
-NOUN = {"red_team": "red teamer", "annotate": "annotator", "arbitrate": "arbitrator"}
-
-
-def shortfall_reason(kind: str, requirement: dict[str, Any], store_reason: str = "") -> str:
-    """Why nobody can take these tasks, in the lead's words."""
-    who = NOUN.get(kind, kind)
-    group = " × ".join(requirement.get("group", {}).values())
-    if "already seen" in store_reason:
-        return f"every eligible {who} has already seen the dialogue (nobody sees one twice): invite more"
-    if "too few" in store_reason:
-        return (
-            f"too few eligible {who}s who have not seen the dialogue: each of its tasks needs another person "
-            f"({_eligible_as(kind, requirement)}): invite more"
-        )
-    if "member" in store_reason:
-        return f"no eligible {who} is a member of the campaign ({_eligible_as(kind, requirement)}): add members"
-    if "quota" in store_reason:
-        return f"every eligible {who} reached the campaign's per-person quota: invite more"
-    if "skipped" in store_reason:
-        return f"every eligible {who} skipped this instruction (a skip is never offered again): invite more"
-    if kind == TaskKind.RED_TEAM.value and requirement.get("attacker") in ("in", "out"):
-        side = "belongs to" if requirement["attacker"] == "in" else "is outside"
-        return f"no red teamer who {side} the group {group} (with known demographics)"
-    if requirement.get("matching") == "demographic":
-        if requirement.get("annotator") == "out":
-            return f"no {who} outside the group {group} (out-group control slot, known demographics)"
-        return f"no {who} from the group {group}"
-    if requirement.get("matching") == "expertise":
-        return f"no {who} with {str(requirement.get('expertise', '?')).replace('_', '-')} expertise"
-    return f"no participant with the {who} role"
-
-
-def _eligible_as(kind: str, requirement: dict[str, Any]) -> str:
-    group = " × ".join(requirement.get("group", {}).values())
-    if requirement.get("matching") == "demographic":
-        side = "outside" if requirement.get("annotator") == "out" else "from"
-        return f"{side} the group {group}"
-    if requirement.get("matching") == "expertise":
-        return f"with {str(requirement.get('expertise', '?')).replace('_', '-')} expertise"
-    return f"with the {NOUN.get(kind, kind)} role"
-
-
 def heat_map(policy: Policy, report: Any) -> dict[str, Any]:
     """Coverage as a grid: rows rule × target group, columns the other cell parameters. Rows and
     columns without a planned dialogue are left out (a small campaign plans a few cells of a large
@@ -321,7 +280,7 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
         store = await lab.store_for(name)
         counts = await store.task_counts(name)
     except InputError:
-        raise HTTPException(status_code=404, detail=_no_campaign(name)) from None
+        raise HTTPException(status_code=404, detail=no_campaign(name)) from None
     flat = {f"{kind}:{status}": n for kind, by in counts.items() for status, n in by.items()}
     return {"campaign": campaign, "counts": counts, "flat": flat}
 
@@ -329,13 +288,8 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
 async def _campaign_or_404(lab: StarLab, name: str) -> LabCampaignSettings:
     found = await lab.lab.campaign(name)
     if found is None:
-        raise HTTPException(status_code=404, detail=_no_campaign(name))
+        raise HTTPException(status_code=404, detail=no_campaign(name))
     return found
-
-
-def _no_campaign(name: str) -> str:
-    """The 404 message: a name from the URL, cut to the longest a campaign may have (64)."""
-    return f"no campaign '{name[:64]}{'…' if len(name) > 64 else ''}'"
 
 
 @router.get("/campaigns/{name}")
@@ -363,9 +317,6 @@ async def campaign_page(
     times = await lab.lab.times(name)
     settings = await store.campaign_settings(name)
     status = await store.campaign_status(name)
-    from .launch import launch_checks
-    from .results import campaign_results
-
     return await templates.render(
         request,
         "star/campaign.html",
@@ -424,25 +375,6 @@ async def campaign_progress(
     return JSONResponse({"counts": progress["flat"]})
 
 
-async def _export_rows(lab: StarLab, name: str) -> AsyncIterator[dict[str, Any]]:
-    """The store's export rows plus what the lab knows: the topic the red teamer committed to and
-    the seconds each person spent on the dialogue (red teaming, each annotation, the arbitration;
-    three queries for the lab's part, whatever the size)."""
-    store = await lab.store_for(name)
-    topics = await lab.lab.topics(name)
-    times = await lab.lab.times(name)
-    red_team = {(t["participant_id"], t["task_id"]): t["seconds"] for t in times}
-    rating = {(t["participant_id"], t["dialogue_id"], t["kind"]): t["seconds"] for t in times if t["dialogue_id"]}
-    task_of = await store.dialogue_task_ids(name)
-    async for row in store.iter_export_rows(name):
-        task_id = task_of.get(row["dialogue_id"], "")
-        row["committed_topic"] = topics.get(task_id)
-        row["red_team_seconds"] = red_team.get((row["red_teamer_id"], task_id))
-        for who, kind in (("annotator1", "annotate"), ("annotator2", "annotate"), ("arbitrator", "arbitrate")):
-            row[f"{who}_seconds"] = rating.get((row.get(f"{who}_id"), row["dialogue_id"], kind))
-        yield row
-
-
 @router.get("/campaigns/{name}/export")
 async def campaign_export(
     name: str,
@@ -460,13 +392,13 @@ async def campaign_export(
     if format == "jsonl":
 
         async def lines() -> AsyncIterator[bytes]:
-            async for row in _export_rows(lab, name):
+            async for row in lab.export_rows(name):
                 yield rows_json([row]).encode("utf-8")
 
         return StreamingResponse(lines(), media_type="application/x-ndjson", headers=disposition)
     rows = [
         {k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v for k, v in r.items()}
-        async for r in _export_rows(lab, name)
+        async for r in lab.export_rows(name)
     ]
     body = await asyncio.to_thread(tabular, rows, format)  # pandas work off the event loop
     media = "text/csv; charset=utf-8" if format == "csv" else "application/vnd.apache.parquet"
@@ -610,8 +542,6 @@ async def campaign_status(
 
 async def _check_launch(lab: StarLab, name: str, *, areas_ok: bool, anyway: bool) -> None:
     """Refuse a launch in one line: a problem, the areas not confirmed, or people short without ``anyway``."""
-    from .launch import launch_checks
-
     if await (await lab.store_for(name)).campaign_status(name) != "draft":
         raise HTTPException(status_code=409, detail=f"campaign '{name}' was launched already")
     checks = await launch_checks(lab, name)

@@ -27,7 +27,7 @@ from ..accounts import Account
 from ..auth import get_templates
 from ..security import csrf_protect, require_lead
 from ..templating import Templates
-from .lab import StarLab
+from .lab import StarLab, no_campaign
 from .participant import get_lab
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
@@ -105,14 +105,12 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
 
 async def campaign_results(lab: StarLab, name: str) -> dict[str, Any]:
     """The panel's figures of campaign ``name``, computed again only when its data changed."""
-    from .lead import _export_rows
-
     store = await lab.store_for(name)
     version = await store.data_version(name)
     cached = lab.results_cache.get(name)
     if cached is not None and cached[0] == version:
         return cached[1]
-    rows = [row async for row in _export_rows(lab, name)]
+    rows = [row async for row in lab.export_rows(name)]
     planned = len((await store.plan_and_done(name))[0])
     results = await asyncio.to_thread(panel_results, rows, planned)
     results["version"] = version
@@ -138,7 +136,7 @@ async def results_json(
     try:
         await lab.campaign(name)
     except InputError:
-        raise HTTPException(status_code=404, detail=f"no campaign '{name[:64]}'") from None
+        raise HTTPException(status_code=404, detail=no_campaign(name)) from None
     results = await campaign_results(lab, name)
     if since and since == results["version"]:
         return JSONResponse({"version": results["version"], "changed": False})
@@ -158,9 +156,10 @@ async def campaign_report(
 ) -> Response:
     """Lead: the STAR analysis report of the campaign, sandboxed (no script can run in it), built
     again only when the campaign's data or its raters' questionnaire answers changed."""
-    from .lead import _campaign_or_404, _export_rows
-
-    await _campaign_or_404(lab, name)
+    try:
+        await lab.campaign(name)
+    except InputError:
+        raise HTTPException(status_code=404, detail=no_campaign(name)) from None
     store = await lab.store_for(name)
     # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
     # report's rater-group analyses; never a name or username
@@ -171,7 +170,7 @@ async def campaign_report(
     if cached is not None and cached[0] == version:
         html = cached[1]
     else:
-        rows = [row async for row in _export_rows(lab, name)]
+        rows = [row async for row in lab.export_rows(name)]
         try:
             # seconds of CPU for a large campaign: off the event loop, so participants' pages keep answering
             html = await asyncio.to_thread(build_report, name, rows, people)
