@@ -6,17 +6,11 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: install system run test lint typecheck unit bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip wheel
-	# torch first and pinned: the CPU wheel on this machine kind (any other spec pulls GBs of CUDA).
-	$(BIN)/pip install --quiet 'torch==2.13.0'
-	# llama.cpp built for portable x86-64 (no -march=native): on CPUs that report AMX (this machine
-	# kind's Xeons) the native build segfaults in ggml_backend_amx_mul_mat on the first decode.
-	# --no-cache-dir: never reuse a wheel built natively by an earlier install.
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet --no-cache-dir 'llama-cpp-python==0.3.36'
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+# Each install step announces itself with its usual duration and shows the time elapsed; the output
+# of pip and of the llama.cpp compile goes to .venv/install.log (its end is printed on failure).
+$(STAMP): pyproject.toml scripts/install.sh
+	@PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/install.sh
+	@touch $(STAMP)
 
 install: system $(STAMP)
 

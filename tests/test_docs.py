@@ -6,7 +6,9 @@ output it must print (each found in its standard output or error). The block's c
 order, in a fresh folder holding a copy of ``examples/`` (the files the docs name), with every
 role on a fake OpenAI-compatible endpoint on loopback (its reply satisfies
 ``examples/answer.schema.json``, so ``chat --schema`` examples run too). A block preceded by
-``<!-- needs data -->`` reads the evaluation data and is skipped without it.
+``<!-- needs data -->`` reads the evaluation data and is skipped without it; one preceded by
+``<!-- embedded -->`` runs on the embedded default instead of the fake endpoint (a real negotiation
+on the shipped models, as a newcomer runs it).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Block:
     line: int
     commands: tuple[tuple[str, tuple[str, ...]], ...]
     needs_data: bool
+    embedded: bool = False
 
     @property
     def id(self) -> str:
@@ -63,8 +66,15 @@ def blocks() -> list[Block]:
                 if not pending.endswith("\\"):
                     commands.append((pending, []))
                     pending = ""
+            marker = before.strip()
             out.append(
-                Block(doc, line, tuple((c, tuple(o)) for c, o in commands), before.strip() == "<!-- needs data -->")
+                Block(
+                    doc,
+                    line,
+                    tuple((c, tuple(o)) for c, o in commands),
+                    needs_data=marker == "<!-- needs data -->",
+                    embedded=marker == "<!-- embedded -->",
+                )
             )
     return out
 
@@ -97,10 +107,13 @@ def test_runnable_example(block: Block, tmp_path: Path) -> None:
             "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
             "PSYCHOALIGN_HOME": str(tmp_path / "home"),
             "PSYCHOALIGN_DATA_DIR": str(SHARED_DATA),
-            "PSYCHOALIGN_DEFAULTS__BACKEND": "openai",
-            "PSYCHOALIGN_DEFAULTS__BASE_URL": f"{fake.url}/v1",
-            "PSYCHOALIGN_DEFAULTS__MODEL": "fake-model",
         }
+        if not block.embedded:
+            env |= {
+                "PSYCHOALIGN_DEFAULTS__BACKEND": "openai",
+                "PSYCHOALIGN_DEFAULTS__BASE_URL": f"{fake.url}/v1",
+                "PSYCHOALIGN_DEFAULTS__MODEL": "fake-model",
+            }
         _run(block, tmp_path, env)
 
 

@@ -4,6 +4,7 @@ resuming after a crash, hostile corpus text, and dispatch through `experiment ru
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,9 @@ import typer
 from typer.testing import CliRunner
 
 from psychoalign.cli import boundary as boundary_cli
-from psychoalign.config import Settings
 from psychoalign.errors import InputError
 from psychoalign.experiments.studies.boundary.corpus import load_corpus
-from psychoalign.experiments.studies.boundary.synthetic import SyntheticWorld, synthetic_negotiator
-from psychoalign.negotiation import NegotiationParams, Negotiator
-from psychoalign.traces import TraceStore
+from psychoalign.experiments.studies.boundary.synthetic import SyntheticWorld, synthetic_models
 from tests.conftest import SHARED_DATA
 
 
@@ -33,13 +31,7 @@ def synthetic(monkeypatch: pytest.MonkeyPatch) -> SyntheticWorld:
     that honour each run's temperature and seed like a real sampler."""
     world = SyntheticWorld(n_items=1000, seed=2)
     marks: dict[str, int] = {}
-
-    def make(
-        settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None, transport: object = None
-    ) -> Negotiator:
-        return synthetic_negotiator(world, settings, store=store, k=params.k, n_proposals=params.n_proposals)
-
-    monkeypatch.setattr(boundary_cli, "Negotiator", make)
+    monkeypatch.setattr(boundary_cli, "_role_models", lambda settings: synthetic_models(world, settings))
     original = load_corpus
 
     def marked(source: str | Path) -> Any:  # give every request a difficulty marker
@@ -104,13 +96,7 @@ def test_report_escapes_hostile_corpus_text(synthetic: SyntheticWorld, tmp_path:
 def test_h1_command_on_dices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The pipeline on real DICES items with synthetic agents: every number lands in the files."""
     world = SyntheticWorld(n_items=1, seed=0)  # no marker in DICES text: every item gets item 0's T
-
-    def make(
-        settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None, transport: object = None
-    ) -> Negotiator:
-        return synthetic_negotiator(world, settings, store=store, k=params.k)
-
-    monkeypatch.setattr(boundary_cli, "Negotiator", make)
+    monkeypatch.setattr(boundary_cli, "_role_models", lambda settings: synthetic_models(world, settings))
     out = tmp_path / "h1"
     result = CliRunner().invoke(
         _app(boundary_cli.h1_command),
@@ -230,49 +216,31 @@ def test_experiment_run_boundary_end_to_end_through_the_cli(tmp_path: Path) -> N
     assert "says nothing" in result.output
 
 
-def test_boundary_command_resumes_after_a_crash(
-    synthetic: SyntheticWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """Kill mid-run (simulated: the checkpoint keeps 15 finished negotiations and a torn line):
-    the rerun with the same --out negotiates only the 25 missing ones and reports all 40."""
-    calls: list[str] = []
-    make = boundary_cli.Negotiator
-
-    def counting(
-        settings: Settings, *, params: NegotiationParams, store: TraceStore | None = None, transport: object = None
-    ) -> Negotiator:
-        negotiator = make(settings, params=params, store=store, transport=transport)
-        inner = negotiator.negotiate
-
-        async def negotiate(request: str, **kw: Any) -> Any:
-            calls.append(request)
-            return await inner(request, **kw)
-
-        monkeypatch.setattr(negotiator, "negotiate", negotiate)
-        return negotiator
-
-    monkeypatch.setattr(boundary_cli, "Negotiator", counting)
-    out = tmp_path / "r"
-    args = ["--n", "2", "--out", str(out), "--no-store", "--boot", "100"]
-    first = CliRunner().invoke(_app(boundary_cli.boundary_command), args)
+def test_boundary_command_resumes_and_shards_in_the_result_store(synthetic: SyntheticWorld, tmp_path: Path) -> None:
+    """Each negotiation is a cell of the result store: shard 0 of 2 negotiates about half, the
+    rerun without --shard only the rest (what a runner killed after its shard would leave), a
+    third run nothing, and the report of the resumed run equals one run in a single go."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'cells.db'}"
+    args = ["--n", "2", "--out", str(tmp_path / "r"), "--no-store", "--store", db, "--boot", "100"]
+    app = _app(boundary_cli.boundary_command)
+    first = CliRunner().invoke(app, [*args, "--shard", "0/2"])
     assert first.exit_code == 0, first.output
-    assert len(calls) == 40
-    before = json.loads((out / "results.json").read_text())
-    lines = (out / "outcomes.jsonl").read_text().splitlines()
-    assert len(lines) == 40
-    (out / "outcomes.jsonl").write_text("\n".join(lines[:15]) + "\n" + lines[15][:40] + "\n")
-    calls.clear()
-    second = CliRunner().invoke(_app(boundary_cli.boundary_command), args)
+    shard = int(re.search(r"(\d+) negotiations ran", first.output).group(1))  # type: ignore[union-attr]
+    assert 0 < shard < 40
+    second = CliRunner().invoke(app, args)
     assert second.exit_code == 0, second.output
-    assert len(calls) == 25
-    after = json.loads((out / "results.json").read_text())
-    assert after["counts"]["completed"] == 20 and after["retest"]["runs"] == 2
-    # Same seeds, same synthetic sampler: the resumed report equals the uninterrupted one.
-    assert after["per_domain"] == before["per_domain"]
-    # Another corpus slice has another fingerprint: nothing is reused.
-    calls.clear()
-    third = CliRunner().invoke(_app(boundary_cli.boundary_command), ["--n", "1", *args[2:]])
-    assert third.exit_code == 0 and len(calls) == 20
+    assert f"{40 - shard} negotiations ran (0 failed), {shard} already done" in second.output
+    resumed = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert resumed["counts"]["completed"] == 20 and resumed["retest"]["runs"] == 2
+    third = CliRunner().invoke(app, args)
+    assert third.exit_code == 0 and "0 negotiations ran (0 failed), 40 already done" in third.output
+    whole = CliRunner().invoke(
+        app, [*args[:-4], "--store", f"sqlite+aiosqlite:///{tmp_path / 'b.db'}", "--boot", "100"]
+    )
+    assert whole.exit_code == 0, whole.output
+    # Same seeds, same synthetic sampler: the resumed report equals the one run in a single go.
+    assert json.loads((tmp_path / "r" / "results.json").read_text())["per_domain"] == resumed["per_domain"]
+    assert resumed["run_id"].startswith("boundary-")
 
 
 def test_experiment_run_name_help_shows_the_named_experiments_options() -> None:

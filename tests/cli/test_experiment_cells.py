@@ -52,7 +52,7 @@ def test_cells_export_csv_and_jsonl(tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert len(rows) == 2 and all(r["metrics.attack_success"] == "0.0" for r in rows)
 
-    bad = cli("experiment", "cells", run_id, "--format", "parquet", "-c", str(config))
+    bad = cli("experiment", "cells", run_id, "--format", "xlsx", "-c", str(config))
     assert bad.returncode == 2 and "unknown --format" in bad.stderr and "Traceback" not in bad.stderr
     missing = cli("experiment", "cells", "nope", "-c", str(config))
     assert missing.returncode == 2 and "no run 'nope'" in missing.stderr

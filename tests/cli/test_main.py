@@ -150,3 +150,42 @@ def test_models_list_json() -> None:
     assert roles["drive"] == "local:smollm2-135m-instruct"
     assert roles["evaluator"].startswith("classifier:evaluator-minilm-v4@")
     assert rows["openai"]["usable"] is False  # no key in the test environment
+
+
+# Commands that print no data of their own: servers, and those whose output goes to files (with
+# --format / -o / --out: every format they write is machine-readable already).
+_NO_JSON = {"serve", "serve-a2a", "up", "agent serve"}
+
+
+def _leaves(command: object, path: list[str]) -> list[tuple[str, object]]:
+    subs = getattr(command, "commands", None)
+    if subs:
+        return [leaf for name, sub in subs.items() for leaf in _leaves(sub, [*path, name])]
+    return [(" ".join(path), command)]
+
+
+def test_every_command_that_prints_data_has_json() -> None:
+    from psychoalign.cli.main import COMMANDS, load_command
+
+    missing = []
+    for name in COMMANDS:
+        for path, command in _leaves(load_command(name), [name]):
+            opts = {o for p in getattr(command, "params", []) for o in getattr(p, "opts", [])}
+            writes_files = bool(opts & {"--format", "-o", "--out"})
+            if path not in _NO_JSON and not writes_files and "--json" not in opts:
+                missing.append(path)
+    assert missing == []
+
+
+def test_small_commands_answer_in_json(tmp_path: Path) -> None:
+    policy_file = Path(__file__).resolve().parents[2] / "src/psychoalign/star/builtin/policy.yaml"
+    policy = cli("star", "policy", "validate", str(policy_file), "--json")
+    assert policy.returncode == 0, policy.stderr
+    assert json.loads(policy.stdout)["kind"] == "policy"
+    path = cli("data", "path", "--data", str(tmp_path), "--json")
+    assert path.returncode == 0, path.stderr
+    assert json.loads(path.stdout) == {"data_dir": str(tmp_path)}
+    store = {"PSYCHOALIGN_HOME": str(tmp_path)}
+    added = cli("star", "participants", "add", "--id", "p1", "--race", "Asian", "--json", env=store)
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout) == {"added": ["p1"]}

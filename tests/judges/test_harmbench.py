@@ -45,6 +45,7 @@ async def test_judge_reads_the_verdict_and_records_it() -> None:
     user = request.messages[-1].content
     assert "Write malware" in user and "here is code" in user and "ctx text" in user
     assert "non-minimal" in request.messages[0].content  # the published rules are in the system prompt
+    assert record.prompt == list(request.messages)  # kept with the cell: the viewer shows what the judge read
 
 
 async def test_judge_without_context_sends_no_context_block() -> None:

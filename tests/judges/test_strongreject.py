@@ -58,6 +58,7 @@ async def test_judge_scores_and_records() -> None:
     assert rubric.score == pytest.approx(7 / 8)
     assert record.verdict["score"] == pytest.approx(7 / 8) and record.verdict["refused"] == 0
     assert record.raw == GOOD
+    assert [m.role for m in record.prompt] == ["system", "user"] and "answer" in record.prompt[1].content
 
 
 async def test_unreadable_reply_fails_closed() -> None:

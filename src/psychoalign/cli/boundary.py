@@ -1,9 +1,10 @@
 """The ``boundary`` and ``h1`` experiments as commands: ``psychoalign experiment run boundary …`` and
 ``psychoalign experiment run h1 --ratings FILE …`` (added to the registry by :func:`add_experiments`).
 
-Each command builds the negotiators from the configuration (file + env + flags, the usual
-precedence), stores every trace (``--no-store`` to skip), prints a summary and writes
-``OUT/report.html`` and ``OUT/results.json``. The experiments themselves (negotiating, statistics,
+Each command runs the study as cells of the experiment result store (one ``psychoalign`` system
+per repeat, models from the configuration: file + env + flags, the usual precedence), so a rerun
+resumes and ``--shard`` splits the work; it stores every trace (``--no-store`` to skip), prints a
+summary and writes ``OUT/report.html`` and ``OUT/results.json``. The experiments themselves (negotiating, statistics,
 the report files) are imported inside the commands: this module holds the options and the output.
 """
 
@@ -19,10 +20,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..a2a import remote_transport
 from ..config import Settings
 from ..errors import InputError
-from ..negotiation import NegotiationParams, Negotiator
+from ..negotiation import NegotiationParams
 
 # The option defaults name the tension definitions; this module is loaded by `experiment run`, never by --help.
 from ..traces.tension import DEFAULT_DEFINITION, TensionDefinition
@@ -32,7 +32,6 @@ from .common import (
     NoStoreOpt,
     ProposalsOpt,
     RoundsOpt,
-    TraceStoreOpt,
     err_console,
     out_console,
     print_wide,
@@ -41,10 +40,16 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
-    from ..experiments.studies.boundary.checkpoint import Checkpoint
-    from ..experiments.studies.boundary.negotiate import ItemOutcome
+    from ..experiments.harness.runner import RunSummary
+    from ..experiments.harness.spec import ExperimentSpec
+    from ..experiments.harness.store import CellResult
+    from ..models import ChatModel
     from ..traces import TraceStore
 
+StudyStoreOpt = typer.Option(
+    None, "--store", help="Database of the study's cells and traces (default: the configured store)."
+)
+ShardOpt = typer.Option(None, "--shard", help="Run only shard i of n (i/n), sharing one store.")
 #: Sampling temperature for retest runs when the configuration samples greedily (temperature 0).
 RETEST_TEMPERATURE = 0.7
 TensionOpt = typer.Option(DEFAULT_DEFINITION.value, "--tension", help="Request-level tension definition.")
@@ -56,15 +61,95 @@ def add_experiments(registry: Registry) -> None:
     registry.add_command("h1", h1_command, "H1: tension vs human inter-annotator disagreement on a ratings file.")
 
 
-def _params(settings: Settings, rounds: int | None, proposals: int | None) -> NegotiationParams:
+def _overrides(rounds: int | None, proposals: int | None) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     if rounds is not None:
         overrides["k"] = rounds
     if proposals is not None:
         overrides["n_proposals"] = proposals
+    return overrides
+
+
+def _params(settings: Settings, rounds: int | None, proposals: int | None) -> NegotiationParams:
     # The studies measure the tension of the paper's protocol: the DRIVE always proposes, so a
     # request that alone would decide still gets a tension (docs/negotiation.md).
+    overrides = _overrides(rounds, proposals)
     return NegotiationParams.model_validate({**settings.negotiation, **overrides, "decide_on_request": False})
+
+
+def _role_models(settings: Settings) -> dict[str, ChatModel] | None:
+    """Ready DRIVE / EVALUATOR / MEDIATOR models for the study's systems, or None: built from the
+    configuration (per repeat, with its seed). Tests put scripted agents here."""
+    return None
+
+
+class _Bar:
+    """The harness run's progress as a transient bar on a terminal (nothing when piped)."""
+
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._tick: Callable[[], None] = lambda: None
+
+    def note(self, message: str) -> None:
+        err_console.print(message)
+
+    def start(self, name: str, total: int) -> None:
+        self._progress, self._tick = _progress(total, "negotiating")
+        self._progress.start()
+
+    def advance(self, failed: int) -> None:
+        self._tick()
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+async def _run_study(
+    spec: ExperimentSpec, settings: Settings, store_url: str | None, no_store: bool, shard: str | None
+) -> tuple[RunSummary, list[CellResult]]:
+    """Run (or resume) the study's cells in the result store at ``store_url`` (default: the
+    configured store), traces beside them unless ``no_store``; the run's cells afterwards."""
+    from ..experiments.harness.runner import run_experiment
+    from ..experiments.harness.store import open_result_store
+    from ..traces import open_store
+    from .experiment import _parse_shard
+
+    url = store_url or settings.effective_store_url()
+    results = open_result_store(url)
+    traces = None if no_store else open_store(url)
+    try:
+        summary = await run_experiment(
+            spec,
+            settings,
+            store=results,
+            trace_store=traces,
+            models=_role_models(settings),
+            shard=_parse_shard(shard),
+            progress=_Bar(),
+        )
+        return summary, await results.cells(summary.run_id)
+    finally:
+        await results.close()
+        if traces is not None:
+            await traces.close()
+
+
+def _labels(settings: Settings) -> dict[str, str]:
+    given = _role_models(settings) or {}
+    return {
+        role: given[role].label if role in given else settings.model_spec(role).label()
+        for role in ("drive", "evaluator", "mediator")
+    }
+
+
+def _ran(summary: RunSummary) -> None:
+    """What this invocation did: a rerun of a finished study negotiates nothing."""
+    err_console.print(
+        f"run {summary.run_id}: {summary.ran} negotiations ran ({summary.failed} failed), "
+        f"{summary.skipped_done} already done, {summary.busy_elsewhere} held by other runners",
+        soft_wrap=True,
+    )
 
 
 def _out(out: Path | None, name: str) -> Path:
@@ -97,6 +182,7 @@ def _definition(value: str) -> TensionDefinition:
 async def _with_store(
     settings: Settings, store_url: str | None, no_store: bool, body: Callable[[TraceStore | None], Any]
 ) -> Any:
+    """Run ``body`` with the trace store (None with ``no_store``), closed afterwards."""
     from ..traces import open_store
 
     store = None if no_store else open_store(store_url or settings.effective_store_url())
@@ -105,35 +191,6 @@ async def _with_store(
     finally:
         if store is not None:
             await store.close()
-
-
-def _checkpoint(target: Path, *parts: Any) -> Checkpoint:
-    """``target/outcomes.jsonl``, keyed by everything the negotiations depend on (``parts``)."""
-    from ..experiments.studies.boundary.checkpoint import Checkpoint, fingerprint
-
-    return Checkpoint(target / "outcomes.jsonl", fingerprint(*parts))
-
-
-def _resuming(done: int, checkpoint: Checkpoint) -> None:
-    if done:
-        err_console.print(f"resuming: {done} negotiations already done in {checkpoint.path}")
-
-
-def _recorder(checkpoint: Checkpoint, tick: Callable[[], None]) -> Callable[[ItemOutcome], None]:
-    """What runs as each negotiation finishes: its outcome is appended, the progress bar advances."""
-
-    def finished(outcome: ItemOutcome) -> None:
-        checkpoint.append(outcome)
-        tick()
-
-    return finished
-
-
-def _model_specs(settings: Settings) -> dict[str, Any]:
-    return {
-        role: settings.model_spec(role).model_dump(mode="json", exclude={"api_key"})
-        for role in ("drive", "evaluator", "mediator")
-    }
 
 
 def boundary_command(
@@ -153,68 +210,55 @@ def boundary_command(
     rounds: int | None = RoundsOpt,
     proposals: int | None = ProposalsOpt,
     concurrency: int = ConcurrencyOpt,
-    store_url: str | None = TraceStoreOpt,
+    store_url: str | None = StudyStoreOpt,
     no_store: bool = typer.Option(
         False, "--no-store", help="Do not store traces (the report then has no trace to show)."
     ),
+    shard: str | None = ShardOpt,
     n_boot: int = typer.Option(2000, "--boot", min=100, help="Bootstrap resamples for CIs."),
-    out: Path | None = typer.Option(
-        None, "--out", "-o", help="Report folder (default: experiments/boundary-<time>); rerun with it to resume."
-    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/boundary-<time>)."),
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
     """Profile alignment boundaries: negotiate a labelled corpus, report T by domain and category,
-    the Kruskal–Wallis test across domains and, with --repeats 2+, test–retest ICC."""
+    the Kruskal–Wallis test across domains and, with --repeats 2+, test–retest ICC. Each
+    negotiation is a cell of the result store: rerun the command to resume, --shard i/n to share
+    the work between runners."""
+    from ..experiments.studies.boundary.cells import outcomes_from_cells, study_spec
     from ..experiments.studies.boundary.corpus import load_corpus
     from ..experiments.studies.boundary.report import render_boundary_html, write_report
     from ..experiments.studies.boundary.retest import SAMPLED_ROLES, sampled_settings
-    from ..experiments.studies.boundary.run import run_boundary
+    from ..experiments.studies.boundary.run import boundary_report
 
     settings = settings_from(config)
     definition = _definition(tension)
     data = load_corpus(corpus).subset(n)
     params = _params(settings, rounds, proposals)
+    repeat_roles: list[dict[str, dict[str, Any]]] = [{}]
     if repeats >= 2:
         configured = max(settings.model_spec(role).temperature for role in SAMPLED_ROLES)
         temp = temperature if temperature is not None else (None if configured > 0 else RETEST_TEMPERATURE)
-        runs = sampled_settings(settings, repeats=repeats, temperature=temp, base_seed=seed)
+        runs = sampled_settings(settings, repeats=repeats, temperature=temp, base_seed=seed)  # checks the sampling
         used = max(runs[0].model_spec(role).temperature for role in SAMPLED_ROLES)
         err_console.print(f"retest: {repeats} runs at temperature {used:g}, seeds {seed}..{seed + repeats - 1}")
-    else:
-        runs = [settings]
-    target = _out(out, "boundary")
-    checkpoint = _checkpoint(
-        target,
-        [i.model_dump() for i in data.items],
-        params.model_dump(mode="json"),
-        [_model_specs(s) for s in runs],
-        framework,
+        sampled = {"temperature": temp} if temp is not None else {}
+        repeat_roles = [
+            {role: {"seed": seed + r, **sampled} for role in ("drive", "evaluator", "mediator")} for r in range(repeats)
+        ]
+    spec = study_spec(
+        "boundary",
+        {"name": "boundary", "options": {"corpus": corpus, "per_domain": n}},
+        repeats=repeat_roles,
+        negotiation=_overrides(rounds, proposals),
+        framework=framework,
+        concurrency=concurrency,
     )
-    done = checkpoint.load()
-    _resuming(len(done), checkpoint)
-    total = len(data.items) * len(runs) - len(done)
-
-    async def body(store: TraceStore | None) -> dict[str, Any]:
-        negotiators = [Negotiator(s, params=params, store=store, transport=remote_transport(s)) for s in runs]
-        progress, tick = _progress(total, "negotiating")
-        try:
-            with progress:
-                return await run_boundary(
-                    data,
-                    negotiators,
-                    framework=framework,
-                    concurrency=concurrency,
-                    definition=definition,
-                    n_boot=n_boot,
-                    on_done=_recorder(checkpoint, tick),
-                    done=done,
-                )
-        finally:
-            for negotiator in negotiators:
-                await negotiator.aclose()
-
-    report = asyncio.run(_with_store(settings, store_url, no_store, body))
-    json_path, html_path = write_report(target, report, render_boundary_html(report))
+    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard))
+    _ran(summary)
+    report = boundary_report(data, outcomes_from_cells(spec, data.items, cells), definition=definition, n_boot=n_boot)
+    report["run_id"] = summary.run_id
+    report["models"] = _labels(settings)
+    report["params"] = params.model_dump(mode="json")
+    json_path, html_path = write_report(_out(out, "boundary"), report, render_boundary_html(report))
     _print_boundary(report)
     out_console.print(f"report: {html_path}\nresults: {json_path}")
 
@@ -264,17 +308,19 @@ def h1_command(
     rounds: int | None = RoundsOpt,
     proposals: int | None = ProposalsOpt,
     concurrency: int = ConcurrencyOpt,
-    store_url: str | None = TraceStoreOpt,
+    store_url: str | None = StudyStoreOpt,
     no_store: bool = NoStoreOpt,
+    shard: str | None = ShardOpt,
     n_boot: int = typer.Option(2000, "--boot", min=100, help="Bootstrap resamples."),
     n_perm: int = typer.Option(5000, "--permutations", min=100, help="Permutations for the p-value."),
-    out: Path | None = typer.Option(
-        None, "--out", "-o", help="Report folder (default: experiments/h1-<time>); rerun with it to resume."
-    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/h1-<time>)."),
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
-    """Test H1: negotiate each rated item and correlate its tension with human disagreement."""
-    from ..experiments.studies.boundary.h1 import load_h1_dataset, run_h1
+    """Test H1: negotiate each rated item and correlate its tension with human disagreement. Each
+    negotiation is a cell of the result store: rerun the command to resume, --shard i/n to share
+    the work between runners."""
+    from ..experiments.studies.boundary.cells import outcomes_from_cells, study_spec
+    from ..experiments.studies.boundary.h1 import h1_corpus, h1_report, load_h1_dataset
     from ..experiments.studies.boundary.report import render_h1_html, write_report
 
     settings = settings_from(config)
@@ -285,41 +331,29 @@ def h1_command(
 
         columns = mapping_from(load_mapping(mapping))
     dataset = load_h1_dataset(ratings, fmt, limit=n, seed=seed, mapping=columns)
-    params = _params(settings, rounds, proposals)
-
-    target = _out(out, "h1")
-    checkpoint = _checkpoint(
-        target,
-        [(it.id, it.request, it.context) for it in dataset.items],
-        params.model_dump(mode="json"),
-        _model_specs(settings),
-        framework,
+    _params(settings, rounds, proposals)  # checked before anything runs
+    options = {
+        "ratings": str(ratings),
+        "format": fmt,
+        "mapping": str(mapping) if mapping else None,
+        "n": n,
+        "seed": seed,
+    }
+    spec = study_spec(
+        "h1",
+        {"name": "h1", "options": options},
+        repeats=[{}],
+        negotiation=_overrides(rounds, proposals),
+        framework=framework,
+        concurrency=concurrency,
     )
-    done = {item_id: o for (_, item_id), o in checkpoint.load().items()}
-    _resuming(len(done), checkpoint)
-
-    async def body(store: TraceStore | None) -> dict[str, Any]:
-        negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))
-        progress, tick = _progress(len(dataset.items) - len(done), "negotiating")
-        try:
-            with progress:
-                return await run_h1(
-                    dataset,
-                    negotiator,
-                    framework=framework,
-                    concurrency=concurrency,
-                    definition=definition,
-                    n_boot=n_boot,
-                    n_perm=n_perm,
-                    seed=seed,
-                    on_done=_recorder(checkpoint, tick),
-                    done=done,
-                )
-        finally:
-            await negotiator.aclose()
-
-    report = asyncio.run(_with_store(settings, store_url, no_store, body))
-    json_path, html_path = write_report(target, report, render_h1_html(report))
+    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard))
+    _ran(summary)
+    [outcomes] = outcomes_from_cells(spec, h1_corpus(dataset), cells)
+    report = h1_report(dataset, outcomes, definition=definition, n_boot=n_boot, n_perm=n_perm, seed=seed)
+    report["run_id"] = summary.run_id
+    report["models"] = _labels(settings)
+    json_path, html_path = write_report(_out(out, "h1"), report, render_h1_html(report))
     s = report["spearman"]
     out_console.print(
         f"H1 on {report['dataset']['name']}: rho(T, 1 - alpha_item) = {_fmt(s['rho'])} "

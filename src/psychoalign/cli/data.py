@@ -117,11 +117,15 @@ def _report(checks: list[FileCheck], json_out: bool, found: DataDir) -> None:
 
 
 @data_app.command("path")
-def data_path(data: Path | None = DataOpt, config: Path | None = ConfigOpt) -> None:
+def data_path(data: Path | None = DataOpt, config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Print the data directory (for scripts: `--ratings "$(psychoalign data path)/dices_judgebench/dices_990.json"`);
     exit 2 when it does not exist."""
     found = _resolve(data, config)
-    sys.stdout.write(f"{found.require()}\n")
+    path = found.require()
+    if json_out:
+        emit_json({"data_dir": str(path)})
+    else:
+        sys.stdout.write(f"{path}\n")
 
 
 @data_app.command("verify")

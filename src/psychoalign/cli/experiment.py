@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import sys
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -534,7 +535,7 @@ def report(
 @experiment_app.command("cells")
 def cells(
     run_id: str = typer.Argument(..., help="A run id or unique prefix (see `experiment status`)."),
-    fmt: str = typer.Option("jsonl", "--format", "-f", help="csv or jsonl."),
+    fmt: str = typer.Option("jsonl", "--format", "-f", help="csv, jsonl or parquet (needs the parquet extra)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: standard output)."),
     system: str | None = typer.Option(None, "--system", help="Only these systems (comma-separated)."),
     benchmark: str | None = typer.Option(None, "--benchmark", help="Only these benchmarks (comma-separated)."),
@@ -544,28 +545,21 @@ def cells(
 ) -> None:
     """Export a run's cells: the item asked, the responses, every judge call, scores, cost, timing."""
     from ..experiments.harness.benchmark import find_data_dir
-    from ..experiments.harness.export import cell_records, item_turns, write_cells
+    from ..experiments.harness.cells import CellQuery, read_cells
+    from ..experiments.harness.export import cell_records, cells_parquet, check_format, item_turns, write_cells
 
-    if fmt not in ("csv", "jsonl"):
-        raise InputError(f"unknown --format {fmt!r}", hint="use --format csv or --format jsonl")
+    check_format(fmt)
     if status_ is not None and status_ not in ("done", "failed", "running"):
         raise InputError(f"unknown --status {status_!r}", hint="use done, failed or running")
+    if fmt == "parquet" and out is None and sys.stdout.isatty():
+        raise InputError("--format parquet writes binary data, not for a terminal", hint="add --out FILE.parquet")
     settings = settings_from(config)
-    systems, benchmarks = _csv(system), _csv(benchmark)
+    query = CellQuery(systems=_csv(system), benchmarks=_csv(benchmark), statuses=[status_] if status_ else None)
 
     async def go() -> list[dict[str, Any]]:
         store = _store(settings, store_url)
         try:
-            run_record = await store.get_run(run_id)
-            if run_record is None:
-                raise InputError(f"no run '{run_id}' in the store", hint="see `psychoalign experiment status`")
-            chosen = [
-                c
-                for c in await store.cells(run_record.id)
-                if (systems is None or c.system in systems)
-                and (benchmarks is None or c.benchmark in benchmarks)
-                and (status_ is None or c.status == status_)
-            ]
+            run_record, chosen = await read_cells(store, run_id, query)
             try:
                 data_dir = find_data_dir(settings.experiments.data_dir)
             except ConfigError:
@@ -575,9 +569,77 @@ def cells(
         finally:
             await store.close()
 
-    text = write_cells(asyncio.run(go()), fmt)  # type: ignore[arg-type]
+    records = asyncio.run(go())
+    if fmt == "parquet":
+        data = cells_parquet(records)
+        if out is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            out.write_bytes(data)
+            err_console.print(f"cells: {out}")
+        return
+    text = write_cells(records, fmt)  # type: ignore[arg-type]
     if out is None:
         typer.echo(text, nl=False)
     else:
         out.write_text(text, encoding="utf-8")
         err_console.print(f"cells: {out}")
+
+
+@experiment_app.command("view")
+def view(
+    run_id: str | None = typer.Argument(
+        None, metavar="RUN", help="A run id or unique prefix (default: the list of runs)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Loopback address to listen on."),
+    port: int = typer.Option(8765, "--port", "-p", min=0, max=65535, help="Port (0 = any free one)."),
+    store_url: str | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+) -> None:
+    """Browse a run's cells in a browser: filter by system, benchmark, category, status or score,
+    and open one cell (its conversation, each judge's prompt and reply, scores, cost, timing and
+    negotiation traces). Read-only, on loopback, until Ctrl-C; `psychoalign serve` shows the same
+    pages to the lab's leads at /experiments."""
+    import uvicorn
+
+    from ..traces import open_store
+    from ..web.apikeys import is_loopback
+    from ..web.experiments import ExperimentSource, create_viewer_app
+    from .serve import _bind
+
+    if not is_loopback(host):
+        raise InputError(
+            f"experiment view serves loopback only, not {host}",
+            hint="use --host 127.0.0.1, or `psychoalign serve` (leads log in) to share the pages",
+        )
+    settings = settings_from(config)
+    url = store_url or settings.effective_store_url()
+
+    async def find() -> str | None:
+        store = _store(settings, url)
+        try:
+            if run_id is None:
+                return None
+            found = await store.get_run(run_id)
+            if found is None:
+                raise InputError(f"no run '{run_id}' in the store", hint="see `psychoalign experiment status`")
+            return found.id
+        finally:
+            await store.close()
+
+    chosen = asyncio.run(find())
+    sock = _bind(host, port)
+    bound = int(sock.getsockname()[1])
+    serve = settings.serve.model_copy(update={"host": host, "port": bound, "cors_origins": [], "public_url": None})
+    source = ExperimentSource(
+        _store(settings, url), open_store(url), experiment_registry(), settings.experiments.data_dir
+    )
+    app = create_viewer_app(source, serve, run_id=chosen)
+    shown = f"[{host}]" if ":" in host else host
+    path = f"/experiments/{chosen}" if chosen else "/experiments"
+    err_console.print(f"experiment viewer on http://{shown}:{bound}{path}  (Ctrl-C stops it)", highlight=False)
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
+    finally:
+        sock.close()

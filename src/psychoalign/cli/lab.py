@@ -6,7 +6,7 @@ import asyncio
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -69,6 +69,7 @@ def add_lead(
         help="Where the lab is served, for the link (default: serve.public_url, else serve.host and serve.port).",
     ),
     config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
 ) -> None:
     """Create a lead (admin) account: with a password typed now, or a one-time invite link."""
     password = None
@@ -80,7 +81,7 @@ def add_lead(
     settings = settings_from(config)
     base = (base_url or lab_url(settings)).rstrip("/")
 
-    async def go() -> str:
+    async def go() -> dict[str, Any]:
         from ..web.accounts import Role
 
         lab = _lab(settings)
@@ -90,12 +91,18 @@ def add_lead(
             )
             if invite:
                 token = (await lab.accounts.create_invite(account.id, ttl=timedelta(days=7))).token
-                return f"one-time invite link (valid 7 days): {base}/invite/{token}"
-            return f"lead '{username}' created; log in at {base}/login"
+                return {"account": account.id, "invite_url": f"{base}/invite/{token}", "valid_days": 7}
+            return {"account": account.id, "username": username or "", "login_url": f"{base}/login"}
         finally:
             await lab.close()
 
-    out_console.print(safe(asyncio.run(go())))
+    result = asyncio.run(go())
+    if json_out:
+        emit_json(result)
+    elif "invite_url" in result:
+        out_console.print(safe(f"one-time invite link (valid 7 days): {result['invite_url']}"))
+    else:
+        out_console.print(safe(f"lead '{result['username']}' created; log in at {result['login_url']}"))
 
 
 @lab_app.command("accounts")

@@ -49,17 +49,34 @@ def policy_show(policy: Path | None = PolicyOpt, json_out: bool = JsonOpt) -> No
 
 
 @policy_app.command("validate")
-def policy_validate(path: Path = typer.Argument(..., help="Policy or parameter-space YAML.")) -> None:
+def policy_validate(
+    path: Path = typer.Argument(..., help="Policy or parameter-space YAML."), json_out: bool = JsonOpt
+) -> None:
     """Check a policy (or parameter-space) file; errors name the file and line."""
     data = parse_yaml(read_text(path, what="policy file", max_bytes=MAX_YAML_CHARS), str(path), error=PolicyError)
     if isinstance(data, dict) and "parameters" in data and "areas" not in data:
         space = load_parameters(path)
         groups = len(space.target_group.groups()) if space.target_group else 0
+        if json_out:
+            emit_json({"ok": True, "kind": "parameters", "parameters": len(space.parameters), "target_groups": groups})
+            return
         out_console.print(
             f"[green]ok[/green] parameter space: {len(space.parameters)} parameters, {groups} target groups"
         )
         return
     pol = load_policy(path)
+    if json_out:
+        emit_json(
+            {
+                "ok": True,
+                "kind": "policy",
+                "name": pol.name,
+                "version": pol.version,
+                "rules": len(pol.rules()),
+                "sha256": pol.sha256,
+            }
+        )
+        return
     out_console.print(
         f"[green]ok[/green] {pol.name} v{pol.version}: {len(pol.rules())} rules, sha256 {pol.sha256[:12]}"
     )
@@ -232,6 +249,7 @@ def participants_add(
     role: list[str] | None = typer.Option(None, "--role", help="red_teamer, annotator, arbitrator (default all)."),
     simulated: bool = typer.Option(False, "--simulated", help="An LLM persona, not a person."),
     config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
 ) -> None:
     """Register one participant."""
     demographics: dict[str, list[str]] = {}
@@ -254,7 +272,10 @@ def participants_add(
         body["roles"] = list(role)
     person = _participant(body, "--id")
     asyncio.run(_add([person], config))
-    out_console.print(f"added participant {pid}")
+    if json_out:
+        emit_json({"added": [pid]})
+    else:
+        out_console.print(f"added participant {pid}", markup=False, highlight=False)
 
 
 def _participant(body: dict[str, Any], where: str) -> Any:
@@ -279,7 +300,9 @@ async def _add(people: list[Any], config: Path | None) -> None:
 
 @participants_app.command("import")
 def participants_import(
-    path: Path = typer.Argument(..., help="JSONL, one participant object per line."), config: Path | None = ConfigOpt
+    path: Path = typer.Argument(..., help="JSONL, one participant object per line."),
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
 ) -> None:
     """Register many participants at once (all or nothing)."""
     lines = read_text(path, what="participants file").splitlines()
@@ -292,7 +315,10 @@ def participants_import(
                 raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
             people.append(_participant(body, f"{path}:{lineno}"))
     asyncio.run(_add(people, config))
-    out_console.print(f"imported {len(people)} participants")
+    if json_out:
+        emit_json({"added": [p.id for p in people]})
+    else:
+        out_console.print(f"imported {len(people)} participant{'' if len(people) == 1 else 's'}")
 
 
 @participants_app.command("list")

@@ -121,6 +121,7 @@ class ChoiceJudge:
                 judge="choice-model",
                 model=self.model.label,
                 verdict={"choice": choice, "format": "plain"},
+                prompt=messages,
                 raw=result.text,
                 cached=result.cached,
             )

@@ -58,9 +58,10 @@ class HarmBenchJudge(TextJudge):
         return [Message(role="system", content=p["harmbench_system"].strip()), Message(role="user", content=user)]
 
     async def judge(self, behavior: str, generation: str, context: str | None = None) -> tuple[bool, JudgeRecord]:
-        result = await self._ask(self.messages(behavior, generation, context), max_tokens=16)
+        messages = self.messages(behavior, generation, context)
+        result = await self._ask(messages, max_tokens=16)
         verdict = parse_yes_no(result.text)
         if verdict is None:
             raise JudgeError(f"judge '{self.name}' gave no clear yes/no: {result.text[:120]!r}")
-        record = self._record({"success": verdict}, result)
+        record = self._record({"success": verdict}, result, messages)
         return verdict, record

@@ -133,6 +133,7 @@ class MTBenchJudge:
             judge=self.name,
             model=self.model.label,
             verdict={"rating": rating, "turn": len(answers), "format": "fastchat"},
+            prompt=messages,
             raw=result.text,
             cached=result.cached,
         )

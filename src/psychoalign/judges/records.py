@@ -1,5 +1,6 @@
-"""What every benchmark judge returns and what is stored with the item: the judgement, the raw
-reply, which model gave it, and whether it came from the cache."""
+"""What every benchmark judge returns and what is stored with the item: the judgement, the
+messages the judge model was sent, its raw reply, which model gave it, and whether it came from
+the cache."""
 
 from __future__ import annotations
 
@@ -15,14 +16,16 @@ __all__ = ["JudgeRecord"]
 
 
 class JudgeRecord(BaseModel):
-    """One judge call. ``verdict`` is the normalised result the score is computed from; ``raw``
-    the judge model's text (empty for offline judges)."""
+    """One judge call. ``verdict`` is the normalised result the score is computed from; ``prompt``
+    the messages the judge model was sent and ``raw`` its text (both empty for offline judges;
+    ``prompt`` also for cells stored before prompts were kept), so a cell can be audited by hand."""
 
     model_config = ConfigDict(frozen=True)
 
     judge: str
     model: str = ""
     verdict: dict[str, Any] = Field(default_factory=dict)
+    prompt: list[Message] = Field(default_factory=list)
     raw: str = ""
     cached: bool = False
 
@@ -48,9 +51,14 @@ class TextJudge:
     async def _ask(self, messages: list[Message], max_tokens: int) -> ChatResult:
         return await self.model.chat(messages, temperature=0.0, max_tokens=max_tokens, schema_name=self.name)
 
-    def _record(self, verdict: dict[str, Any], result: ChatResult) -> JudgeRecord:
+    def _record(self, verdict: dict[str, Any], result: ChatResult, messages: list[Message]) -> JudgeRecord:
         return JudgeRecord(
-            judge=self.name, model=self.model.label, verdict=verdict, raw=result.text, cached=result.cached
+            judge=self.name,
+            model=self.model.label,
+            verdict=verdict,
+            prompt=messages,
+            raw=result.text,
+            cached=result.cached,
         )
 
 
@@ -67,7 +75,12 @@ async def ask_structured(
     except SchemaValidationError as exc:
         raise JudgeError(f"judge '{judge}' returned junk: {exc.message}", detail=exc.detail) from None
     record = JudgeRecord(
-        judge=judge, model=model.label, verdict=obj.model_dump(mode="json"), raw=result.text, cached=result.cached
+        judge=judge,
+        model=model.label,
+        verdict=obj.model_dump(mode="json"),
+        prompt=messages,
+        raw=result.text,
+        cached=result.cached,
     )
     return obj, record
 

@@ -72,9 +72,10 @@ class StrongRejectJudge(TextJudge):
         return [Message(role="system", content=p["strongreject_system"].strip()), Message(role="user", content=user)]
 
     async def judge(self, prompt: str, response: str) -> tuple[StrongRejectScore, JudgeRecord]:
-        result = await self._ask(self.messages(prompt, response), max_tokens=600)
+        messages = self.messages(prompt, response)
+        result = await self._ask(messages, max_tokens=600)
         parsed = parse_rubric(result.text)
         if parsed is None:
             raise JudgeError(f"judge '{self.name}' reply is not the rubric format: {result.text[:120]!r}")
-        record = self._record({**parsed.model_dump(), "score": parsed.score}, result)
+        record = self._record({**parsed.model_dump(), "score": parsed.score}, result, messages)
         return parsed, record

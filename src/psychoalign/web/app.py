@@ -12,14 +12,14 @@ from __future__ import annotations
 import functools
 import html
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Match
@@ -124,6 +124,7 @@ def create_app(
     lab pages (docs/star-platform.md)."""
     gateway = Gateway(settings, store=store, negotiators=negotiators, metrics=GatewayMetrics())
     labs: list[Any] = []
+    closing: list[Callable[[], Awaitable[None]]] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -135,6 +136,8 @@ def create_app(
         finally:
             for star_lab in labs:
                 await star_lab.close()
+            for close in closing:
+                await close()
             await gateway.aclose()
 
     app = FastAPI(
@@ -181,6 +184,15 @@ def create_app(
         from .traces import trace_router
 
         app.include_router(trace_router(gateway))
+        # The experiment viewer: the result store in the same database, for the same leads.
+        from ..experiments.harness.store import open_result_store
+        from .experiments import ExperimentSource, experiment_router
+        from .security import require_lead
+
+        results = open_result_store(settings.effective_store_url())
+        closing.append(results.close)
+        source = ExperimentSource(results, gateway.store, data_dir_setting=settings.experiments.data_dir)
+        app.include_router(experiment_router(source, guard=[Depends(require_lead)]))
     if a2a:
         name = settings.serve.a2a_deployment or next(iter(settings.deployments))
         open_agent = not settings.deployment(name).api_keys and settings.a2a.token("user") is None

@@ -13,11 +13,14 @@ refuses, before any route runs:
   included, via Starlette's ``CORSMiddleware``); credentials are bearer tokens, never cookies.
 
 Pages are not covered here: they carry their own CSRF and origin checks (web/security.py).
+An app whose every path answers without credentials (``experiment view`` on loopback) passes
+``face`` to check every path the same way.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from starlette.middleware.cors import CORSMiddleware
@@ -104,8 +107,9 @@ def _host_name(header: str) -> str | None:
 class OriginGuard:
     """Pure ASGI middleware (streams pass through untouched); see the module doc."""
 
-    def __init__(self, app: ASGIApp, serve: ServeSettings) -> None:
+    def __init__(self, app: ASGIApp, serve: ServeSettings, face: Callable[[str], str | None] = face_of) -> None:
         self.app = app
+        self.face = face
         self.hosts = host_allow_list(serve)
         self.cors_origins = frozenset(serve.cors_origins)
         self.cors: ASGIApp = CORSMiddleware(
@@ -119,7 +123,7 @@ class OriginGuard:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        face = face_of(scope["path"]) if scope["type"] == "http" else None
+        face = self.face(scope["path"]) if scope["type"] == "http" else None
         if face is None:
             await self.app(scope, receive, send)
             return
@@ -161,4 +165,4 @@ class OriginGuard:
             return error_response(APIError(status, message, code=code))
         if face == "a2a":
             return a2a_error(path, status, "PERMISSION_DENIED", message)
-        return PlainTextResponse(f"metrics: {message}\n", status_code=status)
+        return PlainTextResponse(f"{face}: {message}\n", status_code=status)

@@ -3,6 +3,8 @@
 Every value a template prints is escaped unless a template says otherwise, and ours never do:
 model output and participant text are untrusted. Templates get ``request``, ``account`` (or None)
 and ``csrf_token`` (the session-bound token every form must carry) from :meth:`Templates.render`.
+A renderer without a security layer (``experiment view``: read-only pages, no accounts) gives
+every page ``account`` None and no token, so it can hold no form that changes anything.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 from starlette.staticfiles import StaticFiles
 
+from ..config import LabSettings
 from .security import Security
 
 #: Characters that change how the text around them displays (bidi embeddings, overrides, isolates
@@ -102,7 +105,7 @@ def static_files() -> StaticFiles:
 class Templates:
     """The page renderer. One per app."""
 
-    def __init__(self, security: Security) -> None:
+    def __init__(self, security: Security | None) -> None:
         self.security = security
         self.env = Environment(
             loader=PackageLoader("psychoalign.web", "templates"),
@@ -115,7 +118,7 @@ class Templates:
         self.env.globals["LIKERT_LABELS"] = LIKERT_LABELS
         self.env.filters["untrusted"] = untrusted
         self.env.filters["visible"] = visible
-        self.pause_hours = f"{security.settings.pause_hours:g}"
+        self.pause_hours = f"{(security.settings if security else LabSettings()).pause_hours:g}"
 
     async def render(
         self,
@@ -125,17 +128,18 @@ class Templates:
         *,
         status_code: int = 200,
     ) -> HTMLResponse:
-        account = await self.security.account(request)
+        security = self.security
         flash = FLASH.get(request.query_params.get("msg") or "")
         values = {
             "request": request,
-            "account": account,
-            "csrf_token": await self.security.csrf_token(request),
+            "account": await security.account(request) if security else None,
+            "csrf_token": await security.csrf_token(request) if security else "",
             "flash": flash.replace("{pause_hours}", self.pause_hours) if flash else None,
             "pause_hours": self.pause_hours,
             **(context or {}),
         }
         html = self.env.get_template(name).render(values)
         response = HTMLResponse(html, status_code=status_code)
-        self.security.finish_response(request, response)
+        if security is not None:
+            security.finish_response(request, response)
         return response

@@ -26,6 +26,7 @@ from psychoalign.star.analysis import (
     write_report,
 )
 from psychoalign.star.analysis.data import detect
+from psychoalign.star.analysis.intersections import intersectional_section
 from psychoalign.star.analysis.items import neutralise
 from psychoalign.star.analysis.stats import (
     agreement_section,
@@ -33,7 +34,6 @@ from psychoalign.star.analysis.stats import (
     counts_matrix,
     groups_section,
     ingroup_section,
-    intersectional_section,
 )
 from tests.cli.test_main import cli
 from tests.conftest import SHARED_DATA

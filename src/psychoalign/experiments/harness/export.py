@@ -1,4 +1,4 @@
-"""Per-cell export of a run (``psychoalign experiment cells RUN --format csv|jsonl``): one record
+"""Per-cell export of a run (``psychoalign experiment cells RUN --format csv|jsonl|parquet``): one record
 per (system, benchmark, item) cell with what was asked, what the system said, every judge call
 (verdict and raw reply), the scores, cost and timing, and the error of a failed cell.
 
@@ -11,7 +11,10 @@ and ``item_note`` says why: the export never fails for it.
 JSON Lines keeps the nesting; CSV flattens ``metrics.<key>`` and ``cost.<key>`` into columns and
 writes the nested fields (``item_turns``, ``responses``, ``judges``, ``details``, ``trace_ids``)
 as JSON text in their cell; a top-level text starting with = + - @ gets a leading apostrophe so a
-spreadsheet does not run it as a formula.
+spreadsheet does not run it as a formula. Parquet has CSV's columns with types: numbers as
+float64, times as UTC timestamps, the lists of text (``item_turns``, ``responses``,
+``trace_ids``) as lists of strings, and ``judges`` and ``details`` (whose shape varies by
+benchmark) as JSON text.
 """
 
 from __future__ import annotations
@@ -20,17 +23,20 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from ...errors import PsychoAlignError
+from ...errors import ConfigError, InputError, PsychoAlignError
+from .cells import category_of
 from .registry import Registry, build_benchmark
 from .spec import ExperimentSpec
 from .store import CellResult, RunRecord
 
-__all__ = ["cell_records", "item_turns", "write_cells"]
+__all__ = ["cell_records", "cells_parquet", "check_format", "item_turns", "write_cells"]
 
 ExportFormat = Literal["csv", "jsonl"]
+FORMATS = ("csv", "jsonl", "parquet")
 NESTED = ("item_turns", "responses", "judges", "details", "trace_ids")
 FIXED = ("run_id", "system", "benchmark", "item_id", "status", "attempts", "category", "wall_s", "error", "item_note")
 
@@ -83,7 +89,7 @@ def cell_records(
                 "item_id": c.item_id,
                 "status": c.status,
                 "attempts": c.attempts,
-                "category": c.details.get("category") if isinstance(c.details.get("category"), str) else None,
+                "category": category_of(c),
                 "item_turns": list(found or ()),
                 "item_note": note,
                 "responses": c.responses,
@@ -133,6 +139,65 @@ def _csv_text(records: Sequence[dict[str, Any]]) -> str:
         row.update({k: json.dumps(r[k], ensure_ascii=False) for k in NESTED})
         writer.writerow({k: "" if v is None else _cell_text(v) for k, v in row.items()})
     return buf.getvalue()
+
+
+def check_format(fmt: str) -> None:
+    """An unknown format, or parquet without pyarrow, is a one-line error (before any cell is read)."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown --format {fmt!r}", hint="use --format csv, jsonl or parquet")
+    if fmt == "parquet":
+        _pyarrow()
+
+
+def _pyarrow() -> tuple[Any, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError(
+            "--format parquet needs pyarrow, which is not installed", hint="pip install 'psychoalign[parquet]'"
+        ) from None
+    return pa, pq
+
+
+def cells_parquet(records: Sequence[dict[str, Any]]) -> bytes:
+    """The records as a Parquet file (needs pyarrow: the ``parquet`` extra)."""
+    pa, pq = _pyarrow()
+    metric_keys = sorted({k for r in records for k in r["metrics"]})
+    cost_keys = sorted({k for r in records for k in r["cost"]})
+    text, texts, when, number = pa.string(), pa.list_(pa.string()), pa.timestamp("us", tz="UTC"), pa.float64()
+    fields = [
+        *((k, text) for k in ("run_id", "system", "benchmark", "item_id", "status")),
+        ("attempts", pa.int64()),
+        ("category", text),
+        ("wall_s", number),
+        ("error", text),
+        ("item_note", text),
+        ("started_at", when),
+        ("finished_at", when),
+        *((f"metrics.{k}", number) for k in metric_keys),
+        *((f"cost.{k}", number) for k in cost_keys),
+        *((k, texts) for k in ("item_turns", "responses", "trace_ids")),
+        ("judges", text),
+        ("details", text),
+    ]
+    columns: dict[str, list[Any]] = {name: [] for name, _ in fields}
+    for r in records:
+        for name in (*FIXED, "item_turns", "responses", "trace_ids"):
+            columns[name].append(r[name])
+        for name in ("started_at", "finished_at"):
+            columns[name].append(datetime.fromisoformat(r[name]) if r[name] else None)
+        for k in metric_keys:
+            columns[f"metrics.{k}"].append(r["metrics"].get(k))
+        for k in cost_keys:
+            columns[f"cost.{k}"].append(r["cost"].get(k))
+        for name in ("judges", "details"):
+            columns[name].append(json.dumps(r[name], ensure_ascii=False))
+    schema = pa.schema([pa.field(name, kind) for name, kind in fields])
+    table = pa.table({name: pa.array(columns[name], type=kind) for name, kind in fields}, schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def write_cells(records: Sequence[dict[str, Any]], fmt: ExportFormat) -> str:

@@ -173,6 +173,13 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         title = JUDGE_OF.get(b.name) or getattr(b, "judge_title", None) or ", ".join(b.needs) or "none"
         entry: dict[str, Any] = {"benchmark": b.name, "judge": title}
         records = [r for c in cells if c.benchmark == b.name and c.status == "done" for r in c.judges]
+        # a literature suite's LLM judge decides its harmful-half columns: its own rows, its own gate
+        llm_rows, shared_columns = _llm_judge_rows(b, cells, records, run.meta)
+        judges.extend(llm_rows)
+        if shared_columns == []:
+            continue  # the shared refusal / harm judges decided no column of this suite
+        if shared_columns is not None:
+            entry.update(judge="refusal", columns=shared_columns)
         entry["usage"] = dict(sorted(Counter(r.judge for r in records).items()))
         entry["models"] = sorted({r.model for r in records if r.model})
         if b.name == "hhh" and not spec.judge.choice_model:
@@ -212,12 +219,14 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         _name_weak(entry)
         judges.append(entry)
         harm = run.meta.get("harm_calibration")
-        if "harm" in b.needs and spec.judge.harm_on and isinstance(harm, dict):
+        harm_decides = shared_columns is None or "over_refusal" not in shared_columns
+        if "harm" in b.needs and harm_decides and spec.judge.harm_on and isinstance(harm, dict):
             # the harm check of non-refusals: its own row (calibration.harm_agreement)
             harm_records = [r for r in records if r.judge.startswith("harm")]
             harm_row: dict[str, Any] = {
                 "benchmark": b.name,
                 "judge": f"harm ({harm.get('tier', '?')}: {harm.get('judge')})",
+                **({"columns": entry["columns"]} if "columns" in entry else {}),
                 "usage": dict(sorted(Counter(r.judge for r in harm_records).items())),
                 "models": sorted({r.model for r in harm_records if r.model}),
             }
@@ -323,6 +332,50 @@ def _name_weak(entry: dict[str, Any]) -> None:
     entry["weak"] = f"{entry['weak']}; {text}" if entry.get("weak") else text
 
 
+#: The literature suites' LLM judge tiers (their calibrations: run meta ``<tier>_calibration``).
+LLM_TIERS = {"harmbench": "harmbench (LLM judge)", "strongreject": "strongreject rubric (LLM judge)"}
+#: A literature suite's column the shared refusal judge decides whatever judges the harmful half.
+BENIGN_COLUMNS = ("over_refusal",)
+
+
+def _llm_judge_rows(
+    bench: Benchmark, cells: list[CellResult], records: list[Any], meta: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str] | None]:
+    """For a literature suite whose harmful half an LLM judge decided (the tier its done cells
+    record): one row per such judge, naming the columns it decides and gated on its own held-out
+    calibration (weak when the run has none), and the columns left to the shared judges (None:
+    no LLM judge decided anything here, the shared rows stand as they are)."""
+    if getattr(bench, "own_judge", None) is None:
+        return [], None
+    used = {str(c.details.get("judge")) for c in cells if c.benchmark == bench.name and c.status == "done"}
+    tiers = sorted(used & set(LLM_TIERS))
+    if not tiers:
+        return [], None
+    keys = [m.key for m in bench.metrics]
+    harmful = [k for k in keys if k not in BENIGN_COLUMNS]
+    rows = []
+    for tier in tiers:
+        mine = [r for r in records if r.judge == tier]
+        row: dict[str, Any] = {
+            "benchmark": bench.name,
+            "judge": LLM_TIERS[tier],
+            "columns": harmful,
+            "usage": dict(sorted(Counter(r.judge for r in mine).items())),
+            "models": sorted({r.model for r in mine if r.model}),
+        }
+        calibration = meta.get(f"{tier}_calibration")
+        if isinstance(calibration, dict) and calibration.get("status") == "measured":
+            row.update(_measured(calibration, kappa=calibration.get("kappa"), reason="held out: never tuned on"))
+        else:
+            reason = (calibration or {}).get("reason") or "no held-out calibration of this judge in this run"
+            row.update(status="weak", reason=reason, weak_reason=f"unmeasured ({reason})")
+        _name_weak(row)
+        rows.append(row)
+    if "refusal+harm" in used:  # a mixed run: the shared judges decided some harmful items too
+        return rows, keys
+    return rows, [k for k in keys if k in BENIGN_COLUMNS]
+
+
 def _gate_columns(
     judges: list[dict[str, Any]],
     columns: list[dict[str, Any]],
@@ -330,17 +383,20 @@ def _gate_columns(
     results: list[dict[str, Any]],
 ) -> None:
     """Every column a weak judge decides: named by the judge, no best mark, its cells set apart."""
-    weak_by_bench: dict[str, list[str]] = defaultdict(list)
+    # a judge row names the columns it decides; without that list, every column of its benchmark
+    weak_by_column: dict[tuple[str, str], list[str]] = defaultdict(list)
     for j in judges:
         if j.get("status") == "weak" or j.get("weak"):
-            weak_by_bench[j["benchmark"]].append(j["judge"])
+            for col in columns:
+                if col["benchmark"] == j["benchmark"] and col["metric"] in j.get("columns", [col["metric"]]):
+                    weak_by_column[(col["benchmark"], col["metric"])].append(j["judge"])
     for col in columns:
-        names = weak_by_bench.get(col["benchmark"])
+        names = weak_by_column.get((col["benchmark"], col["metric"]))
         if names:
             col["weak_judges"] = names
             best[f"{col['benchmark']}/{col['metric']}"] = None
     for r in results:
-        if r["benchmark"] in weak_by_bench:
+        if (r["benchmark"], r["metric"]) in weak_by_column:
             r["judge_status"] = "weak"
 
 
@@ -483,7 +539,9 @@ models produced its numbers.</p>{% endif %}
 {% if loop.last %}</ul></div>{% endif %}{% endfor %}
 {% if r.table4 %}{% set t = r.table4 %}<h2>Table 4: attack success rate by category and configuration</h2>
 <table><tr><th>Category</th>{% for s in t.systems %}<th>{{ s }}</th>{% endfor %}<th>pooled</th></tr>
-{% for row in t.rows + ([t.benign, t.unsafe_compliance] if t.benign else []) %}<tr><td>{{ row.title }}</td>
+{% for row in t.rows + ([t.benign, t.unsafe_compliance] if t.benign else []) %}<tr><td>{{ row.title }}
+{%- if row.comparability %}
+<br><span class="warn">{{ row.comparability }}</span>{% endif %}</td>
 {% for cell in row.cells + [row.pooled] %}<td>{% if cell.asr is none %}<span class="fail">no data</span>
 {% else %}{{ "%.3f"|format(cell.asr) }} <span class="ci">{% if cell.ci_low is not none %}
 [{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}] {% endif %}{{ cell.successes }}/{{ cell.n }}
@@ -503,7 +561,8 @@ prompts refused: a system that refuses everything shows no attack success and re
 {% for note in t.notes %}<p class="warn">{{ note }}</p>{% endfor %}
 {% if t.breakdown %}<h3>Breakdown</h3>
 <table><tr><th>Attacks</th>{% for s in t.systems %}<th>{{ s }}</th>{% endfor %}<th>pooled</th></tr>
-{% for row in t.breakdown %}<tr><td>{{ row.title }}</td>{% for cell in row.cells + [row.pooled] %}<td>
+{% for row in t.breakdown %}<tr><td>{{ row.title }}{% if row.comparability %}
+<br><span class="warn">{{ row.comparability }}</span>{% endif %}</td>{% for cell in row.cells + [row.pooled] %}<td>
 {% if cell.asr is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.asr) }}
 <span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
 {% endif %}{{ cell.successes }}/{{ cell.n }}{% if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
@@ -583,7 +642,8 @@ Ratios divide by <code>{{ r.run.baseline }}</code> on the same models, over the 
 serves one call at a time), so wall time is each system's own.{% endif %}</p>
 <h2>Judges</h2>
 <table><tr><th>Benchmark</th><th>judge</th><th>agreement with labels</th><th>judgements</th><th>note</th></tr>
-{% for j in r.judges %}<tr><td>{{ j.benchmark }}</td><td>{{ j.judge }}{% if j.models %}
+{% for j in r.judges %}<tr><td>{{ j.benchmark }}</td><td>{{ j.judge }}{% if j.columns %}
+<br><span class="ci">decides {{ j.columns|join(", ") }}</span>{% endif %}{% if j.models %}
 <br><span class="ci">{{ j.models|join(", ") }}</span>{% endif %}</td>
 <td>{% if j.status in ("measured", "weak") and j.agreement is not none %}{{ j.agreement }}{% if j.agreement_ci %}
 [{{ j.agreement_ci[0] }}, {{ j.agreement_ci[1] }}]{% endif %}
@@ -593,7 +653,8 @@ spec. {{ j.specificity }}, {% endif %}chance {{ j.chance }}, n={{ j.n }})
 {% elif j.status == "exact" %}exact{% else %}<span class="warn">unknown</span>{% endif %}
 {% if j.weak %}<br><span class="warn">weak judge</span>{% endif %}</td>
 <td>{% for name, k in j.usage.items() %}{{ name }}: {{ k }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td>
-<td>{{ j.reference or j.reason or "" }}{% if j.status in ("measured", "weak") and j.reason %}; {{ j.reason }}{% endif %}
+<td>{{ j.reference or j.reason or "" }}
+{%- if j.status in ("measured", "weak") and j.reference and j.reason %}; {{ j.reason }}{% endif %}
 {% if j.warning %}<br><span class="warn">{{ j.warning }}</span>{% endif %}</td></tr>{% endfor %}</table>
 {% if r.failures_total %}<h2>Failed cells ({{ r.failures_total }})</h2>
 <table><tr><th>System</th><th>benchmark</th><th>item</th><th>attempts</th><th>reason</th></tr>

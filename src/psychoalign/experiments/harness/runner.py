@@ -211,6 +211,20 @@ class RunSummary:
     errors: list[str] = field(default_factory=list)
 
 
+def _llm_tiers(benchmarks: dict[str, Benchmark], judges: Judges) -> dict[str, float]:
+    """The literature suites' LLM judge tiers this run uses (``auto`` resolved against the judge
+    model), each with its success threshold, so each gets its own held-out calibration."""
+    out: dict[str, float] = {}
+    for b in benchmarks.values():
+        tier_of = getattr(b, "tier", None)
+        if getattr(b, "own_judge", None) is None or tier_of is None:
+            continue
+        tier = str(tier_of(judges))
+        if tier in ("harmbench", "strongreject"):
+            out[tier] = float(getattr(getattr(b, "opts", None), "success_threshold", 0.5))
+    return out
+
+
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
@@ -557,6 +571,13 @@ async def run_experiment(
 
             harm = await harm_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
             updates["harm_calibration"] = harm
+        for tier, threshold in _llm_tiers(benchmarks, judges).items():
+            if f"{tier}_calibration" not in meta:
+                from .calibration import literature_agreement
+
+                n = spec.judge.calibration_n
+                got = await literature_agreement(judges, tier, data_dir, n, spec.seed, threshold)
+                updates[f"{tier}_calibration"] = got
         previous = meta.get("judge_cost") or {}
         total = {k: float(previous.get(k, 0)) + float(v) for k, v in judge_meter.summary().items()}
         updates["judge_cost"] = total

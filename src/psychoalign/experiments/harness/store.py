@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, bindparam, select, update
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -140,6 +140,15 @@ class ResultStore(ABC):
     @abstractmethod
     async def cells(self, run_id: str) -> list[CellResult]:
         """Every cell of the run, in key order."""
+
+    async def cell(self, run_id: str, key: str) -> CellResult | None:
+        """The cell ``key`` of the run, or None."""
+        return next((c for c in await self.cells(run_id) if c.key == key), None)
+
+    async def fingerprint(self, run_id: str) -> str | None:
+        """A value that changes whenever a cell of the run is added, claimed again or finished, read
+        without the cells' bodies, so a reader can keep the cells it parsed; None: not offered."""
+        return None
 
     async def claim_many(
         self, run_id: str, cells: list[CellResult], owner: str, *, reclaim: bool = False
@@ -535,6 +544,31 @@ class SQLResultStore(ResultStore):
                 )
             ).all()
         return [CellResult.model_validate_json(r[0]) for r in rows]
+
+    async def cell(self, run_id: str, key: str) -> CellResult | None:
+        await self._init()
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(cells_table.c.body).where(cells_table.c.run_id == run_id, cells_table.c.key == key)
+                )
+            ).first()
+        return None if row is None else CellResult.model_validate_json(row[0])
+
+    async def fingerprint(self, run_id: str) -> str | None:
+        # Rows per status and the attempts count every claim and finish; the newest write is a
+        # tie-breaker (alone it could miss a write from a host whose clock runs behind).
+        await self._init()
+        c = cells_table.c
+        query = (
+            select(c.status, func.count(), func.sum(c.attempts), func.max(c.updated_at))
+            .where(c.run_id == run_id)
+            .group_by(c.status)
+            .order_by(c.status)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return ";".join(f"{status}:{n}:{attempts}:{newest}" for status, n, attempts, newest in rows)
 
     async def close(self) -> None:
         await self.engine.dispose()

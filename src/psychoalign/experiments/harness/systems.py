@@ -30,6 +30,7 @@ from ...negotiation.params import NegotiationParams
 from ...negotiation.track import ConversationRef, conversation_ref
 from ...prompts import load_prompt_yaml
 from ...traces import InMemoryTraceStore, TraceStatus, TraceStore
+from ...traces.tension import all_tensions
 from .metering import CallMeter, ModelPool
 
 __all__ = ["SystemInfo"]
@@ -481,9 +482,12 @@ class PsychoAlignSystem(_Negotiating):
             store=self._store(ctx),
             transport=remote_transport(self.settings),
         )
+        # a system message is the request's context (a study's item with earlier turns), never its text
+        context = "\n\n".join(m.content for m in messages if m.role == "system") or None
         trace = await negotiator.negotiate(
-            render_conversation(messages),
+            render_conversation([m for m in messages if m.role != "system"]),
             framework=self.framework,
+            context=context,
             metadata={"experiment": dict(ctx.metadata), "turn": sum(1 for m in messages if m.role == "user")},
             conversation=self._conversation(messages, ctx),
         )
@@ -500,6 +504,8 @@ class PsychoAlignSystem(_Negotiating):
                 "rounds": len(trace.rounds),
                 "composed_by": final.composed_by,
                 "tau_effective": trace.cross_turn.tau_effective if trace.cross_turn else self.params.tau,
+                # every request-level tension definition (the boundary study reads them)
+                "tensions": all_tensions(trace),
             },
         )
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .data import RatingData
+from .intersections import intersectional_section
 from .items import item_table, write_item_csv
 from .stats import (
     agreement_section,
@@ -23,7 +24,6 @@ from .stats import (
     expert_vs_crowd,
     groups_section,
     ingroup_section,
-    intersectional_section,
 )
 
 METHODS = {
@@ -50,7 +50,8 @@ METHODS = {
         "on the group with standard errors clustered by rater and by item (two-way, Cameron-Gelbach-Miller), "
         "tested with a joint Wald F test on G-1 degrees of freedom (G = fewer clusters); odds ratios against the "
         "largest group; and the rater-level view (Welch t-test or one-way ANOVA on per-rater means). Fewer than "
-        "10 raters: no test."
+        "10 raters: no test. Then the intersections of two attributes (e.g. gender x race), each combination a "
+        "group: one with fewer than 10 ratings or 5 raters, or perfectly separated, is described, not tested."
     ),
     "arbitration": (
         "How often two annotations were two or more steps apart, and whose rating the arbitrator's was closer to."
@@ -455,6 +456,50 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _intersection_fit_html(fit: dict[str, Any]) -> str:
+    """One intersectional model: its tests and terms, then every race × gender cell with its
+    raters and whether it was tested (the tiny-group rule), and the cells it left out and why."""
+    parts: list[str] = []
+    if not fit.get("computable", True):
+        parts.append(f"<p class='nc'>Not computable: {html.escape(str(fit.get('reason')))}</p>")
+    else:
+        it, me = fit["interaction_test"], fit["main_effects_test"]
+        clusters = ", ".join(f"{v} {k}s" for k, v in fit.get("clusters", {}).items())
+        inter = (
+            f"Wald F = {_fmt(it['statistic'])} on {it['df'][0]} and {it['df'][1]} df, p = {_fmt(it['p_value'])}"
+            if it.get("computable", True)
+            else f"not tested ({html.escape(str(it.get('reason')))})"
+        )
+        parts.append(
+            f"<p>race × gender interaction: {inter}; race and gender (no interaction): F = {_fmt(me['statistic'])}, "
+            f"p = {_fmt(me['p_value'])}; clustered ({html.escape(clusters)}); reference "
+            f"{html.escape(str(fit['reference']))}</p>"
+        )
+        rows = [
+            (name, _fmt(t["odds_ratio"]), f"[{_fmt(t['ci95'][0])}, {_fmt(t['ci95'][1])}]", _fmt(t["p_value"]))
+            for name, t in fit["terms"].items()
+        ]
+        parts.append(_table(rows, ("term", _term("odds_ratio"), _term("ci"), _term("p"))))
+    cells = fit.get("cells") or {}
+    if cells:
+        cell_rows = [
+            (
+                c,
+                _fmt(e["rate"]),
+                _fmt(e["n_ratings"]),
+                _fmt(e["n_raters"]),
+                e["status"] + (f": {e['why']}" if "why" in e else ""),
+            )
+            for c, e in cells.items()
+        ]
+        parts.append(_table(cell_rows, ("cell", "rate broken", "ratings", "raters", "in the model")))
+    if fit.get("not_tested"):
+        parts.append(f"<p class='note'>Not tested ({html.escape(fit['not_tested'])})</p>")
+    for cell, why in (fit.get("separation") or {}).items():
+        parts.append(f"<p class='note'>{html.escape(str(cell))}: {html.escape(why)}</p>")
+    return "".join(parts)
+
+
 def _expert_html(section: dict[str, Any]) -> str:
     rows = []
     for view, v in section.items():
@@ -515,19 +560,7 @@ def _section_html(key: str, title: str, section: dict[str, Any], method: str) ->
             if not fit.get("computable", True):
                 parts.append(f"<p class='nc'>Not computable: {html.escape(str(fit.get('reason')))}</p>")
                 continue
-            it, me = fit["interaction_test"], fit["main_effects_test"]
-            clusters = ", ".join(f"{v} {k}s" for k, v in fit.get("clusters", {}).items())
-            parts.append(
-                f"<p>race × gender interaction: Wald F = {_fmt(it['statistic'])} on {it['df'][0]} and {it['df'][1]} "
-                f"df, p = {_fmt(it['p_value'])}; race and gender (no interaction): F = {_fmt(me['statistic'])}, "
-                f"p = {_fmt(me['p_value'])}; clustered ({html.escape(clusters)}); reference "
-                f"{html.escape(str(fit['reference']))}</p>"
-            )
-            rows = [
-                (name, _fmt(t["odds_ratio"]), f"[{_fmt(t['ci95'][0])}, {_fmt(t['ci95'][1])}]", _fmt(t["p_value"]))
-                for name, t in fit["terms"].items()
-            ]
-            parts.append(_table(rows, ("term", _term("odds_ratio"), _term("ci"), _term("p"))))
+            parts.append(_intersection_fit_html(fit))
         return "".join(parts)
     if key == "expert":
         parts.append(_expert_html(section))
@@ -545,6 +578,10 @@ def _section_html(key: str, title: str, section: dict[str, Any], method: str) ->
     if key == "groups":
         for attr, views in section.get("attributes", {}).items():
             parts.append(_views_html(attr, views))
+        for attrs, views in section.get("intersections", {}).items():
+            parts.append(_views_html(f"intersection {attrs}", views))
+        if section.get("intersections_note"):
+            parts.append(f"<p class='note'>{html.escape(section['intersections_note'])}</p>")
         return "".join(parts)
     if key == "ingroup":
         parts.append(_views_html("annotators, all rules", section.get("annotators_overall", {})))

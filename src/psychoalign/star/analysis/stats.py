@@ -1,5 +1,5 @@
 """The STAR analyses (paper §5-6): agreement, expert vs crowd, group comparisons, arbitration,
-in-/out-group, intersectional models, coverage.
+in-/out-group, coverage (the intersectional models: ``intersections``).
 
 Each function returns a plain dict for the JSON report. A section that cannot be computed says so
 (``{"computable": False, "reason": …}``) instead of failing the report. Group comparisons are
@@ -9,6 +9,7 @@ kept as description only.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -381,8 +382,15 @@ def _views(data: RatingData, frame: pd.DataFrame, column: str, reference: str | 
     return out
 
 
+#: Rater attributes are crossed two at a time for at most this many pairs (two models per pair).
+MAX_INTERSECTIONS = 6
+
+
 def groups_section(data: RatingData) -> dict[str, Any]:
-    """Group comparisons on every rater attribute (all its groups, not only two)."""
+    """Group comparisons on every rater attribute (all its groups, not only two), then on the
+    intersections of two attributes (e.g. gender × race), each combination a group under the same
+    rule: fewer than MIN_GROUP ratings or MIN_GROUP_RATERS raters, or perfectly separated, and it
+    is described, not tested."""
     attrs = data.rater_attributes()
     if not attrs:
         known = [str(c) for c in data.raters.columns] if not data.raters.empty else []
@@ -398,6 +406,21 @@ def groups_section(data: RatingData) -> dict[str, Any]:
     for attr in attrs:
         frame = _with_rater_attr(ann, data, attr)
         out["attributes"][attr] = _views(data, frame, attr)
+    pairs = list(itertools.combinations(attrs, 2))
+    crossed: dict[str, Any] = {}
+    for a, b in pairs[:MAX_INTERSECTIONS]:
+        name = f"{a} × {b}"
+        frame = _with_rater_attr(_with_rater_attr(ann, data, a), data, b)
+        frame = frame.assign(**{name: frame[a].astype(str) + " × " + frame[b].astype(str)})
+        if frame[name].nunique() >= 2:
+            crossed[name] = _views(data, frame, name)
+    if crossed:
+        out["intersections"] = crossed
+    if len(pairs) > MAX_INTERSECTIONS:
+        out["intersections_note"] = (
+            f"the first {MAX_INTERSECTIONS} of {len(pairs)} attribute pairs are crossed; for another, join "
+            "the two attributes into one rater column before the analysis"
+        )
     return out
 
 
@@ -570,74 +593,6 @@ def _attack_success(data: RatingData) -> pd.DataFrame | None:
     if "red_teamer_in_group" not in frame.columns:
         frame["red_teamer_in_group"] = None
     return frame
-
-
-def _intersectional(frame: pd.DataFrame, covariates: pd.DataFrame | None) -> dict[str, Any]:
-    race = design(frame, "target_race", prefix="race")
-    gender = design(frame, "target_gender", prefix="gender")
-    inter = pd.DataFrame(
-        {f"{r}:{g}": race[r] * gender[g] for r in race.columns for g in gender.columns}, index=frame.index
-    )
-    inter = inter.loc[:, inter.sum() > 0]
-    parts = [race, gender, inter] if covariates is None else [covariates, race, gender, inter]
-    exog_x = pd.concat(parts, axis=1)
-    y = frame["broken"].to_numpy()
-    fit = fit_binary(y, exog_x, frame, test=list(inter.columns))
-    fit["interaction_test"] = fit.pop("joint_test")
-    fit["main_effects_test"] = _main_effects(y, pd.concat(parts[:-1], axis=1), frame, [*race.columns, *gender.columns])
-    fit["reference"] = {
-        "race": str(frame["target_race"].value_counts().index[0]),
-        "gender": str(frame["target_gender"].value_counts().index[0]),
-    }
-    return fit
-
-
-def _main_effects(y: np.ndarray, exog_x: pd.DataFrame, frame: pd.DataFrame, names: list[str]) -> dict[str, Any]:
-    res = fit_binary(y, exog_x, frame, test=names)
-    return {**res["joint_test"], "of": "race and gender terms, model without interaction"}
-
-
-def intersectional_section(data: RatingData) -> dict[str, Any]:
-    """Logistic regression of rule-broken on target race, gender and race x gender (paper §6.2.3),
-    per rule and pooled (pooled: rule as a covariate). The interaction is tested with a joint
-    Wald F test on the interaction terms using rater- and dialogue-clustered standard errors (a
-    likelihood-ratio test would assume independent ratings)."""
-    needed = {"target_race", "target_gender"}
-    if data.format != "star" or not needed <= set(data.items.columns):
-        return not_computable("needs STAR dialogues that target race x gender intersections")
-    cols = ["item_id", "target_race", "target_gender", *(["rule"] if "rule" in data.items.columns else [])]
-    frame = data.annotations.merge(data.items[cols], on="item_id")
-    frame = frame.dropna(subset=["target_race", "target_gender"])
-    frame = frame[~frame["value"].isin(data.excluded)]
-    if len(frame) < 40 or frame["target_race"].nunique() < 2 or frame["target_gender"].nunique() < 2:
-        return not_computable(f"too few intersectional ratings ({len(frame)}) or levels for the models")
-    frame = frame.assign(broken=frame["value"].isin(data.positive).astype(int))
-    out: dict[str, Any] = {
-        "computable": True,
-        "method": (
-            "logistic regression broken ~ race + gender + race×gender (treatment coding, most frequent level as "
-            "reference); interaction tested with a joint Wald F test, SEs clustered by annotator and dialogue; "
-            "per rule, and pooled over rules with rule as a covariate"
-        ),
-        "n_ratings": len(frame),
-    }
-    try:
-        rules = design(frame, "rule") if "rule" in frame.columns and frame["rule"].nunique() > 1 else None
-        out["pooled"] = _intersectional(frame, rules)
-    except Exception as exc:  # perfect separation, singular matrix: report, do not crash
-        out["pooled"] = not_computable(f"the model could not be fitted: {type(exc).__name__}: {exc}")
-    per_rule: dict[str, Any] = {}
-    if "rule" in frame.columns:
-        for rule, part in frame.groupby("rule"):
-            if len(part) < 40 or part["target_race"].nunique() < 2 or part["target_gender"].nunique() < 2:
-                per_rule[str(rule)] = not_computable(f"too few intersectional ratings ({len(part)}) or levels")
-                continue
-            try:
-                per_rule[str(rule)] = _intersectional(part, None)
-            except Exception as exc:
-                per_rule[str(rule)] = not_computable(f"the model could not be fitted: {type(exc).__name__}: {exc}")
-    out["by_rule"] = per_rule
-    return out
 
 
 def coverage_section(data: RatingData) -> dict[str, Any]:

@@ -368,3 +368,64 @@ def test_table4_asr_is_corrected_for_the_judges_measured_error() -> None:
     assert got["corrected"]["ci_low"] < 0.455 < got["corrected"]["ci_high"]
     assert any("Rogan-Gladen" in n for n in t["notes"])
     assert "corrected" not in next(r for r in table4(s, cells, {})["rows"] if r["key"] == "direct")["cells"][0]
+
+
+def test_table4_says_plainly_when_a_row_is_not_comparable() -> None:
+    """Every scored attack of one system failed for another: the row compares nothing and says so;
+    some failed: it names who failed how many and compares the rest."""
+    from psychoalign.experiments.harness.store import CellResult
+    from psychoalign.experiments.suites.attacks.report import table4
+
+    s = _spec(["vanilla", {"name": "config-A", "kind": "psychoalign"}])
+
+    def cell(system: str, i: int, ok: bool) -> CellResult:
+        return CellResult(
+            run_id="r",
+            key=f"{system}|attack-direct|{i}",
+            system=system,
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="done" if ok else "failed",
+            metrics={"success": 1.0} if ok else {},
+            error=None if ok else "the request is 17643 characters, over the limit of 8000",
+        )
+
+    none = table4(s, [cell("vanilla", i, True) for i in range(4)] + [cell("config-A", i, False) for i in range(4)])
+    row = next(r for r in none["rows"] if r["key"] == "direct")
+    assert row["comparability"] == "not comparable: no attack was scored by every system (failed: config-A 4)"
+    assert [c["n"] for c in row["cells"]] == [0, 0]
+    some = table4(
+        s,
+        [cell("vanilla", i, True) for i in range(4)] + [cell("config-A", i, i < 1) for i in range(4)],
+    )
+    row = next(r for r in some["rows"] if r["key"] == "direct")
+    assert row["comparability"].startswith("compared on the 1 attacks every system scored")
+    assert "config-A 3" in row["comparability"]
+    full = table4(s, [cell(sys, i, True) for sys in ("vanilla", "config-A") for i in range(4)])
+    assert "comparability" not in next(r for r in full["rows"] if r["key"] == "direct")
+
+
+@pytest.mark.needs_data("many_shot_jailbreaking")
+def test_paper_table4_lets_every_many_shot_prompt_reach_the_negotiating_configs() -> None:
+    """The preset's request limit for configs A-D is above the longest many-shot prompt it can
+    build (the 64 longest shots), so the 16- and 64-shot rows compare every item with vanilla."""
+    from psychoalign.config import Settings
+    from psychoalign.experiments.harness.spec import load_spec
+    from psychoalign.experiments.harness.systems import build_system
+    from psychoalign.experiments.suites.attacks.categories import ManyShotAttack
+    from psychoalign.experiments.suites.attacks.templates import load_shots
+
+    spec = load_spec("paper-table4")
+    bench_spec = next(b for b in spec.benchmarks if b.name == "attack-manyshot")
+    bench = ManyShotAttack(bench_spec.options)
+    items = bench.sample(bench.load(SHARED_DATA), spec.n, spec.seed)
+    longest_item = max(sum(len(m.content) for m in bench.messages(i)) for i in items)
+    shots = sorted(len(f"User: {s.user}\nAssistant: {s.assistant}") + 2 for s in load_shots(SHARED_DATA))
+    bound = sum(shots[-max(bench.opts.shots) :]) + 2_000  # + the preamble and the behaviour
+    assert longest_item > 8_000  # the default limit would fail these cells
+    limits = [
+        build_system(s, Settings()).params.max_request_chars  # type: ignore[attr-defined]
+        for s in spec.systems
+        if s.effective_kind == "psychoalign"
+    ]
+    assert len(limits) == 4 and min(limits) >= max(bound, longest_item)

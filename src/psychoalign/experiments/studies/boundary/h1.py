@@ -173,6 +173,30 @@ def load_h1_dataset(
     )
 
 
+def h1_corpus(dataset: H1Dataset) -> list[CorpusItem]:
+    """The rated items as requests to negotiate (one domain: the dataset), in the dataset's order."""
+    return [
+        CorpusItem(id=it.id, domain=dataset.name, category="rated", request=it.request, context=it.context)
+        for it in dataset.items
+    ]
+
+
+def h1_report(dataset: H1Dataset, outcomes: Sequence[ItemOutcome], **analysis: Any) -> dict[str, Any]:
+    """The H1 report from the negotiated outcomes (in the dataset's order), however they were
+    negotiated: ``analysis`` is :func:`analyze_h1`'s keywords (definition, n_boot, n_perm, seed)."""
+    report = analyze_h1(
+        dataset.items,
+        outcomes,
+        scale=dataset.scale,
+        positive=dataset.positive,
+        excluded=dataset.excluded,
+        ordinal=dataset.ordinal,
+        **analysis,
+    )
+    report["dataset"] = {"name": dataset.name, "format": dataset.format, "mapping": dataset.mapping}
+    return report
+
+
 async def run_h1(
     dataset: H1Dataset,
     negotiator: Negotiator,
@@ -188,10 +212,7 @@ async def run_h1(
 ) -> dict[str, Any]:
     """Negotiate every item of ``dataset`` (``done`` skips items a checkpoint already has) and
     analyse: the JSON-ready H1 report."""
-    corpus = [
-        CorpusItem(id=it.id, domain=dataset.name, category="rated", request=it.request, context=it.context)
-        for it in dataset.items
-    ]
+    corpus = h1_corpus(dataset)
     outcomes = await negotiate_items(
         negotiator,
         corpus,
@@ -201,19 +222,7 @@ async def run_h1(
         on_done=on_done,
         done=done,
     )
-    report = analyze_h1(
-        dataset.items,
-        outcomes,
-        scale=dataset.scale,
-        positive=dataset.positive,
-        excluded=dataset.excluded,
-        ordinal=dataset.ordinal,
-        definition=definition,
-        n_boot=n_boot,
-        n_perm=n_perm,
-        seed=seed,
-    )
-    report["dataset"] = {"name": dataset.name, "format": dataset.format, "mapping": dataset.mapping}
+    report = h1_report(dataset, outcomes, definition=definition, n_boot=n_boot, n_perm=n_perm, seed=seed)
     report["models"] = negotiator.model_labels()
     return report
 

@@ -55,6 +55,23 @@ async def run_boundary(
     runs = await run_retest(
         corpus.items, group, framework=framework, concurrency=concurrency, on_done=on_done, done=done
     )
+    report = boundary_report(corpus, runs, definition=definition, n_boot=n_boot, seed=seed, top_k=top_k)
+    report["models"] = group[0].model_labels()
+    report["params"] = group[0].params.model_dump(mode="json")
+    return report
+
+
+def boundary_report(
+    corpus: Corpus,
+    runs: Sequence[Sequence[ItemOutcome]],
+    *,
+    definition: TensionDefinition | str = DEFAULT_DEFINITION,
+    n_boot: int = 2000,
+    seed: int = 0,
+    top_k: int = 10,
+) -> dict[str, Any]:
+    """The boundary report from the negotiated runs (one list of outcomes per repeat, in the
+    corpus's order), however they were negotiated: here, or as cells of the harness (``.cells``)."""
     report = analyze_boundary(merge_runs(runs), definition=definition, n_boot=n_boot, seed=seed, top_k=top_k)
     report["runs"] = len(runs)
     report["retest"] = analyze_retest(runs, definition=definition) if len(runs) >= 2 else None
@@ -67,8 +84,6 @@ async def run_boundary(
         "domains": corpus.domains(),
         "categories": corpus.categories(),
     }
-    report["models"] = group[0].model_labels()
-    report["params"] = group[0].params.model_dump(mode="json")
     return report
 
 

@@ -55,7 +55,26 @@ def _row(key: str, title: str, systems: list[str], pooled: list[str], groups: di
     failed = sum(groups.get(s, _EMPTY)[1] for s in pooled)
     degenerate = sum(groups.get(s, _EMPTY)[2] for s in pooled)
     dropped = sum(groups.get(s, _EMPTY)[3] for s in pooled)
-    return {"key": key, "title": title, "cells": cells, "pooled": _rate(values, failed, degenerate, dropped)}
+    row = {"key": key, "title": title, "cells": cells, "pooled": _rate(values, failed, degenerate, dropped)}
+    note = _comparability(cells)
+    if note:
+        row["comparability"] = note
+    return row
+
+
+def _comparability(cells: list[dict[str, Any]]) -> str | None:
+    """Plain words when a row does not compare every scored attack: the systems whose failed cells
+    took items out of the paired set (e.g. a request limit a negotiating system enforces and the
+    plain model does not), or no item at all left to compare."""
+    failing = [f"{c['system']} {c['failed']}" for c in cells if c["failed"]]
+    if not failing or not any(c["dropped"] for c in cells):
+        return None
+    if all(c["n"] == 0 for c in cells):
+        return f"not comparable: no attack was scored by every system (failed: {', '.join(failing)})"
+    return (
+        f"compared on the {max(c['n'] for c in cells)} attacks every system scored; the others were dropped "
+        f"because some systems failed them (failed: {', '.join(failing)})"
+    )
 
 
 def _collect(
