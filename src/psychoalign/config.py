@@ -191,8 +191,24 @@ class ServeSettings(BaseModel):
     )
     otel_spans: bool = Field(
         False,
-        description="OpenTelemetry spans for each negotiation, its rounds and decision, with tension/state/defense "
-        "and gen_ai usage attributes, to the process's tracer provider (e.g. opentelemetry-instrument).",
+        description="OpenTelemetry spans for each negotiation, its rounds, decision and agent calls, with "
+        "tension/state/defense and gen_ai usage attributes, to the process's tracer provider (e.g. "
+        "opentelemetry-instrument), or to otlp_endpoint when that is set.",
+    )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="Export the spans by OTLP over HTTP to this collector URL (e.g. http://127.0.0.1:4318/v1/traces); "
+        "turns otel_spans on. Needs the 'otel' extra.",
+    )
+    stream_window: int = Field(
+        0,
+        ge=0,
+        le=100_000,
+        description="Progressive streaming: release the DRIVE's draft in windows of this many characters, each "
+        "after the gates passed it with stream_lookahead more; 0 = off (the whole answer is gated first).",
+    )
+    stream_lookahead: int = Field(
+        200, ge=0, le=100_000, description="Characters past a window the gates must pass before it is released."
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,

@@ -206,3 +206,42 @@ def test_cli_model_swap_on_the_same_store_is_refused_and_new_run_scores_the_new_
     script_b = b["run"]["identity"]["systems"]["vanilla"]["models"]["chat"]["script_sha256"]
     assert script_b != a["run"]["identity"]["systems"]["vanilla"]["models"]["chat"]["script_sha256"]
     assert "Provenance" in (out_b / "report.html").read_text()
+
+
+@pytest.mark.needs_data("advbench")
+def test_cli_limit_flags_stop_the_run_in_one_line_and_a_higher_limit_resumes_it(tmp_path: Path) -> None:
+    """On a SQLite store: the spec's token limit stops the run (exit 1, one line, the reason in
+    results.json); a higher `--max-tokens` wins over the spec and resumes it; a bad flag is one line."""
+    import yaml
+
+    from tests.cli.test_main import cli
+
+    chat = tmp_path / "chat.yaml"
+    chat.write_text(yaml.safe_dump({"rules": [], "default": REFUSAL}))
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(
+        f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n'
+        f'[roles.chat]\nbackend = "scripted"\nscript = "{chat}"\n'
+    )
+    spec_file = tmp_path / "lim.yaml"
+    spec_file.write_text(
+        "name: lim\nsystems: [vanilla]\nbenchmarks: [advbench]\nn: 6\nconcurrency: 1\n"
+        "judge: {harm: false, calibration_n: 0}\nlimits: {tokens: 1}\n"
+    )
+    store = f"sqlite:///{tmp_path / 'results.db'}"
+
+    def go(*extra: str) -> Any:
+        out = tmp_path / "out"
+        args = ("experiment", "run", str(spec_file), "--store", store, "--out", str(out), "--no-progress")
+        return cli(*args, "-c", str(config), *extra), json.loads((out / "results.json").read_text())
+
+    res, data = go()  # the spec's limit: one cell
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    [line] = [x for x in res.stderr.splitlines() if "stopped:" in x]
+    assert "token limit reached" in line and "--max-tokens" in line
+    assert data["run"]["stopped"]["limit"] == "tokens" and data["status"]["done"] == 1
+    res, data = go("--max-tokens", "1000000")  # the flag wins over the spec
+    assert res.returncode == 0, res.stderr
+    assert data["status"]["done"] == 6 and data["run"]["stopped"] is None
+    bad = cli("experiment", "run", str(spec_file), "--max-errors", "2.5", "-c", str(config))
+    assert bad.returncode == 2 and "--max-errors" in bad.stderr and "Traceback" not in bad.stderr

@@ -81,7 +81,11 @@ BAD_INPUT = [
     (json.dumps({"model": "psychoalign", "messages": []}).encode(), "messages", "empty_array"),
     (json.dumps(_chat(n=2)).encode(), "n", "unsupported_parameter"),
     (json.dumps(_chat(logprobs=True)).encode(), "logprobs", "unsupported_parameter"),
-    (json.dumps(_chat(tools=[{"type": "function", "function": {"name": "f"}}])).encode(), "tools", None),
+    (
+        json.dumps(_chat(tools=[{"type": "function", "function": {"name": "f g"}}])).encode(),
+        "tools[0].function.name",
+        None,
+    ),
     (json.dumps(_chat(response_format={"type": "xml"})).encode(), "response_format.type", None),
     (json.dumps(_chat(frobnicate=1)).encode(), "frobnicate", "unknown_parameter"),
     (json.dumps(_chat("   ")).encode(), "messages[0].content", "invalid_value"),

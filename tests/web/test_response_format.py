@@ -19,7 +19,7 @@ from psychoalign.config import Settings
 from psychoalign.traces import InMemoryTraceStore
 from psychoalign.web import create_app
 from psychoalign.web.errors import APIError
-from psychoalign.web.openai_api import FORMAT_REFUSAL, format_problem
+from psychoalign.web.openai_reply import FORMAT_REFUSAL, format_problem
 from psychoalign.web.openai_schema import ResponseFormat, parse_request
 from tests.scenario import APPROVE, World, evaluation, proposals
 

@@ -16,7 +16,7 @@ from psychoalign.config import Settings
 from psychoalign.traces import InMemoryTraceStore
 from psychoalign.web import create_app
 from psychoalign.web.errors import APIError
-from psychoalign.web.openai_api import shape_text
+from psychoalign.web.openai_reply import shape_text
 from psychoalign.web.openai_schema import Sampling, parse_request
 from tests.scenario import World, proposals
 

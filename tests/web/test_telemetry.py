@@ -1,5 +1,6 @@
 """OpenTelemetry spans of /v1 negotiations (serve.otel_spans): a negotiation span with the outcome
-and gen_ai usage, a child per round and for the decision; none when the setting is off."""
+and gen_ai usage, a child per round and for the decision, a span per agent call under them; none
+when the setting is off; serve.otlp_endpoint exports them by OTLP (or names the missing extra)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,19 @@ import httpx
 import pytest
 
 from psychoalign.config import ServeSettings, Settings
+from psychoalign.errors import ConfigError
 from psychoalign.traces import InMemoryTraceStore
 from psychoalign.web import create_app
-from psychoalign.web.telemetry import gateway_tracer
+from psychoalign.web.telemetry import gateway_tracing
 from tests.scenario import World, proposals
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
 
 BENIGN = "Boil the egg for nine minutes, then cool it in cold water."
 CHAT = {"model": "psychoalign", "messages": [{"role": "user", "content": "How do I boil an egg?"}]}
@@ -21,8 +31,8 @@ CHAT = {"model": "psychoalign", "messages": [{"role": "user", "content": "How do
 
 def test_spans_are_off_by_default() -> None:
     assert ServeSettings().otel_spans is False
-    assert gateway_tracer(False) is None
-    assert gateway_tracer(True) is not None
+    assert gateway_tracing(ServeSettings()).tracer is None
+    assert gateway_tracing(ServeSettings(otel_spans=True)).tracer is not None
 
 
 @pytest.mark.skipif(
@@ -46,11 +56,29 @@ async def test_a_negotiation_is_a_span_with_rounds_decision_outcome_and_usage() 
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             body = (await client.post("/v1/chat/completions", json=CHAT)).json()
-    spans = {s.name: s for s in exporter.get_finished_spans()}
-    assert set(spans) == {"psychoalign.negotiation", "psychoalign.round", "psychoalign.decide"}
+    finished = exporter.get_finished_spans()
+    spans = {s.name: s for s in finished}
+    roles = ("psychoalign.drive", "psychoalign.evaluator", "psychoalign.mediator")
+    assert set(spans) == {"psychoalign.negotiation", "psychoalign.round", "psychoalign.decide", *roles}
     root, round_, decide = spans["psychoalign.negotiation"], spans["psychoalign.round"], spans["psychoalign.decide"]
     assert round_.parent is not None and round_.parent.span_id == root.context.span_id
     assert decide.parent is not None and decide.parent.span_id == root.context.span_id
+    # One span per agent call, under its round or the decision: DRIVE, EVALUATOR (the batch) and
+    # the MEDIATOR's assessment in the round; the final gate's EVALUATOR call in the decision (the
+    # approved draft is adopted as it is: no composition call).
+    calls = [
+        (s.name, s.parent.span_id if s.parent else None, dict(s.attributes or {})) for s in finished if s.name in roles
+    ]
+    assert [(n, p, a["psychoalign.task"]) for n, p, a in calls] == [
+        ("psychoalign.drive", round_.context.span_id, "drive"),
+        ("psychoalign.evaluator", round_.context.span_id, "evaluate_batch"),
+        ("psychoalign.mediator", round_.context.span_id, "assess"),
+        ("psychoalign.evaluator", decide.context.span_id, "evaluate"),
+    ]
+    for name, _, call in calls:
+        assert call["gen_ai.agent.name"] == name.split(".")[1] and call["gen_ai.response.model"]
+        assert call["gen_ai.usage.input_tokens"] > 0
+    spent = sum(call["gen_ai.usage.input_tokens"] for _, _, call in calls)
     info = body["psychoalign"]
     attrs: dict[str, Any] = dict(root.attributes or {})
     assert attrs["psychoalign.trace_id"] == info["trace_id"]
@@ -58,7 +86,7 @@ async def test_a_negotiation_is_a_span_with_rounds_decision_outcome_and_usage() 
     assert attrs["psychoalign.state"] == info["state"] and attrs["psychoalign.defense"] == "none"
     assert attrs["psychoalign.tension"] == pytest.approx(info["tension"])
     assert attrs["gen_ai.request.model"] == "psychoalign" and attrs["gen_ai.operation.name"] == "chat"
-    assert attrs["gen_ai.usage.input_tokens"] == body["usage"]["prompt_tokens"] > 0
+    assert attrs["gen_ai.usage.input_tokens"] == body["usage"]["prompt_tokens"] == spent
     assert attrs["gen_ai.usage.output_tokens"] == body["usage"]["completion_tokens"]
     assert dict(round_.attributes or {})["psychoalign.round"] == 1
     assert dict(round_.attributes or {})["psychoalign.admissible"] == 1
@@ -98,3 +126,53 @@ async def test_an_a2a_negotiation_gets_a_span_from_its_trace() -> None:
     assert attrs["psychoalign.trace_id"] == trace.id and attrs["psychoalign.status"] == "completed"
     assert span.start_time == int(trace.created_at.timestamp() * 1e9)
     assert trace.finished_at is not None and span.end_time == int(trace.finished_at.timestamp() * 1e9)
+
+
+def test_an_otlp_endpoint_without_the_exporter_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_exporter(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("opentelemetry.exporter"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_exporter)
+    with pytest.raises(ConfigError) as error:
+        gateway_tracing(ServeSettings(otlp_endpoint="http://127.0.0.1:4318/v1/traces"))
+    assert "psychoalign[otel]" in error.value.hint  # type: ignore[operator]
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.skipif(
+    not _installed("opentelemetry.exporter.otlp.proto.http"),
+    reason="the otel extra (opentelemetry-exporter-otlp-proto-http) is not installed",
+)
+async def test_spans_are_exported_to_the_otlp_endpoint() -> None:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from tests.loopback import serve
+
+    received: list[bytes] = []
+
+    async def collect(request: Request) -> Response:
+        received.append(await request.body())
+        return Response(b"", media_type="application/x-protobuf")
+
+    with serve(Starlette(routes=[Route("/v1/traces", collect, methods=["POST"])])) as url:
+        store = InMemoryTraceStore()
+        settings = Settings(serve=ServeSettings(otlp_endpoint=f"{url}/v1/traces"))
+        negotiator = World([proposals((BENIGN, 0.9))]).negotiator(store)
+        app = create_app(settings, store=store, negotiators={"psychoalign": negotiator}, lab=False)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
+        # Leaving the lifespan shut the exporter down, which flushed every span to the collector.
+        exported = b"".join(received)
+    assert b"psychoalign.negotiation" in exported and b"psychoalign.drive" in exported
+    assert BENIGN.encode() not in exported

@@ -141,6 +141,14 @@ def run(
         "--new-run",
         help="Start (or resume) a run beside the spec's first one, keyed by the models, judges and data it uses.",
     ),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="Stop once the run's model calls used this many tokens (spec: limits)."
+    ),
+    max_cost: float | None = typer.Option(None, "--max-cost", min=0.0, help="Stop once the run spent this many USD."),
+    max_time: float | None = typer.Option(None, "--max-time", min=0.0, help="Stop once the run ran this many seconds."),
+    max_errors: float | None = typer.Option(
+        None, "--max-errors", min=0.0, help="Stop at this many failed cells (>= 1) or this share of the cells (< 1)."
+    ),
     store_url: str | None = StoreOpt,
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     config: Path | None = ConfigOpt,
@@ -180,6 +188,7 @@ def run(
     )
     if concurrency is not None:
         spec = spec.model_copy(update={"concurrency": concurrency})
+    spec = _with_limits(spec, max_tokens=max_tokens, max_cost=max_cost, max_time=max_time, max_errors=max_errors)
     shard_t = _parse_shard(shard)
     if dry_run:
         _dry_run(spec, settings, registry, shard_t, json_out)
@@ -214,6 +223,8 @@ def run(
     json_path, html_path = write_report(report, folder)
     if json_out:
         emit_json({"summary": summary.__dict__, "report": str(html_path), "results": str(json_path)})
+        if summary.stopped:
+            raise typer.Exit(1)
         return
     _print_tables(report)
     err_console.print(
@@ -226,6 +237,26 @@ def run(
     for line in summary.errors[:5]:
         err_console.print(safe(f"  failed: {line}"), style="red")
     err_console.print(f"report: {html_path}\nresults: {json_path}")
+    if summary.stopped:
+        err_console.print(safe(f"run {summary.run_id} stopped: {summary.stopped}"), style="yellow")
+        raise typer.Exit(1)
+
+
+def _with_limits(spec: ExperimentSpec, **flags: float | None) -> ExperimentSpec:
+    """The spec's limits with the --max-* flags given (a flag wins); a bad value is one line."""
+    from pydantic import ValidationError
+
+    from ..experiments.harness.limits import merge_limits
+
+    names = {"max_tokens": "tokens", "max_cost": "cost_usd", "max_time": "time_s", "max_errors": "errors"}
+    try:
+        limits = merge_limits(spec.limits, {names[k]: v for k, v in flags.items()})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        flag = next((f"--{k.replace('_', '-')}" for k, v in names.items() if (v,) == loc), "a --max flag")
+        raise InputError(f"{flag}: {first['msg']}", hint="see psychoalign experiment run --help") from None
+    return spec.model_copy(update={"limits": limits})
 
 
 def _dry_run(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
@@ -19,6 +21,9 @@ from ..traces.model import AgentStats
 __all__ = ["InProcessTransport"]
 
 Task = DriveTask | EvaluateTask | EvaluateBatchTask | AssessTask | ComposeTask
+#: Observes each agent call (telemetry): called with (recipient, task kind) before the call, its
+#: context is entered around the call and the function it yields is given the reply on success.
+CallObserver = Callable[[str, str], AbstractContextManager[Callable[["AgentReply[Any]"], None]]]
 
 #: (sender, recipient) -> task kinds allowed. Everything else is refused.
 ROUTES: dict[tuple[str, str], frozenset[str]] = {
@@ -76,8 +81,9 @@ def _bits(payload: str) -> tuple[int, int]:
 
 
 class MessageBus:
-    def __init__(self, transport: AgentTransport) -> None:
+    def __init__(self, transport: AgentTransport, observer: CallObserver | None = None) -> None:
         self._transport = transport
+        self._observer = observer
         self.stats: dict[str, AgentStats] = {r: AgentStats() for r in ("drive", "evaluator", "mediator")}
         self.log: list[tuple[str, str, str, float]] = []  # (sender, recipient, kind, t)
 
@@ -86,11 +92,12 @@ class MessageBus:
         if task.kind not in allowed:
             raise RouteViolationError(f"route {sender} -> {recipient} ({task.kind}) is not allowed")
         self.log.append((sender, recipient, task.kind, time.time()))
-        try:
-            reply = await self._transport.deliver(recipient, task)
-        except PsychoAlignError as exc:  # name the agent whose call failed (errors.public_message)
-            exc.agent = exc.agent or recipient
-            raise
+        if self._observer is None:
+            reply = await self._deliver(recipient, task)
+        else:
+            with self._observer(recipient, task.kind) as done:
+                reply = await self._deliver(recipient, task)
+                done(reply)
         stats = self.stats[recipient]
         stats.calls += 1
         stats.prompt_tokens += reply.usage.prompt_tokens
@@ -105,3 +112,10 @@ class MessageBus:
         if reply.host not in stats.hosts:
             stats.hosts.append(reply.host)
         return reply
+
+    async def _deliver(self, recipient: AgentRole, task: Task) -> AgentReply[Any]:
+        try:
+            return await self._transport.deliver(recipient, task)
+        except PsychoAlignError as exc:  # name the agent whose call failed (errors.public_message)
+            exc.agent = exc.agent or recipient
+            raise

@@ -16,7 +16,7 @@ import socket
 from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..agents.messages import (
@@ -46,7 +46,17 @@ from ..traces.model import (
     redact_blocked_drafts,
 )
 from ..traces.store import StoreError, TraceStore
-from .bus import AgentTransport, InProcessTransport, MessageBus
+from .bus import AgentTransport, CallObserver, InProcessTransport, MessageBus
+from .decision import (
+    AnswerCheck,
+    Gates,
+    contribution,
+    fired_rules,
+    guarded_evaluation,
+    refusal_text,
+    relay_feedback,
+    rules_text,
+)
 from .defense import (
     DefenseContext,
     DefenseMechanism,
@@ -57,8 +67,9 @@ from .defense import (
     template,
 )
 from .events import EventHook, NegotiationEvent, emit
-from .gates import FreeTextGuard, GateResult, Layer1Enforcer, TauFilter, apply_gates, canonical_hits
+from .gates import FreeTextGuard, GateResult, Layer1Enforcer, TauFilter, canonical_hits
 from .params import NegotiationParams, negotiation_source, parse_params
+from .progressive import WindowStream, release_in_windows
 from .tension import SystemState, classify_state, tension
 from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
 
@@ -66,19 +77,6 @@ _log = logging.getLogger(__name__)
 ROLES = ("drive", "evaluator", "mediator")
 #: What the EVALUATOR is shown as the "proposal" when it screens a request before any draft.
 SCREEN_PROPOSAL = "(no answer has been written yet: judge whether any answer to this request could be acceptable)"
-# Bounds on EVALUATOR free text that flows onward (characters, one line each).
-LIMITS = {"safe_channel": 120, "safe_adjacent_topic": 120, "stakeholder": 60, "modification": 200}
-
-
-class _Gates(NamedTuple):
-    """What one negotiation's texts are judged by: its framework (and the payload the EVALUATOR
-    is sent), the Layer-1 rules, tau, and the guard that remembers every blocked draft."""
-
-    fw: Framework
-    fw_payload: dict[str, Any]
-    layer1: Layer1Enforcer
-    tau: TauFilter
-    guard: FreeTextGuard
 
 
 class Negotiator:
@@ -151,6 +149,9 @@ class Negotiator:
         metadata: Mapping[str, Any] | None = None,
         on_event: EventHook | None = None,
         conversation: ConversationRef | None = None,
+        answer_check: AnswerCheck | None = None,
+        stream: WindowStream | None = None,
+        on_call: CallObserver | None = None,
     ) -> Trace:
         """Negotiate one request. Never raises for model, input or storage failures: the returned
         trace has ``status == FAILED``, the reason in ``error`` (one line, no SQL), and a fixed
@@ -158,7 +159,11 @@ class Negotiator:
         ``on_event`` observes progress (stage names and numbers only, never agent text).
         ``conversation`` (server-derived keys, :func:`~psychoalign.negotiation.track.conversation_ref`)
         files this turn in its conversation and lets the earlier turns' tension track tighten tau
-        (``cross_turn``; docs/negotiation.md)."""
+        (``cross_turn``; docs/negotiation.md). ``answer_check`` adds the caller's own deterministic
+        check to the gates (the gateway's tool-call gate): its reasons block a draft and the final
+        text as a Layer-1 check does. ``stream`` releases the DRIVE's draft in gated windows
+        instead of negotiating it whole (negotiation/progressive.py). ``on_call`` observes each
+        agent call (telemetry)."""
         clean = normalise_text(request)
         trace = Trace(
             request=clean, context=normalise_text(context or ""), params=self.params, metadata=dict(metadata or {})
@@ -166,7 +171,7 @@ class Negotiator:
         if clean != request:
             trace.metadata["request_normalised"] = True
         trace.metadata.setdefault("owner", self._owner)
-        bus = MessageBus(self.transport)
+        bus = MessageBus(self.transport, observer=on_call)
         self._hooks[trace.id] = on_event
         try:
             trace.models = self.model_labels()
@@ -175,15 +180,15 @@ class Negotiator:
                 await self._stored(self.store.start(trace), "record")
             await emit(on_event, NegotiationEvent(stage="started", trace_id=trace.id))
             async with asyncio.timeout(self.params.timeout_s):
-                await self._run(trace, bus, framework, trace.context or None)
+                await self._run(trace, bus, framework, trace.context or None, answer_check, stream)
             trace.status = TraceStatus.COMPLETED
         except (PsychoAlignError, TimeoutError) as exc:
-            self._fail(trace, exc)
+            self._fail(trace, exc, stream)
         except Exception as exc:  # fail closed on anything, including bugs
             _log.exception("negotiation %s failed unexpectedly", trace.id)
-            self._fail(trace, exc)
+            self._fail(trace, exc, stream)
         except BaseException as exc:  # cancelled: record, then let it propagate
-            self._fail(trace, exc)
+            self._fail(trace, exc, stream)
             await self._save(trace, bus)
             raise
         finally:
@@ -227,7 +232,7 @@ class Negotiator:
             raise StoreError(f"could not {what} the trace: {describe_error(exc)}", hint="check store_url") from None
 
     @staticmethod
-    def _fail(trace: Trace, exc: BaseException) -> None:
+    def _fail(trace: Trace, exc: BaseException, stream: WindowStream | None = None) -> None:
         trace.status = TraceStatus.FAILED
         if isinstance(exc, TimeoutError):
             trace.error = f"negotiation exceeded timeout_s={trace.params.timeout_s:g}"
@@ -243,6 +248,9 @@ class Negotiator:
             trace.error = f"internal error ({type(exc).__name__})"
         # Fail closed: whatever was computed, the user gets a fixed text and no model output.
         trace.final = FinalDecision(response=template("fail_closed"), composed_by="fallback", fallback=True)
+        if stream is not None and stream.released:  # windows already sent stay in the record of what was sent
+            trace.final.response = f"{stream.text}\n\n{trace.final.response}"
+            trace.metadata["stream"] = stream.record(cut=True)
 
     async def _save(self, trace: Trace, bus: MessageBus) -> None:
         trace.agents = {role: stats.model_copy(deep=True) for role, stats in bus.stats.items()}
@@ -265,7 +273,15 @@ class Negotiator:
                 await self.store.finish(trace)
 
     # ------------------------------------------------------------------------------------------
-    async def _run(self, trace: Trace, bus: MessageBus, framework: str | Path | Framework, context: str | None) -> None:
+    async def _run(
+        self,
+        trace: Trace,
+        bus: MessageBus,
+        framework: str | Path | Framework,
+        context: str | None,
+        answer_check: AnswerCheck | None = None,
+        stream: WindowStream | None = None,
+    ) -> None:
         p = self.params
         request = trace.request
         if not request.strip():
@@ -283,8 +299,11 @@ class Negotiator:
         layer1, tau = Layer1Enforcer(fw), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.model_dump(mode="json")
-        gates = _Gates(fw, fw_payload, layer1, tau, guard)
+        gates = Gates(fw, fw_payload, layer1, tau, guard, answer_check)
         if p.decide_on_request and await self._decide_on_request(trace, bus, gates):
+            return
+        if stream is not None:
+            await release_in_windows(trace, bus, gates, context, stream, self._emit)
             return
 
         feedback: str | None = None
@@ -295,11 +314,9 @@ class Negotiator:
             # round 1 asks for one proposal first and for the other n - 1 only if that one is not
             # accepted outright; later rounds ask for n at once.
             want = 1 if r == 1 and p.fast_path else p.n_proposals
-            records = await self._propose(bus, request, context, want, 0, feedback, fw_payload, layer1, tau)
+            records = await self._propose(bus, request, context, want, 0, feedback, gates)
             if want < p.n_proposals and not self._accepted(records[0]) and not self._at_ceiling(records, tau):
-                more = await self._propose(
-                    bus, request, context, p.n_proposals - want, want, feedback, fw_payload, layer1, tau
-                )
+                more = await self._propose(bus, request, context, p.n_proposals - want, want, feedback, gates)
                 records = sorted([*records, *more], key=lambda rec: -rec.utility)  # stable: earlier first on ties
                 for i, rec in enumerate(records, start=1):
                     rec.rank = i
@@ -345,7 +362,7 @@ class Negotiator:
                 converged = bool(admissible)
                 break
             if r < p.k:
-                feedback = self._relay_feedback(records, fw)
+                feedback = relay_feedback(records, fw)
                 round_record.feedback_to_drive = feedback
 
         trace.converged = converged
@@ -367,7 +384,7 @@ class Negotiator:
             return False
         return bool(getattr(self._model("evaluator").backend, "judges_requests", False))
 
-    async def _decide_on_request(self, trace: Trace, bus: MessageBus, gates: _Gates) -> bool:
+    async def _decide_on_request(self, trace: Trace, bus: MessageBus, gates: Gates) -> bool:
         """Deviation from the paper (docs/negotiation.md, "When the request decides"): when no
         answer to the request could pass the gates, the negotiation ends before any DRIVE call,
         so no harmful draft is written, paid for or stored. The request decides when it trips a
@@ -375,7 +392,7 @@ class Negotiator:
         judges requests puts the ceiling of any answer below tau. The response is composed by the
         defense table from the framework, as for a negotiation in which every draft was blocked.
         Returns whether the request decided (``trace.final`` is then set)."""
-        fw, fw_payload, layer1, tau, guard = gates
+        fw, fw_payload, layer1, tau, guard, _ = gates
         rules = [r.id for r in fw.universal if r.matches_request(trace.request) is not None]
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
@@ -391,7 +408,7 @@ class Negotiator:
         await self._emit(trace, "deciding")
         p = self.params
         withheld: list[str] = []
-        evals = [self._guarded(evaluation, guard, p.final_gate, withheld)] if evaluation is not None else []
+        evals = [guarded_evaluation(evaluation, guard, p.final_gate, withheld)] if evaluation is not None else []
         fired = set(rules) | set(fw.request_rules(trace.request))
         fired.update(hit.rule_id for e in evals for hit in e.rule_hits)
         ctx = DefenseContext(
@@ -410,7 +427,7 @@ class Negotiator:
             await self._emit(trace, "final_gate")
             task = EvaluateTask(request=trace.request, context=trace.context, proposal=response, framework=fw_payload)
             final_eval = (await bus.send("mediator", "evaluator", task)).output
-            final_gate = apply_gates(layer1, tau, response, final_eval)
+            final_gate = gates.gate(response, final_eval)
             if not final_gate.admissible:
                 fallback, composed_by = True, "fallback"
                 mechanism, response = self._fallback(ctx)
@@ -434,9 +451,7 @@ class Negotiator:
         n: int,
         first: int,
         feedback: str | None,
-        fw_payload: dict[str, Any],
-        layer1: Layer1Enforcer,
-        tau: TauFilter,
+        gates: Gates,
     ) -> list[ProposalRecord]:
         """``n`` DRIVE proposals (``first`` already written this round), each evaluated in its own
         model call (one EVALUATOR message), gated; ranked by utility."""
@@ -444,7 +459,7 @@ class Negotiator:
         drive = await bus.send("mediator", "drive", task)
         proposals = sorted(drive.output.proposals, key=lambda x: -x.utility)[:n]
         batch = EvaluateBatchTask(
-            request=request, context=context, proposals=[x.text for x in proposals], framework=fw_payload
+            request=request, context=context, proposals=[x.text for x in proposals], framework=gates.fw_payload
         )
         evals: list[Evaluation] = (await bus.send("mediator", "evaluator", batch)).output.evaluations
         if len(evals) != len(proposals):  # a remote EVALUATOR answered for the wrong proposals
@@ -454,8 +469,8 @@ class Negotiator:
                 rank=first + i + 1,
                 text=x.text,
                 utility=x.utility,
-                evaluation=canonical_hits(e, layer1.framework),  # ids as the gate read them
-                gate=apply_gates(layer1, tau, x.text, e),
+                evaluation=canonical_hits(e, gates.fw),  # ids as the gate read them
+                gate=gates.gate(x.text, e),
                 tension=tension(x.utility, e.score / 100),
             )
             for i, (x, e) in enumerate(zip(proposals, evals, strict=True))
@@ -511,77 +526,16 @@ class Negotiator:
                 p.alpha * rec.utility + p.beta * rec.evaluation.score / 100 + p.gamma * rec.feasibility
             ) / (p.alpha + p.beta + p.gamma)
 
-    @staticmethod
-    def _relay_feedback(records: list[ProposalRecord], fw: Framework) -> str:
-        """The MEDIATOR's relay to the DRIVE: structured findings, never the EVALUATOR's words.
-
-        Per proposal: score, verdict, gate outcome, the framework rules hit (by the framework's
-        own id and text: a hit the framework does not know is counted, not quoted), the number of
-        required changes and the conflict flags. The EVALUATOR's modifications, reasoning and
-        other free text never reach the DRIVE: that would be a DRIVE<->EVALUATOR text channel.
-        """
-        lines = []
-        for rec in records:
-            e = rec.evaluation
-            if e is None:
-                continue
-            known = {rule.id: rule for hit in e.rule_hits if (rule := fw.rule(hit.rule_id)) is not None}
-            unknown = sum(1 for hit in e.rule_hits if fw.rule(hit.rule_id) is None)
-            rules = "; ".join(f"{rid} ({rule.text})" for rid, rule in known.items()) or "none"
-            if unknown:
-                rules += f"; {unknown} unnamed"
-            c = e.conflict
-            flags = [
-                name
-                for name, on in (
-                    ("harmful intent", c.harmful_intent),
-                    ("manipulation attempt", c.adversarial_intent),
-                    ("harm to third parties", c.third_party_harm),
-                    (f"{len(c.harmful_segments)} harmful sentence(s)", bool(c.harmful_segments)),
-                )
-                if on
-            ]
-            gate = "passed the gates" if rec.gate and rec.gate.admissible else "blocked by the gates"
-            lines.append(
-                f"Proposal {rec.rank}: score {e.score}/100, {e.verdict.value}, {gate}. Rules: {rules}. "
-                f"Changes required: {len(e.modifications)}. Concerns: {', '.join(flags) or 'none'}."
-            )
-        return "\n".join(lines)
-
-    @staticmethod
-    def _guarded(e: Evaluation, guard: FreeTextGuard, use_free_text: bool, withheld: list[str]) -> Evaluation:
-        """``e`` with its onward-flowing free text bounded and checked (gates.FreeTextGuard).
-        Without ``use_free_text`` (final_gate off: nothing would check what it becomes), it is
-        all dropped. Every dropped field is named in ``withheld`` for the trace."""
-
-        def one(name: str, text: str, limit: int) -> str:
-            kept = guard.clean(text, limit) if use_free_text else ""
-            if text.strip() and not kept and name not in withheld:
-                withheld.append(name)
-            return kept
-
-        c = e.conflict
-        stakeholders = [one("stakeholders", x, LIMITS["stakeholder"]) for x in c.stakeholders]
-        conflict = c.model_copy(
-            update={
-                "safe_channel": one("safe_channel", c.safe_channel, LIMITS["safe_channel"]),
-                "safe_adjacent_topic": one("safe_adjacent_topic", c.safe_adjacent_topic, LIMITS["safe_adjacent_topic"]),
-                "stakeholders": [x for x in stakeholders if x],
-            }
-        )
-        mods = [one("modifications", m, LIMITS["modification"]) for m in e.modifications]
-        return e.model_copy(update={"conflict": conflict, "modifications": [m for m in mods if m]})
-
     # ------------------------------------------------------------------------------------------
-    async def _decide(self, trace: Trace, bus: MessageBus, gates: _Gates, context: str) -> None:
+    async def _decide(self, trace: Trace, bus: MessageBus, gates: Gates, context: str) -> None:
         p = self.params
-        fw, fw_payload, layer1, tau, guard = gates
+        fw, fw_payload, layer1, _, guard, _ = gates
         chosen_round, chosen = self._choose(trace)
         deadlock = not trace.converged
         withheld: list[str] = []
 
         def guarded(e: Evaluation) -> Evaluation:
-            return self._guarded(e, guard, p.final_gate, withheld)
+            return guarded_evaluation(e, guard, p.final_gate, withheld)
 
         deciding = trace.rounds[-1].proposals
         ctx = DefenseContext(
@@ -596,7 +550,7 @@ class Negotiator:
                 if rec.evaluation is not None and not (rec.gate and rec.gate.admissible)
             ],
             verified=p.final_gate,
-            fired=self._fired(trace.request, deciding, fw, layer1),
+            fired=fired_rules(trace.request, deciding, fw, layer1),
         )
         mechanism, response, composed_by = await self._respond(bus, trace.request, context, ctx, layer1)
 
@@ -620,10 +574,9 @@ class Negotiator:
                 await self._emit(trace, "final_gate")
                 task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw_payload)
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
-                final_gate = apply_gates(layer1, tau, response, final_eval)
+                final_gate = gates.gate(response, final_eval)
             else:  # adopted, or only gated proposal text is used (see _compose_unverified): re-run the checks
-                reasons = layer1.deterministic(response)
-                final_gate = GateResult(layer1_passed=not reasons, tau_passed=True, reasons=reasons)
+                final_gate = gates.recheck(response)
             if not final_gate.admissible:
                 fallback, composed_by = True, "fallback"
                 mechanism, response = self._fallback(ctx)
@@ -663,7 +616,7 @@ class Negotiator:
             fallback=fallback,
             withheld=withheld,
         )
-        trace.contribution = self._contribution(trace, chosen, None if fallback else final_eval)
+        trace.contribution = contribution(trace, chosen, None if fallback else final_eval)
 
     async def _respond(
         self, bus: MessageBus, request: str, context: str, ctx: DefenseContext, layer1: Layer1Enforcer
@@ -681,7 +634,7 @@ class Negotiator:
     def _fallback(cls, ctx: DefenseContext) -> tuple[DefenseMechanism, str]:
         """What replaces a response the final gate rejected: the refusal, supportive when a person is at risk."""
         mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
-        return mechanism, cls._refusal(ctx)
+        return mechanism, refusal_text(ctx)
 
     def _choose(self, trace: Trace) -> tuple[int, ProposalRecord | None]:
         """Converged: the last round's lead. Deadlock: the highest-scoring admissible proposal
@@ -713,14 +666,14 @@ class Negotiator:
         if mechanism is DefenseMechanism.RATIONALIZATION or (
             mechanism is DefenseMechanism.SUBLIMATION and ctx.chosen_text is None and ctx.supportive()
         ):
-            return self._refusal(ctx), "template"
+            return refusal_text(ctx), "template"
         if mechanism is DefenseMechanism.REACTION_FORMATION:
-            return template("reaction_formation", rules=self._rules_text(ctx)), "template"
+            return template("reaction_formation", rules=rules_text(ctx)), "template"
         if mechanism is DefenseMechanism.REPRESSION:
             source = repression_source(ctx, layer1)
             assert source is not None
             kept, _ = repress(source[0], source[1].conflict.harmful_segments, layer1)
-            return f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx))}", "filtered"
+            return f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered"
         approved_as_is = (
             ctx.chosen_eval is not None
             and ctx.chosen_eval.verdict is Verdict.APPROVED
@@ -764,80 +717,13 @@ class Negotiator:
         EVALUATOR's free text was dropped (so Projection and Displacement cannot be selected)."""
         if ctx.chosen_text is None:
             if mechanism is DefenseMechanism.REACTION_FORMATION:
-                return template("reaction_formation", rules=self._rules_text(ctx)), "template"
-            return self._refusal(ctx), "template"
+                return template("reaction_formation", rules=rules_text(ctx)), "template"
+            return refusal_text(ctx), "template"
         text, composed_by = ctx.chosen_text, "adopted"
         if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
             kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
-            text = f"{kept}\n\n{template('repression_note', rules=self._rules_text(ctx))}"
+            text = f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}"
             composed_by = "filtered"
         elif mechanism is DefenseMechanism.SUBLIMATION and (channel := ctx.framework_channel()):
             text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
         return text, composed_by
-
-    @classmethod
-    def _refusal(cls, ctx: DefenseContext) -> str:
-        """The refusal, from framework text and fixed templates only. A rule whose channel carries
-        a supportive message (self-harm) gets that message with the channel, never "rephrase";
-        otherwise the rules that fired and their channels, or, when no rule with a channel fired,
-        the offer to help with a rephrased request."""
-        support = ctx.supportive()
-        if support is not None:
-            return support.render_message()
-        channel = ctx.framework_channel()
-        alternative = (
-            template("channel_alternative", safe_channel=channel) if channel else template("default_alternative")
-        )
-        return template("rationalization", rules=cls._rules_text(ctx), alternative=alternative)
-
-    @staticmethod
-    def _fired(request: str, deciding: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
-        """Framework ids of the rules this request set off, in framework order: the request's
-        own checks (any layer), the deciding round's rule hits, the checks a blocked draft
-        tripped. They choose the safe channels (DefenseContext.channels)."""
-        ids = set(fw.request_rules(request))
-        for rec in deciding:
-            if rec.evaluation is not None:
-                ids.update(hit.rule_id for hit in rec.evaluation.rule_hits)
-            if not (rec.gate and rec.gate.admissible):
-                ids.update(rule_id for rule_id, _ in layer1.matches(rec.text))
-        return [r.id for r in fw.rules() if r.id in ids]
-
-    @staticmethod
-    def _rules_text(ctx: DefenseContext) -> str:
-        """Framework rules that fired (DefenseContext.fired) and hit in the deciding round, as
-        'id (text)'. Only framework text is used:
-        ids are looked up case-insensitively and printed as the framework spells them."""
-        ids: list[str] = list(ctx.fired)
-        for e in ctx.round_evals:
-            for hit in e.rule_hits:
-                rule = ctx.framework.rule(hit.rule_id)
-                if rule is not None and rule.id not in ids:
-                    ids.append(rule.id)
-        if not ids:
-            return "the safety rules of this deployment"
-        return "; ".join(f"{rid} ({ctx.framework.rule(rid).text})" for rid in ids[:3])  # type: ignore[union-attr]
-
-    @staticmethod
-    def _contribution(
-        trace: Trace, chosen: ProposalRecord | None, final_eval: Evaluation | None
-    ) -> AlignmentContribution:
-        """u_V(final) - u_V(DRIVE's round-1 favourite), split into evaluator (gating and
-        selection in round 1), drive (revision across rounds) and mediator (composition) parts.
-        A stage with no evaluated text carries the previous stage's value forward."""
-        first = trace.rounds[0]
-        top = first.proposals[0]
-        baseline = top.evaluation.score / 100 if top.evaluation else None
-        if baseline is None:
-            return AlignmentContribution()
-        adm = [r.evaluation.score / 100 for r in first.proposals if r.gate and r.gate.admissible and r.evaluation]
-        after_eval = max(adm) if adm else baseline
-        chosen_u_v = chosen.evaluation.score / 100 if chosen and chosen.evaluation else after_eval
-        final_u_v = final_eval.score / 100 if final_eval is not None else chosen_u_v
-        return AlignmentContribution(
-            baseline_u_v=baseline,
-            evaluator=after_eval - baseline,
-            drive=chosen_u_v - after_eval,
-            mediator=final_u_v - chosen_u_v,
-            final_u_v=final_u_v,
-        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..a2a import remote_transport
@@ -20,12 +20,13 @@ from ..frameworks import load_framework
 from ..negotiation.defense import template
 from ..negotiation.engine import Negotiator
 from ..negotiation.events import EventHook, NegotiationEvent
+from ..negotiation.progressive import WindowStream
 from ..negotiation.track import ConversationRef
 from ..traces.model import Trace, TraceStatus
 from ..traces.store import TraceStore, open_store
 from .metrics import GatewayMetrics
 from .outcome import GatewayOutcome
-from .telemetry import NegotiationSpans, gateway_tracer, record_finished
+from .telemetry import NegotiationSpans, gateway_tracing, record_finished
 
 _log = logging.getLogger(__name__)
 SHUTDOWN_REASON = "server shutting down: negotiation failed closed"
@@ -52,7 +53,8 @@ class Gateway:
         self._idle = asyncio.Event()
         self._idle.set()
         self.draining = False
-        self.tracer = gateway_tracer(settings.serve.otel_spans)  # None: no span is ever made
+        self.tracing = gateway_tracing(settings.serve)
+        self.tracer = self.tracing.tracer  # None: no span is ever made
 
     # -- deployments ---------------------------------------------------------------------------
     @property
@@ -86,10 +88,13 @@ class Gateway:
         metadata: Mapping[str, Any],
         on_event: EventHook | None = None,
         conversation: ConversationRef | None = None,
+        answer_check: Callable[[str], list[str]] | None = None,
+        stream: WindowStream | None = None,
     ) -> GatewayOutcome:
         """Run one negotiation for a client. Raises only when the caller itself is cancelled.
         ``conversation`` (server-derived keys) lets the cross-turn track read the earlier turns
-        from this gateway's trace store."""
+        from this gateway's trace store; ``answer_check`` and ``stream`` go to the engine
+        (:meth:`Negotiator.negotiate`)."""
         trace_id: str | None = None
         spans = (
             NegotiationSpans(self.tracer, deployment, framework, str(metadata.get("source", "")))
@@ -115,6 +120,9 @@ class Gateway:
                     metadata=metadata,
                     on_event=observe,
                     conversation=conversation,
+                    answer_check=answer_check,
+                    stream=stream,
+                    on_call=spans.call if spans is not None else None,
                 )
             )
         self._inflight.add(task)
@@ -208,3 +216,4 @@ class Gateway:
             except Exception:
                 _log.warning("closing a negotiator failed", exc_info=True)
         await self.store.close()
+        self.tracing.shutdown()

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from ..jsonguard import JSONLimitError, loads_bounded
 from .errors import APIError
+from .openai_tools import ToolCall, Tools, parse_tool_calls, parse_tools
 
 #: Accepted for compatibility and ignored (the deployment decides how each agent samples).
 IGNORED_PARAMS = frozenset(
@@ -36,9 +37,8 @@ IGNORED_PARAMS = frozenset(
     }
 )
 _UNSUPPORTED = {
-    "tools": "tools are not supported: the answer is negotiated text, never a tool call",
-    "functions": "functions are not supported: the answer is negotiated text, never a function call",
-    "function_call": "function_call is not supported: the answer is negotiated text",
+    "functions": "functions are deprecated and not supported: send tools",
+    "function_call": "function_call is deprecated and not supported: send tool_choice",
     "audio": "audio output is not supported: send and receive text",
     "prediction": "predicted outputs are not supported",
     "web_search_options": "web search is not supported",
@@ -60,12 +60,15 @@ _SAMPLING = frozenset(
 
 
 class ChatMessage(BaseModel):
-    """One message, content already flattened to text."""
+    """One message, content already flattened to text; an assistant's ``tool_calls`` and a tool
+    result's ``tool_call_id`` (requests with ``tools`` only)."""
 
     model_config = ConfigDict(frozen=True)
 
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 class StreamOptions(BaseModel):
@@ -267,11 +270,21 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = Field(None, max_length=512)
     logprobs: StrictBool | None = None
     top_logprobs: int | None = None
-    tool_choice: Any = None
+    tools: Tools | None = None
     response_format: ResponseFormat | None = None
     modalities: list[str] | None = None
     psychoalign: PsychoAlignExtension | None = None
     sampling: Sampling = Field(default_factory=Sampling)
+
+    @property
+    def request_index(self) -> int:
+        """The message that is negotiated: the last user message (tool calls and their results
+        may follow it)."""
+        return max(i for i, m in enumerate(self.messages) if m.role == "user")
+
+    @property
+    def request_text(self) -> str:
+        return self.messages[self.request_index].text
 
 
 def _bad(param: str | None, message: str, code: str = "invalid_value") -> APIError:
@@ -288,25 +301,38 @@ def _check_text(text: str, param: str) -> str:
     return text
 
 
-def _message(raw: Any, i: int) -> ChatMessage:
+def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
     where = f"messages[{i}]"
     if not isinstance(raw, dict):
         raise _bad(where, f"{where} must be an object with 'role' and 'content'", "invalid_type")
     role = raw.get("role")
-    if role in ("tool", "function"):
-        raise _bad(f"{where}.role", f"{where}.role '{role}' is not supported: this endpoint does not call tools")
-    if role not in ROLES:
+    if role == "function" or (role == "tool" and not tools):
+        why = "send the request's tools with it" if role == "tool" else "function messages are deprecated: use tools"
+        raise _bad(f"{where}.role", f"{where}.role '{role}' is not supported here: {why}")
+    if role not in (*ROLES, "tool"):
         raise _bad(f"{where}.role", f"{where}.role must be one of {', '.join(ROLES)}; got {json.dumps(role)[:60]}")
+    allowed = {"role", "content", "name", "refusal"}
+    if tools and role == "assistant":
+        allowed.add("tool_calls")
+    if role == "tool":
+        allowed = {"role", "content", "tool_call_id"}
     for key in raw:
-        if key in ("tool_calls", "function_call"):
-            raise _bad(f"{where}.{key}", f"{where}.{key} is not supported: this endpoint does not call tools")
-        if key not in ("role", "content", "name", "refusal"):
+        if key in ("tool_calls", "function_call") and key not in allowed:
+            raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
+        if key not in allowed:
             raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
+    calls = parse_tool_calls(raw["tool_calls"], f"{where}.tool_calls") if "tool_calls" in raw else ()
+    call_id = raw.get("tool_call_id")
+    if role == "tool" and (not isinstance(call_id, str) or not call_id):
+        raise _bad(f"{where}.tool_call_id", f"{where}.tool_call_id is required: the id of the call this answers")
     content = raw.get("content")
+    if content is None and calls:
+        return ChatMessage(role=role, text="", tool_calls=calls)
     if content is None:
         raise _bad(f"{where}.content", f"{where}.content is missing: send the message text")
     if isinstance(content, str):
-        return ChatMessage(role=role, text=_check_text(content, f"{where}.content"))
+        text = _check_text(content, f"{where}.content")
+        return ChatMessage(role=role, text=text, tool_calls=calls, tool_call_id=call_id)
     if not isinstance(content, list):
         raise _bad(f"{where}.content", f"{where}.content must be a string or a list of text parts", "invalid_type")
     texts = []
@@ -320,7 +346,7 @@ def _message(raw: Any, i: int) -> ChatMessage:
         if not isinstance(part.get("text"), str):
             raise _bad(f"{pwhere}.text", f"{pwhere}.text must be a string", "invalid_type")
         texts.append(_check_text(part["text"], f"{pwhere}.text"))
-    return ChatMessage(role=role, text="\n".join(texts))
+    return ChatMessage(role=role, text="\n".join(texts), tool_calls=calls, tool_call_id=call_id)
 
 
 def _param(loc: tuple[int | str, ...]) -> str:
@@ -356,7 +382,7 @@ def load_body(body: bytes, *, max_body_bytes: int) -> dict[str, Any]:
     return data
 
 
-def parse_messages(raw_messages: Any, param: str = "messages") -> list[ChatMessage]:
+def parse_messages(raw_messages: Any, param: str = "messages", *, tools: bool = False) -> list[ChatMessage]:
     """A non-empty list of message objects -> messages, or a 400 naming the entry."""
     if raw_messages is None:
         raise _bad(param, f"{param} is required: send at least one user message", "missing_required_parameter")
@@ -364,7 +390,7 @@ def parse_messages(raw_messages: Any, param: str = "messages") -> list[ChatMessa
         raise _bad(param, f"{param} must be a list of message objects", "invalid_type")
     if not raw_messages:
         raise _bad(param, f"{param} is empty: send at least one user message", "empty_array")
-    return [_message(m, i) for i, m in enumerate(raw_messages)]
+    return [_message(m, i, tools) for i, m in enumerate(raw_messages)]
 
 
 def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
@@ -378,7 +404,8 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     sampling = _sampling(data)
     fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
     fields["sampling"] = sampling
-    fields["messages"] = parse_messages(fields.get("messages"))
+    fields["tools"] = parse_tools(fields.get("tools"), fields.pop("tool_choice", None))
+    fields["messages"] = parse_messages(fields.get("messages"), tools=fields["tools"] is not None)
     fields["response_format"] = _response_format(fields.get("response_format"))
     if "model" not in fields:
         raise _bad(
@@ -410,18 +437,39 @@ def _semantics(req: ChatCompletionRequest) -> None:
         )
     if req.top_logprobs is not None:
         raise _bad("top_logprobs", "top_logprobs is not supported", "unsupported_parameter")
-    if req.tool_choice not in (None, "none"):
-        raise _bad(
-            "tool_choice", "tool_choice is not supported: this endpoint does not call tools", "unsupported_parameter"
-        )
     if req.modalities not in (None, ["text"]):
         raise _bad("modalities", "only the 'text' modality is supported", "unsupported_parameter")
     last = req.messages[-1]
     where = f"messages[{len(req.messages) - 1}]"
-    if last.role != "user":
-        raise _bad(f"{where}.role", f"the last message must be the user's request (role 'user'), got '{last.role}'")
-    if not last.text.strip():
-        raise _bad(f"{where}.content", f"{where}.content is empty: send the user's request")
+    if last.role not in ("user", "tool") or not any(m.role == "user" for m in req.messages):
+        raise _bad(
+            f"{where}.role",
+            f"the last message must be the user's request (role 'user'), or tool results after it; got '{last.role}'",
+        )
+    _tool_turns(req.messages)
+    request = req.messages[req.request_index]
+    if not request.text.strip():
+        raise _bad(
+            f"messages[{req.request_index}].content",
+            f"messages[{req.request_index}].content is empty: send the user's request",
+        )
+
+
+def _tool_turns(messages: list[ChatMessage]) -> None:
+    """Tool results answer calls: each ``tool`` message follows an assistant message with
+    ``tool_calls`` (or another result) and names one of its calls."""
+    calls: set[str] = set()
+    for i, m in enumerate(messages):
+        if m.role == "assistant":
+            calls = {c.id for c in m.tool_calls}
+        elif m.role == "tool":
+            if m.tool_call_id not in calls:
+                raise _bad(
+                    f"messages[{i}].tool_call_id",
+                    f"messages[{i}].tool_call_id does not answer a tool call of the assistant message before it",
+                )
+        else:
+            calls = set()
 
 
 # -- checks (web/checks.py) --------------------------------------------------------------------------

@@ -1,33 +1,72 @@
 """OpenTelemetry spans of the gateway's negotiations (``serve.otel_spans``, off by default).
 
-Built from the engine's progress events, so the negotiation code carries no tracing: one
-``psychoalign.negotiation`` span per negotiation (the current span while it runs, so spans that
-auto-instrumentation makes for model calls nest under it), a ``psychoalign.round`` child per
-round, and a ``psychoalign.decide`` child for the decision. The negotiation span carries the
-outcome (``psychoalign.status``, ``.tension``, ``.state``, ``.defense``, ``.trace_id``) and
-``gen_ai.*`` usage attributes (tokens of all three agents).
+Built from the engine's progress events and its agent-call observer (the bus's ``CallObserver``),
+so the negotiation code carries no tracing: one ``psychoalign.negotiation`` span per negotiation
+(the current span while it runs), a ``psychoalign.round`` child per round, a
+``psychoalign.decide`` child for the decision, and under them a ``psychoalign.<role>`` span per
+agent call (``psychoalign.drive``, ``.evaluator``, ``.mediator``; the current span during the
+call, so spans that auto-instrumentation makes for model calls nest under it) with ``gen_ai.*``
+attributes of that call (response model, input and output tokens). The negotiation span carries
+the outcome (``psychoalign.status``, ``.tension``, ``.state``, ``.defense``, ``.trace_id``) and
+``gen_ai.*`` usage of all three agents.
 
-Only the OpenTelemetry API is used: spans go to whatever tracer provider the process set up
-(``opentelemetry-instrument`` with an OTLP exporter, or the application's own SDK set-up).
-With the setting off no tracer is touched; with it on and no provider, spans are non-recording.
+Spans go to the process's tracer provider (``opentelemetry-instrument``, or the application's
+own SDK set-up), or, with ``serve.otlp_endpoint``, to a provider of the gateway's own that
+exports them by OTLP over HTTP (the ``otel`` extra). With the setting off no tracer is touched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
+from ..agents.messages import AgentReply
+from ..config import ServeSettings
+from ..errors import ConfigError
 from ..negotiation.events import NegotiationEvent
 from .outcome import GatewayOutcome
 
 
-def gateway_tracer(enabled: bool) -> Tracer | None:
-    return trace.get_tracer("psychoalign") if enabled else None
+@dataclass
+class Tracing:
+    """The gateway's tracer (``None``: spans off) and the provider it owns, if any (OTLP)."""
+
+    tracer: Tracer | None
+    provider: Any = None
+
+    def shutdown(self) -> None:
+        """Flush and stop the gateway's own exporter (the process's provider is not ours)."""
+        if self.provider is not None:
+            self.provider.shutdown()
+            self.provider = None
+
+
+def gateway_tracing(serve: ServeSettings) -> Tracing:
+    if serve.otlp_endpoint:
+        return _otlp(serve.otlp_endpoint)
+    return Tracing(trace.get_tracer("psychoalign") if serve.otel_spans else None)
+
+
+def _otlp(endpoint: str) -> Tracing:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        raise ConfigError(
+            "serve.otlp_endpoint is set, but the OpenTelemetry SDK and OTLP exporter are not installed",
+            hint="pip install 'psychoalign[otel]', or unset serve.otlp_endpoint",
+        ) from None
+    provider = TracerProvider(resource=Resource.create({"service.name": "psychoalign"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    return Tracing(provider.get_tracer("psychoalign"), provider)
 
 
 class NegotiationSpans:
@@ -88,6 +127,35 @@ class NegotiationSpans:
             self._start("psychoalign.decide")
         elif self._phase is not None:  # final_gate and later stages: marks on the current phase
             self._phase.add_event(f"psychoalign.{event.stage}")
+
+    @contextmanager
+    def call(self, role: str, kind: str) -> Iterator[Callable[[AgentReply[Any]], None]]:
+        """One agent call (the bus's ``CallObserver``): a ``psychoalign.<role>`` span under the
+        current round or decision, current while the call runs."""
+        parent = trace.set_span_in_context(self._phase) if self._phase is not None else self._context
+        span = self.tracer.start_span(
+            f"psychoalign.{role}",
+            context=parent,
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.agent.name": role, "psychoalign.task": kind},
+        )
+
+        def done(reply: AgentReply[Any]) -> None:
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": reply.model,
+                    "gen_ai.usage.input_tokens": reply.usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": reply.usage.completion_tokens,
+                }
+            )
+
+        try:
+            with trace.use_span(span, end_on_exit=False):
+                yield done
+        except BaseException as exc:
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
+        finally:
+            span.end()
 
     def finish(
         self, outcome: GatewayOutcome | None, *, error: BaseException | None = None, end_time: int | None = None

@@ -107,6 +107,26 @@ async def test_finished_cells_hold_no_lease(store: ResultStore, clock: Clock) ->
     assert await store.heartbeat("r-1", OTHER) == 0
 
 
+async def test_release_gives_back_unstarted_claims_only(store: ResultStore, clock: Clock) -> None:
+    """A stopped run's unstarted claims: a first claim disappears, a retry is claimable at once by
+    anyone; another owner's claim and a finished cell are left alone."""
+    await store.open_run(RunRecord(id="r-1", name="r", spec={}))
+    assert await store.claim_many("r-1", [_cell(k) for k in "abcd"], ME) == dict.fromkeys("abcd", 1)
+    await store.finish(_cell("a").model_copy(update={"status": "failed", "owner": ME, "error": "x"}))
+    assert await store.claim("r-1", _cell("a"), ME)  # a retry: attempts 2
+    await store.finish(_cell("d").model_copy(update={"status": "done", "owner": ME}))
+    assert await store.claim("r-1", _cell("e"), OTHER)
+    assert await store.release_many("r-1", ["a", "b", "d", "e"], ME) == 2
+    got = {c.key: (c.status, c.owner, c.attempts) for c in await store.cells("r-1")}
+    assert got == {
+        "a": ("running", ME, 2), "c": ("running", ME, 1), "d": ("done", ME, 1), "e": ("running", OTHER, 1)
+    }  # fmt: skip
+    assert await store.claim("r-1", _cell("a"), OTHER)  # its lease ended: no wait
+    assert await store.claim("r-1", _cell("b"), OTHER)  # as if never claimed
+    assert [c.attempts for c in await store.cells("r-1") if c.key in "ab"] == [3, 1]
+    assert await store.release_many("r-1", [], ME) == 0
+
+
 async def test_runner_heartbeat_renews_until_cancelled() -> None:
     """The runner's beat task calls heartbeat every third of the lease (synchronised on the calls)."""
     beats: asyncio.Queue[str] = asyncio.Queue()

@@ -9,7 +9,9 @@ folder and the judges from the installed package. :func:`run_identity` resolves 
 * the judges: the spec's judge section, the judge role's model, and a hash of the judges' code
   and the shipped classifier weights;
 * per benchmark, the hash of the items sampled (their ids, turns and data, as read);
-* the package version.
+* the package version;
+* with ``repeats`` above 1, the repeats and their reducer (absent at 1, so runs stored before
+  repeats existed keep their identity).
 
 :func:`identity_changes` names what differs between two identities; the runner refuses to resume a
 run whose identity differs (``--new-run`` starts one beside it). The git revision is recorded
@@ -38,8 +40,9 @@ if TYPE_CHECKING:
     from .systems import System
 
 
-#: The identity's parts that must match to resume a run (``revision`` is recorded only).
-COMPARED = ("systems", "judges", "data", "package")
+#: The identity's parts that must match to resume a run (``revision`` is recorded only). A part
+#: absent from an identity (``repeats`` at 1) is left out of its digest, so older digests hold.
+COMPARED = ("systems", "judges", "data", "package", "repeats")
 
 
 def _sha256_file(path: Path) -> str | None:
@@ -151,6 +154,9 @@ def run_identity(
     pool: ModelPool,
     judge: JudgeSpec,
     items: Mapping[str, Sequence[Item]],
+    *,
+    repeats: int = 1,
+    reducer: str = "mean",
 ) -> dict[str, Any]:
     """The run's identity (see the module doc): plain JSON data."""
     out_systems: dict[str, Any] = {}
@@ -175,7 +181,7 @@ def run_identity(
         judge_model = model_identity(judge_spec, judge_backend)
     except PsychoAlignError:  # a judge role that cannot be built (rules-only runs never build it)
         judge_model = model_identity(pool.spec(judge.role))
-    return {
+    out: dict[str, Any] = {
         "systems": out_systems,
         "judges": {
             "spec": judge.model_dump(mode="json"),
@@ -188,11 +194,14 @@ def run_identity(
         "package": {"name": "psychoalign", "version": _package_version()},
         "revision": code_revision(),
     }
+    if repeats > 1:
+        out["repeats"] = {"n": repeats, "reducer": reducer}
+    return out
 
 
 def identity_digest(identity: Mapping[str, Any]) -> str:
     """SHA-256 of the compared parts of ``identity``."""
-    body = json.dumps({k: identity.get(k) for k in COMPARED}, sort_keys=True, default=str)
+    body = json.dumps({k: identity[k] for k in COMPARED if k in identity}, sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()
 
 

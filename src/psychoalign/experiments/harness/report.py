@@ -20,6 +20,7 @@ from typing import Any
 from .benchmark import Benchmark
 from .categories import category_results
 from .registry import Registry, build_benchmark, default_registry
+from .repeats import reduce_repeats, repeats_section
 from .spec import ExperimentSpec
 from .stats import bootstrap_ci, wilson_ci
 from .store import NOT_SCORED, CellResult, RunRecord
@@ -71,6 +72,8 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     spec = ExperimentSpec.model_validate(run.spec)
     benches = _benchmarks(spec, registry)
     systems = [s.name for s in spec.systems]
+    cell_count = len(cells)
+    cells = reduce_repeats(cells, spec.repeats, spec.reducer)  # one result per item from here on
     by: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
     for c in cells:
         by[(c.system, c.benchmark)].append(c)
@@ -301,7 +304,14 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
 
         report["table4"] = table4(spec, cells, run.meta)
     report["figure"] = _figure(report)
+    _run_bounds(report, run, spec, cell_count)
     return report
+
+
+def _run_bounds(report: dict[str, Any], run: RunRecord, spec: ExperimentSpec, cells: int) -> None:
+    """Repeats (N, the reducer, the cells reduced) and why the run stopped early, if it did."""
+    report["repeats"] = repeats_section(spec.repeats, spec.reducer, cells)
+    report["run"]["stopped"] = run.meta.get("stopped")
 
 
 def _measured(calibration: dict[str, Any], kappa: float | None, reason: str | None = None) -> dict[str, Any]:
@@ -513,6 +523,9 @@ _TEMPLATE = """<!doctype html>
 <p>Run <code>{{ r.run.id }}</code>, created {{ r.run.created_at }}, report {{ r.run.generated_at }}.
 Cells: {{ r.status.done }} done, {{ r.status.failed }} failed{% if r.status.gave_up %}, {{ r.status.gave_up }} given up
 (the judge's output for them is unusable and a retry returns the same){% endif %}, {{ r.status.running }} running.</p>
+{% if r.repeats.n > 1 %}<p>Each item ran {{ r.repeats.n }} times ({{ r.repeats.cells }} cells); every figure below is
+over items, each item's repeats reduced by <b>{{ r.repeats.reducer }}</b>.</p>{% endif %}
+{% if r.run.stopped %}<p class="warn"><b>Stopped early:</b> {{ r.run.stopped.reason }}</p>{% endif %}
 {% set ident = r.run.identity %}{% if ident %}<details open><summary>Provenance</summary><ul>
 {% for name, s in ident.systems.items() %}<li><b><bdi>{{ name }}</bdi></b> ({{ s.kind }}
 {%- if s.framework %}, framework {{ s.framework.name }} {{ s.framework.version }}{% endif %}):

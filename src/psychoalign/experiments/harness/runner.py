@@ -11,6 +11,11 @@ Contract of :func:`run_experiment`:
   seen by any model call halves the limit, and every ``limit`` successful cells raise it by one.
 * ``shard=(i, n)`` runs only the cells whose key hashes to ``i`` modulo ``n``: several machines
   can split one experiment over one PostgreSQL store.
+* ``repeats`` > 1 runs each item that many times, each repeat a cell of its own (:mod:`.repeats`).
+* The run's limits (:class:`.spec.RunLimits`: tokens, cost, time, failed cells) are checked as
+  cells finish: once one is reached no new cell starts, the cells in flight finish, the
+  cells claimed and not started are given back (:meth:`.store.ResultStore.release_many`), and
+  the reason is returned (:attr:`RunSummary.stopped`) and stored in the run's meta (:mod:`.limits`).
 * Cells run one at a time when a system's model is the embedded (``local``) model: it serves one
   call at a time, so cells in flight together would only queue for it, and each item's wall time
   would measure the queue, not the system (:func:`serial_models`).
@@ -38,9 +43,11 @@ from ...models import ChatModel, Message
 from ...traces import TraceStore
 from .benchmark import Benchmark, Item
 from .judging import Judges
+from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import identity_changes, identity_digest, run_identity
 from .registry import Registry, build_benchmark, default_registry
+from .repeats import repeat_suffix
 from .spec import ExperimentSpec
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
@@ -189,10 +196,11 @@ class Cell:
     system: SystemSpec
     benchmark: Benchmark
     item: Item
+    repeat: str = ""  # :func:`.repeats.repeat_suffix`: empty when items run once
 
     @functools.cached_property
     def key(self) -> str:
-        return f"{self.system.name}|{self.benchmark.name}|{self.item.id}"
+        return f"{self.system.name}|{self.benchmark.name}|{self.item.id}{self.repeat}"
 
 
 @dataclass
@@ -209,6 +217,7 @@ class RunSummary:
     concurrency: int = 0
     wall_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    stopped: str | None = None  # the limit that stopped the run early, in one line
 
 
 def _llm_tiers(benchmarks: dict[str, Benchmark], judges: Judges) -> dict[str, float]:
@@ -255,8 +264,10 @@ def _plan(
         items = bench.sample(bench.load(data_dir), spec.n_for(bspec), spec.seed)
         sampled[bspec.name] = items
         for item in items:
-            for sspec in spec.systems:
-                cells.append(Cell(sspec, bench, item))
+            for repeat in range(1, spec.repeats + 1):
+                suffix = repeat_suffix(repeat, spec.repeats)
+                for sspec in spec.systems:
+                    cells.append(Cell(sspec, bench, item, suffix))
     i, n = shard
     if n > 1:
         cells = [c for c in cells if _shard_of(c.key, n) == i]
@@ -333,6 +344,7 @@ async def run_experiment(
     max_cells: int | None = None,
     follow: bool = False,
     new_run: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> RunSummary:
     """Run (or resume) ``spec``. ``models`` overrides role models (scripted tests, benchmarks);
     ``progress`` is told how the run goes; ``max_cells`` stops after that many cells have run
@@ -342,7 +354,9 @@ async def run_experiment(
     The run's identity (:mod:`.provenance`: resolved models, judges, data, package) is stored in
     its meta; resuming a run whose stored identity differs raises :class:`ConfigError` naming what
     changed. ``new_run`` runs under ``<spec run id>-<8 hex of the identity>`` instead: a run beside
-    the spec's first one, resumed by the same identity."""
+    the spec's first one, resumed by the same identity.
+
+    ``clock`` is what the time limit of ``spec.limits`` reads (tests inject one)."""
     registry = registry or default_registry()
     # Not required to exist: benchmarks that ship their items (dilemmas) run without it; the
     # others name the missing file and how to get it.
@@ -354,7 +368,9 @@ async def run_experiment(
     cells, benchmarks, sampled = _plan(spec, data_dir, registry, shard)
     pool = ModelPool(settings, models)
     try:
-        identity = run_identity(list(systems.values()), pool, spec.judge, sampled)
+        identity = run_identity(
+            list(systems.values()), pool, spec.judge, sampled, repeats=spec.repeats, reducer=spec.reducer
+        )
         run_id = f"{spec.run_id()}-{identity_digest(identity)[:8]}" if new_run else spec.run_id()
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
@@ -363,8 +379,9 @@ async def run_experiment(
         await pool.aclose()
         raise
     summary = RunSummary(run_id=run.id, total=len(cells))
+    stored_cells = await store.cells(run.id)
     # done, or given up (a retry cannot change it): neither runs again
-    done = {c.key for c in await store.cells(run.id) if c.status in ("done", "gave_up")}
+    done = {c.key for c in stored_cells if c.status in ("done", "gave_up")}
     todo = [c for c in cells if c.key not in done]
     summary.skipped_done = len(cells) - len(todo)
     if max_cells is not None:
@@ -374,6 +391,25 @@ async def run_experiment(
     cache_path = Path(settings.home) / "cache" / "judges.sqlite"
     judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter)
     judges.prepare({need for b in benchmarks.values() for need in b.needs})
+    budget = Budget.of_run(
+        spec.limits,
+        total_cells=len(cells),
+        stored=stored_cells,
+        meta=run.meta,
+        clock=clock,
+        judge=judge_meter.summary,
+    )
+    del stored_cells
+    halt = asyncio.Event()  # a limit was reached: start no new cell
+    left = 0  # cells of this invocation not run because a limit was reached
+    unstarted: list[str] = []  # of those, the ones claimed here: given back at the end
+
+    def check_limits() -> bool:
+        if summary.stopped is None and (why := budget.reached()) is not None:
+            summary.stopped = why
+            halt.set()
+        return halt.is_set()
+
     serial = serial_models(list(systems.values()), pool)
     concurrency = 1 if serial else spec.concurrency
     summary.concurrency = concurrency
@@ -408,8 +444,12 @@ async def run_experiment(
     batch_size = 1 if serial else min(CLAIM_BATCH, max(concurrency, CLAIM_MIN))
 
     async def producer() -> None:
+        nonlocal left
         busy: list[Cell] = []  # held by other runners when asked
         for start in range(0, len(todo), batch_size):
+            if check_limits():
+                left += len(todo) - start
+                break
             batch = todo[start : start + batch_size]
             got = await store.claim_many(run.id, [row(c) for c in batch], owner, reclaim=reclaim)
             for c in batch:
@@ -417,8 +457,10 @@ async def run_experiment(
                     await claimed.put((c, got[c.key]))
                 else:
                     busy.append(c)
-        if follow:
+        if follow and not halt.is_set():
             await follow_others(busy)
+        if follow and halt.is_set():
+            left += len(busy)
         summary.busy_elsewhere += len(busy)
         for _ in busy:
             shown.advance(summary.failed)
@@ -428,7 +470,7 @@ async def run_experiment(
     async def follow_others(busy: list[Cell]) -> None:
         """Poll the cells other runners hold (every third of a lease) until each is done, or
         lapsed and claimed here: a live runner's cell is never taken, a dead one's is finished."""
-        while busy:
+        while busy and not check_limits():
             await asyncio.sleep(store.lease_s / 3)
             status = {c.key: c.status for c in await store.cells(run.id)}
             finished = [c for c in busy if status.get(c.key) == "done"]
@@ -510,11 +552,18 @@ async def run_experiment(
             finished_at=datetime.now(UTC),
             **result,
         )
+        budget.add(record)  # spent when it ran, stored or not: the next cell sees the limit
+        check_limits()
         await writer.submit(record)
         return record.status == "done"
 
     async def worker() -> None:
+        nonlocal left
         while (job := await claimed.get()) is not None:
+            if check_limits():
+                left += 1
+                unstarted.append(job[0].key)
+                continue
             await limiter.acquire()
             ok = False
             try:
@@ -538,6 +587,8 @@ async def run_experiment(
             except BaseExceptionGroup as group:  # a store failure stops the run: raise it as it is
                 raise _first_leaf(group) from None
             await writer.flush()
+            if unstarted:  # claimed, never run: another runner (or a rerun) takes them at once
+                await store.release_many(run.id, unstarted, owner)
         finally:
             beat.cancel()
             shown.stop()
@@ -585,6 +636,9 @@ async def run_experiment(
         if judges.model_info is not None:
             updates["judge_model"] = judges.model_info
         updates["concurrency"] = {"spec": spec.concurrency, "effective": concurrency, "serial_models": serial}
+        if not left:
+            summary.stopped = None  # a limit reached by the last cell stopped nothing
+        updates.update(budget.meta(summary.stopped))
         revisions = list(meta.get("revisions") or [])
         if identity["revision"] not in revisions:  # every code revision that computed cells of the run
             updates["revisions"] = [*revisions, identity["revision"]]

@@ -45,6 +45,36 @@ class BenchmarkSpec(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class RunLimits(BaseModel):
+    """Per-run budgets (``experiment run --max-*`` flags override them). A limit reached stops the
+    run cleanly: cells in flight finish, no new cell starts, and the reason is stored in the run's
+    meta. Tokens, cost and time count the whole run (earlier invocations included), so rerunning
+    with a higher limit goes on where it stopped. Not part of the run's id: they change how far a
+    run goes, never its numbers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tokens: int | None = Field(None, ge=1, description="Tokens of every model call (systems, judges, attackers).")
+    cost_usd: float | None = Field(None, gt=0, description="Estimated USD of every model call.")
+    time_s: float | None = Field(None, gt=0, description="Seconds of running, summed over invocations.")
+    errors: float | None = Field(
+        None,
+        gt=0,
+        description="Failed cells that stop the run: a count (>= 1) or a fraction of the run's cells (< 1).",
+    )
+
+    @field_validator("errors")
+    @classmethod
+    def _count_or_fraction(cls, value: float | None) -> float | None:
+        if value is not None and value >= 1 and value != int(value):
+            raise ValueError("a count of failed cells is a whole number; a fraction is below 1")
+        return value
+
+
+#: Spec fields left out of the run id at their default, so specs written before them keep their id.
+_ID_DEFAULTS: dict[str, Any] = {"repeats": 1, "reducer": "mean"}
+
+
 class ExperimentSpec(BaseModel):
     """A whole experiment. ``layout`` picks the report's main table (paper Table 3, 4 or 5)."""
 
@@ -60,6 +90,9 @@ class ExperimentSpec(BaseModel):
     concurrency: int = Field(8, ge=1, le=512, description="Cells in flight at most (adaptive below it).")
     layout: Literal["table3", "table4", "table5"] = "table3"
     baseline: str = Field("vanilla", description="System the cost table divides by (when present).")
+    repeats: int = Field(1, ge=1, le=100, description="Times each item runs (separate cells); reduced per item.")
+    reducer: Literal["mean", "majority"] = Field("mean", description="How an item's repeats become one score.")
+    limits: RunLimits = Field(default_factory=RunLimits)
 
     @field_validator("systems", "benchmarks", mode="before")
     @classmethod
@@ -78,6 +111,10 @@ class ExperimentSpec(BaseModel):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"duplicate {what} name(s): {', '.join(dupes)}")
+        if self.reducer == "majority" and self.repeats % 2 == 0:
+            raise ValueError(
+                f"reducer 'majority' needs an odd number of repeats (got {self.repeats}): a tie has no majority"
+            )
         return self
 
     def n_for(self, bench: BenchmarkSpec) -> int:
@@ -111,7 +148,13 @@ class ExperimentSpec(BaseModel):
         return self.model_copy(update=update)
 
     def canonical(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """The spec as hashed into the run id: without ``limits`` (they bound a run, not its
+        numbers) and without ``repeats``/``reducer`` at their defaults (older specs keep their id)."""
+        data = self.model_dump(mode="json", exclude={"limits"})
+        for key, default in _ID_DEFAULTS.items():
+            if data.get(key) == default:
+                data.pop(key)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def run_id(self) -> str:
         """Same spec, same run: ``<name>-<12 hex of the canonical spec's SHA-256>``."""

@@ -23,7 +23,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, bindparam, func, select, update
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -99,6 +112,9 @@ class ResultStore(ABC):
       never lapses and only a runner that stopped (a killed process, a lost machine) loses its
       cells. Rows claimed before leases existed have none and keep the old rules.
     * :meth:`finish` writes the final state of a claimed cell in one transaction.
+    * :meth:`release_many` gives back cells an owner claimed and never ran (a run stopped by a
+      limit): a first claim is removed, as if never made; a retry's lease is ended, so any runner
+      claims it at once. Cells another owner holds, or that finished, are left as they are.
     """
 
     #: Seconds a claim stays valid without a heartbeat.
@@ -140,6 +156,10 @@ class ResultStore(ABC):
     @abstractmethod
     async def cells(self, run_id: str) -> list[CellResult]:
         """Every cell of the run, in key order."""
+
+    @abstractmethod
+    async def release_many(self, run_id: str, keys: list[str], owner: str) -> int:
+        """Give back ``owner``'s unstarted claims of ``keys`` (see the contract); how many."""
 
     async def cell(self, run_id: str, key: str) -> CellResult | None:
         """The cell ``key`` of the run, or None."""
@@ -261,6 +281,23 @@ class InMemoryResultStore(ResultStore):
         async with self._lock:
             for cell in cells:
                 self._put(cell)
+
+    async def release_many(self, run_id: str, keys: list[str], owner: str) -> int:
+        async with self._lock:
+            cells = self._cells.get(run_id, {})
+            released = 0
+            for key in keys:
+                cell = cells.get(key)
+                if cell is None or cell.status != "running" or cell.owner != owner:
+                    continue
+                released += 1
+                if cell.attempts == 1:
+                    del cells[key]
+                    self._leases.pop((run_id, key), None)
+                    self._bodies.get(run_id, {}).pop(key, None)
+                else:
+                    self._leases[(run_id, key)] = self.clock() - timedelta(seconds=1)
+            return released
 
     def _put(self, cell: CellResult) -> None:
         # claims read status, owner and attempts of the cell; readers get a copy from its JSON
@@ -504,6 +541,23 @@ class SQLResultStore(ResultStore):
             "body": cell.model_dump_json(),
             "lease_until": self.lease_until() if cell.status == "running" else None,
         }
+
+    async def release_many(self, run_id: str, keys: list[str], owner: str) -> int:
+        if not keys:
+            return 0
+        await self._init()
+        mine = (
+            cells_table.c.run_id == run_id,
+            cells_table.c.key.in_(keys),
+            cells_table.c.owner == owner,
+            cells_table.c.status == "running",
+        )
+        async with write(self.engine) as conn:
+            gone = await conn.execute(delete(cells_table).where(*mine, cells_table.c.attempts == 1))
+            ended = await conn.execute(
+                update(cells_table).where(*mine).values(lease_until=self.clock() - timedelta(seconds=1))
+            )
+        return int(gone.rowcount or 0) + int(ended.rowcount or 0)
 
     async def heartbeat(self, run_id: str, owner: str) -> int:
         await self._init()

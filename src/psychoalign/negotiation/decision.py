@@ -1,0 +1,173 @@
+"""What a decision is built from, outside the loop itself: the MEDIATOR's structured relay to the
+DRIVE, the EVALUATOR's free text bounded before it flows onward, refusals and rule lists from
+framework text only, and the alignment contribution of each stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ..agents.schemas import Evaluation
+from ..frameworks import Framework
+from ..traces.model import AlignmentContribution, GateResult, ProposalRecord, Trace
+from .defense import DefenseContext, template
+from .gates import FreeTextGuard, Layer1Enforcer, TauFilter, apply_gates
+
+#: A caller's own deterministic check of an answer (the gateway's tool-call gate): the reasons it
+#: blocks for (rule-like ids, never the text), or none.
+AnswerCheck = Callable[[str], list[str]]
+
+# Bounds on EVALUATOR free text that flows onward (characters, one line each).
+LIMITS = {"safe_channel": 120, "safe_adjacent_topic": 120, "stakeholder": 60, "modification": 200}
+
+
+class Gates(NamedTuple):
+    """What one negotiation's texts are judged by: its framework (and the payload the EVALUATOR
+    is sent), the Layer-1 rules, tau, the guard that remembers every blocked draft, and the
+    caller's extra check, applied wherever the Layer-1 checks are."""
+
+    fw: Framework
+    fw_payload: dict[str, Any]
+    layer1: Layer1Enforcer
+    tau: TauFilter
+    guard: FreeTextGuard
+    extra: AnswerCheck | None = None
+
+    def gate(self, text: str, evaluation: Evaluation | None) -> GateResult:
+        """The dual gate on ``text`` as the EVALUATOR judged it."""
+        return self._extra(apply_gates(self.layer1, self.tau, text, evaluation), text)
+
+    def recheck(self, text: str) -> GateResult:
+        """The deterministic checks alone, for text the EVALUATOR already judged as it is."""
+        reasons = self.layer1.deterministic(text)
+        return self._extra(GateResult(layer1_passed=not reasons, tau_passed=True, reasons=reasons), text)
+
+    def _extra(self, result: GateResult, text: str) -> GateResult:
+        reasons = self.extra(text) if self.extra is not None else []
+        if not reasons:
+            return result
+        return result.model_copy(update={"layer1_passed": False, "reasons": [*result.reasons, *reasons]})
+
+
+def relay_feedback(records: list[ProposalRecord], fw: Framework) -> str:
+    """The MEDIATOR's relay to the DRIVE: structured findings, never the EVALUATOR's words.
+
+    Per proposal: score, verdict, gate outcome, the framework rules hit (by the framework's
+    own id and text: a hit the framework does not know is counted, not quoted), the number of
+    required changes and the conflict flags. The EVALUATOR's modifications, reasoning and
+    other free text never reach the DRIVE: that would be a DRIVE<->EVALUATOR text channel.
+    """
+    lines = []
+    for rec in records:
+        e = rec.evaluation
+        if e is None:
+            continue
+        known = {rule.id: rule for hit in e.rule_hits if (rule := fw.rule(hit.rule_id)) is not None}
+        unknown = sum(1 for hit in e.rule_hits if fw.rule(hit.rule_id) is None)
+        rules = "; ".join(f"{rid} ({rule.text})" for rid, rule in known.items()) or "none"
+        if unknown:
+            rules += f"; {unknown} unnamed"
+        c = e.conflict
+        flags = [
+            name
+            for name, on in (
+                ("harmful intent", c.harmful_intent),
+                ("manipulation attempt", c.adversarial_intent),
+                ("harm to third parties", c.third_party_harm),
+                (f"{len(c.harmful_segments)} harmful sentence(s)", bool(c.harmful_segments)),
+            )
+            if on
+        ]
+        gate = "passed the gates" if rec.gate and rec.gate.admissible else "blocked by the gates"
+        lines.append(
+            f"Proposal {rec.rank}: score {e.score}/100, {e.verdict.value}, {gate}. Rules: {rules}. "
+            f"Changes required: {len(e.modifications)}. Concerns: {', '.join(flags) or 'none'}."
+        )
+    return "\n".join(lines)
+
+
+def guarded_evaluation(e: Evaluation, guard: FreeTextGuard, use_free_text: bool, withheld: list[str]) -> Evaluation:
+    """``e`` with its onward-flowing free text bounded and checked (gates.FreeTextGuard).
+    Without ``use_free_text`` (final_gate off: nothing would check what it becomes), it is
+    all dropped. Every dropped field is named in ``withheld`` for the trace."""
+
+    def one(name: str, text: str, limit: int) -> str:
+        kept = guard.clean(text, limit) if use_free_text else ""
+        if text.strip() and not kept and name not in withheld:
+            withheld.append(name)
+        return kept
+
+    c = e.conflict
+    stakeholders = [one("stakeholders", x, LIMITS["stakeholder"]) for x in c.stakeholders]
+    conflict = c.model_copy(
+        update={
+            "safe_channel": one("safe_channel", c.safe_channel, LIMITS["safe_channel"]),
+            "safe_adjacent_topic": one("safe_adjacent_topic", c.safe_adjacent_topic, LIMITS["safe_adjacent_topic"]),
+            "stakeholders": [x for x in stakeholders if x],
+        }
+    )
+    mods = [one("modifications", m, LIMITS["modification"]) for m in e.modifications]
+    return e.model_copy(update={"conflict": conflict, "modifications": [m for m in mods if m]})
+
+
+def refusal_text(ctx: DefenseContext) -> str:
+    """The refusal, from framework text and fixed templates only. A rule whose channel carries
+    a supportive message (self-harm) gets that message with the channel, never "rephrase";
+    otherwise the rules that fired and their channels, or, when no rule with a channel fired,
+    the offer to help with a rephrased request."""
+    support = ctx.supportive()
+    if support is not None:
+        return support.render_message()
+    channel = ctx.framework_channel()
+    alternative = template("channel_alternative", safe_channel=channel) if channel else template("default_alternative")
+    return template("rationalization", rules=rules_text(ctx), alternative=alternative)
+
+
+def fired_rules(request: str, deciding: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
+    """Framework ids of the rules this request set off, in framework order: the request's
+    own checks (any layer), the deciding round's rule hits, the checks a blocked draft
+    tripped. They choose the safe channels (DefenseContext.channels)."""
+    ids = set(fw.request_rules(request))
+    for rec in deciding:
+        if rec.evaluation is not None:
+            ids.update(hit.rule_id for hit in rec.evaluation.rule_hits)
+        if not (rec.gate and rec.gate.admissible):
+            ids.update(rule_id for rule_id, _ in layer1.matches(rec.text))
+    return [r.id for r in fw.rules() if r.id in ids]
+
+
+def rules_text(ctx: DefenseContext) -> str:
+    """Framework rules that fired (DefenseContext.fired) and hit in the deciding round, as
+    'id (text)'. Only framework text is used:
+    ids are looked up case-insensitively and printed as the framework spells them."""
+    ids: list[str] = list(ctx.fired)
+    for e in ctx.round_evals:
+        for hit in e.rule_hits:
+            rule = ctx.framework.rule(hit.rule_id)
+            if rule is not None and rule.id not in ids:
+                ids.append(rule.id)
+    if not ids:
+        return "the safety rules of this deployment"
+    return "; ".join(f"{rid} ({ctx.framework.rule(rid).text})" for rid in ids[:3])  # type: ignore[union-attr]
+
+
+def contribution(trace: Trace, chosen: ProposalRecord | None, final_eval: Evaluation | None) -> AlignmentContribution:
+    """u_V(final) - u_V(DRIVE's round-1 favourite), split into evaluator (gating and
+    selection in round 1), drive (revision across rounds) and mediator (composition) parts.
+    A stage with no evaluated text carries the previous stage's value forward."""
+    first = trace.rounds[0]
+    top = first.proposals[0]
+    baseline = top.evaluation.score / 100 if top.evaluation else None
+    if baseline is None:
+        return AlignmentContribution()
+    adm = [r.evaluation.score / 100 for r in first.proposals if r.gate and r.gate.admissible and r.evaluation]
+    after_eval = max(adm) if adm else baseline
+    chosen_u_v = chosen.evaluation.score / 100 if chosen and chosen.evaluation else after_eval
+    final_u_v = final_eval.score / 100 if final_eval is not None else chosen_u_v
+    return AlignmentContribution(
+        baseline_u_v=baseline,
+        evaluator=after_eval - baseline,
+        drive=chosen_u_v - after_eval,
+        mediator=final_u_v - chosen_u_v,
+        final_u_v=final_u_v,
+    )
