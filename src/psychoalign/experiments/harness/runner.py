@@ -28,6 +28,7 @@ import functools
 import gc
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from .metering import CallMeter, ModelPool
 from .provenance import identity_changes, identity_digest, run_identity
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import repeat_suffix
-from .spec import ExperimentSpec
+from .spec import RUN_ID_HEX, ExperimentSpec
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
@@ -274,6 +275,20 @@ def _plan(
     return cells, benchmarks, sampled
 
 
+async def _stored_id(store: ResultStore, spec: ExperimentSpec, suffix: str) -> str:
+    """The id to run ``spec`` under: ``spec.run_id() + suffix``, unless only a run stored by older
+    code matches, whose id also hashed the spec's operational fields (``concurrency``): then that
+    one, so it resumes whatever concurrency it ran at. Read only when the id is not stored."""
+    run_id = spec.run_id() + suffix
+    if (found := await store.get_run(run_id)) is not None and found.id == run_id:
+        return run_id
+    pattern = re.compile(rf"{re.escape(spec.name)}-[0-9a-f]{{{RUN_ID_HEX}}}{re.escape(suffix)}")
+    for old in await store.list_runs():
+        if old.name == spec.name and pattern.fullmatch(old.id) and spec.same_numbers(old.spec):
+            return old.id
+    return run_id
+
+
 async def _check_identity(store: ResultStore, run: RunRecord, identity: dict[str, Any]) -> None:
     """Refuse to resume ``run`` under another identity: its stored cells were computed by what the
     stored identity names, and mixing them with new ones would report the old numbers."""
@@ -371,7 +386,8 @@ async def run_experiment(
         identity = run_identity(
             list(systems.values()), pool, spec.judge, sampled, repeats=spec.repeats, reducer=spec.reducer
         )
-        run_id = f"{spec.run_id()}-{identity_digest(identity)[:8]}" if new_run else spec.run_id()
+        suffix = f"-{identity_digest(identity)[:8]}" if new_run else ""
+        run_id = await _stored_id(store, spec, suffix)
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
         await _check_identity(store, run, identity)
