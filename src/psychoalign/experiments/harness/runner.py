@@ -16,6 +16,9 @@ Contract of :func:`run_experiment`:
   cells finish: once one is reached no new cell starts, the cells in flight finish, the
   cells claimed and not started are given back (:meth:`.store.ResultStore.release_many`), and
   the reason is returned (:attr:`RunSummary.stopped`) and stored in the run's meta (:mod:`.limits`).
+* Per-sample limits (``limits.sample_time_s``, ``limits.sample_tokens``) bound each cell: past
+  one the cell is cancelled and stored ``failed`` with ``limit: …`` (counted by ``limits.errors``),
+  so a model that never answers costs one failed cell, never the run (:func:`_within_limits`).
 * Cells run one at a time when a system's model is the embedded (``local``) model: it serves one
   call at a time, so cells in flight together would only queue for it, and each item's wall time
   would measure the queue, not the system (:func:`serial_models`).
@@ -30,11 +33,11 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ...config import Settings
 from ...datasets import resolve_data_dir
@@ -49,13 +52,14 @@ from .metering import CallMeter, ModelPool
 from .provenance import identity_changes, identity_digest, run_identity
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import repeat_suffix
-from .spec import RUN_ID_HEX, ExperimentSpec
+from .spec import RUN_ID_HEX, ExperimentSpec, RunLimits
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
 __all__ = ["plan_cells", "run_experiment"]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 #: Attempts after which a cell whose judge gave unusable output gives up (``gave_up``).
@@ -311,6 +315,43 @@ async def _check_identity(store: ResultStore, run: RunRecord, identity: dict[str
         )
 
 
+class SampleLimitError(Exception):
+    """A cell went past a per-sample limit (its message: ``limit: …``, naming it and the flag)."""
+
+
+async def _within_limits(work: Awaitable[_T], meter: CallMeter, limits: RunLimits) -> _T:
+    """``work`` (one cell), cut off once it runs ``limits.sample_time_s`` seconds or its system
+    calls use more than ``limits.sample_tokens`` tokens: cancelled, and :class:`SampleLimitError`
+    raised, so a cell whose model never answers ends as a failed cell instead of hanging the run."""
+    if limits.sample_time_s is None and limits.sample_tokens is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    over: list[str] = []
+    cap = limits.sample_tokens
+    if cap is not None:
+
+        def on_call(m: CallMeter) -> None:
+            used = m.prompt_tokens + m.completion_tokens
+            if used > cap and not over:
+                over.append(f"limit: tokens: the cell's model calls used {used:,} tokens of {cap:,} (--sample-tokens)")
+                task.cancel()
+
+        meter.on_call = on_call
+    try:
+        return await asyncio.wait_for(task, limits.sample_time_s)
+    except TimeoutError:
+        raise SampleLimitError(
+            f"limit: time: the cell ran past {limits.sample_time_s:g} s and was cut off (--sample-time)"
+        ) from None
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not over or (current is not None and current.cancelling()):
+            raise  # the run itself is being cancelled
+        raise SampleLimitError(over[0]) from None
+    finally:
+        meter.on_call = None
+
+
 def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
     """Labels of the models the systems call that serve one call at a time in this process (the
     embedded ``local`` backend: one llama.cpp context behind a lock)."""
@@ -537,7 +578,7 @@ async def run_experiment(
         # The cell's record is built once, when it is finished (one validation, no copies).
         result: dict[str, Any]
         try:
-            outcome = await cell.benchmark.run(cell.item, respond, judges)
+            outcome = await _within_limits(cell.benchmark.run(cell.item, respond, judges), meter, spec.limits)
             result = {
                 "status": "done",
                 "metrics": outcome.metrics,
@@ -546,6 +587,8 @@ async def run_experiment(
                 "trace_ids": outcome.trace_ids,
                 "details": outcome.details,
             }
+        except SampleLimitError as exc:
+            result = {"status": "failed", "error": str(exc), "trace_ids": trace_ids}
         except JudgeError as exc:
             # A judge's unusable output comes back the same on retry (temperature 0, cached): one
             # retry, then the cell gives up instead of being retried on every resume.

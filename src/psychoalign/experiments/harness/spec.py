@@ -49,8 +49,10 @@ class RunLimits(BaseModel):
     """Per-run budgets (``experiment run --max-*`` flags override them). A limit reached stops the
     run cleanly: cells in flight finish, no new cell starts, and the reason is stored in the run's
     meta. Tokens, cost and time count the whole run (earlier invocations included), so rerunning
-    with a higher limit goes on where it stopped. Not part of the run's id: they change how far a
-    run goes, never its numbers."""
+    with a higher limit goes on where it stopped. Per-sample limits (``sample_*``, the
+    ``--sample-*`` flags) bound one cell: past one the cell fails with ``limit: …`` (counted by
+    ``errors``), so a hung cell never hangs the run. Not part of the run's id: they change how far
+    a run goes, never the numbers of the cells it scores."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -61,6 +63,12 @@ class RunLimits(BaseModel):
         None,
         gt=0,
         description="Failed cells that stop the run: a count (>= 1) or a fraction of the run's cells (< 1).",
+    )
+    sample_tokens: int | None = Field(
+        None, ge=1, description="Tokens of one cell's system calls; past it the cell fails ('limit: tokens')."
+    )
+    sample_time_s: float | None = Field(
+        None, gt=0, description="Seconds one cell may run; past it the cell is cut off and fails ('limit: time')."
     )
 
     @field_validator("errors")
