@@ -127,6 +127,7 @@ if __name__ == "__main__":
             [],
             quick=args.quick,
             note="The viewer's list page of a run's cells, read from a SQLite result store with no cache: "
-            "reading every cell and filtering in Python (as a category, metric or text filter still does), against the store's own "
-            "filter and paging (`ResultStore.cell_page`), which parses only the page's cells.",
+            "reading every cell and filtering in Python (as a category, metric or text filter still does), "
+            "against the store's own filter and paging (`ResultStore.cell_page`), which parses only the page's "
+            "cells.",
         )
