@@ -147,4 +147,3 @@ declines = Table(  # red-teaming instructions a participant skipped: never offer
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("instruction_id", "participant_id"),
 )
-
