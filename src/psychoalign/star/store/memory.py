@@ -319,13 +319,7 @@ class InMemoryStarStore(StarStore):
     ) -> TaskRecord:
         person = self._person(participant_id)
         await self.expire_leases(campaign)
-        queue = [
-            Candidate(r["id"], r["requirement"], r["dialogue_id"], r["created_at"], r["campaign"])
-            for r in self._open_tasks(kind.value, campaign)
-            if (r["dialogue_id"] is None or (r["dialogue_id"], participant_id) not in self._exposures)
-            and self._may_claim(r["campaign"], participant_id)
-            and (kind is not TaskKind.RED_TEAM or (r["instruction_id"], participant_id) not in self._declines)
-        ]
+        queue = self._queue(participant_id, kind, campaign)
         full = self._at_quota(participant_id, kind, {r.campaign for r in queue})
         page = queue[:CLAIM_PAGE]  # as the SQL store reads it: strict first within the first page
         strict, relaxed = sort_candidates(page, person, kind, relax, full)
@@ -350,14 +344,19 @@ class InMemoryStarStore(StarStore):
 
     async def available(self, participant_id: str, kind: TaskKind) -> int:
         person = self._person(participant_id)
-        queue = [
+        queue = self._queue(participant_id, kind, None)[:CLAIM_PAGE]
+        return available_count(queue, person, kind, self._at_quota(participant_id, kind, {r.campaign for r in queue}))
+
+    def _queue(self, participant_id: str, kind: TaskKind, campaign: str | None) -> list[Candidate]:
+        """Open tasks of ``kind`` this participant may take: not a dialogue they saw, not an
+        instruction they declined, in a campaign they may claim from."""
+        return [
             Candidate(r["id"], r["requirement"], r["dialogue_id"], r["created_at"], r["campaign"])
-            for r in self._open_tasks(kind.value, None)
+            for r in self._open_tasks(kind.value, campaign)
             if (r["dialogue_id"] is None or (r["dialogue_id"], participant_id) not in self._exposures)
             and self._may_claim(r["campaign"], participant_id)
             and (kind is not TaskKind.RED_TEAM or (r["instruction_id"], participant_id) not in self._declines)
-        ][:CLAIM_PAGE]
-        return available_count(queue, person, kind, self._at_quota(participant_id, kind, {r.campaign for r in queue}))
+        ]
 
     def _no_task(self, person: Participant, kind: TaskKind, campaign: str | None, at_quota: Collection[str]) -> str:
         rows = [
