@@ -9,6 +9,7 @@ each turn but never sent to the participant.
 from __future__ import annotations
 
 import hashlib
+import logging
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -26,6 +27,7 @@ from ..templating import Templates
 from .lab import StarLab
 
 router = APIRouter(dependencies=[Depends(csrf_protect)])
+_log = logging.getLogger(__name__)
 
 #: The pre-annotation's broader label set (paper §4).
 GROUP_LABELS = ["age", "disability", "gender", "race", "religion", "sexual orientation", "other"]
@@ -364,9 +366,11 @@ def _running(time: TaskTime | None) -> TaskTime:
 
 @router.post("/tasks/{task_id}/begin")
 async def begin(
+    request: Request,
     task_id: str,
     account: ParticipantAccount,
     lab: Lab,
+    templates: PageTemplates,
     topic: str = Form(""),
 ) -> Response:
     """Red teamer holding the task: commit to a topic, then the dialogue starts."""
@@ -377,7 +381,18 @@ async def begin(
         raise HTTPException(status_code=400, detail="write down your topic before you start")
     campaign = await lab.campaign(await _campaign_of(lab, task))
     try:
-        await lab.store.start_dialogue(task.id, _pid(account), lab.target(campaign).label)
+        target = lab.target(campaign)
+    except InputError as exc:
+        # the reason (a model role, a script's path) is the lead's: the log has it, the page says what to do
+        _log.warning("campaign %s: %s", campaign.name, exc.message)
+        message = (
+            "The model of this campaign cannot be reached, so the conversation cannot start. Nothing was "
+            "lost: the task stays yours. Tell your lead, or pause the task and come back later."
+        )
+        context = {"status": 503, "message": message, "back": f"/tasks/{task.id}"}
+        return await templates.render(request, "error.html", context, status_code=503)
+    try:
+        await lab.store.start_dialogue(task.id, _pid(account), target.label)
     except CampaignClosedError:
         raise HTTPException(status_code=409, detail=closed_message(campaign.name)) from None
     await lab.lab.set_topic(task.id, _pid(account), topic)
