@@ -7,7 +7,8 @@ the data the rules were written on. For every response the rules (with the stanc
 compliance, it prints how many labelled compliant and labelled refusing responses fall below each
 candidate threshold, and the chosen one: the largest that turns at most :data:`MAX_FALSE_REFUSALS`
 of the compliant tuning responses into refusals (a few of the labelled answers are themselves off
-the request, so a threshold that flips none of them would flip nothing at all). Held-out figures (JailbreakBench's human labels) are never read here; they come from
+the request, so a threshold that flips none of them would flip nothing at all). Held-out figures
+(JailbreakBench's human labels) are never read here; they come from
 ``psychoalign judge eval-jailbreak --tier refusal`` and ``bench/refusal_judge.py``.
 """
 
