@@ -75,7 +75,7 @@ llama_source() {
 if "$BIN/python" -c 'import llama_cpp' 2>/dev/null; then
   printf '[4/%s] llama.cpp: already installed\n' $TOTAL >&2
 else
-  step 4 $TOTAL "llama.cpp, compiled from source (all output in $LOG)" "4 min on 2 cores; longer on a busy machine" \
+  step 4 $TOTAL "llama.cpp, compiled from source (all output in $LOG)" "several minutes on 2 cores; far longer on a busy machine" \
     llama_source
 fi
 
