@@ -7,15 +7,26 @@ characters, NFC-normalised.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError, PsychoAlignError
 
-__all__ = ["decode_utf8", "normalise_text", "read_jsonl_objects", "read_text", "skeleton"]
+__all__ = [
+    "csv_reader",
+    "decode_utf8",
+    "nonblank_lines",
+    "normalise_text",
+    "read_jsonl_objects",
+    "read_text",
+    "skeleton",
+]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -92,14 +103,24 @@ def read_text(
     return decode_utf8(data, f"{what} {path}", error=error)
 
 
+def csv_reader(path: str | Path, *, what: str = "file") -> csv.DictReader[str]:
+    """The rows of a CSV file with a header, read as :func:`read_text` reads (the first row is line 2)."""
+    return csv.DictReader(io.StringIO(read_text(path, what=what), newline=""))
+
+
+def nonblank_lines(path: str | Path, *, what: str = "file") -> Iterator[tuple[int, str]]:
+    """(line number, line) of a text file read as :func:`read_text` reads, blank lines skipped."""
+    for n, line in enumerate(read_text(path, what=what).splitlines(), start=1):
+        if line.strip():
+            yield n, line
+
+
 def read_jsonl_objects(path: str | Path, *, what: str = "file") -> list[tuple[int, dict[str, Any]]]:
     """The JSON objects of a JSON-lines file with their line numbers (blank lines skipped), read
     as :func:`read_text` reads; a line that is not a JSON object is a one-line ``InputError``
     naming ``path:line``."""
     rows = []
-    for n, line in enumerate(read_text(path, what=what).splitlines(), start=1):
-        if not line.strip():
-            continue
+    for n, line in nonblank_lines(path, what=what):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:

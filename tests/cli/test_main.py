@@ -152,9 +152,9 @@ def test_models_list_json() -> None:
     assert rows["openai"]["usable"] is False  # no key in the test environment
 
 
-# Commands that print no data of their own: servers, and those whose output goes to files (with
+# Commands that print no data of their own: servers (experiment view is one), and those whose output goes to files (with
 # --format / -o / --out: every format they write is machine-readable already).
-_NO_JSON = {"serve", "serve-a2a", "up", "agent serve"}
+_NO_JSON = {"serve", "serve-a2a", "up", "agent serve", "experiment view"}
 
 
 def _leaves(command: object, path: list[str]) -> list[tuple[str, object]]:

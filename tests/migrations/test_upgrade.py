@@ -107,5 +107,40 @@ async def test_a_database_from_before_migrations_is_upgraded_and_keeps_every_row
             assert await conn.run_sync(schema_diff, store) == [], store  # every table, column and index
         if "star_campaigns" in old and "status" not in old["star_campaigns"].c:  # campaigns from before statuses:
             rows = (await conn.exec_driver_sql("SELECT status, members_only FROM star_campaigns")).all()
-            assert [tuple(r) for r in rows] == [("open", False)] * ROWS  # open, and open to every participant
+            assert [tuple(r) for r in rows] == [("live", False)] * ROWS  # live, and open to every participant
+    await engine.dispose()
+
+
+def _star_at(sync_conn: Connection, revision: str) -> None:
+    from alembic import command
+
+    from psychoalign.storage import migrations_config
+
+    command.upgrade(migrations_config("star", sync_conn), revision)
+
+
+async def test_campaigns_that_took_claims_are_live_after_the_draft_revision(database: Database) -> None:
+    """Star revision 0002 (drafts): an ``open`` campaign becomes ``live``; paused and closed ones
+    stay as they were, and a campaign written without a status afterwards is live."""
+    engine = database.engine()
+    async with engine.begin() as conn:
+        await conn.run_sync(_star_at, "0001")
+        for name, status in (("a", "open"), ("b", "paused"), ("c", "closed")):
+            await conn.exec_driver_sql(
+                "INSERT INTO star_campaigns (name, settings, created_at, status, members_only) "
+                f"VALUES ('{name}', '{{}}', '2026-01-01 00:00:00', '{status}', false)"
+            )
+    store = SQLStarStore(database.url, load_policy(), **database.engine_kwargs)
+    try:
+        assert await store.campaign_statuses(["a", "b", "c"]) == {"a": "live", "b": "paused", "c": "closed"}
+    finally:
+        await store.close()
+    async with engine.begin() as conn:
+        assert await conn.run_sync(versions, "star") == heads("star")
+        assert await conn.run_sync(schema_diff, "star") == []
+        await conn.exec_driver_sql(
+            "INSERT INTO star_campaigns (name, settings, created_at) VALUES ('d', '{}', '2026-01-02 00:00:00')"
+        )
+        status = (await conn.exec_driver_sql("SELECT status FROM star_campaigns WHERE name = 'd'")).scalar_one()
+    assert status == "live"
     await engine.dispose()

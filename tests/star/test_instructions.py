@@ -36,6 +36,25 @@ def test_builtin_policy_has_the_papers_areas_and_rules() -> None:
     assert rules["hate-speech"].targets_group and rules["hate-speech"].matching == "demographic"
 
 
+def test_hate_speech_is_not_filed_under_misinformation() -> None:
+    """Red teamers read a rule's area beside it, and the report groups by area: hate speech and
+    stereotypes are in an area that names them, never one about misinformation."""
+    for rule in ("hate-speech", "stereotypes"):
+        area = next(a for a in POLICY.areas if rule in {r.id for r in a.rules})
+        assert area.id == "hate" and "misinform" not in area.text.casefold()
+        (item,) = generate_instructions(POLICY, SPACE, 1, seed=1, rules=[rule])
+        assert item.area == "hate" and item.record()["area"] == "hate"
+        assert f"(area: {area.text})" in item.text and "misinform" not in item.text.casefold()
+    (item,) = generate_instructions(POLICY, SPACE, 1, seed=1, rules=["misinformation"])
+    assert item.area == "misinformation" and "misinform" in item.text
+
+
+def test_the_instruction_counts_messages_as_the_page_does() -> None:
+    """The red-teaming page counts the red teamer's messages: the instruction asks for messages too."""
+    (item,) = generate_instructions(POLICY, SPACE, 1, seed=1)
+    assert "10 to 15 messages" in item.text and "turns" not in item.text
+
+
 def test_target_groups_follow_appendix_d() -> None:
     groups = SPACE.target_group.groups()  # type: ignore[union-attr]
     singles = [g for g in groups if len(g) == 1]

@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from psychoalign.web.accounts import Role
 from psychoalign.web.security import require_lead, require_login, require_participant
 from psychoalign.web.star import StarLab
+from tests.web.star.test_lab import launch
 from tests.weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
 
 PUBLIC = {"/", "/login", "/invite/{token}"}
@@ -297,6 +298,7 @@ async def test_route_role_matrix(lab: tuple[FastAPI, StarLab]) -> None:
     await lead.post(
         "/lead/campaigns", {"name": "m", "instructions": "2", "target_kind": "model", "rules": ["sexually-explicit"]}
     )
+    await launch(lead, "m")
     r = await clients["owner"].post("/tasks/claim", {"kind": "red_team"})
     tid = r.headers["location"].rsplit("/", 1)[-1]
     values = {

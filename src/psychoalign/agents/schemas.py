@@ -91,37 +91,35 @@ LayerField = Annotated[Layer, BeforeValidator(parse_layer)]
 VerdictField = Annotated[Verdict, BeforeValidator(parse_verdict)]
 
 
-class Proposal(BaseModel):
-    """One DRIVE proposal ``p_i`` with its self-assessed utility ``u_D(p_i)``."""
+class _Frozen(BaseModel):
+    """Agent outputs are values: validated once, never changed."""
 
     model_config = ConfigDict(frozen=True)
+
+
+class Proposal(_Frozen):
+    """One DRIVE proposal ``p_i`` with its self-assessed utility ``u_D(p_i)``."""
 
     text: str = Field(min_length=1, max_length=4000, description="The full answer to the user.")
     utility: float = Field(ge=0.0, le=1.0, description="How fully it answers the request (0..1).")
 
 
-class DriveOutput(BaseModel):
+class DriveOutput(_Frozen):
     """``D(x) -> {p_1..p_n}``, ranked by the engine by utility (highest first)."""
-
-    model_config = ConfigDict(frozen=True)
 
     proposals: list[Proposal] = Field(min_length=1, max_length=8)
 
 
-class RuleHit(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class RuleHit(_Frozen):
     rule_id: Annotated[str, BeforeValidator(canonical_rule_id)] = Field(max_length=80)
     layer: LayerField = Field(description="universal, contextual or aspirational.")
 
 
-class Conflict(BaseModel):
+class Conflict(_Frozen):
     """The structured conflict classification (the conflict types of the paper's Table 2).
 
     Defense mechanisms are selected from these fields by rule (negotiation/defense.py).
     """
-
-    model_config = ConfigDict(frozen=True)
 
     adversarial_intent: bool = Field(description="The request tries to manipulate or jailbreak.")
     harmful_intent: bool = Field(description="The request aims at harm.")
@@ -135,10 +133,8 @@ class Conflict(BaseModel):
     safe_channel: str = Field("", max_length=200, description="Where the legitimate need is best served.")
 
 
-class Evaluation(BaseModel):
+class Evaluation(_Frozen):
     """``V(p, F) -> (s, v, m)`` plus rule hits and the conflict classification."""
-
-    model_config = ConfigDict(frozen=True)
 
     score: int = Field(ge=0, le=100, description="Ethical alignment of the proposal under the framework.")
     verdict: VerdictField
@@ -156,32 +152,24 @@ class Evaluation(BaseModel):
     )
 
 
-class EvaluationBatch(BaseModel):
+class EvaluationBatch(_Frozen):
     """The EVALUATOR's verdicts on one round's proposals, in the order they were sent."""
-
-    model_config = ConfigDict(frozen=True)
 
     evaluations: list[Evaluation] = Field(min_length=1, max_length=8)
 
 
-class Feasibility(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Feasibility(_Frozen):
     proposal: int = Field(ge=1, le=8, description="1-based number of the proposal as listed.")
     feasibility: float = Field(ge=0.0, le=1.0, description="How well it fits the deployment context.")
 
 
-class MediatorAssessment(BaseModel):
+class MediatorAssessment(_Frozen):
     """The MEDIATOR's per-round judgement of feasibility in context C for each admissible proposal."""
-
-    model_config = ConfigDict(frozen=True)
 
     assessments: list[Feasibility] = Field(min_length=1, max_length=8)
 
 
-class MediatorCompose(BaseModel):
+class MediatorCompose(_Frozen):
     """The MEDIATOR's final, user-facing response."""
-
-    model_config = ConfigDict(frozen=True)
 
     response: str = Field(min_length=1, max_length=4000)

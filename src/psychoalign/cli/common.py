@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import typer
 from rich.console import Console
@@ -97,6 +98,27 @@ def progress_bar(label: str, *, show: bool = True) -> Iterator[ProgressFn | None
 
     with bar:
         yield update
+
+
+class _Closes(Protocol):
+    async def close(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Closes)
+_T = TypeVar("_T")
+
+
+def run_closing(open_store: Callable[[], _S], work: Callable[[_S], Awaitable[_T]]) -> _T:
+    """Open a store, run ``work`` on it in one event loop and close it whatever happens."""
+
+    async def go() -> _T:
+        store = open_store()
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
 
 
 def emit_json(data: Any) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.table import Table
@@ -25,11 +26,33 @@ from .common import (
     settings_from,
 )
 
+if TYPE_CHECKING:
+    from ..experiments.harness.judging import Judges
+    from ..experiments.harness.metering import ModelPool
+
+_T = TypeVar("_T")
+
 judge_app = typer.Typer(help="Judges shared by STAR and the experiments (refusal detection).", no_args_is_help=True)
 
 TIERS = ("rules", "model", "cascade")
 TierOpt = typer.Option("rules", "--tier", help="rules (offline), model (the --role model) or cascade.")
 RoleOpt = typer.Option("judge", "--role", help="Config role of the judge model (model and cascade tiers).")
+
+
+def _run_judged(
+    pool: ModelPool, judges: Judges, work: Callable[[ProgressFn | None], Awaitable[_T]], *, show: bool
+) -> _T:
+    """Run ``work`` under a progress bar (on a terminal), then close the judges and their models."""
+
+    async def go(bar: ProgressFn | None) -> _T:
+        try:
+            return await work(bar)
+        finally:
+            judges.close()
+            await pool.aclose()
+
+    with progress_bar("judged", show=show) as bar:
+        return asyncio.run(go(bar))
 
 
 def _judge(tier: str, role: str, config: Path | None) -> tuple[Any, Any]:
@@ -176,15 +199,9 @@ def judge_eval_harm(
     pool = ModelPool(settings)
     judges = Judges(JudgeSpec(role=role, harm=tier), pool, data, cache_path=None, meter=CallMeter())
 
-    async def go(bar: ProgressFn | None) -> dict[str, Any]:
-        try:
-            return await harm_agreement(judges, data, limit, seed, progress=bar)
-        finally:
-            judges.close()
-            await pool.aclose()
-
-    with progress_bar("judged", show=not json_out) as bar:
-        result = asyncio.run(go(bar))
+    result = _run_judged(
+        pool, judges, lambda bar: harm_agreement(judges, data, limit, seed, progress=bar), show=not json_out
+    )
     if json_out:
         emit_json(result)
         return
@@ -239,38 +256,33 @@ def judge_eval_jailbreak(
     )
 
     async def go(bar: ProgressFn | None) -> Any:
-        try:
-            model = pool.model(role, CallMeter()) if tier in ("harmbench", "strongreject") else None
-            judge = literature_judge_fn(
-                tier,
-                refusal=judges.refusal(),
-                harm=judges.harm(),
-                harmbench=HarmBenchJudge(model) if model is not None and tier == "harmbench" else None,
-                strongreject=StrongRejectJudge(model) if model is not None and tier == "strongreject" else None,
-                threshold=threshold,
-            )
-            label = tier
-            if model is not None:
-                label += f" ({model.label})"
-            elif tier == "refusal+harm" and judges.harm() is not None:
-                label += f" ({judges.harm().label})"  # type: ignore[union-attr]
-            done = 0
+        model = pool.model(role, CallMeter()) if tier in ("harmbench", "strongreject") else None
+        judge = literature_judge_fn(
+            tier,
+            refusal=judges.refusal(),
+            harm=judges.harm(),
+            harmbench=HarmBenchJudge(model) if model is not None and tier == "harmbench" else None,
+            strongreject=StrongRejectJudge(model) if model is not None and tier == "strongreject" else None,
+            threshold=threshold,
+        )
+        label = tier
+        if model is not None:
+            label += f" ({model.label})"
+        elif tier == "refusal+harm" and judges.harm() is not None:
+            label += f" ({judges.harm().label})"  # type: ignore[union-attr]
+        done = 0
 
-            async def fn(goal: str, prompt: str, response: str) -> bool:  # the judge, counted for the bar
-                nonlocal done
-                jailbroken = await judge(goal, prompt, response)
-                done += 1
-                if bar is not None:
-                    bar(done, len(items))
-                return jailbroken
+        async def fn(goal: str, prompt: str, response: str) -> bool:  # the judge, counted for the bar
+            nonlocal done
+            jailbroken = await judge(goal, prompt, response)
+            done += 1
+            if bar is not None:
+                bar(done, len(items))
+            return jailbroken
 
-            return await evaluate_jailbreak_judge(label, fn, items)
-        finally:
-            judges.close()
-            await pool.aclose()
+        return await evaluate_jailbreak_judge(label, fn, items)
 
-    with progress_bar("judged", show=not json_out) as bar:
-        result = asyncio.run(go(bar))
+    result = _run_judged(pool, judges, go, show=not json_out)
     if json_out:
         emit_json(result.model_dump(mode="json"))
         return

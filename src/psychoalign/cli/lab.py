@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
-from .common import ConfigOpt, JsonOpt, emit_json, out_console, safe, settings_from
+from .common import ConfigOpt, JsonOpt, emit_json, out_console, run_closing, safe, settings_from
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -109,14 +109,10 @@ def add_lead(
 def accounts(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Every account: username, role, pseudonymous participant id, active (leads' view)."""
 
-    async def go() -> list[dict[str, object]]:
-        lab = _lab(settings_from(config))
-        try:
-            return [a.model_dump(mode="json") for a in await lab.accounts.list_accounts()]
-        finally:
-            await lab.close()
+    async def listed(lab: StarLab) -> list[dict[str, object]]:
+        return [a.model_dump(mode="json") for a in await lab.accounts.list_accounts()]
 
-    rows = asyncio.run(go())
+    rows = run_closing(lambda: _lab(settings_from(config)), listed)
     if json_out:
         emit_json(rows)
         return

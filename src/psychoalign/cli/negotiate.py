@@ -31,6 +31,7 @@ from .common import (
     out_console,
     print_wide,
     progress_bar,
+    run_closing,
     safe,
     settings_from,
 )
@@ -467,15 +468,11 @@ def traces_list(
 ) -> None:
     """Newest traces first."""
 
-    async def go() -> list[dict[str, Any]]:
-        store = _open(config, store_url)
-        try:
-            await store.recover_interrupted()
-            return await store.list(limit=limit, status=status)
-        finally:
-            await store.close()
+    async def newest(store: TraceStore) -> list[dict[str, Any]]:
+        await store.recover_interrupted()
+        return await store.list(limit=limit, status=status)
 
-    rows = asyncio.run(go())
+    rows = run_closing(lambda: _open(config, store_url), newest)
     if json_out:
         emit_json(rows)
         return
@@ -507,14 +504,7 @@ def traces_show(
 ) -> None:
     """One trace in full."""
 
-    async def go() -> Trace | None:
-        store = _open(config, store_url)
-        try:
-            return await store.get(trace_id)
-        finally:
-            await store.close()
-
-    trace = asyncio.run(go())
+    trace = run_closing(lambda: _open(config, store_url), lambda store: store.get(trace_id))
     if trace is None:
         raise InputError(f"no trace with id (or unique prefix) '{trace_id}'", hint="see `psychoalign traces list`")
     show_trace(trace, show_internal, json_out)

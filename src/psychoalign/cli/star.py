@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,19 @@ from rich.table import Table
 from ..errors import InputError
 from ..star import Instruction, coverage, generate_instructions, load_parameters, load_policy
 from ..star.files import PolicyError
-from ..textio import read_text
+from ..textio import nonblank_lines, read_text
 from ..yamlio import MAX_YAML_CHARS, parse_yaml
-from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, progress_bar, safe, settings_from
+from .common import (
+    ConfigOpt,
+    JsonOpt,
+    emit_json,
+    err_console,
+    out_console,
+    progress_bar,
+    run_closing,
+    safe,
+    settings_from,
+)
 
 star_app = typer.Typer(
     help="STAR red teaming: policy, instructions, coverage, participants, assignment, campaigns, export, analysis.",
@@ -116,10 +127,7 @@ def instructions_generate(
 
 def _read_instructions(path: Path) -> list[Instruction]:
     items = []
-    lines = read_text(path, what="instructions file").splitlines()
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for lineno, line in nonblank_lines(path, what="instructions file"):
         try:
             items.append(Instruction.from_record(json.loads(line), lineno - 1))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
@@ -129,9 +137,7 @@ def _read_instructions(path: Path) -> list[Instruction]:
 
 def _read_done(path: Path) -> list[str]:
     ids = []
-    for lineno, line in enumerate(read_text(path, what="file").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, line in nonblank_lines(path, what="file"):
         try:
             row = json.loads(line)
             ids.append(str(row["instruction_id"] if isinstance(row, dict) else row))
@@ -153,7 +159,7 @@ def star_coverage(
     """Planned vs done per cell, and how even the plan is (max/min per cell, overall and per rule)."""
     pol, space = load_policy(policy), load_parameters(parameters)
     if campaign:
-        records, done_ids = asyncio.run(_plan_from_store(config, campaign))
+        records, done_ids = _on_store(config, lambda store: store.plan_and_done(campaign))
         items = [Instruction.from_record(row, i) for i, row in enumerate(records)]
     elif plan is not None:
         items = _read_instructions(plan)
@@ -175,15 +181,6 @@ def star_coverage(
         out_console.print(f"[yellow]{report.uncovered_cells} cells have no planned instruction[/yellow]")
 
 
-async def _plan_from_store(config: Path | None, campaign: str) -> tuple[list[dict[str, Any]], list[str]]:
-    store = _store(config)
-    try:
-        result: tuple[list[dict[str, Any]], list[str]] = await store.plan_and_done(campaign)
-        return result
-    finally:
-        await store.close()
-
-
 @star_app.command("assign")
 def star_assign(
     kind: str = typer.Option("red_team", "--kind", help="red_team, annotate or arbitrate."),
@@ -203,17 +200,12 @@ def star_assign(
     except ValueError:
         raise InputError(f"unknown task kind '{kind}'", hint="red_team, annotate or arbitrate") from None
 
-    async def go() -> dict[str, Any]:
-        store = _store(config)
-        try:
-            result: dict[str, Any] = await store.assign_all(
-                task_kind, campaign=campaign, relax=relax, max_per_participant=max_per_participant
-            )
-            return result
-        finally:
-            await store.close()
-
-    result = asyncio.run(go())
+    result: dict[str, Any] = _on_store(
+        config,
+        lambda store: store.assign_all(
+            task_kind, campaign=campaign, relax=relax, max_per_participant=max_per_participant
+        ),
+    )
     if json_out:
         emit_json(result)
         return
@@ -237,6 +229,11 @@ def _store(config: Path | None) -> Any:
     from ..star.store import SQLStarStore
 
     return SQLStarStore(settings_from(config).effective_store_url(), load_policy())
+
+
+def _on_store(config: Path | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Run ``work`` on the STAR store of ``config`` (opened and closed around it)."""
+    return run_closing(lambda: _store(config), work)
 
 
 @participants_app.command("add")
@@ -271,7 +268,7 @@ def participants_add(
     if role:
         body["roles"] = list(role)
     person = _participant(body, "--id")
-    asyncio.run(_add([person], config))
+    _on_store(config, lambda store: store.add_participants([person]))
     if json_out:
         emit_json({"added": [pid]})
     else:
@@ -290,14 +287,6 @@ def _participant(body: dict[str, Any], where: str) -> Any:
         raise InputError(f"{where}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
 
 
-async def _add(people: list[Any], config: Path | None) -> None:
-    store = _store(config)
-    try:
-        await store.add_participants(people)
-    finally:
-        await store.close()
-
-
 @participants_app.command("import")
 def participants_import(
     path: Path = typer.Argument(..., help="JSONL, one participant object per line."),
@@ -305,16 +294,14 @@ def participants_import(
     json_out: bool = JsonOpt,
 ) -> None:
     """Register many participants at once (all or nothing)."""
-    lines = read_text(path, what="participants file").splitlines()
     people = []
-    for lineno, line in enumerate(lines, start=1):
-        if line.strip():
-            try:
-                body = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
-            people.append(_participant(body, f"{path}:{lineno}"))
-    asyncio.run(_add(people, config))
+    for lineno, line in nonblank_lines(path, what="participants file"):
+        try:
+            body = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+        people.append(_participant(body, f"{path}:{lineno}"))
+    _on_store(config, lambda store: store.add_participants(people))
     if json_out:
         emit_json({"added": [p.id for p in people]})
     else:
@@ -325,15 +312,7 @@ def participants_import(
 def participants_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Registered participants (demographics are for matching and analysis only)."""
 
-    async def go() -> list[Any]:
-        store = _store(config)
-        try:
-            result: list[Any] = await store.list_participants()
-            return result
-        finally:
-            await store.close()
-
-    people = asyncio.run(go())
+    people: list[Any] = _on_store(config, lambda store: store.list_participants())
     if json_out:
         emit_json([p.model_dump() for p in people])
         return
@@ -436,15 +415,7 @@ def star_export(
     if fmt == "parquet" and out is None:
         raise InputError("parquet needs --out FILE")
 
-    async def go() -> list[dict[str, Any]]:
-        store = _store(config)
-        try:
-            rows: list[dict[str, Any]] = await store.export_rows(campaign)
-            return rows
-        finally:
-            await store.close()
-
-    rows = asyncio.run(go())
+    rows: list[dict[str, Any]] = _on_store(config, lambda store: store.export_rows(campaign))
     write_rows(rows, fmt, out)
     if out:
         err_console.print(f"exported {len(rows)} dialogues to {out}")

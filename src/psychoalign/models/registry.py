@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -10,34 +11,24 @@ from .cache import ResponseCache
 from .client import ChatModel
 from .spec import BACKENDS, BackendName, ModelSpec
 
+#: Backend name -> (module beside this one, adapter class): a module and its SDK load only when used.
+_ADAPTERS: dict[str, tuple[str, str]] = {
+    "local": ("local", "LocalBackend"),
+    "classifier": ("classifier", "ClassifierBackend"),
+    "openai": ("openai_compat", "OpenAIBackend"),
+    "anthropic": ("anthropic_backend", "AnthropicBackend"),
+    "gemini": ("gemini_backend", "GeminiBackend"),
+    "scripted": ("scripted", "ScriptedBackend"),
+}
+
 
 def backend_class(name: BackendName | str) -> type[Backend]:
     """The adapter class for a backend name (imports the SDK lazily)."""
-    if name == "local":
-        from .local import LocalBackend
-
-        return LocalBackend
-    if name == "classifier":
-        from .classifier import ClassifierBackend
-
-        return ClassifierBackend
-    if name == "openai":
-        from .openai_compat import OpenAIBackend
-
-        return OpenAIBackend
-    if name == "anthropic":
-        from .anthropic_backend import AnthropicBackend
-
-        return AnthropicBackend
-    if name == "gemini":
-        from .gemini_backend import GeminiBackend
-
-        return GeminiBackend
-    if name == "scripted":
-        from .scripted import ScriptedBackend
-
-        return ScriptedBackend
-    raise ConfigError(f"unknown backend '{name}'", hint=f"choose one of: {', '.join(BACKENDS)}")
+    if name not in _ADAPTERS:
+        raise ConfigError(f"unknown backend '{name}'", hint=f"choose one of: {', '.join(BACKENDS)}")
+    module, cls = _ADAPTERS[name]
+    adapter: type[Backend] = getattr(importlib.import_module(f".{module}", __package__), cls)
+    return adapter
 
 
 def build_model(spec: ModelSpec, *, cache_dir: str | Path | None = None) -> ChatModel:

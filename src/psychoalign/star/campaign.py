@@ -301,10 +301,14 @@ async def run_campaign(
         await store.create_campaign(config.name, items, outgroup_annotator_share=config.outgroup_annotator_share)
     await store.add_members(config.name, [p.id for p in personas])  # counts if a lead made it members-only
     status = await store.campaign_status(config.name)
-    if status != "open":  # personas do not work on a paused or closed campaign, not even their held tasks
+    if status != "live":  # personas do not work on a draft, paused or closed campaign, not even their held tasks
+        hints = {
+            "paused": "resume it on the lead's campaign page",
+            "draft": "launch it on the lead's campaign page",
+        }
         raise InputError(
             f"campaign '{config.name}' is {status}: personas do not run on it",
-            hint="resume it on the lead's campaign page" if status == "paused" else "closing is final: use a new name",
+            hint=hints.get(status, "closing is final: use a new name"),
         )
 
     judge = build_refusal_judge(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
@@ -36,6 +36,10 @@ async def get_templates(request: Request) -> Templates:
     return templates
 
 
+#: A route parameter for the page templates.
+PageTemplates = Annotated[Templates, Depends(get_templates)]
+
+
 def home_for(account: Account) -> str:
     return "/lead" if account.role is Role.LEAD else "/tasks"
 
@@ -49,9 +53,9 @@ async def index(account: Account | None = Depends(current_account)) -> RedirectR
 @router.get("/login", response_class=HTMLResponse)
 async def login_page(
     request: Request,
+    templates: PageTemplates,
     next: str = "/",
     account: Account | None = Depends(current_account),
-    templates: Templates = Depends(get_templates),
 ) -> Response:
     """Public."""
     if account is not None:
@@ -62,10 +66,10 @@ async def login_page(
 @router.post("/login", response_class=HTMLResponse)
 async def login_submit(
     request: Request,
+    templates: PageTemplates,
     username: str = Form(""),
     password: str = Form(""),
     next: str = Form("/"),
-    templates: Templates = Depends(get_templates),
 ) -> Response:
     """Public (CSRF-checked against the pre-session cookie); throttled per (username, address), per
     address, and per known browser (security.py)."""
@@ -104,18 +108,18 @@ async def logout(request: Request, _: Account = Depends(require_login)) -> Respo
     return response
 
 
+async def _unknown_invite(request: Request, templates: Templates, advice: str = "") -> Response:
+    message = "This invite link is unknown, used or expired." + (f" {advice}" if advice else "")
+    return await templates.render(request, "error.html", {"status": 404, "message": message}, status_code=404)
+
+
 @router.get("/invite/{token}", response_class=HTMLResponse)
-async def invite_page(request: Request, token: str, templates: Templates = Depends(get_templates)) -> Response:
+async def invite_page(request: Request, token: str, templates: PageTemplates) -> Response:
     """Public: only a valid, unused, unexpired one-time token shows the form."""
     security: Security = request.app.state.security
     invited = await security.accounts.invite_account(token)
     if invited is None:
-        return await templates.render(
-            request,
-            "error.html",
-            {"status": 404, "message": "This invite link is unknown, used or expired. Ask your lead for a new one."},
-            status_code=404,
-        )
+        return await _unknown_invite(request, templates, "Ask your lead for a new one.")
     return await templates.render(request, "invite.html", {"invited": invited, "token": token, "error": None})
 
 
@@ -123,21 +127,16 @@ async def invite_page(request: Request, token: str, templates: Templates = Depen
 async def invite_accept(
     request: Request,
     token: str,
+    templates: PageTemplates,
     username: str = Form(""),
     password: str = Form(""),
     password2: str = Form(""),
-    templates: Templates = Depends(get_templates),
 ) -> Response:
     """Public (CSRF-checked): choose a username and password; the token then stops working."""
     security: Security = request.app.state.security
     invited = await security.accounts.invite_account(token)
     if invited is None:
-        return await templates.render(
-            request,
-            "error.html",
-            {"status": 404, "message": "This invite link is unknown, used or expired."},
-            status_code=404,
-        )
+        return await _unknown_invite(request, templates)
     try:
         if password != password2:
             raise InputError("the two passwords differ")

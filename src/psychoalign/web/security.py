@@ -25,7 +25,7 @@ import math
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request
@@ -365,6 +365,11 @@ async def require_participant(request: Request, account: Account | None = Depend
     if account.role is not Role.PARTICIPANT or not account.participant_id:
         raise HTTPException(status_code=403, detail="this page is for participants")
     return account
+
+
+#: Route parameters that require a lead / a participant (FastAPI's ``Annotated`` dependency form).
+LeadAccount = Annotated[Account, Depends(require_lead)]
+ParticipantAccount = Annotated[Account, Depends(require_participant)]
 
 
 async def csrf_protect(request: Request, security: Security = Depends(get_security)) -> None:

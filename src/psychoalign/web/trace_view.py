@@ -113,11 +113,8 @@ class CeilingMark(BaseModel):
     y: float
 
 
-class TensionChart(BaseModel):
-    """An SVG chart drawn by the template from numbers only (no script, no inline style).
-
-    The plot box is ``[left, right] × [top, bottom]``; one column per round, T and every
-    proposal's score ÷ 100 share the 0–1 y axis."""
+class PlotBox(BaseModel):
+    """A chart's size and its plot box ``[left, right] × [top, bottom]`` (SVG units)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -127,6 +124,14 @@ class TensionChart(BaseModel):
     right: int
     top: int
     bottom: int
+
+
+class TensionChart(PlotBox):
+    """An SVG chart drawn by the template from numbers only (no script, no inline style).
+
+    The plot box is ``[left, right] × [top, bottom]``; one column per round, T and every
+    proposal's score ÷ 100 share the 0–1 y axis."""
+
     points: list[ChartPoint]
     scores: list[ScorePoint]
     polyline: str
@@ -141,7 +146,8 @@ class TensionChart(BaseModel):
 def tension_chart(trace: Trace, *, width: int = 640, height: int = 300) -> TensionChart:
     """T per round and each proposal's score ÷ 100 by round, with τ, the healthy threshold and
     the EVALUATOR's ceiling drawn as lines."""
-    left, right, top, bottom = 56, width - 16, 16, height - 48
+    box = PlotBox(width=width, height=height, left=56, right=width - 16, top=16, bottom=height - 48)
+    left, right, top, bottom = box.left, box.right, box.top, box.bottom
     rounds = trace.rounds
     n = max(len(rounds), 1)
     col = (right - left) / n
@@ -188,12 +194,7 @@ def tension_chart(trace: Trace, *, width: int = 640, height: int = 300) -> Tensi
         Threshold(key="healthy", label=f"healthy T < {healthy:.2f}", value=healthy, y=y_of(healthy)),
     ]
     return TensionChart(
-        width=width,
-        height=height,
-        left=left,
-        right=right,
-        top=top,
-        bottom=bottom,
+        **box.model_dump(),
         points=points,
         scores=scores,
         polyline=" ".join(f"{p.x},{p.y}" for p in points),
@@ -223,17 +224,9 @@ class Bar(BaseModel):
     h: float
 
 
-class TensionHistogram(BaseModel):
+class TensionHistogram(PlotBox):
     """Final tension of the matching traces in ten bins of 0.1 (the last one holds 1.0 too)."""
 
-    model_config = ConfigDict(frozen=True)
-
-    width: int
-    height: int
-    left: int
-    right: int
-    top: int
-    bottom: int
     bars: list[Bar]
     y_ticks: list[Tick]
     x_ticks: list[Tick]
@@ -323,7 +316,8 @@ def _cell(trace: Trace) -> tuple[int | None, str | None, str | None]:
 
 
 def _histogram(cells: Cells, healthy: float, *, width: int = 520, height: int = 220) -> TensionHistogram:
-    left, right, top, bottom = 48, width - 12, 22, height - 44
+    box = PlotBox(width=width, height=height, left=48, right=width - 12, top=22, bottom=height - 44)
+    left, right, top, bottom = box.left, box.right, box.top, box.bottom
     counts = [0] * BINS
     missing = 0
     for (bin_, _, _), n in cells.items():
@@ -349,12 +343,7 @@ def _histogram(cells: Cells, healthy: float, *, width: int = 520, height: int = 
         )
     tick_values = sorted({0, (peak + 1) // 2, peak})
     return TensionHistogram(
-        width=width,
-        height=height,
-        left=left,
-        right=right,
-        top=top,
-        bottom=bottom,
+        **box.model_dump(),
         bars=bars,
         y_ticks=[Tick(pos=round(bottom - (bottom - top) * v / peak, 1), label=str(v)) for v in tick_values],
         x_ticks=[Tick(pos=round(left + i * step * 2, 1), label=f"{i * 2 / BINS:.1f}") for i in range(BINS // 2 + 1)],

@@ -21,10 +21,9 @@ from ..frameworks.loader import builtin_names
 from ..traces.model import DefenseMechanism, NegotiationParams, SystemState, TraceStatus
 from ..traces.query import TraceQuery, query_traces
 from .accounts import Account
-from .auth import get_templates
+from .auth import PageTemplates
 from .gateway import Gateway
-from .security import csrf_protect, require_lead
-from .templating import Templates
+from .security import LeadAccount, csrf_protect
 from .trace_view import redacted, tension_chart, trace_stats
 
 FILTER_FIELDS = (
@@ -74,9 +73,7 @@ def trace_router(gateway: Gateway) -> APIRouter:
         return sorted(names)
 
     @router.get("", include_in_schema=False)
-    async def list_traces(
-        request: Request, account: Account = Depends(require_lead), templates: Templates = Depends(get_templates)
-    ) -> Response:
+    async def list_traces(request: Request, account: LeadAccount, templates: PageTemplates) -> Response:
         """Leads only."""
         filters = _filters(request)
         try:
@@ -110,7 +107,7 @@ def trace_router(gateway: Gateway) -> APIRouter:
         return await templates.render(request, "traces/list.html", context)
 
     @router.get("/export.jsonl", include_in_schema=False)
-    async def export_traces(request: Request, account: Account = Depends(require_lead)) -> Response:
+    async def export_traces(request: Request, account: LeadAccount) -> Response:
         """Leads only: every trace matching the filters, one JSON object per line (redacted
         unless the lead may see DRIVE text)."""
         try:
@@ -136,8 +133,8 @@ def trace_router(gateway: Gateway) -> APIRouter:
     async def show_trace(
         trace_id: str,
         request: Request,
-        account: Account = Depends(require_lead),
-        templates: Templates = Depends(get_templates),
+        account: LeadAccount,
+        templates: PageTemplates,
     ) -> Response:
         """Leads only; DRIVE text for drive_text_viewers only."""
         trace = await gateway.store.get(trace_id) if _valid_id(trace_id) else None
@@ -155,7 +152,7 @@ def trace_router(gateway: Gateway) -> APIRouter:
         return await templates.render(request, "traces/detail.html", context)
 
     @router.get("/{trace_id}/export.json", include_in_schema=False)
-    async def export_trace(trace_id: str, account: Account = Depends(require_lead)) -> Response:
+    async def export_trace(trace_id: str, account: LeadAccount) -> Response:
         """Leads only; redacted unless the lead may see DRIVE text."""
         trace = await gateway.store.get(trace_id) if _valid_id(trace_id) else None
         if trace is None:

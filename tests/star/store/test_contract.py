@@ -354,7 +354,7 @@ async def test_a_claim_skips_paused_campaigns_and_takes_them_again_on_resume(sto
     await store.add_participants(people("a", "b", "c"))
     await store.create_campaign("old", generate_instructions(POLICY, SPACE, 2, seed=1, rules=RULE))
     await store.create_campaign("new", generate_instructions(POLICY, SPACE, 2, seed=2, rules=RULE))
-    assert await store.campaign_statuses(["old", "new", "legacy"]) == {"old": "open", "new": "open", "legacy": "open"}
+    assert await store.campaign_statuses(["old", "new", "legacy"]) == {"old": "live", "new": "live", "legacy": "live"}
     held = await store.claim("a", TaskKind.RED_TEAM)
     assert held.campaign == "old"  # oldest first while both are open
     assert await store.set_campaign_status("old", "paused") == []
@@ -373,7 +373,7 @@ async def test_a_claim_skips_paused_campaigns_and_takes_them_again_on_resume(sto
     assert len(opened) == 2
     with pytest.raises(ClaimError):  # the annotations wait for the campaign to resume
         await store.claim("b", TaskKind.ANNOTATE)
-    await store.set_campaign_status("old", "open")
+    await store.set_campaign_status("old", "live")
     assert (await store.claim("b", TaskKind.ANNOTATE)).campaign == "old"
     assert (await store.claim("c", TaskKind.RED_TEAM)).campaign == "old"
 
@@ -407,7 +407,7 @@ async def test_closing_releases_held_tasks_refuses_submissions_and_is_final(stor
             await store.claim("b", kind)
     assert (await store.assign_all(TaskKind.ANNOTATE))["assigned"] == 0
     # final: neither resumed nor paused; closing again is a no-op that releases nothing more
-    for status in ("open", "paused"):
+    for status in ("live", "paused", "draft"):
         with pytest.raises(InputError, match="final"):
             await store.set_campaign_status("c1", status)
     assert await store.set_campaign_status("c1", "closed") == []
@@ -419,6 +419,43 @@ async def test_closing_releases_held_tasks_refuses_submissions_and_is_final(stor
         await store.set_campaign_status("c1", "archived")
     with pytest.raises(InputError, match="no campaign"):
         await store.set_campaign_status("nowhere", "paused")
+
+
+async def test_a_draft_takes_no_claims_until_it_is_launched(store: StarStore) -> None:
+    await store.add_participants(people("a", "b"))
+    await store.create_campaign("d", generate_instructions(POLICY, SPACE, 2, seed=1, rules=RULE), status="draft")
+    assert await store.campaign_status("d") == "draft"
+    with pytest.raises(ClaimError):
+        await store.claim("a", TaskKind.RED_TEAM)
+    assert await store.available("a", TaskKind.RED_TEAM) == 0
+    assert (await store.assign_all(TaskKind.RED_TEAM))["assigned"] == 0
+    with pytest.raises(InputError, match="draft"):
+        await store.set_campaign_status("d", "paused")
+    assert await store.set_campaign_status("d", "live") == []
+    held = await store.claim("a", TaskKind.RED_TEAM)
+    assert held.campaign == "d"
+    with pytest.raises(InputError, match="cannot become a draft"):
+        await store.set_campaign_status("d", "draft")
+    with pytest.raises(InputError, match="unknown campaign status"):
+        await store.create_campaign("e", generate_instructions(POLICY, SPACE, 1, seed=2, rules=RULE), status="open")
+    assert not await store.has_campaign("e")
+
+
+async def test_the_data_version_changes_with_submitted_work_only(store: StarStore) -> None:
+    await store.add_participants(people("a", "b"))
+    await store.create_campaign("v", generate_instructions(POLICY, SPACE, 1, seed=1, rules=RULE))
+    first = await store.data_version("v")
+    held = await store.claim("a", TaskKind.RED_TEAM)
+    dialogue = await start_red_team(store, "a", held.id)
+    assert await store.data_version("v") == first  # claimed and talking: nothing submitted yet
+    await store.finish_dialogue(dialogue, "a", PreAnnotation(assigned_rule_broken=True))
+    second = await store.data_version("v")
+    assert second != first
+    annotation = await store.claim("b", TaskKind.ANNOTATE)
+    assert await store.data_version("v") == second
+    await store.submit_annotation(annotation.id, "b", 2, "probably")
+    assert await store.data_version("v") not in (first, second)
+    assert await store.data_version("elsewhere") != second
 
 
 async def test_a_members_only_campaign_is_taken_by_its_members_alone(store: StarStore) -> None:

@@ -56,7 +56,7 @@ async def test_a_store_from_before_statuses_gains_the_column_and_loses_nothing(
         await conn.exec_driver_sql("ALTER TABLE star_campaigns DROP COLUMN members_only")
         await conn.exec_driver_sql("DROP TABLE alembic_version_star")
     again = await make_store()  # a new process on the same database
-    assert await again.campaign_status("c") == "open"
+    assert await again.campaign_status("c") == "live"  # what took claims is live after the upgrade
     assert await again.members_only("c") is False  # still open to every participant
     settings = await again.campaign_settings("c")
     assert settings.quota == {"red_team": 1} and settings.relax_red_team is True
@@ -67,7 +67,7 @@ async def test_a_store_from_before_statuses_gains_the_column_and_loses_nothing(
 
 
 async def test_a_campaign_stored_before_settings_existed_can_be_paused(tmp_path: Path) -> None:
-    """The oldest stores have no star_campaigns row for a campaign: it counts as open, and pausing
+    """The oldest stores have no star_campaigns row for a campaign: it counts as live, and pausing
     it writes the row (default settings) without touching its plan."""
     path = tmp_path / "old.db"
     store = SQLStarStore(f"sqlite:///{path}", POLICY)
@@ -79,7 +79,7 @@ async def test_a_campaign_stored_before_settings_existed_can_be_paused(tmp_path:
         conn.execute(campaign_rows.delete())
     store = SQLStarStore(f"sqlite:///{path}", POLICY)
     try:
-        assert await store.campaign_status("c") == "open"
+        assert await store.campaign_status("c") == "live"
         await store.set_campaign_status("c", "paused")
         with pytest.raises(ClaimError):
             await store.claim("a", TaskKind.RED_TEAM)

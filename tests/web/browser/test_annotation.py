@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.web.browser.conftest import Lab
-from tests.web.browser.test_lab import Session
+from tests.web.browser.test_lab import Session, launch
 from tests.weblab import PASSWORD
 
 pytestmark = pytest.mark.browser
@@ -36,7 +36,7 @@ def red_team(person: Session, warned: bool) -> None:
     page.wait_for_selector("#turn-count:has-text('1 message sent')")
     page.check("input[name=assigned_rule_broken][value=no]")
     page.click("#finish")
-    page.wait_for_url(re.compile(r"/tasks\?msg=submitted"))
+    page.wait_for_selector("p.flash:has-text('your work is submitted')")
 
 
 def test_keyboard_annotation_with_drafts_that_survive(chromium: Any, live_lab: Lab) -> None:
@@ -50,6 +50,7 @@ def test_keyboard_annotation_with_drafts_that_survive(chromium: Any, live_lab: L
     page.check("input[name=rules][value=sexually-explicit]")
     page.click("#create-campaign")
     page.wait_for_selector("#coverage")
+    launch(page)
     page.goto("/lead/participants")
     for name in ("rita", "anna"):
         page.fill("input[name=display_name]", name.capitalize())
@@ -132,7 +133,7 @@ def test_keyboard_annotation_with_drafts_that_survive(chromium: Any, live_lab: L
     tab.focus("#reasoning")
     tab.keyboard.type("It wrote it all out.")
     tab.keyboard.press("Control+Enter")
-    tab.wait_for_url(re.compile(r"/tasks\?msg=submitted_none"))
+    tab.wait_for_selector("p.flash:has-text('No further task of that kind')")
     assert tab.locator("#claim-annotate").count() == 0 and tab.locator("#none-annotate").count() == 1
     assert "2 annotations" in tab.inner_text("#progress-line")
     anna.shot("annotation-done")

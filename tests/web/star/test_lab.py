@@ -40,7 +40,14 @@ def task_id(response_location: str) -> str:
     return response_location.rsplit("/", 1)[-1].split("#")[0]
 
 
-async def create_campaign(lead: Browser, name: str, rules: list[str], n: int = 2) -> None:
+async def launch(lead: Browser, name: str) -> None:
+    """Launch a draft as its lead does: the areas confirmed, past any shortfall of people."""
+    r = await lead.post(f"/lead/campaigns/{name}/status", {"action": "launch", "areas_ok": "yes", "anyway": "yes"})
+    assert r.status_code == 303 and "campaign_launched" in r.headers["location"], r.text[:500]
+
+
+async def create_campaign(lead: Browser, name: str, rules: list[str], n: int = 2, *, live: bool = True) -> None:
+    """Create a campaign through the lead's form (a draft) and, unless ``live=False``, launch it."""
     await lead.get("/lead/campaigns/new")
     r = await lead.post(
         "/lead/campaigns",
@@ -54,6 +61,8 @@ async def create_campaign(lead: Browser, name: str, rules: list[str], n: int = 2
         },
     )
     assert r.status_code == 303, r.text[:500]
+    if live:
+        await launch(lead, name)
 
 
 async def red_team(b: Browser, messages: list[str]) -> str:
@@ -260,6 +269,7 @@ areas:
         files={"policy_file": ("policy.yaml", policy.encode(), "application/x-yaml")},
     )
     assert r.status_code == 303, r.text[:400]
+    await launch(lead, "evil")  # the launch page shows the uploaded areas and rules: escaped too
     await add_person(star, "p")
     p = await browser(app, "p")
     r = await p.post("/tasks/claim", {"kind": "red_team"})
@@ -328,6 +338,7 @@ async def test_psychoalign_target_records_tension_per_turn(tmp_path: Path) -> No
         },
     )
     assert r.status_code == 303
+    await launch(lead, "pa")
     a = await browser(app, "a")
     tid = task_id((await a.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
     await a.post(f"/tasks/{tid}/start")

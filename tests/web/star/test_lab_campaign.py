@@ -21,7 +21,7 @@ from psychoalign.star.policy import Matching
 from psychoalign.star.store import ClaimError
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
-from tests.web.star.test_lab import browser, create_campaign, rate, red_team, task_id
+from tests.web.star.test_lab import browser, create_campaign, launch, rate, red_team, task_id
 from tests.weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
 
 
@@ -49,6 +49,7 @@ async def upload_campaign(lead: Browser, name: str, policy: str, parameters: str
         files=files,
     )
     assert r.status_code == 303, r.text[:500]
+    await launch(lead, name)
 
 
 POLICY = """
@@ -434,7 +435,7 @@ async def test_the_report_is_built_off_the_event_loop(
     import asyncio
     import threading
 
-    from psychoalign.star.analysis import report as report_module
+    from psychoalign.star import analysis as report_module  # the lab imports analyze from the package
 
     app, star = lab
     await add_person(star, "lead", Role.LEAD)
@@ -503,6 +504,7 @@ async def test_per_person_quotas(lab: tuple[FastAPI, StarLab]) -> None:
         {"name": "q", "instructions": "3", "rules": ["sexually-explicit"], "quota_red_team": "1", "quota_annotate": ""},
     )
     assert r.status_code == 303, r.text[:300]
+    await launch(lead, "q")
     page = (await lead.get("/lead/campaigns/q")).text
     assert "red-teaming dialogues: 1 · annotations: no limit · arbitrations: no limit" in page
     a = await browser(app, "a")

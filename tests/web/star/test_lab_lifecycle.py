@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 from tests.helpers import PG_URL, pg_schema
-from tests.web.star.test_lab import browser, create_campaign, task_id
+from tests.web.star.test_lab import browser, create_campaign, launch, task_id
 from tests.weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
 
 ROLES = ["red_teamer", "annotator", "arbitrator"]
@@ -72,7 +72,7 @@ async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]
     ann, bob, cat = [await browser(app, n) for n in ("ann", "bob", "cat")]
     await create_campaign(lead, "life", ["sexually-explicit"], n=3)
     page = await lead.get("/lead/campaigns/life")
-    assert 'id="campaign-status">open<' in page.text and 'id="pause-campaign"' in page.text
+    assert 'id="campaign-status">live<' in page.text and 'id="pause-campaign"' in page.text
 
     held = await start_red_teaming(ann)  # held before the pause: may be finished
 
@@ -84,7 +84,7 @@ async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]
     assert r.status_code == 403
     r = await lead.client.post("/lead/campaigns/life/status", data={"action": "pause", "csrf_token": bob.token})
     assert r.status_code == 403  # another session's token
-    assert await star.store.campaign_status("life") == "open"
+    assert await star.store.campaign_status("life") == "live"
     await lead.get("/lead/campaigns/life")
     assert (await lead.post("/lead/campaigns/life/status", {"action": "archive"})).status_code == 400
 
@@ -105,7 +105,7 @@ async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]
     assert r.status_code == 303 and "msg=submitted" in r.headers["location"]
 
     page = await lead.follow(await lead.post("/lead/campaigns/life/status", {"action": "resume"}))
-    assert 'id="campaign-status">open<' in page.text
+    assert 'id="campaign-status">live<' in page.text
     r = await bob.post("/tasks/claim", {"kind": "annotate"})
     annotation = task_id(r.headers["location"])
     await bob.follow(await bob.post(f"/tasks/{annotation}/start"))
@@ -115,7 +115,7 @@ async def test_pause_resume_close_through_the_pages(lab: tuple[FastAPI, StarLab]
     await lead.get("/lead/campaigns/life")
     r = await lead.post("/lead/campaigns/life/status", {"action": "close"})
     assert r.status_code == 400 and "tick the box" in r.text
-    assert await star.store.campaign_status("life") == "open"
+    assert await star.store.campaign_status("life") == "live"
     await lead.get("/lead/campaigns/life")
     page = await lead.follow(await lead.post("/lead/campaigns/life/status", {"action": "close", "confirm": "yes"}))
     assert 'id="campaign-status">closed<' in page.text and 'id="close-campaign"' not in page.text
@@ -158,6 +158,7 @@ async def test_members_only_campaign_through_the_pages(lab: tuple[FastAPI, StarL
         },
     )
     assert r.status_code == 303
+    await launch(lead, "club")
     page = await lead.get("/lead/campaigns/club")
     assert 'id="open-to-all"' in page.text and f'value="{ann_pid}"' in page.text  # ann offered for adding
     assert "is a member of the campaign" in page.text  # the shortfall says why nobody takes it
@@ -252,6 +253,7 @@ async def test_removing_a_member_while_the_target_answers_stores_nothing_and_say
     await lead.get("/lead/campaigns/new")
     form = {"name": "club2", "instructions": "1", "rules": ["sexually-explicit"], "members_only": "on"}
     assert (await lead.post("/lead/campaigns", form)).status_code == 303
+    await launch(lead, "club2")
     await lead.get("/lead/campaigns/club2")
     assert (await lead.post("/lead/campaigns/club2/members", {"participant_ids": [ann_pid]})).status_code == 303
     tid = await start_red_teaming(ann)
@@ -300,7 +302,7 @@ async def test_a_form_sent_after_the_session_ended_returns_to_its_page_after_log
     await anon.get("/login?next=/lead/campaigns/gone")
     r = await anon.post("/login", {"username": "lead", "password": PASSWORD, "next": "/lead/campaigns/gone"})
     page = await anon.follow(r)
-    assert page.status_code == 200 and 'id="campaign-status">open<' in page.text
-    assert await star.store.campaign_status("gone") == "open"  # the lost click changed nothing
+    assert page.status_code == 200 and 'id="campaign-status">live<' in page.text
+    assert await star.store.campaign_status("gone") == "live"  # the lost click changed nothing
     await lead.aclose()
     await anon.aclose()

@@ -80,6 +80,15 @@ def permute(items: list[Item], seed: int, salt: str) -> list[Item]:
     return out
 
 
+def stratified(items: list[Item], n: int, seed: int, field: str, strata: tuple[str, ...], prefix: str) -> list[Item]:
+    """n items of each stratum (``item.data[field]``), each its own seeded permutation salted
+    ``prefix-stratum``, so that every figure of a two-sided benchmark has data."""
+    out: list[Item] = []
+    for stratum in strata:
+        out += permute([i for i in items if i.data[field] == stratum], seed, f"{prefix}-{stratum}")[:n]
+    return out
+
+
 class Benchmark(ABC):
     """Contract: :meth:`load` reads every item (raising :class:`InputError` naming the file and
     line on malformed data); :meth:`run` scores one item or raises."""

@@ -25,8 +25,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 import random
@@ -36,7 +34,7 @@ from typing import Any
 
 from ...datasets import DATA_HINT
 from ...errors import InputError
-from ...textio import read_jsonl_objects, read_text
+from ...textio import csv_reader, read_jsonl_objects
 from .judging import Judges
 
 __all__ = ["harm_agreement"]
@@ -66,9 +64,8 @@ def _completion_rows(data_dir: Path) -> Iterator[tuple[str, str, dict[str, str]]
         path = data_dir / rel
         if not path.is_file():
             raise InputError(f"calibration file {path} is missing", hint=DATA_HINT)
-        with io.StringIO(read_text(path, what="calibration file"), newline="") as fh:
-            for i, row in enumerate(csv.DictReader(fh), start=2):
-                yield rel, f"{path}:{i}", row
+        for i, row in enumerate(csv_reader(path, what="calibration file"), start=2):
+            yield rel, f"{path}:{i}", row
 
 
 def load_labelled_completions(data_dir: Path) -> list[dict[str, str]]:

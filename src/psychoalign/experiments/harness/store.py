@@ -28,6 +28,7 @@ from sqlalchemy import (
     DateTime,
     Integer,
     MetaData,
+    Row,
     String,
     Table,
     Text,
@@ -38,7 +39,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ...errors import ConfigError
 from ...judges.records import JudgeRecord
@@ -442,20 +443,7 @@ class SQLResultStore(ResultStore):
             ).first()
             if old is None or not _claimable(old.status, old.owner, owner, reclaim, old.lease_until, self.clock()):
                 return False
-            again = cell.model_copy(update={"status": "running", "owner": owner, "attempts": old.attempts + 1})
-            # Conditional update: only one of several racing workers sees rowcount 1.
-            result = await conn.execute(
-                update(cells_table)
-                .where(
-                    cells_table.c.run_id == run_id,
-                    cells_table.c.key == cell.key,
-                    cells_table.c.status == old.status,
-                    cells_table.c.owner == old.owner,
-                    cells_table.c.attempts == old.attempts,
-                )
-                .values(**self._row(again))
-            )
-            return bool(result.rowcount == 1)
+            return await self._reclaim(conn, run_id, cell, owner, old)
 
     async def claim_many(
         self, run_id: str, cells: list[CellResult], owner: str, *, reclaim: bool = False
@@ -488,23 +476,30 @@ class SQLResultStore(ResultStore):
                     old = existing.get(c.key)
                     if old is None or not _claimable(old.status, old.owner, owner, reclaim, old.lease_until, now):
                         continue
-                    again = c.model_copy(update={"status": "running", "owner": owner, "attempts": old.attempts + 1})
-                    result = await conn.execute(
-                        update(cells_table)
-                        .where(
-                            cells_table.c.run_id == run_id,
-                            cells_table.c.key == c.key,
-                            cells_table.c.status == old.status,
-                            cells_table.c.owner == old.owner,
-                            cells_table.c.attempts == old.attempts,
-                        )
-                        .values(**self._row(again))
-                    )
-                    if result.rowcount == 1:
+                    if await self._reclaim(conn, run_id, c, owner, old):
                         out[c.key] = old.attempts + 1
                 return out
         except IntegrityError:  # another worker inserted one of these keys meanwhile: go one by one
             return await super().claim_many(run_id, cells, owner, reclaim=reclaim)
+
+    async def _reclaim(
+        self, conn: AsyncConnection, run_id: str, cell: CellResult, owner: str, old: Row[*tuple[Any, ...]]
+    ) -> bool:
+        """Take over a claimable cell as its next attempt. The update is conditional on the row as
+        read (``old``): of several racing workers, only one sees rowcount 1."""
+        again = cell.model_copy(update={"status": "running", "owner": owner, "attempts": old.attempts + 1})
+        result = await conn.execute(
+            update(cells_table)
+            .where(
+                cells_table.c.run_id == run_id,
+                cells_table.c.key == cell.key,
+                cells_table.c.status == old.status,
+                cells_table.c.owner == old.owner,
+                cells_table.c.attempts == old.attempts,
+            )
+            .values(**self._row(again))
+        )
+        return bool(result.rowcount == 1)
 
     async def finish_many(self, cells: list[CellResult]) -> None:
         if not cells:

@@ -431,6 +431,15 @@ class _Negotiating:
     def _models(self, ctx: CellContext) -> dict[str, ChatModel]:
         return {role: ctx.model(role, self.spec) for role in ("drive", "evaluator", "mediator")}
 
+    def _inputs(self, messages: Sequence[Message]) -> tuple[str, str, Layer1Enforcer, TauFilter]:
+        """What the ablations start from: the request as one text, the deployment context, the gates."""
+        return (
+            render_conversation(messages),
+            self.framework.deployment_context,
+            Layer1Enforcer(self.framework),
+            TauFilter(self.params.tau),
+        )
+
     def model_roles(self) -> tuple[str, ...]:
         """The config roles whose models this system calls."""
         return self.info.roles
@@ -602,9 +611,7 @@ class NoDrive(_Negotiating):
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         models = self._models(ctx)
         evaluator, mediator = EvaluatorAgent(models["evaluator"]), MediatorAgent(models["mediator"])
-        request = render_conversation(messages)
-        context = self.framework.deployment_context
-        layer1, tau = Layer1Enforcer(self.framework), TauFilter(self.params.tau)
+        request, context, layer1, tau = self._inputs(messages)
         fw = self.framework.model_dump(mode="json")
         instruction = "There is no selected proposal: answer the request directly and helpfully yourself."
         mods: list[str] = []
@@ -644,9 +651,7 @@ class NoEvaluator(_Negotiating):
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         models = self._models(ctx)
         drive, mediator = DriveAgent(models["drive"]), MediatorAgent(models["mediator"])
-        request = render_conversation(messages)
-        context = self.framework.deployment_context
-        layer1 = Layer1Enforcer(self.framework)
+        request, context, layer1, _ = self._inputs(messages)
         out = (await drive.propose(DriveTask(request=request, context=context, n=self.params.n_proposals))).output
         candidates = [p for p in out.proposals if not layer1.deterministic(p.text)]
         if not candidates:
@@ -689,9 +694,7 @@ class NoMediator(_Negotiating):
     async def respond(self, messages: Sequence[Message], ctx: CellContext) -> SystemReply:
         models = self._models(ctx)
         drive, evaluator = DriveAgent(models["drive"]), EvaluatorAgent(models["evaluator"])
-        request = render_conversation(messages)
-        context = self.framework.deployment_context
-        layer1, tau = Layer1Enforcer(self.framework), TauFilter(self.params.tau)
+        request, context, layer1, tau = self._inputs(messages)
         fw = self.framework.model_dump(mode="json")
         feedback: str | None = None
         best: tuple[int, str] | None = None

@@ -192,6 +192,60 @@ def analyze(
     return report
 
 
+#: Fewer items than this: alpha is shown without an interval, with a small-sample warning (a
+#: bootstrap over a handful of items gives an interval that looks exact and means nothing).
+MIN_ALPHA_ITEMS = 10
+
+#: The report's technical names in plain words; the name and what it means go in a tooltip.
+TERMS = {
+    "alpha": (
+        "agreement",
+        "Krippendorff's alpha: 1 = the raters agree perfectly, 0 = no better than chance, "
+        "below 0 = they disagree more than chance would",
+    ),
+    "nominal": ("any difference counts", "nominal alpha: two different ratings disagree, however close they are"),
+    "ordinal": (
+        "steps on the scale count",
+        "ordinal alpha: a disagreement weighs more the more scale points lie between the two ratings",
+    ),
+    "interval": (
+        "distance on the scale counts",
+        "interval alpha: a disagreement weighs the squared distance between the two ratings",
+    ),
+    "item_disagreement": (
+        "disagreement per dialogue",
+        "D_o(item)/D_e = 1 - alpha_item: the raters' disagreement on one item over the disagreement "
+        "expected by chance (0 = they agree, about 1 = chance level)",
+    ),
+    "odds_ratio": (
+        "odds ratio",
+        "how many times higher the odds of the outcome are than in the reference group (1 = same)",
+    ),
+    "p": ("p", "p-value: how often a difference at least this large would appear by chance alone"),
+    "ci": ("95% interval", "95% confidence interval: the range the value is likely to lie in"),
+}
+
+
+class _Html(str):
+    """A table cell that is markup already (escaped where it holds data)."""
+
+
+def _term(key: str) -> _Html:
+    """``key`` in plain words, with its technical name and meaning as the tooltip."""
+    if key.startswith("nominal_"):
+        label = key.removeprefix("nominal_").replace("_", " ")
+        plain, tip = f"{label} or not", f"{key}: nominal alpha on the ratings reduced to two values ({label} or not)"
+    else:
+        plain, tip = TERMS.get(key, (key, key))
+        tip = f"{key}: {tip}" if not tip.startswith(key) else tip
+    return _Html(f"<span class='term' title='{html.escape(tip, quote=True)}'>{html.escape(plain)}</span>")
+
+
+def _method(text: str) -> str:
+    """A section's method, folded: the result reads first, the method is one click away."""
+    return f"<details class='method'><summary>How this is computed</summary><p>{html.escape(text)}</p></details>"
+
+
 def _figure_png(fig: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
@@ -236,9 +290,13 @@ def _figures(name: str, entry: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _cell(value: str) -> str:
+    return value if isinstance(value, _Html) else html.escape(value)
+
+
 def _table(rows: Sequence[Sequence[str]], header: tuple[str, ...]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{_cell(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
     # a wide table scrolls in its own box, which the keyboard can reach (not the page: phones)
     box = "<div class='scroll' tabindex='0' role='region' aria-label='table'>"
     return f"{box}<table><tr>{head}</tr>{body}</table></div>"
@@ -253,7 +311,7 @@ def _fmt(x: Any) -> str:
 
 
 def _embedding_html(section: dict[str, Any], method: str) -> str:
-    parts = ["<h2>Embedding map</h2>", f"<p class='method'>{html.escape(method)}</p>"]
+    parts = ["<h2>Embedding map</h2>", _method(method)]
     if not section.get("computable"):
         parts.append(f"<p class='nc'>Not computable: {html.escape(str(section.get('reason')))}</p>")
         return "".join(parts)
@@ -287,15 +345,62 @@ def _embedding_html(section: dict[str, Any], method: str) -> str:
 
 
 def _ci(v: dict[str, Any]) -> str:
+    if (v.get("units") or 0) < MIN_ALPHA_ITEMS:
+        return f"none: fewer than {MIN_ALPHA_ITEMS} items"
     return f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]"
 
 
 def _alpha_rows(label: str, res: dict[str, Any]) -> list[tuple[str, ...]]:
     return [
-        (label, k, _fmt(v["alpha"]), _ci(v), _fmt(v["units"]), _fmt(v["values"]))
+        (label, _term(k), _fmt(v["alpha"]), _ci(v), _fmt(v["units"]), _fmt(v["values"]))
         for k, v in res.items()
         if isinstance(v, dict) and "alpha" in v
     ]
+
+
+def _small_sample(section: dict[str, Any]) -> str:
+    """The warning for agreement on fewer than :data:`MIN_ALPHA_ITEMS` items (empty otherwise)."""
+    units = max((v.get("units") or 0 for v in section["overall"].values() if isinstance(v, dict)), default=0)
+    if units >= MIN_ALPHA_ITEMS:
+        return ""
+    return (
+        f"<p class='warn' role='note'><strong>Small sample:</strong> only {units} item{'s' if units != 1 else ''} "
+        f"{'were' if units != 1 else 'was'} rated more than once. Agreement on so few items can swing widely "
+        f"with the next rating, so no interval is shown below {MIN_ALPHA_ITEMS} items.</p>"
+    )
+
+
+def _arbitration_html(section: dict[str, Any]) -> str:
+    sided = section.get("arbitrator_sided_with", {})
+    rows = [
+        ("dialogues rated by two annotators", str(section["dialogues_with_two_annotations"])),
+        ("of those, two or more steps apart (arbitration needed)", str(section["arbitration_triggered"])),
+        ("share needing arbitration", f"{section['trigger_rate']:.0%}"),
+        ("arbitrator's rating closer to the first annotator's", str(sided.get("annotator1", 0))),
+        ("arbitrator's rating closer to the second annotator's", str(sided.get("annotator2", 0))),
+        ("arbitrator's rating as close to both", str(sided.get("between", 0))),
+        ("not arbitrated yet", str(sided.get("missing", 0))),
+    ]
+    return _table(rows, ("", "dialogues"))
+
+
+def _coverage_html(section: dict[str, Any]) -> str:
+    parts = []
+    for column, title in (("rule", "rule"), ("target_group", "target group")):
+        if column not in section:
+            continue
+        entry = section[column]
+        parts.append(_table([(k, str(v)) for k, v in entry["counts"].items()], (title, "dialogues")))
+        parts.append(
+            f"<p>Spread over {html.escape(title)}s: chi-square test against an even spread, "
+            f"{_term('p')} = {_fmt(entry['p_value'])} (a small p: the spread is uneven).</p>"
+        )
+    cells = section.get("cells")
+    if cells:
+        parts.append(
+            f"<p>{cells['observed']} cells of the plan have dialogues, {cells['min']} to {cells['max']} each.</p>"
+        )
+    return "".join(parts)
 
 
 def _comparison_html(title: str, comp: dict[str, Any]) -> str:
@@ -321,7 +426,7 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
             )
         )
     what = "rate" if any("rate" in d for d in comp.get("groups", {}).values()) else "mean rating"
-    parts.append(_table(rows, ("group", what, "ratings", "raters", "odds ratio", "95% CI", "p")))
+    parts.append(_table(rows, ("group", what, "ratings", "raters", _term("odds_ratio"), _term("ci"), _term("p"))))
     tested = comp.get("tested_groups") or {}
     per_group = ", ".join(f"{html.escape(str(lv))}: {_fmt(v['raters'])}" for lv, v in tested.items())
     if model.get("computable", True) and "joint_test" in model:
@@ -374,7 +479,7 @@ def _intersection_fit_html(fit: dict[str, Any]) -> str:
             (name, _fmt(t["odds_ratio"]), f"[{_fmt(t['ci95'][0])}, {_fmt(t['ci95'][1])}]", _fmt(t["p_value"]))
             for name, t in fit["terms"].items()
         ]
-        parts.append(_table(rows, ("term", "odds ratio", "95% CI", "p")))
+        parts.append(_table(rows, ("term", _term("odds_ratio"), _term("ci"), _term("p"))))
     cells = fit.get("cells") or {}
     if cells:
         cell_rows = [
@@ -422,18 +527,30 @@ def _views_html(prefix: str, views: dict[str, Any]) -> str:
 
 
 def _section_html(key: str, title: str, section: dict[str, Any], method: str) -> str:
-    parts = [f"<h3>{html.escape(title)}</h3>", f"<p class='method'>{html.escape(method)}</p>"]
+    parts = [f"<h3>{html.escape(title)}</h3>", _method(method)]
     if not section.get("computable", True):
         parts.append(f"<p class='nc'>Not computable: {html.escape(str(section.get('reason')))}</p>")
         return "".join(parts)
     if key == "agreement":
-        rows = _alpha_rows("overall", section["overall"])
+        parts.append(_small_sample(section))
+        rows = _alpha_rows("all ratings", section["overall"])
         for by, groups in section.get("by", {}).items():
             for g, res in groups.items():
-                rows.extend(_alpha_rows(f"{by} = {g}", res))
-        parts.append(_table(rows, ("subset", "alpha", "value", "95% CI", "items", "ratings")))
+                rows.extend(_alpha_rows(f"{by.replace('_', ' ')}: {g}", res))
+        parts.append(
+            _table(rows, ("ratings of", "disagreement counted as", _term("alpha"), _term("ci"), "items", "ratings"))
+        )
         mean = section.get("item_disagreement", {}).get("mean")
-        parts.append(f"<p>Mean per-item disagreement: {_fmt(mean)} (per-item scores in item_disagreement.csv)</p>")
+        parts.append(
+            f"<p>Mean {_term('item_disagreement')}: {_fmt(mean)} (per item: item_disagreement.csv, which "
+            "<code>psychoalign star analyze</code> writes beside the report)</p>"
+        )
+        return "".join(parts)
+    if key == "arbitration":
+        parts.append(_arbitration_html(section))
+        return "".join(parts)
+    if key == "coverage":
+        parts.append(_coverage_html(section))
         return "".join(parts)
     if key == "intersectional":
         parts.append(f"<p>{html.escape(section['method'])}; {section['n_ratings']} ratings.</p>")
@@ -492,8 +609,15 @@ def _counts_html(name: str, entry: dict[str, Any]) -> list[str]:
     ]
 
 
-def write_report(report: dict[str, Any], datasets: Sequence[RatingData], out: Path) -> list[Path]:
-    """report.json (every number), item_disagreement.csv (every per-item field) and report.html."""
+def _nav(back: tuple[str, str], label: str) -> str:
+    return f"<nav aria-label='{label}'><a href='{html.escape(back[0], quote=True)}'>← {html.escape(back[1])}</a></nav>"
+
+
+def write_report(
+    report: dict[str, Any], datasets: Sequence[RatingData], out: Path, *, back: tuple[str, str] | None = None
+) -> list[Path]:
+    """report.json (every number), item_disagreement.csv (every per-item field) and report.html.
+    ``back`` is a link (address, words) the page opens and ends with, e.g. to the lab's campaign."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     path = out / "report.json"
@@ -505,20 +629,20 @@ def write_report(report: dict[str, Any], datasets: Sequence[RatingData], out: Pa
         f"<p>Generated {html.escape(report['generated_at'])}; "
         f"bootstrap {report['settings']['bootstrap']}, seed {report['settings']['seed']}.</p>",
         "<h2>Data read</h2>",
-        f"<p class='method'>{html.escape(report['methods']['data'])}</p>",
+        _method(report["methods"]["data"]),
         _table(
             [_counts_html(n, e) for n, e in report["datasets"].items()],
             ("dataset", "ratings read", "kept", "dropped", "dropped because", "items"),
         ),
     ]
     titles = {
-        "agreement": "Agreement",
+        "agreement": "Do the annotators agree?",
         "expert": "Experts vs crowd",
-        "groups": "Rater groups",
-        "arbitration": "Arbitration",
-        "ingroup": "In-group vs out-group",
-        "intersectional": "Intersectional models",
-        "coverage": "Coverage",
+        "groups": "Do groups of raters rate differently?",
+        "arbitration": "Arbitration: how often two annotators were far apart",
+        "ingroup": "Annotators from the targeted group vs others",
+        "intersectional": "Race × gender of the targeted group",
+        "coverage": "Coverage: dialogues per rule and target group",
         "h1": "H1: tension vs disagreement",
     }
     for name, entry in report["datasets"].items():
@@ -537,7 +661,7 @@ def write_report(report: dict[str, Any], datasets: Sequence[RatingData], out: Pa
             body.append(f"<figure>{img}<figcaption>{html.escape(caption)}</figcaption></figure>")
     pairs = report.get("expert_vs_crowd", {})
     body.append("<h2>Experts vs crowd across datasets</h2>")
-    body.append(f"<p class='method'>{html.escape(report['methods']['expert'])}</p>")
+    body.append(_method(report["methods"]["expert"]))
     if pairs.get("computable") is False:
         body.append(f"<p class='nc'>Not computable: {html.escape(str(pairs.get('reason')))}</p>")
     else:
@@ -549,13 +673,18 @@ def write_report(report: dict[str, Any], datasets: Sequence[RatingData], out: Pa
         "img{max-width:100%;height:auto}.scroll{overflow-x:auto}p,h2,h4{overflow-wrap:anywhere}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}.nc{color:#a40}.method{color:#555;font-size:13px}"
         "pre{background:#f6f6f6;padding:6px;font-size:12px;overflow:auto}"
+        ".term{border-bottom:1px dotted #555;cursor:help}.warn{background:#fff4e0;padding:4px 8px}"
+        "nav{margin:.5em 0}"
     )
     head = (
         "<meta charset='utf-8'><meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>STAR analysis</title><style>{style}</style>"
     )
     # lang, a main landmark and alt text on every figure: a screen reader can read the report
-    page = f"<!doctype html><html lang='en'><head>{head}</head><body><main>{''.join(body)}</main></body></html>"
+    top, end = (_nav(back, "back"), _nav(back, "back (end of report)")) if back else ("", "")
+    page = (
+        f"<!doctype html><html lang='en'><head>{head}</head><body>{top}<main>{''.join(body)}</main>{end}</body></html>"
+    )
     (out / "report.html").write_text(page, encoding="utf-8")
     written.append(out / "report.html")
     return written

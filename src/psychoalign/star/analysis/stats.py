@@ -393,7 +393,14 @@ def groups_section(data: RatingData) -> dict[str, Any]:
     is described, not tested."""
     attrs = data.rater_attributes()
     if not attrs:
-        return not_computable("no rater attributes (demographics, expertise…) in this dataset")
+        known = [str(c) for c in data.raters.columns] if not data.raters.empty else []
+        if not known:
+            return not_computable("no rater attributes (demographics, expertise…) in this dataset")
+        # attributes were found (the data notes say so): say why none of them is compared
+        return not_computable(
+            f"no rater attribute splits the raters into 2 to {MAX_LEVELS} groups (known: {', '.join(known[:8])}; "
+            "the raters answered alike or not at all): nothing to compare"
+        )
     ann = data.annotations
     out: dict[str, Any] = {"computable": True, "attributes": {}}
     for attr in attrs:

@@ -20,9 +20,12 @@ from ..instructions import Instruction
 from ..model import Participant, PreAnnotation, TaskKind, TaskRecord, Turn
 from ..policy import Policy
 
-#: A campaign's lifecycle: ``open`` (claims allowed), ``paused`` (no new claims; held tasks may be
-#: finished), ``closed`` (final: held tasks released, submissions refused).
-CAMPAIGN_STATUSES = ("open", "paused", "closed")
+#: A campaign's lifecycle: ``draft`` (planned, not launched: no claims), ``live`` (claims allowed),
+#: ``paused`` (no new claims; held tasks may be finished), ``closed`` (final: held tasks released,
+#: submissions refused).
+CAMPAIGN_STATUSES = ("draft", "live", "paused", "closed")
+#: The status of a campaign stored without one (before statuses existed): it took claims.
+LIVE = "live"
 
 
 class ClaimError(InputError):
@@ -95,12 +98,12 @@ class StarStore(ABC):
     **Ordering.** Queues are oldest first: by creation time, then task id. A task given back keeps
     its place (its replacement keeps the creation time).
 
-    **Campaigns.** A campaign is ``open``, ``paused`` or ``closed`` (:data:`CAMPAIGN_STATUSES`).
-    Paused and closed campaigns give no task to claims or batch assignment; a closed campaign also
+    **Campaigns.** A campaign is ``draft``, ``live``, ``paused`` or ``closed``
+    (:data:`CAMPAIGN_STATUSES`). Only live campaigns give tasks to claims or batch assignment; a closed campaign also
     refuses every submission with :class:`CampaignClosedError`. Members-only campaigns give tasks
     to their members alone. A campaign's per-person quota (:class:`CampaignSettings`) caps the
     tasks of a kind one person holds or did in it. A campaign stored before statuses, settings or
-    membership existed counts as open, with default settings, open to everyone.
+    membership existed counts as live, with default settings, open to everyone.
 
     **Errors.** A request the store refuses raises :class:`~psychoalign.errors.InputError` (one
     line naming what and why; nothing is stored): :class:`ClaimError` when no task can be given,
@@ -202,6 +205,7 @@ class StarStore(ABC):
         outgroup_annotator_share: float = 0.0,
         quota: dict[str, int] | None = None,
         members_only: bool = False,
+        status: str = LIVE,
     ) -> int:
         """Store the plan and one open red-teaming task per instruction, all or nothing; returns
         how many. Group-targeting instructions require an in-group or an out-group attacker,
@@ -211,7 +215,8 @@ class StarStore(ABC):
         per-person ``quota`` (see :class:`CampaignSettings`, validated first) are stored with a
         new campaign; adding instructions to an existing one keeps its settings.
         ``members_only`` campaigns are taken only by the participants added with
-        :meth:`add_members`."""
+        :meth:`add_members`. ``status`` is a new campaign's: ``live`` (its tasks are taken at once)
+        or ``draft`` (launched later with :meth:`set_campaign_status`)."""
 
     @abstractmethod
     async def campaign_settings(self, campaign: str) -> CampaignSettings:
@@ -227,25 +232,27 @@ class StarStore(ABC):
         """Campaigns whose red teaming may be relaxed (:attr:`CampaignSettings.relax_red_team`), oldest first."""
 
     async def campaign_status(self, campaign: str) -> str:
-        """``open``, ``paused`` or ``closed`` (a campaign stored before statuses existed is open)."""
+        """``draft``, ``live``, ``paused`` or ``closed`` (a campaign stored before statuses existed is live)."""
         return (await self.campaign_statuses([campaign]))[campaign]
 
     @abstractmethod
     async def campaign_statuses(self, campaigns: Collection[str] | None = None) -> dict[str, str]:
-        """The status of each of ``campaigns`` (unknown ones are open; default: every campaign
+        """The status of each of ``campaigns`` (unknown ones are live; default: every campaign
         with stored settings)."""
 
     @abstractmethod
     async def set_campaign_status(self, campaign: str, status: str) -> list[tuple[str, str]]:
-        """Pause (``paused``), resume (``open``) or close (``closed``) a campaign.
+        """Launch a draft or resume (``live``), pause (``paused``) or close (``closed``) a campaign.
 
-        Paused: no new claims (held tasks may still be finished and submitted). Closed is final:
-        no claims, no submissions, and every task still held is released (a started red-teaming
-        dialogue is kept as ``abandoned``, as on a skip). Closing again releases anything still
+        Draft: no claims (a draft may be launched or closed, nothing else). Paused: no new claims
+        (held tasks may still be finished and submitted). Closed is final: no claims, no
+        submissions, and every task still held is released (a started red-teaming dialogue is
+        kept as ``abandoned``, as on a skip). Closing again releases anything still
         held (e.g. after a crash between the two steps: the status is committed first, then each
         held task is released on its own). Returns the released ``(task, participant)`` pairs, so
         the caller can stop their clocks. :class:`InputError` for an unknown status or campaign,
-        or for reopening or pausing a closed campaign."""
+        for reopening or pausing a closed campaign, pausing a draft, or taking a launched campaign
+        back to draft."""
 
     @abstractmethod
     async def members_only(self, campaign: str) -> bool:
@@ -292,6 +299,12 @@ class StarStore(ABC):
         """The per-person quota of each of ``campaigns`` (``{}``: none; a quota never changes)."""
 
     @abstractmethod
+    async def data_version(self, campaign: str) -> str:
+        """A fingerprint of the campaign's submitted work (how many of its tasks were submitted, and
+        the latest submission's time): it changes with every submitted dialogue, annotation or
+        arbitration and with nothing else, so results computed from the data can be kept until it does."""
+
+    @abstractmethod
     async def task_counts(self, campaign: str) -> dict[str, dict[str, int]]:
         """Tasks per kind and status for a campaign: ``{kind: {status: n}}``, every kind present."""
 
@@ -316,7 +329,7 @@ class StarStore(ABC):
 
         They may take it when they are eligible (:func:`~psychoalign.star.matching.eligible`),
         have not seen its dialogue, did not skip its instruction, are under the campaign's quota,
-        and the campaign is open (and has them as a member if it is members-only). ``relax`` lets
+        and the campaign is live (and has them as a member if it is members-only). ``relax`` lets
         a red teamer take a task whose in/out-group requirement they do not meet (never the role)
         when none they meet is among the oldest candidates; the task records why (``relaxed``).
 

@@ -10,10 +10,11 @@ from sqlalchemy import and_, func, insert, select, update
 
 from ..instructions import Instruction
 from ..model import TaskKind
-from .base import CampaignSettings
+from .base import LIVE, CampaignSettings
 from .rules import (
     check_status,
     check_status_change,
+    data_version,
     no_campaign,
     no_settings,
     not_a_member,
@@ -35,7 +36,9 @@ class SQLCampaigns(SQLBase):
         outgroup_annotator_share: float = 0.0,
         quota: dict[str, int] | None = None,
         members_only: bool = False,
+        status: str = LIVE,
     ) -> int:
+        check_status(status)
         settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
         await self.init()
         now = self._now()
@@ -47,7 +50,11 @@ class SQLCampaigns(SQLBase):
             if existing is None:
                 await conn.execute(
                     insert(campaign_rows).values(
-                        name=campaign, settings=settings.model_dump_json(), created_at=now, members_only=members_only
+                        name=campaign,
+                        settings=settings.model_dump_json(),
+                        created_at=now,
+                        members_only=members_only,
+                        status=status,
                     )
                 )
             if instruction_rows:
@@ -91,7 +98,7 @@ class SQLCampaigns(SQLBase):
             query = query.where(campaign_rows.c.name.in_(list(campaigns)))
         async with self._read() as conn:
             found = {str(n): str(st) for n, st in (await conn.execute(query)).all()}
-        return {c: found.get(c, "open") for c in campaigns} if campaigns is not None else found
+        return {c: found.get(c, LIVE) for c in campaigns} if campaigns is not None else found
 
     async def set_campaign_status(self, campaign: str, status: str) -> list[tuple[str, str]]:
         check_status(status)
@@ -113,7 +120,7 @@ class SQLCampaigns(SQLBase):
                         name=campaign, settings=CampaignSettings().model_dump_json(), created_at=self._now()
                     )
                 )
-                current = "open"
+                current = LIVE
             else:
                 current = str(row[0])
             check_status_change(campaign, current, status)
@@ -132,6 +139,15 @@ class SQLCampaigns(SQLBase):
                 )
             ).all()
         return await self._release_each([(str(task_id), str(pid)) for task_id, pid in held])
+
+    async def data_version(self, campaign: str) -> str:
+        await self.init()
+        query = select(func.count(), func.max(tasks.c.updated_at)).where(
+            and_(tasks.c.campaign == campaign, tasks.c.status == "submitted")
+        )
+        async with self._read() as conn:
+            n, latest = (await conn.execute(query)).one()
+        return data_version(int(n), latest)
 
     async def members_only(self, campaign: str) -> bool:
         await self.init()

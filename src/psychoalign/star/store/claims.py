@@ -15,7 +15,7 @@ from sqlalchemy import and_, bindparam, exists, func, insert, or_, select, tuple
 from sqlalchemy.exc import IntegrityError
 
 from ..model import Participant, TaskKind, TaskRecord, TaskStatus
-from .base import ClaimError
+from .base import LIVE, ClaimError
 from .rules import (
     CLAIM_PAGE,
     LOADED,
@@ -96,16 +96,16 @@ _HELD_OF_KIND = _HOLDS.with_only_columns(tasks.c.id).where(tasks.c.kind == bindp
 _UNSEEN = ~exists().where(
     and_(exposures.c.dialogue_id == tasks.c.dialogue_id, exposures.c.participant_id == bindparam("pid"))
 )
-#: The task's campaign takes claims: no row (a campaign stored before statuses existed) or status open.
-_CAMPAIGN_OPEN = ~exists().where(and_(campaign_rows.c.name == tasks.c.campaign, campaign_rows.c.status != "open"))
+#: The task's campaign takes claims: no row (a campaign stored before statuses existed) or status live.
+_CAMPAIGN_LIVE = ~exists().where(and_(campaign_rows.c.name == tasks.c.campaign, campaign_rows.c.status != LIVE))
 _IS_MEMBER = exists().where(
     and_(members.c.campaign == campaign_rows.c.name, members.c.participant_id == bindparam("pid"))
 )
-#: ... and this person (``pid``) may take it: open, and members-only campaigns only for their members.
+#: ... and this person (``pid``) may take it: live, and members-only campaigns only for their members.
 _MAY_CLAIM = ~exists().where(
     and_(
         campaign_rows.c.name == tasks.c.campaign,
-        or_(campaign_rows.c.status != "open", and_(campaign_rows.c.members_only, ~_IS_MEMBER)),
+        or_(campaign_rows.c.status != LIVE, and_(campaign_rows.c.members_only, ~_IS_MEMBER)),
     )
 )
 #: The campaign's status, members-only, and whether the claimer is a member, share-locked on
@@ -298,7 +298,7 @@ class SQLClaims(SQLBase):
                 state = (
                     await conn.execute(_CLAIMABLE_SHARED, {"campaign": row["campaign"], "pid": participant_id})
                 ).first()
-                if state is not None and (state.status != "open" or (state.members_only and not state.member)):
+                if state is not None and (state.status != LIVE or (state.members_only and not state.member)):
                     raise _CampaignNotOpenError(row["campaign"])
                 if row["dialogue_id"] is not None:
                     await conn.execute(
@@ -367,7 +367,7 @@ class SQLClaims(SQLBase):
         async with self.engine.connect() as conn:
             query = select(
                 tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement, tasks.c.instruction_id, tasks.c.campaign
-            ).where(and_(tasks.c.kind == kind.value, tasks.c.status == "open", _CAMPAIGN_OPEN))
+            ).where(and_(tasks.c.kind == kind.value, tasks.c.status == "open", _CAMPAIGN_LIVE))
             if campaign:
                 query = query.where(tasks.c.campaign == campaign)
             open_tasks = [OpenTask(*t) for t in await conn.execute(query.order_by(tasks.c.created_at, tasks.c.id))]
@@ -400,7 +400,7 @@ class SQLClaims(SQLBase):
             for task_id, pid, dialogue_id, note in plan.assignments:
                 result = await conn.execute(
                     update(tasks)
-                    .where(and_(tasks.c.id == task_id, tasks.c.status == "open", _CAMPAIGN_OPEN))
+                    .where(and_(tasks.c.id == task_id, tasks.c.status == "open", _CAMPAIGN_LIVE))
                     .values(status="claimed", participant_id=pid, relaxed=note, updated_at=now, lease_expires_at=lease)
                 )
                 if result.rowcount == 1:

@@ -17,7 +17,7 @@ from ...errors import InputError
 from ..instructions import Instruction
 from ..model import Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
 from ..policy import Policy
-from .base import CampaignSettings, ClaimError, StarStore
+from .base import LIVE, CampaignSettings, ClaimError, StarStore
 from .rules import (
     CLAIM_PAGE,
     EXPORT_BATCH,
@@ -36,6 +36,7 @@ from .rules import (
     check_status,
     check_status_change,
     closed_error,
+    data_version,
     dialogue_requirement,
     dialogue_row,
     export_row,
@@ -97,7 +98,7 @@ class InMemoryStarStore(StarStore):
 
     def _status(self, campaign: str) -> str:
         row = self._campaigns.get(campaign)
-        return str(row["status"]) if row else "open"
+        return str(row["status"]) if row else LIVE
 
     def _refuse_if_closed(self, campaign: str) -> None:
         if self._status(campaign) == "closed":
@@ -114,9 +115,7 @@ class InMemoryStarStore(StarStore):
 
     def _may_claim(self, campaign: str, pid: str) -> bool:
         row = self._campaigns.get(campaign)
-        return row is None or (
-            row["status"] == "open" and (not row["members_only"] or (campaign, pid) in self._members)
-        )
+        return row is None or (row["status"] == LIVE and (not row["members_only"] or (campaign, pid) in self._members))
 
     def _scope(self, campaigns: Iterable[str]) -> dict[str, set[str]]:
         """The members of each members-only campaign among ``campaigns``."""
@@ -185,7 +184,9 @@ class InMemoryStarStore(StarStore):
         outgroup_annotator_share: float = 0.0,
         quota: dict[str, int] | None = None,
         members_only: bool = False,
+        status: str = LIVE,
     ) -> int:
+        check_status(status)
         settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
         now = self._now()
         instruction_rows, task_rows = plan_rows(campaign, items, now)
@@ -197,7 +198,7 @@ class InMemoryStarStore(StarStore):
             self._campaigns[campaign] = {
                 "settings": settings.model_dump_json(),
                 "created_at": now,
-                "status": "open",
+                "status": status,
                 "members_only": members_only,
             }
         self._instructions.update({r["id"]: r for r in instruction_rows})
@@ -220,6 +221,12 @@ class InMemoryStarStore(StarStore):
         by_age = sorted(self._campaigns, key=lambda c: self._campaigns[c]["created_at"])
         return [c for c in by_age if self._settings(c).relax_red_team]
 
+    async def data_version(self, campaign: str) -> str:
+        done = [
+            r["updated_at"] for r in self._tasks.values() if r["campaign"] == campaign and r["status"] == "submitted"
+        ]
+        return data_version(len(done), max(done, default=None))
+
     async def campaign_statuses(self, campaigns: Collection[str] | None = None) -> dict[str, str]:
         names = self._campaigns if campaigns is None else campaigns
         return {c: self._status(c) for c in names}
@@ -233,7 +240,7 @@ class InMemoryStarStore(StarStore):
             self._campaigns[campaign] = {
                 "settings": settings,
                 "created_at": self._now(),
-                "status": "open",
+                "status": LIVE,
                 "members_only": False,
             }
         check_status_change(campaign, self._status(campaign), status)
@@ -319,13 +326,7 @@ class InMemoryStarStore(StarStore):
     ) -> TaskRecord:
         person = self._person(participant_id)
         await self.expire_leases(campaign)
-        queue = [
-            Candidate(r["id"], r["requirement"], r["dialogue_id"], r["created_at"], r["campaign"])
-            for r in self._open_tasks(kind.value, campaign)
-            if (r["dialogue_id"] is None or (r["dialogue_id"], participant_id) not in self._exposures)
-            and self._may_claim(r["campaign"], participant_id)
-            and (kind is not TaskKind.RED_TEAM or (r["instruction_id"], participant_id) not in self._declines)
-        ]
+        queue = self._queue(participant_id, kind, campaign)
         full = self._at_quota(participant_id, kind, {r.campaign for r in queue})
         page = queue[:CLAIM_PAGE]  # as the SQL store reads it: strict first within the first page
         strict, relaxed = sort_candidates(page, person, kind, relax, full)
@@ -350,14 +351,19 @@ class InMemoryStarStore(StarStore):
 
     async def available(self, participant_id: str, kind: TaskKind) -> int:
         person = self._person(participant_id)
-        queue = [
+        queue = self._queue(participant_id, kind, None)[:CLAIM_PAGE]
+        return available_count(queue, person, kind, self._at_quota(participant_id, kind, {r.campaign for r in queue}))
+
+    def _queue(self, participant_id: str, kind: TaskKind, campaign: str | None) -> list[Candidate]:
+        """Open tasks of ``kind`` this participant may take: not a dialogue they saw, not an
+        instruction they declined, in a campaign they may claim from."""
+        return [
             Candidate(r["id"], r["requirement"], r["dialogue_id"], r["created_at"], r["campaign"])
-            for r in self._open_tasks(kind.value, None)
+            for r in self._open_tasks(kind.value, campaign)
             if (r["dialogue_id"] is None or (r["dialogue_id"], participant_id) not in self._exposures)
             and self._may_claim(r["campaign"], participant_id)
             and (kind is not TaskKind.RED_TEAM or (r["instruction_id"], participant_id) not in self._declines)
-        ][:CLAIM_PAGE]
-        return available_count(queue, person, kind, self._at_quota(participant_id, kind, {r.campaign for r in queue}))
+        ]
 
     def _no_task(self, person: Participant, kind: TaskKind, campaign: str | None, at_quota: Collection[str]) -> str:
         rows = [
@@ -383,7 +389,7 @@ class InMemoryStarStore(StarStore):
         open_tasks = [
             OpenTask(r["id"], r["dialogue_id"], r["requirement"], r["instruction_id"], r["campaign"])
             for r in self._open_tasks(kind.value, campaign)
-            if self._status(r["campaign"]) == "open"
+            if self._status(r["campaign"]) == LIVE
         ]
         load = self._load(None, kind.value, [campaign] if campaign else None)
         plan = plan_assignment(

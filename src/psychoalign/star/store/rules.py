@@ -233,6 +233,16 @@ def not_a_member(campaign: str, participant_id: str) -> InputError:
 def check_status_change(campaign: str, current: str, status: str) -> None:
     if current == "closed" and status != "closed":
         raise InputError(f"campaign '{campaign}' is closed, which is final", hint="start a new campaign")
+    if current == "draft" and status == "paused":
+        raise InputError(f"campaign '{campaign}' is a draft: nobody takes its tasks yet", hint="launch it first")
+    if status == "draft" and current != "draft":
+        raise InputError(f"campaign '{campaign}' was launched: it cannot become a draft again", hint="pause it")
+
+
+def data_version(submitted: int, latest: datetime | None) -> str:
+    """:meth:`StarStore.data_version` from the count of submitted tasks and the latest one's time."""
+    when = aware(latest)  # microseconds since the epoch: a version that needs no quoting in a URL
+    return f"{submitted}-{round(when.timestamp() * 1_000_000) if when is not None else 0}"
 
 
 def check_status(status: str) -> None:

@@ -67,7 +67,7 @@ campaign_rows = Table(  # per-campaign settings the store applies (the plan itse
     Column("settings", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     # open / paused / closed (CAMPAIGN_STATUSES); campaigns stored before it existed are open
-    Column("status", String(16), nullable=False, server_default="open"),
+    Column("status", String(16), nullable=False, server_default="live"),
     # only the campaign's members (star_members) take its tasks; off for campaigns stored before it existed
     Column("members_only", Boolean, nullable=False, server_default=false()),
 )
@@ -147,4 +147,3 @@ declines = Table(  # red-teaming instructions a participant skipped: never offer
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("instruction_id", "participant_id"),
 )
-

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ...storage import MigrateOnce, create_engine_for
 from ..model import Participant, TaskKind
 from ..policy import Policy
-from .base import StarStore
+from .base import LIVE, StarStore
 from .rules import closed_error, not_claimed, not_of_kind, unknown
 from .schema import campaign_rows, participants, tasks
 
@@ -63,7 +63,7 @@ class SQLBase(StarStore):
 
     async def _refuse_if_closed(self, conn: AsyncConnection, campaign: str) -> str:
         """The campaign's status under a share lock; raises :class:`CampaignClosedError` if closed."""
-        status = (await conn.execute(_STATUS_SHARED, {"campaign": campaign})).scalar_one_or_none() or "open"
+        status = (await conn.execute(_STATUS_SHARED, {"campaign": campaign})).scalar_one_or_none() or LIVE
         if status == "closed":
             raise closed_error(campaign)
         return str(status)

@@ -30,7 +30,7 @@ def install_lab(
     (``url``, default ``settings.effective_store_url()``) holds accounts, lab state and the STAR store.
     ``negotiator`` is what campaigns with a PsychoAlign target talk to (default: one built from
     ``settings``; the served app passes its deployment's). Call :meth:`StarLab.close` at shutdown."""
-    from . import lead, lead_people, participant
+    from . import lead, lead_people, participant, results
 
     url = url or settings.effective_store_url()
     if not engine_kwargs and not url.startswith("sqlite"):  # [lab] pool settings, per worker
@@ -45,4 +45,5 @@ def install_lab(
     app.include_router(participant.router)
     app.include_router(lead.router)
     app.include_router(lead_people.router)
+    app.include_router(results.router)
     return lab

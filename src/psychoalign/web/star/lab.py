@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ...a2a import remote_transport
 from ...config import Settings
-from ...errors import InputError
+from ...errors import InputError, PsychoAlignError
 from ...models import build_model
 from ...negotiation.engine import Negotiator
+from ...star.campaign import TargetConfig
 from ...star.lab_store import LabCampaignSettings, LabStore, SQLLabStore
 from ...star.model import Turn
 from ...star.personas import ModelTarget, PsychoAlignTarget, Target
@@ -48,6 +49,9 @@ class StarLab:
         self._campaigns: dict[str, LabCampaignSettings] = {}
         self.jobs: dict[str, asyncio.Task[dict[str, int]]] = {}  # campaign -> persona run
         self._policies: dict[str, Policy] = {}
+        # results panel and analysis report per campaign, with the data version they were made from
+        self.results_cache: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.report_cache: dict[str, tuple[str, str]] = {}
 
     async def init(self) -> None:
         await self.store.init()
@@ -108,19 +112,46 @@ class StarLab:
         return self._stores[policy.sha256]
 
     def target(self, campaign: LabCampaignSettings) -> Target:
-        """The model red teamers talk to: a configured model role, or PsychoAlign itself."""
+        """The model red teamers talk to: a configured model role, or PsychoAlign itself.
+        :class:`InputError` in one line when it cannot be built (a scripted role without replies
+        or rules, a missing package or key): the launch check and the task pages report that."""
         if campaign.name not in self._targets:
             config = campaign.target
-            if config.kind == "psychoalign":
-                if self.negotiator is None:
-                    self.negotiator = self._own_negotiator = Negotiator(
-                        self.settings, transport=remote_transport(self.settings)
-                    )
-                self._targets[campaign.name] = PsychoAlignTarget(self.negotiator, config.framework)
-            else:
-                model = build_model(self.settings.model_spec(config.role), cache_dir=self.settings.cache_dir())
-                self._targets[campaign.name] = ModelTarget(model)
+            try:
+                if config.kind == "psychoalign":
+                    if self.negotiator is None:
+                        self.negotiator = self._own_negotiator = Negotiator(
+                            self.settings, transport=remote_transport(self.settings)
+                        )
+                    self._targets[campaign.name] = PsychoAlignTarget(self.negotiator, config.framework)
+                else:
+                    model = build_model(self.settings.model_spec(config.role), cache_dir=self.settings.cache_dir())
+                    self._targets[campaign.name] = ModelTarget(model)
+            except PsychoAlignError as exc:
+                raise InputError(f"the target ({_target_name(config)}) cannot be built: {exc.message}") from None
+            except (ValueError, KeyError, TypeError, OSError) as exc:  # a malformed script or settings
+                raise InputError(
+                    f"the target ({_target_name(config)}) cannot be built: {type(exc).__name__}: {exc}"
+                ) from None
         return self._targets[campaign.name]
+
+    async def export_rows(self, name: str) -> AsyncIterator[dict[str, Any]]:
+        """The store's export rows plus what the lab knows: the topic the red teamer committed to and
+        the seconds each person spent on the dialogue (red teaming, each annotation, the arbitration;
+        three queries for the lab's part, whatever the size)."""
+        store = await self.store_for(name)
+        topics = await self.lab.topics(name)
+        times = await self.lab.times(name)
+        red_team = {(t["participant_id"], t["task_id"]): t["seconds"] for t in times}
+        rating = {(t["participant_id"], t["dialogue_id"], t["kind"]): t["seconds"] for t in times if t["dialogue_id"]}
+        task_of = await store.dialogue_task_ids(name)
+        async for row in store.iter_export_rows(name):
+            task_id = task_of.get(row["dialogue_id"], "")
+            row["committed_topic"] = topics.get(task_id)
+            row["red_team_seconds"] = red_team.get((row["red_teamer_id"], task_id))
+            for who, kind in (("annotator1", "annotate"), ("annotator2", "annotate"), ("arbitrator", "arbitrate")):
+                row[f"{who}_seconds"] = rating.get((row.get(f"{who}_id"), row["dialogue_id"], kind))
+            yield row
 
     def lock(self, key: str) -> asyncio.Lock:
         """One turn at a time per dialogue (a double click must not interleave turns)."""
@@ -128,6 +159,17 @@ class StarLab:
 
     async def reply(self, campaign: LabCampaignSettings, turns: Sequence[Turn]) -> Turn:
         return await self.target(campaign).reply(list(turns))
+
+
+def no_campaign(name: str) -> str:
+    """The 404 message: a name from the URL, cut to the longest a campaign may have (64)."""
+    return f"no campaign '{name[:64]}{'…' if len(name) > 64 else ''}'"
+
+
+def _target_name(config: TargetConfig) -> str:
+    if config.kind == "psychoalign":
+        return f"PsychoAlign, framework '{config.framework}'"
+    return f"model role '{config.role}'"
 
 
 def rows_json(rows: list[dict[str, Any]]) -> str:

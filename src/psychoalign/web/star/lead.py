@@ -12,28 +12,27 @@ import csv
 import io
 import json
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from ...errors import InputError, PsychoAlignError
 from ...star.campaign import TargetConfig
 from ...star.files import spreadsheet_safe
 from ...star.instructions import Instruction, coverage, generate_instructions
 from ...star.lab_store import LabCampaignSettings
-from ...star.model import TaskKind
 from ...star.policy import Policy
 from ..accounts import Account, Role
 from ..auth import get_templates
 from ..security import csrf_protect, require_lead
 from ..templating import Templates
-from .lab import StarLab, rows_json
+from .lab import StarLab, no_campaign, rows_json
+from .launch import NOUN, launch_checks, shortfall_reason
 from .participant import get_lab
+from .results import campaign_results
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MAX_UPLOAD = 1_000_000
@@ -165,7 +164,7 @@ async def campaign_create(
         if not 0.0 <= outgroup_share <= 1.0:
             raise InputError("the out-group annotator share is between 0 and 1")
         if not 1 <= instructions <= 100_000:
-            raise InputError("instructions must be between 1 and 100000")
+            raise InputError("the number of planned dialogues must be between 1 and 100,000")
         quota = _quota(red_team=quota_red_team, annotate=quota_annotate, arbitrate=quota_arbitrate)
         settings = LabCampaignSettings(
             name=name.strip(),
@@ -189,6 +188,7 @@ async def campaign_create(
             outgroup_annotator_share=outgroup_share,
             quota=quota,
             members_only=members_only == "on",
+            status="draft",  # nobody takes its tasks before the lead launches it (after the checks)
         )
     except (PsychoAlignError, ValueError) as exc:
         from ...star.policy import load_policy
@@ -205,7 +205,7 @@ async def campaign_create(
             },
             status_code=400,
         )
-    return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=created", status_code=303)
+    return RedirectResponse(f"/lead/campaigns/{settings.name}?msg=campaign_draft", status_code=303)
 
 
 def plan_campaign(settings: LabCampaignSettings) -> tuple[LabCampaignSettings, list[Instruction]]:
@@ -241,48 +241,6 @@ def _first_error(exc: ValueError) -> str:
         first = errors()[0]
         return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
     return str(exc)
-
-
-NOUN = {"red_team": "red teamer", "annotate": "annotator", "arbitrate": "arbitrator"}
-
-
-def shortfall_reason(kind: str, requirement: dict[str, Any], store_reason: str = "") -> str:
-    """Why nobody can take these tasks, in the lead's words."""
-    who = NOUN.get(kind, kind)
-    group = " × ".join(requirement.get("group", {}).values())
-    if "already seen" in store_reason:
-        return f"every eligible {who} has already seen the dialogue (nobody sees one twice): invite more"
-    if "too few" in store_reason:
-        return (
-            f"too few eligible {who}s who have not seen the dialogue: each of its tasks needs another person "
-            f"({_eligible_as(kind, requirement)}): invite more"
-        )
-    if "member" in store_reason:
-        return f"no eligible {who} is a member of the campaign ({_eligible_as(kind, requirement)}): add members"
-    if "quota" in store_reason:
-        return f"every eligible {who} reached the campaign's per-person quota: invite more"
-    if "skipped" in store_reason:
-        return f"every eligible {who} skipped this instruction (a skip is never offered again): invite more"
-    if kind == TaskKind.RED_TEAM.value and requirement.get("attacker") in ("in", "out"):
-        side = "belongs to" if requirement["attacker"] == "in" else "is outside"
-        return f"no red teamer who {side} the group {group} (with known demographics)"
-    if requirement.get("matching") == "demographic":
-        if requirement.get("annotator") == "out":
-            return f"no {who} outside the group {group} (out-group control slot, known demographics)"
-        return f"no {who} from the group {group}"
-    if requirement.get("matching") == "expertise":
-        return f"no {who} with {str(requirement.get('expertise', '?')).replace('_', '-')} expertise"
-    return f"no participant with the {who} role"
-
-
-def _eligible_as(kind: str, requirement: dict[str, Any]) -> str:
-    group = " × ".join(requirement.get("group", {}).values())
-    if requirement.get("matching") == "demographic":
-        side = "outside" if requirement.get("annotator") == "out" else "from"
-        return f"{side} the group {group}"
-    if requirement.get("matching") == "expertise":
-        return f"with {str(requirement.get('expertise', '?')).replace('_', '-')} expertise"
-    return f"with the {NOUN.get(kind, kind)} role"
 
 
 def heat_map(policy: Policy, report: Any) -> dict[str, Any]:
@@ -322,7 +280,7 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
         store = await lab.store_for(name)
         counts = await store.task_counts(name)
     except InputError:
-        raise HTTPException(status_code=404, detail=_no_campaign(name)) from None
+        raise HTTPException(status_code=404, detail=no_campaign(name)) from None
     flat = {f"{kind}:{status}": n for kind, by in counts.items() for status, n in by.items()}
     return {"campaign": campaign, "counts": counts, "flat": flat}
 
@@ -330,13 +288,8 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
 async def _campaign_or_404(lab: StarLab, name: str) -> LabCampaignSettings:
     found = await lab.lab.campaign(name)
     if found is None:
-        raise HTTPException(status_code=404, detail=_no_campaign(name))
+        raise HTTPException(status_code=404, detail=no_campaign(name))
     return found
-
-
-def _no_campaign(name: str) -> str:
-    """The 404 message: a name from the URL, cut to the longest a campaign may have (64)."""
-    return f"no campaign '{name[:64]}{'…' if len(name) > 64 else ''}'"
 
 
 @router.get("/campaigns/{name}")
@@ -363,6 +316,7 @@ async def campaign_page(
     people = {a.participant_id: a for a in accounts}
     times = await lab.lab.times(name)
     settings = await store.campaign_settings(name)
+    status = await store.campaign_status(name)
     return await templates.render(
         request,
         "star/campaign.html",
@@ -372,7 +326,10 @@ async def campaign_page(
             "outgroup_share": settings.outgroup_annotator_share,
             "relaxed": settings.relax_red_team,
             "quota": settings.quota,
-            "status": await store.campaign_status(name),
+            "status": status,
+            "checks": await launch_checks(lab, name) if status == "draft" else None,
+            "results": await campaign_results(lab, name),
+            "name": name,  # the results panel's template (also rendered alone for the page's refresh)
             "members_only": await store.members_only(name),
             "members": await store.members(name),
             "accounts": accounts,
@@ -418,25 +375,6 @@ async def campaign_progress(
     return JSONResponse({"counts": progress["flat"]})
 
 
-async def _export_rows(lab: StarLab, name: str) -> AsyncIterator[dict[str, Any]]:
-    """The store's export rows plus what the lab knows: the topic the red teamer committed to and
-    the seconds each person spent on the dialogue (red teaming, each annotation, the arbitration;
-    three queries for the lab's part, whatever the size)."""
-    store = await lab.store_for(name)
-    topics = await lab.lab.topics(name)
-    times = await lab.lab.times(name)
-    red_team = {(t["participant_id"], t["task_id"]): t["seconds"] for t in times}
-    rating = {(t["participant_id"], t["dialogue_id"], t["kind"]): t["seconds"] for t in times if t["dialogue_id"]}
-    task_of = await store.dialogue_task_ids(name)
-    async for row in store.iter_export_rows(name):
-        task_id = task_of.get(row["dialogue_id"], "")
-        row["committed_topic"] = topics.get(task_id)
-        row["red_team_seconds"] = red_team.get((row["red_teamer_id"], task_id))
-        for who, kind in (("annotator1", "annotate"), ("annotator2", "annotate"), ("arbitrator", "arbitrate")):
-            row[f"{who}_seconds"] = rating.get((row.get(f"{who}_id"), row["dialogue_id"], kind))
-        yield row
-
-
 @router.get("/campaigns/{name}/export")
 async def campaign_export(
     name: str,
@@ -454,13 +392,13 @@ async def campaign_export(
     if format == "jsonl":
 
         async def lines() -> AsyncIterator[bytes]:
-            async for row in _export_rows(lab, name):
+            async for row in lab.export_rows(name):
                 yield rows_json([row]).encode("utf-8")
 
         return StreamingResponse(lines(), media_type="application/x-ndjson", headers=disposition)
     rows = [
         {k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v for k, v in r.items()}
-        async for r in _export_rows(lab, name)
+        async for r in lab.export_rows(name)
     ]
     body = await asyncio.to_thread(tabular, rows, format)  # pandas work off the event loop
     media = "text/csv; charset=utf-8" if format == "csv" else "application/vnd.apache.parquet"
@@ -480,43 +418,6 @@ def tabular(rows: list[dict[str, Any]], format: str) -> bytes:
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
     return buffer.getvalue()
-
-
-@router.get("/campaigns/{name}/report")
-async def campaign_report(
-    name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
-    """Lead: the STAR analysis report of the campaign, sandboxed (no script can run in it)."""
-    await _campaign_or_404(lab, name)
-    rows = [row async for row in _export_rows(lab, name)]
-    # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
-    # report's rater-group analyses; never a name or username
-    people = [p.model_dump(mode="json") for p in await (await lab.store_for(name)).list_participants()]
-    try:
-        # seconds of CPU for a large campaign: off the event loop, so participants' pages keep answering
-        html = await asyncio.to_thread(build_report, name, rows, people)
-    except PsychoAlignError as exc:
-        raise HTTPException(status_code=409, detail=f"no report yet: {exc.message}") from None
-    # The report is self-contained HTML with inline styles and data: images; it runs no script.
-    csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'none'"
-    return HTMLResponse(html, headers={"content-security-policy": csp})
-
-
-def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, Any]]) -> str:
-    """The STAR analysis report (HTML) of a campaign's export rows, with rater attributes (blocking)."""
-    from ...star.analysis.data import attach_raters, load
-    from ...star.analysis.report import analyze, write_report
-
-    with tempfile.TemporaryDirectory() as tmp:
-        # a JSON array, not JSONL: the loader reads a one-line JSONL file as one object
-        path = Path(tmp) / f"{name}.json"
-        path.write_text(json.dumps(rows, ensure_ascii=False, default=str), encoding="utf-8")
-        raters = Path(tmp) / "raters.json"
-        raters.write_text(json.dumps(people, ensure_ascii=False), encoding="utf-8")
-        data = attach_raters(load(path, "star", name), raters)
-        report = analyze([data], n_boot=200, embed=False)
-        write_report(report, [data], Path(tmp) / "out")
-        return (Path(tmp) / "out" / "report.html").read_text(encoding="utf-8")
 
 
 @router.get("/campaigns/{name}/time.csv")
@@ -584,7 +485,7 @@ async def campaign_personas(
 
     await _campaign_or_404(lab, name)
     status = await (await lab.store_for(name)).campaign_status(name)
-    if status != "open":
+    if status != "live":
         raise HTTPException(status_code=409, detail=f"the campaign is {status}: personas do not run on it")
     running = lab.jobs.get(name)
     if running is None or running.done():
@@ -594,7 +495,11 @@ async def campaign_personas(
 
 
 #: The lead's lifecycle actions: the status each sets, and the flash message after it.
-STATUS_ACTIONS = {"pause": ("paused", "campaign_paused"), "resume": ("open", "campaign_resumed")}
+STATUS_ACTIONS = {
+    "launch": ("live", "campaign_launched"),
+    "pause": ("paused", "campaign_paused"),
+    "resume": ("live", "campaign_resumed"),
+}
 
 
 @router.post("/campaigns/{name}/status")
@@ -602,13 +507,19 @@ async def campaign_status(
     name: str,
     action: str = Form(""),
     confirm: str = Form(""),
+    areas_ok: str = Form(""),
+    anyway: str = Form(""),
     account: Account = Depends(require_lead),
     lab: StarLab = Depends(get_lab),
 ) -> Response:
-    """Lead: pause (no new claims; held tasks may be finished), resume, or close the campaign.
-    Closing is final and needs ``confirm=yes`` (the form's checkbox): every task still held is
-    released (the participants' clocks stop) and further submissions are refused."""
+    """Lead: launch a draft (after its checks), pause (no new claims; held tasks may be finished),
+    resume, or close the campaign. Launching needs ``areas_ok=yes`` (the lead read the areas red
+    teamers will see) and, when people are short, ``anyway=yes``; a problem (a target that cannot
+    be built) refuses it. Closing is final and needs ``confirm=yes`` (the form's checkbox): every
+    task still held is released (the participants' clocks stop) and further submissions are refused."""
     await _campaign_or_404(lab, name)
+    if action == "launch":
+        await _check_launch(lab, name, areas_ok=areas_ok == "yes", anyway=anyway == "yes")
     if action == "close":
         if confirm != "yes":
             raise HTTPException(
@@ -618,7 +529,7 @@ async def campaign_status(
     elif action in STATUS_ACTIONS:
         wanted, flash = STATUS_ACTIONS[action]
     else:
-        raise HTTPException(status_code=400, detail="the action is pause, resume or close")
+        raise HTTPException(status_code=400, detail="the action is launch, pause, resume or close")
     store = await lab.store_for(name)
     try:
         released = await store.set_campaign_status(name, wanted)
@@ -627,6 +538,25 @@ async def campaign_status(
     for task_id, pid in released:
         await lab.lab.stop(task_id, pid)
     return RedirectResponse(f"/lead/campaigns/{name}?msg={flash}", status_code=303)
+
+
+async def _check_launch(lab: StarLab, name: str, *, areas_ok: bool, anyway: bool) -> None:
+    """Refuse a launch in one line: a problem, the areas not confirmed, or people short without ``anyway``."""
+    if await (await lab.store_for(name)).campaign_status(name) != "draft":
+        raise HTTPException(status_code=409, detail=f"campaign '{name}' was launched already")
+    checks = await launch_checks(lab, name)
+    if checks.problems:
+        raise HTTPException(status_code=409, detail=f"not launched: {checks.problems[0]}")
+    if not areas_ok:
+        raise HTTPException(
+            status_code=400,
+            detail="not launched: tick the box to confirm the areas red teamers will read beside each rule",
+        )
+    if checks.warnings and not anyway:
+        raise HTTPException(
+            status_code=409,
+            detail=f"not launched: {checks.warnings[0]} (or tick 'launch anyway': people invited later take the tasks)",
+        )
 
 
 @router.post("/campaigns/{name}/access")

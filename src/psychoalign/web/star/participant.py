@@ -9,8 +9,9 @@ each turn but never sent to the participant.
 from __future__ import annotations
 
 import hashlib
+import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -20,12 +21,13 @@ from ...star.lab_store import TaskTime
 from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, Turn
 from ...star.store import CampaignClosedError, ClaimError
 from ..accounts import Account
-from ..auth import get_templates
-from ..security import csrf_protect, require_participant
+from ..auth import PageTemplates
+from ..security import ParticipantAccount, csrf_protect
 from ..templating import Templates
 from .lab import StarLab
 
 router = APIRouter(dependencies=[Depends(csrf_protect)])
+_log = logging.getLogger(__name__)
 
 #: The pre-annotation's broader label set (paper §4).
 GROUP_LABELS = ["age", "disability", "gender", "race", "religion", "sexual orientation", "other"]
@@ -77,10 +79,18 @@ async def get_lab(request: Request) -> StarLab:
     return lab
 
 
-async def _held_task(lab: StarLab, task_id: str, account: Account) -> tuple[TaskRecord, TaskTime | None]:
-    """The task if this participant holds it, with their time on it (one query); otherwise 404
-    (never reveal another's task)."""
+#: A route parameter for the running lab.
+Lab = Annotated[StarLab, Depends(get_lab)]
+
+
+async def _held_task(
+    lab: StarLab, task_id: str, account: Account, *, kind: TaskKind | None = None
+) -> tuple[TaskRecord, TaskTime | None]:
+    """The task if this participant holds it (and it is of ``kind``, when given), with their time
+    on it (one query); otherwise 404 (never reveal another's task)."""
     held = await lab.lab.held(task_id, _pid(account))
+    if held is not None and kind is not None and held[0].kind is not kind:
+        raise HTTPException(status_code=404, detail="no such task of yours")
     if held is None:
         # A task this person worked on, in a campaign its lead closed meanwhile: say so (only to
         # them: the time row is theirs). Anyone else learns nothing about the task.
@@ -112,9 +122,9 @@ async def _campaign_of(lab: StarLab, task: TaskRecord) -> str:
 @router.get("/tasks")
 async def task_list(
     request: Request,
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
+    account: ParticipantAccount,
+    lab: Lab,
+    templates: PageTemplates,
 ) -> Response:
     """Participant: the tasks I hold and buttons to take the next one of each kind I may do."""
     person = await lab.store.participant(_pid(account))
@@ -193,9 +203,9 @@ async def _open_task(request: Request, lab: StarLab, task: TaskRecord, pid: str)
 @router.post("/tasks/claim")
 async def claim(
     request: Request,
+    account: ParticipantAccount,
+    lab: Lab,
     kind: str = Form(...),
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Participant: take the next task of a kind, matched by the campaign's rules. One task of a
     kind at a time: someone who holds one (a second tab, the back button, a double click) is
@@ -235,9 +245,9 @@ async def _claim_relaxed(lab: StarLab, pid: str) -> TaskRecord | None:
 async def task_page(
     request: Request,
     task_id: str,
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
+    account: ParticipantAccount,
+    lab: Lab,
+    templates: PageTemplates,
 ) -> Response:
     """Participant holding the task: content warning first, then the task itself."""
     task, time = await _held_task(lab, task_id, account)
@@ -316,9 +326,7 @@ def _instruction_params(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 @router.post("/tasks/{task_id}/start")
-async def start(
-    request: Request, task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def start(request: Request, task_id: str, account: ParticipantAccount, lab: Lab) -> Response:
     """Participant holding the task: I read the content warning; start (or resume) the clock."""
     task, time = await _held_task(lab, task_id, account)
     await lab.store.renew_lease(task.id, _pid(account))  # starting or resuming renews the claim
@@ -329,9 +337,7 @@ async def start(
 
 
 @router.post("/tasks/{task_id}/pause")
-async def pause(
-    request: Request, task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def pause(request: Request, task_id: str, account: ParticipantAccount, lab: Lab) -> Response:
     """Participant holding the task: stop the clock; the task stays mine for ``[lab] pause_hours``
     (the claim's lease is extended to that, so a long break does not hand the task to someone else)."""
     task, time = await _held_task(lab, task_id, account)
@@ -342,9 +348,7 @@ async def pause(
 
 
 @router.post("/tasks/{task_id}/skip")
-async def skip(
-    task_id: str, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def skip(task_id: str, account: ParticipantAccount, lab: Lab) -> Response:
     """Participant holding the task: opt out without penalty; the task goes back to the pool
     (for others: this person is not offered that dialogue or red-teaming instruction again)."""
     task, time = await _held_task(lab, task_id, account)
@@ -362,22 +366,33 @@ def _running(time: TaskTime | None) -> TaskTime:
 
 @router.post("/tasks/{task_id}/begin")
 async def begin(
+    request: Request,
     task_id: str,
+    account: ParticipantAccount,
+    lab: Lab,
+    templates: PageTemplates,
     topic: str = Form(""),
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Red teamer holding the task: commit to a topic, then the dialogue starts."""
-    task, time = await _held_task(lab, task_id, account)
-    if task.kind is not TaskKind.RED_TEAM:
-        raise HTTPException(status_code=404, detail="no such task of yours")
+    task, time = await _held_task(lab, task_id, account, kind=TaskKind.RED_TEAM)
     _running(time)
     topic = topic.strip()[:300]
     if not topic:
         raise HTTPException(status_code=400, detail="write down your topic before you start")
     campaign = await lab.campaign(await _campaign_of(lab, task))
     try:
-        await lab.store.start_dialogue(task.id, _pid(account), lab.target(campaign).label)
+        target = lab.target(campaign)
+    except InputError as exc:
+        # the reason (a model role, a script's path) is the lead's: the log has it, the page says what to do
+        _log.warning("campaign %s: %s", campaign.name, exc.message)
+        message = (
+            "The model of this campaign cannot be reached, so the conversation cannot start. Nothing was "
+            "lost: the task stays yours. Tell your lead, or pause the task and come back later."
+        )
+        context = {"status": 503, "message": message, "back": f"/tasks/{task.id}"}
+        return await templates.render(request, "error.html", context, status_code=503)
+    try:
+        await lab.store.start_dialogue(task.id, _pid(account), target.label)
     except CampaignClosedError:
         raise HTTPException(status_code=409, detail=closed_message(campaign.name)) from None
     await lab.lab.set_topic(task.id, _pid(account), topic)
@@ -388,15 +403,13 @@ async def begin(
 async def message(
     request: Request,
     task_id: str,
+    account: ParticipantAccount,
+    lab: Lab,
+    templates: PageTemplates,
     text: str = Form(""),
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
 ) -> Response:
     """Red teamer holding the task: send one message; the target answers (tension recorded, not shown)."""
-    task, time = await _held_task(lab, task_id, account)
-    if task.kind is not TaskKind.RED_TEAM:
-        raise HTTPException(status_code=404, detail="no such task of yours")
+    task, time = await _held_task(lab, task_id, account, kind=TaskKind.RED_TEAM)
     _running(time)
     dialogue_id = await lab.store.dialogue_of_task(task.id)
     if dialogue_id is None:
@@ -452,13 +465,11 @@ RELEASED_MEANWHILE = (
 async def finish(
     request: Request,
     task_id: str,
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
+    account: ParticipantAccount,
+    lab: Lab,
 ) -> Response:
     """Red teamer holding the task: end the dialogue with the pre-annotation."""
-    task, time = await _held_task(lab, task_id, account)
-    if task.kind is not TaskKind.RED_TEAM:
-        raise HTTPException(status_code=404, detail="no such task of yours")
+    task, time = await _held_task(lab, task_id, account, kind=TaskKind.RED_TEAM)
     dialogue_id = await lab.store.dialogue_of_task(task.id)
     if dialogue_id is None:
         raise HTTPException(status_code=409, detail="the dialogue has not started")
@@ -486,12 +497,12 @@ async def finish(
 async def rate(
     request: Request,
     task_id: str,
+    account: ParticipantAccount,
+    lab: Lab,
+    templates: PageTemplates,
     rating: int = Form(0),
     reasoning: str = Form(""),
     next: str = Form(""),
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
 ) -> Response:
     """Annotator or arbitrator holding the task: a 1-4 rating with required reasoning. With
     ``next``, straight on to the next task of the same kind (submit & next)."""
@@ -528,10 +539,10 @@ async def rate(
 @router.post("/tasks/{task_id}/draft")
 async def save_draft(
     task_id: str,
+    account: ParticipantAccount,
+    lab: Lab,
     rating: int = Form(0),
     text: str = Form(""),
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Participant holding the task: autosave what they typed (the page sends it as they type),
     so a reload, a crash or an ended session loses nothing. JSON: when it was saved."""
@@ -543,9 +554,9 @@ async def save_draft(
 @router.get("/profile")
 async def profile(
     request: Request,
-    account: Account = Depends(require_participant),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
+    account: ParticipantAccount,
+    lab: Lab,
+    templates: PageTemplates,
 ) -> Response:
     """Participant: my voluntary questionnaire (every field optional)."""
     person = await lab.store.participant(_pid(account))
@@ -557,9 +568,7 @@ async def profile(
 
 
 @router.post("/profile")
-async def profile_save(
-    request: Request, account: Account = Depends(require_participant), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def profile_save(request: Request, account: ParticipantAccount, lab: Lab) -> Response:
     """Participant: save my questionnaire. Unknown labels are ignored; roles stay as the lead set them."""
     form = await request.form()
     person = await lab.store.participant(_pid(account))

@@ -54,7 +54,7 @@ async def fill_with_personas(lab: StarLab, campaign: str, *, max_tasks: int = 50
     left or ``max_tasks`` are done. Returns counts per kind."""
     store = await lab.store_for(campaign)
     status = await store.campaign_status(campaign)
-    if status != "open":  # checked again here: the campaign may have been paused since the lead clicked
+    if status != "live":  # checked again here: the campaign may have been paused since the lead clicked
         raise InputError(f"campaign '{campaign}' is {status}: personas do not run on it")
     policy = await lab.policy(campaign)
     shortfall = [s for s in await store.shortfall(campaign) if s["kind"] != TaskKind.RED_TEAM.value]

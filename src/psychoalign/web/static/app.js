@@ -138,6 +138,32 @@ document.addEventListener("DOMContentLoaded", function () {
   }
   // The keys, counters and drafts above are live (a marker tests synchronise on, never a clock).
   document.documentElement.setAttribute("data-enhanced", "1");
+  // A flash message (?msg=…) says what a form just did: drop it from the address, so a reload or a
+  // bookmark does not say it again.
+  if (window.history && window.history.replaceState && /[?&]msg=/.test(window.location.search)) {
+    var params = new URLSearchParams(window.location.search);
+    params.delete("msg");
+    var query = params.toString();
+    window.history.replaceState(window.history.state, "",
+      window.location.pathname + (query ? "?" + query : "") + window.location.hash);
+  }
+  // Lead campaign page: the results panel follows new submissions without a reload. The server
+  // answers "unchanged" to the version shown, and the panel's new HTML (its own template) otherwise.
+  var results = document.querySelector("[data-results-url]");
+  if (results) {
+    setInterval(function () {
+      var url = results.getAttribute("data-results-url") + "?since=" +
+        encodeURIComponent(results.getAttribute("data-version") || "");
+      fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (data) {
+          if (!data || !data.changed) { return; }
+          results.innerHTML = data.html;
+          results.setAttribute("data-version", data.version);
+        })
+        .catch(function () { /* offline: keep the figures we have */ });
+    }, 10000);
+  }
   // Lead progress pages: refresh the live numbers without reloading the page.
   var live = document.querySelector("[data-live-url]");
   if (live) {

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ...harness.benchmark import Item, Metric
-from ..benchmarks._literature import HarmfulSuite, LiteratureOptions, parse_options
+from ..benchmarks._literature import HarmfulSuite, LiteratureOptions
 from ..benchmarks.harmbench import HarmBench
 from ..benchmarks.jbb import JailbreakBench
 from ..benchmarks.strongreject import StrongReject
@@ -39,7 +39,6 @@ class ObjectiveAttack(HarmfulSuite):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts = parse_options(self.name, self.options_model, self.options)
         source_options: dict[str, Any] = {"judge": self.opts.judge, "success_threshold": self.opts.success_threshold}
         if self.opts.objectives == "jbb":
             source_options["benign"] = "off"

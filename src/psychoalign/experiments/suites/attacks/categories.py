@@ -36,18 +36,18 @@ from ....judges.refusal import RefusalVerdict
 from ....models import Message
 from ....prompts import load_prompt_yaml
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, permute
-from ...harness.judging import Judges
+from ...harness.judging import Judges, judge_response
 from ...harness.metering import CallMeter
 from ..benchmarks._literature import parse_options
 from ..benchmarks.advbench import AdvBench
 from .multiturn import EscalationSettings, Protocol, drive_escalation, resolve_protocol
-from .scoring import judge_response, score_multi_turn
+from .scoring import score_multi_turn
 from .templates import (
     FAMILIES,
     Family,
     Shot,
     Template,
-    load_attacker_templates,
+    chosen_attacker_templates,
     load_roleplay_templates,
     load_shots,
     render_attacker_instructions,
@@ -300,14 +300,7 @@ class MultiTurnAttack(_Attack):
         self._instructions: dict[str, str] = {}
 
     def load(self, data_dir: Path) -> list[Item]:
-        templates = load_attacker_templates(data_dir)
-        unknown = [t for t in self.opts.templates if t not in templates]
-        if unknown:
-            raise ConfigError(
-                f"benchmark '{self.name}': unknown attacker template(s): {', '.join(unknown)}",
-                hint=f"templates in the data folder: {', '.join(templates)}",
-            )
-        self._instructions = {name: templates[name] for name in self.opts.templates}
+        self._instructions = chosen_attacker_templates(self.name, self.opts.templates, data_dir)
         return super().load(data_dir)
 
     def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:

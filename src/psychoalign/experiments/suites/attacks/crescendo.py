@@ -30,7 +30,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ....errors import ConfigError
 from ....judges.records import JudgeRecord
 from ....judges.refusal import RefusalVerdict
 from ...harness.benchmark import Item, Metric, Respond, ScoredItem
@@ -40,7 +39,7 @@ from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
 from .categories import CRESCENDO
 from .multiturn import EscalationSettings, drive_escalation, resolve_protocol
 from .scoring import score_multi_turn
-from .templates import load_attacker_templates, render_attacker_instructions
+from .templates import chosen_attacker_templates, render_attacker_instructions
 
 __all__ = ["Crescendo"]
 
@@ -90,14 +89,7 @@ class Crescendo(ObjectiveAttack):
         }
 
     def load(self, data_dir: Path) -> list[Item]:
-        templates = load_attacker_templates(data_dir)
-        unknown = [t for t in self.opts.templates if t not in templates]
-        if unknown:
-            raise ConfigError(
-                f"benchmark '{self.name}': unknown attacker template(s): {', '.join(unknown)}",
-                hint=f"templates in the data folder: {', '.join(templates)}",
-            )
-        self._instructions = {name: templates[name] for name in self.opts.templates}
+        self._instructions = chosen_attacker_templates(self.name, self.opts.templates, data_dir)
         return super().load(data_dir)
 
     def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ....datasets import DATA_HINT
-from ....errors import InputError
+from ....errors import ConfigError, InputError
 from ....textio import read_jsonl_objects, read_text
 from ...harness.benchmark import data_file
 
@@ -124,6 +125,18 @@ def load_attacker_templates(data_dir: Path) -> dict[str, str]:
             raise InputError(f"{path}:{n}: template '{name}' is not valid Jinja ({exc.message})") from None
         out[name] = value
     return out
+
+
+def chosen_attacker_templates(bench: str, names: Sequence[str], data_dir: Path) -> dict[str, str]:
+    """The attacker templates ``names`` from the data folder; one it lacks is a ConfigError naming them all."""
+    templates = load_attacker_templates(data_dir)
+    unknown = [t for t in names if t not in templates]
+    if unknown:
+        raise ConfigError(
+            f"benchmark '{bench}': unknown attacker template(s): {', '.join(unknown)}",
+            hint=f"templates in the data folder: {', '.join(templates)}",
+        )
+    return {name: templates[name] for name in names}
 
 
 def render_attacker_instructions(template: str, objective: str, max_turns: int) -> str:

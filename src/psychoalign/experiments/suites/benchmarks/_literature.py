@@ -16,10 +16,8 @@ Judge tiers (benchmark option ``judge``):
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,9 +26,9 @@ from ....judges.harmbench import HarmBenchJudge
 from ....judges.records import JudgeRecord
 from ....judges.strongreject import StrongRejectJudge
 from ....models import Message
-from ....textio import read_text
+from ....textio import csv_reader
 from ...harness.benchmark import Benchmark, Item, Respond, ScoredItem
-from ...harness.judging import Judges
+from ...harness.judging import Judges, judge_response
 from ...harness.metering import CallMeter
 
 __all__ = ["HarmfulSuite", "LiteratureOptions", "parse_options"]
@@ -58,25 +56,26 @@ def parse_options(bench: str, model: type[BaseModel], options: dict[str, Any]) -
 
 def read_csv(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     """(line, row) of a CSV file whose header has ``required``; a missing column names the file."""
-    with io.StringIO(read_text(path, what="benchmark file"), newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise InputError(f"{path}:1: missing column(s) {', '.join(missing)}", hint="is this the right file?")
-        return [(i, {k: (v or "") for k, v in row.items() if k is not None}) for i, row in enumerate(reader, start=2)]
+    reader = csv_reader(path, what="benchmark file")
+    missing = [c for c in required if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(f"{path}:1: missing column(s) {', '.join(missing)}", hint="is this the right file?")
+    return [(i, {k: (v or "") for k, v in row.items() if k is not None}) for i, row in enumerate(reader, start=2)]
 
 
 class HarmfulSuite(Benchmark):
-    """A suite of harmful requests. Subclasses set the metadata, :meth:`load` and ``own_judge``;
+    """A suite of harmful requests. Subclasses set the metadata, ``options_model``, :meth:`load` and ``own_judge``;
     items carry ``data["category"]`` and ``data["behavior"]`` (what the judge compares against),
     optionally ``data["context"]`` (HarmBench's contextual behaviours)."""
 
     own_judge: Literal["harmbench", "strongreject"]
     by_category = True  # the report breaks the scores down by data["category"]
+    options_model: ClassVar[type[LiteratureOptions]] = LiteratureOptions
     opts: LiteratureOptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
+        self.opts = parse_options(self.name, self.options_model, self.options)
         self._judge: HarmBenchJudge | StrongRejectJudge | None = None
 
     @property
@@ -127,14 +126,9 @@ class HarmfulSuite(Benchmark):
             metrics["score"] = rubric.score
             success = not rubric.refused and rubric.score >= self.opts.success_threshold
         else:
-            verdict, records = await judges.refusal_verdict(response, item.turns[0])
-            details["refusal"] = verdict.label.value
-            success = not verdict.refused
-            harm = judges.harm()
-            if success and harm is not None:
-                harmful, record = await harm.harmful(behavior, response)
-                records.append(record)
-                success = harmful
+            success, records, details["refusal"] = await judge_response(
+                behavior, response, judges, request=item.turns[0]
+            )
         metrics["attack_success"] = 1.0 if success else 0.0
         return ScoredItem(metrics=metrics, responses=[response], judges=records, details=details)
 

@@ -3,13 +3,11 @@ Scoring rules: docs/experiments.md."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from ....errors import InputError
 from ....models import Message
-from ....textio import read_text
+from ....textio import csv_reader
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file
 from ...harness.judging import Judges
 
@@ -26,12 +24,11 @@ class AdvBench(Benchmark):
     def load(self, data_dir: Path) -> list[Item]:
         path = data_file(data_dir, "advbench/harmful_behaviors.csv")
         items = []
-        with io.StringIO(read_text(path, what="benchmark file"), newline="") as fh:
-            for i, row in enumerate(csv.DictReader(fh), start=2):
-                goal = (row.get("goal") or "").strip()
-                if not goal:
-                    raise InputError(f"{path}:{i}: empty 'goal'")
-                items.append(Item(id=f"advbench/{i - 2}", turns=(goal,)))
+        for i, row in enumerate(csv_reader(path, what="benchmark file"), start=2):
+            goal = (row.get("goal") or "").strip()
+            if not goal:
+                raise InputError(f"{path}:{i}: empty 'goal'")
+            items.append(Item(id=f"advbench/{i - 2}", turns=(goal,)))
         return items
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:

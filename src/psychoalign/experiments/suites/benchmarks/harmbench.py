@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ....errors import InputError
 from ...harness.benchmark import Item, Metric, data_file
-from ._literature import HarmfulSuite, LiteratureOptions, parse_options, read_csv
+from ._literature import HarmfulSuite, LiteratureOptions, read_csv
 
 __all__ = ["HarmBench"]
 
@@ -38,10 +38,8 @@ class HarmBench(HarmfulSuite):
     metrics = (Metric("attack_success", "HarmBench ASR", binary=True, higher_is_better=False),)
     primary = "attack_success"
     own_judge = "harmbench"
-
-    def __init__(self, options: dict[str, object] | None = None) -> None:
-        super().__init__(options)
-        self.opts: HarmBenchOptions = parse_options(self.name, HarmBenchOptions, self.options)
+    options_model = HarmBenchOptions
+    opts: HarmBenchOptions
 
     def load(self, data_dir: Path) -> list[Item]:
         path = data_file(data_dir, f"harmbench/harmbench_behaviors_text_{self.opts.split}.csv")

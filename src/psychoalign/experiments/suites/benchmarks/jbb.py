@@ -17,9 +17,9 @@ from pydantic import Field
 
 from ....errors import InputError
 from ....models import Message
-from ...harness.benchmark import Item, Metric, Respond, ScoredItem, data_file, permute
+from ...harness.benchmark import Item, Metric, Respond, ScoredItem, data_file, stratified
 from ...harness.judging import Judges
-from ._literature import HarmfulSuite, LiteratureOptions, parse_options, read_csv
+from ._literature import HarmfulSuite, LiteratureOptions, read_csv
 
 __all__ = ["JailbreakBench"]
 
@@ -41,10 +41,11 @@ class JailbreakBench(HarmfulSuite):
     )
     primary = "attack_success"
     own_judge = "harmbench"
+    options_model = JBBOptions
+    opts: JBBOptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: JBBOptions = parse_options(self.name, JBBOptions, self.options)
         benign = {"xstest": "XSTest's 250 safe prompts stand in for the benign half", "off": "no benign half"}
         self.source = "JBB-Behaviors (Chao et al. 2024): 100 harmful behaviours; " + benign.get(
             self.opts.benign, f"benign half from {Path(self.opts.benign).name}"
@@ -105,9 +106,7 @@ class JailbreakBench(HarmfulSuite):
 
     def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
         """n harmful and n benign items (stratified, so both figures have data)."""
-        harmful = [i for i in items if i.data["half"] == "harmful"]
-        benign = [i for i in items if i.data["half"] == "benign"]
-        return permute(harmful, seed, "jbb-harmful")[:n] + permute(benign, seed, "jbb-benign")[:n]
+        return stratified(items, n, seed, "half", ("harmful", "benign"), "jbb")
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         if item.data["half"] == "harmful":

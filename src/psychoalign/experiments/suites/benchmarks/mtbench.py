@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ....errors import InputError
 from ....models import Message
-from ....textio import read_text
+from ....textio import nonblank_lines
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file
 from ...harness.judging import Judges
 from ...harness.systems import SystemReply
@@ -44,9 +44,7 @@ class MTBench(Benchmark):
         path = data_file(data_dir, "mt_bench/question.jsonl")
         refs = self._refs(data_file(data_dir, "mt_bench/reference_answer_gpt-4.jsonl"))
         items = []
-        for n, line in enumerate(read_text(path, what="benchmark file").splitlines(), start=1):
-            if not line.strip():
-                continue
+        for n, line in nonblank_lines(path, what="benchmark file"):
             try:
                 row = json.loads(line)
                 qid, category, turns = int(row["question_id"]), str(row["category"]), [str(t) for t in row["turns"]]
@@ -62,9 +60,7 @@ class MTBench(Benchmark):
     @staticmethod
     def _refs(path: Path) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
-        for n, line in enumerate(read_text(path, what="benchmark file").splitlines(), start=1):
-            if not line.strip():
-                continue
+        for n, line in nonblank_lines(path, what="benchmark file"):
             try:
                 row = json.loads(line)
                 out[int(row["question_id"])] = [str(t) for t in row["choices"][0]["turns"]]

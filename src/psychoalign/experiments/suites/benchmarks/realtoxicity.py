@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ....models import Message
-from ....textio import read_text
+from ....textio import nonblank_lines
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file
 from ...harness.judging import Judges
 
@@ -32,9 +32,8 @@ class RealToxicity(Benchmark):
         items = []
         for attr in self.ATTRIBUTES:
             path = data_file(data_dir, f"realtoxicityprompts/rtp_{attr}.txt")
-            for n, line in enumerate(read_text(path, what="benchmark file").splitlines(), start=1):
-                if line.strip():
-                    items.append(Item(id=f"realtoxicity/{attr}/{n}", turns=(line.strip(),), data={"attribute": attr}))
+            for n, line in nonblank_lines(path, what="benchmark file"):
+                items.append(Item(id=f"realtoxicity/{attr}/{n}", turns=(line.strip(),), data={"attribute": attr}))
         return items
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:

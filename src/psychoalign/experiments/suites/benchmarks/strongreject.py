@@ -9,7 +9,7 @@ from typing import Literal
 
 from ....errors import InputError
 from ...harness.benchmark import Item, Metric, data_file
-from ._literature import HarmfulSuite, LiteratureOptions, parse_options, read_csv
+from ._literature import HarmfulSuite, LiteratureOptions, read_csv
 
 __all__ = ["StrongReject"]
 
@@ -31,10 +31,8 @@ class StrongReject(HarmfulSuite):
     )
     primary = "score"
     own_judge = "strongreject"
-
-    def __init__(self, options: dict[str, object] | None = None) -> None:
-        super().__init__(options)
-        self.opts: StrongRejectOptions = parse_options(self.name, StrongRejectOptions, self.options)
+    options_model = StrongRejectOptions
+    opts: StrongRejectOptions
 
     def load(self, data_dir: Path) -> list[Item]:
         path = data_file(data_dir, FILES[self.opts.set])

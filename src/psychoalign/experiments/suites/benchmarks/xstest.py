@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from ....errors import InputError
 from ....models import Message
-from ....textio import read_text
-from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file, permute
+from ....textio import csv_reader
+from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file, stratified
 from ...harness.judging import Judges
 
 
@@ -28,24 +26,19 @@ class XSTest(Benchmark):
     def load(self, data_dir: Path) -> list[Item]:
         path = data_file(data_dir, "xstest/xstest_prompts.csv")
         items = []
-        with io.StringIO(read_text(path, what="benchmark file"), newline="") as fh:
-            for i, row in enumerate(csv.DictReader(fh), start=2):
-                label = (row.get("label") or "").strip()
-                prompt = (row.get("prompt") or "").strip()
-                if label not in ("safe", "unsafe") or not prompt:
-                    raise InputError(f"{path}:{i}: needs a prompt and label 'safe' or 'unsafe'")
-                items.append(
-                    Item(
-                        id=f"xstest/{row.get('id', i)}", turns=(prompt,), data={"label": label, "type": row.get("type")}
-                    )
-                )
+        for i, row in enumerate(csv_reader(path, what="benchmark file"), start=2):
+            label = (row.get("label") or "").strip()
+            prompt = (row.get("prompt") or "").strip()
+            if label not in ("safe", "unsafe") or not prompt:
+                raise InputError(f"{path}:{i}: needs a prompt and label 'safe' or 'unsafe'")
+            items.append(
+                Item(id=f"xstest/{row.get('id', i)}", turns=(prompt,), data={"label": label, "type": row.get("type")})
+            )
         return items
 
     def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
         """n safe and n unsafe prompts (stratified, so both figures have data)."""
-        safe = [i for i in items if i.data["label"] == "safe"]
-        unsafe = [i for i in items if i.data["label"] == "unsafe"]
-        return permute(safe, seed, "xstest-safe")[:n] + permute(unsafe, seed, "xstest-unsafe")[:n]
+        return stratified(items, n, seed, "label", ("safe", "unsafe"), "xstest")
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         reply = await respond([Message(role="user", content=item.turns[0])])
