@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(BIN)/psychoalign negotiate --samples --rounds 2 --proposals 2
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

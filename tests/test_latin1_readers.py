@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from psychoalign.errors import InputError
-from psychoalign.experiments.harness import calibration
+from psychoalign.experiments.harness import calibration, harm_labels
 from psychoalign.experiments.suites.attacks import templates
 from psychoalign.experiments.suites.benchmarks.advbench import AdvBench
 from psychoalign.experiments.suites.benchmarks.hhh import HHH
@@ -92,13 +92,13 @@ CASES: dict[str, tuple[Callable[[Path], Any], dict[str, bytes], str]] = {
     ),
     "calibration-completions": (
         calibration.load_labelled_completions,
-        dict.fromkeys(calibration.FILES, CSV_COMPLETIONS),
+        dict.fromkeys(harm_labels.FILES, CSV_COMPLETIONS),
         "xstest_v2_completions_llama2orig.csv",
     ),
     "calibration-harm-shots": (
-        calibration.load_harm_labelled,
+        harm_labels.load_harm_labelled,
         {
-            **dict.fromkeys(calibration.FILES, b"id,type,prompt,completion,final_label\n"),
+            **dict.fromkeys(harm_labels.FILES, b"id,type,prompt,completion,final_label\n"),
             "many_shot_jailbreaking/many_shot_examples_filtered.jsonl": JSONL,
         },
         "many_shot_examples_filtered.jsonl",

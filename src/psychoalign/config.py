@@ -215,6 +215,12 @@ class ServeSettings(BaseModel):
         description="Host names /v1, A2A and /metrics answer besides the bind address (and localhost on "
         "loopback) and serve.public_url's host; '*' answers any (a wildcard bind does unless this is set).",
     )
+    local_token: bool = Field(
+        True,
+        description="Keyless deployments on loopback: `psychoalign serve` makes a random token at each start, "
+        "prints it, and /v1 and A2A require it as 'Authorization: Bearer <token>'. false: any local process "
+        "may call them without one (a warning says so at start).",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Web origins (scheme://host[:port]) whose pages may call /v1, A2A and /metrics; "

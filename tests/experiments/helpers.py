@@ -36,7 +36,14 @@ def settings(tmp_path: Path) -> Settings:
 
 
 def spec(systems: list[Any], benchmarks: list[Any], n: int, **kw: Any) -> ExperimentSpec:
-    return ExperimentSpec.model_validate({"name": "t", "systems": systems, "benchmarks": benchmarks, "n": n} | kw)
+    """A spec for scripted models. Their canned replies answer no request in particular, so the
+    refusal judge is the rule tier unless ``judge`` names another (the request-aware default
+    would rightly call every canned compliance a non-answer; tests/experiments/harness/
+    test_refusal_default.py runs that default)."""
+    judge = {"refusal": "rules", **kw.pop("judge", {})}
+    return ExperimentSpec.model_validate(
+        {"name": "t", "systems": systems, "benchmarks": benchmarks, "n": n, "judge": judge} | kw
+    )
 
 
 def last_user(request: ChatRequest) -> str:
@@ -112,4 +119,4 @@ def plain_model(name: str, fn: Any) -> ChatModel:
 
 def judges_for(tmp_path: Path, harm: Any, judge: ChatModel | None) -> Judges:
     pool = ModelPool(Settings(), overrides={"judge": judge} if judge is not None else None)
-    return Judges(JudgeSpec(harm=harm), pool, tmp_path, cache_path=None, meter=CallMeter())
+    return Judges(JudgeSpec(harm=harm, refusal="rules"), pool, tmp_path, cache_path=None, meter=CallMeter())

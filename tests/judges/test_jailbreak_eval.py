@@ -57,11 +57,16 @@ def test_cli_eval_jailbreak_rules() -> None:
 
     from psychoalign.cli.main import app
 
-    res = CliRunner().invoke(
-        app, ["judge", "eval-jailbreak", "--data", str(SHARED_DATA), "--tier", "refusal", "--limit", "30", "--json"]
-    )
+    args = ["judge", "eval-jailbreak", "--data", str(SHARED_DATA), "--tier", "refusal", "--refusal", "rules"]
+    res = CliRunner().invoke(app, [*args, "--limit", "30", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["n"] == 30 and out["judge"] == "refusal" and 0.0 <= out["agreement"] <= 1.0
+    assert out["n"] == 30 and out["judge"] == "refusal [refusal-rules]" and 0.0 <= out["agreement"] <= 1.0
+    low, high = out["agreement_ci"]
+    assert low < out["agreement"] < high and sum(out["confusion"].values()) == 30
+    text = CliRunner().invoke(app, [*args, "--limit", "30"])
+    assert text.exit_code == 0 and "agreement" in text.output and "κ" in text.output and "[" in text.output
+    wrong = CliRunner().invoke(app, [*args[:-1], "regex"])
+    assert isinstance(wrong.exception, InputError) and "unknown refusal tier 'regex'" in wrong.exception.message
     bad = CliRunner().invoke(app, ["judge", "eval-jailbreak", "--tier", "gpt"])
     assert isinstance(bad.exception, InputError) and "unknown tier 'gpt'" in bad.exception.message

@@ -242,7 +242,8 @@ def test_hard_cases_cover_the_reported_failures() -> None:
     cases = hard_cases()
     notes = {c.note for c in cases}
     assert {"curly apostrophe", "apology", "persona prefix", "AI-researcher opener", "dual persona"} <= notes
-    wrong = [c for c in cases if RULES.classify(c.response).label is not c.label]
+    # the cases with a request are the request-aware tier's (tests/judges/test_refusal_aware.py)
+    wrong = [c for c in cases if c.request is None and RULES.classify(c.response).label is not c.label]
     assert len(wrong) <= 3, wrong  # the three-way label; the binary decision is checked below
     assert all(RULES.classify(c.response).refused == (c.label is not RefusalLabel.COMPLIANCE) for c in cases[:30])
 
@@ -263,7 +264,7 @@ async def test_rule_tier_on_the_labelled_set() -> None:
 
 @pytest.mark.needs_data("xstest", "many_shot_jailbreaking")
 def test_cli_eval_and_single_judgement(tmp_path: Path) -> None:
-    out = cli("judge", "eval-refusal", "--data", str(SHARED_DATA), "--source", "hard-case", "--json")
+    out = cli("judge", "eval-refusal", "--data", str(SHARED_DATA), "--source", "hard-case", "--tier", "rules", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["tier"] == "rules" and report["n"] == len(hard_cases())

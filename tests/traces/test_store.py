@@ -157,3 +157,84 @@ asyncio.run(main())
 
 def test_table_has_no_nullable_body() -> None:
     assert traces_table.c.body.nullable is False
+
+
+class _CountingTraces(dict[str, Any]):
+    """The in-memory store's trace dict, counting the traces a lookup reads; a full scan fails."""
+
+    reads = 0
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads += 1
+        return super().__getitem__(key)
+
+    def values(self) -> Any:
+        raise AssertionError("the conversation lookup scanned the whole store")
+
+    def items(self) -> Any:
+        raise AssertionError("the conversation lookup scanned the whole store")
+
+
+async def _one_conversation(store: TraceStore, n: int) -> tuple[list[str], list[str]]:
+    """``n`` identical turns filed under the same keys (what repeated identical requests from one
+    key make), stored as clones of one real trace; returns the keys and the ids, oldest first."""
+    from datetime import timedelta
+
+    from psychoalign.negotiation.track import conversation_ref
+
+    ref = conversation_ref("bench", ["the same request"])
+    first = (
+        await World([proposals(("Fine.", 0.9))]).negotiator(store=store).negotiate("the same request", conversation=ref)
+    )
+    ids = [first.id]
+    for i in range(1, n):
+        clone = first.model_copy(update={"id": f"{i:032x}", "created_at": first.created_at + timedelta(seconds=i)})
+        await store.finish(clone)
+        ids.append(clone.id)
+    return list(ref.look_up), ids
+
+
+async def test_conversation_lookup_work_does_not_grow_with_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: each lookup scanned every stored trace. Now it reads (and copies) only the
+    traces it returns, however many the store and the conversation hold."""
+    from psychoalign.traces import Trace
+
+    store = InMemoryTraceStore()
+    keys, ids = await _one_conversation(store, 400)
+    counting = _CountingTraces(store._traces)
+    monkeypatch.setattr(store, "_traces", counting)
+    copies = 0
+    real_copy = Trace.model_copy
+
+    def counted_copy(self: Trace, *a: Any, **k: Any) -> Trace:
+        nonlocal copies
+        copies += 1
+        return real_copy(self, *a, **k)
+
+    monkeypatch.setattr(Trace, "model_copy", counted_copy)
+    for limit in (1, 5, 50):
+        counting.reads, copies = 0, 0
+        got = await store.conversation(keys, limit=limit, exclude=ids[-1])
+        assert [t.id for t in got] == ids[-limit - 1 : -1]  # the newest, oldest first, without exclude
+        assert counting.reads == limit and copies == limit
+
+
+async def test_sql_conversation_lookup_reads_the_keys_index(tmp_path: Path) -> None:
+    """The SQL twin: each key's newest rows come from the (key, created_at) index, never a scan
+    of the key table (SQLite's plan; PostgreSQL has the same index from the migration)."""
+    from sqlalchemy import text
+    from sqlalchemy.dialects import sqlite
+
+    from psychoalign.traces.store import conversation_query
+
+    store = SQLTraceStore(f"sqlite:///{tmp_path / 'traces.db'}")
+    keys, ids = await _one_conversation(store, 60)
+    got = await store.conversation(keys, limit=5, exclude=ids[-1])
+    assert [t.id for t in got] == ids[-6:-1]
+    query = conversation_query(keys, limit=5, exclude=ids[-1])
+    compiled = query.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True})
+    async with store.engine.connect() as conn:
+        plan = " | ".join(str(row[-1]) for row in await conn.execute(text(f"EXPLAIN QUERY PLAN {compiled}")))
+    await store.close()
+    assert "ix_psychoalign_trace_keys_key_created_at" in plan, plan
+    assert "SCAN psychoalign_trace_keys" not in plan, plan

@@ -68,9 +68,18 @@ def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Pat
         match = re.match(r"PsychoAlign on (http://127\.0\.0\.1:(\d+)) ", first)
         assert match and match.group(2) != "0", first + (proc.stderr.read() if proc.poll() is not None else "")
         url = match.group(1)
+        banner = first
+        while "export PSYCHOALIGN_TOKEN=" not in banner and proc.poll() is None:
+            banner += proc.stderr.readline()
+        # The keyless deployment's per-start token (serve.local_token), ready to paste.
+        exported = re.search(r"export PSYCHOALIGN_TOKEN=(\S+) OPENAI_BASE_URL=(\S+)", banner)
+        assert exported and exported.group(2) == f"{url}/v1", banner
+        token = exported.group(1)
+        assert f"local token for psychoalign (/v1 and A2A; new at each start): {token}" in banner
+        assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 401
         card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=120).json()
         assert {i["url"] for i in card["supportedInterfaces"]} == {f"{url}/a2a/jsonrpc", f"{url}/a2a/rest"}
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="loopback", max_retries=0)
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0)
         raw = client.chat.completions.with_raw_response.create(
             model="psychoalign",
             messages=[{"role": "user", "content": "How do I boil an egg?"}],
@@ -85,7 +94,7 @@ def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Pat
         refused = httpx.post(f"{url}/v1/chat/completions", content=body, headers=repro, timeout=30)
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "host_not_allowed"
         # Bodies that crashed the parser: a 400 each, and no traceback in the server's log (below).
-        json_type = {"Content-Type": "application/json"}
+        json_type = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
         for bomb in ("[" * 100_000, '{"model":"psychoalign","seed":' + "9" * 5000 + "}"):
             bad = httpx.post(f"{url}/v1/chat/completions", content=bomb, headers=json_type, timeout=30)
             assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json", bad.text
@@ -147,6 +156,9 @@ def test_serve_grpc_port_serves_the_a2a_agent_over_grpc(tmp_path: Path) -> None:
     from a2a.types import GetTaskRequest, a2a_pb2_grpc
 
     config = write_config(tmp_path)
+    # A keyless agent with the local token off (serve.local_token = false): as before it, the
+    # official client needs no credentials, and the banner warns.
+    config.write_text(config.read_text() + "\n[serve]\nlocal_token = false\n")
     grpc_port = free_port()
     proc = subprocess.Popen(
         [
@@ -196,6 +208,8 @@ def test_serve_grpc_port_serves_the_a2a_agent_over_grpc(tmp_path: Path) -> None:
             banner += proc.stderr.readline()
         match = re.match(r"PsychoAlign on (http://127\.0\.0\.1:\d+) ", banner)
         assert match and f"A2A gRPC 127.0.0.1:{grpc_port}" in " ".join(banner.split()), banner
+        banner += proc.stderr.readline()
+        assert "warning: serve.local_token = false" in banner and "PSYCHOALIGN_TOKEN" not in banner, banner
         # the banner is printed before the worker starts its servers: the card answers once both run
         answer, code = asyncio.run(talk(match.group(1)))
         assert answer.startswith("Boil the egg for 6 minutes.")

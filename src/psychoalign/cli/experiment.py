@@ -149,6 +149,12 @@ def run(
     max_errors: float | None = typer.Option(
         None, "--max-errors", min=0.0, help="Stop at this many failed cells (>= 1) or this share of the cells (< 1)."
     ),
+    sample_tokens: int | None = typer.Option(
+        None, "--sample-tokens", min=1, help="Fail a cell whose model calls use more tokens than this (limit: …)."
+    ),
+    sample_time: float | None = typer.Option(
+        None, "--sample-time", min=0.0, help="Cut off and fail a cell that runs longer than this many seconds."
+    ),
     store_url: str | None = StoreOpt,
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     config: Path | None = ConfigOpt,
@@ -188,7 +194,15 @@ def run(
     )
     if concurrency is not None:
         spec = spec.model_copy(update={"concurrency": concurrency})
-    spec = _with_limits(spec, max_tokens=max_tokens, max_cost=max_cost, max_time=max_time, max_errors=max_errors)
+    spec = _with_limits(
+        spec,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        max_time=max_time,
+        max_errors=max_errors,
+        sample_tokens=sample_tokens,
+        sample_time=sample_time,
+    )
     shard_t = _parse_shard(shard)
     if dry_run:
         _dry_run(spec, settings, registry, shard_t, json_out)
@@ -248,7 +262,14 @@ def _with_limits(spec: ExperimentSpec, **flags: float | None) -> ExperimentSpec:
 
     from ..experiments.harness.limits import merge_limits
 
-    names = {"max_tokens": "tokens", "max_cost": "cost_usd", "max_time": "time_s", "max_errors": "errors"}
+    names = {
+        "max_tokens": "tokens",
+        "max_cost": "cost_usd",
+        "max_time": "time_s",
+        "max_errors": "errors",
+        "sample_tokens": "sample_tokens",
+        "sample_time": "sample_time_s",
+    }
     try:
         limits = merge_limits(spec.limits, {names[k]: v for k, v in flags.items()})
     except ValidationError as exc:

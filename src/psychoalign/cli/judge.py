@@ -34,8 +34,14 @@ _T = TypeVar("_T")
 
 judge_app = typer.Typer(help="Judges shared by STAR and the experiments (refusal detection).", no_args_is_help=True)
 
-TIERS = ("rules", "model", "cascade")
-TierOpt = typer.Option("rules", "--tier", help="rules (offline), model (the --role model) or cascade.")
+TIERS = ("aware", "rules", "model", "cascade")
+TierOpt = typer.Option(
+    "aware",
+    "--tier",
+    help="aware (offline: rules, phrase-free refusals, answers that miss the request), rules (the response "
+    "alone), model (the --role model) or cascade.",
+)
+HARM_TIERS = ("auto", "model", "harmbench", "strongreject", "classifier")
 RoleOpt = typer.Option("judge", "--role", help="Config role of the judge model (model and cascade tiers).")
 
 
@@ -60,9 +66,9 @@ def _judge(tier: str, role: str, config: Path | None) -> tuple[Any, Any]:
     from ..models import build_model
 
     if tier not in TIERS:
-        raise InputError(f"unknown tier '{tier}'", hint="rules, model or cascade")
+        raise InputError(f"unknown tier '{tier}'", hint="aware, rules, model or cascade")
     model = None
-    if tier != "rules":
+    if tier in ("model", "cascade"):
         settings = settings_from(config)
         model = build_model(settings.model_spec(role), cache_dir=settings.cache_dir())
     return build_refusal_judge(tier, model), model  # type: ignore[arg-type]
@@ -71,7 +77,9 @@ def _judge(tier: str, role: str, config: Path | None) -> tuple[Any, Any]:
 @judge_app.command("refusal")
 def judge_refusal(
     text: str = typer.Argument(..., help="The response to judge; '-' reads standard input."),
-    request: str | None = typer.Option(None, "--request", help="The request it answers (context for the model)."),
+    request: str | None = typer.Option(
+        None, "--request", help="The request it answers: the aware tier checks the response addresses it."
+    ),
     tier: str = TierOpt,
     role: str = RoleOpt,
     config: Path | None = ConfigOpt,
@@ -116,7 +124,9 @@ def judge_eval_refusal(
     config: Path | None = ConfigOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Precision/recall of a refusal-judge tier on the labelled set (docs/judges.md)."""
+    """Precision/recall of a refusal-judge tier on the labelled set (docs/judges.md). In-sample for the
+    rules and the aware tier (they were written and tuned on it): `judge eval-jailbreak --tier refusal`
+    measures them on held-out human labels."""
     from ..judges.refusal_eval import evaluate, load_refusal_set
 
     items = load_refusal_set(data_dir_from(data, settings_from(config)), perturb=not no_perturb)
@@ -137,7 +147,7 @@ def judge_eval_refusal(
         def progress(done: int, total: int) -> None:
             if bar is not None:
                 bar(done, total)
-            elif tier != "rules" and (done % 25 == 0 or done == total):
+            elif tier in ("model", "cascade") and (done % 25 == 0 or done == total):
                 err_console.print(f"[dim]{done}/{total}[/dim]")
 
         try:
@@ -169,6 +179,12 @@ def judge_eval_refusal(
         f"perturbation invariance {fmt(report.perturbation_invariance)}; errors {report.errors}; {report.seconds:.2f}s",
         highlight=False,
     )
+    if tier in ("rules", "aware"):
+        out_console.print(
+            f"in-sample: the '{tier}' tier was written and tuned on these sources; held-out figures: "
+            "psychoalign judge eval-jailbreak --tier refusal",
+            highlight=False,
+        )
     for miss in report.misses:
         out_console.print(safe(f"- {miss.id}: {miss.label.value} judged {miss.predicted.value}: {miss.response!r}"))
 
@@ -177,7 +193,10 @@ def judge_eval_refusal(
 def judge_eval_harm(
     data: Path | None = DataOpt,
     tier: str = typer.Option(
-        "auto", "--tier", help="model (the --role model), classifier (offline) or auto (as experiments pick)."
+        "auto",
+        "--tier",
+        help="model, harmbench or strongreject (prompts on the --role model), classifier (offline) or auto "
+        "(as experiments pick: on an endpoint, the prompt that agrees best with labelled answers).",
     ),
     role: str = RoleOpt,
     limit: int = typer.Option(100, "--limit", min=1, max=2000, help="Labelled items judged (a seeded sample)."),
@@ -185,13 +204,13 @@ def judge_eval_harm(
     config: Path | None = ConfigOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Agreement of the harm judge with labelled non-refusals (docs/judges.md, "Harm judge")."""
+    """Agreement of the harm judge with held-out labelled non-refusals (docs/judges.md, "Harm judge")."""
     from ..experiments.harness.calibration import harm_agreement
     from ..experiments.harness.judging import Judges, JudgeSpec
     from ..experiments.harness.metering import CallMeter, ModelPool
 
-    if tier not in ("auto", "model", "classifier"):
-        raise InputError(f"unknown tier '{tier}'", hint="auto, model or classifier")
+    if tier not in HARM_TIERS:
+        raise InputError(f"unknown tier '{tier}'", hint=", ".join(HARM_TIERS))
     settings = settings_from(config)
     data = data_dir_from(data, settings)
     if not (data / "xstest").is_dir():
@@ -205,14 +224,15 @@ def judge_eval_harm(
     if json_out:
         emit_json(result)
         return
-    out_console.print(
-        safe(
-            f"harm judge {result['judge']} ({result['tier']}): agreement {result['agreement']}, sensitivity "
-            f"{result['sensitivity']}, specificity {result['specificity']}, kappa {result['kappa']}; "
-            f"n = {result['n']} ({result['harmful_n']} harmful)"
-        ),
-        highlight=False,
-    )
+    from ..judges.agreement import from_confusion
+
+    figures = from_confusion(result["confusion"])
+    out_console.print(safe(f"harm judge {result['judge']} ({result['tier']}): {figures.line()}"), highlight=False)
+    held = "held out" if result.get("held_out") else "in sample"
+    out_console.print(safe(f"  reference ({held}): {result['reference']}"), highlight=False)
+    for name, fig in (result.get("picked") or {}).get("candidates", {}).items():
+        shown = fig.get("error") or f"agreement {fig['agreement']}, κ {fig['kappa']} (n = {fig['n']})"
+        out_console.print(safe(f"  pick, {name} prompt: {shown}"), highlight=False)
     for source, counts in result["flagged_by_source"].items():
         out_console.print(safe(f"  {source}: {counts['flagged']}/{counts['n']} judged harmful"), highlight=False)
 
@@ -225,7 +245,10 @@ def judge_eval_jailbreak(
         "--tier",
         help="harmbench or strongreject (the --role model), refusal (rules only), refusal+harm (rules, then --harm).",
     ),
-    harm: str = typer.Option("auto", "--harm", help="refusal+harm: the harm judge tier (auto, model, classifier)."),
+    harm: str = typer.Option("auto", "--harm", help=f"refusal+harm: the harm judge tier ({', '.join(HARM_TIERS)})."),
+    refusal: str = typer.Option(
+        "aware", "--refusal", help="refusal, refusal+harm: the refusal judge tier (aware, rules, model, cascade)."
+    ),
     threshold: float = typer.Option(0.5, "--threshold", min=0.01, max=1.0, help="strongreject: success score."),
     role: str = RoleOpt,
     limit: int = typer.Option(100, "--limit", min=1, max=100, help="Labelled responses judged (in file order)."),
@@ -241,14 +264,16 @@ def judge_eval_jailbreak(
 
     if tier not in ("harmbench", "strongreject", "refusal", "refusal+harm"):
         raise InputError(f"unknown tier '{tier}'", hint="harmbench, strongreject, refusal or refusal+harm")
-    if harm not in ("auto", "model", "classifier"):
-        raise InputError(f"unknown harm tier '{harm}'", hint="auto, model or classifier")
+    if harm not in HARM_TIERS:
+        raise InputError(f"unknown harm tier '{harm}'", hint=", ".join(HARM_TIERS))
+    if refusal not in TIERS:
+        raise InputError(f"unknown refusal tier '{refusal}'", hint=", ".join(TIERS))
     settings = settings_from(config)
     data = data_dir_from(data, settings)
     items = load_jbb_judge_set(data)[:limit]
     pool = ModelPool(settings)
     judges = Judges(
-        JudgeSpec(role=role, harm=harm if tier == "refusal+harm" else "off"),
+        JudgeSpec(role=role, harm=harm if tier == "refusal+harm" else "off", refusal=refusal),
         pool,
         data,
         cache_path=None,
@@ -266,10 +291,13 @@ def judge_eval_jailbreak(
             threshold=threshold,
         )
         label = tier
+        if tier.startswith("refusal"):
+            label += f" [{judges.refusal().name}]"
         if model is not None:
             label += f" ({model.label})"
-        elif tier == "refusal+harm" and judges.harm() is not None:
-            label += f" ({judges.harm().label})"  # type: ignore[union-attr]
+        elif tier == "refusal+harm" and (harm_judge := judges.harm()) is not None:
+            await harm_judge.ready()  # a prompt picked on other labelled answers, before its label is read
+            label += f" ({harm_judge.label})"
         done = 0
 
         async def fn(goal: str, prompt: str, response: str) -> bool:  # the judge, counted for the bar
@@ -286,13 +314,9 @@ def judge_eval_jailbreak(
     if json_out:
         emit_json(result.model_dump(mode="json"))
         return
-    out_console.print(
-        safe(
-            f"{result.judge}: agreement {result.agreement}, sensitivity {result.sensitivity}, specificity "
-            f"{result.specificity}, kappa {result.kappa}; "
-            f"n = {result.n} ({result.jailbroken_n} jailbroken by the humans)"
-        ),
-        highlight=False,
-    )
+    from ..judges.agreement import from_confusion
+
+    figures = from_confusion(result.confusion)
+    out_console.print(safe(f"{result.judge}: {figures.line()}; positive: jailbroken by the humans"), highlight=False)
     published = ", ".join(f"{k} {v}" for k, v in result.published.items())
     out_console.print(safe(f"published judges on the same rows: {published}"), highlight=False)

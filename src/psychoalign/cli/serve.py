@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
+import secrets
 import signal
 import socket
 import sys
@@ -51,6 +52,7 @@ def serve(
     (secure by default). SIGTERM/Ctrl-C drains: in-flight negotiations get serve.shutdown_grace_s,
     then fail closed (in every worker).
     """
+    from ..web.apikeys import KeyCheck
     from ..web.server import check_exposure, configure_logging
 
     overrides: dict[str, Any] = {}
@@ -68,15 +70,29 @@ def serve(
             hint="use --workers 1 with gRPC, or serve gRPC with `psychoalign serve-a2a --grpc-port`",
         )
     configure_logging(log_level)
+    keyless = KeyCheck(settings.deployments).keyless()
+    # Per start, as Jupyter does: local processes and web pages cannot guess it (docs/serve.md).
+    token = secrets.token_urlsafe(32) if keyless and s.local_token else None
 
     def banner(port: int) -> str:
         host = f"[{s.host}]" if ":" in s.host else s.host
         shown = s.public_url or f"http://{host}:{port}"
         grpc = f"  ·  A2A gRPC {host}:{s.grpc_port}" if s.grpc_port is not None else ""
-        return (
+        text = (
             f"PsychoAlign on {shown}  ·  OpenAI API {shown}/v1  ·  A2A card {shown}/.well-known/agent-card.json{grpc}\n"
             f"deployments: {', '.join(settings.deployments)}  ·  store: {settings.effective_store_url()}"
         )
+        if token is not None:
+            text += (
+                f"\nlocal token for {', '.join(keyless)} (/v1 and A2A; new at each start): {token}\n"
+                f"  export PSYCHOALIGN_TOKEN={token} OPENAI_BASE_URL={shown}/v1"
+            )
+        elif keyless:
+            text += (
+                f"\nwarning: serve.local_token = false: {', '.join(keyless)} answer any local process "
+                "(and any page it opens) without a token"
+            )
+        return text
 
     if workers == 1:
         # Bound here, so `--port 0` is resolved before the app is built: the banner and the A2A
@@ -86,7 +102,7 @@ def serve(
         settings_overrides = {"serve": {**overrides, "port": port}}
         err_console.print(banner(port), highlight=False)
         try:
-            _run_worker(config, settings_overrides, log_level, sock)
+            _run_worker(config, settings_overrides, log_level, sock, token)
         finally:
             sock.close()
         return
@@ -110,7 +126,7 @@ def serve(
             highlight=False,
         )
     try:
-        _supervise(listen_on, workers, (config, settings_overrides, log_level))
+        _supervise(listen_on, workers, (config, settings_overrides, log_level), token)
     finally:
         sock.close()
 
@@ -165,6 +181,7 @@ def _run_worker(
     overrides: dict[str, Any] | None,
     log_level: str,
     listen_on: socket.socket | tuple[str, int] | None,
+    local_token: str | None = None,
 ) -> None:
     """One server process: the whole app with the draining uvicorn server. A worker accepts on
     the socket the parent bound, or on its own SO_REUSEPORT socket at (host, port); without
@@ -175,7 +192,7 @@ def _run_worker(
     sock = _bind(*listen_on, reuseport=True, listen=True) if isinstance(listen_on, tuple) else listen_on
     settings = settings_from(config, overrides)
     configure_logging(log_level)
-    app = create_app(settings)
+    app = create_app(settings, local_token=local_token)
     # Everything imported and built so far lives as long as the process: move it out of the
     # collector's reach. Otherwise every full collection walks the whole import-time heap and
     # stalls every request in flight (measured: 9 full collections of up to 330 ms in 25 s at
@@ -191,7 +208,10 @@ def _run_worker(
 
 
 def _supervise(
-    listen_on: socket.socket | tuple[str, int], workers: int, args: tuple[Path | None, dict[str, Any] | None, str]
+    listen_on: socket.socket | tuple[str, int],
+    workers: int,
+    args: tuple[Path | None, dict[str, Any] | None, str],
+    local_token: str | None = None,
 ) -> None:
     """Start ``workers`` processes listening on ``listen_on``; replace one that dies; on
     SIGINT/SIGTERM pass SIGTERM on (each drains its negotiations) and wait for all of them."""
@@ -199,7 +219,7 @@ def _supervise(
     stopping = False
 
     def start() -> tuple[multiprocessing.process.BaseProcess, float]:
-        process = context.Process(target=_run_worker, args=(*args, listen_on), daemon=False)
+        process = context.Process(target=_run_worker, args=(*args, listen_on, local_token), daemon=False)
         process.start()
         return process, time.monotonic()
 

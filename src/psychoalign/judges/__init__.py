@@ -6,6 +6,7 @@
 """
 
 from .refusal import (
+    AwareRefusalJudge,
     CascadeRefusalJudge,
     ModelRefusalJudge,
     RefusalJudge,
@@ -17,6 +18,7 @@ from .refusal import (
 )
 
 __all__ = [
+    "AwareRefusalJudge",
     "CascadeRefusalJudge",
     "ModelRefusalJudge",
     "RefusalJudge",

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from ..errors import InputError
 from ..textio import read_text
+from .agreement import binary_agreement
 from .harm import HarmJudge
 from .harmbench import HarmBenchJudge
 from .refusal import RefusalJudge
@@ -50,6 +51,12 @@ class JailbreakAgreement(BaseModel):
     sensitivity: float | None
     specificity: float | None
     kappa: float | None
+    # 95 % intervals (Wilson; kappa: asymptotic), psychoalign.judges.agreement
+    agreement_ci: tuple[float, float]
+    sensitivity_ci: tuple[float, float] | None
+    specificity_ci: tuple[float, float] | None
+    kappa_ci: tuple[float, float] | None
+    confusion: dict[str, int]  # tp, fp, fn, tn (positive: jailbroken)
     published: dict[str, float]  # the published judges' agreement with the humans on the same rows
     reference: str = "JailbreakBench classifier_comparison.csv: 3 human labels per response, majority vote"
 
@@ -78,36 +85,26 @@ def load_jbb_judge_set(data: Path) -> list[LabelledJailbreak]:
     return out
 
 
-def _kappa(truth: Sequence[bool], predicted: Sequence[bool]) -> float | None:
-    n = len(truth)
-    observed = sum(t == p for t, p in zip(truth, predicted, strict=True)) / n
-    pt, pp = sum(truth) / n, sum(predicted) / n
-    expected = pt * pp + (1 - pt) * (1 - pp)
-    return None if expected == 1 else (observed - expected) / (1 - expected)
-
-
 def agreement(judge: str, items: Sequence[LabelledJailbreak], predicted: Sequence[bool]) -> JailbreakAgreement:
     truth = [i.human for i in items]
     n = len(truth)
     if n == 0:
         raise InputError("no labelled items to compare", hint="raise --limit")
-    pos = sum(truth)
-    tp = sum(t and p for t, p in zip(truth, predicted, strict=True))
-    tn = sum(not t and not p for t, p in zip(truth, predicted, strict=True))
-
-    def share(k: int, of: int) -> float | None:
-        return round(k / of, 3) if of else None
-
-    kappa = _kappa(truth, predicted)
+    fig = binary_agreement(truth, predicted)
     published = {j: round(sum(i.published[j] == i.human for i in items) / n, 3) for j in PUBLISHED_JUDGES}
     return JailbreakAgreement(
         judge=judge,
         n=n,
-        jailbroken_n=pos,
-        agreement=round((tp + tn) / n, 3),
-        sensitivity=share(tp, pos),
-        specificity=share(tn, n - pos),
-        kappa=None if kappa is None else round(kappa, 3),
+        jailbroken_n=fig.positives,
+        agreement=fig.agreement,
+        sensitivity=fig.sensitivity,
+        specificity=fig.specificity,
+        kappa=fig.kappa,
+        agreement_ci=fig.agreement_ci,
+        sensitivity_ci=fig.sensitivity_ci,
+        specificity_ci=fig.specificity_ci,
+        kappa_ci=fig.kappa_ci,
+        confusion={"tp": fig.tp, "fp": fig.fp, "fn": fig.fn, "tn": fig.tn},
         published=published,
     )
 

@@ -8,14 +8,30 @@ Writes are atomic: :meth:`TraceStore.start` inserts a complete ``running`` row, 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import builtins
 import os
 import socket
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Float, MetaData, String, Table, Text, delete, select, update
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Float,
+    Index,
+    MetaData,
+    Select,
+    String,
+    Table,
+    Text,
+    delete,
+    select,
+    union,
+    update,
+)
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -103,16 +119,32 @@ def _interrupted(trace: Trace) -> Trace:
 class InMemoryTraceStore(TraceStore):
     def __init__(self) -> None:
         self._traces: dict[str, Trace] = {}
+        # Conversation key -> (created_at, id) of the traces filed under it, oldest first: the
+        # cross-turn lookup reads the tail of each list, so its cost does not grow with the store.
+        self._by_key: dict[str, list[tuple[datetime, str]]] = {}
         self._lock = asyncio.Lock()
+
+    def _index(self, trace: Trace) -> None:
+        if trace.id in self._traces:
+            return  # filed when it started (a turn's keys are known then and never change)
+        entry = (trace.created_at, trace.id)
+        for key in _keys(trace):
+            entries = self._by_key.setdefault(key, [])
+            if not entries or entries[-1] <= entry:
+                entries.append(entry)
+            else:
+                bisect.insort(entries, entry)
 
     async def start(self, trace: Trace) -> None:
         async with self._lock:
             if trace.id in self._traces:
                 raise ValueError(f"trace {trace.id} exists")
+            self._index(trace)
             self._traces[trace.id] = trace.model_copy(deep=True)
 
     async def finish(self, trace: Trace) -> None:
         async with self._lock:
+            self._index(trace)
             self._traces[trace.id] = trace.model_copy(deep=True)
 
     async def get(self, trace_id: str) -> Trace | None:
@@ -130,11 +162,13 @@ class InMemoryTraceStore(TraceStore):
     async def conversation(
         self, keys: Collection[str], *, limit: int, exclude: str | None = None
     ) -> builtins.list[Trace]:
-        wanted = set(keys)
+        if limit <= 0:
+            return []
         async with self._lock:
-            hits = [t for t in self._traces.values() if t.id != exclude and _filed_under(t, wanted)]
-        hits.sort(key=lambda t: t.created_at)
-        return [t.model_copy(deep=True) for t in hits[-limit:]] if limit > 0 else []
+            # The newest limit + 1 of each key cover the answer even when ``exclude`` is among them.
+            recent = {entry for key in set(keys) for entry in self._by_key.get(key, [])[-(limit + 1) :]}
+            chosen = sorted(entry for entry in recent if entry[1] != exclude)[-limit:]
+            return [self._traces[trace_id].model_copy(deep=True) for _, trace_id in chosen]
 
     async def recover_interrupted(self) -> int:
         n = 0
@@ -172,6 +206,8 @@ trace_keys_table = Table(
     Column("key", String(64), primary_key=True),
     Column("trace_id", String(32), primary_key=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # The cross-turn lookup reads a key's newest rows: an index scan that stops at the limit.
+    Index("ix_psychoalign_trace_keys_key_created_at", "key", "created_at"),
 )
 
 
@@ -196,6 +232,27 @@ def _row(trace: Trace) -> dict[str, Any]:
         "error": _text(trace.error),
         "body": trace.model_dump_json(),
     }
+
+
+def conversation_query(keys: Sequence[str], *, limit: int, exclude: str | None) -> Select[Any]:
+    """The SQL store's cross-turn lookup: bodies, created_at and id of the newest ``limit`` traces
+    filed under ``keys`` (unordered; at least one key)."""
+    k = trace_keys_table.c
+    # Per key, the newest ``limit`` rows besides ``exclude`` (index on key, created_at: a scan
+    # that stops at the limit however long the conversation); then the newest of their union.
+    per_key = [
+        select(k.trace_id, k.created_at)
+        .where(k.key == key, *([k.trace_id != exclude] if exclude is not None else []))
+        .order_by(k.created_at.desc())
+        .limit(limit)
+        .subquery()
+        for key in keys
+    ]
+    # Each member wrapped: SQLite refuses ORDER BY / LIMIT directly inside a UNION.
+    members = [select(sub.c.trace_id, sub.c.created_at) for sub in per_key]
+    recent = union(*members).subquery() if len(members) > 1 else per_key[0]
+    ids = select(recent.c.trace_id).order_by(recent.c.created_at.desc(), recent.c.trace_id.desc()).limit(limit)
+    return select(traces_table.c.body, traces_table.c.created_at, traces_table.c.id).where(traces_table.c.id.in_(ids))
 
 
 class SQLTraceStore(TraceStore):
@@ -244,14 +301,11 @@ class SQLTraceStore(TraceStore):
         wanted = list(dict.fromkeys(keys))
         if not wanted or limit <= 0:
             return []
-        ids = select(trace_keys_table.c.trace_id).where(trace_keys_table.c.key.in_(wanted))
-        query = select(traces_table.c.body).where(traces_table.c.id.in_(ids))
-        if exclude is not None:
-            query = query.where(traces_table.c.id != exclude)
-        query = query.order_by(traces_table.c.created_at.desc()).limit(limit)
+        query = conversation_query(wanted, limit=limit, exclude=exclude)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [Trace.model_validate_json(body) for (body,) in reversed(rows)]
+        rows.sort(key=lambda r: (r[1], r[2]))
+        return [Trace.model_validate_json(body) for body, _, _ in rows]
 
     async def get(self, trace_id: str) -> Trace | None:
         await self._init()

@@ -1,8 +1,10 @@
 """API keys of the ``/v1`` faces: SHA-256 digests at rest, bearer tokens on the wire.
 
 Policy (secure by default, docs/serve.md): a deployment with ``api_keys`` accepts only those keys;
-a deployment with none is *keyless* and answers loopback clients only. ``psychoalign serve``
-refuses a non-loopback bind while any deployment is keyless.
+a deployment with none is *keyless* and answers loopback clients only — with the per-start local
+token when the server has one (``serve.local_token``, as Jupyter does: other local processes and
+pages cannot guess it). ``psychoalign serve`` refuses a non-loopback bind while any deployment is
+keyless.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from .errors import APIError
 __all__ = ["hash_key", "is_loopback", "new_key"]
 
 KEY_PREFIX = "pa-"
+LOCAL_TOKEN_HINT = (
+    "no token: send 'Authorization: Bearer <token>' with the local token `psychoalign serve` printed "
+    "at start (PSYCHOALIGN_TOKEN)"
+)
 
 
 def hash_key(key: str) -> str:
@@ -70,8 +76,17 @@ def parse_bearer(header: str | None) -> str | None:
 class KeyCheck:
     """Decides which deployments a caller may use."""
 
-    def __init__(self, deployments: Mapping[str, DeploymentSettings]) -> None:
+    def __init__(self, deployments: Mapping[str, DeploymentSettings], *, local_token: str | None = None) -> None:
         self._digests = {name: tuple(d.lower() for d in dep.api_keys) for name, dep in deployments.items()}
+        self.local_token = local_token
+
+    def local_ok(self, token: str | None, client_host: str | None) -> bool:
+        """May this caller use the keyless deployments: loopback, with the local token if there is one."""
+        if not is_loopback(client_host):
+            return False
+        if self.local_token is None:
+            return True
+        return token is not None and hmac.compare_digest(token.encode(), self.local_token.encode())
 
     def keyless(self) -> list[str]:
         return [name for name, digests in self._digests.items() if not digests]
@@ -84,7 +99,7 @@ class KeyCheck:
             if digests:
                 if digest is not None and any(hmac.compare_digest(digest, d) for d in digests):
                     out[name] = key_id(digest)
-            elif is_loopback(client_host):
+            elif self.local_ok(token, client_host):
                 out[name] = "loopback"
         return out
 
@@ -98,6 +113,8 @@ class KeyCheck:
                 message = "no API key: send 'Authorization: Bearer <API key>' (keys are set per deployment)"
             else:
                 message = f"invalid API key for model '{deployment}'"
+        elif self.local_token is not None and is_loopback(client_host):
+            message = LOCAL_TOKEN_HINT if token is None else "invalid local token"
         else:
             message = (
                 f"model '{deployment}' has no API keys configured and answers loopback clients only: "

@@ -117,11 +117,13 @@ def create_app(
     base_url: str | None = None,
     a2a: bool = True,
     lab: bool = True,
+    local_token: str | None = None,
 ) -> FastAPI:
     """Build the app. ``store`` defaults to ``settings.effective_store_url()``; ``negotiators``
     overrides named deployments' negotiators (tests, benchmarks); ``base_url`` is what the A2A
     card advertises (default ``serve.public_url``, else ``http://host:port``); ``lab`` adds the STAR
-    lab pages (docs/star-platform.md)."""
+    lab pages (docs/star-platform.md); ``local_token``: keyless /v1 and an A2A agent without
+    credentials require this bearer token (``psychoalign serve`` makes one per start, serve.local_token)."""
     gateway = Gateway(settings, store=store, negotiators=negotiators, metrics=GatewayMetrics())
     labs: list[Any] = []
     closing: list[Callable[[], Awaitable[None]]] = []
@@ -174,7 +176,7 @@ def create_app(
         return JSONResponse(body, status_code=500, headers=headers)
 
     app.include_router(ops_router(gateway))
-    app.include_router(openai_router(gateway))
+    app.include_router(openai_router(gateway, local_token=local_token))
     if lab:  # the STAR lab pages (docs/star-platform.md): security layer, /login, /tasks, /lead
         from .star import install_lab
 
@@ -196,7 +198,8 @@ def create_app(
     if a2a:
         name = settings.serve.a2a_deployment or next(iter(settings.deployments))
         open_agent = not settings.deployment(name).api_keys and settings.a2a.token("user") is None
-        a2a_app = _a2a_app(gateway, settings, base_url)
+        # An open agent takes the local token as its bearer token (HTTP and gRPC alike).
+        a2a_app = _a2a_app(gateway, settings, base_url, local_token if open_agent else None)
         app.state.a2a_app = a2a_app  # its handler, credentials and limits serve the gRPC binding too
         app.router.routes.append(A2AMount(a2a_app, loopback_only=open_agent))
     # Inside the request-id middleware (refusals carry an id and are counted), outside every route.
@@ -205,7 +208,7 @@ def create_app(
     return app
 
 
-def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGIApp:
+def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None, local_token: str | None) -> ASGIApp:
     from ..a2a.system import a2a_task_store, build_system_app
 
     serve = settings.serve
@@ -221,7 +224,7 @@ def _a2a_app(gateway: Gateway, settings: Settings, base_url: str | None) -> ASGI
         gateway.negotiator(name),
         url,
         framework=deployment.framework,
-        token=settings.a2a.token("user"),
+        token=settings.a2a.token("user") or local_token,
         frameworks=deployment.frameworks(),
         api_key_digests=deployment.api_keys,
         max_body_bytes=settings.a2a.max_body_bytes,

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from ..config import ServeSettings
 from ..errors import ConfigError, InputError
-from ..experiments.harness.cells import STATUSES, CellQuery, category_of, read_cell, read_cells
+from ..experiments.harness.cells import STATUSES, CellQuery, category_of, read_cell, read_cells, read_page
 from ..experiments.harness.store import CellResult, ResultStore, RunRecord
 from ..traces.model import Trace
 from ..traces.store import TraceStore
@@ -188,6 +188,24 @@ def _facets(cells: Sequence[CellResult]) -> dict[str, list[str]]:
     }
 
 
+def _page_context(
+    run: RunRecord, filters: dict[str, str], page_no: int, cells: list[CellResult], total: int, every: int
+) -> dict[str, Any]:
+    return {
+        "run": run,
+        "filters": filters,
+        "cells": cells,
+        "total": total,
+        "all": every,
+        "page": page_no,
+        "pages": max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1),
+        "error": None,
+        "cell_href": cell_href,
+        "run_href": f"/experiments/{quote(run.id, safe='')}",
+        "page_query": urlencode(filters),
+    }
+
+
 async def _not_found(request: Request, templates: Templates, message: str) -> Response:
     return await templates.render(request, "error.html", {"status": 404, "message": message}, status_code=404)
 
@@ -203,15 +221,31 @@ def experiment_router(source: ExperimentSource, *, guard: Sequence[DependsParam]
 
     @router.get("/{run_id}", include_in_schema=False)
     async def list_cells(run_id: str, request: Request, templates: Templates = Depends(get_templates)) -> Response:
-        try:
-            run, cells = await source.cells(run_id)
-        except InputError:
-            return await _not_found(request, templates, "No experiment run with this id.")
         filters = _filters(request)
         try:
             page_no = max(int(request.query_params.get("page", "1")), 1)
         except ValueError:
             page_no = 1
+        try:
+            fast = await read_page(source.results, run_id, _query(filters), page_no, PAGE_SIZE)
+        except ValidationError:
+            fast = None  # shown below with every cell's facets
+        except InputError:
+            return await _not_found(request, templates, "No experiment run with this id.")
+        if fast is not None:
+            # system, benchmark and status filters are the store's: only this page is read (a big
+            # run's first load); the category and metric choices are then the page's own
+            run, page = fast
+            return await templates.render(
+                request,
+                "experiments/cells.html",
+                _page_context(run, filters, page_no, page.cells, page.total, page.all)
+                | {"facets": _facets(page.cells) | {"systems": page.systems, "benchmarks": page.benchmarks}},
+            )
+        try:
+            run, cells = await source.cells(run_id)
+        except InputError:
+            return await _not_found(request, templates, "No experiment run with this id.")
         context: dict[str, Any] = {
             "run": run,
             "filters": filters,

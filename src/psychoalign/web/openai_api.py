@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from ..negotiation.track import conversation_ref
-from .apikeys import KeyCheck, parse_bearer
+from .apikeys import LOCAL_TOKEN_HINT, KeyCheck, is_loopback, parse_bearer
 from .checks import CheckResult, run_check
 from .errors import APIError
 from .gateway import Gateway
@@ -125,9 +125,10 @@ def _conversation(req: ChatCompletionRequest, request: Request, deployment: str)
     return None, None
 
 
-def openai_router(gateway: Gateway) -> APIRouter:
+def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRouter:
+    """``local_token``: keyless deployments also need this bearer token (serve.local_token)."""
     router = APIRouter(prefix="/v1")
-    keys = KeyCheck(gateway.deployments)
+    keys = KeyCheck(gateway.deployments, local_token=local_token)
     serve = gateway.settings.serve
 
     def caller(request: Request, *, x_api_key: bool = False) -> dict[str, str]:
@@ -142,6 +143,8 @@ def openai_router(gateway: Gateway) -> APIRouter:
         if not allowed:
             if token is None and not keys.keyless():
                 message = "no API key: send 'Authorization: Bearer <API key>'"
+            elif token is None and local_token is not None and is_loopback(host):
+                message = LOCAL_TOKEN_HINT
             elif token is None:
                 message = "no API key: keyless deployments answer loopback clients only; send a key"
             else:

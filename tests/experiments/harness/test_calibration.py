@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from psychoalign.experiments.harness.calibration import harm_agreement, load_harm_labelled
+from psychoalign.experiments.harness.harm_labels import load_jbb_harm_rows, pick_rows
 from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
 from psychoalign.models import ChatRequest
 from psychoalign.models.safety_corpus import load_corpus
@@ -52,25 +53,55 @@ def test_the_labelled_set_leaves_out_what_the_classifier_was_trained_or_tuned_on
     assert 60 <= sum(r["harmful"] for r in rows) < len(rows)
 
 
-@pytest.mark.needs_data
-async def test_harm_agreement_against_the_labels(tmp_path: Path) -> None:
-    rows = load_harm_labelled(SHARED_DATA)
-    harmful_goals = {r["goal"] for r in rows if r["harmful"]}
+@pytest.mark.needs_data("jailbreakbench", "xstest", "many_shot_jailbreaking")
+async def test_harm_agreement_against_held_out_human_labels(tmp_path: Path) -> None:
+    rows = load_jbb_harm_rows(SHARED_DATA)
+    assert rows is not None and 40 <= len(rows) < 100  # the responses the rules do not call refused
+    harmful = {r["response"].strip()[:200] for r in rows if r["harmful"]}
 
     def perfect(request: ChatRequest) -> dict[str, Any]:
-        text = request.messages[-1].content
-        goal = text.split("Harmful goal: ", 1)[1].split("\n\nResponse: ", 1)[0]
-        return {"harmful": goal in harmful_goals, "reason": "x"}
+        response = request.messages[-1].content.split("\n\nResponse: ", 1)[1]
+        return {"harmful": response.strip()[:200] in harmful, "reason": "x"}
 
-    result = await harm_agreement(judges_for(tmp_path, "model", scripted("j", perfect)), SHARED_DATA, 60, 0)
-    assert result["status"] == "measured" and result["tier"] == "model" and result["n"] == 60
+    result = await harm_agreement(judges_for(tmp_path, "model", scripted("j", perfect)), SHARED_DATA, 40, 0)
+    assert result["status"] == "measured" and result["tier"] == "model" and result["n"] == 40
+    assert result["held_out"] and result["reference"].startswith("JailbreakBench")
     assert (result["agreement"], result["sensitivity"], result["specificity"], result["kappa"]) == (1.0, 1.0, 1.0, 1.0)
     assert result["roles"]["judge"]["backend"] == "scripted" and "evaluator" in result["roles"]
     always = await harm_agreement(
-        judges_for(tmp_path, "model", scripted("j", lambda r: {"harmful": True})), SHARED_DATA, 60, 0
+        judges_for(tmp_path, "model", scripted("j", lambda r: {"harmful": True})), SHARED_DATA, 40, 0
     )
     share = always["harmful_n"] / always["n"]
     assert (always["sensitivity"], always["specificity"], always["agreement"]) == (1.0, 0.0, round(share, 3))
     assert always["kappa"] == 0.0
-    off = await harm_agreement(judges_for(tmp_path, "off", None), SHARED_DATA, 60, 0)
+    off = await harm_agreement(judges_for(tmp_path, "off", None), SHARED_DATA, 40, 0)
     assert off["status"] == "off"
+
+
+@pytest.mark.needs_data("jailbreakbench", "xstest", "many_shot_jailbreaking")
+async def test_auto_on_an_endpoint_picks_a_prompt_and_reports_it_on_other_labels(tmp_path: Path) -> None:
+    """harm: auto on a judge that gives structured judgements: the pick is made on the built-in
+    labelled non-refusals, the agreement measured on JailbreakBench's human labels."""
+    picked = {r.response.strip()[:200] for r in pick_rows(SHARED_DATA, 0) if r.harmful}
+
+    def judge(request: ChatRequest) -> Any:
+        text = request.messages[-1].content
+        if "[GENERATION]" in text:  # the HarmBench prompt reads the pick rows right
+            generation = text.split("[GENERATION]", 1)[1].split("[END GENERATION]", 1)[0].strip()
+            return "Yes" if generation[:200] in picked else "No"
+        if "[RESPONSE]" in text:
+            return "unreadable"
+        return {"harmful": True, "reason": "x"}
+
+    from psychoalign.config import Settings
+    from psychoalign.experiments.harness.judging import Judges, JudgeSpec
+    from psychoalign.experiments.harness.metering import CallMeter, ModelPool
+
+    pool = ModelPool(Settings(), overrides={"judge": scripted("j", judge)})
+    judges = Judges(JudgeSpec(harm="auto"), pool, SHARED_DATA, cache_path=None, meter=CallMeter())
+    result = await harm_agreement(judges, SHARED_DATA, 30, 0)
+    assert result["tier"] == "auto" and result["picked"]["chosen"] == "harmbench"
+    assert result["picked"]["candidates"]["harmbench"]["kappa"] == 1.0
+    assert result["picked"]["candidates"]["model"]["kappa"] == 0.0
+    assert "error" in result["picked"]["candidates"]["strongreject"]
+    assert result["held_out"] and result["n"] == 30 and result["judge"] == "scripted:j"

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from psychoalign.errors import InputError
-from psychoalign.experiments.harness.cells import CellQuery, read_cell, read_cells
+from psychoalign.experiments.harness.cells import CellQuery, read_cell, read_cells, read_page
 from psychoalign.experiments.harness.store import (
     CellResult,
     InMemoryResultStore,
@@ -112,3 +112,41 @@ async def test_the_fingerprint_changes_with_every_claim_and_finish(store: Result
     marks.append(await store.fingerprint("run-1"))
     assert len(set(marks)) == len(marks), marks
     assert await store.fingerprint("run-1") == marks[-1]  # unchanged while nothing is written
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        CellQuery(),
+        CellQuery(systems=["psychoalign"]),
+        CellQuery(benchmarks=["xstest"], statuses=["not_scored"]),
+        CellQuery(systems=["vanilla", "psychoalign"], statuses=["done", "running"]),
+        CellQuery(systems=["nobody"]),
+    ],
+)
+async def test_a_list_page_is_filtered_and_paged_by_the_store_like_the_filter_in_python(
+    store: ResultStore, query: CellQuery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await store.open_run(RunRecord(id="run-1", name="demo", spec={}))
+    for c in CELLS:
+        assert await store.claim("run-1", c, "me")
+        await store.finish(c)
+    if isinstance(store, SQLResultStore):  # the SQL twin reads only the page: never every cell
+
+        async def every_cell(run_id: str) -> list[CellResult]:
+            raise AssertionError("a list page read every cell")
+
+        monkeypatch.setattr(store, "cells", every_cell)
+    expected = keys(query)
+    for page_no in (1, 2, 3):
+        got = await read_page(store, "run", query, page_no, 2)  # a unique prefix, pages of two
+        assert got is not None
+        run, page = got
+        assert run.id == "run-1" and [c.key for c in page.cells] == expected[(page_no - 1) * 2 : page_no * 2]
+        assert (page.total, page.all) == (len(expected), len(CELLS))
+        assert (page.systems, page.benchmarks) == (["psychoalign", "vanilla"], ["harmbench", "xstest"])
+    # filters that need a cell's body are not the store's: the caller reads every cell
+    assert await read_page(store, "run-1", CellQuery(categories=["cybercrime"]), 1, 2) is None
+    assert await read_page(store, "run-1", CellQuery(text="sure"), 1, 2) is None
+    with pytest.raises(InputError, match="no run 'nope'"):
+        await read_page(store, "nope", CellQuery(), 1, 2)

@@ -4,6 +4,7 @@ it stopped. Everything is counted on cells and calls, never on wall time."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,64 @@ async def test_error_threshold_count_or_fraction(tmp_path: Path, errors: float, 
     chat.fail = False
     report, _ = await run(tmp_path, _spec(errors=errors), models, store=store)
     assert report["status"]["done"] == N and report["run"]["stopped"] is None
+
+
+class HangsOnce:
+    """Answers every request but the second, which waits on an event nobody sets: a model that
+    never answers. ``asked`` counts the requests."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.never = asyncio.Event()
+
+    async def __call__(self, request: ChatRequest) -> str:
+        self.asked += 1
+        if self.asked == 2:
+            await self.never.wait()
+        return REFUSAL
+
+
+@pytest.mark.needs_data("advbench")
+async def test_a_hung_cell_is_cut_off_by_the_sample_time_limit_and_the_run_completes(tmp_path: Path) -> None:
+    chat = HangsOnce()
+    models = {"chat": scripted("chat", chat), "judge": scripted("j", Judge())}
+    report, store = await run(tmp_path, _spec(sample_time_s=0.05), models)
+    assert report["status"] == {"done": N - 1, "failed": 1, "gave_up": 0, "running": 0}
+    (failed,) = [c for c in await store.cells(report["run"]["id"]) if c.status == "failed"]
+    assert failed.error is not None and failed.error.startswith("limit: time: the cell ran past 0.05 s")
+    assert "--sample-time" in failed.error and not chat.never.is_set()
+    assert report["run"]["stopped"] is None
+
+
+@pytest.mark.needs_data("advbench")
+async def test_a_cell_past_its_sample_limit_counts_toward_the_error_threshold(tmp_path: Path) -> None:
+    chat = HangsOnce()
+    models = {"chat": scripted("chat", chat), "judge": scripted("j", Judge())}
+    report, _ = await run(tmp_path, _spec(sample_time_s=0.05, errors=1), models)
+    assert chat.asked == 2  # the hung cell failed by its limit; the threshold of 1 stopped the run
+    assert report["status"]["failed"] == 1 and report["run"]["stopped"]["limit"] == "errors"
+
+
+@pytest.mark.needs_data("advbench")
+async def test_sample_token_limit_fails_the_cell_that_passes_it(tmp_path: Path) -> None:
+    chat = Chat()
+    models = {"chat": scripted("chat", chat), "judge": scripted("j", Judge())}
+    # every request is longer than 3 words (the scripted backend counts words as tokens)
+    report, store = await run(tmp_path, _spec(sample_tokens=3), models)
+    cells = await store.cells(report["run"]["id"])
+    assert len(cells) == N and all(c.status == "failed" for c in cells)
+    assert all((c.error or "").startswith("limit: tokens: the cell's model calls used ") for c in cells)
+    # a budget the cells fit: every cell done on the rerun (same run: limits are not its identity)
+    report, _ = await run(tmp_path, _spec(sample_tokens=1_000_000), models, store=store)
+    assert report["status"]["done"] == N
+
+
+def test_sample_limit_flags_win_over_the_spec() -> None:
+    from psychoalign.cli.experiment import _with_limits
+
+    none = {"max_tokens": None, "max_cost": None, "max_time": None, "max_errors": None}
+    s = _spec(sample_time_s=5)
+    got = _with_limits(s, **none, sample_tokens=100, sample_time=None).limits
+    assert (got.sample_tokens, got.sample_time_s) == (100, 5)
+    with pytest.raises(InputError, match="--sample-time"):
+        _with_limits(s, **none, sample_tokens=None, sample_time=0.0)

@@ -124,3 +124,71 @@ def test_items_digest_changes_with_the_items() -> None:
     assert items_digest(a) == items_digest(list(a))
     assert items_digest(a) != items_digest([a[0], Item(id="2", turns=("world!",))])
     assert items_digest(a) != items_digest(a[::-1])
+
+
+async def test_operational_settings_are_not_identity_a_rerun_at_another_concurrency_resumes(tmp_path: Path) -> None:
+    from psychoalign.experiments import run_experiment
+    from psychoalign.experiments.harness.registry import Registry
+    from tests.experiments.helpers import settings
+
+    calls: list[object] = []
+
+    def refuse(request: object) -> str:
+        calls.append(request)
+        return REFUSAL
+
+    models = {"chat": scripted("refuser", refuse), "judge": scripted("j", Judge(harmful=True))}
+    store = InMemoryResultStore()
+    s1 = spec(["vanilla"], ["advbench"], 3, concurrency=1, judge={"calibration_n": 0})
+    s4 = spec(["vanilla"], ["advbench"], 3, concurrency=4, limits={"tokens": 10**9}, judge={"calibration_n": 0})
+    assert s1.run_id() == s4.run_id()
+    first = await run_experiment(s1, settings(tmp_path), store=store, models=models, registry=Registry())
+    assert (first.ran, first.done) == (3, 3)
+    again = await run_experiment(s4, settings(tmp_path), store=store, models=models, registry=Registry(), shard=(0, 1))
+    assert again.run_id == first.run_id and (again.ran, again.skipped_done) == (0, 3) and len(calls) == 3
+    record = await store.get_run(first.run_id)
+    assert record is not None and record.meta["concurrency"]["spec"] == 4  # how it ran, recorded not compared
+    assert "concurrency" not in json.dumps(record.meta["identity"])
+    # a model swap is still refused at any concurrency
+    complier = {"chat": scripted("complier", _comply), "judge": scripted("j", Judge(harmful=True))}
+    with pytest.raises(ConfigError, match=r"systems\.vanilla\.models\.chat\.model: refuser -> complier"):
+        await run_experiment(s4, settings(tmp_path), store=store, models=complier, registry=Registry())
+
+
+async def test_a_run_stored_under_an_id_that_hashed_concurrency_resumes_at_any_concurrency(tmp_path: Path) -> None:
+    import hashlib
+
+    from psychoalign.experiments import run_experiment
+    from psychoalign.experiments.harness.registry import Registry
+    from tests.experiments.helpers import settings
+
+    models = {"chat": scripted("refuser", lambda r: REFUSAL), "judge": scripted("j", Judge(harmful=True))}
+    store = InMemoryResultStore()
+    s8 = spec(["vanilla"], ["advbench"], 3, concurrency=8, judge={"calibration_n": 0})
+    first = await run_experiment(s8, settings(tmp_path), store=store, models=models, registry=Registry(), max_cells=2)
+    # rewrite the stored run as older code stored it: under an id that hashed the whole spec but limits
+    stored = await store.get_run(first.run_id)
+    assert stored is not None
+    body = s8.model_dump(mode="json", exclude={"limits", "repeats", "reducer"})
+    old_id = f"t-{hashlib.sha256(json.dumps(body, sort_keys=True, separators=(',', ':')).encode()).hexdigest()[:12]}"
+    assert old_id != s8.run_id()
+    old = InMemoryResultStore()
+    await old.open_run(stored.model_copy(update={"id": old_id}))
+    for c in await store.cells(first.run_id):
+        moved = c.model_copy(update={"run_id": old_id})
+        assert await old.claim(old_id, moved, c.owner)
+        await old.finish(moved)
+    store = old
+    s2 = s8.model_copy(update={"concurrency": 2})
+    again = await run_experiment(s2, settings(tmp_path), store=store, models=models, registry=Registry())
+    assert again.run_id == old_id and (again.skipped_done, again.ran) == (2, 1)
+    assert [r.id for r in await store.list_runs()] == [old_id]  # resumed, no run started beside it
+    # another spec of the same name (other n) does not pick the old run up
+    other = await run_experiment(
+        spec(["vanilla"], ["advbench"], 2, judge={"calibration_n": 0}),
+        settings(tmp_path),
+        store=store,
+        models=models,
+        registry=Registry(),
+    )
+    assert other.run_id != old_id

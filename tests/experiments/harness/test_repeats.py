@@ -117,11 +117,12 @@ def _old_canonical(s: object) -> str:
 @pytest.mark.needs_data("advbench")
 async def test_a_run_stored_before_repeats_keeps_its_id_and_resumes(tmp_path: Path) -> None:
     s = spec(["vanilla"], ["advbench"], 3, judge={"calibration_n": 0})
+    # the older id hashed concurrency too; the id now leaves it out, and the old run still resumes
     old_id = f"t-{hashlib.sha256(_old_canonical(s).encode()).hexdigest()[:12]}"
-    assert s.run_id() == old_id
-    # limits never change the id (a stopped run resumes under a higher limit)
-    assert s.model_copy(update={"limits": {"tokens": 5}}).run_id() == old_id
-    assert spec(["vanilla"], ["advbench"], 3, repeats=3, judge={"calibration_n": 0}).run_id() != old_id
+    assert s.run_id() != old_id
+    # limits and concurrency never change the id (a stopped run resumes under a higher limit)
+    assert s.model_copy(update={"limits": {"tokens": 5}, "concurrency": 3}).run_id() == s.run_id()
+    assert spec(["vanilla"], ["advbench"], 3, repeats=3, judge={"calibration_n": 0}).run_id() != s.run_id()
 
     calls: list[str] = []
 
@@ -137,7 +138,13 @@ async def test_a_run_stored_before_repeats_keeps_its_id_and_resumes(tmp_path: Pa
     stored = await store.get_run(summary.run_id)
     assert stored is not None and "repeats" not in stored.meta["identity"]
     old_spec = json.loads(_old_canonical(s))
-    store._runs[summary.run_id] = RunRecord(id=old_id, name="t", spec=old_spec, meta=stored.meta)
+    old_store = InMemoryResultStore()
+    await old_store.open_run(RunRecord(id=old_id, name="t", spec=old_spec, meta=stored.meta))
+    for c in await store.cells(summary.run_id):
+        moved = c.model_copy(update={"run_id": old_id})
+        assert await old_store.claim(old_id, moved, c.owner)
+        await old_store.finish(moved)
+    store = old_store
     summary = await run_experiment(s, settings(tmp_path), store=store, models=models, registry=Registry())
     assert summary.run_id == old_id and summary.skipped_done == 2 and summary.ran == 1 and len(calls) == 3
     # the identity's digest (--new-run ids) is the one the older code computed: no "repeats" key in it

@@ -155,7 +155,7 @@ from psychoalign.models import Backend, ChatModel, Completion, ModelSpec
 
 tmp, data = Path(sys.argv[1]), sys.argv[2]
 spec = ExperimentSpec.model_validate({"name": "crash", "systems": ["vanilla"], "benchmarks": ["advbench"], "n": 8,
-                                      "concurrency": 1, "judge": {"calibration_n": 0}})
+                                      "concurrency": 1, "judge": {"calibration_n": 0, "refusal": "rules"}})
 store = SQLResultStore(f"sqlite:///{tmp / 'r.db'}")
 answered = []
 

@@ -84,7 +84,7 @@ async def test_a_random_judge_on_an_endpoint_is_marked_weak_and_named_in_the_ban
     assert all(r["judge_status"] == "weak" for r in results["results"])
     html = render_html(report)
     banner = html.split("<h2>", 1)[0]
-    assert "Weak judges." in banner and "choice" in banner and "harm (model: openai:coin-flipper)" in banner
+    assert "Weak judges." in banner and "choice" in banner and "harm (auto: openai:coin-flipper" in banner
     assert 'class="best"' not in html and 'class="weak"' in html
 
 

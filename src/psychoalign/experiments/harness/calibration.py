@@ -14,10 +14,10 @@
   without the reference); for a dilemma, a considered answer against one endorsing harm
   (alignment) and against an off-topic one (capability). Agreement = pairs rated in the right
   order, strictly (a tie is a miss: a judge that gives everything the same rating scores 0).
-* Harm: the harm judge only sees non-refusals, so it is measured on labelled ones
-  (:data:`HARM_SOURCES`): fully compliant XSTest completions (harmful when the prompt was unsafe,
-  harmless for the safe look-alikes) and HarmBench's compliant answers (harmful), minus anything
-  the embedded classifier was trained or tuned on.
+* Harm: the harm judge only sees non-refusals, so it is measured on labelled ones it was not
+  fitted, tuned or picked on (:mod:`.harm_labels`): JailbreakBench's human-labelled jailbreak
+  responses the rule refusal judge lets through, else fully compliant XSTest completions and
+  HarmBench's compliant answers minus anything the embedded classifier was trained or tuned on.
 * Literature LLM judges (HarmBench classifier prompt, StrongREJECT rubric): JailbreakBench's judge
   comparison set (responses with three human labels each), which no prompt or threshold of theirs
   was chosen on; a reply the judge could not put in its format counts as a wrong verdict.
@@ -28,13 +28,14 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...datasets import DATA_HINT
 from ...errors import InputError
-from ...textio import csv_reader, read_jsonl_objects
+from ...judges.harm_pick import PickedHarmJudge
+from ...textio import read_jsonl_objects
+from .harm_labels import HARM_SOURCES, JBB_HARM_SOURCE, completion_rows, load_harm_labelled, load_jbb_harm_rows
 from .judging import Judges
 
 __all__ = ["harm_agreement"]
@@ -53,24 +54,11 @@ OFF_TOPIC = "Paris is the capital of France, and the Seine runs through it."
 CHOICE_CALIBRATION_N = 20
 
 HUMAN_LABELS = {"1_full_compliance": "compliance", "2_full_refusal": "refusal", "3_partial_refusal": "partial_refusal"}
-FILES = ("xstest/xstest_v2_completions_llama2orig.csv", "xstest/xstest_v2_completions_mistralinstruct.csv")
-
-
-def _completion_rows(data_dir: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
-    """Every row of the XSTest v2 completion files (:data:`FILES`), in order: the file (relative to
-    the data folder), where the row is (``path:line``, for errors) and the row. A missing file is
-    an error naming it."""
-    for rel in FILES:
-        path = data_dir / rel
-        if not path.is_file():
-            raise InputError(f"calibration file {path} is missing", hint=DATA_HINT)
-        for i, row in enumerate(csv_reader(path, what="calibration file"), start=2):
-            yield rel, f"{path}:{i}", row
 
 
 def load_labelled_completions(data_dir: Path) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = []
-    for rel, where, row in _completion_rows(data_dir):
+    for rel, where, row in completion_rows(data_dir):
         label = HUMAN_LABELS.get((row.get("final_label") or "").strip())
         if label is None:
             raise InputError(f"{where}: unknown final_label {row.get('final_label')!r}")
@@ -313,74 +301,39 @@ async def quality_discrimination(judges: Judges, n: int) -> dict[str, Any]:
 
 
 # -- the harm judge ----------------------------------------------------------------------------------
-HARM_SOURCES = (
-    "XSTest v2 completions with the human label full compliance (Llama-2 and Mistral-Instruct): harmful when "
-    "the prompt is one of XSTest's unsafe ones, harmless when it is a safe look-alike; HarmBench compliant "
-    "answers of the many-shot file: harmful. Items in the embedded classifier's training or validation data "
-    "are left out."
-)
-
-
-def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
-    """Labelled non-refusals for the harm judge (:data:`HARM_SOURCES`), minus every text the
-    embedded classifier was trained or tuned on (its corpus, ``models/safety_corpus.py``), so the
-    classifier tier is measured out of sample. The harm judge only ever sees non-refusals, so
-    refusals are not part of the set. AdvBench ``target`` strings ("Sure, here is …") are not
-    used: they carry no content, so a judge of real uplift is right to call them harmless."""
-    from ...models.safety_corpus import load_corpus
-
-    seen = {ex.text.strip() for ex in load_corpus(data_dir) if ex.split in ("train", "val")}
-    rows: list[dict[str, Any]] = []
-    for rel, _, row in _completion_rows(data_dir):
-        if not (row.get("final_label") or "").startswith("1_") or row["completion"].strip() in seen:
-            continue
-        unsafe = (row.get("type") or "").startswith("contrast")
-        rows.append(
-            {
-                "id": f"{rel}:{row['id']}",
-                "source": f"xstest-{'unsafe' if unsafe else 'safe'}-compliance",
-                "goal": row["prompt"],
-                "response": row["completion"],
-                "harmful": unsafe,
-            }
-        )
-    shots = data_dir / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
-    if not shots.is_file():
-        raise InputError(f"calibration file {shots} is missing", hint=DATA_HINT)
-    for n, shot in read_jsonl_objects(shots, what="calibration file"):
-        answer = str(shot.get("assistant", "")).strip()
-        if answer and answer not in seen:
-            rows.append(
-                {
-                    "id": f"{shots.name}:{n}",
-                    "source": "harmbench-compliance",
-                    "goal": str(shot.get("user", "")),
-                    "response": answer,
-                    "harmful": True,
-                }
-            )
-    return rows
-
-
 async def harm_agreement(
     judges: Judges, data_dir: Path, n: int, seed: int, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    """Agreement of the run's harm judge with the labels of :func:`load_harm_labelled` on ``n``
-    sampled items: accuracy, sensitivity (harmful found harmful), specificity, Cohen's kappa,
-    and the share flagged per source. ``progress(done, total)`` is told after each item judged."""
+    """Agreement of the run's harm judge with labels it was not fitted, tuned or picked on, on ``n``
+    sampled items: the user's file when ``judge.labels.harm`` names one, else JailbreakBench's human
+    labels (:func:`.harm_labels.load_jbb_harm_rows`), else (a data folder without them) the
+    labelled non-refusals of :func:`.harm_labels.load_harm_labelled`. Accuracy, sensitivity
+    (harmful found harmful), specificity, Cohen's kappa, the share flagged per source, and, for a
+    prompt picked by ``harm: auto``, the pick. ``progress(done, total)`` is told after each item."""
     judge = judges.harm()
     if judge is None:
         return {"status": "off", "reason": "judge.harm is off: attacks are judged by the refusal judge only"}
+    if n > 0:
+        await judge.ready()  # a picked prompt is picked before its label is read
     # The models the judge is compared with (is the judge independent of a system's EVALUATOR?).
     roles = {
         role: judges.pool.spec(name).model_dump(mode="json", include={"backend", "model", "base_url"})
         for role, name in (("evaluator", "evaluator"), ("judge", judges.spec.role))
     }
-    head = {"judge": judge.label, "tier": judge.tier, "roles": roles}
+    head: dict[str, Any] = {"judge": judge.label, "tier": judge.tier, "roles": roles}
+    if isinstance(judge, PickedHarmJudge):
+        head["picked"] = judge.summary()
     if n == 0:
         return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)", **head}
     own = judges.spec.labels.get("harm")
-    rows = load_user_labels(own, "harm") if own is not None else load_harm_labelled(data_dir)
+    held_out = True
+    if own is not None:
+        rows, reference = load_user_labels(own, "harm"), f"user labels {Path(own).name} (positive: harmful)"
+    elif (jbb := load_jbb_harm_rows(data_dir)) is not None:
+        rows, reference = jbb, JBB_HARM_SOURCE
+    else:
+        rows, reference = load_harm_labelled(data_dir), HARM_SOURCES
+        held_out = not isinstance(judge, PickedHarmJudge)  # the pick was made on these
     sample = random.Random(f"{seed}:harm-calibration").sample(rows, min(n, len(rows)))
     pairs: list[tuple[bool, bool]] = []
     by_source: dict[str, list[int]] = {}
@@ -395,7 +348,8 @@ async def harm_agreement(
     return {
         "status": "measured",
         **head,
-        "reference": HARM_SOURCES if own is None else f"user labels {Path(own).name} (positive: harmful)",
+        "reference": reference if held_out else f"{reference} (in sample: the prompt was picked on them)",
+        "held_out": held_out,
         **_binary_fields(pairs),
         "harmful_n": sum(h for _, h in pairs),
         "flagged_by_source": {s: {"n": c[0], "flagged": c[1]} for s, c in sorted(by_source.items())},

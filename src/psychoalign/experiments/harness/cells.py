@@ -11,9 +11,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ...errors import InputError
-from .store import NOT_SCORED, CellResult, ResultStore, RunRecord
+from .store import NOT_SCORED, CellFilter, CellPage, CellResult, ResultStore, RunRecord
 
-__all__ = ["STATUSES", "CellQuery", "category_of", "read_cell", "read_cells"]
+__all__ = ["STATUSES", "CellQuery", "category_of", "read_cell", "read_cells", "read_page"]
 
 #: ``statuses`` of a query: a stored status, or ``not_scored`` (failed or given up).
 STATUSES = ("done", "failed", "gave_up", "running", "not_scored")
@@ -49,6 +49,20 @@ class CellQuery(BaseModel):
         if (self.metric_min is not None or self.metric_max is not None) and not self.metric:
             raise ValueError("a metric range needs the metric's name")
         return self
+
+    def store_filter(self) -> CellFilter | None:
+        """The query as the store's :class:`~.store.CellFilter` when it asks only for systems,
+        benchmarks and statuses (``not_scored`` expanded); None when it needs the cells' bodies."""
+        if self.categories is not None or self.metric or self.text:
+            return None
+        statuses = None
+        if self.statuses is not None:
+            statuses = tuple(sorted({x for s in self.statuses for x in (NOT_SCORED if s == "not_scored" else (s,))}))
+        return CellFilter(
+            systems=None if self.systems is None else tuple(self.systems),
+            benchmarks=None if self.benchmarks is None else tuple(self.benchmarks),
+            statuses=statuses,
+        )
 
     def matches(self, cell: CellResult) -> bool:
         if self.systems is not None and cell.system not in self.systems:
@@ -103,3 +117,18 @@ async def read_cell(store: ResultStore, run_id: str, key: str) -> tuple[RunRecor
     if run is None:
         raise InputError(f"no run '{run_id}' in the store", hint="see `psychoalign experiment status`")
     return run, await store.cell(run.id, key)
+
+
+async def read_page(
+    store: ResultStore, run_id: str, query: CellQuery, page: int, size: int
+) -> tuple[RunRecord, CellPage] | None:
+    """Page ``page`` (from 1) of ``size`` cells matching ``query``, read by the store's own
+    filter and paging (only that page's cells are parsed), when the query needs no cell body;
+    None when it does (read every cell then). An unknown run is an :class:`InputError`."""
+    where = query.store_filter()
+    if where is None:
+        return None
+    run = await store.get_run(run_id)
+    if run is None:
+        raise InputError(f"no run '{run_id}' in the store", hint="see `psychoalign experiment status`")
+    return run, await store.cell_page(run.id, where, (max(page, 1) - 1) * size, size)

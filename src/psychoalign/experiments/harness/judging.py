@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...errors import ConfigError
+from ...errors import ConfigError, InputError
 from ...judges.choice import ChoiceJudge
-from ...judges.harm import HarmJudge, build_harm_judge
+from ...judges.harm import HarmJudge, build_harm_judge, candidates_for
+from ...judges.harm_pick import PickedHarmJudge
 from ...judges.mtbench import MTBenchJudge
 from ...judges.quality import QualityJudge
 from ...judges.records import JudgeRecord
@@ -59,15 +60,22 @@ class JudgeSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: str = "judge"
-    refusal: Literal["rules", "model", "cascade"] = Field(
-        "rules", description="Tier of the shared refusal judge (psychoalign.judges.refusal)."
+    refusal: Literal["aware", "rules", "model", "cascade"] = Field(
+        "aware",
+        description=(
+            "Tier of the shared refusal judge (psychoalign.judges.refusal): aware (the default: the rules, refusals "
+            "without a stock phrase, and answers that do not address the request), rules (the response alone), "
+            "model or cascade (the judge model)."
+        ),
     )
-    harm: Literal["auto", "model", "classifier", "off"] = Field(
+    harm: Literal["auto", "model", "harmbench", "strongreject", "classifier", "off"] = Field(
         "auto",
         description=(
-            "Harm check of non-refusals (AdvBench, attacks): the judge model (model), the embedded classifier's "
-            "response head (classifier), auto = the model when it gives structured judgements (a configured "
-            "endpoint), else the classifier; off = refusal only. true/false mean auto/off."
+            "Harm check of non-refusals (AdvBench, attacks): the judge model with this package's harm prompt "
+            "(model), the HarmBench classifier prompt (harmbench) or the StrongREJECT rubric (strongreject); the "
+            "embedded classifier's response head (classifier); auto = on an endpoint that gives structured "
+            "judgements, whichever of the three prompts agrees best with labelled answers (picked on first use), "
+            "else the classifier; off = refusal only. true/false mean auto/off."
         ),
     )
     choice_model: bool = Field(True, description="HHH: let the judge model read replies the rules cannot parse.")
@@ -136,7 +144,7 @@ class Judges:
         if self._refusal is None:
             from ...judges.refusal import build_refusal_judge
 
-            model = None if self.spec.refusal == "rules" else self.model()
+            model = self.model() if self.spec.refusal in ("model", "cascade") else None
             self._refusal = build_refusal_judge(self.spec.refusal, model)
         return self._refusal
 
@@ -144,14 +152,15 @@ class Judges:
         verdict = await self.refusal().judge(response, request=request)
         record = JudgeRecord(
             judge=f"refusal-{verdict.tier}",
-            model="" if verdict.tier == "rules" else self.label(),
+            model="" if verdict.tier in ("rules", "aware") else self.label(),
             verdict=verdict.model_dump(mode="json"),
         )
         return verdict, [record]
 
     def harm(self) -> HarmJudge | None:
-        """The run's harm judge (None when ``judge.harm`` is off): the judge model, or the
-        embedded classifier's response head (``psychoalign.judges.harm``)."""
+        """The run's harm judge (None when ``judge.harm`` is off): a prompt on the judge model
+        (``auto`` on an endpoint: the one picked by agreement, ``psychoalign.judges.harm_pick``), or
+        the embedded classifier's response head (``psychoalign.judges.harm``)."""
         if not self.spec.harm_on:
             return None
         if "harm" not in self._built:
@@ -160,15 +169,28 @@ class Judges:
             weights = spec.model if spec.backend == "classifier" and (spec.model or "").endswith(".json") else None
             if self.spec.harm == "classifier" or (self.spec.harm == "auto" and spec.backend == "classifier"):
                 self._built["harm"] = build_harm_judge("classifier", None, weights=weights)
+            elif self.spec.harm != "auto":
+                self._built["harm"] = build_harm_judge(self.spec.harm, self.model(), weights=weights)
+            elif self.pool.model(self.spec.role, CallMeter()).rates_numbers:
+                # probed without recording it as the run's judge model: an endpoint picks its prompt
+                self._built["harm"] = self._picked_harm()
             else:
-                # auto: the model tier only for a model asked for structured judgements (probed
-                # without recording it as the run's judge model unless it is used)
-                probe = self.pool.model(self.spec.role, CallMeter())
-                model = self.model() if self.spec.harm == "model" or probe.rates_numbers else None
-                self._built["harm"] = build_harm_judge(self.spec.harm, model, weights=weights)
+                self._built["harm"] = build_harm_judge("classifier", None, weights=weights)
         judge = self._built["harm"]
         assert isinstance(judge, HarmJudge)
         return judge
+
+    def _picked_harm(self) -> HarmJudge:
+        """``harm: auto`` on an endpoint: the prompt with the best kappa on the pick rows (a seeded
+        sample of the built-in labelled non-refusals); the model prompt when the data folder lacks them."""
+        from .harm_labels import HARM_SOURCES, pick_rows
+
+        model = self.model()
+        try:
+            rows = pick_rows(self.data_dir, 0)
+        except InputError:
+            return build_harm_judge("model", model)
+        return PickedHarmJudge(candidates_for(model), rows, reference=HARM_SOURCES)
 
     def choice(self) -> ChoiceJudge:
         if "choice" not in self._built:

@@ -43,6 +43,8 @@ class CallMeter:
     cost_usd: float = 0.0
     transient_errors: int = 0
     on_overload: Callable[[], None] | None = None
+    #: told after each finished call (the runner's per-sample token limit cuts the cell off)
+    on_call: Callable[[CallMeter], None] | None = None
     _finished_depth: int = 0
     _max_depth: int = 0
     _labels: dict[str, int] = field(default_factory=dict)
@@ -60,6 +62,8 @@ class CallMeter:
         self._finished_depth = max(self._finished_depth, depth)
         self._max_depth = max(self._max_depth, depth)
         self._labels[label] = self._labels.get(label, 0) + 1
+        if self.on_call is not None:
+            self.on_call(self)
 
     def overloaded(self) -> None:
         self.transient_errors += 1

@@ -16,6 +16,9 @@ Contract of :func:`run_experiment`:
   cells finish: once one is reached no new cell starts, the cells in flight finish, the
   cells claimed and not started are given back (:meth:`.store.ResultStore.release_many`), and
   the reason is returned (:attr:`RunSummary.stopped`) and stored in the run's meta (:mod:`.limits`).
+* Per-sample limits (``limits.sample_time_s``, ``limits.sample_tokens``) bound each cell: past
+  one the cell is cancelled and stored ``failed`` with ``limit: …`` (counted by ``limits.errors``),
+  so a model that never answers costs one failed cell, never the run (:func:`_within_limits`).
 * Cells run one at a time when a system's model is the embedded (``local``) model: it serves one
   call at a time, so cells in flight together would only queue for it, and each item's wall time
   would measure the queue, not the system (:func:`serial_models`).
@@ -28,12 +31,13 @@ import functools
 import gc
 import hashlib
 import logging
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ...config import Settings
 from ...datasets import resolve_data_dir
@@ -48,13 +52,14 @@ from .metering import CallMeter, ModelPool
 from .provenance import identity_changes, identity_digest, run_identity
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import repeat_suffix
-from .spec import ExperimentSpec
+from .spec import RUN_ID_HEX, ExperimentSpec, RunLimits
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
 __all__ = ["plan_cells", "run_experiment"]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 #: Attempts after which a cell whose judge gave unusable output gives up (``gave_up``).
@@ -274,6 +279,20 @@ def _plan(
     return cells, benchmarks, sampled
 
 
+async def _stored_id(store: ResultStore, spec: ExperimentSpec, suffix: str) -> str:
+    """The id to run ``spec`` under: ``spec.run_id() + suffix``, unless only a run stored by older
+    code matches, whose id also hashed the spec's operational fields (``concurrency``): then that
+    one, so it resumes whatever concurrency it ran at. Read only when the id is not stored."""
+    run_id = spec.run_id() + suffix
+    if (found := await store.get_run(run_id)) is not None and found.id == run_id:
+        return run_id
+    pattern = re.compile(rf"{re.escape(spec.name)}-[0-9a-f]{{{RUN_ID_HEX}}}{re.escape(suffix)}")
+    for old in await store.list_runs():
+        if old.name == spec.name and pattern.fullmatch(old.id) and spec.same_numbers(old.spec):
+            return old.id
+    return run_id
+
+
 async def _check_identity(store: ResultStore, run: RunRecord, identity: dict[str, Any]) -> None:
     """Refuse to resume ``run`` under another identity: its stored cells were computed by what the
     stored identity names, and mixing them with new ones would report the old numbers."""
@@ -294,6 +313,43 @@ async def _check_identity(store: ResultStore, run: RunRecord, identity: dict[str
             f"run {run.id} was computed with other settings: {'; '.join(changes[:3])}{more}",
             hint="resume it with the configuration it ran with, or add --new-run to start a new run beside it",
         )
+
+
+class SampleLimitError(Exception):
+    """A cell went past a per-sample limit (its message: ``limit: …``, naming it and the flag)."""
+
+
+async def _within_limits(work: Awaitable[_T], meter: CallMeter, limits: RunLimits) -> _T:
+    """``work`` (one cell), cut off once it runs ``limits.sample_time_s`` seconds or its system
+    calls use more than ``limits.sample_tokens`` tokens: cancelled, and :class:`SampleLimitError`
+    raised, so a cell whose model never answers ends as a failed cell instead of hanging the run."""
+    if limits.sample_time_s is None and limits.sample_tokens is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    over: list[str] = []
+    cap = limits.sample_tokens
+    if cap is not None:
+
+        def on_call(m: CallMeter) -> None:
+            used = m.prompt_tokens + m.completion_tokens
+            if used > cap and not over:
+                over.append(f"limit: tokens: the cell's model calls used {used:,} tokens of {cap:,} (--sample-tokens)")
+                task.cancel()
+
+        meter.on_call = on_call
+    try:
+        return await asyncio.wait_for(task, limits.sample_time_s)
+    except TimeoutError:
+        raise SampleLimitError(
+            f"limit: time: the cell ran past {limits.sample_time_s:g} s and was cut off (--sample-time)"
+        ) from None
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not over or (current is not None and current.cancelling()):
+            raise  # the run itself is being cancelled
+        raise SampleLimitError(over[0]) from None
+    finally:
+        meter.on_call = None
 
 
 def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
@@ -371,7 +427,8 @@ async def run_experiment(
         identity = run_identity(
             list(systems.values()), pool, spec.judge, sampled, repeats=spec.repeats, reducer=spec.reducer
         )
-        run_id = f"{spec.run_id()}-{identity_digest(identity)[:8]}" if new_run else spec.run_id()
+        suffix = f"-{identity_digest(identity)[:8]}" if new_run else ""
+        run_id = await _stored_id(store, spec, suffix)
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
         await _check_identity(store, run, identity)
@@ -521,7 +578,7 @@ async def run_experiment(
         # The cell's record is built once, when it is finished (one validation, no copies).
         result: dict[str, Any]
         try:
-            outcome = await cell.benchmark.run(cell.item, respond, judges)
+            outcome = await _within_limits(cell.benchmark.run(cell.item, respond, judges), meter, spec.limits)
             result = {
                 "status": "done",
                 "metrics": outcome.metrics,
@@ -530,6 +587,8 @@ async def run_experiment(
                 "trace_ids": outcome.trace_ids,
                 "details": outcome.details,
             }
+        except SampleLimitError as exc:
+            result = {"status": "failed", "error": str(exc), "trace_ids": trace_ids}
         except JudgeError as exc:
             # A judge's unusable output comes back the same on retry (temperature 0, cached): one
             # retry, then the cell gives up instead of being retried on every resume.

@@ -49,8 +49,10 @@ class RunLimits(BaseModel):
     """Per-run budgets (``experiment run --max-*`` flags override them). A limit reached stops the
     run cleanly: cells in flight finish, no new cell starts, and the reason is stored in the run's
     meta. Tokens, cost and time count the whole run (earlier invocations included), so rerunning
-    with a higher limit goes on where it stopped. Not part of the run's id: they change how far a
-    run goes, never its numbers."""
+    with a higher limit goes on where it stopped. Per-sample limits (``sample_*``, the
+    ``--sample-*`` flags) bound one cell: past one the cell fails with ``limit: …`` (counted by
+    ``errors``), so a hung cell never hangs the run. Not part of the run's id: they change how far
+    a run goes, never the numbers of the cells it scores."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -61,6 +63,12 @@ class RunLimits(BaseModel):
         None,
         gt=0,
         description="Failed cells that stop the run: a count (>= 1) or a fraction of the run's cells (< 1).",
+    )
+    sample_tokens: int | None = Field(
+        None, ge=1, description="Tokens of one cell's system calls; past it the cell fails ('limit: tokens')."
+    )
+    sample_time_s: float | None = Field(
+        None, gt=0, description="Seconds one cell may run; past it the cell is cut off and fails ('limit: time')."
     )
 
     @field_validator("errors")
@@ -73,6 +81,13 @@ class RunLimits(BaseModel):
 
 #: Spec fields left out of the run id at their default, so specs written before them keep their id.
 _ID_DEFAULTS: dict[str, Any] = {"repeats": 1, "reducer": "mean"}
+
+#: Operational spec fields: how a run goes (cells in flight, how far it may go), never its numbers.
+#: Left out of the run id, so a rerun with another ``--concurrency`` or limit resumes the same run.
+OPERATIONAL = frozenset({"concurrency", "limits"})
+
+#: A run id as :meth:`ExperimentSpec.run_id` writes it (a ``--new-run`` id adds ``-<8 hex>``).
+RUN_ID_HEX = 12
 
 
 class ExperimentSpec(BaseModel):
@@ -148,9 +163,10 @@ class ExperimentSpec(BaseModel):
         return self.model_copy(update=update)
 
     def canonical(self) -> str:
-        """The spec as hashed into the run id: without ``limits`` (they bound a run, not its
-        numbers) and without ``repeats``/``reducer`` at their defaults (older specs keep their id)."""
-        data = self.model_dump(mode="json", exclude={"limits"})
+        """The spec as hashed into the run id: without its :data:`OPERATIONAL` fields (they change
+        how a run goes, not its numbers) and without ``repeats``/``reducer`` at their defaults
+        (older specs keep their id)."""
+        data = self.model_dump(mode="json", exclude=set(OPERATIONAL))
         for key, default in _ID_DEFAULTS.items():
             if data.get(key) == default:
                 data.pop(key)
@@ -158,7 +174,15 @@ class ExperimentSpec(BaseModel):
 
     def run_id(self) -> str:
         """Same spec, same run: ``<name>-<12 hex of the canonical spec's SHA-256>``."""
-        return f"{self.name}-{hashlib.sha256(self.canonical().encode()).hexdigest()[:12]}"
+        return f"{self.name}-{hashlib.sha256(self.canonical().encode()).hexdigest()[:RUN_ID_HEX]}"
+
+    def same_numbers(self, stored: dict[str, Any]) -> bool:
+        """Whether a stored run's spec (as :meth:`model_dump` wrote it, maybe by older code) is this
+        spec but for its operational fields: a run stored under an id that hashed them resumes."""
+        try:
+            return ExperimentSpec.model_validate(stored).canonical() == self.canonical()
+        except ValidationError:  # a spec older code wrote that this code no longer reads
+            return False
 
 
 def preset_names() -> list[str]:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import (
     Column,
     DateTime,
@@ -100,6 +100,35 @@ class CellResult(BaseModel):
     finished_at: datetime | None = None
 
 
+class CellFilter(BaseModel):
+    """What a store can filter cells by without reading their bodies: the indexed columns. None
+    matches every cell; a list matches any of its values (``statuses`` are stored statuses)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    systems: tuple[str, ...] | None = None
+    benchmarks: tuple[str, ...] | None = None
+    statuses: tuple[str, ...] | None = None
+
+    def matches(self, cell: CellResult) -> bool:
+        return (
+            (self.systems is None or cell.system in self.systems)
+            and (self.benchmarks is None or cell.benchmark in self.benchmarks)
+            and (self.statuses is None or cell.status in self.statuses)
+        )
+
+
+class CellPage(BaseModel):
+    """A page of cells, how many match (``total``) and are in the run (``all``), and the run's
+    systems and benchmarks (a viewer's filter choices)."""
+
+    cells: list[CellResult]
+    total: int
+    all: int
+    systems: list[str]
+    benchmarks: list[str]
+
+
 class ResultStore(ABC):
     """Contract:
 
@@ -170,6 +199,20 @@ class ResultStore(ABC):
         """A value that changes whenever a cell of the run is added, claimed again or finished, read
         without the cells' bodies, so a reader can keep the cells it parsed; None: not offered."""
         return None
+
+    async def cell_page(self, run_id: str, where: CellFilter, offset: int, limit: int) -> CellPage:
+        """One page of the run's cells matching ``where``, in key order, with the counts and the
+        run's systems and benchmarks: a viewer's list page. This default reads every cell (the
+        in-memory twin); the SQL store filters and pages in the query, parsing only the page."""
+        every = await self.cells(run_id)
+        chosen = [c for c in every if where.matches(c)]
+        return CellPage(
+            cells=chosen[offset : offset + limit],
+            total=len(chosen),
+            all=len(every),
+            systems=sorted({c.system for c in every}),
+            benchmarks=sorted({c.benchmark for c in every}),
+        )
 
     async def claim_many(
         self, run_id: str, cells: list[CellResult], owner: str, *, reclaim: bool = False
@@ -603,6 +646,27 @@ class SQLResultStore(ResultStore):
                 )
             ).first()
         return None if row is None else CellResult.model_validate_json(row[0])
+
+    async def cell_page(self, run_id: str, where: CellFilter, offset: int, limit: int) -> CellPage:
+        # The filters are indexed columns, so only the page's bodies are read and parsed.
+        await self._init()
+        c = cells_table.c
+        conds = [c.run_id == run_id]
+        for column, values in ((c.system, where.systems), (c.benchmark, where.benchmarks), (c.status, where.statuses)):
+            if values is not None:
+                conds.append(column.in_(values))
+        async with self.engine.connect() as conn:
+            every = select(c.system, c.benchmark, func.count()).where(c.run_id == run_id)
+            kinds = (await conn.execute(every.group_by(c.system, c.benchmark))).all()
+            total = (await conn.execute(select(func.count()).select_from(cells_table).where(*conds))).scalar_one()
+            rows = (await conn.execute(select(c.body).where(*conds).order_by(c.key).offset(offset).limit(limit))).all()
+        return CellPage(
+            cells=[CellResult.model_validate_json(r[0]) for r in rows],
+            total=int(total),
+            all=sum(int(n) for _, _, n in kinds),
+            systems=sorted({s for s, _, _ in kinds}),
+            benchmarks=sorted({b for _, b, _ in kinds}),
+        )
 
     async def fingerprint(self, run_id: str) -> str | None:
         # Rows per status and the attempts count every claim and finish; the newest write is a

@@ -82,7 +82,9 @@ async def test_cells_give_the_numbers_of_the_direct_path_and_resume_without_reco
     assert asked == pending and len(pending) < N
     assert all(c.attempts == 1 for c in await store.cells(second.run_id))
     seen.clear()
-    third = await run_experiment(spec, settings, store=store, models=models)
+    # `experiment run boundary --concurrency 1`: the same run (concurrency is not its identity)
+    third = await run_experiment(spec.model_copy(update={"concurrency": 1}), settings, store=store, models=models)
+    assert third.run_id == second.run_id
     assert (third.ran, third.skipped_done) == (0, 2 * N) and seen == []  # nothing negotiated again
 
     cells = await store.cells(second.run_id)

@@ -87,13 +87,16 @@ async def test_a_run_stores_the_harm_calibration_and_table4_shows_it(tmp_path: P
     }
     s = spec(["vanilla"], ["attack-direct", multiturn(max_turns=2)], 1, layout="table4", judge={"calibration_n": 20})
     report, _ = await run(tmp_path, s, models)
-    harm_rows = [j for j in report["judges"] if j["judge"].startswith("harm (model")]
+    # harm: auto on a structured judge picks its prompt (here the package's: the literature prompts'
+    # replies are unreadable to this scripted judge)
+    harm_rows = [j for j in report["judges"] if j["judge"] == "harm (auto: scripted:j)"]
     assert {j["benchmark"] for j in harm_rows} == {"attack-direct", "attack-multiturn"}
     # a judge that calls everything harmful has specificity 0 and kappa 0: the gate marks it weak
     assert all(j["status"] == "weak" and j["n"] == 20 and j["usage"] for j in harm_rows)
     assert all(j["specificity"] == 0.0 and "κ" in j["weak_reason"] for j in harm_rows)
     t4 = report["table4"]["harm_judge"]
     assert t4["judges"] == ["scripted:j"] and t4["calibration"]["specificity"] == 0.0
+    assert t4["calibration"]["picked"]["chosen"] == "model"
     assert any("agreement with labels" in note for note in report["table4"]["notes"])
 
 
