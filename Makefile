@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/web.py $(if $(QUICK),--quick,--participants 200 --think-ms 10000 --dialogues 400)
 	$(BIN)/python bench/overhead.py $(if $(QUICK),--quick,--check 34 --heldout --useful)
 	$(BIN)/python bench/request_head.py $(if $(QUICK),--head-only,)
+	$(BIN)/python bench/benchmark_requests.py
 	$(if $(QUICK),,$(BIN)/python bench/startup.py --negotiate)
 
 clean:

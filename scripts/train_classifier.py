@@ -37,6 +37,7 @@ from sklearn.svm import SVC
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from psychoalign.errors import InputError  # noqa: E402
 from psychoalign.models.classifier import (  # noqa: E402
     DEFAULT_CLASSIFIER,
     ClassifierWeights,
@@ -51,7 +52,7 @@ from psychoalign.models.safety_corpus import (  # noqa: E402
     ci_sample,
     classifier_metrics,
     default_data_dir,
-    load_corpus,
+    load_corpus_with_exclusions,
     windows,
 )
 
@@ -317,8 +318,15 @@ def main() -> None:
     ap.add_argument("--compare-encoders", action="store_true", help="MiniLM vs SmolLM2 pooled embeddings; no weights")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/psychoalign-train-embeddings.npz"), help="embedding cache")
     args = ap.parse_args()
-    data = args.data or default_data_dir()
-    examples = load_corpus(data)
+    try:
+        data = args.data or default_data_dir()
+        examples, excluded = load_corpus_with_exclusions(data)
+    except InputError as exc:  # training needs the shared data (tests never train)
+        sys.exit(f"error: {exc}")
+    # Benchmark texts never reach training, calibration or thresholds (see benchmark_texts).
+    print("left out as benchmark text (an item matching several benchmarks counts for each):")
+    for name, n in excluded.items():
+        print(f"  {name}: {n}")
     t0 = time.perf_counter()
     encoder = minilm_encoder()
     if args.compare_encoders:
@@ -355,6 +363,7 @@ def main() -> None:
         training={
             "data_manifest_sha256": manifest_sha(data),
             "split": "sha256(group) % 10: 0-5 train, 6-7 val, 8-9 check",
+            "benchmark_texts_excluded": excluded,
             "fit": fit,
             "counts": {k: dict(v) for k, v in sorted(counts.items())},
         },

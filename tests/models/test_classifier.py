@@ -170,7 +170,7 @@ def test_embedded_default_roles_and_labels() -> None:
     other = load_settings(environ={"PSYCHOALIGN_DEFAULTS__BACKEND": "scripted"})
     assert other.model_spec("evaluator").backend == "scripted"
     label = resolved_label(settings.model_spec("evaluator"))
-    assert label.startswith("classifier:evaluator-minilm-v5@") and len(label.split("@")[1]) == 12
+    assert label.startswith("classifier:evaluator-minilm-v6@") and len(label.split("@")[1]) == 12
 
 
 def test_auc_and_split_helpers() -> None:
@@ -189,6 +189,10 @@ def test_auc_and_split_helpers() -> None:
     "many_shot_jailbreaking",
     "mt_bench",
     "xstest",
+    "harmbench",
+    "strongreject",
+    "jailbreakbench",
+    "realtoxicityprompts",
 )
 def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
     """The shipped heads on the real MiniLM encoder re-score the fixed CI sample of the check split
@@ -204,7 +208,6 @@ def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
     for key in (
         "request_auc",
         "response_auc",
-        "xstest_request_auc",
         "adversarial_auc",
         "request_acceptable_passed",
         "request_unacceptable_blocked",
@@ -219,8 +222,11 @@ def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
             assert have["n"] == want["n"], source
             assert have["correct"] == pytest.approx(want["correct"], abs=1 / want["n"] + 1e-3), source
     # And the headline numbers are what the model card claims, not merely self-consistent.
-    assert expected["request_auc"] >= 0.95 and expected["response_auc"] >= 0.9
-    assert expected["xstest_request_auc"] >= 0.9
+    # The sample holds no benchmark text since v6 (XSTest is measured out of sample by
+    # bench/benchmark_requests.py); the whole check split carries the headline AUCs.
+    assert expected["request_auc"] >= 0.93 and expected["response_auc"] >= 0.9
+    assert clf.weights.metrics["request_auc"] >= 0.95 and clf.weights.metrics["response_auc"] >= 0.95
+    assert "xstest_request_auc" not in expected
     assert expected["request_by_source"]["hh-harmful"]["correct"] >= 0.9
 
 

@@ -29,6 +29,7 @@ from ..datasets import resolve_data_dir
 from ..errors import InputError
 from ..textio import decode_utf8, read_text
 from ..yamlio import parse_yaml
+from .benchmark_texts import BenchmarkIndex, benchmark_texts
 from .classifier import VETO_BELOW, SafetyClassifier, windows
 
 __all__ = ["load_corpus", "windows"]
@@ -321,17 +322,35 @@ def merge_near_duplicates(examples: list[Example], threshold: float = 0.6) -> li
     return [replace(ex, group=find(ex.group)) if find(ex.group) != ex.group else ex for ex in examples]
 
 
-def load_corpus(data_dir: str | Path | None = None) -> list[Example]:
-    """Every labelled example, in a fixed order, with near-duplicate requests in one group
-    (:func:`merge_near_duplicates`). Raises :class:`InputError` naming the directory when the
-    shared data is missing."""
+def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[list[Example], dict[str, int]]:
+    """:func:`load_corpus`, and how many examples were left out per benchmark (an example matching
+    several benchmarks counts for each; ``"total"`` counts it once; :mod:`.benchmark_texts`)."""
     data = Path(data_dir) if data_dir is not None else default_data_dir()
     if not (data / "advbench" / "harmful_behaviors.csv").is_file():
         raise InputError(
             f"the shared evaluation data is not at {data}",
             hint="get the data with `psychoalign data fetch all --from URL` or set PSYCHOALIGN_DATA_DIR (README, Data)",
         )
-    return merge_near_duplicates([*_requests(data), *_project(data), *_hh_labelled(data), *_responses(data)])
+    examples = [*_requests(data), *_project(data), *_hh_labelled(data), *_responses(data)]
+    index = BenchmarkIndex(benchmark_texts(data))
+    kept: list[Example] = []
+    excluded = dict.fromkeys([*index.benchmarks, "total"], 0)
+    for ex in examples:
+        names = index.benchmarks_of(ex.text)
+        if not names:
+            kept.append(ex)
+        for name in [*names, "total"] if names else ():
+            excluded[name] += 1
+    # Excluded before grouping, so no kept example's group (hence split) depends on a benchmark item.
+    return merge_near_duplicates(kept), excluded
+
+
+def load_corpus(data_dir: str | Path | None = None) -> list[Example]:
+    """Every labelled example, in a fixed order, with near-duplicate requests in one group
+    (:func:`merge_near_duplicates`), and no text of a reported benchmark (equal to one, or holding
+    a benchmark prompt: :mod:`.benchmark_texts`). Raises :class:`InputError` naming the directory
+    (or the benchmark file) when the shared data is missing."""
+    return load_corpus_with_exclusions(data_dir)[0]
 
 
 def auc(labels: Any, scores: Any) -> float:
@@ -381,7 +400,8 @@ def classifier_metrics(classifier: SafetyClassifier, examples: list[Example]) ->
         out[f"{kind}_by_source"] = by_source
         if kind == "request":
             xs = [i for i, ex in enumerate(exs) if ex.source.startswith("xstest")]
-            out["xstest_request_auc"] = round(auc(y[xs], s[xs]), 4)
+            if xs:  # XSTest is a reported benchmark, so the shipped corpus holds none of it
+                out["xstest_request_auc"] = round(auc(y[xs], s[xs]), 4)
             adv = classifier.scores([ex.text for ex in exs], "adversarial")
             out["adversarial_auc"] = round(auc([ex.adversarial for ex in exs], adv), 4)
     return out
