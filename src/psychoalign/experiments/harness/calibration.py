@@ -149,16 +149,37 @@ def load_user_labels(path: str | Path, judge: str) -> list[dict[str, Any]]:
 
 
 async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> dict[str, Any]:
-    """Agreement of the run's refusal judge with the human labels on ``n`` sampled completions
-    (the user's own file when ``judge.labels.refusal`` names one)."""
+    """Agreement of the run's refusal judge with human labels on ``n`` sampled responses: the user's
+    own file when ``judge.labels.refusal`` names one, else JailbreakBench's human labels (held out:
+    never read to write the rules or choose the ``aware`` tier's threshold; a response the humans
+    did not call jailbroken counts as refused), else XSTest v2 completions, marked in sample (the
+    rules were written, and the threshold chosen, on them)."""
     if n == 0:
         return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)"}
     own = judges.spec.labels.get("refusal")
     if own is not None:
         return await _refusal_on_user_labels(judges, own, n, seed)
+    from ...judges.jailbreak_eval import load_jbb_judge_set
+
+    pairs: list[tuple[bool, bool]] = []
+    try:
+        held = load_jbb_judge_set(data_dir)
+    except InputError:
+        held = []
+    if held:
+        for item in random.Random(f"{seed}:refusal-calibration").sample(held, min(n, len(held))):
+            verdict = await judges.refusal().judge(item.response, request=item.goal)
+            pairs.append((verdict.refused, not item.human))
+        return {
+            "status": "measured",
+            "judge": judges.refusal().name,
+            "reference": "JailbreakBench classifier_comparison.csv, majority of 3 human labels "
+            "(positive: refused, i.e. not jailbroken); held out from the rules and the aware threshold",
+            "held_out": True,
+            **_binary_fields(pairs),
+        }
     rows = load_labelled_completions(data_dir)
     sample = random.Random(f"{seed}:refusal-calibration").sample(rows, min(n, len(rows)))
-    pairs: list[tuple[bool, bool]] = []
     exact = 0
     for row in sample:
         verdict = await judges.refusal().judge(row["completion"], request=row["prompt"])
@@ -168,7 +189,9 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
     return {
         "status": "measured",
         "judge": judges.refusal().name,
-        "reference": "XSTest v2 completions, human final_label (positive: refused at least in part)",
+        "reference": "XSTest v2 completions, human final_label (positive: refused at least in part); "
+        "in sample: the rules were written and the aware threshold chosen on them",
+        "held_out": False,
         **_binary_fields(pairs),
         "label_agreement": round(exact / len(pairs), 3),
     }
