@@ -222,7 +222,7 @@ def run(
                 reclaim=reclaim,
                 follow=follow,
                 new_run=new_run,
-                progress=None if no_progress or json_out else _ProgressBar(err_console),
+                progress=None if no_progress or json_out or not err_console.is_terminal else _ProgressBar(err_console),
             )
             run_record = await store.get_run(summary.run_id)
             assert run_record is not None
