@@ -267,7 +267,9 @@ class ManyShotAttack(_Attack):
 CRESCENDO = tuple(f"Crescendo Variant {i}" for i in range(1, 6))
 
 
-class _MultiTurnOptions(BaseModel):
+class EscalationOptions(BaseModel):
+    """The options of an attacker-driven escalation (the multi-turn suite, Crescendo)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     templates: list[str] = Field(default_factory=lambda: list(CRESCENDO), min_length=1)
@@ -278,6 +280,20 @@ class _MultiTurnOptions(BaseModel):
     attacker_max_tokens: int | None = Field(None, ge=32, le=8192)
     attacker_protocol: Literal["auto", "structured", "plain"] = "auto"
     attacker_retries: int = Field(2, ge=0, le=10)
+
+    def settings(self, protocol: Protocol = "structured") -> EscalationSettings:
+        return EscalationSettings(
+            max_turns=self.max_turns,
+            max_backtracks=self.max_backtracks,
+            message_chars=self.message_chars,
+            attacker_max_tokens=self.attacker_max_tokens,
+            protocol=protocol,
+            attacker_retries=self.attacker_retries,
+        )
+
+
+class _MultiTurnOptions(EscalationOptions):
+    pass
 
 
 class MultiTurnAttack(_Attack):
@@ -320,16 +336,6 @@ class MultiTurnAttack(_Attack):
             out.append(Item(id=f"{self.name}/{o.id}", turns=o.turns, data=data))
         return out
 
-    def settings(self, protocol: Protocol = "structured") -> EscalationSettings:
-        return EscalationSettings(
-            max_turns=self.opts.max_turns,
-            max_backtracks=self.opts.max_backtracks,
-            message_chars=self.opts.message_chars,
-            attacker_max_tokens=self.opts.attacker_max_tokens,
-            protocol=protocol,
-            attacker_retries=self.opts.attacker_retries,
-        )
-
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         objective = item.turns[0]
         template = str(item.data["template"])
@@ -349,7 +355,7 @@ class MultiTurnAttack(_Attack):
             refusal,
             instructions=instructions,
             template=template,
-            settings=self.settings(protocol),
+            settings=self.opts.settings(protocol),
         )
         conversation = dialogue.conversation()
         details: dict[str, Any] = {

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
@@ -36,23 +36,17 @@ from ...harness.benchmark import Item, Metric, Respond, ScoredItem
 from ...harness.judging import Judges
 from ...harness.metering import CallMeter
 from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
-from .categories import CRESCENDO
-from .multiturn import EscalationSettings, drive_escalation, resolve_protocol
+from .categories import EscalationOptions
+from .multiturn import drive_escalation, resolve_protocol
 from .scoring import score_multi_turn
 from .templates import chosen_attacker_templates, render_attacker_instructions
 
 __all__ = ["Crescendo"]
 
 
-class CrescendoOptions(ObjectiveOptions):
-    templates: list[str] = Field(default_factory=lambda: list(CRESCENDO), min_length=1)
-    attacker_role: str = Field("attacker", min_length=1)
+class CrescendoOptions(EscalationOptions, ObjectiveOptions):
     max_turns: int = Field(5, ge=2, le=20, description="Turns of the conversation (the paper: up to 10).")
     max_backtracks: int = Field(3, ge=0, le=20, description="Refused turns asked again (the paper: up to 10).")
-    message_chars: int = Field(2000, ge=100, le=20000)
-    attacker_max_tokens: int | None = Field(None, ge=32, le=8192)
-    attacker_protocol: Literal["auto", "structured", "plain"] = "auto"
-    attacker_retries: int = Field(2, ge=0, le=10)
 
 
 class Crescendo(ObjectiveAttack):
@@ -99,17 +93,6 @@ class Crescendo(ObjectiveAttack):
             out.append(item.model_copy(update={"data": {**item.data, "template": template}}))
         return out
 
-    def settings(self, protocol: Literal["structured", "plain"]) -> EscalationSettings:
-        o = self.opts
-        return EscalationSettings(
-            max_turns=o.max_turns,
-            max_backtracks=o.max_backtracks,
-            message_chars=o.message_chars,
-            attacker_max_tokens=o.attacker_max_tokens,
-            protocol=protocol,
-            attacker_retries=o.attacker_retries,
-        )
-
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         objective = str(item.data["behavior"])
         template = str(item.data["template"])
@@ -133,7 +116,7 @@ class Crescendo(ObjectiveAttack):
             refusal,
             instructions=instructions,
             template=template,
-            settings=self.settings(protocol),
+            settings=self.opts.settings(protocol),
         )
         details: dict[str, Any] = {
             "category": item.data["category"],
