@@ -3,12 +3,11 @@
 # Each step says what it does and how long it usually takes, shows the time elapsed while it runs,
 # and writes its output to $VENV/install.log; when a step fails, the end of that log is printed.
 #
-# Environment: PYTHON (default python3), VENV (default .venv), LLAMA (auto | prebuilt | source).
+# Environment: PYTHON (default python3), VENV (default .venv).
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-LLAMA=${LLAMA:-auto}
 BIN=$VENV/bin
 LOG=$VENV/install.log
 # llama-cpp-python pinned; built from source without -march=native (see the llama step).

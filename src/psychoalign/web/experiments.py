@@ -35,7 +35,7 @@ from ..traces.store import TraceStore
 from .auth import get_templates
 from .origin import OriginGuard
 from .security import SecurityHeadersMiddleware
-from .templating import Templates, static_files
+from .templating import Templates, page_number, static_files
 from .trace_view import redacted, tension_chart
 
 if TYPE_CHECKING:  # the benchmarks are loaded on the first cell page, not when the app is built
@@ -222,10 +222,7 @@ def experiment_router(source: ExperimentSource, *, guard: Sequence[DependsParam]
     @router.get("/{run_id}", include_in_schema=False)
     async def list_cells(run_id: str, request: Request, templates: Templates = Depends(get_templates)) -> Response:
         filters = _filters(request)
-        try:
-            page_no = max(int(request.query_params.get("page", "1")), 1)
-        except ValueError:
-            page_no = 1
+        page_no = page_number(request)
         try:
             fast = await read_page(source.results, run_id, _query(filters), page_no, PAGE_SIZE)
         except ValidationError:

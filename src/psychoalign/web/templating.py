@@ -143,3 +143,11 @@ class Templates:
         if security is not None:
             security.finish_response(request, response)
         return response
+
+
+def page_number(request: Request) -> int:
+    """The listing page a query asks for (``?page=N``, from 1); anything else is page 1."""
+    try:
+        return max(int(request.query_params.get("page", "1")), 1)
+    except ValueError:
+        return 1

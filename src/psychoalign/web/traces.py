@@ -24,6 +24,7 @@ from .accounts import Account
 from .auth import PageTemplates
 from .gateway import Gateway
 from .security import LeadAccount, csrf_protect
+from .templating import page_number
 from .trace_view import redacted, tension_chart, trace_stats
 
 FILTER_FIELDS = (
@@ -76,10 +77,7 @@ def trace_router(gateway: Gateway) -> APIRouter:
     async def list_traces(request: Request, account: LeadAccount, templates: PageTemplates) -> Response:
         """Leads only."""
         filters = _filters(request)
-        try:
-            page_no = max(int(request.query_params.get("page", "1")), 1)
-        except ValueError:
-            page_no = 1
+        page_no = page_number(request)
         context: dict[str, Any] = {
             "filters": filters,
             "statuses": [s.value for s in TraceStatus],
