@@ -306,7 +306,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
             f"{r['rounds']} round(s); trace {str(r['trace'])[:8]}[/dim]"
         )
         answer = Text(str(r["response"]).strip())
-        out_console.print(Panel(answer, title="What the user gets", title_align="left", padding=(0, 1)))
+        out_console.print(Panel(answer, title="What the user gets", title_align="left", padding=(0, 1), expand=False))
     if any(t.models.get(role, "").startswith("local:") for t in traces for role in ("drive", "mediator")):
         out_console.print(
             Text.assemble(
