@@ -2,6 +2,8 @@
 # Builds the virtual environment step by step for `make install` (and so `make run`/`make test`).
 # Each step says what it does and how long it usually takes, shows the time elapsed while it runs,
 # and writes its output to $VENV/install.log; when a step fails, the end of that log is printed.
+# llama.cpp compiles in the background (its own log, $VENV/llama-build.log) while torch and the
+# other dependencies install, so the compile is most of the wait rather than an addition to it.
 #
 # Environment: PYTHON (default python3), VENV (default .venv).
 set -euo pipefail
@@ -10,26 +12,22 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 BIN=$VENV/bin
 LOG=$VENV/install.log
-# llama-cpp-python pinned; built from source without -march=native (see the llama step).
+LLAMA_LOG=$VENV/llama-build.log
+LLAMA_WHEELS=$VENV/llama-wheel
+HERE=$(cd "$(dirname "$0")" && pwd)
+# llama-cpp-python pinned; built from source without -march=native (see llama_build).
 LLAMA_SOURCE_SPEC='llama-cpp-python==0.3.36'
+LLAMA_USUAL='3 min'
 
 TTY=0
 [ -t 2 ] && TTY=1
 
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
-# step N TOTAL "what" "usual duration" command...
-step() {
-  local n=$1 total=$2 what=$3 usual=$4
-  shift 4
-  local start now pid rc
-  start=$(date +%s)
-  printf '[%s/%s] %s (usually %s)\n' "$n" "$total" "$what" "$usual" >&2
-  echo "== [$n/$total] $what: $*" >>"$LOG"
-  "$@" >>"$LOG" 2>&1 &
-  pid=$!
-  # Show the elapsed time while the step runs: in place on a terminal, a line a minute otherwise.
-  local last=0
+# follow PID START LOG [DONE]: show the time elapsed since START while PID runs (in place on a
+# terminal, a line a minute otherwise); when PID fails, print the end of LOG and exit with its status.
+follow() {
+  local pid=$1 start=$2 log=$3 done=${4:-done} now rc last=0
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     now=$(date +%s)
@@ -45,40 +43,110 @@ step() {
   now=$(date +%s)
   [ "$TTY" = 1 ] && printf '\r\033[K' >&2
   if [ "$rc" -ne 0 ]; then
-    printf '      failed after %s (exit %s); the end of %s:\n' "$(fmt $((now - start)))" "$rc" "$LOG" >&2
-    tail -n 40 "$LOG" | sed 's/^/      | /' >&2
+    printf '      failed after %s (exit %s); the end of %s:\n' "$(fmt $((now - start)))" "$rc" "$log" >&2
+    tail -n 40 "$log" | sed 's/^/      | /' >&2
     exit "$rc"
   fi
-  printf '      done in %s\n' "$(fmt $((now - start)))" >&2
+  printf '      %s in %s\n' "$done" "$(fmt $((now - start)))" >&2
+}
+
+# step N TOTAL "what" "usual duration" command...
+step() {
+  local n=$1 total=$2 what=$3 usual=$4
+  shift 4
+  printf '[%s/%s] %s (usually %s)\n' "$n" "$total" "$what" "$usual" >&2
+  echo "== [$n/$total] $what: $*" >>"$LOG"
+  local start
+  start=$(date +%s)
+  "$@" >>"$LOG" 2>&1 &
+  follow $! "$start" "$LOG"
+}
+
+# llama.cpp, the embedded model's runtime, as a wheel built from source for portable x86-64 (no
+# -march=native): on CPUs that report AMX the native build segfaults in ggml_backend_amx_mul_mat on
+# the first decode. Only what the binding loads is built (libllama and ggml: no multimodal library,
+# no common library, see scripts/llama_cpp.cmake). --no-cache-dir: never reuse a wheel built
+# natively by an earlier install.
+llama_build() {
+  rm -rf "$LLAMA_WHEELS"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE=$HERE/llama_cpp.cmake" \
+    "$BIN/pip" wheel --no-deps --no-cache-dir --wheel-dir "$LLAMA_WHEELS" "$LLAMA_SOURCE_SPEC"
+}
+
+# The project's requirements with the `dev` extra expanded, less llama-cpp-python (compiled
+# meanwhile): one a line.
+requirements_but_llama() {
+  "$BIN/python" - <<'EOF'
+import re
+import tomllib
+
+with open("pyproject.toml", "rb") as f:
+    extras = tomllib.load(f)["project"]["optional-dependencies"]
+seen: set[str] = set()
+
+
+def expand(name: str) -> list[str]:
+    if name in seen:
+        return []
+    seen.add(name)
+    out: list[str] = []
+    for req in extras[name]:
+        nested = re.fullmatch(r"psychoalign\[(.+)\]", req)
+        out += [r for e in nested.group(1).split(",") for r in expand(e.strip())] if nested else [req]
+    return out
+
+
+for req in dict.fromkeys(expand("dev")):
+    if not re.match(r"llama[-_.]cpp[-_.]python\b", req, re.I):
+        print(req)
+EOF
 }
 
 mkdir -p "$VENV"
 : >"$LOG"
-TOTAL=5
+TOTAL=6
 begin=$(date +%s)
+LLAMA_PID=
+
+# A failed or interrupted install stops the compile it started (pip, cmake and the compilers: the
+# compile runs in a process group of its own).
+trap '[ -n "$LLAMA_PID" ] && kill -- "-$LLAMA_PID" 2>/dev/null; true' EXIT
 
 step 1 $TOTAL "virtual environment in $VENV" "a few seconds" \
   sh -c "test -x '$BIN/python' || '$PYTHON' -m venv '$VENV'"
 step 2 $TOTAL "pip and wheel" "10 s" \
   "$BIN/pip" install --upgrade pip wheel
-# torch first and pinned: the CPU wheel (any other spec pulls gigabytes of CUDA libraries).
-step 3 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "1 min" \
-  "$BIN/pip" install 'torch==2.13.0'
 
-# llama.cpp, the embedded model's runtime. Built from source for portable x86-64 (no -march=native):
-# on CPUs that report AMX the native build segfaults in ggml_backend_amx_mul_mat on the first decode.
-# --no-cache-dir: never reuse a wheel built natively by an earlier install.
-llama_source() {
-  CMAKE_ARGS="-DGGML_NATIVE=OFF" "$BIN/pip" install --no-cache-dir "$LLAMA_SOURCE_SPEC"
-}
 if "$BIN/python" -c 'import llama_cpp' 2>/dev/null; then
-  printf '[4/%s] llama.cpp: already installed\n' $TOTAL >&2
+  printf '[3/%s] llama.cpp: already installed\n' $TOTAL >&2
 else
-  step 4 $TOTAL "llama.cpp, compiled from source (all output in $LOG)" "several minutes on 2 cores; far longer on a busy machine" \
-    llama_source
+  printf '[3/%s] llama.cpp: compiling from source in the background (output in %s)\n' $TOTAL "$LLAMA_LOG" >&2
+  LLAMA_START=$(date +%s)
+  set -m
+  llama_build >"$LLAMA_LOG" 2>&1 &
+  LLAMA_PID=$!
+  set +m
 fi
 
+# torch first and pinned: the CPU wheel (any other spec pulls gigabytes of CUDA libraries).
+step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "1 min" \
+  "$BIN/pip" install 'torch==2.13.0'
+mapfile -t REQUIREMENTS < <(requirements_but_llama)
 step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
-  "$BIN/pip" install -e '.[dev]'
+  "$BIN/pip" install -e . "${REQUIREMENTS[@]}"
+
+if [ -n "$LLAMA_PID" ]; then
+  printf '[6/%s] llama.cpp: the rest of the compile, then its install (usually %s from the compile'"'"'s start on 2 cores; far longer on a busy machine)\n' \
+    $TOTAL "$LLAMA_USUAL" >&2
+  follow "$LLAMA_PID" "$LLAMA_START" "$LLAMA_LOG" compiled
+  LLAMA_PID=
+  echo "== [6/$TOTAL] llama.cpp: the wheel just built" >>"$LOG"
+  start=$(date +%s)
+  "$BIN/pip" install --no-cache-dir "$LLAMA_WHEELS"/llama_cpp_python-*.whl >>"$LOG" 2>&1 &
+  follow $! "$start" "$LOG" installed
+  rm -rf "$LLAMA_WHEELS"
+else
+  printf '[6/%s] llama.cpp: already installed\n' $TOTAL >&2
+fi
 
 printf 'Installed in %s. Activate with: source %s/bin/activate\n' "$(fmt $(($(date +%s) - begin)))" "$VENV" >&2
