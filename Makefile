@@ -6,9 +6,10 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: install system run test lint typecheck unit bench clean
 
-# Each install step announces itself with its usual duration and shows the time elapsed; the output
-# of pip and of the llama.cpp compile goes to .venv/install.log (its end is printed on failure).
-$(STAMP): pyproject.toml scripts/install.sh
+# Each install step announces itself with its usual duration and shows the time elapsed; pip's output
+# goes to .venv/install.log, the llama.cpp compile's (in the background while the other packages
+# install) to .venv/llama-build.log; a failed step prints the end of its log.
+$(STAMP): pyproject.toml scripts/install.sh scripts/llama_cpp.cmake
 	@PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/install.sh
 	@touch $(STAMP)
 

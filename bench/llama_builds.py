@@ -9,10 +9,10 @@ the figures and rewrites its section of docs/performance.md.
     python bench/llama_builds.py --install            # builds each candidate in a temporary venv
     python bench/llama_builds.py --python source=.venv/bin/python --python py-sync=/path/bin/python
 
-Candidates: ``source`` (llama-cpp-python 0.3.36 compiled with -DGGML_NATIVE=OFF, what
-``make install`` does), ``py-sync`` (llama-cpp-py-sync: CFFI bindings with llama.cpp prebuilt for
-CPU) and ``cffi`` (llama-cpp-cffi: prebuilt CPU/CUDA/Vulkan libraries). Each worker runs in its own
-process, so a crash is recorded as a crash.
+Candidates: ``source`` (llama-cpp-python 0.3.36 compiled as ``make install`` does it: without
+-march=native, only the libraries the binding loads), ``py-sync`` (llama-cpp-py-sync: CFFI
+bindings with llama.cpp prebuilt for CPU) and ``cffi`` (llama-cpp-cffi: prebuilt CPU/CUDA/Vulkan
+libraries). Each worker runs in its own process, so a crash is recorded as a crash.
 """
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ CANDIDATES: dict[str, str] = {
     "py-sync": "llama-cpp-py-sync==0.11739",
     "cffi": "llama-cpp-cffi==0.4.42",
 }
+# What scripts/install.sh compiles: portable x86-64, only libllama and ggml (scripts/llama_cpp.cmake).
+SOURCE_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF "
+    f"-DCMAKE_PROJECT_INCLUDE={Path(__file__).resolve().parent.parent / 'scripts' / 'llama_cpp.cmake'}"
+)
 # SmolLM2's chat template, rendered by hand so every binding decodes the same prompt string.
 PROMPTS = [
     "How do I boil an egg so the yolk stays soft?",
@@ -102,7 +107,7 @@ def install(kind: str, root: Path) -> tuple[Path, float]:
     """A fresh venv with only the binding; returns its python and the pip install's seconds."""
     venv = root / kind
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env_args = {"env": {"CMAKE_ARGS": "-DGGML_NATIVE=OFF", "PATH": "/usr/bin:/bin"}} if kind == "source" else {}
+    env_args = {"env": {"CMAKE_ARGS": SOURCE_CMAKE_ARGS, "PATH": "/usr/bin:/bin"}} if kind == "source" else {}
     t0 = time.perf_counter()
     subprocess.run(
         [str(venv / "bin/pip"), "install", "--quiet", "--no-cache-dir", CANDIDATES[kind]],

@@ -25,16 +25,19 @@ TTY=0
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 # follow PID START LOG [DONE]: show the time elapsed since START while PID runs (in place on a
-# terminal, a line a minute otherwise); when PID fails, print the end of LOG and exit with its status.
+# terminal, a line a minute otherwise), with the compile's progress ([built/all] in LOG, as ninja
+# prints it) when there is one; when PID fails, print the end of LOG and exit with its status.
 follow() {
-  local pid=$1 start=$2 log=$3 done=${4:-done} now rc last=0
+  local pid=$1 start=$2 log=$3 done=${4:-done} now rc last=0 built
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     now=$(date +%s)
+    built=$(tail -c 4000 "$log" 2>/dev/null | sed -n 's|^ *\[\([0-9]*/[0-9]*\)\].*|\1|p' | tail -n 1 || true)
+    built=${built:+, compiled $built}
     if [ "$TTY" = 1 ]; then
-      printf '\r      %s elapsed ' "$(fmt $((now - start)))" >&2
+      printf '\r      %s elapsed%s ' "$(fmt $((now - start)))" "$built" >&2
     elif [ $((now - last)) -ge 60 ] && [ $((now - start)) -ge 60 ]; then
-      printf '      still running, %s elapsed\n' "$(fmt $((now - start)))" >&2
+      printf '      still running, %s elapsed%s\n' "$(fmt $((now - start)))" "$built" >&2
       last=$now
     fi
   done
@@ -70,7 +73,7 @@ step() {
 llama_build() {
   rm -rf "$LLAMA_WHEELS"
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE=$HERE/llama_cpp.cmake" \
-    "$BIN/pip" wheel --no-deps --no-cache-dir --wheel-dir "$LLAMA_WHEELS" "$LLAMA_SOURCE_SPEC"
+    "$BIN/pip" wheel --verbose --no-deps --no-cache-dir --wheel-dir "$LLAMA_WHEELS" "$LLAMA_SOURCE_SPEC"
 }
 
 # The project's requirements with the `dev` extra expanded, less llama-cpp-python (compiled
@@ -121,6 +124,7 @@ if "$BIN/python" -c 'import llama_cpp' 2>/dev/null; then
   printf '[3/%s] llama.cpp: already installed\n' $TOTAL >&2
 else
   printf '[3/%s] llama.cpp: compiling from source in the background (output in %s)\n' $TOTAL "$LLAMA_LOG" >&2
+  echo "== [3/$TOTAL] llama.cpp, compiled in the background: its output is in $LLAMA_LOG" >>"$LOG"
   LLAMA_START=$(date +%s)
   set -m
   llama_build >"$LLAMA_LOG" 2>&1 &
