@@ -48,13 +48,13 @@ def cpu_seconds() -> float:
 
 def timed(cmd: list[str], cwd: Path, log: Path) -> tuple[float, float, str]:
     """Run ``cmd`` in ``cwd`` without a terminal; returns its wall and CPU seconds and its output
-    (also written to ``log``)."""
+    (written to ``log`` as it runs)."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS")}
     t0, c0 = time.perf_counter(), cpu_seconds()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    with log.open("w", encoding="utf-8") as sink:  # written as it comes: `tail -f` follows a long run
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-    output = proc.stdout + proc.stderr
-    log.write_text(output, encoding="utf-8")
+    output = log.read_text(encoding="utf-8")
     if proc.returncode != 0:
         tail = "\n".join(output.strip().splitlines()[-30:])
         raise SystemExit(f"error: `{' '.join(cmd)}` failed (exit {proc.returncode}) in the fresh clone:\n{tail}")

