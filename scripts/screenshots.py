@@ -141,8 +141,10 @@ def main() -> None:
                     page.context.close()
                 if lab:
                     page = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900}).new_page()
+                    page.goto("/login")
+                    _login(page, password, "header nav")
                     page.goto(f"/lead/campaigns/{CAMPAIGN['name']}")
-                    _login(page, password, "#results-summary")
+                    page.wait_for_selector("#results-summary", timeout=300_000)  # slow on a busy machine
                     written.append(args.lab_out / "10-campaign-progress.png")
                     page.screenshot(path=str(written[-1]), full_page=True)
                     page.context.close()
