@@ -45,6 +45,7 @@ from tests.scenario import World, proposals  # noqa: E402
 
 from bench._util import Target, add_doc_flag, captured, free_port, publish  # noqa: E402
 from psychoalign.config import Settings  # noqa: E402
+from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models import ChatModel  # noqa: E402
 from psychoalign.negotiation import Negotiator  # noqa: E402
 from psychoalign.negotiation.track import conversation_ref  # noqa: E402
@@ -256,13 +257,15 @@ async def added_latency(n: int, concurrency: int, upstream_ms: float) -> dict[st
     process) and inside the server (arrival to last byte). The load comes from aiohttp: httpx's
     pool costs ~12 ms of CPU per request at 100 connections, on the cores the server runs on."""
     negotiator = _negotiator(upstream_ms / 1000, "memory://")
+    framework = load_framework("general")  # as the gateway hands it over: parsed once
 
     async def local(caller: str) -> None:
         # As /v1 does: the request filed under its conversation, whose earlier turns are looked up.
         token = _CALLER.set(caller)
         try:
             text = _unique(BODY)["messages"][0]["content"]
-            trace = await negotiator.negotiate(text, conversation=conversation_ref("bench", [text], None))
+            ref = conversation_ref("bench", [text], None)
+            trace = await negotiator.negotiate(text, framework=framework, conversation=ref)
         finally:
             _CALLER.reset(token)
         assert trace.response == ANSWER
