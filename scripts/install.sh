@@ -17,7 +17,7 @@ LLAMA_WHEELS=$VENV/llama-wheel
 HERE=$(cd "$(dirname "$0")" && pwd)
 # llama-cpp-python pinned; built from source without -march=native (see llama_build).
 LLAMA_SOURCE_SPEC='llama-cpp-python==0.3.36'
-LLAMA_USUAL='3 min'
+LLAMA_USUAL='3-4 min'
 
 TTY=0
 [ -t 2 ] && TTY=1
