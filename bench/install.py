@@ -95,8 +95,8 @@ def main() -> None:
             quick=False,
             note="A clone of the checkout in an empty folder: `make install` builds `.venv` (llama.cpp "
             "compiled from source while torch and the other dependencies install), then the first "
-            "`make run` negotiates the bundled samples. The target holds on a quiet machine; the load "
-            "averages say how quiet this one was.",
+            "`make run` negotiates the bundled samples. The target is for a quiet 2-core machine; the load "
+            "averages say how quiet this one was, and a quiet run takes at least half the CPU time.",
         )
 
 
