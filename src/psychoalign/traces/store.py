@@ -112,7 +112,7 @@ def _keys(trace: Trace) -> list[str]:
 
 def _own_copy(trace: Trace) -> Trace:
     """A copy of ``trace`` that shares no container with it (metadata holds JSON values, as the
-    SQL store requires), rebuilt from its dump: about four times cheaper than
+    SQL store requires), rebuilt from its dump: two to four times cheaper than
     ``model_copy(deep=True)`` (pydantic-core instead of ``copy.deepcopy``). A trace that does not
     validate as it stands (a field set by assignment outside its constraints) is deep-copied as
     before, so whether it is stored never depends on that."""
