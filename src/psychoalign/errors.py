@@ -14,6 +14,8 @@ with ``--show-internal`` or ``--debug``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = [
     "BackendUnavailableError",
@@ -100,6 +102,16 @@ class ModelError(PsychoAlignError):
 
 class BackendUnavailableError(ModelError):
     """The backend cannot run here (missing package, missing model file, missing key)."""
+
+
+@contextmanager
+def needs_package(what: str, *, hint: str) -> Iterator[None]:
+    """For the imports of an optional package: an ImportError in the block becomes the one-line
+    :class:`BackendUnavailableError` "``what`` is not installed", with ``hint`` saying how to install it."""
+    try:
+        yield
+    except ImportError as exc:
+        raise BackendUnavailableError(f"{what} is not installed", hint=hint) from exc
 
 
 class EndpointError(ModelError):

@@ -207,6 +207,9 @@ def test_samples_summary_says_what_happened_in_plain_words(tmp_path: Path) -> No
     # The whole refusal is shown, wrapped, not clipped with an ellipsis.
     assert "point you to emergency services" in " ".join(out.stdout.split())
     assert "embedded 135M" not in out.stdout  # scripted models: no note about the embedded model
+    # Piped: no box drawn around the answer, so no line is padded out to the longest one.
+    assert "╭" not in out.stdout and "│" not in out.stdout
+    assert all(line == line.rstrip() for line in out.stdout.splitlines())
 
 
 def test_samples_summary_names_the_embedded_model_and_the_endpoint_command(capsys: object) -> None:

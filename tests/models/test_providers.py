@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from pydantic import BaseModel, Field
 
-from psychoalign.errors import BackendUnavailableError, EndpointError
+from psychoalign.errors import BackendUnavailableError, EndpointError, TransientBackendError
 from psychoalign.models import build_model
+from psychoalign.models.base import SdkBackend
+from psychoalign.models.registry import backend_class
 from tests.helpers import fast_spec
 from tests.loopback import FakeServer, Scripted, anthropic_reply, fake_endpoint, gemini_reply
 
@@ -74,6 +77,33 @@ def test_missing_keys_are_reported_with_the_variable_name() -> None:
         build_model(fast_spec(backend="openai"))
     with pytest.raises(BackendUnavailableError, match=r"\$MY_KEY"):
         build_model(fast_spec(backend="openai", api_key_env="MY_KEY"))
+
+
+@pytest.mark.parametrize(("backend", "module"), [("anthropic", "anthropic"), ("gemini", "google.genai")])
+def test_a_missing_sdk_names_the_extra_that_installs_it(
+    monkeypatch: pytest.MonkeyPatch, backend: str, module: str
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # importing it now raises ImportError
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "a-test")
+    monkeypatch.setenv("GEMINI_API_KEY", "g-test")
+    hint = f"pip install 'psychoalign[{backend}]'"
+    assert backend_class(backend).availability(fast_spec(backend=backend)) == (False, hint)
+    with pytest.raises(BackendUnavailableError, match="SDK is not installed") as caught:
+        build_model(fast_spec(backend=backend))
+    assert caught.value.hint == hint
+
+
+def test_each_sdk_backend_keeps_its_own_retryable_statuses() -> None:
+    anthropic, gemini = backend_class("anthropic"), backend_class("gemini")
+    assert issubclass(anthropic, SdkBackend)
+    assert issubclass(gemini, SdkBackend)
+    assert isinstance(anthropic.http_error(409, "conflict"), TransientBackendError)  # Anthropic: retry a 409
+    assert isinstance(gemini.http_error(409, "conflict"), EndpointError)
+    for adapter in (anthropic, gemini):
+        assert isinstance(adapter.http_error(503, "busy"), TransientBackendError)
+        error = adapter.http_error(401, "no")
+        assert isinstance(error, EndpointError)
+        assert error.hint == "check the API key"
 
 
 async def test_gemini_text_and_structured(monkeypatch: pytest.MonkeyPatch) -> None:

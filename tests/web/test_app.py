@@ -320,3 +320,28 @@ async def test_the_agent_card_has_last_modified_and_answers_conditional_gets(
     older = format_datetime(modified.replace(year=modified.year - 1), usegmt=True)
     assert (await c.get("/.well-known/agent-card.json", headers={"If-Modified-Since": older})).status_code == 200
     assert (await c.get("/.well-known/agent-card.json", headers={"If-Modified-Since": "garbage"})).status_code == 200
+
+
+async def test_a_builtin_framework_is_read_once_and_a_framework_file_at_each_negotiation(tmp_path: Any) -> None:
+    """The gateway hands the engine a built-in framework parsed once (its YAML was read and
+    validated on every request); a framework file goes by name, so the engine reads it each time
+    (an edit applies to the next negotiation) and a file gone missing fails that one closed."""
+    from psychoalign.frameworks import Framework, load_framework
+    from psychoalign.web.gateway import Gateway
+
+    store = InMemoryTraceStore()
+    gateway = Gateway(Settings(), store=store, negotiators={"psychoalign": _benign_world().negotiator(store)})
+    first = gateway.framework("general")
+    assert isinstance(first, Framework) and first is gateway.framework("general")
+    assert first.stamp == load_framework("general").stamp
+    path = str(tmp_path / "mine.yaml")
+    assert gateway.framework(path) == path
+    missing = await gateway.negotiate(
+        "psychoalign", "How do I boil an egg?", framework=path, context=None, metadata={"source": "test"}
+    )
+    assert missing.failed and missing.trace is not None and "mine.yaml" in (missing.reason or "")
+    done = await gateway.negotiate(
+        "psychoalign", "How do I boil an egg?", framework="general", context=None, metadata={"source": "test"}
+    )
+    assert not done.failed and done.trace is not None and done.trace.framework == first.stamp
+    await gateway.aclose()

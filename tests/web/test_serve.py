@@ -77,6 +77,11 @@ def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Pat
         token = exported.group(1)
         assert f"local token for psychoalign (/v1 and A2A; new at each start): {token}" in banner
         assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 401
+        # The banner's page URL: opened once in a browser, its cookie stands for the token there.
+        assert f"in a browser, open once: {url}/?token={token}" in banner, banner
+        with httpx.Client(timeout=30) as browser:
+            assert browser.get(f"{url}/?token={token}").status_code == 303
+            assert browser.get(f"{url}/v1/models").status_code == 200
         card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=120).json()
         assert {i["url"] for i in card["supportedInterfaces"]} == {f"{url}/a2a/jsonrpc", f"{url}/a2a/rest"}
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0)
@@ -217,6 +222,66 @@ def test_serve_grpc_port_serves_the_a2a_agent_over_grpc(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, -signal.SIGTERM), err
+    assert "Traceback" not in err
+
+
+def test_serve_grpc_needs_the_local_token(tmp_path: Path) -> None:
+    """`serve --grpc-port N` with a keyless agent and the local token on (the default): a gRPC call
+    without the banner's token, or with another, is refused UNAUTHENTICATED before any handler
+    runs; with it the call is served; and a2a-version 99.0 is still refused with the token."""
+    import asyncio
+
+    import grpc
+    import grpc.aio
+    from a2a.types import GetTaskRequest, a2a_pb2_grpc
+
+    grpc_port = free_port()
+    args = ["serve", "--port", "0", "--grpc-port", str(grpc_port), "--config", str(write_config(tmp_path))]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psychoalign", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+
+    async def codes(token: str) -> dict[str, grpc.StatusCode]:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            await asyncio.wait_for(channel.channel_ready(), 120)  # the worker starts gRPC after the banner
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            calls = {
+                "none": (("a2a-version", "1.0"),),
+                "wrong": (("authorization", "Bearer guessed"), ("a2a-version", "1.0")),
+                "empty bearer": (("authorization", "Bearer "), ("a2a-version", "1.0")),
+                "no token, version 99": (("a2a-version", "99.0"),),
+                "token": (("authorization", f"Bearer {token}"), ("a2a-version", "1.0")),
+                "token, version 99": (("authorization", f"Bearer {token}"), ("a2a-version", "99.0")),
+            }
+            out: dict[str, grpc.StatusCode] = {}
+            for name, metadata in calls.items():
+                try:
+                    await stub.GetTask(GetTaskRequest(id="no-such-task"), metadata=metadata)
+                    out[name] = grpc.StatusCode.OK
+                except grpc.aio.AioRpcError as exc:
+                    out[name] = exc.code()
+            return out
+
+    try:
+        assert proc.stderr is not None
+        banner = ""
+        while "export PSYCHOALIGN_TOKEN=" not in banner and proc.poll() is None:
+            banner += proc.stderr.readline()
+        exported = re.search(r"export PSYCHOALIGN_TOKEN=(\S+) ", banner)
+        assert exported and f"A2A gRPC 127.0.0.1:{grpc_port}" in " ".join(banner.split()), banner
+        got = asyncio.run(codes(exported.group(1)))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    unauthenticated = grpc.StatusCode.UNAUTHENTICATED
+    assert got["none"] == got["wrong"] == got["empty bearer"] == got["no token, version 99"] == unauthenticated, got
+    assert got["token"] == grpc.StatusCode.NOT_FOUND, got  # past the token: the task does not exist
+    assert got["token, version 99"] == grpc.StatusCode.FAILED_PRECONDITION, got
     assert proc.returncode in (0, -signal.SIGTERM), err
     assert "Traceback" not in err
 

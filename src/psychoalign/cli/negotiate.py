@@ -333,8 +333,14 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
             f"   [dim]{secs}, {r['tokens']} model tokens ({r['drive_tokens']} for drafts), {r['calls']} agent calls, "
             f"{r['rounds']} round(s); trace {str(r['trace'])[:8]}[/dim]"
         )
-        answer = Text(str(r["response"]).strip())
-        out_console.print(Panel(answer, title="What the user gets", title_align="left", padding=(0, 1), expand=False))
+        answer = str(r["response"]).strip()
+        if out_console.is_terminal:
+            out_console.print(
+                Panel(Text(answer), title="What the user gets", title_align="left", padding=(0, 1), expand=False)
+            )
+        else:  # piped: no box as wide as the longest line; each line of the answer whole, indented
+            out_console.print(Text("   What the user gets:", style="bold"))
+            out_console.print(Text("\n".join(f"     {line}" for line in answer.splitlines())))
     if any(t.models.get(role, "").startswith("local:") for t in traces for role in ("drive", "mediator")):
         out_console.print(
             Text.assemble(

@@ -6,7 +6,6 @@ Also `psychoalign serve-key`: make an API key for a deployment and print the dig
 from __future__ import annotations
 
 import asyncio
-import gc
 import multiprocessing
 import secrets
 import signal
@@ -53,6 +52,7 @@ def serve(
     then fail closed (in every worker).
     """
     from ..web.apikeys import KeyCheck
+    from ..web.local_token import token_url
     from ..web.server import check_exposure, configure_logging
 
     overrides: dict[str, Any] = {}
@@ -85,6 +85,7 @@ def serve(
         if token is not None:
             text += (
                 f"\nlocal token for {', '.join(keyless)} (/v1 and A2A; new at each start): {token}\n"
+                f"  in a browser, open once: {token_url(shown, token)}\n"
                 f"  export PSYCHOALIGN_TOKEN={token} OPENAI_BASE_URL={shown}/v1"
             )
         elif keyless:
@@ -193,16 +194,11 @@ def _run_worker(
     settings = settings_from(config, overrides)
     configure_logging(log_level)
     app = create_app(settings, local_token=local_token)
-    # Everything imported and built so far lives as long as the process: move it out of the
-    # collector's reach. Otherwise every full collection walks the whole import-time heap and
-    # stalls every request in flight (measured: 9 full collections of up to 330 ms in 25 s at
-    # 220 page requests/s; docs/performance.md).
-    gc.collect()
-    gc.freeze()
     server = GracefulServer(
         uvicorn_config(app, settings.serve.host, settings.serve.port),
         app.state.gateway,
         a2a_app=getattr(app.state, "a2a_app", None),
+        freeze_heap=True,  # once started: the start-up heap out of the collector's reach
     )
     server.run(sockets=[sock] if sock is not None else None)
 

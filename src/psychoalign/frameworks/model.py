@@ -14,6 +14,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..textio import skeleton
+from .doses import DoseLimit, find_wrong_dose
 
 
 class Layer(StrEnum):
@@ -28,13 +29,15 @@ class Check(BaseModel):
     """Deterministic test the Layer-1 gate applies to text, with no model involved.
 
     A check fires when any regex in ``patterns`` matches, or when every word of any entry in
-    ``all_of`` occurs (case-insensitive, whole words).
+    ``all_of`` occurs (case-insensitive, whole words), or, on model text only, when the text
+    states a daily dose limit that ``doses`` rules out (:mod:`~psychoalign.frameworks.doses`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     patterns: tuple[str, ...] = ()
     all_of: tuple[tuple[str, ...], ...] = ()
+    doses: tuple[DoseLimit, ...] = ()
 
     @field_validator("patterns")
     @classmethod
@@ -46,13 +49,17 @@ class Check(BaseModel):
                 raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
         return value
 
-    def find(self, text: str) -> str | None:
+    def find(self, text: str, *, model_text: bool = True) -> str | None:
         """The matched evidence, or None. Text spelled to slip past the check (look-alike letters
         from other scripts, fullwidth forms, zero-width characters, combining marks) is checked
-        as the Latin it imitates too (:func:`~psychoalign.textio.skeleton`)."""
+        as the Latin it imitates too (:func:`~psychoalign.textio.skeleton`). ``model_text``:
+        ``text`` is a draft or an answer, not a user's words; only then are dose limits read
+        (a question that names a wrong dose asks, it does not advise)."""
         found = self._find(text)
         if found is None and not text.isascii():
             found = self._find(skeleton(text))
+        if found is None and model_text and self.doses:
+            found = find_wrong_dose(self.doses, text)
         return found
 
     def _find(self, text: str) -> str | None:
@@ -83,7 +90,7 @@ class Rule(BaseModel):
     def matches_request(self, request: str) -> str | None:
         """The evidence either check finds in ``request``, or None."""
         for check in (self.check, self.request_check):
-            if check is not None and (found := check.find(request)) is not None:
+            if check is not None and (found := check.find(request, model_text=False)) is not None:
                 return found
         return None
 

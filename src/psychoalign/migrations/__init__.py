@@ -3,8 +3,10 @@
 
 One folder per store (``traces``, ``star``, ``lab``, ``accounts``, ``experiments``), each with its
 own version table ``alembic_version_<store>``, so stores that share a database upgrade apart. A
-store's first revision is its baseline, :func:`bring_up`: the schema as it stood before
-migrations, created where missing. CONTRIBUTING.md tells how to add a revision.
+store's first revision is its baseline, :func:`bring_up` of its tables in :mod:`.baseline`: the
+schema as it stood before migrations, created where missing. A revision declares what Alembic
+reads (``revision``, ``down_revision``, ``upgrade`` and, past the baseline, ``downgrade``);
+CONTRIBUTING.md tells how to add one.
 """
 
 from __future__ import annotations

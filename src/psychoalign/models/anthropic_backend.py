@@ -10,26 +10,24 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ..errors import BackendUnavailableError, EndpointError, TransientBackendError
-from .base import Backend
+from ..errors import TransientBackendError
+from .base import Sdk, SdkBackend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
 
-class AnthropicBackend(Backend):
+class AnthropicBackend(SdkBackend):
     """Adapter over ``anthropic.AsyncAnthropic``; SDK retries are off (ChatModel owns retry policy)."""
 
-    name: ClassVar[str] = "anthropic"
+    name = "anthropic"
     default_model: ClassVar[str] = "claude-sonnet-4-6"
+    sdk = Sdk("anthropic", module="anthropic", extra="anthropic")
+    retry_statuses = frozenset({408, 409, 429})
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__(spec)
-        try:
+        with self.needs_sdk():
             import anthropic
-        except ImportError as exc:
-            raise BackendUnavailableError(
-                "the anthropic SDK is not installed", hint="pip install 'psychoalign[anthropic]'"
-            ) from exc
         key = self.required_api_key()
         self._sdk = anthropic
         self._client = anthropic.AsyncAnthropic(
@@ -58,11 +56,7 @@ class AnthropicBackend(Backend):
             what = f"returned HTTP {status}" if status else f"cannot be reached ({type(exc).__name__})"
             raise TransientBackendError(f"model endpoint {what}", detail=f"anthropic: {exc}") from exc
         except sdk.APIStatusError as exc:
-            detail = f"anthropic: HTTP {exc.status_code}: {exc.message}"
-            if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
-                raise TransientBackendError(f"model endpoint returned HTTP {exc.status_code}", detail=detail) from exc
-            hint = "check the API key" if exc.status_code in (401, 403) else "check the model name"
-            raise EndpointError(f"model endpoint returned HTTP {exc.status_code}", hint=hint, detail=detail) from exc
+            raise self.http_error(exc.status_code, f"anthropic: HTTP {exc.status_code}: {exc.message}") from exc
         text = ""
         for block in response.content:
             if block.type == "tool_use":  # older models answer a schema request with a tool call
@@ -79,14 +73,3 @@ class AnthropicBackend(Backend):
 
     async def aclose(self) -> None:
         await self._client.close()
-
-    @classmethod
-    def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
-        spec = spec or ModelSpec(backend="anthropic")
-        try:
-            import anthropic  # noqa: F401
-        except ImportError:
-            return False, "pip install 'psychoalign[anthropic]'"
-        if spec.resolved_api_key() is None:
-            return False, f"set ${spec.key_env_name()}"
-        return True, f"${spec.key_env_name()} set"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import ClassVar
 
-from ..errors import BackendUnavailableError
-from .spec import ModelSpec
+from ..errors import BackendUnavailableError, EndpointError, TransientBackendError, needs_package
+from .spec import BackendName, ModelSpec
 from .types import ChatRequest, Completion
 
 
@@ -73,3 +76,53 @@ class Backend(ABC):
     def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
         """Whether this backend can be used here, and why not."""
         return True, "ready"
+
+
+@dataclass(frozen=True)
+class Sdk:
+    """A provider's official SDK: its name as users know it, the module to import, and the
+    ``psychoalign`` extra that installs it."""
+
+    name: str
+    module: str
+    extra: str
+
+
+class SdkBackend(Backend):
+    """A hosted provider through its official SDK (an optional extra) and an API key. A subclass
+    imports the SDK inside :meth:`needs_sdk`, so that a missing one is a one-line error naming the
+    extra, and turns the provider's HTTP error statuses into ours with :meth:`http_error`."""
+
+    name: ClassVar[BackendName]
+    sdk: ClassVar[Sdk]
+    #: Statuses below 500 that may pass on retry.
+    retry_statuses: ClassVar[frozenset[int]] = frozenset({408, 429})
+
+    @classmethod
+    def install_hint(cls) -> str:
+        return f"pip install 'psychoalign[{cls.sdk.extra}]'"
+
+    @classmethod
+    def needs_sdk(cls) -> AbstractContextManager[None]:
+        return needs_package(f"the {cls.sdk.name} SDK", hint=cls.install_hint())
+
+    @classmethod
+    def http_error(cls, status: int, detail: str) -> TransientBackendError | EndpointError:
+        """The error to raise for an HTTP error status: transient (retried) for a retry status or a
+        5xx, else permanent, with a hint. ``detail`` holds the provider's text (internal only)."""
+        message = f"model endpoint returned HTTP {status}"
+        if status in cls.retry_statuses or status >= 500:
+            return TransientBackendError(message, detail=detail)
+        hint = "check the API key" if status in (401, 403) else "check the model name"
+        return EndpointError(message, hint=hint, detail=detail)
+
+    @classmethod
+    def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
+        spec = spec or ModelSpec(backend=cls.name)
+        try:
+            importlib.import_module(cls.sdk.module)
+        except ImportError:
+            return False, cls.install_hint()
+        if spec.resolved_api_key() is None:
+            return False, f"set ${spec.key_env_name()}"
+        return True, f"${spec.key_env_name()} set"

@@ -6,27 +6,24 @@ from typing import Any, ClassVar
 
 import httpx
 
-from ..errors import BackendUnavailableError, EndpointError, TransientBackendError
-from .base import Backend
+from ..errors import TransientBackendError
+from .base import Sdk, SdkBackend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
 
-class GeminiBackend(Backend):
+class GeminiBackend(SdkBackend):
     """Adapter over ``genai.Client(...).aio.models.generate_content``."""
 
-    name: ClassVar[str] = "gemini"
+    name = "gemini"
     default_model: ClassVar[str] = "gemini-2.5-flash"
+    sdk = Sdk("google-genai", module="google.genai", extra="gemini")
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__(spec)
-        try:
+        with self.needs_sdk():
             from google import genai
             from google.genai import types
-        except ImportError as exc:
-            raise BackendUnavailableError(
-                "the google-genai SDK is not installed", hint="pip install 'psychoalign[gemini]'"
-            ) from exc
         key = self.required_api_key()
         self._types = types
         self._errors = genai.errors
@@ -64,11 +61,7 @@ class GeminiBackend(Backend):
             )
         except self._errors.APIError as exc:
             code = int(getattr(exc, "code", 0) or 0)
-            detail = f"gemini: HTTP {code}: {exc}"  # the provider's text: internal detail only
-            if code in (408, 429) or code >= 500:
-                raise TransientBackendError(f"model endpoint returned HTTP {code}", detail=detail) from exc
-            hint = "check the API key" if code in (401, 403) else "check the model name"
-            raise EndpointError(f"model endpoint returned HTTP {code}", hint=hint, detail=detail) from exc
+            raise self.http_error(code, f"gemini: HTTP {code}: {exc}") from exc
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             what = (
                 "timed out" if isinstance(exc, httpx.TimeoutException) else f"cannot be reached ({type(exc).__name__})"
@@ -84,14 +77,3 @@ class GeminiBackend(Backend):
             model=self.model_name,
             finish_reason=None,
         )
-
-    @classmethod
-    def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
-        spec = spec or ModelSpec(backend="gemini")
-        try:
-            from google import genai  # noqa: F401
-        except ImportError:
-            return False, "pip install 'psychoalign[gemini]'"
-        if spec.resolved_api_key() is None:
-            return False, f"set ${spec.key_env_name()}"
-        return True, f"${spec.key_env_name()} set"

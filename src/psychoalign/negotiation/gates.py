@@ -34,19 +34,20 @@ class Layer1Enforcer:
     def __init__(self, framework: Framework) -> None:
         self.framework = framework
 
-    def matches(self, text: str) -> list[tuple[str, str]]:
-        """(rule id, matched evidence) for every universal rule whose deterministic check fires."""
+    def matches(self, text: str, *, model_text: bool = True) -> list[tuple[str, str]]:
+        """(rule id, matched evidence) for every universal rule whose deterministic check fires.
+        ``model_text=False`` for a user's words (dose limits are read in model text only)."""
         found = []
         for rule in self.framework.universal:
             if rule.check is not None:
-                evidence = rule.check.find(text)
+                evidence = rule.check.find(text, model_text=model_text)
                 if evidence is not None:
                     found.append((rule.id, evidence))
         return found
 
-    def deterministic(self, text: str) -> list[str]:
+    def deterministic(self, text: str, *, model_text: bool = True) -> list[str]:
         """Reasons from the framework's own checks (no model involved); they name the rule only."""
-        return [f"{rule_id}: deterministic check matched" for rule_id, _ in self.matches(text)]
+        return [f"{rule_id}: deterministic check matched" for rule_id, _ in self.matches(text, model_text=model_text)]
 
     def check(self, text: str, evaluation: Evaluation | None) -> list[str]:
         reasons = self.deterministic(text)

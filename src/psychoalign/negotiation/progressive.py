@@ -143,30 +143,20 @@ async def release_in_windows(
         fired=fired_rules(trace.request, [record], gates.fw, gates.layer1),
     )
     support = ctx.supportive()
+    mechanism: DefenseMechanism | None = None
     if cut:
         gates.guard.block(text)
         refusal = refusal_text(ctx)
         response = f"{stream.text}\n\n{refusal}" if stream.released else refusal
         mechanism = DefenseMechanism.SUBLIMATION if support is not None else DefenseMechanism.RATIONALIZATION
         state = SystemState.DRIVE_DOMINANT if stream.released else SystemState.DEADLOCK
-        trace.final = FinalDecision(
-            response=response,
-            u_d=u_d,
-            u_v=0.0,
-            tension=t,
-            state=state,
-            defense=mechanism,
-            composed_by="fallback",
-            final_gate=gate,
-            fallback=True,
-            withheld=withheld,
-        )
     else:
         if support is not None and support.text not in text:
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
             channel = f"\n\n{template('sublimation_channel', safe_channel=support.text)}"
             stream.released.append(channel)
             await stream.release(channel)
+        response = stream.text
         state = classify_state(
             final_tension=t,
             u_d=u_d,
@@ -175,18 +165,21 @@ async def release_in_windows(
             converged=True,
             threshold=trace.params.healthy_threshold,
         )
-        trace.final = FinalDecision(
-            response=stream.text,
-            chosen_round=1,
-            chosen_rank=1,
-            u_d=u_d,
-            u_v=u_v,
-            tension=t,
-            state=state,
-            composed_by="adopted",
-            final_gate=gate,
-            withheld=withheld,
-        )
+    # A cut draft falls back (u_v is 0 then); a released one is adopted as round 1's only proposal.
+    trace.final = FinalDecision(
+        response=response,
+        chosen_round=None if cut else 1,
+        chosen_rank=None if cut else 1,
+        u_d=u_d,
+        u_v=u_v,
+        tension=t,
+        state=state,
+        defense=mechanism,
+        composed_by="fallback" if cut else "adopted",
+        final_gate=gate,
+        fallback=cut,
+        withheld=withheld,
+    )
     trace.converged = not cut
     trace.contribution = AlignmentContribution()
     trace.metadata["stream"] = stream.record(cut=cut)

@@ -33,6 +33,7 @@ from ..traces.store import TraceStore
 from .apikeys import is_loopback
 from .errors import APIError, error_response
 from .gateway import Gateway
+from .local_token import LocalTokenCookie
 from .metrics import GatewayMetrics
 from .openai_api import openai_router
 from .ops import REQUEST_ID_SCOPE_KEY, RequestContextMiddleware, current_request_id, ops_router
@@ -123,7 +124,8 @@ def create_app(
     overrides named deployments' negotiators (tests, benchmarks); ``base_url`` is what the A2A
     card advertises (default ``serve.public_url``, else ``http://host:port``); ``lab`` adds the STAR
     lab pages (docs/star-platform.md); ``local_token``: keyless /v1 and an A2A agent without
-    credentials require this bearer token (``psychoalign serve`` makes one per start, serve.local_token)."""
+    credentials require this bearer token (``psychoalign serve`` makes one per start, serve.local_token);
+    a browser that opened a page with ``?token=`` once may send it as a cookie (web/local_token.py)."""
     gateway = Gateway(settings, store=store, negotiators=negotiators, metrics=GatewayMetrics())
     labs: list[Any] = []
     closing: list[Callable[[], Awaitable[None]]] = []
@@ -202,6 +204,8 @@ def create_app(
         a2a_app = _a2a_app(gateway, settings, base_url, local_token if open_agent else None)
         app.state.a2a_app = a2a_app  # its handler, credentials and limits serve the gRPC binding too
         app.router.routes.append(A2AMount(a2a_app, loopback_only=open_agent))
+    if local_token is not None:  # the token in a browser (?token= once, then a cookie): inside the guard
+        app.add_middleware(LocalTokenCookie, token=local_token)
     # Inside the request-id middleware (refusals carry an id and are counted), outside every route.
     app.add_middleware(OriginGuard, serve=settings.serve)
     app.add_middleware(RequestContextMiddleware, gateway=gateway)

@@ -103,12 +103,12 @@ async def run_check(
     layer1 = Layer1Enforcer(fw)
     last = messages[-1]
     if last.role == "user":
-        hits = layer1.matches(last.text)
+        hits = layer1.matches(last.text, model_text=False)
         return CheckResult(
             checked="input",
             blocked=bool(hits),
             framework=stamp,
-            reasons=layer1.deterministic(last.text),
+            reasons=layer1.deterministic(last.text, model_text=False),
             rule_hits=[{"rule_id": rule_id, "layer": "universal"} for rule_id, _ in hits],
         )
     request = next((m.text for m in reversed(messages[:-1]) if m.role == "user"), "")

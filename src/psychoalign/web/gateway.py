@@ -16,7 +16,7 @@ from typing import Any
 
 from ..a2a import remote_transport
 from ..config import DeploymentSettings, Settings
-from ..frameworks import load_framework
+from ..frameworks import Framework, builtin_names, load_framework
 from ..negotiation.defense import template
 from ..negotiation.engine import Negotiator
 from ..negotiation.events import EventHook, NegotiationEvent
@@ -49,6 +49,8 @@ class Gateway:
         self.metrics = metrics or GatewayMetrics()
         self._negotiators: dict[str, Negotiator] = dict(negotiators or {})
         self._contexts: dict[str, str] = {}
+        self._builtins = frozenset(builtin_names())
+        self._frameworks: dict[str, Framework] = {}
         self._inflight: set[asyncio.Task[Trace]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -66,6 +68,17 @@ class Gateway:
             settings = self.settings.for_deployment(deployment)
             self._negotiators[deployment] = Negotiator(settings, store=self.store, transport=remote_transport(settings))
         return self._negotiators[deployment]
+
+    def framework(self, name: str) -> str | Framework:
+        """What a negotiation under ``name`` is given: a built-in framework parsed once per process
+        (it never changes; reading and validating its YAML was a cost of every request); a
+        framework file by name, read by the engine each time (an edit applies to the next
+        negotiation, and a file gone missing fails that negotiation closed, as before)."""
+        if name not in self._builtins:
+            return name
+        if name not in self._frameworks:
+            self._frameworks[name] = load_framework(name)
+        return self._frameworks[name]
 
     def deployment_context(self, framework: str) -> str:
         """The framework's own deployment context (kept when a client adds conversation context)."""
@@ -115,7 +128,7 @@ class Gateway:
             task = asyncio.create_task(
                 negotiator.negotiate(
                     request,
-                    framework=framework,
+                    framework=self.framework(framework),
                     context=context,
                     metadata=metadata,
                     on_event=observe,

@@ -10,6 +10,7 @@ down"), and its client receives the fixed fail-closed refusal before the connect
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 from types import FrameType
@@ -31,12 +32,17 @@ LOG_FORMAT = "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn server whose exit first drains the app's gateway (see module doc)."""
+    """uvicorn server whose exit first drains the app's gateway (see module doc). ``freeze_heap``
+    (what ``psychoalign serve`` runs): once started, the heap built so far is frozen (``gc.freeze``),
+    so the collector never walks it again; tests that run many servers in one process leave it off."""
 
-    def __init__(self, config: uvicorn.Config, gateway: Gateway, *, a2a_app: Any = None) -> None:
+    def __init__(
+        self, config: uvicorn.Config, gateway: Gateway, *, a2a_app: Any = None, freeze_heap: bool = False
+    ) -> None:
         super().__init__(config)
         self.gateway = gateway
         self.a2a_app = a2a_app  # with serve.grpc_port: its gRPC binding runs in this loop too
+        self.freeze_heap = freeze_heap
         self._grpc: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Future[int] | None = None
@@ -62,6 +68,13 @@ class GracefulServer(uvicorn.Server):
                 ) from None
             await self._grpc.start()
         await super().startup(sockets)
+        if self.freeze_heap:
+            # Everything imported and built by now lives as long as the process: out of the
+            # collector's reach. Otherwise every full collection walks the whole start-up heap and
+            # stalls every request in flight (bench/gateway.py: two of them took 2.9 s of a run of
+            # 300 negotiations; 9 of up to 330 ms in 25 s of page requests, docs/performance.md).
+            gc.collect()
+            gc.freeze()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         try:

@@ -1,9 +1,5 @@
 """A lease per claimed cell: ``lease_until``, renewed by its runner's heartbeat (nullable: rows
-claimed before leases existed keep the old reclaim rules).
-
-Revision ID: 0002
-Revises: 0001
-"""
+claimed before leases existed keep the old reclaim rules)."""
 
 from __future__ import annotations
 
@@ -12,8 +8,6 @@ from alembic import op
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -1,8 +1,4 @@
-"""Drafts: what a participant typed on a task page and has not submitted (autosaved).
-
-Revision ID: 0002
-Revises: 0001
-"""
+"""Drafts: what a participant typed on a task page and has not submitted (autosaved)."""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from alembic import op
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

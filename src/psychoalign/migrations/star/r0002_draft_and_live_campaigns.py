@@ -1,10 +1,6 @@
 """Campaign lifecycle with a draft: a campaign is ``draft``, ``live``, ``paused`` or ``closed``.
 What took claims was called ``open``; those campaigns are ``live`` now (a new campaign is a draft
-only when its lead's form makes it one), and the column's default follows.
-
-Revision ID: 0002
-Revises: 0001
-"""
+only when its lead's form makes it one), and the column's default follows."""
 
 from __future__ import annotations
 
@@ -13,8 +9,6 @@ from alembic import op
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

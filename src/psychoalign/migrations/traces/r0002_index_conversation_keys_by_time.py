@@ -1,9 +1,5 @@
 """Index conversation keys by (key, created_at): the cross-turn lookup reads a key's newest rows
-with an index scan that stops at its limit, however long the conversation.
-
-Revision ID: 0002
-Revises: 0001
-"""
+with an index scan that stops at its limit, however long the conversation."""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from alembic import op
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
