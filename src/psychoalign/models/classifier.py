@@ -429,6 +429,9 @@ class ClassifierBackend(Backend):
     def model_name(self) -> str:
         return self.weights.label
 
+    def preload(self) -> None:
+        _ = self.classifier
+
     async def complete(self, request: ChatRequest) -> Completion:
         inputs = request.inputs or {}
         if "request" not in inputs or "proposal" not in inputs:
@@ -437,7 +440,11 @@ class ClassifierBackend(Backend):
                 hint="use backend = 'classifier' for the evaluator role only",
             )
         framework = _framework(inputs["framework"]) if inputs.get("framework") else None
-        data = await asyncio.to_thread(self.classifier.evaluate, inputs["request"], inputs["proposal"], framework)
+        # The classifier is read in the worker thread: a first call may wait for its load
+        # (seconds, or a preload still running), which must not hold up the event loop.
+        data = await asyncio.to_thread(
+            lambda: self.classifier.evaluate(inputs["request"], inputs["proposal"], framework)
+        )
         return Completion(text=json.dumps(data), usage=Usage(), model=self.model_name, finish_reason="stop")
 
     @classmethod
