@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .defense import DefenseMechanism
 from .params import NegotiationParams
 from .tension import SystemState, tension
@@ -11,19 +12,10 @@ if TYPE_CHECKING:
     from .engine import Negotiator
 
 
-def __getattr__(name: str) -> object:
-    # The engine and the bus pull in the agents, the model layer and the trace store
-    # (SQLAlchemy): loaded on first use, so that `negotiate` can read its parameters and start
-    # loading its models before paying for them.
-    if name == "Negotiator":
-        from .engine import Negotiator
-
-        return Negotiator
-    if name == "AgentTransport":
-        from .bus import AgentTransport
-
-        return AgentTransport
-    raise AttributeError(f"module 'psychoalign.negotiation' has no attribute '{name}'")
+# The engine and the bus pull in the agents, the model layer and the trace store (SQLAlchemy):
+# loaded on first use, so that `negotiate` can read its parameters and start loading its models
+# before paying for them.
+__getattr__ = lazy_exports(__name__, {"Negotiator": ".engine", "AgentTransport": ".bus"})
 
 
 __all__ = [

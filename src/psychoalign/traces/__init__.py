@@ -2,22 +2,17 @@
 
 from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .model import Trace, TraceStatus
 
 if TYPE_CHECKING:
     from .store import InMemoryTraceStore, SQLTraceStore, TraceStore, open_store
 
-_STORE = ("InMemoryTraceStore", "SQLTraceStore", "TraceStore", "open_store")
-
-
-def __getattr__(name: str) -> object:
-    # The stores pull in SQLAlchemy (about a second of a CLI process): loaded on first use, so
-    # that reading the trace model (`negotiate` before its models start loading) stays light.
-    if name in _STORE:
-        from . import store
-
-        return getattr(store, name)
-    raise AttributeError(f"module 'psychoalign.traces' has no attribute '{name}'")
+# The stores pull in SQLAlchemy (about a second of a CLI process): loaded on first use, so that
+# reading the trace model (`negotiate` before its models start loading) stays light.
+__getattr__ = lazy_exports(
+    __name__, dict.fromkeys(("InMemoryTraceStore", "SQLTraceStore", "TraceStore", "open_store"), ".store")
+)
 
 
 __all__ = ["InMemoryTraceStore", "SQLTraceStore", "Trace", "TraceStatus", "TraceStore", "open_store"]
