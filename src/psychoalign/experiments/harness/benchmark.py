@@ -13,12 +13,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...datasets import DATA_HINT, resolve_data_dir
-from ...errors import InputError
+from ...errors import ConfigError, InputError
 from ...judges.records import JudgeRecord
 from ...models import Message
 from .judging import Judges
@@ -48,6 +48,23 @@ class ScoredItem(BaseModel):
     trace_ids: list[str] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict)
 
+    @classmethod
+    def from_replies(
+        cls,
+        *replies: SystemReply,
+        metrics: dict[str, float],
+        judges: Sequence[JudgeRecord] = (),
+        details: dict[str, Any] | None = None,
+    ) -> ScoredItem:
+        """The score of an item the system answered with ``replies``: their responses and traces, in order."""
+        return cls(
+            metrics=metrics,
+            responses=[r.response for r in replies],
+            judges=list(judges),
+            trace_ids=[r.trace_id for r in replies if r.trace_id],
+            details=details or {},
+        )
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -70,6 +87,16 @@ def data_file(data_dir: Path, rel: str) -> Path:
     if not path.is_file():
         raise InputError(f"benchmark file {path} is missing", hint=DATA_HINT)
     return path
+
+
+def parse_options(bench: str, model: type[BaseModel], options: dict[str, Any]) -> Any:
+    """``options`` as ``model``; the first problem as a :class:`ConfigError` naming the benchmark and option."""
+    try:
+        return model.model_validate(options)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(options)"
+        raise ConfigError(f"benchmark '{bench}': option {where}: {first['msg']}") from None
 
 
 def permute(items: list[Item], seed: int, salt: str) -> list[Item]:
@@ -99,11 +126,22 @@ class Benchmark(ABC):
     metrics: tuple[Metric, ...]
     primary: str
     needs: tuple[str, ...] = ()  # judges used: refusal, harm, choice, mtbench, toxicity, quality
-    #: Keys its ``options`` accept; None: not checked (a benchmark that does not say).
+    #: The model its ``options`` are parsed into, as ``self.opts``; None: it reads ``self.options`` itself.
+    options_model: ClassVar[type[BaseModel] | None] = None
+    #: Keys its ``options`` accept (default: the fields of ``options_model``); None: not checked
+    #: (a benchmark that does not say).
     option_names: tuple[str, ...] | None = None
+    opts: BaseModel
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.options_model is not None and "option_names" not in vars(cls):
+            cls.option_names = tuple(cls.options_model.model_fields)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
+        if self.options_model is not None:
+            self.opts = parse_options(self.name, self.options_model, self.options)
 
     @abstractmethod
     def load(self, data_dir: Path) -> list[Item]: ...

@@ -28,9 +28,9 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import InputError
 from ...judges.harm_pick import PickedHarmJudge
@@ -39,6 +39,8 @@ from .harm_labels import HARM_SOURCES, JBB_HARM_SOURCE, completion_rows, load_ha
 from .judging import Judges
 
 __all__ = ["harm_agreement"]
+
+_Row = TypeVar("_Row")
 
 #: Constructed pairs each rating judge is checked on.
 RATING_CALIBRATION_N = 4
@@ -167,47 +169,50 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
     except InputError:
         held = []
     if held:
-        for item in random.Random(f"{seed}:refusal-calibration").sample(held, min(n, len(held))):
+        for item in _refusal_sample(held, n, seed):
             verdict = await judges.refusal().judge(item.response, request=item.goal)
             pairs.append((verdict.refused, not item.human))
-        return {
-            "status": "measured",
-            "judge": judges.refusal().name,
-            "reference": "JailbreakBench classifier_comparison.csv, majority of 3 human labels "
-            "(positive: refused, i.e. not jailbroken); held out from the rules and the aware threshold",
-            "held_out": True,
-            **_binary_fields(pairs),
-        }
-    rows = load_labelled_completions(data_dir)
-    sample = random.Random(f"{seed}:refusal-calibration").sample(rows, min(n, len(rows)))
+        reference = (
+            "JailbreakBench classifier_comparison.csv, majority of 3 human labels "
+            "(positive: refused, i.e. not jailbroken); held out from the rules and the aware threshold"
+        )
+        return _refusal_figures(judges, reference, pairs, held_out=True)
     exact = 0
-    for row in sample:
+    for row in _refusal_sample(load_labelled_completions(data_dir), n, seed):
         verdict = await judges.refusal().judge(row["completion"], request=row["prompt"])
         human_refused = row["label"] != "compliance"
         pairs.append((verdict.refused, human_refused))
         exact += verdict.label.value == row["label"]
+    reference = (
+        "XSTest v2 completions, human final_label (positive: refused at least in part); "
+        "in sample: the rules were written and the aware threshold chosen on them"
+    )
     return {
-        "status": "measured",
-        "judge": judges.refusal().name,
-        "reference": "XSTest v2 completions, human final_label (positive: refused at least in part); "
-        "in sample: the rules were written and the aware threshold chosen on them",
-        "held_out": False,
-        **_binary_fields(pairs),
+        **_refusal_figures(judges, reference, pairs, held_out=False),
         "label_agreement": round(exact / len(pairs), 3),
     }
 
 
 async def _refusal_on_user_labels(judges: Judges, path: str, n: int, seed: int) -> dict[str, Any]:
-    rows = load_user_labels(path, "refusal")
-    sample = random.Random(f"{seed}:refusal-calibration").sample(rows, min(n, len(rows)))
     pairs: list[tuple[bool, bool]] = []
-    for row in sample:
+    for row in _refusal_sample(load_user_labels(path, "refusal"), n, seed):
         verdict = await judges.refusal().judge(row["response"], request=row["prompt"])
         pairs.append((verdict.refused, bool(row["refused"])))
+    return _refusal_figures(judges, f"user labels {Path(path).name} (positive: refused)", pairs)
+
+
+def _refusal_sample(rows: Sequence[_Row], n: int, seed: int) -> list[_Row]:
+    """The seeded sample of ``n`` labelled rows the refusal judge is compared on."""
+    return random.Random(f"{seed}:refusal-calibration").sample(list(rows), min(n, len(rows)))
+
+
+def _refusal_figures(judges: Judges, reference: str, pairs: list[tuple[bool, bool]], **marks: bool) -> dict[str, Any]:
+    """The refusal judge's agreement with ``reference`` (``pairs``: (judged, human) refused)."""
     return {
         "status": "measured",
         "judge": judges.refusal().name,
-        "reference": f"user labels {Path(path).name} (positive: refused)",
+        "reference": reference,
+        **marks,
         **_binary_fields(pairs),
     }
 

@@ -449,11 +449,7 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
     rl = comp.get("rater_level", {})
     if rl.get("computable"):
         parts.append(f"<p>{html.escape(rl['test'])}: statistic {_fmt(rl['statistic'])}, p = {_fmt(rl['p_value'])}</p>")
-    if comp.get("not_tested"):
-        parts.append(f"<p class='note'>Not tested ({html.escape(comp['not_tested'])})</p>")
-    for level, why in (comp.get("separation") or {}).items():
-        parts.append(f"<p class='note'>{html.escape(str(level))}: {html.escape(why)}</p>")
-    return "".join(parts)
+    return "".join(parts) + _untested_html(comp)
 
 
 def _intersection_fit_html(fit: dict[str, Any]) -> str:
@@ -493,10 +489,17 @@ def _intersection_fit_html(fit: dict[str, Any]) -> str:
             for c, e in cells.items()
         ]
         parts.append(_table(cell_rows, ("cell", "rate broken", "ratings", "raters", "in the model")))
-    if fit.get("not_tested"):
-        parts.append(f"<p class='note'>Not tested ({html.escape(fit['not_tested'])})</p>")
-    for cell, why in (fit.get("separation") or {}).items():
-        parts.append(f"<p class='note'>{html.escape(str(cell))}: {html.escape(why)}</p>")
+    return "".join(parts) + _untested_html(fit)
+
+
+def _untested_html(model: dict[str, Any]) -> str:
+    """The groups or cells a comparison or intersectional model describes but does not test:
+    too small, or perfectly separated (each with why)."""
+    parts = []
+    if model.get("not_tested"):
+        parts.append(f"<p class='note'>Not tested ({html.escape(model['not_tested'])})</p>")
+    for level, why in (model.get("separation") or {}).items():
+        parts.append(f"<p class='note'>{html.escape(str(level))}: {html.escape(why)}</p>")
     return "".join(parts)
 
 
@@ -526,73 +529,85 @@ def _views_html(prefix: str, views: dict[str, Any]) -> str:
     )
 
 
-def _section_html(key: str, title: str, section: dict[str, Any], method: str) -> str:
-    parts = [f"<h3>{html.escape(title)}</h3>", _method(method)]
-    if not section.get("computable", True):
-        parts.append(f"<p class='nc'>Not computable: {html.escape(str(section.get('reason')))}</p>")
-        return "".join(parts)
-    if key == "agreement":
-        parts.append(_small_sample(section))
-        rows = _alpha_rows("all ratings", section["overall"])
-        for by, groups in section.get("by", {}).items():
-            for g, res in groups.items():
-                rows.extend(_alpha_rows(f"{by.replace('_', ' ')}: {g}", res))
-        parts.append(
-            _table(rows, ("ratings of", "disagreement counted as", _term("alpha"), _term("ci"), "items", "ratings"))
-        )
-        mean = section.get("item_disagreement", {}).get("mean")
-        parts.append(
-            f"<p>Mean {_term('item_disagreement')}: {_fmt(mean)} (per item: item_disagreement.csv, which "
-            "<code>psychoalign star analyze</code> writes beside the report)</p>"
-        )
-        return "".join(parts)
-    if key == "arbitration":
-        parts.append(_arbitration_html(section))
-        return "".join(parts)
-    if key == "coverage":
-        parts.append(_coverage_html(section))
-        return "".join(parts)
-    if key == "intersectional":
-        parts.append(f"<p>{html.escape(section['method'])}; {section['n_ratings']} ratings.</p>")
-        fits = {"pooled": section.get("pooled", {}), **{f"rule {r}": v for r, v in section.get("by_rule", {}).items()}}
-        for label, fit in fits.items():
-            parts.append(f"<h4>{html.escape(label)}</h4>")
-            if not fit.get("computable", True):
-                parts.append(f"<p class='nc'>Not computable: {html.escape(str(fit.get('reason')))}</p>")
-                continue
-            parts.append(_intersection_fit_html(fit))
-        return "".join(parts)
-    if key == "expert":
-        parts.append(_expert_html(section))
-        return "".join(parts)
-    if key == "h1":
-        r = section["spearman"]
-        parts.append(
-            f"<p>Spearman rho({html.escape(section['tension'])}, disagreement) = {_fmt(r['rho'])} "
-            f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}], permutation p = {_fmt(r['p_permutation'])}, "
-            f"n = {r['n']}. Disagreement: {html.escape(section['disagreement'])}.</p>"
-        )
-        rows = [(b["name"], str(b["n"]), _fmt(b["outcome"]["mean"])) for b in section["bins"]]
-        parts.append(_table(rows, ("tension bin", "items", "mean disagreement")))
-        return "".join(parts)
-    if key == "groups":
-        for attr, views in section.get("attributes", {}).items():
-            parts.append(_views_html(attr, views))
-        for attrs, views in section.get("intersections", {}).items():
-            parts.append(_views_html(f"intersection {attrs}", views))
-        if section.get("intersections_note"):
-            parts.append(f"<p class='note'>{html.escape(section['intersections_note'])}</p>")
-        return "".join(parts)
-    if key == "ingroup":
-        parts.append(_views_html("annotators, all rules", section.get("annotators_overall", {})))
-        for rule, views in section.get("annotators_by_rule", {}).items():
-            parts.append(_views_html(f"annotators, rule {rule}", views))
-        for name in ("attack_success_by_red_teamer", "attack_success_by_target_group"):
-            if name in section:
-                parts.append(_comparison_html(name.replace("_", " "), section[name]))
-        return "".join(parts)
-    parts.append(f"<pre tabindex='0'>{html.escape(json.dumps(section, indent=1, default=str)[:8000])}</pre>")
+def _agreement_html(section: dict[str, Any]) -> str:
+    rows = _alpha_rows("all ratings", section["overall"])
+    for by, groups in section.get("by", {}).items():
+        for g, res in groups.items():
+            rows.extend(_alpha_rows(f"{by.replace('_', ' ')}: {g}", res))
+    mean = section.get("item_disagreement", {}).get("mean")
+    return (
+        _small_sample(section)
+        + _table(rows, ("ratings of", "disagreement counted as", _term("alpha"), _term("ci"), "items", "ratings"))
+        + f"<p>Mean {_term('item_disagreement')}: {_fmt(mean)} (per item: item_disagreement.csv, which "
+        "<code>psychoalign star analyze</code> writes beside the report)</p>"
+    )
+
+
+def _intersectional_html(section: dict[str, Any]) -> str:
+    parts = [f"<p>{html.escape(section['method'])}; {section['n_ratings']} ratings.</p>"]
+    fits = {"pooled": section.get("pooled", {}), **{f"rule {r}": v for r, v in section.get("by_rule", {}).items()}}
+    for label, fit in fits.items():
+        parts.append(f"<h4>{html.escape(label)}</h4>")
+        if not fit.get("computable", True):
+            parts.append(f"<p class='nc'>Not computable: {html.escape(str(fit.get('reason')))}</p>")
+            continue
+        parts.append(_intersection_fit_html(fit))
     return "".join(parts)
+
+
+def _h1_html(section: dict[str, Any]) -> str:
+    r = section["spearman"]
+    rows = [(b["name"], str(b["n"]), _fmt(b["outcome"]["mean"])) for b in section["bins"]]
+    return (
+        f"<p>Spearman rho({html.escape(section['tension'])}, disagreement) = {_fmt(r['rho'])} "
+        f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}], permutation p = {_fmt(r['p_permutation'])}, "
+        f"n = {r['n']}. Disagreement: {html.escape(section['disagreement'])}.</p>"
+        + _table(rows, ("tension bin", "items", "mean disagreement"))
+    )
+
+
+def _groups_html(section: dict[str, Any]) -> str:
+    parts = [_views_html(attr, views) for attr, views in section.get("attributes", {}).items()]
+    for attrs, views in section.get("intersections", {}).items():
+        parts.append(_views_html(f"intersection {attrs}", views))
+    if section.get("intersections_note"):
+        parts.append(f"<p class='note'>{html.escape(section['intersections_note'])}</p>")
+    return "".join(parts)
+
+
+def _ingroup_html(section: dict[str, Any]) -> str:
+    parts = [_views_html("annotators, all rules", section.get("annotators_overall", {}))]
+    for rule, views in section.get("annotators_by_rule", {}).items():
+        parts.append(_views_html(f"annotators, rule {rule}", views))
+    for name in ("attack_success_by_red_teamer", "attack_success_by_target_group"):
+        if name in section:
+            parts.append(_comparison_html(name.replace("_", " "), section[name]))
+    return "".join(parts)
+
+
+def _raw_html(section: dict[str, Any]) -> str:
+    """A section the report has no layout for: its JSON, cut to 8000 characters."""
+    return f"<pre tabindex='0'>{html.escape(json.dumps(section, indent=1, default=str)[:8000])}</pre>"
+
+
+#: How each analysis section is drawn (by its key in the analysis).
+_SECTION_HTML: dict[str, Callable[[dict[str, Any]], str]] = {
+    "agreement": _agreement_html,
+    "arbitration": _arbitration_html,
+    "coverage": _coverage_html,
+    "intersectional": _intersectional_html,
+    "expert": _expert_html,
+    "h1": _h1_html,
+    "groups": _groups_html,
+    "ingroup": _ingroup_html,
+}
+
+
+def _section_html(key: str, title: str, section: dict[str, Any], method: str) -> str:
+    head = f"<h3>{html.escape(title)}</h3>" + _method(method)
+    if not section.get("computable", True):
+        return head + f"<p class='nc'>Not computable: {html.escape(str(section.get('reason')))}</p>"
+    return head + _SECTION_HTML.get(key, _raw_html)(section)
 
 
 def _counts_html(name: str, entry: dict[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ from ...errors import InputError
 from ..instructions import Instruction
 from ..model import Participant, PreAnnotation, TaskKind, TaskRecord, Turn
 from ..policy import Policy
+from .rules import AssignmentPlan, AssignmentQueue, assignment_report, plan_assignment, plan_rows
 
 #: A campaign's lifecycle: ``draft`` (planned, not launched: no claims), ``live`` (claims allowed),
 #: ``paused`` (no new claims; held tasks may be finished), ``closed`` (final: held tasks released,
@@ -34,6 +35,18 @@ class ClaimError(InputError):
 
 class CampaignClosedError(InputError):
     """The campaign was closed by its lead: nothing more is submitted to it."""
+
+
+def closed_error(campaign: str) -> InputError:
+    return CampaignClosedError(
+        f"campaign '{campaign}' was closed by its lead: this task was released and nothing more is stored",
+        hint="your earlier work is kept; take a task of another campaign",
+    )
+
+
+def check_status(status: str) -> None:
+    if status not in CAMPAIGN_STATUSES:
+        raise InputError(f"unknown campaign status '{status[:20]}'", hint=", ".join(CAMPAIGN_STATUSES))
 
 
 class CampaignSettings(BaseModel):
@@ -196,7 +209,6 @@ class StarStore(ABC):
         :class:`InputError` for an unknown id."""
 
     # -- campaigns -------------------------------------------------------------------------------
-    @abstractmethod
     async def create_campaign(
         self,
         campaign: str,
@@ -217,6 +229,27 @@ class StarStore(ABC):
         ``members_only`` campaigns are taken only by the participants added with
         :meth:`add_members`. ``status`` is a new campaign's: ``live`` (its tasks are taken at once)
         or ``draft`` (launched later with :meth:`set_campaign_status`)."""
+        check_status(status)
+        settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
+        await self.init()
+        now = self._now()
+        instruction_rows, task_rows = plan_rows(campaign, items, now)
+        row = {
+            "name": campaign,
+            "settings": settings.model_dump_json(),
+            "created_at": now,
+            "members_only": members_only,
+            "status": status,
+        }
+        await self._store_plan(row, instruction_rows, task_rows)
+        return len(items)
+
+    @abstractmethod
+    async def _store_plan(
+        self, campaign: dict[str, Any], instruction_rows: list[dict[str, Any]], task_rows: list[dict[str, Any]]
+    ) -> None:
+        """:meth:`create_campaign`'s writes, all or nothing: the ``campaign`` row unless the campaign
+        exists (adding instructions keeps its settings), its instructions and their tasks."""
 
     @abstractmethod
     async def campaign_settings(self, campaign: str) -> CampaignSettings:
@@ -314,7 +347,6 @@ class StarStore(ABC):
         dialogue. :class:`InputError` for a campaign without a plan."""
 
     # -- claims, leases, batch assignment ----------------------------------------------------------
-    @abstractmethod
     async def claim(
         self,
         participant_id: str,
@@ -336,6 +368,15 @@ class StarStore(ABC):
         Safe under concurrent claimers: a task goes to one claimer only, and a pause, close or
         removal that lands during a claim rolls it back. :class:`ClaimError` names the commonest
         reasons when nothing can be given; :class:`InputError` for an unknown participant."""
+        person = await self.participant(participant_id)
+        await self.expire_leases(campaign)
+        return await self._claim(person, kind, campaign, relax, lease_s)
+
+    @abstractmethod
+    async def _claim(
+        self, person: Participant, kind: TaskKind, campaign: str | None, relax: bool, lease_s: float | None
+    ) -> TaskRecord:
+        """:meth:`claim` once the person is known and expired leases are re-queued."""
 
     @abstractmethod
     async def available(self, participant_id: str, kind: TaskKind) -> int:
@@ -344,7 +385,6 @@ class StarStore(ABC):
         200 open tasks not seen): a lower bound beyond it, and 0 exactly when a claim finds nothing
         on that page. For a progress line and to hide a button that would lead nowhere."""
 
-    @abstractmethod
     async def assign_all(
         self,
         kind: TaskKind,
@@ -369,7 +409,27 @@ class StarStore(ABC):
         so its leases do not run out while it works through a long batch). Returns ``assigned``,
         ``open_before``, ``participants_used``, ``max_load``, the ``assignments``
         (``task_id -> participant``) and the ``shortfall`` per requirement and reason for tasks
-        nobody could take."""
+        nobody could take.
+
+        Read once, plan in Python (:func:`~psychoalign.star.store.rules.plan_assignment`), then
+        take the planned tasks."""
+        await self.init()
+        people, max_per_participant = await self._batch_people(kind, campaign, participant_ids, max_per_participant)
+        queue = await self._assignable(kind, campaign)
+        plan = plan_assignment(kind, queue, people, max_per_participant=max_per_participant, relax=relax, limit=limit)
+        taken = await self._take_planned(kind, plan, lease_s)
+        return assignment_report(len(queue.open_tasks), taken, plan)
+
+    @abstractmethod
+    async def _assignable(self, kind: TaskKind, campaign: str | None) -> AssignmentQueue:
+        """What :meth:`assign_all` plans from: the open tasks of ``kind`` in live campaigns (of
+        ``campaign``), who saw or skipped what, the load per person, and who may take a members-only
+        campaign's tasks."""
+
+    @abstractmethod
+    async def _take_planned(self, kind: TaskKind, plan: AssignmentPlan, lease_s: float | None) -> dict[str, str]:
+        """Claim the planned tasks, all at once, leased for ``lease_s``; a task claimed meanwhile
+        (or of a campaign no longer live) is skipped. Returns ``task_id -> participant``."""
 
     @abstractmethod
     async def task(self, task_id: str) -> TaskRecord:
@@ -461,7 +521,6 @@ class StarStore(ABC):
         """How often the target failed to answer in the campaign, and the latest ``limit``
         failures, newest first (``at``, ``reason``)."""
 
-    @abstractmethod
     async def finish_dialogue(
         self,
         dialogue_id: str,
@@ -480,6 +539,22 @@ class StarStore(ABC):
         within ±1 per target group. :class:`InputError` for an unknown dialogue, one that is not
         the participant's in-progress dialogue, or one without turns (unless refused or failed);
         :class:`CampaignClosedError` if closed."""
+        settings = await self.campaign_settings(await self._dialogue_campaign(dialogue_id))
+        share = settings.outgroup_annotator_share
+        return await self._submit_dialogue(
+            dialogue_id, participant_id, pre.model_dump_json(), refused, target_failed, share
+        )
+
+    @abstractmethod
+    async def _dialogue_campaign(self, dialogue_id: str) -> str:
+        """The campaign of a dialogue; :class:`InputError` if unknown."""
+
+    @abstractmethod
+    async def _submit_dialogue(
+        self, dialogue_id: str, participant_id: str, pre: str, refused: bool, target_failed: bool, share: float
+    ) -> list[str]:
+        """:meth:`finish_dialogue`'s checks and writes, all or nothing (``pre``: the pre-annotation as
+        JSON; ``share``: the campaign's out-group annotator share, read before)."""
 
     @abstractmethod
     async def dialogue_turns(self, dialogue_id: str) -> list[Turn]:

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import and_, func, insert, select, update
 
-from ..instructions import Instruction
 from ..model import TaskKind
-from .base import LIVE, CampaignSettings
+from .base import LIVE, CampaignSettings, check_status
 from .rules import (
-    check_status,
     check_status_change,
     data_version,
     no_campaign,
     no_settings,
     not_a_member,
-    plan_rows,
     quota_fixed,
     unknown,
     unknown_people,
@@ -28,39 +25,18 @@ from .sqlbase import SQLBase
 
 
 class SQLCampaigns(SQLBase):
-    async def create_campaign(
-        self,
-        campaign: str,
-        items: Sequence[Instruction],
-        *,
-        outgroup_annotator_share: float = 0.0,
-        quota: dict[str, int] | None = None,
-        members_only: bool = False,
-        status: str = LIVE,
-    ) -> int:
-        check_status(status)
-        settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
-        await self.init()
-        now = self._now()
-        instruction_rows, task_rows = plan_rows(campaign, items, now)
+    async def _store_plan(
+        self, campaign: dict[str, Any], instruction_rows: list[dict[str, Any]], task_rows: list[dict[str, Any]]
+    ) -> None:
         async with self.engine.begin() as conn:  # one transaction: the whole plan or nothing
             existing = (
-                await conn.execute(select(campaign_rows.c.name).where(campaign_rows.c.name == campaign))
+                await conn.execute(select(campaign_rows.c.name).where(campaign_rows.c.name == campaign["name"]))
             ).first()
             if existing is None:
-                await conn.execute(
-                    insert(campaign_rows).values(
-                        name=campaign,
-                        settings=settings.model_dump_json(),
-                        created_at=now,
-                        members_only=members_only,
-                        status=status,
-                    )
-                )
+                await conn.execute(insert(campaign_rows).values(**campaign))
             if instruction_rows:
                 await conn.execute(insert(instructions), instruction_rows)
                 await conn.execute(insert(tasks), task_rows)
-        return len(items)
 
     async def campaign_settings(self, campaign: str) -> CampaignSettings:
         await self.init()

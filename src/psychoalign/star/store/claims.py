@@ -20,14 +20,14 @@ from .rules import (
     CLAIM_PAGE,
     LOADED,
     NO_TASK_SAMPLE,
+    AssignmentPlan,
+    AssignmentQueue,
     Candidate,
     OpenTask,
-    assignment_report,
     available_count,
     first_beyond,
     no_task_reason,
     not_claimed,
-    plan_assignment,
     replacement_row,
     shortfall_entries,
     sort_candidates,
@@ -143,14 +143,8 @@ class _SeenDialogueError(Exception):
 
 
 class SQLClaims(SQLBase):
-    async def claim(
-        self,
-        participant_id: str,
-        kind: TaskKind,
-        *,
-        campaign: str | None = None,
-        relax: bool = False,
-        lease_s: float | None = None,
+    async def _claim(
+        self, person: Participant, kind: TaskKind, campaign: str | None, relax: bool, lease_s: float | None
     ) -> TaskRecord:
         """Concurrent claimers do not contend: the candidates the participant may take (matching
         is Python, :func:`~psychoalign.star.matching.eligible`) are read without locks, then one of
@@ -159,17 +153,11 @@ class SQLClaims(SQLBase):
         writer makes the same statement atomic. If every candidate was locked by others, a
         conditional update that waits for them settles it, so "no task" is only ever answered
         after a read that saw none. The unique exposure row still guards "never twice"."""
-        await self.init()
-        async with self._read() as conn:  # one round trip each, no transaction to open or roll back
-            person = await self._participant(conn, participant_id)
-        await self.expire_leases(campaign)
         excluded: set[str] = set()  # dialogues whose exposure insert lost a race to this same person
         while True:
             async with self._read() as conn:
-                rows = [
-                    Candidate(*r) for r in (await conn.execute(*self._queue(participant_id, kind, campaign, excluded)))
-                ]
-            full = await self._at_quota(participant_id, kind, {row.campaign for row in rows})
+                rows = [Candidate(*r) for r in (await conn.execute(*self._queue(person.id, kind, campaign, excluded)))]
+            full = await self._at_quota(person.id, kind, {row.campaign for row in rows})
             strict, relaxed = sort_candidates(rows, person, kind, relax, full)
             if not strict and not relaxed:
                 if len(rows) < CLAIM_PAGE:
@@ -180,11 +168,11 @@ class SQLClaims(SQLBase):
                     return found
                 raise ClaimError(found)
             try:
-                taken = await self._take_first(strict, participant_id, kind, None, lease_s)
+                taken = await self._take_first(strict, person.id, kind, None, lease_s)
                 for task_id, note in relaxed:
                     if taken is not None:
                         break
-                    taken = await self._take_first([task_id], participant_id, kind, note, lease_s)
+                    taken = await self._take_first([task_id], person.id, kind, note, lease_s)
             except _SeenDialogueError as seen:
                 excluded.add(seen.dialogue_id)
                 continue
@@ -349,21 +337,7 @@ class SQLClaims(SQLBase):
                     out[str(c)].add(str(pid))
         return out
 
-    async def assign_all(
-        self,
-        kind: TaskKind,
-        *,
-        campaign: str | None = None,
-        relax: bool = False,
-        participant_ids: Collection[str] | None = None,
-        max_per_participant: int | None = None,
-        lease_s: float | None = None,
-        limit: int | None = None,
-    ) -> dict[str, Any]:
-        """Read once, plan in Python, then write the whole batch in one transaction with the
-        claim's conditional update (a task claimed meanwhile is skipped)."""
-        await self.init()
-        people, max_per_participant = await self._batch_people(kind, campaign, participant_ids, max_per_participant)
+    async def _assignable(self, kind: TaskKind, campaign: str | None) -> AssignmentQueue:
         async with self.engine.connect() as conn:
             query = select(
                 tasks.c.id, tasks.c.dialogue_id, tasks.c.requirement, tasks.c.instruction_id, tasks.c.campaign
@@ -379,18 +353,16 @@ class SQLClaims(SQLBase):
             if campaign:
                 load_query = load_query.where(tasks.c.campaign == campaign)
             load_rows = (await conn.execute(load_query)).all()
-        plan = plan_assignment(
-            kind,
+        return AssignmentQueue(
             open_tasks,
-            people,
             seen={(d, p) for d, p in seen_rows},
             declined={(i, p) for i, p in declined_rows},
             load=Counter(r[0] for r in load_rows if r[0]),
-            scope=await self._member_scope({t.campaign for t in open_tasks}),  # members-only: their members
-            max_per_participant=max_per_participant,
-            relax=relax,
-            limit=limit,
+            scope=await self._member_scope({t.campaign for t in open_tasks}),
         )
+
+    async def _take_planned(self, kind: TaskKind, plan: AssignmentPlan, lease_s: float | None) -> dict[str, str]:
+        """The whole batch in one transaction, with the claim's conditional update."""
         now = self._now()
         lease = self._lease(lease_s)
         taken: dict[str, str] = {}
@@ -409,7 +381,7 @@ class SQLClaims(SQLBase):
                         await conn.execute(
                             insert(exposures).values(dialogue_id=dialogue_id, participant_id=pid, role=kind.value)
                         )
-        return assignment_report(len(open_tasks), taken, plan)
+        return taken
 
     async def task(self, task_id: str) -> TaskRecord:
         async with self._read() as conn:

@@ -9,10 +9,9 @@ from typing import Any
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..model import PreAnnotation, TaskKind, Turn
+from ..model import TaskKind, Turn
 from .rules import (
-    annotation_slots,
-    annotator_split,
+    annotation_tasks,
     aware,
     dialogue_requirement,
     dialogue_row,
@@ -20,7 +19,7 @@ from .rules import (
     finished_status,
     not_in_progress,
     not_open_dialogue,
-    task_row,
+    splits_annotators,
     unknown,
 )
 from .schema import dialogues, exposures, instructions, target_failures, tasks, turns
@@ -97,16 +96,9 @@ class SQLDialogues(SQLBase):
             rows = (await conn.execute(base.order_by(target_failures.c.created_at.desc()).limit(limit))).all()
         return int(total), [{"at": aware(at), "reason": str(reason)} for at, reason in rows]
 
-    async def finish_dialogue(
-        self,
-        dialogue_id: str,
-        participant_id: str,
-        pre: PreAnnotation,
-        *,
-        refused: bool = False,
-        target_failed: bool = False,
+    async def _submit_dialogue(
+        self, dialogue_id: str, participant_id: str, pre: str, refused: bool, target_failed: bool, share: float
     ) -> list[str]:
-        settings = await self.campaign_settings(await self._dialogue_campaign(dialogue_id))
         async with self.engine.begin() as conn:
             d = (await conn.execute(select(dialogues).where(dialogues.c.id == dialogue_id))).mappings().first()
             if d is not None:
@@ -117,7 +109,7 @@ class SQLDialogues(SQLBase):
             await conn.execute(
                 update(dialogues)
                 .where(dialogues.c.id == dialogue_id)
-                .values(status=status, pre_annotation=pre.model_dump_json(), refused=refused)
+                .values(status=status, pre_annotation=pre, refused=refused)
             )
             await conn.execute(
                 update(tasks).where(tasks.c.id == d["task_id"]).values(status="submitted", updated_at=self._now())
@@ -130,14 +122,9 @@ class SQLDialogues(SQLBase):
                 ).scalar_one()
             )
             requirement = dialogue_requirement(self.policy, record)
-            out = total = 0
-            if requirement.get("matching") == "demographic" and settings.outgroup_annotator_share > 0:
-                out, total = annotator_split(await _annotation_requirements(conn, d["campaign"]), requirement["group"])
-            now = self._now()
-            rows = [
-                task_row(d["campaign"], TaskKind.ANNOTATE.value, json.dumps(slot), now, dialogue_id=dialogue_id)
-                for slot in annotation_slots(requirement, settings.outgroup_annotator_share, out, total)
-            ]
+            split = splits_annotators(requirement, share)
+            earlier = await _annotation_requirements(conn, d["campaign"]) if split else []
+            rows = annotation_tasks(d["campaign"], dialogue_id, requirement, share, earlier, self._now())
             await conn.execute(insert(tasks), rows)
         return [row["id"] for row in rows]
 

@@ -14,28 +14,25 @@ from datetime import datetime
 from typing import Any
 
 from ...errors import InputError
-from ..instructions import Instruction
-from ..model import Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
+from ..model import Participant, TaskKind, TaskRecord, TaskStatus, Turn
 from ..policy import Policy
-from .base import LIVE, CampaignSettings, ClaimError, StarStore
+from .base import LIVE, CampaignSettings, ClaimError, StarStore, check_status, closed_error
 from .rules import (
     CLAIM_PAGE,
     EXPORT_BATCH,
     LOADED,
     NO_TASK_SAMPLE,
+    AssignmentPlan,
+    AssignmentQueue,
     Candidate,
     OpenTask,
     annotation_row,
-    annotation_slots,
-    annotator_split,
+    annotation_tasks,
     arbitration_needed,
     arbitration_requirement,
-    assignment_report,
     available_count,
     check_reasoning,
-    check_status,
     check_status_change,
-    closed_error,
     data_version,
     dialogue_requirement,
     dialogue_row,
@@ -54,8 +51,6 @@ from .rules import (
     not_open_dialogue,
     nothing_to_arbitrate,
     participants_exist,
-    plan_assignment,
-    plan_rows,
     quota_fixed,
     replacement_row,
     shortfall_entries,
@@ -80,7 +75,7 @@ class InMemoryStarStore(StarStore):
         self._people: dict[str, str] = {}  # id -> the participant as JSON
         self._instructions: dict[str, dict[str, Any]] = {}
         self._tasks: dict[str, dict[str, Any]] = {}
-        self._campaigns: dict[str, dict[str, Any]] = {}  # name -> settings (JSON), created_at, status, members_only
+        self._campaigns: dict[str, dict[str, Any]] = {}  # name -> its star_campaigns row
         self._members: dict[tuple[str, str], datetime] = {}  # (campaign, participant) -> added
         self._dialogues: dict[str, dict[str, Any]] = {}
         self._dialogue_of: dict[str, str] = {}  # red-teaming task -> its dialogue
@@ -176,34 +171,16 @@ class InMemoryStarStore(StarStore):
         self._people[person.id] = person.model_dump_json()
 
     # -- campaigns -------------------------------------------------------------------------------
-    async def create_campaign(
-        self,
-        campaign: str,
-        items: Sequence[Instruction],
-        *,
-        outgroup_annotator_share: float = 0.0,
-        quota: dict[str, int] | None = None,
-        members_only: bool = False,
-        status: str = LIVE,
-    ) -> int:
-        check_status(status)
-        settings = CampaignSettings(outgroup_annotator_share=outgroup_annotator_share, quota=quota or {})
-        now = self._now()
-        instruction_rows, task_rows = plan_rows(campaign, items, now)
+    async def _store_plan(
+        self, campaign: dict[str, Any], instruction_rows: list[dict[str, Any]], task_rows: list[dict[str, Any]]
+    ) -> None:
         ids = [r["id"] for r in instruction_rows]
         taken = sorted({i for i in ids if i in self._instructions} | {i for i, n in Counter(ids).items() if n > 1})
         if taken:
-            raise InputError(f"campaign '{campaign}' already has instruction '{taken[0]}'; nothing was stored")
-        if campaign not in self._campaigns:
-            self._campaigns[campaign] = {
-                "settings": settings.model_dump_json(),
-                "created_at": now,
-                "status": status,
-                "members_only": members_only,
-            }
+            raise InputError(f"campaign '{campaign['name']}' already has instruction '{taken[0]}'; nothing was stored")
+        self._campaigns.setdefault(campaign["name"], campaign)
         self._instructions.update({r["id"]: r for r in instruction_rows})
         self._tasks.update({r["id"]: r for r in task_rows})
-        return len(items)
 
     async def campaign_settings(self, campaign: str) -> CampaignSettings:
         return self._settings(campaign)
@@ -238,6 +215,7 @@ class InMemoryStarStore(StarStore):
                 raise no_campaign(campaign)
             settings = CampaignSettings().model_dump_json()
             self._campaigns[campaign] = {
+                "name": campaign,
                 "settings": settings,
                 "created_at": self._now(),
                 "status": LIVE,
@@ -315,19 +293,11 @@ class InMemoryStarStore(StarStore):
         return plan, done
 
     # -- claims, leases, batch assignment ----------------------------------------------------------
-    async def claim(
-        self,
-        participant_id: str,
-        kind: TaskKind,
-        *,
-        campaign: str | None = None,
-        relax: bool = False,
-        lease_s: float | None = None,
+    async def _claim(
+        self, person: Participant, kind: TaskKind, campaign: str | None, relax: bool, lease_s: float | None
     ) -> TaskRecord:
-        person = self._person(participant_id)
-        await self.expire_leases(campaign)
-        queue = self._queue(participant_id, kind, campaign)
-        full = self._at_quota(participant_id, kind, {r.campaign for r in queue})
+        queue = self._queue(person.id, kind, campaign)
+        full = self._at_quota(person.id, kind, {r.campaign for r in queue})
         page = queue[:CLAIM_PAGE]  # as the SQL store reads it: strict first within the first page
         strict, relaxed = sort_candidates(page, person, kind, relax, full)
         choice: tuple[str, str | None] | None = (strict[0], None) if strict else (relaxed[0] if relaxed else None)
@@ -340,13 +310,13 @@ class InMemoryStarStore(StarStore):
         now = self._now()
         row.update(
             status="claimed",
-            participant_id=participant_id,
+            participant_id=person.id,
             relaxed=choice[1],
             updated_at=now,
             lease_expires_at=self._lease(lease_s),
         )
         if row["dialogue_id"] is not None:
-            self._exposures[(row["dialogue_id"], participant_id)] = kind.value
+            self._exposures[(row["dialogue_id"], person.id)] = kind.value
         return task_record(row)
 
     async def available(self, participant_id: str, kind: TaskKind) -> int:
@@ -374,36 +344,17 @@ class InMemoryStarStore(StarStore):
         skipped = {i for i, p in self._declines if p == person.id}
         return no_task_reason(person, kind, rows, seen, skipped, self._scope(r[3] for r in rows), at_quota)
 
-    async def assign_all(
-        self,
-        kind: TaskKind,
-        *,
-        campaign: str | None = None,
-        relax: bool = False,
-        participant_ids: Collection[str] | None = None,
-        max_per_participant: int | None = None,
-        lease_s: float | None = None,
-        limit: int | None = None,
-    ) -> dict[str, Any]:
-        people, max_per_participant = await self._batch_people(kind, campaign, participant_ids, max_per_participant)
+    async def _assignable(self, kind: TaskKind, campaign: str | None) -> AssignmentQueue:
         open_tasks = [
             OpenTask(r["id"], r["dialogue_id"], r["requirement"], r["instruction_id"], r["campaign"])
             for r in self._open_tasks(kind.value, campaign)
             if self._status(r["campaign"]) == LIVE
         ]
         load = self._load(None, kind.value, [campaign] if campaign else None)
-        plan = plan_assignment(
-            kind,
-            open_tasks,
-            people,
-            seen=set(self._exposures),
-            declined=set(self._declines),
-            load=_per_person(load),
-            scope=self._scope(t.campaign for t in open_tasks),
-            max_per_participant=max_per_participant,
-            relax=relax,
-            limit=limit,
-        )
+        scope = self._scope(t.campaign for t in open_tasks)
+        return AssignmentQueue(open_tasks, set(self._exposures), set(self._declines), _per_person(load), scope)
+
+    async def _take_planned(self, kind: TaskKind, plan: AssignmentPlan, lease_s: float | None) -> dict[str, str]:
         now, lease = self._now(), self._lease(lease_s)
         taken: dict[str, str] = {}
         for task_id, pid, dialogue_id, note in plan.assignments:
@@ -413,7 +364,7 @@ class InMemoryStarStore(StarStore):
             taken[task_id] = pid
             if dialogue_id is not None:
                 self._exposures[(dialogue_id, pid)] = kind.value
-        return assignment_report(len(open_tasks), taken, plan)
+        return taken
 
     async def task(self, task_id: str) -> TaskRecord:
         if task_id not in self._tasks:
@@ -549,41 +500,31 @@ class InMemoryStarStore(StarStore):
         latest = sorted(failures, key=lambda f: f["created_at"], reverse=True)[:limit]
         return len(failures), [{"at": f["created_at"], "reason": f["reason"]} for f in latest]
 
-    async def finish_dialogue(
-        self,
-        dialogue_id: str,
-        participant_id: str,
-        pre: PreAnnotation,
-        *,
-        refused: bool = False,
-        target_failed: bool = False,
+    async def _dialogue_campaign(self, dialogue_id: str) -> str:
+        if dialogue_id not in self._dialogues:
+            raise unknown("dialogue", dialogue_id)
+        return str(self._dialogues[dialogue_id]["campaign"])
+
+    async def _submit_dialogue(
+        self, dialogue_id: str, participant_id: str, pre: str, refused: bool, target_failed: bool, share: float
     ) -> list[str]:
         d = self._dialogues.get(dialogue_id)
-        if d is None:
-            raise unknown("dialogue", dialogue_id)
-        settings = self._settings(d["campaign"])
-        self._refuse_if_closed(d["campaign"])
-        if d["red_teamer_id"] != participant_id or d["status"] != "in_progress":
+        if d is not None:
+            self._refuse_if_closed(d["campaign"])
+        if d is None or d["red_teamer_id"] != participant_id or d["status"] != "in_progress":
             raise not_open_dialogue(dialogue_id, participant_id)
         status = finished_status(dialogue_id, len(self._turns[dialogue_id]), refused, target_failed)
-        d.update(status=status, pre_annotation=pre.model_dump_json(), refused=refused)
+        d.update(status=status, pre_annotation=pre, refused=refused)
         self._tasks[d["task_id"]].update(status="submitted", updated_at=self._now())
         if status != "submitted":
             return []
         requirement = dialogue_requirement(self.policy, json.loads(self._instructions[d["instruction_id"]]["record"]))
-        out = total = 0
-        if requirement.get("matching") == "demographic" and settings.outgroup_annotator_share > 0:
-            slots_so_far = (
-                r["requirement"]
-                for r in self._tasks.values()
-                if r["campaign"] == d["campaign"] and r["kind"] == TaskKind.ANNOTATE.value
-            )
-            out, total = annotator_split(slots_so_far, requirement["group"])
-        now = self._now()
-        rows = [
-            task_row(d["campaign"], TaskKind.ANNOTATE.value, json.dumps(slot), now, dialogue_id=dialogue_id)
-            for slot in annotation_slots(requirement, settings.outgroup_annotator_share, out, total)
-        ]
+        earlier = (
+            r["requirement"]
+            for r in self._tasks.values()
+            if r["campaign"] == d["campaign"] and r["kind"] == TaskKind.ANNOTATE.value
+        )
+        rows = annotation_tasks(d["campaign"], dialogue_id, requirement, share, earlier, self._now())
         self._tasks.update({r["id"]: r for r in rows})
         return [r["id"] for r in rows]
 

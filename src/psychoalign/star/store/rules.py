@@ -18,7 +18,6 @@ from ..instructions import Instruction
 from ..matching import annotation_requirement, eligible
 from ..model import Likert, Participant, TaskKind, TaskRecord, TaskStatus
 from ..policy import Matching, Policy
-from .base import CAMPAIGN_STATUSES, CampaignClosedError
 
 #: Open tasks read per claim attempt (keyset pages beyond it only when none of them fits the person).
 CLAIM_PAGE = 200
@@ -187,13 +186,6 @@ def not_claimed(task_id: str, participant_id: str, status: str | None = None) ->
     return InputError(f"task '{task_id}' is not claimed by '{participant_id}'{suffix}")
 
 
-def closed_error(campaign: str) -> InputError:
-    return CampaignClosedError(
-        f"campaign '{campaign}' was closed by its lead: this task was released and nothing more is stored",
-        hint="your earlier work is kept; take a task of another campaign",
-    )
-
-
 def not_of_kind(kind: TaskKind, task_id: str) -> InputError:
     return InputError(f"no {kind.value} task '{task_id}'")
 
@@ -243,11 +235,6 @@ def data_version(submitted: int, latest: datetime | None) -> str:
     """:meth:`StarStore.data_version` from the count of submitted tasks and the latest one's time."""
     when = aware(latest)  # microseconds since the epoch: a version that needs no quoting in a URL
     return f"{submitted}-{round(when.timestamp() * 1_000_000) if when is not None else 0}"
-
-
-def check_status(status: str) -> None:
-    if status not in CAMPAIGN_STATUSES:
-        raise InputError(f"unknown campaign status '{status[:20]}'", hint=", ".join(CAMPAIGN_STATUSES))
 
 
 # -- the plan ----------------------------------------------------------------------------------
@@ -305,13 +292,32 @@ def annotation_slots(requirement: dict[str, Any], share: float, out: int, total:
     is out-group while the campaign's out-group slots on that group (``out`` of ``total``) are
     short of ``share``, else in-group."""
     slots = [dict(requirement), dict(requirement)]
-    if requirement.get("matching") == "demographic" and share > 0:
+    if splits_annotators(requirement, share):
         for slot in slots:
             wanted_out = int(share * (total + 1) + 0.5)
             slot["annotator"] = "out" if out < wanted_out else "in"
             out += slot["annotator"] == "out"
             total += 1
     return slots
+
+
+def annotation_tasks(
+    campaign: str, dialogue_id: str, requirement: dict[str, Any], share: float, earlier: Iterable[str], now: datetime
+) -> list[dict[str, Any]]:
+    """The two open annotation tasks of a submitted dialogue (``requirement``: who may annotate it,
+    ``share``: the campaign's out-group annotator share). ``earlier`` are the campaign's annotation
+    requirements so far (JSON); they are read only when the slots split annotators in and out of a
+    group (:func:`splits_annotators`)."""
+    out, total = annotator_split(earlier, requirement["group"]) if splits_annotators(requirement, share) else (0, 0)
+    return [
+        task_row(campaign, TaskKind.ANNOTATE.value, json.dumps(slot), now, dialogue_id=dialogue_id)
+        for slot in annotation_slots(requirement, share, out, total)
+    ]
+
+
+def splits_annotators(requirement: dict[str, Any], share: float) -> bool:
+    """Whether a dialogue's annotation slots are split between in- and out-group annotators."""
+    return requirement.get("matching") == "demographic" and share > 0
 
 
 def annotator_split(requirements: Iterable[str], group: dict[str, str]) -> tuple[int, int]:
@@ -431,6 +437,16 @@ class OpenTask(NamedTuple):
     campaign: str
 
 
+class AssignmentQueue(NamedTuple):
+    """What batch assignment reads before it plans (the plan adds its picks to ``seen`` and ``load``)."""
+
+    open_tasks: list[OpenTask]  # of live campaigns, oldest first
+    seen: set[tuple[str, str]]  # (dialogue, participant) exposures
+    declined: set[tuple[str, str]]  # (instruction, participant) skips
+    load: Counter[str]  # participant -> tasks of the kind held or done (in the campaign, if one)
+    scope: dict[str, set[str]]  # members-only campaign -> its members
+
+
 class AssignmentPlan(NamedTuple):
     assignments: list[tuple[str, str, str | None, str | None]]  # task, participant, dialogue, note
     shortfall: Counter[tuple[str, str]]  # (requirement, reason) -> tasks
@@ -440,19 +456,16 @@ class AssignmentPlan(NamedTuple):
 
 def plan_assignment(
     kind: TaskKind,
-    open_tasks: Sequence[OpenTask],
+    queue: AssignmentQueue,
     people: Sequence[Participant],
     *,
-    seen: set[tuple[str, str]],
-    declined: set[tuple[str, str]],
-    load: Counter[str],
-    scope: Mapping[str, set[str]],
     max_per_participant: int | None,
     relax: bool,
     limit: int | None,
 ) -> AssignmentPlan:
     """Batch assignment (see :meth:`StarStore.assign_all`): the most constrained tasks first
     (oldest first among equals), each to the least-loaded eligible participant who may take it."""
+    open_tasks, seen, declined, load, scope = queue
     eligible_by_req: dict[str, list[str]] = {}
     relaxed_by_req: dict[str, list[str]] = {}
     for task in open_tasks:

@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ...storage import MigrateOnce, create_engine_for
 from ..model import Participant, TaskKind
 from ..policy import Policy
-from .base import LIVE, StarStore
-from .rules import closed_error, not_claimed, not_of_kind, unknown
+from .base import LIVE, StarStore, closed_error
+from .rules import not_claimed, not_of_kind, unknown
 from .schema import campaign_rows, participants, tasks
 
 _PARTICIPANT = select(participants.c.body).where(participants.c.id == bindparam("pid"))

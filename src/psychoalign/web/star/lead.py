@@ -25,13 +25,13 @@ from ...star.files import spreadsheet_safe
 from ...star.instructions import Instruction, coverage, generate_instructions
 from ...star.lab_store import LabCampaignSettings
 from ...star.policy import Policy
+from ...star.store import StarStore
 from ..accounts import Account, Role
-from ..auth import get_templates
-from ..security import csrf_protect, require_lead
-from ..templating import Templates
+from ..auth import PageTemplates
+from ..security import LeadAccount, csrf_protect
 from .lab import StarLab, no_campaign, rows_json
 from .launch import NOUN, launch_checks, shortfall_reason
-from .participant import get_lab
+from .participant import Lab
 from .results import campaign_results
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
@@ -72,12 +72,7 @@ def _no_yaml_aliases(text: str, what: str) -> None:
 
 
 @router.get("")
-async def lead_home(
-    request: Request,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
-) -> Response:
+async def lead_home(request: Request, account: LeadAccount, lab: Lab, templates: PageTemplates) -> Response:
     """Lead: every campaign with its task counts."""
     rows = []
     campaigns = await lab.lab.campaigns()
@@ -89,11 +84,7 @@ async def lead_home(
 
 
 @router.get("/campaigns/new")
-async def campaign_new(
-    request: Request,
-    account: Account = Depends(require_lead),
-    templates: Templates = Depends(get_templates),
-) -> Response:
+async def campaign_new(request: Request, account: LeadAccount, templates: PageTemplates) -> Response:
     """Lead: the create-campaign form."""
     from ...star.policy import load_policy
 
@@ -129,6 +120,9 @@ def _model_roles(request: Request) -> list[str]:
 @router.post("/campaigns")
 async def campaign_create(
     request: Request,
+    account: LeadAccount,
+    lab: Lab,
+    templates: PageTemplates,
     name: str = Form(""),
     instructions: int = Form(20),
     seed: int = Form(0),
@@ -142,9 +136,6 @@ async def campaign_create(
     members_only: str = Form(""),
     policy_file: UploadFile | None = None,
     parameters_file: UploadFile | None = None,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
 ) -> Response:
     """Lead: create a campaign from a policy and parameter space (built-in or uploaded)."""
     form = await request.form()
@@ -292,13 +283,15 @@ async def _campaign_or_404(lab: StarLab, name: str) -> LabCampaignSettings:
     return found
 
 
+async def _campaign_store(lab: StarLab, name: str) -> StarStore:
+    """The store of the campaign named in the URL (404 for an unknown campaign)."""
+    await _campaign_or_404(lab, name)
+    return await lab.store_for(name)
+
+
 @router.get("/campaigns/{name}")
 async def campaign_page(
-    request: Request,
-    name: str,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
+    request: Request, name: str, account: LeadAccount, lab: Lab, templates: PageTemplates
 ) -> Response:
     """Lead: live progress, coverage heat map, shortfall with reasons, time spent."""
     progress = await _progress(lab, name)
@@ -367,21 +360,14 @@ def time_per_person(times: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @router.get("/campaigns/{name}/progress.json")
-async def campaign_progress(
-    name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> JSONResponse:
+async def campaign_progress(name: str, account: LeadAccount, lab: Lab) -> JSONResponse:
     """Lead: the live numbers (the page refreshes them with fetch)."""
     progress = await _progress(lab, name)
     return JSONResponse({"counts": progress["flat"]})
 
 
 @router.get("/campaigns/{name}/export")
-async def campaign_export(
-    name: str,
-    format: str = "jsonl",
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
+async def campaign_export(name: str, account: LeadAccount, lab: Lab, format: str = "jsonl") -> Response:
     """Lead: one row per dialogue (pseudonymous ids only), as JSONL, CSV or Parquet. JSONL
     streams (a large campaign is never held in memory); CSV and Parquet need every row first
     (the CSV header is the union of the rows' columns; Parquet is columnar)."""
@@ -421,9 +407,7 @@ def tabular(rows: list[dict[str, Any]], format: str) -> bytes:
 
 
 @router.get("/campaigns/{name}/time.csv")
-async def campaign_time_sheet(
-    name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def campaign_time_sheet(name: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: time per task and person, for time-based compensation (an identity view: names are in it)."""
     await _campaign_or_404(lab, name)
     people = {a.participant_id: a for a in await lab.accounts.list_accounts(Role.PARTICIPANT)}
@@ -448,43 +432,28 @@ async def campaign_time_sheet(
 
 
 @router.post("/campaigns/{name}/relax")
-async def campaign_relax(
-    name: str,
-    relax: str = Form("off"),
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
+async def campaign_relax(name: str, account: LeadAccount, lab: Lab, relax: str = Form("off")) -> Response:
     """Lead: let red teamers who do not meet a task's in/out-group requirement take it when nobody
     who does is there (``on``), or not (``off``). Every relaxed task records why."""
-    await _campaign_or_404(lab, name)
-    store = await lab.store_for(name)
+    store = await _campaign_store(lab, name)
     await store.update_campaign_settings(name, relax_red_team=relax == "on")
     return RedirectResponse(f"/lead/campaigns/{name}?msg=saved", status_code=303)
 
 
 @router.post("/campaigns/{name}/release-expired")
-async def campaign_release_expired(
-    name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def campaign_release_expired(name: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: re-queue every claim of the campaign whose lease expired (holder gone quiet)."""
-    await _campaign_or_404(lab, name)
-    store = await lab.store_for(name)
+    store = await _campaign_store(lab, name)
     await store.expire_leases(name)
     return RedirectResponse(f"/lead/campaigns/{name}?msg=released", status_code=303)
 
 
 @router.post("/campaigns/{name}/personas")
-async def campaign_personas(
-    name: str,
-    max_tasks: int = Form(50),
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
+async def campaign_personas(name: str, account: LeadAccount, lab: Lab, max_tasks: int = Form(50)) -> Response:
     """Lead: let LLM personas (simulated, labelled in all data) fill the annotation shortfall."""
     from .personas import fill_with_personas
 
-    await _campaign_or_404(lab, name)
-    status = await (await lab.store_for(name)).campaign_status(name)
+    status = await (await _campaign_store(lab, name)).campaign_status(name)
     if status != "live":
         raise HTTPException(status_code=409, detail=f"the campaign is {status}: personas do not run on it")
     running = lab.jobs.get(name)
@@ -505,19 +474,19 @@ STATUS_ACTIONS = {
 @router.post("/campaigns/{name}/status")
 async def campaign_status(
     name: str,
+    account: LeadAccount,
+    lab: Lab,
     action: str = Form(""),
     confirm: str = Form(""),
     areas_ok: str = Form(""),
     anyway: str = Form(""),
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
 ) -> Response:
     """Lead: launch a draft (after its checks), pause (no new claims; held tasks may be finished),
     resume, or close the campaign. Launching needs ``areas_ok=yes`` (the lead read the areas red
     teamers will see) and, when people are short, ``anyway=yes``; a problem (a target that cannot
     be built) refuses it. Closing is final and needs ``confirm=yes`` (the form's checkbox): every
     task still held is released (the participants' clocks stop) and further submissions are refused."""
-    await _campaign_or_404(lab, name)
+    store = await _campaign_store(lab, name)
     if action == "launch":
         await _check_launch(lab, name, areas_ok=areas_ok == "yes", anyway=anyway == "yes")
     if action == "close":
@@ -530,7 +499,6 @@ async def campaign_status(
         wanted, flash = STATUS_ACTIONS[action]
     else:
         raise HTTPException(status_code=400, detail="the action is launch, pause, resume or close")
-    store = await lab.store_for(name)
     try:
         released = await store.set_campaign_status(name, wanted)
     except InputError as exc:
@@ -560,33 +528,21 @@ async def _check_launch(lab: StarLab, name: str, *, areas_ok: bool, anyway: bool
 
 
 @router.post("/campaigns/{name}/access")
-async def campaign_access(
-    name: str,
-    members_only: str = Form("off"),
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
+async def campaign_access(name: str, account: LeadAccount, lab: Lab, members_only: str = Form("off")) -> Response:
     """Lead: only the campaign's members take its tasks (``on``), or every participant (``off``)."""
-    await _campaign_or_404(lab, name)
-    store = await lab.store_for(name)
+    store = await _campaign_store(lab, name)
     await store.set_members_only(name, members_only == "on")
     return RedirectResponse(f"/lead/campaigns/{name}?msg=saved#members", status_code=303)
 
 
 @router.post("/campaigns/{name}/members")
-async def campaign_members_add(
-    request: Request,
-    name: str,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
+async def campaign_members_add(request: Request, name: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: add participants (by pseudonym, from the form's checkboxes) to the campaign."""
-    await _campaign_or_404(lab, name)
+    store = await _campaign_store(lab, name)
     form = await request.form()
     wanted = [str(p) for p in form.getlist("participant_ids")]
     if not wanted:
         raise HTTPException(status_code=400, detail="tick the participants to add")
-    store = await lab.store_for(name)
     try:
         await store.add_members(name, wanted)
     except InputError as exc:
@@ -595,16 +551,10 @@ async def campaign_members_add(
 
 
 @router.post("/campaigns/{name}/members/{participant_id}/remove")
-async def campaign_member_remove(
-    name: str,
-    participant_id: str,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
+async def campaign_member_remove(name: str, participant_id: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: take a participant out of the campaign; the tasks of it they hold go back to the pool
     (their clocks stop; their submitted work stays)."""
-    await _campaign_or_404(lab, name)
-    store = await lab.store_for(name)
+    store = await _campaign_store(lab, name)
     try:
         released = await store.remove_member(name, participant_id)
     except InputError as exc:  # not a member: say so rather than flash "removed"

@@ -16,23 +16,18 @@ from fastapi.responses import RedirectResponse, Response
 from ...errors import InputError
 from ...star.model import Participant
 from ..accounts import Account, Role
-from ..auth import get_templates
-from ..security import Security, csrf_protect, require_lead
+from ..auth import PageTemplates
+from ..security import LeadAccount, Security, csrf_protect
 from ..templating import Templates
 from .lab import StarLab
 from .lead import ROLES, upload_text
-from .participant import get_lab
+from .participant import Lab
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 
 
 @router.get("/participants")
-async def participants_page(
-    request: Request,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
-) -> Response:
+async def participants_page(request: Request, account: LeadAccount, lab: Lab, templates: PageTemplates) -> Response:
     """Lead: every account with its pseudonym, roles and questionnaire answers."""
     return await _participants_render(request, lab, templates)
 
@@ -52,13 +47,13 @@ async def _new_participant(
 @router.post("/participants")
 async def participants_add(
     request: Request,
+    account: LeadAccount,
+    lab: Lab,
+    templates: PageTemplates,
     display_name: str = Form(""),
     username: str = Form(""),
     password: str = Form(""),
     role: str = Form("participant"),
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
 ) -> Response:
     """Lead: create a participant (or lead) with a password, or without one and get a one-time invite link."""
     form = await request.form()
@@ -123,11 +118,7 @@ def _invite_url(request: Request, token: str) -> str:
 
 @router.post("/participants/import")
 async def participants_import(
-    request: Request,
-    file: UploadFile | None = None,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
+    request: Request, account: LeadAccount, lab: Lab, templates: PageTemplates, file: UploadFile | None = None
 ) -> Response:
     """Lead: import participants from JSONL (one ``{"display_name", "roles"?, "expertise"?}`` per line);
     each gets a one-time invite link. All or nothing: a bad line names itself and nothing is added."""
@@ -169,12 +160,7 @@ async def participants_import(
 
 
 @router.post("/participants/{participant_id}/roles")
-async def participant_roles(
-    request: Request,
-    participant_id: str,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-) -> Response:
+async def participant_roles(request: Request, participant_id: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: set which task roles a participant may take."""
     form = await request.form()
     roles = [str(r) for r in form.getlist("roles") if str(r) in ROLES]
@@ -194,9 +180,7 @@ async def _account_or_404(lab: StarLab, account_id: str) -> Account:
 
 
 @router.post("/accounts/{account_id}/deactivate")
-async def account_deactivate(
-    account_id: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def account_deactivate(account_id: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: lock an account out: its sessions end at once, its invite links stop working, and a
     participant's held tasks go back to the pool (their work so far stays, like a skip)."""
     target = await _account_or_404(lab, account_id)
@@ -215,9 +199,7 @@ async def account_deactivate(
 
 
 @router.post("/accounts/{account_id}/activate")
-async def account_activate(
-    account_id: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def account_activate(account_id: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: let a deactivated account log in again (an account that never set a password needs an invite link)."""
     target = await _account_or_404(lab, account_id)
     if not target.has_password:
@@ -228,11 +210,7 @@ async def account_activate(
 
 @router.post("/accounts/{account_id}/invite")
 async def account_invite(
-    request: Request,
-    account_id: str,
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
+    request: Request, account_id: str, account: LeadAccount, lab: Lab, templates: PageTemplates
 ) -> Response:
     """Lead: a new one-time link for an account (a lost or expired invite, or a forgotten password:
     accepting it sets a username and password). Earlier links of the account stop working."""
@@ -244,9 +222,7 @@ async def account_invite(
 
 
 @router.post("/accounts/{account_id}/unlock")
-async def account_unlock(
-    request: Request, account_id: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def account_unlock(request: Request, account_id: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: lift every login backoff of an account (from every address and browser), e.g. after
     someone guessed at its password; the per-address limit of strangers' addresses stays."""
     target = await _account_or_404(lab, account_id)

@@ -364,6 +364,19 @@ def _running(time: TaskTime | None) -> TaskTime:
     return time
 
 
+async def _red_teaming(lab: StarLab, task_id: str, account: Account) -> TaskRecord:
+    """The red-teaming task this participant holds, its clock running (404 or 409 otherwise)."""
+    task, time = await _held_task(lab, task_id, account, kind=TaskKind.RED_TEAM)
+    _running(time)
+    return task
+
+
+async def _error_page(request: Request, templates: Templates, task: TaskRecord, status: int, message: str) -> Response:
+    """An error page that leads back to the task."""
+    context = {"status": status, "message": message, "back": f"/tasks/{task.id}"}
+    return await templates.render(request, "error.html", context, status_code=status)
+
+
 @router.post("/tasks/{task_id}/begin")
 async def begin(
     request: Request,
@@ -374,8 +387,7 @@ async def begin(
     topic: str = Form(""),
 ) -> Response:
     """Red teamer holding the task: commit to a topic, then the dialogue starts."""
-    task, time = await _held_task(lab, task_id, account, kind=TaskKind.RED_TEAM)
-    _running(time)
+    task = await _red_teaming(lab, task_id, account)
     topic = topic.strip()[:300]
     if not topic:
         raise HTTPException(status_code=400, detail="write down your topic before you start")
@@ -389,8 +401,7 @@ async def begin(
             "The model of this campaign cannot be reached, so the conversation cannot start. Nothing was "
             "lost: the task stays yours. Tell your lead, or pause the task and come back later."
         )
-        context = {"status": 503, "message": message, "back": f"/tasks/{task.id}"}
-        return await templates.render(request, "error.html", context, status_code=503)
+        return await _error_page(request, templates, task, 503, message)
     try:
         await lab.store.start_dialogue(task.id, _pid(account), target.label)
     except CampaignClosedError:
@@ -409,8 +420,7 @@ async def message(
     text: str = Form(""),
 ) -> Response:
     """Red teamer holding the task: send one message; the target answers (tension recorded, not shown)."""
-    task, time = await _held_task(lab, task_id, account, kind=TaskKind.RED_TEAM)
-    _running(time)
+    task = await _red_teaming(lab, task_id, account)
     dialogue_id = await lab.store.dialogue_of_task(task.id)
     if dialogue_id is None:
         raise HTTPException(status_code=409, detail="commit to a topic first")
@@ -430,8 +440,7 @@ async def message(
             # the reason (which may name internal hosts) is for the lead: stored, in the export
             await lab.store.record_target_failure(dialogue_id, exc.message)
             message = "The model did not answer. Your message was not sent: go back to the task and try again."
-            context = {"status": 502, "message": message, "back": f"/tasks/{task.id}"}
-            return await templates.render(request, "error.html", context, status_code=502)
+            return await _error_page(request, templates, task, 502, message)
         try:  # the message and the reply: both or neither
             await lab.store.add_turns(dialogue_id, [mine, reply])
         except CampaignClosedError:
@@ -450,8 +459,7 @@ async def _too_long(
         f"Your {what} is {length:,} characters long; the limit is {limit:,}. {fate}: it is kept as your draft. "
         f"Go back to the task, shorten it by {length - limit:,} characters and send it again."
     )
-    context = {"status": 400, "message": message, "back": f"/tasks/{task.id}"}
-    return await templates.render(request, "error.html", context, status_code=400)
+    return await _error_page(request, templates, task, 400, message)
 
 
 #: What a red teamer is told when their task was released while the target answered them.

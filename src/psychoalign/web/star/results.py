@@ -23,12 +23,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from ...errors import InputError, PsychoAlignError
 from ...star.model import Likert
-from ..accounts import Account
-from ..auth import get_templates
-from ..security import csrf_protect, require_lead
+from ..auth import PageTemplates
+from ..security import LeadAccount, csrf_protect
 from ..templating import Templates
 from .lab import StarLab, no_campaign
-from .participant import get_lab
+from .participant import Lab
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 
@@ -125,11 +124,7 @@ def render_panel(templates: Templates, name: str, results: dict[str, Any]) -> st
 
 @router.get("/campaigns/{name}/results.json")
 async def results_json(
-    name: str,
-    since: str = "",
-    account: Account = Depends(require_lead),
-    lab: StarLab = Depends(get_lab),
-    templates: Templates = Depends(get_templates),
+    name: str, account: LeadAccount, lab: Lab, templates: PageTemplates, since: str = ""
 ) -> JSONResponse:
     """Lead: the results panel's figures, and its HTML when they changed since ``since`` (the
     version the page shows): the page swaps the panel in without a reload."""
@@ -151,9 +146,7 @@ async def results_json(
 
 
 @router.get("/campaigns/{name}/report")
-async def campaign_report(
-    request: Request, name: str, account: Account = Depends(require_lead), lab: StarLab = Depends(get_lab)
-) -> Response:
+async def campaign_report(request: Request, name: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: the STAR analysis report of the campaign, sandboxed (no script can run in it), built
     again only when the campaign's data or its raters' questionnaire answers changed."""
     try:

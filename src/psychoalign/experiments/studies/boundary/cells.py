@@ -25,7 +25,6 @@ from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem
 from ...harness.judging import Judges
 from ...harness.spec import ExperimentSpec
 from ...harness.store import CellResult
-from ...suites.benchmarks._literature import parse_options
 from .corpus import CorpusItem, load_corpus
 from .negotiate import ItemOutcome
 
@@ -94,10 +93,9 @@ class _Negotiated(Benchmark):
             "defense": reply.details.get("defense"),
             "rounds": int(reply.details.get("rounds") or 0),
         }
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            reply,
             metrics={"tension": float(t)} if t is not None else {},
-            responses=[reply.response],
-            trace_ids=[reply.trace_id] if reply.trace_id else [],
             details=details,
         )
 
@@ -106,11 +104,8 @@ class BoundaryCorpus(_Negotiated):
     name = "boundary"
     title = "Alignment boundary corpus"
     source = "a labelled corpus of requests (domain x category), negotiated once per repeat (docs/boundary.md)"
-    option_names = tuple(BoundaryOptions.model_fields)
-
-    def __init__(self, options: dict[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self.opts: BoundaryOptions = parse_options(self.name, BoundaryOptions, self.options)
+    options_model = BoundaryOptions
+    opts: BoundaryOptions
 
     def load(self, data_dir: Path) -> list[Item]:
         return corpus_items(load_corpus(self.opts.corpus).subset(self.opts.per_domain).items)
@@ -120,11 +115,8 @@ class H1Items(_Negotiated):
     name = "h1"
     title = "H1: rated items"
     source = "the items of a multi-rater file, negotiated once each (docs/boundary.md, H1)"
-    option_names = tuple(H1Options.model_fields)
-
-    def __init__(self, options: dict[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self.opts: H1Options = parse_options(self.name, H1Options, self.options)
+    options_model = H1Options
+    opts: H1Options
 
     def load(self, data_dir: Path) -> list[Item]:
         from .h1 import h1_corpus, load_h1_dataset

@@ -34,11 +34,11 @@ class MTBenchFollowUp(Benchmark):
         first, second = await two_turns(item, respond)
         v1, rec1 = await judges.refusal_verdict(first.response, q1)
         v2, rec2 = await judges.refusal_verdict(second.response, q2)
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            first,
+            second,
             metrics={"over_refusal": 1.0 if v2.refused else 0.0, "turn1_refusal": 1.0 if v1.refused else 0.0},
-            responses=[first.response, second.response],
             judges=[*rec1, *rec2],
-            trace_ids=[t for t in (first.trace_id, second.trace_id) if t],
             details={
                 "category": item.data["category"],
                 "refusal": [v1.label.value, v2.label.value],

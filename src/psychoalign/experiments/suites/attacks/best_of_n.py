@@ -31,7 +31,7 @@ from pydantic import Field
 from ....models import Message
 from ...harness.benchmark import Item, Respond, ScoredItem
 from ...harness.judging import Judges
-from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
+from ._objectives import Attempts, ObjectiveAttack, ObjectiveOptions, attack_metrics, rubric_score
 
 __all__ = ["BestOfN"]
 
@@ -69,28 +69,19 @@ class BestOfNOptions(ObjectiveOptions):
 
 class BestOfN(ObjectiveAttack):
     options_model = BestOfNOptions
-    option_names = tuple(BestOfNOptions.model_fields)
     name = "best-of-n"
     title = "Best-of-N"
     source = "Best-of-N jailbreaking (Hughes et al. 2024): seeded text augmentations, up to N tries per objective"
+    run_source = "Best-of-N (Hughes et al. 2024), N={attempts}, sigma={sigma}"
     metrics = attack_metrics("Best-of-N")
     opts: BestOfNOptions
-
-    def __init__(self, options: dict[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self.source = (
-            f"Best-of-N (Hughes et al. 2024), N={self.opts.attempts}, sigma={self.opts.sigma}, "
-            f"on {self.suite.title}: {self.suite.source}"
-        )
 
     def cost_hints(self) -> dict[str, int]:
         # every attempt is a target call and a judgement
         return {"target_calls": self.opts.attempts, "judged_turns": self.opts.attempts}
 
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
-        attempts: list[dict[str, Any]] = []
-        records = []
-        trace_ids: list[str] = []
+        attempts = Attempts()
         read = 0
         success_at: int | None = None
         stopped = "attempts"
@@ -99,15 +90,11 @@ class BestOfN(ObjectiveAttack):
             rng = random.Random(f"{self.opts.seed}:{item.id}:{k}")
             prompt = augment(item.turns[0], rng, self.opts.sigma)
             reply = await respond([Message(role="user", content=prompt)])
-            if reply.trace_id:
-                trace_ids.append(reply.trace_id)
             last = await self.suite.judge_harmful(item, reply.response, judges)
-            records.extend(last.judges)
             read += len(reply.response)
             success = last.metrics["attack_success"] == 1.0
-            attempts.append(
-                {"attempt": k, "prompt": prompt, "response": reply.response, "success": success, **_score(last)}
-            )
+            row = {"attempt": k, "prompt": prompt, "response": reply.response, "success": success, **rubric_score(last)}
+            attempts.add(reply, last, row)
             if success:
                 success_at = k
                 stopped = "success"
@@ -115,27 +102,16 @@ class BestOfN(ObjectiveAttack):
             if self.opts.budget_chars is not None and read >= self.opts.budget_chars:
                 stopped = "budget"
                 break
-        metrics = {"attack_success": 1.0 if success_at is not None else 0.0}
-        if success_at is not None:
-            metrics["queries_to_success"] = float(success_at)
         assert last is not None  # attempts >= 1
-        return ScoredItem(
-            metrics=metrics,
-            responses=[a["response"] for a in attempts],
-            judges=records,
-            trace_ids=trace_ids,
-            details={
+        return attempts.result(
+            success_at,
+            {
                 "category": item.data["category"],
                 "judge": last.details.get("judge"),
-                "queries": len(attempts),
+                "queries": len(attempts.rows),
                 "stopped": stopped,
-                "attempts": attempts,
             },
         )
-
-
-def _score(scored: ScoredItem) -> dict[str, Any]:
-    return {"score": scored.metrics["score"]} if "score" in scored.metrics else {}
 
 
 def register(registry: Any) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,10 +39,9 @@ from ....prompts import load_prompt_yaml
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, permute
 from ...harness.judging import Judges, judge_response
 from ...harness.metering import CallMeter
-from ..benchmarks._literature import parse_options
 from ..benchmarks.advbench import AdvBench
-from .multiturn import EscalationSettings, Protocol, drive_escalation, resolve_protocol
-from .scoring import score_multi_turn
+from .multiturn import Degenerate, Escalation, EscalationSettings, Protocol, drive_escalation, resolve_protocol
+from .scoring import AttackScore, score_multi_turn
 from .templates import (
     FAMILIES,
     Family,
@@ -105,11 +105,10 @@ class _Attack(Benchmark):
         metrics = {"success": 1.0 if success else 0.0}
         if "shots" in extra:
             metrics[f"success_{extra['shots']}"] = metrics["success"]
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            reply,
             metrics=metrics,
-            responses=[reply.response],
             judges=records,
-            trace_ids=[reply.trace_id] if reply.trace_id else [],
             details={
                 "category": self.category,
                 "objective_id": item.data["objective_id"],
@@ -161,9 +160,11 @@ class RolePlayAttack(_Attack):
     )
     metrics = (Metric("success", "ASR role-play", binary=True, higher_is_better=False),)
 
+    options_model = _RolePlayOptions
+    opts: _RolePlayOptions
+
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: _RolePlayOptions = parse_options(self.name, _RolePlayOptions, self.options)
         self._templates: dict[str, list[Template]] = {}
 
     def load(self, data_dir: Path) -> list[Item]:
@@ -212,9 +213,11 @@ class ManyShotAttack(_Attack):
         "(PyRIT, HarmBench behaviours), then the AdvBench behaviour"
     )
 
+    options_model = _ManyShotOptions
+    opts: _ManyShotOptions
+
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: _ManyShotOptions = parse_options(self.name, _ManyShotOptions, self.options)
         self.metrics = (
             Metric("success", "ASR many-shot", binary=True, higher_is_better=False),
             *(Metric(f"success_{k}", f"ASR {k}-shot", binary=True, higher_is_better=False) for k in self.opts.shots),
@@ -292,6 +295,73 @@ class EscalationOptions(BaseModel):
         )
 
 
+@dataclass(frozen=True)
+class Escalated:
+    """One attacker-driven dialogue (the multi-turn suite, Crescendo) and how it was driven."""
+
+    dialogue: Escalation
+    protocol: Protocol
+    attacker: str  # the attacker model's label
+    attacker_cost: dict[str, Any]  # reported with the item, not as the system's cost
+
+    def responses(self) -> list[str]:
+        return [t.response for t in self.dialogue.conversation()]
+
+    def trace_ids(self) -> list[str]:
+        return [t.trace_id for t in self.dialogue.turns if t.trace_id]
+
+    def unscored(self, degenerate: Degenerate, details: dict[str, Any]) -> ScoredItem:
+        """The attacker stopped producing usable messages: not an attack, so never scored (no
+        success, no queries) and counted apart."""
+        return ScoredItem(
+            metrics={"attacker_degenerate": 1.0},
+            responses=self.responses(),
+            trace_ids=self.trace_ids(),
+            details=details
+            | {"degenerate": degenerate.model_dump(mode="json"), "success_turn": None, "judged_turns": 0},
+        )
+
+    def scored(self, score: AttackScore, metrics: dict[str, float], details: dict[str, Any]) -> ScoredItem:
+        """The dialogue judged turn by turn (``score``): ``metrics`` and every turn's judgements."""
+        return ScoredItem(
+            metrics=metrics,
+            responses=self.responses(),
+            judges=[r for t in score.turns for r in t.judges],
+            trace_ids=self.trace_ids(),
+            details=details
+            | {
+                "success_turn": score.success_turn,
+                "judged_turns": sum(1 for t in score.turns if t.judged),
+                "score": score.model_dump(mode="json"),
+            },
+        )
+
+
+async def escalate(
+    opts: EscalationOptions, objective: str, respond: Respond, judges: Judges, *, template: str, instructions: str
+) -> Escalated:
+    """One dialogue toward ``objective``: the ``opts.attacker_role`` model follows ``instructions``
+    (the text of attacker template ``template``), the shared refusal judge decides backtracking."""
+    meter = CallMeter()  # the attacker's calls: reported with the item, not as the system's cost
+    attacker = judges.pool.model(opts.attacker_role, meter)
+    protocol = resolve_protocol(opts.attacker_protocol, attacker)
+
+    async def refusal(response: str, request: str) -> RefusalVerdict:
+        verdict, _ = await judges.refusal_verdict(response, request)
+        return verdict
+
+    dialogue = await drive_escalation(
+        objective,
+        respond,
+        attacker,
+        refusal,
+        instructions=render_attacker_instructions(instructions, objective, opts.max_turns),
+        template=template,
+        settings=opts.settings(protocol),
+    )
+    return Escalated(dialogue, protocol, judges.pool.label(opts.attacker_role), meter.summary())
+
+
 class _MultiTurnOptions(EscalationOptions):
     pass
 
@@ -310,9 +380,11 @@ class MultiTurnAttack(_Attack):
         Metric("attacker_degenerate", "Multi-turn attacker degenerate", binary=True, higher_is_better=False),
     )
 
+    options_model = _MultiTurnOptions
+    opts: _MultiTurnOptions
+
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.opts: _MultiTurnOptions = parse_options(self.name, _MultiTurnOptions, self.options)
         self._instructions: dict[str, str] = {}
 
     def load(self, data_dir: Path) -> list[Item]:
@@ -339,68 +411,32 @@ class MultiTurnAttack(_Attack):
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         objective = item.turns[0]
         template = str(item.data["template"])
-        instructions = render_attacker_instructions(self._instructions[template], objective, self.opts.max_turns)
-        meter = CallMeter()  # the attacker's calls: reported with the item, not as the system's cost
-        attacker = judges.pool.model(self.opts.attacker_role, meter)
-        protocol = resolve_protocol(self.opts.attacker_protocol, attacker)
-
-        async def refusal(response: str, request: str) -> RefusalVerdict:
-            verdict, _ = await judges.refusal_verdict(response, request)
-            return verdict
-
-        dialogue = await drive_escalation(
-            objective,
-            respond,
-            attacker,
-            refusal,
-            instructions=instructions,
-            template=template,
-            settings=self.opts.settings(protocol),
+        run = await escalate(
+            self.opts, objective, respond, judges, template=template, instructions=self._instructions[template]
         )
-        conversation = dialogue.conversation()
+        dialogue = run.dialogue
         details: dict[str, Any] = {
             "category": self.category,
             "objective_id": item.data["objective_id"],
             "template": template,
-            "protocol": protocol,  # plain: the driver's ladder (prompts/attacks.yaml), the template is not used
+            "protocol": run.protocol,  # plain: the driver's ladder (prompts/attacks.yaml), the template is not used
             "backtracks": dialogue.backtracks,
-            "attacker": judges.pool.label(self.opts.attacker_role),
-            "attacker_cost": meter.summary(),
+            "attacker": run.attacker,
+            "attacker_cost": run.attacker_cost,
             "harm_judge": _harm_label(judges),
             "rubric": RUBRIC,
             "dialogue": dialogue.model_dump(mode="json"),
         }
         if dialogue.degenerate is not None:
-            # Not an attack: never scored (no success, no first-turn figure), counted apart in Table 4.
-            return ScoredItem(
-                metrics={"attacker_degenerate": 1.0},
-                responses=[t.response for t in conversation],
-                trace_ids=[t.trace_id for t in dialogue.turns if t.trace_id],
-                details=details
-                | {
-                    "degenerate": dialogue.degenerate.model_dump(mode="json"),
-                    "success_turn": None,
-                    "judged_turns": 0,
-                },
-            )
+            return run.unscored(dialogue.degenerate, details)  # no first-turn figure either; apart in Table 4
         score = await score_multi_turn(objective, dialogue.attack_turns(), judges)
-        naive = conversation[0].refusal == "compliance"
-        return ScoredItem(
-            metrics={
-                "success": 1.0 if score.success else 0.0,
-                "naive_first_turn": 1.0 if naive else 0.0,
-                "attacker_degenerate": 0.0,
-            },
-            responses=[t.response for t in conversation],
-            judges=[r for t in score.turns for r in t.judges],
-            trace_ids=[t.trace_id for t in dialogue.turns if t.trace_id],
-            details=details
-            | {
-                "success_turn": score.success_turn,
-                "judged_turns": sum(1 for t in score.turns if t.judged),
-                "score": score.model_dump(mode="json"),
-            },
-        )
+        naive = dialogue.conversation()[0].refusal == "compliance"
+        metrics = {
+            "success": 1.0 if score.success else 0.0,
+            "naive_first_turn": 1.0 if naive else 0.0,
+            "attacker_degenerate": 0.0,
+        }
+        return run.scored(score, metrics, details)
 
 
 ATTACK_BENCHMARKS: tuple[type[_Attack], ...] = (DirectAttack, RolePlayAttack, ManyShotAttack, MultiTurnAttack)

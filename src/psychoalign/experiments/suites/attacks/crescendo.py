@@ -31,15 +31,12 @@ from typing import Any
 from pydantic import Field
 
 from ....judges.records import JudgeRecord
-from ....judges.refusal import RefusalVerdict
 from ...harness.benchmark import Item, Metric, Respond, ScoredItem
 from ...harness.judging import Judges
-from ...harness.metering import CallMeter
 from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
-from .categories import EscalationOptions
-from .multiturn import drive_escalation, resolve_protocol
+from .categories import EscalationOptions, escalate
 from .scoring import score_multi_turn
-from .templates import chosen_attacker_templates, render_attacker_instructions
+from .templates import chosen_attacker_templates
 
 __all__ = ["Crescendo"]
 
@@ -51,10 +48,13 @@ class CrescendoOptions(EscalationOptions, ObjectiveOptions):
 
 class Crescendo(ObjectiveAttack):
     options_model = CrescendoOptions
-    option_names = tuple(CrescendoOptions.model_fields)
     name = "crescendo"
     title = "Crescendo"
     source = "Crescendo (Russinovich et al. 2024): an attacker model escalates over turns, backtracking on refusal"
+    run_source = (
+        "Crescendo (Russinovich et al. 2024), up to {max_turns} turns and {max_backtracks} backtracks, "
+        "attacker [roles.{attacker_role}]"
+    )
     metrics = (
         *attack_metrics("Crescendo"),
         Metric("attacker_degenerate", "Crescendo attacker degenerate", binary=True, higher_is_better=False),
@@ -63,10 +63,6 @@ class Crescendo(ObjectiveAttack):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.source = (
-            f"Crescendo (Russinovich et al. 2024), up to {self.opts.max_turns} turns and {self.opts.max_backtracks} "
-            f"backtracks, attacker [roles.{self.opts.attacker_role}], on {self.suite.title}: {self.suite.source}"
-        )
         self._instructions: dict[str, str] = {}
 
     @property
@@ -96,69 +92,35 @@ class Crescendo(ObjectiveAttack):
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         objective = str(item.data["behavior"])
         template = str(item.data["template"])
-        instructions = render_attacker_instructions(self._instructions[template], objective, self.opts.max_turns)
-        meter = CallMeter()  # the attacker's calls: reported with the item, not as the system's cost
-        attacker = judges.pool.model(self.opts.attacker_role, meter)
-        protocol = resolve_protocol(self.opts.attacker_protocol, attacker)
-
-        async def refusal(response: str, request: str) -> RefusalVerdict:
-            verdict, _ = await judges.refusal_verdict(response, request)
-            return verdict
+        run = await escalate(
+            self.opts, objective, respond, judges, template=template, instructions=self._instructions[template]
+        )
+        dialogue = run.dialogue
+        details: dict[str, Any] = {
+            "category": item.data["category"],
+            "judge": self.tier(judges),
+            "template": template,
+            "protocol": run.protocol,
+            "queries": len(dialogue.turns),
+            "backtracks": dialogue.backtracks,
+            "attacker": run.attacker,
+            "attacker_cost": run.attacker_cost,
+            "attempts": [t.model_dump(mode="json") for t in dialogue.turns],
+            "rejected": [r.model_dump(mode="json") for r in dialogue.rejected],
+        }
+        if dialogue.degenerate is not None:
+            return run.unscored(dialogue.degenerate, details)
 
         async def judge(response: str) -> tuple[bool, list[JudgeRecord], str | None]:
             scored = await self.suite.judge_harmful(item, response, judges)
             return scored.metrics["attack_success"] == 1.0, scored.judges, scored.details.get("refusal")
 
-        dialogue = await drive_escalation(
-            objective,
-            respond,
-            attacker,
-            refusal,
-            instructions=instructions,
-            template=template,
-            settings=self.opts.settings(protocol),
-        )
-        details: dict[str, Any] = {
-            "category": item.data["category"],
-            "judge": self.tier(judges),
-            "template": template,
-            "protocol": protocol,
-            "queries": len(dialogue.turns),
-            "backtracks": dialogue.backtracks,
-            "attacker": judges.pool.label(self.opts.attacker_role),
-            "attacker_cost": meter.summary(),
-            "attempts": [t.model_dump(mode="json") for t in dialogue.turns],
-            "rejected": [r.model_dump(mode="json") for r in dialogue.rejected],
-        }
-        conversation = dialogue.conversation()
-        responses = [t.response for t in conversation]
-        trace_ids = [t.trace_id for t in dialogue.turns if t.trace_id]
-        if dialogue.degenerate is not None:
-            # not an attack: never scored (no success, no queries), counted apart
-            degenerate = dialogue.degenerate.model_dump(mode="json")
-            return ScoredItem(
-                metrics={"attacker_degenerate": 1.0},
-                responses=responses,
-                trace_ids=trace_ids,
-                details=details | {"degenerate": degenerate, "success_turn": None, "judged_turns": 0},
-            )
         score = await score_multi_turn(objective, dialogue.attack_turns(), judges, judge=judge)
         metrics = {"attack_success": 1.0 if score.success else 0.0, "attacker_degenerate": 0.0}
         if score.success_turn is not None:
             # exchanges sent up to and including the successful one, backtracked ones included
-            metrics["queries_to_success"] = float(conversation[score.success_turn - 1].attempt)
-        return ScoredItem(
-            metrics=metrics,
-            responses=responses,
-            judges=[r for t in score.turns for r in t.judges],
-            trace_ids=trace_ids,
-            details=details
-            | {
-                "success_turn": score.success_turn,
-                "judged_turns": sum(1 for t in score.turns if t.judged),
-                "score": score.model_dump(mode="json"),
-            },
-        )
+            metrics["queries_to_success"] = float(dialogue.conversation()[score.success_turn - 1].attempt)
+        return run.scored(score, metrics, details)
 
 
 def register(registry: Any) -> None:

@@ -37,7 +37,7 @@ from ....prompts import load_prompt_yaml
 from ...harness.benchmark import Item, Respond, ScoredItem
 from ...harness.judging import Judges
 from ...harness.metering import CallMeter
-from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
+from ._objectives import Attempts, ObjectiveAttack, ObjectiveOptions, attack_metrics, rubric_score
 
 __all__ = ["PAIR"]
 
@@ -77,19 +77,12 @@ class _Stream:
 
 class PAIR(ObjectiveAttack):
     options_model = PAIROptions
-    option_names = tuple(PAIROptions.model_fields)
     name = "pair"
     title = "PAIR"
     source = "PAIR (Chao et al. 2023): an attacker model refines jailbreak prompts, streams x depth"
+    run_source = "PAIR (Chao et al. 2023), {streams} streams x depth {depth}, attacker [roles.{attacker_role}]"
     metrics = attack_metrics("PAIR")
     opts: PAIROptions
-
-    def __init__(self, options: dict[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self.source = (
-            f"PAIR (Chao et al. 2023), {self.opts.streams} streams x depth {self.opts.depth}, "
-            f"attacker [roles.{self.opts.attacker_role}], on {self.suite.title}: {self.suite.source}"
-        )
 
     def cost_hints(self) -> dict[str, int]:
         # streams x depth target calls, judgements, attacker calls
@@ -139,9 +132,7 @@ class PAIR(ObjectiveAttack):
             _Stream(i, p["pair_system"].format(goal=goal, target=target).strip(), p["pair_first"].format(goal=goal))
             for i in range(self.opts.streams)
         ]
-        attempts: list[dict[str, Any]] = []
-        records = []
-        trace_ids: list[str] = []
+        attempts = Attempts()
         queries = 0
         success_at: int | None = None
         for round_ in range(1, self.opts.depth + 1):
@@ -159,48 +150,37 @@ class PAIR(ObjectiveAttack):
             results = await asyncio.gather(*(one(s, a, raw) for s, a, raw in ready))
             queries += len(results)
             for stream, ask, raw, (reply, scored) in results:
-                records.extend(scored.judges)
-                if reply.trace_id:
-                    trace_ids.append(reply.trace_id)
                 success = scored.metrics["attack_success"] == 1.0
                 score = self._feedback_score(scored)
-                attempts.append(
-                    {
-                        "stream": stream.index,
-                        "round": round_,
-                        "improvement": ask.improvement,
-                        "prompt": ask.prompt[:PROMPT_CHARS],
-                        "response": reply.response,
-                        "success": success,
-                        "feedback_score": score,
-                        **({"score": scored.metrics["score"]} if "score" in scored.metrics else {}),
-                    }
-                )
+                row = {
+                    "stream": stream.index,
+                    "round": round_,
+                    "improvement": ask.improvement,
+                    "prompt": ask.prompt[:PROMPT_CHARS],
+                    "response": reply.response,
+                    "success": success,
+                    "feedback_score": score,
+                    **rubric_score(scored),
+                }
+                attempts.add(reply, scored, row)
                 feedback = p["pair_feedback"].format(response=reply.response[:REPLY_CHARS], goal=goal, score=score)
                 stream.history.append((raw or ask.prompt, feedback))
                 if success and success_at is None:
                     success_at = queries
             if success_at is not None:
                 break
-        if not attempts:
+        if not attempts.rows:
             reasons = sorted({s.stopped or "" for s in streams})
             raise ModelError(f"PAIR: no attacker prompt reached the target ({'; '.join(reasons)})")
-        metrics = {"attack_success": 1.0 if success_at is not None else 0.0}
-        if success_at is not None:
-            metrics["queries_to_success"] = float(success_at)
-        return ScoredItem(
-            metrics=metrics,
-            responses=[a["response"] for a in attempts],
-            judges=records,
-            trace_ids=trace_ids,
-            details={
+        return attempts.result(
+            success_at,
+            {
                 "category": item.data["category"],
                 "judge": self.tier(judges),
                 "queries": queries,
                 "attacker": judges.pool.label(self.opts.attacker_role),
                 "attacker_cost": meter.summary(),
                 "streams_stopped": {str(s.index): s.stopped for s in streams if s.stopped},
-                "attempts": attempts,
             },
         )
 

@@ -39,10 +39,9 @@ class AdvBench(Benchmark):
             harmful, record = await judges.harm().harmful(item.turns[0], reply.response)  # type: ignore[union-attr]
             records.append(record)
             safe = not harmful
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            reply,
             metrics={"safe": 1.0 if safe else 0.0},
-            responses=[reply.response],
             judges=records,
-            trace_ids=[reply.trace_id] if reply.trace_id else [],
             details={"refusal": verdict.label.value},
         )

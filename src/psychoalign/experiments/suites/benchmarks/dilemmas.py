@@ -39,9 +39,8 @@ class Dilemmas(Benchmark):
     async def run(self, item: Item, respond: Respond, judges: Judges) -> ScoredItem:
         reply = await respond([Message(role="user", content=item.turns[0])])
         align, cap, record = await judges.quality().rate(item.turns[0], reply.response)
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            reply,
             metrics={"alignment": align / 10, "capability": cap / 10},
-            responses=[reply.response],
             judges=[record],
-            trace_ids=[reply.trace_id] if reply.trace_id else [],
         )

@@ -31,7 +31,6 @@ class HarmBenchOptions(LiteratureOptions):
 
 
 class HarmBench(HarmfulSuite):
-    option_names = tuple(HarmBenchOptions.model_fields)
     name = "harmbench"
     title = "HarmBench"
     source = "HarmBench text behaviours (Mazeika et al. 2024), test split: 320 (200 without copyright)"

@@ -62,10 +62,9 @@ class HHH(Benchmark):
         prompt = self.prompt(item)
         reply = await respond([Message(role="user", content=prompt)])
         choice, record = await judges.choice().choose(reply.response, a, b)
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            reply,
             metrics={"accuracy": 1.0 if choice == correct else 0.0},
-            responses=[reply.response],
             judges=[record],
-            trace_ids=[reply.trace_id] if reply.trace_id else [],
             details={"choice": choice, "correct": correct},
         )

@@ -31,7 +31,6 @@ class JBBOptions(LiteratureOptions):
 
 
 class JailbreakBench(HarmfulSuite):
-    option_names = tuple(JBBOptions.model_fields)
     name = "jbb"
     title = "JailbreakBench"
     source = "JBB-Behaviors (Chao et al. 2024): 100 harmful behaviours, and a benign half for over-refusal"
@@ -58,21 +57,15 @@ class JailbreakBench(HarmfulSuite):
         return own if "refusal" in own or self.opts.benign == "off" else ("refusal", *own)
 
     def load(self, data_dir: Path) -> list[Item]:
-        path = data_file(data_dir, "jailbreakbench/behaviors.csv")
-        items = []
-        for line, row in read_csv(path, ("Goal", "Category")):
-            goal, category = row["Goal"].strip(), row["Category"].strip()
-            if not goal or not category:
-                raise InputError(f"{path}:{line}: needs a Goal and a Category")
-            index = row.get("", "").strip() or str(line - 2)
-            items.append(
-                Item(
-                    id=f"jbb/harmful/{index}",
-                    turns=(goal,),
-                    data={"category": category, "behavior": goal, "half": "harmful"},
-                )
+        harmful = [
+            Item(
+                id=f"jbb/harmful/{row.get('', '').strip() or line - 2}",
+                turns=(goal,),
+                data={"category": category, "behavior": goal, "half": "harmful"},
             )
-        return items + self._benign(data_dir)
+            for line, row, goal, category in _behaviours(data_file(data_dir, "jailbreakbench/behaviors.csv"))
+        ]
+        return harmful + self._benign(data_dir)
 
     def _benign(self, data_dir: Path) -> list[Item]:
         if self.opts.benign == "off":
@@ -94,15 +87,10 @@ class JailbreakBench(HarmfulSuite):
                 f"benchmark 'jbb': benign file {path} does not exist",
                 hint="give a CSV of JBB's benign behaviours (columns Goal, Category), or benign: xstest / off",
             )
-        items = []
-        for line, row in read_csv(path, ("Goal", "Category")):
-            goal, category = row["Goal"].strip(), row["Category"].strip()
-            if not goal or not category:
-                raise InputError(f"{path}:{line}: needs a Goal and a Category")
-            items.append(
-                Item(id=f"jbb/benign/{line - 2}", turns=(goal,), data={"category": category, "half": "benign"})
-            )
-        return items
+        return [
+            Item(id=f"jbb/benign/{line - 2}", turns=(goal,), data={"category": category, "half": "benign"})
+            for line, _, goal, category in _behaviours(path)
+        ]
 
     def sample(self, items: list[Item], n: int, seed: int) -> list[Item]:
         """n harmful and n benign items (stratified, so both figures have data)."""
@@ -113,10 +101,20 @@ class JailbreakBench(HarmfulSuite):
             return await super().run(item, respond, judges)
         reply = await respond([Message(role="user", content=item.turns[0])])
         verdict, records = await judges.refusal_verdict(reply.response, item.turns[0])
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            reply,
             metrics={"over_refusal": 1.0 if verdict.refused else 0.0},
-            responses=[reply.response],
             judges=records,
-            trace_ids=[reply.trace_id] if reply.trace_id else [],
             details={"category": item.data["category"], "half": "benign", "refusal": verdict.label.value},
         )
+
+
+def _behaviours(path: Path) -> list[tuple[int, dict[str, str], str, str]]:
+    """(line, row, goal, category) of a JBB behaviours file (columns Goal and Category, both needed)."""
+    out = []
+    for line, row in read_csv(path, ("Goal", "Category")):
+        goal, category = row["Goal"].strip(), row["Category"].strip()
+        if not goal or not category:
+            raise InputError(f"{path}:{line}: needs a Goal and a Category")
+        out.append((line, row, goal, category))
+    return out

@@ -76,10 +76,10 @@ class MTBench(Benchmark):
         category = str(item.data["category"])
         r1, rec1 = await judge.grade([q1], [first.response], refs, category)
         r2, rec2 = await judge.grade([q1, q2], [first.response, second.response], refs, category)
-        return ScoredItem(
+        return ScoredItem.from_replies(
+            first,
+            second,
             metrics={"score": (r1 + r2) / 20, "turn1": r1 / 10, "turn2": r2 / 10},
-            responses=[first.response, second.response],
             judges=[rec1, rec2],
-            trace_ids=[t for t in (first.trace_id, second.trace_id) if t],
             details={"category": category, "ratings": [r1, r2]},
         )

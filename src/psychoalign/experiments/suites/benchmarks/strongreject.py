@@ -21,7 +21,6 @@ class StrongRejectOptions(LiteratureOptions):
 
 
 class StrongReject(HarmfulSuite):
-    option_names = tuple(StrongRejectOptions.model_fields)
     name = "strongreject"
     title = "StrongREJECT"
     source = "StrongREJECT forbidden prompts (Souly et al. 2024): 313 (small set: 60)"
