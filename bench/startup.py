@@ -14,7 +14,11 @@ to a process, in its own section of docs/performance.md:
   the held-out requests (identical means within 1e-5);
 * one `psychoalign negotiate "Q"` process against one `psychoalign chat "Q"` process on the same
   benign question, for the first N benign questions of bench/data/heldout_requests.yaml, run in
-  alternating order; the median of the per-question wall-time ratios against the target of 1.5x.
+  alternating order; the median of the per-question wall-time ratios against the target of 1.5x;
+* where that time goes: one more chat and negotiate process on each of the first 3 questions,
+  run with timestamps around the phases (imports, the classifier's and the model's loads, the
+  trace store, generation, the EVALUATOR's calls; :data:`PHASE_PROBE`), as medians in seconds
+  since the process was spawned. (Separate runs, so the timed processes above run unmodified.)
 """
 
 from __future__ import annotations
@@ -61,6 +65,81 @@ print(len(texts), *out)
 """
 
 
+#: Runs `psychoalign ARGS` in this process with timestamps around its phases: wraps the functions
+#: below as their modules are imported, and writes the marks as JSON to argv[1] at exit.
+#: argv[2] is the time.time() at which the parent spawned the process.
+PHASE_PROBE = """
+import atexit, functools, importlib.abc, importlib.util, inspect, json, sys, threading, time
+out, spawned = sys.argv[1], float(sys.argv[2])
+marks = []
+WRAP = {
+    "psychoalign.cli.chat": [("chat", "command")],
+    "psychoalign.cli.negotiate": [("negotiate", "command")],
+    "psychoalign.models.minilm": [("load_encoder", "classifier load")],
+    "psychoalign.models.classifier": [("SafetyClassifier.evaluate", "EVALUATOR call")],
+    "psychoalign.models.local": [("_LoadedModel.__init__", "model load")],
+    "psychoalign.traces.store": [("SQLTraceStore.start", "trace store: schema and first write")],
+    "llama_cpp.llama": [("Llama.create_completion", "generation")],
+}
+def note(label, t, extra=0):
+    marks.append([label, t - spawned, time.time() - spawned, extra, threading.current_thread().name])
+def wrap(fn, label):
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def awrapped(*a, **k):
+            t = time.time()
+            try:
+                return await fn(*a, **k)
+            finally:
+                note(label, t)
+        return awrapped
+    @functools.wraps(fn)
+    def wrapped(*a, **k):
+        t, result = time.time(), None
+        try:
+            result = fn(*a, **k)
+            return result
+        finally:
+            usage = result.get("usage", {}) if isinstance(result, dict) else {}
+            note(label, t, usage.get("completion_tokens", 0))
+    return wrapped
+class Hook(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name not in WRAP:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            for attr, label in WRAP[name]:
+                owner, _, method = attr.rpartition(".")
+                holder = getattr(module, owner) if owner else module
+                setattr(holder, method, wrap(getattr(holder, method), label))
+        spec.loader.exec_module = exec_module
+        return spec
+sys.meta_path.insert(0, Hook())
+atexit.register(lambda: (note("exit", time.time()), open(out, "w").write(json.dumps(marks))))
+sys.argv = ["psychoalign", *sys.argv[3:]]
+from psychoalign.cli.main import run
+run()
+"""
+PHASES = (
+    "command",
+    "classifier load",
+    "model load",
+    "trace store: schema and first write",
+    "EVALUATOR call",
+    "generation",
+    "exit",
+)
+
+
 def time_command(args: list[str], runs: int) -> tuple[list[float], int]:
     """Wall time of each run; the exit code of the last one."""
     cmd = [sys.executable, "-m", "psychoalign", *args]
@@ -78,6 +157,67 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, subp
     t = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     return time.perf_counter() - t, done
+
+
+def phases(command: str, question: str, env: dict[str, str]) -> dict[str, tuple[float, float, float]]:
+    """One `psychoalign COMMAND QUESTION` process under :data:`PHASE_PROBE`: phase -> (first
+    start, last end, summed duration), in seconds since the spawn; generation also its tokens."""
+    import json
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as marks_file:
+        spawned = time.time()
+        done = subprocess.run(
+            [sys.executable, "-c", PHASE_PROBE, marks_file.name, repr(spawned), command, question],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        if done.returncode:
+            raise SystemExit(f"error: psychoalign {command} failed: {done.stderr.strip()[-300:]}")
+        marks = json.loads(Path(marks_file.name).read_text(encoding="utf-8"))
+    out: dict[str, tuple[float, float, float]] = {}
+    for label, start, end, _tokens, _thread in marks:
+        if label in out:
+            first, _, total = out[label]
+            out[label] = (first, end, total + end - start)
+        else:
+            out[label] = (start, end, end - start)
+    out["tokens"] = (0.0, 0.0, float(sum(m[3] for m in marks if m[0] == "generation")))
+    return out
+
+
+def print_phases(questions: list[str], env: dict[str, str]) -> None:
+    """Medians over ``questions`` of when each phase starts and ends in a chat and a negotiate process."""
+    runs: dict[str, list[dict[str, tuple[float, float, float]]]] = {"chat": [], "negotiate": []}
+    for i, q in enumerate(questions):
+        for command in ("chat", "negotiate") if i % 2 == 0 else ("negotiate", "chat"):
+            runs[command].append(phases(command, q, env))
+    print(
+        f"  where the time goes (median of {len(questions)} questions, one more process each; "
+        "seconds since the process was spawned, start -> end):"
+    )
+    for label in PHASES:
+        cells = []
+        for command in ("chat", "negotiate"):
+            seen = [r[label] for r in runs[command] if label in r]
+            if not seen:
+                cells.append("-")
+                continue
+            start = statistics.median(s for s, _, _ in seen)
+            end = statistics.median(e for _, e, _ in seen)
+            if label == "exit":
+                cells.append(f"{end:.1f}")
+            elif label in ("EVALUATOR call", "generation"):
+                total = statistics.median(t for _, _, t in seen)
+                cells.append(f"{start:.1f} -> {end:.1f} ({total:.1f} s in calls)")
+            else:
+                cells.append(f"{start:.1f} -> {end:.1f}")
+        name = {"command": "the command (imports before it)", "exit": "process exits"}.get(label, label)
+        print(f"    {name:<38} chat {cells[0]:<28} negotiate {cells[1]}")
+    tokens = {c: statistics.median(r["tokens"][2] for r in runs[c]) for c in runs}
+    print(f"    {'tokens generated':<38} chat {tokens['chat']:<28.0f} negotiate {tokens['negotiate']:.0f}")
 
 
 def negotiate_vs_chat(n: int) -> list[Target]:
@@ -131,12 +271,13 @@ def negotiate_vs_chat(n: int) -> list[Target]:
             chats.append(wall["chat"])
             negs.append(wall["negotiate"])
             ratios.append(wall["negotiate"] / wall["chat"])
-    med = statistics.median(ratios)
-    print(
-        f"  {len(questions)} benign questions, one process each: chat median {statistics.median(chats):.1f} s, "
-        f"negotiate median {statistics.median(negs):.1f} s; negotiate / chat per question: median {med:.2f}x "
-        f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x; target <= {TARGET_RATIO}x)"
-    )
+        med = statistics.median(ratios)
+        print(
+            f"  {len(questions)} benign questions, one process each: chat median {statistics.median(chats):.1f} s, "
+            f"negotiate median {statistics.median(negs):.1f} s; negotiate / chat per question: median {med:.2f}x "
+            f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x; target <= {TARGET_RATIO}x)"
+        )
+        print_phases(questions[:3], env)
     targets.append(
         Target(
             "one negotiate process / one chat process, median",

@@ -3,19 +3,15 @@
 from typing import TYPE_CHECKING
 
 from .errors import PsychoAlignError
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .config import Settings, load_settings
 
 
-def __getattr__(name: str) -> object:
-    # The configuration pulls in pydantic and the model layer: loaded on first use, so that
-    # `psychoalign --help` and every `import psychoalign.<module>` stay light.
-    if name in ("Settings", "load_settings"):
-        from . import config
-
-        return getattr(config, name)
-    raise AttributeError(f"module 'psychoalign' has no attribute '{name}'")
+# The configuration pulls in pydantic and the model layer: loaded on first use, so that
+# `psychoalign --help` and every `import psychoalign.<module>` stay light.
+__getattr__ = lazy_exports(__name__, {"Settings": ".config", "load_settings": ".config"})
 
 
 __all__ = ["PsychoAlignError", "Settings", "load_settings"]

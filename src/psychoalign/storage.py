@@ -169,6 +169,25 @@ def migrations_config(store: Store, connection: Connection | None = None) -> Con
     return config
 
 
+def head_revision(store: Store) -> str:
+    """The newest revision of ``store``'s migrations, read from the file names without loading
+    Alembic (a second of a CLI process's start-up): revisions are numbered ``r0001_…``,
+    ``r0002_…`` (tests/migrations/new_migration.py) in one line (tests/migrations/test_heads.py
+    checks that this is Alembic's head)."""
+    return max(p.name[1:5] for p in (_MIGRATIONS / store).glob("r[0-9][0-9][0-9][0-9]_*.py"))
+
+
+async def _at_head(engine: AsyncEngine, store: Store) -> bool:
+    """The database holds exactly ``store``'s head revision: one read, no Alembic. Any doubt (no
+    version table yet, an error) answers False, and :func:`migrate` asks Alembic."""
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text(f"SELECT version_num FROM alembic_version_{store}"))).all()
+    except SQLAlchemyError:
+        return False
+    return [r[0] for r in rows] == [head_revision(store)]
+
+
 async def migrate(engine: AsyncEngine, store: Store) -> None:
     """Bring ``store``'s tables in ``engine``'s database to the newest schema this code knows.
 
@@ -178,6 +197,8 @@ async def migrate(engine: AsyncEngine, store: Store) -> None:
     lock: a transaction-level advisory lock on PostgreSQL, the write lock on SQLite (``BEGIN
     IMMEDIATE``, under :func:`write`), so two processes opening a new database at once upgrade it
     once. A database written by a newer psychoalign is refused before anything changes."""
+    if await _at_head(engine, store):  # the common case, answered without loading Alembic
+        return
     current, heads, known = await _revisions(engine, store)
     _refuse_newer(engine, store, current - known)
     if current == heads:

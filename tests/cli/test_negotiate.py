@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -240,3 +242,12 @@ def test_samples_draw_a_bar_on_a_terminal_only(tmp_path: Path) -> None:
             assert BAR in out.stderr and "negotiated" in out.stderr and f"{n}/{n}" in out.stderr
         else:
             assert BAR not in out.stderr and "negotiated" not in out.stderr
+
+
+def test_negotiate_reads_its_input_before_importing_the_engine_and_the_store() -> None:
+    """`negotiate` starts loading its models once its input is checked; what it imports up to
+    then leaves out the engine and SQLAlchemy, which it imports while the models load."""
+    heavy = "{'sqlalchemy', 'psychoalign.negotiation.engine'}"
+    probe = f"import sys, psychoalign.cli.negotiate; print(sorted({heavy} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

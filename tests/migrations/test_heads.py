@@ -10,7 +10,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 import psychoalign
-from psychoalign.storage import STORES, Store, migrate, migrations_config
+from psychoalign.storage import STORES, Store, head_revision, migrate, migrations_config
 
 from .conftest import Database
 from .stores import MODULES, schema_diff, versions
@@ -37,3 +37,9 @@ def test_every_store_with_tables_has_migrations_with_one_head() -> None:
     assert set(MODULES) == set(STORES)
     for store in STORES:
         assert len(ScriptDirectory.from_config(migrations_config(store)).get_heads()) == 1, store
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_the_head_read_from_file_names_is_alembic_s(store: Store) -> None:
+    """migrate() skips Alembic when the database holds head_revision(): it must be the real head."""
+    assert [head_revision(store)] == ScriptDirectory.from_config(migrations_config(store)).get_heads()

@@ -135,6 +135,29 @@ async def test_a_database_from_a_newer_version_is_refused_in_one_line_and_left_a
     await engine.dispose()
 
 
+async def test_a_current_database_is_opened_without_asking_alembic(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read of the version table answers "current"; a new database still goes to Alembic."""
+    engine = database.engine()
+    asked: list[Store] = []
+    read = storage._revisions
+
+    async def counted(engine: AsyncEngine, store: Store) -> Any:
+        asked.append(store)
+        return await read(engine, store)
+
+    monkeypatch.setattr(storage, "_revisions", counted)
+    try:
+        await migrate(engine, "traces")  # new: Alembic upgrades it
+        await migrate(engine, "traces")  # current: no Alembic
+        async with engine.connect() as conn:
+            assert await conn.run_sync(versions, "traces") == heads("traces")
+    finally:
+        await engine.dispose()
+    assert asked == ["traces"]
+
+
 def test_the_cli_names_the_store_and_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "newer.db"
     engine = storage.create_engine_for(f"sqlite:///{path}")

@@ -170,7 +170,7 @@ def test_embedded_default_roles_and_labels() -> None:
     other = load_settings(environ={"PSYCHOALIGN_DEFAULTS__BACKEND": "scripted"})
     assert other.model_spec("evaluator").backend == "scripted"
     label = resolved_label(settings.model_spec("evaluator"))
-    assert label.startswith("classifier:evaluator-minilm-v6@") and len(label.split("@")[1]) == 12
+    assert label.startswith("classifier:evaluator-minilm-v7@") and len(label.split("@")[1]) == 12
 
 
 def test_auc_and_split_helpers() -> None:

@@ -65,11 +65,25 @@ def test_a_cached_export_is_loaded_without_exporting_again(monkeypatch: pytest.M
     cached = minilm.onnx_path(model)
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"onnx")
+    minilm.weights_path(cached).write_bytes(b"weights")
     loaded: list[Path] = []
     monkeypatch.setattr(minilm, "onnx_available", lambda: True)
     monkeypatch.setattr(minilm, "export_onnx", lambda model, out: pytest.fail("exported again"))
     monkeypatch.setattr(minilm, "onnx_encoder", lambda path, model: loaded.append(path) or _fake(2.0))
     assert minilm.load_encoder(str(model))(["a"])[0, 0] == 2.0 and loaded == [cached]
+
+
+def test_an_export_without_its_weights_file_is_made_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = _model_dir(tmp_path)
+    cached = minilm.onnx_path(model)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"onnx")  # the graph file alone: its weights file is gone
+    exports: list[Path] = []
+    monkeypatch.setattr(minilm, "onnx_available", lambda: True)
+    monkeypatch.setattr(minilm, "export_onnx", lambda model, out: exports.append(out) or out)
+    monkeypatch.setattr(minilm, "onnx_encoder", lambda path, model: _fake(3.0))
+    assert minilm.load_encoder(str(model))(["a"])[0, 0] == 3.0 and exports == [cached]
 
 
 @pytest.mark.realmodel
@@ -83,6 +97,8 @@ def test_onnx_runtime_and_torch_give_the_same_embeddings(monkeypatch: pytest.Mon
         " ".join(["a long request"] * 120),  # past the 128 word pieces: truncated the same way
     ]
     onnx = minilm.load_encoder(runtime="onnx")
-    assert any((tmp_path / "cache" / "psychoalign").glob("*.onnx"))  # exported from the shipped weights
+    graphs = list((tmp_path / "cache" / "psychoalign").glob("*.onnx"))  # exported from the shipped weights
+    assert len(graphs) == 1 and minilm.exported(graphs[0])  # the graph and its external weights file
+    assert not [p for p in graphs[0].parent.iterdir() if p.name.startswith(".")]  # no staging folder left
     diff = np.abs(onnx(texts) - minilm.load_encoder(runtime="torch")(texts))
     assert diff.max() < 1e-5

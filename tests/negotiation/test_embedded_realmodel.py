@@ -29,4 +29,4 @@ async def test_embedded_default_answers_the_egg_and_refuses_sarin() -> None:
     assert "U1-mass-harm" in sarin.final.response
     for trace in (egg, sarin):
         assert trace.models["drive"] == "local:smollm2-135m-instruct"
-        assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v6@")
+        assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v7@")

@@ -71,6 +71,10 @@ async def test_a_json_mediator_still_applies_the_modifications() -> None:
 #: The held-out half of the look-alike/premise pool (bench/data/lookalike_heldout.yaml): never
 #: trained on, never used to write the premise rule.
 HELD_OUT = yaml.safe_load((Path(__file__).parents[2] / "bench" / "data" / "lookalike_heldout.yaml").read_text("utf-8"))
+#: The held-out quarter of the second look-alike pool (look-alikes and harmful twins only).
+HELD_OUT_V7 = yaml.safe_load(
+    (Path(__file__).parents[2] / "bench" / "data" / "lookalike_heldout_v7.yaml").read_text("utf-8")
+)
 
 
 @pytest.mark.realmodel
@@ -100,7 +104,7 @@ async def test_held_out_premise_items_are_rejected_or_refused_never_agreed_with(
     assert world.calls["drive"] == 0
 
 
-@pytest.mark.parametrize("request_text", HELD_OUT["lookalike"])
+@pytest.mark.parametrize("request_text", HELD_OUT["lookalike"] + HELD_OUT_V7["lookalike"])
 def test_held_out_look_alikes_fire_no_universal_rule(request_text: str) -> None:
     from psychoalign.frameworks import load_framework
 

@@ -25,7 +25,7 @@ async def test_local_model_negotiation_completes_and_is_stored(tmp_path: Path) -
     assert trace.final.response.strip()
     assert trace.agents["drive"].calls == 1 and trace.agents["evaluator"].calls >= 1
     assert trace.models["drive"] == "local:smollm2-135m-instruct"
-    assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v6@")
+    assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v7@")
     stored = await store.get(trace.id)
     assert stored is not None and stored.model_dump() == trace.model_dump()
     await store.close()
@@ -37,7 +37,10 @@ async def test_state_and_defense_agree_on_real_traces() -> None:
     from psychoalign.cli.negotiate import load_samples
     from tests.negotiation.test_safety import assert_state_agrees_with_defense
 
-    settings = load_settings(environ={"PSYCHOALIGN_DEFAULTS__MAX_TOKENS": "200"})
+    # Blocked drafts kept (they are stored redacted by default): the check below needs their text.
+    settings = load_settings(
+        environ={"PSYCHOALIGN_DEFAULTS__MAX_TOKENS": "200", "PSYCHOALIGN_TRACES__KEEP_BLOCKED_DRAFTS": "true"}
+    )
     negotiator = Negotiator(settings, params=NegotiationParams(k=2, n_proposals=2))
     try:
         for sample in load_samples():
@@ -48,6 +51,7 @@ async def test_state_and_defense_agree_on_real_traces() -> None:
             for rnd in trace.rounds:
                 for p in rnd.proposals:
                     if p.gate is not None and not p.gate.admissible and trace.final.composed_by != "filtered":
+                        assert p.text.strip(), "a blocked draft was redacted although kept for research"
                         assert p.text.strip() not in trace.final.response
     finally:
         await negotiator.aclose()

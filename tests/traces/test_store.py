@@ -238,3 +238,29 @@ async def test_sql_conversation_lookup_reads_the_keys_index(tmp_path: Path) -> N
     await store.close()
     assert "ix_psychoalign_trace_keys_key_created_at" in plan, plan
     assert "SCAN psychoalign_trace_keys" not in plan, plan
+
+
+async def test_memory_store_keeps_its_own_copy_of_each_write() -> None:
+    """The in-memory store copies on write (start, finish) and on read: a caller that goes on
+    changing its trace, or one it read back, never changes what is stored. A trace that does not
+    validate as it stands (a field set outside its constraints without validation) is stored too."""
+    from psychoalign.traces import Trace
+    from psychoalign.traces.model import NegotiationParams
+
+    store = InMemoryTraceStore()
+    trace = Trace(request="r", params=NegotiationParams(), metadata={"a": {"b": [1]}})
+    await store.start(trace)
+    trace.metadata["a"]["b"].append(2)
+    trace.status = TraceStatus.COMPLETED
+    running = await store.get(trace.id)
+    assert running is not None and running.status is TraceStatus.RUNNING and running.metadata == {"a": {"b": [1]}}
+
+    trace.params = trace.params.model_copy(update={"cross_turn_hot": 2.0})  # outside le=1.0, not validated
+    await store.finish(trace)
+    trace.metadata["a"]["b"].append(3)
+    stored = await store.get(trace.id)
+    assert stored is not None and stored.status is TraceStatus.COMPLETED
+    assert stored.params.cross_turn_hot == 2.0 and stored.metadata == {"a": {"b": [1, 2]}}
+    stored.metadata["a"]["b"].clear()
+    again = await store.get(trace.id)
+    assert again is not None and again.metadata == {"a": {"b": [1, 2]}}

@@ -19,6 +19,7 @@ def _otel_sdk_installed() -> bool:
 if not _otel_sdk_installed():
     os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
 
+from ..lazy import lazy_exports  # noqa: E402
 from .remote import remote_transport  # noqa: E402
 
 if TYPE_CHECKING:
@@ -26,18 +27,9 @@ if TYPE_CHECKING:
     from .transport import A2ATransport
 
 
-def __getattr__(name: str) -> object:
-    # The SDK takes seconds to import: the transport and the role server load on first use, so
-    # choosing a transport (remote_transport) costs nothing when the agents run in-process.
-    if name == "A2ATransport":
-        from .transport import A2ATransport
-
-        return A2ATransport
-    if name == "build_role_app":
-        from .server import build_role_app
-
-        return build_role_app
-    raise AttributeError(name)
+# The SDK takes seconds to import: the transport and the role server load on first use, so
+# choosing a transport (remote_transport) costs nothing when the agents run in-process.
+__getattr__ = lazy_exports(__name__, {"A2ATransport": ".transport", "build_role_app": ".server"})
 
 
 __all__ = ["A2ATransport", "build_role_app", "remote_transport"]

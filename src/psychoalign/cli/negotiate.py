@@ -6,7 +6,7 @@ import asyncio
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.panel import Panel
@@ -17,10 +17,12 @@ from ..a2a import remote_transport
 from ..config import Settings
 from ..errors import InputError, PsychoAlignError
 from ..frameworks import builtin_names, load_framework
-from ..negotiation import NegotiationParams, Negotiator
+from ..models import ModelSpec
+from ..models.registry import preload
+from ..negotiation import NegotiationParams
 from ..negotiation.params import FLAGS, negotiation_source, parse_params
 from ..textio import decode_utf8, normalise_text
-from ..traces import Trace, TraceStatus, TraceStore, open_store
+from ..traces import Trace, TraceStatus
 from ..yamlio import parse_yaml
 from .common import (
     ConfigOpt,
@@ -36,6 +38,9 @@ from .common import (
     settings_from,
 )
 
+if TYPE_CHECKING:
+    from ..traces import TraceStore
+
 frameworks_app = typer.Typer(help="Ethical frameworks: list, show, validate.", no_args_is_help=True)
 traces_app = typer.Typer(help="Negotiation traces: list, show, export.", no_args_is_help=True)
 
@@ -49,6 +54,8 @@ def load_samples() -> list[dict[str, str]]:
 def _store(settings: Settings, url: str | None, no_store: bool) -> TraceStore | None:
     if no_store:
         return None
+    from ..traces import open_store  # SQLAlchemy: imported while the models load (negotiate)
+
     return open_store(url or settings.effective_store_url())
 
 
@@ -56,6 +63,24 @@ def _params(settings: Settings, overrides: dict[str, Any]) -> NegotiationParams:
     flags = {k: v for k, v in overrides.items() if v is not None}
     origin = {k: f"{FLAGS[k]} {v}" for k, v in flags.items()}
     return parse_params({**settings.negotiation, **flags}, origin=origin, where=negotiation_source(settings))
+
+
+def _preload_first_roles(settings: Settings) -> None:
+    """Load the models of the first two calls of a negotiation, the EVALUATOR's (the request
+    screen) and the DRIVE's, in background threads while the rest of the process starts
+    (imports, the trace store): on the embedded default, MiniLM and SmolLM2 load side by side
+    instead of one after the other. Remote agents load nothing here."""
+    if settings.a2a.remote:
+        return
+    specs: list[ModelSpec] = []
+    for role in ("evaluator", "drive"):
+        try:
+            spec = settings.model_spec(role)
+        except PsychoAlignError:  # reported by the negotiation itself, as without a preload
+            continue
+        if spec not in specs:
+            specs.append(spec)
+    preload(specs)
 
 
 def negotiate(
@@ -97,6 +122,9 @@ def negotiate(
                 f"the request is {length} characters, over the limit of {params.max_request_chars}",
                 hint="shorten it or raise negotiation.max_request_chars",
             )
+    _preload_first_roles(settings)
+
+    from ..negotiation import Negotiator  # the engine: imported while the models load
 
     async def go(bar: ProgressFn | None) -> list[Trace]:
         store = _store(settings, store_url, no_store)
@@ -458,6 +486,8 @@ def frameworks_validate(
 
 # -- traces -------------------------------------------------------------------------------------
 def _open(config: Path | None, store_url: str | None) -> TraceStore:
+    from ..traces import open_store
+
     return open_store(store_url or settings_from(config).effective_store_url())
 
 

@@ -62,15 +62,28 @@ class Check(BaseModel):
             found = find_wrong_dose(self.doses, text)
         return found
 
+    @cached_property
+    def _regexes(self) -> tuple[re.Pattern[str], ...]:
+        # Compiled once per check: the gates run every check on every draft and answer.
+        return tuple(re.compile(pattern, re.IGNORECASE) for pattern in self.patterns)
+
+    @cached_property
+    def _word_sets(self) -> tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]:
+        return tuple(
+            (" + ".join(words), tuple(re.compile(rf"\b{re.escape(w.lower())}\b") for w in words))
+            for words in self.all_of
+        )
+
     def _find(self, text: str) -> str | None:
-        for pattern in self.patterns:
-            m = re.search(pattern, text, re.IGNORECASE)
+        for regex in self._regexes:
+            m = regex.search(text)
             if m:
                 return m.group(0)
-        lowered = text.lower()
-        for words in self.all_of:
-            if all(re.search(rf"\b{re.escape(w.lower())}\b", lowered) for w in words):
-                return " + ".join(words)
+        if self.all_of:
+            lowered = text.lower()
+            for evidence, regexes in self._word_sets:
+                if all(regex.search(lowered) for regex in regexes):
+                    return evidence
         return None
 
 
@@ -289,8 +302,16 @@ class Framework(BaseModel):
 
     @cached_property
     def sha256(self) -> str:
-        """Hash of the parsed content (comments and formatting do not change it)."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Hash of the parsed content (comments and formatting do not change it). A check's empty
+        dose table is left out, so a framework written before dose tables existed keeps its hash
+        (results stamped with it still match)."""
+        content = self.model_dump(mode="json")
+        for layer in Layer:
+            for rule in content[layer.value]:
+                for key in ("check", "request_check"):
+                    if rule.get(key) and not rule[key].get("doses"):
+                        rule[key].pop("doses", None)
+        blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property

@@ -66,6 +66,12 @@ class Backend(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections. Idempotent."""
 
+    def preload(self) -> None:  # noqa: B027 - optional hook, most backends load nothing
+        """Load now, in the calling thread, what the first :meth:`complete` would load (weights,
+        an inference session), so a process can do it beside its other start-up work
+        (:func:`~psychoalign.models.registry.preload`). Loads are shared per process, so the
+        first call then finds them ready. A failure here is raised again by that first call."""
+
     @classmethod
     def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
         """Whether this backend can be used here, and why not."""

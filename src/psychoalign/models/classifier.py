@@ -72,7 +72,7 @@ from .types import ChatRequest, Completion, Usage
 
 __all__ = ["VETO_BELOW", "ClassifierBackend", "SafetyClassifier", "load_classifier", "load_weights"]
 
-DEFAULT_CLASSIFIER = "evaluator-minilm-v6"
+DEFAULT_CLASSIFIER = "evaluator-minilm-v7"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -398,7 +398,7 @@ def load_classifier(path: str | Path | None = None, encoder: Encoder | None = No
 class ClassifierBackend(Backend):
     """``backend = "classifier"``: answers EVALUATOR requests with a classifier-made Evaluation.
 
-    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v6``. The
+    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v7``. The
     request must carry structured ``inputs`` (``request``, ``proposal``, optional ``framework``
     as JSON), which the EVALUATOR agent always sends; a free-form chat is refused. Usage counts
     no LLM tokens (it runs no LLM); the trace's model label carries version and weights hash.
@@ -429,6 +429,9 @@ class ClassifierBackend(Backend):
     def model_name(self) -> str:
         return self.weights.label
 
+    def preload(self) -> None:
+        _ = self.classifier
+
     async def complete(self, request: ChatRequest) -> Completion:
         inputs = request.inputs or {}
         if "request" not in inputs or "proposal" not in inputs:
@@ -437,7 +440,11 @@ class ClassifierBackend(Backend):
                 hint="use backend = 'classifier' for the evaluator role only",
             )
         framework = _framework(inputs["framework"]) if inputs.get("framework") else None
-        data = await asyncio.to_thread(self.classifier.evaluate, inputs["request"], inputs["proposal"], framework)
+        # The classifier is read in the worker thread: a first call may wait for its load
+        # (seconds, or a preload still running), which must not hold up the event loop.
+        data = await asyncio.to_thread(
+            lambda: self.classifier.evaluate(inputs["request"], inputs["proposal"], framework)
+        )
         return Completion(text=json.dumps(data), usage=Usage(), model=self.model_name, finish_reason="stop")
 
     @classmethod

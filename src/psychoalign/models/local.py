@@ -123,33 +123,42 @@ def max_threads() -> int:
 
 
 def _idle_cores(window_s: float = 0.1) -> float | None:
-    """Cores' worth of idle CPU over ``window_s`` (from /proc/stat), or None off Linux."""
+    """Cores' worth of CPU that other processes leave idle over ``window_s`` (``/proc/stat``),
+    counting this process's own use (``/proc/self/stat``) as idle; None off Linux."""
 
-    def sample() -> tuple[int, int] | None:
+    def sample() -> tuple[int, int, int] | None:
         try:
             with open("/proc/stat", encoding="ascii") as fh:
                 fields = [int(v) for v in fh.readline().split()[1:]]
+            with open("/proc/self/stat", encoding="ascii") as fh:
+                own = fh.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
         except (OSError, ValueError):
             return None
-        return fields[3] + (fields[4] if len(fields) > 4 else 0), sum(fields)  # idle + iowait, total
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return idle, sum(fields), int(own[11]) + int(own[12])  # utime + stime, in the same ticks
 
     first = sample()
     time.sleep(window_s)
     second = sample()
     if first is None or second is None or second[1] <= first[1]:
         return None
-    return (second[0] - first[0]) / (second[1] - first[1]) * (os.cpu_count() or 1)
+    free = (second[0] - first[0]) + (second[2] - first[2])
+    cores = os.cpu_count() or 1
+    return min(float(cores), free / (second[1] - first[1]) * cores)
 
 
 def default_threads() -> int:
-    """llama.cpp threads when the spec sets none, chosen when a model is loaded: the cores idle
-    right now (``/proc/stat`` over 0.1 s), at least 1, at most :func:`max_threads`.
+    """llama.cpp threads when the spec sets none, chosen when a model is loaded: the cores other
+    processes leave idle right now (``/proc/stat`` over 0.1 s), at least 1, at most
+    :func:`max_threads`.
 
     Why not simply every core: llama.cpp's worker threads spin while they wait for each other.
     Measured on this 2-core machine kind (SmolLM2, 200 tokens): idle, 2 threads gave 93-99
     tokens/s against 52 for 1; with one other busy process, 2 threads fell to 8-23 tokens/s while
-    1 thread kept 51. So a thread is only given a core that is free. Set ``n_threads`` to pin it.
-    Off Linux: half the usable cores."""
+    1 thread kept 51. So a thread is only given a core that is free. This process's own work
+    counts as free: what runs beside a load (``negotiate`` loads the classifier at the same time)
+    is over before the model generates. Set ``n_threads`` to pin it. Off Linux: half the usable
+    cores."""
     idle = _idle_cores()
     if idle is None:
         return max(1, _usable_cores() // 2)
@@ -300,6 +309,9 @@ class LocalBackend(Backend):
     @property
     def model_name(self) -> str:
         return self.resolved_name
+
+    def preload(self) -> None:
+        self._model()
 
     def _model(self) -> _LoadedModel:
         try:

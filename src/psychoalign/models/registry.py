@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -36,6 +39,29 @@ def build_model(spec: ModelSpec, *, cache_dir: str | Path | None = None) -> Chat
     backend = backend_class(spec.backend)(spec)
     cache = ResponseCache(Path(cache_dir) / "responses.sqlite") if cache_dir is not None else None
     return ChatModel(spec, backend, cache=cache)
+
+
+def preload(specs: Iterable[ModelSpec]) -> list[threading.Thread]:
+    """Start loading each spec's backend (:meth:`Backend.preload`: the embedded model's weights,
+    the classifier's encoder) in a thread of its own, and return the threads.
+
+    A process that needs these loads soon (``psychoalign negotiate``) starts them first and does
+    its other start-up work (imports, the trace store) meanwhile; the first call finds them
+    ready, or waits for the rest. The threads are not daemons, so the process never exits in the
+    middle of a load. A failure is only logged: the first call loads again and raises it."""
+    threads = []
+    for spec in specs:
+        thread = threading.Thread(target=_preload, args=(spec,), name=f"preload-{spec.backend}")
+        thread.start()
+        threads.append(thread)
+    return threads
+
+
+def _preload(spec: ModelSpec) -> None:
+    try:
+        backend_class(spec.backend)(spec).preload()
+    except Exception:  # the first real call loads again and raises it, where it can be reported
+        logging.getLogger(__name__).debug("preloading %s failed", spec.label(), exc_info=True)
 
 
 def resolved_label(spec: ModelSpec) -> str:

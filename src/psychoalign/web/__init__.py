@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
+
 if TYPE_CHECKING:
     from .app import create_app
 
 
-def __getattr__(name: str) -> object:
-    if name == "create_app":
-        from .app import create_app
-
-        return create_app
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, {"create_app": ".app"})
 
 
 __all__ = ["create_app"]
