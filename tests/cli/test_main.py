@@ -47,7 +47,7 @@ def test_the_command_list_shows_each_commands_own_help_line() -> None:
 def test_help_and_version_load_no_command_module() -> None:
     """`psychoalign --help` and `--version` import the command table only: no sub-command
     module and none of the libraries the commands use (start-up time)."""
-    ours = {"psychoalign", "psychoalign.errors", "psychoalign.textio", "psychoalign.cli"}
+    ours = {"psychoalign", "psychoalign.errors", "psychoalign.lazy", "psychoalign.textio", "psychoalign.cli"}
     ours |= {"psychoalign.cli.main", "psychoalign.cli.common"}
     heavy = ("sqlalchemy", "numpy", "scipy", "pandas", "matplotlib", "torch", "llama_cpp", "aiohttp", "fastapi")
     heavy += ("pydantic", "httpx", "a2a", "yaml")
