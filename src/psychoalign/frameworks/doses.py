@@ -88,13 +88,10 @@ class DoseLimit(BaseModel):
         """The medicine's names as one whole-word regex (compiled once: checked on every text)."""
         return re.compile(r"\b(?:" + "|".join(re.escape(d) for d in self.drug) + r")\b", re.IGNORECASE)
 
-    def allows(self, mg: float, per_kg: bool) -> bool | None:
-        """Whether a stated daily limit of ``mg`` (per kilogram when ``per_kg``) is in range;
-        None when the table gives no range for that kind of figure."""
-        bounds = self.per_kg if per_kg else self.daily_mg
-        if bounds is None:
-            return None
-        return bounds[0] <= mg <= bounds[1]
+    def bounds(self, per_kg: bool) -> tuple[float, float] | None:
+        """The range for a daily limit stated per kilogram (``per_kg``) or in all; None when the
+        table gives none for that kind of figure (it is then not compared)."""
+        return self.per_kg if per_kg else self.daily_mg
 
 
 def _stated_limits(sentence: str) -> Iterator[tuple[re.Match[str], float, bool]]:
@@ -103,9 +100,7 @@ def _stated_limits(sentence: str) -> Iterator[tuple[re.Match[str], float, bool]]
         daily = bool(_DAILY_AFTER.match(sentence[m.end() :])) or bool(_MAX_DAILY_BEFORE.search(sentence[: m.start()]))
         if not daily:
             continue
-        unit = m.group("unit").lower().rstrip("s")
-        if unit not in _TO_MG:
-            continue
+        unit = m.group("unit").lower().rstrip("s")  # every unit _AMOUNT reads is in _TO_MG
         mg = float(m.group("num").replace(",", "")) * _TO_MG[unit]
         yield m, mg, bool(m.group("perkg"))
 
@@ -126,9 +121,8 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str) -> str | None:
             limit = _medicine_for(mentions, amount.start()) or (only if not mentions else None)
             if limit is None:
                 continue
-            if limit.allows(mg, per_kg) is False:
-                bounds = limit.per_kg if per_kg else limit.daily_mg
-                assert bounds is not None  # allows() returned a verdict
+            bounds = limit.bounds(per_kg)
+            if bounds is not None and not bounds[0] <= mg <= bounds[1]:
                 unit = "mg/kg" if per_kg else "mg"
                 return (
                     f"{limit.drug[0]}: {amount.group(0).strip()!r} a day, "
