@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 from psychoalign.agents.agents import DriveAgent
 from psychoalign.agents.messages import DriveTask
 from psychoalign.agents.schemas import Evaluation
+from psychoalign.config import Settings
 from psychoalign.models import ChatModel, ModelSpec
 from psychoalign.models.scripted import ScriptedBackend
-from psychoalign.negotiation import DefenseMechanism, SystemState
+from psychoalign.negotiation import DefenseMechanism, NegotiationParams, Negotiator, SystemState
 from tests.scenario import World, evaluation, proposals
 
 TWO_ROUNDS = [
@@ -100,3 +101,56 @@ async def test_a_plain_drive_draft_that_declines_is_drawn_again_once() -> None:
     stubborn = PlainScripted(spec, replies=["I can't help with that."], cycle=True)
     again = await DriveAgent(ChatModel(spec, stubborn)).propose(DriveTask(request="Egg?", context="c", n=1))
     assert len(stubborn.requests) == 2 and again.output.proposals[0].text == "I can't help with that."
+
+
+class DeterministicScripted(ScriptedBackend):
+    """A scripted EVALUATOR that, like the classifier, gives the same evaluation for the same inputs."""
+
+    deterministic: ClassVar[bool] = True
+
+
+def _conditional_band(evaluator: type[ScriptedBackend]) -> tuple[World, Negotiator]:
+    """A draft at the ceiling in the CONDITIONAL band, an embedded (plain) MEDIATOR: adopted verbatim."""
+    world = World([proposals(("The heart pumps blood.", 1.0))], judge=lambda t: capped(62, "CONDITIONAL", 62))
+    models = world.models()
+    spec = ModelSpec(backend="scripted", model="mediator", schema_retries=0, max_retries=0)
+    models["mediator"] = ChatModel(spec, PlainScripted(spec, replies=["Rewritten."], cycle=True))
+    spec = ModelSpec(backend="scripted", model="evaluator", schema_retries=0, max_retries=0)
+    models["evaluator"] = ChatModel(spec, evaluator(spec, fn=world.evaluator))
+    params = NegotiationParams(k=2, n_proposals=2, fast_path=True)
+    return world, Negotiator(Settings(), params=params, models=models)
+
+
+async def test_a_deterministic_evaluator_does_not_judge_an_adopted_draft_twice() -> None:
+    world, negotiator = _conditional_band(DeterministicScripted)
+    trace = await negotiator.negotiate("What organ pumps blood?")
+    f = trace.final
+    assert f is not None and f.composed_by == "adopted" and f.response == "The heart pumps blood."
+    # One draft, one evaluation: the final gate's Layer-1 checks ran, the EVALUATOR was not asked again.
+    assert world.calls == {"drive": 1, "evaluator": 1, "assess": 0, "compose": 0}
+    assert f.final_gate is not None and f.final_gate.admissible and f.final_gate.tau_passed
+
+
+async def test_a_sampling_evaluator_still_judges_an_adopted_conditional_draft_again() -> None:
+    world, negotiator = _conditional_band(ScriptedBackend)
+    trace = await negotiator.negotiate("What organ pumps blood?")
+    assert trace.final is not None and trace.final.composed_by == "adopted"
+    assert world.calls == {"drive": 1, "evaluator": 2, "assess": 0, "compose": 0}
+
+
+async def test_a_deterministic_evaluator_still_judges_changed_text() -> None:
+    """Text the EVALUATOR has not seen (a JSON MEDIATOR's composition) passes the dual gate as before."""
+    world = World(
+        [proposals(("Draft.", 0.9))],
+        judge=lambda t: (
+            capped(62, "CONDITIONAL", 62, mods=["Keep it general."]) if t == "Draft." else evaluation(5, "VETOED")
+        ),
+        compose=lambda p, i: "Composed.",
+    )
+    models = world.models()
+    spec = ModelSpec(backend="scripted", model="evaluator", schema_retries=0, max_retries=0)
+    models["evaluator"] = ChatModel(spec, DeterministicScripted(spec, fn=world.evaluator))
+    negotiator = Negotiator(Settings(), params=NegotiationParams(k=1, n_proposals=1, fast_path=True), models=models)
+    trace = await negotiator.negotiate("Request")
+    f = trace.final
+    assert world.calls["evaluator"] == 2 and f is not None and f.fallback and "Composed." not in f.response

@@ -40,6 +40,10 @@ class Backend(ABC):
     #: score any answer could get (``Evaluation.ceiling``): the engine screens requests with it
     #: (``negotiation.decide_on_request``). LLM evaluators do not: a screen would be one more call.
     judges_requests: ClassVar[bool] = False
+    #: Its reply depends on the request's inputs alone (no sampling, no state): the same inputs
+    #: always give the same evaluation, so a text it has judged is not sent to it again
+    #: (the engine's final gate on a draft adopted verbatim; docs/negotiation.md, "The fast path").
+    deterministic: ClassVar[bool] = False
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec

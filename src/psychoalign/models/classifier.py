@@ -407,6 +407,7 @@ class ClassifierBackend(Backend):
     name: ClassVar[str] = "classifier"
     default_model: ClassVar[str] = DEFAULT_CLASSIFIER
     judges_requests: ClassVar[bool] = True
+    deterministic: ClassVar[bool] = True  # fixed weights, no sampling: the same inputs, the same evaluation
 
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)

@@ -376,6 +376,13 @@ class Negotiator:
             return False
         return not getattr(self._model("mediator").backend, "rates_numbers", True)
 
+    def _evaluator_deterministic(self) -> bool:
+        """The EVALUATOR gives the same evaluation for the same inputs (the embedded classifier):
+        a text it has judged is not sent again. A remote one's backend is not visible: it is asked."""
+        if not isinstance(self.transport, InProcessTransport):
+            return False
+        return bool(getattr(self._model("evaluator").backend, "deterministic", False))
+
     def _judges_requests(self) -> bool:
         """The EVALUATOR can screen a request before any draft at no model-token cost (the
         embedded classifier): only then is it asked. An LLM EVALUATOR (or a remote one, whose
@@ -563,14 +570,17 @@ class Negotiator:
             # An approved proposal adopted verbatim *is* the text the EVALUATOR just judged and the
             # gates passed: it is not re-evaluated (fast path), but its deterministic Layer-1
             # checks run again below like any final text's. A draft adopted although not approved
-            # outright (an embedded MEDIATOR's conditional band) is evaluated again.
-            approved = (
+            # outright (an embedded MEDIATOR's conditional band) is evaluated again, unless the
+            # EVALUATOR is deterministic: it would give the same evaluation, which the gates passed.
+            judged = (
                 chosen is not None
                 and chosen.evaluation is not None
-                and chosen.evaluation.verdict is Verdict.APPROVED
+                and chosen.gate is not None
+                and chosen.gate.admissible
                 and response == chosen.text
+                and (chosen.evaluation.verdict is Verdict.APPROVED or self._evaluator_deterministic())
             )
-            if p.final_gate and not (p.fast_path and composed_by == "adopted" and approved):
+            if p.final_gate and not (p.fast_path and composed_by == "adopted" and judged):
                 await self._emit(trace, "final_gate")
                 task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw_payload)
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
