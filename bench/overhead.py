@@ -164,7 +164,7 @@ def benchmark_prompts(data: Path) -> dict[str, list[str]]:
 
 
 def pick(prompts: dict[str, list[str]], source: str, n: int) -> list[str]:
-    return prompts[source][:n]
+    return prompts.get(source, [])[:n]
 
 
 def scripted_models(log: list[Call]) -> dict[str, ChatModel]:
@@ -284,7 +284,9 @@ async def measure(args: argparse.Namespace) -> None:
                 "accepted answers as whole tokens and none of its rejected ones (`bench/reference_answers.py`); "
                 "a refusal is not correct. The correct shares are reported without a target: they say how far "
                 "the answers can be trusted, not whether the negotiation is safe. Cost on this fixed set: ratio "
-                "of summed tokens and wall time, 95 % bootstrap interval over items.",
+                "of summed tokens and wall time, 95 % bootstrap interval over items. Sequential model calls count "
+                "the classifier's calls (the request screen before any draft included); the calls that cost LLM "
+                "tokens are counted beside them, and each negotiation's path is listed.",
             )
     await negotiator.aclose()
 
