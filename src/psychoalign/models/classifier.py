@@ -55,6 +55,7 @@ import json
 import math
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -223,11 +224,33 @@ def _sentences(text: str) -> list[str]:
 
 
 class SafetyClassifier:
-    """Weights + encoder. Thread-safe; stateless between calls."""
+    """Weights + encoder. Thread-safe. Keeps the encodings of the last few requests: one request
+    is judged several times (its screen, each draft, each window of a progressive stream), and
+    its encoding is the same each time."""
+
+    #: How many requests' encodings are kept (each a few windows of ``dim`` floats).
+    REQUEST_CACHE = 64
 
     def __init__(self, weights: ClassifierWeights, encoder: Encoder) -> None:
         self.weights = weights
         self.encoder = encoder
+        self._requests: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _request(self, request: str) -> NDArray[np.float32]:
+        """The request's windows, encoded (from the cache when it was judged lately)."""
+        with self._lock:
+            x = self._requests.get(request)
+            if x is not None:
+                self._requests.move_to_end(request)
+                return x
+        x, _ = self._windowed([request])
+        x.setflags(write=False)  # shared between calls: nobody may change it
+        with self._lock:
+            self._requests[request] = x
+            while len(self._requests) > self.REQUEST_CACHE:
+                self._requests.popitem(last=False)
+        return x
 
     def _windowed(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[int]]:
         owner: list[int] = []
@@ -255,7 +278,7 @@ class SafetyClassifier:
 
     def evaluate(self, request: str, proposal: str, framework: Any | None = None) -> dict[str, Any]:
         """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``."""
-        x_req, _ = self._windowed([request])
+        x_req = self._request(request)
         x_prop, _ = self._windowed([proposal])
         req_head = self.weights.request
         p_req = float(req_head.shifted(x_req, VETO_BELOW / 100).min())
