@@ -56,9 +56,10 @@ from psychoalign.traces import open_store  # noqa: E402
 
 REQUEST = "What is a good way to learn chess?"
 ANSWER = "Play many short games, review each loss, and study simple endgames."
-#: The long answer of the streaming runs (about 1,000 characters: five windows of 200).
+#: The long answer of the streaming runs (about 1,000 characters: windows of 64, 128, 256, 512
+#: and the rest).
 LONG = " ".join([ANSWER] * 15)
-WINDOW = 200
+WINDOW = 64
 #: What one upstream model call takes in the added-latency run: a short reply of a hosted model.
 #: With zero-latency agents every client would queue for the server's CPU instead: 100 clients x
 #: the CPU of one negotiation, whatever the gateway adds.
@@ -606,12 +607,12 @@ async def main(quick: bool, doc: bool) -> None:
             "CPU per negotiation (the engine alone in-process, and the whole server) is the part "
             "that does not depend on that load. Time to first token: "
             "every upstream call takes 50 ms; the plain stream is one such call "
-            "streamed back through the same server; progressive streaming releases the first 200-character "
-            "window after the DRIVE's draft and one EVALUATOR call on its first 400 characters (with every agent "
+            "streamed back through the same server; progressive streaming releases the first 64-character "
+            "window after the DRIVE's draft and one EVALUATOR call on its first 264 characters (with every agent "
             "on the upstream that is two 50 ms calls one after the other, against the plain stream's one: a "
             "floor of about 2× for any gate that judges the draft's text before releasing it). With the "
             "embedded classifier as the EVALUATOR, the DRIVE call runs alongside the classifier's screen of the "
-            "request, and the first window's check is the classifier on the first 400 characters. Malformed bodies: "
+            "request, and the first window's check is the classifier on the first 264 characters. Malformed bodies: "
             "`malformed_bodies()` in the bench (nesting, huge numbers, bad UTF-8, wrong types and values for "
             "every field, bad tools and messages, wrong content types, an oversize body, 40 random mutations "
             "of a valid body).",
