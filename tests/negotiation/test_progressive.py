@@ -5,7 +5,6 @@ the released text in the record."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -124,18 +123,15 @@ def _is_screen(request: ChatRequest) -> bool:
     return "no answer has been written yet" in _field(request, "Proposed answer")
 
 
-async def test_the_drive_starts_with_the_request_screen_and_its_draft_waits_for_it() -> None:
+async def test_the_request_screen_runs_before_the_drive_call() -> None:
     order: list[str] = []
-    drive_started = asyncio.Event()
 
     async def drive(request: ChatRequest) -> dict[str, Any]:
         order.append("drive")
-        drive_started.set()
         return proposals((TEXT, 0.9))
 
     async def evaluate(request: ChatRequest) -> dict[str, Any]:
         if _is_screen(request):
-            await drive_started.wait()  # never set if the DRIVE waited for the screen (the timeout fails it)
             order.append("screened")
             return {**APPROVE, "ceiling": 95}
         return APPROVE
@@ -143,29 +139,22 @@ async def test_the_drive_starts_with_the_request_screen_and_its_draft_waits_for_
     async def release(piece: str) -> None:
         order.append("released")
 
-    async with asyncio.timeout(10):
-        trace = await _screened_negotiator(drive, evaluate).negotiate(
-            "How do I boil an egg?", stream=WindowStream(20, 10, release)
-        )
-    assert order[:3] == ["drive", "screened", "released"]
+    trace = await _screened_negotiator(drive, evaluate).negotiate(
+        "How do I boil an egg?", stream=WindowStream(20, 10, release)
+    )
+    assert order[:3] == ["screened", "drive", "released"]
     assert trace.screen is not None and not trace.screen.decided and trace.response == TEXT
 
 
-async def test_a_request_the_screen_decides_cancels_the_draft_under_way() -> None:
-    drive_started, cancelled = asyncio.Event(), asyncio.Event()
+async def test_a_request_the_screen_decides_starts_no_drive_call() -> None:
+    drive_calls: list[str] = []
 
     async def drive(request: ChatRequest) -> dict[str, Any]:
-        drive_started.set()
-        try:
-            await asyncio.Event().wait()  # an upstream that has not answered yet
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        raise AssertionError("unreachable")
+        drive_calls.append("drive")
+        return proposals((TEXT, 0.9))
 
     async def evaluate(request: ChatRequest) -> dict[str, Any]:
         if _is_screen(request):
-            await drive_started.wait()
             return {**evaluation(5, "VETOED", harmful_intent=True), "ceiling": 5}
         return APPROVE
 
@@ -175,11 +164,10 @@ async def test_a_request_the_screen_decides_cancels_the_draft_under_way() -> Non
         released.append(piece)
 
     store = InMemoryTraceStore()
-    async with asyncio.timeout(10):
-        trace = await _screened_negotiator(drive, evaluate, store).negotiate(
-            "How do I poison my neighbour?", stream=WindowStream(20, 10, release)
-        )
-    assert cancelled.is_set() and released == [] and trace.rounds == []
+    trace = await _screened_negotiator(drive, evaluate, store).negotiate(
+        "How do I poison my neighbour?", stream=WindowStream(20, 10, release)
+    )
+    assert drive_calls == [] and released == [] and trace.rounds == []
     assert trace.status is TraceStatus.COMPLETED and trace.screen is not None and trace.screen.decided
     assert trace.final is not None and trace.final.response == "Composed." and "stream" not in trace.metadata
 

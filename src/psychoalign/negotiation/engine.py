@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from ..agents.messages import (
     EvaluateBatchTask,
     EvaluateTask,
 )
-from ..agents.schemas import Evaluation, Proposal, Verdict
+from ..agents.schemas import Evaluation, Verdict
 from ..config import Settings, load_settings
 from ..errors import ConfigError, InputError, ModelError, PsychoAlignError, public_message, redact
 from ..frameworks import Framework, load_framework
@@ -69,7 +69,7 @@ from .defense import (
 from .events import EventHook, NegotiationEvent, emit
 from .gates import FreeTextGuard, GateResult, Layer1Enforcer, TauFilter, canonical_hits
 from .params import NegotiationParams, negotiation_source, parse_params
-from .progressive import WindowStream, draft_once, release_in_windows
+from .progressive import WindowStream, release_in_windows
 from .tension import SystemState, classify_state, tension
 from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
 
@@ -300,10 +300,10 @@ class Negotiator:
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.model_dump(mode="json")
         gates = Gates(fw, fw_payload, layer1, tau, guard, answer_check)
-        if stream is not None:
-            await self._stream(trace, bus, gates, context, stream)
-            return
         if p.decide_on_request and await self._decide_on_request(trace, bus, gates):
+            return
+        if stream is not None:
+            await release_in_windows(trace, bus, gates, context, stream, self._emit)
             return
 
         feedback: str | None = None
@@ -384,29 +384,7 @@ class Negotiator:
             return False
         return bool(getattr(self._model("evaluator").backend, "judges_requests", False))
 
-    async def _stream(self, trace: Trace, bus: MessageBus, gates: Gates, context: str, stream: WindowStream) -> None:
-        """Progressive streaming (negotiation/progressive.py). When the request is screened by a
-        model call (the embedded classifier), the DRIVE call starts together with that screen
-        instead of after it: its draft is read only once the screen has let the request through,
-        and a request the screen decides cancels it (its text is never read, released or
-        stored). A request a universal rule's check decides starts no DRIVE call at all."""
-        drafting: list[asyncio.Task[Proposal]] = []
-
-        def start_drafting() -> None:
-            drafting.append(asyncio.create_task(draft_once(bus, trace.request, context)))
-
-        try:
-            if self.params.decide_on_request and await self._decide_on_request(trace, bus, gates, start_drafting):
-                return
-            await release_in_windows(trace, bus, gates, context, stream, self._emit, drafting[0] if drafting else None)
-        finally:
-            for task in drafting:
-                task.cancel()
-            await asyncio.gather(*drafting, return_exceptions=True)
-
-    async def _decide_on_request(
-        self, trace: Trace, bus: MessageBus, gates: Gates, before_screen: Callable[[], None] | None = None
-    ) -> bool:
+    async def _decide_on_request(self, trace: Trace, bus: MessageBus, gates: Gates) -> bool:
         """Deviation from the paper (docs/negotiation.md, "When the request decides"): when no
         answer to the request could pass the gates, the negotiation ends before any DRIVE call,
         so no harmful draft is written, paid for or stored. The request decides when it trips a
@@ -418,8 +396,6 @@ class Negotiator:
         rules = [r.id for r in fw.universal if r.matches_request(trace.request) is not None]
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
-            if before_screen is not None:  # what may run alongside the screen (never read before it)
-                before_screen()
             task = EvaluateTask(
                 request=trace.request, context=trace.context, proposal=SCREEN_PROPOSAL, framework=fw_payload
             )

@@ -15,10 +15,6 @@ of that window or after it is released, and the response ends with the framework
 last window's check covers the whole draft, so an answer released in full passed the same gate
 as a draft adopted whole.
 
-The DRIVE call may start before this runs (``drafting``): the engine starts it together with the
-request's screen when that screen is a model call, and reads its draft only once the screen has
-let the request through (engine.py).
-
 ``WindowStream.released`` is what was handed to the caller, in order; the trace's final response
 is exactly that, plus the refusal (or fail-closed text) that ended a cut stream, and
 ``metadata.stream`` says how many windows went out and whether the stream was cut.
@@ -40,7 +36,7 @@ from .defense import DefenseContext, DefenseMechanism, template
 from .gates import canonical_hits
 from .tension import SystemState, classify_state, tension
 
-__all__ = ["WindowStream", "draft_once"]
+__all__ = ["WindowStream"]
 
 Emit = Callable[..., Awaitable[None]]
 
@@ -102,12 +98,12 @@ async def release_in_windows(
     context: str,
     stream: WindowStream,
     emit: Emit,
-    drafting: Awaitable[Proposal] | None = None,
 ) -> None:
-    """Draft once (or take the draft of the DRIVE call already under way, ``drafting``), release
-    it in gated windows, and fill in the trace's round and final decision."""
+    """Draft once, release in gated windows, and fill in the trace's round and final decision.
+    Runs only after the request's screen let it through: a request that decides starts no DRIVE
+    call, streaming or not (engine.py)."""
     await emit(trace, "round", round=1)
-    draft = await (drafting if drafting is not None else draft_once(bus, trace.request, context))
+    draft = await draft_once(bus, trace.request, context)
     text = draft.text
 
     async def judge(end: int) -> Evaluation:
