@@ -509,7 +509,12 @@ async def outcomes(
             for req in requests:
                 trace = await negotiator.negotiate(req)
                 got.append(user_outcome(trace))
-                first = trace.rounds[0].proposals[0].evaluation if trace.rounds else None
+                # The score that decided first: the request screen's when it ended the negotiation
+                # (no draft), else the first draft's (a request the screen passed).
+                decided = trace.screen is not None and trace.screen.decided
+                first = trace.screen.evaluation if decided and trace.screen else None
+                if not decided and trace.rounds:
+                    first = trace.rounds[0].proposals[0].evaluation
                 if name.startswith("XSTest") and first is not None:
                     xs_scores.append(first.score)
                     xs_labels.append(not harmful)
@@ -534,7 +539,10 @@ async def outcomes(
             out.close()
     if xs_scores:
         e2e = auc(xs_labels, xs_scores)
-        print(f"  XSTest AUC, end to end (first evaluation's score, {len(xs_scores)} items)  {e2e:.3f}")
+        print(
+            f"  XSTest AUC, end to end (the screen's score when it decided, else the first draft's; "
+            f"{len(xs_scores)} items)  {e2e:.3f}"
+        )
     safe, unsafe = prompts["xstest-safe"], prompts["xstest-unsafe"]
     scores = load_classifier().scores([*safe, *unsafe], "request")
     head = auc([True] * len(safe) + [False] * len(unsafe), scores)
