@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .agreement import MIN_ALPHA_ITEMS
 from .data import RatingData
 from .intersections import intersectional_section
 from .items import item_table, write_item_csv
@@ -192,9 +193,6 @@ def analyze(
     return report
 
 
-#: Fewer items than this: alpha is shown without an interval, with a small-sample warning (a
-#: bootstrap over a handful of items gives an interval that looks exact and means nothing).
-MIN_ALPHA_ITEMS = 10
 
 #: The report's technical names in plain words; the name and what it means go in a tooltip.
 TERMS = {
@@ -366,7 +364,9 @@ def _small_sample(section: dict[str, Any]) -> str:
     return (
         f"<p class='warn' role='note'><strong>Small sample:</strong> only {units} item{'s' if units != 1 else ''} "
         f"{'were' if units != 1 else 'was'} rated more than once. Agreement on so few items can swing widely "
-        f"with the next rating, so no interval is shown below {MIN_ALPHA_ITEMS} items.</p>"
+        f"with the next rating, so no interval is shown below {MIN_ALPHA_ITEMS} items."
+        + (" On one item alpha is 0 (or undefined) by construction, so none is shown." if units == 1 else "")
+        + "</p>"
     )
 
 
