@@ -724,3 +724,11 @@ def test_alpha_on_few_items_carries_a_warning_and_no_interval_in_the_json(tmp_pa
     full = agreement_section(many, n_boot=50)["overall"]["ordinal"]
     assert full["ci_low"] is not None and "warning" not in full
 
+
+def test_positive_range_outside_the_scale_is_an_error(tmp_path: Path) -> None:
+    # `--positive 9..10` on a 1..5 scale named no point: the binarised view silently vanished.
+    with pytest.raises(InputError, match=r"9\.\.10"):
+        _small(tmp_path, "a,r1,3\na,r2,4\n", positive=["9..10"])
+    with pytest.raises(InputError, match=r"0\.\.0"):
+        _small(tmp_path, "a,r1,3\na,r2,4\n", neutral=["0..0"])
+    assert _small(tmp_path, "a,r1,3\na,r2,4\n", positive=["4..9"]).positive == {3, 4}

@@ -193,7 +193,6 @@ def analyze(
     return report
 
 
-
 #: The report's technical names in plain words; the name and what it means go in a tooltip.
 TERMS = {
     "alpha": (
