@@ -732,3 +732,14 @@ def test_positive_range_outside_the_scale_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"0\.\.0"):
         _small(tmp_path, "a,r1,3\na,r2,4\n", neutral=["0..0"])
     assert _small(tmp_path, "a,r1,3\na,r2,4\n", positive=["4..9"]).positive == {3, 4}
+
+
+def test_cli_negative_bootstrap_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text("item,rater,score\na,r1,3\na,r2,4\n")
+    out = cli(
+        "star", "analyze", str(path), "--item-col", "item", "--rater-col", "rater", "--rating-col", "score",
+        "--out", str(tmp_path / "r"), "--no-embed", "--bootstrap", "-5",
+    )  # fmt: skip
+    assert out.returncode == 2 and "--bootstrap" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "r").exists()
