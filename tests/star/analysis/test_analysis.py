@@ -743,3 +743,15 @@ def test_cli_negative_bootstrap_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 2 and "--bootstrap" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_alpha_on_identical_ratings_says_why_it_is_undefined(tmp_path: Path) -> None:
+    # Every rating 3: alpha is undefined (no variation), and the report showed a bare "—" / null.
+    lines = "".join(f"i{i},r{r},3\n" for i in range(12) for r in (1, 2))
+    data = _small(tmp_path, lines)
+    section = agreement_section(data, n_boot=20)
+    for got in section["overall"].values():
+        assert got["alpha"] is None and "same value" in got["reason"]
+    out = tmp_path / "r"
+    write_report(analyze([data], n_boot=20, embed=False), [data], out)
+    assert "undefined: every rating is the same value" in (out / "report.html").read_text()

@@ -21,12 +21,17 @@ FloatArray = NDArray[np.float64]
 #: with themselves, so it is 0 (or undefined) whatever the raters did.
 MIN_ALPHA_ITEMS = 10
 
+#: Why alpha is undefined on items rated more than once: D_e is 0 (the raters may well agree).
+NO_VARIATION = "undefined: every rating is the same value, so there is no variation to set agreement against"
+
 
 def small_sample(result: dict[str, float | int | None]) -> dict[str, float | int | str | None]:
     """``result`` (a :func:`bootstrap_alpha` dict) as a report states it: on one item no alpha, on
     fewer than :data:`MIN_ALPHA_ITEMS` items no interval; either with a ``warning`` saying why."""
     units = int(result.get("units") or 0)
     out: dict[str, float | int | str | None] = dict(result)
+    if units >= 1 and result.get("alpha") is None:
+        out["reason"] = NO_VARIATION
     if units == 0 or units >= MIN_ALPHA_ITEMS:
         return out
     out["ci_low"] = out["ci_high"] = None

@@ -349,7 +349,7 @@ def _ci(v: dict[str, Any]) -> str:
 
 def _alpha_rows(label: str, res: dict[str, Any]) -> list[tuple[str, ...]]:
     return [
-        (label, _term(k), _fmt(v["alpha"]), _ci(v), _fmt(v["units"]), _fmt(v["values"]))
+        (label, _term(k), v.get("reason") or _fmt(v["alpha"]), _ci(v), _fmt(v["units"]), _fmt(v["values"]))
         for k, v in res.items()
         if isinstance(v, dict) and "alpha" in v
     ]
