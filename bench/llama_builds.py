@@ -9,8 +9,10 @@ the figures and rewrites its section of docs/performance.md.
     python bench/llama_builds.py --install            # builds each candidate in a temporary venv
     python bench/llama_builds.py --python source=.venv/bin/python --python py-sync=/path/bin/python
 
-Candidates: ``source`` (llama-cpp-python 0.3.36 compiled as ``make install`` does it: without
--march=native, only the libraries the binding loads), ``py-sync`` (llama-cpp-py-sync: CFFI
+Candidates: ``source`` (llama-cpp-python 0.3.36 compiled as ``make install`` does it when it must:
+without -march=native, only the libraries the binding loads), ``prebuilt`` (what ``make install``
+tries first, scripts/llama_prebuilt.sh: the same binding without its compile, over llama.cpp's
+libraries from the npm package @node-llama-cpp/linux-x64), ``py-sync`` (llama-cpp-py-sync: CFFI
 bindings with llama.cpp prebuilt for CPU) and ``cffi`` (llama-cpp-cffi: prebuilt CPU/CUDA/Vulkan
 libraries). Each worker runs in its own process, so a crash is recorded as a crash.
 """
@@ -32,14 +34,13 @@ from _util import add_doc_flag, captured, publish
 
 CANDIDATES: dict[str, str] = {
     "source": "llama-cpp-python==0.3.36",
+    "prebuilt": "scripts/llama_prebuilt.sh",
     "py-sync": "llama-cpp-py-sync==0.11739",
     "cffi": "llama-cpp-cffi==0.4.42",
 }
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # What scripts/install.sh compiles: portable x86-64, only libllama and ggml (scripts/llama_cpp.cmake).
-SOURCE_CMAKE_ARGS = (
-    "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF "
-    f"-DCMAKE_PROJECT_INCLUDE={Path(__file__).resolve().parent.parent / 'scripts' / 'llama_cpp.cmake'}"
-)
+SOURCE_CMAKE_ARGS = f"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE={SCRIPTS / 'llama_cpp.cmake'}"
 # SmolLM2's chat template, rendered by hand so every binding decodes the same prompt string.
 PROMPTS = [
     "How do I boil an egg so the yolk stays soft?",
@@ -54,7 +55,7 @@ import json, sys, time
 cfg = json.loads(sys.stdin.read())
 kind, path, prompts, n = cfg["kind"], cfg["model"], cfg["prompts"], cfg["max_tokens"]
 t0 = time.perf_counter()
-if kind == "source":
+if kind in ("source", "prebuilt"):
     from llama_cpp import Llama
     llm = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, verbose=False)
     def gen(p):
@@ -108,12 +109,14 @@ def install(kind: str, root: Path) -> tuple[Path, float]:
     venv = root / kind
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env_args = {"env": {"CMAKE_ARGS": SOURCE_CMAKE_ARGS, "PATH": "/usr/bin:/bin"}} if kind == "source" else {}
+    if kind == "prebuilt":  # the script prints each step; only a failure's output matters here
+        cmd = ["bash", str(SCRIPTS / "llama_prebuilt.sh"), str(venv)]
+    else:
+        cmd = [str(venv / "bin/pip"), "install", "--quiet", "--no-cache-dir", CANDIDATES[kind]]
     t0 = time.perf_counter()
-    subprocess.run(
-        [str(venv / "bin/pip"), "install", "--quiet", "--no-cache-dir", CANDIDATES[kind]],
-        check=True,
-        **env_args,  # type: ignore[arg-type]
-    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, **env_args)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        raise SystemExit(f"error: installing {kind} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return venv / "bin/python", time.perf_counter() - t0
 
 
