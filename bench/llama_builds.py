@@ -189,8 +189,12 @@ def main() -> None:
             out.getvalue(),
             [],
             quick=False,
-            note="The source build is what `make install` uses; a prebuilt binding would replace it only "
-            "if it installs faster, decodes at least as fast and gives the same greedy output.",
+            note="`make install` installs `prebuilt` and compiles `source` when it fails (no npm, or the "
+            "embedded model does not decode): it installs without compiling and gives the same greedy output. "
+            "Tried and not usable beside these: `@fugood/node-llama-linux-x64` (a Node addon with llama.cpp "
+            "linked in, no libllama), Debian 12's archive (no llama.cpp package), an older llama-cpp-python over "
+            "the same libraries (0.3.35: not run, its llama.h structures differ). Tokens/s on a loaded machine "
+            "say little: see the load average.",
         )
 
 
