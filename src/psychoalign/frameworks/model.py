@@ -292,12 +292,15 @@ class Framework(BaseModel):
         """Ids of the rules (any layer) whose check or request check matches ``request``.
         Remembered for recent requests: a negotiation asks about its request more than once (the
         request screen, then the rules that fired), and the checks are its largest regex cost."""
+        # Keyed by a digest, not the text: a built-in framework lives as long as the process, and
+        # requests are users' words of any length (the text is neither kept nor able to grow memory).
+        key = hashlib.blake2b(request.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         cache = self._request_matches
-        found = cache.get(request)
+        found = cache.get(key)
         if found is None:
-            if len(cache) >= 1024:  # requests are user text: bound what they can make us remember
+            if len(cache) >= 1024:
                 cache.clear()
-            found = cache[request] = tuple(r.id for r in self.rules() if r.matches_request(request) is not None)
+            found = cache[key] = tuple(r.id for r in self.rules() if r.matches_request(request) is not None)
         return list(found)
 
     def universal_request_rules(self, request: str) -> list[str]:
@@ -307,7 +310,7 @@ class Framework(BaseModel):
         return [rule_id for rule_id in self.request_rules(request) if rule_id in universal]
 
     @cached_property
-    def _request_matches(self) -> dict[str, tuple[str, ...]]:
+    def _request_matches(self) -> dict[bytes, tuple[str, ...]]:
         return {}
 
     @cached_property
