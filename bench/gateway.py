@@ -1,4 +1,4 @@
-"""Gateway benchmark. Run: python bench/gateway.py [--quick]
+"""Gateway benchmark. Run: python bench/gateway.py [--quick] [--latency-only]
 
 1. Added latency over the upstream calls at 100 concurrent clients (target <= 5 ms at p50): the
    same scripted negotiation (one round, dual gate; each agent call takes UPSTREAM_MS) by 100
@@ -505,22 +505,27 @@ async def throughput(total: int, concurrency: int, latency_ms: float) -> dict[st
     return {"per_s": total / wall, "ideal_per_s": ideal, "efficiency": total / wall / ideal, "failed": failed}
 
 
+async def latency_part(n: int) -> dict[str, float]:
+    lat = await added_latency(n, 100, UPSTREAM_MS)
+    print(
+        f"added latency over the upstream calls, {n} negotiations by 100 concurrent clients, "
+        f"every agent call {UPSTREAM_MS:.0f} ms upstream, memory store"
+    )
+    print(f"  upstream time per negotiation (p50)        {lat['upstream_p50_ms']:.0f} ms")
+    for label, key in (("in-process, the engine alone", "inproc"), ("inside the server", "server")):
+        print(f"  {label + ' (p50 / p95)':<42} {lat[key + '_p50_ms']:.2f} / {lat[key + '_p95_ms']:.2f} ms")
+    added = f"{lat['client_p50_ms']:.2f} / {lat['client_p95_ms']:.2f} ms"
+    print(f"  {'through /v1, at the client (p50 / p95)':<42} {added}   (target: p50 <= 5 ms)")
+    print(f"  CPU per negotiation, in-process engine     {lat['engine_cpu_ms']:.2f} ms")
+    print(f"  CPU per negotiation, the server            {lat['server_cpu_ms']:.2f} ms")
+    return lat
+
+
 async def main(quick: bool, doc: bool) -> None:
     n = 300 if quick else 1000
     runs = 30 if quick else 100
     with captured() as out, tempfile.TemporaryDirectory() as tmp:
-        lat = await added_latency(n, 100, UPSTREAM_MS)
-        print(
-            f"added latency over the upstream calls, {n} negotiations by 100 concurrent clients, "
-            f"every agent call {UPSTREAM_MS:.0f} ms upstream, memory store"
-        )
-        print(f"  upstream time per negotiation (p50)        {lat['upstream_p50_ms']:.0f} ms")
-        for label, key in (("in-process, the engine alone", "inproc"), ("inside the server", "server")):
-            print(f"  {label + ' (p50 / p95)':<42} {lat[key + '_p50_ms']:.2f} / {lat[key + '_p95_ms']:.2f} ms")
-        added = f"{lat['client_p50_ms']:.2f} / {lat['client_p95_ms']:.2f} ms"
-        print(f"  {'through /v1, at the client (p50 / p95)':<42} {added}   (target: p50 <= 5 ms)")
-        print(f"  CPU per negotiation, in-process engine     {lat['engine_cpu_ms']:.2f} ms")
-        print(f"  CPU per negotiation, the server            {lat['server_cpu_ms']:.2f} ms")
+        lat = await latency_part(n)
         ratios = {}
         configs: list[tuple[str, float | None, bool]] = [
             ("every agent on the upstream", None, False),
@@ -629,9 +634,16 @@ if __name__ == "__main__":
     parser.add_argument("--window", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--long", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--classifier", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="part 1 only (added latency and CPU per negotiation), printed; docs/performance.md is left as it is",
+    )
     add_doc_flag(parser)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.latency_ms, args.eval_ms, args.store, args.window, args.long, args.classifier)
+    elif args.latency_only:
+        asyncio.run(latency_part(300 if args.quick else 1000))
     else:
         asyncio.run(main(args.quick, not args.no_doc))

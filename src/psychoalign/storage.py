@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -100,7 +101,11 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
     try:
         shown = make_url(normalised).render_as_string(hide_password=True)
     except ArgumentError:
-        shown = "(unparseable URL)"
+        masked = re.sub(r"(?<=:)[^:@/]*(?=@)", "***", normalised)  # a password before '@', as make_url hides it
+        raise ConfigError(
+            f"cannot open store: '{masked}' is not a database URL",
+            hint="check store_url (or --store): e.g. sqlite:///path/to/store.db or postgresql://user@host/db",
+        ) from None
     try:
         engine = create_async_engine(normalised, **engine_kwargs)
     except Exception as exc:  # bad URL or missing driver

@@ -53,6 +53,14 @@ def test_experiment_show_json_carries_the_run_id() -> None:
     assert len(body["run_id"]) >= 8
 
 
+def test_experiment_show_of_a_named_experiment_says_how_to_see_its_options() -> None:
+    # `experiment list` lists boundary, h1, ... as experiments `experiment run` knows; `show` said
+    # "no spec file or preset named 'boundary'" and listed only the presets.
+    out = cli("experiment", "show", "boundary")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "named experiment" in out.stderr and "psychoalign experiment run boundary -h" in out.stderr
+
+
 @pytest.mark.parametrize("command", ["data", "config", "star", "experiment"])
 def test_dash_h_is_help_on_groups_and_their_commands(command: str) -> None:
     group = cli(command, "-h")

@@ -251,3 +251,23 @@ def test_negotiate_reads_its_input_before_importing_the_engine_and_the_store() -
     probe = f"import sys, psychoalign.cli.negotiate; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_one_negotiation_answered_by_the_embedded_model_carries_the_note(capsys: object) -> None:
+    # `negotiate "What is 17 times 3?"` on the embedded default printed "Decision: answered - a draft
+    # the EVALUATOR approved ..." above "17 * 3 = 42": --samples said the answers can be wrong, one
+    # negotiation did not.
+    import asyncio
+
+    from psychoalign.cli.negotiate import ENDPOINT_COMMAND, print_trace
+    from tests.scenario import World
+
+    trace = asyncio.run(World([proposals(("17 * 3 = 42", 0.9))]).negotiator(k=1).negotiate("What is 17 times 3?"))
+    print_trace(trace)
+    assert "embedded 135M" not in capsys.readouterr().out  # type: ignore[attr-defined]
+    trace.models = {"drive": "local:smollm2-135m-instruct", "mediator": "local:smollm2-135m-instruct"}
+    print_trace(trace)
+    printed = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
+    assert "Decision: answered" in printed
+    assert "embedded 135M model shows the negotiation path offline; its answers can be wrong" in printed
+    assert " ".join(ENDPOINT_COMMAND.split()) in printed

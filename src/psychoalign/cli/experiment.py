@@ -489,7 +489,13 @@ def show(
     as a spec: `psychoalign experiment show paper-table4 > t.yaml`."""
     from ..experiments.harness.spec import load_spec
 
-    spec = load_spec(spec_name, registry=experiment_registry()).with_overrides(n=n)
+    registry = experiment_registry()
+    if spec_name in registry.commands and not Path(spec_name).is_file():
+        raise InputError(
+            f"'{spec_name}' is a named experiment: it takes its own options, not a spec, so there is none to show",
+            hint=f"see them with `psychoalign experiment run {spec_name} -h`",
+        )
+    spec = load_spec(spec_name, registry=registry).with_overrides(n=n)
     if json_out:
         emit_json({"run_id": spec.run_id(), "spec": spec.model_dump(mode="json")})
         return

@@ -341,15 +341,24 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         else:  # piped: no box as wide as the longest line; each line of the answer whole, indented
             out_console.print(Text("   What the user gets:", style="bold"))
             out_console.print(Text("\n".join(f"     {line}" for line in answer.splitlines())))
-    if any(t.models.get(role, "").startswith("local:") for t in traces for role in ("drive", "mediator")):
-        out_console.print(
-            Text.assemble(
-                ("Note: ", "bold"),
-                "the embedded 135M model shows the negotiation path offline; its answers can be wrong. "
-                "Point every role at a real endpoint with: ",
-                (ENDPOINT_COMMAND, "bold"),
-            )
+    if any(_embedded(t) for t in traces):
+        _print_embedded_note()
+
+
+def _embedded(trace: Trace) -> bool:
+    """Whether the embedded model wrote or rewrote the answer (DRIVE or MEDIATOR)."""
+    return any(trace.models.get(role, "").startswith("local:") for role in ("drive", "mediator"))
+
+
+def _print_embedded_note() -> None:
+    out_console.print(
+        Text.assemble(
+            ("Note: ", "bold"),
+            "the embedded 135M model shows the negotiation path offline; its answers can be wrong. "
+            "Point every role at a real endpoint with: ",
+            (ENDPOINT_COMMAND, "bold"),
         )
+    )
 
 
 def _clip(text: str, limit: int) -> str:
@@ -422,6 +431,8 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
         if trace.blocked_drafts_kept:
             out_console.print("[yellow]This trace keeps blocked drafts in full (traces.keep_blocked_drafts).[/yellow]")
         out_console.print(Panel(safe(f.response), title="Response", expand=False))
+        if decision in ("answered", "partly answered") and _embedded(trace):
+            _print_embedded_note()
 
 
 # -- frameworks ---------------------------------------------------------------------------------

@@ -479,11 +479,11 @@ def star_analyze(
         None, "--raters", help="Rater attributes, one row per rater (e.g. `star participants list --json`)."
     ),
     raters_id_col: str | None = typer.Option(None, "--raters-id-col", help="Rater id column in --raters."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for intervals."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples for intervals (0: none)."),
     seed: int = typer.Option(0, "--seed"),
     no_embed: bool = typer.Option(False, "--no-embed", help="Skip the embedding map."),
-    per_dataset: int = typer.Option(4000, "--per-dataset", help="Dialogues sampled per dataset for the map."),
-    clusters: int = typer.Option(20, "--clusters", help="Clusters in the embedding map."),
+    per_dataset: int = typer.Option(4000, "--per-dataset", min=1, help="Dialogues sampled per dataset for the map."),
+    clusters: int = typer.Option(20, "--clusters", min=1, help="Clusters in the embedding map."),
     embed_model: str | None = typer.Option(None, "--embed-model", help="Local sentence-transformers model path."),
     embed_url: str | None = typer.Option(None, "--embed-url", help="OpenAI-compatible embeddings endpoint (…/v1)."),
 ) -> None:

@@ -686,3 +686,72 @@ def test_embedding_map_with_the_offline_minilm(tmp_path: Path) -> None:
     assert section["computable"]
     assert sum(sum(v.values()) for v in section["cluster_by_dataset"].values()) == 120
     assert all(section["top_terms"][c] for c in section["top_terms"])
+
+
+# -- small samples: no confident number from a handful of items ------------------------------------
+
+
+def _small(tmp_path: Path, lines: str, **extra: Any) -> Any:
+    path = tmp_path / "small.csv"
+    path.write_text("item,rater,score\n" + lines)
+    values = {"item_col": "item", "rater_col": "rater", "rating_col": "score", "scale": "1..5", **extra}
+    return load(path, mapping=mapping_from(values))
+
+
+def test_alpha_on_one_item_is_refused_not_reported_as_zero(tmp_path: Path) -> None:
+    # Only item c is rated twice: alpha on one item compares that item with itself, and is 0 by
+    # construction whatever the raters did; the JSON carried alpha 0.0 with the interval [0, 0].
+    data = _small(tmp_path, "a,r1,3\nb,r2,2\nc,r1,5\nc,r2,4\n")
+    for level, got in agreement_section(data, n_boot=50)["overall"].items():
+        assert got["alpha"] is None and got["ci_low"] is None and got["ci_high"] is None, level
+        assert got["units"] == 1 and "one item" in got["warning"]
+
+
+def test_alpha_on_few_items_carries_a_warning_and_no_interval_in_the_json(tmp_path: Path) -> None:
+    # The HTML hides the interval below MIN_ALPHA_ITEMS items; report.json showed it (e.g. [-0.5, 0.7]
+    # on two items) with no warning, so anyone reading the JSON got an interval that means nothing.
+    from psychoalign.star.analysis.agreement import MIN_ALPHA_ITEMS
+
+    data = _small(tmp_path, "a,r1,3\na,r2,4\nb,r1,1\nb,r2,2\n")
+    ordinal = agreement_section(data, n_boot=50)["overall"]["ordinal"]
+    assert ordinal["alpha"] == pytest.approx(0.7) and ordinal["units"] == 2
+    assert ordinal["ci_low"] is None and ordinal["ci_high"] is None
+    assert f"fewer than {MIN_ALPHA_ITEMS} items" in ordinal["warning"]
+    rows = ratings_rows(np.random.default_rng(3), n_items=40, n_raters=6)
+    many = load(write_csv(rows, tmp_path / "many.csv"), mapping=mapping_from(
+        {"item_col": "conv", "rater_col": "annotator", "rating_col": "score", "scale": "1..5"}
+    ))  # fmt: skip
+    full = agreement_section(many, n_boot=50)["overall"]["ordinal"]
+    assert full["ci_low"] is not None and "warning" not in full
+
+
+def test_positive_range_outside_the_scale_is_an_error(tmp_path: Path) -> None:
+    # `--positive 9..10` on a 1..5 scale named no point: the binarised view silently vanished.
+    with pytest.raises(InputError, match=r"9\.\.10"):
+        _small(tmp_path, "a,r1,3\na,r2,4\n", positive=["9..10"])
+    with pytest.raises(InputError, match=r"0\.\.0"):
+        _small(tmp_path, "a,r1,3\na,r2,4\n", neutral=["0..0"])
+    assert _small(tmp_path, "a,r1,3\na,r2,4\n", positive=["4..9"]).positive == {3, 4}
+
+
+def test_cli_negative_bootstrap_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text("item,rater,score\na,r1,3\na,r2,4\n")
+    out = cli(
+        "star", "analyze", str(path), "--item-col", "item", "--rater-col", "rater", "--rating-col", "score",
+        "--out", str(tmp_path / "r"), "--no-embed", "--bootstrap", "-5",
+    )  # fmt: skip
+    assert out.returncode == 2 and "--bootstrap" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_alpha_on_identical_ratings_says_why_it_is_undefined(tmp_path: Path) -> None:
+    # Every rating 3: alpha is undefined (no variation), and the report showed a bare "—" / null.
+    lines = "".join(f"i{i},r{r},3\n" for i in range(12) for r in (1, 2))
+    data = _small(tmp_path, lines)
+    section = agreement_section(data, n_boot=20)
+    for got in section["overall"].values():
+        assert got["alpha"] is None and "same value" in got["reason"]
+    out = tmp_path / "r"
+    write_report(analyze([data], n_boot=20, embed=False), [data], out)
+    assert "undefined: every rating is the same value" in (out / "report.html").read_text()

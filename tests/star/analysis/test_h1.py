@@ -176,3 +176,20 @@ def test_mean_ci_and_bins() -> None:
     assert [b.n for b in bins] == [2, 0, 0] and kw is None
     with pytest.raises(InputError, match="names"):
         tension_bins(t, t, cuts=(0.3,))
+
+
+def test_spearman_on_a_handful_of_items_gives_no_interval_and_no_asymptotic_p() -> None:
+    # Three perfectly ordered pairs: every bootstrap resample is ordered too, so the percentile
+    # interval was [1.0, 1.0], and scipy's t approximation gave p = 0.0, beside a permutation p of
+    # about 1/3 (3! orderings). Neither says anything on so few items.
+    from psychoalign.star.analysis.h1 import MIN_SPEARMAN_CI
+
+    few = spearman([0.1, 0.2, 0.3], [0.0, 0.5, 1.0], n_boot=500, n_perm=2000)
+    assert few.rho == pytest.approx(1.0) and few.n == 3
+    assert few.ci_low is None and few.ci_high is None and few.p_asymptotic is None
+    assert few.p_permutation is not None and few.p_permutation > 0.2
+    n = MIN_SPEARMAN_CI
+    enough = spearman(list(range(n)), [v + (v % 3) for v in range(n)], n_boot=500, n_perm=500)
+    assert enough.ci_low is not None and enough.p_asymptotic is not None and enough.p_asymptotic > 0
+    perfect = spearman(list(range(40)), list(range(40)), n_boot=50, n_perm=50)
+    assert perfect.p_asymptotic is None  # |rho| = 1: the t approximation's p is exactly 0, never true

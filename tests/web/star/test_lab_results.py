@@ -236,3 +236,20 @@ async def test_the_flash_message_is_dropped_from_the_address_by_the_static_scrip
     """The browser test checks the behaviour; here: the script does it, and no page script is inline."""
     script = (Path(results_module.__file__).parents[1] / "static" / "app.js").read_text(encoding="utf-8")
     assert "history.replaceState" in script and 'params.delete("msg")' in script
+
+
+def test_panel_alpha_on_one_dialogue_is_not_reported() -> None:
+    # One dialogue rated twice (1 and 4): alpha on one item is 0 by construction; the panel showed
+    # "0.000 on 1 dialogue rated twice". Two dialogues: a value (with the small-sample warning).
+    from psychoalign.web.star.results import panel_results
+
+    one = panel_results([{"status": "submitted", "annotator1_rating": 1, "annotator2_rating": 4}], planned=1)
+    assert one["alpha"]["items"] == 1 and one["alpha"]["value"] is None
+    two = panel_results(
+        [
+            {"status": "submitted", "annotator1_rating": 1, "annotator2_rating": 2},
+            {"status": "submitted", "annotator1_rating": 4, "annotator2_rating": 4},
+        ],
+        planned=2,
+    )
+    assert two["alpha"]["items"] == 2 and two["alpha"]["value"] is not None

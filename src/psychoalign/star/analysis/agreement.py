@@ -15,6 +15,39 @@ from numpy.typing import NDArray
 Metric = Literal["nominal", "ordinal", "interval"]
 FloatArray = NDArray[np.float64]
 
+#: Fewer items rated more than once than this: alpha is reported without an interval and with a
+#: small-sample warning (a bootstrap over a handful of items gives an interval that looks exact
+#: and means nothing). On one item alpha is not reported at all: it compares the item's ratings
+#: with themselves, so it is 0 (or undefined) whatever the raters did.
+MIN_ALPHA_ITEMS = 10
+
+#: Why alpha is undefined on items rated more than once: D_e is 0 (the raters may well agree).
+NO_VARIATION = "undefined: every rating is the same value, so there is no variation to set agreement against"
+
+
+def small_sample(result: dict[str, float | int | None]) -> dict[str, float | int | str | None]:
+    """``result`` (a :func:`bootstrap_alpha` dict) as a report states it: on one item no alpha, on
+    fewer than :data:`MIN_ALPHA_ITEMS` items no interval; either with a ``warning`` saying why."""
+    units = int(result.get("units") or 0)
+    out: dict[str, float | int | str | None] = dict(result)
+    if units >= 1 and result.get("alpha") is None:
+        out["reason"] = NO_VARIATION
+    if units == 0 or units >= MIN_ALPHA_ITEMS:
+        return out
+    out["ci_low"] = out["ci_high"] = None
+    if units == 1:
+        out["alpha"] = None
+        out["warning"] = (
+            "only one item was rated more than once: alpha on one item is 0 (or undefined) by construction, "
+            "so none is reported"
+        )
+    else:
+        out["warning"] = (
+            f"only {units} items were rated more than once: no interval on fewer than {MIN_ALPHA_ITEMS} items, "
+            "and alpha can swing widely with the next rating"
+        )
+    return out
+
 
 def value_counts(units: list[list[int]], n_values: int) -> FloatArray:
     """Units x values matrix of counts from lists of value indices (0..n_values-1) per unit."""

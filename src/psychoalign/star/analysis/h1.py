@@ -89,10 +89,18 @@ def kruskal(groups: Mapping[str, ArrayLike]) -> KruskalResult:
     )
 
 
+#: Fewer pairs than this: ρ and its permutation p only. A percentile bootstrap over a handful of
+#: pairs is degenerate (three ordered pairs give [1, 1]) and scipy's t approximation of p is not
+#: valid there (three ordered pairs give p = 0).
+MIN_SPEARMAN_CI = 10
+
+
 @dataclass(frozen=True)
 class SpearmanResult:
     """ρ with a percentile bootstrap CI over (x, y) pairs and a two-sided permutation p-value
-    ((count of |ρ_perm| ≥ |ρ| + 1) / (permutations + 1), so never 0)."""
+    ((count of |ρ_perm| ≥ |ρ| + 1) / (permutations + 1), so never 0). Below
+    :data:`MIN_SPEARMAN_CI` pairs no interval and no asymptotic p (None); the asymptotic p is
+    also None when it comes out 0 (|ρ| = 1), which no finite sample supports."""
 
     rho: float | None
     ci_low: float | None
@@ -171,12 +179,13 @@ def spearman(
     sample = sample[np.isfinite(sample)]
     tail = (1 - level) / 2 * 100
     lo, hi = (float(v) for v in np.percentile(sample, [tail, 100 - tail])) if sample.size else (math.nan, math.nan)
+    few = n < MIN_SPEARMAN_CI
     return SpearmanResult(
         rho=rho,
-        ci_low=lo if math.isfinite(lo) else None,
-        ci_high=hi if math.isfinite(hi) else None,
+        ci_low=lo if math.isfinite(lo) and not few else None,
+        ci_high=hi if math.isfinite(hi) and not few else None,
         p_permutation=p_perm,
-        p_asymptotic=p_asym if math.isfinite(p_asym) else None,
+        p_asymptotic=p_asym if math.isfinite(p_asym) and p_asym > 0 and not few else None,
         n=n,
         n_boot=n_boot,
         n_perm=n_perm,

@@ -161,7 +161,10 @@ def _points(names: list[str] | None, labels: list[str], numeric: list[float] | N
         m = _RANGE.match(name)
         if m and numeric is not None:
             lo, hi = float(m.group(1)), float(m.group(2))
-            out |= {i for i, v in enumerate(numeric) if lo <= v <= hi}
+            in_range = {i for i, v in enumerate(numeric) if lo <= v <= hi}
+            if not in_range:
+                raise InputError(f"--{what} '{name}' names no point of the scale {labels}")
+            out |= in_range
             continue
         hits = [i for i, lab in enumerate(labels) if lab == name or lab.casefold() == name.casefold()]
         if not hits:

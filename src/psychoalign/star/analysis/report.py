@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .agreement import MIN_ALPHA_ITEMS
 from .data import RatingData
 from .intersections import intersectional_section
 from .items import item_table, write_item_csv
@@ -192,10 +193,6 @@ def analyze(
     return report
 
 
-#: Fewer items than this: alpha is shown without an interval, with a small-sample warning (a
-#: bootstrap over a handful of items gives an interval that looks exact and means nothing).
-MIN_ALPHA_ITEMS = 10
-
 #: The report's technical names in plain words; the name and what it means go in a tooltip.
 TERMS = {
     "alpha": (
@@ -352,7 +349,7 @@ def _ci(v: dict[str, Any]) -> str:
 
 def _alpha_rows(label: str, res: dict[str, Any]) -> list[tuple[str, ...]]:
     return [
-        (label, _term(k), _fmt(v["alpha"]), _ci(v), _fmt(v["units"]), _fmt(v["values"]))
+        (label, _term(k), v.get("reason") or _fmt(v["alpha"]), _ci(v), _fmt(v["units"]), _fmt(v["values"]))
         for k, v in res.items()
         if isinstance(v, dict) and "alpha" in v
     ]
@@ -366,7 +363,9 @@ def _small_sample(section: dict[str, Any]) -> str:
     return (
         f"<p class='warn' role='note'><strong>Small sample:</strong> only {units} item{'s' if units != 1 else ''} "
         f"{'were' if units != 1 else 'was'} rated more than once. Agreement on so few items can swing widely "
-        f"with the next rating, so no interval is shown below {MIN_ALPHA_ITEMS} items.</p>"
+        f"with the next rating, so no interval is shown below {MIN_ALPHA_ITEMS} items."
+        + (" On one item alpha is 0 (or undefined) by construction, so none is shown." if units == 1 else "")
+        + "</p>"
     )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from .agreement import bootstrap_alpha, item_disagreement
+from .agreement import bootstrap_alpha, item_disagreement, small_sample
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
 
@@ -55,10 +55,10 @@ def _alphas(data: RatingData, ratings: pd.DataFrame, n_boot: int, seed: int, *, 
     full, _ = counts_matrix(ratings, len(data.scale))
     levels: list[Metric] = data.levels if all_levels else [data.default_level]
     for level in levels:
-        out[level] = dict(bootstrap_alpha(full, level, n_boot=n_boot, seed=seed, values=data.scale_values))
+        out[level] = small_sample(bootstrap_alpha(full, level, n_boot=n_boot, seed=seed, values=data.scale_values))
     if data.binary:
         binary, _ = counts_matrix(ratings, len(data.scale), data.positive, data.excluded)
-        out[_binary_key(data)] = dict(bootstrap_alpha(binary, "nominal", n_boot=n_boot, seed=seed))
+        out[_binary_key(data)] = small_sample(bootstrap_alpha(binary, "nominal", n_boot=n_boot, seed=seed))
     return out
 
 

@@ -44,7 +44,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     """The panel's figures from a campaign's export rows (one per dialogue; blocking: numpy).
 
     ``alpha``: Krippendorff's alpha (ordinal) over the two annotators' ratings of each dialogue
-    rated twice, with ``items``; an interval only from :data:`MIN_ALPHA_ITEMS` items.
+    rated twice, with ``items``; a value only from two such dialogues, an interval only from
+    :data:`MIN_ALPHA_ITEMS`.
     ``break_rates``: per rule and target group, the share of annotators' ratings that say broken.
     ``arbitration``: of the dialogues rated twice, how many were two or more steps apart, and how
     many of those were arbitrated. ``coverage``: submitted dialogues against the plan."""
@@ -65,7 +66,7 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
                 needed += 1
                 arbitrated += isinstance(row.get("arbitrator_rating"), int)
     alpha: dict[str, Any] = {"items": len(pairs), "value": None, "ci": None, "min_items": MIN_ALPHA_ITEMS}
-    if pairs:
+    if len(pairs) >= 2:  # on one dialogue alpha is 0 (or undefined) by construction
         import numpy as np
 
         counts = np.zeros((len(pairs), len(Likert)))
