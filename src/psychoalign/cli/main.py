@@ -4,7 +4,6 @@ libraries they need). To add a command, add a row to :data:`COMMANDS`."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from importlib import import_module
@@ -16,7 +15,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from ..errors import PsychoAlignError
 from ..textio import normalise_text
-from .common import err_console
+from .common import err_console, flag_help_option, reflow_help
 
 __all__ = ["run"]
 
@@ -103,37 +102,8 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
         command = typer.main.get_command(single)
     assert isinstance(command, TyperCommand | TyperGroup)
     command.name = name
-    _reflow(command)
+    reflow_help(command)
     return command
-
-
-def _reflow(command: Any) -> None:
-    """Help as rich should lay it out: the lines of each help paragraph joined (rich keeps a
-    docstring's line breaks, which then cut sentences wherever the terminal is wider), and no
-    value type shown for a flag."""
-    if command.help:
-        paragraphs = inspect.cleandoc(command.help).split("\n\n")
-        command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
-    for param in command.params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""  # a flag takes no value: show no "<bool>" beside it
-    _flag_help_option(command)
-    for sub in getattr(command, "commands", {}).values():
-        _reflow(sub)
-
-
-def _flag_help_option(command: Any) -> None:
-    """``--help`` is a flag too, but it is not in ``params``: the framework makes it on first use
-    (from the context's option names), so it gets no value type only then."""
-    make = command.get_help_option
-
-    def get_help_option(ctx: Any) -> Any:
-        option = make(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
-
-    command.get_help_option = get_help_option
 
 
 class _LazyCommand(TyperCommand):
@@ -155,7 +125,7 @@ class LazyGroup(TyperGroup):
         super().__init__(**attrs)
         for name, (_, help_line) in COMMANDS.items():
             self.add_command(_LazyCommand(name, help_line))
-        _flag_help_option(self)
+        flag_help_option(self)
 
 
 app = typer.Typer(
