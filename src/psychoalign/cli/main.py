@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 from rich.text import Text
-from typer.core import TyperCommand, TyperGroup
+from typer.core import HAS_RICH, TyperCommand, TyperGroup
 
 from ..errors import PsychoAlignError
 from ..textio import normalise_text
@@ -156,6 +156,16 @@ class LazyGroup(TyperGroup):
         for name, (_, help_line) in COMMANDS.items():
             self.add_command(_LazyCommand(name, help_line))
         _flag_help_option(self)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The help typer draws, without the rich modules it loads for Markdown and tracebacks
+        (:mod:`.roothelp`)."""
+        if HAS_RICH and self.rich_markup_mode == "rich":
+            from . import roothelp  # tables and panels: not needed by --version or a command
+
+            roothelp.format_help(self, ctx)
+        else:
+            super().format_help(ctx, formatter)
 
 
 app = typer.Typer(
