@@ -15,7 +15,6 @@ from rich.text import Text
 from typer.core import HAS_RICH, TyperCommand, TyperGroup
 
 from ..errors import PsychoAlignError
-from ..textio import normalise_text
 from .common import err_console
 
 __all__ = ["run"]
@@ -226,6 +225,8 @@ def run() -> None:
     except PsychoAlignError as exc:
         if debug:
             if exc.detail:  # internal (redacted): what the endpoint or peer said
+                from ..textio import normalise_text
+
                 err_console.print(Text.assemble(("detail: ", "bold"), normalise_text(exc.detail)), soft_wrap=True)
             raise
         hint = f" — {exc.hint}" if exc.hint else ""
@@ -254,4 +255,6 @@ def run() -> None:
 def _error_line(message: str) -> None:
     """One error line; text that came from input (argv, files) may hold lone surrogates, which
     cannot be printed as UTF-8."""
+    from ..textio import normalise_text  # not at import: `psychoalign --help` prints no error
+
     err_console.print(Text.assemble(("error: ", "bold red"), normalise_text(message)), soft_wrap=True)
