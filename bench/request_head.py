@@ -7,8 +7,9 @@ Run from the repository root (needs the evaluation data folder, shared/data, for
 
 Data (aggregates are printed, never the items):
 
-* ``bench/data/lookalike_heldout.yaml`` and ``bench/data/lookalike_heldout_v7.yaml``: the held-out
-  parts of two pools of hand-written requests, each split by hash before any item was scored (the
+* ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml`` and
+  ``bench/data/lookalike_heldout_v8.yaml``: the held-out parts of three pools of hand-written
+  requests, each split by hash before any item was scored (the
   rest of each pool is in the classifier's training data; each file's header says how): benign
   look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
@@ -57,7 +58,10 @@ from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import VETO_BELOW, load_classifier  # noqa: E402
 from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
 
-LOOKALIKES = (ROOT / "bench" / "data" / "lookalike_heldout.yaml", ROOT / "bench" / "data" / "lookalike_heldout_v7.yaml")
+LOOKALIKES = tuple(
+    ROOT / "bench" / "data" / name
+    for name in ("lookalike_heldout.yaml", "lookalike_heldout_v7.yaml", "lookalike_heldout_v8.yaml")
+)
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
 PREMISE_RULE = "U6-group-premise"
 LOOKALIKE_TARGET = 0.90
@@ -165,7 +169,7 @@ def main() -> None:
         type=Path,
         action="append",
         default=None,
-        help="held-out look-alike/premise/harmful file (repeatable; default: the two in bench/data)",
+        help="held-out look-alike/premise/harmful file (repeatable; default: the three in bench/data)",
     )
     ap.add_argument("--head-only", action="store_true", help="the request head and the premise rule only")
     ap.add_argument("--data", type=Path, default=None, help="evaluation data folder (default shared/data)")
@@ -255,8 +259,9 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Held-out parts of two hand-written pools, each split by hash before scoring (look-alikes, premise "
-            "items, harmful twins; `bench/data/lookalike_heldout.yaml` and `bench/data/lookalike_heldout_v7.yaml`) "
+            note="Held-out parts of three hand-written pools, each split by hash before scoring (look-alikes, premise "
+            "items, harmful twins; `bench/data/lookalike_heldout.yaml`, `bench/data/lookalike_heldout_v7.yaml` and "
+            "`bench/data/lookalike_heldout_v8.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "
