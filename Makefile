@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Each install step announces itself with its usual duration and shows the time elapsed; pip's output
 # goes to .venv/install.log, the llama.cpp compile's (in the background while the other packages
 # install) to .venv/llama-build.log; a failed step prints the end of its log.
-$(STAMP): pyproject.toml scripts/install.sh scripts/llama_cpp.cmake
+$(STAMP): pyproject.toml scripts/install.sh scripts/llama_cpp.cmake scripts/llama_prebuilt.sh scripts/llama_shim.c
 	@PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/install.sh
 	@touch $(STAMP)
 

@@ -1,4 +1,4 @@
-"""Gateway benchmark. Run: python bench/gateway.py [--quick]
+"""Gateway benchmark. Run: python bench/gateway.py [--quick] [--latency-only]
 
 1. Added latency over the upstream calls at 100 concurrent clients (target <= 5 ms at p50): the
    same scripted negotiation (one round, dual gate; each agent call takes UPSTREAM_MS) by 100
@@ -10,7 +10,9 @@
    takes 50 ms. A plain stream is one call to that fake upstream streamed back through the same
    server (50 ms, then the text); the gated streams are `/v1` with progressive streaming
    (serve.stream_window) and without it (the whole negotiation first). Measured with every agent
-   on the upstream, and with the EVALUATOR in-process (as the embedded classifier is).
+   on the upstream, with a scripted EVALUATOR in-process (no latency, no CPU of its own), and
+   with the embedded classifier as the EVALUATOR (in-process, its real CPU; it also screens the
+   request) when it is installed.
 3. Bad input (target: 0 responses >= 500, 0 tracebacks in the server log): >= 100 malformed
    bodies (nesting, huge numbers, bad UTF-8, wrong types, bad tools, mutated valid bodies, ...).
 4. Full mode only: throughput at 64 concurrent clients with 50 ms fake models (4 sequential calls
@@ -46,16 +48,18 @@ from tests.scenario import World, proposals  # noqa: E402
 from bench._util import Target, add_doc_flag, captured, free_port, publish  # noqa: E402
 from psychoalign.config import Settings  # noqa: E402
 from psychoalign.frameworks import load_framework  # noqa: E402
-from psychoalign.models import ChatModel  # noqa: E402
+from psychoalign.models import ChatModel, ModelSpec  # noqa: E402
+from psychoalign.models.classifier import ClassifierBackend  # noqa: E402
 from psychoalign.negotiation import Negotiator  # noqa: E402
 from psychoalign.negotiation.track import conversation_ref  # noqa: E402
 from psychoalign.traces import open_store  # noqa: E402
 
 REQUEST = "What is a good way to learn chess?"
 ANSWER = "Play many short games, review each loss, and study simple endgames."
-#: The long answer of the streaming runs (about 1,000 characters: five windows of 200).
+#: The long answer of the streaming runs (about 1,000 characters: windows of 64, 128, 256, 512
+#: and the rest).
 LONG = " ".join([ANSWER] * 15)
-WINDOW = 200
+WINDOW = 64
 #: What one upstream model call takes in the added-latency run: a short reply of a hosted model.
 #: With zero-latency agents every client would queue for the server's CPU instead: 100 clients x
 #: the CPU of one negotiation, whatever the gateway adds.
@@ -97,10 +101,15 @@ def upstream_s(caller: str) -> float:
     return total
 
 
-def _models(latency_s: float, eval_latency_s: float, answer: str) -> dict[str, ChatModel]:
+def _models(latency_s: float, eval_latency_s: float, answer: str, classifier: bool = False) -> dict[str, ChatModel]:
     world = World([proposals((answer, 0.9), ("Read a book.", 0.6))])
     models = world.models(latency_s=latency_s)
-    if eval_latency_s != latency_s:
+    if classifier:  # the embedded classifier: in-process, real CPU, and it screens the request
+        spec = ModelSpec(backend="classifier")
+        backend = ClassifierBackend(spec)
+        backend.preload()
+        models["evaluator"], eval_latency_s = ChatModel(spec, backend), 0.0
+    elif eval_latency_s != latency_s:
         models["evaluator"] = world.models(latency_s=eval_latency_s)["evaluator"]
     latencies = dict.fromkeys(models, latency_s) | {"evaluator": eval_latency_s}
     return _timed(models, latencies)
@@ -128,13 +137,20 @@ class PerRequest:
 
 
 def _negotiator(
-    latency_s: float, store_url: str, eval_latency_s: float | None = None, answer: str = ANSWER
+    latency_s: float,
+    store_url: str,
+    eval_latency_s: float | None = None,
+    answer: str = ANSWER,
+    classifier: bool = False,
 ) -> Negotiator:
     eval_s = latency_s if eval_latency_s is None else eval_latency_s
-    return Negotiator(Settings(), models=_models(latency_s, eval_s, answer), store=open_store(store_url))
+    models = _models(latency_s, eval_s, answer, classifier)
+    return Negotiator(Settings(), models=models, store=open_store(store_url))
 
 
-def serve(port: int, latency_ms: float, eval_ms: float | None, store_url: str, window: int, long: bool) -> None:
+def serve(
+    port: int, latency_ms: float, eval_ms: float | None, store_url: str, window: int, long: bool, classifier: bool
+) -> None:
     """Child process: the real app (create_app + GracefulServer) with scripted agents, plus a
     plain streaming route that stands for the upstream model streamed straight to the client."""
     from starlette.requests import Request
@@ -144,7 +160,7 @@ def serve(port: int, latency_ms: float, eval_ms: float | None, store_url: str, w
     from psychoalign.web.server import GracefulServer, uvicorn_config
 
     eval_s = None if eval_ms is None else eval_ms / 1000
-    negotiator = _negotiator(latency_ms / 1000, store_url, eval_s, LONG if long else ANSWER)
+    negotiator = _negotiator(latency_ms / 1000, store_url, eval_s, LONG if long else ANSWER, classifier)
     settings = Settings.model_validate({"serve": {"stream_window": window}})
     app = create_app(settings, store=negotiator.store, negotiators={"psychoalign": negotiator})
 
@@ -179,6 +195,7 @@ class Server:
         eval_ms: float | None = None,
         window: int = 0,
         long: bool = False,
+        classifier: bool = False,
         log: Path | None = None,
     ) -> None:
         self.port = free_port()
@@ -187,6 +204,7 @@ class Server:
         args += ["--store", store_url, "--window", str(window)]
         args += ["--eval-ms", str(eval_ms)] if eval_ms is not None else []
         args += ["--long"] if long else []
+        args += ["--classifier"] if classifier else []
         self.log = open(log, "w") if log is not None else None  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT if self.log else None)
         deadline = time.monotonic() + 300  # a loaded machine imports slowly; not part of any figure
@@ -316,20 +334,26 @@ async def added_latency(n: int, concurrency: int, upstream_ms: float) -> dict[st
 
 
 async def _ttft(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> float:
-    """Seconds from sending the request to the first content byte of the stream."""
+    """Seconds from sending the request to the first content byte of the stream. The stream is
+    read to its end: the next request must not share the CPU with this one's later checks."""
     t = time.perf_counter()
+    first: float | None = None
     async with client.stream("POST", path, json=body) as r:
         async for line in r.aiter_lines():
+            if first is not None:
+                continue
             if line.startswith("data: {") and '"content":"' in line.replace(" ", "") and '"content":""' not in line:
-                return time.perf_counter() - t
-    raise AssertionError(f"no content in the stream of {path}")
+                first = time.perf_counter() - t
+    if first is None:
+        raise AssertionError(f"no content in the stream of {path}")
+    return first
 
 
-async def first_token(n: int, latency_ms: float, eval_ms: float | None) -> dict[str, float]:
+async def first_token(n: int, latency_ms: float, eval_ms: float | None, classifier: bool = False) -> dict[str, float]:
     """p50 time to first token: plain upstream stream, progressive /v1, whole-answer /v1."""
     out: dict[str, float] = {}
     for label, window in (("progressive", WINDOW), ("whole", 0)):
-        server = Server(latency_ms, "memory://", eval_ms=eval_ms, window=window, long=True)
+        server = Server(latency_ms, "memory://", eval_ms=eval_ms, window=window, long=True, classifier=classifier)
         try:
             async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
                 for _ in range(3):
@@ -481,25 +505,38 @@ async def throughput(total: int, concurrency: int, latency_ms: float) -> dict[st
     return {"per_s": total / wall, "ideal_per_s": ideal, "efficiency": total / wall / ideal, "failed": failed}
 
 
+async def latency_part(n: int) -> dict[str, float]:
+    lat = await added_latency(n, 100, UPSTREAM_MS)
+    print(
+        f"added latency over the upstream calls, {n} negotiations by 100 concurrent clients, "
+        f"every agent call {UPSTREAM_MS:.0f} ms upstream, memory store"
+    )
+    print(f"  upstream time per negotiation (p50)        {lat['upstream_p50_ms']:.0f} ms")
+    for label, key in (("in-process, the engine alone", "inproc"), ("inside the server", "server")):
+        print(f"  {label + ' (p50 / p95)':<42} {lat[key + '_p50_ms']:.2f} / {lat[key + '_p95_ms']:.2f} ms")
+    added = f"{lat['client_p50_ms']:.2f} / {lat['client_p95_ms']:.2f} ms"
+    print(f"  {'through /v1, at the client (p50 / p95)':<42} {added}   (target: p50 <= 5 ms)")
+    print(f"  CPU per negotiation, in-process engine     {lat['engine_cpu_ms']:.2f} ms")
+    print(f"  CPU per negotiation, the server            {lat['server_cpu_ms']:.2f} ms")
+    return lat
+
+
 async def main(quick: bool, doc: bool) -> None:
     n = 300 if quick else 1000
     runs = 30 if quick else 100
     with captured() as out, tempfile.TemporaryDirectory() as tmp:
-        lat = await added_latency(n, 100, UPSTREAM_MS)
-        print(
-            f"added latency over the upstream calls, {n} negotiations by 100 concurrent clients, "
-            f"every agent call {UPSTREAM_MS:.0f} ms upstream, memory store"
-        )
-        print(f"  upstream time per negotiation (p50)        {lat['upstream_p50_ms']:.0f} ms")
-        for label, key in (("in-process, the engine alone", "inproc"), ("inside the server", "server")):
-            print(f"  {label + ' (p50 / p95)':<42} {lat[key + '_p50_ms']:.2f} / {lat[key + '_p95_ms']:.2f} ms")
-        added = f"{lat['client_p50_ms']:.2f} / {lat['client_p95_ms']:.2f} ms"
-        print(f"  {'through /v1, at the client (p50 / p95)':<42} {added}   (target: p50 <= 5 ms)")
-        print(f"  CPU per negotiation, in-process engine     {lat['engine_cpu_ms']:.2f} ms")
-        print(f"  CPU per negotiation, the server            {lat['server_cpu_ms']:.2f} ms")
+        lat = await latency_part(n)
         ratios = {}
-        for label, eval_ms in (("every agent on the upstream", None), ("EVALUATOR in-process", 0.0)):
-            t = await first_token(runs, 50.0, eval_ms)
+        configs: list[tuple[str, float | None, bool]] = [
+            ("every agent on the upstream", None, False),
+            ("EVALUATOR in-process", 0.0, False),
+        ]
+        if ClassifierBackend.availability()[0]:
+            configs.append(("EVALUATOR = the embedded classifier", None, True))
+        else:
+            print(f"time to first token with the embedded classifier: skipped ({ClassifierBackend.availability()[1]})")
+        for label, eval_ms, classifier in configs:
+            t = await first_token(runs, 50.0, eval_ms, classifier)
             ratios[label] = t["progressive"] / t["plain"]
             print(
                 f"time to first token, {runs} streams each, 50 ms per upstream call, {label}, ~1,000-character answer"
@@ -522,6 +559,19 @@ async def main(quick: bool, doc: bool) -> None:
             print(f"  failed                         {int(r['failed'])}")
     if doc:
         all_ratio, local_ratio = ratios["every agent on the upstream"], ratios["EVALUATOR in-process"]
+        classifier_ratio = ratios.get("EVALUATOR = the embedded classifier")
+        classifier_target = (
+            []
+            if classifier_ratio is None
+            else [
+                Target(
+                    "progressive time to first token, EVALUATOR = the embedded classifier",
+                    f"{classifier_ratio:.2f}×",
+                    "≤ 1.5× plain",
+                    classifier_ratio <= 1.5,
+                )
+            ]
+        )
         publish(
             "gateway",
             "OpenAI-compatible gateway — `bench/gateway.py`",
@@ -545,6 +595,7 @@ async def main(quick: bool, doc: bool) -> None:
                     "≤ 1.5× plain",
                     local_ratio <= 1.5,
                 ),
+                *classifier_target,
                 Target(
                     f"responses ≥ 500 to {bad['bodies']} malformed bodies", str(len(bad["five"])), "0", not bad["five"]
                 ),
@@ -561,8 +612,12 @@ async def main(quick: bool, doc: bool) -> None:
             "CPU per negotiation (the engine alone in-process, and the whole server) is the part "
             "that does not depend on that load. Time to first token: "
             "every upstream call takes 50 ms; the plain stream is one such call "
-            "streamed back through the same server; progressive streaming releases the first 200-character "
-            "window after the DRIVE's draft and one EVALUATOR call on its first 400 characters. Malformed bodies: "
+            "streamed back through the same server; progressive streaming releases the first 64-character "
+            "window after the DRIVE's draft and one EVALUATOR call on its first 264 characters (with every agent "
+            "on the upstream that is two 50 ms calls one after the other, against the plain stream's one: a "
+            "floor of about 2× for any gate that judges the draft's text before releasing it). With the "
+            "embedded classifier as the EVALUATOR, the DRIVE call runs alongside the classifier's screen of the "
+            "request, and the first window's check is the classifier on the first 264 characters. Malformed bodies: "
             "`malformed_bodies()` in the bench (nesting, huge numbers, bad UTF-8, wrong types and values for "
             "every field, bad tools and messages, wrong content types, an oversize body, 40 random mutations "
             "of a valid body).",
@@ -578,9 +633,17 @@ if __name__ == "__main__":
     parser.add_argument("--store", default="memory://", help=argparse.SUPPRESS)
     parser.add_argument("--window", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--long", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--classifier", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="part 1 only (added latency and CPU per negotiation), printed; docs/performance.md is left as it is",
+    )
     add_doc_flag(parser)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.latency_ms, args.eval_ms, args.store, args.window, args.long)
+        serve(args.serve, args.latency_ms, args.eval_ms, args.store, args.window, args.long, args.classifier)
+    elif args.latency_only:
+        asyncio.run(latency_part(300 if args.quick else 1000))
     else:
         asyncio.run(main(args.quick, not args.no_doc))

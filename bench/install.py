@@ -10,8 +10,9 @@ of docs/performance.md.
     python bench/install.py             # about 5 minutes on a quiet 2-core machine
     python bench/install.py --no-doc    # print only
 
-Not measured: what pip downloads depends on the network and on pip's own HTTP cache, which a fresh
-machine does not have either; the llama.cpp wheel is always compiled (pip's wheel cache is off).
+Not measured: what pip and npm download depends on the network and on their own HTTP caches, which
+a fresh machine does not have either. When the prebuilt llama.cpp fails and llama.cpp is compiled,
+pip's wheel cache is off.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from _util import Target, add_doc_flag, captured, publish
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 180.0
 # What `make install` prints to follow along: the step announcements and their durations.
-STEP_LINE = re.compile(r"^(\[\d+/\d+\] .*|\s+(done|compiled|installed) in .*|Installed in .*)$")
+STEP_LINE = re.compile(r"^(\[\d+/\d+\] .*|\s+(done|compiled|installed|decoded) in .*|Installed in .*)$")
 
 
 def load() -> str:
@@ -94,7 +95,8 @@ def main() -> None:
             [Target("fresh clone to `make run`'s table", f"{total:.0f} s", f"≤ {TARGET_S:.0f} s", total <= TARGET_S)],
             quick=False,
             note="A clone of the checkout in an empty folder: `make install` builds `.venv` (llama.cpp "
-            "compiled from source while torch and the other dependencies install), then the first "
+            "prebuilt, or compiled from source while torch and the other dependencies install when the "
+            "prebuilt one fails: the step lines say which), then the first "
             "`make run` negotiates the bundled samples. The target is for a quiet 2-core machine; the load "
             "averages say how quiet this one was, and a quiet run takes at least half the CPU time.",
         )

@@ -6,11 +6,13 @@ fixed prompts (identical to the source build's or not), decode speed (tokens/s) 
 runs at all on this CPU (the native build of llama.cpp crashes on CPUs that report AMX). It prints
 the figures and rewrites its section of docs/performance.md.
 
-    python bench/llama_builds.py --install            # builds each candidate in a temporary venv
+    python bench/llama_builds.py --install source --install prebuilt   # each in a temporary venv
     python bench/llama_builds.py --python source=.venv/bin/python --python py-sync=/path/bin/python
 
-Candidates: ``source`` (llama-cpp-python 0.3.36 compiled as ``make install`` does it: without
--march=native, only the libraries the binding loads), ``py-sync`` (llama-cpp-py-sync: CFFI
+Candidates: ``source`` (llama-cpp-python 0.3.36 compiled as ``make install`` does it when it must:
+without -march=native, only the libraries the binding loads), ``prebuilt`` (what ``make install``
+tries first, scripts/llama_prebuilt.sh: the same binding without its compile, over llama.cpp's
+libraries from the npm package @node-llama-cpp/linux-x64), ``py-sync`` (llama-cpp-py-sync: CFFI
 bindings with llama.cpp prebuilt for CPU) and ``cffi`` (llama-cpp-cffi: prebuilt CPU/CUDA/Vulkan
 libraries). Each worker runs in its own process, so a crash is recorded as a crash.
 """
@@ -32,14 +34,13 @@ from _util import add_doc_flag, captured, publish
 
 CANDIDATES: dict[str, str] = {
     "source": "llama-cpp-python==0.3.36",
+    "prebuilt": "scripts/llama_prebuilt.sh",
     "py-sync": "llama-cpp-py-sync==0.11739",
     "cffi": "llama-cpp-cffi==0.4.42",
 }
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # What scripts/install.sh compiles: portable x86-64, only libllama and ggml (scripts/llama_cpp.cmake).
-SOURCE_CMAKE_ARGS = (
-    "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF "
-    f"-DCMAKE_PROJECT_INCLUDE={Path(__file__).resolve().parent.parent / 'scripts' / 'llama_cpp.cmake'}"
-)
+SOURCE_CMAKE_ARGS = f"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE={SCRIPTS / 'llama_cpp.cmake'}"
 # SmolLM2's chat template, rendered by hand so every binding decodes the same prompt string.
 PROMPTS = [
     "How do I boil an egg so the yolk stays soft?",
@@ -52,17 +53,17 @@ MAX_TOKENS = 48
 WORKER = r"""
 import json, sys, time
 cfg = json.loads(sys.stdin.read())
-kind, path, prompts, n = cfg["kind"], cfg["model"], cfg["prompts"], cfg["max_tokens"]
+kind, path, prompts, n, k = cfg["kind"], cfg["model"], cfg["prompts"], cfg["max_tokens"], cfg["threads"]
 t0 = time.perf_counter()
-if kind == "source":
+if kind in ("source", "prebuilt"):
     from llama_cpp import Llama
-    llm = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, verbose=False)
+    llm = Llama(model_path=path, n_ctx=1024, n_threads=k, n_threads_batch=k, verbose=False)
     def gen(p):
         out = llm.create_completion(p, max_tokens=n, temperature=0.0, top_k=1, repeat_penalty=1.0)
         return out["choices"][0]["text"], out["usage"]["completion_tokens"]
 elif kind == "py-sync":
     from llama_cpp_py_sync import Llama
-    llm = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, verbose=False)
+    llm = Llama(model_path=path, n_ctx=1024, n_threads=k, n_threads_batch=k, verbose=False)
     def gen(p):
         text = llm.generate(p, max_tokens=n, temperature=0.0, top_k=1, repeat_penalty=1.0, seed=0)
         return text, len(llm.tokenize(text, add_bos=False)) if text else 0
@@ -78,11 +79,13 @@ elif kind == "cffi":
 else:
     raise SystemExit(f"no worker for {kind}")
 load = time.perf_counter() - t0
-texts, tokens, seconds = [], 0, 0.0
+texts, tokens, seconds, cpu = [], 0, 0.0, 0.0
 for p in prompts:
-    t = time.perf_counter(); text, k = gen(p); seconds += time.perf_counter() - t
-    texts.append(text); tokens += k
-print(json.dumps({"load_s": load, "texts": texts, "tokens": tokens, "decode_s": seconds}))
+    t, c = time.perf_counter(), time.process_time()
+    text, m = gen(p)
+    seconds += time.perf_counter() - t; cpu += time.process_time() - c
+    texts.append(text); tokens += m
+print(json.dumps({"load_s": load, "texts": texts, "tokens": tokens, "decode_s": seconds, "cpu_s": cpu}))
 """
 
 
@@ -108,17 +111,25 @@ def install(kind: str, root: Path) -> tuple[Path, float]:
     venv = root / kind
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env_args = {"env": {"CMAKE_ARGS": SOURCE_CMAKE_ARGS, "PATH": "/usr/bin:/bin"}} if kind == "source" else {}
+    if kind == "prebuilt":  # the script prints each step; only a failure's output matters here
+        cmd = ["bash", str(SCRIPTS / "llama_prebuilt.sh"), str(venv)]
+    else:
+        cmd = [str(venv / "bin/pip"), "install", "--quiet", "--no-cache-dir", CANDIDATES[kind]]
     t0 = time.perf_counter()
-    subprocess.run(
-        [str(venv / "bin/pip"), "install", "--quiet", "--no-cache-dir", CANDIDATES[kind]],
-        check=True,
-        **env_args,  # type: ignore[arg-type]
-    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, **env_args)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        raise SystemExit(f"error: installing {kind} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return venv / "bin/python", time.perf_counter() - t0
 
 
-def run_worker(kind: str, python: str, model: str) -> dict[str, object]:
-    cfg = {"kind": kind, "model": model, "prompts": [chat_prompt(q) for q in PROMPTS], "max_tokens": MAX_TOKENS}
+def run_worker(kind: str, python: str, model: str, threads: int) -> dict[str, object]:
+    cfg = {
+        "kind": kind,
+        "model": model,
+        "prompts": [chat_prompt(q) for q in PROMPTS],
+        "max_tokens": MAX_TOKENS,
+        "threads": threads,
+    }
     proc = subprocess.run([python, "-c", WORKER], input=json.dumps(cfg), capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -146,6 +157,12 @@ def main() -> None:
         choices=sorted(CANDIDATES),
         help="install this candidate into a temporary venv and time it (repeatable)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="llama.cpp threads (1 is what the embedded model takes on a busy 2-core machine)",
+    )
     add_doc_flag(parser)
     args = parser.parse_args()
 
@@ -157,9 +174,9 @@ def main() -> None:
             for kind in args.install:
                 python, seconds = install(kind, Path(tmp))
                 pythons[kind], installs[kind] = str(python), seconds
-            results = {kind: run_worker(kind, py, model) for kind, py in pythons.items()}
+            results = {kind: run_worker(kind, py, model, args.threads) for kind, py in pythons.items()}
         print(
-            f"greedy decoding of {len(PROMPTS)} fixed prompts, {MAX_TOKENS} tokens each, 2 threads, "
+            f"greedy decoding of {len(PROMPTS)} fixed prompts, {MAX_TOKENS} tokens each, {args.threads} thread(s), "
             f"embedded SmolLM2-135M-Instruct ({platform.machine()})"
         )
         reference = results.get("source", {}).get("texts")
@@ -177,8 +194,13 @@ def main() -> None:
             else:
                 equal = sum(a == b for a, b in zip(texts, reference, strict=True))
                 same = f"{equal}/{len(texts)} outputs identical to the source build"
-            tps = float(res["tokens"]) / max(float(res["decode_s"]), 1e-9)  # type: ignore[arg-type]
-            print(f"  {kind:<8} {inst}   load {float(res['load_s']):.2f} s   {tps:4.0f} tokens/s   {same}")  # type: ignore[arg-type]
+            tokens = max(float(res["tokens"]), 1.0)  # type: ignore[arg-type]
+            tps = tokens / max(float(res["decode_s"]), 1e-9)  # type: ignore[arg-type]
+            cpu_ms = 1000 * float(res["cpu_s"]) / tokens  # type: ignore[arg-type]
+            print(
+                f"  {kind:<8} {inst}   load {float(res['load_s']):.2f} s   {tps:4.0f} tokens/s"  # type: ignore[arg-type]
+                f"   {cpu_ms:5.1f} ms CPU/token   {same}"
+            )
     if not args.no_doc:
         publish(
             "llama-builds",
@@ -186,8 +208,13 @@ def main() -> None:
             out.getvalue(),
             [],
             quick=False,
-            note="The source build is what `make install` uses; a prebuilt binding would replace it only "
-            "if it installs faster, decodes at least as fast and gives the same greedy output.",
+            note="`make install` installs `prebuilt` and compiles `source` when it fails (no npm, or the "
+            "embedded model does not decode): it installs without compiling and gives the same greedy output. "
+            "Tried and not usable beside these: `@fugood/node-llama-linux-x64` (a Node addon with llama.cpp "
+            "linked in, no libllama), Debian 12's archive (no llama.cpp package), an older llama-cpp-python over "
+            "the same libraries (0.3.35: not run, its llama.h structures differ). Tokens/s on a loaded machine "
+            "say little (see the load average); CPU time per token (the decoding process's, spinning threads "
+            "included) depends less on the neighbours, most so with one thread.",
         )
 
 

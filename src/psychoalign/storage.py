@@ -34,7 +34,7 @@ from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sqlalchemy import event, text
+from sqlalchemy import Column, DateTime, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
 
-__all__ = ["MigrateOnce", "create_engine_for", "describe_error", "normalise_url", "write"]
+__all__ = ["MigrateOnce", "create_engine_for", "created_at_column", "describe_error", "normalise_url", "write"]
 
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
@@ -61,6 +61,12 @@ _upgrading = threading.Lock()
 Store = Literal["traces", "star", "lab", "accounts", "experiments"]
 STORES: tuple[Store, ...] = get_args(Store)
 _MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def created_at_column(**kwargs: Any) -> Column[Any]:
+    """The ``created_at`` column of a store's table: when the row was made, time-zone aware, never
+    empty (``kwargs``, such as ``index=True``, go to :class:`~sqlalchemy.Column`)."""
+    return Column("created_at", DateTime(timezone=True), nullable=False, **kwargs)
 
 
 def normalise_url(url: str) -> str:

@@ -123,6 +123,29 @@ def test_long_texts_are_scored_on_both_ends_and_keep_the_worse() -> None:
     assert clf.scores(["harmless words only"], "request")[0] >= APPROVE_AT / 100
 
 
+def test_a_request_judged_again_is_not_encoded_again() -> None:
+    """A progressive stream judges one request for its screen and each window: the request's
+    encoding is reused, and the evaluation is the one a fresh classifier gives."""
+    encoded: list[str] = []
+
+    def counting(texts: Sequence[str]) -> NDArray[np.float32]:
+        encoded.extend(texts)
+        return tiny_encoder(texts)
+
+    clf = SafetyClassifier(tiny_weights(), counting)
+    request = "How do I boil an egg? The bomb squad is next door."
+    answer = "Boil it six minutes, then cool it."
+    first = clf.evaluate(request, "Boil it six minutes.")
+    again = clf.evaluate(request, answer)
+    assert encoded.count(request) == 1 and encoded.count(answer) == 1
+    assert again == SafetyClassifier(tiny_weights(), tiny_encoder).evaluate(request, answer)
+    assert first["score"] == again["score"] < VETO_BELOW  # the request's harm word caps both
+    for i in range(SafetyClassifier.REQUEST_CACHE + 1):  # bounded: the oldest request is forgotten
+        clf.evaluate(f"request {i}", "ok")
+    clf.evaluate(request, "ok")
+    assert encoded.count(request) == 2
+
+
 async def test_evaluator_agent_on_the_classifier_backend_benign_and_harmful() -> None:
     agent = EvaluatorAgent(tiny_model())
     fw = load_framework("general").model_dump(mode="json")

@@ -27,7 +27,7 @@ from a2a.types import AgentCard, AgentSkill, Part
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
-from ..frameworks import load_framework
+from ..frameworks import Framework, builtin_names, load_framework
 from ..negotiation.engine import Negotiator
 from ..negotiation.track import conversation_ref
 from ..storage import describe_error
@@ -110,6 +110,18 @@ class SystemExecutor(AgentExecutor):
         self.frameworks = [framework, *(f for f in (frameworks or ()) if f != framework)]
         # (identity, context id) -> earlier turns, least recently used first.
         self.history: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()
+        self._builtin_names = frozenset(builtin_names())
+        self._builtins: dict[str, Framework] = {}  # parsed once: a built-in framework never changes
+
+    def _load(self, name: str) -> Framework:
+        """The framework ``name``, read once for a request and handed to the negotiation: a
+        built-in one parsed once per executor, a framework file read each time (an edit applies
+        to the next request)."""
+        if name not in self._builtin_names:
+            return load_framework(name)
+        if name not in self._builtins:
+            self._builtins[name] = load_framework(name)
+        return self._builtins[name]
 
     def _turns(self, key: str) -> list[tuple[str, str]]:
         turns = self.history.pop(key, None)
@@ -171,11 +183,11 @@ class SystemExecutor(AgentExecutor):
         identity = user.user_name if user is not None and user.is_authenticated else ""
         conversation = conversation_ref(f"a2a\x00{identity}", (), task.context_id)
         history = await self._earlier(f"{identity}\x00{task.context_id}", conversation.look_up)
-        base = load_framework(requested).deployment_context
+        framework = self._load(requested)
         trace = await self.negotiator.negotiate(
             text,
-            framework=requested,
-            context=build_context(base, client_context, history),
+            framework=framework,
+            context=build_context(framework.deployment_context, client_context, history),
             metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id, "turn": len(history) + 1},
             conversation=conversation,
         )

@@ -59,6 +59,25 @@ def _render_framework(framework_json: str) -> str:
     return Framework.model_validate_json(framework_json).render()
 
 
+#: (a copy of a framework payload, its JSON) for the frameworks seen last, newest first.
+_FRAMEWORK_JSON: list[tuple[dict[str, Any], str]] = []
+
+
+def framework_json(framework: dict[str, Any]) -> str:
+    """``json.dumps(framework, sort_keys=True)``, remembered for the last few frameworks: every
+    EVALUATOR task carries the same framework, and encoding it (about 12 kB for ``general``) cost
+    more CPU than the rest of the call. A payload equal to a remembered one (compared with a copy
+    of it read back from its JSON, so a change made to a payload afterwards is seen) has its
+    JSON."""
+    for copy, text in _FRAMEWORK_JSON:
+        if copy == framework:
+            return text
+    text = json.dumps(framework, sort_keys=True)
+    _FRAMEWORK_JSON.insert(0, (json.loads(text), text))
+    del _FRAMEWORK_JSON[8:]
+    return text
+
+
 class Agent(ABC):
     """An LLM-backed role. Subclasses define ``role`` and one public coroutine per task kind.
 
@@ -148,19 +167,15 @@ class EvaluatorAgent(Agent):
     role = "evaluator"
 
     async def evaluate(self, task: EvaluateTask) -> AgentReply[Evaluation]:
+        fw_json = framework_json(task.framework)
         messages = build_messages(
             "evaluator",
-            {"framework": _render_framework(json.dumps(task.framework, sort_keys=True))},
+            {"framework": _render_framework(fw_json)},
             {"request": task.request, "context": task.context, "proposal": task.proposal},
         )
         # The structured task travels beside the prompt: a classifier backend judges these fields
         # directly instead of parsing them back out of the prompt text.
-        inputs = {
-            "request": task.request,
-            "context": task.context,
-            "proposal": task.proposal,
-            "framework": json.dumps(task.framework, sort_keys=True),
-        }
+        inputs = {"request": task.request, "context": task.context, "proposal": task.proposal, "framework": fw_json}
         result = await self.model.chat(messages, output=Evaluation, schema_name="evaluation", inputs=inputs)
         return AgentReply(output=result.data, usage=result.usage, latency_s=result.latency_s, model=self.model.label)
 

@@ -57,6 +57,7 @@ _MAX_DAILY_BEFORE = re.compile(
     r"(?:\bis\b|\bof\b|\bat\b|\bbe\b|\bare\b|:|=)\s*(?:about|around|approximately|roughly|up\s+to)?\s*$",
     re.IGNORECASE,
 )
+_DIGIT = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TO_MG = {"mg": 1.0, "milligram": 1.0, "g": 1000.0, "gram": 1000.0, "mcg": 0.001, "microgram": 0.001, "µg": 0.001}
 
@@ -109,7 +110,7 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str) -> str | None:
     """The first stated daily limit in ``text`` that a limit in ``limits`` rules out, described
     for the trace's evidence ("paracetamol: '10 milligrams (mg) per kilogram' a day, label range
     50-90 mg/kg (source)"), or None."""
-    if not limits or not text:
+    if not limits or not text or _DIGIT.search(text) is None:  # no digit, no amount (_AMOUNT): nothing stated
         return None
     patterns = [(limit, limit._pattern) for limit in limits]
     named = [limit for limit, pattern in patterns if pattern.search(text)]

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from enum import StrEnum
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -289,8 +289,42 @@ class Framework(BaseModel):
         return tuple(c for c in self.safe_channels if (fired & set(c.rules)) or (uncovered and not c.rules))
 
     def request_rules(self, request: str) -> list[str]:
-        """Ids of the rules (any layer) whose check or request check matches ``request``."""
-        return [r.id for r in self.rules() if r.matches_request(request) is not None]
+        """Ids of the rules (any layer) whose check or request check matches ``request``.
+        Remembered for recent requests: a negotiation asks about its request more than once (the
+        request screen, then the rules that fired), and the checks are its largest regex cost."""
+        # Keyed by a digest, not the text: a built-in framework lives as long as the process, and
+        # requests are users' words of any length (the text is neither kept nor able to grow memory).
+        key = hashlib.blake2b(request.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        cache = self._request_matches
+        found = cache.get(key)
+        if found is None:
+            if len(cache) >= 1024:
+                cache.clear()
+            found = cache[key] = tuple(r.id for r in self.rules() if r.matches_request(request) is not None)
+        return list(found)
+
+    def universal_request_rules(self, request: str) -> list[str]:
+        """Ids of the universal rules whose check or request check matches ``request`` (the
+        request screen: such a request decides the negotiation), in framework order."""
+        universal = self._universal_ids
+        return [rule_id for rule_id in self.request_rules(request) if rule_id in universal]
+
+    @cached_property
+    def _request_matches(self) -> dict[bytes, tuple[str, ...]]:
+        return {}
+
+    @cached_property
+    def _universal_ids(self) -> frozenset[str]:
+        return frozenset(r.id for r in self.universal)
+
+    @cached_property
+    def _payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def payload(self) -> dict[str, Any]:
+        """The framework as the EVALUATOR is sent it (``model_dump(mode="json")``), made once per
+        framework object: every negotiation sends it. Shared: read it, never change it."""
+        return self._payload
 
     def layer_of(self, rule_id: str) -> Layer | None:
         """The layer of the rule ``rule_id`` names (:meth:`resolve`), or None."""

@@ -55,6 +55,7 @@ import json
 import math
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -223,11 +224,35 @@ def _sentences(text: str) -> list[str]:
 
 
 class SafetyClassifier:
-    """Weights + encoder. Thread-safe; stateless between calls."""
+    """Weights + encoder. Thread-safe. Keeps the request heads' scores of the last few requests:
+    one request is judged several times (its screen, each draft, each window of a progressive
+    stream), and what the request alone gives is the same each time."""
+
+    #: How many requests' scores are kept.
+    REQUEST_CACHE = 64
 
     def __init__(self, weights: ClassifierWeights, encoder: Encoder) -> None:
         self.weights = weights
         self.encoder = encoder
+        self._requests: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _request(self, request: str) -> tuple[float, float]:
+        """The request's (acceptable, adversarial) probabilities, from the cache when it was
+        judged lately."""
+        with self._lock:
+            cached = self._requests.get(request)
+            if cached is not None:
+                self._requests.move_to_end(request)
+                return cached
+        x_req, _ = self._windowed([request])
+        p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100).min())
+        p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
+        with self._lock:
+            self._requests[request] = (p_req, p_adv)
+            while len(self._requests) > self.REQUEST_CACHE:
+                self._requests.popitem(last=False)
+        return p_req, p_adv
 
     def _windowed(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[int]]:
         owner: list[int] = []
@@ -255,12 +280,10 @@ class SafetyClassifier:
 
     def evaluate(self, request: str, proposal: str, framework: Any | None = None) -> dict[str, Any]:
         """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``."""
-        x_req, _ = self._windowed([request])
+        p_req, p_adv = self._request(request)
         x_prop, _ = self._windowed([proposal])
         req_head = self.weights.request
-        p_req = float(req_head.shifted(x_req, VETO_BELOW / 100).min())
         p_prop = float(self.weights.response.shifted(x_prop, VETO_BELOW / 100).min())
-        p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
         request_hit = any(h["layer"] == "universal" for h in deterministic_hits(framework, request, ""))
         floor = req_head.shifted_value(req_head.contested_floor, VETO_BELOW / 100) if req_head.contested_floor else None
         contested = floor is not None and floor <= p_req < VETO_BELOW / 100 and not request_hit

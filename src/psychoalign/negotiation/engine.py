@@ -253,7 +253,7 @@ class Negotiator:
             trace.metadata["stream"] = stream.record(cut=True)
 
     async def _save(self, trace: Trace, bus: MessageBus) -> None:
-        trace.agents = {role: stats.model_copy(deep=True) for role, stats in bus.stats.items()}
+        trace.agents = dict(bus.stats)  # the bus is this negotiation's alone: its counters are not copied
         trace.finished_at = datetime.now(UTC)
         # Nothing harmful at rest by default: blocked drafts leave as hash and length, also in the
         # trace returned to the caller (the CLI, the viewer and exports read the same record).
@@ -298,7 +298,7 @@ class Negotiator:
         # The cross-turn track may have tightened tau for this turn (never loosened it).
         layer1, tau = Layer1Enforcer(fw), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
-        fw_payload = fw.model_dump(mode="json")
+        fw_payload = fw.payload()
         gates = Gates(fw, fw_payload, layer1, tau, guard, answer_check)
         if p.decide_on_request and await self._decide_on_request(trace, bus, gates):
             return
@@ -393,7 +393,7 @@ class Negotiator:
         defense table from the framework, as for a negotiation in which every draft was blocked.
         Returns whether the request decided (``trace.final`` is then set)."""
         fw, fw_payload, layer1, tau, guard, _ = gates
-        rules = [r.id for r in fw.universal if r.matches_request(trace.request) is not None]
+        rules = fw.universal_request_rules(trace.request)
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
             task = EvaluateTask(

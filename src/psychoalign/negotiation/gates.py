@@ -30,13 +30,30 @@ UNKNOWN_RULE = "?"
 ECHO_CHARS = 12
 
 
+#: How many texts a :class:`Layer1Enforcer` remembers the matches of.
+_REMEMBERED = 64
+
+
 class Layer1Enforcer:
     def __init__(self, framework: Framework) -> None:
         self.framework = framework
+        # text, model_text -> matches: a negotiation checks the same text more than once (a draft
+        # at its gate, then as the final text adopted verbatim; a blocked draft for the rules that
+        # fired), and the checks are regex work on every universal rule.
+        self._found: dict[tuple[str, bool], tuple[tuple[str, str], ...]] = {}
 
     def matches(self, text: str, *, model_text: bool = True) -> list[tuple[str, str]]:
         """(rule id, matched evidence) for every universal rule whose deterministic check fires.
         ``model_text=False`` for a user's words (dose limits are read in model text only)."""
+        key = (text, model_text)
+        found = self._found.get(key)
+        if found is None:
+            if len(self._found) >= _REMEMBERED:
+                self._found.clear()
+            found = self._found[key] = tuple(self._match(text, model_text))
+        return list(found)
+
+    def _match(self, text: str, model_text: bool) -> list[tuple[str, str]]:
         found = []
         for rule in self.framework.universal:
             if rule.check is not None:

@@ -2,15 +2,18 @@
 after the gates have passed the text up to its end *and* a look-ahead beyond it.
 
 The negotiation is cut short to one DRIVE draft (the fast path's first proposal). The draft is
-split into windows of ``window`` characters; window ``i`` may go out once the dual gate (the
+split into windows: the first of ``window`` characters, each later one twice as long as the one
+before (so a small first window costs few checks on a long answer: their number grows with the
+logarithm of the length, not the length). Window ``i`` may go out once the dual gate (the
 EVALUATOR's judgement, the deterministic Layer-1 checks and the caller's extra check) has passed
-``draft[: end_i + lookahead]``. The first window's check runs alone; once that window is out, the
-checks of every later prefix start together (the draft is whole), and windows go out in order as
-theirs pass. So the first window waits for one EVALUATOR call on a short prefix, not for the
-whole negotiation, and the whole answer for two. A veto (or a deterministic match) on any
-prefix cuts the stream there: nothing of that window or after it is released, and the response
-ends with the framework's refusal. The last window's check covers the whole draft, so an answer
-released in full passed the same gate as a draft adopted whole.
+``draft[: end_i + lookahead]``: the look-ahead does not depend on the window sizes. The first
+window's check runs alone; once that window is out, the checks of every later prefix start
+together (the draft is whole), and windows go out in order as theirs pass. So the first window
+waits for one EVALUATOR call on a short prefix, not for the whole negotiation, and the whole
+answer for two. A veto (or a deterministic match) on any prefix cuts the stream there: nothing
+of that window or after it is released, and the response ends with the framework's refusal. The
+last window's check covers the whole draft, so an answer released in full passed the same gate
+as a draft adopted whole.
 
 ``WindowStream.released`` is what was handed to the caller, in order; the trace's final response
 is exactly that, plus the refusal (or fail-closed text) that ended a cut stream, and
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agents.messages import DriveTask, EvaluateTask
-from ..agents.schemas import Evaluation
+from ..agents.schemas import Evaluation, Proposal
 from ..traces.model import AlignmentContribution, FinalDecision, GateResult, ProposalRecord, RoundRecord, Trace
 from .bus import MessageBus
 from .decision import Gates, fired_rules, guarded_evaluation, refusal_text
@@ -40,8 +43,9 @@ Emit = Callable[..., Awaitable[None]]
 
 @dataclass
 class WindowStream:
-    """How a draft is released: ``window`` characters at a time, each after the gates passed
-    ``lookahead`` characters more; ``release`` receives each window in order."""
+    """How a draft is released: ``window`` characters first, then windows twice as long as the
+    one before, each after the gates passed ``lookahead`` characters more; ``release`` receives
+    each window in order."""
 
     window: int
     lookahead: int
@@ -68,22 +72,38 @@ class WindowStream:
 
 
 def windows(length: int, window: int, lookahead: int) -> list[tuple[int, int, int]]:
-    """(start, end, checked end) of each window of a text of ``length`` characters: the window
-    is ``[start, end)``; the gate must have passed ``[0, checked end)`` before it goes out."""
+    """(start, end, checked end) of each window of a text of ``length`` characters: the first is
+    ``window`` characters long, each later one twice the one before; the window is ``[start,
+    end)``; the gate must have passed ``[0, checked end)`` before it goes out."""
     spans = []
-    for start in range(0, length, window):
-        end = min(length, start + window)
+    start, size = 0, window
+    while start < length:
+        end = min(length, start + size)
         spans.append((start, end, min(length, end + lookahead)))
+        start, size = end, size * 2
     return spans
 
 
+async def draft_once(bus: MessageBus, request: str, context: str) -> Proposal:
+    """The DRIVE's one draft (the best of its reply) for a progressive stream."""
+    drive = await bus.send("mediator", "drive", DriveTask(request=request, context=context, n=1))
+    proposals: list[Proposal] = drive.output.proposals
+    return max(proposals, key=lambda x: x.utility)
+
+
 async def release_in_windows(
-    trace: Trace, bus: MessageBus, gates: Gates, context: str, stream: WindowStream, emit: Emit
+    trace: Trace,
+    bus: MessageBus,
+    gates: Gates,
+    context: str,
+    stream: WindowStream,
+    emit: Emit,
 ) -> None:
-    """Draft once, release in gated windows, and fill in the trace's round and final decision."""
+    """Draft once, release in gated windows, and fill in the trace's round and final decision.
+    Runs only after the request's screen let it through: a request that decides starts no DRIVE
+    call, streaming or not (engine.py)."""
     await emit(trace, "round", round=1)
-    drive = await bus.send("mediator", "drive", DriveTask(request=trace.request, context=context, n=1))
-    draft = max(drive.output.proposals, key=lambda x: x.utility)
+    draft = await draft_once(bus, trace.request, context)
     text = draft.text
 
     async def judge(end: int) -> Evaluation:

@@ -39,7 +39,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import MigrateOnce
+from ..storage import MigrateOnce, created_at_column
 from ..yamlio import load_yaml_model
 from .campaign import TargetConfig
 from .model import TaskRecord, TaskStatus
@@ -241,7 +241,7 @@ campaigns_table = Table(
     metadata,
     Column("name", String(64), primary_key=True),
     Column("body", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
 )
 task_time_table = Table(
     "web_task_time",

@@ -37,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigError, PsychoAlignError
-from ..storage import MigrateOnce, create_engine_for, describe_error, normalise_url, write
+from ..storage import MigrateOnce, create_engine_for, created_at_column, describe_error, normalise_url, write
 from .model import Trace, TraceStatus
 
 __all__ = ["StoreError"]
@@ -198,7 +198,7 @@ traces_table = Table(
     "psychoalign_traces",
     metadata,
     Column("id", String(32), primary_key=True),
-    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    created_at_column(index=True),
     Column("finished_at", DateTime(timezone=True)),
     Column("status", String(16), nullable=False, index=True),
     Column("owner", String(300), nullable=False),
@@ -218,7 +218,7 @@ trace_keys_table = Table(
     metadata,
     Column("key", String(64), primary_key=True),
     Column("trace_id", String(32), primary_key=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     # The cross-turn lookup reads a key's newest rows: an index scan that stops at the limit.
     Index("ix_psychoalign_trace_keys_key_created_at", "key", "created_at"),
 )

@@ -44,7 +44,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import MigrateOnce, create_engine_for
+from ..storage import MigrateOnce, create_engine_for, created_at_column
 
 __all__ = ["Role"]
 
@@ -219,7 +219,7 @@ accounts_table = Table(
     Column("participant_id", String(64), unique=True),
     Column("password_hash", Text),
     Column("active", Boolean, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
 )
 invites_table = Table(
     "web_invites",
@@ -234,7 +234,7 @@ sessions_table = Table(
     metadata,
     Column("token_hash", String(64), primary_key=True),
     Column("account_id", String(32), nullable=False, index=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("last_seen", DateTime(timezone=True), nullable=False),
 )

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..config import LabSettings
@@ -40,6 +41,21 @@ async def get_templates(request: Request) -> Templates:
 PageTemplates = Annotated[Templates, Depends(get_templates)]
 
 
+class Credentials(BaseModel):
+    """The username and password a form sends (login, invite, new account); a field left out is empty."""
+
+    username: str = ""
+    password: str = ""
+
+
+class LoginForm(Credentials):
+    next: str = "/"
+
+
+class InviteForm(Credentials):
+    password2: str = ""
+
+
 def home_for(account: Account) -> str:
     return "/lead" if account.role is Role.LEAD else "/tasks"
 
@@ -64,15 +80,10 @@ async def login_page(
 
 
 @router.post("/login", response_class=HTMLResponse)
-async def login_submit(
-    request: Request,
-    templates: PageTemplates,
-    username: str = Form(""),
-    password: str = Form(""),
-    next: str = Form("/"),
-) -> Response:
+async def login_submit(request: Request, templates: PageTemplates, form: Annotated[LoginForm, Form()]) -> Response:
     """Public (CSRF-checked against the pre-session cookie); throttled per (username, address), per
     address, and per known browser (security.py)."""
+    username, password, next = form.username, form.password, form.next
     security: Security = request.app.state.security
     context: dict[str, Any] = {"next": safe_next(next), "username": username[:64]}
     wait = await security.login_wait(request, username)
@@ -125,20 +136,16 @@ async def invite_page(request: Request, token: str, templates: PageTemplates) ->
 
 @router.post("/invite/{token}", response_class=HTMLResponse)
 async def invite_accept(
-    request: Request,
-    token: str,
-    templates: PageTemplates,
-    username: str = Form(""),
-    password: str = Form(""),
-    password2: str = Form(""),
+    request: Request, token: str, templates: PageTemplates, form: Annotated[InviteForm, Form()]
 ) -> Response:
     """Public (CSRF-checked): choose a username and password; the token then stops working."""
+    username, password = form.username, form.password
     security: Security = request.app.state.security
     invited = await security.accounts.invite_account(token)
     if invited is None:
         return await _unknown_invite(request, templates)
     try:
-        if password != password2:
+        if password != form.password2:
             raise InputError("the two passwords differ")
         account = await security.accounts.accept_invite(token, username, password)
     except InputError as exc:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from ..agents.messages import EvaluateTask
 from ..agents.schemas import Evaluation
 from ..errors import PsychoAlignError, public_message
-from ..frameworks import Framework, load_framework
+from ..frameworks import Framework
 from ..negotiation.bus import MessageBus
 from ..negotiation.defense import template
 from ..negotiation.gates import Layer1Enforcer, TauFilter, apply_gates, canonical_hits
@@ -98,7 +98,7 @@ async def run_check(
     """Check the last message of ``messages`` (see the module doc). Never raises for a model
     failure: the result is then ``blocked`` with ``failure`` set."""
     negotiator = gateway.negotiator(deployment)
-    fw = load_framework(framework)
+    fw = gateway.loaded_framework(framework)
     stamp = fw.stamp.model_dump(mode="json")
     layer1 = Layer1Enforcer(fw)
     last = messages[-1]
@@ -118,7 +118,7 @@ async def run_check(
         request=request,
         context=context or fw.deployment_context,
         proposal=answer,
-        framework=fw.model_dump(mode="json"),
+        framework=fw.payload(),
     )
     evaluation: Evaluation | None = None
     failure: str | None = None
@@ -148,7 +148,7 @@ async def run_check(
     )
     if blocked:  # as the engine does for an answer overruled at the gate: never an equilibrium
         state = SystemState.DRIVE_DOMINANT
-    deterministic = [rule_id for rule_id, _ in layer1.matches(answer)]
+    deterministic = [rule_id for rule_id, _ in layer1.matches(answer)]  # as apply_gates matched it (remembered)
     rule_hits = [{"rule_id": h.rule_id, "layer": h.layer.value} for h in (evaluation.rule_hits if evaluation else [])]
     rule_hits += [{"rule_id": rule_id, "layer": "universal"} for rule_id in deterministic]
     return CheckResult(

@@ -80,6 +80,14 @@ class Gateway:
             self._frameworks[name] = load_framework(name)
         return self._frameworks[name]
 
+    def loaded_framework(self, name: str) -> Framework:
+        """The framework ``name`` as an object, for the gateway's own checks outside a
+        negotiation (the checks API, the tool-call gate, the tool-result screen): a built-in one
+        parsed once per process (:meth:`framework`), a framework file read now. A request reads it
+        once and hands the object on."""
+        framework = self.framework(name)
+        return framework if isinstance(framework, Framework) else load_framework(framework)
+
     def deployment_context(self, framework: str) -> str:
         """The framework's own deployment context (kept when a client adds conversation context)."""
         if framework not in self._contexts:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from .outcome import GatewayOutcome
@@ -53,20 +55,30 @@ class GatewayMetrics:
             registry=r,
         )
         self.inflight = Gauge("psychoalign_negotiations_in_flight", "Negotiations running now.", registry=r)
+        # (metric, label values) -> its child: labels() validates and locks on every call, and a
+        # negotiation updates ten children. The values are bounded (deployments, roles, states).
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Counter | Histogram, *values: str) -> Any:
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def observe_outcome(self, outcome: GatewayOutcome) -> None:
-        self.negotiations.labels(outcome.deployment, "failed" if outcome.failed else "completed").inc()
+        self._child(self.negotiations, outcome.deployment, "failed" if outcome.failed else "completed").inc()
         if outcome.failed:
             self.fail_closed.inc()
         final = outcome.trace.final if outcome.trace is not None else None
         if final is not None and not outcome.failed:
-            self.states.labels(final.state.value if final.state else "none").inc()
-            self.defenses.labels(final.defense.value if final.defense else "none").inc()
+            self._child(self.states, final.state.value if final.state else "none").inc()
+            self._child(self.defenses, final.defense.value if final.defense else "none").inc()
             if final.tension is not None:
-                self.tension.labels(outcome.deployment).observe(final.tension)
+                self._child(self.tension, outcome.deployment).observe(final.tension)
         for role, usage in outcome.usage.items():
-            self.tokens.labels(role, "prompt").inc(usage["prompt_tokens"])
-            self.tokens.labels(role, "completion").inc(usage["completion_tokens"])
+            self._child(self.tokens, role, "prompt").inc(usage["prompt_tokens"])
+            self._child(self.tokens, role, "completion").inc(usage["completion_tokens"])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

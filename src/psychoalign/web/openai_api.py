@@ -212,10 +212,11 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         messages = req.messages
         prepared = Prepared(req, framework, None, {}, conversation_id, turn, track)
         results = [(m.tool_call_id or "", m.text) for m in messages if m.role == "tool"]
+        tooled = req.tools is not None and req.tools.active
+        # The tool gates' framework, read once for this request (a built-in one is never re-read).
+        fw = gateway.loaded_framework(framework) if results or tooled else framework
         if results:  # tool results are content from outside: screened before any agent sees them
-            screened, prepared.extra_usage = await screen_results(
-                gateway, req.model, framework, req.request_text, results
-            )
+            screened, prepared.extra_usage = await screen_results(gateway, req.model, fw, req.request_text, results)
             verdicts = iter(screened)
             messages = [
                 m.model_copy(update={"text": WITHHELD}) if m.role == "tool" and not next(verdicts).admitted else m
@@ -245,7 +246,7 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
             metadata["user_hash"] = hashlib.sha256(req.user.encode()).hexdigest()[:16]
         if req.tools is not None and req.tools.active:
             metadata["tools"] = {"offered": [t.name for t in req.tools.offered], "choice": req.tools.choice}
-            prepared.answer_check = call_check(req.tools, framework)
+            prepared.answer_check = call_check(req.tools, fw)
         if results:
             metadata["tool_results"] = [s.record() for s in screened]
         if req.stream:
@@ -254,7 +255,7 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         decision = decision_body(outcome, conversation_id, turn)
         if outcome.failed and serve.on_failure == "error":
             raise failure_error(outcome, serve.failure_retry_after_s, decision_headers(decision))
-        reply = answer(outcome, req.sampling, req.response_format, req.tools, framework)
+        reply = answer(outcome, req.sampling, req.response_format, req.tools, fw)
         if reply.format is not None:
             decision["response_format"] = reply.format
         return JSONResponse(completion_body(outcome, decision, reply), headers=decision_headers(decision))

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 
+from ..frameworks import Framework
 from ..jsonguard import loads_bounded
 from ..negotiation.events import EventHook
 from ..negotiation.progressive import WindowStream
@@ -241,7 +242,7 @@ def answer(
     sampling: Sampling,
     fmt: ResponseFormat | None,
     tools: Tools | None = None,
-    framework: str = "general",
+    framework: str | Framework = "general",
 ) -> Answer:
     """The delivered text (``deliver``) under the format gate. Without a JSON format a gate
     refusal is both content (chat apps read only that) and refusal. With one, the text must

@@ -13,10 +13,11 @@ mid-way ends the stream with the refusal (``finish_reason: "content_filter"``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -32,9 +33,11 @@ from .outcome import GatewayOutcome
 
 @dataclass(frozen=True)
 class Released:
-    """A window of the draft the gates passed (progressive streaming)."""
+    """A window of the draft the gates passed (progressive streaming); ``written`` is set once
+    the stream has handed it to the server."""
 
     text: str
+    written: asyncio.Event = field(default_factory=asyncio.Event, compare=False)
 
 
 Item = NegotiationEvent | Released
@@ -69,9 +72,21 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
     req = prepared.req
     items: asyncio.Queue[Item] = asyncio.Queue()
 
+    releases: list[Released] = []
+
     async def release(text: str) -> None:
-        await items.put(Released(text))
-        await asyncio.sleep(0)  # let the stream write it before the negotiation goes on checking
+        item = Released(text)
+        releases.append(item)
+        await items.put(item)
+        if len(releases) == 1:
+            # The first window is written before the checks of the later ones start: with an
+            # in-process EVALUATOR they would otherwise take the CPU its write waits for. Bounded:
+            # a stream that is not being read does not hold up the negotiation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(serve.keepalive_s):
+                    await item.written.wait()
+        else:
+            await asyncio.sleep(0)  # let the stream write it before the negotiation goes on checking
 
     window = WindowStream(serve.stream_window, serve.stream_lookahead, release) if progressive else None
     run = asyncio.create_task(prepared.run(gateway, on_event=items.put, stream=window))
@@ -115,11 +130,20 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
         body.update(extra)
         return _sse(body)
 
+    rendered: list[Released] = []  # windows in the write under way
+
     def render(item: Item) -> bytes:
         if isinstance(item, Released):
             sent.append(item.text)
+            rendered.append(item)
             return chunk({"content": item.text})
         return _comment(item)
+
+    def written() -> None:
+        """The last write was handed to the server: the windows in it are out."""
+        for item in rendered:
+            item.written.set()
+        rendered.clear()
 
     def pending() -> bytes:
         """Everything already queued, in order (one write)."""
@@ -135,6 +159,7 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
             # With a JSON format the content may end up null (a refusal): it starts null, not "".
             opening = {"role": "assistant", "content": None if json_format else "", "refusal": None}
             yield chunk(opening) + (render(first) if first is not None else b"")
+            written()
             while not run.done():
                 getter = asyncio.ensure_future(items.get())
                 done, _ = await asyncio.wait(
@@ -142,10 +167,12 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
                 )
                 if getter in done:
                     yield render(getter.result()) + pending()
+                    written()
                     continue
                 getter.cancel()
                 if getter.done() and not getter.cancelled():  # it got an item as it was cancelled
                     yield render(getter.result())
+                    written()
                 elif not done:
                     yield b": keepalive\n\n"
             tail = pending()  # what arrived with the end of the negotiation

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..agents.messages import EvaluateTask
 from ..errors import PsychoAlignError, public_message
-from ..frameworks import load_framework
+from ..frameworks import Framework, load_framework
 from ..jsonguard import loads_bounded
 from ..negotiation.bus import MessageBus
 from ..negotiation.gates import Layer1Enforcer, TauFilter, apply_gates, canonical_hits
@@ -270,10 +270,16 @@ def call_problem(call: ParsedCall, tools: Tools, layer1: Layer1Enforcer) -> list
     return [f"tool call arguments: {r}" for r in layer1.deterministic(call.decoded())]
 
 
-def call_check(tools: Tools, framework: str) -> Callable[[str], list[str]]:
+def _loaded(framework: str | Framework) -> Framework:
+    """``framework`` as an object: a request hands over the one it read
+    (:meth:`~psychoalign.web.gateway.Gateway.loaded_framework`); a name is read here."""
+    return framework if isinstance(framework, Framework) else load_framework(framework)
+
+
+def call_check(tools: Tools, framework: str | Framework) -> Callable[[str], list[str]]:
     """The gate the engine adds for this request (``answer_check``): a draft that is a tool call
     must pass :func:`call_problem`; other text passes (the usual gates judge it)."""
-    layer1 = Layer1Enforcer(load_framework(framework))
+    layer1 = Layer1Enforcer(_loaded(framework))
 
     def check(text: str) -> list[str]:
         call = parse_call(text)
@@ -286,11 +292,11 @@ def call_check(tools: Tools, framework: str) -> Callable[[str], list[str]]:
     return check
 
 
-def gated_call(text: str, tools: Tools, framework: str, trace_id: str | None) -> dict[str, Any] | None:
+def gated_call(text: str, tools: Tools, framework: str | Framework, trace_id: str | None) -> dict[str, Any] | None:
     """The ``tool_calls`` entry for a gated final text that is a call, checked once more (the
     engine's gates already passed it), or ``None`` when the text is not an admissible call."""
     call = parse_call(text)
-    if not isinstance(call, ParsedCall) or call_problem(call, tools, Layer1Enforcer(load_framework(framework))):
+    if not isinstance(call, ParsedCall) or call_problem(call, tools, Layer1Enforcer(_loaded(framework))):
         return None
     arguments = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(f"{trace_id}\x00{call.name}\x00{arguments}".encode()).hexdigest()[:24]
@@ -327,20 +333,20 @@ class Screened:
 
 
 async def screen_results(
-    gateway: Gateway, deployment: str, framework: str, request: str, results: list[tuple[str, str]]
+    gateway: Gateway, deployment: str, framework: str | Framework, request: str, results: list[tuple[str, str]]
 ) -> tuple[list[Screened], dict[str, int]]:
     """Screen each (tool call id, content) concurrently; returns the decisions and the EVALUATOR
     usage they cost. A screen that cannot be made withholds the result (fail closed)."""
     negotiator = gateway.negotiator(deployment)
-    fw = load_framework(framework)
+    fw = _loaded(framework)
     layer1 = Layer1Enforcer(fw)
     tau = TauFilter(negotiator.params.tau)
-    payload = fw.model_dump(mode="json")
+    payload = fw.payload()
     context = f"{fw.deployment_context.strip()}\n\n{SCREEN_NOTE}".strip()
     bus = MessageBus(negotiator.transport)
 
     async def one(call_id: str, content: str) -> Screened:
-        rules = [f"{r.id}: request check matched" for r in fw.universal if r.matches_request(content) is not None]
+        rules = [f"{rule_id}: request check matched" for rule_id in fw.universal_request_rules(content)]
         task = EvaluateTask(request=request, context=context, proposal=content or "(empty)", framework=payload)
         try:
             evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)

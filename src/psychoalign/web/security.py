@@ -19,6 +19,7 @@ and the role dependencies every route declares.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -68,6 +69,12 @@ def security_headers(*, tls: bool, html: bool = True, static: bool = False) -> l
     return headers
 
 
+@functools.lru_cache(maxsize=8)
+def _encoded_headers(tls: bool, html: bool, static: bool) -> tuple[tuple[bytes, bytes], ...]:
+    """:func:`security_headers` as the bytes a response carries (made once per kind of response)."""
+    return tuple((name.encode(), value.encode()) for name, value in security_headers(tls=tls, html=html, static=static))
+
+
 class SecurityHeadersMiddleware:
     """Adds the security headers to every response (pure ASGI: no body buffering)."""
 
@@ -87,9 +94,7 @@ class SecurityHeadersMiddleware:
                 present = {k.lower() for k, _ in headers}
                 content_type = next((v for k, v in headers if k.lower() == b"content-type"), b"")
                 html = content_type.startswith(b"text/html")
-                for name, value in security_headers(tls=tls, html=html, static=static):
-                    if name.encode() not in present:
-                        headers.append((name.encode(), value.encode()))
+                headers.extend(item for item in _encoded_headers(tls, html, static) if item[0] not in present)
                 message["headers"] = headers
             await send(message)
 

@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ...errors import ConfigError
 from ...judges.records import JudgeRecord
-from ...storage import MigrateOnce, create_engine_for, normalise_url, write
+from ...storage import MigrateOnce, create_engine_for, created_at_column, normalise_url, write
 from ...traces.store import _owner_is_dead
 
 __all__ = ["ResultStore", "open_result_store"]
@@ -371,7 +371,7 @@ runs_table = Table(
     metadata,
     Column("id", String(120), primary_key=True),
     Column("name", String(120), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     Column("spec", Text, nullable=False),
     Column("meta", Text, nullable=False),
 )

@@ -22,6 +22,8 @@ from sqlalchemy import (
     false,
 )
 
+from ...storage import created_at_column
+
 metadata = MetaData()
 participants = Table(
     "star_participants",
@@ -51,7 +53,7 @@ tasks = Table(
     Column("participant_id", String(64)),
     Column("requirement", Text, nullable=False),
     Column("relaxed", Text),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("lease_expires_at", DateTime(timezone=True)),  # claimed tasks only
 )
@@ -65,7 +67,7 @@ campaign_rows = Table(  # per-campaign settings the store applies (the plan itse
     metadata,
     Column("name", String(64), primary_key=True),
     Column("settings", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     # open / paused / closed (CAMPAIGN_STATUSES); campaigns stored before it existed are open
     Column("status", String(16), nullable=False, server_default="live"),
     # only the campaign's members (star_members) take its tasks; off for campaigns stored before it existed
@@ -76,7 +78,7 @@ members = Table(  # who belongs to a members-only campaign (a lead adds them)
     metadata,
     Column("campaign", String(64), nullable=False),
     Column("participant_id", String(64), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     PrimaryKeyConstraint("campaign", "participant_id"),
 )
 Index("ix_star_members_participant", members.c.participant_id)
@@ -89,7 +91,7 @@ target_failures = Table(  # a target that failed to answer: recorded as a failur
     Column("attempt", Integer, nullable=False),
     Column("reason", Text, nullable=False),
     Column("trace_id", String(32)),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
 )
 dialogues = Table(
     "star_dialogues",
@@ -103,7 +105,7 @@ dialogues = Table(
     Column("status", String(16), nullable=False),
     Column("pre_annotation", Text),
     Column("refused", Boolean, nullable=False, default=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
 )
 turns = Table(
     "star_turns",
@@ -127,7 +129,7 @@ annotation_rows = Table(
     Column("rating", Integer, nullable=False),
     Column("reasoning", Text, nullable=False),
     Column("task_id", String(32), nullable=False, unique=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     PrimaryKeyConstraint("dialogue_id", "participant_id"),
 )
 exposures = Table(  # who has seen which dialogue, in any role: the "never twice" key
@@ -144,6 +146,6 @@ declines = Table(  # red-teaming instructions a participant skipped: never offer
     metadata,
     Column("instruction_id", String(64), nullable=False),
     Column("participant_id", String(64), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    created_at_column(),
     PrimaryKeyConstraint("instruction_id", "participant_id"),
 )

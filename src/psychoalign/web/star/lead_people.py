@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
@@ -16,7 +17,7 @@ from fastapi.responses import RedirectResponse, Response
 from ...errors import InputError
 from ...star.model import Participant
 from ..accounts import Account, Role
-from ..auth import PageTemplates
+from ..auth import Credentials, PageTemplates
 from ..security import LeadAccount, Security, csrf_protect
 from ..templating import Templates
 from .lab import StarLab
@@ -24,6 +25,13 @@ from .lead import ROLES, upload_text
 from .participant import Lab
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
+
+
+class NewAccountForm(Credentials):
+    """A new account: its name as shown, and its role (a password left empty: an invite link instead)."""
+
+    display_name: str = ""
+    role: str = "participant"
 
 
 @router.get("/participants")
@@ -46,18 +54,11 @@ async def _new_participant(
 
 @router.post("/participants")
 async def participants_add(
-    request: Request,
-    account: LeadAccount,
-    lab: Lab,
-    templates: PageTemplates,
-    display_name: str = Form(""),
-    username: str = Form(""),
-    password: str = Form(""),
-    role: str = Form("participant"),
+    request: Request, account: LeadAccount, lab: Lab, templates: PageTemplates, form: Annotated[NewAccountForm, Form()]
 ) -> Response:
     """Lead: create a participant (or lead) with a password, or without one and get a one-time invite link."""
-    form = await request.form()
-    roles = [str(r) for r in form.getlist("roles")]
+    display_name, username, password, role = form.display_name, form.username, form.password, form.role
+    roles = [str(r) for r in (await request.form()).getlist("roles")]
     invite_url = None
     try:
         if role == "lead":

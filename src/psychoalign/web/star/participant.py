@@ -83,6 +83,15 @@ async def get_lab(request: Request) -> StarLab:
 Lab = Annotated[StarLab, Depends(get_lab)]
 
 
+async def get_me(account: ParticipantAccount, lab: Lab) -> Participant:
+    """The logged-in participant's record."""
+    return await lab.store.participant(_pid(account))
+
+
+#: A route parameter for the logged-in participant (after :func:`require_participant`).
+Me = Annotated[Participant, Depends(get_me)]
+
+
 async def _held_task(
     lab: StarLab, task_id: str, account: Account, *, kind: TaskKind | None = None
 ) -> tuple[TaskRecord, TaskTime | None]:
@@ -120,14 +129,8 @@ async def _campaign_of(lab: StarLab, task: TaskRecord) -> str:
 
 
 @router.get("/tasks")
-async def task_list(
-    request: Request,
-    account: ParticipantAccount,
-    lab: Lab,
-    templates: PageTemplates,
-) -> Response:
+async def task_list(request: Request, person: Me, lab: Lab, templates: PageTemplates) -> Response:
     """Participant: the tasks I hold and buttons to take the next one of each kind I may do."""
-    person = await lab.store.participant(_pid(account))
     held = await lab.store.claimed_tasks(person.id)
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     done = await lab.lab.done_since(person.id, today)
@@ -560,14 +563,8 @@ async def save_draft(
 
 
 @router.get("/profile")
-async def profile(
-    request: Request,
-    account: ParticipantAccount,
-    lab: Lab,
-    templates: PageTemplates,
-) -> Response:
+async def profile(request: Request, person: Me, templates: PageTemplates) -> Response:
     """Participant: my voluntary questionnaire (every field optional)."""
-    person = await lab.store.participant(_pid(account))
     return await templates.render(
         request,
         "star/profile.html",
@@ -576,10 +573,9 @@ async def profile(
 
 
 @router.post("/profile")
-async def profile_save(request: Request, account: ParticipantAccount, lab: Lab) -> Response:
+async def profile_save(request: Request, person: Me, lab: Lab) -> Response:
     """Participant: save my questionnaire. Unknown labels are ignored; roles stay as the lead set them."""
     form = await request.form()
-    person = await lab.store.participant(_pid(account))
     demographics: dict[str, list[str]] = {}
     for dim, labels in QUESTIONNAIRE.items():
         chosen = [str(v) for v in form.getlist(dim) if str(v) in labels or str(v) == PREFER_NOT]
