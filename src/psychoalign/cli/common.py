@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import sys
@@ -111,6 +110,7 @@ _T = TypeVar("_T")
 
 def run_closing(open_store: Callable[[], _S], work: Callable[[_S], Awaitable[_T]]) -> _T:
     """Open a store, run ``work`` on it in one event loop and close it whatever happens."""
+    import asyncio  # not at import: `psychoalign --help` runs no event loop
 
     async def go() -> _T:
         store = open_store()

@@ -11,10 +11,9 @@ from typing import Any
 
 import typer
 from rich.text import Text
-from typer.core import TyperCommand, TyperGroup
+from typer.core import HAS_RICH, TyperCommand, TyperGroup
 
 from ..errors import PsychoAlignError
-from ..textio import normalise_text
 from .common import err_console, flag_help_option, reflow_help
 
 __all__ = ["run"]
@@ -127,6 +126,16 @@ class LazyGroup(TyperGroup):
             self.add_command(_LazyCommand(name, help_line))
         flag_help_option(self)
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The help typer draws, without the rich modules it loads for Markdown and tracebacks
+        (:mod:`.roothelp`)."""
+        if HAS_RICH and self.rich_markup_mode == "rich":
+            from . import roothelp  # tables and panels: not needed by --version or a command
+
+            roothelp.format_help(self, ctx)
+        else:
+            super().format_help(ctx, formatter)
+
 
 app = typer.Typer(
     name="psychoalign",
@@ -186,6 +195,8 @@ def run() -> None:
     except PsychoAlignError as exc:
         if debug:
             if exc.detail:  # internal (redacted): what the endpoint or peer said
+                from ..textio import normalise_text
+
                 err_console.print(Text.assemble(("detail: ", "bold"), normalise_text(exc.detail)), soft_wrap=True)
             raise
         hint = f" — {exc.hint}" if exc.hint else ""
@@ -214,4 +225,6 @@ def run() -> None:
 def _error_line(message: str) -> None:
     """One error line; text that came from input (argv, files) may hold lone surrogates, which
     cannot be printed as UTF-8."""
+    from ..textio import normalise_text  # not at import: `psychoalign --help` prints no error
+
     err_console.print(Text.assemble(("error: ", "bold red"), normalise_text(message)), soft_wrap=True)
