@@ -169,6 +169,25 @@ def test_no_help_shows_a_value_type_beside_a_flag() -> None:
         assert "<bool>" not in out.output, (path, [line for line in out.output.splitlines() if "<bool>" in line])
 
 
+def test_named_experiments_help_reads_like_every_other_command() -> None:
+    """``experiment run NAME`` builds the named experiment's command on the fly: its help takes
+    ``-h`` and shows flags as flags, as the commands the walk above reaches do."""
+    from typer.testing import CliRunner
+
+    from psychoalign.cli.experiment import experiment_registry
+    from psychoalign.cli.main import app
+
+    names = sorted(experiment_registry().commands)
+    assert names  # boundary, h1, ...
+    runner = CliRunner()
+    for name in names:
+        for flag in ("-h", "--help"):
+            out = runner.invoke(app, ["experiment", "run", name, flag], env={"COLUMNS": "160"})
+            assert out.exit_code == 0, (name, flag, out.output)
+            assert f"psychoalign experiment run {name}" in out.output
+            assert "<bool>" not in out.output, (name, [line for line in out.output.splitlines() if "<bool>" in line])
+
+
 # -- progress bars and stray output ----------------------------------------------------------------
 
 #: What rich draws a bar with (a filled or empty cell of BarColumn).

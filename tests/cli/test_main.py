@@ -46,11 +46,12 @@ def test_the_command_list_shows_each_commands_own_help_line() -> None:
 
 def test_help_and_version_load_no_command_module() -> None:
     """`psychoalign --help` and `--version` import the command table only: no sub-command
-    module and none of the libraries the commands use (start-up time)."""
+    module and none of the libraries the commands use (start-up time). Nor typer's help module,
+    which loads Markdown, Pygments and rich's tracebacks (cli/roothelp.py draws the root help)."""
     ours = {"psychoalign", "psychoalign.errors", "psychoalign.lazy", "psychoalign.textio", "psychoalign.cli"}
-    ours |= {"psychoalign.cli.main", "psychoalign.cli.common"}
+    ours |= {"psychoalign.cli.main", "psychoalign.cli.common", "psychoalign.cli.roothelp"}
     heavy = ("sqlalchemy", "numpy", "scipy", "pandas", "matplotlib", "torch", "llama_cpp", "aiohttp", "fastapi")
-    heavy += ("pydantic", "httpx", "a2a", "yaml")
+    heavy += ("pydantic", "httpx", "a2a", "yaml", "asyncio", "markdown_it", "pygments", "attr")
     for flag in ("--help", "--version"):
         out = subprocess.run(
             [sys.executable, "-X", "importtime", "-m", "psychoalign", flag],
@@ -65,6 +66,7 @@ def test_help_and_version_load_no_command_module() -> None:
         }
         assert {m for m in loaded if m.startswith("psychoalign")} <= ours, flag
         assert not {m for m in loaded if m.split(".")[0] in heavy}, flag
+        assert "typer.rich_utils" not in loaded, flag
 
 
 def test_version_prints_the_installed_version() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -110,6 +110,7 @@ _T = TypeVar("_T")
 
 def run_closing(open_store: Callable[[], _S], work: Callable[[_S], Awaitable[_T]]) -> _T:
     """Open a store, run ``work`` on it in one event loop and close it whatever happens."""
+    import asyncio  # not at import: `psychoalign --help` runs no event loop
 
     async def go() -> _T:
         store = open_store()
@@ -147,3 +148,32 @@ def print_pairs(title: str, columns: tuple[str, str], pairs: Mapping[str, str]) 
 def safe(text: str) -> Text:
     """Model output is untrusted: render it literally, never as rich markup."""
     return Text(text)
+
+
+def reflow_help(command: Any) -> None:
+    """Help as rich should lay it out: the lines of each help paragraph joined (rich keeps a
+    docstring's line breaks, which then cut sentences wherever the terminal is wider), and no
+    value type shown for a flag."""
+    if command.help:
+        paragraphs = inspect.cleandoc(command.help).split("\n\n")
+        command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+    for param in command.params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""  # a flag takes no value: show no "<bool>" beside it
+    flag_help_option(command)
+    for sub in getattr(command, "commands", {}).values():
+        reflow_help(sub)
+
+
+def flag_help_option(command: Any) -> None:
+    """``--help`` is a flag too, but it is not in ``params``: the framework makes it on first use
+    (from the context's option names), so it gets no value type only then."""
+    make = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = make(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = get_help_option

@@ -18,7 +18,17 @@ from rich.table import Table
 
 from ..config import Settings
 from ..errors import ConfigError, InputError
-from .common import ConfigOpt, JsonOpt, emit_json, err_console, out_console, print_wide, safe, settings_from
+from .common import (
+    ConfigOpt,
+    JsonOpt,
+    emit_json,
+    err_console,
+    out_console,
+    print_wide,
+    reflow_help,
+    safe,
+    settings_from,
+)
 
 # The harness (SQLAlchemy, numpy, the benchmarks) is imported inside the commands: `--help` never loads it.
 if TYPE_CHECKING:
@@ -109,9 +119,12 @@ def _run_named(registry: Registry, name: str, ctx: typer.Context, common: dict[s
     for key, flag in (*forwarded, ("store_url", "--store")):
         if common.get(key) is not None and key in params:
             args += [flag, str(common[key])]
-    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    sub = typer.Typer(
+        add_completion=False, pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]}
+    )
     sub.command(name=name, help=entry.help)(entry.command)
     command = typer.main.get_command(sub)
+    reflow_help(command)  # as every other command's help: flags without "<bool>"
     command.main(args=[*args, *ctx.args], prog_name=f"psychoalign experiment run {name}", standalone_mode=False)
 
 

@@ -4,7 +4,6 @@ libraries they need). To add a command, add a row to :data:`COMMANDS`."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from importlib import import_module
@@ -12,11 +11,10 @@ from typing import Any
 
 import typer
 from rich.text import Text
-from typer.core import TyperCommand, TyperGroup
+from typer.core import HAS_RICH, TyperCommand, TyperGroup
 
 from ..errors import PsychoAlignError
-from ..textio import normalise_text
-from .common import err_console
+from .common import err_console, flag_help_option, reflow_help
 
 __all__ = ["run"]
 
@@ -103,37 +101,8 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
         command = typer.main.get_command(single)
     assert isinstance(command, TyperCommand | TyperGroup)
     command.name = name
-    _reflow(command)
+    reflow_help(command)
     return command
-
-
-def _reflow(command: Any) -> None:
-    """Help as rich should lay it out: the lines of each help paragraph joined (rich keeps a
-    docstring's line breaks, which then cut sentences wherever the terminal is wider), and no
-    value type shown for a flag."""
-    if command.help:
-        paragraphs = inspect.cleandoc(command.help).split("\n\n")
-        command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
-    for param in command.params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""  # a flag takes no value: show no "<bool>" beside it
-    _flag_help_option(command)
-    for sub in getattr(command, "commands", {}).values():
-        _reflow(sub)
-
-
-def _flag_help_option(command: Any) -> None:
-    """``--help`` is a flag too, but it is not in ``params``: the framework makes it on first use
-    (from the context's option names), so it gets no value type only then."""
-    make = command.get_help_option
-
-    def get_help_option(ctx: Any) -> Any:
-        option = make(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
-
-    command.get_help_option = get_help_option
 
 
 class _LazyCommand(TyperCommand):
@@ -155,7 +124,17 @@ class LazyGroup(TyperGroup):
         super().__init__(**attrs)
         for name, (_, help_line) in COMMANDS.items():
             self.add_command(_LazyCommand(name, help_line))
-        _flag_help_option(self)
+        flag_help_option(self)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The help typer draws, without the rich modules it loads for Markdown and tracebacks
+        (:mod:`.roothelp`)."""
+        if HAS_RICH and self.rich_markup_mode == "rich":
+            from . import roothelp  # tables and panels: not needed by --version or a command
+
+            roothelp.format_help(self, ctx)
+        else:
+            super().format_help(ctx, formatter)
 
 
 app = typer.Typer(
@@ -216,6 +195,8 @@ def run() -> None:
     except PsychoAlignError as exc:
         if debug:
             if exc.detail:  # internal (redacted): what the endpoint or peer said
+                from ..textio import normalise_text
+
                 err_console.print(Text.assemble(("detail: ", "bold"), normalise_text(exc.detail)), soft_wrap=True)
             raise
         hint = f" — {exc.hint}" if exc.hint else ""
@@ -244,4 +225,6 @@ def run() -> None:
 def _error_line(message: str) -> None:
     """One error line; text that came from input (argv, files) may hold lone surrogates, which
     cannot be printed as UTF-8."""
+    from ..textio import normalise_text  # not at import: `psychoalign --help` prints no error
+
     err_console.print(Text.assemble(("error: ", "bold red"), normalise_text(message)), soft_wrap=True)
