@@ -86,6 +86,10 @@ class CallMeter:
         }
 
 
+#: The :class:`Backend` flags by which callers decide what to ask a model.
+ABILITIES = ("rates_numbers", "judges_requests", "deterministic")
+
+
 class MeteredBackend(Backend):
     """Wraps a shared backend and reports each attempt to one :class:`CallMeter`."""
 
@@ -97,8 +101,11 @@ class MeteredBackend(Backend):
         self.meter = meter
         self.name = inner.name  # type: ignore[misc]  # labels read like the wrapped backend
         # Callers decide what to ask by the model's abilities: a metered embedded model must still
-        # be asked for plain text, not for self-ratings (docs/embedded.md).
-        self.rates_numbers = inner.rates_numbers  # type: ignore[misc]
+        # be asked for plain text, not for self-ratings (docs/embedded.md), and a metered classifier
+        # must still screen requests before any draft and skip re-judging a text it passed, as it
+        # does outside an experiment (without them a cell ran a system that no deployment runs).
+        for ability in ABILITIES:
+            setattr(self, ability, getattr(inner, ability))
 
     @property
     def model_name(self) -> str:
