@@ -46,7 +46,15 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
 
-__all__ = ["MigrateOnce", "create_engine_for", "created_at_column", "describe_error", "normalise_url", "write"]
+__all__ = [
+    "MigrateOnce",
+    "create_engine_for",
+    "created_at_column",
+    "describe_error",
+    "normalise_url",
+    "sqlite_file",
+    "write",
+]
 
 #: How long a SQLite writer waits for the lock held by another connection or process.
 BUSY_TIMEOUT_MS = 30_000
@@ -70,23 +78,31 @@ def created_at_column(**kwargs: Any) -> Column[Any]:
     return Column("created_at", DateTime(timezone=True), nullable=False, **kwargs)
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite store URL names; None for another database or an in-memory one."""
+    for prefix in ("sqlite+aiosqlite:///", "sqlite:///"):
+        if url.startswith(prefix):
+            path = url.removeprefix(prefix).split("?", 1)[0]
+            return Path(path).expanduser() if path and path != ":memory:" else None
+    return None
+
+
 def normalise_url(url: str) -> str:
     """Accept plain SQLAlchemy URLs and pick the async drivers we ship; create SQLite's directory."""
     if url.startswith("sqlite:///"):
         url = "sqlite+aiosqlite:///" + url.removeprefix("sqlite:///")
     elif url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+asyncpg://" + url.split("://", 1)[1]
-    if url.startswith("sqlite+aiosqlite:///"):
-        path = url.removeprefix("sqlite+aiosqlite:///").split("?", 1)[0]
-        if path and path != ":memory:":
-            folder = Path(path).expanduser().parent
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot create the folder {folder} for the SQLite store: {exc.strerror or type(exc).__name__}",
-                    hint="check store_url (or --store): a sqlite:/// path in a writable folder",
-                ) from None
+    path = sqlite_file(url)
+    if path is not None:
+        folder = path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the folder {folder} for the SQLite store: {exc.strerror or type(exc).__name__}",
+                hint="check store_url (or --store): a sqlite:/// path in a writable folder",
+            ) from None
     return url
 
 

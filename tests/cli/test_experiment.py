@@ -247,3 +247,18 @@ def test_cli_limit_flags_stop_the_run_in_one_line_and_a_higher_limit_resumes_it(
     assert data["status"]["done"] == 6 and data["run"]["stopped"] is None
     bad = cli("experiment", "run", str(spec_file), "--max-errors", "2.5", "-c", str(config))
     assert bad.returncode == 2 and "--max-errors" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("command", [("status",), ("report", "r1"), ("cells", "r1"), ("view", "r1")])
+def test_reading_commands_on_a_missing_sqlite_store_say_so_and_create_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A read-only command given a store that does not exist is an error naming it; before, opening
+    it created an empty database (and its folder) and ``status`` printed an empty table, exit 0."""
+    from tests.cli.test_main import cli
+
+    missing = tmp_path / "nowhere" / "results.db"
+    res = cli("experiment", *command, "--store", f"sqlite:///{missing}")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"no result store at {missing}" in res.stderr and "--store" in res.stderr
+    assert not missing.parent.exists()

@@ -91,10 +91,21 @@ class _ProgressBar:
         self._bar.stop()
 
 
-def _store(settings: Settings, url: str | None) -> ResultStore:
+def _store(settings: Settings, url: str | None, *, existing: bool = False) -> ResultStore:
+    """The result store; ``existing`` for commands that only read runs: a SQLite file that is not
+    there is an error (opening it would create an empty store and report that nothing ran)."""
     from ..experiments.harness.store import open_result_store
+    from ..storage import sqlite_file
 
-    return open_result_store(url or settings.effective_store_url())
+    url = url or settings.effective_store_url()
+    path = sqlite_file(url) if existing else None
+    if path is not None and not path.exists():
+        raise InputError(
+            f"no result store at {path}: no experiment has run with it",
+            hint="pass --store with the store a run wrote to (see store_url in `psychoalign config show`), "
+            "or start one with `psychoalign experiment run SPEC`",
+        )
+    return open_result_store(url)
 
 
 def _parse_shard(shard: str | None) -> tuple[int, int]:
@@ -527,7 +538,7 @@ def status(
     settings = settings_from(config)
 
     async def go() -> list[dict[str, Any]]:
-        store = _store(settings, store_url)
+        store = _store(settings, store_url, existing=True)
         try:
             runs = await store.list_runs()
             if run_id is not None:
@@ -584,7 +595,7 @@ def report(
     settings = settings_from(config)
 
     async def go() -> dict[str, Any]:
-        store = _store(settings, store_url)
+        store = _store(settings, store_url, existing=True)
         try:
             run_record = await store.get_run(run_id)
             if run_record is None:
@@ -628,7 +639,7 @@ def cells(
     query = CellQuery(systems=_csv(system), benchmarks=_csv(benchmark), statuses=[status_] if status_ else None)
 
     async def go() -> list[dict[str, Any]]:
-        store = _store(settings, store_url)
+        store = _store(settings, store_url, existing=True)
         try:
             run_record, chosen = await read_cells(store, run_id, query)
             try:
@@ -688,7 +699,7 @@ def view(
     url = store_url or settings.effective_store_url()
 
     async def find() -> str | None:
-        store = _store(settings, url)
+        store = _store(settings, url, existing=True)
         try:
             if run_id is None:
                 return None
@@ -704,7 +715,7 @@ def view(
     bound = int(sock.getsockname()[1])
     serve = settings.serve.model_copy(update={"host": host, "port": bound, "cors_origins": [], "public_url": None})
     source = ExperimentSource(
-        _store(settings, url), open_store(url), experiment_registry(), settings.experiments.data_dir
+        _store(settings, url, existing=True), open_store(url), experiment_registry(), settings.experiments.data_dir
     )
     app = create_viewer_app(source, serve, run_id=chosen)
     shown = f"[{host}]" if ":" in host else host
