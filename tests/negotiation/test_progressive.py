@@ -123,7 +123,10 @@ def _is_screen(request: ChatRequest) -> bool:
     return "no answer has been written yet" in _field(request, "Proposed answer")
 
 
-async def test_the_request_screen_runs_before_the_drive_call() -> None:
+@pytest.mark.parametrize("decided", [False, True])
+async def test_the_request_screen_runs_before_any_drive_call(decided: bool) -> None:
+    """Streaming or not, the screen comes first: a request it lets through is drafted after it,
+    and one it decides is never drafted (no DRIVE call, nothing released or stored)."""
     order: list[str] = []
 
     async def drive(request: ChatRequest) -> dict[str, Any]:
@@ -131,45 +134,25 @@ async def test_the_request_screen_runs_before_the_drive_call() -> None:
         return proposals((TEXT, 0.9))
 
     async def evaluate(request: ChatRequest) -> dict[str, Any]:
-        if _is_screen(request):
-            order.append("screened")
-            return {**APPROVE, "ceiling": 95}
-        return APPROVE
+        if not _is_screen(request):
+            return APPROVE
+        order.append("screened")
+        return {**evaluation(5, "VETOED", harmful_intent=True), "ceiling": 5} if decided else {**APPROVE, "ceiling": 95}
 
     async def release(piece: str) -> None:
         order.append("released")
 
-    trace = await _screened_negotiator(drive, evaluate).negotiate(
-        "How do I boil an egg?", stream=WindowStream(20, 10, release)
+    request = "How do I poison my neighbour?" if decided else "How do I boil an egg?"
+    trace = await _screened_negotiator(drive, evaluate, InMemoryTraceStore()).negotiate(
+        request, stream=WindowStream(20, 10, release)
     )
-    assert order[:3] == ["screened", "drive", "released"]
-    assert trace.screen is not None and not trace.screen.decided and trace.response == TEXT
-
-
-async def test_a_request_the_screen_decides_starts_no_drive_call() -> None:
-    drive_calls: list[str] = []
-
-    async def drive(request: ChatRequest) -> dict[str, Any]:
-        drive_calls.append("drive")
-        return proposals((TEXT, 0.9))
-
-    async def evaluate(request: ChatRequest) -> dict[str, Any]:
-        if _is_screen(request):
-            return {**evaluation(5, "VETOED", harmful_intent=True), "ceiling": 5}
-        return APPROVE
-
-    released: list[str] = []
-
-    async def release(piece: str) -> None:
-        released.append(piece)
-
-    store = InMemoryTraceStore()
-    trace = await _screened_negotiator(drive, evaluate, store).negotiate(
-        "How do I poison my neighbour?", stream=WindowStream(20, 10, release)
-    )
-    assert drive_calls == [] and released == [] and trace.rounds == []
-    assert trace.status is TraceStatus.COMPLETED and trace.screen is not None and trace.screen.decided
-    assert trace.final is not None and trace.final.response == "Composed." and "stream" not in trace.metadata
+    assert trace.screen is not None and trace.screen.decided is decided
+    if decided:
+        assert order == ["screened"] and trace.rounds == [] and "stream" not in trace.metadata
+        assert trace.status is TraceStatus.COMPLETED and trace.final is not None
+        assert trace.final.response == "Composed."
+    else:
+        assert order[:3] == ["screened", "drive", "released"] and trace.response == TEXT
 
 
 async def test_a_request_a_universal_check_decides_starts_no_drive_call() -> None:

@@ -212,8 +212,16 @@ def _options_panel(name: str, params: list[Any], ctx: Any, console: Console) -> 
         rows = [[required, *row] for required, row in zip(required_rows, rows, strict=True)]
     if not rows:
         return
-    table = Table(
-        highlight=True,
+    table = _panel_table(highlight=True)
+    for row in rows:
+        table.add_row(*row)
+    console.print(Panel(table, border_style=STYLE_PANEL_BORDER, title=name, title_align="left"))
+
+
+def _panel_table(*, highlight: bool) -> Table:
+    """The borderless table inside an options or commands panel (typer's layout)."""
+    return Table(
+        highlight=highlight,
         show_header=False,
         expand=True,
         box=None,
@@ -224,9 +232,6 @@ def _options_panel(name: str, params: list[Any], ctx: Any, console: Console) -> 
         pad_edge=False,
         padding=(0, 1),
     )
-    for row in rows:
-        table.add_row(*row)
-    console.print(Panel(table, border_style=STYLE_PANEL_BORDER, title=name, title_align="left"))
 
 
 def _command_help(help_text: str) -> Text:
@@ -237,18 +242,7 @@ def _command_help(help_text: str) -> Text:
 
 
 def _commands_panel(name: str, commands: list[Any], console: Console, cmd_len: int) -> None:
-    table = Table(
-        highlight=False,
-        show_header=False,
-        expand=True,
-        box=None,
-        show_lines=False,
-        leading=0,
-        border_style=None,
-        row_styles=None,
-        pad_edge=False,
-        padding=(0, 1),
-    )
+    table = _panel_table(highlight=False)
     table.add_column(style=STYLE_COMMANDS_TABLE_FIRST_COLUMN, no_wrap=True, width=cmd_len)
     table.add_column("Description", justify="left", no_wrap=False, ratio=10)
     rows: list[list[RenderableType | None]] = []
