@@ -44,9 +44,11 @@ universal_spellings = st.tuples(
 # Anything that names no layer, or several: unparseable on a hit means universal.
 # (Compared as the parser reads them: NFKC, so '²' is a 2 and names layer 2.)
 unparseable = st.text(max_size=30).filter(
-    lambda t: not any(
-        w in unicodedata.normalize("NFKC", t).casefold()
-        for w in ("context", "aspiration", "2", "3", "ii", "two", "three", "second")
+    lambda t: (
+        not any(
+            w in unicodedata.normalize("NFKC", t).casefold()
+            for w in ("context", "aspiration", "2", "3", "ii", "two", "three", "second")
+        )
     )
 )
 rule_ids = st.sampled_from(["U1-mass-harm", "u1-mass-harm", "U1-MASS-HARM", " u1-Mass-Harm ", "[U1-mass-harm]"])
