@@ -62,16 +62,12 @@ class Layer1Enforcer:
                     found.append((rule.id, evidence))
         return found
 
-    def deterministic(
-        self, text: str, *, model_text: bool = True, found: list[tuple[str, str]] | None = None
-    ) -> list[str]:
-        """Reasons from the framework's own checks (no model involved); they name the rule only.
-        ``found``: what :meth:`matches` already returned for ``text`` (not matched again)."""
-        found = self.matches(text, model_text=model_text) if found is None else found
-        return [f"{rule_id}: deterministic check matched" for rule_id, _ in found]
+    def deterministic(self, text: str, *, model_text: bool = True) -> list[str]:
+        """Reasons from the framework's own checks (no model involved); they name the rule only."""
+        return [f"{rule_id}: deterministic check matched" for rule_id, _ in self.matches(text, model_text=model_text)]
 
-    def check(self, text: str, evaluation: Evaluation | None, found: list[tuple[str, str]] | None = None) -> list[str]:
-        reasons = self.deterministic(text, found=found)
+    def check(self, text: str, evaluation: Evaluation | None) -> list[str]:
+        reasons = self.deterministic(text)
         if evaluation is None:
             return [*reasons, "no evaluation: fail closed"]
         for hit in evaluation.rule_hits:
@@ -122,10 +118,10 @@ def canonical_hits(evaluation: Evaluation, framework: Framework) -> Evaluation:
 
 
 def apply_gates(layer1: Layer1Enforcer, tau: TauFilter, text: str, evaluation: Evaluation | None) -> GateResult:
-    found = layer1.matches(text)  # once: the reasons and the evidence both come from it
-    l1 = layer1.check(text, evaluation, found)
+    l1 = layer1.check(text, evaluation)
     t = tau.check(evaluation)
-    evidence = [f"{rule_id}: {match}" for rule_id, match in found]
+    # The enforcer remembers the text's matches: the evidence does not match it again.
+    evidence = [f"{rule_id}: {match}" for rule_id, match in layer1.matches(text)]
     return GateResult(layer1_passed=not l1, tau_passed=not t, reasons=[*l1, *t], evidence=evidence)
 
 

@@ -108,7 +108,7 @@ async def run_check(
             checked="input",
             blocked=bool(hits),
             framework=stamp,
-            reasons=layer1.deterministic(last.text, found=hits),
+            reasons=layer1.deterministic(last.text, model_text=False),  # remembered: not matched again
             rule_hits=[{"rule_id": rule_id, "layer": "universal"} for rule_id, _ in hits],
         )
     request = next((m.text for m in reversed(messages[:-1]) if m.role == "user"), "")
