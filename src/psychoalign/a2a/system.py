@@ -27,7 +27,7 @@ from a2a.types import AgentCard, AgentSkill, Part
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
-from ..frameworks import Framework, builtin_names, load_framework
+from ..frameworks import load_framework
 from ..negotiation.engine import Negotiator
 from ..negotiation.track import conversation_ref
 from ..storage import describe_error
@@ -110,18 +110,6 @@ class SystemExecutor(AgentExecutor):
         self.frameworks = [framework, *(f for f in (frameworks or ()) if f != framework)]
         # (identity, context id) -> earlier turns, least recently used first.
         self.history: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()
-        self._builtin_names = frozenset(builtin_names())
-        self._builtins: dict[str, Framework] = {}  # parsed once: a built-in framework never changes
-
-    def _load(self, name: str) -> Framework:
-        """The framework ``name``, read once for a request and handed to the negotiation: a
-        built-in one parsed once per executor, a framework file read each time (an edit applies
-        to the next request)."""
-        if name not in self._builtin_names:
-            return load_framework(name)
-        if name not in self._builtins:
-            self._builtins[name] = load_framework(name)
-        return self._builtins[name]
 
     def _turns(self, key: str) -> list[tuple[str, str]]:
         turns = self.history.pop(key, None)
@@ -183,7 +171,7 @@ class SystemExecutor(AgentExecutor):
         identity = user.user_name if user is not None and user.is_authenticated else ""
         conversation = conversation_ref(f"a2a\x00{identity}", (), task.context_id)
         history = await self._earlier(f"{identity}\x00{task.context_id}", conversation.look_up)
-        framework = self._load(requested)
+        framework = load_framework(requested)  # read once a request, handed to the negotiation
         trace = await self.negotiator.negotiate(
             text,
             framework=framework,

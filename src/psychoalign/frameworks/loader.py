@@ -18,8 +18,21 @@ class FrameworkError(ConfigError):
 
 
 def builtin_names() -> list[str]:
+    return list(_builtin_names())
+
+
+# The package's built-in frameworks never change while it runs: listing and reading them once per
+# process keeps `load_framework("general")` on every request to a lookup (the parse is cached by
+# content below, so every caller gets the same object).
+@functools.cache
+def _builtin_names() -> tuple[str, ...]:
     root = resources.files(__package__) / "builtin"
-    return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
+    return tuple(sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml")))
+
+
+@functools.cache
+def _builtin_text(name: str) -> str:
+    return (resources.files(__package__) / "builtin" / f"{name}.yaml").read_text(encoding="utf-8")
 
 
 def _flatten_layers(data: dict[str, Any]) -> dict[str, Any]:
@@ -52,9 +65,8 @@ def _parse_framework(text: str, source: str) -> Framework:
 def load_framework(name_or_path: str | Path) -> Framework:
     """A built-in framework by name (``general``), or a YAML file by path."""
     as_path = Path(name_or_path)
-    if str(name_or_path) in builtin_names():
-        text = (resources.files(__package__) / "builtin" / f"{name_or_path}.yaml").read_text(encoding="utf-8")
-        return parse_framework(text, f"builtin:{name_or_path}")
+    if str(name_or_path) in _builtin_names():
+        return parse_framework(_builtin_text(str(name_or_path)), f"builtin:{name_or_path}")
     if as_path.suffix in (".yaml", ".yml") or as_path.exists():
         text = read_text(as_path, what="framework file", error=FrameworkError, max_bytes=MAX_YAML_CHARS)
         return parse_framework(text, str(as_path))

@@ -50,7 +50,6 @@ class Gateway:
         self._negotiators: dict[str, Negotiator] = dict(negotiators or {})
         self._contexts: dict[str, str] = {}
         self._builtins = frozenset(builtin_names())
-        self._frameworks: dict[str, Framework] = {}
         self._inflight: set[asyncio.Task[Trace]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -70,15 +69,11 @@ class Gateway:
         return self._negotiators[deployment]
 
     def framework(self, name: str) -> str | Framework:
-        """What a negotiation under ``name`` is given: a built-in framework parsed once per process
-        (it never changes; reading and validating its YAML was a cost of every request); a
-        framework file by name, read by the engine each time (an edit applies to the next
-        negotiation, and a file gone missing fails that negotiation closed, as before)."""
-        if name not in self._builtins:
-            return name
-        if name not in self._frameworks:
-            self._frameworks[name] = load_framework(name)
-        return self._frameworks[name]
+        """What a negotiation under ``name`` is given: a built-in framework as an object (parsed
+        once per process by :func:`load_framework`; reading and validating its YAML was a cost of
+        every request); a framework file by name, read by the engine each time (an edit applies to
+        the next negotiation, and a file gone missing fails that negotiation closed, as before)."""
+        return load_framework(name) if name in self._builtins else name
 
     def loaded_framework(self, name: str) -> Framework:
         """The framework ``name`` as an object, for the gateway's own checks outside a
