@@ -100,8 +100,8 @@ def main() -> None:
             "`make run` negotiates the bundled samples. The target is for a quiet 2-core machine; the load "
             "averages say how quiet this one was, and a quiet run takes at least half the CPU time."
             " Downloads come through pip's and npm's own HTTP caches as the machine has them (a machine"
-            " that installed the project before has them warm; a new one downloads torch and about 200"
-            " other packages as well).",
+            " that installed the project before has them warm; a new one downloads torch and every other"
+            " package as well).",
         )
 
 
