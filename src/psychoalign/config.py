@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from .errors import ConfigError, PsychoAlignError
+from .errors import ConfigError, PsychoAlignError, redact_url
 from .models.spec import ModelSpec
 from .textio import read_text
 from .yamlio import MAX_YAML_CHARS, parse_yaml
@@ -396,18 +396,14 @@ class Settings(BaseModel):
         data["roles"] = resolved
         if isinstance(data["defaults"], dict) and "api_key" in data["defaults"]:
             data["defaults"]["api_key"] = "****"
-        data["store_url"] = _mask_url(self.effective_store_url())
+        for spec in resolved.values():
+            if spec.get("base_url"):
+                spec["base_url"] = redact_url(spec["base_url"])
+        if isinstance(data["defaults"], dict) and data["defaults"].get("base_url"):
+            data["defaults"]["base_url"] = redact_url(data["defaults"]["base_url"])
+        data["store_url"] = redact_url(self.effective_store_url())
         data["a2a"]["tokens"] = dict.fromkeys(self.a2a.tokens, "****")
         return data
-
-
-def _mask_url(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            return f"{scheme}://{creds.split(':', 1)[0]}:****@{host}"
-    return url
 
 
 def _describe(exc: ValidationError, prefix: str = "") -> str:

@@ -41,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ...errors import ConfigError
+from ...errors import ConfigError, redact_url
 from ...judges.records import JudgeRecord
 from ...storage import MigrateOnce, create_engine_for, created_at_column, normalise_url, write
 from ...traces.store import _owner_is_dead
@@ -411,7 +411,7 @@ class SQLResultStore(ResultStore):
         try:  # concurrent shards: one upgrades under the migration lock, the others wait
             await self._migrate()
         except OSError as exc:
-            raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
+            raise ConfigError(f"cannot connect to store {redact_url(self.url)}: {redact_url(str(exc))}") from None
 
     @staticmethod
     def _run(row: Any) -> RunRecord:
