@@ -14,6 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,8 +41,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
 from ..storage import MigrateOnce, created_at_column
-from ..yamlio import load_yaml_model
-from .campaign import TargetConfig
+from ..textio import read_text
+from ..yamlio import MAX_YAML_CHARS, load_yaml_model
+from .campaign import CampaignConfig, TargetConfig
 from .model import TaskRecord, TaskStatus
 from .parameters import ParameterSpace, load_parameters
 from .policy import Policy, PolicyError, load_policy
@@ -54,6 +56,9 @@ __all__ = ["MAX_DRAFT", "Draft", "LabCampaignSettings", "LabStore", "SQLLabStore
 #: The longest draft kept (characters): above any field's limit, so an over-long text is kept
 #: while its author is told to shorten it, and below what would let a page fill the database.
 MAX_DRAFT = 50_000
+
+#: ``created_by`` of a campaign the lab did not create: ``psychoalign star campaign run`` recorded it.
+FROM_CAMPAIGN_FILE = "psychoalign star campaign run"
 
 
 class LabCampaignSettings(BaseModel):
@@ -82,6 +87,28 @@ class LabCampaignSettings(BaseModel):
             return load_parameters()
         return load_yaml_model(
             self.parameters_yaml, f"campaign {self.name} parameters", ParameterSpace, error=PolicyError
+        )
+
+    @classmethod
+    def of_campaign_file(cls, config: CampaignConfig) -> LabCampaignSettings:
+        """What the lab needs to open a campaign run from a file (``psychoalign star campaign
+        run``): the text of its policy and parameter files (read now: the lab opens the campaign
+        without them), its target, plan size, seed and rules."""
+
+        def text(path: str | None, what: str) -> str | None:
+            if path is None:
+                return None
+            return read_text(Path(path), what=what, error=PolicyError, max_bytes=MAX_YAML_CHARS)
+
+        return cls(
+            name=config.name,
+            policy_yaml=text(config.policy, "policy file"),
+            parameters_yaml=text(config.parameters, "parameter file"),
+            target=config.target,
+            instructions=config.instructions,
+            seed=config.seed,
+            rules=list(config.rules or []),
+            created_by=FROM_CAMPAIGN_FILE,
         )
 
 
@@ -171,6 +198,17 @@ class LabStore(ABC):
     @abstractmethod
     async def save_campaign(self, campaign: LabCampaignSettings) -> None:
         """Store a new campaign's settings; :class:`InputError` if the name is taken."""
+
+    async def record_campaign(self, campaign: LabCampaignSettings) -> bool:
+        """Store ``campaign``'s settings unless the lab knows a campaign of that name (made in the
+        lab, or recorded by an earlier run of the same file); True if they were stored."""
+        if await self.campaign(campaign.name) is not None:
+            return False
+        try:
+            await self.save_campaign(campaign)
+        except InputError:  # another run recorded it meanwhile
+            return False
+        return True
 
     @abstractmethod
     async def campaign(self, name: str) -> LabCampaignSettings | None:
