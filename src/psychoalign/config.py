@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import ConfigError, PsychoAlignError, redact_url
-from .models.spec import ModelSpec
+from .models.spec import ModelSpec, backend_of
 from .textio import read_text
 from .yamlio import MAX_YAML_CHARS, parse_yaml
 
@@ -333,8 +333,11 @@ class Settings(BaseModel):
 
         When neither names a backend, the embedded default applies: the EVALUATOR runs on the
         classifier (docs/embedded.md), every other role on the local model."""
-        merged = {**self.defaults, **self.roles.get(role, {})}
-        if "backend" not in merged and role in EMBEDDED_ROLE_BACKENDS:
+        own = self.roles.get(role, {})
+        merged = {**self.defaults, **own}
+        if "backend" not in own and backend_of(own.get("model")) is not None:
+            merged.pop("backend", None)  # the role's `backend:model` wins over the defaults' backend
+        if "backend" not in merged and role in EMBEDDED_ROLE_BACKENDS and backend_of(merged.get("model")) is None:
             merged["backend"] = EMBEDDED_ROLE_BACKENDS[role]
         try:
             return ModelSpec.model_validate(merged)
