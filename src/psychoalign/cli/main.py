@@ -1,6 +1,6 @@
 """The ``psychoalign`` command. Each sub-command lives in its own module, loaded only when it runs
 or its own help is asked: ``psychoalign --help`` and ``--version`` import none of them (nor the
-libraries they need). To add a command, add a row to :data:`COMMANDS`."""
+libraries they need). To add a command, add a row to its panel in :data:`LISTING`."""
 
 from __future__ import annotations
 
@@ -18,71 +18,64 @@ from .common import err_console, flag_help_option, reflow_help
 
 __all__ = ["run"]
 
-#: name -> ("module:attribute" under psychoalign.cli, the help line the command list shows).
-#: The attribute is a command function or a typer.Typer of sub-commands; the help line is the
-#: first paragraph of its own help (tests/cli/test_main.py checks they agree). Order is the listing's,
-#: grouped by :data:`PANELS`.
-COMMANDS: dict[str, tuple[str, str]] = {
-    # Run
-    "chat": ("chat:chat", "Send one prompt to one model and print the reply (a raw call: no negotiation, no gates)."),
-    "negotiate": (
-        "negotiate:negotiate",
-        "Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was.",
-    ),
-    # Serve
-    "serve": (
-        "serve:serve",
-        "Serve everything: the OpenAI-compatible API (/v1), web pages (/), the A2A system agent.",
-    ),
-    "serve-key": (
-        "serve:serve_key",
-        "Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config).",
-    ),
-    "serve-a2a": ("a2a:serve_a2a", "Serve the whole negotiation (gates and all) as one A2A agent."),
-    "up": ("a2a:up", "Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback."),
-    "agent": ("a2a:agent_app", "Run one agent role as an A2A service."),
-    # Research
-    "experiment": (
-        "experiment:experiment_app",
-        "Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
-    ),
-    "star": (
-        "star:star_app",
-        "STAR red teaming: policy, instructions, coverage, participants, assignment, campaigns, export, analysis.",
-    ),
-    "judge": ("judge:judge_app", "Judges shared by STAR and the experiments (refusal detection)."),
-    "data": (
-        "data:data_app",
-        "Evaluation data: which public datasets are used, where they are looked for, verify, fetch.",
-    ),
-    # Lab
-    "lab": ("lab:lab_app", "STAR lab accounts: the first lead, invites, who is registered."),
-    # Inspect
-    "models": ("models:models_app", "Model backends: what is installed and usable here."),
-    "config": ("config:config_app", "Inspect the effective configuration."),
-    "frameworks": ("negotiate:frameworks_app", "Ethical frameworks: list, show, validate."),
-    "traces": ("negotiate:traces_app", "Negotiation traces: list, show, export."),
+#: panel -> name -> ("module:attribute" under psychoalign.cli, the help line the command list shows),
+#: in the order `psychoalign --help` lists them. The attribute is a command function or a typer.Typer
+#: of sub-commands; the help line is the first paragraph of its own help (tests/cli/test_main.py
+#: checks they agree).
+LISTING: dict[str, dict[str, tuple[str, str]]] = {
+    "Run": {
+        "chat": (
+            "chat:chat",
+            "Send one prompt to one model and print the reply (a raw call: no negotiation, no gates).",
+        ),
+        "negotiate": (
+            "negotiate:negotiate",
+            "Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was.",
+        ),
+    },
+    "Serve": {
+        "serve": (
+            "serve:serve",
+            "Serve everything: the OpenAI-compatible API (/v1), web pages (/), the A2A system agent.",
+        ),
+        "serve-key": (
+            "serve:serve_key",
+            "Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config).",
+        ),
+        "serve-a2a": ("a2a:serve_a2a", "Serve the whole negotiation (gates and all) as one A2A agent."),
+        "up": ("a2a:up", "Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback."),
+        "agent": ("a2a:agent_app", "Run one agent role as an A2A service."),
+    },
+    "Research": {
+        "experiment": (
+            "experiment:experiment_app",
+            "Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
+        ),
+        "star": (
+            "star:star_app",
+            "STAR red teaming: policy, instructions, coverage, participants, assignment, campaigns, export, analysis.",
+        ),
+        "judge": ("judge:judge_app", "Judges shared by STAR and the experiments (refusal detection)."),
+        "data": (
+            "data:data_app",
+            "Evaluation data: which public datasets are used, where they are looked for, verify, fetch.",
+        ),
+    },
+    "Lab": {
+        "lab": ("lab:lab_app", "STAR lab accounts: the first lead, invites, who is registered."),
+    },
+    "Inspect": {
+        "models": ("models:models_app", "Model backends: what is installed and usable here."),
+        "config": ("config:config_app", "Inspect the effective configuration."),
+        "frameworks": ("negotiate:frameworks_app", "Ethical frameworks: list, show, validate."),
+        "traces": ("negotiate:traces_app", "Negotiation traces: list, show, export."),
+    },
 }
 
+#: name -> ("module:attribute", help line), in the listing's order.
+COMMANDS: dict[str, tuple[str, str]] = {name: row for rows in LISTING.values() for name, row in rows.items()}
 #: The panel each command is listed under in `psychoalign --help`, in the order of COMMANDS.
-PANELS: dict[str, str] = {
-    "chat": "Run",
-    "negotiate": "Run",
-    "serve": "Serve",
-    "serve-key": "Serve",
-    "serve-a2a": "Serve",
-    "up": "Serve",
-    "agent": "Serve",
-    "experiment": "Research",
-    "star": "Research",
-    "judge": "Research",
-    "data": "Research",
-    "lab": "Lab",
-    "models": "Inspect",
-    "config": "Inspect",
-    "frameworks": "Inspect",
-    "traces": "Inspect",
-}
+PANELS: dict[str, str] = {name: panel for panel, rows in LISTING.items() for name in rows}
 
 
 def load_command(name: str) -> TyperCommand | TyperGroup:
