@@ -353,7 +353,9 @@ def _fmt(cell: dict[str, Any]) -> str:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
     text = f"{cell['mean']:.3f}"
     text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else f" (n={cell['n']})"
-    return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
+    text += f" ({cell['failed']} failed)" if cell["failed"] else ""
+    # set apart in the table itself, as the page does: the banner below may scroll away
+    return text + (" (weak judge)" if cell.get("judge_status") == "weak" else "")
 
 
 def _asr(cell: dict[str, Any]) -> str:
