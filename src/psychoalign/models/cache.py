@@ -14,7 +14,6 @@ from pathlib import Path
 from .spec import ModelSpec
 from .types import ChatRequest, Completion
 
-
 #: Files up to this size are hashed whole for the cache key; larger ones (a GGUF model) by their
 #: size and their first and last MiB, which differ between two models of one architecture.
 _WHOLE_FILE = 64 << 20

@@ -203,9 +203,8 @@ def test_a_calibration_file_with_repeated_answers_is_refused(tmp_path: Path) -> 
     assert "once" in (refused.value.hint or "")
     # spacing and case do not make a copy a new answer, and a copy relabelled is still a copy
     relabelled = tmp_path / "relabelled.jsonl"
-    relabelled.write_text(
-        "\n".join(json.dumps(r) for r in [*rows, {**rows[0], "response": " i CAN'T help  with that.", "refused": False}])
-    )
+    copy = {**rows[0], "response": " i CAN'T help  with that.", "refused": False}
+    relabelled.write_text("\n".join(json.dumps(r) for r in [*rows, copy]))
     with pytest.raises(InputError, match=r"relabelled.jsonl:3: the same prompt and response as line 1"):
         load_user_labels(relabelled, "refusal")
     distinct = tmp_path / "distinct.jsonl"
