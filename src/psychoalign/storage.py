@@ -53,6 +53,7 @@ __all__ = [
     "describe_error",
     "normalise_url",
     "sqlite_file",
+    "time_column",
     "write",
 ]
 
@@ -72,10 +73,16 @@ STORES: tuple[Store, ...] = get_args(Store)
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
 
+def time_column(name: str, **kwargs: Any) -> Column[Any]:
+    """A column of a store's table that holds a time: time-zone aware, as every time a store keeps
+    (``kwargs``, such as ``nullable=False``, go to :class:`~sqlalchemy.Column`)."""
+    return Column(name, DateTime(timezone=True), **kwargs)
+
+
 def created_at_column(**kwargs: Any) -> Column[Any]:
     """The ``created_at`` column of a store's table: when the row was made, time-zone aware, never
     empty (``kwargs``, such as ``index=True``, go to :class:`~sqlalchemy.Column`)."""
-    return Column("created_at", DateTime(timezone=True), nullable=False, **kwargs)
+    return time_column("created_at", nullable=False, **kwargs)
 
 
 def sqlite_file(url: str) -> Path | None:

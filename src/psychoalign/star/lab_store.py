@@ -19,7 +19,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import (
     Column,
-    DateTime,
     Float,
     Integer,
     MetaData,
@@ -39,7 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import MigrateOnce, created_at_column
+from ..storage import MigrateOnce, created_at_column, time_column
 from ..yamlio import load_yaml_model
 from .campaign import TargetConfig
 from .model import TaskRecord, TaskStatus
@@ -130,6 +129,20 @@ def _time(row: Mapping[Any, Any]) -> TaskTime:
         topic=row["topic"],
         campaign=str(row.get("campaign") or ""),
     )
+
+
+def _started(task_id: str, participant_id: str, campaign: str, kind: str, now: datetime) -> dict[str, Any]:
+    """A new ``web_task_time`` row: the task started ``now`` and running, no time spent, no topic yet."""
+    return {
+        "task_id": task_id,
+        "participant_id": participant_id,
+        "campaign": campaign,
+        "kind": kind,
+        "started_at": now,
+        "active_since": now,
+        "seconds": 0.0,
+        "topic": None,
+    }
 
 
 def _time_entry(
@@ -250,8 +263,8 @@ task_time_table = Table(
     Column("participant_id", String(64), nullable=False),
     Column("campaign", String(64), nullable=False, index=True),
     Column("kind", String(16), nullable=False),
-    Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("active_since", DateTime(timezone=True)),
+    time_column("started_at", nullable=False),
+    time_column("active_since"),
     Column("seconds", Float, nullable=False),
     Column("topic", Text),
     PrimaryKeyConstraint("task_id", "participant_id"),
@@ -263,7 +276,7 @@ drafts_table = Table(
     Column("participant_id", String(64), nullable=False),
     Column("rating", Integer),
     Column("text", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    time_column("updated_at", nullable=False),
     PrimaryKeyConstraint("task_id", "participant_id"),
 )
 
@@ -367,15 +380,7 @@ class SQLLabStore(LabStore):
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(
-                    insert(task_time_table).values(
-                        task_id=task_id,
-                        participant_id=participant_id,
-                        campaign=campaign,
-                        kind=kind,
-                        started_at=now,
-                        active_since=now,
-                        seconds=0.0,
-                    )
+                    insert(task_time_table).values(_started(task_id, participant_id, campaign, kind, now))
                 )
         except IntegrityError:
             await self._resume(task_id, participant_id, now)
@@ -525,16 +530,7 @@ class InMemoryLabStore(LabStore):
         now = _now()
         row = self._times.get((task_id, participant_id))
         if row is None:
-            self._times[(task_id, participant_id)] = {
-                "task_id": task_id,
-                "participant_id": participant_id,
-                "campaign": campaign,
-                "kind": kind,
-                "started_at": now,
-                "active_since": now,
-                "seconds": 0.0,
-                "topic": None,
-            }
+            self._times[(task_id, participant_id)] = _started(task_id, participant_id, campaign, kind, now)
         elif row["active_since"] is None:
             row["active_since"] = now
 
