@@ -12,6 +12,7 @@ from typing import Any
 import typer
 from rich.text import Text
 from typer.core import HAS_RICH, TyperCommand, TyperGroup
+from typer.exceptions import TyperException
 
 from ..errors import PsychoAlignError, redact_url
 from .common import err_console, flag_help_option, reflow_help
@@ -184,7 +185,20 @@ def run() -> None:
     """Console-script entry point: one clean error line unless --debug."""
     debug = "--debug" in sys.argv or os.environ.get("PSYCHOALIGN_DEBUG") == "1"
     try:
-        app()
+        # not standalone: click's usage errors come here instead of a boxed panel wrapped at 80
+        # columns (a pipe got "…unable to parse\n string as a number" across box lines)
+        code = app(standalone_mode=False)
+    except TyperException as exc:  # typer's own (vendored click) usage and parameter errors
+        usage = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and usage is not None:  # a bare group: its help
+            typer.echo(usage.get_help())
+            sys.exit(exc.exit_code)
+        hint = f" — see `{usage.command_path} -h`" if usage is not None else ""
+        _error_line(exc.format_message() + hint)
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # Ctrl-C or end of input at a prompt
+        err_console.print("[yellow]interrupted[/]")
+        sys.exit(130)
     except PsychoAlignError as exc:
         if debug:
             if exc.detail:  # internal (redacted): what the endpoint or peer said
@@ -213,6 +227,8 @@ def run() -> None:
             f"internal error ({type(exc).__name__}) — run with --debug for its message and the traceback, and report it"
         )
         sys.exit(1)
+    if isinstance(code, int) and code:  # typer.Exit(n), returned rather than raised when not standalone
+        sys.exit(code)
 
 
 def _error_line(message: str) -> None:
