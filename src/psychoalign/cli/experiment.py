@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..config import Settings
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, redact_url
 from .common import (
     ConfigOpt,
     JsonOpt,
@@ -101,7 +101,7 @@ def _store(settings: Settings, url: str | None, *, existing: bool = False) -> Re
     path = sqlite_file(url) if existing else None
     if path is not None and not path.exists():
         raise InputError(
-            f"no result store at {path}: no experiment has run with it",
+            f"no result store at {redact_url(str(path))}: no experiment has run with it",
             hint="pass --store with the store a run wrote to (see store_url in `psychoalign config show`), "
             "or start one with `psychoalign experiment run SPEC`",
         )

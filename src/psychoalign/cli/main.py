@@ -13,7 +13,7 @@ import typer
 from rich.text import Text
 from typer.core import HAS_RICH, TyperCommand, TyperGroup
 
-from ..errors import PsychoAlignError
+from ..errors import PsychoAlignError, redact_url
 from .common import err_console, flag_help_option, reflow_help
 
 __all__ = ["run"]
@@ -227,4 +227,5 @@ def _error_line(message: str) -> None:
     cannot be printed as UTF-8."""
     from ..textio import normalise_text  # not at import: `psychoalign --help` prints no error
 
-    err_console.print(Text.assemble(("error: ", "bold red"), normalise_text(message)), soft_wrap=True)
+    # A store or endpoint URL in the message (argv echoed back) never shows its password.
+    err_console.print(Text.assemble(("error: ", "bold red"), redact_url(normalise_text(message))), soft_wrap=True)

@@ -473,12 +473,20 @@ class ClassifierBackend(Backend):
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)
         self._path = spec.model if spec.model and spec.model.endswith(".json") else None
-        if spec.model and self._path is None and spec.model != DEFAULT_CLASSIFIER:
+        # `evaluator-minilm-v7@17968316dfed`, as traces and `models list` label it: the shipped
+        # weights, pinned to that hash
+        name, _, pin = (spec.model or "").partition("@") if self._path is None else ("", "", "")
+        if name and name != DEFAULT_CLASSIFIER:
             raise BackendUnavailableError(
                 f"unknown classifier '{spec.model}'", hint=f"use {DEFAULT_CLASSIFIER} or a weights .json path"
             )
         self._classifier = classifier
         self.weights = classifier.weights if classifier is not None else load_weights(self._path)
+        if pin and not self.weights.sha256.startswith(pin.lower()):
+            raise BackendUnavailableError(
+                f"classifier '{spec.model}' names weights this psychoalign does not ship (it has {self.weights.label})",
+                hint=f"use {DEFAULT_CLASSIFIER} for the shipped weights, or the .json path of the pinned ones",
+            )
 
     @property
     def classifier(self) -> SafetyClassifier:
