@@ -616,8 +616,9 @@ async def main(quick: bool, doc: bool) -> None:
             "window after the DRIVE's draft and one EVALUATOR call on its first 264 characters (with every agent "
             "on the upstream that is two 50 ms calls one after the other, against the plain stream's one: a "
             "floor of about 2× for any gate that judges the draft's text before releasing it). With the "
-            "embedded classifier as the EVALUATOR, the DRIVE call runs alongside the classifier's screen of the "
-            "request, and the first window's check is the classifier on the first 264 characters. Malformed bodies: "
+            "embedded classifier as the EVALUATOR, the classifier screens the request before the DRIVE call starts "
+            "(a request the screen decides gets no DRIVE call), then the first window's check is the classifier on "
+            "the first 264 characters. Malformed bodies: "
             "`malformed_bodies()` in the bench (nesting, huge numbers, bad UTF-8, wrong types and values for "
             "every field, bad tools and messages, wrong content types, an oversize body, 40 random mutations "
             "of a valid body).",

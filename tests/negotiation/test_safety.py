@@ -276,3 +276,23 @@ def assert_state_agrees_with_defense(f: Any) -> None:
 
 def test_scripted_approve_is_valid() -> None:
     assert APPROVE["verdict"] == "APPROVED"
+
+
+def test_task_bits_are_the_bits_of_the_whole_task_json() -> None:
+    """The bus counts an EVALUATOR task's bits without encoding its framework each time: the
+    count is the UTF-8 size of the task's JSON all the same (non-ASCII text included), also when
+    the same payload comes again and for a payload equal to it but not the same object."""
+    from psychoalign.agents.messages import EvaluateBatchTask
+    from psychoalign.negotiation.bus import _bits, _task_bits
+
+    payload = load_framework("general").payload()
+    copy = {**payload, "name": "général ✓"}
+    tasks: list[Any] = [
+        EvaluateTask(request="Wie koche ich ein Ei? ü", context="c", proposal="Sieben Minuten. ✓", framework=payload),
+        EvaluateTask(request="r", context="", proposal="p", framework=copy),
+        EvaluateBatchTask(request="r", context="c", proposals=["a", "b ü"], framework=payload),
+        EvaluateTask(request="r", context="c", proposal="p", framework={}),
+        DriveTask(request="r", context="c", n=2),
+    ]
+    for task in tasks * 2:
+        assert _task_bits(task) == _bits(task.model_dump_json())

@@ -46,12 +46,22 @@ IMPUTED_FEASIBILITY = 1.0
 def build_messages(prompt: str, system_vars: dict[str, Any], user_vars: dict[str, Any]) -> list[Message]:
     """System text, few-shot turns, then the user turn, from ``prompts/<prompt>.yaml``."""
     spec = load_prompt_yaml(prompt)
-    messages = [Message(role="system", content=spec["system"].format(**system_vars).strip())]
-    for example in spec.get("examples", []):
-        messages.append(Message(role="user", content=example["user"].strip()))
-        messages.append(Message(role="assistant", content=example["assistant"].format().strip()))
-    messages.append(Message(role="user", content=spec["user"].format(**user_vars).strip()))
-    return messages
+    return [
+        Message(role="system", content=spec["system"].format(**system_vars).strip()),
+        *_examples(prompt),
+        Message(role="user", content=spec["user"].format(**user_vars).strip()),
+    ]
+
+
+@functools.lru_cache(maxsize=32)
+def _examples(prompt: str) -> tuple[Message, ...]:
+    """The few-shot turns of ``prompts/<prompt>.yaml`` (fixed text; messages are frozen, so every
+    call shares them)."""
+    out: list[Message] = []
+    for example in load_prompt_yaml(prompt).get("examples", []):
+        out.append(Message(role="user", content=example["user"].strip()))
+        out.append(Message(role="assistant", content=example["assistant"].format().strip()))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=32)

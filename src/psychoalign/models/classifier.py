@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -281,11 +282,13 @@ def _sentences(text: str) -> list[str]:
 
 class SafetyClassifier:
     """Weights + encoder (+ the crisis check, None: off). Thread-safe. Keeps the request heads'
-    scores of the last few requests: one request is judged several times (its screen, each
-    draft, each window of a progressive stream), and what the request alone gives is the same
-    each time."""
+    scores of the last few requests and the response head's score of the last few proposals: one
+    request is judged several times (its screen, each draft, each window of a progressive
+    stream), and what the request alone gives is the same each time; the screen's proposal is the
+    same fixed text for every request. The heads' arithmetic runs on one BLAS thread
+    (:meth:`_one_blas_thread`)."""
 
-    #: How many requests' scores are kept.
+    #: How many requests' scores are kept (and as many proposals' scores).
     REQUEST_CACHE = 64
 
     def __init__(self, weights: ClassifierWeights, encoder: Encoder, crisis: CrisisCheck | None = None) -> None:
@@ -297,7 +300,34 @@ class SafetyClassifier:
         self.encoder = encoder
         self.crisis_check = crisis
         self._requests: OrderedDict[str, tuple[float, float, bool]] = OrderedDict()
+        self._proposals: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
+        self._blas: Any = None
+
+    def _one_blas_thread(self) -> contextlib.AbstractContextManager[Any]:
+        """The heads are one row against at most a few thousand support vectors: split across
+        BLAS threads, each product waits for threads that a busy machine has not scheduled
+        (tens of milliseconds, where one thread takes a tenth of one), and the split gives the
+        same numbers. The limit applies while the heads compute and is undone after."""
+        if self._blas is None:
+            from threadpoolctl import ThreadpoolController
+
+            self._blas = ThreadpoolController()
+        limit: contextlib.AbstractContextManager[Any] = self._blas.limit(limits=1, user_api="blas")
+        return limit
+
+    def _cached(self, cache: OrderedDict[str, Any], key: str) -> Any:
+        with self._lock:
+            value = cache.get(key)
+            if value is not None:
+                cache.move_to_end(key)
+            return value
+
+    def _keep(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
+        with self._lock:
+            cache[key] = value
+            while len(cache) > self.REQUEST_CACHE:
+                cache.popitem(last=False)
 
     def crisis(self, request: str) -> bool:
         """Whether the crisis check fires on ``request`` (False when it is off)."""
@@ -306,20 +336,28 @@ class SafetyClassifier:
     def _request(self, request: str) -> tuple[float, float, bool]:
         """The request's (acceptable, adversarial) probabilities and whether the crisis check fires
         (on the same embedding), from the cache when it was judged lately."""
-        with self._lock:
-            cached = self._requests.get(request)
-            if cached is not None:
-                self._requests.move_to_end(request)
-                return cached
+        cached: tuple[float, float, bool] | None = self._cached(self._requests, request)
+        if cached is not None:
+            return cached
         x_req, _ = self._windowed([request])
-        p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100).min())
-        p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
-        crisis = self.crisis_check is not None and self.crisis_check.fires(x_req)
-        with self._lock:
-            self._requests[request] = (p_req, p_adv, crisis)
-            while len(self._requests) > self.REQUEST_CACHE:
-                self._requests.popitem(last=False)
+        with self._one_blas_thread():
+            p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100).min())
+            p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
+            crisis = self.crisis_check is not None and self.crisis_check.fires(x_req)
+        self._keep(self._requests, request, (p_req, p_adv, crisis))
         return p_req, p_adv, crisis
+
+    def _response(self, proposal: str) -> float:
+        """The proposal's acceptable probability (response head), from the cache when it was
+        judged lately (the screen's fixed proposal, a text judged again)."""
+        cached: float | None = self._cached(self._proposals, proposal)
+        if cached is not None:
+            return cached
+        x_prop, _ = self._windowed([proposal])
+        with self._one_blas_thread():
+            p_prop = float(self.weights.response.shifted(x_prop, VETO_BELOW / 100).min())
+        self._keep(self._proposals, proposal, p_prop)
+        return p_prop
 
     def _windowed(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[int]]:
         owner: list[int] = []
@@ -339,7 +377,8 @@ class SafetyClassifier:
             return np.zeros(0)
         h: Head = getattr(self.weights, head)
         x, owner = self._windowed(texts)
-        p = h.shifted(x, 0.5 if head == "adversarial" else VETO_BELOW / 100)
+        with self._one_blas_thread():
+            p = h.shifted(x, 0.5 if head == "adversarial" else VETO_BELOW / 100)
         out = np.full(len(texts), 1.0 if head != "adversarial" else 0.0)
         for value, i in zip(p, owner, strict=True):
             out[i] = max(out[i], value) if head == "adversarial" else min(out[i], value)
@@ -348,9 +387,8 @@ class SafetyClassifier:
     def evaluate(self, request: str, proposal: str, framework: Any | None = None) -> dict[str, Any]:
         """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``."""
         p_req, p_adv, crisis = self._request(request)
-        x_prop, _ = self._windowed([proposal])
+        p_prop = self._response(proposal)
         req_head = self.weights.request
-        p_prop = float(self.weights.response.shifted(x_prop, VETO_BELOW / 100).min())
         hits = deterministic_hits(framework, request, proposal)
         if crisis:  # the marked self-harm rule fires as its request check would
             hits += [h for h in crisis_hits(framework) if h not in hits]

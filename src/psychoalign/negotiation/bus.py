@@ -13,6 +13,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import pydantic_core
+
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..agents.messages import AgentReply, AgentRole, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
 from ..errors import PsychoAlignError
@@ -79,6 +81,38 @@ def _bits(payload: str) -> int:
     return 8 * len(payload.encode())
 
 
+#: The framework payloads whose JSON size was taken last: id -> (the payload, its JSON's UTF-8 bytes).
+#: The payload is held, so its id is not reused while it is here.
+_PAYLOAD_BYTES: dict[int, tuple[dict[str, Any], int]] = {}
+
+
+def _payload_bytes(payload: dict[str, Any]) -> int:
+    """UTF-8 bytes of ``payload`` as pydantic serialises it in a task's JSON. A framework payload
+    is shared and never changed (``Framework.payload``): its size is taken once per payload."""
+    kept = _PAYLOAD_BYTES.get(id(payload))
+    if kept is not None and kept[0] is payload:
+        return kept[1]
+    size = len(pydantic_core.to_json(payload))
+    if len(_PAYLOAD_BYTES) >= 8:
+        _PAYLOAD_BYTES.clear()
+    _PAYLOAD_BYTES[id(payload)] = (payload, size)
+    return size
+
+
+def _task_bits(task: Task) -> int:
+    """``_bits(task.model_dump_json())``, without encoding the framework an EVALUATOR task
+    carries (about 12 kB for ``general``, the same for every task) at every call: the task's
+    JSON without it, plus ``,"framework":`` and the framework's own JSON."""
+    framework = getattr(task, "framework", None)
+    if not framework:
+        return _bits(task.model_dump_json())
+    rest = task.model_dump_json(exclude={"framework"})
+    return _bits(rest) + 8 * (len(_FRAMEWORK_KEY) + _payload_bytes(framework))
+
+
+_FRAMEWORK_KEY = b',"framework":'
+
+
 def _info_bits(payload: str) -> int:
     """Information content of a reply, as its zlib-compressed size (level 9)."""
     return 8 * len(zlib.compress(payload.encode(), 9))
@@ -109,7 +143,7 @@ class MessageBus:
         stats.latency_s += reply.latency_s
         # Tasks are counted raw only: compressing them (an EVALUATOR task carries the whole
         # framework) cost about a tenth of a negotiation's CPU for a figure nothing reads.
-        stats.bits_received += _bits(task.model_dump_json())
+        stats.bits_received += _task_bits(task)
         reply_json = reply.output.model_dump_json()
         stats.bits_sent += _bits(reply_json)
         stats.info_bits_sent += _info_bits(reply_json)

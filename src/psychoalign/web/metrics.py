@@ -59,7 +59,8 @@ class GatewayMetrics:
         # negotiation updates ten children. The values are bounded (deployments, roles, states).
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
-    def _child(self, metric: Counter | Histogram, *values: str) -> Any:
+    def child(self, metric: Counter | Histogram, *values: str) -> Any:
+        """``metric.labels(*values)``, made once per label values."""
         key = (id(metric), values)
         child = self._children.get(key)
         if child is None:
@@ -67,18 +68,18 @@ class GatewayMetrics:
         return child
 
     def observe_outcome(self, outcome: GatewayOutcome) -> None:
-        self._child(self.negotiations, outcome.deployment, "failed" if outcome.failed else "completed").inc()
+        self.child(self.negotiations, outcome.deployment, "failed" if outcome.failed else "completed").inc()
         if outcome.failed:
             self.fail_closed.inc()
         final = outcome.trace.final if outcome.trace is not None else None
         if final is not None and not outcome.failed:
-            self._child(self.states, final.state.value if final.state else "none").inc()
-            self._child(self.defenses, final.defense.value if final.defense else "none").inc()
+            self.child(self.states, final.state.value if final.state else "none").inc()
+            self.child(self.defenses, final.defense.value if final.defense else "none").inc()
             if final.tension is not None:
-                self._child(self.tension, outcome.deployment).observe(final.tension)
+                self.child(self.tension, outcome.deployment).observe(final.tension)
         for role, usage in outcome.usage.items():
-            self._child(self.tokens, role, "prompt").inc(usage["prompt_tokens"])
-            self._child(self.tokens, role, "completion").inc(usage["completion_tokens"])
+            self.child(self.tokens, role, "prompt").inc(usage["prompt_tokens"])
+            self.child(self.tokens, role, "completion").inc(usage["completion_tokens"])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

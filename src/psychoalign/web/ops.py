@@ -76,8 +76,9 @@ class RequestContextMiddleware:
         finally:
             elapsed = time.perf_counter() - start
             route = _route_label(scope)
-            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
-            self.metrics.latency.labels(route).observe(elapsed)
+            metrics = self.metrics
+            metrics.child(metrics.requests, scope["method"], route, str(status)).inc()
+            metrics.child(metrics.latency, route).observe(elapsed)
             _access.info("%s %s %d %.1fms", scope["method"], scope["path"], status, elapsed * 1000)
             _request_id.reset(token)
 
