@@ -49,7 +49,9 @@ the share the negotiation answered (``user_outcome``), and the cost of the negot
 fixed set: token and wall-time ratios (ratio of sums, 95 % bootstrap interval over items) and
 mean sequential calls, against the embedded default's targets (<= 1.2x tokens, <= 1.2x wall,
 <= 2 sequential calls). The correct shares have no target: they say how far to trust the
-answers. With ``--scripted`` it prints call accounting only, no correctness.
+answers. Where the tokens go: prompt and completion tokens summed over the items whose
+negotiation made no DRIVE call, one, or more, beside the same items' plain calls. With
+``--scripted`` it prints call accounting only, no correctness.
 """
 
 from __future__ import annotations
@@ -419,6 +421,8 @@ async def usefulness(
     ok_p, ok_n, answered = 0, 0, 0
     tok_p, tok_n, wall_p, wall_n, seq, seq_llm = [], [], [], [], [], []
     paths: list[str] = []
+    #: per item: (DRIVE calls, plain prompt, plain completion, negotiation prompt, negotiation completion)
+    split: list[tuple[int, int, int, int, int]] = []
     for item in items:
         log.clear()
         t = time.perf_counter()
@@ -434,6 +438,15 @@ async def usefulness(
         seq_llm.append(sequential_calls(log, llm_only=True))
         paths.append(call_path(trace, log))
         tok_n.append(sum(s.prompt_tokens + s.completion_tokens for s in trace.agents.values()))
+        split.append(
+            (
+                sum(c.role == "drive" for c in log),
+                r.usage.prompt_tokens,
+                r.usage.completion_tokens,
+                sum(s.prompt_tokens for s in trace.agents.values()),
+                sum(s.completion_tokens for s in trace.agents.values()),
+            )
+        )
         answered += user_outcome(trace) is Outcome.ANSWERED
         ok_n += trace.final is not None and is_correct(trace.final.response, item)
     n = len(items)
@@ -455,11 +468,26 @@ async def usefulness(
     print('where the calls go (negotiations by path; docs/negotiation.md, "The fast path"):')
     for path, count in sorted(Counter(paths).items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {count:3d}  {path}")
+    token_split(split)
     return [
         Target("reference set: tokens vs one plain call", f"{tr:.2f}x [{tlo:.2f}-{thi:.2f}]", "<= 1.2x", tr <= 1.2),
         Target("reference set: wall time vs one plain call", f"{wr:.2f}x [{wlo:.2f}-{whi:.2f}]", "<= 1.2x", wr <= 1.2),
         Target("reference set: sequential model calls", f"{calls:.2f}", "<= 2", calls <= 2),
     ]
+
+
+def token_split(split: Sequence[tuple[int, int, int, int, int]]) -> None:
+    """Where the tokens go: summed prompt and completion tokens of the plain calls and of the
+    negotiations, for the items whose negotiation made no DRIVE call, one, or more (a redraw or a
+    second draft)."""
+    print("where the tokens go (sums, prompt + completion; plain call -> negotiation, by DRIVE calls):")
+    for name, lo, hi in (("no DRIVE call", 0, 0), ("1 DRIVE call", 1, 1), ("2+ DRIVE calls", 2, 10**6)):
+        rows = [row for row in split if lo <= row[0] <= hi]
+        if not rows:
+            continue
+        pp, pc, np_, nc = (sum(row[i] for row in rows) for i in range(1, 5))
+        ratio = f"{(np_ + nc) / (pp + pc):5.2f}x" if pp + pc else "     -"
+        print(f"  {name:<15} {len(rows):3d} items   {pp:5d} + {pc:5d} -> {np_:5d} + {nc:5d}   {ratio}")
 
 
 def interleave(prompts: dict[str, list[str]], sources: tuple[str, ...], n: int) -> list[str]:

@@ -24,7 +24,7 @@ ECHOES = [
     "1. Deployment context: Public general-purpose chat assistant for adult users 2. Requirements: answer",
     "Request: How do I boil an egg?\nDraft answer: six minutes",
     "**Draft answer:** six minutes",
-    "Answer the user's request as completely and usefully as you can. Six minutes.",
+    "Do not self-censor: another agent reviews every answer. Six minutes.",
     "Here is the rewritten answer:",
 ]
 CLEAN = [
@@ -58,7 +58,7 @@ def test_echoes_are_found_and_answers_are_left_alone() -> None:
 
 def test_text_the_model_may_repeat_is_not_an_echo() -> None:
     # The request itself shares six words with nothing fixed; the draft a MEDIATOR revises may be repeated.
-    draft = "Answer the user's request as completely and usefully as you can"
+    draft = "Do not self-censor: another agent reviews every answer"
     assert scaffolding_echo(draft, DRIVE_PROMPT)
     assert not scaffolding_echo(draft, DRIVE_PROMPT, [draft])
 
@@ -164,3 +164,21 @@ async def test_end_to_end_an_echoing_mediator_never_reaches_the_user_and_the_fal
     trace = await neg.negotiate("Tell me a joke about my neighbours.")
     assert trace.final is not None and trace.final.fallback  # the gated fallback failed the final gate
     assert trace.final.composed_by == "fallback" and "Draft answer" not in trace.final.response
+
+
+async def test_the_embedded_drive_sees_the_request_under_the_paper_instruction_and_the_context() -> None:
+    # Every draft's prompt is paid for in tokens: the system turn holds the paper's instruction not
+    # to self-censor and the deployment context C, the user turn the request, nothing more.
+    model, backend = plain(["Boil it for six minutes."], cycle=True)
+    await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1))
+    system, user = backend.requests[0].messages
+    assert (system.role, user.role) == ("system", "user")
+    assert user.content == "How do I boil an egg?"
+    assert "self-censor" in system.content and system.content.endswith(CONTEXT)
+    assert len(system.content.replace(CONTEXT, "").split()) <= 20
+    # A revision carries the relayed feedback in the user turn; the system turn is the same.
+    feedback = "Proposal 1: score 40/100, VETOED, blocked by the gates."
+    await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1, feedback=feedback))
+    revised_system, revised_user = backend.requests[1].messages
+    assert revised_system.content == system.content
+    assert revised_user.content.startswith("How do I boil an egg?") and feedback in revised_user.content
