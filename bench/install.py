@@ -32,8 +32,9 @@ from _util import Target, add_doc_flag, captured, publish
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 180.0
-# What `make install` prints to follow along: the step announcements and their durations.
-STEP_LINE = re.compile(r"^(\[\d+/\d+\] .*|\s+(done|compiled|installed|decoded) in .*|Installed in .*)$")
+# What `make install` prints to follow along: the step announcements and their durations (a step run
+# in the background reports its own, indented and numbered, when the install waits for it).
+STEP_LINE = re.compile(r"^(\s*\[\d+/\d+\] .*|\s+(done|compiled|installed|decoded) in .*|Installed in .*)$")
 
 
 def load() -> str:

