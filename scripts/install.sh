@@ -27,6 +27,8 @@ PREBUILT_LOG=$VENV/llama-prebuilt.log
 HERE=$(cd "$(dirname "$0")" && pwd)
 # llama-cpp-python pinned; built from source without -march=native (see llama_build).
 LLAMA_SOURCE_SPEC='llama-cpp-python==0.3.36'
+# The version of the binding scripts/llama_prebuilt.sh builds a wheel of (its BINDING).
+LLAMA_PREBUILT_SPEC='llama-cpp-python==0.3.36'
 LLAMA_USUAL='3-4 min'
 LLAMA_CPP_BUILD=${LLAMA_CPP_BUILD:-auto}
 
@@ -156,6 +158,25 @@ for req in dict.fromkeys(expand("dev")):
 EOF
 }
 
+# The current pip and wheel. The venv is made without pip: the pip wheel that Python bundles (for
+# ensurepip) runs from where it lies and installs the current one, rather than ensurepip installing
+# and compiling the bundled pip and setuptools only for them to be replaced. Without that wheel
+# (some distributions' Pythons), ensurepip first.
+pip_and_wheel() {
+  local bundled
+  if [ -x "$BIN/pip" ]; then
+    "$BIN/pip" install --no-compile --upgrade pip wheel
+    return
+  fi
+  bundled=$("$BIN/python" -c 'import ensurepip, pathlib; print(next((pathlib.Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"), ""))' || true)
+  if [ -n "$bundled" ]; then
+    "$BIN/python" "$bundled/pip" install --no-compile --upgrade pip wheel
+  else
+    "$BIN/python" -m ensurepip --upgrade
+    "$BIN/pip" install --no-compile --upgrade pip wheel
+  fi
+}
+
 # background PID: a command started in a process group of its own (set -m), so that the EXIT trap
 # stops it with its children (pip, npm, cmake, the compilers).
 BACKGROUND=()
@@ -167,7 +188,8 @@ background() {
 }
 
 # A failed or interrupted install stops what it started in the background.
-trap 'for p in "${BACKGROUND[@]}"; do kill -- "-$p" 2>/dev/null; done; true' EXIT
+# (|| true: under set -e a kill of a finished group would end the trap, and the install, with 1)
+trap 'for p in "${BACKGROUND[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
 
 # The compile of llama.cpp from source, in the background (its output in $LLAMA_LOG).
 llama_source_start() {
@@ -185,10 +207,9 @@ begin=$(date +%s)
 LLAMA_PID=
 FETCH_PID=
 
-step 1 $TOTAL "virtual environment in $VENV" "a few seconds" \
-  sh -c "test -x '$BIN/python' || '$PYTHON' -m venv '$VENV'"
-step 2 $TOTAL "pip and wheel" "5 s" \
-  "$BIN/pip" install --no-compile --upgrade pip wheel
+step 1 $TOTAL "virtual environment in $VENV" "a second" \
+  sh -c "test -x '$BIN/python' || '$PYTHON' -m venv --without-pip '$VENV'"
+step 2 $TOTAL "pip and wheel" "5 s" pip_and_wheel
 SITE=$("$BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 PREBUILT=0
@@ -235,8 +256,11 @@ if [ -n "$LLAMA_PID" ]; then
     "$BIN/pip" install --no-compile -e . "${REQUIREMENTS[@]}"
 elif [ "$PREBUILT" = 1 ]; then
   # The binding's wheel in the same run: what requires it (the embedded model's package) finds it.
+  # Found by name beside the index rather than given by path, so that the venv records the version
+  # (as `pip freeze` shows it), not a file that is gone once the install ends; --only-binary: never
+  # the source release instead, which would compile llama.cpp natively.
   step 5 $TOTAL "$WHAT" "1 min" \
-    "$BIN/pip" install --no-compile "$PREBUILT_DIR"/wheel/llama_cpp_python-*.whl -e '.[dev]'
+    "$BIN/pip" install --no-compile --find-links "$PREBUILT_DIR/wheel" --only-binary llama-cpp-python "$LLAMA_PREBUILT_SPEC" -e '.[dev]'
 else
   step 5 $TOTAL "$WHAT" "1 min" \
     "$BIN/pip" install --no-compile -e '.[dev]'
