@@ -231,7 +231,7 @@ else
 fi
 
 # torch first and pinned: the CPU wheel (any other spec pulls gigabytes of CUDA libraries).
-step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "20 s" \
+step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "15 s" \
   "$BIN/pip" install --no-compile 'torch==2.13.0'
 
 # The bytecode of every package in place so far (torch's, mostly) and of each one pip puts in place
@@ -272,7 +272,7 @@ fi
 touch "$STOP"
 wait "$BYTECODE_PID" || true
 rm -f "$STOP"
-step 6 $TOTAL "bytecode for the modules not compiled yet, on every core" "15 s" \
+step 6 $TOTAL "bytecode for the modules not compiled yet, on every core" "30 s" \
   "$BIN/python" "$HERE/bytecode.py" all "$SITE"
 
 if [ -n "$LLAMA_PID" ]; then
