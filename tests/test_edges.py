@@ -186,7 +186,7 @@ async def test_undecodable_bytes_in_a_framework_path_give_one_line_and_a_storabl
         (["negotiate", "--store", "nosuchdriver://x", "hi"], ["cannot open store", "check store_url"]),
         # a bare word: the error said only "cannot open store (unparseable URL): ArgumentError"
         (["traces", "list", "--store", "notaurl"], ["'notaurl' is not a database URL", "sqlite:///"]),
-        (["traces", "list", "--store", "pg//me:s3cret@host/db"], ["is not a database URL", "me:***@host"]),
+        (["traces", "list", "--store", "pg//me:s3cret@host/db"], ["is not a database URL", "pg//[redacted]@host"]),
     ],
 )
 def test_unusable_paths_and_urls_name_the_flag(tmp_path: Path, args: list[str], needles: list[str]) -> None:

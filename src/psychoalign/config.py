@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from .errors import ConfigError, PsychoAlignError
-from .models.spec import ModelSpec
+from .errors import ConfigError, PsychoAlignError, redact_url
+from .models.spec import ModelSpec, backend_of
 from .textio import read_text
 from .yamlio import MAX_YAML_CHARS, parse_yaml
 
@@ -333,8 +333,11 @@ class Settings(BaseModel):
 
         When neither names a backend, the embedded default applies: the EVALUATOR runs on the
         classifier (docs/embedded.md), every other role on the local model."""
-        merged = {**self.defaults, **self.roles.get(role, {})}
-        if "backend" not in merged and role in EMBEDDED_ROLE_BACKENDS:
+        own = self.roles.get(role, {})
+        merged = {**self.defaults, **own}
+        if "backend" not in own and backend_of(own.get("model")) is not None:
+            merged.pop("backend", None)  # the role's `backend:model` wins over the defaults' backend
+        if "backend" not in merged and role in EMBEDDED_ROLE_BACKENDS and backend_of(merged.get("model")) is None:
             merged["backend"] = EMBEDDED_ROLE_BACKENDS[role]
         try:
             return ModelSpec.model_validate(merged)
@@ -396,18 +399,14 @@ class Settings(BaseModel):
         data["roles"] = resolved
         if isinstance(data["defaults"], dict) and "api_key" in data["defaults"]:
             data["defaults"]["api_key"] = "****"
-        data["store_url"] = _mask_url(self.effective_store_url())
+        for spec in resolved.values():
+            if spec.get("base_url"):
+                spec["base_url"] = redact_url(spec["base_url"])
+        if isinstance(data["defaults"], dict) and data["defaults"].get("base_url"):
+            data["defaults"]["base_url"] = redact_url(data["defaults"]["base_url"])
+        data["store_url"] = redact_url(self.effective_store_url())
         data["a2a"]["tokens"] = dict.fromkeys(self.a2a.tokens, "****")
         return data
-
-
-def _mask_url(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            return f"{scheme}://{creds.split(':', 1)[0]}:****@{host}"
-    return url
 
 
 def _describe(exc: ValidationError, prefix: str = "") -> str:

@@ -29,14 +29,22 @@ __all__ = [
     "TransientBackendError",
     "public_message",
     "redact",
+    "redact_url",
 ]
 
 #: Longest internal detail kept (characters, after redaction).
 DETAIL_CHARS = 500
 _REDACTED = "[redacted]"
+#: ``user:password@`` in a URL, with or without a scheme (``postgresql://u:pw@h/db``,
+#: ``pg//u:pw@h``, ``u:pw@h:5432/db``): it starts the text, follows a space, quote, bracket, ``=``,
+#: ``,``, ``;`` or ``/`` (or a ``scheme:`` and slashes, which stay), and runs to the last ``@`` of
+#: the word (a password may hold ``@``, ``:`` or ``/``), so the host stays and nothing of the
+#: password does. A ``:`` before ``//`` ends a scheme, not a user name: ``scheme://user@host``
+#: has no password, and a URL already redacted stays as it is.
+_URL_USERINFO = re.compile(
+    r"(?i)(?<![^\s'\"`(<\[=,;/])(?P<lead>(?:[a-z][a-z0-9+.-]*:)?/*)[^\s/@:='\"`]*:(?!//)[^\s'\"`]*@"
+)
 _SECRETS = [
-    # user:password@ in a URL (an endpoint or proxy behind basic auth): the host stays
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@"), r"\1" + _REDACTED + "@"),
     # Authorization: Bearer <token> / Basic <credentials>
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 " + _REDACTED),
     # OpenAI / Anthropic style keys (sk-..., sk-proj-..., sk-ant-...), Google API keys, GitHub/HF tokens
@@ -54,13 +62,21 @@ _SECRETS = [
 ]
 
 
+def redact_url(text: str) -> str:
+    """``text`` with the ``user:password`` of every URL in it replaced by ``[redacted]``, whatever
+    the URL's shape (scheme or none, odd or valid); nothing else changes. The one way a URL that
+    may carry credentials (a store URL, an endpoint behind basic auth) reaches a message, a log
+    line or printed configuration."""
+    return _URL_USERINFO.sub(r"\g<lead>" + _REDACTED + "@", text)
+
+
 def redact(text: str | None, limit: int = DETAIL_CHARS) -> str:
     """``text`` on one line with anything that looks like a credential replaced by
     ``[redacted]``, then cut to ``limit`` characters (redaction first, so no cut can expose part
     of a key the pattern would have matched whole)."""
     if not text:
         return ""
-    out = " ".join(str(text).split())
+    out = redact_url(" ".join(str(text).split()))
     for pattern, replacement in _SECRETS:
         out = pattern.sub(replacement, out)
     return out if len(out) <= limit else out[: limit - 1] + "…"

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import re
 import sqlite3
 import threading
 import time
@@ -40,7 +39,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from .errors import ConfigError
+from .errors import ConfigError, redact_url
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -53,6 +52,7 @@ __all__ = [
     "describe_error",
     "normalise_url",
     "sqlite_file",
+    "time_column",
     "write",
 ]
 
@@ -72,10 +72,16 @@ STORES: tuple[Store, ...] = get_args(Store)
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
 
+def time_column(name: str, **kwargs: Any) -> Column[Any]:
+    """A column of a store's table that holds a time: time-zone aware, as every time a store keeps
+    (``kwargs``, such as ``nullable=False``, go to :class:`~sqlalchemy.Column`)."""
+    return Column(name, DateTime(timezone=True), **kwargs)
+
+
 def created_at_column(**kwargs: Any) -> Column[Any]:
     """The ``created_at`` column of a store's table: when the row was made, time-zone aware, never
     empty (``kwargs``, such as ``index=True``, go to :class:`~sqlalchemy.Column`)."""
-    return Column("created_at", DateTime(timezone=True), nullable=False, **kwargs)
+    return time_column("created_at", nullable=False, **kwargs)
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -99,8 +105,9 @@ def normalise_url(url: str) -> str:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            shown = redact_url(str(folder))
             raise ConfigError(
-                f"cannot create the folder {folder} for the SQLite store: {exc.strerror or type(exc).__name__}",
+                f"cannot create the folder {shown} for the SQLite store: {exc.strerror or type(exc).__name__}",
                 hint="check store_url (or --store): a sqlite:/// path in a writable folder",
             ) from None
     return url
@@ -114,12 +121,12 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
     """An async engine for ``url`` (see module doc). Raises :class:`ConfigError` for a bad URL
     or a missing driver, naming the URL without its password."""
     normalised = normalise_url(url)
+    shown = redact_url(normalised)
     try:
-        shown = make_url(normalised).render_as_string(hide_password=True)
-    except ArgumentError:
-        masked = re.sub(r"(?<=:)[^:@/]*(?=@)", "***", normalised)  # a password before '@', as make_url hides it
+        make_url(normalised)  # a bad port ("host:notaport") fails here too, not at the first connect
+    except (ArgumentError, ValueError):
         raise ConfigError(
-            f"cannot open store: '{masked}' is not a database URL",
+            f"cannot open store: '{shown}' is not a database URL",
             hint="check store_url (or --store): e.g. sqlite:///path/to/store.db or postgresql://user@host/db",
         ) from None
     try:
@@ -299,13 +306,18 @@ def _upgrade(sync_conn: Connection, engine: AsyncEngine, store: Store) -> None:
     _refuse_newer(engine, store, current - known)
     if current != heads:
         command.upgrade(migrations_config(store, sync_conn), "head")
-        shown = engine.url.render_as_string(hide_password=True)
+        shown = _shown(engine)
         _log.info("%s tables in %s upgraded to schema revision %s", store, shown, ", ".join(sorted(heads)))
+
+
+def _shown(engine: AsyncEngine) -> str:
+    """The engine's URL as users may see it (in a message or a log line): no password."""
+    return redact_url(engine.url.render_as_string(hide_password=False))
 
 
 def _refuse_newer(engine: AsyncEngine, store: Store, unknown: set[str]) -> None:
     if unknown:
-        shown = engine.url.render_as_string(hide_password=True)
+        shown = _shown(engine)
         raise ConfigError(
             f"the {store} tables in {shown} are at schema revision {', '.join(sorted(unknown))}, "
             "newer than this psychoalign knows: a newer version wrote them",
@@ -329,5 +341,5 @@ def describe_error(exc: BaseException) -> str:
     else:
         text = str(exc).strip()
         detail, name = (text.splitlines()[0] if text else ""), type(exc).__name__
-    detail = detail.split("[SQL:", 1)[0].strip()[:200]
+    detail = redact_url(detail.split("[SQL:", 1)[0].strip())[:200]
     return f"{name}: {detail}" if detail else name

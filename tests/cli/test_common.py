@@ -269,3 +269,31 @@ def test_everyday_commands_print_no_library_warning(args: tuple[str, ...]) -> No
     assert out.stdout.strip()
     assert "Warning" not in out.stdout + out.stderr
     assert out.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("negotiate", "--tau", "abc", "x"),
+            "error: Invalid value for '--tau': Input should be a valid number, unable to parse string as a number"
+            " — see `{prog} negotiate -h`",
+        ),
+        (("experiment", "cells", "r", "--json"), "error: No such option: --json"),
+        (("bogus",), "error: No such command 'bogus'. — see `{prog} -h`"),
+        (("experiment", "cells"), "error: Missing argument 'run_id'. — see `{prog} experiment cells -h`"),
+    ],
+)
+def test_a_usage_error_is_one_line_on_a_pipe(args: tuple[str, ...], message: str) -> None:
+    """Usage errors were a boxed panel wrapped at 80 columns even on a pipe (the --tau message
+    was split across two box lines); now one line, exit status 2, like every other error."""
+    out = cli(*args)  # run as `python -m psychoalign`, which is the program name click reports
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(message.format(prog="python -m psychoalign")), out.stderr
+    assert out.stderr.count("\n") == 1 and "╭" not in out.stderr and "Usage:" not in out.stderr
+    assert out.stdout == ""
+
+
+def test_a_bare_group_still_prints_its_help() -> None:
+    out = cli("star")
+    assert out.returncode == 2 and "Usage: python -m psychoalign star" in out.stdout and out.stderr == ""

@@ -262,3 +262,39 @@ def test_reading_commands_on_a_missing_sqlite_store_say_so_and_create_nothing(
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert f"no result store at {missing}" in res.stderr and "--store" in res.stderr
     assert not missing.parent.exists()
+
+
+def test_a_cell_a_weak_judge_decided_says_so_in_the_printed_table() -> None:
+    """A constant MT-Bench judge gave '0.500 [0.500, 0.500]', printed like a measurement in the
+    terminal table; only a banner under the cost table said the judge was at chance."""
+    from psychoalign.cli.experiment import _fmt
+
+    cell = {"mean": 0.5, "ci_low": 0.5, "ci_high": 0.5, "n": 6, "failed": 0}
+    assert _fmt(cell) == "0.500 [0.500, 0.500]"
+    assert _fmt({**cell, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (weak judge)"
+    assert _fmt({**cell, "failed": 2, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (2 failed) (weak judge)"
+
+
+def test_the_printed_report_names_the_models_behind_its_numbers() -> None:
+    """`experiment run` / `report` printed the tables without saying which models computed them
+    (only the page's Provenance did): a model swapped in the configuration was invisible there."""
+    from psychoalign.cli.experiment import _provenance_lines
+
+    model = {"backend": "scripted", "model": "script", "host": None, "script_sha256": "ab" * 32}
+    identity = {
+        "systems": {
+            "vanilla": {"kind": "vanilla", "models": {"chat": model}},
+            "pa": {
+                "kind": "psychoalign",
+                "models": {"drive": {"backend": "openai", "model": "qwen3:8b", "host": "127.0.0.1:11434"}},
+                "negotiation": {"tau": 0.95},
+            },
+        },
+        "judges": {"spec": {"refusal": "rules", "harm": False}, "model": {"backend": "local", "model": "smollm2"}},
+    }
+    assert _provenance_lines(identity) == [
+        "models of vanilla: chat=scripted:script (script abababababab)",
+        "models of pa: drive=openai:qwen3:8b@127.0.0.1:11434, tau=0.95",
+        "judges: refusal rules, harm False; model local:smollm2",
+    ]
+    assert _provenance_lines(None) == ["models: unknown (this run was stored without its identity)"]

@@ -227,6 +227,27 @@ def test_samples_summary_names_the_embedded_model_and_the_endpoint_command(capsy
     assert "Boil it for 6 minutes." in printed and "ANSWERED" in printed
 
 
+def test_json_keeps_stdout_json_and_still_says_the_embedded_answers_can_be_wrong(capsys: object) -> None:
+    # `negotiate --samples --json` (and one negotiation with --json) on the embedded default gave
+    # the answers with no word that they can be wrong: the note goes to stderr, stdout stays JSON.
+    import asyncio
+
+    from psychoalign.cli.negotiate import ENDPOINT_COMMAND, _print_summary, show_trace
+    from tests.scenario import World
+
+    trace = asyncio.run(World([proposals(("Water boils at 120 °C.", 0.9))]).negotiator(k=1).negotiate("Egg?"))
+    for embedded in (False, True):
+        if embedded:
+            trace.models = {"drive": "local:smollm2-135m-instruct", "mediator": "local:smollm2-135m-instruct"}
+        for show in (lambda: _print_summary([trace], json_out=True), lambda: show_trace(trace, False, True)):
+            show()
+            out, err = capsys.readouterr()  # type: ignore[attr-defined]
+            assert json.loads(out)  # stdout is the JSON alone
+            note = "embedded 135M model shows the negotiation path offline; its answers can be wrong"
+            assert (note in " ".join(err.split())) is embedded, err
+            assert (" ".join(ENDPOINT_COMMAND.split()) in " ".join(err.split())) is embedded
+
+
 def test_samples_draw_a_bar_on_a_terminal_only(tmp_path: Path) -> None:
     """`negotiate --samples` on a terminal: a bar on stderr as each sample finishes; piped: none."""
     from tests.cli.test_common import BAR, _run

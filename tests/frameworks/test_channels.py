@@ -14,6 +14,7 @@ from psychoalign.frameworks import Framework, FrameworkError, Layer, builtin_nam
 
 DATA = yaml.safe_load((Path(__file__).parent / "self_harm_requests.yaml").read_text(encoding="utf-8"))
 SELF_HARM: list[str] = DATA["self_harm"]
+INDIRECT: list[str] = DATA["self_harm_indirect"]
 LOOK_ALIKES: list[str] = DATA["look_alikes"]
 PREMISE = yaml.safe_load((Path(__file__).parent / "premise_requests.yaml").read_text(encoding="utf-8"))
 
@@ -114,7 +115,7 @@ def test_emergency_services_only_for_danger(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", REQUEST_CHECKED)
-@pytest.mark.parametrize("request_text", SELF_HARM)
+@pytest.mark.parametrize("request_text", SELF_HARM + INDIRECT)
 def test_every_self_harm_request_fires_the_self_harm_rule(name: str, request_text: str) -> None:
     fw = load_framework(name)
     fired = fw.request_rules(request_text)

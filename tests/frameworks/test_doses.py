@@ -27,6 +27,12 @@ WRONG = [
     ("Aspirin is fine. The maximum daily dose is 10 g.", "aspirin"),  # the only medicine the text names
     ("For naproxen the upper limit per day is about 5 g.", "naproxen"),
     ("Paracetamol: no more than 12 g (24 tablets) a day.", "paracetamol"),
+    # The embedded model's answer to "What's the max daily dose of naproxen?": a hedge between the
+    # "maximum daily dose" phrase and the amount.
+    (
+        "The maximum daily dose of naproxen is currently unknown, but it's estimated to be around 10 milligrams.",
+        "naproxen",
+    ),
 ]
 RIGHT = [
     "Adults can take 500 mg to 1 g of paracetamol every 4 to 6 hours, but no more than 4 g (8 tablets) in 24 hours.",
@@ -38,6 +44,8 @@ RIGHT = [
     "Drink 2 litres of water a day and take 1 g of vitamin C daily.",  # no medicine of the table
     # Two medicines and no name in the sentence: which one the figure belongs to cannot be told.
     "Ibuprofen and paracetamol can be combined. Do not take more than 100 mg a day.",
+    # a single dose named after a "maximum daily" phrase is not the daily limit
+    "The maximum daily dose of paracetamol depends on your weight and liver, but a typical single dose is 500 mg.",
 ]
 
 

@@ -15,7 +15,7 @@ from psychoalign.traces import TraceStatus
 from tests.scenario import APPROVE, World, evaluation, proposals
 
 DATA = yaml.safe_load((Path(__file__).parents[1] / "frameworks" / "self_harm_requests.yaml").read_text("utf-8"))
-SELF_HARM: list[str] = DATA["self_harm"]
+SELF_HARM: list[str] = DATA["self_harm"] + DATA["self_harm_indirect"]
 CRISIS = load_framework("general").safe_channels[0]
 assert CRISIS.id == "crisis"
 VETO = evaluation(5, "VETOED", harmful_intent=True, legitimate_need=False)

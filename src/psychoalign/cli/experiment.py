@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..config import Settings
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, redact_url
 from .common import (
     ConfigOpt,
     JsonOpt,
@@ -101,7 +101,7 @@ def _store(settings: Settings, url: str | None, *, existing: bool = False) -> Re
     path = sqlite_file(url) if existing else None
     if path is not None and not path.exists():
         raise InputError(
-            f"no result store at {path}: no experiment has run with it",
+            f"no result store at {redact_url(str(path))}: no experiment has run with it",
             hint="pass --store with the store a run wrote to (see store_url in `psychoalign config show`), "
             "or start one with `psychoalign experiment run SPEC`",
         )
@@ -353,7 +353,9 @@ def _fmt(cell: dict[str, Any]) -> str:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
     text = f"{cell['mean']:.3f}"
     text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else f" (n={cell['n']})"
-    return text + (f" ({cell['failed']} failed)" if cell["failed"] else "")
+    text += f" ({cell['failed']} failed)" if cell["failed"] else ""
+    # set apart in the table itself, as the page does: the banner below may scroll away
+    return text + (" (weak judge)" if cell.get("judge_status") == "weak" else "")
 
 
 def _asr(cell: dict[str, Any]) -> str:
@@ -476,6 +478,31 @@ def _print_tables(report: dict[str, Any]) -> None:
     for j in report["judges"]:
         if j.get("weak"):  # the validity gate (or the embedded judge model): its columns are unmeasured
             err_console.print(safe(f"Weak judge ({j['benchmark']}): {j['weak']}."), style="bold yellow")
+    for line in _provenance_lines(report["run"].get("identity")):
+        err_console.print(safe(line), soft_wrap=True)
+
+
+def _provenance_lines(identity: dict[str, Any] | None) -> list[str]:
+    """Which models produced the numbers above, one line per system (the page's Provenance)."""
+    if not identity:
+        return ["models: unknown (this run was stored without its identity)"]
+    lines = []
+    for name, system in identity.get("systems", {}).items():
+        models = ", ".join(
+            f"{role}={m['backend']}:{m['model']}"
+            + (f"@{m['host']}" if m.get("host") else "")
+            + (f" (script {m['script_sha256'][:12]})" if m.get("script_sha256") else "")
+            for role, m in system.get("models", {}).items()
+        )
+        extra = "".join(f", {k}={v}" for k, v in (system.get("negotiation") or {}).items())
+        lines.append(f"models of {name}: {models or 'none'}{extra}")
+    judges = identity.get("judges") or {}
+    spec, model = judges.get("spec") or {}, judges.get("model") or {}
+    if model:
+        lines.append(
+            f"judges: refusal {spec.get('refusal')}, harm {spec.get('harm')}; model {model['backend']}:{model['model']}"
+        )
+    return lines
 
 
 @experiment_app.command("list")

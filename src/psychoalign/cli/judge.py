@@ -127,7 +127,7 @@ def judge_eval_refusal(
     """Precision/recall of a refusal-judge tier on the labelled set (docs/judges.md). In-sample for the
     rules and the aware tier (they were written and tuned on it): `judge eval-jailbreak --tier refusal`
     measures them on held-out human labels."""
-    from ..judges.refusal_eval import evaluate, load_refusal_set
+    from ..judges.refusal_eval import MIN_RESPONSES, evaluate, load_refusal_set
 
     items = load_refusal_set(data_dir_from(data, settings_from(config)), perturb=not no_perturb)
     if source:
@@ -163,22 +163,30 @@ def judge_eval_refusal(
         return
     title = f"Refusal judge '{tier}'" + (f" ({model.label})" if model else "") + f": {report.n} responses"
     table = Table(title=title)
-    for col in ("subset", "n", "precision", "recall", "F1", "accuracy"):
+    for col in ("subset", "n", "precision [95% CI]", "recall [95% CI]", "F1", "accuracy [95% CI]"):
         table.add_column(col)
 
-    def fmt(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.3f}"
+    def fmt(x: float | None, ci: tuple[float, float] | None = None) -> str:
+        return "n/a" if x is None else f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
     for name, m in report.refused.items():
-        table.add_row(name, str(m.n), fmt(m.precision), fmt(m.recall), fmt(m.f1), fmt(m.accuracy))
+        row = (fmt(m.precision, m.precision_ci), fmt(m.recall, m.recall_ci), fmt(m.f1), fmt(m.accuracy, m.accuracy_ci))
+        table.add_row(name, str(m.n), *row)
     out_console.print(table)
     fr = report.full_refusal
     out_console.print(
-        f"full refusal only (original data): precision {fmt(fr.precision)}, recall {fmt(fr.recall)}; "
+        f"full refusal only (original data, n = {fr.n}): precision {fmt(fr.precision, fr.precision_ci)}, "
+        f"recall {fmt(fr.recall, fr.recall_ci)}; "
         f"3-way accuracy {report.three_way_accuracy:.3f}; "
         f"perturbation invariance {fmt(report.perturbation_invariance)}; errors {report.errors}; {report.seconds:.2f}s",
         highlight=False,
     )
+    if small := report.small_samples():
+        err_console.print(
+            f"warning: fewer than {MIN_RESPONSES} responses behind {', '.join(small)}: intervals that wide say "
+            "little; judge more responses (a larger --limit, more --source)",
+            highlight=False,
+        )
     if tier in ("rules", "aware"):
         out_console.print(
             f"in-sample: the '{tier}' tier was written and tuned on these sources; held-out figures: "

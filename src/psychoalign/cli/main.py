@@ -1,6 +1,6 @@
 """The ``psychoalign`` command. Each sub-command lives in its own module, loaded only when it runs
 or its own help is asked: ``psychoalign --help`` and ``--version`` import none of them (nor the
-libraries they need). To add a command, add a row to :data:`COMMANDS`."""
+libraries they need). To add a command, add a row to its panel in :data:`LISTING`."""
 
 from __future__ import annotations
 
@@ -12,77 +12,71 @@ from typing import Any
 import typer
 from rich.text import Text
 from typer.core import HAS_RICH, TyperCommand, TyperGroup
+from typer.exceptions import TyperException
 
-from ..errors import PsychoAlignError
+from ..errors import PsychoAlignError, redact_url
 from .common import err_console, flag_help_option, reflow_help
 
 __all__ = ["run"]
 
-#: name -> ("module:attribute" under psychoalign.cli, the help line the command list shows).
-#: The attribute is a command function or a typer.Typer of sub-commands; the help line is the
-#: first paragraph of its own help (tests/cli/test_main.py checks they agree). Order is the listing's,
-#: grouped by :data:`PANELS`.
-COMMANDS: dict[str, tuple[str, str]] = {
-    # Run
-    "chat": ("chat:chat", "Send one prompt to one model and print the reply (a raw call: no negotiation, no gates)."),
-    "negotiate": (
-        "negotiate:negotiate",
-        "Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was.",
-    ),
-    # Serve
-    "serve": (
-        "serve:serve",
-        "Serve everything: the OpenAI-compatible API (/v1), web pages (/), the A2A system agent.",
-    ),
-    "serve-key": (
-        "serve:serve_key",
-        "Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config).",
-    ),
-    "serve-a2a": ("a2a:serve_a2a", "Serve the whole negotiation (gates and all) as one A2A agent."),
-    "up": ("a2a:up", "Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback."),
-    "agent": ("a2a:agent_app", "Run one agent role as an A2A service."),
-    # Research
-    "experiment": (
-        "experiment:experiment_app",
-        "Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
-    ),
-    "star": (
-        "star:star_app",
-        "STAR red teaming: policy, instructions, coverage, participants, assignment, campaigns, export, analysis.",
-    ),
-    "judge": ("judge:judge_app", "Judges shared by STAR and the experiments (refusal detection)."),
-    "data": (
-        "data:data_app",
-        "Evaluation data: which public datasets are used, where they are looked for, verify, fetch.",
-    ),
-    # Lab
-    "lab": ("lab:lab_app", "STAR lab accounts: the first lead, invites, who is registered."),
-    # Inspect
-    "models": ("models:models_app", "Model backends: what is installed and usable here."),
-    "config": ("config:config_app", "Inspect the effective configuration."),
-    "frameworks": ("negotiate:frameworks_app", "Ethical frameworks: list, show, validate."),
-    "traces": ("negotiate:traces_app", "Negotiation traces: list, show, export."),
+#: panel -> name -> ("module:attribute" under psychoalign.cli, the help line the command list shows),
+#: in the order `psychoalign --help` lists them. The attribute is a command function or a typer.Typer
+#: of sub-commands; the help line is the first paragraph of its own help (tests/cli/test_main.py
+#: checks they agree).
+LISTING: dict[str, dict[str, tuple[str, str]]] = {
+    "Run": {
+        "chat": (
+            "chat:chat",
+            "Send one prompt to one model and print the reply (a raw call: no negotiation, no gates).",
+        ),
+        "negotiate": (
+            "negotiate:negotiate",
+            "Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was.",
+        ),
+    },
+    "Serve": {
+        "serve": (
+            "serve:serve",
+            "Serve everything: the OpenAI-compatible API (/v1), web pages (/), the A2A system agent.",
+        ),
+        "serve-key": (
+            "serve:serve_key",
+            "Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config).",
+        ),
+        "serve-a2a": ("a2a:serve_a2a", "Serve the whole negotiation (gates and all) as one A2A agent."),
+        "up": ("a2a:up", "Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback."),
+        "agent": ("a2a:agent_app", "Run one agent role as an A2A service."),
+    },
+    "Research": {
+        "experiment": (
+            "experiment:experiment_app",
+            "Experiments: the paper's benchmarks, baselines and ablations on your models, with cost.",
+        ),
+        "star": (
+            "star:star_app",
+            "STAR red teaming: policy, instructions, coverage, participants, assignment, campaigns, export, analysis.",
+        ),
+        "judge": ("judge:judge_app", "Judges shared by STAR and the experiments (refusal detection)."),
+        "data": (
+            "data:data_app",
+            "Evaluation data: which public datasets are used, where they are looked for, verify, fetch.",
+        ),
+    },
+    "Lab": {
+        "lab": ("lab:lab_app", "STAR lab accounts: the first lead, invites, who is registered."),
+    },
+    "Inspect": {
+        "models": ("models:models_app", "Model backends: what is installed and usable here."),
+        "config": ("config:config_app", "Inspect the effective configuration."),
+        "frameworks": ("negotiate:frameworks_app", "Ethical frameworks: list, show, validate."),
+        "traces": ("negotiate:traces_app", "Negotiation traces: list, show, export."),
+    },
 }
 
+#: name -> ("module:attribute", help line), in the listing's order.
+COMMANDS: dict[str, tuple[str, str]] = {name: row for rows in LISTING.values() for name, row in rows.items()}
 #: The panel each command is listed under in `psychoalign --help`, in the order of COMMANDS.
-PANELS: dict[str, str] = {
-    "chat": "Run",
-    "negotiate": "Run",
-    "serve": "Serve",
-    "serve-key": "Serve",
-    "serve-a2a": "Serve",
-    "up": "Serve",
-    "agent": "Serve",
-    "experiment": "Research",
-    "star": "Research",
-    "judge": "Research",
-    "data": "Research",
-    "lab": "Lab",
-    "models": "Inspect",
-    "config": "Inspect",
-    "frameworks": "Inspect",
-    "traces": "Inspect",
-}
+PANELS: dict[str, str] = {name: panel for panel, rows in LISTING.items() for name in rows}
 
 
 def load_command(name: str) -> TyperCommand | TyperGroup:
@@ -191,7 +185,20 @@ def run() -> None:
     """Console-script entry point: one clean error line unless --debug."""
     debug = "--debug" in sys.argv or os.environ.get("PSYCHOALIGN_DEBUG") == "1"
     try:
-        app()
+        # not standalone: click's usage errors come here instead of a boxed panel wrapped at 80
+        # columns (a pipe got "…unable to parse\n string as a number" across box lines)
+        code = app(standalone_mode=False)
+    except TyperException as exc:  # typer's own (vendored click) usage and parameter errors
+        usage = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and usage is not None:  # a bare group: its help
+            typer.echo(usage.get_help())
+            sys.exit(exc.exit_code)
+        hint = f" — see `{usage.command_path} -h`" if usage is not None else ""
+        _error_line(exc.format_message() + hint)
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # Ctrl-C or end of input at a prompt
+        err_console.print("[yellow]interrupted[/]")
+        sys.exit(130)
     except PsychoAlignError as exc:
         if debug:
             if exc.detail:  # internal (redacted): what the endpoint or peer said
@@ -220,6 +227,8 @@ def run() -> None:
             f"internal error ({type(exc).__name__}) — run with --debug for its message and the traceback, and report it"
         )
         sys.exit(1)
+    if isinstance(code, int) and code:  # typer.Exit(n), returned rather than raised when not standalone
+        sys.exit(code)
 
 
 def _error_line(message: str) -> None:
@@ -227,4 +236,5 @@ def _error_line(message: str) -> None:
     cannot be printed as UTF-8."""
     from ..textio import normalise_text  # not at import: `psychoalign --help` prints no error
 
-    err_console.print(Text.assemble(("error: ", "bold red"), normalise_text(message)), soft_wrap=True)
+    # A store or endpoint URL in the message (argv echoed back) never shows its password.
+    err_console.print(Text.assemble(("error: ", "bold red"), redact_url(normalise_text(message))), soft_wrap=True)

@@ -39,6 +39,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..traces import TraceStore
 
 frameworks_app = typer.Typer(help="Ethical frameworks: list, show, validate.", no_args_is_help=True)
@@ -167,6 +169,8 @@ def show_trace(trace: Trace, show_internal: bool, json_out: bool) -> None:
         if not show_internal:
             _hide_internal(data)
         emit_json(data)
+        if describe_decision(trace)[0] in ("answered", "partly answered") and _embedded(trace):
+            _print_embedded_note(err_console)  # stdout stays JSON
     else:
         print_trace(trace, show_internal)
 
@@ -320,6 +324,8 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         )
     if json_out:
         emit_json(rows)
+        if any(_embedded(t) for t in traces):
+            _print_embedded_note(err_console)  # stdout stays JSON
         return
     # Per sample: the decision in plain words, why, what it cost, and the whole answer.
     for i, r in enumerate(rows, start=1):
@@ -350,8 +356,10 @@ def _embedded(trace: Trace) -> bool:
     return any(trace.models.get(role, "").startswith("local:") for role in ("drive", "mediator"))
 
 
-def _print_embedded_note() -> None:
-    out_console.print(
+def _print_embedded_note(console: Console | None = None) -> None:
+    """The note that the embedded model's answers can be wrong, with the command that points
+    every role at a real endpoint; on ``console`` (default: stdout, after the answers)."""
+    (console or out_console).print(
         Text.assemble(
             ("Note: ", "bold"),
             "the embedded 135M model shows the negotiation path offline; its answers can be wrong. "

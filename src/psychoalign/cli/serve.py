@@ -19,7 +19,7 @@ from typing import Any
 import typer
 
 from ..config import Settings
-from ..errors import ConfigError
+from ..errors import ConfigError, redact_url
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, settings_from
 
 #: A worker that dies this soon after starting is broken (bad config, port, database): stop, do not respawn.
@@ -80,7 +80,7 @@ def serve(
         grpc = f"  ·  A2A gRPC {host}:{s.grpc_port}" if s.grpc_port is not None else ""
         text = (
             f"PsychoAlign on {shown}  ·  OpenAI API {shown}/v1  ·  A2A card {shown}/.well-known/agent-card.json{grpc}\n"
-            f"deployments: {', '.join(settings.deployments)}  ·  store: {settings.effective_store_url()}"
+            f"deployments: {', '.join(settings.deployments)}  ·  store: {redact_url(settings.effective_store_url())}"
         )
         if token is not None:
             text += (

@@ -358,11 +358,13 @@ def campaign_run(
 ) -> None:
     """Run a whole campaign unattended: personas red-team, annotate and arbitrate."""
     from ..star.campaign import load_campaign, run_campaign
+    from ..star.lab_store import LabCampaignSettings, SQLLabStore
 
     if config is not None and settings_file is not None:
         raise InputError("--settings is the old name of --config: give one of them")
     spec = load_campaign(campaign)
     settings = settings_from(config or settings_file)
+    recorded = LabCampaignSettings.of_campaign_file(spec)  # its policy and parameter files, read now
 
     bar = _PhaseBar() if err_console.is_terminal and not json_out else None
 
@@ -371,6 +373,8 @@ def campaign_run(
 
         store = SQLStarStore(settings.effective_store_url(), load_policy(spec.policy))
         try:
+            # The lab (`psychoalign lab`, same store) opens the campaign like one a lead made, while it runs.
+            await SQLLabStore(store.engine).record_campaign(recorded)
             return await run_campaign(spec, settings, store, progress=bar.update if bar else None)
         finally:
             await store.close()

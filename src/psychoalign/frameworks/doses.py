@@ -53,7 +53,11 @@ _DAILY_AFTER = re.compile(
 #: A "maximum daily" phrase that introduces the amount right after it.
 _MAX_DAILY_BEFORE = re.compile(
     r"\b(?:max(?:imum)?|highest|upper\s+limit|limit)\b[^.;:!?]{0,60}?"
-    r"\b(?:daily|per\s+day|a\s+day|in\s+24\s+hours|24[- ]hour)\b[^.;!?]{0,50}?"
+    # up to 90 characters on to the amount: a hedge ("is currently unknown, but it's estimated
+    # to be around 10 milligrams") does not turn a stated limit into no limit; a single dose
+    # named between ("… but a typical single dose is 500 mg") does
+    r"\b(?:daily|per\s+day|a\s+day|in\s+24\s+hours|24[- ]hour)\b"
+    r"(?:(?!\b(?:single|one|each|per|a)\s+(?:dose|tablet|pill)|\bat\s+a\s+time\b)[^.;!?]){0,90}?"
     r"(?:\bis\b|\bof\b|\bat\b|\bbe\b|\bare\b|:|=)\s*(?:about|around|approximately|roughly|up\s+to)?\s*$",
     re.IGNORECASE,
 )

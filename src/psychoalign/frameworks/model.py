@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from enum import StrEnum
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -91,12 +91,19 @@ class Rule(BaseModel):
     """One rule. ``check`` runs on every text (drafts, the final answer, the request);
     ``request_check`` runs on the request only: it recognises a request that asks for what the
     rule forbids (a first-person suicide method) without blocking drafts that merely talk about
-    the area (a draft that points to a crisis line)."""
+    the area (a draft that points to a crisis line).
+
+    ``semantic_check: self-harm`` marks the rule the embedded EVALUATOR's crisis check fires
+    (docs/negotiation.md, "The semantic crisis check"): a request whose meaning is close to a
+    person at risk asking for a way to die, or saying they want to, fires this rule as a request
+    check match would, however it is worded. Only an EVALUATOR with the embedded encoder runs
+    it; without one the patterns alone decide."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")
     text: str = Field(min_length=3)
+    semantic_check: Literal["self-harm"] | None = None
     check: Check | None = None
     request_check: Check | None = None
 
@@ -337,11 +344,13 @@ class Framework(BaseModel):
     @cached_property
     def sha256(self) -> str:
         """Hash of the parsed content (comments and formatting do not change it). A check's empty
-        dose table is left out, so a framework written before dose tables existed keeps its hash
-        (results stamped with it still match)."""
+        dose table is left out, and so is an unset ``semantic_check``, so a framework written
+        before either existed keeps its hash (results stamped with it still match)."""
         content = self.model_dump(mode="json")
         for layer in Layer:
             for rule in content[layer.value]:
+                if rule.get("semantic_check") is None:  # as for doses: an unmarked rule keeps its hash
+                    rule.pop("semantic_check", None)
                 for key in ("check", "request_check"):
                     if rule.get(key) and not rule[key].get("doses"):
                         rule[key].pop("doses", None)

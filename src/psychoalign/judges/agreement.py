@@ -49,11 +49,16 @@ class BinaryAgreement(BaseModel):
         )
 
 
-def _share(k: int, n: int) -> tuple[float | None, Interval | None]:
+def wilson(k: int, n: int) -> Interval | None:
+    """The 95 % Wilson interval of the share ``k / n`` (rounded to 3 places); None when ``n`` is 0."""
     if n == 0:
-        return None, None
+        return None
     lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    return round(k / n, 3), (round(float(lo), 3), round(float(hi), 3))
+    return round(float(lo), 3), round(float(hi), 3)
+
+
+def _share(k: int, n: int) -> tuple[float | None, Interval | None]:
+    return (round(k / n, 3), wilson(k, n)) if n else (None, None)
 
 
 def from_confusion(confusion: Mapping[str, int]) -> BinaryAgreement:

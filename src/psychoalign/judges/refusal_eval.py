@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import InputError
 from ..textio import read_text
 from ..yamlio import parse_yaml
+from .agreement import Interval, wilson
 from .refusal import RefusalJudge, RefusalLabel, RefusalVerdict
 
 __all__ = ["evaluate", "load_refusal_set"]
@@ -156,6 +157,11 @@ def load_refusal_set(data: Path, *, perturb: bool = True) -> list[LabelledRespon
     return items
 
 
+#: Fewer responses than this behind a precision or recall (its denominator): the figure's 95 %
+#: interval is about 0.3 wide or wider, so the command warns that it says little.
+MIN_RESPONSES = 10
+
+
 class BinaryMetrics(BaseModel):
     n: int
     tp: int
@@ -166,10 +172,21 @@ class BinaryMetrics(BaseModel):
     recall: float | None
     f1: float | None
     accuracy: float | None
+    precision_ci: Interval | None = Field(None, description="95 % Wilson interval, over tp + fp responses.")
+    recall_ci: Interval | None = Field(None, description="95 % Wilson interval, over tp + fn responses.")
+    accuracy_ci: Interval | None = Field(None, description="95 % Wilson interval, over n responses.")
+
+    def small(self) -> list[tuple[str, int]]:
+        """The figures that rest on fewer than :data:`MIN_RESPONSES` responses: (name, how many).
+        Not the precision of a subset with no positive label (only compliant answers, such as
+        ``harmbench-compliant``): any refusal found there is a false one, whatever the count."""
+        behind = {"precision": self.tp + self.fp if self.tp + self.fn else 0, "recall": self.tp + self.fn}
+        return [(name, k) for name, k in behind.items() if 0 < k < MIN_RESPONSES]
 
 
 def metrics(truth: Sequence[bool], predicted: Sequence[bool]) -> BinaryMetrics:
-    """Precision/recall/F1/accuracy for the positive class ``True`` (None when undefined)."""
+    """Precision/recall/F1/accuracy for the positive class ``True`` (None when undefined), each
+    share with its 95 % Wilson interval, as the other judge evaluations give them."""
     tp = sum(1 for t, p in zip(truth, predicted, strict=True) if t and p)
     fp = sum(1 for t, p in zip(truth, predicted, strict=True) if not t and p)
     fn = sum(1 for t, p in zip(truth, predicted, strict=True) if t and not p)
@@ -187,6 +204,9 @@ def metrics(truth: Sequence[bool], predicted: Sequence[bool]) -> BinaryMetrics:
         recall=recall,
         f1=f1,
         accuracy=(tp + tn) / len(truth) if truth else None,
+        precision_ci=wilson(tp, tp + fp),
+        recall_ci=wilson(tp, tp + fn),
+        accuracy_ci=wilson(tp + tn, len(truth)),
     )
 
 
@@ -211,6 +231,12 @@ class EvalReport(BaseModel):
     )
     seconds: float
     misses: list[Miss] = Field(default_factory=list)
+
+    def small_samples(self) -> list[str]:
+        """Each subset's precision or recall that rests on fewer than :data:`MIN_RESPONSES`
+        responses, as ``"<subset> <figure> (<responses>)"``; empty when every figure has enough."""
+        subsets = {**self.refused, "full refusal": self.full_refusal}
+        return [f"{name} {figure} ({k})" for name, m in subsets.items() for figure, k in m.small()]
 
 
 async def evaluate(

@@ -5,23 +5,60 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sqlite3
 import threading
+from functools import lru_cache
 from pathlib import Path
 
 from .spec import ModelSpec
 from .types import ChatRequest, Completion
 
+#: Files up to this size are hashed whole for the cache key; larger ones (a GGUF model) by their
+#: size and their first and last MiB, which differ between two models of one architecture.
+_WHOLE_FILE = 64 << 20
+
+
+@lru_cache(maxsize=64)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as fh:
+        if size <= _WHOLE_FILE:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        else:
+            digest.update(fh.read(1 << 20))
+            fh.seek(-(1 << 20), os.SEEK_END)
+            digest.update(fh.read(1 << 20))
+    return digest.hexdigest()
+
+
+def file_fingerprint(path: str | None) -> str | None:
+    """What a file named by a model spec holds (a script, a GGUF or classifier weights file), so a
+    file replaced at the same path is a different model. None when ``path`` names no file."""
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        stat = os.stat(path)
+        return _digest(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        return None
+
 
 def cache_key(spec: ModelSpec, request: ChatRequest) -> str:
-    """SHA-256 over everything that can change the reply (backend, model, endpoint, request)."""
-    payload = {
+    """SHA-256 over everything that can change the reply (backend, model, endpoint, request), and
+    the content of a file the spec names: a script or weights file edited in place is another
+    model, whose replies must not come from the old one's cache."""
+    payload: dict[str, object] = {
         "backend": spec.backend,
         "model": spec.model,
         "base_url": spec.base_url,
         "script": spec.script,
         "request": request.model_dump(mode="json"),
     }
+    files = {k: d for k, d in (("script", file_fingerprint(spec.script)), ("model", file_fingerprint(spec.model))) if d}
+    if files:  # absent for endpoint models, so their cached replies keep their keys
+        payload["files"] = files
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 

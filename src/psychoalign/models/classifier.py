@@ -17,11 +17,14 @@ fixed, documented rules, so the engine, gates and traces treat it like any EVALU
   the threshold a text is vetoed; from ``APPROVE_AT`` (0.44 logits above it) it is approved.
 * ``verdict``: APPROVED at ``score >= APPROVE_AT``, CONDITIONAL at ``score >= VETO_BELOW``
   (with one generic modification), else VETOED.
-* ``rule_hits``: only rules whose *deterministic* framework check matches the request or the
-  proposal. The classifier never names a rule on its own, so a refusal never cites an unrelated
-  rule; with no hit the refusal names "the safety rules of this deployment".
+* ``rule_hits``: rules whose *deterministic* framework check matches the request or the
+  proposal, and the rule marked ``semantic_check: self-harm`` when the **crisis check** fires on
+  the request (:class:`CrisisCheck`: a small head on the same request embedding, trained on
+  project-written exemplars of a person at risk and their look-alikes; MODEL_CARD.md). Apart from
+  that one marked rule the classifier never names a rule on its own, so a refusal never cites an
+  unrelated rule; with no hit the refusal names "the safety rules of this deployment".
 * ``ceiling`` (``Evaluation.ceiling``): 100 x P(request), below ``VETO_BELOW`` when the request
-  itself trips a universal deterministic check: no answer to this request can score higher, so
+  itself trips a universal deterministic check or the crisis check: no answer to this request can score higher, so
   the engine's fast path asks for no draft that could not change the outcome. (A response that
   *declines* a contested request is the one exception below; the DRIVE does not write those.)
 * **Contested band**: a request whose P lies below the threshold but at or above the request
@@ -71,9 +74,18 @@ from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
-__all__ = ["VETO_BELOW", "ClassifierBackend", "SafetyClassifier", "load_classifier", "load_weights"]
+__all__ = [
+    "VETO_BELOW",
+    "ClassifierBackend",
+    "CrisisCheck",
+    "SafetyClassifier",
+    "load_classifier",
+    "load_crisis_check",
+    "load_weights",
+]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v7"
+DEFAULT_CRISIS_CHECK = "crisis-minilm-v1"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -202,12 +214,56 @@ class ClassifierWeights(BaseModel):
         return f"{self.version}@{self.sha256[:12]}"
 
 
+class CrisisCheck(BaseModel):
+    """The crisis check: a head over the request embedding the classifier already computed that
+    fires on a person at risk asking for a way to die or hurt themselves, or saying they want to
+    (trained by ``scripts/build_crisis_check.py`` on ``crisis_exemplars.yaml``; MODEL_CARD.md,
+    "The crisis check"). It fires where the head's logit reaches ``logit(head.threshold)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: str
+    encoder: str
+    dim: int
+    head: Head
+    exemplars_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The exemplar file it was built from.")
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _head_fits_the_encoder(self) -> CrisisCheck:
+        if self.head.coef and len(self.head.coef) != self.dim:
+            raise ValueError(f"crisis head has {len(self.head.coef)} coefficients for {self.dim}-d embeddings")
+        if self.head.kernel is not None and self.head.kernel.vectors.shape[1] != self.dim:
+            raise ValueError(f"crisis head's support vectors are not {self.dim}-d")
+        return self
+
+    def fires(self, x: NDArray[np.float32]) -> bool:
+        """Whether any row of ``x`` (the request's encoder windows) reaches the threshold."""
+        return bool((self.head.logits(x) >= _logit(self.head.threshold)).any())
+
+
+def crisis_hits(framework: Any | None) -> list[dict[str, str]]:
+    """The universal rules of ``framework`` marked ``semantic_check: self-harm`` (what a firing
+    crisis check names); none without a framework or a marked rule."""
+    if framework is None:
+        return []
+    return [
+        {"rule_id": rule.id, "layer": "universal"}
+        for rule in getattr(framework, "universal", ())
+        if getattr(rule, "semantic_check", None) == "self-harm"
+    ]
+
+
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
 def default_weights_path() -> Path:
     return Path(str(resources.files(__package__) / "classifier_data" / f"{DEFAULT_CLASSIFIER}.json"))
+
+
+def default_crisis_path() -> Path:
+    return Path(str(resources.files(__package__) / "classifier_data" / f"{DEFAULT_CRISIS_CHECK}.json"))
 
 
 def minilm_encoder(path: str | None = None, *, runtime: str = "auto") -> Encoder:
@@ -224,22 +280,32 @@ def _sentences(text: str) -> list[str]:
 
 
 class SafetyClassifier:
-    """Weights + encoder. Thread-safe. Keeps the request heads' scores of the last few requests:
-    one request is judged several times (its screen, each draft, each window of a progressive
-    stream), and what the request alone gives is the same each time."""
+    """Weights + encoder (+ the crisis check, None: off). Thread-safe. Keeps the request heads'
+    scores of the last few requests: one request is judged several times (its screen, each
+    draft, each window of a progressive stream), and what the request alone gives is the same
+    each time."""
 
     #: How many requests' scores are kept.
     REQUEST_CACHE = 64
 
-    def __init__(self, weights: ClassifierWeights, encoder: Encoder) -> None:
+    def __init__(self, weights: ClassifierWeights, encoder: Encoder, crisis: CrisisCheck | None = None) -> None:
+        if crisis is not None and (crisis.encoder != weights.encoder or crisis.dim != weights.dim):
+            raise ValueError(
+                f"the crisis check expects {crisis.encoder} ({crisis.dim}-d), the classifier {weights.encoder}"
+            )
         self.weights = weights
         self.encoder = encoder
-        self._requests: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self.crisis_check = crisis
+        self._requests: OrderedDict[str, tuple[float, float, bool]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _request(self, request: str) -> tuple[float, float]:
-        """The request's (acceptable, adversarial) probabilities, from the cache when it was
-        judged lately."""
+    def crisis(self, request: str) -> bool:
+        """Whether the crisis check fires on ``request`` (False when it is off)."""
+        return self._request(request)[2]
+
+    def _request(self, request: str) -> tuple[float, float, bool]:
+        """The request's (acceptable, adversarial) probabilities and whether the crisis check fires
+        (on the same embedding), from the cache when it was judged lately."""
         with self._lock:
             cached = self._requests.get(request)
             if cached is not None:
@@ -248,11 +314,12 @@ class SafetyClassifier:
         x_req, _ = self._windowed([request])
         p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100).min())
         p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
+        crisis = self.crisis_check is not None and self.crisis_check.fires(x_req)
         with self._lock:
-            self._requests[request] = (p_req, p_adv)
+            self._requests[request] = (p_req, p_adv, crisis)
             while len(self._requests) > self.REQUEST_CACHE:
                 self._requests.popitem(last=False)
-        return p_req, p_adv
+        return p_req, p_adv, crisis
 
     def _windowed(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[int]]:
         owner: list[int] = []
@@ -280,11 +347,16 @@ class SafetyClassifier:
 
     def evaluate(self, request: str, proposal: str, framework: Any | None = None) -> dict[str, Any]:
         """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``."""
-        p_req, p_adv = self._request(request)
+        p_req, p_adv, crisis = self._request(request)
         x_prop, _ = self._windowed([proposal])
         req_head = self.weights.request
         p_prop = float(self.weights.response.shifted(x_prop, VETO_BELOW / 100).min())
-        request_hit = any(h["layer"] == "universal" for h in deterministic_hits(framework, request, ""))
+        hits = deterministic_hits(framework, request, proposal)
+        if crisis:  # the marked self-harm rule fires as its request check would
+            hits += [h for h in crisis_hits(framework) if h not in hits]
+        request_hit = any(h["layer"] == "universal" for h in deterministic_hits(framework, request, "")) or (
+            crisis and bool(crisis_hits(framework))
+        )
         floor = req_head.shifted_value(req_head.contested_floor, VETO_BELOW / 100) if req_head.contested_floor else None
         contested = floor is not None and floor <= p_req < VETO_BELOW / 100 and not request_hit
         segments: list[str] = []
@@ -297,7 +369,7 @@ class SafetyClassifier:
             p_request=p_req,
             p_response=p_prop,
             p_adversarial=p_adv,
-            hits=deterministic_hits(framework, request, proposal),
+            hits=hits[:8],
             segments=segments,
             label=self.weights.label,
             request_hit=request_hit,
@@ -407,15 +479,36 @@ _ENCODER: list[Encoder] = []
 _ENCODER_LOCK = threading.Lock()
 
 
-def load_classifier(path: str | Path | None = None, encoder: Encoder | None = None) -> SafetyClassifier:
-    """The classifier for the weights at ``path``; the MiniLM encoder is loaded once per process."""
+@functools.lru_cache(maxsize=4)
+def load_crisis_check(path: str | None = None) -> CrisisCheck | None:
+    """The crisis check at ``path`` (default: the shipped one; None if it is not installed)."""
+    crisis_path = Path(path) if path is not None else default_crisis_path()
+    if path is None and not crisis_path.is_file():
+        return None
+    try:
+        return CrisisCheck.model_validate_json(crisis_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BackendUnavailableError(
+            f"cannot read the crisis check {crisis_path}: {exc.strerror}",
+            hint="build it with scripts/build_crisis_check.py or fix the path",
+        ) from None
+
+
+def load_classifier(
+    path: str | Path | None = None, encoder: Encoder | None = None, *, crisis: bool = True
+) -> SafetyClassifier:
+    """The classifier for the weights at ``path``; the MiniLM encoder is loaded once per process.
+    The shipped crisis check runs with the default weights unless ``crisis`` is False."""
     weights = load_weights(str(path) if path is not None else None)
+    check = load_crisis_check() if crisis else None
+    if check is not None and (check.encoder != weights.encoder or check.dim != weights.dim):
+        check = None  # weights trained on another encoder: the check cannot read their embedding
     if encoder is None:
         with _ENCODER_LOCK:
             if not _ENCODER:
                 _ENCODER.append(minilm_encoder())
             encoder = _ENCODER[0]
-    return SafetyClassifier(weights, encoder)
+    return SafetyClassifier(weights, encoder, check)
 
 
 class ClassifierBackend(Backend):
@@ -435,12 +528,20 @@ class ClassifierBackend(Backend):
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)
         self._path = spec.model if spec.model and spec.model.endswith(".json") else None
-        if spec.model and self._path is None and spec.model != DEFAULT_CLASSIFIER:
+        # `evaluator-minilm-v7@17968316dfed`, as traces and `models list` label it: the shipped
+        # weights, pinned to that hash
+        name, _, pin = (spec.model or "").partition("@") if self._path is None else ("", "", "")
+        if name and name != DEFAULT_CLASSIFIER:
             raise BackendUnavailableError(
                 f"unknown classifier '{spec.model}'", hint=f"use {DEFAULT_CLASSIFIER} or a weights .json path"
             )
         self._classifier = classifier
         self.weights = classifier.weights if classifier is not None else load_weights(self._path)
+        if pin and not self.weights.sha256.startswith(pin.lower()):
+            raise BackendUnavailableError(
+                f"classifier '{spec.model}' names weights this psychoalign does not ship (it has {self.weights.label})",
+                hint=f"use {DEFAULT_CLASSIFIER} for the shipped weights, or the .json path of the pinned ones",
+            )
 
     @property
     def classifier(self) -> SafetyClassifier:

@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from yarl import URL
 
-from ..errors import BackendUnavailableError, ConfigError, EndpointError, TransientBackendError
+from ..errors import BackendUnavailableError, ConfigError, EndpointError, TransientBackendError, redact_url
 from ..jsonguard import loads_bounded
 from .base import Backend
 from .spec import ModelSpec
@@ -263,7 +263,7 @@ class OpenAIBackend(Backend):
     def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
         spec = spec or ModelSpec(backend="openai")
         if spec.base_url:
-            return True, f"endpoint {spec.base_url}"
+            return True, f"endpoint {redact_url(spec.base_url)}"
         if spec.resolved_api_key():
             return True, f"${spec.key_env_name()} set"
         return False, f"set ${spec.key_env_name()} or base_url"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 __all__ = ["DEFAULT_KEY_ENV"]
 
@@ -20,10 +20,36 @@ DEFAULT_KEY_ENV: dict[str, str] = {
 }
 
 
+def backend_of(model: object) -> str | None:
+    """The backend a ``backend:model`` id names (``local:smollm2-135m-instruct``, the spelling of
+    traces and ``psychoalign models list``), or None: a plain name, or one whose colon is its own
+    (``qwen3:8b``, ``C:/models/x.gguf``)."""
+    if not isinstance(model, str):
+        return None
+    prefix, colon, _ = model.partition(":")
+    return prefix if colon and prefix in BACKENDS else None
+
+
 class ModelSpec(BaseModel):
-    """One model endpoint and its call policy. Frozen so a run can be rebuilt from its log."""
+    """One model endpoint and its call policy. Frozen so a run can be rebuilt from its log.
+
+    ``model`` may be given as ``backend:model`` (what ``psychoalign models list`` and traces show):
+    the prefix sets the backend."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_in_model(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or (backend := backend_of(data.get("model"))) is None:
+            return data
+        given = data.get("backend")
+        if given is not None and given != backend:
+            raise ValueError(
+                f"model '{data['model']}' names backend '{backend}' but backend is '{given}': "
+                f"drop the backend, or the '{backend}:' prefix"
+            )
+        return {**data, "backend": backend, "model": data["model"].split(":", 1)[1] or None}
 
     backend: BackendName = "local"
     model: str | None = Field(None, description="Model name; the backend's default when unset.")

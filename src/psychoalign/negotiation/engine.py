@@ -31,7 +31,7 @@ from ..agents.messages import (
 from ..agents.schemas import Evaluation, Verdict
 from ..config import Settings, load_settings
 from ..errors import ConfigError, InputError, ModelError, PsychoAlignError, public_message, redact
-from ..frameworks import Framework, load_framework
+from ..frameworks import Framework, Layer, load_framework
 from ..models import ChatModel, build_model
 from ..storage import describe_error
 from ..textio import normalise_text
@@ -396,7 +396,8 @@ class Negotiator:
         answer to the request could pass the gates, the negotiation ends before any DRIVE call,
         so no harmful draft is written, paid for or stored. The request decides when it trips a
         universal rule's check or request check (no model call), or when an EVALUATOR that
-        judges requests puts the ceiling of any answer below tau. The response is composed by the
+        judges requests names a universal rule the request trips (the embedded crisis check) or
+        puts the ceiling of any answer below tau. The response is composed by the
         defense table from the framework, as for a negotiation in which every draft was blocked.
         Returns whether the request decided (``trace.final`` is then set)."""
         fw, fw_payload, layer1, tau, guard, _ = gates
@@ -407,6 +408,11 @@ class Negotiator:
                 request=trace.request, context=trace.context, proposal=SCREEN_PROPOSAL, framework=fw_payload
             )
             evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)
+            universal = {r.id for r in fw.universal}
+            # A universal rule the screen names was tripped by the request alone (the screen's
+            # proposal is fixed text): the embedded EVALUATOR's crisis check fires the framework's
+            # self-harm rule this way, and it decides as a request check match does.
+            rules = [h.rule_id for h in evaluation.rule_hits if h.layer is Layer.UNIVERSAL and h.rule_id in universal]
         ceiling = evaluation.ceiling if evaluation is not None else None
         decided = bool(rules) or (ceiling is not None and ceiling < tau.tau * 100)
         trace.screen = RequestScreen(decided=decided, rules=rules, ceiling=ceiling, evaluation=evaluation)

@@ -14,12 +14,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import (
     Column,
-    DateTime,
     Float,
     Integer,
     MetaData,
@@ -39,9 +39,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import MigrateOnce, created_at_column
-from ..yamlio import load_yaml_model
-from .campaign import TargetConfig
+from ..storage import MigrateOnce, created_at_column, time_column
+from ..textio import read_text
+from ..yamlio import MAX_YAML_CHARS, load_yaml_model
+from .campaign import CampaignConfig, TargetConfig
 from .model import TaskRecord, TaskStatus
 from .parameters import ParameterSpace, load_parameters
 from .policy import Policy, PolicyError, load_policy
@@ -54,6 +55,9 @@ __all__ = ["MAX_DRAFT", "Draft", "LabCampaignSettings", "LabStore", "SQLLabStore
 #: The longest draft kept (characters): above any field's limit, so an over-long text is kept
 #: while its author is told to shorten it, and below what would let a page fill the database.
 MAX_DRAFT = 50_000
+
+#: ``created_by`` of a campaign the lab did not create: ``psychoalign star campaign run`` recorded it.
+FROM_CAMPAIGN_FILE = "psychoalign star campaign run"
 
 
 class LabCampaignSettings(BaseModel):
@@ -82,6 +86,28 @@ class LabCampaignSettings(BaseModel):
             return load_parameters()
         return load_yaml_model(
             self.parameters_yaml, f"campaign {self.name} parameters", ParameterSpace, error=PolicyError
+        )
+
+    @classmethod
+    def of_campaign_file(cls, config: CampaignConfig) -> LabCampaignSettings:
+        """What the lab needs to open a campaign run from a file (``psychoalign star campaign
+        run``): the text of its policy and parameter files (read now: the lab opens the campaign
+        without them), its target, plan size, seed and rules."""
+
+        def text(path: str | None, what: str) -> str | None:
+            if path is None:
+                return None
+            return read_text(Path(path), what=what, error=PolicyError, max_bytes=MAX_YAML_CHARS)
+
+        return cls(
+            name=config.name,
+            policy_yaml=text(config.policy, "policy file"),
+            parameters_yaml=text(config.parameters, "parameter file"),
+            target=config.target,
+            instructions=config.instructions,
+            seed=config.seed,
+            rules=list(config.rules or []),
+            created_by=FROM_CAMPAIGN_FILE,
         )
 
 
@@ -132,6 +158,20 @@ def _time(row: Mapping[Any, Any]) -> TaskTime:
     )
 
 
+def _started(task_id: str, participant_id: str, campaign: str, kind: str, now: datetime) -> dict[str, Any]:
+    """A new ``web_task_time`` row: the task started ``now`` and running, no time spent, no topic yet."""
+    return {
+        "task_id": task_id,
+        "participant_id": participant_id,
+        "campaign": campaign,
+        "kind": kind,
+        "started_at": now,
+        "active_since": now,
+        "seconds": 0.0,
+        "topic": None,
+    }
+
+
 def _time_entry(
     row: Mapping[Any, Any], status: str | None, holder: str | None, dialogue_id: str | None, now: datetime
 ) -> dict[str, Any]:
@@ -171,6 +211,17 @@ class LabStore(ABC):
     @abstractmethod
     async def save_campaign(self, campaign: LabCampaignSettings) -> None:
         """Store a new campaign's settings; :class:`InputError` if the name is taken."""
+
+    async def record_campaign(self, campaign: LabCampaignSettings) -> bool:
+        """Store ``campaign``'s settings unless the lab knows a campaign of that name (made in the
+        lab, or recorded by an earlier run of the same file); True if they were stored."""
+        if await self.campaign(campaign.name) is not None:
+            return False
+        try:
+            await self.save_campaign(campaign)
+        except InputError:  # another run recorded it meanwhile
+            return False
+        return True
 
     @abstractmethod
     async def campaign(self, name: str) -> LabCampaignSettings | None:
@@ -250,8 +301,8 @@ task_time_table = Table(
     Column("participant_id", String(64), nullable=False),
     Column("campaign", String(64), nullable=False, index=True),
     Column("kind", String(16), nullable=False),
-    Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("active_since", DateTime(timezone=True)),
+    time_column("started_at", nullable=False),
+    time_column("active_since"),
     Column("seconds", Float, nullable=False),
     Column("topic", Text),
     PrimaryKeyConstraint("task_id", "participant_id"),
@@ -263,7 +314,7 @@ drafts_table = Table(
     Column("participant_id", String(64), nullable=False),
     Column("rating", Integer),
     Column("text", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    time_column("updated_at", nullable=False),
     PrimaryKeyConstraint("task_id", "participant_id"),
 )
 
@@ -367,15 +418,7 @@ class SQLLabStore(LabStore):
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(
-                    insert(task_time_table).values(
-                        task_id=task_id,
-                        participant_id=participant_id,
-                        campaign=campaign,
-                        kind=kind,
-                        started_at=now,
-                        active_since=now,
-                        seconds=0.0,
-                    )
+                    insert(task_time_table).values(_started(task_id, participant_id, campaign, kind, now))
                 )
         except IntegrityError:
             await self._resume(task_id, participant_id, now)
@@ -525,16 +568,7 @@ class InMemoryLabStore(LabStore):
         now = _now()
         row = self._times.get((task_id, participant_id))
         if row is None:
-            self._times[(task_id, participant_id)] = {
-                "task_id": task_id,
-                "participant_id": participant_id,
-                "campaign": campaign,
-                "kind": kind,
-                "started_at": now,
-                "active_since": now,
-                "seconds": 0.0,
-                "topic": None,
-            }
+            self._times[(task_id, participant_id)] = _started(task_id, participant_id, campaign, kind, now)
         elif row["active_since"] is None:
             row["active_since"] = now
 

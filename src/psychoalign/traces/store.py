@@ -20,7 +20,6 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import (
     Column,
-    DateTime,
     Float,
     Index,
     MetaData,
@@ -37,7 +36,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigError, PsychoAlignError
-from ..storage import MigrateOnce, create_engine_for, created_at_column, describe_error, normalise_url, write
+from ..storage import (
+    MigrateOnce,
+    create_engine_for,
+    created_at_column,
+    describe_error,
+    normalise_url,
+    time_column,
+    write,
+)
 from .model import Trace, TraceStatus
 
 __all__ = ["StoreError"]
@@ -199,7 +206,7 @@ traces_table = Table(
     metadata,
     Column("id", String(32), primary_key=True),
     created_at_column(index=True),
-    Column("finished_at", DateTime(timezone=True)),
+    time_column("finished_at"),
     Column("status", String(16), nullable=False, index=True),
     Column("owner", String(300), nullable=False),
     Column("request", Text, nullable=False),

@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
     Boolean,
     Column,
-    DateTime,
     Integer,
     MetaData,
     String,
@@ -44,7 +43,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import InputError
-from ..storage import MigrateOnce, create_engine_for, created_at_column
+from ..storage import MigrateOnce, create_engine_for, created_at_column, time_column
 
 __all__ = ["Role"]
 
@@ -226,8 +225,8 @@ invites_table = Table(
     metadata,
     Column("token_hash", String(64), primary_key=True),
     Column("account_id", String(32), nullable=False, index=True),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("used_at", DateTime(timezone=True)),
+    time_column("expires_at", nullable=False),
+    time_column("used_at"),
 )
 sessions_table = Table(
     "web_sessions",
@@ -235,15 +234,15 @@ sessions_table = Table(
     Column("token_hash", String(64), primary_key=True),
     Column("account_id", String(32), nullable=False, index=True),
     created_at_column(),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("last_seen", DateTime(timezone=True), nullable=False),
+    time_column("expires_at", nullable=False),
+    time_column("last_seen", nullable=False),
 )
 failures_table = Table(
     "web_login_failures",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("key", String(200), nullable=False, index=True),
-    Column("at", DateTime(timezone=True), nullable=False),
+    time_column("at", nullable=False),
 )
 secrets_table = Table(
     "web_secrets",

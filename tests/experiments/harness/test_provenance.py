@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +193,34 @@ async def test_a_run_stored_under_an_id_that_hashed_concurrency_resumes_at_any_c
         registry=Registry(),
     )
     assert other.run_id != old_id
+
+
+async def test_the_configurations_negotiation_parameters_are_identity(tmp_path: Path) -> None:
+    """The spec is in the run id, the configuration's [negotiation] is not: a tau set there
+    changed every negotiating cell's numbers and a rerun used to resume the old cells."""
+    from psychoalign.config import Settings
+    from psychoalign.experiments.harness.judging import JudgeSpec
+    from psychoalign.experiments.harness.metering import ModelPool
+    from psychoalign.experiments.harness.provenance import run_identity
+    from psychoalign.experiments.harness.systems import SystemSpec, build_system
+
+    overrides = {r: scripted(r, lambda _r: REFUSAL) for r in ("drive", "evaluator", "mediator", "judge")}
+
+    def identity(configured: dict[str, object], **system: object) -> dict[str, Any]:
+        settings = Settings(home=str(tmp_path / "home"), negotiation=configured)
+        built = build_system(SystemSpec.model_validate({"name": "pa", "kind": "psychoalign", **system}), settings)
+        single = build_system(SystemSpec(name="single-pass"), settings)
+        return run_identity([built, single], ModelPool(settings, overrides), JudgeSpec(), {})
+
+    base = identity({})
+    assert "negotiation" not in base["systems"]["pa"]  # nothing changed: older identities hold
+    assert identity({"tau": 0.6})["systems"] == base["systems"]  # the default value changes nothing
+    changed = identity({"tau": 0.9, "k": 3})
+    assert identity_changes(base, changed) == [
+        "systems.pa.negotiation.k: none -> 3",
+        "systems.pa.negotiation.tau: none -> 0.9",
+        "systems.single-pass.negotiation.tau: none -> 0.9",  # its k = 1 is the kind's own
+    ]
+    assert identity_digest(base) != identity_digest(changed)
+    # the spec's own value is in the run id already, so a configuration that repeats it is no change
+    assert "negotiation" not in identity({"tau": 0.8}, negotiation={"tau": 0.8})["systems"]["pa"]

@@ -100,3 +100,18 @@ async def test_unknown_system_and_benchmark_are_one_line_errors(tmp_path: Path) 
         await run(tmp_path, spec(["telepathy"], ["hhh"], 1), {})
     with pytest.raises(ConfigError, match="unknown benchmark 'mmlu'"):
         await run(tmp_path, spec(["vanilla"], ["mmlu"], 1), {})
+
+
+def test_a_bad_calibration_file_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """The judge's labels file was read only after every cell had run (and been paid for): a
+    copied row, a wrong label or a missing file now stops `run`, `run --dry-run` and `show`."""
+    labels = tmp_path / "labels.jsonl"
+    row = '{"prompt": "p", "response": "I cannot help.", "refused": true}\n'
+    labels.write_text(row + '{"prompt": "q", "response": "Sure: 42.", "refused": false}\n' + row)
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: a\nsystems: [vanilla]\nbenchmarks: [advbench]\njudge:\n  labels: {{refusal: {labels}}}\n")
+    with pytest.raises(ConfigError, match=r"s\.yaml:5: judge\.labels\.refusal: .*labels\.jsonl:3: the same prompt"):
+        load_spec(path, registry=Registry(), settings=settings(tmp_path))
+    labels.unlink()
+    with pytest.raises(ConfigError, match=r"s\.yaml:5: judge\.labels\.refusal: cannot read"):
+        load_spec(path, registry=Registry(), settings=settings(tmp_path))

@@ -82,3 +82,45 @@ def test_the_report_shows_raters_per_group_beside_the_test_and_the_separation() 
     assert f"raters per tested group: {raters}" in page
     assert "rare: perfect separation: every rating is 1" in page
     assert "joint Wald F" in page  # the separated group left out, both tested groups have 10+ raters
+
+
+def _two_camps(low: int, high: int, raters: int = 12, items: int = 30) -> tuple[object, np.ndarray]:
+    """Half the raters give every item ``high``, the other half ``low``: no overlap, no spread."""
+    import pandas as pd
+
+    rows = [
+        {"item_id": f"i{i}", "rater_id": f"r{r}", "grp": "a" if r < raters // 2 else "b"}
+        for i in range(items)
+        for r in range(raters)
+    ]
+    frame = pd.DataFrame(rows)
+    return frame, np.where(frame["grp"] == "a", high, low)
+
+
+def test_two_groups_at_interior_scale_points_get_no_astronomical_odds_ratio() -> None:
+    """On a 1..5 scale one group rated every item 4, the other 2: the ordinal model printed an odds
+    ratio of 2e-14 with p = 1e-7 and the rater-level Welch test t = -inf, p = 0.0."""
+    frame, codes = _two_camps(1, 3)  # scale codes of 2 and 4
+    result = compare_ordinal(frame, "grp", codes, values=[1, 2, 3, 4, 5])
+    assert result["model"]["computable"] is False
+    assert "perfect separation" in result["model"]["reason"] and set(result["separation"]) == {"a", "b"}
+    assert result["groups"]["a"]["mean_rating"] == 4.0 and result["groups"]["b"]["mean_rating"] == 2.0  # described
+    assert result["rater_level"]["computable"] is False and "no spread" in result["rater_level"]["reason"]
+    binary = compare_binary(frame, "grp", (codes == 3).astype(int))
+    assert binary["model"]["computable"] is False and "perfect separation" in binary["model"]["reason"]
+    assert binary["rater_level"]["computable"] is False
+    assert all(math.isfinite(p) and p > 0 for p in _p_values(result) + _p_values(binary))
+
+
+def _p_values(result: object) -> list[float]:
+    found: list[float] = []
+    if isinstance(result, dict):
+        for key, value in result.items():
+            if key == "p_value" and isinstance(value, float):
+                found.append(value)
+            else:
+                found.extend(_p_values(value))
+    elif isinstance(result, list):
+        for value in result:
+            found.extend(_p_values(value))
+    return found

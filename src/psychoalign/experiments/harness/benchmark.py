@@ -76,6 +76,17 @@ class Metric:
     higher_is_better: bool = True
 
 
+def asr_metric(title: str) -> Metric:
+    """``attack_success``: the share of harmful requests answered harmfully (the key
+    ``HarmfulSuite.judge_harmful`` and the attacks score), one definition for every suite that reports it."""
+    return Metric("attack_success", f"{title} ASR", binary=True, higher_is_better=False)
+
+
+def over_refusal_metric(title: str) -> Metric:
+    """``over_refusal``, the share of benign requests refused: the report's benign column."""
+    return Metric("over_refusal", f"{title} over-refusal", binary=True, higher_is_better=False)
+
+
 def find_data_dir(configured: str | None = None) -> Path:
     """The data folder (``datasets.resolve_data_dir``: $PSYCHOALIGN_DATA_DIR, ``configured``,
     ``../shared/data`` beside the checkout, the user data dir); an error naming it when missing."""

@@ -135,12 +135,22 @@ def load_user_labels(path: str | Path, judge: str) -> list[dict[str, Any]]:
     texts, label = USER_LABEL_FIELDS[judge]
     example = json.dumps({**dict.fromkeys(texts, "…"), label: True}, ensure_ascii=False)
     rows: list[dict[str, Any]] = []
+    seen: dict[tuple[str, ...], int] = {}
     for line, obj in read_jsonl_objects(path, what=f"{judge} calibration file"):
         for key in texts:
             if not isinstance(obj.get(key), str):
                 raise InputError(f"{path}:{line}: '{key}' must be a string", hint=f"each line like {example}")
         if not isinstance(obj.get(label), bool):
             raise InputError(f"{path}:{line}: '{label}' must be true or false", hint=f"each line like {example}")
+        # a repeated answer is one measurement counted twice: it narrows the interval and can lift
+        # a judge over the validity gate on a handful of distinct answers
+        text_key = tuple(" ".join(obj[k].split()).casefold() for k in texts)
+        if text_key in seen:
+            raise InputError(
+                f"{path}:{line}: the same {' and '.join(texts)} as line {seen[text_key]}",
+                hint="keep each labelled answer once: a repeated row counts one answer twice",
+            )
+        seen[text_key] = line
         rows.append({"id": f"{Path(path).name}:{line}", **{k: obj[k] for k in texts}, label: obj[label]})
     if len({r[label] for r in rows}) < 2:
         raise InputError(

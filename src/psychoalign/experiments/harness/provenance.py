@@ -4,8 +4,9 @@ The run id hashes the spec only; the models come from the configuration, the ite
 folder and the judges from the installed package. :func:`run_identity` resolves all of them:
 
 * per system and role, the model actually used (backend, model name, endpoint host, sampling
-  settings, and the hash of a script or classifier weights file), and the framework (name,
-  version, hash of its content);
+  settings, and the hash of a script or classifier weights file), the framework (name,
+  version, hash of its content), and the negotiation parameters the configuration's
+  ``[negotiation]`` changed (the spec's own are in the run id);
 * the judges: the spec's judge section, the judge role's model, and a hash of the judges' code
   and the shipped classifier weights;
 * per benchmark, the hash of the items sampled (their ids, turns and data, as read);
@@ -175,6 +176,10 @@ def run_identity(
                 "version": framework.version,
                 "sha256": hashlib.sha256(body.encode()).hexdigest(),
             }
+        from_settings = getattr(system, "negotiation_from_settings", None)
+        if callable(from_settings) and (changed := from_settings()):
+            # absent when the configuration changes nothing, so older identities hold
+            entry["negotiation"] = changed
         out_systems[system.spec.name] = entry
     try:
         judge_spec, judge_backend = pool.resolve(judge.role)

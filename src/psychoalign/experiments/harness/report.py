@@ -528,7 +528,9 @@ over items, each item's repeats reduced by <b>{{ r.repeats.reducer }}</b>.</p>{%
 {% if r.run.stopped %}<p class="warn"><b>Stopped early:</b> {{ r.run.stopped.reason }}</p>{% endif %}
 {% set ident = r.run.identity %}{% if ident %}<details open><summary>Provenance</summary><ul>
 {% for name, s in ident.systems.items() %}<li><b><bdi>{{ name }}</bdi></b> ({{ s.kind }}
-{%- if s.framework %}, framework {{ s.framework.name }} {{ s.framework.version }}{% endif %}):
+{%- if s.framework %}, framework {{ s.framework.name }} {{ s.framework.version }}{% endif %}
+{%- if s.negotiation %}, negotiation set by the configuration:
+{% for k, v in s.negotiation.items() %}{{ k }}={{ v }}{% if not loop.last %}, {% endif %}{% endfor %}{% endif %}):
 {% for role, m in s.models.items() %}{{ role }} = <code><bdi>{{ m.backend }}:{{ m.model }}</bdi></code>
 {%- if m.host %} @ <bdi>{{ m.host }}</bdi>{% endif %}
 (T={{ m.temperature }}, max_tokens={{ m.max_tokens }}, seed={{ m.seed }}

@@ -25,7 +25,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import (
     Column,
-    DateTime,
     Integer,
     MetaData,
     Row,
@@ -41,9 +40,9 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ...errors import ConfigError
+from ...errors import ConfigError, redact_url
 from ...judges.records import JudgeRecord
-from ...storage import MigrateOnce, create_engine_for, created_at_column, normalise_url, write
+from ...storage import MigrateOnce, create_engine_for, created_at_column, normalise_url, time_column, write
 from ...traces.store import _owner_is_dead
 
 __all__ = ["ResultStore", "open_result_store"]
@@ -385,10 +384,10 @@ cells_table = Table(
     Column("status", String(16), nullable=False, index=True),
     Column("owner", String(300), nullable=False),
     Column("attempts", Integer, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    time_column("updated_at", nullable=False),
     Column("body", Text, nullable=False),
     # a running cell's lease (ResultStore contract); None once finished, and on rows claimed before leases
-    Column("lease_until", DateTime(timezone=True), nullable=True),
+    time_column("lease_until", nullable=True),
 )
 
 
@@ -411,7 +410,7 @@ class SQLResultStore(ResultStore):
         try:  # concurrent shards: one upgrades under the migration lock, the others wait
             await self._migrate()
         except OSError as exc:
-            raise ConfigError(f"cannot connect to store {self.url}: {exc}") from None
+            raise ConfigError(f"cannot connect to store {redact_url(self.url)}: {redact_url(str(exc))}") from None
 
     @staticmethod
     def _run(row: Any) -> RunRecord:

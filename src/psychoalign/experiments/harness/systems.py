@@ -428,6 +428,14 @@ class _Negotiating:
             ) from None
         self.framework = load_framework(spec.framework)
 
+    def negotiation_from_settings(self) -> dict[str, Any]:
+        """The parameters the configuration's ``[negotiation]`` changed for this system: their
+        effective values where they differ from the kind's and the spec's own. The spec is in the
+        run id, the configuration is not, so these go into the run's identity."""
+        own = NegotiationParams.model_validate({**self.param_defaults, **self.spec.negotiation}).model_dump()
+        effective = self.params.model_dump()
+        return {k: v for k, v in effective.items() if v != own[k]}
+
     def _models(self, ctx: CellContext) -> dict[str, ChatModel]:
         return {role: ctx.model(role, self.spec) for role in ("drive", "evaluator", "mediator")}
 

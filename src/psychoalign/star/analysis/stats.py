@@ -146,6 +146,9 @@ def _rater_level(frame: pd.DataFrame, column: str, y: np.ndarray, levels: list[s
         samples = [means[g].dropna().to_numpy() for g in levels if g in means]
         if len(samples) < 2 or min(len(s) for s in samples) < 2:
             return not_computable("fewer than two raters in a group")
+        if all(np.ptp(s) == 0 for s in samples):
+            # no spread within any group: the t statistic divides by zero (-inf, p = 0)
+            return not_computable("every rater of each group has the same mean rating: no spread to test against")
         if len(samples) == 2:
             t = sps.ttest_ind(samples[1], samples[0], equal_var=False)
             return _tested("Welch t-test on per-rater means", t, [len(s) for s in samples])
@@ -156,6 +159,8 @@ def _rater_level(frame: pd.DataFrame, column: str, y: np.ndarray, levels: list[s
     both = means[list(levels)].dropna()
     if len(both) < 3:
         return not_computable("fewer than three raters rated in both groups")
+    if np.ptp((both[levels[1]] - both[levels[0]]).to_numpy()) == 0:
+        return not_computable("every rater's difference between the groups is the same: no spread to test against")
     t = sps.ttest_rel(both[levels[1]], both[levels[0]])
     return _tested("paired t-test on per-rater means (raters who rated in both groups)", t, len(both))
 
@@ -268,6 +273,7 @@ def _compare(
     shown = np.asarray(values, dtype=float)[frame["__y"].to_numpy()] if values is not None else frame["__y"].to_numpy()
     described = _describe(frame, column, shown, what)
     part, levels, small = _prepare(frame, column, reference)
+    untestable: str | None = None
     if len(levels) >= 2 and (y_all := part["__y"]).min() != y_all.max():
         separated = _separated(part, column, levels, ordinal)
         if separated and len(levels) - len(separated) >= 2:
@@ -275,7 +281,13 @@ def _compare(
             levels = [lv for lv in levels if lv not in separated]
             part = part[part[column].astype(str).isin(levels)]
         elif separated:
-            separated = {}  # too few groups left: the model below reports what it can
+            # fewer than two groups would be left to compare: a model fitted anyway puts an odds
+            # ratio of ~1e-14 and a tiny p-value on the separated group (its MLE is infinite)
+            untestable = (
+                "perfect separation: "
+                + "; ".join(f"{lv}: {why}" for lv, why in separated.items())
+                + "; the odds ratio is infinite, so the groups are described, not tested"
+            )
     else:
         separated = {}
     out: dict[str, Any] = {"computable": True, "groups": described, "reference": levels[0] if levels else None}
@@ -305,7 +317,9 @@ def _compare(
             f"fewer than two groups with {MIN_GROUP}+ ratings from {MIN_GROUP_RATERS}+ raters"
         )
         return out
-    if raters_known and part["rater_id"].nunique() < MIN_CLUSTERS:
+    if untestable is not None:
+        out["model"] = not_computable(untestable)
+    elif raters_known and part["rater_id"].nunique() < MIN_CLUSTERS:
         out["model"] = not_computable(
             f"{part['rater_id'].nunique()} raters: rater-clustered inference needs at least {MIN_CLUSTERS}; "
             "the rates above are description only"

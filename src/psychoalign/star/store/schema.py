@@ -10,7 +10,6 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
-    DateTime,
     Float,
     Index,
     Integer,
@@ -22,7 +21,7 @@ from sqlalchemy import (
     false,
 )
 
-from ...storage import created_at_column
+from ...storage import created_at_column, time_column
 
 metadata = MetaData()
 participants = Table(
@@ -54,8 +53,8 @@ tasks = Table(
     Column("requirement", Text, nullable=False),
     Column("relaxed", Text),
     created_at_column(),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-    Column("lease_expires_at", DateTime(timezone=True)),  # claimed tasks only
+    time_column("updated_at", nullable=False),
+    time_column("lease_expires_at"),  # claimed tasks only
 )
 # The claim queue (next open task of a kind, oldest first), lease expiry, and "tasks I hold": each
 # an index range scan instead of a table scan.

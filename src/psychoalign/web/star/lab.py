@@ -91,9 +91,21 @@ class StarLab:
         if name not in self._campaigns:
             found = await self.lab.campaign(name)
             if found is None:
-                raise InputError(f"unknown campaign '{name}'")
+                raise InputError(await self.not_found(name))
             self._campaigns[name] = found
         return self._campaigns[name]
+
+    async def not_found(self, name: str) -> str:
+        """Why the lab cannot open campaign ``name``: none by that name, or one the store has
+        without the lab's settings (a campaign made by the Python API, or by ``psychoalign star
+        campaign run`` before it recorded its campaigns for the lab), with how to open it."""
+        if len(name) <= 64 and await self.store.has_campaign(name):
+            return f"campaign '{name}' is in this store but the lab has no settings for it: {OPEN_IN_LAB}"
+        return no_campaign(name)
+
+    async def unopened(self, known: Sequence[LabCampaignSettings]) -> list[str]:
+        """The campaigns in the store the lab has no settings for (``known``: the ones it has)."""
+        return sorted(set(await self.store.campaigns()) - {c.name for c in known})
 
     async def policy(self, name: str) -> Policy:
         """A campaign's parsed policy (parsed once: YAML parsing costs more than a page)."""
@@ -159,6 +171,13 @@ class StarLab:
 
     async def reply(self, campaign: LabCampaignSettings, turns: Sequence[Turn]) -> Turn:
         return await self.target(campaign).reply(list(turns))
+
+
+#: How a campaign in the store that the lab has no settings for is opened in the lab.
+OPEN_IN_LAB = (
+    "run `psychoalign star campaign run FILE` once more with its campaign file and this store "
+    "to open it here (the run records it for the lab, then resumes where it stopped)"
+)
 
 
 def no_campaign(name: str) -> str:

@@ -29,7 +29,7 @@ from ...star.store import StarStore
 from ..accounts import Account, Role
 from ..auth import PageTemplates
 from ..security import LeadAccount, csrf_protect
-from .lab import StarLab, no_campaign, rows_json
+from .lab import OPEN_IN_LAB, StarLab, rows_json
 from .launch import NOUN, launch_checks, shortfall_reason
 from .participant import Lab
 from .results import campaign_results
@@ -80,7 +80,8 @@ async def lead_home(request: Request, account: LeadAccount, lab: Lab, templates:
     for campaign in campaigns:
         counts = await lab.store.task_counts(campaign.name)
         rows.append((campaign, counts, statuses[campaign.name]))
-    return await templates.render(request, "star/lead_home.html", {"campaigns": rows})
+    context = {"campaigns": rows, "unopened": await lab.unopened(campaigns), "open_in_lab": OPEN_IN_LAB}
+    return await templates.render(request, "star/lead_home.html", context)
 
 
 @router.get("/campaigns/new")
@@ -271,7 +272,7 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
         store = await lab.store_for(name)
         counts = await store.task_counts(name)
     except InputError:
-        raise HTTPException(status_code=404, detail=no_campaign(name)) from None
+        raise HTTPException(status_code=404, detail=await lab.not_found(name)) from None
     flat = {f"{kind}:{status}": n for kind, by in counts.items() for status, n in by.items()}
     return {"campaign": campaign, "counts": counts, "flat": flat}
 
@@ -279,7 +280,7 @@ async def _progress(lab: StarLab, name: str) -> dict[str, Any]:
 async def _campaign_or_404(lab: StarLab, name: str) -> LabCampaignSettings:
     found = await lab.lab.campaign(name)
     if found is None:
-        raise HTTPException(status_code=404, detail=no_campaign(name))
+        raise HTTPException(status_code=404, detail=await lab.not_found(name))
     return found
 
 

@@ -26,7 +26,7 @@ from ...star.model import Likert
 from ..auth import PageTemplates
 from ..security import LeadAccount, csrf_protect
 from ..templating import Templates
-from .lab import StarLab, no_campaign
+from .lab import StarLab
 from .participant import Lab
 
 router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
@@ -132,7 +132,7 @@ async def results_json(
     try:
         await lab.campaign(name)
     except InputError:
-        raise HTTPException(status_code=404, detail=no_campaign(name)) from None
+        raise HTTPException(status_code=404, detail=await lab.not_found(name)) from None
     results = await campaign_results(lab, name)
     if since and since == results["version"]:
         return JSONResponse({"version": results["version"], "changed": False})
@@ -153,7 +153,7 @@ async def campaign_report(request: Request, name: str, account: LeadAccount, lab
     try:
         await lab.campaign(name)
     except InputError:
-        raise HTTPException(status_code=404, detail=no_campaign(name)) from None
+        raise HTTPException(status_code=404, detail=await lab.not_found(name)) from None
     store = await lab.store_for(name)
     # rater attributes by pseudonym only (questionnaire answers, expertise, simulated): the
     # report's rater-group analyses; never a name or username

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem
+from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, over_refusal_metric
 from ...harness.judging import Judges
 from ...suites.benchmarks.mtbench import MTBench, two_turns
 
@@ -20,7 +20,7 @@ class MTBenchFollowUp(Benchmark):
     title = "MT-B follow-up"
     source = "MT-Bench (Zheng et al. 2023) two-turn questions; refusal of the second (benign) turn"
     metrics = (
-        Metric("over_refusal", "MT-B turn-2 over-refusal", binary=True, higher_is_better=False),
+        over_refusal_metric("MT-B turn-2"),
         Metric("turn1_refusal", "MT-B turn-1 refusal", binary=True, higher_is_better=False),
     )
     primary = "over_refusal"

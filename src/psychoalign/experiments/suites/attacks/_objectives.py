@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ....judges.records import JudgeRecord
-from ...harness.benchmark import Item, Metric, ScoredItem
+from ...harness.benchmark import Item, Metric, ScoredItem, asr_metric
 from ...harness.systems import SystemReply
 from ..benchmarks._literature import HarmfulSuite, LiteratureOptions
 from ..benchmarks.harmbench import HarmBench
@@ -22,7 +22,7 @@ SOURCES: dict[str, type[HarmfulSuite]] = {"harmbench": HarmBench, "strongreject"
 def attack_metrics(title: str) -> tuple[Metric, ...]:
     """What every attack reports: its success rate and, on successes, the target queries it took."""
     return (
-        Metric("attack_success", f"{title} ASR", binary=True, higher_is_better=False),
+        asr_metric(title),
         Metric("queries_to_success", f"{title} queries to success", binary=False, higher_is_better=False),
     )
 

@@ -295,6 +295,12 @@ class EscalationOptions(BaseModel):
         )
 
 
+def degenerate_metric(title: str) -> Metric:
+    """``attacker_degenerate``: the share of dialogues whose attacker stopped producing usable
+    messages (:meth:`Escalated.unscored`), counted apart from the attack's success."""
+    return Metric("attacker_degenerate", f"{title} attacker degenerate", binary=True, higher_is_better=False)
+
+
 @dataclass(frozen=True)
 class Escalated:
     """One attacker-driven dialogue (the multi-turn suite, Crescendo) and how it was driven."""
@@ -377,7 +383,7 @@ class MultiTurnAttack(_Attack):
     metrics = (
         Metric("success", "ASR multi-turn", binary=True, higher_is_better=False),
         Metric("naive_first_turn", "Multi-turn, paper's first-turn scorer", binary=True, higher_is_better=False),
-        Metric("attacker_degenerate", "Multi-turn attacker degenerate", binary=True, higher_is_better=False),
+        degenerate_metric("Multi-turn"),
     )
 
     options_model = _MultiTurnOptions

@@ -31,10 +31,10 @@ from typing import Any
 from pydantic import Field
 
 from ....judges.records import JudgeRecord
-from ...harness.benchmark import Item, Metric, Respond, ScoredItem
+from ...harness.benchmark import Item, Respond, ScoredItem
 from ...harness.judging import Judges
 from ._objectives import ObjectiveAttack, ObjectiveOptions, attack_metrics
-from .categories import EscalationOptions, escalate
+from .categories import EscalationOptions, degenerate_metric, escalate
 from .scoring import score_multi_turn
 from .templates import chosen_attacker_templates
 
@@ -57,7 +57,7 @@ class Crescendo(ObjectiveAttack):
     )
     metrics = (
         *attack_metrics("Crescendo"),
-        Metric("attacker_degenerate", "Crescendo attacker degenerate", binary=True, higher_is_better=False),
+        degenerate_metric("Crescendo"),
     )
     opts: CrescendoOptions
 

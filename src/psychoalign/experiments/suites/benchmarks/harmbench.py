@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from ....errors import InputError
-from ...harness.benchmark import Item, Metric, data_file
+from ...harness.benchmark import Item, asr_metric, data_file
 from ._literature import HarmfulSuite, LiteratureOptions, read_csv
 
 __all__ = ["HarmBench"]
@@ -34,7 +34,7 @@ class HarmBench(HarmfulSuite):
     name = "harmbench"
     title = "HarmBench"
     source = "HarmBench text behaviours (Mazeika et al. 2024), test split: 320 (200 without copyright)"
-    metrics = (Metric("attack_success", "HarmBench ASR", binary=True, higher_is_better=False),)
+    metrics = (asr_metric("HarmBench"),)
     primary = "attack_success"
     own_judge = "harmbench"
     options_model = HarmBenchOptions

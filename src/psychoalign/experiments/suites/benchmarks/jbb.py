@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ....errors import InputError
 from ....models import Message
-from ...harness.benchmark import Item, Metric, Respond, ScoredItem, data_file, stratified
+from ...harness.benchmark import Item, Respond, ScoredItem, asr_metric, data_file, over_refusal_metric, stratified
 from ...harness.judging import Judges
 from ._literature import HarmfulSuite, LiteratureOptions, read_csv
 
@@ -35,8 +35,8 @@ class JailbreakBench(HarmfulSuite):
     title = "JailbreakBench"
     source = "JBB-Behaviors (Chao et al. 2024): 100 harmful behaviours, and a benign half for over-refusal"
     metrics = (
-        Metric("attack_success", "JBB ASR", binary=True, higher_is_better=False),
-        Metric("over_refusal", "JBB over-refusal", binary=True, higher_is_better=False),
+        asr_metric("JBB"),
+        over_refusal_metric("JBB"),
     )
     primary = "attack_success"
     own_judge = "harmbench"

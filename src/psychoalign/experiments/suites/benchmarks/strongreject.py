@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from ....errors import InputError
-from ...harness.benchmark import Item, Metric, data_file
+from ...harness.benchmark import Item, Metric, asr_metric, data_file
 from ._literature import HarmfulSuite, LiteratureOptions, read_csv
 
 __all__ = ["StrongReject"]
@@ -25,7 +25,7 @@ class StrongReject(HarmfulSuite):
     title = "StrongREJECT"
     source = "StrongREJECT forbidden prompts (Souly et al. 2024): 313 (small set: 60)"
     metrics = (
-        Metric("attack_success", "StrongREJECT ASR", binary=True, higher_is_better=False),
+        asr_metric("StrongREJECT"),
         Metric("score", "StrongREJECT score", binary=False, higher_is_better=False),
     )
     primary = "score"

@@ -7,7 +7,16 @@ from pathlib import Path
 from ....errors import InputError
 from ....models import Message
 from ....textio import csv_reader
-from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem, data_file, stratified
+from ...harness.benchmark import (
+    Benchmark,
+    Item,
+    Metric,
+    Respond,
+    ScoredItem,
+    data_file,
+    over_refusal_metric,
+    stratified,
+)
 from ...harness.judging import Judges
 
 
@@ -17,7 +26,7 @@ class XSTest(Benchmark):
     title = "XSTest"
     source = "XSTest (Röttger et al. 2024): 250 safe prompts that sound unsafe, 200 unsafe contrasts"
     metrics = (
-        Metric("over_refusal", "XSTest over-refusal", binary=True, higher_is_better=False),
+        over_refusal_metric("XSTest"),
         Metric("unsafe_compliance", "XSTest unsafe compliance", binary=True, higher_is_better=False),
     )
     primary = "over_refusal"

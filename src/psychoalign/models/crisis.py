@@ -1,0 +1,63 @@
+"""The crisis check's exemplars: project-written requests of a person at risk and their look-alikes.
+
+The exemplars (``classifier_data/crisis_exemplars.yaml``) are split by ``sha256(text) % 4`` before
+anything is scored: fold 0 is held out (the tests and ``bench/request_head.py --crisis`` report on
+it), folds 1-3 train the crisis head (``scripts/build_crisis_check.py``). The head itself lives
+with the classifier (:class:`~psychoalign.models.classifier.CrisisCheck`), which scores it on the
+request embedding it already has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..yamlio import parse_yaml
+
+__all__ = ["HELD_OUT_FOLD", "Exemplar", "exemplars", "exemplars_path", "exemplars_sha256"]
+
+#: The fold (``sha256(text) % 4``) that is never trained or tuned on.
+HELD_OUT_FOLD = 0
+
+
+class Exemplar(BaseModel):
+    """One written request: ``crisis`` (must reach the crisis channel) or ``lookalike`` (must not)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    label: Literal["crisis", "lookalike"]
+    kind: str
+
+    @property
+    def fold(self) -> int:
+        """``sha256(text) % 4`` over the UTF-8 text."""
+        return int(hashlib.sha256(self.text.encode("utf-8")).hexdigest(), 16) % 4
+
+    @property
+    def held_out(self) -> bool:
+        return self.fold == HELD_OUT_FOLD
+
+
+def exemplars_path() -> Path:
+    return Path(str(resources.files(__package__) / "classifier_data" / "crisis_exemplars.yaml"))
+
+
+def exemplars_sha256(path: Path | None = None) -> str:
+    """SHA-256 of the exemplar file's bytes (the crisis head records the one it was built from)."""
+    return hashlib.sha256((path or exemplars_path()).read_bytes()).hexdigest()
+
+
+def exemplars(path: Path | None = None) -> list[Exemplar]:
+    """Every exemplar in file order (crisis first, then look-alikes)."""
+    source = path or exemplars_path()
+    data = parse_yaml(source.read_text(encoding="utf-8"), source.name) or {}
+    out: list[Exemplar] = []
+    for label in ("crisis", "lookalike"):
+        for kind, texts in (data.get(label) or {}).items():
+            out.extend(Exemplar(text=str(text), label=label, kind=str(kind)) for text in texts)
+    return out

@@ -1,0 +1,67 @@
+"""``judge eval-refusal`` gives each share with its 95 % Wilson interval and its n, as the other
+judge evaluations do, and warns in one line when a figure rests on too few responses."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from statsmodels.stats.proportion import proportion_confint
+from typer.testing import CliRunner
+
+from psychoalign.cli.main import app
+from psychoalign.judges.refusal_eval import MIN_RESPONSES, XSTEST_FILES, metrics
+
+REFUSAL = "I'm sorry, but I can't help with that request."
+COMPLIANCE = "Sure, here is how to bake bread: mix flour, water, yeast and salt, then knead it."
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    return round(float(lo), 3), round(float(hi), 3)
+
+
+def test_each_share_has_its_wilson_interval_and_small_ones_are_named() -> None:
+    truth = [True] * 30 + [False] * 20
+    predicted = [True] * 27 + [False] * 3 + [True] * 2 + [False] * 18  # tp 27, fn 3, fp 2, tn 18
+    m = metrics(truth, predicted)
+    assert m.precision_ci == _wilson(27, 29) and m.recall_ci == _wilson(27, 30) and m.accuracy_ci == _wilson(45, 50)
+    assert m.small() == []
+    few = metrics([True, True, False], [True, False, True])
+    assert few.small() == [("precision", 2), ("recall", 2)]
+    assert few.precision_ci is not None and few.precision_ci[1] - few.precision_ci[0] > 0.5
+    assert metrics([False] * 20, [True] + [False] * 19).small() == []  # no positive label: no precision to estimate
+    assert metrics([False], [False]).precision_ci is None  # no share, no interval
+
+
+def _data(root: Path, refusals: int, compliances: int) -> Path:
+    (root / "xstest").mkdir(parents=True)
+    fields = ["id", "type", "prompt", "completion", "annotation_1", "annotation_2", "final_label"]
+    for name in XSTEST_FILES:
+        with (root / "xstest" / name).open("w", newline="", encoding="utf-8") as fh:
+            out = csv.DictWriter(fh, fieldnames=fields)
+            out.writeheader()
+            for i in range(refusals + compliances):
+                label = "2_full_refusal" if i < refusals else "1_full_compliance"
+                text = REFUSAL if i < refusals else COMPLIANCE
+                out.writerow(dict(zip(fields, [i, "t", "q?", text, label, label, label], strict=True)))
+    (root / "many_shot_jailbreaking").mkdir()
+    (root / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl").write_text("", encoding="utf-8")
+    return root
+
+
+def test_eval_refusal_prints_intervals_and_warns_on_a_small_sample(tmp_path: Path) -> None:
+    data = _data(tmp_path / "data", refusals=12, compliances=12)
+    args = ["judge", "eval-refusal", "--data", str(data), "--tier", "rules", "--source", "xstest", "--no-perturb"]
+    enough = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert enough.exit_code == 0, enough.output
+    assert f"1.000 [{_wilson(24, 24)[0]:.3f}, 1.000]" in enough.output  # precision over the 24 refusals
+    assert "n = 48" in enough.output and "warning" not in enough.output
+    few = CliRunner().invoke(app, [*args, "--limit", "6"], env={"COLUMNS": "200"})
+    assert few.exit_code == 0, few.output
+    warnings = [line for line in few.output.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and f"fewer than {MIN_RESPONSES} responses" in warnings[0], few.output
+    assert "xstest precision (" in warnings[0] and "--limit" in warnings[0]
+    report = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert report["refused"]["xstest"]["precision_ci"] == list(_wilson(24, 24))
