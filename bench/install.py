@@ -10,9 +10,10 @@ of docs/performance.md.
     python bench/install.py             # about 5 minutes on a quiet 2-core machine
     python bench/install.py --no-doc    # print only
 
-Not measured: what pip and npm download depends on the network and on their own HTTP caches, which
-a fresh machine does not have either. When the prebuilt llama.cpp fails and llama.cpp is compiled,
-pip's wheel cache is off.
+What pip and npm download depends on the network and on their own HTTP caches: pip's keeps nothing
+from a registry whose answers carry no caching headers, and then every install downloads every
+package, as a new machine does. When the prebuilt llama.cpp fails and llama.cpp is compiled, pip's
+wheel cache is off.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from _util import Target, add_doc_flag, captured, publish
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 180.0
-# What `make install` prints to follow along: the step announcements and their durations.
-STEP_LINE = re.compile(r"^(\[\d+/\d+\] .*|\s+(done|compiled|installed|decoded) in .*|Installed in .*)$")
+# What `make install` prints to follow along: the step announcements and their durations (a step run
+# in the background reports its own, indented and numbered, when the install waits for it).
+STEP_LINE = re.compile(r"^(\s*\[\d+/\d+\] .*|\s+(done|compiled|installed|decoded) in .*|Installed in .*)$")
 
 
 def load() -> str:
@@ -96,12 +98,13 @@ def main() -> None:
             quick=False,
             note="A clone of the checkout in an empty folder: `make install` builds `.venv` (llama.cpp "
             "prebuilt, or compiled from source while torch and the other dependencies install when the "
-            "prebuilt one fails: the step lines say which), then the first "
+            "prebuilt one fails: the step lines say which; bytecode compiled beside pip, so both cores work), "
+            "then the first "
             "`make run` negotiates the bundled samples. The target is for a quiet 2-core machine; the load "
             "averages say how quiet this one was, and a quiet run takes at least half the CPU time."
-            " Downloads come through pip's and npm's own HTTP caches as the machine has them (a machine"
-            " that installed the project before has them warm; a new one downloads torch and every other"
-            " package as well).",
+            " Downloads come through pip's and npm's own HTTP caches as the machine has them; pip's keeps"
+            " nothing from a registry whose answers carry no caching headers, and then every install"
+            " downloads every package, as a new machine does.",
         )
 
 

