@@ -63,7 +63,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -502,13 +502,23 @@ def to_evaluation(
 def load_weights(path: str | None = None) -> ClassifierWeights:
     """The weights file at ``path`` (default: the shipped ones); cheap, read once per process."""
     weights_path = Path(path) if path is not None else default_weights_path()
+    return _read_json(
+        ClassifierWeights,
+        weights_path,
+        "classifier weights",
+        "train them with scripts/train_classifier.py or fix the model path",
+    )
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _read_json(model: type[_M], path: Path, what: str, hint: str) -> _M:
+    """``model`` read from the JSON file at ``path``; an unreadable file is the backend unavailable."""
     try:
-        return ClassifierWeights.model_validate_json(weights_path.read_text(encoding="utf-8"))
+        return model.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise BackendUnavailableError(
-            f"cannot read classifier weights {weights_path}: {exc.strerror}",
-            hint="train them with scripts/train_classifier.py or fix the model path",
-        ) from None
+        raise BackendUnavailableError(f"cannot read {what} {path}: {exc.strerror}", hint=hint) from None
 
 
 # Loading MiniLM takes seconds: one encoder per process, shared by every classifier backend
@@ -523,13 +533,9 @@ def load_crisis_check(path: str | None = None) -> CrisisCheck | None:
     crisis_path = Path(path) if path is not None else default_crisis_path()
     if path is None and not crisis_path.is_file():
         return None
-    try:
-        return CrisisCheck.model_validate_json(crisis_path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BackendUnavailableError(
-            f"cannot read the crisis check {crisis_path}: {exc.strerror}",
-            hint="build it with scripts/build_crisis_check.py or fix the path",
-        ) from None
+    return _read_json(
+        CrisisCheck, crisis_path, "the crisis check", "build it with scripts/build_crisis_check.py or fix the path"
+    )
 
 
 def load_classifier(
