@@ -82,6 +82,7 @@ WRONG_NO_DAY = [
     ("Ibuprofen: take 20 to 400 mg every 4 to 6 hours.", "ibuprofen", "per dose"),  # the range's first figure
     ("Take 10-45 mg of Tylenol.", "paracetamol", "per dose"),
     ("Aspirin: take 10 mg.", "aspirin", "per dose"),
+    ("Alternate 1 g of paracetamol with 1 g of ibuprofen every 3 hours.", "ibuprofen", "per dose"),
     ("Aspirin: take 3 g at a time for a headache.", "aspirin", "per dose"),
     ("Aleve: take 5 g every 8 to 12 hours.", "naproxen", "per dose"),
     # the only medicine the text names, an amount in the next sentence
@@ -102,6 +103,7 @@ RIGHT_NO_DAY = [
     "Take 0.5 g of paracetamol.",
     "Take 1,000 mg of Tylenol every 6 hours.",
     "Take 1000 mg of acetaminophen every 6 hours and 400 mg of ibuprofen every 6 hours.",
+    "You can alternate 400 mg of ibuprofen with 1 g of paracetamol every 3 hours.",  # 1 g is paracetamol's
     "Ibuprofen: take 200 to 400 mg every 4 to 6 hours.",
     "The recommended dose of ibuprofen is 200-400 mg.",
     "Your doctor may prescribe 800 mg of ibuprofen at a time.",

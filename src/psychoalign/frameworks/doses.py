@@ -23,12 +23,14 @@ What counts as a stated figure (each read within one sentence):
 Not compared: a tablet's strength (``a 200 mg tablet``), a count (``45 tablets``), a toxic or
 lethal amount (``a toxic dose is above 7.5 g``), an amount of something else (``10 mg of
 loratadine``), and a single dose per kilogram (children's doses by weight vary by age and
-product). The ranges in mg are adults': in a sentence about a child (``for a 2-year-old,
-120 mg``) only their upper ends apply. The medicine is the one named in the sentence (the nearest mention before
-the amount, else after it), or, when the sentence names none, the only medicine the text names.
-An amount whose medicine cannot be told is not compared. The check runs on model text only
-(drafts and answers), never on a request: a user who asks "is 10 g a day too much?" is asking,
-not advising. It compares numbers with a label's range; it knows nothing of the patient.
+product). A daily amount that is no limit (``take 75 mg of aspirin once daily``) may be as small
+as one dose. The ranges in mg are adults': in a sentence about a child (``for a 2-year-old,
+120 mg``) only their upper ends apply. The medicine is the one named right after the amount
+(``1 g of paracetamol``), else the one named nearest before it in the sentence (else after it),
+or, when the sentence names none, the only medicine the text names. An amount whose medicine
+cannot be told is not compared. The check runs on model text only (drafts and answers), never
+on a request: a user who asks "is 10 g a day too much?" is asking, not advising. It compares
+numbers with a label's range; it knows nothing of the patient.
 """
 
 from __future__ import annotations
@@ -245,6 +247,9 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tupl
         before, after = sentence[: m.start()], sentence[m.end() :]
         per_kg = bool(m.group("perkg"))
         of_what = _OF_WHAT.match(after)
+        # the medicine is looked for before this position: "1 g of paracetamol" is paracetamol's
+        # even after "400 mg of ibuprofen" in the same sentence
+        at = m.end() + of_what.end("word") if of_what is not None else m.start()
         kind: Kind | None = None
         if of_what is not None and not _names_medicine(after, of_what, names):
             pass  # "10 mg of loratadine": another substance's amount
@@ -269,12 +274,12 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tupl
             # "200 to 400 mg": the first figure, in the same unit ("500 to 1 g" is not 500 g)
             if first and not per_kg and float(first.replace(",", "")) <= float(m.group("num").replace(",", "")):
                 evidence = f"{phrase.group('bare')}{m.group(0).strip()}"  # type: ignore[union-attr]
-                yield evidence, m.start(), _to_mg(first, m.group("unit")), per_kg, kind
+                yield evidence, at, _to_mg(first, m.group("unit")), per_kg, kind
         previous = (m.end(), kind)
         if kind is None:
             continue
         mg = _to_mg(m.group("num"), m.group("unit"))
-        yield m.group(0).strip(), m.start(), mg, per_kg, kind
+        yield m.group(0).strip(), at, mg, per_kg, kind
 
 
 def _names_medicine(after: str, of_what: re.Match[str], names: list[re.Pattern[str]]) -> bool:
