@@ -83,6 +83,11 @@ WRONG_NO_DAY = [
     ("Take 10-45 mg of Tylenol.", "paracetamol", "per dose"),
     ("Aspirin: take 10 mg.", "aspirin", "per dose"),
     ("Alternate 1 g of paracetamol with 1 g of ibuprofen every 3 hours.", "ibuprofen", "per dose"),
+    # per kilogram of body weight: children's doses, against the ranges per kilogram
+    ("The maximum dose of paracetamol is 45 mg per kilogram.", "paracetamol", "as a maximum"),
+    ("Give children 50 mg/kg of ibuprofen per dose.", "ibuprofen", "per dose"),
+    ("Give children 1 mg/kg of paracetamol every 4 hours.", "paracetamol", "per dose"),
+    ("Give children 1 to 10 mg/kg of ibuprofen every 6 to 8 hours.", "ibuprofen", "per dose"),
     ("Aspirin: take 3 g at a time for a headache.", "aspirin", "per dose"),
     ("Aleve: take 5 g every 8 to 12 hours.", "naproxen", "per dose"),
     # the only medicine the text names, an amount in the next sentence
@@ -136,6 +141,8 @@ RIGHT_NO_DAY = [
     # children's doses: the single-dose ranges are adults'
     "For a 2-year-old, the dose of Calpol is 120 mg.",
     "The maximum dose of paracetamol for children is 15 mg/kg.",
+    "The maximum dose of paracetamol is 60 mg/kg.",  # read as the daily maximum per kilogram
+    "Give children 5 to 10 mg/kg of ibuprofen every 6 to 8 hours.",
     "Infants' Tylenol: give 40 mg every 4 hours.",
     "For children aged 6 to 8, 240 mg of paracetamol up to 4 times a day, so 960 mg a day at most.",
     "A 4-year-old may have 180 mg of Calpol a day.",
@@ -194,6 +201,9 @@ def test_a_table_written_before_single_doses_keeps_its_hash(tmp_path: Path) -> N
     # the hash this file had before `single_mg` existed (results stamped with it still match)
     assert load_framework(str(tmp_path / "fw.yaml")).sha256.startswith("39e197dab66c")
     (tmp_path / "fw2.yaml").write_text(body + "            single_mg: [325, 1000]\n")
+    (tmp_path / "fw3.yaml").write_text(body + "            per_kg: [50, 90]\n")
+    (tmp_path / "fw4.yaml").write_text(body + "            per_kg: [50, 90]\n            single_per_kg: [10, 15]\n")
+    assert load_framework(str(tmp_path / "fw3.yaml")).sha256 != load_framework(str(tmp_path / "fw4.yaml")).sha256
     assert load_framework(str(tmp_path / "fw2.yaml")).sha256 != load_framework(str(tmp_path / "fw.yaml")).sha256
 
 
@@ -203,6 +213,7 @@ def test_every_builtin_table_gives_single_doses_inside_its_daily_maximum(name: s
     (rule,) = [r for r in fw.universal if r.check is not None and r.check.doses]
     for limit in rule.check.doses:  # type: ignore[union-attr]
         assert limit.single_mg is not None and limit.single_mg[1] <= limit.daily_mg[1], limit.drug[0]
+        assert (limit.single_per_kg is None) == (limit.per_kg is None), limit.drug[0]  # both or neither
     assert "dose" in rule.text and find_wrong_dose(rule.check.doses, WRONG_NO_DAY[0][0]) is not None  # type: ignore[union-attr]
 
 
@@ -249,6 +260,7 @@ def test_every_builtin_framework_still_loads() -> None:
         {"drug": [], "daily_mg": [1, 2], "source": "label"},
         {"drug": ["x"], "daily_mg": [3000, 4000], "single_mg": [1000, 500], "source": "label"},
         {"drug": ["x"], "daily_mg": [3000, 4000], "single_mg": [500, 5000], "source": "label"},  # above a day's
+        {"drug": ["x"], "daily_mg": [1, 2], "per_kg": [50, 90], "single_per_kg": [10, 100], "source": "label"},
     ],
 )
 def test_a_malformed_range_is_refused(bad: dict[str, object]) -> None:

@@ -22,15 +22,16 @@ What counts as a stated figure (each read within one sentence):
 
 Not compared: a tablet's strength (``a 200 mg tablet``), a count (``45 tablets``), a toxic or
 lethal amount (``a toxic dose is above 7.5 g``), an amount of something else (``10 mg of
-loratadine``), and a single dose per kilogram (children's doses by weight vary by age and
-product). A daily amount that is no limit (``take 75 mg of aspirin once daily``) may be as small
-as one dose. The ranges in mg are adults': in a sentence about a child (``for a 2-year-old,
-120 mg``) only their upper ends apply. The medicine is the one named right after the amount
-(``1 g of paracetamol``), else the one named nearest before it in the sentence (else after it),
-or, when the sentence names none, the only medicine the text names. An amount whose medicine
-cannot be told is not compared. The check runs on model text only (drafts and answers), never
-on a request: a user who asks "is 10 g a day too much?" is asking, not advising. It compares
-numbers with a label's range; it knows nothing of the patient.
+loratadine``). Figures per kilogram of body weight (``15 mg/kg per dose``, ``60 mg/kg a day``)
+are compared with the table's ranges per kilogram (``single_per_kg``, ``per_kg``). A daily
+amount that is no limit (``take 75 mg of aspirin once daily``) may be as small as one dose. The
+ranges in mg are adults': in a sentence about a child (``for a 2-year-old, 120 mg``) only their
+upper ends apply. The medicine is the one named right after the amount (``1 g of
+paracetamol``), else the one named nearest before it in the sentence (else after it), or, when
+the sentence names none, the only medicine the text names. An amount whose medicine cannot be
+told is not compared. The check runs on model text only (drafts and answers), never on a
+request: a user who asks "is 10 g a day too much?" is asking, not advising. It compares numbers
+with a label's range; it knows nothing of the patient.
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ class DoseLimit(BaseModel):
     a label tells an adult to take to the largest single dose a prescriber gives (None: single
     doses are not compared). ``per_kg`` is the range for a daily limit stated per kilogram of
     body weight (children's doses are given so), or None when the medicine is not dosed by
-    weight. A stated figure outside its range is wrong."""
+    weight; ``single_per_kg`` the same for one dose (None: single doses per kilogram, and maxima
+    per kilogram that name no day, are not compared). A stated figure outside its range is
+    wrong."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -177,17 +180,26 @@ class DoseLimit(BaseModel):
     daily_mg: tuple[float, float]
     single_mg: tuple[float, float] | None = None
     per_kg: tuple[float, float] | None = None
+    single_per_kg: tuple[float, float] | None = None
     source: str = Field(min_length=3, description="where the range comes from (shown in the evidence)")
 
     @model_validator(mode="after")
     def _ordered(self) -> DoseLimit:
-        for name, pair in (("daily_mg", self.daily_mg), ("single_mg", self.single_mg), ("per_kg", self.per_kg)):
+        pairs = (
+            ("daily_mg", self.daily_mg),
+            ("single_mg", self.single_mg),
+            ("per_kg", self.per_kg),
+            ("single_per_kg", self.single_per_kg),
+        )
+        for name, pair in pairs:
             if pair is not None and not 0 < pair[0] <= pair[1]:
                 raise ValueError(f"{name} must be [low, high] with 0 < low <= high, got {list(pair)}")
-        if self.single_mg is not None and self.single_mg[1] > self.daily_mg[1]:
-            raise ValueError(
-                f"single_mg {list(self.single_mg)} must not exceed the daily maximum {self.daily_mg[1]:g} mg"
-            )
+        for single, daily, name, unit in (
+            (self.single_mg, self.daily_mg, "single_mg", "mg"),
+            (self.single_per_kg, self.per_kg, "single_per_kg", "mg/kg"),
+        ):
+            if single is not None and daily is not None and single[1] > daily[1]:
+                raise ValueError(f"{name} {list(single)} must not exceed the daily maximum {daily[1]:g} {unit}")
         return self
 
     @cached_property
@@ -201,10 +213,13 @@ class DoseLimit(BaseModel):
         dose, either for a maximum that names no period; a daily amount that is not a limit
         may be as small as one dose and as large as the daily maximum (without ``single_mg``
         it is held to the daily range, as a limit is). Empty when the table gives none for
-        that kind of figure (it is then not compared); single doses per kilogram never are. Each
+        that kind of figure (it is then not compared). Each
         range comes with its unit, as the evidence shows it."""
         if per_kg:
-            return ((*self.per_kg, "mg/kg a day"),) if kind == "daily" and self.per_kg is not None else ()
+            day = (*self.per_kg, "mg/kg a day") if self.per_kg is not None else None
+            dose = (*self.single_per_kg, "mg/kg per dose") if self.single_per_kg is not None else None
+            found = {"daily": (day,), "regimen": (day,), "single": (dose,), "either": (dose, day)}[kind]
+            return () if None in found else found  # type: ignore[return-value]
         daily = (*self.daily_mg, "mg a day")
         if self.single_mg is None:
             return (daily,) if kind in ("daily", "regimen") else ()
@@ -272,7 +287,7 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tupl
                 continue
             first = phrase.group("first") if phrase is not None else None
             # "200 to 400 mg": the first figure, in the same unit ("500 to 1 g" is not 500 g)
-            if first and not per_kg and float(first.replace(",", "")) <= float(m.group("num").replace(",", "")):
+            if first and float(first.replace(",", "")) <= float(m.group("num").replace(",", "")):
                 evidence = f"{phrase.group('bare')}{m.group(0).strip()}"  # type: ignore[union-attr]
                 yield evidence, at, _to_mg(first, m.group("unit")), per_kg, kind
         previous = (m.end(), kind)

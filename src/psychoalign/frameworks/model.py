@@ -345,7 +345,7 @@ class Framework(BaseModel):
     def sha256(self) -> str:
         """Hash of the parsed content (comments and formatting do not change it). A check's empty
         dose table is left out, and so are an unset ``semantic_check`` and a medicine's unset
-        ``single_mg``, so a framework written before any of them existed keeps its hash (results
+        ``single_mg`` and ``single_per_kg``, so a framework written before any of them existed keeps its hash (results
         stamped with it still match)."""
         content = self.model_dump(mode="json")
         for layer in Layer:
@@ -356,8 +356,9 @@ class Framework(BaseModel):
                     if rule.get(key) and not rule[key].get("doses"):
                         rule[key].pop("doses", None)
                     for dose in (rule.get(key) or {}).get("doses", ()):
-                        if dose.get("single_mg") is None:  # a table written before single doses keeps its hash
-                            dose.pop("single_mg", None)
+                        for field in ("single_mg", "single_per_kg"):  # a table written before single doses
+                            if dose.get(field) is None:  # keeps its hash
+                                dose.pop(field, None)
         blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
