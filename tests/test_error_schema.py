@@ -243,7 +243,7 @@ def test_cli_catch_all_prints_the_class_not_the_message(
     names its class and points to --debug; --debug re-raises it whole."""
     from psychoalign.cli import main
 
-    def boom() -> None:
+    def boom(**_: object) -> None:
         raise ValueError(f"model said {SECRET}")
 
     monkeypatch.setattr(main, "app", boom)
