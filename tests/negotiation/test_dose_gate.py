@@ -28,3 +28,18 @@ async def test_the_labelled_limit_is_answered_as_written() -> None:
     world = World([proposals((RIGHT, 0.9))], judge=lambda t: APPROVE)
     trace = await world.negotiator(k=1).negotiate(QUESTION)
     assert trace.final is not None and trace.final.response == RIGHT
+
+
+async def test_a_wrong_maximum_that_names_no_day_never_reaches_the_user() -> None:
+    # The embedded model's answer to a "maximum amount of Tylenol in a day" question: no "daily"
+    # in the answer, so only the single-dose and daily ranges together can rule 45 mg out.
+    question = "What is the maximum amount of Tylenol I can take in a day?"
+    wrong = "The maximum allowable dose of Tylenol is 45 milligrams."
+    world = World([proposals((wrong, 0.9)), proposals((wrong, 0.9))], judge=lambda t: APPROVE)
+    trace = await world.negotiator(k=2).negotiate(question)
+    f = trace.final
+    assert trace.status is TraceStatus.COMPLETED and f is not None
+    assert "45 milligrams" not in f.response
+    assert "label" in f.response and "pharmacist" in f.response
+    blocked = [p for r in trace.rounds for p in r.proposals if not p.gate.admissible]
+    assert blocked and all(any("U7-dose-label" in reason for reason in p.gate.reasons) for p in blocked)

@@ -1,24 +1,37 @@
-"""A deterministic check of the daily dose limits a text states against the medicines' labels.
+"""A deterministic check of the doses and daily limits a text states against the medicines' labels.
 
 The EVALUATOR judges whether an answer is safe to give, not whether it is true; a small model
-can state a wrong daily maximum for a common medicine with full confidence ("the maximum daily
-dose of paracetamol is 10 mg per kilogram"), and a wrong limit is a harm either way: too high
-poisons, too low leaves pain untreated and invites doubling up. This check reads the limits a
-text *states* and compares each with the range the framework's reference table allows.
+can state a wrong figure for a common medicine with full confidence ("the maximum daily dose of
+paracetamol is 10 mg per kilogram", "the maximum allowable dose of Tylenol is 45 milligrams"),
+and a wrong figure is a harm either way: too high poisons, too low leaves pain untreated and
+invites doubling up. This check reads the figures a text *states* and compares each with the
+range the framework's reference table allows.
 
-What counts as a stated limit (both read within one sentence):
+What counts as a stated figure (each read within one sentence):
 
-* an amount tied to a day: ``4 g a day``, ``4,000 mg per day``, ``25 mg/kg/day``,
-  ``3 grams in 24 hours``, ``4 g (8 tablets) daily``, ``8 g of acetaminophen a day``;
-* an amount that a "maximum … daily" phrase introduces: ``the maximum (safe) daily dose of
-  paracetamol for an adult is 10 mg per kilogram``, ``max daily dose: 4 g``.
+* a daily limit, compared with ``daily_mg``: an amount tied to a day (``4 g a day``,
+  ``4,000 mg per day``, ``25 mg/kg/day``, ``3 grams in 24 hours``, ``4 g (8 tablets) daily``,
+  ``8 g of acetaminophen a day``), or one a "maximum … daily" phrase introduces (``the maximum
+  (safe) daily dose of paracetamol for an adult is 10 mg per kilogram``, ``max daily dose: 4 g``);
+* a single dose, compared with ``single_mg``: an amount a dose phrase introduces (``the
+  recommended dose is 45 mg``, ``a single dose of 5 g``, ``take 10 mg``) or one followed by
+  ``per dose``, ``at a time`` or ``every 4 to 6 hours``;
+* a maximum that names no period (``the maximum allowable dose of Tylenol is 45 milligrams``,
+  ``take up to 2 g``, ``do not exceed 5,000 mg``): it may mean either, so it passes inside the
+  single-dose range or the daily range and fails outside both.
 
-A single dose (``500 mg to 1 g every 4 to 6 hours``, ``two 200 mg tablets``) is not a daily
-limit and is never compared. The medicine is the one named in the sentence (the nearest
-mention before the amount, else after it), or, when the sentence names none, the only
-medicine the text names. An amount whose medicine cannot be told is not compared. The check
-runs on model text only (drafts and answers), never on a request: a user who asks "is 10 g a
-day too much?" is asking, not advising.
+Not compared: a tablet's strength (``a 200 mg tablet``), a count (``45 tablets``), a toxic or
+lethal amount (``a toxic dose is above 7.5 g``), an amount of something else (``10 mg of
+loratadine``). Figures per kilogram of body weight (``15 mg/kg per dose``, ``60 mg/kg a day``)
+are compared with the table's ranges per kilogram (``single_per_kg``, ``per_kg``). A daily
+amount that is no limit (``take 75 mg of aspirin once daily``) may be as small as one dose. The
+ranges in mg are adults': in a sentence about a child (``for a 2-year-old, 120 mg``) only their
+upper ends apply. The medicine is the one named right after the amount (``1 g of
+paracetamol``), else the one named nearest before it in the sentence (else after it), or, when
+the sentence names none, the only medicine the text names. An amount whose medicine cannot be
+told is not compared. The check runs on model text only (drafts and answers), never on a
+request: a user who asks "is 10 g a day too much?" is asking, not advising. It compares numbers
+with a label's range; it knows nothing of the patient.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import cached_property
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -61,31 +75,131 @@ _MAX_DAILY_BEFORE = re.compile(
     r"(?:\bis\b|\bof\b|\bat\b|\bbe\b|\bare\b|:|=)\s*(?:about|around|approximately|roughly|up\s+to)?\s*$",
     re.IGNORECASE,
 )
+#: A dose phrase that introduces the amount right after it, for figures that name no day: a
+#: noun ("the maximum allowable dose of Tylenol is", "a single dose of", "max:") or a verb ("take",
+#: "do not take more than", "never exceed"), then an optional lead ("up to", "about") and the
+#: bare first number of a range ("200 to" 400 mg). No digit stands between the phrase and the
+#: amount, so the phrase belongs to this amount and not to an earlier one.
+_DOSE_BEFORE = re.compile(
+    r"(?:\b(?:doses?|dosage|dosing|amount|max(?:imum)?)\b[^.;:!?\d]{0,60}?(?:\bis\b|\bare\b|\bof\b|\bbe\b|\bat\b|:|=)"
+    r"|\bmax(?:imum)?\b\.?"
+    r"|(?P<neg>\b(?:not|never|no)\s+|n't\s+)?\b(?:take|taking|takes|give|giving|swallow)\b"
+    r"(?:\s+(?!(?:more|than|over|above|with|every|after|before|for|if|when)\b)[a-z-]+){0,2}"
+    r"|\b(?:not|never|n't|without)\s+(?:to\s+)?(?:exceed|exceeding|go\s+over|going\s+over)\b)"
+    r"\s*(?P<lead>(?:(?:about|around|approximately|roughly|up\s+to|between|from|only|just|at\s+most|"
+    r"(?:no|not)\s+more\s+than|more\s+than|over|above|in\s+excess\s+of|a\s+max(?:imum)?\s+of|a\s+total\s+of)\s+){0,2})"
+    r"(?P<bare>(?P<first>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*(?:to|-|–|or)\s*)?$",
+    re.IGNORECASE,
+)
+#: What may follow an amount to make it a single dose: "per dose", "at a time", "every 4 to 6
+#: hours", "dose" ("a 45 mg dose of Tylenol").
+_SINGLE_AFTER = re.compile(
+    r"^\)?(?:\s*\([^()]{0,40}\))?(?:\s+of\s+(?:[a-z-]+\s+){1,3}?)?\s*(?:"
+    r"(?:per|each|a|every|one|in\s+one|in\s+a\s+single|as\s+a\s+single|as\s+one)\s+(?:single\s+)?dose\b"
+    r"|at\s+(?:a|one|any\s+one)\s+time\b|at\s+once\b|doses?\b"
+    r"|every\s+(?:\d+|one|two|three|four|five|six|eight|twelve|few)\b[^.;:!?]{0,20}?\bhours?\b)",
+    re.IGNORECASE,
+)
+#: An amount that is a product's strength, not a dose: "a 200 mg tablet", "500 mg paracetamol caplets".
+_STRENGTH_AFTER = re.compile(
+    r"^(?:\s*-)?\s*(?:[a-z]+\s+)?(?:tablets?|caplets?|capsules?|pills?|gel\s*caps?|gelcaps?|softgels?|"
+    r"liquid\s*gels?|suppositor(?:y|ies)|sachets?|packets?|chewables?|strength|effervescent|formulation|"
+    r"(?:extended|modified|slow|sustained|immediate)[- ]release)\b",
+    re.IGNORECASE,
+)
+#: "N mg of <something>": the amount belongs to what follows "of".
+_OF_WHAT = re.compile(
+    r"^\s*(?:\([^()]{0,40}\)\s*)?of\s+(?:(?:the|this|that|your|each|an?)\s+)?(?P<word>[a-z][\w-]*)", re.IGNORECASE
+)
+_GENERIC = frozenset(
+    {"it", "drug", "drugs", "medicine", "medicines", "medication", "medications", "active", "ingredient"}
+    | {"dose", "doses"}
+)
+#: Words that make a dose figure something other than a recommendation: a toxic or lethal amount,
+#: a condition under which labels give other limits (liver disease, alcohol), a study's doses.
+_NOT_ADVICE = re.compile(
+    r"\b(?:toxic\w*|toxicity|lethal|fatal\w*|overdos\w*|poison\w*|deadly|dangerous\w*|harmful|damage\w*|"
+    r"liver|hepatic|kidney|renal|alcohol\w*|stud(?:y|ies)|trials?|research\w*|experiment\w*)\b",
+    re.IGNORECASE,
+)
+#: A child in the sentence: the ranges are adults', so a child's figure is held to their upper ends only.
+_CHILD = re.compile(
+    r"\b(?:child\w*|kids?|infants?|bab(?:y|ies)|toddlers?|newborns?|neonat\w*|p(?:a)?ediatric\w*|"
+    r"teens?|teenagers?|adolescen\w*|junior|\d+[- ]?(?:years?|yrs?|months?|weeks?)[- ]old|aged\s+\d+|"
+    r"under\s+(?:the\s+age\s+of\s+)?\d+)\b",
+    re.IGNORECASE,
+)
+#: "adults and children 12 years and over": the label's adult dose, not a child's.
+_OVER_12 = re.compile(
+    r"\bchildren\s+(?:aged\s+)?(?:(?:over|above|from)\s+1[2-8]|1[2-8]\s+(?:years?\s+)?(?:(?:old\s+)?(?:and|or)\s+(?:over|older|above)|\+))",
+    re.IGNORECASE,
+)
+_DAY_WORDS = re.compile(r"\b(?:daily|per\s+day|a\s+day|24[- ]hours?|in\s+24\s+hours)\b", re.IGNORECASE)
+_JOIN = re.compile(r"^\s*(?:to|-|–|or|and)\s*$", re.IGNORECASE)
+_SINGLE_WORDS = re.compile(
+    r"\b(?:single|one|each|per|individual)\s+(?:dose|time)\b|\bat\s+(?:a|one)\s+time\b|\bat\s+once\b", re.IGNORECASE
+)
+_LIMIT_WORDS = re.compile(
+    r"\b(?:max(?:imum)?|allowable|allowed|highest|upper|limit|up\s+to|(?:no|not)\s+more|at\s+most|exceed\w*|"
+    r"go(?:ing)?\s+over|more\s+than|over|above|in\s+excess|a\s+total)\b",
+    re.IGNORECASE,
+)
+#: A limit word shortly before a daily amount: "no more than 4 g a day" is a limit, "take 75 mg
+#: of aspirin once daily" is not ("more", "over" count only after a negation: "adults over 60").
+_DAILY_LIMIT = re.compile(
+    r"(?:\b(?:max(?:imum)?|allowable|allowed|highest|upper|limit|up\s+to|at\s+most|exceed\w*|a\s+total)\b"
+    r"|(?:\b(?:no|not|never)|n't)\s+(?:\w+\s+){0,2}?(?:more|over|above)\b)[^.;!?]{0,60}$",
+    re.IGNORECASE,
+)
 _DIGIT = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TO_MG = {"mg": 1.0, "milligram": 1.0, "g": 1000.0, "gram": 1000.0, "mcg": 0.001, "microgram": 0.001, "µg": 0.001}
 
 
-class DoseLimit(BaseModel):
-    """One medicine's labelled daily maximum, as the range of daily limits a text may state.
+Kind = Literal["daily", "regimen", "single", "either"]
+"""What a stated figure is: a daily limit ("no more than 4 g a day", "the maximum daily dose is
+4 g"), a daily amount no limit word introduces ("take 75 mg of aspirin once daily"), a single
+dose, or a maximum that names no period."""
 
-    The range spans what current labels and national guidance give (paracetamol: 3 g on some
-    labels, 4 g on most); a stated limit outside it is wrong. ``per_kg`` is the range for a
-    limit stated per kilogram of body weight (children's doses are given so), or None when the
-    medicine is not dosed by weight."""
+
+class DoseLimit(BaseModel):
+    """One medicine's labelled doses, as the ranges of figures a text may state.
+
+    ``daily_mg`` spans the daily maximum current labels and national guidance give (paracetamol:
+    3 g on some labels, 4 g on most); ``single_mg`` spans one adult dose, from the smallest dose
+    a label tells an adult to take to the largest single dose a prescriber gives (None: single
+    doses are not compared). ``per_kg`` is the range for a daily limit stated per kilogram of
+    body weight (children's doses are given so), or None when the medicine is not dosed by
+    weight; ``single_per_kg`` the same for one dose (None: single doses per kilogram, and maxima
+    per kilogram that name no day, are not compared). A stated figure outside its range is
+    wrong."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     drug: tuple[str, ...] = Field(min_length=1, description="names and brand names, matched as whole words")
     daily_mg: tuple[float, float]
+    single_mg: tuple[float, float] | None = None
     per_kg: tuple[float, float] | None = None
+    single_per_kg: tuple[float, float] | None = None
     source: str = Field(min_length=3, description="where the range comes from (shown in the evidence)")
 
     @model_validator(mode="after")
     def _ordered(self) -> DoseLimit:
-        for name, pair in (("daily_mg", self.daily_mg), ("per_kg", self.per_kg)):
+        pairs = (
+            ("daily_mg", self.daily_mg),
+            ("single_mg", self.single_mg),
+            ("per_kg", self.per_kg),
+            ("single_per_kg", self.single_per_kg),
+        )
+        for name, pair in pairs:
             if pair is not None and not 0 < pair[0] <= pair[1]:
                 raise ValueError(f"{name} must be [low, high] with 0 < low <= high, got {list(pair)}")
+        for single, daily, name, unit in (
+            (self.single_mg, self.daily_mg, "single_mg", "mg"),
+            (self.single_per_kg, self.per_kg, "single_per_kg", "mg/kg"),
+        ):
+            if single is not None and daily is not None and single[1] > daily[1]:
+                raise ValueError(f"{name} {list(single)} must not exceed the daily maximum {daily[1]:g} {unit}")
         return self
 
     @cached_property
@@ -93,46 +207,133 @@ class DoseLimit(BaseModel):
         """The medicine's names as one whole-word regex (compiled once: checked on every text)."""
         return re.compile(r"\b(?:" + "|".join(re.escape(d) for d in self.drug) + r")\b", re.IGNORECASE)
 
-    def bounds(self, per_kg: bool) -> tuple[float, float] | None:
-        """The range for a daily limit stated per kilogram (``per_kg``) or in all; None when the
-        table gives none for that kind of figure (it is then not compared)."""
-        return self.per_kg if per_kg else self.daily_mg
+    def bounds(self, kind: Kind, per_kg: bool) -> tuple[tuple[float, float, str], ...]:
+        """The ranges a figure of ``kind`` may fall in (inside any one passes): the daily range
+        for a daily limit (per kilogram with ``per_kg``), the single-dose range for a single
+        dose, either for a maximum that names no period; a daily amount that is not a limit
+        may be as small as one dose and as large as the daily maximum (without ``single_mg``
+        it is held to the daily range, as a limit is). Empty when the table gives none for
+        that kind of figure (it is then not compared). Each
+        range comes with its unit, as the evidence shows it."""
+        if per_kg:
+            day = (*self.per_kg, "mg/kg a day") if self.per_kg is not None else None
+            dose = (*self.single_per_kg, "mg/kg per dose") if self.single_per_kg is not None else None
+            found = {"daily": (day,), "regimen": (day,), "single": (dose,), "either": (dose, day)}[kind]
+            return () if None in found else found  # type: ignore[return-value]
+        daily = (*self.daily_mg, "mg a day")
+        if self.single_mg is None:
+            return (daily,) if kind in ("daily", "regimen") else ()
+        single = (*self.single_mg, "mg per dose")
+        regimen = (self.single_mg[0], self.daily_mg[1], "mg a day")
+        return {"daily": (daily,), "regimen": (regimen,), "single": (single,), "either": (single, daily)}[kind]
 
 
-def _stated_limits(sentence: str) -> Iterator[tuple[re.Match[str], float, bool]]:
-    """(amount match, mg, per kg) for every daily limit ``sentence`` states."""
+def _to_mg(number: str, unit: str) -> float:
+    return float(number.replace(",", "")) * _TO_MG[unit.lower().rstrip("s")]  # every unit _AMOUNT reads is in _TO_MG
+
+
+def _dose_kind(sentence: str, m: re.Match[str]) -> tuple[Kind, re.Match[str] | None] | None:
+    """What the amount ``m`` that no day follows is stated as, with the dose phrase before it
+    (None when only the words after it tell), or None when it is not a dose at all."""
+    before, after = sentence[: m.start()], sentence[m.end() :]
+    if _STRENGTH_AFTER.match(after):
+        return None
+    phrase = _DOSE_BEFORE.search(before)
+    if phrase is None:
+        return ("single", None) if _SINGLE_AFTER.match(after) else None
+    # the phrase with the words just before it: "the single dose is", "the daily dose is"
+    words = sentence[max(0, phrase.start() - 25) : phrase.end()]
+    if re.search(r"more\s+than|\bover\b|\babove\b|in\s+excess", phrase.group("lead"), re.I) and not re.search(
+        r"exceed|go(?:ing)?\s+over|\b(?:not|never|no)\b|n't", words, re.I
+    ):
+        return None  # "taking more than 4 g can harm": a threshold, not advice
+    if _SINGLE_WORDS.search(words) or _SINGLE_AFTER.match(after):
+        return "single", phrase
+    if _DAY_WORDS.search(words):
+        return "regimen", phrase  # "the daily dose of paracetamol is 45 mg" (a limit word would make it daily)
+    return ("either" if _LIMIT_WORDS.search(words) else "single"), phrase
+
+
+def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tuple[str, int, float, bool, Kind]]:
+    """(evidence, position, mg, per kg, kind) for every dose or daily limit ``sentence`` states;
+    ``names``: the medicines' names, to tell "1 g of paracetamol" from "10 mg of loratadine"."""
+    previous: tuple[int, Kind | None] = (-1, None)
     for m in _AMOUNT.finditer(sentence):
-        daily = bool(_DAILY_AFTER.match(sentence[m.end() :])) or bool(_MAX_DAILY_BEFORE.search(sentence[: m.start()]))
-        if not daily:
+        before, after = sentence[: m.start()], sentence[m.end() :]
+        per_kg = bool(m.group("perkg"))
+        of_what = _OF_WHAT.match(after)
+        # the medicine is looked for before this position: "1 g of paracetamol" is paracetamol's
+        # even after "400 mg of ibuprofen" in the same sentence
+        at = m.end() + of_what.end("word") if of_what is not None else m.start()
+        kind: Kind | None = None
+        if of_what is not None and not _names_medicine(after, of_what, names):
+            pass  # "10 mg of loratadine": another substance's amount
+        elif _MAX_DAILY_BEFORE.search(before):
+            kind = "daily"
+        elif _DAILY_AFTER.match(after):
+            # "take 75 mg of aspirin once daily" is a regimen; "no more than 4 g a day" a limit
+            if per_kg or _DAILY_LIMIT.search(before):
+                kind = "daily"
+            elif not _NOT_ADVICE.search(sentence):  # not "10 g a day can damage the liver"
+                kind = "regimen"
+        elif previous[1] is not None and _JOIN.match(sentence[previous[0] : m.start()]):
+            kind = previous[1]  # the second figure of a range: "500 mg to 1 g" every 4 hours
+        elif not _NOT_ADVICE.search(before) and (found := _dose_kind(sentence, m)) is not None:
+            kind, phrase = found
+            if kind != "either" and _NOT_ADVICE.search(after):
+                # "taking 10 g at once can damage the liver" states a fact; a stated maximum ("the
+                # maximum dose is 45 mg, as more can damage the liver") stays a maximum
+                previous = (m.end(), None)
+                continue
+            first = phrase.group("first") if phrase is not None else None
+            # "200 to 400 mg": the first figure, in the same unit ("500 to 1 g" is not 500 g)
+            if first and float(first.replace(",", "")) <= float(m.group("num").replace(",", "")):
+                evidence = f"{phrase.group('bare')}{m.group(0).strip()}"  # type: ignore[union-attr]
+                yield evidence, at, _to_mg(first, m.group("unit")), per_kg, kind
+        previous = (m.end(), kind)
+        if kind is None:
             continue
-        unit = m.group("unit").lower().rstrip("s")  # every unit _AMOUNT reads is in _TO_MG
-        mg = float(m.group("num").replace(",", "")) * _TO_MG[unit]
-        yield m, mg, bool(m.group("perkg"))
+        mg = _to_mg(m.group("num"), m.group("unit"))
+        yield m.group(0).strip(), at, mg, per_kg, kind
+
+
+def _names_medicine(after: str, of_what: re.Match[str], names: list[re.Pattern[str]]) -> bool:
+    """Whether the "of WORD" after an amount names a medicine of the table or a generic word for
+    one ("1 g of paracetamol", "500 mg of the drug"), not another substance ("10 mg of loratadine")."""
+    word = of_what.group("word")
+    return word.lower() in _GENERIC or any(name.match(after, of_what.start("word")) for name in names)
+
+
+_EVIDENCE = {"daily": "a day", "regimen": "a day", "single": "per dose", "either": "as a maximum"}
 
 
 def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str) -> str | None:
-    """The first stated daily limit in ``text`` that a limit in ``limits`` rules out, described
-    for the trace's evidence ("paracetamol: '10 milligrams (mg) per kilogram' a day, label range
-    50-90 mg/kg (source)"), or None."""
+    """The first stated dose or daily limit in ``text`` that a limit in ``limits`` rules out,
+    described for the trace's evidence ("paracetamol: '10 milligrams (mg) per kilogram' a day,
+    label range 50-90 mg/kg (source)"), or None."""
     if not limits or not text or _DIGIT.search(text) is None:  # no digit, no amount (_AMOUNT): nothing stated
         return None
     patterns = [(limit, limit._pattern) for limit in limits]
+    names = [pattern for _, pattern in patterns]
     named = [limit for limit, pattern in patterns if pattern.search(text)]
     only = named[0] if len(named) == 1 else None
     for sentence in _SENTENCE.split(text):
+        # the ranges are adults': in a sentence about a child only their upper ends apply
+        child = _CHILD.search(_OVER_12.sub(" ", sentence)) is not None
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
-        for amount, mg, per_kg in _stated_limits(sentence):
-            limit = _medicine_for(mentions, amount.start()) or (only if not mentions else None)
+        for evidence, at, mg, per_kg, kind in _stated_limits(sentence, names):
+            limit = _medicine_for(mentions, at) or (only if not mentions else None)
             if limit is None:
                 continue
-            bounds = limit.bounds(per_kg)
-            if bounds is not None and not bounds[0] <= mg <= bounds[1]:
-                unit = "mg/kg" if per_kg else "mg"
-                return (
-                    f"{limit.drug[0]}: {amount.group(0).strip()!r} a day, "
-                    f"label range {bounds[0]:g}-{bounds[1]:g} {unit} ({limit.source})"
+            ranges = limit.bounds(kind, per_kg)
+            if child and not per_kg:
+                ranges = tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in ranges)
+            if ranges and not any(low <= mg <= high for low, high, _ in ranges):
+                described = " or ".join(
+                    f"{low:g}-{high:g} {unit}" if low else f"at most {high:g} {unit}" for low, high, unit in ranges
                 )
+                return f"{limit.drug[0]}: {evidence!r} {_EVIDENCE[kind]}, label range {described} ({limit.source})"
     return None
 
 

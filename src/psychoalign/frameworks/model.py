@@ -30,7 +30,7 @@ class Check(BaseModel):
 
     A check fires when any regex in ``patterns`` matches, or when every word of any entry in
     ``all_of`` occurs (case-insensitive, whole words), or, on model text only, when the text
-    states a daily dose limit that ``doses`` rules out (:mod:`~psychoalign.frameworks.doses`).
+    states a dose or a daily limit that ``doses`` rules out (:mod:`~psychoalign.frameworks.doses`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -344,8 +344,9 @@ class Framework(BaseModel):
     @cached_property
     def sha256(self) -> str:
         """Hash of the parsed content (comments and formatting do not change it). A check's empty
-        dose table is left out, and so is an unset ``semantic_check``, so a framework written
-        before either existed keeps its hash (results stamped with it still match)."""
+        dose table is left out, and so are an unset ``semantic_check`` and a medicine's unset
+        ``single_mg`` and ``single_per_kg``, so a framework written before any of them existed keeps its hash (results
+        stamped with it still match)."""
         content = self.model_dump(mode="json")
         for layer in Layer:
             for rule in content[layer.value]:
@@ -354,6 +355,10 @@ class Framework(BaseModel):
                 for key in ("check", "request_check"):
                     if rule.get(key) and not rule[key].get("doses"):
                         rule[key].pop("doses", None)
+                    for dose in (rule.get(key) or {}).get("doses", ()):
+                        for field in ("single_mg", "single_per_kg"):  # a table written before single doses
+                            if dose.get(field) is None:  # keeps its hash
+                                dose.pop(field, None)
         blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
