@@ -251,10 +251,13 @@ def test_judge_evals_draw_their_bar_on_a_terminal_only(command: tuple[str, ...],
     out = _run(*command, "--limit", "2", "--data", str(SHARED_DATA), terminal=terminal)
     assert out.returncode == 0, out.stderr
     assert "n = 2 " in out.stdout and BAR not in out.stdout
+    # figures on 2 responses: one warning line on stderr, whether or not a bar is drawn
+    warnings = [line for line in out.stderr.splitlines() if "warning: fewer than 10 responses" in line]
+    assert len(warnings) == 1, out.stderr
     if terminal:
         assert BAR in out.stderr and re.search(r"judged.*2/2", out.stderr)
     else:
-        assert out.stderr == ""
+        assert out.stderr == warnings[0] + "\n"
 
 
 @pytest.mark.parametrize(

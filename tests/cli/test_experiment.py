@@ -298,3 +298,42 @@ def test_the_printed_report_names_the_models_behind_its_numbers() -> None:
         "judges: refusal rules, harm False; model local:smollm2",
     ]
     assert _provenance_lines(None) == ["models: unknown (this run was stored without its identity)"]
+
+
+@pytest.mark.needs_data("advbench")
+def test_a_run_whose_cells_failed_exits_1_with_one_summary_line(tmp_path: Path) -> None:
+    """Failed cells are never scored, so the tables lack them: the command says how many in one
+    line and exits 1 (0 only when every cell it ran is done), in text and in --json."""
+    from typer.testing import CliRunner
+
+    from psychoalign.cli.main import app
+
+    chat = tmp_path / "chat.yaml"
+    chat.write_text(f"- {json.dumps(REFUSAL)}\n")  # one reply, then "ran out of replies"
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(
+        f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n'
+        f'[roles.chat]\nbackend = "scripted"\nscript = "{chat}"\nmax_retries = 0\n'
+    )
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(
+        "name: s\nsystems: [vanilla]\nbenchmarks: [advbench]\nn: 4\nconcurrency: 1\n"
+        "judge: {refusal: rules, harm: off, calibration_n: 0}\n"
+    )
+    args = ["experiment", "run", str(spec_file), "--out", str(tmp_path / "out"), "--no-progress", "-c", str(config)]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    lines = [line for line in res.stderr.splitlines() if "cells failed" in line]
+    assert len(lines) == 1 and lines[0].startswith("3 of 4 cells failed; see `psychoalign experiment report s-"), (
+        res.stderr
+    )
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["status"]["done"] == 1 and data["status"]["failed"] == 3  # the report is written all the same
+    # each invocation's model has its one reply again: the failed cells are retried, one gets done
+    again = CliRunner().invoke(app, [*args, "--json"])
+    assert again.exit_code == 1 and json.loads(again.stdout)["summary"]["failed"] == 2
+    assert "2 of 3 cells failed" in again.stderr
+    assert CliRunner().invoke(app, args).exit_code == 1  # 1 of 2 failed
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0 and "cells failed" not in done.stderr, done.output
+    assert "1 cells ran (1 done, 0 failed), 3 already done" in done.stderr

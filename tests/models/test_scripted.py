@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from psychoalign.errors import EndpointError, InputError, ModelError, TransientBackendError
+from psychoalign.errors import ConfigError, EndpointError, InputError, ModelError, TransientBackendError
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend, build_model
 from tests.helpers import fast_spec
 
@@ -63,3 +63,45 @@ async def test_overlong_prompt_rejected() -> None:
     model = ChatModel(spec, ScriptedBackend(spec, replies=["x"]))
     with pytest.raises(InputError, match="over the limit of 10"):
         await model.chat("x" * 11)
+
+
+BAD_SCRIPTS = {
+    "bad-regex": (
+        'rules:\n  - match: "(unclosed"\n    reply: hi\n',
+        r"script\.yaml:2: rule 1: 'match' is not a valid regular",
+    ),
+    "no-match": ("rules:\n  - match: a\n    reply: a\n  - reply: hi\n", r"script\.yaml:4: rule 2 has no 'match'"),
+    "no-reply": ("rules:\n  - match: a\n", r"script\.yaml:2: rule 1 has no 'reply'"),
+    "empty-reply": ("rules:\n  - match: a\n    reply:\n", r"script\.yaml:3: rule 1: 'reply' is empty"),
+    "match-not-text": (
+        "rules:\n  - match: [a, b]\n    reply: hi\n",
+        r"script\.yaml:2: rule 1: 'match' must be a string",
+    ),
+    "rule-not-mapping": ("rules:\n  - weather\n", r"script\.yaml:2: rule 1 must be a mapping, not a string"),
+    "rules-not-list": ("rules: weather\n", r"script\.yaml:1: 'rules' must be a list, not a string"),
+    "rule-typo": ("rules:\n  - match: a\n    replies: hi\n", r"script\.yaml:2: rule 1: unknown key 'replies'"),
+    "top-typo": ("rules: []\ndefualt: hi\n", r"script\.yaml:2: unknown key 'defualt'"),
+    "empty-default": ("rules: []\ndefault:\n", r"script\.yaml:2: 'default' is empty"),
+    "empty-list-reply": ("- one\n-\n", r"script\.yaml:2: reply 2 is empty"),
+    "invalid-yaml": ("rules:\n  - match: a\n    reply: [unclosed\n", r"script\.yaml:4:1: invalid YAML"),
+    "not-a-script": ("weather: sunny\n", r"must hold a list of replies or a 'rules' mapping"),
+}
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_SCRIPTS.values(), ids=BAD_SCRIPTS.keys())
+def test_a_bad_script_file_is_one_config_error_naming_file_line_and_fix(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "script.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message) as err:
+        build_model(ModelSpec(backend="scripted", script=str(path)))
+    assert str(path) in err.value.message and "\n" not in str(err.value) and err.value.exit_code == 2
+    assert err.value.hint  # what to write instead
+
+
+def test_a_good_rules_file_with_json_replies_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "script.yaml"
+    path.write_text('rules:\n  - match: "a\\\\(b"\n    reply: {x: 1}\ndefault: ""\n', encoding="utf-8")
+    backend = ScriptedBackend(ModelSpec(backend="scripted", script=str(path)))
+    assert [p.pattern for p, _ in backend._rules] == [r"a\(b"] and backend._default == ""

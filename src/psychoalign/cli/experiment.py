@@ -33,6 +33,7 @@ from .common import (
 # The harness (SQLAlchemy, numpy, the benchmarks) is imported inside the commands: `--help` never loads it.
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
+    from ..experiments.harness.runner import RunSummary
     from ..experiments.harness.spec import ExperimentSpec
     from ..experiments.harness.store import ResultStore
 
@@ -261,7 +262,9 @@ def run(
     json_path, html_path = write_report(report, folder)
     if json_out:
         emit_json({"summary": summary.__dict__, "report": str(html_path), "results": str(json_path)})
-        if summary.stopped:
+        if summary.stopped or summary.failed:
+            if summary.failed:
+                _failed_line(summary)
             raise typer.Exit(1)
         return
     _print_tables(report)
@@ -277,7 +280,23 @@ def run(
     err_console.print(f"report: {html_path}\nresults: {json_path}")
     if summary.stopped:
         err_console.print(safe(f"run {summary.run_id} stopped: {summary.stopped}"), style="yellow")
+    if summary.failed:
+        _failed_line(summary)
+    if summary.stopped or summary.failed:
         raise typer.Exit(1)
+
+
+def _failed_line(summary: RunSummary) -> None:
+    """The one line that says why a run whose cells failed exits with status 1: its tables lack
+    those cells (never scored as 0), so a script or CI must not read them as complete."""
+    given_up = f" ({summary.gave_up} given up: not retried)" if summary.gave_up else ""
+    retried = " (rerunning the same command retries them)" if summary.failed > summary.gave_up else ""
+    err_console.print(
+        f"{summary.failed} of {summary.ran} cells failed{given_up}; "
+        f"see `psychoalign experiment report {summary.run_id}`{retried}",
+        style="red",
+        highlight=False,
+    )
 
 
 def _with_limits(spec: ExperimentSpec, **flags: float | None) -> ExperimentSpec:

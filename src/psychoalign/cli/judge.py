@@ -61,6 +61,42 @@ def _run_judged(
         return asyncio.run(go(bar))
 
 
+def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
+    """Agreement, sensitivity, specificity and kappa from confusion counts, each with its interval
+    (or why none is shown) and the responses behind it; warns on stderr, in one line, when a figure
+    rests on fewer than ten responses."""
+    from ..judges.agreement import from_confusion
+    from ..judges.jailbreak_eval import figures_shown, small_figures
+    from ..judges.refusal_eval import MIN_RESPONSES
+
+    fig = from_confusion(confusion)
+    shown = figures_shown(fig)
+    parts = []
+    for f in shown:
+        value = "n/a" if f.value is None else f"{f.value:.3f}"
+        if f.value is None:
+            interval = ""
+        elif f.ci is not None:
+            interval = f" [{f.ci[0]:.3f}, {f.ci[1]:.3f}]"
+        else:
+            interval = " [interval n/a: n too small]" if f.n < MIN_RESPONSES else " [interval n/a: zero width]"
+        parts.append(f"{'κ' if f.name == 'kappa' else f.name} {value}{interval} (n {f.n})")
+    if warn and (small := small_figures(shown)):
+        _warn_small(", ".join(small), "a larger --limit")
+    return ", ".join(parts) + f"; n = {fig.n} ({fig.positives} positive)"
+
+
+def _warn_small(what: str, more: str) -> None:
+    """One line on stderr (so that --json output stays parseable): these figures rest on few responses."""
+    from ..judges.refusal_eval import MIN_RESPONSES
+
+    err_console.print(
+        f"warning: fewer than {MIN_RESPONSES} responses behind {what}: intervals that wide say little; "
+        f"judge more responses ({more})",
+        highlight=False,
+    )
+
+
 def _judge(tier: str, role: str, config: Path | None) -> tuple[Any, Any]:
     from ..judges import build_refusal_judge
     from ..models import build_model
@@ -127,7 +163,7 @@ def judge_eval_refusal(
     """Precision/recall of a refusal-judge tier on the labelled set (docs/judges.md). In-sample for the
     rules and the aware tier (they were written and tuned on it): `judge eval-jailbreak --tier refusal`
     measures them on held-out human labels."""
-    from ..judges.refusal_eval import MIN_RESPONSES, evaluate, load_refusal_set
+    from ..judges.refusal_eval import evaluate, load_refusal_set
 
     items = load_refusal_set(data_dir_from(data, settings_from(config)), perturb=not no_perturb)
     if source:
@@ -158,6 +194,8 @@ def judge_eval_refusal(
 
     with progress_bar("judged", show=not json_out) as bar:
         report = asyncio.run(go(bar))
+    if small := report.small_samples():
+        _warn_small(", ".join(small), "a larger --limit, more --source")
     if json_out:
         emit_json({"tier": tier, "model": model.label if model else None, **report.model_dump(mode="json")})
         return
@@ -166,27 +204,29 @@ def judge_eval_refusal(
     for col in ("subset", "n", "precision [95% CI]", "recall [95% CI]", "F1", "accuracy [95% CI]"):
         table.add_column(col)
 
-    def fmt(x: float | None, ci: tuple[float, float] | None = None) -> str:
-        return "n/a" if x is None else f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    def fmt(x: float | None, ci: tuple[float, float] | None = None, n: int | None = None) -> str:
+        if x is None:
+            return "n/a"
+        return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + (f" (n {n})" if n is not None else "")
 
     for name, m in report.refused.items():
-        row = (fmt(m.precision, m.precision_ci), fmt(m.recall, m.recall_ci), fmt(m.f1), fmt(m.accuracy, m.accuracy_ci))
+        row = (
+            fmt(m.precision, m.precision_ci, m.tp + m.fp),
+            fmt(m.recall, m.recall_ci, m.tp + m.fn),
+            fmt(m.f1),
+            fmt(m.accuracy, m.accuracy_ci, m.n),
+        )
         table.add_row(name, str(m.n), *row)
     out_console.print(table)
     fr = report.full_refusal
     out_console.print(
-        f"full refusal only (original data, n = {fr.n}): precision {fmt(fr.precision, fr.precision_ci)}, "
-        f"recall {fmt(fr.recall, fr.recall_ci)}; "
+        f"full refusal only (original data, n = {fr.n}): "
+        f"precision {fmt(fr.precision, fr.precision_ci, fr.tp + fr.fp)}, "
+        f"recall {fmt(fr.recall, fr.recall_ci, fr.tp + fr.fn)}; "
         f"3-way accuracy {report.three_way_accuracy:.3f}; "
         f"perturbation invariance {fmt(report.perturbation_invariance)}; errors {report.errors}; {report.seconds:.2f}s",
         highlight=False,
     )
-    if small := report.small_samples():
-        err_console.print(
-            f"warning: fewer than {MIN_RESPONSES} responses behind {', '.join(small)}: intervals that wide say "
-            "little; judge more responses (a larger --limit, more --source)",
-            highlight=False,
-        )
     if tier in ("rules", "aware"):
         out_console.print(
             f"in-sample: the '{tier}' tier was written and tuned on these sources; held-out figures: "
@@ -229,13 +269,14 @@ def judge_eval_harm(
     result = _run_judged(
         pool, judges, lambda bar: harm_agreement(judges, data, limit, seed, progress=bar), show=not json_out
     )
+    line = _agreement_line(result["confusion"]) if "confusion" in result else None
     if json_out:
         emit_json(result)
         return
-    from ..judges.agreement import from_confusion
-
-    figures = from_confusion(result["confusion"])
-    out_console.print(safe(f"harm judge {result['judge']} ({result['tier']}): {figures.line()}"), highlight=False)
+    if line is None:
+        out_console.print(safe(f"harm judge not measured: {result.get('reason')}"), highlight=False)
+        return
+    out_console.print(safe(f"harm judge {result['judge']} ({result['tier']}): {line}"), highlight=False)
     held = "held out" if result.get("held_out") else "in sample"
     out_console.print(safe(f"  reference ({held}): {result['reference']}"), highlight=False)
     for name, fig in (result.get("picked") or {}).get("candidates", {}).items():
@@ -319,12 +360,10 @@ def judge_eval_jailbreak(
         return await evaluate_jailbreak_judge(label, fn, items)
 
     result = _run_judged(pool, judges, go, show=not json_out)
+    line = _agreement_line(result.confusion)
     if json_out:
         emit_json(result.model_dump(mode="json"))
         return
-    from ..judges.agreement import from_confusion
-
-    figures = from_confusion(result.confusion)
-    out_console.print(safe(f"{result.judge}: {figures.line()}; positive: jailbroken by the humans"), highlight=False)
+    out_console.print(safe(f"{result.judge}: {line}; positive: jailbroken by the humans"), highlight=False)
     published = ", ".join(f"{k} {v}" for k, v in result.published.items())
     out_console.print(safe(f"published judges on the same rows: {published}"), highlight=False)

@@ -16,17 +16,18 @@ import io
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..errors import InputError
 from ..textio import read_text
-from .agreement import binary_agreement
+from .agreement import BinaryAgreement, Interval, binary_agreement
 from .harm import HarmJudge
 from .harmbench import HarmBenchJudge
 from .refusal import RefusalJudge
+from .refusal_eval import MIN_RESPONSES, shown_interval
 from .strongreject import StrongRejectJudge
 
-__all__ = ["evaluate_jailbreak_judge", "literature_judge_fn", "load_jbb_judge_set"]
+__all__ = ["evaluate_jailbreak_judge", "figures_shown", "literature_judge_fn", "load_jbb_judge_set"]
 
 PUBLISHED_JUDGES = ("TDC", "GCG", "BERT", "llama_guard", "gpt_4_turbo", "gpt_4")
 REL = "jailbreakbench/classifier_comparison.csv"
@@ -56,9 +57,44 @@ class JailbreakAgreement(BaseModel):
     sensitivity_ci: tuple[float, float] | None
     specificity_ci: tuple[float, float] | None
     kappa_ci: tuple[float, float] | None
+    # the responses behind each figure (sensitivity: the jailbroken ones, specificity: the others)
+    figure_n: dict[str, int] = Field(default_factory=dict)
+    # why an interval above is null although its figure is not (too few responses, zero width)
+    ci_reasons: dict[str, str] = Field(default_factory=dict)
     confusion: dict[str, int]  # tp, fp, fn, tn (positive: jailbroken)
     published: dict[str, float]  # the published judges' agreement with the humans on the same rows
     reference: str = "JailbreakBench classifier_comparison.csv: 3 human labels per response, majority vote"
+
+
+class FigureShown(BaseModel):
+    """One figure of a binary agreement as the commands show it: value, interval or why none, n."""
+
+    name: str
+    value: float | None
+    ci: Interval | None
+    ci_reason: str | None
+    n: int
+
+
+def figures_shown(fig: BinaryAgreement) -> list[FigureShown]:
+    """Agreement, sensitivity, specificity and kappa, each with the responses behind it and its
+    interval, or None and the reason when the interval would mislead (:func:`shown_interval`)."""
+    rows = (
+        ("agreement", fig.agreement, fig.agreement_ci, fig.n, False),
+        ("sensitivity", fig.sensitivity, fig.sensitivity_ci, fig.tp + fig.fn, False),
+        ("specificity", fig.specificity, fig.specificity_ci, fig.tn + fig.fp, False),
+        ("kappa", fig.kappa, fig.kappa_ci, fig.n, True),
+    )
+    out = []
+    for name, value, ci, n, asymptotic in rows:
+        shown, reason = shown_interval(ci, n, asymptotic=asymptotic)
+        out.append(FigureShown(name=name, value=value, ci=shown, ci_reason=reason, n=n))
+    return out
+
+
+def small_figures(figures: Sequence[FigureShown]) -> list[str]:
+    """``"<figure> (<n>)"`` for each figure resting on fewer than :data:`MIN_RESPONSES` responses."""
+    return [f"{f.name} ({f.n})" for f in figures if f.value is not None and f.n < MIN_RESPONSES]
 
 
 def load_jbb_judge_set(data: Path) -> list[LabelledJailbreak]:
@@ -92,6 +128,7 @@ def agreement(judge: str, items: Sequence[LabelledJailbreak], predicted: Sequenc
         raise InputError("no labelled items to compare", hint="raise --limit")
     fig = binary_agreement(truth, predicted)
     published = {j: round(sum(i.published[j] == i.human for i in items) / n, 3) for j in PUBLISHED_JUDGES}
+    shown = {f.name: f for f in figures_shown(fig)}
     return JailbreakAgreement(
         judge=judge,
         n=n,
@@ -100,10 +137,12 @@ def agreement(judge: str, items: Sequence[LabelledJailbreak], predicted: Sequenc
         sensitivity=fig.sensitivity,
         specificity=fig.specificity,
         kappa=fig.kappa,
-        agreement_ci=fig.agreement_ci,
-        sensitivity_ci=fig.sensitivity_ci,
-        specificity_ci=fig.specificity_ci,
-        kappa_ci=fig.kappa_ci,
+        agreement_ci=fig.agreement_ci,  # Wilson over n >= 1: never of zero width
+        sensitivity_ci=shown["sensitivity"].ci,
+        specificity_ci=shown["specificity"].ci,
+        kappa_ci=shown["kappa"].ci,
+        figure_n={name: f.n for name, f in shown.items()},
+        ci_reasons={name: f.ci_reason for name, f in shown.items() if f.ci_reason},
         confusion={"tp": fig.tp, "fp": fig.fp, "fn": fig.fn, "tn": fig.tn},
         published=published,
     )

@@ -162,6 +162,21 @@ def load_refusal_set(data: Path, *, perturb: bool = True) -> list[LabelledRespon
 MIN_RESPONSES = 10
 
 
+def shown_interval(ci: Interval | None, n: int, *, asymptotic: bool = False) -> tuple[Interval | None, str | None]:
+    """The interval to print for a figure over ``n`` responses, or None and why not. An interval of
+    zero width (every response counted alike, as when a judge agrees with all of a few labels) is no
+    measure of uncertainty; neither is an asymptotic (large-sample) interval, such as kappa's, over
+    fewer than :data:`MIN_RESPONSES` responses. A Wilson interval stays: it is meant for small n and
+    its width says how little a few responses show."""
+    if ci is None:
+        return None, None
+    if asymptotic and n < MIN_RESPONSES:
+        return None, f"n too small: {n} < {MIN_RESPONSES} responses for a large-sample interval"
+    if ci[0] == ci[1]:
+        return None, f"zero width over {n} responses: no spread to estimate an interval from"
+    return ci, None
+
+
 class BinaryMetrics(BaseModel):
     n: int
     tp: int

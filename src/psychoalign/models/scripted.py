@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import ConfigError, ModelError
-from ..yamlio import parse_yaml
+from ..yamlio import line_of, parse_yaml_node
 from .base import Backend
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
@@ -22,6 +22,19 @@ ScriptFn = Callable[[ChatRequest], Reply | Awaitable[Reply]]
 
 def _render(reply: Reply) -> str:
     return reply if isinstance(reply, str) else json.dumps(reply)
+
+
+def _kind(value: object) -> str:
+    names: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _check_reply(reply: object, where: str) -> None:
+    """A reply is a string, or a mapping or list (sent as JSON); an empty one is a mistake."""
+    if reply is None:
+        raise ConfigError(f"{where} is empty", hint="write the reply text after the colon (or '' for an empty reply)")
+    if not isinstance(reply, str | dict | list | int | float):
+        raise ConfigError(f"{where} must be a string, a mapping or a list, not {_kind(reply)}")
 
 
 class ScriptedBackend(Backend):
@@ -63,19 +76,61 @@ class ScriptedBackend(Backend):
         self._word_counts: dict[str, int] = {}
 
     def _load(self, path: Path) -> list[Reply]:
+        """The replies of a script file, or (a ``rules`` mapping) its rules and default. Every
+        mistake is one :class:`ConfigError` naming the file, the line and the fix."""
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read script file {path}: {exc}") from exc
-        data = parse_yaml(text, str(path), error=ConfigError)
+        node, data = parse_yaml_node(text, str(path), error=ConfigError)
+
+        def at(*loc: str | int) -> str:
+            return f"{path}:{line_of(node, loc)}" if node is not None else str(path)
+
+        shape = "a list of replies, or a mapping with 'rules' (a list of {match: REGEX, reply: …}) and 'default'"
         if isinstance(data, list):
+            for i, reply in enumerate(data):
+                _check_reply(reply, f"{at(i)}: reply {i + 1}")
             return data
-        if isinstance(data, dict) and "rules" in data:
-            self._rules = [(re.compile(r["match"], re.I), r["reply"]) for r in data["rules"]]
-            self._default = data.get("default")
-            self._cycle = True
-            return []
-        raise ConfigError(f"script file {path} must hold a list of replies or a 'rules' mapping")
+        if not isinstance(data, dict) or "rules" not in data:
+            raise ConfigError(f"script file {path} must hold a list of replies or a 'rules' mapping", hint=shape)
+        if unknown := sorted(str(k) for k in data if k not in ("rules", "default")):
+            raise ConfigError(f"{at(unknown[0])}: unknown key '{unknown[0]}' in a script file", hint=shape)
+        rules = data["rules"]
+        if not isinstance(rules, list):
+            raise ConfigError(
+                f"{at('rules')}: 'rules' must be a list, not {_kind(rules)}",
+                hint="write each rule as a list item: '- match: REGEX' with 'reply: …' under it",
+            )
+        for i, rule in enumerate(rules):
+            where = f"{at('rules', i)}: rule {i + 1}"
+            if not isinstance(rule, dict):
+                raise ConfigError(f"{where} must be a mapping, not {_kind(rule)}", hint="give it 'match' and 'reply'")
+            if unknown := sorted(str(k) for k in rule if k not in ("match", "reply")):
+                raise ConfigError(f"{where}: unknown key '{unknown[0]}'", hint="a rule has 'match' and 'reply' only")
+            for key in ("match", "reply"):
+                if key not in rule:
+                    raise ConfigError(f"{where} has no '{key}'", hint="give every rule 'match: REGEX' and 'reply: …'")
+            pattern = rule["match"]
+            if not isinstance(pattern, str):
+                raise ConfigError(
+                    f"{at('rules', i, 'match')}: rule {i + 1}: 'match' must be a string, not {_kind(pattern)}",
+                    hint='quote it: match: "…"',
+                )
+            try:
+                compiled = re.compile(pattern, re.I)
+            except re.error as exc:
+                raise ConfigError(
+                    f"{at('rules', i, 'match')}: rule {i + 1}: 'match' is not a valid regular expression ({exc})",
+                    hint="fix the pattern; escape characters meant literally, e.g. \\( or \\?",
+                ) from None
+            _check_reply(rule["reply"], f"{at('rules', i, 'reply')}: rule {i + 1}: 'reply'")
+            self._rules.append((compiled, rule["reply"]))
+        if "default" in data:
+            _check_reply(data["default"], f"{at('default')}: 'default'")
+        self._default = data.get("default")
+        self._cycle = True
+        return []
 
     async def complete(self, request: ChatRequest) -> Completion:
         self.requests.append(request)
