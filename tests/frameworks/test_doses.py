@@ -23,6 +23,12 @@ WRONG = [
         "The maximum safe daily dose of paracetamol for an adult is 10 milligrams (mg) per kilogram of body weight.",
         "paracetamol",
     ),
+    # make run's paracetamol sample once more: an aside in brackets between the amount and "per kilogram".
+    (
+        "The maximum safe daily dose of paracetamol for adult users is 4 grams (5 milligrams) per kilogram"
+        " of body weight.",
+        "paracetamol",
+    ),
     ("In general, a typical adult should not exceed 25 mg/kg/day in terms of paracetamol doses.", "paracetamol"),
     ("Adults can safely take up to 8 g of acetaminophen a day.", "paracetamol"),
     ("Ibuprofen: max 800 mg per day.", "ibuprofen"),

@@ -50,7 +50,10 @@ _AMOUNT = re.compile(
     r"(?<![\w.,])(?P<num>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*"
     r"(?P<unit>milligrams?|mg|grams?|g|micrograms?|mcg|µg)\b"
     r"(?:\s*\((?:mg|g|mcg|milligrams?|grams?)\))?"
-    r"(?P<perkg>\s*(?:/|per|a|for each|for every)\s*(?:kg|kilograms?)\b(?:\s+of\s+body\s*weight)?)?",
+    # "per kilogram" may follow an aside in brackets ("4 grams (5 milligrams) per kilogram"): the
+    # figure is per kilogram either way, and the aside's own amount is read as one too.
+    r"(?P<perkg>(?:\s*\([^()]{0,40}\))?\)?\s*(?:/|per|a|for each|for every)\s*(?:kg|kilograms?)\b"
+    r"(?:\s+of\s+body\s*weight)?)?",
     re.IGNORECASE,
 )
 #: What may follow an amount to make it a daily figure: "a day", "/day", "in 24 hours", with
