@@ -238,6 +238,10 @@ class CrisisCheck(BaseModel):
             raise ValueError(f"crisis head's support vectors are not {self.dim}-d")
         return self
 
+    def reads(self, weights: ClassifierWeights) -> bool:
+        """Whether the check reads the embeddings of the encoder ``weights`` were trained on."""
+        return self.encoder == weights.encoder and self.dim == weights.dim
+
     def fires(self, x: NDArray[np.float32]) -> bool:
         """Whether any row of ``x`` (the request's encoder windows) reaches the threshold."""
         return bool((self.head.logits(x) >= _logit(self.head.threshold)).any())
@@ -292,7 +296,7 @@ class SafetyClassifier:
     REQUEST_CACHE = 64
 
     def __init__(self, weights: ClassifierWeights, encoder: Encoder, crisis: CrisisCheck | None = None) -> None:
-        if crisis is not None and (crisis.encoder != weights.encoder or crisis.dim != weights.dim):
+        if crisis is not None and not crisis.reads(weights):
             raise ValueError(
                 f"the crisis check expects {crisis.encoder} ({crisis.dim}-d), the classifier {weights.encoder}"
             )
@@ -390,11 +394,9 @@ class SafetyClassifier:
         p_prop = self._response(proposal)
         req_head = self.weights.request
         hits = deterministic_hits(framework, request, proposal)
-        if crisis:  # the marked self-harm rule fires as its request check would
-            hits += [h for h in crisis_hits(framework) if h not in hits]
-        request_hit = any(h["layer"] == "universal" for h in deterministic_hits(framework, request, "")) or (
-            crisis and bool(crisis_hits(framework))
-        )
+        marked = crisis_hits(framework) if crisis else []  # the self-harm rule, fired as its request check would
+        hits += [h for h in marked if h not in hits]
+        request_hit = bool(marked) or any(h["layer"] == "universal" for h in deterministic_hits(framework, request, ""))
         floor = req_head.shifted_value(req_head.contested_floor, VETO_BELOW / 100) if req_head.contested_floor else None
         contested = floor is not None and floor <= p_req < VETO_BELOW / 100 and not request_hit
         segments: list[str] = []
@@ -545,7 +547,7 @@ def load_classifier(
     The shipped crisis check runs with the default weights unless ``crisis`` is False."""
     weights = load_weights(str(path) if path is not None else None)
     check = load_crisis_check() if crisis else None
-    if check is not None and (check.encoder != weights.encoder or check.dim != weights.dim):
+    if check is not None and not check.reads(weights):
         check = None  # weights trained on another encoder: the check cannot read their embedding
     if encoder is None:
         with _ENCODER_LOCK:
