@@ -65,9 +65,7 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
     """Agreement, sensitivity, specificity and kappa from confusion counts, each with its interval
     (or why none is shown) and the responses behind it; warns on stderr, in one line, when a figure
     rests on fewer than ten responses."""
-    from ..judges.agreement import from_confusion
-    from ..judges.jailbreak_eval import figures_shown, small_figures
-    from ..judges.refusal_eval import MIN_RESPONSES
+    from ..judges.agreement import MIN_RESPONSES, figures_shown, from_confusion, small_figures
 
     fig = from_confusion(confusion)
     shown = figures_shown(fig)
@@ -88,7 +86,7 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
 
 def _warn_small(what: str, more: str) -> None:
     """One line on stderr (so that --json output stays parseable): these figures rest on few responses."""
-    from ..judges.refusal_eval import MIN_RESPONSES
+    from ..judges.agreement import MIN_RESPONSES
 
     err_console.print(
         f"warning: fewer than {MIN_RESPONSES} responses behind {what}: intervals that wide say little; "

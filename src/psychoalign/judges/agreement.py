@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from statsmodels.stats.inter_rater import cohens_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-__all__ = ["BinaryAgreement", "binary_agreement", "from_confusion"]
+__all__ = ["BinaryAgreement", "binary_agreement", "figures_shown", "from_confusion"]
 
 Interval = tuple[float, float]
 
@@ -110,3 +110,54 @@ def binary_agreement(truth: Sequence[bool], predicted: Sequence[bool]) -> Binary
             "tn": sum(not t and not p for t, p in pairs),
         }
     )
+
+
+#: Fewer responses than this behind a precision or recall (its denominator): the figure's 95 %
+#: interval is about 0.3 wide or wider, so the command warns that it says little.
+MIN_RESPONSES = 10
+
+
+def shown_interval(ci: Interval | None, n: int, *, asymptotic: bool = False) -> tuple[Interval | None, str | None]:
+    """The interval to print for a figure over ``n`` responses, or None and why not. An interval of
+    zero width (every response counted alike, as when a judge agrees with all of a few labels) is no
+    measure of uncertainty; neither is an asymptotic (large-sample) interval, such as kappa's, over
+    fewer than :data:`MIN_RESPONSES` responses. A Wilson interval stays: it is meant for small n and
+    its width says how little a few responses show."""
+    if ci is None:
+        return None, None
+    if asymptotic and n < MIN_RESPONSES:
+        return None, f"n too small: {n} < {MIN_RESPONSES} responses for a large-sample interval"
+    if ci[0] == ci[1]:
+        return None, f"zero width over {n} responses: no spread to estimate an interval from"
+    return ci, None
+
+
+class FigureShown(BaseModel):
+    """One figure of a binary agreement as the commands show it: value, interval or why none, n."""
+
+    name: str
+    value: float | None
+    ci: Interval | None
+    ci_reason: str | None
+    n: int
+
+
+def figures_shown(fig: BinaryAgreement) -> list[FigureShown]:
+    """Agreement, sensitivity, specificity and kappa, each with the responses behind it and its
+    interval, or None and the reason when the interval would mislead (:func:`shown_interval`)."""
+    rows = (
+        ("agreement", fig.agreement, fig.agreement_ci, fig.n, False),
+        ("sensitivity", fig.sensitivity, fig.sensitivity_ci, fig.tp + fig.fn, False),
+        ("specificity", fig.specificity, fig.specificity_ci, fig.tn + fig.fp, False),
+        ("kappa", fig.kappa, fig.kappa_ci, fig.n, True),
+    )
+    out = []
+    for name, value, ci, n, asymptotic in rows:
+        shown, reason = shown_interval(ci, n, asymptotic=asymptotic)
+        out.append(FigureShown(name=name, value=value, ci=shown, ci_reason=reason, n=n))
+    return out
+
+
+def small_figures(figures: Sequence[FigureShown]) -> list[str]:
+    """``"<figure> (<n>)"`` for each figure resting on fewer than :data:`MIN_RESPONSES` responses."""
+    return [f"{f.name} ({f.n})" for f in figures if f.value is not None and f.n < MIN_RESPONSES]

@@ -20,14 +20,13 @@ from pydantic import BaseModel, Field
 
 from ..errors import InputError
 from ..textio import read_text
-from .agreement import BinaryAgreement, Interval, binary_agreement
+from .agreement import binary_agreement, figures_shown
 from .harm import HarmJudge
 from .harmbench import HarmBenchJudge
 from .refusal import RefusalJudge
-from .refusal_eval import MIN_RESPONSES, shown_interval
 from .strongreject import StrongRejectJudge
 
-__all__ = ["evaluate_jailbreak_judge", "figures_shown", "literature_judge_fn", "load_jbb_judge_set"]
+__all__ = ["evaluate_jailbreak_judge", "literature_judge_fn", "load_jbb_judge_set"]
 
 PUBLISHED_JUDGES = ("TDC", "GCG", "BERT", "llama_guard", "gpt_4_turbo", "gpt_4")
 REL = "jailbreakbench/classifier_comparison.csv"
@@ -64,37 +63,6 @@ class JailbreakAgreement(BaseModel):
     confusion: dict[str, int]  # tp, fp, fn, tn (positive: jailbroken)
     published: dict[str, float]  # the published judges' agreement with the humans on the same rows
     reference: str = "JailbreakBench classifier_comparison.csv: 3 human labels per response, majority vote"
-
-
-class FigureShown(BaseModel):
-    """One figure of a binary agreement as the commands show it: value, interval or why none, n."""
-
-    name: str
-    value: float | None
-    ci: Interval | None
-    ci_reason: str | None
-    n: int
-
-
-def figures_shown(fig: BinaryAgreement) -> list[FigureShown]:
-    """Agreement, sensitivity, specificity and kappa, each with the responses behind it and its
-    interval, or None and the reason when the interval would mislead (:func:`shown_interval`)."""
-    rows = (
-        ("agreement", fig.agreement, fig.agreement_ci, fig.n, False),
-        ("sensitivity", fig.sensitivity, fig.sensitivity_ci, fig.tp + fig.fn, False),
-        ("specificity", fig.specificity, fig.specificity_ci, fig.tn + fig.fp, False),
-        ("kappa", fig.kappa, fig.kappa_ci, fig.n, True),
-    )
-    out = []
-    for name, value, ci, n, asymptotic in rows:
-        shown, reason = shown_interval(ci, n, asymptotic=asymptotic)
-        out.append(FigureShown(name=name, value=value, ci=shown, ci_reason=reason, n=n))
-    return out
-
-
-def small_figures(figures: Sequence[FigureShown]) -> list[str]:
-    """``"<figure> (<n>)"`` for each figure resting on fewer than :data:`MIN_RESPONSES` responses."""
-    return [f"{f.name} ({f.n})" for f in figures if f.value is not None and f.n < MIN_RESPONSES]
 
 
 def load_jbb_judge_set(data: Path) -> list[LabelledJailbreak]:

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import InputError
 from ..textio import read_text
 from ..yamlio import parse_yaml
-from .agreement import Interval, wilson
+from .agreement import MIN_RESPONSES, Interval, wilson
 from .refusal import RefusalJudge, RefusalLabel, RefusalVerdict
 
 __all__ = ["evaluate", "load_refusal_set"]
@@ -155,26 +155,6 @@ def load_refusal_set(data: Path, *, perturb: bool = True) -> list[LabelledRespon
     if perturb:
         items += _perturbed(items)
     return items
-
-
-#: Fewer responses than this behind a precision or recall (its denominator): the figure's 95 %
-#: interval is about 0.3 wide or wider, so the command warns that it says little.
-MIN_RESPONSES = 10
-
-
-def shown_interval(ci: Interval | None, n: int, *, asymptotic: bool = False) -> tuple[Interval | None, str | None]:
-    """The interval to print for a figure over ``n`` responses, or None and why not. An interval of
-    zero width (every response counted alike, as when a judge agrees with all of a few labels) is no
-    measure of uncertainty; neither is an asymptotic (large-sample) interval, such as kappa's, over
-    fewer than :data:`MIN_RESPONSES` responses. A Wilson interval stays: it is meant for small n and
-    its width says how little a few responses show."""
-    if ci is None:
-        return None, None
-    if asymptotic and n < MIN_RESPONSES:
-        return None, f"n too small: {n} < {MIN_RESPONSES} responses for a large-sample interval"
-    if ci[0] == ci[1]:
-        return None, f"zero width over {n} responses: no spread to estimate an interval from"
-    return ci, None
 
 
 class BinaryMetrics(BaseModel):
