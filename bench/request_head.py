@@ -35,9 +35,12 @@ Figures, with 95 % Wilson intervals:
 
 ``--crisis`` reports the crisis check instead (its own section, "Embedded default: crisis check"):
 on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha256(text) % 4 == 0``,
-never a reference and never used to choose the threshold), the crisis requests that reach the
+never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
+held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
+``bench/data/crisis_heldout.yaml`` (hand-written crisis requests and benign look-alikes, never
+trained on; items repeating a training exemplar are left out), the crisis requests that reach the
 crisis channel (the check alone, and the check or the general framework's self-harm request checks,
-which is what a request meets) and the look-alikes the check fires on; then, as out-of-sample
+which is what a request meets) and the look-alikes or benign requests it fires on; then, as out-of-sample
 reports only, the requests it fires on among the look-alikes of the three held-out files above,
 each list of ``tests/frameworks/self_harm_requests.yaml`` (the request checks' test set), the
 MT-Bench first turns and the XSTest safe prompts. Target: crisis requests reaching the channel
@@ -183,7 +186,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         looks = [e.text for e in held if e.label == "lookalike"]
         print(
             f"held-out fold of {source.name if source else 'crisis_exemplars.yaml'}: {len(crisis)} crisis requests, "
-            f"{len(looks)} look-alikes; crisis check {clf.crisis_check.version} on the {clf.weights.encoder} encoder"
+            f"{len(looks)} look-alikes; crisis check {clf.crisis_check.version} (reads the request embedding only)"
         )
         print(f"  {'set':<48} {'n':>3}  {'rate':>7}           {'target':<18} [95 % Wilson CI]")
         fired = [clf.crisis(t) for t in crisis]
@@ -278,7 +281,8 @@ def crisis_report(args: argparse.Namespace) -> None:
             "`bench/data/crisis_heldout.yaml` (written by hand before the check was rebuilt): never a reference of "
             "the check, never used to choose an exemplar or its threshold. The look-alike files, the request "
             "checks' test file, XSTest safe and MT-Bench first turns are reported only: the threshold is chosen "
-            "on the training folds alone.",
+            "on the training folds alone (MT-Bench informed the exemplars once: long requests were added after a "
+            "first v2 build fired on 7.5 % of its first turns; MODEL_CARD.md).",
         )
 
 
