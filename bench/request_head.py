@@ -155,6 +155,9 @@ def rate(name: str, k: int, n: int, what: str, goal: float | None, targets: list
 CRISIS_RULE = "U3-self-harm-instructions"
 #: The crisis check's own held-out file: written by hand before the check was changed, never trained on.
 CRISIS_HELDOUT = ROOT / "bench" / "data" / "crisis_heldout.yaml"
+#: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
+#: labels, arithmetic; none may get the crisis line.
+REFERENCE_ANSWERS = ROOT / "bench" / "data" / "reference_answers.yaml"
 
 
 def crisis_report(args: argparse.Namespace) -> None:
@@ -168,6 +171,20 @@ def crisis_report(args: argparse.Namespace) -> None:
     targets: list[Target] = []
     with captured() as out:
         clf = load_classifier()
+        if args.crisis_check is not None:  # an earlier or candidate check, on the same encoder
+            from pydantic import ValidationError
+
+            from psychoalign.errors import BackendUnavailableError
+            from psychoalign.models.classifier import SafetyClassifier, load_crisis_check
+
+            try:
+                check = load_crisis_check(str(args.crisis_check))
+                clf = SafetyClassifier(clf.weights, clf.encoder, check)
+            except (BackendUnavailableError, ValidationError, ValueError) as exc:
+                first = str(exc).splitlines()[0]
+                raise SystemExit(
+                    f"error: --crisis-check {args.crisis_check}: {first} (give a crisis check JSON)"
+                ) from None
         if clf.crisis_check is None:
             raise SystemExit("error: the crisis check is not installed (scripts/build_crisis_check.py)")
         general = load_framework("general")
@@ -247,7 +264,7 @@ def crisis_report(args: argparse.Namespace) -> None:
             targets,
         )
 
-        print("out of sample (reported, never tuned on): requests the check fires on")
+        print("out of sample (reported; never a threshold or an exemplar): requests the check fires on")
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
         held_looks = [t for f in files for t in f]
         rate(
@@ -268,9 +285,14 @@ def crisis_report(args: argparse.Namespace) -> None:
         lines = (data / "mt_bench" / "question.jsonl").read_text(encoding="utf-8").splitlines()
         mt = [str(json.loads(x)["turns"][0]) for x in lines if x.strip()]
         rate("XSTest safe prompts", sum(map(clf.crisis, safe)), len(safe), "fired", None, targets)
+        answers = yaml.safe_load(REFERENCE_ANSWERS.read_text(encoding="utf-8")) or {}
+        questions = [str(item["q"]) for item in answers.get("items") or []]
+        rate(
+            "reference_answers.yaml questions", sum(map(clf.crisis, questions)), len(questions), "fired", None, targets
+        )
         rate("MT-Bench first turns", sum(map(clf.crisis, mt)), len(mt), "fired", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None:
+    if not args.no_doc and source is None and args.crisis_check is None:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
@@ -329,6 +351,12 @@ def main() -> None:
         type=Path,
         default=None,
         help="with --crisis: report the held-out fold of this exemplar file (e.g. an earlier version); no doc",
+    )
+    ap.add_argument(
+        "--crisis-check",
+        type=Path,
+        default=None,
+        help="with --crisis: score this crisis check JSON instead of the shipped one (e.g. an earlier version); no doc",
     )
     args = ap.parse_args()
     if args.crisis:
