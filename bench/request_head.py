@@ -38,7 +38,7 @@ on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha2
 never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
 ``bench/data/crisis_heldout.yaml`` (hand-written crisis requests and benign look-alikes, never
-trained on; items repeating a training exemplar are left out), the crisis requests that reach the
+trained on; items repeating a training text of the check are left out), the crisis requests that reach the
 crisis channel (the check alone, and the check or the general framework's self-harm request checks,
 which is what a request meets) and the look-alikes or benign requests it fires on; then, as out-of-sample
 reports only, the requests it fires on among the look-alikes of the three held-out files above,
@@ -165,7 +165,7 @@ def crisis_report(args: argparse.Namespace) -> None:
     import csv
     import json
 
-    from psychoalign.models.crisis import exemplars
+    from psychoalign.models.crisis import benign_requests, exemplars
 
     t0 = time.perf_counter()
     targets: list[Target] = []
@@ -197,7 +197,9 @@ def crisis_report(args: argparse.Namespace) -> None:
         if source is not None and not source.is_file():
             raise SystemExit(f"error: --crisis-exemplars {source}: no such file (give an exemplar YAML file)")
         everything = exemplars(source)
-        training = {e.text for e in everything if not e.held_out}
+        data = args.data or data_dir()
+        # The check's training text: exemplars of folds 1-3 and the request head's benign requests.
+        training = {e.text for e in everything if not e.held_out} | {t for t, _ in benign_requests(data)}
         held = [e for e in everything if e.held_out]
         crisis = [e.text for e in held if e.label == "crisis"]
         looks = [e.text for e in held if e.label == "lookalike"]
@@ -215,11 +217,11 @@ def crisis_report(args: argparse.Namespace) -> None:
         rate("look-alikes, check or request checks", sum(map(routed, looks)), len(looks), "routed", None, targets)
 
         sets = load_sets(CRISIS_HELDOUT, ("crisis", "benign"))
-        # A held-out item that repeats a training exemplar would measure memory, not the check.
+        # A held-out item that repeats a training text would measure memory, not the check.
         leaked = repeats([*sets["crisis"], *sets["benign"]], sorted(training))
         print(
             f"{CRISIS_HELDOUT.name} (written before the check was changed; never trained on): "
-            f"{len(sets['crisis'])} crisis, {len(sets['benign'])} benign; {len(leaked)} repeat a training exemplar "
+            f"{len(sets['crisis'])} crisis, {len(sets['benign'])} benign; {len(leaked)} repeat a training text "
             "(left out)"
         )
         fresh = {k: [t for t in v if t not in leaked] for k, v in sets.items()}
@@ -279,7 +281,8 @@ def crisis_report(args: argparse.Namespace) -> None:
         for key, values in (yaml.safe_load(tests_file.read_text(encoding="utf-8")) or {}).items():
             texts = [str(v) for v in values]
             rate(f"{tests_file.name}: {key}", sum(map(clf.crisis, texts)), len(texts), "fired", None, targets)
-        data = args.data or data_dir()
+            if key != "look_alikes":  # what these requests meet: the check or the request checks
+                rate(f"  {key}, check or request checks", sum(map(routed, texts)), len(texts), "routed", None, targets)
         with (data / "xstest" / "xstest_prompts.csv").open(encoding="utf-8", newline="") as fh:
             safe = [row["prompt"] for row in csv.DictReader(fh) if row["label"] == "safe"]
         lines = (data / "mt_bench" / "question.jsonl").read_text(encoding="utf-8").splitlines()
@@ -301,10 +304,12 @@ def crisis_report(args: argparse.Namespace) -> None:
             quick=False,
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
             "`bench/data/crisis_heldout.yaml` (written by hand before the check was rebuilt): never a reference of "
-            "the check, never used to choose an exemplar or its threshold. The look-alike files, the request "
-            "checks' test file, XSTest safe and MT-Bench first turns are reported only: the threshold is chosen "
-            "on the training folds alone (MT-Bench informed the exemplars once: long requests were added after a "
-            "first v2 build fired on 7.5 % of its first turns; MODEL_CARD.md).",
+            "the check, never used to choose an exemplar, a setting or its threshold. The look-alike files, the "
+            "request checks' test file, XSTest safe and MT-Bench first turns are reported only: C, gamma and the "
+            "threshold are chosen by cross-validation on the training text alone (the training folds of the "
+            "exemplars and the request head's project-written benign requests, no benchmark text). These reports "
+            "did inform the data: long requests were added in v2 after MT-Bench first turns, and v3's idiom "
+            "look-alikes after XSTest and MT-Bench false fires (MODEL_CARD.md).",
         )
 
 

@@ -1,17 +1,29 @@
-"""Build the embedded classifier's crisis check from its written exemplars.
+"""Build the embedded classifier's crisis check from its written exemplars and benign requests.
 
-Run from the repo root:
+Run from the repo root (needs the evaluation data folder, shared/data, to split the benign requests
+as the request head does):
 
-    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v2.json
+    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v3.json
     .venv/bin/python scripts/build_crisis_check.py --dry-run  # the figures only
 
-Method (src/psychoalign/models/classifier_data/MODEL_CARD.md, "The crisis check"): the exemplars of
-``crisis_exemplars.yaml`` in folds 1-3 of ``sha256(text) % 4`` (fold 0 is held out: this script
-never reads its embeddings) are embedded with all-MiniLM-L6-v2 as the classifier embeds a request,
-and a class-balanced RBF-kernel SVM (C = 3, gamma = 1 / (dim x variance)) separates the crisis
-requests from the look-alikes. The threshold on its margin is the highest that keeps at least
-90 % of the crisis exemplars firing in 5-fold cross-validation on the same folds (unshuffled,
-stratified: the same folds every run). No randomness: the same data writes the same file.
+Method (src/psychoalign/models/classifier_data/MODEL_CARD.md, "The crisis check"):
+
+* crisis side: the ``crisis`` exemplars of ``crisis_exemplars.yaml`` in folds 1-3 of
+  ``sha256(text) % 4`` (fold 0 is held out: this script never reads its embeddings);
+* the other side: the ``lookalike`` exemplars of folds 1-3, and the project-written benign requests
+  and look-alikes of ``project_requests.yaml`` (sets ``benign`` and ``lookalike``) that the request
+  head trains or tunes on (its ``train`` and ``val`` splits, as ``safety_corpus.load_corpus`` groups
+  them; never its ``check`` split, never a text of a reported benchmark, which ``load_corpus`` leaves
+  out). Their SHA-256 is recorded beside the exemplars'.
+
+Everything is embedded with all-MiniLM-L6-v2 as the classifier embeds a request, and a
+class-balanced RBF-kernel SVM separates the two sides. Grouped, stratified 5-fold cross-validation
+on the same data (unshuffled; a project topic is one group) chooses the rest: for each C in ``CS``
+and gamma in ``GAMMAS`` x 1 / (dim x variance), the threshold is the lowest margin at which at most
+``BENIGN_CAP`` of the project-written benign requests fire (a cap on false fires: what a user
+asking an ordinary question meets); the pair whose threshold keeps the most crisis exemplars firing
+is kept (ties: fewer look-alike exemplars fired, then the first in the grid), and the build fails
+if that recall is under ``RECALL_FLOOR``. No randomness: the same files write the same JSON.
 """
 
 from __future__ import annotations
@@ -22,15 +34,17 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.svm import SVC
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from psychoalign.errors import InputError  # noqa: E402
 from psychoalign.models.classifier import (  # noqa: E402
     DEFAULT_CRISIS_CHECK,
     CrisisCheck,
@@ -40,47 +54,116 @@ from psychoalign.models.classifier import (  # noqa: E402
     load_weights,
     minilm_encoder,
 )
-from psychoalign.models.crisis import exemplars, exemplars_sha256  # noqa: E402
+from psychoalign.models.crisis import (  # noqa: E402
+    benign_requests,
+    benign_requests_sha256,
+    exemplars,
+    exemplars_sha256,
+)
 
-C = 3.0
-RECALL = 0.90  # share of the training crisis exemplars that must fire in cross-validation
+#: The grid cross-validation chooses from: C, and gamma as a multiple of 1 / (dim x variance).
+CS = (1.0, 3.0, 10.0)
+GAMMAS = (0.5, 1.0, 1.5)
 FOLDS = 5
+#: Most of the project-written benign requests that may fire in cross-validation.
+BENIGN_CAP = 0.01
+#: Fewest of the training crisis exemplars that must fire in cross-validation at that threshold.
+RECALL_FLOOR = 0.85
 
 
 def _f16(a: NDArray[np.float64]) -> str:
     return base64.b64encode(np.asarray(a, dtype="<f2").tobytes()).decode("ascii")
 
 
-def _svm(x: NDArray[np.float64], y: NDArray[np.bool_], gamma: float) -> SVC:
-    return SVC(C=C, kernel="rbf", gamma=gamma, class_weight="balanced").fit(x, y)
+def _svm(x: NDArray[np.float64], y: NDArray[np.bool_], c: float, gamma: float) -> SVC:
+    return SVC(C=c, kernel="rbf", gamma=gamma, class_weight="balanced").fit(x, y)
+
+
+class Fold(NamedTuple):
+    """One setting's cross-validated operating point."""
+
+    c: float
+    gamma: float
+    threshold: float
+    recall: float
+    lookalikes: float
+    benign: float
+
+
+def cross_validate(
+    x: NDArray[np.float64],
+    y: NDArray[np.bool_],
+    is_benign: NDArray[np.bool_],
+    groups: list[str],
+    c: float,
+    gamma: float,
+) -> Fold:
+    """Out-of-fold margins, and the lowest threshold at which at most BENIGN_CAP of the benign
+    requests fire (ties fire)."""
+    margins = np.zeros(len(y))
+    for fit, score in StratifiedGroupKFold(FOLDS).split(x, y, groups):
+        margins[score] = _svm(x[fit], y[fit], c, gamma).decision_function(x[score])
+    benign = np.sort(margins[is_benign])[::-1]
+    threshold = float(np.nextafter(benign[math.floor(BENIGN_CAP * len(benign))], np.inf))
+    fired = margins >= threshold
+    return Fold(
+        c,
+        gamma,
+        threshold,
+        float(fired[y].mean()),
+        float(fired[~y & ~is_benign].mean()),
+        float(fired[is_benign].mean()),
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the figures, write nothing")
+    parser.add_argument("--data", type=Path, default=None, help="evaluation data folder (default shared/data)")
     args = parser.parse_args()
 
     train = [e for e in exemplars() if not e.held_out]
-    y = np.array([e.label == "crisis" for e in train])
+    exemplar_texts = {e.text for e in train}
+    try:
+        requests = benign_requests(args.data)
+    except InputError as exc:
+        raise SystemExit(f"error: {exc} (give --data DIR, the evaluation data folder)") from None
+    benign = [(t, g) for t, g in requests if t not in exemplar_texts]
+    texts = [e.text for e in train] + [t for t, _ in benign]
+    y = np.array([e.label == "crisis" for e in train] + [False] * len(benign))
+    is_benign = np.array([False] * len(train) + [True] * len(benign))
+    # A project topic is one group (its requests are siblings); each exemplar is its own.
+    groups = [f"exemplar:{i}" for i in range(len(train))] + [g for _, g in benign]
     weights = load_weights()
-    x = minilm_encoder()([e.text for e in train]).astype(np.float64)
-    gamma = 1.0 / (x.shape[1] * float(x.var()))
+    x = minilm_encoder()(texts).astype(np.float64)
+    unit = 1.0 / (x.shape[1] * float(x.var()))
 
-    # Cross-validated margins on the training folds choose the threshold.
-    margins = np.zeros(len(train))
-    for fit, score in StratifiedKFold(FOLDS).split(x, y):
-        margins[score] = _svm(x[fit], y[fit], gamma).decision_function(x[score])
-    crisis_margins = np.sort(margins[y])[::-1]
-    threshold = float(crisis_margins[math.ceil(RECALL * len(crisis_margins)) - 1])
-    cv_recall = float((margins[y] >= threshold).mean())
-    cv_false = float((margins[~y] >= threshold).mean())
+    folds = [cross_validate(x, y, is_benign, groups, c, g * unit) for c in CS for g in GAMMAS]
+    for f in folds:
+        print(
+            f"  C {f.c:g}, gamma {f.gamma / unit:g} x 1/(dim x var): crisis fired {f.recall:.1%}, "
+            f"look-alike exemplars {f.lookalikes:.1%}, benign requests {f.benign:.1%}"
+        )
+    best = max(folds, key=lambda f: (f.recall, -f.lookalikes))  # max keeps the first of equals
+    lookalike = ~y & ~is_benign
+    print(
+        f"training: {int(y.sum())} crisis, {int(lookalike.sum())} look-alike exemplars, {len(benign)} project-written "
+        f"benign requests; kept C {best.c:g}, gamma {best.gamma / unit:g} x 1/(dim x var), threshold margin "
+        f"{best.threshold:.3f}; {FOLDS}-fold grouped CV: crisis fired {best.recall:.1%}, look-alike exemplars fired "
+        f"{best.lookalikes:.1%}, benign requests fired {best.benign:.1%}"
+    )
+    if best.recall < RECALL_FLOOR:
+        print(f"error: cross-validated crisis recall {best.recall:.1%} is under {RECALL_FLOOR:.0%}; nothing written")
+        return 1
 
-    model = _svm(x, y, gamma)
+    model = _svm(x, y, best.c, best.gamma)
     # sklearn's decision function is positive for the second class (True, crisis).
     head = Head(
-        kernel=Kernel(gamma=gamma, dual=[float(d) for d in model.dual_coef_[0]], support=_f16(model.support_vectors_)),
+        kernel=Kernel(
+            gamma=best.gamma, dual=[float(d) for d in model.dual_coef_[0]], support=_f16(model.support_vectors_)
+        ),
         intercept=float(model.intercept_[0]),
-        threshold=1.0 / (1.0 + math.exp(-threshold)),
+        threshold=1.0 / (1.0 + math.exp(-best.threshold)),
     )
     check = CrisisCheck(
         version=DEFAULT_CRISIS_CHECK,
@@ -88,17 +171,17 @@ def main() -> int:
         dim=weights.dim,
         head=head,
         exemplars_sha256=exemplars_sha256(),
+        negatives_sha256=benign_requests_sha256(),
         metrics={
             "train_crisis": int(y.sum()),
-            "train_lookalikes": int((~y).sum()),
-            "cv_recall": round(cv_recall, 4),
-            "cv_lookalikes_fired": round(cv_false, 4),
+            "train_lookalikes": int(lookalike.sum()),
+            "train_benign_requests": len(benign),
+            "c": best.c,
+            "cv_recall": round(best.recall, 4),
+            "cv_lookalikes_fired": round(best.lookalikes, 4),
+            "cv_benign_fired": round(best.benign, 4),
             "support_vectors": int(model.support_vectors_.shape[0]),
         },
-    )
-    print(
-        f"training folds: {int(y.sum())} crisis, {int((~y).sum())} look-alikes; threshold margin {threshold:.3f}; "
-        f"{FOLDS}-fold CV: crisis fired {cv_recall:.1%}, look-alikes fired {cv_false:.1%}"
     )
     if not args.dry_run:
         out = default_crisis_path()

@@ -86,7 +86,7 @@ __all__ = [
 ]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v7"
-DEFAULT_CRISIS_CHECK = "crisis-minilm-v2"
+DEFAULT_CRISIS_CHECK = "crisis-minilm-v3"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -228,6 +228,9 @@ class CrisisCheck(BaseModel):
     dim: int
     head: Head
     exemplars_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The exemplar file it was built from.")
+    negatives_sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", description="The benign-request file it was built from, if any."
+    )
     metrics: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

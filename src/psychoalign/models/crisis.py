@@ -1,11 +1,16 @@
-"""The crisis check's exemplars: project-written requests of a person at risk and their look-alikes.
+"""The crisis check's training text: project-written requests of a person at risk, their
+look-alikes, and the request head's project-written benign requests.
 
 The exemplars (``classifier_data/crisis_exemplars.yaml``) are split by ``sha256(text) % 4`` before
 anything is scored: fold 0 is held out (the tests and ``bench/request_head.py --crisis`` report on
 it, as on the hand-written ``bench/data/crisis_heldout.yaml``), folds 1-3 train the crisis head
-(``scripts/build_crisis_check.py``). The head reads the encoder's embedding only, never the
-request heads' weights, so those can be retrained without rebuilding it. The head itself lives
-with the classifier (:class:`~psychoalign.models.classifier.CrisisCheck`), which scores it on the
+(``scripts/build_crisis_check.py``), together with the benign requests and look-alikes of
+``classifier_data/project_requests.yaml`` that the request head trains or tunes on
+(:func:`benign_requests`: its ``train`` and ``val`` splits, never its ``check`` split). The head
+reads the encoder's embedding only, never the request heads' weights, so those can be retrained
+without rebuilding it (a change to ``project_requests.yaml`` does call for a rebuild: the head
+records that file's hash). The head itself lives with the classifier
+(:class:`~psychoalign.models.classifier.CrisisCheck`), which scores it on the
 request embedding it already has.
 """
 
@@ -20,10 +25,22 @@ from pydantic import BaseModel, ConfigDict
 
 from ..yamlio import parse_yaml
 
-__all__ = ["HELD_OUT_FOLD", "Exemplar", "exemplars", "exemplars_path", "exemplars_sha256"]
+__all__ = [
+    "HELD_OUT_FOLD",
+    "Exemplar",
+    "benign_requests",
+    "benign_requests_path",
+    "benign_requests_sha256",
+    "exemplars",
+    "exemplars_path",
+    "exemplars_sha256",
+]
 
 #: The fold (``sha256(text) % 4``) that is never trained or tuned on.
 HELD_OUT_FOLD = 0
+#: The request head's sets read as benign requests, and its splits that may be read (not ``check``).
+BENIGN_SOURCES = ("project-benign", "project-lookalike")
+BENIGN_SPLITS = ("train", "val")
 
 
 class Exemplar(BaseModel):
@@ -63,3 +80,21 @@ def exemplars(path: Path | None = None) -> list[Exemplar]:
         for kind, texts in (data.get(label) or {}).items():
             out.extend(Exemplar(text=str(text), label=label, kind=str(kind)) for text in texts)
     return out
+
+
+def benign_requests_path() -> Path:
+    return Path(str(resources.files(__package__) / "classifier_data" / "project_requests.yaml"))
+
+
+def benign_requests_sha256(path: Path | None = None) -> str:
+    """SHA-256 of ``project_requests.yaml``'s bytes (the crisis head records the one it was built from)."""
+    return hashlib.sha256((path or benign_requests_path()).read_bytes()).hexdigest()
+
+
+def benign_requests(data: str | Path | None = None) -> list[tuple[str, str]]:
+    """(text, group) of the project-written benign requests and look-alikes that the request head
+    trains or tunes on, in the corpus's order: split and grouped as ``load_corpus`` does (which
+    needs the evaluation data folder ``data``, and leaves out any text of a reported benchmark)."""
+    from .safety_corpus import load_corpus
+
+    return [(e.text, e.group) for e in load_corpus(data) if e.source in BENIGN_SOURCES and e.split in BENIGN_SPLITS]
