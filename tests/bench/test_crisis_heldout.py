@@ -1,6 +1,7 @@
 """The crisis check's hand-written held-out set (bench/data/crisis_heldout.yaml, reported by
 ``bench/request_head.py --crisis``) stays held out: it loads, keeps both sides, and none of its
-texts is a training exemplar of the check."""
+texts is a training text of the check (an exemplar, or a request of ``project_requests.yaml``,
+whose benign requests it trains on)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from psychoalign.models.crisis import exemplars
+from psychoalign.models.crisis import benign_requests_path, exemplars
 
 HELDOUT = Path(__file__).parents[2] / "bench" / "data" / "crisis_heldout.yaml"
 
@@ -31,3 +32,11 @@ def test_no_held_out_text_is_an_exemplar() -> None:
     data = yaml.safe_load(HELDOUT.read_text(encoding="utf-8"))
     held = {_key(str(t)) for side in ("crisis", "benign") for t in data[side]}
     assert not held & {_key(e.text) for e in exemplars()}  # the bench also drops near repeats
+
+
+def test_no_held_out_text_is_a_project_request() -> None:
+    data = yaml.safe_load(HELDOUT.read_text(encoding="utf-8"))
+    held = {_key(str(t)) for side in ("crisis", "benign") for t in data[side]}
+    project = yaml.safe_load(benign_requests_path().read_text(encoding="utf-8"))
+    texts = {_key(str(t)) for topics in project.values() for items in topics.values() for t in items}
+    assert not held & texts  # the bench also drops near repeats
