@@ -67,6 +67,8 @@ GAMMAS = (0.5, 1.0, 1.5)
 FOLDS = 5
 #: Most of the project-written benign requests that may fire in cross-validation.
 BENIGN_CAP = 0.01
+#: Most of the look-alike exemplars (written to sit close to a crisis) that may fire in it.
+LOOKALIKE_CAP = 0.10
 #: Fewest of the training crisis exemplars that must fire in cross-validation at that threshold.
 RECALL_FLOOR = 0.85
 
@@ -77,6 +79,12 @@ def _f16(a: NDArray[np.float64]) -> str:
 
 def _svm(x: NDArray[np.float64], y: NDArray[np.bool_], c: float, gamma: float) -> SVC:
     return SVC(C=c, kernel="rbf", gamma=gamma, class_weight="balanced").fit(x, y)
+
+
+def _capped(margins: NDArray[np.float64], cap: float) -> float:
+    """The lowest threshold at which at most ``cap`` of ``margins`` reach it."""
+    ordered = np.sort(margins)[::-1]
+    return float(np.nextafter(ordered[math.floor(cap * len(ordered))], np.inf))
 
 
 class Fold(NamedTuple):
@@ -99,12 +107,11 @@ def cross_validate(
     gamma: float,
 ) -> Fold:
     """Out-of-fold margins, and the lowest threshold at which at most BENIGN_CAP of the benign
-    requests fire (ties fire)."""
+    requests and at most LOOKALIKE_CAP of the look-alike exemplars fire (ties fire)."""
     margins = np.zeros(len(y))
     for fit, score in StratifiedGroupKFold(FOLDS).split(x, y, groups):
         margins[score] = _svm(x[fit], y[fit], c, gamma).decision_function(x[score])
-    benign = np.sort(margins[is_benign])[::-1]
-    threshold = float(np.nextafter(benign[math.floor(BENIGN_CAP * len(benign))], np.inf))
+    threshold = max(_capped(margins[is_benign], BENIGN_CAP), _capped(margins[~y & ~is_benign], LOOKALIKE_CAP))
     fired = margins >= threshold
     return Fold(
         c,

@@ -9,6 +9,7 @@ import unicodedata
 from pathlib import Path
 
 import yaml
+from bench.request_head import repeats
 
 from psychoalign.models.crisis import benign_requests_path, exemplars
 
@@ -40,3 +41,23 @@ def test_no_held_out_text_is_a_project_request() -> None:
     project = yaml.safe_load(benign_requests_path().read_text(encoding="utf-8"))
     texts = {_key(str(t)) for topics in project.values() for items in topics.values() for t in items}
     assert not held & texts  # the bench also drops near repeats
+
+
+def _texts(value: object) -> list[str]:
+    """Every request string in a held-out file's lists (items may be strings or ``{q: ...}``)."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list):
+        return [str(v["q"]) if isinstance(v, dict) else str(v) for v in value]
+    return []
+
+
+def test_no_training_exemplar_repeats_a_request_of_any_bench_file() -> None:
+    """Every file under bench/data measures something (this check, the request head, the useful
+    answers): no exemplar the check trains on may repeat one of its requests (the bench's rule: the
+    same normalised text, or content words overlapping by Jaccard >= 0.5)."""
+    held = [
+        t for path in sorted(HELDOUT.parent.glob("*.yaml")) for t in _texts(yaml.safe_load(path.read_text("utf-8")))
+    ]
+    assert len(held) > 500
+    assert repeats([e.text for e in exemplars() if not e.held_out], held) == set()
