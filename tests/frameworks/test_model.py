@@ -23,7 +23,8 @@ DOSES = (
     "            single_per_kg: [5, 10]\n            source: labels\n"
     "      request_check:\n        patterns: ['kill myself']\n"
     "  contextual:\n    - id: C1\n      text: plain rule\n"
-    "safe_channels:\n  - a crisis line\n  - {id: help, text: a help desk, rules: [C1], message: 'We are here. {channel}'}\n"
+    "safe_channels:\n  - a crisis line\n"
+    "  - {id: help, text: a help desk, rules: [C1], message: 'We are here. {channel}'}\n"
 )
 
 
