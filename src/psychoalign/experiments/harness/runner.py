@@ -47,7 +47,7 @@ from ...models import ChatModel, Message
 from ...traces import TraceStore
 from .benchmark import Benchmark, Item
 from .judging import Judges
-from .labels import read_user_labels
+from .labels import LabelFile, read_user_labels
 from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import identity_changes, identity_digest, run_identity
@@ -426,7 +426,7 @@ async def run_experiment(
     pool = ModelPool(settings, models)
     try:
         # the user's calibration files, read once: hashed into the identity, measured at the end
-        labels = {name: read_user_labels(path, name) for name, path in spec.judge.labels.items()}
+        labels: dict[str, LabelFile] = {name: read_user_labels(path, name) for name, path in spec.judge.labels.items()}
         identity = run_identity(
             list(systems.values()),
             pool,
