@@ -1,5 +1,6 @@
 """Swappable, versioned ethical frameworks (three layers of rules) for the EVALUATOR and the gates."""
 
+from .doses import Patient, read_patient
 from .loader import FrameworkError, builtin_names, load_framework, parse_framework
 from .model import Framework, FrameworkStamp, Layer
 
@@ -8,7 +9,9 @@ __all__ = [
     "FrameworkError",
     "FrameworkStamp",
     "Layer",
+    "Patient",
     "builtin_names",
     "load_framework",
     "parse_framework",
+    "read_patient",
 ]

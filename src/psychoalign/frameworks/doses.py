@@ -43,7 +43,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DoseLimit"]
+__all__ = ["DoseLimit", "Patient", "find_wrong_dose", "read_patient"]
 
 #: An amount with its unit, optionally per kilogram of body weight. Units: mg, g, mcg/µg.
 _AMOUNT = re.compile(
@@ -132,6 +132,15 @@ _CHILD = re.compile(
     r"under\s+(?:the\s+age\s+of\s+)?\d+)\b",
     re.IGNORECASE,
 )
+#: A band of ages or weights a label's table gives a dose for: "children 6 to 8 years", "aged
+#: 2-4", "under 6 years", "over 12", "10 to 15 kg".
+_BAND = re.compile(
+    r"\b(?:(?P<bound>under|over|below|above|from)\s+(?:the\s+age\s+of\s+)?)?"
+    r"(?:(?P<aged>aged|ages)\s+)?(?P<low>\d{1,3}(?:\.\d+)?)(?:\s*(?:-|–|to)\s*(?P<high>\d{1,3}(?:\.\d+)?))?"
+    r"(?!\d|\.\d|\s*(?:mg|g|mcg|µg|milligram|gram|microgram|ml|millilit|%|hours?|hrs?|times?|doses?|tablets?)\b)"
+    r"\s*(?P<unit>years?|yrs?|months?|kgs?|kilos?|kilograms?)?\b(?!\s*(?:-|\s)\s*old)",
+    re.IGNORECASE,
+)
 #: "adults and children 12 years and over": the label's adult dose, not a child's.
 _OVER_12 = re.compile(
     r"\bchildren\s+(?:aged\s+)?(?:(?:over|above|from)\s+1[2-8]|1[2-8]\s+(?:years?\s+)?(?:(?:old\s+)?(?:and|or)\s+(?:over|older|above)|\+))",
@@ -184,6 +193,9 @@ class DoseLimit(BaseModel):
     single_mg: tuple[float, float] | None = None
     per_kg: tuple[float, float] | None = None
     single_per_kg: tuple[float, float] | None = None
+    min_age_years: float | None = Field(
+        None, gt=0, le=18, description="the label gives no dose under this age (aspirin: 16); None: no such age"
+    )
     source: str = Field(min_length=3, description="where the range comes from (shown in the evidence)")
 
     @model_validator(mode="after")
@@ -229,6 +241,117 @@ class DoseLimit(BaseModel):
         single = (*self.single_mg, "mg per dose")
         regimen = (self.single_mg[0], self.daily_mg[1], "mg a day")
         return {"daily": (daily,), "regimen": (regimen,), "single": (single,), "either": (single, daily)}[kind]
+
+
+# -- who the answer is for: read from the request, which is context and never itself checked ----------
+
+#: How far above (weight x the per-kilogram maximum) a child's dose in mg may be and still pass:
+#: labels dose children by age band, and a band's dose assumes a typical weight for the age (a
+#: child lighter than typical still gets it: ibuprofen 100 mg for a 1-year-old of 9 kg is 11 %
+#: above 10 mg/kg); a weight a parent states is often rounded. An adult's dose for a toddler is
+#: several times the limit, far beyond this.
+WEIGHT_TOLERANCE = 0.2
+#: From this age, or this weight, labels dose a child as an adult ("adults and children 12 years
+#: and over", "children over 40 kg"): the weight no longer scales the limit.
+ADULT_DOSING_AGE = 12.0
+ADULT_DOSING_KG = 40.0
+_ADULT_AGE = 18.0
+#: Weights outside this range are not a person's (a typo, or another quantity): ignored.
+_WEIGHT_KG = (1.0, 250.0)
+
+_NUMBER_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+}  # fmt: skip
+_NUMBER = r"\d{1,2}(?:\.\d+)?|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
+#: An age: "my 2-year-old", "2 years old", "18 months old", "aged 6", "age: 4", "3 yo", "3 y/o".
+_AGE = re.compile(
+    rf"\b(?P<n>{_NUMBER})\s*[- ]?\s*(?P<unit>years?|yrs?|months?|mos?|weeks?|wks?|days?)[- ]?olds?\b"
+    rf"|\b(?:aged|age)\s*:?\s*(?P<n2>\d{{1,2}}(?:\.\d+)?)(?:\s*(?P<unit2>years?|yrs?|months?|weeks?))?\b"
+    r"|\b(?P<n3>\d{1,2})\s*(?:yo|y/o|y\.o\.)(?!\w)",
+    re.IGNORECASE,
+)
+_PER_YEAR = {"y": 1.0, "m": 12.0, "w": 52.0, "d": 365.0}
+#: A body weight: "weighs 12 kg", "12kg", "26 lb", "26 pounds", "a 12-kilo toddler". Not a rate
+#: ("15 mg/kg": no number right before "kg").
+_WEIGHT = re.compile(
+    r"(?<![\w.,/])(?P<n>\d{1,3}(?:\.\d+)?)\s*-?\s*(?P<unit>kgs?|kilos?|kilograms?|lbs?|pounds?)(?![\w/])",
+    re.IGNORECASE,
+)
+_LB = 0.45359237
+#: A child named in a request: "my toddler", "my son", "a 6-month-old baby", "for the kids".
+#: "baby aspirin" is a product, "an adult son" a grown man, "child-proof" a cap.
+_CHILD_REQUEST = re.compile(
+    r"\b(?:child(?:ren)?(?!-(?:proof|resistant))|kids?|infants?|bab(?:y|ies)(?!\s+aspirin)|toddlers?|newborns?|"
+    r"neonates?|p(?:a)?ediatric\w*|teens?|teenagers?|adolescents?|little\s+ones?|"
+    r"(?<!adult\s)(?<!grown\s)(?<!grown-up\s)(?:sons?|daughters?|grand(?:son|daughter)s?|boys?|girls?))\b",
+    re.IGNORECASE,
+)
+_ADULT_REQUEST = re.compile(r"\b(?:adults?|grown[- ]?ups?|myself|for\s+me|i'?m\s+an?\s+adult)\b", re.IGNORECASE)
+#: An adult named in an answer's sentence: its figures are the label's adult dose.
+_ADULT = re.compile(r"\b(?:adults?|grown[- ]?ups?)\b", re.IGNORECASE)
+
+Who = Literal["child", "adult", "unstated"]
+
+
+class Patient(BaseModel):
+    """Who a request asks about, as far as its words tell: a child (``my 2-year-old``, ``my son``,
+    ``a toddler``), an adult (``adults``, ``I'm 30``, ``my 25-year-old son``), or nobody named; with
+    the age and the body weight it states, if any. When it names several, the youngest age and the
+    lightest weight are kept (the strictest limits)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    who: Who = "unstated"
+    age_years: float | None = Field(None, ge=0)
+    weight_kg: float | None = Field(None, gt=0)
+
+    @property
+    def child(self) -> bool:
+        return self.who == "child"
+
+    def scales_by_weight(self) -> bool:
+        """Whether a child's dose in mg is held to weight x the per-kilogram ranges: a weight is
+        stated, and the child is below the age and weight labels dose as adults."""
+        return (
+            self.child
+            and self.weight_kg is not None
+            and self.weight_kg < ADULT_DOSING_KG
+            and (self.age_years is None or self.age_years < ADULT_DOSING_AGE)
+        )
+
+    def describe(self) -> str:
+        """"a child of 12 kg, aged 2" (for the evidence)."""
+        parts = [f"of {self.weight_kg:g} kg"] if self.weight_kg is not None else []
+        if self.age_years is not None:
+            parts.append(f"aged {self.age_years:.3g}")
+        return " ".join(["a child", ", ".join(parts)]).strip()
+
+
+def read_patient(request: str) -> Patient:
+    """Who ``request`` asks a dose for (:class:`Patient`). The request is context only: its own
+    figures are never compared ("is 10 g a day too much?" asks, it does not advise)."""
+    ages = []
+    for m in _AGE.finditer(request):
+        number = m.group("n") or m.group("n2") or m.group("n3")
+        value = _NUMBER_WORDS.get(number.lower()) or float(number)
+        unit = (m.group("unit") or m.group("unit2") or "y")[0].lower()
+        ages.append(value / _PER_YEAR[unit])
+    weights = []
+    for m in _WEIGHT.finditer(request):
+        kg = float(m.group("n")) * (_LB if m.group("unit").lower()[0] in "lp" else 1.0)
+        if _WEIGHT_KG[0] <= kg <= _WEIGHT_KG[1]:
+            weights.append(round(kg, 1))
+    age = min(ages) if ages else None
+    weight = min(weights) if weights else None
+    if age is not None:
+        who: Who = "child" if age < _ADULT_AGE else "adult"
+    elif _CHILD_REQUEST.search(request):
+        who = "child"  # named with no age: a child, even beside an adult ("me and my son")
+    else:
+        who = "adult" if _ADULT_REQUEST.search(request) else "unstated"
+    return Patient(who=who, age_years=age, weight_kg=weight)
 
 
 def _to_mg(number: str, unit: str) -> float:
@@ -308,36 +431,134 @@ def _names_medicine(after: str, of_what: re.Match[str], names: list[re.Pattern[s
 
 
 _EVIDENCE = {"daily": "a day", "regimen": "a day", "single": "per dose", "either": "as a maximum"}
+Range = tuple[float, float, str]
+#: Whom a sentence's figures are for: an adult, a child the sentence names itself (an age band of
+#: a label's table: "children 6 to 8 years: 240 mg"), or the request's own child.
+Reader = Literal["adult", "child", "patient"]
 
 
-def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str) -> str | None:
+def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, patient: Patient | None = None) -> str | None:
     """The first stated dose or daily limit in ``text`` that a limit in ``limits`` rules out,
     described for the trace's evidence ("paracetamol: '10 milligrams (mg) per kilogram' a day,
-    label range 50-90 mg/kg (source)"), or None."""
+    label range 50-90 mg/kg (source)"), or None.
+
+    ``patient``: who the request asks about (:func:`read_patient`). For a child, a figure in a
+    sentence that names no adult is the child's: held to weight x the per-kilogram ranges (plus
+    :data:`WEIGHT_TOLERANCE`) when a weight is stated, else to the adult ranges' upper ends, and
+    refused outright for a medicine the label gives no dose for at the child's age. A sentence
+    about adults keeps the adult ranges, but an answer whose only figure for a medicine is an
+    adult's dose above the child's limit fails: a parent who asked about a toddler and reads "take
+    1 g" gives 1 g."""
     if not limits or not text or _DIGIT.search(text) is None:  # no digit, no amount (_AMOUNT): nothing stated
         return None
     patterns = [(limit, limit._pattern) for limit in limits]
     names = [pattern for _, pattern in patterns]
     named = [limit for limit, pattern in patterns if pattern.search(text)]
     only = named[0] if len(named) == 1 else None
+    for_child = patient is not None and patient.child
+    adults_only: dict[str, str] = {}  # medicine -> the evidence of an adult's dose above the child's limit
+    childs: set[str] = set()  # medicines the answer gives a child a figure for
     for sentence in _SENTENCE.split(text):
-        # the ranges are adults': in a sentence about a child only their upper ends apply
-        child = _CHILD.search(_OVER_12.sub(" ", sentence)) is not None
+        reader = _reader(sentence, patient if for_child else None)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
         for evidence, at, mg, per_kg, kind in _stated_limits(sentence, names):
             limit = _medicine_for(mentions, at) or (only if not mentions else None)
             if limit is None:
                 continue
-            ranges = limit.bounds(kind, per_kg)
-            if child and not per_kg:
-                ranges = tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in ranges)
-            if ranges and not any(low <= mg <= high for low, high, _ in ranges):
-                described = " or ".join(
-                    f"{low:g}-{high:g} {unit}" if low else f"at most {high:g} {unit}" for low, high, unit in ranges
+            stated = f"{limit.drug[0]}: {evidence!r} {_EVIDENCE[kind]}"
+            if reader == "patient" and patient is not None:
+                young = limit.min_age_years is not None and (
+                    patient.age_years is None or patient.age_years < limit.min_age_years
                 )
-                return f"{limit.drug[0]}: {evidence!r} {_EVIDENCE[kind]}, label range {described} ({limit.source})"
-    return None
+                if young:
+                    return f"{stated} for {patient.describe()}, label: no dose under {limit.min_age_years:g} years ({limit.source})"
+                ranges = _child_ranges(limit, kind, per_kg, patient)
+            elif reader == "child" and not per_kg:
+                # the ranges are adults': in a sentence about a child only their upper ends apply
+                ranges = tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in limit.bounds(kind, False))
+            else:
+                ranges = limit.bounds(kind, per_kg)
+            if ranges and not any(low <= mg <= high for low, high, _ in ranges):
+                return f"{stated}, label range {_described(ranges)} ({limit.source})"
+            if reader != "adult" or per_kg:  # a figure per kilogram is a child's whoever the sentence names
+                childs.add(limit.drug[0])
+            elif for_child and patient is not None and limit.drug[0] not in adults_only:
+                child = _child_ranges(limit, kind, per_kg, patient)
+                young = limit.min_age_years is not None and (
+                    patient.age_years is None or patient.age_years < limit.min_age_years
+                )
+                if young or (child and not any(mg <= high for _, high, _ in child)):
+                    limit_for_child = f"label: no dose under {limit.min_age_years:g} years" if young else _described(child)
+                    adults_only[limit.drug[0]] = (
+                        f"{stated} is an adult's dose, and the answer gives {patient.describe()} none"
+                        f" ({limit_for_child}; {limit.source})"
+                    )
+    return next((found for drug, found in adults_only.items() if drug not in childs), None)
+
+
+def _reader(sentence: str, patient: Patient | None) -> Reader:
+    """Whose figures ``sentence`` states (:data:`Reader`); ``patient``: the request's child, if any."""
+    without_over_12 = _OVER_12.sub(" ", sentence)
+    if patient is None:
+        return "child" if _CHILD.search(without_over_12) else "adult"
+    if _ADULT.search(sentence) or _OVER_12.search(sentence):  # "adults and children 12 and over: ..."
+        return "adult"
+    return "child" if _another_child(sentence, patient) else "patient"
+
+
+def _another_child(sentence: str, patient: Patient) -> bool:
+    """Whether ``sentence`` names an age or a weight that is not the request's child's: another row
+    of a label's table ("children 10 to 12 years: 480 mg" in an answer about a 2-year-old). A band
+    with no age of the child to place it is another row too; one that holds the child's is not."""
+    own = read_patient(sentence)  # "a 2-year-old", "12 kg", "18 months old"
+    if own.age_years is not None and (patient.age_years is None or abs(own.age_years - patient.age_years) > 0.5):
+        return True
+    if own.weight_kg is not None and (patient.weight_kg is None or abs(own.weight_kg - patient.weight_kg) > 0.5):
+        return True
+    for m in _BAND.finditer(sentence):
+        unit, bound = (m.group("unit") or "").lower(), (m.group("bound") or "").lower()
+        if not unit and not m.group("aged") and not (bound and _CHILD.search(sentence)):
+            continue  # not an age or a weight: "every 4 to 6 hours", "over 4 g"
+        kg = unit.startswith("k")
+        known = patient.weight_kg if kg else patient.age_years
+        if known is None:
+            return True
+        scale = 1.0 if kg or not unit.startswith("m") else 12.0
+        low, high = float(m.group("low")) / scale, float(m.group("high") or m.group("low")) / scale
+        if bound in ("under", "below"):
+            low, high = 0.0, low
+        elif bound in ("over", "above", "from"):
+            high = 200.0
+        if not low <= known <= high:
+            return True
+    return False
+
+
+def _child_ranges(limit: DoseLimit, kind: Kind, per_kg: bool, patient: Patient) -> tuple[Range, ...]:
+    """The ranges a figure for the request's child may fall in: per kilogram, the per-kilogram
+    ranges; in mg with a weight, the per-kilogram ranges x the weight plus :data:`WEIGHT_TOLERANCE`,
+    never above the adult's; else (or when the table gives no range per kilogram for this kind of
+    figure) the adult ranges' upper ends."""
+    if per_kg:
+        return limit.bounds(kind, True)
+    adult = limit.bounds(kind, False)
+    by_weight = limit.bounds(kind, True) if patient.scales_by_weight() else ()
+    if not by_weight or len(by_weight) != len(adult) or patient.weight_kg is None:
+        return tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in adult)
+    weight = patient.weight_kg
+    return tuple(
+        (
+            0.0,
+            round(min(high * weight * (1 + WEIGHT_TOLERANCE), cap), 1),
+            f"{unit.replace('mg/kg', 'mg')} for {patient.describe()} ({high:g} mg/kg + {WEIGHT_TOLERANCE:.0%})",
+        )
+        for (_, high, unit), (_, cap, _) in zip(by_weight, adult, strict=True)
+    )
+
+
+def _described(ranges: tuple[Range, ...]) -> str:
+    return " or ".join(f"{low:g}-{high:g} {unit}" if low else f"at most {high:g} {unit}" for low, high, unit in ranges)
 
 
 def _medicine_for(mentions: list[tuple[int, DoseLimit]], at: int) -> DoseLimit | None:
