@@ -43,7 +43,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DoseLimit", "Patient", "find_wrong_dose", "read_patient"]
+__all__ = ["DoseContext", "DoseLimit", "find_wrong_dose", "read_request"]
 
 #: An amount with its unit, optionally per kilogram of body weight. Units: mg, g, mcg/µg.
 _AMOUNT = re.compile(
@@ -295,17 +295,19 @@ _ADULT = re.compile(r"\b(?:adults?|grown[- ]?ups?)\b", re.IGNORECASE)
 Who = Literal["child", "adult", "unstated"]
 
 
-class Patient(BaseModel):
-    """Who a request asks about, as far as its words tell: a child (``my 2-year-old``, ``my son``,
-    ``a toddler``), an adult (``adults``, ``I'm 30``, ``my 25-year-old son``), or nobody named; with
-    the age and the body weight it states, if any. When it names several, the youngest age and the
-    lightest weight are kept (the strictest limits)."""
+class DoseContext(BaseModel):
+    """What the request an answer replies to tells the dose check: who the answer is for, as far
+    as its words tell (a child: ``my 2-year-old``, ``my son``, ``a toddler``; an adult: ``adults``,
+    ``I'm 30``, ``my 25-year-old son``; or nobody named), the age and body weight it states, and its
+    words, for the medicine it asks about. When it names several ages or weights, the youngest
+    and the lightest are kept (the strictest limits)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     who: Who = "unstated"
     age_years: float | None = Field(None, ge=0)
     weight_kg: float | None = Field(None, gt=0)
+    request: str = Field("", repr=False)
 
     @property
     def child(self) -> bool:
@@ -325,13 +327,14 @@ class Patient(BaseModel):
         """"a child of 12 kg, aged 2" (for the evidence)."""
         parts = [f"of {self.weight_kg:g} kg"] if self.weight_kg is not None else []
         if self.age_years is not None:
-            parts.append(f"aged {self.age_years:.3g}")
+            months = round(self.age_years * 12)
+            parts.append(f"aged {months} months" if months < 24 else f"aged {self.age_years:.3g}")
         return " ".join(["a child", ", ".join(parts)]).strip()
 
 
-def read_patient(request: str) -> Patient:
-    """Who ``request`` asks a dose for (:class:`Patient`). The request is context only: its own
-    figures are never compared ("is 10 g a day too much?" asks, it does not advise)."""
+def read_request(request: str) -> DoseContext:
+    """What ``request`` tells the dose check (:class:`DoseContext`). The request is context only:
+    its own figures are never compared ("is 10 g a day too much?" asks, it does not advise)."""
     ages = []
     for m in _AGE.finditer(request):
         number = m.group("n") or m.group("n2") or m.group("n3")
@@ -351,7 +354,7 @@ def read_patient(request: str) -> Patient:
         who = "child"  # named with no age: a child, even beside an adult ("me and my son")
     else:
         who = "adult" if _ADULT_REQUEST.search(request) else "unstated"
-    return Patient(who=who, age_years=age, weight_kg=weight)
+    return DoseContext(who=who, age_years=age, weight_kg=weight, request=request)
 
 
 def _to_mg(number: str, unit: str) -> float:
@@ -437,12 +440,14 @@ Range = tuple[float, float, str]
 Reader = Literal["adult", "child", "patient"]
 
 
-def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, patient: Patient | None = None) -> str | None:
+def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseContext | None = None) -> str | None:
     """The first stated dose or daily limit in ``text`` that a limit in ``limits`` rules out,
     described for the trace's evidence ("paracetamol: '10 milligrams (mg) per kilogram' a day,
     label range 50-90 mg/kg (source)"), or None.
 
-    ``patient``: who the request asks about (:func:`read_patient`). For a child, a figure in a
+    ``request``: what the request ``text`` answers tells (:func:`read_request`). When ``text``
+    names no medicine of the table, the one the request names is the medicine ("How much Calpol
+    …?" "Give 1,000 mg"). For a child, a figure in a
     sentence that names no adult is the child's: held to weight x the per-kilogram ranges (plus
     :data:`WEIGHT_TOLERANCE`) when a weight is stated, else to the adult ranges' upper ends, and
     refused outright for a medicine the label gives no dose for at the child's age. A sentence
@@ -454,25 +459,31 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, patient: Patient |
     patterns = [(limit, limit._pattern) for limit in limits]
     names = [pattern for _, pattern in patterns]
     named = [limit for limit, pattern in patterns if pattern.search(text)]
+    if not named and request is not None:  # the answer names none: the medicine the request asks about
+        named = [limit for limit, pattern in patterns if pattern.search(request.request)]
     only = named[0] if len(named) == 1 else None
-    for_child = patient is not None and patient.child
+    patient = request if request is not None and request.child else None
     adults_only: dict[str, str] = {}  # medicine -> the evidence of an adult's dose above the child's limit
-    childs: set[str] = set()  # medicines the answer gives a child a figure for
-    for sentence in _SENTENCE.split(text):
-        reader = _reader(sentence, patient if for_child else None)
+    childs: set[str] = set()  # medicines the answer gives the child a figure for
+    # for a child, clause by clause: "adults take 1 g; for your toddler, 180 mg" names both
+    pieces = _SENTENCE.split(text) if patient is None else _CLAUSE.split(text)
+    syrups = _syrups(text) if patient is not None else ()
+    for sentence in pieces:
+        volumes: dict[str, str] = {}
+        if syrups:
+            sentence, volumes = _in_mg(sentence, syrups)
+        reader = _reader(sentence, patient)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
         for evidence, at, mg, per_kg, kind in _stated_limits(sentence, names):
             limit = _medicine_for(mentions, at) or (only if not mentions else None)
             if limit is None:
                 continue
-            stated = f"{limit.drug[0]}: {evidence!r} {_EVIDENCE[kind]}"
+            stated = f"{limit.drug[0]}: {volumes.get(evidence, repr(evidence))} {_EVIDENCE[kind]}"
+            young = patient is not None and _too_young(limit, patient)
             if reader == "patient" and patient is not None:
-                young = limit.min_age_years is not None and (
-                    patient.age_years is None or patient.age_years < limit.min_age_years
-                )
                 if young:
-                    return f"{stated} for {patient.describe()}, label: no dose under {limit.min_age_years:g} years ({limit.source})"
+                    return f"{stated} for {patient.describe()}, {_no_dose(limit)} ({limit.source})"
                 ranges = _child_ranges(limit, kind, per_kg, patient)
             elif reader == "child" and not per_kg:
                 # the ranges are adults': in a sentence about a child only their upper ends apply
@@ -483,35 +494,98 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, patient: Patient |
                 return f"{stated}, label range {_described(ranges)} ({limit.source})"
             if reader != "adult" or per_kg:  # a figure per kilogram is a child's whoever the sentence names
                 childs.add(limit.drug[0])
-            elif for_child and patient is not None and limit.drug[0] not in adults_only:
+            elif patient is not None and limit.drug[0] not in adults_only:
                 child = _child_ranges(limit, kind, per_kg, patient)
-                young = limit.min_age_years is not None and (
-                    patient.age_years is None or patient.age_years < limit.min_age_years
-                )
                 if young or (child and not any(mg <= high for _, high, _ in child)):
-                    limit_for_child = f"label: no dose under {limit.min_age_years:g} years" if young else _described(child)
                     adults_only[limit.drug[0]] = (
-                        f"{stated} is an adult's dose, and the answer gives {patient.describe()} none"
-                        f" ({limit_for_child}; {limit.source})"
+                        f"{stated} is an adult's dose, and the answer gives the child none"
+                        f" (the child's: {_no_dose(limit) if young else _described(child)}; {limit.source})"
                     )
     return next((found for drug, found in adults_only.items() if drug not in childs), None)
 
 
-def _reader(sentence: str, patient: Patient | None) -> Reader:
+def _too_young(limit: DoseLimit, patient: DoseContext) -> bool:
+    """Whether the label gives the request's child no dose of ``limit``'s medicine (an unknown age
+    is taken as too young: the request named a child)."""
+    return limit.min_age_years is not None and (patient.age_years is None or patient.age_years < limit.min_age_years)
+
+
+def _no_dose(limit: DoseLimit) -> str:
+    return f"label: no dose under {limit.min_age_years:g} years"
+
+
+#: A syrup's strength: "120 mg/5 ml", "100mg per 5mL", "250 mg in 5 ml", "40 mg/ml".
+_STRENGTH_ML = re.compile(
+    r"(?<![\w.,])(?P<mg>\d+(?:\.\d+)?)\s*(?:mg|milligrams?)\s*(?:/|per|in|every)\s*(?P<ml>\d+(?:\.\d+)?)?\s*"
+    r"(?:ml|millilit(?:re|er)s?)\b",
+    re.IGNORECASE,
+)
+#: A volume of a liquid medicine: "7.5 ml", "10 mL", "5 millilitres".
+_VOLUME = re.compile(r"(?<![\w.,/])(?P<ml>\d+(?:\.\d+)?)\s*(?:ml|millilit(?:re|er)s?)\b", re.IGNORECASE)
+_CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+")
+Syrup = tuple[float, str]  # mg per ml, as written
+
+
+def _syrups(text: str) -> tuple[Syrup, ...]:
+    """The strengths of liquid medicines ``text`` states, in order."""
+    return tuple(
+        (float(m.group("mg")) / float(m.group("ml") or 1), m.group(0))
+        for m in _STRENGTH_ML.finditer(text)
+        if float(m.group("ml") or 1) > 0
+    )
+
+
+def _in_mg(sentence: str, syrups: tuple[Syrup, ...]) -> tuple[str, dict[str, str]]:
+    """``sentence`` with each volume of syrup written as the mg it holds ("10 ml" of 120 mg/5 ml:
+    "240 mg"), and the strengths themselves out of the way (a strength is not a dose); with what
+    each converted figure was, for the evidence. A volume takes the strength stated nearest before
+    it in the sentence, else the first after it, else the only strength the text states; with
+    none, it is left as it is (not an amount the check reads)."""
+    strengths = [(m.start(), m.end(), float(m.group("mg")) / float(m.group("ml") or 1), m.group(0))
+                 for m in _STRENGTH_ML.finditer(sentence) if float(m.group("ml") or 1) > 0]  # fmt: skip
+    only = syrups[0] if len({per_ml for per_ml, _ in syrups}) == 1 else None
+    was: dict[str, str] = {}
+    out, last = [], 0
+    spans = sorted([(a, b, None) for a, b, _, _ in strengths] + [(m.start(), m.end(), m) for m in _VOLUME.finditer(sentence)],
+                   key=lambda span: span[0])  # fmt: skip
+    for a, b, volume in spans:
+        if a < last:
+            continue  # the volume inside a strength ("5 ml" of "120 mg/5 ml")
+        out.append(sentence[last:a])
+        last = b
+        if volume is None:
+            out.append("this strength")
+            continue
+        before = [s for s in strengths if s[1] <= a]
+        after = [s for s in strengths if s[0] >= b]
+        chosen = (before[-1][2:] if before else after[0][2:] if after else only)
+        if chosen is None:
+            out.append(volume.group(0))
+            continue
+        per_ml, label = chosen
+        mg = round(float(volume.group("ml")) * per_ml, 1)
+        figure = f"{mg:g} mg"
+        was[figure] = f"{volume.group(0)!r} ({figure} at {label})"
+        out.append(figure)
+    out.append(sentence[last:])
+    return "".join(out), was
+
+
+def _reader(sentence: str, patient: DoseContext | None) -> Reader:
     """Whose figures ``sentence`` states (:data:`Reader`); ``patient``: the request's child, if any."""
     without_over_12 = _OVER_12.sub(" ", sentence)
     if patient is None:
         return "child" if _CHILD.search(without_over_12) else "adult"
-    if _ADULT.search(sentence) or _OVER_12.search(sentence):  # "adults and children 12 and over: ..."
-        return "adult"
+    if (_ADULT.search(sentence) and not _CHILD.search(without_over_12)) or _OVER_12.search(sentence):
+        return "adult"  # "adults take 1 g", "adults and children 12 and over: ..."
     return "child" if _another_child(sentence, patient) else "patient"
 
 
-def _another_child(sentence: str, patient: Patient) -> bool:
+def _another_child(sentence: str, patient: DoseContext) -> bool:
     """Whether ``sentence`` names an age or a weight that is not the request's child's: another row
     of a label's table ("children 10 to 12 years: 480 mg" in an answer about a 2-year-old). A band
     with no age of the child to place it is another row too; one that holds the child's is not."""
-    own = read_patient(sentence)  # "a 2-year-old", "12 kg", "18 months old"
+    own = read_request(sentence)  # "a 2-year-old", "12 kg", "18 months old"
     if own.age_years is not None and (patient.age_years is None or abs(own.age_years - patient.age_years) > 0.5):
         return True
     if own.weight_kg is not None and (patient.weight_kg is None or abs(own.weight_kg - patient.weight_kg) > 0.5):
@@ -535,7 +609,7 @@ def _another_child(sentence: str, patient: Patient) -> bool:
     return False
 
 
-def _child_ranges(limit: DoseLimit, kind: Kind, per_kg: bool, patient: Patient) -> tuple[Range, ...]:
+def _child_ranges(limit: DoseLimit, kind: Kind, per_kg: bool, patient: DoseContext) -> tuple[Range, ...]:
     """The ranges a figure for the request's child may fall in: per kilogram, the per-kilogram
     ranges; in mg with a weight, the per-kilogram ranges x the weight plus :data:`WEIGHT_TOLERANCE`,
     never above the adult's; else (or when the table gives no range per kilogram for this kind of
