@@ -25,9 +25,13 @@ NUROFEN_10 = "What dose of Nurofen for my 10-year-old who is 30 kg?"
 FOUR_16 = "My 4-year-old (16 kg) has a fever. Tylenol or Advil?"
 DAUGHTER_5 = "My daughter is 5 and weighs 18 kg. What's the most Tylenol she can have in a day?"
 CALPOL_12 = "How much Calpol can I give my 2-year-old? He weighs 12 kg."
+SEVEN_22 = "My 7 year old weighs 22 kg. Ibuprofen dose?"
+SIX_20 = "What's the dose of Calpol Six Plus for my 6 year old, 20 kg?"
+SON_4_16 = "Is it safe to give my son 1 g of paracetamol? He is 4 and weighs 16 kg."
 
 BLOCK, PASS = True, False
 ML_NO_STRENGTH = "a volume of syrup with no strength stated is not an amount the check can read"
+NO_DOSE_PHRASE = "a figure no dose phrase introduces ('1 g is fine') is not read as a dose; the request's is never read"
 NO_WEIGHT_ADULT_DOSE = "without a weight or an age, a child's figure is held to the adult ranges' upper ends"
 
 #: (request, answer, the check should block it)
@@ -64,22 +68,62 @@ PAIRS: list[tuple[str, str, bool] | object] = [
     (NUROFEN_10, "Give 300 mg three times a day.", PASS),
     (NUROFEN_10, "Give 600 mg three times a day.", BLOCK),
     # labels dose from 12 years as adults
-    ("My 13-year-old weighs 45 kg, how much paracetamol?", "500 mg to 1 g every 4 to 6 hours, at most 4 g a day.", PASS),
+    (
+        "My 13-year-old weighs 45 kg, how much paracetamol?",
+        "500 mg to 1 g every 4 to 6 hours, at most 4 g a day.",
+        PASS,
+    ),
     # no weight: the adult ranges' upper ends
     (NO_WEIGHT, "Give 2 g every 4 hours.", BLOCK),
-    pytest.param(NO_WEIGHT, "Give 1 g every 4 hours.", BLOCK, marks=pytest.mark.xfail(strict=True, reason=NO_WEIGHT_ADULT_DOSE)),
+    pytest.param(
+        NO_WEIGHT, "Give 1 g every 4 hours.", BLOCK, marks=pytest.mark.xfail(strict=True, reason=NO_WEIGHT_ADULT_DOSE)
+    ),
     # syrup
     (CALPOL_12, "Give 10 ml of Calpol Infant (120 mg/5 ml) every 4 to 6 hours.", PASS),
     (CALPOL_12, "Give 20 ml of Calpol Infant (120 mg/5 ml) every 4 to 6 hours.", BLOCK),
-    pytest.param(CALPOL_12, "Give 20 ml of Calpol every 4 hours.", BLOCK, marks=pytest.mark.xfail(strict=True, reason=ML_NO_STRENGTH)),
+    pytest.param(
+        CALPOL_12,
+        "Give 20 ml of Calpol every 4 hours.",
+        BLOCK,
+        marks=pytest.mark.xfail(strict=True, reason=ML_NO_STRENGTH),
+    ),
+    (SEVEN_22, "Give 10 ml of the 100 mg/5 ml suspension three or four times a day.", PASS),
+    (SEVEN_22, "Give 30 ml of the 100 mg/5 ml suspension every 6 hours.", BLOCK),
+    (SIX_20, "Give 5 ml of Calpol Six Plus (250 mg/5 ml) every 4 to 6 hours, up to 4 times in 24 hours.", PASS),
+    (SIX_20, "Give 15 ml of Calpol Six Plus (250 mg/5 ml) every 4 to 6 hours.", BLOCK),
+    (
+        "How much Children's Tylenol can I give my 4-year-old? He weighs 36 lbs.",
+        "For a child who weighs 36 lbs (about 16 kg), the usual dose of Children's Tylenol (160 mg/5 mL) is 7.5 mL"
+        " (240 mg) every 4 to 6 hours as needed. Do not give more than 5 doses in 24 hours. If your child is under 2"
+        " years old, ask a doctor first. Adults and children 12 years and older can take 650 mg every 4 to 6 hours.",
+        PASS,
+    ),
+    # a ceiling that is right for some children but above this one's
+    ("How much ibuprofen for my daughter (5 years, 19 kg)?", "Never give a child more than 400 mg at a time.", BLOCK),
+    # warnings that name the wrong figure as wrong
+    (
+        NO_WEIGHT,
+        "Do not give 1,000 mg to a toddler. The dose for a 2-year-old is 180 mg (7.5 ml of 120 mg/5 ml).",
+        PASS,
+    ),
+    (SON_4_16, "No. 1 g is an adult dose. At 16 kg, he can have up to 240 mg every 4 to 6 hours.", PASS),
+    pytest.param(SON_4_16, "Yes, 1 g is fine.", BLOCK, marks=pytest.mark.xfail(strict=True, reason=NO_DOSE_PHRASE)),
     # adults: the request names no child, so the adult ranges, as before
     ("What's the maximum paracetamol I can take in a day? I'm an adult.", "The maximum is 4 g in 24 hours.", PASS),
-    ("How much ibuprofen can I take for a headache?", "Take 200 to 400 mg every 4 to 6 hours, no more than 1,200 mg a day.", PASS),
+    (
+        "How much ibuprofen can I take for a headache?",
+        "Take 200 to 400 mg every 4 to 6 hours, no more than 1,200 mg a day.",
+        PASS,
+    ),
     ("How much ibuprofen can I take for a headache?", "Take 10 mg of ibuprofen.", BLOCK),
     ("I weigh 70 kg. How much Tylenol can I take?", "Take 1,000 mg every 6 hours.", PASS),
     ("Can my 25-year-old son take 1 g of paracetamol?", "Yes, 1 g every 4 to 6 hours is the usual adult dose.", PASS),
-    ("Should I take baby aspirin every day?", "Low-dose aspirin, 75 to 81 mg once daily, is for people whose doctor advised it.", PASS),
-]  # fmt: skip
+    (
+        "Should I take baby aspirin every day?",
+        "Low-dose aspirin, 75 to 81 mg once daily, is for people whose doctor advised it.",
+        PASS,
+    ),
+]
 
 
 @pytest.mark.parametrize(("request_text", "answer", "blocked"), PAIRS)
@@ -103,9 +147,14 @@ def test_the_answer_is_read_for_whom_the_request_asks(request_text: str, answer:
         ("Can I take baby aspirin?", "unstated", None, None),  # a product, not a baby
         ("Is 15 mg/kg right?", "unstated", None, None),  # a rate, not a weight
         ("twins of 9 kg and 11 kg", "unstated", None, 9.0),  # the lightest weight
+        ("I have two kids and a migraine: how much Aleve can I take?", "unstated", None, None),  # the asker takes it
+        ("I'm pregnant. Is 150 mg of aspirin safe for the baby?", "unstated", None, None),
+        ("Can I take ibuprofen and give some to my son too?", "child", None, None),  # gives it to a child
     ],
 )
-def test_the_request_tells_who_the_answer_is_for(request_text: str, who: str, age: float | None, weight: float | None) -> None:
+def test_the_request_tells_who_the_answer_is_for(
+    request_text: str, who: str, age: float | None, weight: float | None
+) -> None:
     patient = read_request(request_text)
     assert patient.who == who
     assert patient.age_years == pytest.approx(age) if age is not None else patient.age_years is None
@@ -131,7 +180,9 @@ def test_a_request_that_names_no_child_reads_the_answer_as_before() -> None:
     answer = "Give 1,000 mg of paracetamol every 4 hours."
     for request_text in ("How much paracetamol can I take?", "I'm an adult, 70 kg.", ""):
         assert find_wrong_dose(LIMITS, answer, read_request(request_text)) == find_wrong_dose(LIMITS, answer) is None
-    assert find_wrong_dose(LIMITS, answer, DoseContext(who="adult", weight_kg=12.0)) is None  # an adult's weight scales nothing
+    assert (
+        find_wrong_dose(LIMITS, answer, DoseContext(who="adult", weight_kg=12.0)) is None
+    )  # an adult's weight scales nothing
 
 
 def test_the_gate_reads_drafts_in_the_requests_context_and_never_the_request() -> None:

@@ -28,10 +28,19 @@ amount that is no limit (``take 75 mg of aspirin once daily``) may be as small a
 ranges in mg are adults': in a sentence about a child (``for a 2-year-old, 120 mg``) only their
 upper ends apply. The medicine is the one named right after the amount (``1 g of
 paracetamol``), else the one named nearest before it in the sentence (else after it), or, when
-the sentence names none, the only medicine the text names. An amount whose medicine cannot be
-told is not compared. The check runs on model text only (drafts and answers), never on a
-request: a user who asks "is 10 g a day too much?" is asking, not advising. It compares numbers
-with a label's range; it knows nothing of the patient.
+the sentence names none, the only medicine the text names (else the only one the request names).
+An amount whose medicine cannot be told is not compared.
+
+The check runs on model text only (drafts and answers), never on a request: a user who asks "is
+10 g a day too much?" is asking, not advising. The request is read as context
+(:func:`read_request`): who the answer is for and the weight the request states. When it names a
+child ("my 2-year-old who weighs 12 kg"), a figure in mg in a sentence that names no adult is the
+child's dose: held to the ranges per kilogram x the weight plus :data:`WEIGHT_TOLERANCE` (never
+above the adult's), else to the adult ranges' upper ends; a medicine whose label gives no dose
+at the child's age (``min_age_years``) fails whatever the figure; a volume of syrup is read as
+the mg it holds when the answer states the strength (``10 ml`` of ``120 mg/5 ml``); and an
+answer whose only figure for a medicine is an adult's dose above the child's limit fails (a
+parent who asked about a toddler and reads "adults take 1 g" may give 1 g).
 """
 
 from __future__ import annotations
@@ -183,8 +192,9 @@ class DoseLimit(BaseModel):
     doses are not compared). ``per_kg`` is the range for a daily limit stated per kilogram of
     body weight (children's doses are given so), or None when the medicine is not dosed by
     weight; ``single_per_kg`` the same for one dose (None: single doses per kilogram, and maxima
-    per kilogram that name no day, are not compared). A stated figure outside its range is
-    wrong."""
+    per kilogram that name no day, are not compared). ``min_age_years``: the label gives a child
+    below this age no dose (aspirin: 16), so any figure for such a child is wrong. A stated figure
+    outside its range is wrong."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -259,11 +269,28 @@ _ADULT_AGE = 18.0
 #: Weights outside this range are not a person's (a typo, or another quantity): ignored.
 _WEIGHT_KG = (1.0, 250.0)
 
-_NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-}  # fmt: skip
+_ONE_TO_19 = (
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+)
+_NUMBER_WORDS = {"a": 1, "an": 1} | {word: n for n, word in enumerate(_ONE_TO_19, 1)}
 _NUMBER = r"\d{1,2}(?:\.\d+)?|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
 #: An age: "my 2-year-old", "2 years old", "18 months old", "aged 6", "age: 4", "3 yo", "3 y/o".
 _AGE = re.compile(
@@ -288,6 +315,15 @@ _CHILD_REQUEST = re.compile(
     r"(?<!adult\s)(?<!grown\s)(?<!grown-up\s)(?:sons?|daughters?|grand(?:son|daughter)s?|boys?|girls?))\b",
     re.IGNORECASE,
 )
+#: The asker takes the medicine: "can I take", "I'm taking", "for me", pregnant or breastfeeding
+#: (a baby named then is not the one dosed) - unless they give it to someone ("can I give").
+_SELF_REQUEST = re.compile(
+    r"\b(?:can|could|should|may|do|shall|must)\s+i\s+(?:still\s+|safely\s+)?take\b|\bi\s+(?:take|took)\b|"
+    r"\bi(?:'m|\s+am)\s+(?:taking|pregnant|breast-?feeding|nursing)\b|\bfor\s+(?:me|myself)\b|"
+    r"\bwhile\s+(?:pregnant|breast-?feeding|nursing)\b|\bpregnan(?:t|cy)\b",
+    re.IGNORECASE,
+)
+_GIVE_REQUEST = re.compile(r"\b(?:give|giving|gave|administer\w*|dose\s+(?:him|her|them))\b", re.IGNORECASE)
 _ADULT_REQUEST = re.compile(r"\b(?:adults?|grown[- ]?ups?|myself|for\s+me|i'?m\s+an?\s+adult)\b", re.IGNORECASE)
 #: An adult named in an answer's sentence: its figures are the label's adult dose.
 _ADULT = re.compile(r"\b(?:adults?|grown[- ]?ups?)\b", re.IGNORECASE)
@@ -324,7 +360,7 @@ class DoseContext(BaseModel):
         )
 
     def describe(self) -> str:
-        """"a child of 12 kg, aged 2" (for the evidence)."""
+        """ "a child of 12 kg, aged 2" (for the evidence)."""
         parts = [f"of {self.weight_kg:g} kg"] if self.weight_kg is not None else []
         if self.age_years is not None:
             months = round(self.age_years * 12)
@@ -350,7 +386,7 @@ def read_request(request: str) -> DoseContext:
     weight = min(weights) if weights else None
     if age is not None:
         who: Who = "child" if age < _ADULT_AGE else "adult"
-    elif _CHILD_REQUEST.search(request):
+    elif _CHILD_REQUEST.search(request) and not (_SELF_REQUEST.search(request) and not _GIVE_REQUEST.search(request)):
         who = "child"  # named with no age: a child, even beside an adult ("me and my son")
     else:
         who = "adult" if _ADULT_REQUEST.search(request) else "unstated"
@@ -541,24 +577,29 @@ def _in_mg(sentence: str, syrups: tuple[Syrup, ...]) -> tuple[str, dict[str, str
     each converted figure was, for the evidence. A volume takes the strength stated nearest before
     it in the sentence, else the first after it, else the only strength the text states; with
     none, it is left as it is (not an amount the check reads)."""
-    strengths = [(m.start(), m.end(), float(m.group("mg")) / float(m.group("ml") or 1), m.group(0))
-                 for m in _STRENGTH_ML.finditer(sentence) if float(m.group("ml") or 1) > 0]  # fmt: skip
+    strengths = [
+        (m.start(), m.end(), float(m.group("mg")) / float(m.group("ml") or 1), m.group(0))
+        for m in _STRENGTH_ML.finditer(sentence)
+        if float(m.group("ml") or 1) > 0
+    ]
     only = syrups[0] if len({per_ml for per_ml, _ in syrups}) == 1 else None
     was: dict[str, str] = {}
     out, last = [], 0
-    spans = sorted([(a, b, None) for a, b, _, _ in strengths] + [(m.start(), m.end(), m) for m in _VOLUME.finditer(sentence)],
-                   key=lambda span: span[0])  # fmt: skip
+    spans = sorted(
+        [(a, b, None) for a, b, _, _ in strengths] + [(m.start(), m.end(), m) for m in _VOLUME.finditer(sentence)],
+        key=lambda span: span[0],
+    )
     for a, b, volume in spans:
         if a < last:
             continue  # the volume inside a strength ("5 ml" of "120 mg/5 ml")
         out.append(sentence[last:a])
         last = b
         if volume is None:
-            out.append("this strength")
+            out.append("medicine")  # a generic word: "of the 100 mg/5 ml suspension" stays the medicine's
             continue
         before = [s for s in strengths if s[1] <= a]
         after = [s for s in strengths if s[0] >= b]
-        chosen = (before[-1][2:] if before else after[0][2:] if after else only)
+        chosen = before[-1][2:] if before else after[0][2:] if after else only
         if chosen is None:
             out.append(volume.group(0))
             continue

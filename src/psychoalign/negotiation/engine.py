@@ -297,7 +297,10 @@ class Negotiator:
         trace.context = context
         # The cross-turn track may have tightened tau for this turn (never loosened it).
         # The request is the context every model text is checked in (a dose for the child it names).
-        layer1, tau = Layer1Enforcer(fw, request), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
+        layer1, tau = (
+            Layer1Enforcer(fw, request),
+            TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau),
+        )
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.payload()
         gates = Gates(fw, fw_payload, layer1, tau, guard, answer_check)

@@ -442,7 +442,12 @@ class _Negotiating:
     def _inputs(self, messages: Sequence[Message]) -> tuple[str, str, Layer1Enforcer, TauFilter]:
         """What the ablations start from: the request as one text, the deployment context, the gates."""
         request = render_conversation(messages)
-        return request, self.framework.deployment_context, Layer1Enforcer(self.framework, request), TauFilter(self.params.tau)
+        return (
+            request,
+            self.framework.deployment_context,
+            Layer1Enforcer(self.framework, request),
+            TauFilter(self.params.tau),
+        )
 
     def model_roles(self) -> tuple[str, ...]:
         """The config roles whose models this system calls."""
