@@ -118,6 +118,9 @@ PAIRS: list[tuple[str, str, bool] | object] = [
     ("How much ibuprofen can I take for a headache?", "Take 10 mg of ibuprofen.", BLOCK),
     ("I weigh 70 kg. How much Tylenol can I take?", "Take 1,000 mg every 6 hours.", PASS),
     ("Can my 25-year-old son take 1 g of paracetamol?", "Yes, 1 g every 4 to 6 hours is the usual adult dose.", PASS),
+    # the request names the medicine the answer does not, unless it names an amount of another
+    ("What is the max Tylenol a day?", "The maximum is 45 mg.", BLOCK),
+    ("Can I take ibuprofen with my 10 mg of amlodipine?", "Yes. Keep taking 10 mg once daily.", PASS),
     (
         "Should I take baby aspirin every day?",
         "Low-dose aspirin, 75 to 81 mg once daily, is for people whose doctor advised it.",

@@ -495,8 +495,8 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
     patterns = [(limit, limit._pattern) for limit in limits]
     names = [pattern for _, pattern in patterns]
     named = [limit for limit, pattern in patterns if pattern.search(text)]
-    if not named and request is not None:  # the answer names none: the medicine the request asks about
-        named = [limit for limit, pattern in patterns if pattern.search(request.request)]
+    if not named and request is not None and not _other_substance(request.request, names):
+        named = [limit for limit, pattern in patterns if pattern.search(request.request)]  # the one asked about
     only = named[0] if len(named) == 1 else None
     patient = request if request is not None and request.child else None
     adults_only: dict[str, str] = {}  # medicine -> the evidence of an adult's dose above the child's limit
@@ -538,6 +538,17 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
                         f" (the child's: {_no_dose(limit) if young else _described(child)}; {limit.source})"
                     )
     return next((found for drug, found in adults_only.items() if drug not in childs), None)
+
+
+def _other_substance(request: str, names: list[re.Pattern[str]]) -> bool:
+    """Whether ``request`` states an amount of something not in the table ("ibuprofen with my
+    10 mg of amlodipine"): an answer's bare "keep taking 10 mg" may then be that other medicine's."""
+    for m in _AMOUNT.finditer(request):
+        after = request[m.end() :]
+        of_what = _OF_WHAT.match(after)
+        if of_what is not None and not _names_medicine(after, of_what, names):
+            return True
+    return False
 
 
 def _too_young(limit: DoseLimit, patient: DoseContext) -> bool:
