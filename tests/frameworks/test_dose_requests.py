@@ -2,7 +2,10 @@
 answer is for and the weight the request states decide a child's limits. Realistic questions
 with wrong and right answers, adult and child, generic and brand names; a case the check cannot
 read is marked ``xfail(strict=True)`` with the reason, so it shows in the run and flips when the
-check learns it (docs/frameworks.md, "Limits")."""
+check learns it (docs/frameworks.md, "Limits").
+
+Run as a script to print the pairs as a hit/miss table, beside what the check finds in the same
+answers read without their request (as it did before it read requests)."""
 
 from __future__ import annotations
 
@@ -204,3 +207,28 @@ def test_a_child_of_twelve_or_forty_kilograms_is_dosed_as_an_adult() -> None:
     assert not DoseContext(who="child", weight_kg=45).scales_by_weight()
     assert DoseContext(who="child", age_years=11, weight_kg=35).scales_by_weight()
     assert not DoseContext(who="adult", weight_kg=12).scales_by_weight()
+
+
+def _table() -> None:
+    """Each pair: what it should get, what the check gives with the request and without it."""
+    rows = [p.values if hasattr(p, "values") else p for p in PAIRS]
+    counts = {"with": 0, "without": 0}
+    print("| want | with request | without | request | answer |\n|---|---|---|---|---|")
+    for request_text, answer, blocked in rows:  # type: ignore[misc]
+        got = {
+            "with": find_wrong_dose(LIMITS, answer, read_request(request_text)) is not None,
+            "without": find_wrong_dose(LIMITS, answer) is not None,
+        }
+        for key, value in got.items():
+            counts[key] += value is blocked
+        marks = [("block" if v else "pass") + ("" if v is blocked else " (miss)") for v in got.values()]
+        print(f"| {'block' if blocked else 'pass'} | {marks[0]} | {marks[1]} | {request_text} | {answer} |")
+    wrong = sum(1 for *_, blocked in rows if blocked)  # type: ignore[misc]
+    print(
+        f"\n{len(rows)} pairs ({wrong} wrong answers, {len(rows) - wrong} right ones): as wanted with the request"
+        f" {counts['with']}/{len(rows)}, without it {counts['without']}/{len(rows)}"
+    )
+
+
+if __name__ == "__main__":
+    _table()
