@@ -45,6 +45,7 @@ parent who asked about a toddler and reads "adults take 1 g" may give 1 g).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 from functools import cached_property
@@ -397,17 +398,17 @@ def _to_mg(number: str, unit: str) -> float:
     return float(number.replace(",", "")) * _TO_MG[unit.lower().rstrip("s")]  # every unit _AMOUNT reads is in _TO_MG
 
 
-def _dose_kind(sentence: str, m: re.Match[str]) -> tuple[Kind, re.Match[str] | None] | None:
-    """What the amount ``m`` that no day follows is stated as, with the dose phrase before it
-    (None when only the words after it tell), or None when it is not a dose at all."""
-    before, after = sentence[: m.start()], sentence[m.end() :]
+def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | None:
+    """What an amount that no day follows is stated as, with the dose phrase before it (None when
+    only the words after it tell), or None when it is not a dose at all; ``before`` and ``after``:
+    the sentence's words next to the amount (:func:`_near`)."""
     if _STRENGTH_AFTER.match(after):
         return None
     phrase = _DOSE_BEFORE.search(before)
     if phrase is None:
         return ("single", None) if _SINGLE_AFTER.match(after) else None
     # the phrase with the words just before it: "the single dose is", "the daily dose is"
-    words = sentence[max(0, phrase.start() - 25) : phrase.end()]
+    words = before[max(0, phrase.start() - 25) : phrase.end()]
     if re.search(r"more\s+than|\bover\b|\babove\b|in\s+excess", phrase.group("lead"), re.I) and not re.search(
         r"exceed|go(?:ing)?\s+over|\b(?:not|never|no)\b|n't", words, re.I
     ):
@@ -423,8 +424,12 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tupl
     """(evidence, position, mg, per kg, kind) for every dose or daily limit ``sentence`` states;
     ``names``: the medicines' names, to tell "1 g of paracetamol" from "10 mg of loratadine"."""
     previous: tuple[int, Kind | None] = (-1, None)
+    # where the sentence speaks of toxicity, disease or studies: found once, not once per amount
+    spots = [x.span() for x in _NOT_ADVICE.finditer(sentence)]
     for m in _AMOUNT.finditer(sentence):
-        before, after = sentence[: m.start()], sentence[m.end() :]
+        before, after = _near(sentence, m)
+        not_advice_before = bool(spots) and spots[0][1] <= m.start()
+        not_advice_after = bool(spots) and spots[-1][0] >= m.end()
         per_kg = bool(m.group("perkg"))
         of_what = _OF_WHAT.match(after)
         # the medicine is looked for before this position: "1 g of paracetamol" is paracetamol's
@@ -439,13 +444,13 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tupl
             # "take 75 mg of aspirin once daily" is a regimen; "no more than 4 g a day" a limit
             if per_kg or _DAILY_LIMIT.search(before):
                 kind = "daily"
-            elif not _NOT_ADVICE.search(sentence):  # not "10 g a day can damage the liver"
+            elif not spots:  # not "10 g a day can damage the liver"
                 kind = "regimen"
         elif previous[1] is not None and _JOIN.match(sentence[previous[0] : m.start()]):
             kind = previous[1]  # the second figure of a range: "500 mg to 1 g" every 4 hours
-        elif not _NOT_ADVICE.search(before) and (found := _dose_kind(sentence, m)) is not None:
+        elif not not_advice_before and (found := _dose_kind(before, after)) is not None:
             kind, phrase = found
-            if kind != "either" and _NOT_ADVICE.search(after):
+            if kind != "either" and not_advice_after:
                 # "taking 10 g at once can damage the liver" states a fact; a stated maximum ("the
                 # maximum dose is 45 mg, as more can damage the liver") stays a maximum
                 previous = (m.end(), None)
@@ -460,6 +465,21 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tupl
             continue
         mg = _to_mg(m.group("num"), m.group("unit"))
         yield m.group(0).strip(), at, mg, per_kg, kind
+
+
+#: How far around an amount the phrases that say what it is are read. Every such phrase is far
+#: shorter; the bound keeps a long sentence of many amounts (model output) linear to check.
+_NEAR = 400
+
+
+def _near(sentence: str, m: re.Match[str]) -> tuple[str, str]:
+    """The sentence's text before and after the amount ``m``, up to :data:`_NEAR` characters, cut
+    at a space (a word cut in half could read as another word: "in|take")."""
+    start = max(0, m.start() - _NEAR)
+    if start:
+        space = sentence.find(" ", start, m.start())
+        start = space if space >= 0 else m.start()
+    return sentence[start : m.start()], sentence[m.end() : m.end() + _NEAR]
 
 
 def _names_medicine(after: str, of_what: re.Match[str], names: list[re.Pattern[str]]) -> bool:
@@ -575,11 +595,11 @@ Syrup = tuple[float, str]  # mg per ml, as written
 
 def _syrups(text: str) -> tuple[Syrup, ...]:
     """The strengths of liquid medicines ``text`` states, in order."""
-    return tuple(
-        (float(m.group("mg")) / float(m.group("ml") or 1), m.group(0))
-        for m in _STRENGTH_ML.finditer(text)
-        if float(m.group("ml") or 1) > 0
-    )
+    return tuple(_syrup(m) for m in _STRENGTH_ML.finditer(text) if float(m.group("ml") or 1) > 0)
+
+
+def _syrup(m: re.Match[str]) -> Syrup:
+    return float(m.group("mg")) / float(m.group("ml") or 1), m.group(0)
 
 
 def _in_mg(sentence: str, syrups: tuple[Syrup, ...]) -> tuple[str, dict[str, str]]:
@@ -588,37 +608,34 @@ def _in_mg(sentence: str, syrups: tuple[Syrup, ...]) -> tuple[str, dict[str, str
     each converted figure was, for the evidence. A volume takes the strength stated nearest before
     it in the sentence, else the first after it, else the only strength the text states; with
     none, it is left as it is (not an amount the check reads)."""
-    strengths = [
-        (m.start(), m.end(), float(m.group("mg")) / float(m.group("ml") or 1), m.group(0))
-        for m in _STRENGTH_ML.finditer(sentence)
-        if float(m.group("ml") or 1) > 0
-    ]
+    strengths = [m for m in _STRENGTH_ML.finditer(sentence) if float(m.group("ml") or 1) > 0]
     only = syrups[0] if len({per_ml for per_ml, _ in syrups}) == 1 else None
     was: dict[str, str] = {}
-    out, last = [], 0
-    spans = sorted(
-        [(a, b, None) for a, b, _, _ in strengths] + [(m.start(), m.end(), m) for m in _VOLUME.finditer(sentence)],
-        key=lambda span: span[0],
-    )
-    for a, b, volume in spans:
-        if a < last:
+    out: list[str] = []
+    last, following = 0, 0  # end of the text written so far; the first strength not yet passed
+    stated: Syrup | None = None  # the strength stated last before the current volume
+    for volume in _VOLUME.finditer(sentence):
+        while following < len(strengths) and strengths[following].start() < volume.end():
+            strength = strengths[following]
+            if strength.start() >= last:  # the strength itself: out of the way
+                out.append(f"{sentence[last : strength.start()]}medicine")  # "of the medicine suspension"
+                last = strength.end()
+            stated = _syrup(strength)
+            following += 1
+        if volume.start() < last:
             continue  # the volume inside a strength ("5 ml" of "120 mg/5 ml")
-        out.append(sentence[last:a])
-        last = b
-        if volume is None:
-            out.append("medicine")  # a generic word: "of the 100 mg/5 ml suspension" stays the medicine's
-            continue
-        before = [s for s in strengths if s[1] <= a]
-        after = [s for s in strengths if s[0] >= b]
-        chosen = before[-1][2:] if before else after[0][2:] if after else only
+        chosen = stated or (_syrup(strengths[following]) if following < len(strengths) else only)
         if chosen is None:
-            out.append(volume.group(0))
-            continue
+            continue  # no strength: left as it is
         per_ml, label = chosen
-        mg = round(float(volume.group("ml")) * per_ml, 1)
-        figure = f"{mg:g} mg"
+        figure = f"{round(float(volume.group('ml')) * per_ml, 1):g} mg"
         was[figure] = f"{volume.group(0)!r} ({figure} at {label})"
-        out.append(figure)
+        out.append(f"{sentence[last : volume.start()]}{figure}")
+        last = volume.end()
+    for strength in strengths[following:]:
+        if strength.start() >= last:
+            out.append(f"{sentence[last : strength.start()]}medicine")
+            last = strength.end()
     out.append(sentence[last:])
     return "".join(out), was
 
@@ -688,8 +705,9 @@ def _described(ranges: tuple[Range, ...]) -> str:
 
 
 def _medicine_for(mentions: list[tuple[int, DoseLimit]], at: int) -> DoseLimit | None:
-    """The medicine named nearest before ``at`` in the sentence, else the first after it."""
-    before = [limit for start, limit in mentions if start < at]
-    if before:
-        return before[-1]
-    return mentions[0][1] if mentions else None
+    """The medicine named nearest before ``at`` in the sentence (``mentions``: sorted by
+    position), else the first after it."""
+    if not mentions:
+        return None
+    i = bisect.bisect_left(mentions, at, key=lambda mention: mention[0])
+    return mentions[i - 1][1] if i else mentions[0][1]
