@@ -503,13 +503,13 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
 
     ``request``: what the request ``text`` answers tells (:func:`read_request`). When ``text``
     names no medicine of the table, the one the request names is the medicine ("How much Calpol
-    …?" "Give 1,000 mg"). For a child, a figure in a
-    sentence that names no adult is the child's: held to weight x the per-kilogram ranges (plus
-    :data:`WEIGHT_TOLERANCE`) when a weight is stated, else to the adult ranges' upper ends, and
-    refused outright for a medicine the label gives no dose for at the child's age. A sentence
-    about adults keeps the adult ranges, but an answer whose only figure for a medicine is an
-    adult's dose above the child's limit fails: a parent who asked about a toddler and reads "take
-    1 g" gives 1 g."""
+    …?" "Give 1,000 mg"). For a child, a figure in a clause that names no adult is the child's:
+    held to weight x the per-kilogram ranges (plus :data:`WEIGHT_TOLERANCE`) when a weight is
+    stated, else to the adult ranges' upper ends, and refused outright for a medicine the label
+    gives no dose for at the child's age; a volume of syrup counts as the mg it holds when the
+    text states the strength. A clause about adults keeps the adult ranges, but an answer whose
+    only figure for a medicine is an adult's dose above the child's limit fails: a parent who
+    asked about a toddler and reads "adults take 1 g" may give 1 g."""
     if not limits or not text or _DIGIT.search(text) is None:  # no digit, no amount (_AMOUNT): nothing stated
         return None
     patterns = [(limit, limit._pattern) for limit in limits]
@@ -520,7 +520,7 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
     only = named[0] if len(named) == 1 else None
     patient = request if request is not None and request.child else None
     adults_only: dict[str, str] = {}  # medicine -> the evidence of an adult's dose above the child's limit
-    childs: set[str] = set()  # medicines the answer gives the child a figure for
+    given_child: set[str] = set()  # medicines the answer gives the child a figure for
     # for a child, clause by clause: "adults take 1 g; for your toddler, 180 mg" names both
     pieces = _SENTENCE.split(text) if patient is None else _CLAUSE.split(text)
     syrups = _syrups(text) if patient is not None else ()
@@ -549,7 +549,7 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
             if ranges and not any(low <= mg <= high for low, high, _ in ranges):
                 return f"{stated}, label range {_described(ranges)} ({limit.source})"
             if reader != "adult" or per_kg:  # a figure per kilogram is a child's whoever the sentence names
-                childs.add(limit.drug[0])
+                given_child.add(limit.drug[0])
             elif patient is not None and limit.drug[0] not in adults_only:
                 child = _child_ranges(limit, kind, per_kg, patient)
                 if young or (child and not any(mg <= high for _, high, _ in child)):
@@ -557,14 +557,14 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
                         f"{stated} is an adult's dose, and the answer gives the child none"
                         f" (the child's: {_no_dose(limit) if young else _described(child)}; {limit.source})"
                     )
-    return next((found for drug, found in adults_only.items() if drug not in childs), None)
+    return next((found for drug, found in adults_only.items() if drug not in given_child), None)
 
 
 def _other_substance(request: str, names: list[re.Pattern[str]]) -> bool:
     """Whether ``request`` states an amount of something not in the table ("ibuprofen with my
     10 mg of amlodipine"): an answer's bare "keep taking 10 mg" may then be that other medicine's."""
     for m in _AMOUNT.finditer(request):
-        after = request[m.end() :]
+        after = request[m.end() : m.end() + _NEAR]
         of_what = _OF_WHAT.match(after)
         if of_what is not None and not _names_medicine(after, of_what, names):
             return True
