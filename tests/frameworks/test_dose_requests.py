@@ -9,10 +9,13 @@ answers read without their request (as it did before it read requests)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from pydantic import ValidationError
 
 from psychoalign.frameworks import load_framework
-from psychoalign.frameworks.doses import DoseContext, find_wrong_dose, read_request
+from psychoalign.frameworks.doses import DoseContext, DoseLimit, find_wrong_dose, read_request
 from psychoalign.negotiation.gates import Layer1Enforcer
 
 GENERAL = load_framework("general")
@@ -207,6 +210,26 @@ def test_a_child_of_twelve_or_forty_kilograms_is_dosed_as_an_adult() -> None:
     assert not DoseContext(who="child", weight_kg=45).scales_by_weight()
     assert DoseContext(who="child", age_years=11, weight_kg=35).scales_by_weight()
     assert not DoseContext(who="adult", weight_kg=12).scales_by_weight()
+
+
+def test_an_age_limit_changes_the_hash_and_a_table_without_one_keeps_it(tmp_path: Path) -> None:
+    body = (
+        'name: t\nversion: "1.0.0"\ndescription: d\nlayers:\n  universal:\n    - id: U1\n      text: doses\n'
+        "      check:\n        doses:\n          - drug: [aspirin]\n            daily_mg: [3000, 4000]\n"
+        "            source: labels\n"
+    )
+    (tmp_path / "fw.yaml").write_text(body)
+    (tmp_path / "aged.yaml").write_text(body + "            min_age_years: 16\n")
+    plain, aged = load_framework(str(tmp_path / "fw.yaml")), load_framework(str(tmp_path / "aged.yaml"))
+    # the hash this file had before `min_age_years` existed (results stamped with it still match)
+    assert plain.sha256.startswith("88142fc72330")
+    assert plain.sha256 != aged.sha256
+
+
+@pytest.mark.parametrize("age", [0, -1, 19])
+def test_an_age_limit_outside_childhood_is_refused(age: float) -> None:
+    with pytest.raises(ValidationError):
+        DoseLimit.model_validate({"drug": ["x"], "daily_mg": [1, 2], "min_age_years": age, "source": "label"})
 
 
 def _table() -> None:
