@@ -35,8 +35,9 @@ The check runs on model text only (drafts and answers), never on a request: a us
 10 g a day too much?" is asking, not advising. The request is read as context
 (:func:`read_request`): who the answer is for and the weight the request states. When it names a
 child ("my 2-year-old who weighs 12 kg"), a figure in mg in a sentence that names no adult is the
-child's dose: held to the ranges per kilogram x the weight plus :data:`WEIGHT_TOLERANCE` (never
-above the adult's), else to the adult ranges' upper ends; a medicine whose label gives no dose
+child's dose: held to the ranges per kilogram x the weight (stated, else estimated from the age:
+:func:`weight_for_age`) plus :data:`WEIGHT_TOLERANCE` (never above the adult's), else to the
+adult ranges' upper ends; a medicine whose label gives no dose
 at the child's age (``min_age_years``) fails whatever the figure; a volume of syrup is read as
 the mg it holds when the answer states the strength (``10 ml`` of ``120 mg/5 ml``); and an
 answer whose only figure for a medicine is an adult's dose above the child's limit fails (a
@@ -53,7 +54,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DoseContext", "DoseLimit", "find_wrong_dose", "read_request"]
+__all__ = ["DoseContext", "DoseLimit", "find_wrong_dose", "read_request", "weight_for_age"]
 
 #: An amount with its unit, optionally per kilogram of body weight. Units: mg, g, mcg/µg.
 _AMOUNT = re.compile(
@@ -350,23 +351,50 @@ class DoseContext(BaseModel):
     def child(self) -> bool:
         return self.who == "child"
 
+    @property
+    def weight(self) -> float | None:
+        """The weight a child's limits scale with: the stated one, else one estimated from the
+        age (:func:`weight_for_age`), else None."""
+        if self.weight_kg is not None:
+            return self.weight_kg
+        return weight_for_age(self.age_years) if self.age_years is not None else None
+
     def scales_by_weight(self) -> bool:
         """Whether a child's dose in mg is held to weight x the per-kilogram ranges: a weight is
-        stated, and the child is below the age and weight labels dose as adults."""
+        stated or estimated from an age, and the child is below the age and weight labels dose
+        as adults."""
+        weight = self.weight
         return (
             self.child
-            and self.weight_kg is not None
-            and self.weight_kg < ADULT_DOSING_KG
+            and weight is not None
+            and weight < ADULT_DOSING_KG
             and (self.age_years is None or self.age_years < ADULT_DOSING_AGE)
         )
 
     def describe(self) -> str:
-        """ "a child of 12 kg, aged 2" (for the evidence)."""
+        """ "a child of 12 kg, aged 2", "a child aged 2 (about 12 kg for the age)" (for the evidence)."""
         parts = [f"of {self.weight_kg:g} kg"] if self.weight_kg is not None else []
         if self.age_years is not None:
             months = round(self.age_years * 12)
             parts.append(f"aged {months} months" if months < 24 else f"aged {self.age_years:.3g}")
-        return " ".join(["a child", ", ".join(parts)]).strip()
+        described = " ".join(["a child", ", ".join(parts)]).strip()
+        if self.weight_kg is None and (estimate := self.weight) is not None:
+            described += f" (about {estimate:g} kg for the age)"
+        return described
+
+
+def weight_for_age(age_years: float) -> float | None:
+    """A child's weight estimated from the age (kg), as resuscitation guidance does when there
+    is no time to weigh (APLS: under 1 year, months / 2 + 4; 1 to 5 years, 2 x age + 8; 6 to 11,
+    3 x age + 7), or None from 12 years (labels dose them as adults). The formulas overestimate
+    few children; with :data:`WEIGHT_TOLERANCE` and the per-kilogram maxima, a child well above
+    the estimate still gets a usual dose."""
+    if age_years >= ADULT_DOSING_AGE:
+        return None
+    if age_years < 1:
+        return round(age_years * 12 / 2 + 4, 1)
+    years = int(age_years)
+    return float(2 * years + 8 if years <= 5 else 3 * years + 7)
 
 
 def read_request(request: str) -> DoseContext:
@@ -687,9 +715,9 @@ def _child_ranges(limit: DoseLimit, kind: Kind, per_kg: bool, patient: DoseConte
         return limit.bounds(kind, True)
     adult = limit.bounds(kind, False)
     by_weight = limit.bounds(kind, True) if patient.scales_by_weight() else ()
-    if not by_weight or len(by_weight) != len(adult) or patient.weight_kg is None:
+    weight = patient.weight
+    if not by_weight or len(by_weight) != len(adult) or weight is None:
         return tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in adult)
-    weight = patient.weight_kg
     return tuple(
         (
             0.0,
