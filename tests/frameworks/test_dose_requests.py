@@ -164,6 +164,11 @@ def test_the_answer_is_read_for_whom_the_request_asks(request_text: str, answer:
         ("a 12-kilo toddler with a fever", "child", None, 12.0),
         ("my 18-month-old", "child", 1.5, None),
         ("My two year old has a cough", "child", 2.0, None),
+        ("My daughter is 5 and weighs 18 kg.", "child", 5.0, 18.0),
+        ("she just turned three", "child", 3.0, None),
+        ("the child is a 2 year old", "child", 2.0, None),
+        ("She's 14 kg and has a fever.", "unstated", None, 14.0),  # a weight is no age
+        ("He's 6 feet tall.", "unstated", None, None),
         ("my 25-year-old son", "adult", 25.0, None),
         ("I'm an adult, 80 kg", "adult", None, 80.0),
         ("What is the maximum dose of Tylenol?", "unstated", None, None),

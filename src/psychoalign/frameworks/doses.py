@@ -294,11 +294,16 @@ _ONE_TO_19 = (
 )
 _NUMBER_WORDS = {"a": 1, "an": 1} | {word: n for n, word in enumerate(_ONE_TO_19, 1)}
 _NUMBER = r"\d{1,2}(?:\.\d+)?|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
+_COUNT = r"\d{1,2}(?:\.\d+)?|" + "|".join(sorted(_ONE_TO_19, key=len, reverse=True))  # no "a": "she's a teen"
 #: An age: "my 2-year-old", "2 years old", "18 months old", "aged 6", "age: 4", "3 yo", "3 y/o".
 _AGE = re.compile(
     rf"\b(?P<n>{_NUMBER})\s*[- ]?\s*(?P<unit>years?|yrs?|months?|mos?|weeks?|wks?|days?)[- ]?olds?\b"
     rf"|\b(?:aged|age)\s*:?\s*(?P<n2>\d{{1,2}}(?:\.\d+)?)(?:\s*(?P<unit2>years?|yrs?|months?|weeks?))?\b"
-    r"|\b(?P<n3>\d{1,2})\s*(?:yo|y/o|y\.o\.)(?!\w)",
+    r"|\b(?P<n3>\d{1,2})\s*(?:yo|y/o|y\.o\.)(?!\w)"
+    # "my daughter is 5", "he's 4 and weighs 16 kg", "she just turned 3" (not "she's 14 kg")
+    rf"|\b(?:he|she|son|daughter|child|kid|baby|boy|girl|toddler)(?:\s+is|'s|\s+(?:just\s+)?turned)\s+"
+    rf"(?P<n4>{_COUNT})(?:\s*(?P<unit4>years?|yrs?|months?|weeks?))?\b"
+    r"(?!\s*(?:kg|kilo|lb|pound|stone|st\b|mg|ml|g\b|%|feet|foot|ft\b|cm|inch|in\b|['\"]|times|doses?))",
     re.IGNORECASE,
 )
 _PER_YEAR = {"y": 1.0, "m": 12.0, "w": 52.0, "d": 365.0}
@@ -402,9 +407,9 @@ def read_request(request: str) -> DoseContext:
     its own figures are never compared ("is 10 g a day too much?" asks, it does not advise)."""
     ages = []
     for m in _AGE.finditer(request):
-        number = m.group("n") or m.group("n2") or m.group("n3")
+        number = m.group("n") or m.group("n2") or m.group("n3") or m.group("n4")
         value = _NUMBER_WORDS.get(number.lower()) or float(number)
-        unit = (m.group("unit") or m.group("unit2") or "y")[0].lower()
+        unit = (m.group("unit") or m.group("unit2") or m.group("unit4") or "y")[0].lower()
         ages.append(value / _PER_YEAR[unit])
     weights = []
     for m in _WEIGHT.finditer(request):
