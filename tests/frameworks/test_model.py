@@ -20,7 +20,7 @@ DOSES = (
     "      check:\n        doses:\n          - drug: [paracetamol]\n            daily_mg: [3000, 4000]\n"
     "            single_mg: [325, 1000]\n            source: labels\n"
     "          - drug: [ibuprofen]\n            daily_mg: [1200, 3200]\n            per_kg: [20, 40]\n"
-    "            single_per_kg: [5, 10]\n            source: labels\n"
+    "            single_per_kg: [5, 10]\n            min_age_years: 12\n            source: labels\n"
     "      request_check:\n        patterns: ['kill myself']\n"
     "  contextual:\n    - id: C1\n      text: plain rule\n"
     "safe_channels:\n  - a crisis line\n"
@@ -39,7 +39,7 @@ def legacy_sha256(fw: Framework) -> str:
                 if rule.get(key) and not rule[key].get("doses"):
                     rule[key].pop("doses", None)
                 for dose in (rule.get(key) or {}).get("doses", ()):
-                    for field in ("single_mg", "single_per_kg"):
+                    for field in ("single_mg", "single_per_kg", "min_age_years"):
                         if dose.get(field) is None:
                             dose.pop(field, None)
     blob = json.dumps(content, sort_keys=True, separators=(",", ":"))

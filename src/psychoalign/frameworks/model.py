@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..textio import skeleton
-from .doses import DoseLimit, find_wrong_dose
+from .doses import DoseContext, DoseLimit, find_wrong_dose
 
 
 class Layer(StrEnum):
@@ -49,17 +49,19 @@ class Check(BaseModel):
                 raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
         return value
 
-    def find(self, text: str, *, model_text: bool = True) -> str | None:
+    def find(self, text: str, *, model_text: bool = True, request: DoseContext | None = None) -> str | None:
         """The matched evidence, or None. Text spelled to slip past the check (look-alike letters
         from other scripts, fullwidth forms, zero-width characters, combining marks) is checked
         as the Latin it imitates too (:func:`~psychoalign.textio.skeleton`). ``model_text``:
         ``text`` is a draft or an answer, not a user's words; only then are dose limits read
-        (a question that names a wrong dose asks, it does not advise)."""
+        (a question that names a wrong dose asks, it does not advise). ``request``: what the
+        request ``text`` answers tells (:func:`~psychoalign.frameworks.doses.read_request`): whom
+        the doses are for and the medicine asked about; None reads them as before, for an adult."""
         found = self._find(text)
         if found is None and not text.isascii():
             found = self._find(skeleton(text))
         if found is None and model_text and self.doses:
-            found = find_wrong_dose(self.doses, text)
+            found = find_wrong_dose(self.doses, text, request)
         return found
 
     @cached_property
