@@ -309,7 +309,8 @@ def crisis_report(args: argparse.Namespace) -> None:
             "threshold are chosen by cross-validation on the training text alone (the training folds of the "
             "exemplars and the request head's project-written benign requests, no benchmark text). These reports "
             "did inform the data: long requests were added in v2 after MT-Bench first turns, and v3's idiom "
-            "look-alikes after XSTest and MT-Bench false fires (MODEL_CARD.md).",
+            "look-alikes after XSTest and MT-Bench false fires; v3's cap on look-alike fires was added after a "
+            "build's held-out look-alike figures (MODEL_CARD.md, every build in order).",
         )
 
 
