@@ -326,8 +326,14 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
     if role == "tool" and (not isinstance(call_id, str) or not call_id):
         raise _bad(f"{where}.tool_call_id", f"{where}.tool_call_id is required: the id of the call this answers")
     content = raw.get("content")
+    refusal = raw.get("refusal")
+    if refusal is not None and not isinstance(refusal, str):
+        raise _bad(f"{where}.refusal", f"{where}.refusal must be a string or null", "invalid_type")
     if content is None and calls:
         return ChatMessage(role=role, text="", tool_calls=calls)
+    if content is None and role == "assistant" and refusal is not None:
+        # A refusal without content (as a JSON response_format refusal comes back), resent as history.
+        return ChatMessage(role=role, text=_check_text(refusal, f"{where}.refusal"))
     if content is None:
         raise _bad(f"{where}.content", f"{where}.content is missing: send the message text")
     if isinstance(content, str):
@@ -340,12 +346,14 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
         pwhere = f"{where}.content[{j}]"
         if not isinstance(part, dict):
             raise _bad(pwhere, f"{pwhere} must be an object {{'type': 'text', 'text': ...}}", "invalid_type")
-        if part.get("type") != "text":
+        # An assistant's content may hold refusal parts (OpenAI's assistant message): text too.
+        kind = "refusal" if role == "assistant" and part.get("type") == "refusal" else "text"
+        if part.get("type") != kind:
             got = json.dumps(part.get("type"))[:40]
             raise _bad(f"{pwhere}.type", f"{pwhere}.type must be 'text' (only text is supported); got {got}")
-        if not isinstance(part.get("text"), str):
-            raise _bad(f"{pwhere}.text", f"{pwhere}.text must be a string", "invalid_type")
-        texts.append(_check_text(part["text"], f"{pwhere}.text"))
+        if not isinstance(part.get(kind), str):
+            raise _bad(f"{pwhere}.{kind}", f"{pwhere}.{kind} must be a string", "invalid_type")
+        texts.append(_check_text(part[kind], f"{pwhere}.{kind}"))
     return ChatMessage(role=role, text="\n".join(texts), tool_calls=calls, tool_call_id=call_id)
 
 
@@ -427,6 +435,11 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
 
 
 def _semantics(req: ChatCompletionRequest) -> None:
+    if req.stream_options is not None and not req.stream:
+        raise _bad(
+            "stream_options",
+            "stream_options is only allowed with stream: true: send \"stream\": true or leave stream_options out",
+        )
     if req.n not in (None, 1):
         raise _bad(
             "n", f"n={req.n} is not supported: a negotiation yields one answer; send n=1", "unsupported_parameter"
