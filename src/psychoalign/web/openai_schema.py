@@ -438,7 +438,7 @@ def _semantics(req: ChatCompletionRequest) -> None:
     if req.stream_options is not None and not req.stream:
         raise _bad(
             "stream_options",
-            "stream_options is only allowed with stream: true: send \"stream\": true or leave stream_options out",
+            'stream_options is only allowed with stream: true: send "stream": true or leave stream_options out',
         )
     if req.n not in (None, 1):
         raise _bad(
