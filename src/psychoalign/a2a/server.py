@@ -229,7 +229,14 @@ class BodyLimit:
         if hint is None:
             hint = "shorten it or raise a2a.max_body_bytes" if status == 413 else "send JSON encoded as UTF-8"
         message = f"{why}: {hint}" if hint else why
-        await error_response(scope["path"], status, "INVALID_ARGUMENT", message, code=code)(scope, receive, send)
+        reason = "INVALID_ARGUMENT"
+        if status == 400 and scope["path"].rstrip("/") == JSONRPC_PATH:
+            # A JSON-RPC error travels in a 200 response, as the SDK answers the parse and request
+            # errors it finds itself (and as the A2A TCK checks); only transport refusals (401,
+            # 413) keep their HTTP status.
+            status = 200
+            reason = "INVALID_REQUEST" if code is None else reason
+        await error_response(scope["path"], status, reason, message, code=code)(scope, receive, send)
 
 
 def _invalid_jsonrpc(body: bytes) -> str | None:
@@ -309,14 +316,20 @@ class RoleExecutor(AgentExecutor):
 
 
 def _card(
-    name: str, description: str, base_url: str, skills: list[AgentSkill], auth: bool, grpc_url: str | None = None
+    name: str,
+    description: str,
+    base_url: str,
+    skills: list[AgentSkill],
+    auth: bool,
+    grpc_url: str | None = None,
+    input_modes: tuple[str, ...] = ("application/json", "text/plain"),
 ) -> AgentCard:
     card = AgentCard(
         name=name,
         description=description,
         version="0.1.0",
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-        default_input_modes=["application/json", "text/plain"],
+        default_input_modes=list(input_modes),
         default_output_modes=["application/json", "text/plain"],
         skills=skills,
         supported_interfaces=[
