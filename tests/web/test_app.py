@@ -212,6 +212,23 @@ async def test_a_refusal_resent_as_history_is_an_earlier_turn(
         assert trace is not None and f"Assistant: {message['refusal']}" in (trace.context or "")
 
 
+async def test_null_is_a_field_left_out_as_in_openais_api(client: tuple[httpx.AsyncClient, InMemoryTraceStore]) -> None:
+    """``"stream": null`` is no stream (the field is nullable in OpenAI's API); a response message
+    dumped whole (``tool_calls``/``function_call``/``audio`` null, ``annotations``) goes back as
+    history."""
+    c, store = client
+    plain = await c.post("/v1/chat/completions", json=_chat(stream=None, n=None, stop=None, max_tokens=None))
+    assert plain.status_code == 200 and plain.headers["content-type"] == "application/json"
+    dumped = {**plain.json()["choices"][0]["message"], "tool_calls": None, "function_call": None, "audio": None}
+    dumped["annotations"] = []
+    follow = _chat("And for a soft yolk?")
+    follow["messages"] = [_chat()["messages"][0], dumped, *follow["messages"]]
+    r = await c.post("/v1/chat/completions", json=follow)
+    assert r.status_code == 200, r.text
+    trace = await store.get(r.json()["psychoalign"]["trace_id"])
+    assert trace is not None and f"Assistant: {BENIGN}" in (trace.context or "")
+
+
 async def test_unknown_model_is_a_404_in_the_openai_shape(client: tuple[httpx.AsyncClient, InMemoryTraceStore]) -> None:
     c, _ = client
     r = await c.post("/v1/chat/completions", json={**_chat(), "model": "gpt-4o"})

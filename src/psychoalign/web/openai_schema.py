@@ -305,6 +305,9 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
     where = f"messages[{i}]"
     if not isinstance(raw, dict):
         raise _bad(where, f"{where} must be an object with 'role' and 'content'", "invalid_type")
+    # A field sent as null is the field left out (a response message dumped whole and resent
+    # carries "tool_calls": null, "audio": null); content keeps its own rule below.
+    raw = {k: v for k, v in raw.items() if v is not None or k == "content"}
     role = raw.get("role")
     if role == "function" or (role == "tool" and not tools):
         why = "send the request's tools with it" if role == "tool" else "function messages are deprecated: use tools"
@@ -312,6 +315,8 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
     if role not in (*ROLES, "tool"):
         raise _bad(f"{where}.role", f"{where}.role must be one of {', '.join(ROLES)}; got {json.dumps(role)[:60]}")
     allowed = {"role", "content", "name", "refusal"}
+    if role == "assistant":
+        allowed.add("annotations")  # a response message's citations, resent with it: not text, ignored
     if tools and role == "assistant":
         allowed.add("tool_calls")
     if role == "tool":
@@ -407,6 +412,8 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     for key, why in _UNSUPPORTED.items():
         if data.get(key) not in (None, []):
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
+    if data.get("stream", False) is None:  # nullable in OpenAI's API: null is not streamed
+        del data["stream"]
     if "sampling" in data:  # our own field for the validated parameters, not a request argument
         raise _bad("sampling", "Unrecognized request argument supplied: sampling", "unknown_parameter")
     sampling = _sampling(data)
