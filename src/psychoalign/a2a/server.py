@@ -46,7 +46,6 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import __version__
 from ..agents.messages import AgentRole
 from ..errors import ConfigError, public_message
 from ..jsonguard import JSONLimitError, check_json
@@ -328,7 +327,7 @@ def _card(
     card = AgentCard(
         name=name,
         description=description,
-        version=__version__,  # the card says which release answers, as the package does
+        version="0.1.0",
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=list(input_modes),
         default_output_modes=["application/json", "text/plain"],
