@@ -88,6 +88,7 @@ BAD_INPUT = [
     ),
     (json.dumps(_chat(response_format={"type": "xml"})).encode(), "response_format.type", None),
     (json.dumps(_chat(frobnicate=1)).encode(), "frobnicate", "unknown_parameter"),
+    (json.dumps({**_chat(), "model": 3}).encode(), "model", "invalid_type"),
     (json.dumps(_chat("   ")).encode(), "messages[0].content", "invalid_value"),
     (json.dumps(_chat("x" * 9000)).encode(), "messages[0].content", "context_length_exceeded"),
     (json.dumps(_chat("nul \x00 byte")).encode(), "messages[0].content", "invalid_value"),
@@ -192,6 +193,9 @@ async def test_paths_and_methods_v1_does_not_serve_answer_in_the_openai_shape(
         assert head.headers["content-type"] == get.headers["content-type"] == "application/json"
     options = await c.options("/v1/chat/completions")
     assert options.status_code == 204 and options.headers["allow"] == "POST, OPTIONS"
+    # A served path with a trailing slash is redirected to it (307 keeps the method and body).
+    slash = await c.post("/v1/chat/completions/", json=_chat())
+    assert slash.status_code == 307 and slash.headers["location"] == "http://127.0.0.1/v1/chat/completions"
 
 
 async def test_a_refusal_resent_as_history_is_an_earlier_turn(

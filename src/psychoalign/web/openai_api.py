@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ..negotiation.track import conversation_ref
 from .apikeys import LOCAL_TOKEN_HINT, KeyCheck, is_loopback, parse_bearer
@@ -315,6 +315,9 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
     @router.api_route("/{path:path}", methods=list(_ALL_METHODS), include_in_schema=False)
     async def unknown_url(path: str, request: Request) -> Response:
         where = request.url.path
+        if where.endswith("/") and any(route.path_regex.match(where.rstrip("/")) for route in served):
+            # A served path with a trailing slash: redirected as the router does it elsewhere.
+            return RedirectResponse(str(request.url.replace(path=where.rstrip("/"))), status_code=307)
         methods = sorted({m for route in served if route.path_regex.match(where) for m in route.methods or ()})
         if not methods:
             raise APIError(

@@ -436,7 +436,8 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
         if err["type"] == "bool_type":
             got = json.dumps(err["input"])[:40]
             raise _bad(param, f"{param} must be a JSON boolean (true or false); got {got}", "invalid_type") from None
-        raise _bad(param, f"{param}: {err['msg']}", "invalid_value") from None
+        kind = "invalid_type" if err["type"].endswith("_type") else "invalid_value"  # "model": 3 is a type error
+        raise _bad(param, f"{param}: {err['msg']}", kind) from None
     _semantics(req)
     return req
 
