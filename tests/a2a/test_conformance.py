@@ -368,6 +368,27 @@ async def test_json_rpc_errors_travel_in_a_200_with_the_json_rpc_code() -> None:
     assert agent.world.calls["drive"] == 0
 
 
+async def test_a_wrong_method_on_a_served_path_is_a_405_naming_the_methods() -> None:
+    """A path served for other methods is 405 with ``Allow``, in the binding's shape (the SDK's
+    multi-tenant mount made every such request a 404); an unknown path stays 404."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        for method, path, allow in (
+            ("GET", "/a2a/rest/message:send", "POST"),
+            ("DELETE", "/a2a/rest/tasks/abc", "GET, HEAD"),
+            ("GET", "/a2a/jsonrpc", "POST"),
+        ):
+            resp = await hc.request(method, f"{agent.url}{path}")
+            assert resp.status_code == 405 and resp.headers["allow"] == allow, (method, path, resp.text)
+            body = resp.json()
+            error = body["error"]
+            if path == "/a2a/jsonrpc":
+                assert body["jsonrpc"] == "2.0" and error["code"] == -32600
+            else:
+                assert error["code"] == 405 and error["details"][0]["@type"].endswith("ErrorInfo")
+            assert f"send {allow.split(',')[0]}" in error["message"]
+        assert (await hc.get(f"{agent.url}/a2a/rest/nowhere")).status_code == 404
+
+
 async def test_the_system_agent_reads_text_and_refuses_every_other_part() -> None:
     """The card declares text/plain input only: a part that states another media type (a file, a
     data part as application/json) is ContentTypeNotSupported (-32005) before any task exists; a

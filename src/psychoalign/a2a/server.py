@@ -44,6 +44,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
@@ -143,11 +144,19 @@ def _unauthorized(conn: HTTPConnection, exc: Exception) -> Response:
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    """Routing errors (no such path, wrong method) in the binding's error shape, not plain text."""
-    status = getattr(exc, "status_code", 404)
-    if status == 405:
-        return error_response(request.url.path, 405, "INVALID_ARGUMENT", f"method {request.method} is not allowed here")
-    return error_response(request.url.path, 404, "NOT_FOUND", f"no A2A route at {request.url.path[:200]}")
+    """Routing errors (no such path, wrong method) in the binding's error shape, not plain text.
+    A path served for other methods is a 405 with ``Allow``: the SDK's multi-tenant catch-all
+    mount (``/{tenant}/…``) matches every path, so the router itself answers such a request 404."""
+    path = request.url.path
+    routes = getattr(request.scope.get("app"), "routes", ())
+    allowed = sorted({m for r in routes if isinstance(r, Route) and r.path_regex.match(path) for m in r.methods or ()})
+    if getattr(exc, "status_code", 404) == 405 or allowed:
+        why = f"method {request.method} is not allowed here" + (f": send {' or '.join(allowed)}" if allowed else "")
+        response = error_response(path, 405, "INVALID_ARGUMENT", why)
+        if allowed:
+            response.headers["Allow"] = ", ".join(allowed)
+        return response
+    return error_response(path, 404, "NOT_FOUND", f"no A2A route at {path[:200]}")
 
 
 class BodyLimit:
