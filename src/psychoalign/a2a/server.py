@@ -150,6 +150,8 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     path = request.url.path
     routes = getattr(request.scope.get("app"), "routes", ())
     allowed = sorted({m for r in routes if isinstance(r, Route) and r.path_regex.match(path) for m in r.methods or ()})
+    if request.method in allowed:  # the route exists for this method: a 404 its handler raised
+        allowed = []
     if getattr(exc, "status_code", 404) == 405 or allowed:
         why = f"method {request.method} is not allowed here" + (f": send {' or '.join(allowed)}" if allowed else "")
         response = error_response(path, 405, "INVALID_ARGUMENT", why)
