@@ -301,31 +301,40 @@ def _check_text(text: str, param: str) -> str:
     return text
 
 
+_TEXT_FIELDS = frozenset({"role", "content", "name", "refusal"})
+#: The fields a message of each role may carry. An assistant's ``annotations`` (a response
+#: message's citations, resent with it) are accepted and ignored: they are not text.
+_MESSAGE_FIELDS = {
+    "system": _TEXT_FIELDS,
+    "developer": _TEXT_FIELDS,
+    "user": _TEXT_FIELDS,
+    "assistant": _TEXT_FIELDS | {"annotations"},
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+_ASSISTANT_WITH_TOOLS = _MESSAGE_FIELDS["assistant"] | {"tool_calls"}
+
+
 def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
     where = f"messages[{i}]"
     if not isinstance(raw, dict):
         raise _bad(where, f"{where} must be an object with 'role' and 'content'", "invalid_type")
     # A field sent as null is the field left out (a response message dumped whole and resent
     # carries "tool_calls": null, "audio": null); content keeps its own rule below.
-    raw = {k: v for k, v in raw.items() if v is not None or k == "content"}
+    if None in raw.values():  # rare: copy only then (this runs for every message of every request)
+        raw = {k: v for k, v in raw.items() if v is not None or k == "content"}
     role = raw.get("role")
     if role == "function" or (role == "tool" and not tools):
         why = "send the request's tools with it" if role == "tool" else "function messages are deprecated: use tools"
         raise _bad(f"{where}.role", f"{where}.role '{role}' is not supported here: {why}")
     if role not in (*ROLES, "tool"):
         raise _bad(f"{where}.role", f"{where}.role must be one of {', '.join(ROLES)}; got {json.dumps(role)[:60]}")
-    allowed = {"role", "content", "name", "refusal"}
-    if role == "assistant":
-        allowed.add("annotations")  # a response message's citations, resent with it: not text, ignored
-    if tools and role == "assistant":
-        allowed.add("tool_calls")
-    if role == "tool":
-        allowed = {"role", "content", "tool_call_id"}
-    for key in raw:
-        if key in ("tool_calls", "function_call") and key not in allowed:
-            raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
-        if key not in allowed:
-            raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
+    allowed = _ASSISTANT_WITH_TOOLS if tools and role == "assistant" else _MESSAGE_FIELDS[role]
+    if not raw.keys() <= allowed:  # the common case is one set comparison; the loop names the field
+        for key in raw:
+            if key in ("tool_calls", "function_call") and key not in allowed:
+                raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
+            if key not in allowed:
+                raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
     calls = parse_tool_calls(raw["tool_calls"], f"{where}.tool_calls") if "tool_calls" in raw else ()
     call_id = raw.get("tool_call_id")
     if role == "tool" and (not isinstance(call_id, str) or not call_id):
