@@ -361,6 +361,6 @@ def create_viewer_app(source: ExperimentSource, serve: ServeSettings, *, run_id:
     async def index() -> RedirectResponse:
         return RedirectResponse(home, status_code=303)
 
-    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(OriginGuard, serve=serve, face=lambda path: "viewer")
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: the guard's refusals carry the headers too
     return app
