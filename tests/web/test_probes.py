@@ -441,3 +441,107 @@ def test_the_dom_check_passes_isolated_text() -> None:
     check = DomCheck("sample")
     check.feed('<td><bdi dir="auto">PROBE</bdi></td><textarea dir="auto">PROBE\u202e</textarea><p dir="auto">PROBE</p>')
     assert not check.found and check.probes == 3
+
+
+async def test_every_unsafe_route_refuses_a_forged_request(served: Served) -> None:
+    """Each POST route, as the visitor it is for: no token, another session's token, a foreign
+    Origin, a cross-site fetch, the token in a JSON body instead of the header: all 403, and
+    nothing changed (the holder still holds the task and is logged in, the campaign is live, the
+    login without a token did not log anyone in)."""
+    app, ids = served.app, served.ids
+    lead, holder, intruder = served.people["lead"], served.people["holder"], served.people["intruder"]
+    anon, stranger = await browser(app), await browser(app)
+    visitor = {"lead": lead, "participant": holder, "login": holder, "public": anon}
+    foreign = {"lead": intruder, "participant": intruder, "login": intruder, "public": stranger}
+    refused = 0
+    for route in all_routes(app):
+        role = role_of(route)
+        if "POST" not in (route.methods or ()) or role in ("api", "ops"):
+            continue
+        path, client = fill(route, ids), visitor[role]
+        await client.get("/login" if client is anon else ("/lead" if client is lead else "/tasks"))
+        await foreign[role].get("/login" if role == "public" else "/tasks")
+        form = {"username": "holder", "password": PASSWORD, "action": "pause", "kind": "red_team", "text": "x"}
+        token = client.token or ""
+        attempts: list[tuple[str, dict[str, Any]]] = [
+            ("no token", {"data": form}),
+            ("another session's token", {"data": {**form, "csrf_token": foreign[role].token}}),
+            ("a foreign origin", {"data": {**form, "csrf_token": token}, "headers": {"origin": "https://evil.example"}}),
+            ("a cross-site fetch", {"data": {**form, "csrf_token": token}, "headers": {"sec-fetch-site": "cross-site"}}),
+            ("the token in a JSON body", {"json": {**form, "csrf_token": token}}),
+        ]
+        for what, kwargs in attempts:
+            r = await client.client.post(path, **kwargs)
+            where = f"POST {route.path} as {role} with {what}"
+            assert_safe_answer(r, where, served.home)
+            assert r.status_code == 403, f"{where}: {r.status_code} {r.headers.get('location')}"
+            refused += 1
+    assert refused >= 5 * 28
+    assert (await holder.get(f"/tasks/{ids['task']}")).status_code == 200  # not skipped, paused, logged out
+    assert (await lead.get("/lead/campaigns/camp")).status_code == 200
+    assert await served.lab.store.campaign_status("camp") == "live"
+    assert (await anon.client.get("/tasks")).headers["location"].startswith("/login")  # no forged login
+    for person in (anon, stranger):
+        await person.aclose()
+
+
+FORMULAS = ("=cmd|' /C calc'!A0", "+SUM(1,1)", "-2+3", "@SUM(1)", "\t=1+1", "\r=1+1")
+
+
+async def test_downloads_are_attachments_with_safe_names_and_inert_cells(served: Served) -> None:
+    """Every download: an attachment with a plain file name, never sniffed; in a CSV no cell that
+    a spreadsheet would run as a formula, though people and the target wrote formulas."""
+    import csv
+    import io
+
+    app, star, ids = served.app, served.lab, served.ids
+    lead = served.people["lead"]
+    spreadsheet = await star.accounts.create_account(
+        Role.PARTICIPANT, username="sheet", password=PASSWORD, display_name="=HYPERLINK(\"https://evil.example\")"
+    )
+    await star.store.add_participants([Participant(id=spreadsheet.participant_id or "")])
+    sheet = served.people["sheet"] = await browser(app, "sheet")
+    holder = served.people["holder"]
+    for text in FORMULAS:
+        await holder.follow(await holder.post(f"/tasks/{ids['task']}/message", {"text": text}))
+    await holder.post(f"/tasks/{ids['task']}/finish", {"assigned_rule_broken": "no"})
+    for person, reasoning in ((sheet, FORMULAS[0]), (served.people["ann1"], FORMULAS[1])):
+        claimed = await person.post("/tasks/claim", {"kind": "annotate"})
+        tid = task_id(claimed.headers["location"])
+        await person.post(f"/tasks/{tid}/start")  # a row in the time sheet
+        r = await person.post(f"/tasks/{tid}/rate", {"rating": "2", "reasoning": reasoning})
+        assert r.status_code == 303, r.text[:300]
+    downloads = {
+        "/lead/campaigns/camp/export?format=csv": "text/csv",
+        "/lead/campaigns/camp/export?format=jsonl": "application/x-ndjson",
+        "/lead/campaigns/camp/export?format=parquet": "application/vnd.apache.parquet",
+        "/lead/campaigns/camp/time.csv": "text/csv",
+        "/traces/export.jsonl": "application/x-ndjson",
+        f"/traces/{ids['trace']}/export.json": "application/json",
+    }
+    cells = 0
+    for path, media in downloads.items():
+        r = await lead.client.get(path)
+        assert_safe_answer(r, path, served.home)
+        assert r.status_code == 200 and r.headers["content-type"].startswith(media), path
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["cache-control"] == "no-store"
+        assert re.fullmatch(r'attachment; filename="[A-Za-z0-9][A-Za-z0-9._-]*"', r.headers["content-disposition"]), path
+        if media == "text/csv":
+            for row in csv.reader(io.StringIO(r.text)):
+                for cell in row:
+                    assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), (path, cell[:40])
+                    cells += 1
+    export = (await lead.client.get("/lead/campaigns/camp/export?format=csv")).text
+    assert "'=cmd|" in export and "'+SUM(1,1)" in export  # kept, made inert
+    assert "'=HYPERLINK" in (await lead.client.get("/lead/campaigns/camp/time.csv")).text
+    assert cells > 20
+
+
+async def test_a_nul_in_any_page_input_is_refused_in_one_line(served: Served) -> None:
+    """The trace and experiment viewers' query parameters and paths (the lab's forms:
+    tests/web/star/test_lab_nul.py, on PostgreSQL too)."""
+    lead = served.people["lead"]
+    for path in ("/traces?q=a%00b", "/traces?conversation=%00", "/experiments/a%00b", "/experiments?x%00=1"):
+        r = await lead.client.get(path)
+        assert_safe_answer(r, path, served.home)
+        assert r.status_code == 400 and "contains a NUL character" in r.text, (path, r.status_code)
