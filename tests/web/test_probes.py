@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -545,3 +546,18 @@ async def test_a_nul_in_any_page_input_is_refused_in_one_line(served: Served) ->
         r = await lead.client.get(path)
         assert_safe_answer(r, path, served.home)
         assert r.status_code == 400 and "contains a NUL character" in r.text, (path, r.status_code)
+
+
+async def test_a_persona_runs_error_is_shown_isolated(served: Served) -> None:
+    """The persona run's error names what failed, which may quote a model's or a provider's text."""
+    from psychoalign.errors import PsychoAlignError
+
+    async def fail() -> dict[str, int]:
+        raise PsychoAlignError(f"provider said {HOSTILE}")
+
+    job = served.lab.jobs["camp"] = asyncio.create_task(fail())
+    with pytest.raises(PsychoAlignError):
+        await job
+    r = await served.people["lead"].client.get("/lead/campaigns/camp")
+    assert check_page(r, "campaign with a failed persona run", served.home) > 0
+    assert "the persona run stopped: provider said PROBE" in r.text.replace("&lt;", "<")
