@@ -55,7 +55,9 @@ POLICY = yaml.safe_dump(
             {
                 "id": "a",
                 "text": f"Area {HOSTILE}",
-                "rules": [{"id": "scams", "text": f"Rule {HOSTILE}", "parameters": [{"name": "kind", "values": ["x"]}]}],
+                "rules": [
+                    {"id": "scams", "text": f"Rule {HOSTILE}", "parameters": [{"name": "kind", "values": ["x"]}]}
+                ],
             }
         ],
     }
@@ -113,7 +115,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
             await person.post(f"/tasks/{tid}/start")
             await person.post(f"/tasks/{tid}/begin", {"topic": f"Topic {HOSTILE}"})
             await person.follow(await person.post(f"/tasks/{tid}/message", {"text": f"Message {HOSTILE}"}))
-            ids[person is holder and "task" or "done"] = tid
+            ids[(person is holder and "task") or "done"] = tid
         r = await writer.post(f"/tasks/{ids['done']}/finish", {"assigned_rule_broken": "yes"})
         assert r.status_code == 303, r.text[:300]
         served.ids = ids
@@ -237,15 +239,15 @@ async def test_every_route_of_every_face_answers_each_kind_of_visitor(served: Se
                     assert status in (200, 303, 400, 401, 403, 404), f"{where}: {status}"
                 elif who == "anon":
                     assert (status == 303 and location.startswith("/login")) or status == 403, f"{where}: {status}"
-                elif role == "lead" and who != "lead":
-                    assert status == 403, f"{where}: {status}"
-                elif role == "participant" and who == "lead":
+                elif (role == "lead" and who != "lead") or (role == "participant" and who == "lead"):
                     assert status == 403, f"{where}: {status}"
                 elif role == "participant" and who == "intruder" and "{task_id}" in route.path:
                     assert status == 404, f"{where}: {status}"  # another's task: not even its existence
                     assert ids["task"] not in r.text and "Message PROBE" not in r.text, where
                 else:  # the visitor the route is for
-                    assert status < 400 or status == 404 and route.path.startswith("/experiments/"), f"{where}: {status}"
+                    assert status < 400 or (status == 404 and route.path.startswith("/experiments/")), (
+                        f"{where}: {status}"
+                    )
                     assert not location.startswith("/login"), where
                 checked += 1
     assert checked >= 180
@@ -325,9 +327,9 @@ class DomCheck(HTMLParser):
                 self.found.append(f"<{tag} {name}=…>")
             if value and CONTROLS.search(value) and name != "value":
                 self.found.append(f"a raw direction control in <{tag} {name}>")
-            if name in ("href", "src", "action") and value and value.strip().lower().startswith(("javascript:", "data:")):
-                if not (tag == "link" and value == "data:,"):
-                    self.found.append(f"<{tag} {name}={value[:30]}>")
+            scheme = (value or "").strip().lower()
+            if name in ("href", "src", "action") and scheme.startswith(("javascript:", "data:")) and value != "data:,":
+                self.found.append(f"<{tag} {name}={scheme[:30]}>")  # data:, is the empty icon every page links
         named = dict(attrs)
         if tag in ("input", "textarea") and "PROBE" in (named.get("value") or ""):
             self.probes += 1
@@ -375,7 +377,7 @@ def check_page(r: httpx.Response, where: str, home: Path) -> int:
 
 
 #: Every query parameter a page reads, each set to the hostile text.
-HOSTILE_QUERY = {k: HOSTILE for k in ("msg", "q", "page", "next", "status", "conversation", "since", "tension_min")}
+HOSTILE_QUERY = dict.fromkeys(("msg", "q", "page", "next", "status", "conversation", "since", "tension_min"), HOSTILE)
 
 
 async def test_hostile_text_is_escaped_and_isolated_on_every_page(served: Served) -> None:
@@ -467,8 +469,14 @@ async def test_every_unsafe_route_refuses_a_forged_request(served: Served) -> No
         attempts: list[tuple[str, dict[str, Any]]] = [
             ("no token", {"data": form}),
             ("another session's token", {"data": {**form, "csrf_token": foreign[role].token}}),
-            ("a foreign origin", {"data": {**form, "csrf_token": token}, "headers": {"origin": "https://evil.example"}}),
-            ("a cross-site fetch", {"data": {**form, "csrf_token": token}, "headers": {"sec-fetch-site": "cross-site"}}),
+            (
+                "a foreign origin",
+                {"data": {**form, "csrf_token": token}, "headers": {"origin": "https://evil.example"}},
+            ),
+            (
+                "a cross-site fetch",
+                {"data": {**form, "csrf_token": token}, "headers": {"sec-fetch-site": "cross-site"}},
+            ),
             ("the token in a JSON body", {"json": {**form, "csrf_token": token}}),
         ]
         for what, kwargs in attempts:
@@ -498,7 +506,7 @@ async def test_downloads_are_attachments_with_safe_names_and_inert_cells(served:
     app, star, ids = served.app, served.lab, served.ids
     lead = served.people["lead"]
     spreadsheet = await star.accounts.create_account(
-        Role.PARTICIPANT, username="sheet", password=PASSWORD, display_name="=HYPERLINK(\"https://evil.example\")"
+        Role.PARTICIPANT, username="sheet", password=PASSWORD, display_name='=HYPERLINK("https://evil.example")'
     )
     await star.store.add_participants([Participant(id=spreadsheet.participant_id or "")])
     sheet = served.people["sheet"] = await browser(app, "sheet")
@@ -526,7 +534,9 @@ async def test_downloads_are_attachments_with_safe_names_and_inert_cells(served:
         assert_safe_answer(r, path, served.home)
         assert r.status_code == 200 and r.headers["content-type"].startswith(media), path
         assert r.headers["x-content-type-options"] == "nosniff" and r.headers["cache-control"] == "no-store"
-        assert re.fullmatch(r'attachment; filename="[A-Za-z0-9][A-Za-z0-9._-]*"', r.headers["content-disposition"]), path
+        assert re.fullmatch(r'attachment; filename="[A-Za-z0-9][A-Za-z0-9._-]*"', r.headers["content-disposition"]), (
+            path
+        )
         if media == "text/csv":
             for row in csv.reader(io.StringIO(r.text)):
                 for cell in row:
@@ -561,3 +571,37 @@ async def test_a_persona_runs_error_is_shown_isolated(served: Served) -> None:
     r = await served.people["lead"].client.get("/lead/campaigns/camp")
     assert check_page(r, "campaign with a failed persona run", served.home) > 0
     assert "the persona run stopped: provider said PROBE" in r.text.replace("&lt;", "<")
+
+
+async def test_every_cookie_is_httponly_and_same_site(served: Served) -> None:
+    """Each cookie the app sets on the way through login, a task's content warning, the local
+    token's exchange and logout: HttpOnly, SameSite Lax or Strict, the whole site's path."""
+    person = await browser(served.app)
+    seen: list[str] = []
+
+    def keep(r: httpx.Response) -> httpx.Response:
+        seen.extend(r.headers.get_list("set-cookie"))
+        return r
+
+    keep(await person.client.get("/login"))
+    r = keep(
+        await person.client.post(
+            "/login", data={"username": "intruder", "password": PASSWORD, "csrf_token": person.token}
+        )
+    )
+    assert r.status_code == 303
+    await person.get("/tasks")
+    keep(await person.client.get(f"/login?token={LOCAL_TOKEN}"))
+    tid = task_id(keep(await person.post("/tasks/claim", {"kind": "annotate"})).headers["location"])
+    keep(await person.post(f"/tasks/{tid}/start"))
+    keep(await person.post("/logout"))
+    names = {c.split("=", 1)[0] for c in seen}
+    assert {"psa_pre", "psa_session", "psa_known", "psa_warned", "psa_local_token"} <= names, names
+    for cookie in seen:
+        attributes = {a.strip().split("=", 1)[0].lower(): a.strip() for a in cookie.split(";")[1:]}
+        if attributes.get("max-age") == "Max-Age=0":
+            continue  # a deletion: nothing is stored
+        assert "httponly" in attributes, cookie
+        assert attributes.get("samesite", "").lower() in ("samesite=lax", "samesite=strict"), cookie
+        assert attributes.get("path") == "Path=/", cookie
+    await person.aclose()

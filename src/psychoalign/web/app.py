@@ -211,7 +211,8 @@ def create_app(
     app.add_middleware(RequestContextMiddleware, gateway=gateway)
     # The security headers outermost: the origin guard's and the local token's own answers carry
     # them too, and an app without the lab (whose install put them innermost) has them as well.
-    app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not SecurityHeadersMiddleware]
+    inner = [m for m in app.user_middleware if getattr(m, "cls", None) is SecurityHeadersMiddleware]
+    app.user_middleware[:] = [m for m in app.user_middleware if m not in inner]
     app.add_middleware(SecurityHeadersMiddleware)
     return app
 
