@@ -605,3 +605,23 @@ async def test_every_cookie_is_httponly_and_same_site(served: Served) -> None:
         assert attributes.get("samesite", "").lower() in ("samesite=lax", "samesite=strict"), cookie
         assert attributes.get("path") == "Path=/", cookie
     await person.aclose()
+
+
+async def test_the_experiment_pages_show_hostile_cells_inert(served: Served, tmp_path: Path) -> None:
+    """A run whose every stored field holds markup and a bidi override (tests/web/test_experiments.py's
+    seed), in the served app's own database: the run list, the cell list (with hostile filters)
+    and the hostile cell pass the DOM checks."""
+    from urllib.parse import quote
+
+    from tests.web.test_experiments import EVIL_KEY, seed
+    from tests.web.test_templating import shown_text
+
+    run = await seed(f"sqlite+aiosqlite:///{tmp_path / 'app.db'}", plain=3)
+    lead = served.people["lead"]
+    pages = ["/experiments", f"/experiments/{run}", f"/experiments/{run}/cells/{quote(EVIL_KEY, safe='|/')}"]
+    for path in pages:
+        for query in ({}, dict.fromkeys(("q", "system", "benchmark", "status", "category", "page"), HOSTILE)):
+            r = await lead.client.get(path, params=query)
+            check_page(r, f"GET {path} {query and 'hostile'}", served.home)
+    cell = await lead.client.get(pages[-1])
+    assert cell.status_code == 200 and "⟨U+202E⟩gnp.exe" in shown_text(cell.text)  # there, and inert
