@@ -252,11 +252,14 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
     named = f" (rule {', '.join(rules)})" if rules else ""
     redirect = f.defense in (DefenseMechanism.SUBLIMATION, DefenseMechanism.DISPLACEMENT)
     if trace.screen is not None and trace.screen.decided:
-        what = (
-            f"the request itself breaks a universal rule{named}"
-            if trace.screen.rules
-            else f"the EVALUATOR judged that no answer to this request could be safe enough{named}"
-        )
+        if redirect and f.composed_by == "template":
+            # The framework's own message for the rule (self-harm, a stereotype's premise): the
+            # person is not told they broke a rule.
+            what = f"the request matched{named}, which the framework answers with its own message"
+        elif trace.screen.rules:
+            what = f"the request itself breaks a universal rule{named}"
+        else:
+            what = f"the EVALUATOR judged that no answer to this request could be safe enough{named}"
         return ("redirected" if redirect else "refused"), f"{what}; decided before any draft was written"
     if f.fallback:
         return "refused", f"the final answer failed the last safety check{named}; a fixed refusal was sent instead"

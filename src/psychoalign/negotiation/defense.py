@@ -30,8 +30,8 @@ class DefenseContext:
     deciding round's blocked drafts with their evaluations, DRIVE's favourite first;
     ``verified`` says whether new text (a filtered draft, a composition) is evaluated again
     before it reaches the user (the dual gate). ``fired`` holds the framework ids of the rules
-    this request set off (its own checks, the deciding round's rule hits, the checks a blocked
-    draft tripped): they choose the safe channels offered (:meth:`channels`).
+    this request set off (its own checks, every round's rule hits, the checks a blocked draft
+    tripped): they choose the safe channels offered (:meth:`channels`).
     """
 
     chosen_text: str | None
