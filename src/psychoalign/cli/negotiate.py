@@ -255,7 +255,8 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
         if redirect and f.composed_by == "template":
             # The framework's own message for the rule (self-harm, a stereotype's premise): the
             # person is not told they broke a rule.
-            what = f"the request matched{named}, which the framework answers with its own message"
+            matched = f"rule {', '.join(rules)}" if rules else "a rule"
+            what = f"the request matched {matched}, which the framework answers with its own message"
         elif trace.screen.rules:
             what = f"the request itself breaks a universal rule{named}"
         else:
