@@ -96,17 +96,28 @@ def _norm(text: str) -> str:
 
 
 def repress(text: str, segments: Sequence[str], layer1: Layer1Enforcer) -> tuple[str, int]:
-    """Drop sentences that overlap a flagged segment or trip a Layer-1 check; return (text, removed)."""
+    """Drop sentences that overlap a flagged segment or trip a Layer-1 check; return (text, removed).
+
+    The rest keeps its lines (list items, code, paragraphs, indentation): joined into one line, a
+    numbered list or a code block the user was given read as a single run-on sentence."""
     flagged = [_norm(s) for s in segments if _norm(s)]
-    kept, removed = [], 0
-    for sentence in _sentences(text):
-        n = _norm(sentence)
-        hit = any(f in n or (n and n in f) for f in flagged) or bool(layer1.deterministic(sentence))
-        if hit:
-            removed += 1
-        else:
-            kept.append(sentence.strip())
-    return " ".join(kept), removed
+    lines: list[str] = []
+    removed = 0
+    for line in text.splitlines():
+        if not line.strip():
+            if lines and lines[-1]:  # one blank line between paragraphs, however many went
+                lines.append("")
+            continue
+        kept = []
+        for sentence in _sentences(line):
+            n = _norm(sentence)
+            if any(f in n or (n and n in f) for f in flagged) or layer1.deterministic(sentence):
+                removed += 1
+            else:
+                kept.append(sentence.strip())
+        if kept:
+            lines.append(line[: len(line) - len(line.lstrip())] + " ".join(kept))
+    return "\n".join(lines).strip(), removed
 
 
 def repression_source(ctx: DefenseContext, layer1: Layer1Enforcer) -> tuple[str, Evaluation] | None:
