@@ -199,7 +199,10 @@ CUT = [
         "3. However, in some situations:\n\n4. If you have a credit",
         "Some guidelines:\n\n1. Save a small emergency fund first.\n2. Then pay the card.",
     ),
-    ("Use this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```\n\nIt slices the", "Use this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```"),
+    (
+        "Use this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```\n\nIt slices the",
+        "Use this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```",
+    ),
     ("It reverses a string.\n\n```python\ndef rev(s):\n    return", "It reverses a string."),
     ('He said "stop." Then he left and', 'He said "stop."'),
 ]

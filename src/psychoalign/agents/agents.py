@@ -147,7 +147,11 @@ class DriveAgent(Agent):
         ]
         # What the model saw that is not the user's: an answer repeating it echoes its prompt. The
         # relayed feedback too: a 135M model answers it with "Proposal 4: score 7/8 … VETOED".
-        prompt = [*fixed_parts(spec["system"], spec["feedback"]), task.context, *([task.feedback] if task.feedback else [])]
+        prompt = [
+            *fixed_parts(spec["system"], spec["feedback"]),
+            task.context,
+            *([task.feedback] if task.feedback else []),
+        ]
         proposals: list[Proposal] = []
         usage, latency = Usage(), 0.0
         base_seed = self.model.spec.seed or 0
