@@ -334,6 +334,89 @@ async def test_error_shapes_on_each_binding() -> None:
                 assert caught.value.code() == code
 
 
+async def test_json_rpc_errors_travel_in_a_200_with_the_json_rpc_code() -> None:
+    """The A2A TCK's JSON-RPC checks: a body that is not a JSON-RPC request (no method, a wrong
+    ``jsonrpc``, an id of the wrong type) is -32600, an unknown method -32601, bad params -32602,
+    malformed JSON -32700, each in an HTTP 200 (JSON-RPC's own convention: the SDK answers so
+    itself, and the envelope checks made before it ran answered 400)."""
+    cases: list[tuple[dict[str, Any], int]] = [
+        ({"jsonrpc": "aaa", "method": "SendMessage", "params": {}}, -32600),
+        ({"jsonrpc": "2.0", "params": {}}, -32600),
+        ({"jsonrpc": "2.0", "method": "SendMessage", "params": {}, "id": {"bad": "type"}}, -32600),
+        ({"jsonrpc": "2.0", "method": "SendMessageXXX", "id": "3", "params": {}}, -32601),
+        ({"jsonrpc": "2.0", "method": "message/send", "id": "3", "params": {}}, -32601),  # a 0.3 name
+        ({"jsonrpc": "2.0", "method": "SendMessage", "id": "4", "params": {"": "not_a_dict"}}, -32602),
+        ({"jsonrpc": "2.0", "method": "SendMessage", "id": "5", "params": {"message": {"parts": "x"}}}, -32602),
+    ]
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        for path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
+            for body, code in cases:
+                resp = await hc.post(f"{agent.url}{path}", json=body)
+                assert resp.status_code == 200, (body, resp.text)
+                assert resp.json()["jsonrpc"] == "2.0" and resp.json()["error"]["code"] == code, (body, resp.text)
+            broken = await hc.post(
+                f"{agent.url}{path}", content=b'{"jsonrpc": "2.0", "method": "SendMessage"', headers=RPC_HEADERS
+            )
+            assert broken.status_code == 200 and broken.json()["error"]["code"] == -32700
+            undecodable = await hc.post(f"{agent.url}{path}", content=b'{"jsonrpc": "\xff"}', headers=RPC_HEADERS)
+            assert undecodable.status_code == 200 and undecodable.json()["error"]["code"] == -32700
+        # A version other than 1.0 is VersionNotSupported (-32009); a missing header counts as 0.3.
+        for version in ("0.3", "2.0", ""):
+            body = {"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "x"}}
+            resp = await hc.post(f"{agent.url}/a2a/jsonrpc", json=body, headers={"A2A-Version": version})
+            assert resp.status_code == 200 and resp.json()["error"]["code"] == -32009 and resp.json()["id"] == 7
+    assert agent.world.calls["drive"] == 0
+
+
+async def test_a_wrong_method_on_a_served_path_is_a_405_naming_the_methods() -> None:
+    """A path served for other methods is 405 with ``Allow``, in the binding's shape (the SDK's
+    multi-tenant mount made every such request a 404); an unknown path stays 404."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        for method, path, allow in (
+            ("GET", "/a2a/rest/message:send", "POST"),
+            ("DELETE", "/a2a/rest/tasks/abc", "GET, HEAD"),
+            ("GET", "/a2a/jsonrpc", "POST"),
+        ):
+            resp = await hc.request(method, f"{agent.url}{path}")
+            assert resp.status_code == 405 and resp.headers["allow"] == allow, (method, path, resp.text)
+            body = resp.json()
+            error = body["error"]
+            if path == "/a2a/jsonrpc":
+                assert body["jsonrpc"] == "2.0" and error["code"] == -32600
+            else:
+                assert error["code"] == 405 and error["details"][0]["@type"].endswith("ErrorInfo")
+            assert f"send {allow.split(',')[0]}" in error["message"]
+        assert (await hc.get(f"{agent.url}/a2a/rest/nowhere")).status_code == 404
+
+
+async def test_the_system_agent_reads_text_and_refuses_every_other_part() -> None:
+    """The card declares text/plain input only: a part that states another media type (a file, a
+    data part as application/json) is ContentTypeNotSupported (-32005) before any task exists; a
+    non-text part without a media type is a rejected task naming the part, never negotiated on
+    the text beside it alone."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        card = (await hc.get(f"{agent.url}/.well-known/agent-card.json")).json()
+        assert card["defaultInputModes"] == ["text/plain"] and card["skills"][0]["inputModes"] == ["text/plain"]
+
+        async def send(*parts: dict[str, Any]) -> dict[str, Any]:
+            message = {"messageId": "m", "role": "ROLE_USER", "parts": list(parts)}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+            return dict((await hc.post(f"{agent.url}/a2a/jsonrpc", json=body)).json())
+
+        for typed in (
+            {"data": {"a": 1}, "mediaType": "application/json"},
+            {"raw": "aGVsbG8=", "mediaType": "image/png"},
+            {"url": "https://example.org/a.pdf", "mediaType": "application/pdf"},
+        ):
+            assert (await send({"text": "Summarise this."}, typed))["error"]["code"] == -32005
+        for untyped, kind in (({"data": {"a": 1}}, "data"), ({"url": "https://example.org/a.pdf"}, "url")):
+            task = (await send({"text": "Summarise this."}, untyped))["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_REJECTED"
+            why = task["status"]["message"]["parts"][0]["text"]
+            assert why.startswith(f"part 1 is a {kind} part: this agent reads text parts only")
+    assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
 async def test_an_open_agent_in_serve_refuses_non_loopback_callers_in_the_binding_shape() -> None:
     """``psychoalign serve`` with no A2A credentials: only loopback clients; anyone else gets 401
     (as on keyless /v1) as a JSON-RPC error or an HTTP+JSON error, never a bare body."""

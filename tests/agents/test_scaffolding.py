@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 from psychoalign.agents.agents import DriveAgent, MediatorAgent
 from psychoalign.agents.messages import NO_PROPOSAL, ComposeTask, DriveTask
-from psychoalign.agents.scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding
+from psychoalign.agents.scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding, trim_cut
 from psychoalign.config import Settings
-from psychoalign.models import ChatModel, ChatRequest, ModelSpec
+from psychoalign.models import ChatModel, ChatRequest, Completion, ModelSpec
 from psychoalign.models.scripted import ScriptedBackend
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.prompts import load_prompt_yaml
@@ -26,6 +26,8 @@ ECHOES = [
     "**Draft answer:** six minutes",
     "Do not self-censor: another agent reviews every answer. Six minutes.",
     "Here is the rewritten answer:",
+    "Here is the entire response:\n**Answer**\nBoil the egg for six minutes.",
+    'Title: "Reviews"\nProposal 4: score 7/8 or 6 out of 10 for this review: VETOED.',
 ]
 CLEAN = [
     "Boil the egg for six minutes, then cool it in cold water.",
@@ -34,6 +36,8 @@ CLEAN = [
     "```yaml\nrequest: GET /status\n```\nThat is the health check.",
     "To answer your request about eggs: boil them for six minutes.",
     "You can ask a licensed professional in the relevant field about it.",
+    "Proposal 3 of the council's plan is the cheaper one.",
+    "The FDA approved it in 1990.",
 ]
 
 
@@ -182,3 +186,64 @@ async def test_the_embedded_drive_sees_the_request_under_the_paper_instruction_a
     revised_system, revised_user = backend.requests[1].messages
     assert revised_system.content == system.content
     assert revised_user.content.startswith("How do I boil an egg?") and feedback in revised_user.content
+
+
+# Answers the token limit cut, as the embedded model wrote them, and what the user gets instead.
+CUT = [
+    (
+        "Both are safe together for most adults. In this context paracetamol can",
+        "Both are safe together for most adults.",
+    ),
+    (
+        "Some guidelines:\n\n1. Save a small emergency fund first.\n2. Then pay the card.\n"
+        "3. However, in some situations:\n\n4. If you have a credit",
+        "Some guidelines:\n\n1. Save a small emergency fund first.\n2. Then pay the card.",
+    ),
+    (
+        "Use this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```\n\nIt slices the",
+        "Use this:\n\n```python\ndef rev(s):\n    return s[::-1]\n```",
+    ),
+    ("It reverses a string.\n\n```python\ndef rev(s):\n    return", "It reverses a string."),
+    ('He said "stop." Then he left and', 'He said "stop."'),
+]
+
+
+def test_a_cut_answer_ends_at_its_last_whole_sentence() -> None:
+    for text, expected in CUT:
+        assert trim_cut(text) == expected, text
+    # Nothing whole to keep: the text stays as it is.
+    assert trim_cut("no sentence ends here and") == "no sentence ends here and"
+
+
+class CutScripted(PlainScripted):
+    """A plain scripted model whose every reply was stopped by the token limit."""
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        return (await super().complete(request)).model_copy(update={"finish_reason": "length"})
+
+
+async def test_drive_and_mediator_drafts_cut_by_the_token_limit_end_at_a_whole_sentence() -> None:
+    spec = ModelSpec(backend="scripted")
+    cut = "Boil it for six minutes. Then cool it in"
+    model = ChatModel(spec, CutScripted(spec, replies=[cut, cut]))
+    reply = await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1))
+    assert [p.text for p in reply.output.proposals] == ["Boil it for six minutes."]
+    composed = await MediatorAgent(model).compose(compose_task("Boil it."))
+    assert composed.output.response == "Boil it for six minutes."
+    # A reply that ended by itself is left as it is, whatever its last word.
+    whole, _ = plain(["Boil it for six minutes. Then cool it in"])
+    reply = await DriveAgent(whole).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1))
+    assert [p.text for p in reply.output.proposals] == ["Boil it for six minutes. Then cool it in"]
+
+
+async def test_a_drive_draft_writing_back_the_relayed_feedback_is_drawn_again() -> None:
+    # Round 2 of the embedded bleach-and-vinegar question: the DRIVE answered the MEDIATOR's relay
+    # with a review of its own, which the classifier approved and the user received.
+    feedback = "Proposal 1: score 35/100, VETOED, blocked by the gates. Rules: none. Changes required: 1."
+    echo = 'Title: "Reviews"\nScores 1.5/2, 3+9/10 = Excellent.\nProposal 4: score 7/8 for this review: VETOED.'
+    clean = "Yes: bleach and vinegar together release chlorine gas. Use one, rinse, then the other."
+    model, backend = plain([echo, clean])
+    task = DriveTask(request="Is it dangerous to mix bleach and vinegar?", context=CONTEXT, n=1, feedback=feedback)
+    reply = await DriveAgent(model).propose(task)
+    assert len(backend.requests) == 2  # redrawn once
+    assert [p.text for p in reply.output.proposals] == [clean]

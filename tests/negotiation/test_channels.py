@@ -146,3 +146,20 @@ async def test_embedded_evaluator_gives_every_self_harm_request_the_crisis_line(
     assert sum(crisis_given(r) for r in responses) == len(SELF_HARM)
     assert sum("rephrase" in r.lower() for r in responses) == 0
     assert all(t.agents["drive"].calls == 0 for t in traces)  # no draft was written
+
+
+async def test_a_rule_an_earlier_round_fired_still_chooses_the_channel() -> None:
+    """Round 1's draft breaks the dose-label rule; round 2's draft is vetoed for no rule. The
+    user is sent to the label or a pharmacist (the rule that fired), not asked to rephrase."""
+    wrong = "Adults can take up to 10 milligrams of paracetamol per kilogram in a day."
+    vague = "Medicines are complicated."
+    world = World(
+        [proposals((wrong, 0.9)), proposals((vague, 0.9))],
+        judge=lambda t: APPROVE if t == wrong else evaluation(20, "VETOED"),
+    )
+    trace = await world.negotiator(k=2).negotiate("How much paracetamol can an adult take in one day?")
+    f = trace.final
+    assert trace.status is TraceStatus.COMPLETED and f is not None
+    assert [p.gate.admissible for r in trace.rounds for p in r.proposals if p.gate] == [False, False]
+    assert "label" in f.response and "pharmacist" in f.response
+    assert "rephrase" not in f.response.lower() and "10 milligrams" not in f.response

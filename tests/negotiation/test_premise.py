@@ -31,6 +31,9 @@ async def test_a_stereotype_premise_is_rejected_before_any_draft(request_text: s
     assert f is not None and world.calls["drive"] == 0 and world.calls["compose"] == 0
     assert "the premise isn't true" in f.response and AGREEMENT not in f.response
     assert trace.screen is not None and trace.screen.rules == ["U6-group-premise"]
+    # The offer fits claims about ability ("worse at math") as well as about conduct: it spoke of
+    # "the behaviour you are asking about" to both.
+    assert "behaviour" not in f.response
 
 
 class PlainScripted(ScriptedBackend):

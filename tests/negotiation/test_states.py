@@ -175,6 +175,24 @@ async def test_repression_filters_the_flagged_segment() -> None:
     assert "[Part of this answer was removed" in f.response
 
 
+async def test_repression_keeps_the_answers_lines() -> None:
+    # The filtered answer was joined into one line: a numbered list read as a run-on sentence.
+    text = (
+        "To clean mould:\n\n1. Open a window.\n2. Mix bleach with ammonia for a stronger gas.\n"
+        "3. Scrub with diluted bleach.\n\nRinse and dry the wall."
+    )
+    segment = "2. Mix bleach with ammonia for a stronger gas."
+    world = World(
+        [proposals((text, 0.9))],
+        judge=lambda t: evaluation(70, "CONDITIONAL", harmful_segments=[segment]) if t == text else APPROVE,
+    )
+    trace = await world.negotiator().negotiate("How do I clean mould?")
+    f = trace.final
+    assert f is not None and f.defense is DefenseMechanism.REPRESSION
+    kept = "To clean mould:\n\n1. Open a window.\n3. Scrub with diluted bleach.\n\nRinse and dry the wall."
+    assert f.response.startswith(kept + "\n\n[Part of this answer was removed")
+
+
 async def test_projection_adds_stakeholders() -> None:
     text = "Install the tracking app on the family phone."
     world = World(

@@ -88,6 +88,7 @@ BAD_INPUT = [
     ),
     (json.dumps(_chat(response_format={"type": "xml"})).encode(), "response_format.type", None),
     (json.dumps(_chat(frobnicate=1)).encode(), "frobnicate", "unknown_parameter"),
+    (json.dumps({**_chat(), "model": 3}).encode(), "model", "invalid_type"),
     (json.dumps(_chat("   ")).encode(), "messages[0].content", "invalid_value"),
     (json.dumps(_chat("x" * 9000)).encode(), "messages[0].content", "context_length_exceeded"),
     (json.dumps(_chat("nul \x00 byte")).encode(), "messages[0].content", "invalid_value"),
@@ -132,6 +133,18 @@ BAD_INPUT = [
         "invalid_type",
     ),
     (json.dumps(_chat(logprobs="no")).encode(), "logprobs", "invalid_type"),
+    # as OpenAI's API: stream_options belongs to a streamed request only
+    (json.dumps(_chat(stream_options={"include_usage": True})).encode(), "stream_options", "invalid_value"),
+    (
+        json.dumps(
+            {
+                "model": "psychoalign",
+                "messages": [{"role": "assistant", "content": None, "refusal": 3}, _chat()["messages"][0]],
+            }
+        ).encode(),
+        "messages[0].refusal",
+        "invalid_type",
+    ),
 ]
 
 
@@ -149,6 +162,75 @@ async def test_bad_input_is_a_400_naming_the_field(
         assert err["code"] == code
     assert "Traceback" not in r.text and "\n" not in err["message"]
     assert [t async for t in store.iter_all()] == []  # nothing ran
+
+
+async def test_paths_and_methods_v1_does_not_serve_answer_in_the_openai_shape(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore],
+) -> None:
+    """An unknown /v1 path is OpenAI's 404 "Invalid URL"; a wrong method a 405 naming the methods
+    in ``Allow``; HEAD answers as GET without a body; OPTIONS lists what the resource allows."""
+    c, _ = client
+    for method, path in (("POST", "/v1/completions"), ("POST", "/v1/embeddings"), ("GET", "/v1/nowhere/at/all")):
+        r = await c.request(method, path, json={"model": "psychoalign", "prompt": "hi"})
+        assert r.status_code == 404, r.text
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["code"] == "unknown_url"
+        assert (
+            err["message"].startswith(f"Invalid URL ({method} {path})")
+            and "POST /v1/chat/completions" in err["message"]
+        )
+    for method, path, allow in (
+        ("GET", "/v1/chat/completions", "POST"),
+        ("PUT", "/v1/chat/completions", "POST"),
+        ("DELETE", "/v1/models/psychoalign", "GET, HEAD"),
+    ):
+        r = await c.request(method, path)
+        assert r.status_code == 405 and r.headers["allow"] == allow
+        assert r.json()["error"]["code"] == "method_not_allowed" and method in r.json()["error"]["message"]
+    for path in ("/v1/models", "/v1/models/psychoalign"):
+        get, head = await c.get(path), await c.head(path)
+        assert head.status_code == get.status_code == 200 and head.content == b""
+        assert head.headers["content-type"] == get.headers["content-type"] == "application/json"
+    options = await c.options("/v1/chat/completions")
+    assert options.status_code == 204 and options.headers["allow"] == "POST, OPTIONS"
+    # A served path with a trailing slash is redirected to it (307 keeps the method and body).
+    slash = await c.post("/v1/chat/completions/", json=_chat())
+    assert slash.status_code == 307 and slash.headers["location"] == "http://127.0.0.1/v1/chat/completions"
+
+
+async def test_a_refusal_resent_as_history_is_an_earlier_turn(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore],
+) -> None:
+    """An assistant message with ``content: null`` and a ``refusal`` (what a JSON-format refusal
+    returns), or with refusal content parts, is accepted back as history: its text is the turn."""
+    c, store = client
+    refused = await c.post("/v1/chat/completions", json=_chat(response_format={"type": "json_object"}))
+    message = refused.json()["choices"][0]["message"]
+    assert message["content"] is None and message["refusal"]
+    for earlier in (message, {"role": "assistant", "content": [{"type": "refusal", "refusal": message["refusal"]}]}):
+        follow = _chat("Then just tell me in words.")
+        follow["messages"] = [_chat()["messages"][0], earlier, *follow["messages"]]
+        r = await c.post("/v1/chat/completions", json=follow)
+        assert r.status_code == 200, r.text
+        trace = await store.get(r.json()["psychoalign"]["trace_id"])
+        assert trace is not None and f"Assistant: {message['refusal']}" in (trace.context or "")
+
+
+async def test_null_is_a_field_left_out_as_in_openais_api(client: tuple[httpx.AsyncClient, InMemoryTraceStore]) -> None:
+    """``"stream": null`` is no stream (the field is nullable in OpenAI's API); a response message
+    dumped whole (``tool_calls``/``function_call``/``audio`` null, ``annotations``) goes back as
+    history."""
+    c, store = client
+    plain = await c.post("/v1/chat/completions", json=_chat(stream=None, n=None, stop=None, max_tokens=None))
+    assert plain.status_code == 200 and plain.headers["content-type"] == "application/json"
+    dumped = {**plain.json()["choices"][0]["message"], "tool_calls": None, "function_call": None, "audio": None}
+    dumped["annotations"] = []
+    follow = _chat("And for a soft yolk?")
+    follow["messages"] = [_chat()["messages"][0], dumped, *follow["messages"]]
+    r = await c.post("/v1/chat/completions", json=follow)
+    assert r.status_code == 200, r.text
+    trace = await store.get(r.json()["psychoalign"]["trace_id"])
+    assert trace is not None and f"Assistant: {BENIGN}" in (trace.context or "")
 
 
 async def test_unknown_model_is_a_404_in_the_openai_shape(client: tuple[httpx.AsyncClient, InMemoryTraceStore]) -> None:

@@ -188,6 +188,16 @@ def test_openai_errors_surface_in_the_client(served: tuple[Running, InMemoryTrac
         client.chat.completions.create(**_ask("benign"), n=3)
     assert bad.value.param == "n"  # type: ignore[attr-defined]
     assert [m.id for m in client.models.list()] == ["benign", "broken", "harmful"]
+    assert client.models.retrieve("benign").id == "benign"
+    # Endpoints the gateway does not offer: the client's NotFoundError carries OpenAI's message.
+    with pytest.raises(openai.NotFoundError, match=r"Invalid URL \(POST /v1/completions\)") as missing:
+        client.completions.create(model="benign", prompt="hi")
+    assert missing.value.code == "unknown_url"
+    with pytest.raises(openai.NotFoundError, match="Invalid URL"):
+        client.embeddings.create(model="benign", input="hi")
+    with pytest.raises(openai.BadRequestError, match="stream_options") as unstreamed:
+        client.chat.completions.create(**_ask("benign"), stream_options={"include_usage": True})
+    assert unstreamed.value.param == "stream_options"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")

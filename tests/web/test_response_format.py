@@ -1,8 +1,9 @@
 """``response_format`` on /v1: the request shape and the schema are validated (400 naming the
 field); the negotiated final text must be a JSON object (json_object) or validate against the
 schema (json_schema), else the answer is a structured-outputs refusal (``content`` null,
-``refusal`` set, ``finish_reason: "content_filter"``), plain and streamed, through the official
-``openai`` client."""
+``refusal`` set; ``finish_reason`` ``"stop"`` as OpenAI's refusals, ``"content_filter"`` for a
+gate refusal, ``"length"`` for JSON cut at ``max_tokens``), plain and streamed, through the
+official ``openai`` client."""
 
 from __future__ import annotations
 
@@ -210,12 +211,18 @@ async def test_parse_with_a_pydantic_model_gets_the_parsed_object(
     assert parsed.choices[0].message.parsed == Egg(minutes=9, method="boil")
 
 
-async def test_parse_of_an_answer_that_does_not_fit_raises_the_clients_content_filter_error(
+async def test_parse_of_an_answer_that_does_not_fit_is_a_refusal_as_openais(
     ai: tuple[openai.AsyncOpenAI, InMemoryTraceStore],
 ) -> None:
+    """The client's ``parse`` reads a structured-outputs refusal as it reads OpenAI's (``parsed``
+    None, ``refusal`` set); a gate refusal is its content-filter error."""
     client, _ = ai
+    refused = await client.chat.completions.parse(model="wrong-shape", messages=ASK, response_format=Egg)
+    message = refused.choices[0].message
+    assert (message.parsed, message.content, message.refusal) == (None, None, FORMAT_REFUSAL)
+    assert refused.choices[0].finish_reason == "stop"
     with pytest.raises(openai.ContentFilterFinishReasonError):
-        await client.chat.completions.parse(model="wrong-shape", messages=ASK, response_format=Egg)
+        await client.chat.completions.parse(model="harmful", messages=ASK, response_format=Egg)
 
 
 @pytest.mark.parametrize(
@@ -235,7 +242,7 @@ async def test_an_answer_that_does_not_fit_is_a_refusal_in_the_structured_output
     completion = await client.chat.completions.create(model=model, messages=ASK, response_format=fmt)
     choice = completion.choices[0]
     assert (choice.message.content, choice.message.refusal) == (None, FORMAT_REFUSAL)
-    assert choice.finish_reason == "content_filter"
+    assert choice.finish_reason == "stop"
     assert completion.model_extra is not None
     assert completion.model_extra["psychoalign"]["response_format"]["problem"] == problem
 
@@ -278,8 +285,8 @@ async def test_streams_are_validated_before_any_text_is_released(
 ) -> None:
     client, _ = ai
     assert await _stream(client, "valid", JSON_SCHEMA) == (VALID, None, "stop")
-    assert await _stream(client, "wrong-shape", JSON_SCHEMA) == (None, FORMAT_REFUSAL, "content_filter")
-    assert await _stream(client, "prose", JSON_OBJECT) == (None, FORMAT_REFUSAL, "content_filter")
+    assert await _stream(client, "wrong-shape", JSON_SCHEMA) == (None, FORMAT_REFUSAL, "stop")
+    assert await _stream(client, "prose", JSON_OBJECT) == (None, FORMAT_REFUSAL, "stop")
 
 
 async def test_the_streaming_helper_parses_and_refuses(ai: tuple[openai.AsyncOpenAI, InMemoryTraceStore]) -> None:
@@ -287,8 +294,11 @@ async def test_the_streaming_helper_parses_and_refuses(ai: tuple[openai.AsyncOpe
     async with client.chat.completions.stream(model="valid", messages=ASK, response_format=Egg) as stream:
         final = await stream.get_final_completion()
     assert final.choices[0].message.parsed == Egg(minutes=9, method="boil")
+    async with client.chat.completions.stream(model="prose", messages=ASK, response_format=Egg) as stream:
+        refused = await stream.get_final_completion()
+    assert (refused.choices[0].message.parsed, refused.choices[0].message.refusal) == (None, FORMAT_REFUSAL)
     with pytest.raises(openai.ContentFilterFinishReasonError):
-        async with client.chat.completions.stream(model="prose", messages=ASK, response_format=Egg) as stream:
+        async with client.chat.completions.stream(model="harmful", messages=ASK, response_format=Egg) as stream:
             await stream.get_final_completion()
 
 
@@ -299,4 +309,6 @@ async def test_a_cut_by_max_tokens_that_breaks_the_json_is_refused(
     completion = await client.chat.completions.create(
         model="valid", messages=ASK, response_format=JSON_OBJECT, max_tokens=2
     )
-    assert (completion.choices[0].message.content, completion.choices[0].finish_reason) == (None, "content_filter")
+    assert (completion.choices[0].message.content, completion.choices[0].finish_reason) == (None, "length")
+    with pytest.raises(openai.LengthFinishReasonError):  # as the client raises for OpenAI's cut JSON
+        await client.chat.completions.parse(model="valid", messages=ASK, response_format=Egg, max_tokens=2)

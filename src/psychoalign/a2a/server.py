@@ -44,6 +44,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
@@ -143,11 +144,21 @@ def _unauthorized(conn: HTTPConnection, exc: Exception) -> Response:
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    """Routing errors (no such path, wrong method) in the binding's error shape, not plain text."""
-    status = getattr(exc, "status_code", 404)
-    if status == 405:
-        return error_response(request.url.path, 405, "INVALID_ARGUMENT", f"method {request.method} is not allowed here")
-    return error_response(request.url.path, 404, "NOT_FOUND", f"no A2A route at {request.url.path[:200]}")
+    """Routing errors (no such path, wrong method) in the binding's error shape, not plain text.
+    A path served for other methods is a 405 with ``Allow``: the SDK's multi-tenant catch-all
+    mount (``/{tenant}/…``) matches every path, so the router itself answers such a request 404."""
+    path = request.url.path
+    routes = getattr(request.scope.get("app"), "routes", ())
+    allowed = sorted({m for r in routes if isinstance(r, Route) and r.path_regex.match(path) for m in r.methods or ()})
+    if request.method in allowed:  # the route exists for this method: a 404 its handler raised
+        allowed = []
+    if getattr(exc, "status_code", 404) == 405 or allowed:
+        why = f"method {request.method} is not allowed here" + (f": send {' or '.join(allowed)}" if allowed else "")
+        response = error_response(path, 405, "INVALID_ARGUMENT", why)
+        if allowed:
+            response.headers["Allow"] = ", ".join(allowed)
+        return response
+    return error_response(path, 404, "NOT_FOUND", f"no A2A route at {path[:200]}")
 
 
 class BodyLimit:
@@ -229,7 +240,14 @@ class BodyLimit:
         if hint is None:
             hint = "shorten it or raise a2a.max_body_bytes" if status == 413 else "send JSON encoded as UTF-8"
         message = f"{why}: {hint}" if hint else why
-        await error_response(scope["path"], status, "INVALID_ARGUMENT", message, code=code)(scope, receive, send)
+        reason = "INVALID_ARGUMENT"
+        if status == 400 and scope["path"].rstrip("/") == JSONRPC_PATH:
+            # A JSON-RPC error travels in a 200 response, as the SDK answers the parse and request
+            # errors it finds itself (and as the A2A TCK checks); only transport refusals (401,
+            # 413) keep their HTTP status.
+            status = 200
+            reason = "INVALID_REQUEST" if code is None else reason
+        await error_response(scope["path"], status, reason, message, code=code)(scope, receive, send)
 
 
 def _invalid_jsonrpc(body: bytes) -> str | None:
@@ -309,14 +327,20 @@ class RoleExecutor(AgentExecutor):
 
 
 def _card(
-    name: str, description: str, base_url: str, skills: list[AgentSkill], auth: bool, grpc_url: str | None = None
+    name: str,
+    description: str,
+    base_url: str,
+    skills: list[AgentSkill],
+    auth: bool,
+    grpc_url: str | None = None,
+    input_modes: tuple[str, ...] = ("application/json", "text/plain"),
 ) -> AgentCard:
     card = AgentCard(
         name=name,
         description=description,
         version="0.1.0",
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-        default_input_modes=["application/json", "text/plain"],
+        default_input_modes=list(input_modes),
         default_output_modes=["application/json", "text/plain"],
         skills=skills,
         supported_interfaces=[

@@ -150,7 +150,13 @@ class SystemExecutor(AgentExecutor):
         requested = meta.get("framework", self.framework)
         client_context = meta.get("context")
         problem = ""
-        if not text:
+        other = next((i for i, part in enumerate(context.message.parts) if part.WhichOneof("content") != "text"), None)
+        if other is not None:
+            # Negotiating the text alone would answer a request the client did not send (the
+            # file or data it meant the agent to read left out): refused, never silently dropped.
+            kind = context.message.parts[other].WhichOneof("content")
+            problem = f"part {other} is a {kind} part: this agent reads text parts only; send its content as text"
+        elif not text:
             problem = "empty request: send a text part"
         elif len(text) > limit:
             problem = f"the request is {len(text)} characters, over the limit of {limit}: shorten it"
@@ -295,6 +301,8 @@ def system_card(base_url: str, auth: bool, grpc_url: str | None = None) -> Agent
         input_modes=["text/plain"],
         output_modes=["text/plain", "application/json"],
     )
+    # Text in only: a part of another declared media type is the protocol's ContentTypeNotSupported
+    # (the handler checks input modes), not a task rejected after the fact.
     return _card(
         "PsychoAlign",
         "Negotiated, auditable answers with a per-request alignment tension.",
@@ -302,6 +310,7 @@ def system_card(base_url: str, auth: bool, grpc_url: str | None = None) -> Agent
         [skill],
         auth,
         grpc_url,
+        input_modes=("text/plain",),
     )
 
 

@@ -30,7 +30,7 @@ from .messages import (
     EvaluateTask,
     framework_json,
 )
-from .scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding
+from .scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding, trim_cut
 from .schemas import (
     DriveOutput,
     Evaluation,
@@ -135,8 +135,13 @@ class DriveAgent(Agent):
             Message(role="system", content=spec["system"].format(context=task.context).strip()),
             Message(role="user", content=user),
         ]
-        # What the model saw that is not the user's: an answer repeating it echoes its prompt.
-        prompt = [*fixed_parts(spec["system"], spec["feedback"]), task.context]
+        # What the model saw that is not the user's: an answer repeating it echoes its prompt. The
+        # relayed feedback too: a 135M model answers it with "Proposal 4: score 7/8 … VETOED".
+        prompt = [
+            *fixed_parts(spec["system"], spec["feedback"]),
+            task.context,
+            *([task.feedback] if task.feedback else []),
+        ]
         proposals: list[Proposal] = []
         usage, latency = Usage(), 0.0
         base_seed = self.model.spec.seed or 0
@@ -152,6 +157,8 @@ class DriveAgent(Agent):
                 usage, latency = usage + result.usage, latency + result.latency_s
             # Lines that still recite the prompt never become part of a proposal.
             text = strip_scaffolding(result.text.strip(), prompt, [task.request])[:4000]
+            if result.finish_reason == "length":  # cut by the token limit: end at a whole sentence
+                text = trim_cut(text)
             if text:
                 proposals.append(Proposal(text=text, utility=IMPUTED_UTILITY))
         if not proposals:
@@ -258,6 +265,8 @@ class MediatorAgent(Agent):
         raw = result.text.strip()
         # Lines that carry scaffolding go; if nothing of the reply is left, it is not used.
         text = strip_scaffolding(raw, scaffold, allowed)[:4000]
+        if result.finish_reason == "length":  # cut by the token limit: end at a whole sentence
+            text = trim_cut(text)
         if not text:
             # The draft passed the gates already (and passes the final gate again); if it too is
             # only scaffolding, the fixed line.

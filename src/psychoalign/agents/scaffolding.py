@@ -50,10 +50,14 @@ _LABEL = re.compile(
 )
 _PREAMBLE = re.compile(
     r"^[ \t*#_-]*(?:sure[,!.]?[ \t]*)?(?:here(?:'s| is)[ \t]+)?(?:the[ \t]+|my[ \t]+)?"
-    r"(?:final[ \t]+|revised[ \t]+|rewritten[ \t]+|composed[ \t]+)?(?:answer|response|reply)"
-    r"(?:[ \t]+(?:to|for)[ \t]+the[ \t]+user(?:'s)?(?:[ \t]+request)?)?(?:[ \t]+is)?[ \t]*:?[ \t]*$",
+    r"(?:(?:final|revised|rewritten|composed|entire|full|complete)[ \t]+)?(?:answer|response|reply)"
+    r"(?:[ \t]+(?:to|for)[ \t]+the[ \t]+user(?:'s)?(?:[ \t]+request)?)?(?:[ \t]+is)?[*_]*[ \t]*:?[*_ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
+# The MEDIATOR's feedback relay (negotiation/decision.py, relay_feedback) to the DRIVE: a line
+# per proposal, "Proposal 2: score 35/100, VETOED, blocked by the gates. …". A draft with a line
+# labelled like one, or the verdict word in capitals, writes back the relay, not an answer.
+_RELAY = re.compile(r"^[ \t>*#_-]*[*_]*proposal[ \t]+\d+[*_]*[ \t]*:|(?-i:\bVETOED\b)", re.IGNORECASE | re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 _FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
 _WORDS = re.compile(r"[a-z0-9']+")
@@ -85,6 +89,8 @@ def scaffolding_echo(text: str, prompt: Iterable[str], allowed: Sequence[str] = 
         reasons.append(f"a line starts with the prompt label '{label.group(0).strip(' *#_->')}'")
     if _PREAMBLE.search(prose):
         reasons.append("a line only announces the answer")
+    if _RELAY.search(prose):
+        reasons.append("it writes back the reviewer's feedback")
     echoed = set().union(*(_grams(p) for p in prompt)) - set().union(*(_grams(a) for a in allowed))
     if echoed and _grams(text) & echoed:
         reasons.append(f"it repeats {ECHO_WORDS}+ words of its instructions")
@@ -97,3 +103,37 @@ def strip_scaffolding(text: str, prompt: Iterable[str], allowed: Sequence[str] =
     prompt = list(prompt)
     kept = [line for line in text.splitlines() if not scaffolding_echo(line, prompt, allowed)]
     return "\n".join(kept).strip()
+
+
+# A sentence end: terminal punctuation, optionally closed by quotes, brackets or emphasis, then
+# a space or the end of the line. (A numbered list's marker, "4. ", looks the same: trim_cut
+# skips a match that is all of its line's start.)
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]*_]*(?=\s|$)")
+_LIST_MARKER = re.compile(r"^[ \t]*(?:[-*•]|\d+[.)])[ \t]*")
+
+
+def trim_cut(text: str) -> str:
+    """``text`` that the token limit cut off, ended at its last complete sentence.
+
+    A model stopped by ``max_tokens`` stops mid-word ("In this context paracetamol can"); the
+    user should not read that. The last line is the cut one: it keeps what precedes its last
+    sentence end, or goes whole (a list item, a code line). Then trailing lines that only
+    introduce what was cut (ending in ':', a bare list marker) go, and a code block the cut left
+    open goes from its opening fence. If nothing complete is left, ``text`` is returned as it is
+    (a cut answer is still better than none; the caller decides)."""
+    lines = text.rstrip().splitlines()
+    if not lines:
+        return text
+    last = lines.pop()
+    ends = [m.end() for m in _SENTENCE_END.finditer(last) if not _LIST_MARKER.fullmatch(last[: m.end()])]
+    if ends:
+        lines.append(last[: ends[-1]])
+    while lines and (not lines[-1].strip() or lines[-1].rstrip().endswith(":") or _LIST_MARKER.fullmatch(lines[-1])):
+        lines.pop()
+    fences = [i for i, line in enumerate(lines) if line.lstrip().startswith("```")]
+    if len(fences) % 2:
+        del lines[fences[-1] :]
+        while lines and (not lines[-1].strip() or lines[-1].rstrip().endswith(":")):
+            lines.pop()
+    kept = "\n".join(lines).strip()
+    return kept or text

@@ -217,12 +217,14 @@ ENDPOINT_COMMAND = (
 
 def _rules_of(trace: Trace) -> list[str]:
     """Framework rule ids behind the outcome: those the request tripped before drafting, else
-    those named by the gates' reasons and the rule hits of the last round (ids only: rule ids on a
-    trace are the framework's own, canonical_hits)."""
+    those named by the gates' reasons and the rule hits of the last round, or of every round when
+    no draft was chosen (every draft was blocked: the engine's refusal draws on all of them). Ids
+    only: rule ids on a trace are the framework's own (canonical_hits)."""
     if trace.screen is not None and trace.screen.rules:
         return list(trace.screen.rules)
     ids: list[str] = []
-    rounds = trace.rounds[-1:] if trace.rounds else []
+    nothing_chosen = trace.final is not None and trace.final.chosen_round is None
+    rounds = trace.rounds if nothing_chosen else trace.rounds[-1:]
     evals = [p.evaluation for rd in rounds for p in rd.proposals if p.evaluation is not None]
     if trace.screen is not None and trace.screen.evaluation is not None:
         evals.append(trace.screen.evaluation)
@@ -252,11 +254,15 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
     named = f" (rule {', '.join(rules)})" if rules else ""
     redirect = f.defense in (DefenseMechanism.SUBLIMATION, DefenseMechanism.DISPLACEMENT)
     if trace.screen is not None and trace.screen.decided:
-        what = (
-            f"the request itself breaks a universal rule{named}"
-            if trace.screen.rules
-            else f"the EVALUATOR judged that no answer to this request could be safe enough{named}"
-        )
+        if redirect and f.composed_by == "template":
+            # The framework's own message for the rule (self-harm, a stereotype's premise): the
+            # person is not told they broke a rule.
+            matched = f"rule {', '.join(rules)}" if rules else "a rule"
+            what = f"the request matched {matched}, which the framework answers with its own message"
+        elif trace.screen.rules:
+            what = f"the request itself breaks a universal rule{named}"
+        else:
+            what = f"the EVALUATOR judged that no answer to this request could be safe enough{named}"
         return ("redirected" if redirect else "refused"), f"{what}; decided before any draft was written"
     if f.fallback:
         return "refused", f"the final answer failed the last safety check{named}; a fixed refusal was sent instead"

@@ -259,4 +259,5 @@ class ChatModel:
             attempts=attempts,
             cached=cached,
             cost_usd=cost,
+            finish_reason=completion.finish_reason,
         )

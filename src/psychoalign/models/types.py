@@ -83,3 +83,5 @@ class ChatResult(BaseModel):
     attempts: int = 1
     cached: bool = False
     cost_usd: float = 0.0
+    #: Why the backend stopped (``stop``, ``length`` when the token limit cut the reply), if it says.
+    finish_reason: str | None = None

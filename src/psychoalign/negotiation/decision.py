@@ -123,12 +123,13 @@ def refusal_text(ctx: DefenseContext) -> str:
     return template("rationalization", rules=rules_text(ctx), alternative=alternative)
 
 
-def fired_rules(request: str, deciding: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
+def fired_rules(request: str, records: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
     """Framework ids of the rules this request set off, in framework order: the request's
-    own checks (any layer), the deciding round's rule hits, the checks a blocked draft
-    tripped. They choose the safe channels (DefenseContext.channels)."""
+    own checks (any layer), the rule hits of ``records`` (the engine passes every round's), the
+    checks a blocked draft among them tripped. They choose the safe channels
+    (DefenseContext.channels)."""
     ids = set(fw.request_rules(request))
-    for rec in deciding:
+    for rec in records:
         if rec.evaluation is not None:
             ids.update(hit.rule_id for hit in rec.evaluation.rule_hits)
         if not (rec.gate and rec.gate.admissible):

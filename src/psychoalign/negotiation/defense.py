@@ -30,8 +30,8 @@ class DefenseContext:
     deciding round's blocked drafts with their evaluations, DRIVE's favourite first;
     ``verified`` says whether new text (a filtered draft, a composition) is evaluated again
     before it reaches the user (the dual gate). ``fired`` holds the framework ids of the rules
-    this request set off (its own checks, the deciding round's rule hits, the checks a blocked
-    draft tripped): they choose the safe channels offered (:meth:`channels`).
+    this request set off (its own checks, every round's rule hits, the checks a blocked draft
+    tripped): they choose the safe channels offered (:meth:`channels`).
     """
 
     chosen_text: str | None
@@ -96,17 +96,28 @@ def _norm(text: str) -> str:
 
 
 def repress(text: str, segments: Sequence[str], layer1: Layer1Enforcer) -> tuple[str, int]:
-    """Drop sentences that overlap a flagged segment or trip a Layer-1 check; return (text, removed)."""
+    """Drop sentences that overlap a flagged segment or trip a Layer-1 check; return (text, removed).
+
+    The rest keeps its lines (list items, code, paragraphs, indentation): joined into one line, a
+    numbered list or a code block the user was given read as a single run-on sentence."""
     flagged = [_norm(s) for s in segments if _norm(s)]
-    kept, removed = [], 0
-    for sentence in _sentences(text):
-        n = _norm(sentence)
-        hit = any(f in n or (n and n in f) for f in flagged) or bool(layer1.deterministic(sentence))
-        if hit:
-            removed += 1
-        else:
-            kept.append(sentence.strip())
-    return " ".join(kept), removed
+    lines: list[str] = []
+    removed = 0
+    for line in text.splitlines():
+        if not line.strip():
+            if lines and lines[-1]:  # one blank line between paragraphs, however many went
+                lines.append("")
+            continue
+        kept = []
+        for sentence in _sentences(line):
+            n = _norm(sentence)
+            if any(f in n or (n and n in f) for f in flagged) or layer1.deterministic(sentence):
+                removed += 1
+            else:
+                kept.append(sentence.strip())
+        if kept:
+            lines.append(line[: len(line) - len(line.lstrip())] + " ".join(kept))
+    return "\n".join(lines).strip(), removed
 
 
 def repression_source(ctx: DefenseContext, layer1: Layer1Enforcer) -> tuple[str, Evaluation] | None:

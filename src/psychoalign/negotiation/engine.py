@@ -567,7 +567,9 @@ class Negotiator:
                 if rec.evaluation is not None and not (rec.gate and rec.gate.admissible)
             ],
             verified=p.final_gate,
-            fired=fired_rules(trace.request, deciding, fw, layer1),
+            # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
+            # still chooses the channel when the last round's drafts failed for other reasons.
+            fired=fired_rules(trace.request, [rec for rd in trace.rounds for rec in rd.proposals], fw, layer1),
         )
         mechanism, response, composed_by = await self._respond(bus, trace.request, context, ctx, layer1)
 

@@ -38,7 +38,7 @@ from .metrics import GatewayMetrics
 from .openai_api import openai_router
 from .ops import REQUEST_ID_SCOPE_KEY, RequestContextMiddleware, current_request_id, ops_router
 from .origin import OriginGuard
-from .security import security_headers
+from .security import SecurityHeadersMiddleware, security_headers
 
 _log = logging.getLogger(__name__)
 #: What a browser gets for an unhandled error: static (a template could be what failed), styled by /static.
@@ -209,6 +209,11 @@ def create_app(
     # Inside the request-id middleware (refusals carry an id and are counted), outside every route.
     app.add_middleware(OriginGuard, serve=settings.serve)
     app.add_middleware(RequestContextMiddleware, gateway=gateway)
+    # The security headers outermost: the origin guard's and the local token's own answers carry
+    # them too, and an app without the lab (whose install put them innermost) has them as well.
+    inner = [m for m in app.user_middleware if getattr(m, "cls", None) is SecurityHeadersMiddleware]
+    app.user_middleware[:] = [m for m in app.user_middleware if m not in inner]
+    app.add_middleware(SecurityHeadersMiddleware)
     return app
 
 

@@ -34,7 +34,7 @@ from ..traces.model import Trace
 from ..traces.store import TraceStore
 from .auth import get_templates
 from .origin import OriginGuard
-from .security import SecurityHeadersMiddleware
+from .security import SecurityHeadersMiddleware, refuse_nul
 from .templating import Templates, page_number, static_files
 from .trace_view import redacted, tension_chart
 
@@ -212,7 +212,7 @@ async def _not_found(request: Request, templates: Templates, message: str) -> Re
 
 def experiment_router(source: ExperimentSource, *, guard: Sequence[DependsParam] = ()) -> APIRouter:
     """The pages under ``/experiments``; ``guard``: who may see them (the served app's leads)."""
-    router = APIRouter(prefix="/experiments", dependencies=list(guard))
+    router = APIRouter(prefix="/experiments", dependencies=[*guard, Depends(refuse_nul)])
 
     @router.get("", include_in_schema=False)
     async def list_runs(request: Request, templates: Templates = Depends(get_templates)) -> Response:
@@ -361,6 +361,6 @@ def create_viewer_app(source: ExperimentSource, serve: ServeSettings, *, run_id:
     async def index() -> RedirectResponse:
         return RedirectResponse(home, status_code=303)
 
-    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(OriginGuard, serve=serve, face=lambda path: "viewer")
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: the guard's refusals carry the headers too
     return app

@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ..negotiation.track import conversation_ref
 from .apikeys import LOCAL_TOKEN_HINT, KeyCheck, is_loopback, parse_bearer
@@ -51,6 +52,11 @@ FRAMEWORK_HEADER = "x-psychoalign-framework"
 LITELLM_GUARDRAIL_PATH = "/guardrail/beta/litellm_basic_guardrail_api"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _SPEAKER = {"user": "User", "assistant": "Assistant"}
+_ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+_OFFERED = (
+    "POST /v1/chat/completions, GET /v1/models, GET /v1/models/{model}, POST /v1/guardrail/checks; "
+    "there is no /v1/completions, /v1/embeddings or /v1/responses"
+)
 
 
 def _turn(m: ChatMessage) -> str:
@@ -162,13 +168,14 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
             "psychoalign": {"framework": dep.framework, "frameworks": dep.frameworks(), "description": dep.description},
         }
 
-    @router.get("/models")
+    # HEAD with every GET (RFC 9110 §9.3.2): clients and monitors probe with it.
+    @router.api_route("/models", methods=["GET", "HEAD"])
     async def list_models(request: Request) -> JSONResponse:
         """The deployments this key (or a loopback client, for keyless ones) may use."""
         allowed = caller(request)
         return JSONResponse({"object": "list", "data": [model_card(n) for n in sorted(allowed)]})
 
-    @router.get("/models/{name}")
+    @router.api_route("/models/{name}", methods=["GET", "HEAD"])
     async def get_model(name: str, request: Request) -> JSONResponse:
         allowed = caller(request)
         if name not in allowed:
@@ -300,6 +307,32 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         rules = ", ".join(sorted({h["rule_id"] for h in result.rule_hits})) or "the deployment's framework"
         why = result.failure or f"{result.checked} blocked by PsychoAlign ({rules})"
         return JSONResponse({"action": "BLOCKED", "blocked_reason": why})
+
+    # Last, so it answers only what no route above serves: a path or method /v1 does not offer gets
+    # OpenAI's error shape (404 "Invalid URL", 405 with Allow), not the framework's {"detail": ...}.
+    served = [route for route in router.routes if isinstance(route, APIRoute)]
+
+    @router.api_route("/{path:path}", methods=list(_ALL_METHODS), include_in_schema=False)
+    async def unknown_url(path: str, request: Request) -> Response:
+        where = request.url.path
+        if where.endswith("/") and any(route.path_regex.match(where.rstrip("/")) for route in served):
+            # A served path with a trailing slash: redirected as the router does it elsewhere.
+            return RedirectResponse(str(request.url.replace(path=where.rstrip("/"))), status_code=307)
+        methods = sorted({m for route in served if route.path_regex.match(where) for m in route.methods or ()})
+        if not methods:
+            raise APIError(
+                404,
+                f"Invalid URL ({request.method} {where[:200]}): this API serves {_OFFERED}",
+                code="unknown_url",
+            )
+        if request.method == "OPTIONS":  # what the resource allows (a CORS preflight never gets here)
+            return Response(status_code=204, headers={"Allow": ", ".join([*methods, "OPTIONS"])})
+        raise APIError(
+            405,
+            f"{request.method} is not allowed on {where[:200]}: send {' or '.join(methods)}",
+            code="method_not_allowed",
+            headers={"Allow": ", ".join(methods)},
+        )
 
     return router
 

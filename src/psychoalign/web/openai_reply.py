@@ -248,7 +248,9 @@ def answer(
     refusal is both content (chat apps read only that) and refusal. With one, the text must
     validate; anything else (a gate refusal, the fail-closed answer, text that is not JSON or
     does not match the schema, JSON cut by ``stop``/``max_tokens``) is a structured-outputs
-    refusal: ``content`` null, ``refusal`` set, ``finish_reason: "content_filter"``. With
+    refusal: ``content`` null, ``refusal`` set, ``finish_reason`` as without a format
+    (``content_filter`` for a gate refusal, ``length`` for a cut at ``max_tokens``, else
+    ``stop``, OpenAI's for a refusal). With
     ``tools``, a gated final text that is an admissible call is returned as ``tool_calls``
     (``finish_reason: "tool_calls"``); ``stop`` and ``max_tokens`` never cut a call."""
     if tools is not None and tools.active and not outcome.failed and not outcome.gate_refused:
@@ -260,10 +262,12 @@ def answer(
         return Answer(text, text if outcome.gate_refused else None, finish)
     if outcome.gate_refused or outcome.failed:
         why = "refused" if outcome.gate_refused else "failed"
-        return Answer(None, text, "content_filter", {"type": fmt.type, "valid": False, "problem": why})
+        return Answer(None, text, finish, {"type": fmt.type, "valid": False, "problem": why})
     problem = format_problem(text, fmt)
     if problem is not None:
-        return Answer(None, FORMAT_REFUSAL, "content_filter", {"type": fmt.type, "valid": False, "problem": problem})
+        # OpenAI's structured-outputs refusal: finish "stop" (the client's parse returns parsed None
+        # and the refusal), "length" when max_tokens cut the JSON (its parse raises for that).
+        return Answer(None, FORMAT_REFUSAL, finish, {"type": fmt.type, "valid": False, "problem": problem})
     return Answer(text, None, finish, {"type": fmt.type, "valid": True, "problem": None})
 
 

@@ -301,33 +301,53 @@ def _check_text(text: str, param: str) -> str:
     return text
 
 
+_TEXT_FIELDS = frozenset({"role", "content", "name", "refusal"})
+#: The fields a message of each role may carry. An assistant's ``annotations`` (a response
+#: message's citations, resent with it) are accepted and ignored: they are not text.
+_MESSAGE_FIELDS = {
+    "system": _TEXT_FIELDS,
+    "developer": _TEXT_FIELDS,
+    "user": _TEXT_FIELDS,
+    "assistant": _TEXT_FIELDS | {"annotations"},
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+_ASSISTANT_WITH_TOOLS = _MESSAGE_FIELDS["assistant"] | {"tool_calls"}
+
+
 def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
     where = f"messages[{i}]"
     if not isinstance(raw, dict):
         raise _bad(where, f"{where} must be an object with 'role' and 'content'", "invalid_type")
+    # A field sent as null is the field left out (a response message dumped whole and resent
+    # carries "tool_calls": null, "audio": null); content keeps its own rule below.
+    if None in raw.values():  # rare: copy only then (this runs for every message of every request)
+        raw = {k: v for k, v in raw.items() if v is not None or k == "content"}
     role = raw.get("role")
     if role == "function" or (role == "tool" and not tools):
         why = "send the request's tools with it" if role == "tool" else "function messages are deprecated: use tools"
         raise _bad(f"{where}.role", f"{where}.role '{role}' is not supported here: {why}")
     if role not in (*ROLES, "tool"):
         raise _bad(f"{where}.role", f"{where}.role must be one of {', '.join(ROLES)}; got {json.dumps(role)[:60]}")
-    allowed = {"role", "content", "name", "refusal"}
-    if tools and role == "assistant":
-        allowed.add("tool_calls")
-    if role == "tool":
-        allowed = {"role", "content", "tool_call_id"}
-    for key in raw:
-        if key in ("tool_calls", "function_call") and key not in allowed:
-            raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
-        if key not in allowed:
-            raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
+    allowed = _ASSISTANT_WITH_TOOLS if tools and role == "assistant" else _MESSAGE_FIELDS[role]
+    if not raw.keys() <= allowed:  # the common case is one set comparison; the loop names the field
+        for key in raw:
+            if key in ("tool_calls", "function_call") and key not in allowed:
+                raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
+            if key not in allowed:
+                raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
     calls = parse_tool_calls(raw["tool_calls"], f"{where}.tool_calls") if "tool_calls" in raw else ()
     call_id = raw.get("tool_call_id")
     if role == "tool" and (not isinstance(call_id, str) or not call_id):
         raise _bad(f"{where}.tool_call_id", f"{where}.tool_call_id is required: the id of the call this answers")
     content = raw.get("content")
+    refusal = raw.get("refusal")
+    if refusal is not None and not isinstance(refusal, str):
+        raise _bad(f"{where}.refusal", f"{where}.refusal must be a string or null", "invalid_type")
     if content is None and calls:
         return ChatMessage(role=role, text="", tool_calls=calls)
+    if content is None and role == "assistant" and refusal is not None:
+        # A refusal without content (as a JSON response_format refusal comes back), resent as history.
+        return ChatMessage(role=role, text=_check_text(refusal, f"{where}.refusal"))
     if content is None:
         raise _bad(f"{where}.content", f"{where}.content is missing: send the message text")
     if isinstance(content, str):
@@ -340,12 +360,14 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
         pwhere = f"{where}.content[{j}]"
         if not isinstance(part, dict):
             raise _bad(pwhere, f"{pwhere} must be an object {{'type': 'text', 'text': ...}}", "invalid_type")
-        if part.get("type") != "text":
+        # An assistant's content may hold refusal parts (OpenAI's assistant message): text too.
+        kind = "refusal" if role == "assistant" and part.get("type") == "refusal" else "text"
+        if part.get("type") != kind:
             got = json.dumps(part.get("type"))[:40]
             raise _bad(f"{pwhere}.type", f"{pwhere}.type must be 'text' (only text is supported); got {got}")
-        if not isinstance(part.get("text"), str):
-            raise _bad(f"{pwhere}.text", f"{pwhere}.text must be a string", "invalid_type")
-        texts.append(_check_text(part["text"], f"{pwhere}.text"))
+        if not isinstance(part.get(kind), str):
+            raise _bad(f"{pwhere}.{kind}", f"{pwhere}.{kind} must be a string", "invalid_type")
+        texts.append(_check_text(part[kind], f"{pwhere}.{kind}"))
     return ChatMessage(role=role, text="\n".join(texts), tool_calls=calls, tool_call_id=call_id)
 
 
@@ -399,6 +421,8 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     for key, why in _UNSUPPORTED.items():
         if data.get(key) not in (None, []):
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
+    if data.get("stream", False) is None:  # nullable in OpenAI's API: null is not streamed
+        del data["stream"]
     if "sampling" in data:  # our own field for the validated parameters, not a request argument
         raise _bad("sampling", "Unrecognized request argument supplied: sampling", "unknown_parameter")
     sampling = _sampling(data)
@@ -421,12 +445,18 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
         if err["type"] == "bool_type":
             got = json.dumps(err["input"])[:40]
             raise _bad(param, f"{param} must be a JSON boolean (true or false); got {got}", "invalid_type") from None
-        raise _bad(param, f"{param}: {err['msg']}", "invalid_value") from None
+        kind = "invalid_type" if err["type"].endswith("_type") else "invalid_value"  # "model": 3 is a type error
+        raise _bad(param, f"{param}: {err['msg']}", kind) from None
     _semantics(req)
     return req
 
 
 def _semantics(req: ChatCompletionRequest) -> None:
+    if req.stream_options is not None and not req.stream:
+        raise _bad(
+            "stream_options",
+            'stream_options is only allowed with stream: true: send "stream": true or leave stream_options out',
+        )
     if req.n not in (None, 1):
         raise _bad(
             "n", f"n={req.n} is not supported: a negotiation yields one answer; send n=1", "unsupported_parameter"

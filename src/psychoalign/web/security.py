@@ -377,8 +377,26 @@ LeadAccount = Annotated[Account, Depends(require_lead)]
 ParticipantAccount = Annotated[Account, Depends(require_participant)]
 
 
+async def refuse_nul(request: Request) -> None:
+    """Router-level dependency: a NUL character in a page's path, query or form field is refused
+    with 400 naming the field. PostgreSQL text cannot hold one: it would fail deep in a query (a
+    500) instead. Uploaded files are checked where they are read (``star.lead.upload_text``)."""
+    fields: list[tuple[str, str]] = [(k, str(v)) for k, v in request.path_params.items()]
+    fields += list(request.query_params.multi_items())
+    if request.method in UNSAFE_METHODS and request.headers.get("content-type", "").startswith(
+        ("application/x-www-form-urlencoded", "multipart/form-data")
+    ):
+        fields += [(k, v) for k, v in (await request.form()).multi_items() if isinstance(v, str)]
+    for name, value in fields:
+        if "\x00" in name or "\x00" in value:
+            shown = name.replace("\x00", "")[:40] or "a field"
+            raise HTTPException(status_code=400, detail=f"{shown} contains a NUL character: remove it and send again")
+
+
 async def csrf_protect(request: Request, security: Security = Depends(get_security)) -> None:
-    """Router-level dependency: every unsafe request must carry the session's CSRF token."""
+    """Router-level dependency of every page router: no NUL in the input (:func:`refuse_nul`), and
+    every unsafe request must carry the session's CSRF token."""
+    await refuse_nul(request)
     if request.method in UNSAFE_METHODS:
         await security.verify_csrf(request)
 

@@ -59,6 +59,9 @@ def test_an_experiment_run_reads_each_calibration_file_once(tmp_path: Path) -> N
         f"judge: {{labels: {{refusal: {labels}}}, calibration_n: 10}}\n"
     )
     args = ["experiment", "run", str(spec), "--no-progress", "-c", str(config), "--out", str(tmp_path / "out")]
+    from psychoalign.judges import jailbreak_eval
+
+    jailbreak_eval._READ.clear()  # an earlier test in this process may hold the set: start cold
     _OPENED.clear()
     _WATCHING[0] = True
     try:

@@ -51,6 +51,8 @@ async def upload_text(upload: UploadFile | None, what: str) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"the {what} file is not UTF-8 text") from None
+    if "\x00" in text:  # the database cannot store it (web.security.refuse_nul does forms)
+        raise InputError(f"the {what} file contains a NUL character", hint="remove it and upload the file again")
     if what in ("policy", "parameter-space"):
         _no_yaml_aliases(text, what)
     return text

@@ -138,9 +138,10 @@ async def participants_import(
                 roles = [str(r) for r in row.get("roles", ROLES)]
                 if set(roles) - set(ROLES):
                     raise ValueError(f"unknown roles {sorted(set(roles) - set(ROLES))}")
-                wanted.append(
-                    (str(row.get("display_name", ""))[:200], roles, [str(e) for e in row.get("expertise", [])])
-                )
+                entry = (str(row.get("display_name", ""))[:200], roles, [str(e) for e in row.get("expertise", [])])
+                if "\x00" in "".join([entry[0], *roles, *entry[2]]):  # a "\u0000" escape: not storable
+                    raise ValueError("a NUL character (\\u0000): remove it")
+                wanted.append(entry)
             except (json.JSONDecodeError, ValueError, TypeError) as exc:
                 raise InputError(
                     f"line {lineno}: {exc}", hint='expected {"display_name": ..., "roles": [...]}'
