@@ -122,15 +122,49 @@ def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
+#: The options of `experiment run` a named experiment may take too, by parameter name: the flag
+#: the outer command parsed, handed on when the experiment has that parameter.
+_NAMED_FLAGS = {
+    "n": "--n",
+    "config": "--config",
+    "out": "--out",
+    "concurrency": "--concurrency",
+    "store_url": "--store",
+    "shard": "--shard",
+    "new_run": "--new-run",
+    "systems": "--systems",
+    "benchmarks": "--benchmarks",
+    "dry_run": "--dry-run",
+    "reclaim": "--reclaim",
+    "follow": "--follow",
+    "max_tokens": "--max-tokens",
+    "max_cost": "--max-cost",
+    "max_time": "--max-time",
+    "max_errors": "--max-errors",
+    "sample_tokens": "--sample-tokens",
+    "sample_time": "--sample-time",
+    "no_progress": "--no-progress",
+    "json_out": "--json",
+}
+
+
 def _run_named(registry: Registry, name: str, ctx: typer.Context, common: dict[str, Any]) -> None:
-    """Dispatch to a plugin experiment (boundary, h1, …) with its own options."""
+    """Dispatch to a plugin experiment (boundary, h1, …) with its own options. The outer command
+    has already parsed the flags it shares with spec runs: each one given is handed on when the
+    experiment takes it and refused otherwise, never dropped (a dropped --shard ran every cell)."""
     entry = registry.commands[name]
     params = inspect.signature(entry.command).parameters
     args: list[str] = []
-    forwarded = (("n", "--n"), ("config", "--config"), ("out", "--out"), ("concurrency", "--concurrency"))
-    for key, flag in (*forwarded, ("store_url", "--store")):
-        if common.get(key) is not None and key in params:
-            args += [flag, str(common[key])]
+    for key, flag in _NAMED_FLAGS.items():
+        value = common.get(key)
+        if value is None or value is False:
+            continue
+        if key not in params:
+            raise InputError(
+                f"{flag} does not apply to `experiment run {name}`",
+                hint=f"leave it out; `psychoalign experiment run {name} --help` lists its options",
+            )
+        args += [flag] if value is True else [flag, str(value)]
     sub = typer.Typer(
         add_completion=False, pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]}
     )
@@ -194,12 +228,29 @@ def run(
     registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
         ctx.args.extend(["--help"] if show_help else [])
-        _run_named(
-            registry,
-            spec_name,
-            ctx,
-            {"n": n, "config": config, "out": out, "concurrency": concurrency, "store_url": store_url},
-        )
+        given = {
+            "n": n,
+            "config": config,
+            "out": out,
+            "concurrency": concurrency,
+            "store_url": store_url,
+            "shard": shard,
+            "new_run": new_run,
+            "systems": systems,
+            "benchmarks": benchmarks,
+            "dry_run": dry_run,
+            "reclaim": reclaim,
+            "follow": follow,
+            "max_tokens": max_tokens,
+            "max_cost": max_cost,
+            "max_time": max_time,
+            "max_errors": max_errors,
+            "sample_tokens": sample_tokens,
+            "sample_time": sample_time,
+            "no_progress": no_progress,
+            "json_out": json_out,
+        }
+        _run_named(registry, spec_name, ctx, given)
         return
     if show_help or spec_name is None:
         out_console.print(ctx.get_help())

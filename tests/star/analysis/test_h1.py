@@ -105,8 +105,9 @@ def test_epsilon2_is_read_against_its_null_expectation() -> None:
 def test_kruskal_needs_two_groups_and_handles_constant_data() -> None:
     with pytest.raises(InputError, match="at least 2 groups"):
         kruskal({"a": [0.1, 0.2]})
-    flat = kruskal({"a": [0.2, 0.2], "b": [0.2, 0.2, 0.2]})
-    assert flat.h == 0.0 and flat.p == 1.0
+    # all-identical values carry no ranks: refused, never H = 0 and p = 1 shown as a measurement
+    with pytest.raises(InputError, match=r"every value is the same \(0.2 in all 5\)"):
+        kruskal({"a": [0.2, 0.2], "b": [0.2, 0.2, 0.2]})
 
 
 def test_spearman_point_equals_scipy_and_ci_contains_it() -> None:

@@ -72,9 +72,12 @@ def kruskal(groups: Mapping[str, ArrayLike]) -> KruskalResult:
         raise InputError(f"Kruskal–Wallis needs more values ({n}) than groups ({k})")
     pooled = np.concatenate(list(clean.values()))
     if np.all(pooled == pooled[0]):
-        # scipy raises on all-identical input; the test has no information there.
-        sizes = {g: int(v.size) for g, v in clean.items()}
-        return KruskalResult(0.0, k - 1, 1.0, 0.0, 0.0, n, k, sizes, epsilon2_null=(k - 1) / (n - 1))
+        # No ranks to compare: H = 0, p = 1 would read as "measured, no difference" when the
+        # data (a backend that ignores sampling, a judge that gives one score) carry no information.
+        raise InputError(
+            f"every value is the same ({float(pooled[0]):g} in all {n}): there are no ranks to compare",
+            hint="the groups need values that differ; check that the model's scores vary at all",
+        )
     h, p = sps.kruskal(*clean.values())
     return KruskalResult(
         h=float(h),
