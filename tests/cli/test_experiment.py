@@ -273,6 +273,9 @@ def test_a_cell_a_weak_judge_decided_says_so_in_the_printed_table() -> None:
     assert _fmt(cell) == "0.500 [0.500, 0.500]"
     assert _fmt({**cell, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (weak judge)"
     assert _fmt({**cell, "failed": 2, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (2 failed) (weak judge)"
+    # the report gives no interval when every item scored the same; the table says why
+    flat = {"mean": 0.55, "ci_low": None, "ci_high": None, "n": 2, "failed": 0, "all_equal": True}
+    assert _fmt(flat) == "0.550 (n=2, every item scored the same)"
 
 
 def test_the_printed_report_names_the_models_behind_its_numbers() -> None:

@@ -422,7 +422,10 @@ def _fmt(cell: dict[str, Any]) -> str:
     if cell["mean"] is None:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
     text = f"{cell['mean']:.3f}"
-    text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else f" (n={cell['n']})"
+    if cell["ci_low"] is not None:
+        text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    else:  # no interval: one item, or items that all scored the same
+        text += f" (n={cell['n']}, every item scored the same)" if cell.get("all_equal") else f" (n={cell['n']})"
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     # set apart in the table itself, as the page does: the banner below may scroll away
     return text + (" (weak judge)" if cell.get("judge_status") == "weak" else "")
