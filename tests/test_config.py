@@ -70,8 +70,10 @@ def test_env_parsing_types() -> None:
     [
         ("[defaults\nmodel='x'", "bad.toml", "invalid TOML"),
         ("defaults:\n  model: [unclosed\n", "bad.yaml", "line"),
-        ("[defaults]\ntemperature = 9\n", "c.toml", r"defaults.*temperature|temperature"),
-        ("[defaults]\nbackend = 'nope'\n", "c.toml", "backend"),
+        # a [defaults] value is reported where it was written, not as roles.chat (a table the user never wrote)
+        ("[defaults]\ntemperature = 9\n", "c.toml", r"c\.toml: invalid configuration at defaults\.temperature"),
+        ("[defaults]\nbackend = 'nope'\n", "c.toml", r"defaults\.backend: .*\(fix backend under \[defaults\]"),
+        ("[defaults]\nmodel = 3\n", "c.toml", r"defaults\.model: .*PSYCHOALIGN_DEFAULTS__MODEL"),
         ("[roles.drive]\ntimeout_s = -1\n", "c.toml", r"roles\.drive\.timeout_s"),
         ("surprise = 1\n", "c.toml", "surprise"),
     ],

@@ -342,7 +342,17 @@ class Settings(BaseModel):
         try:
             return ModelSpec.model_validate(merged)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, prefix=f"roles.{role}")) from None
+            # name the table the bad value was written in: a `[defaults]` typo reported as
+            # roles.chat.<key> sent users looking for a table they never wrote
+            loc = exc.errors()[0]["loc"]
+            key = str(loc[0]) if loc else ""
+            table = "defaults" if key in self.defaults and key not in own else f"roles.{role}"
+            where = "" if self.source == "defaults" else f"{self.source}: "
+            variable = f"PSYCHOALIGN_{table.upper().replace('.', '__')}__{key.upper()}"
+            raise ConfigError(
+                where + _describe(exc, prefix=table),
+                hint=f"fix {key} under [{table}] (or the {variable} variable); docs/configuration.md lists the keys",
+            ) from None
 
     def deployment(self, name: str = DEFAULT_DEPLOYMENT) -> DeploymentSettings:
         """The named deployment profile; a clear error naming the configured ones otherwise."""
