@@ -290,5 +290,7 @@ def test_one_negotiation_answered_by_the_embedded_model_carries_the_note(capsys:
     print_trace(trace)
     printed = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
     assert "Decision: answered" in printed
+    # the header names the models every score and tension below came from
+    assert "Models: drive=local:smollm2-135m-instruct, mediator=local:smollm2-135m-instruct" in printed
     assert "embedded 135M model shows the negotiation path offline; its answers can be wrong" in printed
     assert " ".join(ENDPOINT_COMMAND.split()) in printed

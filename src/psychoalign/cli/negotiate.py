@@ -382,6 +382,10 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
         ("Framework: ", "bold"),
         f"{fw.name} v{fw.version} ({fw.sha256[:12]})" if fw else "-",
         "\n",
+        # the scores, tensions and the answer below depend on these: a model swap must show here
+        ("Models: ", "bold"),
+        ", ".join(f"{role}={label}" for role, label in trace.models.items()) or "-",
+        "\n",
         ("Context: ", "bold"),
         trace.context or "-",
     )
