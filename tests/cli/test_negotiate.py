@@ -204,6 +204,9 @@ def test_samples_summary_says_what_happened_in_plain_words(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     assert "ANSWERED" in out.stdout and "REFUSED" in out.stdout and "U1-mass-harm" in out.stdout
     assert "What the user gets" in out.stdout and "model tokens" in out.stdout
+    # the models behind every decision and cost, printed and in each row
+    assert out.stdout.startswith("Models: drive=scripted")
+    assert all(r["models"]["drive"].startswith("scripted") for r in rows.values())
     # The whole refusal is shown, wrapped, not clipped with an ellipsis.
     assert "point you to emergency services" in " ".join(out.stdout.split())
     assert "embedded 135M" not in out.stdout  # scripted models: no note about the embedded model

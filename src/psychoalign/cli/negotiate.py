@@ -320,6 +320,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
                 "state": t.final.state.value if t.final and t.final.state else None,
                 "defense": t.final.defense.value if t.final and t.final.defense else None,
                 "trace": t.id,
+                "models": dict(t.models),
             }
         )
     if json_out:
@@ -327,6 +328,9 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         if any(_embedded(t) for t in traces):
             _print_embedded_note(err_console)  # stdout stays JSON
         return
+    # The models first: every decision, cost and answer below is theirs.
+    for models in dict.fromkeys(", ".join(f"{k}={v}" for k, v in t.models.items()) for t in traces):
+        out_console.print(Text.assemble(("Models: ", "bold"), models or "-"))
     # Per sample: the decision in plain words, why, what it cost, and the whole answer.
     for i, r in enumerate(rows, start=1):
         out_console.print(Text.assemble((f"{i}. {r['kind']}: ", "bold"), safe(str(r["request"]))))
