@@ -270,9 +270,9 @@ def test_a_cell_a_weak_judge_decided_says_so_in_the_printed_table() -> None:
     from psychoalign.cli.experiment import _fmt
 
     cell = {"mean": 0.5, "ci_low": 0.5, "ci_high": 0.5, "n": 6, "failed": 0}
-    assert _fmt(cell) == "0.500 [0.500, 0.500]"
-    assert _fmt({**cell, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (weak judge)"
-    assert _fmt({**cell, "failed": 2, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (2 failed) (weak judge)"
+    assert _fmt(cell) == "0.500 [0.500, 0.500] n=6"
+    assert _fmt({**cell, "judge_status": "weak"}) == "0.500 [0.500, 0.500] n=6 (weak judge)"
+    assert _fmt({**cell, "failed": 2, "judge_status": "weak"}) == "0.500 [0.500, 0.500] n=6 (2 failed) (weak judge)"
     # the report gives no interval when every item scored the same; the table says why
     flat = {"mean": 0.55, "ci_low": None, "ci_high": None, "n": 2, "failed": 0, "all_equal": True}
     assert _fmt(flat) == "0.550 (n=2, every item scored the same)"

@@ -422,8 +422,8 @@ def _fmt(cell: dict[str, Any]) -> str:
     if cell["mean"] is None:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
     text = f"{cell['mean']:.3f}"
-    if cell["ci_low"] is not None:
-        text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    if cell["ci_low"] is not None:  # with its n, as the page shows it: [0, 0.658] on 2 items says why
+        text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] n={cell['n']}"
     else:  # no interval: one item, or items that all scored the same
         text += f" (n={cell['n']}, every item scored the same)" if cell.get("all_equal") else f" (n={cell['n']})"
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
@@ -494,7 +494,7 @@ def _print_tables(report: dict[str, Any]) -> None:
     title = {"table5": "Table 5 (component ablation)", "table4": "Scores by benchmark"}.get(
         report["run"]["layout"], "Table 3"
     )
-    table = Table(title=f"{title}: {report['run']['name']} (mean [95% CI])")
+    table = Table(title=f"{title}: {report['run']['name']} (mean [95% CI] n)")
     table.add_column("system")
     for c in report["columns"]:
         table.add_column(c["title"] + ("" if c["higher_is_better"] else " ↓"), justify="right")
