@@ -13,9 +13,9 @@ import typer
 from typer.testing import CliRunner
 
 from psychoalign.cli import defense_accuracy as defense_accuracy_cli
-from psychoalign.experiments.harness.stats import wilson_ci
 from psychoalign.cli.experiment import experiment_registry
 from psychoalign.config import Settings
+from psychoalign.experiments.harness.stats import wilson_ci
 from psychoalign.experiments.studies.defense_accuracy import (
     LABELS,
 )
