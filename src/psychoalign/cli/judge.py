@@ -82,7 +82,8 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
     if warn and (small := small_figures(shown)):
         _warn_small(", ".join(small), "a larger --limit")
     if warn:
-        _warn_constant(*(int(confusion.get(k, 0)) for k in ("tp", "fp", "fn", "tn")))
+        tp, fp, fn, tn = (int(confusion.get(k, 0)) for k in ("tp", "fp", "fn", "tn"))
+        _warn_constant(tp, fp, fn, tn)
     return ", ".join(parts) + f"; n = {fig.n} ({fig.positives} positive)"
 
 
