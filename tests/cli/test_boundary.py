@@ -119,6 +119,11 @@ def test_h1_command_on_dices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     assert data["counts"]["items"] == 12 and data["counts"]["with_tension"] == 12
     assert data["dataset"]["format"] == "dices" and "last USER" in data["dataset"]["mapping"]
     assert data["spearman"]["rho"] is None  # constant T: rho is undefined and says so, never a fake 0
+    # and so is the reverse check: every pair tied gave AUC 0.500, read as "T at chance"
+    assert data["reverse_check"]["auc_t_for_majority_unsafe"]["computable"] is False
+    printed = " ".join(result.output.split())
+    assert "rho not computable: T or the disagreement is the same for every item" in printed
+    assert "Reverse check: AUC not computable: every item has the same T" in printed
     assert "data:image/png;base64," in (out / "report.html").read_text()
 
 

@@ -308,6 +308,12 @@ def _print_boundary(report: dict[str, Any]) -> None:
     _print_models(report)
 
 
+def _rho_reason(spearman: dict[str, Any]) -> str:
+    if spearman.get("n", 0) < 3:
+        return f"{spearman.get('n', 0)} items with a tension and a disagreement; at least 3 are needed"
+    return "T or the disagreement is the same for every item"
+
+
 def _print_models(report: dict[str, Any]) -> None:
     """The models every figure above came from: a table of tensions says nothing without them."""
     models = ", ".join(f"{role}={label}" for role, label in report.get("models", {}).items())
@@ -379,8 +385,12 @@ def h1_command(
         f"H1 on {report['dataset']['name']}: rho(T, 1 - alpha_item) = {_fmt(s['rho'])} "
         f"[{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}], permutation p = {_fmt(s['p_permutation'])}, n = {s['n']}"
     )
+    if s["rho"] is None:  # say why, as the page does, instead of a bare dash
+        out_console.print(f"  rho not computable: {_rho_reason(s)}", highlight=False)
     auc = report["reverse_check"]["auc_t_for_majority_unsafe"]
     if auc.get("computable"):
         out_console.print(f"Reverse check: AUC of T for the majority-unsafe label = {_fmt(auc['auc'])}")
+    else:
+        out_console.print(f"Reverse check: AUC not computable: {auc.get('reason')}", highlight=False)
     _print_models(report)
     out_console.print(f"report: {html_path}\nresults: {json_path}")
