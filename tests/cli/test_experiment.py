@@ -340,3 +340,28 @@ def test_a_run_whose_cells_failed_exits_1_with_one_summary_line(tmp_path: Path) 
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0 and "cells failed" not in done.stderr, done.output
     assert "1 cells ran (1 done, 0 failed), 3 already done" in done.stderr
+
+
+def test_a_dry_run_names_the_models_its_estimates_are_for(tmp_path: Path) -> None:
+    """The dry run's calls, tokens and USD depend on each system's models (USD on their prices),
+    but it named none: a model swapped in the configuration changed the figures unseen."""
+    from tests.cli.test_main import cli
+
+    script = tmp_path / "chat.yaml"
+    script.write_text("- hello\n")
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[roles.chat]\nbackend = "scripted"\nscript = "{script}"\n')
+    spec_file = tmp_path / "mini.yaml"
+    spec_file.write_text(
+        "name: mini\nbenchmarks: [dilemmas]\nn: 2\nsystems:\n  - vanilla\n"
+        "  - {name: big, kind: vanilla, roles: {chat: {backend: openai, model: big-model}}}\n"
+    )
+    dry = cli("experiment", "run", str(spec_file), "--dry-run", "--json", "-c", str(config))
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["models"] == {
+        "vanilla": {"chat": "scripted:script"},
+        "big": {"chat": "openai:big-model"},
+    }
+    shown = cli("experiment", "run", str(spec_file), "--dry-run", "-c", str(config))
+    assert "models of vanilla: chat=scripted:script" in shown.stderr
+    assert "models of big: chat=openai:big-model" in shown.stderr

@@ -392,8 +392,20 @@ def _dry_run(
             )
         infos[s.name] = cls.info
     est = estimate(spec, cells, settings, infos)
+    # The calls, tokens and USD depend on the models the configuration gives each system's roles
+    # (USD on their prices): name them, as a run does under its tables.
+    from ..experiments.harness.metering import ModelPool
+    from ..models import resolved_label
+
+    pool = ModelPool(settings)
+    models = {
+        s.name: {
+            role: resolved_label(pool.spec(role, dict(s.roles.get(role) or {}) or None)) for role in infos[s.name].roles
+        }
+        for s in spec.systems
+    }
     if json_out:
-        emit_json({"run_id": spec.run_id(), "cells": len(cells), **est})
+        emit_json({"run_id": spec.run_id(), "cells": len(cells), **est, "models": models})
         return
     table = Table(title=f"Dry run of {spec.name} ({len(cells)} cells; estimates)")
     cols = ("system", "cells", "calls", "calls max", "tokens", "tokens max", "USD", "USD max", "judge calls")
@@ -412,6 +424,9 @@ def _dry_run(
             f"{r['judge_calls']:.0f}",
         )
     print_wide(table)
+    for name, roles in models.items():
+        labels = ", ".join(f"{role}={label}" for role, label in roles.items())
+        err_console.print(f"models of {name}: {labels or 'none'}", highlight=False, soft_wrap=True)
     err_console.print(
         f"Plus {est['judge_check_calls']} judge calls once per run for the judges' checks on constructed cases."
     )
