@@ -283,9 +283,8 @@ def _print_boundary(report: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "domain" else "right")
     for dom in report["domain_order"]:
         d = report["per_domain"][dom]
-        table.add_row(
-            dom, _fmt(d["mean"]), f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]", str(d["n"]), str(d["failed"])
-        )
+        ci = "all equal" if d["ci_low"] is None and d.get("sd") == 0 else f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]"
+        table.add_row(dom, _fmt(d["mean"]), ci, str(d["n"]), str(d["failed"]))
     print_wide(table, min_width=80)
     kw = report["kruskal_domains"]
     if kw.get("computable"):

@@ -168,6 +168,8 @@ def test_mean_ci_and_bins() -> None:
     assert m.mean == pytest.approx(0.25)
     assert m.ci_low is not None and m.ci_high is not None and 0.1 <= m.ci_low < 0.25 < m.ci_high <= 0.4
     assert mean_ci([]).mean is None and mean_ci([0.5]).ci_low is None
+    flat = mean_ci([0.2, 0.2, 0.2])  # no spread: no [0.2, 0.2] interval, and sd 0 says why
+    assert (flat.mean, flat.ci_low, flat.ci_high, flat.n, flat.sd) == (0.2, None, None, 3, 0.0)
     t = [0.0, 0.29, 0.3, 0.5, 0.51, 1.0]
     bins, kw = tension_bins(t, [0.1, 0.1, 0.5, 0.5, 0.9, 0.9], n_boot=100)
     assert [b.n for b in bins] == [2, 2, 2]  # 0.3 and 0.5 belong to "medium"

@@ -199,7 +199,8 @@ def spearman(
 
 @dataclass(frozen=True)
 class MeanCI:
-    """Mean with a percentile bootstrap CI (None when fewer than 2 values)."""
+    """Mean with a percentile bootstrap CI (None when fewer than 2 values, or when every value is
+    the same: ``sd`` is then 0)."""
 
     mean: float | None
     ci_low: float | None
@@ -217,6 +218,8 @@ def mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed:
         return MeanCI(None, None, None, 0)
     if v.size == 1:
         return MeanCI(float(v[0]), None, None, 1)
+    if np.all(v == v[0]):  # nothing varied: a bootstrap gives [x, x], which reads as certainty
+        return MeanCI(float(v[0]), None, None, int(v.size), 0.0)
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
     tail = (1 - level) / 2 * 100
