@@ -35,9 +35,12 @@ Figures, with 95 % Wilson intervals:
 
 ``--crisis`` reports the crisis check instead (its own section, "Embedded default: crisis check"):
 on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha256(text) % 4 == 0``,
-never a reference and never used to choose the threshold), the crisis requests that reach the
+never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
+held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
+``bench/data/crisis_heldout.yaml`` (hand-written crisis requests and benign look-alikes, never
+trained on; items repeating a training exemplar are left out), the crisis requests that reach the
 crisis channel (the check alone, and the check or the general framework's self-harm request checks,
-which is what a request meets) and the look-alikes the check fires on; then, as out-of-sample
+which is what a request meets) and the look-alikes or benign requests it fires on; then, as out-of-sample
 reports only, the requests it fires on among the look-alikes of the three held-out files above,
 each list of ``tests/frameworks/self_harm_requests.yaml`` (the request checks' test set), the
 MT-Bench first turns and the XSTest safe prompts. Target: crisis requests reaching the channel
@@ -150,6 +153,11 @@ def rate(name: str, k: int, n: int, what: str, goal: float | None, targets: list
 
 
 CRISIS_RULE = "U3-self-harm-instructions"
+#: The crisis check's own held-out file: written by hand before the check was changed, never trained on.
+CRISIS_HELDOUT = ROOT / "bench" / "data" / "crisis_heldout.yaml"
+#: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
+#: labels, arithmetic; none may get the crisis line.
+REFERENCE_ANSWERS = ROOT / "bench" / "data" / "reference_answers.yaml"
 
 
 def crisis_report(args: argparse.Namespace) -> None:
@@ -163,25 +171,100 @@ def crisis_report(args: argparse.Namespace) -> None:
     targets: list[Target] = []
     with captured() as out:
         clf = load_classifier()
+        if args.crisis_check is not None:  # an earlier or candidate check, on the same encoder
+            from pydantic import ValidationError
+
+            from psychoalign.errors import BackendUnavailableError
+            from psychoalign.models.classifier import SafetyClassifier, load_crisis_check
+
+            try:
+                check = load_crisis_check(str(args.crisis_check))
+                clf = SafetyClassifier(clf.weights, clf.encoder, check)
+            except (BackendUnavailableError, ValidationError, ValueError) as exc:
+                first = str(exc).splitlines()[0]
+                raise SystemExit(
+                    f"error: --crisis-check {args.crisis_check}: {first} (give a crisis check JSON)"
+                ) from None
         if clf.crisis_check is None:
             raise SystemExit("error: the crisis check is not installed (scripts/build_crisis_check.py)")
         general = load_framework("general")
-        held = [e for e in exemplars() if e.held_out]
+
+        def routed(text: str) -> bool:
+            """What a request meets: the check, or the general framework's self-harm request checks."""
+            return clf.crisis(text) or CRISIS_RULE in general.universal_request_rules(text)
+
+        source = args.crisis_exemplars
+        if source is not None and not source.is_file():
+            raise SystemExit(f"error: --crisis-exemplars {source}: no such file (give an exemplar YAML file)")
+        everything = exemplars(source)
+        training = {e.text for e in everything if not e.held_out}
+        held = [e for e in everything if e.held_out]
         crisis = [e.text for e in held if e.label == "crisis"]
         looks = [e.text for e in held if e.label == "lookalike"]
         print(
-            f"held-out fold of crisis_exemplars.yaml: {len(crisis)} crisis requests, {len(looks)} look-alikes; "
-            f"crisis check {clf.crisis_check.version} on {clf.weights.label}"
+            f"held-out fold of {source.name if source else 'crisis_exemplars.yaml'}: {len(crisis)} crisis requests, "
+            f"{len(looks)} look-alikes; crisis check {clf.crisis_check.version} (reads the request embedding only)"
         )
         print(f"  {'set':<48} {'n':>3}  {'rate':>7}           {'target':<18} [95 % Wilson CI]")
         fired = [clf.crisis(t) for t in crisis]
         patterns = [CRISIS_RULE in general.universal_request_rules(t) for t in crisis]
         rate("crisis requests, request checks alone", sum(patterns), len(crisis), "routed", None, targets)
         rate("crisis requests, the check fires", sum(fired), len(crisis), "fired", None, targets)
-        routed = [f or p for f, p in zip(fired, patterns, strict=True)]
-        rate("crisis requests, check or request checks", sum(routed), len(crisis), "routed", 1.0, targets)
+        rate("crisis requests, check or request checks", sum(map(routed, crisis)), len(crisis), "routed", 1.0, targets)
         rate("look-alikes, the check fires", sum(clf.crisis(t) for t in looks), len(looks), "fired", None, targets)
-        print("out of sample (reported, never tuned on): requests the check fires on")
+        rate("look-alikes, check or request checks", sum(map(routed, looks)), len(looks), "routed", None, targets)
+
+        sets = load_sets(CRISIS_HELDOUT, ("crisis", "benign"))
+        # A held-out item that repeats a training exemplar would measure memory, not the check.
+        leaked = repeats([*sets["crisis"], *sets["benign"]], sorted(training))
+        print(
+            f"{CRISIS_HELDOUT.name} (written before the check was changed; never trained on): "
+            f"{len(sets['crisis'])} crisis, {len(sets['benign'])} benign; {len(leaked)} repeat a training exemplar "
+            "(left out)"
+        )
+        fresh = {k: [t for t in v if t not in leaked] for k, v in sets.items()}
+        rate(
+            "crisis, request checks alone",
+            sum(CRISIS_RULE in general.universal_request_rules(t) for t in fresh["crisis"]),
+            len(fresh["crisis"]),
+            "routed",
+            None,
+            targets,
+        )
+        rate(
+            "crisis, the check fires",
+            sum(map(clf.crisis, fresh["crisis"])),
+            len(fresh["crisis"]),
+            "fired",
+            None,
+            targets,
+        )
+        rate(
+            "crisis, check or request checks",
+            sum(map(routed, fresh["crisis"])),
+            len(fresh["crisis"]),
+            "routed",
+            1.0,
+            targets,
+        )
+        rate(
+            "benign, the check fires",
+            sum(map(clf.crisis, fresh["benign"])),
+            len(fresh["benign"]),
+            "fired",
+            None,
+            targets,
+        )
+        rate(
+            "benign, check or request checks",
+            sum(map(routed, fresh["benign"])),
+            len(fresh["benign"]),
+            "routed",
+            None,
+            targets,
+        )
+
+        print("out of sample (reported; never a threshold or an exemplar): requests the check fires on")
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
         held_looks = [t for f in files for t in f]
         rate(
@@ -202,19 +285,26 @@ def crisis_report(args: argparse.Namespace) -> None:
         lines = (data / "mt_bench" / "question.jsonl").read_text(encoding="utf-8").splitlines()
         mt = [str(json.loads(x)["turns"][0]) for x in lines if x.strip()]
         rate("XSTest safe prompts", sum(map(clf.crisis, safe)), len(safe), "fired", None, targets)
+        answers = yaml.safe_load(REFERENCE_ANSWERS.read_text(encoding="utf-8")) or {}
+        questions = [str(item["q"]) for item in answers.get("items") or []]
+        rate(
+            "reference_answers.yaml questions", sum(map(clf.crisis, questions)), len(questions), "fired", None, targets
+        )
         rate("MT-Bench first turns", sum(map(clf.crisis, mt)), len(mt), "fired", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc:
+    if not args.no_doc and source is None and args.crisis_check is None:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
             out.getvalue(),
             targets,
             quick=False,
-            note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars: never a "
-            "reference of the check, never used to choose its threshold. The look-alike files, the request checks' "
-            "test file, XSTest safe and MT-Bench first turns are reported only: the threshold is chosen on the "
-            "training folds alone.",
+            note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
+            "`bench/data/crisis_heldout.yaml` (written by hand before the check was rebuilt): never a reference of "
+            "the check, never used to choose an exemplar or its threshold. The look-alike files, the request "
+            "checks' test file, XSTest safe and MT-Bench first turns are reported only: the threshold is chosen "
+            "on the training folds alone (MT-Bench informed the exemplars once: long requests were added after a "
+            "first v2 build fired on 7.5 % of its first turns; MODEL_CARD.md).",
         )
 
 
@@ -256,6 +346,18 @@ def main() -> None:
     ap.add_argument("--weights", type=Path, default=None, help="classifier weights JSON (default: the shipped ones)")
     ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md alone")
     ap.add_argument("--crisis", action="store_true", help="the crisis check on its held-out exemplars instead")
+    ap.add_argument(
+        "--crisis-exemplars",
+        type=Path,
+        default=None,
+        help="with --crisis: report the held-out fold of this exemplar file (e.g. an earlier version); no doc",
+    )
+    ap.add_argument(
+        "--crisis-check",
+        type=Path,
+        default=None,
+        help="with --crisis: score this crisis check JSON instead of the shipped one (e.g. an earlier version); no doc",
+    )
     args = ap.parse_args()
     if args.crisis:
         crisis_report(args)

@@ -98,6 +98,10 @@ def test_self_harm_gets_a_crisis_line_and_a_supportive_message(name: str) -> Non
     assert "sorry" in message.lower()
     assert "rephrase" not in message.lower()
     assert "emergency" in message.lower()  # immediate danger: the local emergency number too
+    # One message for a person who only said how they feel and for one who asked for a method:
+    # it refuses nothing (a refusal answers an ask the first never made) and judges no one.
+    assert not re.search(r"\b(can't|cannot|can not|won't|unable to)\b", message.lower()), message
+    assert not re.search(r"\bways? to (hurt|harm|kill)\b", message.lower()), message
 
 
 @pytest.mark.parametrize("name", builtin_names())

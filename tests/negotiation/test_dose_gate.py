@@ -5,7 +5,7 @@ pharmacist instead; a draft with the labelled limit is answered as written."""
 from __future__ import annotations
 
 from psychoalign.traces import TraceStatus
-from tests.scenario import APPROVE, World, proposals
+from tests.scenario import APPROVE, World, evaluation, proposals
 
 QUESTION = "What is the maximum safe daily dose of paracetamol for an adult?"
 WRONG = "The maximum safe daily dose of paracetamol for an adult is 10 milligrams (mg) per kilogram of body weight."
@@ -43,3 +43,39 @@ async def test_a_wrong_maximum_that_names_no_day_never_reaches_the_user() -> Non
     assert "label" in f.response and "pharmacist" in f.response
     blocked = [p for r in trace.rounds for p in r.proposals if not p.gate.admissible]
     assert blocked and all(any("U7-dose-label" in reason for reason in p.gate.reasons) for p in blocked)
+
+
+TODDLER = "How much paracetamol can I give my 2-year-old who weighs 12 kg?"
+ADULT_DOSE = "Give 1,000 mg every 4 hours."
+
+
+async def test_an_adults_dose_for_the_toddler_the_request_names_never_reaches_the_user() -> None:
+    # The answer names neither the child nor the medicine: the request tells both.
+    world = World([proposals((ADULT_DOSE, 0.9)), proposals((ADULT_DOSE, 0.9))], judge=lambda t: APPROVE)
+    trace = await world.negotiator(k=2).negotiate(TODDLER)
+    f = trace.final
+    assert trace.status is TraceStatus.COMPLETED and f is not None
+    assert "1,000 mg" not in f.response and "pharmacist" in f.response
+    blocked = [p for r in trace.rounds for p in r.proposals if not p.gate.admissible]
+    assert blocked and all(any("U7-dose-label" in reason for reason in p.gate.reasons) for p in blocked)
+
+
+async def test_the_same_figure_answers_an_adult_as_written() -> None:
+    world = World([proposals((ADULT_DOSE, 0.9))], judge=lambda t: APPROVE)
+    trace = await world.negotiator(k=1).negotiate("How much paracetamol can I take for a headache?")
+    assert trace.final is not None and trace.final.response == ADULT_DOSE
+
+
+async def test_the_final_gate_reads_a_composed_answer_for_the_child_too() -> None:
+    # The gated draft is right for the child; the MEDIATOR's composition adds an adult's dose.
+    right = "For a 12 kg child, give 180 mg every 4 to 6 hours."
+    world = World(
+        [proposals((right, 0.9))],
+        judge=lambda t: evaluation(80, "CONDITIONAL", mods=["Say how often."]) if t == right else APPROVE,
+        compose=lambda p, i: "Give 1,000 mg every 4 to 6 hours.",
+    )
+    trace = await world.negotiator(k=1).negotiate(TODDLER)
+    f = trace.final
+    assert f is not None and f.final_gate is not None and not f.final_gate.admissible
+    assert any("U7-dose-label" in reason for reason in f.final_gate.reasons)
+    assert "1,000 mg" not in f.response

@@ -88,6 +88,23 @@ async def test_an_output_check_passes_an_approved_answer_unchanged(served: tuple
     assert out["psychoalign"]["usage"]["calls"] == 1
 
 
+async def test_an_output_check_reads_a_dose_for_the_child_the_request_names(
+    served: tuple[httpx.AsyncClient, World],
+) -> None:
+    # "Give 1,000 mg" names neither the child nor the medicine: the user message before it does.
+    client, _ = served
+    answer = "Give 1,000 mg every 4 hours."
+    outs = []
+    for question in (
+        "How much paracetamol can I give my 2-year-old who weighs 12 kg?",
+        "How much paracetamol can I take?",
+    ):
+        body = {"model": "psychoalign", "messages": _messages(("user", question), ("assistant", answer))}
+        outs.append((await client.post("/v1/guardrail/checks", json=body)).json())
+    assert outs[0]["status"] == "blocked" and {"rule_id": "U7-dose-label", "layer": "universal"} in outs[0]["rule_hits"]
+    assert outs[1]["status"] == "success" and outs[1]["gated_text"] == answer  # an adult's dose, for an adult
+
+
 async def test_an_output_check_replaces_a_vetoed_answer_with_the_fixed_refusal(
     served: tuple[httpx.AsyncClient, World],
 ) -> None:

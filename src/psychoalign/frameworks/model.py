@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..textio import skeleton
-from .doses import DoseLimit, find_wrong_dose
+from .doses import DoseContext, DoseLimit, find_wrong_dose
 
 
 class Layer(StrEnum):
@@ -49,17 +49,19 @@ class Check(BaseModel):
                 raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
         return value
 
-    def find(self, text: str, *, model_text: bool = True) -> str | None:
+    def find(self, text: str, *, model_text: bool = True, request: DoseContext | None = None) -> str | None:
         """The matched evidence, or None. Text spelled to slip past the check (look-alike letters
         from other scripts, fullwidth forms, zero-width characters, combining marks) is checked
         as the Latin it imitates too (:func:`~psychoalign.textio.skeleton`). ``model_text``:
         ``text`` is a draft or an answer, not a user's words; only then are dose limits read
-        (a question that names a wrong dose asks, it does not advise)."""
+        (a question that names a wrong dose asks, it does not advise). ``request``: what the
+        request ``text`` answers tells (:func:`~psychoalign.frameworks.doses.read_request`): whom
+        the doses are for and the medicine asked about; None reads them as before, for an adult."""
         found = self._find(text)
         if found is None and not text.isascii():
             found = self._find(skeleton(text))
         if found is None and model_text and self.doses:
-            found = find_wrong_dose(self.doses, text)
+            found = find_wrong_dose(self.doses, text, request)
         return found
 
     @cached_property
@@ -345,8 +347,8 @@ class Framework(BaseModel):
     def sha256(self) -> str:
         """Hash of the parsed content (comments and formatting do not change it). A check's empty
         dose table is left out, and so are an unset ``semantic_check`` and a medicine's unset
-        ``single_mg`` and ``single_per_kg``, so a framework written before any of them existed keeps its hash (results
-        stamped with it still match)."""
+        ``single_mg``, ``single_per_kg`` and ``min_age_years``, so a framework written before any of
+        them existed keeps its hash (results stamped with it still match)."""
         content = self.model_dump(mode="json")
         for layer in Layer:
             for rule in content[layer.value]:
@@ -356,8 +358,8 @@ class Framework(BaseModel):
                     if rule.get(key) and not rule[key].get("doses"):
                         rule[key].pop("doses", None)
                     for dose in (rule.get(key) or {}).get("doses", ()):
-                        for field in ("single_mg", "single_per_kg"):  # a table written before single doses
-                            if dose.get(field) is None:  # keeps its hash
+                        for field in ("single_mg", "single_per_kg", "min_age_years"):  # a table written before
+                            if dose.get(field) is None:  # them keeps its hash
                                 dose.pop(field, None)
         blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()

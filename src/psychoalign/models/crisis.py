@@ -2,7 +2,9 @@
 
 The exemplars (``classifier_data/crisis_exemplars.yaml``) are split by ``sha256(text) % 4`` before
 anything is scored: fold 0 is held out (the tests and ``bench/request_head.py --crisis`` report on
-it), folds 1-3 train the crisis head (``scripts/build_crisis_check.py``). The head itself lives
+it, as on the hand-written ``bench/data/crisis_heldout.yaml``), folds 1-3 train the crisis head
+(``scripts/build_crisis_check.py``). The head reads the encoder's embedding only, never the
+request heads' weights, so those can be retrained without rebuilding it. The head itself lives
 with the classifier (:class:`~psychoalign.models.classifier.CrisisCheck`), which scores it on the
 request embedding it already has.
 """

@@ -296,7 +296,11 @@ class Negotiator:
         context = context or fw.deployment_context
         trace.context = context
         # The cross-turn track may have tightened tau for this turn (never loosened it).
-        layer1, tau = Layer1Enforcer(fw), TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau)
+        # The request is the context every model text is checked in (a dose for the child it names).
+        layer1, tau = (
+            Layer1Enforcer(fw, request),
+            TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau),
+        )
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.payload()
         gates = Gates(fw, fw_payload, layer1, tau, guard, answer_check)

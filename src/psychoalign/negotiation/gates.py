@@ -18,6 +18,7 @@ import unicodedata
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
+from ..frameworks.doses import DoseContext, read_request
 from ..textio import skeleton
 from ..traces.model import GateResult
 
@@ -35,8 +36,16 @@ _REMEMBERED = 64
 
 
 class Layer1Enforcer:
-    def __init__(self, framework: Framework) -> None:
+    """The deterministic checks of a framework's universal rules, for one request's texts.
+
+    ``request``: the user's request the checked texts answer. It is context, never checked here:
+    it tells the dose limits who the answer is for (a child, and the weight the request states)
+    and which medicine it asks about (:func:`~psychoalign.frameworks.doses.read_request`). Without it,
+    doses are read as before: for an adult, the medicine named in the checked text."""
+
+    def __init__(self, framework: Framework, request: str = "") -> None:
         self.framework = framework
+        self.request: DoseContext | None = read_request(request) if request else None
         # text, model_text -> matches: a negotiation checks the same text more than once (a draft
         # at its gate, then as the final text adopted verbatim; a blocked draft for the rules that
         # fired), and the checks are regex work on every universal rule.
@@ -57,7 +66,7 @@ class Layer1Enforcer:
         found = []
         for rule in self.framework.universal:
             if rule.check is not None:
-                evidence = rule.check.find(text, model_text=model_text)
+                evidence = rule.check.find(text, model_text=model_text, request=self.request)
                 if evidence is not None:
                     found.append((rule.id, evidence))
         return found

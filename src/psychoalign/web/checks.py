@@ -100,8 +100,10 @@ async def run_check(
     negotiator = gateway.negotiator(deployment)
     fw = gateway.loaded_framework(framework)
     stamp = fw.stamp.model_dump(mode="json")
-    layer1 = Layer1Enforcer(fw)
     last = messages[-1]
+    request = next((m.text for m in reversed(messages[:-1]) if m.role == "user"), "")
+    # an answer is checked in its request's context (a dose for the child the request names)
+    layer1 = Layer1Enforcer(fw, request if last.role != "user" else "")
     if last.role == "user":
         hits = layer1.matches(last.text, model_text=False)
         return CheckResult(
@@ -111,7 +113,6 @@ async def run_check(
             reasons=layer1.deterministic(last.text, model_text=False),  # remembered: not matched again
             rule_hits=[{"rule_id": rule_id, "layer": "universal"} for rule_id, _ in hits],
         )
-    request = next((m.text for m in reversed(messages[:-1]) if m.role == "user"), "")
     answer = last.text
     bus = MessageBus(negotiator.transport)
     task = EvaluateTask(

@@ -441,10 +441,11 @@ class _Negotiating:
 
     def _inputs(self, messages: Sequence[Message]) -> tuple[str, str, Layer1Enforcer, TauFilter]:
         """What the ablations start from: the request as one text, the deployment context, the gates."""
+        request = render_conversation(messages)
         return (
-            render_conversation(messages),
+            request,
             self.framework.deployment_context,
-            Layer1Enforcer(self.framework),
+            Layer1Enforcer(self.framework, request),
             TauFilter(self.params.tau),
         )
 
