@@ -283,8 +283,10 @@ def _print_boundary(report: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "domain" else "right")
     for dom in report["domain_order"]:
         d = report["per_domain"][dom]
-        ci = "all equal" if d["ci_low"] is None and d.get("sd") == 0 else f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]"
-        table.add_row(dom, _fmt(d["mean"]), ci, str(d["n"]), str(d["failed"]))
+        shown = (
+            "all equal" if d["ci_low"] is None and d.get("sd") == 0 else f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]"
+        )
+        table.add_row(dom, _fmt(d["mean"]), shown, str(d["n"]), str(d["failed"]))
     print_wide(table, min_width=80)
     kw = report["kruskal_domains"]
     if kw.get("computable"):
