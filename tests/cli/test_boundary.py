@@ -336,3 +336,12 @@ def test_experiment_run_boundary_hands_on_shard_and_new_run_and_names_its_models
     refused = CliRunner().invoke(app, [*base, "--systems", "vanilla"])
     assert isinstance(refused.exception, InputError)
     assert "--systems does not apply to `experiment run boundary`" in str(refused.exception)
+
+
+def test_h1_on_a_one_row_per_rating_file_without_a_mapping_names_its_own_flag(tmp_path: Path) -> None:
+    """The shared reader's fix named --item-col/--rater-col/--rating-col, flags h1 does not take."""
+    ratings = tmp_path / "ratings.csv"
+    ratings.write_text("conversation_id,rater_id,score\nc1,r1,3\nc1,r2,4\n")
+    result = CliRunner().invoke(_app(boundary_cli.h1_command), ["--ratings", str(ratings), "--no-store"])
+    assert isinstance(result.exception, InputError), result.output
+    assert "--mapping FILE.yaml with item_col" in str(result.exception) and "--item-col" not in str(result.exception)

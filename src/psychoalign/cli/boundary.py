@@ -357,7 +357,17 @@ def h1_command(
         from ..star.analysis.data import load_mapping, mapping_from
 
         columns = mapping_from(load_mapping(mapping))
-    dataset = load_h1_dataset(ratings, fmt, limit=n, seed=seed, mapping=columns)
+    try:
+        dataset = load_h1_dataset(ratings, fmt, limit=n, seed=seed, mapping=columns)
+    except InputError as exc:
+        if columns is None and exc.message.endswith("needs its columns named"):
+            # the shared reader's hint names star analyze's column flags, which h1 does not take
+            raise InputError(
+                exc.message,
+                hint="pass --mapping FILE.yaml with item_col, rater_col, rating_col and text_col "
+                "(the item text to negotiate); docs/star-analysis.md describes the keys",
+            ) from None
+        raise
     _params(settings, rounds, proposals)  # checked before anything runs
     options = {
         "ratings": str(ratings),
