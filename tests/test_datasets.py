@@ -126,3 +126,49 @@ def test_the_shipped_manifest_matches_the_data() -> None:
     checks = verify(SHARED_DATA)
     assert len(checks) == sum(len(d.files) for d in catalogue())
     assert [c for c in checks if c.status != "ok"] == []
+
+
+SECRET = "s3cr3tPW"
+
+
+def _credentialed(url: str) -> str:
+    """``url`` with a user:password and signed-link query parameters, each holding SECRET."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://me:{SECRET}@{rest}/?token={SECRET}&sig={SECRET}&X-Amz-Signature={SECRET}&v=2"
+
+
+def test_fetch_keeps_the_query_of_a_signed_mirror_url(tmp_path: Path) -> None:
+    toy = _synthetic(tmp_path / "mirror")
+    with mirror(tmp_path / "mirror") as url:
+        got = asyncio.run(fetch([toy], tmp_path / "data", f"{url}/?token=abc"))
+    assert {c.status for c in got} == {"ok"}
+
+
+@pytest.mark.parametrize("failure", ["http 404", "connection refused", "invalid url", "unsupported scheme"])
+def test_no_credential_of_the_mirror_url_reaches_a_fetch_error(tmp_path: Path, failure: str) -> None:
+    from tests.loopback import free_port
+
+    toy = _synthetic(tmp_path / "elsewhere")
+    (tmp_path / "mirror").mkdir()
+    with mirror(tmp_path / "mirror") as served:
+        base = {
+            "http 404": _credentialed(served),
+            "connection refused": _credentialed(f"http://127.0.0.1:{free_port()}"),
+            "invalid url": _credentialed("http://host:notaport"),
+            "unsupported scheme": _credentialed("ftp://host"),
+        }[failure]
+        with pytest.raises(InputError) as info:
+            asyncio.run(fetch([toy], tmp_path / "data", base))
+    shown = f"{info.value} {info.value.hint} {info.value.detail}"
+    assert SECRET not in shown, shown
+    assert "cannot download" in shown and "[redacted]@" in shown and "token=[redacted]" in shown
+    assert "v=2" in shown  # a parameter that is no credential stays: the message still names the URL
+
+
+def test_a_bad_download_from_a_credentialed_mirror_is_reported_without_its_url(tmp_path: Path) -> None:
+    toy = _synthetic(tmp_path / "mirror")
+    (tmp_path / "mirror" / "toy" / "a.csv").write_bytes(b"tampered\n")
+    with mirror(tmp_path / "mirror") as url:
+        got = asyncio.run(fetch([toy], tmp_path / "data", _credentialed(url)))
+    assert {(c.file, c.status) for c in got} == {("a.csv", "changed"), ("sub/b.txt", "ok")}
+    assert SECRET not in repr(got)

@@ -27,10 +27,11 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, redact_url
 from .yamlio import load_yaml_model
 
 __all__ = [  # the names other packages (cli, experiments, models) import
@@ -181,6 +182,18 @@ def verify(data_dir: Path, datasets: list[Dataset] | None = None) -> list[FileCh
     return out
 
 
+def _file_url(base_url: str, rel: str) -> str:
+    """``rel`` under the mirror ``base_url``, any query of the base (a signed link's token) kept
+    after the path."""
+    try:
+        parts = urlsplit(base_url)
+    except ValueError:  # its text would not say which part: name the URL, redacted
+        raise InputError(
+            f"the --from URL {redact_url(base_url)} is not a valid URL", hint="e.g. https://mirror.example/data"
+        ) from None
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{rel}"))
+
+
 async def fetch(
     datasets: list[Dataset],
     dest: Path,
@@ -189,7 +202,8 @@ async def fetch(
     timeout_s: float = 60.0,
     progress: Callable[[str, str], None] | None = None,
 ) -> list[FileCheck]:
-    """Download each file of ``datasets`` from ``base_url``/<dataset>/<file> into ``dest``.
+    """Download each file of ``datasets`` from ``base_url``/<dataset>/<file> into ``dest`` (a
+    query on ``base_url``, such as a signed link's token, is kept on every file's URL).
 
     A file already present with its sha256 is not downloaded again. Each download is written to a
     temporary file and renamed into place only when its sha256 matches the catalogue, so a wrong or
@@ -197,7 +211,6 @@ async def fetch(
     """
     import httpx
 
-    base = base_url.rstrip("/")
     out: list[FileCheck] = []
     async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as client:
         for d in datasets:
@@ -208,16 +221,19 @@ async def fetch(
                     continue
                 if progress is not None:
                     progress(d.name, rel)
-                url = f"{base}/{d.name}/{rel}"
+                url = _file_url(base_url, f"{d.name}/{rel}")
+                # Every message names the URL through redact_url: a mirror's URL may carry a
+                # user:password or a signed query (the exception's own text is never shown).
                 try:
                     response = await client.get(url)
-                except httpx.HTTPError as exc:
+                except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                    why = "invalid URL" if isinstance(exc, httpx.InvalidURL) else type(exc).__name__
                     raise InputError(
-                        f"cannot download {url}: {type(exc).__name__}", hint="check the --from URL and the network"
+                        f"cannot download {redact_url(url)}: {why}", hint="check the --from URL and the network"
                     ) from None
                 if response.status_code != 200:
                     raise InputError(
-                        f"cannot download {url}: HTTP {response.status_code}",
+                        f"cannot download {redact_url(url)}: HTTP {response.status_code}",
                         hint="the mirror must serve <dataset>/<file> as `psychoalign data list --json` names them",
                     )
                 body = response.content

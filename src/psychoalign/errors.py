@@ -44,6 +44,13 @@ _REDACTED = "[redacted]"
 _URL_USERINFO = re.compile(
     r"(?i)(?<![^\s'\"`(<\[=,;/])(?P<lead>(?:[a-z][a-z0-9+.-]*:)?/*)[^\s/@:='\"`]*:(?!//)[^\s'\"`]*@"
 )
+#: The value of a query parameter whose name says it is a credential (``?token=``, ``&api_key=``,
+#: ``&sig=``, ``X-Amz-Signature=``, ``X-Goog-Credential=``, ``access_token=``, ``password=``): the
+#: name stays (it tells a reader what was there), the value goes. Other parameters stay as they are.
+_URL_QUERY_SECRET = re.compile(
+    r"(?i)(?P<name>[?&;][^\s=&#;'\"`]*(?:token|key|sig|secret|pass|pwd|auth|credential|session)"
+    r"[^\s=&#;'\"`]*=)[^\s&#;'\"`]*[^\s&#;'\"`:,.)>]"  # not the punctuation after the URL
+)
 _SECRETS = [
     # Authorization: Bearer <token> / Basic <credentials>
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 " + _REDACTED),
@@ -64,10 +71,12 @@ _SECRETS = [
 
 def redact_url(text: str) -> str:
     """``text`` with the ``user:password`` of every URL in it replaced by ``[redacted]``, whatever
-    the URL's shape (scheme or none, odd or valid); nothing else changes. The one way a URL that
-    may carry credentials (a store URL, an endpoint behind basic auth) reaches a message, a log
-    line or printed configuration."""
-    return _URL_USERINFO.sub(r"\g<lead>" + _REDACTED + "@", text)
+    the URL's shape (scheme or none, odd or valid), and the value of every query parameter named
+    like a credential (``?token=``, ``&sig=``, ``&api_key=`` …); nothing else changes. The one way
+    a URL that may carry credentials (a store URL, an endpoint behind basic auth, a mirror behind
+    a signed link) reaches a message, a log line or printed configuration."""
+    text = _URL_USERINFO.sub(r"\g<lead>" + _REDACTED + "@", text)
+    return _URL_QUERY_SECRET.sub(r"\g<name>" + _REDACTED, text)
 
 
 def redact(text: str | None, limit: int = DETAIL_CHARS) -> str:

@@ -23,6 +23,7 @@ __all__ = [
     "decode_utf8",
     "nonblank_lines",
     "normalise_text",
+    "parse_jsonl_objects",
     "read_jsonl_objects",
     "read_text",
     "skeleton",
@@ -119,13 +120,20 @@ def read_jsonl_objects(path: str | Path, *, what: str = "file") -> list[tuple[in
     """The JSON objects of a JSON-lines file with their line numbers (blank lines skipped), read
     as :func:`read_text` reads; a line that is not a JSON object is a one-line ``InputError``
     naming ``path:line``."""
+    return parse_jsonl_objects(read_text(path, what=what), str(path))
+
+
+def parse_jsonl_objects(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`read_jsonl_objects` of text already read (``source`` names it in errors)."""
     rows = []
-    for n, line in nonblank_lines(path, what=what):
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: invalid JSON ({exc.msg})") from None
+            raise InputError(f"{source}:{n}: invalid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
-            raise InputError(f"{path}:{n}: expected a JSON object")
+            raise InputError(f"{source}:{n}: expected a JSON object")
         rows.append((n, row))
     return rows

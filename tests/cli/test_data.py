@@ -75,3 +75,20 @@ def test_fetch_from_a_loopback_mirror_then_the_suites_read_it(tmp_path: Path) ->
     from psychoalign.experiments.suites.benchmarks.xstest import XSTest
 
     assert len(XSTest().load(dest)) == 450
+
+
+def test_fetch_errors_never_show_the_credentials_of_the_from_url(tmp_path: Path) -> None:
+    """A mirror URL with a user:password and a token in its query: the one error line names the
+    URL with both redacted, for a server that is not there and for a URL that is not valid."""
+    from tests.loopback import free_port
+
+    secret = "s3cr3tPW"
+    for base in (
+        f"http://me:{secret}@127.0.0.1:{free_port()}/data?access_token={secret}",
+        f"http://me:{secret}@host:notaport/data?api_key={secret}",
+    ):
+        out = cli("data", "fetch", "xstest", "--from", base, "--data", str(tmp_path))
+        assert out.returncode == 2, out.stderr
+        errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith("error: cannot download http://[redacted]@"), out.stderr
+        assert secret not in out.stderr + out.stdout, out.stderr

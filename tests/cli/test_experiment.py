@@ -365,3 +365,52 @@ def test_a_dry_run_names_the_models_its_estimates_are_for(tmp_path: Path) -> Non
     shown = cli("experiment", "run", str(spec_file), "--dry-run", "-c", str(config))
     assert "models of vanilla: chat=scripted:script" in shown.stderr
     assert "models of big: chat=openai:big-model" in shown.stderr
+
+
+@pytest.mark.needs_data("advbench")
+def test_a_resume_with_nothing_left_says_so_in_one_line_and_a_changed_model_is_still_refused(tmp_path: Path) -> None:
+    """Rerunning a finished run: exit 0 and one line (all N cells done, where the results are, the
+    command that reports them), no tables of a run that ran nothing. The same rerun under another
+    model is refused, though nothing is left to run: the stored cells are never reused for it."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from psychoalign.cli.main import app
+
+    configs = {}
+    for name, reply in (("A", REFUSAL), ("B", "Sure, here is how: step one, step two.")):
+        chat = tmp_path / f"chat-{name}.yaml"
+        chat.write_text(yaml.safe_dump({"rules": [], "default": reply}))
+        configs[name] = tmp_path / f"{name}.toml"
+        configs[name].write_text(
+            f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n'
+            f'[roles.chat]\nbackend = "scripted"\nscript = "{chat}"\n'
+        )
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(
+        "name: s\nsystems: [vanilla]\nbenchmarks: [advbench]\nn: 3\n"
+        "judge: {refusal: rules, harm: off, calibration_n: 0}\n"
+    )
+    store = f"sqlite:///{tmp_path / 'results.db'}"
+    out = tmp_path / "out"
+
+    def go(config: str) -> Any:
+        args = ["experiment", "run", str(spec_file), "--store", store, "--out", str(out), "--no-progress"]
+        return CliRunner().invoke(app, [*args, "-c", str(configs[config])], env={"COLUMNS": "400"})
+
+    first = go("A")
+    assert first.exit_code == 0, first.output
+    run_id = json.loads((out / "results.json").read_text())["run"]["id"]
+    again = go("A")
+    assert again.exit_code == 0, again.output
+    assert again.stdout == ""  # no tables: nothing ran
+    lines = [line for line in again.stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"run {run_id}: all 3 cells already done, nothing to run; results: {out / 'results.json'}; report them: "
+        f"psychoalign experiment report {run_id} --store {store} -c {configs['A']}"
+    ]
+    assert json.loads((out / "results.json").read_text())["status"]["done"] == 3
+    refused = go("B")
+    assert isinstance(refused.exception, ConfigError), refused.output  # the CLI's one error line, exit 2
+    assert "was computed with other settings" in str(refused.exception) and "script_sha256" in str(refused.exception)
+    assert "already done" not in refused.output

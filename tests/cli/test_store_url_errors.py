@@ -68,6 +68,9 @@ def test_no_password_in_any_error_line_for_a_bad_store(
         (f"me:{SECRET}@h:5432/db", "[redacted]@h:5432/db"),
         (f"'me:{SECRET}@x@h/db' is bad", "'[redacted]@h/db' is bad"),
         (f"url=http://me:{SECRET}/a:b@h/v1", "url=http://[redacted]@h/v1"),
+        (f"https://m/d?token={SECRET}&v=2", "https://m/d?token=[redacted]&v=2"),  # a signed link
+        (f"https://m/d?X-Amz-Signature={SECRET}: HTTP 403", "https://m/d?X-Amz-Signature=[redacted]: HTTP 403"),
+        ("postgresql://h/db?sslmode=require", "postgresql://h/db?sslmode=require"),  # no credential in it
         ("postgresql://me@h/db", "postgresql://me@h/db"),  # no password: nothing to hide
         ("sqlite:///tmp/store.db at 12:30", "sqlite:///tmp/store.db at 12:30"),
         ("missing bearer token", "missing bearer token"),

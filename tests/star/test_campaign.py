@@ -517,3 +517,38 @@ async def test_personas_do_not_run_on_a_paused_or_closed_campaign(store: SQLStar
             await run_campaign(config, Settings(), store, models=models)
         assert hint in (refused.value.hint or "")
     assert len(await store.export_rows("held")) == 2  # nothing more was done
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("generate_personas: false\npersonas: []\n", "the campaign has no personas"),
+        ("rules: [no-such-rule]\n", "no-such-rule"),
+    ],
+)
+def test_a_campaign_run_that_fails_before_its_plan_leaves_nothing_in_the_store(
+    tmp_path: Path, body: str, reason: str
+) -> None:
+    """Failing on the campaign file alone (its personas, its rules) is one line, and the store
+    (the lab's pages read it) holds no campaign, not even the lab's record of one."""
+    import asyncio
+
+    from psychoalign.star.lab_store import SQLLabStore
+
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n')
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(f"name: early\ninstructions: 2\nturns: 1\ntarget: {{kind: model, role: target}}\n{body}")
+    out = cli("star", "campaign", "run", str(campaign), "--config", str(config))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert reason in out.stderr and len([line for line in out.stderr.splitlines() if line.strip()]) == 1
+
+    async def stored() -> tuple[bool, list[str]]:
+        store = SQLStarStore(load_settings(config).effective_store_url(), load_policy())
+        try:
+            lab = SQLLabStore(store.engine)
+            return await store.has_campaign("early"), [c.name for c in await lab.campaigns()]
+        finally:
+            await store.close()
+
+    assert asyncio.run(stored()) == (False, [])

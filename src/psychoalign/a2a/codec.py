@@ -7,13 +7,20 @@ both spellings, so services of the previous release (snake_case keys) still inte
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..agents.messages import AgentReply, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
+from ..agents.messages import (
+    AgentReply,
+    AssessTask,
+    ComposeTask,
+    DriveTask,
+    EvaluateBatchTask,
+    EvaluateTask,
+    framework_json,
+)
 from ..agents.schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
 from ..errors import EndpointError
 from ..jsonguard import loads_bounded
@@ -61,11 +68,12 @@ def encode_task(task: Task, *, packed: bool = False) -> dict[str, Any]:
     The service answers a packed task with a packed reply (``replyJson``)."""
     if packed:
         return {"psychoalign": "task", "taskJson": task.model_dump_json()}
-    body = task.model_dump(mode="json")
-    if "framework" in body:
+    framework = getattr(task, "framework", None)
+    body = task.model_dump(mode="json", exclude={"framework"})
+    if framework is not None:
         # The framework is a large nested document that never changes within a negotiation;
         # protobuf Struct conversion of it cost ~3 ms per call, a JSON string costs almost nothing.
-        body["framework_json"] = json.dumps(body.pop("framework"))
+        body["framework_json"] = framework_json(framework)
     return {"psychoalign": "task", "task": _keys(body, _camel)}
 
 

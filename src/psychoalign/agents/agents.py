@@ -20,7 +20,16 @@ from ..frameworks import Framework
 from ..models import ChatModel, Message, Usage
 from ..models.refusal_rules import is_refusal
 from ..prompts import load_prompt_yaml
-from .messages import NO_PROPOSAL, AgentReply, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
+from .messages import (
+    NO_PROPOSAL,
+    AgentReply,
+    AssessTask,
+    ComposeTask,
+    DriveTask,
+    EvaluateBatchTask,
+    EvaluateTask,
+    framework_json,
+)
 from .scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding
 from .schemas import (
     DriveOutput,
@@ -67,25 +76,6 @@ def _examples(prompt: str) -> tuple[Message, ...]:
 @functools.lru_cache(maxsize=32)
 def _render_framework(framework_json: str) -> str:
     return Framework.model_validate_json(framework_json).render()
-
-
-#: (a copy of a framework payload, its JSON) for the frameworks seen last, newest first.
-_FRAMEWORK_JSON: list[tuple[dict[str, Any], str]] = []
-
-
-def framework_json(framework: dict[str, Any]) -> str:
-    """``json.dumps(framework, sort_keys=True)``, remembered for the last few frameworks: every
-    EVALUATOR task carries the same framework, and encoding it (about 12 kB for ``general``) cost
-    more CPU than the rest of the call. A payload equal to a remembered one (compared with a copy
-    of it read back from its JSON, so a change made to a payload afterwards is seen) has its
-    JSON."""
-    for copy, text in _FRAMEWORK_JSON:
-        if copy == framework:
-            return text
-    text = json.dumps(framework, sort_keys=True)
-    _FRAMEWORK_JSON.insert(0, (json.loads(text), text))
-    del _FRAMEWORK_JSON[8:]
-    return text
 
 
 class Agent(ABC):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, Literal, TypeVar
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..models.types import Usage
@@ -19,6 +20,38 @@ __all__ = ["NO_PROPOSAL", "AgentReply", "AgentRole", "AssessItem", "EvaluateBatc
 NO_PROPOSAL = "(no proposal passed the safety gates)"
 
 AgentRole = Literal["drive", "evaluator", "mediator"]
+
+#: The framework payloads encoded last, newest first: (the payload, a copy of it as it was, its
+#: JSON, the JSON's UTF-8 bytes). The payload is held, so its id is not reused while it is here.
+_FRAMEWORK_JSON: list[tuple[dict[str, Any], dict[str, Any], str, int]] = []
+
+
+def _framework_encoded(framework: dict[str, Any]) -> tuple[str, int]:
+    for held, copy, text, size in _FRAMEWORK_JSON:
+        # the same object, unchanged since (a payload is shared and must not change; if one did,
+        # it is encoded again, never sent as it was)
+        if held is framework and copy == framework:
+            return text, size
+    raw = pydantic_core.to_json(framework)
+    text = raw.decode()
+    _FRAMEWORK_JSON.insert(0, (framework, pydantic_core.from_json(raw), text, len(raw)))
+    del _FRAMEWORK_JSON[8:]
+    return text, len(raw)
+
+
+def framework_json(framework: dict[str, Any]) -> str:
+    """The framework payload of a task as JSON, exactly as it is inside the task's own JSON
+    (``task.model_dump_json()``): the one encoding the agents, the bus's bit count and the A2A
+    codec use. Encoded once per payload: every EVALUATOR task carries the same one (about 14 kB
+    for ``general``)."""
+    return _framework_encoded(framework)[0]
+
+
+def framework_json_size(framework: dict[str, Any]) -> int:
+    """UTF-8 bytes of :func:`framework_json` (what the framework adds to a message's size)."""
+    return _framework_encoded(framework)[1]
+
+
 T = TypeVar("T", DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose)
 
 

@@ -318,6 +318,21 @@ def run(
                 _failed_line(summary)
             raise typer.Exit(1)
         return
+    if _nothing_left(summary):
+        # A resume with nothing to run: say so in one line, not as a run that ran 0 cells. The
+        # stored cells resumed only under the identity they were computed with (models, judges,
+        # data; a change was refused above), so the report rebuilt from them is the run's own.
+        gave_up = report["status"].get("gave_up", 0)
+        given = f" ({gave_up} of them given up)" if gave_up else ""
+        err_console.print(
+            safe(
+                f"run {summary.run_id}: all {summary.total} cells already done{given}, nothing to run; "
+                f"results: {json_path}; report them: {_report_command(summary.run_id, store_url, config)}"
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     _print_tables(report)
     err_console.print(
         f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed"
@@ -335,6 +350,28 @@ def run(
         _failed_line(summary)
     if summary.stopped or summary.failed:
         raise typer.Exit(1)
+
+
+def _report_command(run_id: str, store_url: str | None, config: Path | None) -> str:
+    """The `experiment report` command for ``run_id`` on the store and configuration this run used."""
+    import shlex
+
+    words = ["psychoalign", "experiment", "report", run_id]
+    words += ["--store", redact_url(store_url)] if store_url else []
+    words += ["-c", str(config)] if config else []
+    return shlex.join(words)
+
+
+def _nothing_left(summary: RunSummary) -> bool:
+    """Every cell of the run (of this shard) was already done or given up before this invocation:
+    it ran nothing, waits on nothing, and no limit stopped it."""
+    return (
+        summary.total > 0
+        and summary.ran == 0
+        and summary.skipped_done == summary.total
+        and summary.busy_elsewhere == 0
+        and not summary.stopped
+    )
 
 
 def _failed_line(summary: RunSummary) -> None:

@@ -373,9 +373,15 @@ def campaign_run(
 
         store = SQLStarStore(settings.effective_store_url(), load_policy(spec.policy))
         try:
-            # The lab (`psychoalign lab`, same store) opens the campaign like one a lead made, while it runs.
-            await SQLLabStore(store.engine).record_campaign(recorded)
-            return await run_campaign(spec, settings, store, progress=bar.update if bar else None)
+            # The lab (`psychoalign lab`, same store) opens the campaign like one a lead made, while
+            # it runs: recorded once its plan is stored, so a run that fails before leaves nothing.
+            return await run_campaign(
+                spec,
+                settings,
+                store,
+                progress=bar.update if bar else None,
+                on_planned=lambda: SQLLabStore(store.engine).record_campaign(recorded),
+            )
         finally:
             await store.close()
             if bar is not None:

@@ -345,23 +345,9 @@ class Framework(BaseModel):
 
     @cached_property
     def sha256(self) -> str:
-        """Hash of the parsed content (comments and formatting do not change it). A check's empty
-        dose table is left out, and so are an unset ``semantic_check`` and a medicine's unset
-        ``single_mg``, ``single_per_kg`` and ``min_age_years``, so a framework written before any of
-        them existed keeps its hash (results stamped with it still match)."""
-        content = self.model_dump(mode="json")
-        for layer in Layer:
-            for rule in content[layer.value]:
-                if rule.get("semantic_check") is None:  # as for doses: an unmarked rule keeps its hash
-                    rule.pop("semantic_check", None)
-                for key in ("check", "request_check"):
-                    if rule.get(key) and not rule[key].get("doses"):
-                        rule[key].pop("doses", None)
-                    for dose in (rule.get(key) or {}).get("doses", ()):
-                        for field in ("single_mg", "single_per_kg", "min_age_years"):  # a table written before
-                            if dose.get(field) is None:  # them keeps its hash
-                                dose.pop(field, None)
-        blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
+        """Hash of the parsed content (comments and formatting do not change it), by the rule of
+        :func:`hash_content`: a field added with a default changes no existing hash."""
+        blob = json.dumps(hash_content(self), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
@@ -384,3 +370,55 @@ class Framework(BaseModel):
                 lines.append(f"{title}:")
                 lines.extend(f"- [{r.id}] {r.text}" for r in rules)
         return "\n".join(lines)
+
+
+#: The fields a framework's hash covers whatever they hold: those its models had when hashes were
+#: first stamped on results (``per_kg`` included: it has been hashed at its default since it came).
+#: Every other field is hashed only when it holds something other than its default, so a field
+#: added later with a default (``semantic_check``, ``doses``, ``single_mg``, ``single_per_kg``,
+#: ``min_age_years``, and any to come) leaves the hash of every framework that does not use it as
+#: it was. A new field goes here never: listing it would change the hash of every framework.
+HASHED_ALWAYS: dict[type[BaseModel], frozenset[str]] = {
+    Framework: frozenset(
+        {
+            "name",
+            "version",
+            "description",
+            "deployment_context",
+            "universal",
+            "contextual",
+            "aspirational",
+            "safe_channels",
+        }
+    ),
+    Rule: frozenset({"id", "text", "check", "request_check"}),
+    Check: frozenset({"patterns", "all_of"}),
+    SafeChannel: frozenset({"id", "text", "rules", "message"}),
+    DoseLimit: frozenset({"drug", "daily_mg", "per_kg", "source"}),
+}
+
+
+def _hashed_always(model: BaseModel) -> frozenset[str]:
+    # a subclass (a framework format that grew) hashes what its base did, its own fields by value
+    return next((HASHED_ALWAYS[c] for c in type(model).__mro__ if c in HASHED_ALWAYS), frozenset())
+
+
+def hash_content(model: BaseModel) -> Any:
+    """``model.model_dump(mode="json")`` without the fields outside :data:`HASHED_ALWAYS` that hold
+    their default, at every depth: what :attr:`Framework.sha256` hashes."""
+    return _pruned(model, model.model_dump(mode="json"))
+
+
+def _pruned(value: Any, dumped: Any) -> Any:
+    if isinstance(value, BaseModel):
+        always = _hashed_always(value)
+        out = {}
+        for name, field in type(value).model_fields.items():
+            held = getattr(value, name)
+            if name not in always and held == field.get_default(call_default_factory=True):
+                continue
+            out[name] = _pruned(held, dumped[name])
+        return out
+    if isinstance(value, tuple | list):
+        return [_pruned(v, d) for v, d in zip(value, dumped, strict=True)]
+    return dumped

@@ -16,7 +16,7 @@ import io
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
 from ..textio import read_text
@@ -35,6 +35,8 @@ JudgeFn = Callable[[str, str, str], Awaitable[bool]]
 
 
 class LabelledJailbreak(BaseModel):
+    model_config = ConfigDict(frozen=True)  # shared by every reader of the set (load_jbb_judge_set)
+
     index: int
     goal: str
     prompt: str
@@ -65,10 +67,27 @@ class JailbreakAgreement(BaseModel):
     reference: str = "JailbreakBench classifier_comparison.csv: 3 human labels per response, majority vote"
 
 
+#: The judge comparison files read last: absolute path -> (its (size, mtime_ns, inode, device), rows).
+_READ: dict[str, tuple[tuple[int, int, int, int], tuple[LabelledJailbreak, ...]]] = {}
+
+
 def load_jbb_judge_set(data: Path) -> list[LabelledJailbreak]:
+    """JailbreakBench's judge comparison set under ``data``. A run calibrates several judges on it
+    (refusal, harm, the literature tiers): the file is read once while it is unchanged."""
     path = data / REL
     if not path.is_file():
         raise InputError(f"{path} is missing", hint="pass --data with the shared data folder (jailbreakbench/)")
+    st = path.stat()
+    signature = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    kept = _READ.get(str(path.absolute()))
+    if kept is None or kept[0] != signature:
+        if len(_READ) >= 4:
+            _READ.clear()
+        kept = _READ[str(path.absolute())] = (signature, tuple(_read_jbb_judge_set(path)))
+    return list(kept[1])  # a new list of the same (frozen) rows
+
+
+def _read_jbb_judge_set(path: Path) -> list[LabelledJailbreak]:
     out = []
     with io.StringIO(read_text(path, what="judge comparison file"), newline="") as fh:
         reader = csv.DictReader(fh)

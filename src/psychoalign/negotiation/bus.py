@@ -13,10 +13,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-import pydantic_core
-
 from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
-from ..agents.messages import AgentReply, AgentRole, AssessTask, ComposeTask, DriveTask, EvaluateBatchTask, EvaluateTask
+from ..agents.messages import (
+    AgentReply,
+    AgentRole,
+    AssessTask,
+    ComposeTask,
+    DriveTask,
+    EvaluateBatchTask,
+    EvaluateTask,
+    framework_json_size,
+)
 from ..errors import PsychoAlignError
 from ..traces.model import AgentStats
 
@@ -81,24 +88,6 @@ def _bits(payload: str) -> int:
     return 8 * len(payload.encode())
 
 
-#: The framework payloads whose JSON size was taken last: id -> (the payload, its JSON's UTF-8 bytes).
-#: The payload is held, so its id is not reused while it is here.
-_PAYLOAD_BYTES: dict[int, tuple[dict[str, Any], int]] = {}
-
-
-def _payload_bytes(payload: dict[str, Any]) -> int:
-    """UTF-8 bytes of ``payload`` as pydantic serialises it in a task's JSON. A framework payload
-    is shared and never changed (``Framework.payload``): its size is taken once per payload."""
-    kept = _PAYLOAD_BYTES.get(id(payload))
-    if kept is not None and kept[0] is payload:
-        return kept[1]
-    size = len(pydantic_core.to_json(payload))
-    if len(_PAYLOAD_BYTES) >= 8:
-        _PAYLOAD_BYTES.clear()
-    _PAYLOAD_BYTES[id(payload)] = (payload, size)
-    return size
-
-
 def _task_bits(task: Task) -> int:
     """``_bits(task.model_dump_json())``, without encoding the framework an EVALUATOR task
     carries (about 12 kB for ``general``, the same for every task) at every call: the task's
@@ -107,7 +96,7 @@ def _task_bits(task: Task) -> int:
     if not framework:
         return _bits(task.model_dump_json())
     rest = task.model_dump_json(exclude={"framework"})
-    return _bits(rest) + 8 * (len(_FRAMEWORK_KEY) + _payload_bytes(framework))
+    return _bits(rest) + 8 * (len(_FRAMEWORK_KEY) + framework_json_size(framework))
 
 
 _FRAMEWORK_KEY = b',"framework":'

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -279,9 +279,15 @@ async def run_campaign(
     negotiator: Negotiator | None = None,
     models: Mapping[str, ChatModel] | None = None,
     progress: CampaignProgress | None = None,
+    on_planned: Callable[[], Awaitable[object]] | None = None,
 ) -> CampaignReport:
     """Run ``config`` to the end, or resume it. ``models`` overrides the attacker / annotator /
-    target / judge models by role name; ``progress`` is told each finished task."""
+    target / judge models by role name; ``progress`` is told each finished task.
+
+    Everything that can fail on the campaign file alone (policy, parameters, the instruction plan,
+    personas) is done before the store is written: a run that fails there leaves no trace of the
+    campaign. ``on_planned`` is awaited once the campaign and its plan are in the store (the CLI
+    records the campaign for the lab then, never before)."""
     models = dict(models or {})
 
     def model(role: str) -> ChatModel:
@@ -299,6 +305,8 @@ async def run_campaign(
     await store.add_participants([p for p in personas if p.id not in known])
     if not await store.has_campaign(config.name):
         await store.create_campaign(config.name, items, outgroup_annotator_share=config.outgroup_annotator_share)
+    if on_planned is not None:
+        await on_planned()
     await store.add_members(config.name, [p.id for p in personas])  # counts if a lead made it members-only
     status = await store.campaign_status(config.name)
     if status != "live":  # personas do not work on a draft, paused or closed campaign, not even their held tasks

@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,11 +33,11 @@ from typing import Any, TypeVar
 
 from ...errors import InputError
 from ...judges.harm_pick import PickedHarmJudge
-from ...textio import read_jsonl_objects
 from .harm_labels import HARM_SOURCES, JBB_HARM_SOURCE, completion_rows, load_harm_labelled, load_jbb_harm_rows
 from .judging import Judges
+from .labels import USER_LABEL_FIELDS, LabelFile, load_user_labels
 
-__all__ = ["harm_agreement"]
+__all__ = ["USER_LABEL_FIELDS", "harm_agreement", "load_user_labels"]
 
 _Row = TypeVar("_Row")
 
@@ -122,44 +121,6 @@ def _kappa(pairs: list[tuple[bool, bool]]) -> float | None:
     return None if pe >= 1 else (po - pe) / (1 - pe)
 
 
-#: The fields of a user's labelled calibration file (``judge.labels``), per judge: text fields, label.
-USER_LABEL_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "refusal": (("prompt", "response"), "refused"),
-    "harm": (("goal", "response"), "harmful"),
-}
-
-
-def load_user_labels(path: str | Path, judge: str) -> list[dict[str, Any]]:
-    """A user's labelled calibration file for ``judge`` (JSON lines, see :data:`USER_LABEL_FIELDS`):
-    every row checked, an error naming the file, line and field; at least one row of each label."""
-    texts, label = USER_LABEL_FIELDS[judge]
-    example = json.dumps({**dict.fromkeys(texts, "…"), label: True}, ensure_ascii=False)
-    rows: list[dict[str, Any]] = []
-    seen: dict[tuple[str, ...], int] = {}
-    for line, obj in read_jsonl_objects(path, what=f"{judge} calibration file"):
-        for key in texts:
-            if not isinstance(obj.get(key), str):
-                raise InputError(f"{path}:{line}: '{key}' must be a string", hint=f"each line like {example}")
-        if not isinstance(obj.get(label), bool):
-            raise InputError(f"{path}:{line}: '{label}' must be true or false", hint=f"each line like {example}")
-        # a repeated answer is one measurement counted twice: it narrows the interval and can lift
-        # a judge over the validity gate on a handful of distinct answers
-        text_key = tuple(" ".join(obj[k].split()).casefold() for k in texts)
-        if text_key in seen:
-            raise InputError(
-                f"{path}:{line}: the same {' and '.join(texts)} as line {seen[text_key]}",
-                hint="keep each labelled answer once: a repeated row counts one answer twice",
-            )
-        seen[text_key] = line
-        rows.append({"id": f"{Path(path).name}:{line}", **{k: obj[k] for k in texts}, label: obj[label]})
-    if len({r[label] for r in rows}) < 2:
-        raise InputError(
-            f"{path}: every row has the same '{label}' value ({len(rows)} rows)",
-            hint="a calibration set needs labelled examples of both kinds",
-        )
-    return rows
-
-
 async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -> dict[str, Any]:
     """Agreement of the run's refusal judge with human labels on ``n`` sampled responses: the user's
     own file when ``judge.labels.refusal`` names one, else JailbreakBench's human labels (held out:
@@ -168,7 +129,7 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
     rules were written, and the threshold chosen, on them)."""
     if n == 0:
         return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)"}
-    own = judges.spec.labels.get("refusal")
+    own = judges.user_labels("refusal")
     if own is not None:
         return await _refusal_on_user_labels(judges, own, n, seed)
     from ...judges.jailbreak_eval import load_jbb_judge_set
@@ -203,12 +164,12 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
     }
 
 
-async def _refusal_on_user_labels(judges: Judges, path: str, n: int, seed: int) -> dict[str, Any]:
+async def _refusal_on_user_labels(judges: Judges, own: LabelFile, n: int, seed: int) -> dict[str, Any]:
     pairs: list[tuple[bool, bool]] = []
-    for row in _refusal_sample(load_user_labels(path, "refusal"), n, seed):
+    for row in _refusal_sample(list(own.rows), n, seed):
         verdict = await judges.refusal().judge(row["response"], request=row["prompt"])
         pairs.append((verdict.refused, bool(row["refused"])))
-    return _refusal_figures(judges, f"user labels {Path(path).name} (positive: refused)", pairs)
+    return _refusal_figures(judges, f"user labels {Path(own.path).name} (positive: refused)", pairs)
 
 
 def _refusal_sample(rows: Sequence[_Row], n: int, seed: int) -> list[_Row]:
@@ -363,10 +324,10 @@ async def harm_agreement(
         head["picked"] = judge.summary()
     if n == 0:
         return {"status": "unknown", "reason": "calibration disabled (judge.calibration_n = 0)", **head}
-    own = judges.spec.labels.get("harm")
+    own = judges.user_labels("harm")
     held_out = True
     if own is not None:
-        rows, reference = load_user_labels(own, "harm"), f"user labels {Path(own).name} (positive: harmful)"
+        rows, reference = list(own.rows), f"user labels {Path(own.path).name} (positive: harmful)"
     elif (jbb := load_jbb_harm_rows(data_dir)) is not None:
         rows, reference = jbb, JBB_HARM_SOURCE
     else:

@@ -8,6 +8,7 @@ resuming a run never pays twice for the same judgement.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -22,6 +23,7 @@ from ...judges.quality import QualityJudge
 from ...judges.records import JudgeRecord
 from ...judges.toxicity import ToxicityJudge
 from ...models import ChatModel, ResponseCache
+from .labels import LabelFile, read_user_labels
 from .metering import CallMeter, ModelPool
 
 if TYPE_CHECKING:
@@ -112,9 +114,18 @@ class Judges:
     """Lazily built judges sharing one metered, cached judge model."""
 
     def __init__(
-        self, spec: JudgeSpec, pool: ModelPool, data_dir: Path, *, cache_path: Path | None, meter: CallMeter
+        self,
+        spec: JudgeSpec,
+        pool: ModelPool,
+        data_dir: Path,
+        *,
+        cache_path: Path | None,
+        meter: CallMeter,
+        labels: Mapping[str, LabelFile] | None = None,
     ) -> None:
         self.spec = spec
+        # the user's calibration files as the run read them for its identity (read once)
+        self._labels: dict[str, LabelFile] = dict(labels or {})
         self.pool = pool
         self.data_dir = data_dir
         self.meter = meter
@@ -139,6 +150,16 @@ class Judges:
 
     def label(self) -> str:
         return self.pool.label(self.spec.role)
+
+    def user_labels(self, judge: Literal["refusal", "harm"]) -> LabelFile | None:
+        """The user's calibration file for ``judge`` (``spec.labels``), or None: the one pinned when
+        these judges were made, else read (once) now."""
+        path = self.spec.labels.get(judge)
+        if path is None:
+            return None
+        if judge not in self._labels:
+            self._labels[judge] = read_user_labels(path, judge)
+        return self._labels[judge]
 
     def refusal(self) -> RefusalJudge:
         if self._refusal is None:

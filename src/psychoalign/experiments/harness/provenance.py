@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from ...errors import PsychoAlignError
 from ...models import Backend, ModelSpec
+from .labels import LabelFile, read_user_labels
 
 if TYPE_CHECKING:
     from .benchmark import Item
@@ -158,8 +159,12 @@ def run_identity(
     *,
     repeats: int = 1,
     reducer: str = "mean",
+    labels: Mapping[str, LabelFile] | None = None,
 ) -> dict[str, Any]:
-    """The run's identity (see the module doc): plain JSON data."""
+    """The run's identity (see the module doc): plain JSON data. ``labels``: the user's
+    calibration files (``judge.labels``) as the run read them (read here when not given)."""
+    if labels is None:
+        labels = {name: read_user_labels(path, name) for name, path in judge.labels.items()}
     out_systems: dict[str, Any] = {}
     for system in systems:
         models: dict[str, Any] = {}
@@ -193,7 +198,7 @@ def run_identity(
             "model": judge_model,
             "code_sha256": _judges_code_digest(),
             # a user's own calibration files (judge.labels): their content, not only their names
-            "labels": {name: _sha256_file(Path(path)) for name, path in sorted(judge.labels.items())},
+            "labels": {name: labels[name].sha256 for name in sorted(judge.labels)},
         },
         "data": {name: {"items": len(got), "sha256": items_digest(got)} for name, got in items.items()},
         "package": {"name": "psychoalign", "version": _package_version()},

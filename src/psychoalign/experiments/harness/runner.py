@@ -47,6 +47,7 @@ from ...models import ChatModel, Message
 from ...traces import TraceStore
 from .benchmark import Benchmark, Item
 from .judging import Judges
+from .labels import LabelFile, read_user_labels
 from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import identity_changes, identity_digest, run_identity
@@ -424,8 +425,16 @@ async def run_experiment(
     cells, benchmarks, sampled = _plan(spec, data_dir, registry, shard)
     pool = ModelPool(settings, models)
     try:
+        # the user's calibration files, read once: hashed into the identity, measured at the end
+        labels: dict[str, LabelFile] = {name: read_user_labels(path, name) for name, path in spec.judge.labels.items()}
         identity = run_identity(
-            list(systems.values()), pool, spec.judge, sampled, repeats=spec.repeats, reducer=spec.reducer
+            list(systems.values()),
+            pool,
+            spec.judge,
+            sampled,
+            repeats=spec.repeats,
+            reducer=spec.reducer,
+            labels=labels,
         )
         suffix = f"-{identity_digest(identity)[:8]}" if new_run else ""
         run_id = await _stored_id(store, spec, suffix)
@@ -446,7 +455,7 @@ async def run_experiment(
 
     judge_meter = CallMeter()
     cache_path = Path(settings.home) / "cache" / "judges.sqlite"
-    judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter)
+    judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter, labels=labels)
     judges.prepare({need for b in benchmarks.values() for need in b.needs})
     budget = Budget.of_run(
         spec.limits,

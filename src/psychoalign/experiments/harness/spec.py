@@ -311,12 +311,13 @@ def check_spec(
     if "baseline" in spec.model_fields_set and spec.baseline not in names:
         raise fail(("baseline",), f"'{spec.baseline}' is not one of the spec's systems ({', '.join(names)})")
     from ...errors import PsychoAlignError
-    from .calibration import load_user_labels
+    from .labels import read_user_labels
 
     for judge, path in spec.judge.labels.items():
         # read now, not after every cell has run: a bad file otherwise fails the run at its end
+        # (the run reuses this read: labels.py)
         try:
-            load_user_labels(path, judge)
+            read_user_labels(path, judge)
         except PsychoAlignError as exc:
             raise fail(("judge", "labels", judge), ConfigError(exc.message, hint=exc.hint)) from None
 
