@@ -228,7 +228,7 @@ def run(
     registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
         ctx.args.extend(["--help"] if show_help else [])
-        given = {
+        shared = {
             "n": n,
             "config": config,
             "out": out,
@@ -250,7 +250,7 @@ def run(
             "no_progress": no_progress,
             "json_out": json_out,
         }
-        _run_named(registry, spec_name, ctx, given)
+        _run_named(registry, spec_name, ctx, shared)
         return
     if show_help or spec_name is None:
         out_console.print(ctx.get_help())
