@@ -65,13 +65,25 @@ def test_env_parsing_types() -> None:
     assert out == {"cache": True, "defaults": {"temperature": 0.5}}
 
 
+def test_the_client_credentials_the_docs_export_are_not_settings(tmp_path: Path) -> None:
+    """The serve banner says `export PSYCHOALIGN_TOKEN=…`; read as a setting, every command in that
+    shell then failed with "invalid configuration at token"."""
+    environ = {"PSYCHOALIGN_TOKEN": "t", "PSYCHOALIGN_KEY": "pa-x", "PSYCHOALIGN_API_KEY": "pa-y"}
+    assert env_overrides(environ) == {}
+    assert load_settings(None, environ={**environ, "PSYCHOALIGN_HOME": str(tmp_path)}).home == str(tmp_path)
+    with pytest.raises(ConfigError, match="tokne"):  # any other unknown name is still a typo
+        load_settings(None, environ={"PSYCHOALIGN_TOKNE": "t"})
+
+
 @pytest.mark.parametrize(
     ("text", "name", "match"),
     [
         ("[defaults\nmodel='x'", "bad.toml", "invalid TOML"),
         ("defaults:\n  model: [unclosed\n", "bad.yaml", "line"),
-        ("[defaults]\ntemperature = 9\n", "c.toml", r"defaults.*temperature|temperature"),
-        ("[defaults]\nbackend = 'nope'\n", "c.toml", "backend"),
+        # a [defaults] value is reported where it was written, not as roles.chat (a table the user never wrote)
+        ("[defaults]\ntemperature = 9\n", "c.toml", r"c\.toml: invalid configuration at defaults\.temperature"),
+        ("[defaults]\nbackend = 'nope'\n", "c.toml", r"defaults\.backend: .*\(fix backend under \[defaults\]"),
+        ("[defaults]\nmodel = 3\n", "c.toml", r"defaults\.model: .*PSYCHOALIGN_DEFAULTS__MODEL"),
         ("[roles.drive]\ntimeout_s = -1\n", "c.toml", r"roles\.drive\.timeout_s"),
         ("surprise = 1\n", "c.toml", "surprise"),
     ],

@@ -47,9 +47,12 @@ KNOWN_ROLES = ("drive", "evaluator", "mediator", "chat", "judge", "attacker", "a
 DEFAULT_FILES = ("psychoalign.toml", "psychoalign.yaml", "psychoalign.yml")
 #: Process switches that share the prefix but are not settings (PSYCHOALIGN_DEBUG=1 is --debug;
 #: PSYCHOALIGN_DATA_DIR locates the evaluation data, psychoalign.datasets; PSYCHOALIGN_REQUIRE_DATA=1
-#: makes the test suite fail instead of skip when that data is missing, as CI runs it).
+#: makes the test suite fail instead of skip when that data is missing, as CI runs it). The client
+#: credentials the docs have users export (PSYCHOALIGN_TOKEN from the serve banner, a key in
+#: PSYCHOALIGN_KEY / PSYCHOALIGN_API_KEY) are not settings either: read as ones, every command in
+#: the shell that ran the banner's `export` line failed with "invalid configuration at token".
 RESERVED_ENV = frozenset(
-    {ENV_PREFIX + "CONFIG", ENV_PREFIX + "DEBUG", ENV_PREFIX + "DATA_DIR", ENV_PREFIX + "REQUIRE_DATA"}
+    ENV_PREFIX + name for name in ("CONFIG", "DEBUG", "DATA_DIR", "REQUIRE_DATA", "TOKEN", "KEY", "API_KEY")
 )
 #: Roles whose embedded default is not the local LLM (used only when no backend is configured).
 EMBEDDED_ROLE_BACKENDS = {"evaluator": "classifier"}
@@ -342,7 +345,17 @@ class Settings(BaseModel):
         try:
             return ModelSpec.model_validate(merged)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, prefix=f"roles.{role}")) from None
+            # name the table the bad value was written in: a `[defaults]` typo reported as
+            # roles.chat.<key> sent users looking for a table they never wrote
+            loc = exc.errors()[0]["loc"]
+            key = str(loc[0]) if loc else ""
+            table = "defaults" if key in self.defaults and key not in own else f"roles.{role}"
+            where = "" if self.source == "defaults" else f"{self.source}: "
+            variable = f"PSYCHOALIGN_{table.upper().replace('.', '__')}__{key.upper()}"
+            raise ConfigError(
+                where + _describe(exc, prefix=table),
+                hint=f"fix {key} under [{table}] (or the {variable} variable); docs/configuration.md lists the keys",
+            ) from None
 
     def deployment(self, name: str = DEFAULT_DEPLOYMENT) -> DeploymentSettings:
         """The named deployment profile; a clear error naming the configured ones otherwise."""

@@ -119,6 +119,11 @@ def test_h1_command_on_dices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     assert data["counts"]["items"] == 12 and data["counts"]["with_tension"] == 12
     assert data["dataset"]["format"] == "dices" and "last USER" in data["dataset"]["mapping"]
     assert data["spearman"]["rho"] is None  # constant T: rho is undefined and says so, never a fake 0
+    # and so is the reverse check: every pair tied gave AUC 0.500, read as "T at chance"
+    assert data["reverse_check"]["auc_t_for_majority_unsafe"]["computable"] is False
+    printed = " ".join(result.output.split())
+    assert "rho not computable: T or the disagreement is the same for every item" in printed
+    assert "Reverse check: AUC not computable: every item has the same T" in printed
     assert "data:image/png;base64," in (out / "report.html").read_text()
 
 
@@ -252,3 +257,91 @@ def test_experiment_run_name_help_shows_the_named_experiments_options() -> None:
     assert h1.exit_code == 0 and "--ratings" in h1.output
     spec = CliRunner().invoke(app, ["experiment", "run", "--help"])
     assert spec.exit_code == 0 and "--shard" in spec.output and "--corpus" not in spec.output
+
+
+def _flat_scripted_config(tmp_path: Path, score: int) -> Path:
+    """Scripted roles whose EVALUATOR gives every draft the same score: every tension is equal."""
+    conflict = {
+        "adversarial_intent": False,
+        "harmful_intent": False,
+        "legitimate_need": True,
+        "harmful_segments": [],
+        "third_party_harm": False,
+        "stakeholders": [],
+        "safe_adjacent_topic": "",
+        "safe_channel": "",
+    }
+    scripts = {
+        "drive": {"default": {"proposals": [{"text": "A full answer.", "utility": 0.9}]}},
+        "evaluator": {
+            "default": {
+                "score": score,
+                "verdict": "APPROVED",
+                "rule_hits": [],
+                "modifications": [],
+                "conflict": conflict,
+                "reasoning": "x",
+            }
+        },
+        "mediator": {"default": {"assessments": [{"proposal": 1, "feasibility": 0.8}], "response": "Final."}},
+    }
+    roles = {}
+    for role, script in scripts.items():
+        path = tmp_path / f"{role}.json"
+        path.write_text(json.dumps({"rules": [], **script}))
+        roles[role] = {"backend": "scripted", "script": str(path), "schema_retries": 0}
+    config = tmp_path / "cfg.yaml"
+    config.write_text(json.dumps({"roles": roles}))
+    return config
+
+
+def test_experiment_run_boundary_hands_on_shard_and_new_run_and_names_its_models(tmp_path: Path) -> None:
+    """The flags `experiment run` shares with the studies reach them: --shard runs a share of the
+    cells (it was once dropped, so every runner ran every cell), --new-run starts a run beside
+    one computed by another model, a flag the study does not take is refused, the output names
+    the models, and a Kruskal–Wallis test over identical tensions is not computable."""
+    from psychoalign.cli.main import app
+    from psychoalign.errors import ConfigError
+
+    config = _flat_scripted_config(tmp_path, 90)
+    corpus = tmp_path / "corpus.yaml"
+    corpus.write_text(
+        "- {domain: pets, category: benign, request: 'How do I groom a cat?'}\n"
+        "- {domain: pets, category: benign, request: 'How often should a dog eat?'}\n"
+        "- {domain: garden, category: benign, request: 'When do I plant tulips?'}\n"
+        "- {domain: garden, category: benign, request: 'How deep do I sow carrots?'}\n"
+    )
+    db = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    base = ["experiment", "run", "boundary", "--corpus", str(corpus), "--config", str(config)]
+    base += ["--store", db, "--out", str(tmp_path / "out"), "--boot", "100"]
+    sharded = CliRunner().invoke(app, [*base, "--shard", "0/2"])
+    assert sharded.exit_code == 0, sharded.output
+    ran = int(re.search(r"(\d+) negotiations ran", sharded.output).group(1))  # type: ignore[union-attr]
+    assert 0 < ran < 8  # 4 requests x 2 repeats, split between two shards
+    whole = CliRunner().invoke(app, base)
+    assert whole.exit_code == 0, whole.output
+    assert f"{8 - ran} negotiations ran (0 failed), {ran} already done" in whole.output
+    assert "models: drive=scripted" in whole.output and "evaluator=scripted" in whole.output
+    assert "Kruskal–Wallis across domains: not computable: every value is the same" in whole.output
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["kruskal_domains"]["computable"] is False and "p" not in data["kruskal_domains"]
+
+    _flat_scripted_config(tmp_path, 80)  # another EVALUATOR in the same files
+    changed = CliRunner().invoke(app, base)
+    assert isinstance(changed.exception, ConfigError) and "--new-run" in str(changed.exception)
+    beside = CliRunner().invoke(app, [*base, "--new-run"])
+    assert beside.exit_code == 0, beside.output
+    assert re.search(r"run boundary-[0-9a-f]{12}-[0-9a-f]{8}: 8 negotiations ran", beside.output)
+
+    refused = CliRunner().invoke(app, [*base, "--systems", "vanilla"])
+    assert isinstance(refused.exception, InputError)
+    assert "--systems does not apply to `experiment run boundary`" in str(refused.exception)
+
+
+def test_h1_on_a_one_row_per_rating_file_without_a_mapping_names_its_own_flag(tmp_path: Path) -> None:
+    """The shared reader's fix named --item-col/--rater-col/--rating-col, flags h1 does not take."""
+    ratings = tmp_path / "ratings.csv"
+    ratings.write_text("conversation_id,rater_id,score\nc1,r1,3\nc1,r2,4\n")
+    result = CliRunner().invoke(_app(boundary_cli.h1_command), ["--ratings", str(ratings), "--no-store"])
+    assert isinstance(result.exception, InputError), result.output
+    assert "--mapping FILE.yaml with item_col" in str(result.exception) and "--item-col" not in str(result.exception)

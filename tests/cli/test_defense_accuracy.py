@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from psychoalign.cli import defense_accuracy as defense_accuracy_cli
 from psychoalign.cli.experiment import experiment_registry
 from psychoalign.config import Settings
+from psychoalign.experiments.harness.stats import wilson_ci
 from psychoalign.experiments.studies.defense_accuracy import (
     LABELS,
 )
@@ -120,4 +121,8 @@ def test_defense_accuracy_end_to_end_against_an_openai_compatible_endpoint(tmp_p
     assert data["mode"].startswith("negotiated") and data["failed"] == 0
     assert all(data["confusion"][label][label] == sum(data["confusion"][label].values()) for label in LABELS)
     assert "openai:capable-evaluator" in json.dumps(data["models"])
+    # printed too, with the accuracy's interval: the figure names the models that made it
+    lo, hi = wilson_ci(len(ITEMS), len(ITEMS))
+    assert f"= 1.000 [{lo:.3f}, {hi:.3f}]" in result.output
+    assert "models: drive=openai:capable-drive, evaluator=openai:capable-evaluator" in " ".join(result.output.split())
     assert {"drive_proposals", "evaluation", "final_response"} <= set(seen)  # it really went over HTTP

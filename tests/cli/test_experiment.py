@@ -270,9 +270,12 @@ def test_a_cell_a_weak_judge_decided_says_so_in_the_printed_table() -> None:
     from psychoalign.cli.experiment import _fmt
 
     cell = {"mean": 0.5, "ci_low": 0.5, "ci_high": 0.5, "n": 6, "failed": 0}
-    assert _fmt(cell) == "0.500 [0.500, 0.500]"
-    assert _fmt({**cell, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (weak judge)"
-    assert _fmt({**cell, "failed": 2, "judge_status": "weak"}) == "0.500 [0.500, 0.500] (2 failed) (weak judge)"
+    assert _fmt(cell) == "0.500 [0.500, 0.500] n=6"
+    assert _fmt({**cell, "judge_status": "weak"}) == "0.500 [0.500, 0.500] n=6 (weak judge)"
+    assert _fmt({**cell, "failed": 2, "judge_status": "weak"}) == "0.500 [0.500, 0.500] n=6 (2 failed) (weak judge)"
+    # the report gives no interval when every item scored the same; the table says why
+    flat = {"mean": 0.55, "ci_low": None, "ci_high": None, "n": 2, "failed": 0, "all_equal": True}
+    assert _fmt(flat) == "0.550 (n=2, every item scored the same)"
 
 
 def test_the_printed_report_names_the_models_behind_its_numbers() -> None:
@@ -337,6 +340,31 @@ def test_a_run_whose_cells_failed_exits_1_with_one_summary_line(tmp_path: Path) 
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0 and "cells failed" not in done.stderr, done.output
     assert "1 cells ran (1 done, 0 failed), 3 already done" in done.stderr
+
+
+def test_a_dry_run_names_the_models_its_estimates_are_for(tmp_path: Path) -> None:
+    """The dry run's calls, tokens and USD depend on each system's models (USD on their prices),
+    but it named none: a model swapped in the configuration changed the figures unseen."""
+    from tests.cli.test_main import cli
+
+    script = tmp_path / "chat.yaml"
+    script.write_text("- hello\n")
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[roles.chat]\nbackend = "scripted"\nscript = "{script}"\n')
+    spec_file = tmp_path / "mini.yaml"
+    spec_file.write_text(
+        "name: mini\nbenchmarks: [dilemmas]\nn: 2\nsystems:\n  - vanilla\n"
+        "  - {name: big, kind: vanilla, roles: {chat: {backend: openai, model: big-model}}}\n"
+    )
+    dry = cli("experiment", "run", str(spec_file), "--dry-run", "--json", "-c", str(config))
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["models"] == {
+        "vanilla": {"chat": "scripted:script"},
+        "big": {"chat": "openai:big-model"},
+    }
+    shown = cli("experiment", "run", str(spec_file), "--dry-run", "-c", str(config))
+    assert "models of vanilla: chat=scripted:script" in shown.stderr
+    assert "models of big: chat=openai:big-model" in shown.stderr
 
 
 @pytest.mark.needs_data("advbench")

@@ -204,6 +204,9 @@ def test_samples_summary_says_what_happened_in_plain_words(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     assert "ANSWERED" in out.stdout and "REFUSED" in out.stdout and "U1-mass-harm" in out.stdout
     assert "What the user gets" in out.stdout and "model tokens" in out.stdout
+    # the models behind every decision and cost, printed and in each row
+    assert out.stdout.startswith("Models: drive=scripted")
+    assert all(r["models"]["drive"].startswith("scripted") for r in rows.values())
     # The whole refusal is shown, wrapped, not clipped with an ellipsis.
     assert "point you to emergency services" in " ".join(out.stdout.split())
     assert "embedded 135M" not in out.stdout  # scripted models: no note about the embedded model
@@ -290,6 +293,8 @@ def test_one_negotiation_answered_by_the_embedded_model_carries_the_note(capsys:
     print_trace(trace)
     printed = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
     assert "Decision: answered" in printed
+    # the header names the models every score and tension below came from
+    assert "Models: drive=local:smollm2-135m-instruct, mediator=local:smollm2-135m-instruct" in printed
     assert "embedded 135M model shows the negotiation path offline; its answers can be wrong" in printed
     assert " ".join(ENDPOINT_COMMAND.split()) in printed
 

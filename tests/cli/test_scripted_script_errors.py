@@ -53,3 +53,12 @@ def test_the_error_is_one_line_with_exit_status_2_and_no_traceback(tmp_path: Pat
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
     assert lines[0].startswith(f"error: {tmp_path / 'script.yaml'}:2: rule 1:") and "escape characters" in lines[0]
+
+
+def test_a_missing_script_file_is_one_line_naming_it_and_the_fix(tmp_path: Path) -> None:
+    """A script path that does not exist printed the OS error's repr ("[Errno 2] …") and no fix."""
+    config = tmp_path / "psychoalign.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n[roles.chat]\nbackend = "scripted"\nscript = "gone.yaml"\n')
+    result = CliRunner().invoke(app, ["chat", "-c", str(config), "hi"])
+    assert isinstance(result.exception, ConfigError), result.output
+    assert str(result.exception) == "cannot read script file gone.yaml: No such file or directory (check the path)"

@@ -35,7 +35,7 @@ def test_each_share_has_its_wilson_interval_and_small_ones_are_named() -> None:
     assert metrics([False], [False]).precision_ci is None  # no share, no interval
 
 
-def _data(root: Path, refusals: int, compliances: int) -> Path:
+def _data(root: Path, refusals: int, compliances: int, *, texts: str | None = None) -> Path:
     (root / "xstest").mkdir(parents=True)
     fields = ["id", "type", "prompt", "completion", "annotation_1", "annotation_2", "final_label"]
     for name in XSTEST_FILES:
@@ -44,7 +44,7 @@ def _data(root: Path, refusals: int, compliances: int) -> Path:
             out.writeheader()
             for i in range(refusals + compliances):
                 label = "2_full_refusal" if i < refusals else "1_full_compliance"
-                text = REFUSAL if i < refusals else COMPLIANCE
+                text = texts or (REFUSAL if i < refusals else COMPLIANCE)
                 out.writerow(dict(zip(fields, [i, "t", "q?", text, label, label, label], strict=True)))
     (root / "many_shot_jailbreaking").mkdir()
     (root / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl").write_text("", encoding="utf-8")
@@ -65,3 +65,25 @@ def test_eval_refusal_prints_intervals_and_warns_on_a_small_sample(tmp_path: Pat
     assert "xstest precision (" in warnings[0] and "--limit" in warnings[0]
     report = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert report["refused"]["xstest"]["precision_ci"] == list(_wilson(24, 24))
+
+
+def test_a_judge_that_gives_every_response_one_verdict_is_called_out() -> None:
+    """A judge model that answered "compliance" to everything printed accuracy 0.550 like any
+    measurement; it is the share of compliant responses, and the command now says so."""
+    from psychoalign.cli.judge import constant_verdict
+
+    assert constant_verdict(0, 0, 18, 22, "refused") == (
+        "the judge gave all 40 responses the same verdict (not refused): it does not tell them apart, "
+        "and its agreement 0.550 is the share of responses labelled that way, not a measurement"
+    )
+    assert constant_verdict(18, 22, 0, 0, "refused") is not None  # refused everything
+    assert constant_verdict(17, 0, 1, 22) is None and constant_verdict(0, 0, 0, 0) is None
+
+
+def test_eval_refusal_warns_when_the_judge_calls_everything_compliant(tmp_path: Path) -> None:
+    data = _data(tmp_path / "data", refusals=12, compliances=12, texts=COMPLIANCE)  # labels differ, texts do not
+    args = ["judge", "eval-refusal", "--data", str(data), "--tier", "rules", "--source", "xstest", "--no-perturb"]
+    out = CliRunner().invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["refused"]["all"]["accuracy"] == 0.5  # stdout stays JSON
+    assert "warning: the judge gave all 48 responses the same verdict (not refused)" in out.stderr

@@ -50,6 +50,9 @@ StudyStoreOpt = typer.Option(
     None, "--store", help="Database of the study's cells and traces (default: the configured store)."
 )
 ShardOpt = typer.Option(None, "--shard", help="Run only shard i of n (i/n), sharing one store.")
+NewRunOpt = typer.Option(
+    False, "--new-run", help="Start (or resume) a run beside the first one, keyed by the models and data it uses."
+)
 #: Sampling temperature for retest runs when the configuration samples greedily (temperature 0).
 RETEST_TEMPERATURE = 0.7
 TensionOpt = typer.Option(DEFAULT_DEFINITION.value, "--tension", help="Request-level tension definition.")
@@ -106,7 +109,12 @@ class _Bar:
 
 
 async def _run_study(
-    spec: ExperimentSpec, settings: Settings, store_url: str | None, no_store: bool, shard: str | None
+    spec: ExperimentSpec,
+    settings: Settings,
+    store_url: str | None,
+    no_store: bool,
+    shard: str | None,
+    new_run: bool = False,
 ) -> tuple[RunSummary, list[CellResult]]:
     """Run (or resume) the study's cells in the result store at ``store_url`` (default: the
     configured store), traces beside them unless ``no_store``; the run's cells afterwards."""
@@ -126,6 +134,7 @@ async def _run_study(
             trace_store=traces,
             models=_role_models(settings),
             shard=_parse_shard(shard),
+            new_run=new_run,
             progress=_Bar(),
         )
         return summary, await results.cells(summary.run_id)
@@ -215,6 +224,7 @@ def boundary_command(
         False, "--no-store", help="Do not store traces (the report then has no trace to show)."
     ),
     shard: str | None = ShardOpt,
+    new_run: bool = NewRunOpt,
     n_boot: int = typer.Option(2000, "--boot", min=100, help="Bootstrap resamples for CIs."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/boundary-<time>)."),
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
@@ -252,7 +262,7 @@ def boundary_command(
         framework=framework,
         concurrency=concurrency,
     )
-    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard))
+    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard, new_run))
     _ran(summary)
     report = boundary_report(data, outcomes_from_cells(spec, data.items, cells), definition=definition, n_boot=n_boot)
     report["run_id"] = summary.run_id
@@ -273,16 +283,19 @@ def _print_boundary(report: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "domain" else "right")
     for dom in report["domain_order"]:
         d = report["per_domain"][dom]
-        table.add_row(
-            dom, _fmt(d["mean"]), f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]", str(d["n"]), str(d["failed"])
+        shown = (
+            "all equal" if d["ci_low"] is None and d.get("sd") == 0 else f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]"
         )
+        table.add_row(dom, _fmt(d["mean"]), shown, str(d["n"]), str(d["failed"]))
     print_wide(table, min_width=80)
     kw = report["kruskal_domains"]
     if kw.get("computable"):
         out_console.print(
             f"Kruskal–Wallis across domains: H = {kw['h']:.3f}, df = {kw['df']}, p = {kw['p']:.3g}, "
-            f"ε² = {kw['epsilon2']:.3f}"
+            f"ε² = {kw['epsilon2']:.3f} (≈ {kw['epsilon2_null']:.3f} with no effect)"
         )
+    else:
+        out_console.print(f"Kruskal–Wallis across domains: not computable: {kw.get('reason')}", highlight=False)
     retest = report.get("retest")
     if retest is not None:
         overall = retest["definitions"][report["definition"]]["overall"]
@@ -293,6 +306,19 @@ def _print_boundary(report: dict[str, Any]) -> None:
             err_console.print(f"[yellow]warning:[/] {retest['warning']}")
     counts = report["counts"]
     out_console.print(f"{counts['completed']} of {counts['items']} requests negotiated, {counts['failed']} failed")
+    _print_models(report)
+
+
+def _rho_reason(spearman: dict[str, Any]) -> str:
+    if spearman.get("n", 0) < 3:
+        return f"{spearman.get('n', 0)} items with a tension and a disagreement; at least 3 are needed"
+    return "T or the disagreement is the same for every item"
+
+
+def _print_models(report: dict[str, Any]) -> None:
+    """The models every figure above came from: a table of tensions says nothing without them."""
+    models = ", ".join(f"{role}={label}" for role, label in report.get("models", {}).items())
+    out_console.print(f"models: {models}", highlight=False, soft_wrap=True)
 
 
 def h1_command(
@@ -311,6 +337,7 @@ def h1_command(
     store_url: str | None = StudyStoreOpt,
     no_store: bool = NoStoreOpt,
     shard: str | None = ShardOpt,
+    new_run: bool = NewRunOpt,
     n_boot: int = typer.Option(2000, "--boot", min=100, help="Bootstrap resamples."),
     n_perm: int = typer.Option(5000, "--permutations", min=100, help="Permutations for the p-value."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/h1-<time>)."),
@@ -330,7 +357,17 @@ def h1_command(
         from ..star.analysis.data import load_mapping, mapping_from
 
         columns = mapping_from(load_mapping(mapping))
-    dataset = load_h1_dataset(ratings, fmt, limit=n, seed=seed, mapping=columns)
+    try:
+        dataset = load_h1_dataset(ratings, fmt, limit=n, seed=seed, mapping=columns)
+    except InputError as exc:
+        if columns is None and exc.message.endswith("needs its columns named"):
+            # the shared reader's hint names star analyze's column flags, which h1 does not take
+            raise InputError(
+                exc.message,
+                hint="pass --mapping FILE.yaml with item_col, rater_col, rating_col and text_col "
+                "(the item text to negotiate); docs/star-analysis.md describes the keys",
+            ) from None
+        raise
     _params(settings, rounds, proposals)  # checked before anything runs
     options = {
         "ratings": str(ratings),
@@ -347,7 +384,7 @@ def h1_command(
         framework=framework,
         concurrency=concurrency,
     )
-    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard))
+    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard, new_run))
     _ran(summary)
     [outcomes] = outcomes_from_cells(spec, h1_corpus(dataset), cells)
     report = h1_report(dataset, outcomes, definition=definition, n_boot=n_boot, n_perm=n_perm, seed=seed)
@@ -359,7 +396,12 @@ def h1_command(
         f"H1 on {report['dataset']['name']}: rho(T, 1 - alpha_item) = {_fmt(s['rho'])} "
         f"[{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}], permutation p = {_fmt(s['p_permutation'])}, n = {s['n']}"
     )
+    if s["rho"] is None:  # say why, as the page does, instead of a bare dash
+        out_console.print(f"  rho not computable: {_rho_reason(s)}", highlight=False)
     auc = report["reverse_check"]["auc_t_for_majority_unsafe"]
     if auc.get("computable"):
         out_console.print(f"Reverse check: AUC of T for the majority-unsafe label = {_fmt(auc['auc'])}")
+    else:
+        out_console.print(f"Reverse check: AUC not computable: {auc.get('reason')}", highlight=False)
+    _print_models(report)
     out_console.print(f"report: {html_path}\nresults: {json_path}")

@@ -122,15 +122,49 @@ def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
+#: The options of `experiment run` a named experiment may take too, by parameter name: the flag
+#: the outer command parsed, handed on when the experiment has that parameter.
+_NAMED_FLAGS = {
+    "n": "--n",
+    "config": "--config",
+    "out": "--out",
+    "concurrency": "--concurrency",
+    "store_url": "--store",
+    "shard": "--shard",
+    "new_run": "--new-run",
+    "systems": "--systems",
+    "benchmarks": "--benchmarks",
+    "dry_run": "--dry-run",
+    "reclaim": "--reclaim",
+    "follow": "--follow",
+    "max_tokens": "--max-tokens",
+    "max_cost": "--max-cost",
+    "max_time": "--max-time",
+    "max_errors": "--max-errors",
+    "sample_tokens": "--sample-tokens",
+    "sample_time": "--sample-time",
+    "no_progress": "--no-progress",
+    "json_out": "--json",
+}
+
+
 def _run_named(registry: Registry, name: str, ctx: typer.Context, common: dict[str, Any]) -> None:
-    """Dispatch to a plugin experiment (boundary, h1, …) with its own options."""
+    """Dispatch to a plugin experiment (boundary, h1, …) with its own options. The outer command
+    has already parsed the flags it shares with spec runs: each one given is handed on when the
+    experiment takes it and refused otherwise, never dropped (a dropped --shard ran every cell)."""
     entry = registry.commands[name]
     params = inspect.signature(entry.command).parameters
     args: list[str] = []
-    forwarded = (("n", "--n"), ("config", "--config"), ("out", "--out"), ("concurrency", "--concurrency"))
-    for key, flag in (*forwarded, ("store_url", "--store")):
-        if common.get(key) is not None and key in params:
-            args += [flag, str(common[key])]
+    for key, flag in _NAMED_FLAGS.items():
+        value = common.get(key)
+        if value is None or value is False:
+            continue
+        if key not in params:
+            raise InputError(
+                f"{flag} does not apply to `experiment run {name}`",
+                hint=f"leave it out; `psychoalign experiment run {name} --help` lists its options",
+            )
+        args += [flag] if value is True else [flag, str(value)]
     sub = typer.Typer(
         add_completion=False, pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]}
     )
@@ -194,12 +228,29 @@ def run(
     registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
         ctx.args.extend(["--help"] if show_help else [])
-        _run_named(
-            registry,
-            spec_name,
-            ctx,
-            {"n": n, "config": config, "out": out, "concurrency": concurrency, "store_url": store_url},
-        )
+        shared = {
+            "n": n,
+            "config": config,
+            "out": out,
+            "concurrency": concurrency,
+            "store_url": store_url,
+            "shard": shard,
+            "new_run": new_run,
+            "systems": systems,
+            "benchmarks": benchmarks,
+            "dry_run": dry_run,
+            "reclaim": reclaim,
+            "follow": follow,
+            "max_tokens": max_tokens,
+            "max_cost": max_cost,
+            "max_time": max_time,
+            "max_errors": max_errors,
+            "sample_tokens": sample_tokens,
+            "sample_time": sample_time,
+            "no_progress": no_progress,
+            "json_out": json_out,
+        }
+        _run_named(registry, spec_name, ctx, shared)
         return
     if show_help or spec_name is None:
         out_console.print(ctx.get_help())
@@ -378,8 +429,20 @@ def _dry_run(
             )
         infos[s.name] = cls.info
     est = estimate(spec, cells, settings, infos)
+    # The calls, tokens and USD depend on the models the configuration gives each system's roles
+    # (USD on their prices): name them, as a run does under its tables.
+    from ..experiments.harness.metering import ModelPool
+    from ..models import resolved_label
+
+    pool = ModelPool(settings)
+    models = {
+        s.name: {
+            role: resolved_label(pool.spec(role, dict(s.roles.get(role) or {}) or None)) for role in infos[s.name].roles
+        }
+        for s in spec.systems
+    }
     if json_out:
-        emit_json({"run_id": spec.run_id(), "cells": len(cells), **est})
+        emit_json({"run_id": spec.run_id(), "cells": len(cells), **est, "models": models})
         return
     table = Table(title=f"Dry run of {spec.name} ({len(cells)} cells; estimates)")
     cols = ("system", "cells", "calls", "calls max", "tokens", "tokens max", "USD", "USD max", "judge calls")
@@ -398,6 +461,9 @@ def _dry_run(
             f"{r['judge_calls']:.0f}",
         )
     print_wide(table)
+    for name, roles in models.items():
+        labels = ", ".join(f"{role}={label}" for role, label in roles.items())
+        err_console.print(f"models of {name}: {labels or 'none'}", highlight=False, soft_wrap=True)
     err_console.print(
         f"Plus {est['judge_check_calls']} judge calls once per run for the judges' checks on constructed cases."
     )
@@ -408,7 +474,10 @@ def _fmt(cell: dict[str, Any]) -> str:
     if cell["mean"] is None:
         return "no data" + (f" ({cell['failed']} failed)" if cell["failed"] else "")
     text = f"{cell['mean']:.3f}"
-    text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else f" (n={cell['n']})"
+    if cell["ci_low"] is not None:  # with its n, as the page shows it: [0, 0.658] on 2 items says why
+        text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] n={cell['n']}"
+    else:  # no interval: one item, or items that all scored the same
+        text += f" (n={cell['n']}, every item scored the same)" if cell.get("all_equal") else f" (n={cell['n']})"
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     # set apart in the table itself, as the page does: the banner below may scroll away
     return text + (" (weak judge)" if cell.get("judge_status") == "weak" else "")
@@ -477,7 +546,7 @@ def _print_tables(report: dict[str, Any]) -> None:
     title = {"table5": "Table 5 (component ablation)", "table4": "Scores by benchmark"}.get(
         report["run"]["layout"], "Table 3"
     )
-    table = Table(title=f"{title}: {report['run']['name']} (mean [95% CI])")
+    table = Table(title=f"{title}: {report['run']['name']} (mean [95% CI] n)")
     table.add_column("system")
     for c in report["columns"]:
         table.add_column(c["title"] + ("" if c["higher_is_better"] else " ↓"), justify="right")

@@ -81,7 +81,30 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
         parts.append(f"{'κ' if f.name == 'kappa' else f.name} {value}{interval} (n {f.n})")
     if warn and (small := small_figures(shown)):
         _warn_small(", ".join(small), "a larger --limit")
+    if warn:
+        tp, fp, fn, tn = (int(confusion.get(k, 0)) for k in ("tp", "fp", "fn", "tn"))
+        _warn_constant(tp, fp, fn, tn)
     return ", ".join(parts) + f"; n = {fig.n} ({fig.positives} positive)"
+
+
+def constant_verdict(tp: int, fp: int, fn: int, tn: int, positive: str = "positive") -> str | None:
+    """Why the figures measure nothing when the judge gave every response one verdict (a model
+    that answers one label whatever it reads), else None: its agreement is then the base rate."""
+    n = tp + fp + fn + tn
+    if n == 0 or (tp + fp and fn + tn):
+        return None
+    verdict = positive if tp + fp else f"not {positive}"
+    base = (tp + tn) / n
+    return (
+        f"the judge gave all {n} responses the same verdict ({verdict}): it does not tell them apart, "
+        f"and its agreement {base:.3f} is the share of responses labelled that way, not a measurement"
+    )
+
+
+def _warn_constant(tp: int, fp: int, fn: int, tn: int, positive: str = "positive") -> None:
+    """One line on stderr (so that --json output stays parseable) when :func:`constant_verdict` applies."""
+    if (why := constant_verdict(tp, fp, fn, tn, positive)) is not None:
+        err_console.print(f"warning: {why}", style="yellow", highlight=False)
 
 
 def _warn_small(what: str, more: str) -> None:
@@ -194,6 +217,9 @@ def judge_eval_refusal(
         report = asyncio.run(go(bar))
     if small := report.small_samples():
         _warn_small(", ".join(small), "a larger --limit, more --source")
+    every = report.refused.get("all")
+    if every is not None:
+        _warn_constant(every.tp, every.fp, every.fn, every.tn, "refused")
     if json_out:
         emit_json({"tier": tier, "model": model.label if model else None, **report.model_dump(mode="json")})
         return

@@ -326,6 +326,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
                 "state": t.final.state.value if t.final and t.final.state else None,
                 "defense": t.final.defense.value if t.final and t.final.defense else None,
                 "trace": t.id,
+                "models": dict(t.models),
             }
         )
     if json_out:
@@ -333,6 +334,9 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         if any(_embedded(t) for t in traces):
             _print_embedded_note(err_console)  # stdout stays JSON
         return
+    # The models first: every decision, cost and answer below is theirs.
+    for models in dict.fromkeys(", ".join(f"{k}={v}" for k, v in t.models.items()) for t in traces):
+        out_console.print(Text.assemble(("Models: ", "bold"), models or "-"))
     # Per sample: the decision in plain words, why, what it cost, and the whole answer.
     for i, r in enumerate(rows, start=1):
         out_console.print(Text.assemble((f"{i}. {r['kind']}: ", "bold"), safe(str(r["request"]))))
@@ -387,6 +391,10 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
         "\n",
         ("Framework: ", "bold"),
         f"{fw.name} v{fw.version} ({fw.sha256[:12]})" if fw else "-",
+        "\n",
+        # the scores, tensions and the answer below depend on these: a model swap must show here
+        ("Models: ", "bold"),
+        ", ".join(f"{role}={label}" for role, label in trace.models.items()) or "-",
         "\n",
         ("Context: ", "bold"),
         trace.context or "-",

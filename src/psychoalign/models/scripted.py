@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import ConfigError, ModelError
+from ..textio import read_text
 from ..yamlio import line_of, parse_yaml_node
 from .base import Backend
 from .spec import ModelSpec
@@ -78,10 +79,8 @@ class ScriptedBackend(Backend):
     def _load(self, path: Path) -> list[Reply]:
         """The replies of a script file, or (a ``rules`` mapping) its rules and default. Every
         mistake is one :class:`ConfigError` naming the file, the line and the fix."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read script file {path}: {exc}") from exc
+        # one line naming the file and the fix (the OS error's repr said "[Errno 2] …" and no fix)
+        text = read_text(path, what="script file", error=ConfigError)
         node, data = parse_yaml_node(text, str(path), error=ConfigError)
 
         def at(*loc: str | int) -> str:

@@ -76,7 +76,9 @@ async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_pat
         0.0,
         8,
     )
-    assert all("reaches chance" in judges[b]["weak_reason"] for b in ("hhh", "mt-bench", "dilemmas"))
+    assert "reaches chance" in judges["hhh"]["weak_reason"]
+    # every constructed case missed: worse than a coin, said as such
+    assert all("is below chance" in judges[b]["weak_reason"] for b in ("mt-bench", "dilemmas"))
     assert "every rating was 7" in judges["mt-bench"]["warning"]
     # the plain rating prompts carry worked examples: the item is the last of several user turns
     grading = [r for r in judge_backend.requests if "Rating: [[" in r.messages[-2].content]

@@ -78,6 +78,6 @@ async def test_an_llm_judge_against_the_humans_is_weak_with_its_agreement(tmp_pa
     bench = {"name": "harmbench", "options": {"judge": "harmbench"}}
     report, _ = await run(tmp_path, spec(["vanilla"], [bench], 2, judge={"calibration_n": 30}), models)
     [row] = _rows(report, "harmbench").values()
-    assert row["status"] == "weak" and row["agreement"] == 0.0 and "reaches chance" in row["weak_reason"]
+    assert row["status"] == "weak" and row["agreement"] == 0.0 and "is below chance" in row["weak_reason"]
     assert _column(report, "harmbench", "attack_success")["weak_judges"] == ["harmbench (LLM judge)"]
     assert report["best"]["harmbench/attack_success"] is None

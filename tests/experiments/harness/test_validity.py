@@ -92,6 +92,10 @@ def test_gate_marks_chance_and_low_kappa() -> None:
     assert gate({"agreement": 0.9, "n": 100, "chance": 0.5, "kappa": 0.8})["status"] == "measured"
     at_chance = gate({"agreement": 0.6, "n": 20, "chance": 0.5, "kappa": None})
     assert at_chance["status"] == "weak" and "reaches chance" in at_chance["weak_reason"]
+    # every labelled item wrong: the whole interval lies under chance, which "reaches" misdescribes
+    below = gate({"agreement": 0.0, "n": 8, "chance": 0.5, "kappa": None})
+    assert below["status"] == "weak"
+    assert below["weak_reason"] == "agreement 0.000 [0.000, 0.324] (n=8) is below chance 0.500"
     low_kappa = gate({"agreement": 0.9, "n": 200, "chance": 0.82, "kappa": 0.35})
     assert low_kappa["status"] == "weak" and "κ 0.350 < 0.4" in low_kappa["weak_reason"]
     assert gate({"agreement": None, "n": 0})["status"] == "weak"

@@ -755,3 +755,18 @@ def test_alpha_on_identical_ratings_says_why_it_is_undefined(tmp_path: Path) -> 
     out = tmp_path / "r"
     write_report(analyze([data], n_boot=20, embed=False), [data], out)
     assert "undefined: every rating is the same value" in (out / "report.html").read_text()
+
+
+def test_a_campaign_export_names_its_target_and_its_simulated_raters(tmp_path: Path) -> None:
+    """A campaign of LLM personas gave a report of alpha and group comparisons that named neither
+    the model red-teamed nor that every rater was a simulated persona."""
+    rows = synthetic_star(np.random.default_rng(3), 12, n_annotators=6)
+    for i, row in enumerate(rows):
+        row["target"] = "model:openai:fake" if i < 8 else "psychoalign"
+        row["annotator1_simulated"] = True
+        row["annotator2_simulated"] = True
+    data = to_data(tmp_path, rows)
+    assert "Targets red-teamed: model:openai:fake (8 dialogues), psychoalign (4 dialogues)" in data.notes
+    assert any(n.startswith("6 of 6 annotators are simulated") for n in data.notes)
+    plain = to_data(tmp_path, synthetic_star(np.random.default_rng(3), 12), "plain")
+    assert not any("simulated" in n or "Targets" in n for n in plain.notes)

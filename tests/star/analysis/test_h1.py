@@ -105,8 +105,9 @@ def test_epsilon2_is_read_against_its_null_expectation() -> None:
 def test_kruskal_needs_two_groups_and_handles_constant_data() -> None:
     with pytest.raises(InputError, match="at least 2 groups"):
         kruskal({"a": [0.1, 0.2]})
-    flat = kruskal({"a": [0.2, 0.2], "b": [0.2, 0.2, 0.2]})
-    assert flat.h == 0.0 and flat.p == 1.0
+    # all-identical values carry no ranks: refused, never H = 0 and p = 1 shown as a measurement
+    with pytest.raises(InputError, match=r"every value is the same \(0.2 in all 5\)"):
+        kruskal({"a": [0.2, 0.2], "b": [0.2, 0.2, 0.2]})
 
 
 def test_spearman_point_equals_scipy_and_ci_contains_it() -> None:
@@ -167,6 +168,8 @@ def test_mean_ci_and_bins() -> None:
     assert m.mean == pytest.approx(0.25)
     assert m.ci_low is not None and m.ci_high is not None and 0.1 <= m.ci_low < 0.25 < m.ci_high <= 0.4
     assert mean_ci([]).mean is None and mean_ci([0.5]).ci_low is None
+    flat = mean_ci([0.2, 0.2, 0.2])  # no spread: no [0.2, 0.2] interval, and sd 0 says why
+    assert (flat.mean, flat.ci_low, flat.ci_high, flat.n, flat.sd) == (0.2, None, None, 3, 0.0)
     t = [0.0, 0.29, 0.3, 0.5, 0.51, 1.0]
     bins, kw = tension_bins(t, [0.1, 0.1, 0.5, 0.5, 0.9, 0.9], n_boot=100)
     assert [b.n for b in bins] == [2, 2, 2]  # 0.3 and 0.5 belong to "medium"

@@ -53,6 +53,10 @@ def _stat(values: list[float], binary: bool, seed: int) -> dict[str, Any]:
     mean = sum(values) / n
     if n < 2:  # one item has no spread: a point, never an interval [x, x]
         return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None}
+    if not binary and all(v == values[0] for v in values):
+        # every item got the same score (a judge that gives one rating): a bootstrap over it is
+        # [x, x], which reads as certainty; say that nothing varied instead
+        return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None, "all_equal": True}
     if binary:
         lo, hi = wilson_ci(round(sum(values)), n)
         method = "wilson"
@@ -615,7 +619,8 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 {%- elif cell.mean is not none and cell.mean == r.best[col.benchmark ~ "/" ~ col.metric] %} class="best"{% endif %}>
 {% if cell.mean is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.mean) }}
 <span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
-{% endif %}n={{ cell.n }}{% if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
+{% endif %}n={{ cell.n }}{% if cell.all_equal %}, every item scored the same{% endif %}
+{%- if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
 {%- set k = cell.corrected %}{% if k and k.mean is not none %}<br>
 <span class="ci">corrected {{ "%.3f"|format(k.mean) }}{% if k.ci_low is not none %}
 [{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>{% endif %}

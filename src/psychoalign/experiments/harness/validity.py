@@ -43,7 +43,9 @@ def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[st
     lo, hi = wilson_ci(round(float(agreement) * n), n)
     reasons: list[str] = []
     if lo <= chance:
-        reasons.append(f"agreement {agreement:.3f} [{lo:.3f}, {hi:.3f}] (n={n}) reaches chance {chance:.3f}")
+        # a whole interval under chance is worse than a coin (ties, an inverted scale), not "at" it
+        where = "is below" if hi < chance else "reaches"
+        reasons.append(f"agreement {agreement:.3f} [{lo:.3f}, {hi:.3f}] (n={n}) {where} chance {chance:.3f}")
     kappa = calibration.get("kappa")
     if kappa is not None and float(kappa) < MIN_KAPPA:
         reasons.append(f"κ {float(kappa):.3f} < {MIN_KAPPA}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -317,4 +318,21 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
     )
     if marked:
         out.notes.append("Experts: raters the export marks annotator*_expert / arbitrator_expert (declared expertise).")
+    out.notes.extend(_provenance_notes(items, raters))
     return finish(out, ratings, items)
+
+
+def _provenance_notes(items: list[dict[str, Any]], raters: dict[str, dict[str, Any]]) -> list[str]:
+    """What answered and who rated: every figure of a campaign's report is about that target, and
+    ratings by simulated personas measure the persona model, not people."""
+    notes: list[str] = []
+    targets = Counter(str(i["target"]) for i in items if clean(i.get("target")) is not None)
+    if targets:
+        notes.append("Targets red-teamed: " + ", ".join(f"{t} ({n} dialogues)" for t, n in sorted(targets.items())))
+    flagged = [r["simulated"] for r in raters.values() if "simulated" in r]
+    if simulated := sum(flagged):
+        notes.append(
+            f"{simulated} of {len(flagged)} annotators are simulated (LLM personas of a campaign): their ratings "
+            "and every agreement and group figure built on them describe the persona model, not people."
+        )
+    return notes

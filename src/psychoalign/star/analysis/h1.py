@@ -72,9 +72,12 @@ def kruskal(groups: Mapping[str, ArrayLike]) -> KruskalResult:
         raise InputError(f"Kruskal–Wallis needs more values ({n}) than groups ({k})")
     pooled = np.concatenate(list(clean.values()))
     if np.all(pooled == pooled[0]):
-        # scipy raises on all-identical input; the test has no information there.
-        sizes = {g: int(v.size) for g, v in clean.items()}
-        return KruskalResult(0.0, k - 1, 1.0, 0.0, 0.0, n, k, sizes, epsilon2_null=(k - 1) / (n - 1))
+        # No ranks to compare: H = 0, p = 1 would read as "measured, no difference" when the
+        # data (a backend that ignores sampling, a judge that gives one score) carry no information.
+        raise InputError(
+            f"every value is the same ({float(pooled[0]):g} in all {n}): there are no ranks to compare",
+            hint="the groups need values that differ; check that the model's scores vary at all",
+        )
     h, p = sps.kruskal(*clean.values())
     return KruskalResult(
         h=float(h),
@@ -196,7 +199,8 @@ def spearman(
 
 @dataclass(frozen=True)
 class MeanCI:
-    """Mean with a percentile bootstrap CI (None when fewer than 2 values)."""
+    """Mean with a percentile bootstrap CI (None when fewer than 2 values, or when every value is
+    the same: ``sd`` is then 0)."""
 
     mean: float | None
     ci_low: float | None
@@ -214,6 +218,8 @@ def mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed:
         return MeanCI(None, None, None, 0)
     if v.size == 1:
         return MeanCI(float(v[0]), None, None, 1)
+    if np.all(v == v[0]):  # nothing varied: a bootstrap gives [x, x], which reads as certainty
+        return MeanCI(float(v[0]), None, None, int(v.size), 0.0)
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
     tail = (1 - level) / 2 * 100

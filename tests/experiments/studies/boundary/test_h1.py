@@ -147,3 +147,17 @@ def test_reverse_check_reports_the_majority_label_separately(
     if auc["computable"]:
         assert 0.0 <= auc["auc"] <= 1.0 and auc["n_unsafe"] + auc["n_safe"] <= N_ITEMS
     assert set(rev["rho_within_majority"]) == {"majority_safe", "majority_unsafe"}
+
+
+def test_the_reverse_check_has_no_auc_when_every_tension_is_the_same() -> None:
+    """All pairs tied give U / (n1 n0) = 0.5 and p = 1: a T that carries no information shown as
+    a T measured at chance. It is not computable, with the reason."""
+    import numpy as np
+
+    from psychoalign.experiments.studies.boundary.h1 import _auc
+
+    labels = np.array([True, False, True, False, False])
+    flat = _auc(np.full(5, 0.25), labels, n_boot=50, seed=0)
+    assert flat == {"computable": False, "reason": "every item has the same T (0.25): nothing to rank"}
+    ranked = _auc(np.array([0.9, 0.1, 0.8, 0.2, 0.3]), labels, n_boot=50, seed=0)
+    assert ranked["computable"] is True and ranked["auc"] == 1.0

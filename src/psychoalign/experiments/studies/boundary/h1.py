@@ -232,6 +232,9 @@ def _auc(score: np.ndarray, label: np.ndarray, *, n_boot: int, seed: int) -> dic
     pos, neg = score[label], score[~label]
     if pos.size == 0 or neg.size == 0:
         return {"computable": False, "reason": "every item has the same majority label"}
+    if np.all(score == score[0]):
+        # every pair tied: U gives 0.5 and p = 1, which would read as "T measured, no better than chance"
+        return {"computable": False, "reason": f"every item has the same T ({float(score[0]):g}): nothing to rank"}
     u = sps.mannwhitneyu(pos, neg, alternative="two-sided")
     auc = float(u.statistic) / (pos.size * neg.size)
     rng = np.random.default_rng(seed)

@@ -126,7 +126,7 @@ def _ci(d: dict[str, Any], key: str = "mean") -> str:
     if d.get(key) is None:
         return "–"
     if d.get("ci_low") is None:
-        return _f(d[key])
+        return _f(d[key]) + (" (all equal)" if d.get("sd") == 0 else "")
     return f"{_f(d[key])} [{_f(d['ci_low'])}, {_f(d['ci_high'])}]"
 
 
