@@ -451,10 +451,10 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Four hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split held-out "
-            "parts of three pools (`bench/data/lookalike_heldout.yaml`, `bench/data/lookalike_heldout_v7.yaml`, "
-            "`bench/data/lookalike_heldout_v8.yaml`) and one file written whole before the training data it tests "
-            "(`bench/data/lookalike_heldout_v9.yaml`) "
+            note="Four hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and one file written "
+            "whole before the training data it tests (`bench/data/lookalike_heldout_v9.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "
