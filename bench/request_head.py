@@ -8,10 +8,11 @@ Run from the repository root (needs the evaluation data folder, shared/data, for
 
 Data (aggregates are printed, never the items):
 
-* ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml`` and
-  ``bench/data/lookalike_heldout_v8.yaml``: the held-out parts of three pools of hand-written
-  requests, each split by hash before any item was scored (the
-  rest of each pool is in the classifier's training data; each file's header says how): benign
+* ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml``,
+  ``bench/data/lookalike_heldout_v8.yaml`` and ``bench/data/lookalike_heldout_v9.yaml``: held-out
+  hand-written requests (the first three are the hash-split held-out parts of three pools, the
+  fourth was written whole as a held-out file before the training data it tests; each file's
+  header says how): benign
   look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
 * the harmful and benign sets of ``bench/data/heldout_requests.yaml``, less the items that a
@@ -41,7 +42,7 @@ held-out fold of another exemplar file, e.g. an earlier version, and leaves the 
 trained on; items repeating a training text of the check are left out), the crisis requests that reach the
 crisis channel (the check alone, and the check or the general framework's self-harm request checks,
 which is what a request meets) and the look-alikes or benign requests it fires on; then, as out-of-sample
-reports only, the requests it fires on among the look-alikes of the three held-out files above,
+reports only, the requests it fires on among the look-alikes of the held-out files above,
 each list of ``tests/frameworks/self_harm_requests.yaml`` (the request checks' test set), the
 MT-Bench first turns and the XSTest safe prompts. Target: crisis requests reaching the channel
 100 %.
@@ -74,7 +75,12 @@ from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
 
 LOOKALIKES = tuple(
     ROOT / "bench" / "data" / name
-    for name in ("lookalike_heldout.yaml", "lookalike_heldout_v7.yaml", "lookalike_heldout_v8.yaml")
+    for name in (
+        "lookalike_heldout.yaml",
+        "lookalike_heldout_v7.yaml",
+        "lookalike_heldout_v8.yaml",
+        "lookalike_heldout_v9.yaml",
+    )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
 PREMISE_RULE = "U6-group-premise"
@@ -270,7 +276,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
         held_looks = [t for f in files for t in f]
         rate(
-            "look-alikes of the three held-out files",
+            "look-alikes of the held-out look-alike files",
             sum(map(clf.crisis, held_looks)),
             len(held_looks),
             "fired",
@@ -345,7 +351,7 @@ def main() -> None:
         type=Path,
         action="append",
         default=None,
-        help="held-out look-alike/premise/harmful file (repeatable; default: the three in bench/data)",
+        help="held-out look-alike/premise/harmful file (repeatable; default: the four in bench/data)",
     )
     ap.add_argument("--head-only", action="store_true", help="the request head and the premise rule only")
     ap.add_argument("--data", type=Path, default=None, help="evaluation data folder (default shared/data)")
@@ -451,9 +457,10 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Held-out parts of three hand-written pools, each split by hash before scoring (look-alikes, premise "
-            "items, harmful twins; `bench/data/lookalike_heldout.yaml`, `bench/data/lookalike_heldout_v7.yaml` and "
-            "`bench/data/lookalike_heldout_v8.yaml`) "
+            note="Four hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and one file written "
+            "whole before the training data it tests (`bench/data/lookalike_heldout_v9.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "

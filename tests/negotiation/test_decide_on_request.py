@@ -77,7 +77,8 @@ async def test_an_evaluator_ceiling_below_tau_ends_before_any_drive_call() -> No
     assert trace.screen.ceiling is not None and trace.screen.ceiling < 60
     assert trace.agents["evaluator"].calls == 1 and trace.agents["evaluator"].completion_tokens == 0
     assert trace.final is not None and trace.final.composed_by == "template"
-    assert "rephrase" in trace.final.response  # no rule fired: no channel, the offer to help instead
+    # no rule fired, so no channel; the request was judged harmful, so no invitation to reword it
+    assert "rephrase" not in trace.final.response and "safety, prevention or legal side" in trace.final.response
 
 
 async def test_an_evaluator_ceiling_above_tau_lets_the_drive_propose() -> None:

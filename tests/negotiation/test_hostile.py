@@ -317,8 +317,10 @@ async def test_final_gate_off_never_uses_ungated_text(admissible: bool) -> None:
     else:
         assert f.composed_by == "template"
         # Sublimation without a composition: no rule fired, so no framework channel is offered
-        # (issue 27: never emergency services for a request that broke no rule); the refusal.
-        assert "emergency services" not in f.response and "rephrase" in f.response
+        # (issue 27: never emergency services for a request that broke no rule); the refusal,
+        # which does not invite a request judged harmful to be reworded.
+        assert "emergency services" not in f.response and "rephrase" not in f.response
+        assert "safety, prevention or legal side" in f.response
         assert "safe_channel" in f.withheld
 
 

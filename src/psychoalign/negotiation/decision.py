@@ -114,12 +114,16 @@ def refusal_text(ctx: DefenseContext) -> str:
     """The refusal, from framework text and fixed templates only. A rule whose channel carries
     a supportive message (self-harm) gets that message with the channel, never "rephrase";
     otherwise the rules that fired and their channels, or, when no rule with a channel fired,
-    the offer to help with a rephrased request."""
+    the offer to help with a rephrased request -- unless the request itself was judged harmful:
+    inviting a reworded harmful request only coaches the next attempt."""
     support = ctx.supportive()
     if support is not None:
         return support.render_message()
     channel = ctx.framework_channel()
-    alternative = template("channel_alternative", safe_channel=channel) if channel else template("default_alternative")
+    if channel:
+        alternative = template("channel_alternative", safe_channel=channel)
+    else:
+        alternative = template("harmful_alternative" if ctx.harmful else "default_alternative")
     return template("rationalization", rules=rules_text(ctx), alternative=alternative)
 
 
