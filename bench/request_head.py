@@ -310,13 +310,13 @@ def crisis_report(args: argparse.Namespace) -> None:
             quick=False,
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
             "`bench/data/crisis_heldout.yaml` (written by hand before the check was rebuilt): never a reference of "
-            "the check, never used to choose an exemplar, a setting or its threshold. The look-alike files, the "
-            "request checks' test file, XSTest safe and MT-Bench first turns are reported only: C, gamma and the "
-            "threshold are chosen by cross-validation on the training text alone (the training folds of the "
-            "exemplars and the request head's project-written benign requests, no benchmark text). These reports "
-            "did inform the data: long requests were added in v2 after MT-Bench first turns, and v3's idiom "
-            "look-alikes after XSTest and MT-Bench false fires; v3's cap on look-alike fires was added after a "
-            "build's held-out look-alike figures (MODEL_CARD.md, every build in order).",
+            "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
+            "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
+            "text); the look-alike files, the request checks' test file, XSTest safe and MT-Bench first turns are "
+            "reported only. Some of these reports did inform the data or the rule once: long requests were added "
+            "in v2 after MT-Bench first turns, v3's idiom look-alikes after XSTest and MT-Bench false fires, and "
+            "v3's cap on look-alike fires after a build's held-out look-alike figures; the held-out crisis "
+            "requests chose nothing (MODEL_CARD.md, every build in order).",
         )
 
 
