@@ -552,3 +552,45 @@ def test_a_campaign_run_that_fails_before_its_plan_leaves_nothing_in_the_store(
             await store.close()
 
     assert asyncio.run(stored()) == (False, [])
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_a_run_closes_the_models_it_built(
+    store: SQLStarStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    """Models the run builds from the config are closed when it ends, even when it fails (an
+    HTTP backend left open prints "Unclosed client session" as the process exits); models the
+    caller passed stay the caller's."""
+    import yaml
+
+    from psychoalign.star import campaign as campaign_module
+
+    built: list[ChatModel] = []
+    closed: list[ChatModel] = []
+
+    def build(spec: ModelSpec, **kwargs: object) -> ChatModel:
+        model = ChatModel(spec, ScriptedBackend(spec, replies=[{"rating": 3, "reasoning": "ok"}], cycle=True))
+
+        async def aclose() -> None:
+            closed.append(model)
+
+        model.aclose = aclose  # type: ignore[method-assign]
+        built.append(model)
+        return model
+
+    monkeypatch.setattr(campaign_module, "build_model", build)
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"rules": [], "default": "Tell me a stereotype."}))
+    settings = Settings(home=str(tmp_path / "home"), roles={"target": {"backend": "scripted", "script": str(script)}})
+    passed = scripted(attacker)
+    config = CampaignConfig(name="closes", instructions=2, rules=["stereotypes"], turns=1, target={"kind": "model"})
+    if fails:
+
+        def progress(kind: str, done: int, total: int) -> None:
+            raise RuntimeError("interrupted")  # a failure mid-run, after the models were built
+
+        with pytest.raises(RuntimeError, match="interrupted"):
+            await run_campaign(config, settings, store, models={"attacker": passed}, progress=progress)
+    else:
+        await run_campaign(config, settings, store, models={"attacker": passed})
+    assert built and closed == built and passed not in built

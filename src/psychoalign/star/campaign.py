@@ -289,9 +289,13 @@ async def run_campaign(
     campaign. ``on_planned`` is awaited once the campaign and its plan are in the store (the CLI
     records the campaign for the lab then, never before)."""
     models = dict(models or {})
+    built: list[ChatModel] = []  # the models this run builds, closed when it ends
 
     def model(role: str) -> ChatModel:
-        return models.get(role) or build_model(settings.model_spec(role), cache_dir=settings.cache_dir())
+        if role in models:
+            return models[role]
+        built.append(build_model(settings.model_spec(role), cache_dir=settings.cache_dir()))
+        return built[-1]
 
     policy = load_policy(config.policy)
     space = load_parameters(config.parameters)
@@ -319,16 +323,38 @@ async def run_campaign(
             hint=hints.get(status, "closing is final: use a new name"),
         )
 
-    judge = build_refusal_judge(
-        config.refusal_judge, model(config.judge_role) if config.refusal_judge != "rules" else None
-    )
-    target: Target
-    if config.target.kind == "psychoalign":
-        target = PsychoAlignTarget(
-            negotiator or Negotiator(settings, transport=remote_transport(settings)), config.target.framework, judge
+    own_negotiator = None
+    try:
+        judge = build_refusal_judge(
+            config.refusal_judge, model(config.judge_role) if config.refusal_judge != "rules" else None
         )
-    else:
-        target = ModelTarget(model(config.target.role), judge)
+        target: Target
+        if config.target.kind == "psychoalign":
+            if negotiator is None:
+                negotiator = own_negotiator = Negotiator(settings, transport=remote_transport(settings))
+            target = PsychoAlignTarget(negotiator, config.target.framework, judge)
+        else:
+            target = ModelTarget(model(config.target.role), judge)
+        return await _run_personas(config, store, policy, personas, model, target, judge, progress, len(items))
+    finally:  # the HTTP sessions of what this run built: a process that exits leaves none open
+        if own_negotiator is not None:
+            await own_negotiator.aclose()
+        for built_model in built:
+            await built_model.aclose()
+
+
+async def _run_personas(
+    config: CampaignConfig,
+    store: StarStore,
+    policy: Policy,
+    personas: list[Participant],
+    model: Callable[[str], ChatModel],
+    target: Target,
+    judge: RefusalJudge,
+    progress: CampaignProgress | None,
+    planned: int,
+) -> CampaignReport:
+    """Resume what a killed run left claimed, then red teaming, annotation and arbitration."""
     run = _Run(
         config,
         store,
@@ -353,7 +379,7 @@ async def run_campaign(
     while await run.phase(TaskKind.ANNOTATE) + await run.phase(TaskKind.ARBITRATE):
         pass
     shortfall = [item for kind in TaskKind for item in run.shortfall.get(kind, [])]
-    return await campaign_report(store, config.name, len(items), resumed, shortfall)
+    return await campaign_report(store, config.name, planned, resumed, shortfall)
 
 
 async def campaign_report(
