@@ -125,6 +125,16 @@ async def test_unreachable_endpoint_fails_clearly() -> None:
     assert url not in str(info.value) and info.value.detail and url in info.value.detail
 
 
+async def test_a_model_used_as_a_context_closes_its_session_when_a_call_fails() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    async with build_model(spec_for(url, max_retries=0)) as model:  # type: ignore[arg-type]
+        with pytest.raises(EndpointError):
+            await model.chat("hi")
+        session = model.backend._session  # type: ignore[attr-defined]
+        assert session is not None and not session.closed
+    assert session.closed
+
+
 async def test_timeout_per_call() -> None:
     fake = FakeServer(default=Scripted(openai_reply("slow"), hang=True))
     with fake_endpoint(PATH, fake):

@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -163,6 +163,13 @@ class ChatModel:
 
     async def aclose(self) -> None:
         await self.backend.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # the backend's HTTP session closes even when a call failed (else "Unclosed client session")
+        await self.aclose()
 
     # -- internals --------------------------------------------------------------------------
     def _check_input(self, msgs: tuple[Message, ...]) -> None:
