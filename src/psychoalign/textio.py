@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from .errors import InputError, PsychoAlignError
 __all__ = [
     "csv_reader",
     "decode_utf8",
+    "file_signature",
     "nonblank_lines",
     "normalise_text",
     "parse_jsonl_objects",
@@ -109,11 +111,19 @@ def csv_reader(path: str | Path, *, what: str = "file") -> csv.DictReader[str]:
     return csv.DictReader(io.StringIO(read_text(path, what=what), newline=""))
 
 
+def file_signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    """(size, mtime_ns, inode, device): a file whose signature is unchanged need not be read again
+    (the readers that keep what they read compare it before trusting their copy)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
 def nonblank_lines(path: str | Path, *, what: str = "file") -> Iterator[tuple[int, str]]:
     """(line number, line) of a text file read as :func:`read_text` reads, blank lines skipped."""
-    for n, line in enumerate(read_text(path, what=what).splitlines(), start=1):
-        if line.strip():
-            yield n, line
+    return _nonblank(read_text(path, what=what))
+
+
+def _nonblank(text: str) -> Iterator[tuple[int, str]]:
+    return ((n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip())
 
 
 def read_jsonl_objects(path: str | Path, *, what: str = "file") -> list[tuple[int, dict[str, Any]]]:
@@ -126,9 +136,7 @@ def read_jsonl_objects(path: str | Path, *, what: str = "file") -> list[tuple[in
 def parse_jsonl_objects(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
     """:func:`read_jsonl_objects` of text already read (``source`` names it in errors)."""
     rows = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for n, line in _nonblank(text):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
-from ..textio import read_text
+from ..textio import file_signature, read_text
 from .agreement import binary_agreement, figures_shown
 from .harm import HarmJudge
 from .harmbench import HarmBenchJudge
@@ -77,8 +77,7 @@ def load_jbb_judge_set(data: Path) -> list[LabelledJailbreak]:
     path = data / REL
     if not path.is_file():
         raise InputError(f"{path} is missing", hint="pass --data with the shared data folder (jailbreakbench/)")
-    st = path.stat()
-    signature = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    signature = file_signature(path.stat())
     kept = _READ.get(str(path.absolute()))
     if kept is None or kept[0] != signature:
         if len(_READ) >= 4:

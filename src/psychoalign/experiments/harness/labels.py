@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from ...textio import decode_utf8, parse_jsonl_objects
+from ...textio import decode_utf8, file_signature, parse_jsonl_objects
 
 __all__ = ["USER_LABEL_FIELDS", "LabelFile", "load_user_labels", "read_user_labels"]
 
@@ -42,10 +42,6 @@ class LabelFile:
 _READ: dict[tuple[str, str], tuple[tuple[int, int, int, int], LabelFile]] = {}
 
 
-def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
-
-
 def read_user_labels(path: str | Path, judge: str) -> LabelFile:
     """The labelled calibration file ``path`` for ``judge`` (JSON lines, see
     :data:`USER_LABEL_FIELDS`): every row checked, an error naming the file, line and field; at
@@ -54,10 +50,10 @@ def read_user_labels(path: str | Path, judge: str) -> LabelFile:
     key = (os.path.abspath(path), judge)
     kept = _READ.get(key)
     try:
-        if kept is not None and _signature(os.stat(path)) == kept[0]:
+        if kept is not None and file_signature(os.stat(path)) == kept[0]:
             return kept[1]
         with open(path, "rb") as fh:  # one read: the hash and the rows come from the same bytes
-            signature, data = _signature(os.fstat(fh.fileno())), fh.read()
+            signature, data = file_signature(os.fstat(fh.fileno())), fh.read()
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}", hint="check the path") from None
     rows = _checked_rows(path, judge, parse_jsonl_objects(decode_utf8(data, f"{what} {path}"), str(path)))
