@@ -122,43 +122,20 @@ def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-#: The options of `experiment run` a named experiment may take too, by parameter name: the flag
-#: the outer command parsed, handed on when the experiment has that parameter.
-_NAMED_FLAGS = {
-    "n": "--n",
-    "config": "--config",
-    "out": "--out",
-    "concurrency": "--concurrency",
-    "store_url": "--store",
-    "shard": "--shard",
-    "new_run": "--new-run",
-    "systems": "--systems",
-    "benchmarks": "--benchmarks",
-    "dry_run": "--dry-run",
-    "reclaim": "--reclaim",
-    "follow": "--follow",
-    "max_tokens": "--max-tokens",
-    "max_cost": "--max-cost",
-    "max_time": "--max-time",
-    "max_errors": "--max-errors",
-    "sample_tokens": "--sample-tokens",
-    "sample_time": "--sample-time",
-    "no_progress": "--no-progress",
-    "json_out": "--json",
-}
-
-
-def _run_named(registry: Registry, name: str, ctx: typer.Context, common: dict[str, Any]) -> None:
+def _run_named(registry: Registry, name: str, ctx: typer.Context) -> None:
     """Dispatch to a plugin experiment (boundary, h1, …) with its own options. The outer command
-    has already parsed the flags it shares with spec runs: each one given is handed on when the
-    experiment takes it and refused otherwise, never dropped (a dropped --shard ran every cell)."""
+    has already parsed the flags it shares with spec runs: each one given is handed on, under the
+    same parameter name, when the experiment takes it and refused otherwise, never dropped (a
+    dropped --shard ran every cell)."""
     entry = registry.commands[name]
     params = inspect.signature(entry.command).parameters
     args: list[str] = []
-    for key, flag in _NAMED_FLAGS.items():
-        value = common.get(key)
-        if value is None or value is False:
+    for option in ctx.command.params:
+        key = option.name
+        value = ctx.params.get(key) if key is not None else None
+        if option.param_type_name != "option" or key == "show_help" or value is None or value is False:
             continue
+        flag = next(o for o in option.opts if o.startswith("--"))
         if key not in params:
             raise InputError(
                 f"{flag} does not apply to `experiment run {name}`",
@@ -228,29 +205,7 @@ def run(
     registry = experiment_registry()
     if spec_name is not None and spec_name in registry.commands:
         ctx.args.extend(["--help"] if show_help else [])
-        shared = {
-            "n": n,
-            "config": config,
-            "out": out,
-            "concurrency": concurrency,
-            "store_url": store_url,
-            "shard": shard,
-            "new_run": new_run,
-            "systems": systems,
-            "benchmarks": benchmarks,
-            "dry_run": dry_run,
-            "reclaim": reclaim,
-            "follow": follow,
-            "max_tokens": max_tokens,
-            "max_cost": max_cost,
-            "max_time": max_time,
-            "max_errors": max_errors,
-            "sample_tokens": sample_tokens,
-            "sample_time": sample_time,
-            "no_progress": no_progress,
-            "json_out": json_out,
-        }
-        _run_named(registry, spec_name, ctx, shared)
+        _run_named(registry, spec_name, ctx)
         return
     if show_help or spec_name is None:
         out_console.print(ctx.get_help())
