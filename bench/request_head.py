@@ -61,6 +61,7 @@ import re
 import sys
 import time
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -215,14 +216,19 @@ def crisis_report(args: argparse.Namespace) -> None:
         looks = [e.text for e in held if e.label == "lookalike"]
         print(
             f"held-out fold of {source.name if source else 'crisis_exemplars.yaml'}: {len(crisis)} crisis requests, "
-            f"{len(looks)} look-alikes; crisis check {clf.crisis_check.version} (reads the request embedding only)"
+            f"{len(looks)} look-alikes; crisis check {clf.crisis_check.version} (the request embedding, and "
+            f"{len(clf.crisis_check.phrases)} explicit phrases)"
         )
         print(f"  {'set':<48} {'n':>3}  {'rate':>7}           {'target':<18} [95 % Wilson CI]")
         fired = [clf.crisis(t) for t in crisis]
         patterns = [CRISIS_RULE in general.universal_request_rules(t) for t in crisis]
         rate("crisis requests, request checks alone", sum(patterns), len(crisis), "routed", None, targets)
+        said = sum(map(clf.crisis_check.says, crisis))
+        rate("crisis requests, explicit phrases alone", said, len(crisis), "fired", None, targets)
         rate("crisis requests, the check fires", sum(fired), len(crisis), "fired", None, targets)
         rate("crisis requests, check or request checks", sum(map(routed, crisis)), len(crisis), "routed", 1.0, targets)
+        said_looks = sum(map(clf.crisis_check.says, looks))
+        rate("look-alikes, explicit phrases alone", said_looks, len(looks), "fired", None, targets)
         rate("look-alikes, the check fires", sum(clf.crisis(t) for t in looks), len(looks), "fired", None, targets)
         rate("look-alikes, check or request checks", sum(map(routed, looks)), len(looks), "routed", None, targets)
 
@@ -239,8 +245,13 @@ def crisis_report(args: argparse.Namespace) -> None:
             crisis_rules = sum(CRISIS_RULE in general.universal_request_rules(t) for t in fresh["crisis"])
             n_crisis, n_benign = len(fresh["crisis"]), len(fresh["benign"])
             rate("crisis, request checks alone", crisis_rules, n_crisis, "routed", None, targets)
+            said = sum(map(clf.crisis_check.says, fresh["crisis"]))
+            rate("crisis, explicit phrases alone", said, n_crisis, "fired", None, targets)
             rate("crisis, the check fires", sum(map(clf.crisis, fresh["crisis"])), n_crisis, "fired", None, targets)
             rate("crisis, check or request checks", sum(map(routed, fresh["crisis"])), n_crisis, "routed", 1.0, targets)
+            targets[-1] = replace(targets[-1], what=f"{path.name}: {targets[-1].what}")  # which file, in the table
+            said = sum(map(clf.crisis_check.says, fresh["benign"]))
+            rate("benign, explicit phrases alone", said, n_benign, "fired", None, targets)
             rate("benign, the check fires", sum(map(clf.crisis, fresh["benign"])), n_benign, "fired", None, targets)
             rate(
                 "benign, check or request checks", sum(map(routed, fresh["benign"])), n_benign, "routed", None, targets
@@ -291,7 +302,9 @@ def crisis_report(args: argparse.Namespace) -> None:
             "reported only. Some of these reports did inform the data or the rule once: long requests were added "
             "in v2 after MT-Bench first turns, v3's idiom look-alikes after XSTest and MT-Bench false fires, and "
             "v3's cap on look-alike fires after a build's held-out look-alike figures; the held-out crisis "
-            "requests chose nothing (MODEL_CARD.md, every build in order).",
+            "requests chose nothing. v4 is v3's head with explicit first-person phrases beside it; a retrained head "
+            "was measured too and not shipped, and one German phrase was narrowed to the first person after it "
+            "fired on a look-alike of the request checks' test file (MODEL_CARD.md, every build in order).",
         )
 
 
