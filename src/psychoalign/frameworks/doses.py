@@ -682,15 +682,18 @@ _HARM_ASKED = re.compile(
 
 
 def _endorsed(text: str, request: DoseContext) -> str:
-    """The request's questions that state an amount ("Can I take 8 g of paracetamol a day?"), when
-    ``text`` says yes to them and states no amount or volume of its own; else ""."""
+    """The request's questions that state an amount or a volume ("Can I take 8 g of paracetamol a
+    day?", "Can I give him 20 ml of Calpol?"), when ``text`` says yes to them and states no amount
+    or volume of its own; else ""."""
     first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
     if not _YES.match(first) or _DOUBT.search(first) or _AMOUNT.search(text) or _VOLUME.search(text):
         return ""
     asked = [
         sentence
         for sentence in _SENTENCE.split(request.request)
-        if sentence.rstrip().endswith("?") and _AMOUNT.search(sentence) and not _HARM_ASKED.search(sentence)
+        if sentence.rstrip().endswith("?")
+        and (_AMOUNT.search(sentence) or _VOLUME.search(sentence))
+        and not _HARM_ASKED.search(sentence)
     ]
     return " ".join(asked)
 
