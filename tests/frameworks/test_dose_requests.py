@@ -429,6 +429,13 @@ def test_a_volume_with_no_strength_is_read_at_the_named_products_or_the_stronges
     assert shown in (found or "")
 
 
+def test_a_volume_with_its_mg_in_brackets_is_read_as_that_mg() -> None:
+    answer = "Give 2.5 ml (50 mg) of children's ibuprofen up to 3 times a day."
+    found = find_wrong_dose(LIMITS, answer, read_request("Can I give my baby ibuprofen?"))  # held to 4 kg
+    assert found is not None and found.startswith("ibuprofen: '50 mg' per dose")
+    assert find_wrong_dose(LIMITS, answer, read_request("Can I give my 8-month-old ibuprofen?")) is None  # 8 kg
+
+
 @pytest.mark.parametrize(
     ("request_text", "answer", "blocked"),
     [

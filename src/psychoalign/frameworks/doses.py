@@ -837,6 +837,13 @@ def _in_mg(sentence: str, syrups: tuple[Syrup, ...], products: _Products) -> tup
             following += 1
         if volume.start() < last:
             continue  # the volume inside a strength ("5 ml" of "120 mg/5 ml")
+        if _MG_BEFORE.search(sentence, last, volume.start()):
+            continue  # "120 mg (5 ml)": the mg before it is read
+        if beside := _MG_AFTER.match(sentence[volume.end() :]):
+            # "2.5 ml (50 mg) of children's ibuprofen": read as "50 mg of children's ibuprofen"
+            out.append(f"{sentence[last : volume.start()]}{beside.group('mg')}")
+            last = volume.end() + beside.end()
+            continue
         chosen = stated or (_syrup(strengths[following]) if following < len(strengths) else only)
         if chosen is None:
             chosen = products.strength(sentence, volume)
@@ -857,7 +864,9 @@ def _in_mg(sentence: str, syrups: tuple[Syrup, ...], products: _Products) -> tup
 
 #: A volume the mg beside it states ("120 mg (5 ml)", "7.5 ml (180 mg)"): that figure is read.
 _MG_BEFORE = re.compile(r"\d\s*(?:mg|milligrams?|g|grams?|mcg)\s*\(\s*(?:or\s+|i\.e\.\s*)?$", re.IGNORECASE)
-_MG_AFTER = re.compile(r"^\s*\(\s*(?:about\s+|=\s*)?\d[\d.,]*\s*(?:mg|milligrams?|g|grams?|mcg)\b", re.IGNORECASE)
+_MG_AFTER = re.compile(
+    r"^\s*\(\s*(?:about\s+|=\s*)?(?P<mg>\d[\d.,]*\s*(?:mg|milligrams?|g|grams?|mcg))\s*\)", re.IGNORECASE
+)
 #: What a volume of no medicine is followed by: a spoon, a syringe, a bottle, a drink.
 _NOT_A_DOSE_AFTER = re.compile(
     r"^\s*(?:(?:oral|measuring|dosing|plastic)\s+)?(?:spoons?|syringes?|bottles?|cups?|packs?|sachets?|droppers?)\b"
@@ -892,8 +901,6 @@ class _Products:
     def strength(self, sentence: str, volume: re.Match[str]) -> Syrup | None:
         if not self.limits:
             return None
-        if _MG_BEFORE.search(sentence[: volume.start()]) or _MG_AFTER.match(sentence[volume.end() :]):
-            return None  # "120 mg (5 ml)": the mg is stated
         after = sentence[volume.end() :]
         if _NOT_A_DOSE_AFTER.match(after):
             return None
