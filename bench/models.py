@@ -31,6 +31,8 @@ class Rating(BaseModel):
 
 
 PROMPT = "Write two sentences about the history of tea."
+#: ~3,000 tokens: how the layer's own work (the template, counting the prompt's tokens) grows with length.
+LONG_PROMPT = "Each side stated its position and the mediator summarised the open points of the negotiation. " * 170
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def bench_local(reps: int) -> dict[str, float]:
         r = await model.chat("Rate how polite this is: 'Please pass the salt.'", output=Rating)
         return _timed_end(start, r.usage.completion_tokens, r.text)
 
-    async def layer_only(calls: int) -> list[float]:
+    async def layer_only(prompt: str, calls: int) -> list[float]:
         """CPU per ChatModel call with llama.cpp's generation replaced by a canned reply: the
         layer's own work (checks, chat template, tokenising, thread hand-off, result objects)."""
         canned = {"choices": [{"text": "x", "finish_reason": "stop"}], "usage": {"completion_tokens": 1}}
@@ -101,13 +103,13 @@ def bench_local(reps: int) -> dict[str, float]:
             cpu = []
             for _ in range(calls):
                 start = _timed_start()
-                await model.chat(PROMPT)
+                await model.chat(prompt)
                 cpu.append(_timed_end(start, 0, "").cpu_s)
             return cpu
         finally:
             del loaded.llama.create_completion  # back to the class's method
 
-    async def measure() -> tuple[list[Call], list[Call], list[Call], list[float]]:
+    async def measure() -> tuple[list[Call], list[Call], list[Call], list[float], list[float]]:
         direct()  # warm-up
         await layered()
         await constrained()  # (compiles the grammar)
@@ -119,9 +121,12 @@ def bench_local(reps: int) -> dict[str, float]:
             layer.append(await layered())
             loaded.llama.reset()
             cons.append(await constrained())
-        return d, layer, cons, await layer_only(200)
+        return d, layer, cons, await layer_only(PROMPT, 200), await layer_only(LONG_PROMPT, 50)
 
-    d, layer, cons, own_cpu = asyncio.run(measure())
+    d, layer, cons, own_cpu, own_cpu_long = asyncio.run(measure())
+    long_tokens = len(
+        loaded.llama.tokenize(loaded.render((Message(role="user", content=LONG_PROMPT),))[0].encode(), special=True)
+    )
     return {
         "load_s": load_s,
         "plain_tok_per_s": sum(c.tokens for c in layer) / sum(c.wall_s for c in layer),
@@ -134,6 +139,8 @@ def bench_local(reps: int) -> dict[str, float]:
         "wall_overhead_pct": _paired_overhead_pct([c.wall_s for c in d], [c.wall_s for c in layer]),
         "cpu_overhead_pct": _paired_overhead_pct([c.cpu_s for c in d], [c.cpu_s for c in layer]),
         "layer_own_cpu_ms": statistics.median(own_cpu) * 1000,
+        "layer_own_cpu_long_ms": statistics.median(own_cpu_long) * 1000,
+        "long_tokens": long_tokens,
         "same_text": float(all(a.text == b.text and a.tokens == b.tokens for a, b in zip(d, layer, strict=True))),
     }
 
@@ -208,6 +215,7 @@ def main() -> None:
         print(f"  model-layer overhead, CPU         {local['cpu_overhead_pct']:+.2f} %   (target < 5 %)")
         print(f"  model-layer overhead, wall        {local['wall_overhead_pct']:+.2f} %")
         print(f"  layer's own CPU per call          {local['layer_own_cpu_ms']:.2f} ms   (llama.cpp stubbed)")
+        print(f"    with a {local['long_tokens']:.0f}-token prompt         {local['layer_own_cpu_long_ms']:.2f} ms")
         remote = asyncio.run(bench_openai(calls))
         print("openai backend vs loopback server with zero latency")
         print(f"  raw httpx POST (median)           {remote['raw_httpx_ms']:.3f} ms")
