@@ -223,7 +223,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     add_doc_flag(parser)
     args = parser.parse_args()
-    reps, calls = (3, 200) if args.quick else (10, 1000)
+    reps, calls = (3, 200) if args.quick else (20, 1000)
     with captured() as out:
         local = bench_local(reps)
         label = resolved_label(ModelSpec(backend="local"))
@@ -277,7 +277,9 @@ def main() -> None:
             "temperature and seed (the replies must match byte for byte), interleaved in alternating "
             "order, each from an empty KV cache; overheads are medians over the pairs, in process CPU "
             "time (the machine is shared) and wall time. The layer's own CPU per call is measured with "
-            "llama.cpp's generation replaced by a canned reply. Token rates include prompt evaluation. "
+            "llama.cpp's generation replaced by a canned reply: on a loaded machine the paired overheads "
+            "move by several % from run to run, in either direction, and this is the steadier figure. "
+            "Token rates include prompt evaluation. "
             "The openai figures post to `bench/fake_openai_server.py`, in its own process, through "
             "`ChatModel` and through a bare aiohttp session (the client the backend uses) sending the "
             "same body; the server is single-process, so calls/s at 64 concurrent is bound by it.",
