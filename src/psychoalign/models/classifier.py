@@ -72,6 +72,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from ..errors import BackendUnavailableError, InputError
+from ..frameworks.doses import read_request
 from .base import Backend
 from .crisis_phrases import says_self_harm
 from .refusal_rules import RefusalLabel, classify_refusal
@@ -521,11 +522,15 @@ def deterministic_hits(framework: Any | None, request: str, proposal: str) -> li
     whose request check matches the request."""
     if framework is None:
         return []
+    # The proposal's doses are held to whom the request names (a child's weight), as the gates do.
+    context = read_request(request) if request and proposal else None
     hits: list[dict[str, str]] = []
     for layer in ("universal", "contextual", "aspirational"):
         for rule in getattr(framework, layer):
             on_request = rule.matches_request(request) is not None
-            if on_request or (rule.check is not None and proposal and rule.check.find(proposal)):
+            if on_request or (
+                rule.check is not None and proposal and rule.check.find(proposal, request=context) is not None
+            ):
                 hits.append({"rule_id": rule.id, "layer": layer})
     return hits[:8]
 
