@@ -26,11 +26,22 @@ AgentRole = Literal["drive", "evaluator", "mediator"]
 _FRAMEWORK_JSON: list[tuple[dict[str, Any], dict[str, Any], str, int]] = []
 
 
+def _same_payload(held: dict[str, Any], framework: dict[str, Any]) -> bool:
+    """``framework`` is ``held`` or a shallow copy of it: the same keys in the same order, each
+    bound to the same object. Validation copies a dict field's top level, so every task built
+    from the one shared payload holds a new dict of the same values."""
+    if held is framework:
+        return True
+    if len(held) != len(framework):
+        return False
+    return all(k1 == k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(held.items(), framework.items(), strict=True))
+
+
 def _framework_encoded(framework: dict[str, Any]) -> tuple[str, int]:
     for held, copy, text, size in _FRAMEWORK_JSON:
-        # the same object, unchanged since (a payload is shared and must not change; if one did,
+        # the same payload, unchanged since (a payload is shared and must not change; if one did,
         # it is encoded again, never sent as it was)
-        if held is framework and copy == framework:
+        if _same_payload(held, framework) and copy == framework:
             return text, size
     raw = pydantic_core.to_json(framework)
     text = raw.decode()
@@ -50,6 +61,16 @@ def framework_json(framework: dict[str, Any]) -> str:
 def framework_json_size(framework: dict[str, Any]) -> int:
     """UTF-8 bytes of :func:`framework_json` (what the framework adds to a message's size)."""
     return _framework_encoded(framework)[1]
+
+
+def task_json(task: BaseModel) -> str:
+    """``task.model_dump_json()``, with the framework an EVALUATOR task carries (its last field)
+    taken from :func:`framework_json` instead of encoded again at every call."""
+    framework = getattr(task, "framework", None)
+    if not isinstance(framework, dict) or next(reversed(type(task).model_fields)) != "framework":
+        return task.model_dump_json()
+    rest = task.model_dump_json(exclude={"framework"})
+    return f'{rest[:-1]},"framework":{framework_json(framework)}}}'
 
 
 T = TypeVar("T", DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose)
