@@ -79,6 +79,10 @@ def test_tasks_built_from_one_payload_share_its_encoding() -> None:
     encoded = framework_json(payload)
     for task in (first, batch, batch.single("a")):
         assert framework_json(task.framework) is encoded
+    # a role service decodes a new payload from every message: the same JSON, found, not parsed again
+    decoded = decode_task(encode_task(first, packed=True))
+    assert isinstance(decoded, EvaluateTask) and decoded.framework == payload
+    assert framework_json(decoded.framework) is encoded
 
 
 def test_a_copy_with_a_value_replaced_is_encoded_as_it_is() -> None:

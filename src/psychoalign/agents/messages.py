@@ -23,7 +23,7 @@ AgentRole = Literal["drive", "evaluator", "mediator"]
 
 #: The framework payloads encoded last, newest first: (the payload, a copy of it as it was, its
 #: JSON, the JSON's UTF-8 bytes). The payload is held, so its id is not reused while it is here.
-_FRAMEWORK_JSON: list[tuple[dict[str, Any], dict[str, Any], str, int]] = []
+_FRAMEWORK_JSON: list[tuple[dict[str, Any], dict[str, Any], str, bytes]] = []
 
 
 def _same_payload(held: dict[str, Any], framework: dict[str, Any]) -> bool:
@@ -38,14 +38,17 @@ def _same_payload(held: dict[str, Any], framework: dict[str, Any]) -> bool:
 
 
 def _framework_encoded(framework: dict[str, Any]) -> tuple[str, int]:
-    for held, copy, text, size in _FRAMEWORK_JSON:
+    for held, copy, text, raw in _FRAMEWORK_JSON:
         # the same payload, unchanged since (a payload is shared and must not change; if one did,
         # it is encoded again, never sent as it was)
         if _same_payload(held, framework) and copy == framework:
-            return text, size
+            return text, len(raw)
     raw = pydantic_core.to_json(framework)
-    text = raw.decode()
-    _FRAMEWORK_JSON.insert(0, (framework, pydantic_core.from_json(raw), text, len(raw)))
+    # A payload decoded from a message (a role service gets a new one with every task) encodes
+    # to a JSON held here already: that entry's copy is its content too, no parse is needed.
+    known = next((entry for entry in _FRAMEWORK_JSON if entry[3] == raw), None)
+    copy, text = (known[1], known[2]) if known is not None else (pydantic_core.from_json(raw), raw.decode())
+    _FRAMEWORK_JSON.insert(0, (framework, copy, text, raw))
     del _FRAMEWORK_JSON[8:]
     return text, len(raw)
 
