@@ -20,7 +20,8 @@ fixed, documented rules, so the engine, gates and traces treat it like any EVALU
 * ``rule_hits``: rules whose *deterministic* framework check matches the request or the
   proposal, and the rule marked ``semantic_check: self-harm`` when the **crisis check** fires on
   the request (:class:`CrisisCheck`: a small head on the same request embedding, trained on
-  project-written exemplars of a person at risk and their look-alikes; MODEL_CARD.md). Apart from
+  project-written exemplars of a person at risk and their look-alikes, with explicit first-person
+  phrases beside it; MODEL_CARD.md). Apart from
   that one marked rule the classifier never names a rule on its own, so a refusal never cites an
   unrelated rule; with no hit the refusal names "the safety rules of this deployment".
 * ``ceiling`` (``Evaluation.ceiling``): 100 x P(request), below ``VETO_BELOW`` when the request
@@ -71,6 +72,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import BackendUnavailableError, InputError
 from .base import Backend
+from .crisis_phrases import says_self_harm
 from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
@@ -86,7 +88,7 @@ __all__ = [
 ]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v7"
-DEFAULT_CRISIS_CHECK = "crisis-minilm-v3"
+DEFAULT_CRISIS_CHECK = "crisis-minilm-v4"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -219,7 +221,9 @@ class CrisisCheck(BaseModel):
     """The crisis check: a head over the request embedding the classifier already computed that
     fires on a person at risk asking for a way to die or hurt themselves, or saying they want to
     (trained by ``scripts/build_crisis_check.py`` on ``crisis_exemplars.yaml``; MODEL_CARD.md,
-    "The crisis check"). It fires where the head's logit reaches ``logit(head.threshold)``."""
+    "The crisis check"). It fires where the head's logit reaches ``logit(head.threshold)``, or where
+    the request says so in one of ``phrases`` (explicit first-person phrases,
+    :data:`~psychoalign.models.crisis.EXPLICIT_PHRASES` when it was built; none before v4)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -231,6 +235,9 @@ class CrisisCheck(BaseModel):
     negatives_sha256: str | None = Field(
         default=None, pattern=r"^[0-9a-f]{64}$", description="The benign-request file it was built from, if any."
     )
+    phrases: tuple[str, ...] = Field(
+        default=(), description="Regular expressions over the normalised request that fire the check on their own."
+    )
     metrics: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -239,6 +246,11 @@ class CrisisCheck(BaseModel):
             raise ValueError(f"crisis head has {len(self.head.coef)} coefficients for {self.dim}-d embeddings")
         if self.head.kernel is not None and self.head.kernel.vectors.shape[1] != self.dim:
             raise ValueError(f"crisis head's support vectors are not {self.dim}-d")
+        for phrase in self.phrases:
+            try:
+                re.compile(phrase)
+            except re.error as exc:
+                raise ValueError(f"crisis phrase {phrase!r} is not a regular expression ({exc})") from None
         return self
 
     def reads(self, weights: ClassifierWeights) -> bool:
@@ -248,6 +260,10 @@ class CrisisCheck(BaseModel):
     def fires(self, x: NDArray[np.float32]) -> bool:
         """Whether any row of ``x`` (the request's encoder windows) reaches the threshold."""
         return bool((self.head.logits(x) >= _logit(self.head.threshold)).any())
+
+    def says(self, request: str) -> bool:
+        """Whether ``request`` matches one of the check's explicit phrases."""
+        return bool(self.phrases) and says_self_harm(request, self.phrases)
 
 
 def crisis_hits(framework: Any | None) -> list[dict[str, str]]:
@@ -350,7 +366,8 @@ class SafetyClassifier:
         with self._one_blas_thread():
             p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100).min())
             p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
-            crisis = self.crisis_check is not None and self.crisis_check.fires(x_req)
+            check = self.crisis_check
+            crisis = check is not None and (check.says(request) or check.fires(x_req))
         self._keep(self._requests, request, (p_req, p_adv, crisis))
         return p_req, p_adv, crisis
 
