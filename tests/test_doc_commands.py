@@ -217,3 +217,15 @@ def test_documented_command_exists(doc_command: DocCommand) -> None:
         for one in value.split("|") if choices else ():  # `completed|failed`: the docs' alternatives
             if one.isidentifier():  # not a placeholder (…, N)
                 assert one in choices, f"{doc_command}: {name} takes one of {choices}, not {one!r}"
+
+
+def test_documented_example_files_exist() -> None:
+    """Every ``examples/...`` file the docs name is shipped (the commands above read them)."""
+    named = {
+        (f"{doc.relative_to(ROOT)}", path.rstrip("."))
+        for doc in DOCS
+        for path in re.findall(r"examples/[A-Za-z0-9_./-]+", doc.read_text(encoding="utf-8"))
+    }
+    assert len(named) >= 5, named
+    missing = sorted(f"{doc}: {path}" for doc, path in named if not (ROOT / path).exists())
+    assert not missing, missing

@@ -316,7 +316,7 @@ def participants_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt)
     if json_out:
         emit_json([p.model_dump() for p in people])
         return
-    table = Table(title=f"{len(people)} participants")
+    table = Table(title=f"{len(people)} participant{'' if len(people) == 1 else 's'}")
     for col in ("id", "roles", "expertise", "simulated"):
         table.add_column(col)
     for p in people:
