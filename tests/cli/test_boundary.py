@@ -345,3 +345,17 @@ def test_h1_on_a_one_row_per_rating_file_without_a_mapping_names_its_own_flag(tm
     result = CliRunner().invoke(_app(boundary_cli.h1_command), ["--ratings", str(ratings), "--no-store"])
     assert isinstance(result.exception, InputError), result.output
     assert "--mapping FILE.yaml with item_col" in str(result.exception) and "--item-col" not in str(result.exception)
+
+
+def test_the_summary_names_the_models_as_traces_do() -> None:
+    """With no scripted agents the summary's models are the configured ones, resolved as a trace
+    records them (the embedded default is `local:smollm2-135m-instruct`, never `local:default`)."""
+    from psychoalign.config import Settings
+    from psychoalign.models import resolved_label
+    from psychoalign.models.spec import ModelSpec
+
+    settings = Settings()
+    labels = boundary_cli._labels(settings)
+    assert labels == {role: resolved_label(settings.model_spec(role)) for role in ("drive", "evaluator", "mediator")}
+    if resolved_label(ModelSpec(backend="local")) != "local:default":  # the embedded model is installed
+        assert not any(label.endswith(":default") for label in labels.values()), labels

@@ -145,9 +145,12 @@ async def _run_study(
 
 
 def _labels(settings: Settings) -> dict[str, str]:
+    """Each role's model as a trace names it (``local:smollm2-135m-instruct``, not ``local:default``)."""
+    from ..models import resolved_label
+
     given = _role_models(settings) or {}
     return {
-        role: given[role].label if role in given else settings.model_spec(role).label()
+        role: given[role].label if role in given else resolved_label(settings.model_spec(role))
         for role in ("drive", "evaluator", "mediator")
     }
 

@@ -130,7 +130,7 @@ def data_path(data: Path | None = DataOpt, config: Path | None = ConfigOpt, json
 
 @data_app.command("verify")
 def data_verify(
-    names: list[str] | None = typer.Argument(None, help="Datasets to check (default: all)."),
+    names: list[str] | None = typer.Argument(None, metavar="DATASET", help="Datasets to check (default: all)."),
     data: Path | None = DataOpt,
     config: Path | None = ConfigOpt,
     json_out: bool = JsonOpt,
@@ -145,7 +145,7 @@ def data_verify(
 
 @data_app.command("fetch")
 def data_fetch(
-    names: list[str] = typer.Argument(..., help="Datasets to fetch, or 'all'."),
+    names: list[str] = typer.Argument(..., metavar="DATASET", help="Datasets to fetch, or 'all'."),
     source: str = typer.Option(
         ..., "--from", help="Base URL of a mirror serving <dataset>/<file> (e.g. a copy of the data directory)."
     ),
