@@ -319,6 +319,7 @@ class Trace(BaseModel):
             "status": self.status.value,
             "request": self.request,
             "framework": self.framework.name if self.framework else None,
+            "models": dict(self.models),  # role -> backend:model: which models produced the trace
             "rounds": len(self.rounds),
             "tension": f.tension if f else None,
             "state": f.state.value if f and f.state else None,
