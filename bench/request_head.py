@@ -9,10 +9,10 @@ Run from the repository root (needs the evaluation data folder, shared/data, for
 Data (aggregates are printed, never the items):
 
 * ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml``,
-  ``bench/data/lookalike_heldout_v8.yaml`` and ``bench/data/lookalike_heldout_v9.yaml``: held-out
-  hand-written requests (the first three are the hash-split held-out parts of three pools, the
-  fourth was written whole as a held-out file before the training data it tests; each file's
-  header says how): benign
+  ``bench/data/lookalike_heldout_v8.yaml``, ``bench/data/lookalike_heldout_v9.yaml`` and
+  ``bench/data/lookalike_heldout_v10.yaml``: held-out hand-written requests (the first three are
+  the hash-split held-out parts of three pools, the last two were each written whole as a held-out
+  file before the request head they test; each file's header says how): benign
   look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
 * the harmful and benign sets of ``bench/data/heldout_requests.yaml``, less the items that a
@@ -38,8 +38,9 @@ Figures, with 95 % Wilson intervals:
 on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha256(text) % 4 == 0``,
 never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
-``bench/data/crisis_heldout.yaml`` (hand-written crisis requests and benign look-alikes, never
-trained on; items repeating a training text of the check are left out), the crisis requests that reach the
+``bench/data/crisis_heldout.yaml`` and ``bench/data/crisis_heldout_v2.yaml`` (hand-written crisis
+requests and benign look-alikes, each written before the check it first measured and never trained
+on; items repeating a training text of the check are left out), the crisis requests that reach the
 crisis channel (the check alone, and the check or the general framework's self-harm request checks,
 which is what a request meets) and the look-alikes or benign requests it fires on; then, as out-of-sample
 reports only, the requests it fires on among the look-alikes of the held-out files above,
@@ -60,6 +61,7 @@ import re
 import sys
 import time
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -80,6 +82,7 @@ LOOKALIKES = tuple(
         "lookalike_heldout_v7.yaml",
         "lookalike_heldout_v8.yaml",
         "lookalike_heldout_v9.yaml",
+        "lookalike_heldout_v10.yaml",
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -159,8 +162,11 @@ def rate(name: str, k: int, n: int, what: str, goal: float | None, targets: list
 
 
 CRISIS_RULE = "U3-self-harm-instructions"
-#: The crisis check's own held-out file: written by hand before the check was changed, never trained on.
-CRISIS_HELDOUT = ROOT / "bench" / "data" / "crisis_heldout.yaml"
+#: The crisis check's own held-out files: each written by hand before the check was changed, never trained on.
+CRISIS_HELDOUTS = (
+    ROOT / "bench" / "data" / "crisis_heldout.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v2.yaml",
+)
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
 REFERENCE_ANSWERS = ROOT / "bench" / "data" / "reference_answers.yaml"
@@ -211,66 +217,46 @@ def crisis_report(args: argparse.Namespace) -> None:
         looks = [e.text for e in held if e.label == "lookalike"]
         print(
             f"held-out fold of {source.name if source else 'crisis_exemplars.yaml'}: {len(crisis)} crisis requests, "
-            f"{len(looks)} look-alikes; crisis check {clf.crisis_check.version} (reads the request embedding only)"
+            f"{len(looks)} look-alikes; crisis check {clf.crisis_check.version} (the request embedding, and "
+            f"{len(clf.crisis_check.phrases)} explicit phrases)"
         )
         print(f"  {'set':<48} {'n':>3}  {'rate':>7}           {'target':<18} [95 % Wilson CI]")
         fired = [clf.crisis(t) for t in crisis]
         patterns = [CRISIS_RULE in general.universal_request_rules(t) for t in crisis]
         rate("crisis requests, request checks alone", sum(patterns), len(crisis), "routed", None, targets)
+        said = sum(map(clf.crisis_check.says, crisis))
+        rate("crisis requests, explicit phrases alone", said, len(crisis), "fired", None, targets)
         rate("crisis requests, the check fires", sum(fired), len(crisis), "fired", None, targets)
         rate("crisis requests, check or request checks", sum(map(routed, crisis)), len(crisis), "routed", 1.0, targets)
+        said_looks = sum(map(clf.crisis_check.says, looks))
+        rate("look-alikes, explicit phrases alone", said_looks, len(looks), "fired", None, targets)
         rate("look-alikes, the check fires", sum(clf.crisis(t) for t in looks), len(looks), "fired", None, targets)
         rate("look-alikes, check or request checks", sum(map(routed, looks)), len(looks), "routed", None, targets)
 
-        sets = load_sets(CRISIS_HELDOUT, ("crisis", "benign"))
-        # A held-out item that repeats a training text would measure memory, not the check.
-        leaked = repeats([*sets["crisis"], *sets["benign"]], sorted(training))
-        print(
-            f"{CRISIS_HELDOUT.name} (written before the check was changed; never trained on): "
-            f"{len(sets['crisis'])} crisis, {len(sets['benign'])} benign; {len(leaked)} repeat a training text "
-            "(left out)"
-        )
-        fresh = {k: [t for t in v if t not in leaked] for k, v in sets.items()}
-        rate(
-            "crisis, request checks alone",
-            sum(CRISIS_RULE in general.universal_request_rules(t) for t in fresh["crisis"]),
-            len(fresh["crisis"]),
-            "routed",
-            None,
-            targets,
-        )
-        rate(
-            "crisis, the check fires",
-            sum(map(clf.crisis, fresh["crisis"])),
-            len(fresh["crisis"]),
-            "fired",
-            None,
-            targets,
-        )
-        rate(
-            "crisis, check or request checks",
-            sum(map(routed, fresh["crisis"])),
-            len(fresh["crisis"]),
-            "routed",
-            1.0,
-            targets,
-        )
-        rate(
-            "benign, the check fires",
-            sum(map(clf.crisis, fresh["benign"])),
-            len(fresh["benign"]),
-            "fired",
-            None,
-            targets,
-        )
-        rate(
-            "benign, check or request checks",
-            sum(map(routed, fresh["benign"])),
-            len(fresh["benign"]),
-            "routed",
-            None,
-            targets,
-        )
+        for path in CRISIS_HELDOUTS:
+            sets = load_sets(path, ("crisis", "benign"))
+            # A held-out item that repeats a training text would measure memory, not the check.
+            leaked = repeats([*sets["crisis"], *sets["benign"]], sorted(training))
+            print(
+                f"{path.name} (written before the check was changed; never trained on): "
+                f"{len(sets['crisis'])} crisis, {len(sets['benign'])} benign; {len(leaked)} repeat a training text "
+                "(left out)"
+            )
+            fresh = {k: [t for t in v if t not in leaked] for k, v in sets.items()}
+            crisis_rules = sum(CRISIS_RULE in general.universal_request_rules(t) for t in fresh["crisis"])
+            n_crisis, n_benign = len(fresh["crisis"]), len(fresh["benign"])
+            rate("crisis, request checks alone", crisis_rules, n_crisis, "routed", None, targets)
+            said = sum(map(clf.crisis_check.says, fresh["crisis"]))
+            rate("crisis, explicit phrases alone", said, n_crisis, "fired", None, targets)
+            rate("crisis, the check fires", sum(map(clf.crisis, fresh["crisis"])), n_crisis, "fired", None, targets)
+            rate("crisis, check or request checks", sum(map(routed, fresh["crisis"])), n_crisis, "routed", 1.0, targets)
+            targets[-1] = replace(targets[-1], what=f"{path.name}: {targets[-1].what}")  # which file, in the table
+            said = sum(map(clf.crisis_check.says, fresh["benign"]))
+            rate("benign, explicit phrases alone", said, n_benign, "fired", None, targets)
+            rate("benign, the check fires", sum(map(clf.crisis, fresh["benign"])), n_benign, "fired", None, targets)
+            rate(
+                "benign, check or request checks", sum(map(routed, fresh["benign"])), n_benign, "routed", None, targets
+            )
 
         print("out of sample (reported; never a threshold or an exemplar): requests the check fires on")
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
@@ -309,14 +295,17 @@ def crisis_report(args: argparse.Namespace) -> None:
             targets,
             quick=False,
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
-            "`bench/data/crisis_heldout.yaml` (written by hand before the check was rebuilt): never a reference of "
+            "`bench/data/crisis_heldout.yaml` and `crisis_heldout_v2.yaml` (each written by hand before the check was "
+            "rebuilt): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
             "text); the look-alike files, the request checks' test file, XSTest safe and MT-Bench first turns are "
             "reported only. Some of these reports did inform the data or the rule once: long requests were added "
             "in v2 after MT-Bench first turns, v3's idiom look-alikes after XSTest and MT-Bench false fires, and "
             "v3's cap on look-alike fires after a build's held-out look-alike figures; the held-out crisis "
-            "requests chose nothing (MODEL_CARD.md, every build in order).",
+            "requests chose nothing. v4 is v3's head with explicit first-person phrases beside it; a retrained head "
+            "was measured too and not shipped, and one German phrase was narrowed to the first person after it "
+            "fired on a look-alike of the request checks' test file (MODEL_CARD.md, every build in order).",
         )
 
 
@@ -351,7 +340,7 @@ def main() -> None:
         type=Path,
         action="append",
         default=None,
-        help="held-out look-alike/premise/harmful file (repeatable; default: the four in bench/data)",
+        help="held-out look-alike/premise/harmful file (repeatable; default: the five in bench/data)",
     )
     ap.add_argument("--head-only", action="store_true", help="the request head and the premise rule only")
     ap.add_argument("--data", type=Path, default=None, help="evaluation data folder (default shared/data)")
@@ -457,10 +446,11 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Four hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            note="Five hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
             "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
-            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and one file written "
-            "whole before the training data it tests (`bench/data/lookalike_heldout_v9.yaml`) "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and two files each "
+            "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml`, "
+            "`bench/data/lookalike_heldout_v10.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "

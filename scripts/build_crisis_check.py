@@ -3,7 +3,7 @@
 Run from the repo root (needs the evaluation data folder, shared/data, to split the benign requests
 as the request head does):
 
-    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v3.json
+    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v4.json
     .venv/bin/python scripts/build_crisis_check.py --dry-run  # the figures only
 
 Method (src/psychoalign/models/classifier_data/MODEL_CARD.md, "The crisis check"):
@@ -23,7 +23,11 @@ and gamma in ``GAMMAS`` x 1 / (dim x variance), the threshold is the lowest marg
 ``BENIGN_CAP`` of the project-written benign requests fire (a cap on false fires: what a user
 asking an ordinary question meets); the pair whose threshold keeps the most crisis exemplars firing
 is kept (ties: fewer look-alike exemplars fired, then the first in the grid), and the build fails
-if that recall is under ``RECALL_FLOOR``. No randomness: the same files write the same JSON.
+if that recall is under ``RECALL_FLOOR``. The explicit first-person phrases of
+``psychoalign.models.crisis.EXPLICIT_PHRASES`` are copied into the check (it fires on either);
+the figures are printed for the head alone and for the head or the phrases (the threshold is the
+head's alone; the build fails if a phrase matches a training look-alike or benign request).
+No randomness: the same files write the same JSON.
 """
 
 from __future__ import annotations
@@ -55,10 +59,12 @@ from psychoalign.models.classifier import (  # noqa: E402
     minilm_encoder,
 )
 from psychoalign.models.crisis import (  # noqa: E402
+    EXPLICIT_PHRASES,
     benign_requests,
     benign_requests_sha256,
     exemplars,
     exemplars_sha256,
+    says_self_harm,
 )
 
 #: The grid cross-validation chooses from: C, and gamma as a multiple of 1 / (dim x variance).
@@ -88,7 +94,8 @@ def _capped(margins: NDArray[np.float64], cap: float) -> float:
 
 
 class Fold(NamedTuple):
-    """One setting's cross-validated operating point."""
+    """One setting's cross-validated operating point (``with_phrases``: crisis exemplars fired by
+    the head or an explicit phrase)."""
 
     c: float
     gamma: float
@@ -96,6 +103,7 @@ class Fold(NamedTuple):
     recall: float
     lookalikes: float
     benign: float
+    with_phrases: float
 
 
 def cross_validate(
@@ -103,6 +111,7 @@ def cross_validate(
     y: NDArray[np.bool_],
     is_benign: NDArray[np.bool_],
     groups: list[str],
+    said: NDArray[np.bool_],
     c: float,
     gamma: float,
 ) -> Fold:
@@ -120,6 +129,7 @@ def cross_validate(
         float(fired[y].mean()),
         float(fired[~y & ~is_benign].mean()),
         float(fired[is_benign].mean()),
+        float((fired | said)[y].mean()),
     )
 
 
@@ -145,7 +155,12 @@ def main() -> int:
     x = minilm_encoder()(texts).astype(np.float64)
     unit = 1.0 / (x.shape[1] * float(x.var()))
 
-    folds = [cross_validate(x, y, is_benign, groups, c, g * unit) for c in CS for g in GAMMAS]
+    said = np.array([says_self_harm(t) for t in texts])
+    if (said & ~y).any():
+        first = texts[int(np.argmax(said & ~y))]
+        print(f"error: an explicit phrase matches a training look-alike or benign request: {first!r}; nothing written")
+        return 1
+    folds = [cross_validate(x, y, is_benign, groups, said, c, g * unit) for c in CS for g in GAMMAS]
     for f in folds:
         print(
             f"  C {f.c:g}, gamma {f.gamma / unit:g} x 1/(dim x var): crisis fired {f.recall:.1%}, "
@@ -157,7 +172,9 @@ def main() -> int:
         f"training: {int(y.sum())} crisis, {int(lookalike.sum())} look-alike exemplars, {len(benign)} project-written "
         f"benign requests; kept C {best.c:g}, gamma {best.gamma / unit:g} x 1/(dim x var), threshold margin "
         f"{best.threshold:.3f}; {FOLDS}-fold grouped CV: crisis fired {best.recall:.1%}, look-alike exemplars fired "
-        f"{best.lookalikes:.1%}, benign requests fired {best.benign:.1%}"
+        f"{best.lookalikes:.1%}, benign requests fired {best.benign:.1%}; with the explicit phrases "
+        f"({int(said[y].sum())} of the crisis exemplars match one, none of the others) crisis fired "
+        f"{best.with_phrases:.1%}"
     )
     if best.recall < RECALL_FLOOR:
         print(f"error: cross-validated crisis recall {best.recall:.1%} is under {RECALL_FLOOR:.0%}; nothing written")
@@ -179,6 +196,7 @@ def main() -> int:
         head=head,
         exemplars_sha256=exemplars_sha256(),
         negatives_sha256=benign_requests_sha256(),
+        phrases=EXPLICIT_PHRASES,
         metrics={
             "train_crisis": int(y.sum()),
             "train_lookalikes": int(lookalike.sum()),
@@ -187,6 +205,8 @@ def main() -> int:
             "cv_recall": round(best.recall, 4),
             "cv_lookalikes_fired": round(best.lookalikes, 4),
             "cv_benign_fired": round(best.benign, 4),
+            "cv_recall_with_phrases": round(best.with_phrases, 4),
+            "train_crisis_phrase_matches": int(said[y].sum()),
             "support_vectors": int(model.support_vectors_.shape[0]),
         },
     )

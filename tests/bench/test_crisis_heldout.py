@@ -1,27 +1,29 @@
-"""The crisis check's hand-written held-out set (bench/data/crisis_heldout.yaml, reported by
-``bench/request_head.py --crisis``) stays held out: it loads, keeps both sides, and none of its
-texts is a training text of the check (an exemplar, or a request of ``project_requests.yaml``,
-whose benign requests it trains on)."""
+"""The crisis check's hand-written held-out sets (bench/data/crisis_heldout.yaml and
+crisis_heldout_v2.yaml, reported by ``bench/request_head.py --crisis``) stay held out: each loads,
+keeps both sides, and none of its texts is a training text of the check (an exemplar, or a request
+of ``project_requests.yaml``, whose benign requests it trains on)."""
 
 from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
 
+import pytest
 import yaml
-from bench.request_head import repeats
+from bench.request_head import CRISIS_HELDOUTS, repeats
 
 from psychoalign.models.crisis import benign_requests_path, exemplars
 
-HELDOUT = Path(__file__).parents[2] / "bench" / "data" / "crisis_heldout.yaml"
+BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
 
 
 def _key(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def test_the_held_out_set_has_both_sides_and_no_duplicates() -> None:
-    data = yaml.safe_load(HELDOUT.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("heldout", CRISIS_HELDOUTS, ids=lambda p: p.name)
+def test_the_held_out_set_has_both_sides_and_no_duplicates(heldout: Path) -> None:
+    data = yaml.safe_load(heldout.read_text(encoding="utf-8"))
     assert set(data) == {"crisis", "benign"}
     for side in ("crisis", "benign"):
         texts = [str(t) for t in data[side]]
@@ -29,14 +31,16 @@ def test_the_held_out_set_has_both_sides_and_no_duplicates() -> None:
         assert len({_key(t) for t in texts}) == len(texts), side
 
 
-def test_no_held_out_text_is_an_exemplar() -> None:
-    data = yaml.safe_load(HELDOUT.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("heldout", CRISIS_HELDOUTS, ids=lambda p: p.name)
+def test_no_held_out_text_is_an_exemplar(heldout: Path) -> None:
+    data = yaml.safe_load(heldout.read_text(encoding="utf-8"))
     held = {_key(str(t)) for side in ("crisis", "benign") for t in data[side]}
     assert not held & {_key(e.text) for e in exemplars()}  # the bench also drops near repeats
 
 
-def test_no_held_out_text_is_a_project_request() -> None:
-    data = yaml.safe_load(HELDOUT.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("heldout", CRISIS_HELDOUTS, ids=lambda p: p.name)
+def test_no_held_out_text_is_a_project_request(heldout: Path) -> None:
+    data = yaml.safe_load(heldout.read_text(encoding="utf-8"))
     held = {_key(str(t)) for side in ("crisis", "benign") for t in data[side]}
     project = yaml.safe_load(benign_requests_path().read_text(encoding="utf-8"))
     texts = {_key(str(t)) for topics in project.values() for items in topics.values() for t in items}
@@ -56,8 +60,6 @@ def test_no_training_exemplar_repeats_a_request_of_any_bench_file() -> None:
     """Every file under bench/data measures something (this check, the request head, the useful
     answers): no exemplar the check trains on may repeat one of its requests (the bench's rule: the
     same normalised text, or content words overlapping by Jaccard >= 0.5)."""
-    held = [
-        t for path in sorted(HELDOUT.parent.glob("*.yaml")) for t in _texts(yaml.safe_load(path.read_text("utf-8")))
-    ]
+    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in _texts(yaml.safe_load(path.read_text("utf-8")))]
     assert len(held) > 500
     assert repeats([e.text for e in exemplars() if not e.held_out], held) == set()

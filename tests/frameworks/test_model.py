@@ -39,8 +39,8 @@ def legacy_sha256(fw: Framework) -> str:
                 if rule.get(key) and not rule[key].get("doses"):
                     rule[key].pop("doses", None)
                 for dose in (rule.get(key) or {}).get("doses", ()):
-                    for field in ("single_mg", "single_per_kg", "min_age_years"):
-                        if dose.get(field) is None:
+                    for field in ("single_mg", "single_per_kg", "min_age_years", "liquids"):
+                        if not dose.get(field):  # None, or no liquids
                             dose.pop(field, None)
     blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -105,6 +105,20 @@ async def test_an_output_check_reads_a_dose_for_the_child_the_request_names(
     assert outs[1]["status"] == "success" and outs[1]["gated_text"] == answer  # an adult's dose, for an adult
 
 
+async def test_an_output_check_reads_a_child_named_in_an_earlier_user_turn(
+    served: tuple[httpx.AsyncClient, World],
+) -> None:
+    client, _ = served
+    turns = (("user", "My son is 2 and weighs 12 kg."), ("assistant", "I can help with that."))
+    answer = ("assistant", "Give 1,000 mg every 4 hours.")
+    body = {
+        "model": "psychoalign",
+        "messages": _messages(*turns, ("user", "How much paracetamol can he have?"), answer),
+    }
+    out = (await client.post("/v1/guardrail/checks", json=body)).json()
+    assert out["status"] == "blocked" and {"rule_id": "U7-dose-label", "layer": "universal"} in out["rule_hits"]
+
+
 async def test_an_output_check_replaces_a_vetoed_answer_with_the_fixed_refusal(
     served: tuple[httpx.AsyncClient, World],
 ) -> None:

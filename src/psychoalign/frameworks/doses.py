@@ -33,28 +33,32 @@ An amount whose medicine cannot be told is not compared.
 
 The check runs on model text only (drafts and answers), never on a request: a user who asks "is
 10 g a day too much?" is asking, not advising. The request is read as context
-(:func:`read_request`): who the answer is for and the weight the request states. When it names a
-child ("my 2-year-old who weighs 12 kg"), a figure in mg in a sentence that names no adult is the
-child's dose: held to the ranges per kilogram x the weight (stated, else estimated from the age:
-:func:`weight_for_age`) plus :data:`WEIGHT_TOLERANCE` (never above the adult's), else to the
-adult ranges' upper ends; a medicine whose label gives no dose
-at the child's age (``min_age_years``) fails whatever the figure; a volume of syrup is read as
-the mg it holds when the answer states the strength (``10 ml`` of ``120 mg/5 ml``); and an
-answer whose only figure for a medicine is an adult's dose above the child's limit fails (a
-parent who asked about a toddler and reads "adults take 1 g" may give 1 g).
+(:func:`read_request`, with the conversation's earlier user turns where the caller has them): who
+the answer is for and the weight the request states. When it names a child ("my 2-year-old who
+weighs 12 kg", "my toddler"), a figure in mg in a sentence that names no adult is the child's
+dose: held to the ranges per kilogram x the weight (stated, else estimated from the age, or from
+the youngest age of the band a word names: :func:`weight_for_age`, :data:`AGE_BANDS`) plus
+:data:`WEIGHT_TOLERANCE` (never above the adult's) and down to :data:`UNDER_DOSE_SHARE` of the
+lowest, else to the adult ranges' upper ends; a medicine whose label gives no dose at the child's
+age (``min_age_years``) fails whatever the figure; a volume of syrup is read as the mg it holds
+at the strength the answer states (``10 ml`` of ``120 mg/5 ml``), else at the usual strength of
+the product it names, else at the strongest liquid of its medicine (``liquids``); and an answer
+whose only figure for a medicine is an adult's dose above the child's limit fails (a parent who
+asked about a toddler and reads "adults take 1 g" may give 1 g). An answer that says yes to a
+request that states a dose, and states none itself, is checked as if it stated the request's.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DoseContext", "DoseLimit", "find_wrong_dose", "read_request", "weight_for_age"]
+__all__ = ["DoseContext", "DoseLimit", "Liquid", "find_wrong_dose", "read_request", "weight_for_age"]
 
 #: An amount with its unit, optionally per kilogram of body weight. Units: mg, g, mcg/µg.
 _AMOUNT = re.compile(
@@ -98,7 +102,7 @@ _DOSE_BEFORE = re.compile(
     r"(?:\b(?:doses?|dosage|dosing|amount|max(?:imum)?)\b[^.;:!?\d]{0,60}?(?:\bis\b|\bare\b|\bof\b|\bbe\b|\bat\b|:|=)"
     r"|\bmax(?:imum)?\b\.?"
     r"|(?P<neg>\b(?:not|never|no)\s+|n't\s+)?\b(?:take|taking|takes|give|giving|swallow)\b"
-    r"(?:\s+(?!(?:more|than|over|above|with|every|after|before|for|if|when)\b)[a-z-]+){0,2}"
+    r"(?:\s+(?!(?:more|than|over|above|with|every|after|before|for|if|when)\b)(?:\d{1,2}-)?[a-z-]+){0,2}"
     r"|\b(?:not|never|n't|without)\s+(?:to\s+)?(?:exceed|exceeding|go\s+over|going\s+over)\b)"
     r"\s*(?P<lead>(?:(?:about|around|approximately|roughly|up\s+to|between|from|only|just|at\s+most|"
     r"(?:no|not)\s+more\s+than|more\s+than|over|above|in\s+excess\s+of|a\s+max(?:imum)?\s+of|a\s+total\s+of)\s+){0,2})"
@@ -175,6 +179,13 @@ _DAILY_LIMIT = re.compile(
     re.IGNORECASE,
 )
 _DIGIT = re.compile(r"\d")
+#: An amount an answer approves: "1 g is fine", "500 mg would be safe", "240 mg is the right dose".
+_FINE_AFTER = re.compile(
+    r"^\)?\s*(?:is|are|would\s+be|should\s+be|will\s+be|sounds)\s+(?:(?:perfectly|quite|totally|completely)\s+)?"
+    r"(?:fine|ok(?:ay)?|safe|alright|all\s+right|right|correct|good|appropriate|acceptable|"
+    r"(?:a|the)\s+(?:safe|normal|usual|standard|right|correct|recommended)\s+(?:dose|amount))\b",
+    re.IGNORECASE,
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TO_MG = {"mg": 1.0, "milligram": 1.0, "g": 1000.0, "gram": 1000.0, "mcg": 0.001, "microgram": 0.001, "µg": 0.001}
 
@@ -183,6 +194,17 @@ Kind = Literal["daily", "regimen", "single", "either"]
 """What a stated figure is: a daily limit ("no more than 4 g a day", "the maximum daily dose is
 4 g"), a daily amount no limit word introduces ("take 75 mg of aspirin once daily"), a single
 dose, or a maximum that names no period."""
+
+
+class Liquid(BaseModel):
+    """A liquid product's conventional strength, for a volume an answer gives with no strength
+    ("give 20 ml of Calpol Six Plus"): the product's names, matched as whole words, and its mg
+    per 5 ml."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    names: tuple[str, ...] = Field(min_length=1, description="product names, matched as whole words")
+    mg_per_5ml: float = Field(gt=0, description="the product's strength, mg per 5 ml")
 
 
 class DoseLimit(BaseModel):
@@ -195,7 +217,9 @@ class DoseLimit(BaseModel):
     body weight (children's doses are given so), or None when the medicine is not dosed by
     weight; ``single_per_kg`` the same for one dose (None: single doses per kilogram, and maxima
     per kilogram that name no day, are not compared). ``min_age_years``: the label gives a child
-    below this age no dose (aspirin: 16), so any figure for such a child is wrong. A stated figure
+    below this age no dose (aspirin: 16), so any figure for such a child is wrong. ``liquids``: the
+    strengths of named liquid products, for a child's volume with no strength stated (a volume
+    that names no product is held to the strongest listed: the stricter check). A stated figure
     outside its range is wrong."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -208,6 +232,7 @@ class DoseLimit(BaseModel):
     min_age_years: float | None = Field(
         None, gt=0, le=18, description="the label gives no dose under this age (aspirin: 16); None: no such age"
     )
+    liquids: tuple[Liquid, ...] = ()
     source: str = Field(min_length=3, description="where the range comes from (shown in the evidence)")
 
     @model_validator(mode="after")
@@ -233,6 +258,25 @@ class DoseLimit(BaseModel):
     def _pattern(self) -> re.Pattern[str]:
         """The medicine's names as one whole-word regex (compiled once: checked on every text)."""
         return re.compile(r"\b(?:" + "|".join(re.escape(d) for d in self.drug) + r")\b", re.IGNORECASE)
+
+    @cached_property
+    def _products(self) -> tuple[tuple[re.Pattern[str], Liquid], ...]:
+        """Each liquid product's names as a whole-word regex, the longest names first (a name
+        that holds another, "calpol six plus" and "calpol", is matched whole)."""
+        found = [(name, liquid) for liquid in self.liquids for name in liquid.names]
+        found.sort(key=lambda pair: len(pair[0]), reverse=True)
+        return tuple(
+            (
+                re.compile(r"(?<![\w'])" + re.escape(name).replace("'", "['\u2019]?") + r"(?![\w'])", re.IGNORECASE),
+                liquid,
+            )
+            for name, liquid in found
+        )
+
+    @property
+    def strongest(self) -> Liquid | None:
+        """The strongest liquid product listed: a volume that names none is held to it."""
+        return max(self.liquids, key=lambda liquid: liquid.mg_per_5ml, default=None)
 
     def bounds(self, kind: Kind, per_kg: bool) -> tuple[tuple[float, float, str], ...]:
         """The ranges a figure of ``kind`` may fall in (inside any one passes): the daily range
@@ -263,6 +307,11 @@ class DoseLimit(BaseModel):
 #: above 10 mg/kg); a weight a parent states is often rounded. An adult's dose for a toddler is
 #: several times the limit, far beyond this.
 WEIGHT_TOLERANCE = 0.2
+#: A child's dose in mg below this share of (weight x the lowest dose per kilogram) is too low:
+#: a fever or pain goes untreated, and a parent who sees no effect may give more, or sooner.
+#: Half, because labels dose by age band (paracetamol 250 mg for children of 6 to 8 years is
+#: 7 mg/kg for a heavy 8-year-old of 35 kg): only a figure far below any band is flagged.
+UNDER_DOSE_SHARE = 0.5
 #: From this age, or this weight, labels dose a child as an adult ("adults and children 12 years
 #: and over", "children over 40 kg"): the weight no longer scales the limit.
 ADULT_DOSING_AGE = 12.0
@@ -318,6 +367,7 @@ _LB = 0.45359237
 #: "baby aspirin" is a product, "an adult son" a grown man, "child-proof" a cap.
 _CHILD_REQUEST = re.compile(
     r"\b(?:child(?:ren)?(?!-(?:proof|resistant))|kids?|infants?|bab(?:y|ies)(?!\s+aspirin)|toddlers?|newborns?|"
+    r"pre-?schoolers?|"
     r"neonates?|p(?:a)?ediatric\w*|teens?|teenagers?|adolescents?|little\s+ones?|"
     r"(?<!adult\s)(?<!grown\s)(?<!grown-up\s)(?:sons?|daughters?|grand(?:son|daughter)s?|boys?|girls?))\b",
     re.IGNORECASE,
@@ -337,6 +387,16 @@ _ADULT = re.compile(r"\b(?:adults?|grown[- ]?ups?)\b", re.IGNORECASE)
 
 Who = Literal["child", "adult", "unstated"]
 
+#: A child named by a word for an age band and no age ("my toddler"): the band's ages, in years.
+#: Labels' bands and common usage; the check holds the child to the youngest age of the band, so
+#: to the lightest weight (:func:`weight_for_age`): the stricter limit.
+AGE_BANDS: tuple[tuple[re.Pattern[str], str, tuple[float, float]], ...] = (
+    (re.compile(r"\b(?:newborns?|neonates?)\b", re.IGNORECASE), "a newborn", (0.0, 28 / 365)),
+    (re.compile(r"\b(?:infants?|bab(?:y|ies)(?!\s+aspirin))\b", re.IGNORECASE), "a baby", (0.0, 1.0)),
+    (re.compile(r"\btoddlers?\b", re.IGNORECASE), "a toddler", (1.0, 3.0)),
+    (re.compile(r"\bpre-?schoolers?\b", re.IGNORECASE), "a preschooler", (3.0, 5.0)),
+)
+
 
 class DoseContext(BaseModel):
     """What the request an answer replies to tells the dose check: who the answer is for, as far
@@ -350,7 +410,18 @@ class DoseContext(BaseModel):
     who: Who = "unstated"
     age_years: float | None = Field(None, ge=0)
     weight_kg: float | None = Field(None, gt=0)
+    #: with no age stated, the band a word for the child names ("my toddler": 1 to 3 years)
+    band: tuple[str, float, float] | None = None
     request: str = Field("", repr=False)
+    #: the conversation's earlier user turns, for the medicine when the request names none
+    earlier: str = Field("", repr=False)
+
+    @property
+    def youngest(self) -> float | None:
+        """The age the limits assume: the stated one, else the youngest of the band, else None."""
+        if self.age_years is not None:
+            return self.age_years
+        return self.band[1] if self.band is not None else None
 
     @property
     def child(self) -> bool:
@@ -362,7 +433,7 @@ class DoseContext(BaseModel):
         age (:func:`weight_for_age`), else None."""
         if self.weight_kg is not None:
             return self.weight_kg
-        return weight_for_age(self.age_years) if self.age_years is not None else None
+        return weight_for_age(self.youngest) if self.youngest is not None else None
 
     def scales_by_weight(self) -> bool:
         """Whether a child's dose in mg is held to weight x the per-kilogram ranges: a weight is
@@ -383,7 +454,16 @@ class DoseContext(BaseModel):
             months = round(self.age_years * 12)
             parts.append(f"aged {months} months" if months < 24 else f"aged {self.age_years:.3g}")
         described = " ".join(["a child", ", ".join(parts)]).strip()
-        if self.weight_kg is None and (estimate := self.weight) is not None:
+        if self.age_years is None and self.band is not None:
+            name, low, high = self.band
+            if high < 0.1:
+                span = "under 4 weeks"
+            else:
+                span = f"{round(low * 12)} to {round(high * 12)} months" if high < 2 else f"{low:g} to {high:g} years"
+            described = f"{name} ({span}{f', {parts[0]}' if parts else ''})"
+            if self.weight_kg is None and (estimate := self.weight) is not None:
+                described += f" (held to {estimate:g} kg, the lightest for the band)"
+        elif self.weight_kg is None and (estimate := self.weight) is not None:
             described += f" (about {estimate:g} kg for the age)"
         return described
 
@@ -402,9 +482,40 @@ def weight_for_age(age_years: float) -> float | None:
     return float(2 * years + 8 if years <= 5 else 3 * years + 7)
 
 
-def read_request(request: str) -> DoseContext:
+def read_request(request: str, earlier: Sequence[str] = ()) -> DoseContext:
     """What ``request`` tells the dose check (:class:`DoseContext`). The request is context only:
-    its own figures are never compared ("is 10 g a day too much?" asks, it does not advise)."""
+    its own figures are never compared ("is 10 g a day too much?" asks, it does not advise).
+
+    ``earlier``: the conversation's earlier user turns, oldest first. A request that names no
+    adult and is not asked for the asker ("How much can he have?") is about the child an earlier
+    turn names ("My son is 6."): the age, band and weight the request does not state are taken
+    from the latest turn that names a child."""
+    own = _read_one(request)
+    if earlier:
+        own = own.model_copy(update={"earlier": "\n".join(earlier)})
+    if not earlier or own.who == "adult" or _asks_for_self(request):
+        return own
+    for turn in reversed(earlier):
+        past = _read_one(turn)
+        if past.child:
+            age = own.age_years if own.age_years is not None else past.age_years
+            return own.model_copy(
+                update={
+                    "who": "child" if age is None or age < _ADULT_AGE else "adult",
+                    "age_years": age,
+                    "weight_kg": own.weight_kg if own.weight_kg is not None else past.weight_kg,
+                    "band": (own.band or past.band) if age is None else None,
+                }
+            )
+    return own
+
+
+def _asks_for_self(request: str) -> bool:
+    """The asker takes the medicine ("can I take …?") and gives none to anyone."""
+    return bool(_SELF_REQUEST.search(request)) and not _GIVE_REQUEST.search(request)
+
+
+def _read_one(request: str) -> DoseContext:
     ages = []
     for m in _AGE.finditer(request):
         number = m.group("n") or m.group("n2") or m.group("n3") or m.group("n4")
@@ -420,11 +531,17 @@ def read_request(request: str) -> DoseContext:
     weight = min(weights) if weights else None
     if age is not None:
         who: Who = "child" if age < _ADULT_AGE else "adult"
-    elif _CHILD_REQUEST.search(request) and not (_SELF_REQUEST.search(request) and not _GIVE_REQUEST.search(request)):
+    elif _CHILD_REQUEST.search(request) and not _asks_for_self(request):
         who = "child"  # named with no age: a child, even beside an adult ("me and my son")
     else:
         who = "adult" if _ADULT_REQUEST.search(request) else "unstated"
-    return DoseContext(who=who, age_years=age, weight_kg=weight, request=request)
+    band = None
+    if who == "child" and age is None:
+        named = [(low, high, name) for pattern, name, (low, high) in AGE_BANDS if pattern.search(request)]
+        if named:
+            low, high, name = min(named)  # the youngest band named
+            band = (name, low, high)
+    return DoseContext(who=who, age_years=age, weight_kg=weight, band=band, request=request)
 
 
 def _to_mg(number: str, unit: str) -> float:
@@ -439,7 +556,9 @@ def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | N
         return None
     phrase = _DOSE_BEFORE.search(before)
     if phrase is None:
-        return ("single", None) if _SINGLE_AFTER.match(after) else None
+        return ("single", None) if _SINGLE_AFTER.match(after) or _FINE_AFTER.match(after) else None
+    if phrase.group("neg") and not phrase.group("lead").strip():
+        return None  # "do not give 1,000 mg": a warning against the amount, not a dose
     # the phrase with the words just before it: "the single dose is", "the daily dose is"
     words = before[max(0, phrase.start() - 25) : phrase.end()]
     if re.search(r"more\s+than|\bover\b|\babove\b|in\s+excess", phrase.group("lead"), re.I) and not re.search(
@@ -530,6 +649,56 @@ Reader = Literal["adult", "child", "patient"]
 
 
 def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseContext | None = None) -> str | None:
+    """See :func:`_find_wrong_dose`; an answer that says yes to a request that states a dose ("Is it
+    safe to give my son 1 g of paracetamol?" "Yes, that's fine.") and states no figure of its own
+    is checked as if it stated the request's."""
+    if not limits or not text:
+        return None
+    if request is not None and (asked := _endorsed(text, request)):
+        found = _find_wrong_dose(limits, asked, request)
+        if found is not None:
+            return f"a yes to the request's {found}"
+    return _find_wrong_dose(limits, text, request)
+
+
+#: An answer that opens with a yes to the request.
+_YES = re.compile(
+    r"^\W*(?:yes|yeah|yep|yup|sure|of\s+course|absolutely|definitely|certainly|you\s+can|"
+    r"(?:that|it|this)(?:'s|\s+is|\s+should\s+be|\s+would\s+be)\s+(?:(?:perfectly|quite|totally)\s+)?"
+    r"(?:fine|ok(?:ay)?|safe|alright|all\s+right))\b",
+    re.IGNORECASE,
+)
+#: A yes that corrects the figure or answers a question about harm ("yes, far too much").
+_DOUBT = re.compile(
+    r"\b(?:too|not|n't|never|no|unless|instead|only|less|lower|half|smaller|reduce\w*|over(?:dose)?\w*|"
+    r"harm\w*|danger\w*|toxic\w*|exceed\w*|ask|check|consult)\b",
+    re.IGNORECASE,
+)
+#: A request sentence that asks about harm, not for permission: a yes to it is no approval.
+_HARM_ASKED = re.compile(
+    r"\b(?:too\s+(?:much|high|many|strong|often)|overdos\w*|toxic\w*|lethal|fatal|dangerous|harm\w*|kill)\b",
+    re.IGNORECASE,
+)
+
+
+def _endorsed(text: str, request: DoseContext) -> str:
+    """The request's questions that state an amount or a volume ("Can I take 8 g of paracetamol a
+    day?", "Can I give him 20 ml of Calpol?"), when ``text`` says yes to them and states no amount
+    or volume of its own; else ""."""
+    first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
+    if not _YES.match(first) or _DOUBT.search(first) or _AMOUNT.search(text) or _VOLUME.search(text):
+        return ""
+    asked = [
+        sentence
+        for sentence in _SENTENCE.split(request.request)
+        if sentence.rstrip().endswith("?")
+        and (_AMOUNT.search(sentence) or _VOLUME.search(sentence))
+        and not _HARM_ASKED.search(sentence)
+    ]
+    return " ".join(asked)
+
+
+def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseContext | None = None) -> str | None:
     """The first stated dose or daily limit in ``text`` that a limit in ``limits`` rules out,
     described for the trace's evidence ("paracetamol: '10 milligrams (mg) per kilogram' a day,
     label range 50-90 mg/kg (source)"), or None.
@@ -543,13 +712,16 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
     text states the strength. A clause about adults keeps the adult ranges, but an answer whose
     only figure for a medicine is an adult's dose above the child's limit fails: a parent who
     asked about a toddler and reads "adults take 1 g" may give 1 g."""
-    if not limits or not text or _DIGIT.search(text) is None:  # no digit, no amount (_AMOUNT): nothing stated
+    if _DIGIT.search(text) is None:  # no digit, no amount (_AMOUNT): nothing stated
         return None
     patterns = [(limit, limit._pattern) for limit in limits]
-    names = [pattern for _, pattern in patterns]
+    # "360 mg of Infant Calpol" is the medicine's amount: a product's name counts as one of its names
+    names = [pattern for _, pattern in patterns] + [product for limit in limits for product, _ in limit._products]
     named = [limit for limit, pattern in patterns if pattern.search(text)]
     if not named and request is not None and not _other_substance(request.request, names):
         named = [limit for limit, pattern in patterns if pattern.search(request.request)]  # the one asked about
+        if not named and request.earlier and not _other_substance(request.earlier, names):
+            named = [limit for limit, pattern in patterns if pattern.search(request.earlier)]  # an earlier turn's
     only = named[0] if len(named) == 1 else None
     patient = request if request is not None and request.child else None
     adults_only: dict[str, str] = {}  # medicine -> the evidence of an adult's dose above the child's limit
@@ -557,10 +729,11 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
     # for a child, clause by clause: "adults take 1 g; for your toddler, 180 mg" names both
     pieces = _SENTENCE.split(text) if patient is None else _CLAUSE.split(text)
     syrups = _syrups(text) if patient is not None else ()
+    products = _Products(limits, text, patient, only)
     for sentence in pieces:
         volumes: dict[str, str] = {}
-        if syrups:
-            sentence, volumes = _in_mg(sentence, syrups)
+        if patient is not None:
+            sentence, volumes = _in_mg(sentence, syrups, products)
         reader = _reader(sentence, patient)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
@@ -580,6 +753,11 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
             else:
                 ranges = limit.bounds(kind, per_kg)
             if ranges and not any(low <= mg <= high for low, high, _ in ranges):
+                if reader == "patient" and all(mg < low for low, _, _ in ranges):
+                    return (
+                        f"{stated} is too little: the label's range is {_described(ranges)} ({limit.source});"
+                        " check the label"
+                    )
                 return f"{stated}, label range {_described(ranges)} ({limit.source})"
             if reader != "adult" or per_kg:  # a figure per kilogram is a child's whoever the sentence names
                 given_child.add(limit.drug[0])
@@ -607,7 +785,8 @@ def _other_substance(request: str, names: list[re.Pattern[str]]) -> bool:
 def _too_young(limit: DoseLimit, patient: DoseContext) -> bool:
     """Whether the label gives the request's child no dose of ``limit``'s medicine (an unknown age
     is taken as too young: the request named a child)."""
-    return limit.min_age_years is not None and (patient.age_years is None or patient.age_years < limit.min_age_years)
+    age = patient.youngest
+    return limit.min_age_years is not None and (age is None or age < limit.min_age_years)
 
 
 def _no_dose(limit: DoseLimit) -> str:
@@ -635,12 +814,13 @@ def _syrup(m: re.Match[str]) -> Syrup:
     return float(m.group("mg")) / float(m.group("ml") or 1), m.group(0)
 
 
-def _in_mg(sentence: str, syrups: tuple[Syrup, ...]) -> tuple[str, dict[str, str]]:
+def _in_mg(sentence: str, syrups: tuple[Syrup, ...], products: _Products) -> tuple[str, dict[str, str]]:
     """``sentence`` with each volume of syrup written as the mg it holds ("10 ml" of 120 mg/5 ml:
     "240 mg"), and the strengths themselves out of the way (a strength is not a dose); with what
     each converted figure was, for the evidence. A volume takes the strength stated nearest before
     it in the sentence, else the first after it, else the only strength the text states; with
-    none, it is left as it is (not an amount the check reads)."""
+    none, the usual strength of the product it names (:meth:`_Products.strength`); else it is
+    left as it is (not an amount the check reads)."""
     strengths = [m for m in _STRENGTH_ML.finditer(sentence) if float(m.group("ml") or 1) > 0]
     only = syrups[0] if len({per_ml for per_ml, _ in syrups}) == 1 else None
     was: dict[str, str] = {}
@@ -657,7 +837,16 @@ def _in_mg(sentence: str, syrups: tuple[Syrup, ...]) -> tuple[str, dict[str, str
             following += 1
         if volume.start() < last:
             continue  # the volume inside a strength ("5 ml" of "120 mg/5 ml")
+        if _MG_BEFORE.search(sentence, last, volume.start()):
+            continue  # "120 mg (5 ml)": the mg before it is read
+        if beside := _MG_AFTER.match(sentence[volume.end() :]):
+            # "2.5 ml (50 mg) of children's ibuprofen": read as "50 mg of children's ibuprofen"
+            out.append(f"{sentence[last : volume.start()]}{beside.group('mg')}")
+            last = volume.end() + beside.end()
+            continue
         chosen = stated or (_syrup(strengths[following]) if following < len(strengths) else only)
+        if chosen is None:
+            chosen = products.strength(sentence, volume)
         if chosen is None:
             continue  # no strength: left as it is
         per_ml, label = chosen
@@ -671,6 +860,71 @@ def _in_mg(sentence: str, syrups: tuple[Syrup, ...]) -> tuple[str, dict[str, str
             last = strength.end()
     out.append(sentence[last:])
     return "".join(out), was
+
+
+#: A volume the mg beside it states ("120 mg (5 ml)", "7.5 ml (180 mg)"): that figure is read.
+_MG_BEFORE = re.compile(r"\d\s*(?:mg|milligrams?|g|grams?|mcg)\s*\(\s*(?:or\s+|i\.e\.\s*)?$", re.IGNORECASE)
+_MG_AFTER = re.compile(
+    r"^\s*\(\s*(?:about\s+|=\s*)?(?P<mg>\d[\d.,]*\s*(?:mg|milligrams?|g|grams?|mcg))\s*\)", re.IGNORECASE
+)
+#: What a volume of no medicine is followed by: a spoon, a syringe, a bottle, a drink.
+_NOT_A_DOSE_AFTER = re.compile(
+    r"^\s*(?:(?:oral|measuring|dosing|plastic)\s+)?(?:spoons?|syringes?|bottles?|cups?|packs?|sachets?|droppers?)\b"
+    r"|^\s*of\s+(?:(?:water|milk|juice|fluids?|formula|saline|squash|liquid\s+to\s+drink)\b)",
+    re.IGNORECASE,
+)
+
+
+class _Products:
+    """The strengths an answer's volume may be read at when the answer states none: the product
+    it names (in the sentence, else anywhere in the answer, else in the request: "How much Calpol
+    Six Plus …?" "Give 20 ml"), else the strongest liquid of the medicine the sentence, the answer
+    or the request names ("20 ml of Calpol": 250 mg/5 ml, not 120): the stricter check."""
+
+    def __init__(self, limits: tuple[DoseLimit, ...], text: str, patient: DoseContext | None, only: DoseLimit | None):
+        self.limits = tuple(limit for limit in limits if limit.liquids)
+        self.text = text
+        self.request = patient.request if patient is not None else ""
+        self.only = only if only is not None and only.liquids else None
+
+    def _mentions(self, text: str) -> list[tuple[int, int, Liquid, str]]:
+        """(start, end, product, its name as written) for each product ``text`` names, the longest
+        name kept where two overlap ("Calpol Six Plus", not "Calpol")."""
+        found: list[tuple[int, int, Liquid, str]] = []
+        for limit in self.limits:
+            for pattern, liquid in limit._products:
+                for m in pattern.finditer(text):
+                    if not any(start < m.end() and m.start() < end for start, end, _, _ in found):
+                        found.append((m.start(), m.end(), liquid, m.group(0)))
+        return sorted(found, key=lambda mention: mention[0])
+
+    def strength(self, sentence: str, volume: re.Match[str]) -> Syrup | None:
+        if not self.limits:
+            return None
+        after = sentence[volume.end() :]
+        if _NOT_A_DOSE_AFTER.match(after):
+            return None
+        mentions = self._mentions(sentence)
+        close_after = [m for m in mentions if m[0] >= volume.end() and m[0] - volume.end() <= 25]
+        before = [m for m in mentions if m[1] <= volume.start()]
+        chosen = close_after[:1] or before[-1:] or mentions[:1] or self._mentions(self.text)[:1]
+        chosen = chosen or self._mentions(self.request)[:1]
+        if chosen:
+            _, _, liquid, name = chosen[0]
+            return liquid.mg_per_5ml / 5, f"{liquid.mg_per_5ml:g} mg/5 ml, the usual strength of {name}"
+        limit = self._medicine(sentence)
+        strongest = limit.strongest if limit is not None else None
+        if limit is None or strongest is None:
+            return None
+        strength = f"{strongest.mg_per_5ml:g} mg/5 ml, the strongest {limit.drug[0]} liquid"
+        return strongest.mg_per_5ml / 5, f"{strength}: no strength stated, check the label"
+
+    def _medicine(self, sentence: str) -> DoseLimit | None:
+        """The medicine with liquids the sentence names (only one), else the answer's or request's."""
+        named = [limit for limit in self.limits if limit._pattern.search(sentence)]
+        if len(named) == 1:
+            return named[0]
+        return self.only if not named else None
 
 
 def _reader(sentence: str, patient: DoseContext | None) -> Reader:
@@ -723,13 +977,14 @@ def _child_ranges(limit: DoseLimit, kind: Kind, per_kg: bool, patient: DoseConte
     weight = patient.weight
     if not by_weight or len(by_weight) != len(adult) or weight is None:
         return tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in adult)
+    lowest = limit.single_per_kg[0] if kind == "regimen" and limit.single_per_kg is not None else None
     return tuple(
         (
-            0.0,
+            round((lowest or low) * weight * UNDER_DOSE_SHARE, 1),
             round(min(high * weight * (1 + WEIGHT_TOLERANCE), cap), 1),
             f"{unit.replace('mg/kg', 'mg')} for {patient.describe()} ({high:g} mg/kg + {WEIGHT_TOLERANCE:.0%})",
         )
-        for (_, high, unit), (_, cap, _) in zip(by_weight, adult, strict=True)
+        for (low, high, unit), (_, cap, _) in zip(by_weight, adult, strict=True)
     )
 
 

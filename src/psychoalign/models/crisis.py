@@ -7,8 +7,9 @@ it, as on the hand-written ``bench/data/crisis_heldout.yaml``), folds 1-3 train 
 (``scripts/build_crisis_check.py``), together with the benign requests and look-alikes of
 ``classifier_data/project_requests.yaml`` that the request head trains or tunes on
 (:func:`benign_requests`: its ``train`` and ``val`` splits, never its ``check`` split). The head
-reads the encoder's embedding only, never the request heads' weights, so those can be retrained
-without rebuilding it (a change to ``project_requests.yaml`` does call for a rebuild: the head
+reads the encoder's embedding only (the check's explicit phrases, :mod:`.crisis_phrases`, are
+re-exported here), never the request heads' weights, so those can be retrained without rebuilding
+it (a change to ``project_requests.yaml`` does call for a rebuild: the head
 records that file's hash). The head itself lives with the classifier
 (:class:`~psychoalign.models.classifier.CrisisCheck`), which scores it on the
 request embedding it already has.
@@ -24,8 +25,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..yamlio import parse_yaml
+from .crisis_phrases import EXPLICIT_PHRASES, says_self_harm
 
 __all__ = [
+    "EXPLICIT_PHRASES",
     "HELD_OUT_FOLD",
     "Exemplar",
     "benign_requests",
@@ -34,6 +37,7 @@ __all__ = [
     "exemplars",
     "exemplars_path",
     "exemplars_sha256",
+    "says_self_harm",
 ]
 
 #: The fold (``sha256(text) % 4``) that is never trained or tuned on.

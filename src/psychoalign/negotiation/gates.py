@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
@@ -41,11 +42,13 @@ class Layer1Enforcer:
     ``request``: the user's request the checked texts answer. It is context, never checked here:
     it tells the dose limits who the answer is for (a child, and the weight the request states)
     and which medicine it asks about (:func:`~psychoalign.frameworks.doses.read_request`). Without it,
-    doses are read as before: for an adult, the medicine named in the checked text."""
+    doses are read as before: for an adult, the medicine named in the checked text. ``earlier``:
+    the conversation's earlier user turns, oldest first, for a child named there ("My son is 6."
+    then "How much can he have?")."""
 
-    def __init__(self, framework: Framework, request: str = "") -> None:
+    def __init__(self, framework: Framework, request: str = "", earlier: Sequence[str] = ()) -> None:
         self.framework = framework
-        self.request: DoseContext | None = read_request(request) if request else None
+        self.request: DoseContext | None = read_request(request, earlier) if request else None
         # text, model_text -> matches: a negotiation checks the same text more than once (a draft
         # at its gate, then as the final text adopted verbatim; a blocked draft for the rules that
         # fired), and the checks are regex work on every universal rule.

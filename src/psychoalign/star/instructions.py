@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -176,66 +177,124 @@ def generate_instructions(
                 (rule_id, c, g, k) for (c, g), k in zip(rule_cells, _split(quota, len(rule_cells), rng), strict=True)
             )
     template = (resources.files(__package__) / "builtin" / "instruction.txt").read_text(encoding="utf-8")
-    sampled_params = {r: [p for p in _rule_parameters(policy, space, r) if not p.cell] for r in rule_ids}
+    # Per rule: the sampled parameters as (name, share, values); drawn in this order for each draft.
+    sampled_params = {
+        r: [(p.name, p.free_choice_share, p.values) for p in _rule_parameters(policy, space, r) if not p.cell]
+        for r in rule_ids
+    }
+    area_of = {r.id: a.id for a in policy.areas for r in a.rules}
     area_text = {r.id: a.text for a in policy.areas for r in a.rules}
     rule_text = {r.id: r.text for r in policy.rules()}
     policy_name = f"{policy.name}@{policy.version}"
-    drafts = []
+    # A draft is (cell, sampled values): plain tuples, which the cyclic collector stops tracking,
+    # so its passes over a large batch walk the instructions only.
+    cell_info: list[tuple[str, dict[str, str], dict[str, str] | None, str, tuple[str, ...], _CellText]] = []
+    drafts: list[tuple[int, tuple[str | None, ...]]] = []
     for rule_id, combo, group, k in plan:
-        key = _cell_key(rule_id, combo, group)
+        if not k:
+            continue
+        draws = sampled_params[rule_id]
+        names = tuple(name for name, _, _ in draws)
+        # What every instruction of the cell shares, rendered once (the id, topic and sampled lines differ).
+        shared = _CellText(template, rule_text[rule_id], area_text[rule_id], combo, group, names)
+        cell = len(cell_info)
+        cell_info.append((rule_id, combo, group, _cell_key(rule_id, combo, group), names, shared))
         for _ in range(k):
-            sampled: dict[str, str | None] = {}
-            for p in sampled_params[rule_id]:
-                sampled[p.name] = None if rng.random() < p.free_choice_share else rng.choice(p.values)
-            drafts.append((rule_id, combo, group, key, sampled))
+            drafts.append(
+                (cell, tuple(None if rng.random() < share else rng.choice(values) for _, share, values in draws))
+            )
     rng.shuffle(drafts)
     out = []
-    for index, (rule_id, combo, group, key, sampled) in enumerate(drafts):
+    for index, (cell, values) in enumerate(drafts):
+        rule_id, combo, group, key, names, shared = cell_info[cell]
         ident = f"s{seed}-{index:06d}"
+        sampled = dict(zip(names, values, strict=True))
         out.append(
-            Instruction(
+            Instruction(  # validation copies the dicts the cell's instructions share: each owns its own
                 id=ident,
                 index=index,
                 seed=seed,
                 policy=policy_name,
-                area=policy.area_of(rule_id),
+                area=area_of[rule_id],
                 rule=rule_id,
                 params=combo,
                 sampled=sampled,
                 target_group=group,
                 cell=key,
-                text=_render(template, ident, rule_text[rule_id], area_text[rule_id], combo, sampled, group),
+                text=shared.render(ident, sampled),
             )
         )
     return out
 
 
-def _render(
-    template: str,
-    ident: str,
-    rule_text: str,
-    area_text: str,
-    combo: dict[str, str],
-    sampled: dict[str, str | None],
-    group: dict[str, str] | None,
-) -> str:
-    known = {"adversariality", "use_case", "topic"}
-    extra = {k: v for k, v in {**combo, **sampled}.items() if k not in known}
-    topic = sampled.get("topic", combo.get("topic"))
-    adversariality = combo.get("adversariality", "any")
-    return template.format(
-        id=ident,
-        rule_text=rule_text,
-        area_text=area_text,
-        target_line=f"Target group: make the model produce this harm against: {group_label(group)}.\n" if group else "",
-        adversariality=adversariality,
-        adversariality_hint=ADVERSARIALITY_HINTS.get(adversariality, ""),
-        use_case=combo.get("use_case", "any purpose"),
-        topic_line=f"a topic related to {topic}." if topic else "your free choice: pick any topic you like.",
-        extra_lines="".join(
-            f"{k.replace('_', ' ').capitalize()}: {v or 'your free choice'}.\n" for k, v in extra.items()
-        ),
-    )
+_KNOWN_FIELDS = frozenset({"adversariality", "use_case", "topic"})
+
+
+def _extra_lines(extra: Iterable[tuple[str, str | None]]) -> str:
+    return "".join(f"{k.replace('_', ' ').capitalize()}: {v or 'your free choice'}.\n" for k, v in extra)
+
+
+def _escape(value: str) -> str:
+    """``value`` as literal text inside a format string."""
+    return value.replace("{", "{{").replace("}", "}}")
+
+
+class _CellText:
+    """The instruction text of one cell: the template filled with everything the cell fixes, left
+    with the fields that differ per instruction (``id``, ``topic_line``, ``extra_lines``)."""
+
+    def __init__(
+        self,
+        template: str,
+        rule_text: str,
+        area_text: str,
+        combo: dict[str, str],
+        group: dict[str, str] | None,
+        sampled_names: Iterable[str],
+    ) -> None:
+        self.combo = combo
+        # Sampled values all known fields (the topic) and none overriding a cell value: the extra
+        # lines are the cell's own, the same for every instruction of the cell.
+        self.same_extra = all(k in _KNOWN_FIELDS and k not in combo for k in sampled_names)
+        adversariality = combo.get("adversariality", "any")
+        fixed = {
+            "rule_text": rule_text,
+            "area_text": area_text,
+            "target_line": f"Target group: make the model produce this harm against: {group_label(group)}.\n"
+            if group
+            else "",
+            "adversariality": adversariality,
+            "adversariality_hint": ADVERSARIALITY_HINTS.get(adversariality, ""),
+            "use_case": combo.get("use_case", "any purpose"),
+        }
+        formatter = string.Formatter()
+        parts = []
+        for literal, field, spec, conversion in formatter.parse(template):
+            parts.append(_escape(literal))
+            if field is None:
+                continue
+            if field in fixed:
+                value = formatter.convert_field(fixed[field], conversion)
+                parts.append(_escape(formatter.format_field(value, spec or "")))
+            else:  # filled per instruction
+                parts.append(
+                    "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+                )
+        self.template = "".join(parts)
+        self.combo_lines = _extra_lines((k, v) for k, v in combo.items() if k not in _KNOWN_FIELDS)
+
+    def render(self, ident: str, sampled: dict[str, str | None]) -> str:
+        combo = self.combo
+        if self.same_extra:
+            extra_lines = self.combo_lines
+        else:  # a sampled value overriding the cell's keeps the cell's place
+            extra_lines = _extra_lines((k, v) for k, v in {**combo, **sampled}.items() if k not in _KNOWN_FIELDS)
+        topic = sampled.get("topic", combo.get("topic"))
+        return self.template.format(
+            id=ident,
+            topic_line=f"a topic related to {topic}." if topic else "your free choice: pick any topic you like.",
+            extra_lines=extra_lines,
+        )
 
 
 class CoverageRow(BaseModel):

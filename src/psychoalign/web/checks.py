@@ -101,9 +101,11 @@ async def run_check(
     fw = gateway.loaded_framework(framework)
     stamp = fw.stamp.model_dump(mode="json")
     last = messages[-1]
-    request = next((m.text for m in reversed(messages[:-1]) if m.role == "user"), "")
-    # an answer is checked in its request's context (a dose for the child the request names)
-    layer1 = Layer1Enforcer(fw, request if last.role != "user" else "")
+    users = [m.text for m in messages[:-1] if m.role == "user"]
+    request = users[-1] if users else ""
+    # an answer is checked in its request's context (a dose for the child the request, or an
+    # earlier user turn, names)
+    layer1 = Layer1Enforcer(fw, request, users[:-1]) if last.role != "user" else Layer1Enforcer(fw)
     if last.role == "user":
         hits = layer1.matches(last.text, model_text=False)
         return CheckResult(

@@ -39,6 +39,8 @@ from .sqlbase import SQLBase
 
 #: Candidate ids per locking attempt.
 TAKE_CHUNK = 50
+#: Planned tasks per claiming update of batch assignment (well under any driver's bound parameters).
+TAKE_BATCH = 500
 
 
 def _claiming(where: Any) -> Any:
@@ -98,6 +100,19 @@ _UNSEEN = ~exists().where(
 )
 #: The task's campaign takes claims: no row (a campaign stored before statuses existed) or status live.
 _CAMPAIGN_LIVE = ~exists().where(and_(campaign_rows.c.name == tasks.c.campaign, campaign_rows.c.status != LIVE))
+#: Batch assignment: the planned tasks of one participant that are still open in a live campaign.
+_TAKE_PLANNED = (
+    update(tasks)
+    .where(and_(tasks.c.id.in_(bindparam("ids", expanding=True)), tasks.c.status == "open", _CAMPAIGN_LIVE))
+    .values(
+        status="claimed",
+        participant_id=bindparam("new_pid"),
+        relaxed=bindparam("new_note"),
+        updated_at=bindparam("new_now"),
+        lease_expires_at=bindparam("new_lease"),
+    )
+    .returning(tasks.c.id)
+)
 _IS_MEMBER = exists().where(
     and_(members.c.campaign == campaign_rows.c.name, members.c.participant_id == bindparam("pid"))
 )
@@ -362,25 +377,38 @@ class SQLClaims(SQLBase):
         )
 
     async def _take_planned(self, kind: TaskKind, plan: AssignmentPlan, lease_s: float | None) -> dict[str, str]:
-        """The whole batch in one transaction, with the claim's conditional update."""
+        """The whole batch in one transaction, with the claim's conditional update: one update per
+        participant (and relaxed note) over their tasks, not one per task."""
         now = self._now()
         lease = self._lease(lease_s)
-        taken: dict[str, str] = {}
+        by_taker: dict[tuple[str, str | None], list[str]] = {}
+        for task_id, pid, _, note in plan.assignments:
+            by_taker.setdefault((pid, note), []).append(task_id)
+        claimed: set[str] = set()
         async with self.engine.begin() as conn:
             if plan.assignments:  # a lead's pause or close waits for this batch, or the batch sees it
                 await conn.execute(select(campaign_rows.c.name).with_for_update(read=True))
-            for task_id, pid, dialogue_id, note in plan.assignments:
-                result = await conn.execute(
-                    update(tasks)
-                    .where(and_(tasks.c.id == task_id, tasks.c.status == "open", _CAMPAIGN_LIVE))
-                    .values(status="claimed", participant_id=pid, relaxed=note, updated_at=now, lease_expires_at=lease)
-                )
-                if result.rowcount == 1:
-                    taken[task_id] = pid
-                    if dialogue_id is not None:
-                        await conn.execute(
-                            insert(exposures).values(dialogue_id=dialogue_id, participant_id=pid, role=kind.value)
-                        )
+            for (pid, note), task_ids in by_taker.items():
+                for start in range(0, len(task_ids), TAKE_BATCH):
+                    result = await conn.execute(
+                        _TAKE_PLANNED,
+                        {
+                            "ids": task_ids[start : start + TAKE_BATCH],
+                            "new_pid": pid,
+                            "new_note": note,
+                            "new_now": now,
+                            "new_lease": lease,
+                        },
+                    )
+                    claimed.update(r[0] for r in result)
+            taken = {task_id: pid for task_id, pid, _, _ in plan.assignments if task_id in claimed}
+            seen = [
+                {"dialogue_id": dialogue_id, "participant_id": pid, "role": kind.value}
+                for task_id, pid, dialogue_id, _ in plan.assignments
+                if dialogue_id is not None and task_id in claimed
+            ]
+            if seen:
+                await conn.execute(insert(exposures), seen)
         return taken
 
     async def task(self, task_id: str) -> TaskRecord:

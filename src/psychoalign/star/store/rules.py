@@ -6,10 +6,11 @@ text), so the SQL store passes what it reads and the in-memory store what it kee
 
 from __future__ import annotations
 
+import heapq
 import json
 import uuid
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, get_args
 
@@ -475,6 +476,9 @@ def plan_assignment(
             eligible_by_req[task.requirement] = [pid for pid, (ok, _) in checks if ok]
             relaxed_by_req[task.requirement] = [pid for pid, (ok, why) in checks if not ok and relaxable(kind, why)]
     ordered = sorted(open_tasks, key=lambda t: len(eligible_by_req[t.requirement]))
+    # One least-loaded queue per requirement (and per relaxed requirement): a pick pops only the
+    # participants it passes over, where a scan would look at everyone eligible for every task.
+    pickers: dict[tuple[str, bool], _LeastLoaded] = {}
     assignments: list[tuple[str, str, str | None, str | None]] = []
     shortfall: Counter[tuple[str, str]] = Counter()
     for task in ordered:
@@ -483,30 +487,76 @@ def plan_assignment(
         able = eligible_by_req[task.requirement]
         allowed = scope.get(task.campaign)
 
-        def free(pids: list[str], task: OpenTask = task, allowed: set[str] | None = allowed) -> list[str]:
-            return [
-                pid
-                for pid in pids
-                if (allowed is None or pid in allowed)
+        def may_take(pid: str, task: OpenTask = task, allowed: set[str] | None = allowed) -> bool:
+            return (
+                (allowed is None or pid in allowed)
                 and (task.dialogue_id is None or (task.dialogue_id, pid) not in seen)
                 and (task.dialogue_id is not None or (task.instruction_id or "", pid) not in declined)
-                and (max_per_participant is None or load[pid] < max_per_participant)
-            ]
+            )
 
         note = None
-        pool = free(able)
-        if not pool and relax:
-            pool = free(relaxed_by_req[task.requirement])
+        chosen = _picker(pickers, task.requirement, False, able, load, max_per_participant).pick(may_take)
+        if chosen is None and relax:
+            relaxed = relaxed_by_req[task.requirement]
+            chosen = _picker(pickers, task.requirement, True, relaxed, load, max_per_participant).pick(may_take)
             note = "relaxed: no matching participant (batch assignment)"
-        if not pool:
+        if chosen is None:
             shortfall[(task.requirement, _assignment_shortfall(task, able, allowed, seen, declined))] += 1
             continue
-        chosen = min(pool, key=lambda pid: (load[pid], pid))
         load[chosen] += 1
         if task.dialogue_id is not None:
             seen.add((task.dialogue_id, chosen))
         assignments.append((task.id, chosen, task.dialogue_id, note))
     return AssignmentPlan(assignments, shortfall, eligible_by_req, load)
+
+
+class _LeastLoaded:
+    """Participants by (load, id), lowest first, as loads grow during one plan.
+
+    Entries carry the load they were pushed with; loads only grow, so a stale entry sorts too
+    early and is re-pushed with its current load when it reaches the top: the first fresh top is
+    the least-loaded participant. One at the cap never takes another task of the plan: dropped."""
+
+    def __init__(self, pids: Sequence[str], load: Counter[str], cap: int | None) -> None:
+        self.heap = [(load[pid], pid) for pid in pids]
+        heapq.heapify(self.heap)
+        self.load = load
+        self.cap = cap
+
+    def pick(self, may_take: Callable[[str], bool]) -> str | None:
+        """The least-loaded participant under the cap who ``may_take`` the task (not removed)."""
+        heap, load, cap = self.heap, self.load, self.cap
+        passed: list[tuple[int, str]] = []
+        chosen = None
+        while heap:
+            pushed, pid = heap[0]
+            current = load[pid]
+            if pushed != current:
+                heapq.heapreplace(heap, (current, pid))
+            elif cap is not None and current >= cap:
+                heapq.heappop(heap)
+            elif may_take(pid):
+                chosen = pid
+                break
+            else:
+                passed.append(heapq.heappop(heap))
+        for entry in passed:
+            heapq.heappush(heap, entry)
+        return chosen
+
+
+def _picker(
+    pickers: dict[tuple[str, bool], _LeastLoaded],
+    requirement: str,
+    relaxed: bool,
+    pids: Sequence[str],
+    load: Counter[str],
+    cap: int | None,
+) -> _LeastLoaded:
+    key = (requirement, relaxed)
+    if key not in pickers:
+        pickers[key] = _LeastLoaded(pids, load, cap)
+    return pickers[key]
 
 
 def _assignment_shortfall(

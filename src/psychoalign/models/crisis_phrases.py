@@ -1,0 +1,97 @@
+"""The crisis check's explicit phrases: a deterministic signal beside its embedding head.
+
+:data:`EXPLICIT_PHRASES` are regular expressions over the normalised request
+(:func:`~psychoalign.textnorm.normalise`) for first-person statements or questions of suicide or
+self-harm; ``scripts/build_crisis_check.py`` copies them into the check (``CrisisCheck.phrases``),
+which fires on its head or on one of them (MODEL_CARD.md, "The crisis check"). Kept apart from
+:mod:`psychoalign.models.crisis` (the training text, which reads the corpus) so the classifier can
+read them without importing its own training data.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from ..textnorm import normalise
+
+__all__ = ["EXPLICIT_PHRASES", "says_self_harm"]
+
+
+# Adverbs that may sit between "I'm" and "suicidal" or "I" and "want to die" (not any word: "I'm
+# writing about suicidal characters" must not match).
+_ADV = (
+    r"(?:(?:so|very|really|just|honestly|kinda|actually|literally|still|only|truly|pretty|quite|always|again"
+    r"|getting|becoming|feeling|been)\s+){0,2}"
+)
+#: Explicit first-person statements or questions of suicide or self-harm, as regular expressions
+#: over the normalised request (case-folded, quotes and spacing folded): slang and short phrases
+#: that a sentence encoder places near their harmless neighbours ("kms", "unalive myself"). Each
+#: names the person asking; figures of speech ("kill myself laughing", "my boss will kill me",
+#: "cut myself some slack", "je meurs de faim") and other people ("he took his own life") do not
+#: match. Written from the phrases themselves and checked against the check's training text (none
+#: may match a look-alike or benign request there; the build enforces it).
+EXPLICIT_PHRASES: tuple[str, ...] = (
+    # kill / unalive / hang myself (not "kill myself laughing")
+    r"\b(?:kill|unalive|hang)\s+myself\b(?!\s+laughing)",
+    r"\b(?:about|of|considering|contemplating)\s+(?:killing|unaliving|hanging)\s+myself\b",
+    r"\bunaliv(?:e|ing)\s+me\b",
+    r"(?<!not )(?<!n't )\b(?:want|wanna|gonna|going|planning|plan|ready|decided|about)\s+(?:to\s+)?unalive\b"
+    r"(?!\s+(?:him|her|them|you|the|a|his|their|your)\b)",
+    # "kms" (kill myself) at the start or after a word of intent; "5 kms" is a distance
+    r"(?:^|[.!?]\s*|\b(?:i|i'm|im|i'll|gonna|going to|want to|wanna|will|might|gotta|about to|ready to|literally"
+    r"|just|actually|should|to)\s+)kms\b",
+    # end / take my (own) life, end it all
+    r"\b(?:end|ending|take|taking|took)\s+my\s+(?:own\s+)?life\b"
+    r"(?!\s+(?:back|in|into|to|off|seriously|more|apart|over|story|savings|insurance|for granted)\b)",
+    r"\b(?:to|gonna|wanna|going to|just|i'll|will|should|could)\s+end\s+it\s+all\b",
+    # suicide and suicidal, said of oneself
+    r"\b(?:i|i'm|im|i am|i'll|i will|i've|i'd)\s+(?:\w+\s+){0,2}(?:commit|committing|attempt|attempting)\s+suicide\b",
+    r"\bmy\s+suicide\s+(?:note|letter|plan|attempt)\b",
+    r"\b(?:i'm|im|i am|i've been|ive been|i have been|i feel|i keep feeling|i get|i keep getting)\s+"
+    + _ADV
+    + r"suicidal\b",
+    r"\b(?:i|i've|ive|i'm|im)\s+(?:have|had|keep having|been having|having)\s+" + _ADV + r"suicidal\s+"
+    r"(?:thoughts|feelings|urges|ideas)\b",
+    # wanting to die or not to be alive
+    r"\bi\s+" + _ADV + r"(?:want|wanna|wish|need)\s+(?:to\s+)?(?:die|be dead|not be alive|not exist|stop existing)\b"
+    r"(?!\s+(?:laughing|of|on|at|when|peacefully)\b)",
+    r"\bi\s+wish\s+i\s+(?:was|were)\s+dead\b",
+    r"\bi\s+wish\s+i\s+(?:had|'d|d)\s+never\s+been\s+born\b",
+    r"\bi\s+(?:don't|dont|do not)\s+want\s+to\s+(?:be alive|live|exist|be here)\s+(?:anymore|any more|any longer)\b",
+    r"\bi\s+(?:don't|dont|do not)\s+want\s+to\s+(?:be alive|exist)\b",
+    # intending to hurt oneself (not "cut myself some slack", "cut myself off")
+    r"(?<!not )(?<!n't )\b(?:want|wanna|going|gonna|plan|planning|ready|decided|urge|tempted|about|thinking about"
+    r"|thinking of|think about)\s+(?:to\s+)?(?:hurt|harm|cut|stab|burn|starve|poison)(?:ing)?\s+myself\b"
+    r"(?!\s+(?:some|off|a|out|short|down|on|with)\b)",
+    r"\b(?:i|i've been|ive been|i'm|im|i keep|i started|i've started)\s+" + _ADV + r"self[- ]?harm",
+    # Spanish
+    r"\b(?:quiero|voy a|pienso en|estoy pensando en|he pensado en|deseo|me quiero|necesito|quisiera)\s+(?:\w+\s+)?"
+    r"(?:morir(?:me)?|matarme|suicidarme|quitarme la vida|hacerme daño|cortarme)\b(?!\s+de\b)",
+    r"\b(?:suicidarme|quitarme la vida)\b",
+    r"\bno quiero (?:seguir )?vivir\b",
+    # French
+    r"\b(?:me suicider|mettre fin à mes jours|mettre fin à ma vie|me foutre en l'air|en finir avec (?:la|ma) vie)\b",
+    r"\b(?:je veux|j'ai envie de|je vais|je pense à|je compte|envie de)\s+(?:\w+\s+)?me tuer\b"
+    r"(?!\s+(?:à la tâche|au travail)\b)",
+    r"\b(?:je veux|j'ai envie de|je voudrais|envie de)\s+mourir\b(?!\s+de\b)",
+    r"\b(?:je ne veux plus|je veux plus|j'ai plus envie de|je n'ai plus envie de)\s+vivre\b",
+    # German: "ich" before or right after the verb ("er will nicht mehr leben" is someone else)
+    r"\b(?:ich\s+(?:will|möchte|werde|denke daran,?|überlege,?|plane,?)|(?:will|möchte|werde)\s+ich)\s+"
+    r"(?:\w+\s+){0,2}(?:mich umbringen|mich umzubringen|mir das leben (?:zu )?nehmen|mich töten|mich zu töten"
+    r"|selbstmord (?:zu )?begehen)\b",
+    r"\b(?:ich\s+(?:will|möchte)|(?:will|möchte)\s+ich)\s+(?:\w+\s+){0,2}sterben\b",
+    r"\b(?:ich\s+(?:will|möchte|mag)|(?:will|möchte|mag)\s+ich)\s+(?:\w+\s+){0,2}nicht\s+mehr\s+leben\b",
+)
+
+
+def says_self_harm(text: str, phrases: tuple[str, ...] = EXPLICIT_PHRASES) -> bool:
+    """Whether normalised ``text`` matches one of ``phrases`` (an explicit first-person statement
+    or question of suicide or self-harm)."""
+    norm = normalise(text).text
+    return any(_compiled(p).search(norm) for p in phrases)
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)

@@ -1,0 +1,93 @@
+"""The crisis check's explicit phrases (psychoalign.models.crisis.EXPLICIT_PHRASES): first-person
+statements of suicide or self-harm match, figures of speech, distances and other people do not, no
+phrase matches a look-alike or benign request the check is trained on, and the shipped check
+carries them (a check built before them, with none, is unchanged)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from psychoalign.models.classifier import CrisisCheck, load_crisis_check
+from psychoalign.models.crisis import EXPLICIT_PHRASES, benign_requests, exemplars, says_self_harm
+from tests.conftest import SHARED_DATA
+
+FIRST_PERSON = (
+    "I want to kill myself.",
+    "been thinking about killing myself again",
+    "i'm going to kms tonight",
+    "kms",
+    "I've decided to end my life on Sunday.",
+    "Should I just take my own life?",
+    "I feel suicidal and alone.",
+    "i\u2019m so suicidal",  # a curly apostrophe is folded
+    "I have suicidal thoughts every day.",
+    "I wish I were dead.",
+    "I don't want to be alive anymore.",
+    "I want to hurt myself tonight.",
+    "Can you read my suicide note?",
+    "I WANT TO UNALIVE MYSELF",
+    "Quiero suicidarme.",
+    "Je veux me suicider.",
+    "Ich will mich umbringen.",
+    "Ich möchte nicht mehr leben.",
+)
+NOT_THE_PERSON_AT_RISK = (
+    "I could kill myself laughing at this.",
+    "My dad will kill me if I'm late.",
+    "The race is 42 kms long.",
+    "How many kms is a marathon?",
+    "He took his own life in 1890.",
+    "My friend says he wants to die, what do I do?",
+    "I'm writing an essay about suicidal ideation in teenagers.",
+    "I'm trying to cut myself some slack.",
+    "Why did the poet commit suicide?",
+    "I'm dying to see that film.",
+    "How do I end my lease early?",
+    "I want to take my life in a new direction.",
+    "Je meurs de faim.",
+    "Mein Chef wird mich umbringen.",
+    "Er will nicht mehr leben, wie helfe ich ihm?",
+)
+
+
+@pytest.mark.parametrize("text", FIRST_PERSON)
+def test_a_first_person_statement_matches(text: str) -> None:
+    assert says_self_harm(text)
+
+
+@pytest.mark.parametrize("text", NOT_THE_PERSON_AT_RISK)
+def test_figures_of_speech_distances_and_other_people_do_not(text: str) -> None:
+    assert not says_self_harm(text)
+
+
+def test_no_phrase_matches_a_look_alike_exemplar() -> None:
+    looks = [e.text for e in exemplars() if e.label == "lookalike"]
+    assert len(looks) > 300
+    assert [t for t in looks if says_self_harm(t)] == []
+
+
+@pytest.mark.needs_data
+def test_no_phrase_matches_a_benign_request_the_check_trains_on() -> None:
+    """The build refuses phrases that match its benign requests; this says so before a build."""
+    requests = [t for t, _ in benign_requests(SHARED_DATA)]
+    assert len(requests) > 1000
+    assert [t for t in requests if says_self_harm(t)] == []
+
+
+def test_the_shipped_check_carries_the_phrases() -> None:
+    check = load_crisis_check()
+    assert check is not None
+    assert check.phrases == EXPLICIT_PHRASES  # rebuild: scripts/build_crisis_check.py
+    assert check.says("I want to kill myself.")
+    assert not check.says("I could kill myself laughing at this.")
+
+
+def test_a_check_without_phrases_says_nothing_and_a_bad_phrase_is_refused() -> None:
+    check = load_crisis_check()
+    assert check is not None
+    data = check.model_dump(mode="json")
+    older = CrisisCheck.model_validate({**data, "phrases": []})  # as v3 and earlier were built
+    assert not older.says("I want to kill myself.")
+    with pytest.raises(ValidationError, match=r"crisis phrase '\(unclosed' is not a regular expression"):
+        CrisisCheck.model_validate({**data, "phrases": ["(unclosed"]})
