@@ -296,7 +296,8 @@ async def measure(args: argparse.Namespace) -> None:
                 "the answers can be trusted, not whether the negotiation is safe. Cost on this fixed set: ratio "
                 "of summed tokens and wall time, 95 % bootstrap interval over items. Sequential model calls count "
                 "the classifier's calls (the request screen before any draft included); the calls that cost LLM "
-                "tokens are counted beside them, and each negotiation's path is listed.",
+                "tokens are counted beside them, and each negotiation's path is listed. Wall time is measured on "
+                "a shared machine and varies from run to run; the token ratio is the robust figure.",
             )
     await negotiator.aclose()
 
