@@ -135,8 +135,13 @@ def _judges_code_digest() -> str:
 
 
 def held_out_labels(data_dir: Path) -> dict[str, str | None]:
-    """The sha256 of each of :data:`HELD_OUT_LABELS` under ``data_dir`` (None: not there)."""
-    return {rel: _sha256_file(data_dir / rel) for rel in HELD_OUT_LABELS}
+    """The sha256 of each of :data:`HELD_OUT_LABELS` under ``data_dir`` (None: not there), of the
+    text the calibrations read (the judges' reader keeps it, so the file is opened once)."""
+    from ...judges.jailbreak_eval import REL, jbb_judge_set_sha256
+
+    return {
+        rel: jbb_judge_set_sha256(data_dir) if rel == REL else _sha256_file(data_dir / rel) for rel in HELD_OUT_LABELS
+    }
 
 
 def framework_identity(framework: Framework) -> dict[str, Any]:
