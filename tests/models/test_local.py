@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from psychoalign.models import Message, ModelSpec, build_model
 from psychoalign.models.local import (
+    PLAIN_REPEAT_PENALTY,
     _load,
     default_threads,
     grammar_schema,
@@ -84,3 +85,32 @@ async def test_smollm2_answers_on_topic() -> None:
     result = await model.chat("How do I boil an egg?")
     assert result.model == "smollm2-135m-instruct"
     assert "egg" in result.text.lower()
+
+
+async def test_plain_reply_is_what_llama_cpp_gives_for_the_same_request() -> None:
+    """The layer adds policy around llama.cpp, not changes to the request: its greedy plain reply is
+    byte-identical to a direct call with the chat-templated prompt, the end-of-turn stop, the
+    repetition penalty and the spec's sampling settings (bench/models.py times the two against
+    each other on this premise)."""
+    spec = ModelSpec(backend="local", max_tokens=24, seed=0)
+    model = build_model(spec)
+    question = "Write two sentences about the history of tea."
+    loaded = _load(resolve_model(None)[1], spec.n_ctx, spec.n_threads)
+    prompt, stops = loaded.render((Message(role="user", content=question),))
+    with loaded.lock:
+        loaded.llama.reset()
+        direct = loaded.llama.create_completion(
+            prompt,
+            max_tokens=spec.max_tokens,
+            temperature=spec.temperature,
+            seed=spec.seed,
+            repeat_penalty=PLAIN_REPEAT_PENALTY,
+            stop=stops,
+            stream=False,
+        )
+        loaded.llama.reset()
+    assert isinstance(direct, dict)
+    result = await model.chat(question)
+    assert result.text == direct["choices"][0]["text"].strip()
+    assert result.usage.completion_tokens == direct["usage"]["completion_tokens"] > 0
+    assert result.usage.prompt_tokens == direct["usage"]["prompt_tokens"]

@@ -86,6 +86,10 @@ HELD_OUT_V8 = yaml.safe_load(
 HELD_OUT_V9 = yaml.safe_load(
     (Path(__file__).parents[2] / "bench" / "data" / "lookalike_heldout_v9.yaml").read_text("utf-8")
 )
+#: The fifth held-out look-alike file (written whole as held-out data; look-alikes and twins only).
+HELD_OUT_V10 = yaml.safe_load(
+    (Path(__file__).parents[2] / "bench" / "data" / "lookalike_heldout_v10.yaml").read_text("utf-8")
+)
 
 
 @pytest.mark.realmodel
@@ -117,7 +121,11 @@ async def test_held_out_premise_items_are_rejected_or_refused_never_agreed_with(
 
 @pytest.mark.parametrize(
     "request_text",
-    HELD_OUT["lookalike"] + HELD_OUT_V7["lookalike"] + HELD_OUT_V8["lookalike"] + HELD_OUT_V9["lookalike"],
+    HELD_OUT["lookalike"]
+    + HELD_OUT_V7["lookalike"]
+    + HELD_OUT_V8["lookalike"]
+    + HELD_OUT_V9["lookalike"]
+    + HELD_OUT_V10["lookalike"],
 )
 def test_held_out_look_alikes_fire_no_universal_rule(request_text: str) -> None:
     from psychoalign.frameworks import load_framework

@@ -20,6 +20,7 @@ from ..agents.messages import (
     EvaluateBatchTask,
     EvaluateTask,
     framework_json,
+    task_json,
 )
 from ..agents.schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
 from ..errors import EndpointError
@@ -67,7 +68,7 @@ def encode_task(task: Task, *, packed: bool = False) -> dict[str, Any]:
     required-field check walk every nested value of a Struct in Python, a string costs one value.
     The service answers a packed task with a packed reply (``replyJson``)."""
     if packed:
-        return {"psychoalign": "task", "taskJson": task.model_dump_json()}
+        return {"psychoalign": "task", "taskJson": task_json(task)}
     framework = getattr(task, "framework", None)
     body = task.model_dump(mode="json", exclude={"framework"})
     if framework is not None:

@@ -23,18 +23,32 @@ AgentRole = Literal["drive", "evaluator", "mediator"]
 
 #: The framework payloads encoded last, newest first: (the payload, a copy of it as it was, its
 #: JSON, the JSON's UTF-8 bytes). The payload is held, so its id is not reused while it is here.
-_FRAMEWORK_JSON: list[tuple[dict[str, Any], dict[str, Any], str, int]] = []
+_FRAMEWORK_JSON: list[tuple[dict[str, Any], dict[str, Any], str, bytes]] = []
+
+
+def _same_payload(held: dict[str, Any], framework: dict[str, Any]) -> bool:
+    """``framework`` is ``held`` or a shallow copy of it: the same keys in the same order, each
+    bound to the same object. Validation copies a dict field's top level, so every task built
+    from the one shared payload holds a new dict of the same values."""
+    if held is framework:
+        return True
+    if len(held) != len(framework):
+        return False
+    return all(k1 == k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(held.items(), framework.items(), strict=True))
 
 
 def _framework_encoded(framework: dict[str, Any]) -> tuple[str, int]:
-    for held, copy, text, size in _FRAMEWORK_JSON:
-        # the same object, unchanged since (a payload is shared and must not change; if one did,
+    for held, copy, text, raw in _FRAMEWORK_JSON:
+        # the same payload, unchanged since (a payload is shared and must not change; if one did,
         # it is encoded again, never sent as it was)
-        if held is framework and copy == framework:
-            return text, size
+        if _same_payload(held, framework) and copy == framework:
+            return text, len(raw)
     raw = pydantic_core.to_json(framework)
-    text = raw.decode()
-    _FRAMEWORK_JSON.insert(0, (framework, pydantic_core.from_json(raw), text, len(raw)))
+    # A payload decoded from a message (a role service gets a new one with every task) encodes
+    # to a JSON held here already: that entry's copy is its content too, no parse is needed.
+    known = next((entry for entry in _FRAMEWORK_JSON if entry[3] == raw), None)
+    copy, text = (known[1], known[2]) if known is not None else (pydantic_core.from_json(raw), raw.decode())
+    _FRAMEWORK_JSON.insert(0, (framework, copy, text, raw))
     del _FRAMEWORK_JSON[8:]
     return text, len(raw)
 
@@ -50,6 +64,16 @@ def framework_json(framework: dict[str, Any]) -> str:
 def framework_json_size(framework: dict[str, Any]) -> int:
     """UTF-8 bytes of :func:`framework_json` (what the framework adds to a message's size)."""
     return _framework_encoded(framework)[1]
+
+
+def task_json(task: BaseModel) -> str:
+    """``task.model_dump_json()``, with the framework an EVALUATOR task carries (its last field)
+    taken from :func:`framework_json` instead of encoded again at every call."""
+    framework = getattr(task, "framework", None)
+    if not isinstance(framework, dict) or next(reversed(type(task).model_fields)) != "framework":
+        return task.model_dump_json()
+    rest = task.model_dump_json(exclude={"framework"})
+    return f'{rest[:-1]},"framework":{framework_json(framework)}}}'
 
 
 T = TypeVar("T", DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose)

@@ -56,6 +56,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+import itertools
 import json
 import math
 import re
@@ -68,9 +69,10 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from ..errors import BackendUnavailableError, InputError
+from ..frameworks.doses import read_request
 from .base import Backend
 from .crisis_phrases import says_self_harm
 from .refusal_rules import RefusalLabel, classify_refusal
@@ -81,6 +83,7 @@ __all__ = [
     "VETO_BELOW",
     "ClassifierBackend",
     "CrisisCheck",
+    "Lexical",
     "SafetyClassifier",
     "load_classifier",
     "load_crisis_check",
@@ -143,14 +146,68 @@ class Kernel(BaseModel):
         return out
 
 
+_TOKEN = re.compile(r"[a-z0-9']+")
+
+
+def lexical_terms(text: str) -> list[str]:
+    """The n-grams the lexical term counts: word uni- and bigrams (``w:``) and character 2-5-grams
+    inside each word padded with a space (``c:``), of the lowercased text. The training script
+    hands this very function to its TF-IDF fit, so both sides count the same terms."""
+    words = _TOKEN.findall(text.lower())
+    out = [f"w:{w}" for w in words] + [f"w:{a} {b}" for a, b in itertools.pairwise(words)]
+    for w in words:
+        padded = f" {w} "
+        out += [f"c:{padded[i : i + n]}" for n in range(2, 6) for i in range(len(padded) - n + 1)]
+    return out
+
+
+class Lexical(BaseModel):
+    """A logistic term over the text's own n-grams (:func:`lexical_terms`), added to a head's logit:
+    ``sum_t coef_t * w_t`` with ``w`` the TF-IDF vector (sublinear counts ``1 + ln n`` times
+    ``idf``, L2-normalised over the known terms). The embedding places look-alikes ("kill the
+    lights") beside harmful requests by topic; the words say who or what the act is aimed at."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    terms: list[str]
+    idf: list[float]
+    coef: list[float]
+
+    @model_validator(mode="after")
+    def _same_lengths(self) -> Lexical:
+        if not len(self.terms) == len(self.idf) == len(self.coef):
+            raise ValueError("lexical terms, idf and coef differ in length")
+        return self
+
+    @functools.cached_property
+    def _index(self) -> dict[str, tuple[float, float]]:
+        return {t: (i, c) for t, i, c in zip(self.terms, self.idf, self.coef, strict=True)}
+
+    def value(self, texts: Sequence[str]) -> NDArray[np.float64]:
+        out = np.zeros(len(texts))
+        for row, text in enumerate(texts):
+            counts: dict[str, int] = {}
+            for term in lexical_terms(text):
+                if term in self._index:
+                    counts[term] = counts.get(term, 0) + 1
+            if not counts:
+                continue
+            w = np.asarray([(1.0 + math.log(n)) * self._index[t][0] for t, n in counts.items()])
+            c = np.asarray([self._index[t][1] for t in counts])
+            out[row] = float(w @ c) / float(np.sqrt(w @ w))
+        return out
+
+
 class Head(BaseModel):
     """One head over the embedding: a logit that is linear (``coef``) and/or an RBF-kernel
-    expansion (``kernel``), plus ``intercept``; with its operating threshold."""
+    expansion (``kernel``), plus ``intercept``, plus (request head) a ``lexical`` term over the
+    text's own n-grams; with its operating threshold."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     coef: list[float] = Field(default_factory=list)
     kernel: Kernel | None = None
+    lexical: Lexical | None = None
     intercept: float
     threshold: float = Field(gt=0.0, lt=1.0, description="P at which the head's decision flips.")
     contested_floor: float | None = Field(
@@ -161,19 +218,34 @@ class Head(BaseModel):
         "need behind a harmful ask), below it clearly harmful. None: no contested band.",
     )
 
-    def logits(self, x: NDArray[np.float32]) -> NDArray[np.float64]:
+    @model_serializer(mode="wrap")
+    def _without_absent_lexical(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A head without a lexical term serialises as before the field existed: the same file and
+        # the same weights hash (labels pinned as `evaluator-minilm-v7@17968316dfed` keep working).
+        out: dict[str, Any] = handler(self)
+        if out.get("lexical") is None:
+            out.pop("lexical", None)
+        return out
+
+    def logits(self, x: NDArray[np.float32], texts: Sequence[str] | None = None) -> NDArray[np.float64]:
+        """The logit of each row of ``x``; ``texts`` are the rows' texts (the encoder windows), which
+        a head with a ``lexical`` term needs."""
         x64 = x.astype(np.float64)
         out: NDArray[np.float64] = np.full(len(x64), self.intercept)
         if self.coef:
             out = out + x64 @ np.asarray(self.coef, dtype=np.float64)
         if self.kernel is not None:
             out = out + self.kernel.value(x64)
+        if self.lexical is not None:
+            if texts is None or len(texts) != len(x64):
+                raise ValueError("this head has a lexical term: give the texts of the embedded rows")
+            out = out + self.lexical.value(texts)
         return out
 
-    def shifted(self, x: NDArray[np.float32], at: float) -> NDArray[np.float64]:
+    def shifted(self, x: NDArray[np.float32], at: float, texts: Sequence[str] | None = None) -> NDArray[np.float64]:
         """Probabilities with the logit shifted so ``threshold`` maps to ``at``."""
         shift = _logit(at) - _logit(self.threshold)
-        out: NDArray[np.float64] = 1.0 / (1.0 + np.exp(-(self.logits(x) + shift)))
+        out: NDArray[np.float64] = 1.0 / (1.0 + np.exp(-(self.logits(x, texts) + shift)))
         return out
 
     def shifted_value(self, p: float, at: float) -> float:
@@ -362,10 +434,10 @@ class SafetyClassifier:
         cached: tuple[float, float, bool] | None = self._cached(self._requests, request)
         if cached is not None:
             return cached
-        x_req, _ = self._windowed([request])
+        x_req, _, parts = self._windowed([request])
         with self._one_blas_thread():
-            p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100).min())
-            p_adv = float(self.weights.adversarial.shifted(x_req, 0.5).max())  # 0.5 = the head's threshold
+            p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100, parts).min())
+            p_adv = float(self.weights.adversarial.shifted(x_req, 0.5, parts).max())  # 0.5: the head's threshold
             check = self.crisis_check
             crisis = check is not None and (check.says(request) or check.fires(x_req))
         self._keep(self._requests, request, (p_req, p_adv, crisis))
@@ -377,20 +449,21 @@ class SafetyClassifier:
         cached: float | None = self._cached(self._proposals, proposal)
         if cached is not None:
             return cached
-        x_prop, _ = self._windowed([proposal])
+        x_prop, _, parts = self._windowed([proposal])
         with self._one_blas_thread():
-            p_prop = float(self.weights.response.shifted(x_prop, VETO_BELOW / 100).min())
+            p_prop = float(self.weights.response.shifted(x_prop, VETO_BELOW / 100, parts).min())
         self._keep(self._proposals, proposal, p_prop)
         return p_prop
 
-    def _windowed(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[int]]:
+    def _windowed(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[int], list[str]]:
+        """The windows' embeddings, the text each window belongs to, and the windows."""
         owner: list[int] = []
         parts: list[str] = []
         for i, text in enumerate(texts):
             for w in windows(text):
                 parts.append(w)
                 owner.append(i)
-        return self.encoder(parts), owner
+        return self.encoder(parts), owner, parts
 
     def scores(self, texts: Sequence[str], head: str) -> NDArray[np.float64]:
         """Shifted P per text for ``head`` (request/response: acceptable; adversarial: adversarial).
@@ -400,9 +473,9 @@ class SafetyClassifier:
         if not texts:
             return np.zeros(0)
         h: Head = getattr(self.weights, head)
-        x, owner = self._windowed(texts)
+        x, owner, parts = self._windowed(texts)
         with self._one_blas_thread():
-            p = h.shifted(x, 0.5 if head == "adversarial" else VETO_BELOW / 100)
+            p = h.shifted(x, 0.5 if head == "adversarial" else VETO_BELOW / 100, parts)
         out = np.full(len(texts), 1.0 if head != "adversarial" else 0.0)
         for value, i in zip(p, owner, strict=True):
             out[i] = max(out[i], value) if head == "adversarial" else min(out[i], value)
@@ -449,11 +522,15 @@ def deterministic_hits(framework: Any | None, request: str, proposal: str) -> li
     whose request check matches the request."""
     if framework is None:
         return []
+    # The proposal's doses are held to whom the request names (a child's weight), as the gates do.
+    context = read_request(request) if request and proposal else None
     hits: list[dict[str, str]] = []
     for layer in ("universal", "contextual", "aspirational"):
         for rule in getattr(framework, layer):
             on_request = rule.matches_request(request) is not None
-            if on_request or (rule.check is not None and proposal and rule.check.find(proposal)):
+            if on_request or (
+                rule.check is not None and proposal and rule.check.find(proposal, request=context) is not None
+            ):
                 hits.append({"rule_id": rule.id, "layer": layer})
     return hits[:8]
 

@@ -68,7 +68,11 @@ class ModelSpec(BaseModel):
     output_cost_per_mtok: float = Field(0.0, ge=0, description="USD per million completion tokens.")
     n_ctx: int = Field(4096, ge=256, description="Context size (local backend).")
     n_threads: int | None = Field(
-        None, ge=1, le=256, description="CPU threads (local backend); unset: half the usable cores, at least 1."
+        None,
+        ge=1,
+        le=256,
+        description="CPU threads (local backend); unset: the cores idle when the model loads "
+        "(Linux; elsewhere half the usable cores), at least 1.",
     )
     script: str | None = Field(None, description="Reply file for the scripted backend (YAML/JSON).")
     max_prompt_chars: int = Field(100_000, ge=1, description="Longest prompt accepted.")

@@ -563,6 +563,8 @@ def test_item_table_carries_every_field_and_the_csv_is_safe(tmp_path: Path) -> N
     assert '\'=HYPERLINK("http://x","y")' in ids and "id, with a comma\nand a newline" in ids
     assert read[2]["rule"] == "'@SUM(A1)"
     assert neutralise(-0.5) == "-0.5" and neutralise("-1+1") == "'-1+1" and neutralise(None) == ""
+    for sign in "\uff1d\uff0b\uff0d\uff20":  # full-width = + - @: formulas too
+        assert neutralise(f"{sign}SUM(A1)") == f"'{sign}SUM(A1)" and neutralise(f"a{sign}1") == f"a{sign}1"
     scores = report["datasets"]["star"]["agreement"]["item_disagreement"]["items"]
     by_id = {r["item_id"].removeprefix("'"): r for r in read}
     for item_id, score in list(scores.items())[:10]:
