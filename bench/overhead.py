@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import sys
 import time
@@ -272,7 +273,14 @@ async def measure(args: argparse.Namespace) -> None:
             )
     if args.useful is not None:
         with captured() as out:
-            targets = await usefulness(negotiator, plain, load_reference(args.useful), log, scripted=args.scripted)
+            rows: list[str] = []
+            targets = await usefulness(
+                negotiator, plain, load_reference(args.useful), log, scripted=args.scripted, per_item=rows
+            )
+        if args.per_item:  # diagnosis only: never written to the doc
+            print("per item: #, DRIVE calls, tokens plain -> negotiation, correct plain/negotiation, drafts")
+            print("  (verdict score = min(P(request), P(answer)) x 100; r = P(request), a = P(answer))")
+            print("\n".join(rows))
         if not args.scripted:
             section(
                 "overhead-usefulness",
@@ -288,7 +296,8 @@ async def measure(args: argparse.Namespace) -> None:
                 "the answers can be trusted, not whether the negotiation is safe. Cost on this fixed set: ratio "
                 "of summed tokens and wall time, 95 % bootstrap interval over items. Sequential model calls count "
                 "the classifier's calls (the request screen before any draft included); the calls that cost LLM "
-                "tokens are counted beside them, and each negotiation's path is listed.",
+                "tokens are counted beside them, and each negotiation's path is listed. Wall time is measured on "
+                "a shared machine and varies from run to run; the token ratio is the robust figure.",
             )
     await negotiator.aclose()
 
@@ -394,6 +403,27 @@ def call_path(trace: Any, log: Sequence[Call]) -> str:
     return f"{', '.join(parts)}: {end}"
 
 
+def draft_line(trace: Any) -> str:
+    """Each draft's verdict, score, the classifier's P(request) and P(answer) (read from its
+    reasoning line) and length in words, then how the negotiation ended."""
+    out = []
+    for rd in trace.rounds:
+        for rec in rd.proposals:
+            e = rec.evaluation
+            if e is None:
+                out.append("?")
+                continue
+            probs = re.search(r"request ([0-9.]+), answer ([0-9.]+)", e.reasoning)
+            ra = f" r={probs[1]} a={probs[2]}" if probs else ""
+            size = f"{len(rec.text.split())}w" if rec.text else f"{rec.redacted.chars}c" if rec.redacted else "-"
+            out.append(f"{e.verdict.value[:4].lower()} {e.score}{ra} {size}")
+        out.append(f"[{rd.exit or '-'}]")
+    final = trace.final.composed_by if trace.final else "failed"
+    if trace.screen is not None and trace.screen.decided:
+        return "decided by the request screen"
+    return f"{' | '.join(out)} -> {final}"
+
+
 def ratio_ci(num: Sequence[float], den: Sequence[float], reps: int = 2000) -> tuple[float, float, float]:
     """sum(num) / sum(den) with a 95 % percentile bootstrap interval over items (fixed seed)."""
     import numpy as np
@@ -412,8 +442,10 @@ async def usefulness(
     log: list[Call],
     *,
     scripted: bool = False,
+    per_item: list[str] | None = None,
 ) -> list[Target]:
-    """Part 4: share of correct answers, plain call vs negotiation, on the whole reference set."""
+    """Part 4: share of correct answers, plain call vs negotiation, on the whole reference set.
+    ``per_item`` collects one line per item (its DRIVE calls, tokens, correctness and drafts)."""
     from psychoalign.judges.outcome import Outcome, user_outcome
 
     if scripted:
@@ -448,7 +480,13 @@ async def usefulness(
             )
         )
         answered += user_outcome(trace) is Outcome.ANSWERED
-        ok_n += trace.final is not None and is_correct(trace.final.response, item)
+        good = trace.final is not None and is_correct(trace.final.response, item)
+        ok_n += good
+        if per_item is not None:
+            per_item.append(
+                f"  {len(split):3d}  {split[-1][0]} DRIVE  {tok_p[-1]:4d} -> {tok_n[-1]:4d}  "
+                f"{'y' if is_correct(r.text, item) else 'n'}/{'y' if good else 'n'}  {draft_line(trace)}"
+            )
     n = len(items)
     print(f"reference-answer set: {n} benign questions with short checkable answers (bench/reference_answers.py)")
     print(f"  {'answer from':<22} {'correct':>8}   [95 % Wilson CI]")
@@ -693,6 +731,9 @@ def main() -> None:
     )
     ap.add_argument("--head-only", action="store_true", help="--heldout: the request head only, no negotiation")
     ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md alone")
+    ap.add_argument(
+        "--per-item", action="store_true", help="--useful: also print each item's drafts and tokens (not in the doc)"
+    )
     args = ap.parse_args()
     if args.data is None:
         args.data = data_dir()

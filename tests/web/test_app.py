@@ -58,6 +58,27 @@ async def test_completion_carries_the_gated_answer_and_the_decision(
     assert trace is not None
     assert trace.request == "How do I boil an egg?"
     assert trace.metadata["request_id"] == "req-42" and trace.metadata["deployment"] == "psychoalign"
+    # the models that produced the answer, one per role
+    assert info["models"] == trace.models == {r: f"scripted:{r}" for r in ("drive", "evaluator", "mediator")}
+
+
+def test_the_decisions_models_name_no_server_path_or_agent_address() -> None:
+    from psychoalign.web.openai_reply import public_models
+
+    got = public_models(
+        {
+            "drive": "local:/srv/models/qwen2.5-1.5b-q4.gguf",
+            "evaluator": "a2a:https://evaluator.internal:8443/",
+            "mediator": "openai:gpt-4o-mini",
+            "judge": "classifier:C:\\weights\\harm.json",
+        }
+    )
+    assert got == {
+        "drive": "local:qwen2.5-1.5b-q4.gguf",
+        "evaluator": "a2a",
+        "mediator": "openai:gpt-4o-mini",
+        "judge": "classifier:harm.json",
+    }
 
 
 async def test_models_healthz_metrics_and_agent_card(client: tuple[httpx.AsyncClient, InMemoryTraceStore]) -> None:

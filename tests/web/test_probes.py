@@ -628,3 +628,29 @@ async def test_the_experiment_pages_show_hostile_cells_inert(served: Served, tmp
             check_page(r, f"GET {path} {query and 'hostile'}", served.home)
     cell = await lead.client.get(pages[-1])
     assert cell.status_code == 200 and "⟨U+202E⟩gnp.exe" in shown_text(cell.text)  # there, and inert
+
+
+async def test_head_answers_every_page_as_get_does_without_a_body(served: Served) -> None:
+    """A route that declares GET alone answers HEAD with GET's status, redirect and headers, to
+    every kind of visitor (the same sign-in and role checks), and no body."""
+    app, ids = served.app, served.ids
+    anon = await browser(app)
+    visitors = {"anon": anon, **{k: served.people[k] for k in ("intruder", "holder", "lead")}}
+    pages = [r for r in all_routes(app) if "GET" in (r.methods or ()) and "HEAD" not in (r.methods or ())]
+    assert len(pages) >= 20
+    checked = 0
+    for route in pages:
+        path = fill(route, ids)
+        for who, client in visitors.items():
+            get = await client.client.get(path)
+            head = await client.client.head(path)
+            where = f"HEAD {route.path} as {who}"
+            assert head.status_code == get.status_code != 405, f"{where}: {head.status_code} vs GET {get.status_code}"
+            assert head.headers.get("location") == get.headers.get("location"), where
+            assert head.headers.get("content-type") == get.headers.get("content-type"), where
+            assert head.content == b"", where
+            for name in SECURITY_HEADERS:
+                assert name in head.headers, f"{where}: no {name}"
+            checked += 1
+    assert checked >= 80
+    await anon.aclose()

@@ -169,3 +169,31 @@ async def test_list_plots_count_the_matching_traces(
     none = (await lead.get("/traces", params={"q": "nothing matches this"})).text
     assert 'id="trace-plots"' not in none and "0 traces" in none
     await lead.aclose()
+
+
+async def test_list_names_the_models_of_each_trace_escaped(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    from psychoalign.traces.model import NegotiationParams, Trace
+
+    _, app, store, ids = served
+    made = await store.get(ids["xss"])
+    assert made is not None and set(made.models) == {"drive", "evaluator", "mediator"}
+    odd = Trace(
+        request="which models?",
+        params=NegotiationParams(),
+        models={"drive": "openai:<b>drv</b>", "evaluator": "openai:نموذج", "mediator": "local:m.gguf"},
+    )
+    await store.start(odd)
+    lead = await _browser(app, "lead")
+    page = (await lead.get("/traces")).text
+    for role, label in made.models.items():
+        assert f'{role.upper()}: <code><bdi dir="auto">{label}</bdi></code>' in page
+    assert '<bdi dir="auto">openai:&lt;b&gt;drv&lt;/b&gt;</bdi>' in page and "<b>drv</b>" not in page
+    assert '<bdi dir="auto">openai:نموذج</bdi>' in page
+    detail = (await lead.get(f"/traces/{odd.id}")).text
+    assert '<bdi dir="auto">openai:&lt;b&gt;drv&lt;/b&gt;</bdi>' in detail and "<b>drv</b>" not in detail
+    await lead.aclose()
+    # the list the CLI and the store give names them too
+    rows = {row["id"]: row for row in await store.list(limit=10)}
+    assert rows[odd.id]["models"] == odd.models and rows[ids["xss"]]["models"] == made.models

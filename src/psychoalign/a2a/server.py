@@ -44,7 +44,6 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
@@ -52,6 +51,7 @@ from ..errors import ConfigError, public_message
 from ..jsonguard import JSONLimitError, check_json
 from ..negotiation.bus import AgentTransport
 from .codec import decode_task, encode_reply, is_packed
+from .routing import allowed_methods
 
 __all__ = ["CARD_PATH", "error_response"]
 
@@ -148,8 +148,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     A path served for other methods is a 405 with ``Allow``: the SDK's multi-tenant catch-all
     mount (``/{tenant}/…``) matches every path, so the router itself answers such a request 404."""
     path = request.url.path
-    routes = getattr(request.scope.get("app"), "routes", ())
-    allowed = sorted({m for r in routes if isinstance(r, Route) and r.path_regex.match(path) for m in r.methods or ()})
+    allowed = allowed_methods(getattr(request.scope.get("app"), "routes", ()), path)
     if request.method in allowed:  # the route exists for this method: a 404 its handler raised
         allowed = []
     if getattr(exc, "status_code", 404) == 405 or allowed:

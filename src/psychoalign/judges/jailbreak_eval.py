@@ -12,6 +12,7 @@ refusal rules, or the refusal rules then the harm judge (:func:`literature_judge
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -67,8 +68,9 @@ class JailbreakAgreement(BaseModel):
     reference: str = "JailbreakBench classifier_comparison.csv: 3 human labels per response, majority vote"
 
 
-#: The judge comparison files read last: absolute path -> (its (size, mtime_ns, inode, device), rows).
-_READ: dict[str, tuple[tuple[int, int, int, int], tuple[LabelledJailbreak, ...]]] = {}
+#: The judge comparison files read last: absolute path -> (its (size, mtime_ns, inode, device), the
+#: sha256 of the text read, rows).
+_READ: dict[str, tuple[tuple[int, int, int, int], str, tuple[LabelledJailbreak, ...]]] = {}
 
 
 def load_jbb_judge_set(data: Path) -> list[LabelledJailbreak]:
@@ -77,18 +79,32 @@ def load_jbb_judge_set(data: Path) -> list[LabelledJailbreak]:
     path = data / REL
     if not path.is_file():
         raise InputError(f"{path} is missing", hint="pass --data with the shared data folder (jailbreakbench/)")
+    return list(_kept(path)[2])  # a new list of the same (frozen) rows
+
+
+def jbb_judge_set_sha256(data: Path) -> str | None:
+    """The sha256 of the judge comparison set under ``data`` as :func:`load_jbb_judge_set` reads it
+    (None: no such file). A run's identity hashes the very text its calibrations score on, and
+    the file is still opened once."""
+    path = data / REL
+    return _kept(path)[1] if path.is_file() else None
+
+
+def _kept(path: Path) -> tuple[tuple[int, int, int, int], str, tuple[LabelledJailbreak, ...]]:
     signature = file_signature(path.stat())
     kept = _READ.get(str(path.absolute()))
     if kept is None or kept[0] != signature:
         if len(_READ) >= 4:
             _READ.clear()
-        kept = _READ[str(path.absolute())] = (signature, tuple(_read_jbb_judge_set(path)))
-    return list(kept[1])  # a new list of the same (frozen) rows
+        text = read_text(path, what="judge comparison file")
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        kept = _READ[str(path.absolute())] = (signature, digest, tuple(_read_jbb_judge_set(path, text)))
+    return kept
 
 
-def _read_jbb_judge_set(path: Path) -> list[LabelledJailbreak]:
+def _read_jbb_judge_set(path: Path, text: str) -> list[LabelledJailbreak]:
     out = []
-    with io.StringIO(read_text(path, what="judge comparison file"), newline="") as fh:
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         for line, row in enumerate(reader, start=2):
             try:

@@ -316,10 +316,16 @@ class Negotiator:
             await self._emit(trace, "round", round=r)
             # 1-3. DRIVE proposes, EVALUATOR scores, gates filter. Fast path (docs/negotiation.md):
             # round 1 asks for one proposal first and for the other n - 1 only if that one is not
-            # accepted outright; later rounds ask for n at once.
-            want = 1 if r == 1 and p.fast_path else p.n_proposals
+            # accepted outright; later rounds ask for n at once, unless the DRIVE writes one answer
+            # per model call anyway (an embedded, plain DRIVE): then every round asks one first.
+            want = 1 if p.fast_path and (r == 1 or self._plain_drive()) else p.n_proposals
             records = await self._propose(bus, request, context, want, 0, feedback, gates)
-            if want < p.n_proposals and not self._accepted(records[0]) and not self._at_ceiling(records, tau):
+            if (
+                want < p.n_proposals
+                and not self._accepted(records[0])
+                and not self._confident(records[0], tau)
+                and not self._at_ceiling(records, tau)
+            ):
                 more = await self._propose(bus, request, context, p.n_proposals - want, want, feedback, gates)
                 records = sorted([*records, *more], key=lambda rec: -rec.utility)  # stable: earlier first on ties
                 for i, rec in enumerate(records, start=1):
@@ -355,6 +361,10 @@ class Negotiator:
                 round_record.exit = "early_exit" if r == 1 else "accepted"
                 converged = True
                 break
+            if self._confident(lead, tau):  # a deviation: docs/negotiation.md, "A conditional draft ..."
+                round_record.exit = "confident"
+                converged = True
+                break
             if r > 1 and admissible and abs(round_record.tension - trace.rounds[-2].tension) < p.epsilon:
                 round_record.exit = "converged"
                 converged = True
@@ -372,6 +382,13 @@ class Negotiator:
         trace.converged = converged
         await self._emit(trace, "deciding")
         await self._decide(trace, bus, gates, context)
+
+    def _plain_drive(self) -> bool:
+        """The DRIVE runs on an embedded model that writes plain text: one model call per answer,
+        so asking for one first costs no extra call. A remote DRIVE's backend is not visible."""
+        if not isinstance(self.transport, InProcessTransport):
+            return False
+        return not getattr(self._model("drive").backend, "rates_numbers", True)
 
     def _plain_mediator(self) -> bool:
         """The MEDIATOR runs on an embedded model that writes plain text (``rates_numbers`` off):
@@ -523,6 +540,29 @@ class Negotiator:
             and e is not None
             and e.verdict is Verdict.APPROVED
             and e.score / 100 >= self.params.eta
+        )
+
+    def _confident(self, rec: ProposalRecord, tau: TauFilter) -> bool:
+        """Deviation from the paper (docs/negotiation.md, "A conditional draft for a confident
+        request"): an admissible CONDITIONAL draft that trips no rule, has no harmful sentence
+        and no intent flag, for a request whose ceiling (the classifier's P(request)) is at or
+        above ``confident_request``, with tau as configured (not tightened by the conversation),
+        ends the drafting: it is adopted as the paper's conditional acceptance would adopt it,
+        without first asking for drafts that could only score higher. A VETOED draft never
+        qualifies (it is not admissible)."""
+        p, e = self.params, rec.evaluation
+        return (
+            p.adopt_conditional
+            and rec.gate is not None
+            and rec.gate.admissible
+            and e is not None
+            and e.verdict is Verdict.CONDITIONAL
+            and e.ceiling is not None
+            and e.ceiling >= round(p.confident_request * 100, 6)
+            and tau.tau <= p.tau
+            and not e.rule_hits
+            and not (e.conflict.harmful_intent or e.conflict.adversarial_intent or e.conflict.third_party_harm)
+            and not e.conflict.harmful_segments
         )
 
     async def _assess(self, bus: MessageBus, request: str, context: str, admissible: list[ProposalRecord]) -> None:

@@ -12,10 +12,12 @@ from ..errors import ConfigError
 from ..textio import read_text
 from ..yamlio import MAX_YAML_CHARS, load_yaml_model
 
-__all__ = ["spreadsheet_safe"]
+__all__ = ["FORMULA_START", "spreadsheet_safe"]
 
-#: A CSV cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets.
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+#: A CSV cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets; the
+#: full-width forms too (U+FF1D ＝, U+FF0B ＋, U+FF0D －, U+FF20 ＠): a spreadsheet set for East
+#: Asian input reads them as their ASCII forms.
+FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20", "\t", "\r")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,9 +38,10 @@ def load_star_yaml(path: str | Path | None, builtin: str, model: type[M], what: 
 
 def spreadsheet_safe(value: object) -> object:
     """A CSV cell that a spreadsheet opens as text, never as a formula: a string starting with
-    ``= + - @``, tab or carriage return gets a leading apostrophe (OWASP's CSV-injection advice).
-    Numbers and everything else pass unchanged. Participant text and model output are untrusted:
-    ``=HYPERLINK(...)`` in a reasoning must not become a live link in the lead's spreadsheet."""
+    ``= + - @`` (or their full-width forms), tab or carriage return gets a leading apostrophe
+    (OWASP's CSV-injection advice). Numbers and everything else pass unchanged. Participant text
+    and model output are untrusted: ``=HYPERLINK(...)`` in a reasoning must not become a live link
+    in the lead's spreadsheet."""
     if isinstance(value, str) and value.startswith(FORMULA_START):
         return "'" + value
     return value

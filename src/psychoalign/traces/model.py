@@ -70,6 +70,25 @@ class NegotiationParams(BaseModel):
             "(its Layer-1 checks still run). docs/negotiation.md."
         ),
     )
+    adopt_conditional: bool = Field(
+        True,
+        description=(
+            "Stop drafting at an admissible CONDITIONAL draft with no rule hit, harmful sentence or "
+            "intent flag, for a request the EVALUATOR's ceiling puts at or above confident_request "
+            "(the embedded classifier), tau not tightened. Off: such a draft is re-drafted (the "
+            "paper's protocol). docs/negotiation.md."
+        ),
+    )
+    confident_request: float = Field(
+        0.98,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "Ceiling / 100 (the classifier's P(request)) at or above which adopt_conditional applies; "
+            "no harmful validation request of the shipped classifier scores this high "
+            "(scripts/confident_request.py)."
+        ),
+    )
 
     # Cross-turn tension (docs/negotiation.md, "Cross-turn tension"): evidence of escalation in
     # the conversation's earlier turns tightens tau for the next turn, within [tau, tau cap].
@@ -234,7 +253,9 @@ class RoundRecord(BaseModel):
     tension: float
     admissible: int
     feedback_to_drive: str | None = None
-    exit: str | None = Field(None, description="Why the loop stopped here: early_exit, accepted, converged, ceiling.")
+    exit: str | None = Field(
+        None, description="Why the loop stopped here: early_exit, accepted, converged, ceiling, confident."
+    )
 
 
 class RequestScreen(BaseModel):
@@ -319,6 +340,7 @@ class Trace(BaseModel):
             "status": self.status.value,
             "request": self.request,
             "framework": self.framework.name if self.framework else None,
+            "models": dict(self.models),  # role -> backend:model: which models produced the trace
             "rounds": len(self.rounds),
             "tension": f.tension if f else None,
             "state": f.state.value if f and f.state else None,

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,6 +49,40 @@ _ERROR_PAGE = (
     '<h1>Something went wrong</h1><p class="error" role="alert">{message}</p>'
     '<p><a href="/">Back to the start page</a></p></section></main></body></html>'
 )
+
+
+class HeadAsGet:
+    """HEAD on a path whose route declares GET but not HEAD (FastAPI's page routes declare GET
+    alone, so HEAD got 405) runs that GET route, its sign-in and role checks included, and sends
+    its status and headers without the body. Routes that answer HEAD themselves (``/v1/models``,
+    the A2A card, static files) and paths without a GET route are left alone. Innermost, so the
+    access log, the metrics and the origin guard see the request as HEAD."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD" or not _get_only(scope):
+            await self.app(scope, receive, send)
+            return
+
+        async def bodiless(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return  # the GET body's chunks are not sent
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, bodiless)
+
+
+def _get_only(scope: Scope) -> bool:
+    """Whether no route answers ``scope`` (a HEAD) itself but one answers it as a GET."""
+    routes: list[BaseRoute] = list(getattr(getattr(scope.get("app"), "router", None), "routes", ()))
+    if any(route.matches(scope)[0] is Match.FULL for route in routes):
+        return False
+    as_get = {**scope, "method": "GET"}
+    return any(route.matches(as_get)[0] is Match.FULL for route in routes)
 
 
 class A2AMount(BaseRoute):
@@ -214,6 +249,7 @@ def create_app(
     inner = [m for m in app.user_middleware if getattr(m, "cls", None) is SecurityHeadersMiddleware]
     app.user_middleware[:] = [m for m in app.user_middleware if m not in inner]
     app.add_middleware(SecurityHeadersMiddleware)
+    app.user_middleware.append(Middleware(HeadAsGet))  # innermost: next to the routes
     return app
 
 

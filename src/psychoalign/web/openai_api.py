@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from ..a2a.routing import allowed_methods
 from ..negotiation.track import conversation_ref
 from .apikeys import LOCAL_TOKEN_HINT, KeyCheck, is_loopback, parse_bearer
 from .checks import CheckResult, run_check
@@ -318,7 +319,7 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         if where.endswith("/") and any(route.path_regex.match(where.rstrip("/")) for route in served):
             # A served path with a trailing slash: redirected as the router does it elsewhere.
             return RedirectResponse(str(request.url.replace(path=where.rstrip("/"))), status_code=307)
-        methods = sorted({m for route in served if route.path_regex.match(where) for m in route.methods or ()})
+        methods = allowed_methods(served, where)
         if not methods:
             raise APIError(
                 404,

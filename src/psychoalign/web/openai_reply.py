@@ -63,6 +63,22 @@ class Prepared:
         return outcome
 
 
+def public_models(models: dict[str, str]) -> dict[str, str]:
+    """Role -> ``backend:model`` as a client may see it: a model file's name without its folder,
+    and a remote agent as ``a2a`` (its address is the deployment's business)."""
+    out: dict[str, str] = {}
+    for role, label in models.items():
+        backend, _, model = label.partition(":")
+        if backend == "a2a":
+            out[role] = "a2a"
+        elif backend in ("local", "classifier"):
+            name = model.replace("\\", "/").rsplit("/", 1)[-1]
+            out[role] = f"{backend}:{name}"
+        else:
+            out[role] = label
+    return out
+
+
 def decision_body(outcome: GatewayOutcome, conversation_id: str | None, turn: int) -> dict[str, Any]:
     trace = outcome.trace
     final = trace.final if trace is not None else None
@@ -79,6 +95,8 @@ def decision_body(outcome: GatewayOutcome, conversation_id: str | None, turn: in
         "defense": final.defense.value if final is not None and final.defense and not outcome.failed else None,
         "composed_by": final.composed_by if final is not None else "fallback",
         "framework": fw.model_dump(mode="json") if fw is not None else None,
+        # which DRIVE, EVALUATOR and MEDIATOR models produced the answer
+        "models": public_models(trace.models) if trace is not None else {},
         "rounds": len(trace.rounds) if trace is not None else 0,
         "converged": trace.converged if trace is not None else False,
         "conversation_id": conversation_id,

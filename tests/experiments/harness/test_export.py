@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from psychoalign.experiments.harness.export import cell_records, item_turns, write_cells
 from psychoalign.experiments.harness.registry import Registry
 from psychoalign.experiments.harness.store import CellResult
@@ -65,3 +67,14 @@ def test_csv_neutralises_formulas() -> None:
     )
     row = next(csv.DictReader(io.StringIO(write_cells(cell_records([cell]), "csv"))))
     assert row["item_id"] == "'=HYPERLINK(1)" and row["error"] == "'-boom"
+
+
+@pytest.mark.parametrize("text", ["\uff1dHYPERLINK(1)", "\uff0b1+1", "\uff0dboom", "\uff20SUM(A1)"])
+def test_csv_neutralises_full_width_formula_signs_like_ascii_ones(text: str) -> None:
+    """Full-width ＝ ＋ － ＠ (U+FF1D, U+FF0B, U+FF0D, U+FF20) start a formula in a spreadsheet set
+    for East Asian input, as = + - @ do."""
+    cell = CellResult(run_id="r", key="k", system="s", benchmark="b", item_id=text, status="failed", error=text)
+    row = next(csv.DictReader(io.StringIO(write_cells(cell_records([cell]), "csv"))))
+    assert row["item_id"] == row["error"] == "'" + text
+    plain = CellResult(run_id="r", key="k", system="s", benchmark="b", item_id="a" + text, status="failed")
+    assert next(csv.DictReader(io.StringIO(write_cells(cell_records([plain]), "csv"))))["item_id"] == "a" + text

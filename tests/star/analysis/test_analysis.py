@@ -30,7 +30,6 @@ from psychoalign.star.analysis.intersections import intersectional_section
 from psychoalign.star.analysis.items import neutralise
 from psychoalign.star.analysis.stats import (
     agreement_section,
-    compare_binary,
     counts_matrix,
     groups_section,
     ingroup_section,
@@ -254,7 +253,8 @@ def test_group_comparisons_on_every_group_with_clustered_models(tmp_path: Path) 
         assert set(comp["groups"]) == set(GENDERS)  # all three groups, not the first two
         model = comp["model"]
         assert model["clusters"] == {"rater": 60, "item": 200}
-        assert len(model["terms"]) == 2 and model["joint_test"]["df"] == [2, 59]
+        assert len(model["terms"]) == 2 and model["joint_test"]["df"][0] == 2
+        assert 1 <= model["joint_test"]["df"][1] <= 59  # the terms' smallest df, at most G - 1
         assert all(v["raters"] >= 10 for v in comp["tested_groups"].values())  # no small group: Wald F stands
         assert model["joint_test"]["p_value"] < 0.01  # the planted effect is found
         assert comp["rater_level"]["test"] == "one-way ANOVA on per-rater means"
@@ -269,22 +269,6 @@ def test_group_comparisons_on_every_group_with_clustered_models(tmp_path: Path) 
     agree = agreement_section(data, n_boot=20)
     assert set(agree["by"]["gender (within rater group)"]) == set(GENDERS)
     assert set(agree["overall"]) == {"nominal", "ordinal", "interval", "nominal_positive"}
-
-
-def test_clustered_comparison_matches_statsmodels_directly() -> None:
-    """The report's logistic model is statsmodels Logit with two-way cluster-robust covariance."""
-    import statsmodels.api as sm
-
-    from psychoalign.star.analysis.simulate import simulate
-
-    frame = simulate(np.random.default_rng(4), "attribute", n_items=200, n_raters=40, per_item=3)
-    result = compare_binary(frame, "attr", frame["y"].to_numpy(), "A")
-    X = sm.add_constant((frame["attr"] == "B").astype(float).to_numpy())
-    groups = np.column_stack([pd.factorize(frame["rater_id"])[0], pd.factorize(frame["item_id"])[0]])
-    ref = sm.Logit(frame["y"].to_numpy(), X).fit(disp=False, cov_type="cluster", cov_kwds={"groups": groups})
-    term = result["model"]["terms"]["attr=B"]
-    assert term["coef"] == pytest.approx(ref.params[1], rel=1e-6)
-    assert term["se"] == pytest.approx(np.sqrt(ref.cov_params()[1, 1]), rel=1e-6)
 
 
 def test_ordinal_comparison_matches_statsmodels_directly() -> None:
@@ -579,6 +563,8 @@ def test_item_table_carries_every_field_and_the_csv_is_safe(tmp_path: Path) -> N
     assert '\'=HYPERLINK("http://x","y")' in ids and "id, with a comma\nand a newline" in ids
     assert read[2]["rule"] == "'@SUM(A1)"
     assert neutralise(-0.5) == "-0.5" and neutralise("-1+1") == "'-1+1" and neutralise(None) == ""
+    for sign in "\uff1d\uff0b\uff0d\uff20":  # full-width = + - @: formulas too
+        assert neutralise(f"{sign}SUM(A1)") == f"'{sign}SUM(A1)" and neutralise(f"a{sign}1") == f"a{sign}1"
     scores = report["datasets"]["star"]["agreement"]["item_disagreement"]["items"]
     by_id = {r["item_id"].removeprefix("'"): r for r in read}
     for item_id, score in list(scores.items())[:10]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from fastapi import FastAPI
 
 from psychoalign.star.model import TaskKind
@@ -20,13 +18,6 @@ XSS = [
     "<img src=x onerror=alert(1)>",
     '<a href="javascript:alert(1)">click</a>',
 ]
-
-
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    app, lab = lab_app(lab_settings(tmp_path / "home"))
-    yield app, lab
-    await lab.close()
 
 
 async def browser(app: FastAPI, username: str) -> Browser:

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
 from fastapi import FastAPI
 
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import browser, create_campaign, red_team, task_id
-from tests.weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
+from tests.weblab import PASSWORD, Browser, add_person
 
 
 def progress(page: str) -> str:
@@ -24,13 +21,6 @@ def progress(page: str) -> str:
     found = re.search(r'<p id="progress-line">(.*?)</p>', page, re.S)
     assert found is not None
     return " ".join(re.sub(r"<[^>]+>", "", found.group(1)).split())
-
-
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    app, lab = lab_app(lab_settings(tmp_path / "home"))
-    yield app, lab
-    await lab.close()
 
 
 async def two_dialogues(app: FastAPI, star: StarLab) -> Browser:

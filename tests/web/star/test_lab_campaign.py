@@ -8,7 +8,6 @@ import csv
 import io
 import json
 import re
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import get_args
@@ -23,13 +22,6 @@ from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import browser, create_campaign, launch, rate, red_team, task_id
 from tests.weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
-
-
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    app, lab = lab_app(lab_settings(tmp_path / "home"))
-    yield app, lab
-    await lab.close()
 
 
 async def upload_campaign(lead: Browser, name: str, policy: str, parameters: str | None = None, n: int = 2) -> None:

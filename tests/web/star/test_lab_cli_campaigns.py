@@ -5,10 +5,8 @@ Python API, or a run before the CLI recorded its campaigns) says how to open it 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import yaml
 from fastapi import FastAPI
 from typer.testing import CliRunner
@@ -19,14 +17,7 @@ from psychoalign.star.lab_store import FROM_CAMPAIGN_FILE
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import browser
-from tests.weblab import add_person, lab_app, lab_settings
-
-
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    app, lab = lab_app(lab_settings(tmp_path / "home"))
-    yield app, lab
-    await lab.close()
+from tests.weblab import add_person
 
 
 def _campaign_file(tmp_path: Path, home: Path) -> tuple[Path, Path]:

@@ -15,14 +15,16 @@ from psychoalign.star.model import PreAnnotation, TaskKind, Turn
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import browser, create_campaign
-from tests.web.star.test_lab_lifecycle import lab  # noqa: F401  (the fixture: SQLite and PostgreSQL)
 from tests.weblab import add_person
+
+#: Every test runs on SQLite and PostgreSQL (the ``lab`` fixture, tests/web/star/conftest.py).
+LAB_STORES = ("sqlite", "postgres")
 
 #: Per dialogue: (expert's rating, crowd annotator's rating), 1 = definitely broke the rule … 4 = definitely not.
 RATINGS = [(1, 1), (2, 2), (4, 3), (3, 3), (1, 2), (4, 4)]
 
 
-async def test_expert_vs_crowd_runs_on_an_exported_lab_campaign(lab: tuple[FastAPI, StarLab], tmp_path: Path) -> None:  # noqa: F811
+async def test_expert_vs_crowd_runs_on_an_exported_lab_campaign(lab: tuple[FastAPI, StarLab], tmp_path: Path) -> None:
     app, star = lab
     await add_person(star, "lead-person", Role.LEAD)
     red = await add_person(star, "red-person", roles=["red_teamer"])
@@ -73,7 +75,7 @@ async def test_expert_vs_crowd_runs_on_an_exported_lab_campaign(lab: tuple[FastA
 
 
 async def test_an_expert_rule_records_the_expertise_the_rating_was_matched_on(
-    lab: tuple[FastAPI, StarLab],  # noqa: F811
+    lab: tuple[FastAPI, StarLab],
 ) -> None:
     _, star = lab
     red = await add_person(star, "red", roles=["red_teamer"])

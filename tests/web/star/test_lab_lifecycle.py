@@ -6,8 +6,6 @@ page that says why."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,27 +13,14 @@ from fastapi import FastAPI
 
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
-from tests.helpers import PG_URL, pg_schema
 from tests.web.star.test_lab import browser, create_campaign, launch, task_id
-from tests.weblab import PASSWORD, Browser, add_person, lab_app, lab_settings
+from tests.weblab import PASSWORD, Browser, add_person
 
 ROLES = ["red_teamer", "annotator", "arbitrator"]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def lab(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    settings = lab_settings(tmp_path / "home")
-    if request.param == "sqlite":
-        app, star = lab_app(settings)
-        yield app, star
-        await star.close()
-        return
-    async with pg_schema("wl") as connect_args:
-        app, star = lab_app(settings, url=PG_URL, connect_args=connect_args)
-        try:
-            yield app, star
-        finally:
-            await star.close()
+#: Every test runs on SQLite and PostgreSQL (the ``lab`` fixture, tests/web/star/conftest.py).
+LAB_STORES = ("sqlite", "postgres")
 
 
 async def start_red_teaming(b: Browser) -> str:

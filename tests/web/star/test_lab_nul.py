@@ -4,34 +4,16 @@ it used to fail deep in a query, a 500); the session and the database go on work
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
-from tests.helpers import PG_URL, pg_schema
 from tests.web.star.test_lab import create_campaign, task_id
-from tests.weblab import Browser, add_person, lab_app, lab_settings
+from tests.weblab import Browser, add_person
 
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def lab(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    settings = lab_settings(tmp_path / "home")
-    if request.param == "sqlite":
-        app, star = lab_app(settings)
-        yield app, star
-        await star.close()
-        return
-    async with pg_schema("nul") as connect_args:
-        app, star = lab_app(settings, url=PG_URL, connect_args=connect_args)
-        try:
-            yield app, star
-        finally:
-            await star.close()
+#: Every test runs on SQLite and PostgreSQL (the ``lab`` fixture, tests/web/star/conftest.py).
+LAB_STORES = ("sqlite", "postgres")
 
 
 def refused(r: httpx.Response, where: str) -> None:

@@ -24,13 +24,6 @@ from tests.weblab import Browser, add_person, lab_app, lab_settings
 ROLES = ["red_teamer", "annotator", "arbitrator"]
 
 
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    app, star = lab_app(lab_settings(tmp_path / "home"))
-    yield app, star
-    await star.close()
-
-
 async def rated_campaign(app: FastAPI, star: StarLab, name: str, ratings: tuple[int, int]) -> Browser:
     """A live campaign of one dialogue, red-teamed by ``rt`` and annotated with ``ratings``."""
     await add_person(star, "lead", Role.LEAD)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
@@ -23,15 +21,10 @@ from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import browser, task_id
 from tests.web.star.test_lab_annotation import two_dialogues
 from tests.web.star.test_lab_campaign import POLICY, upload_campaign
-from tests.weblab import Browser, add_person, lab_app, lab_settings
+from tests.weblab import Browser, add_person
 
-
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    settings = lab_settings(tmp_path / "home")
-    app, lab = lab_app(settings.model_copy(update={"lab": LabSettings(break_minutes=20)}))
-    yield app, lab
-    await lab.close()
+#: The ``lab`` fixture (tests/web/star/conftest.py) with a 20-minute break rule.
+LAB_SETTINGS = LabSettings(break_minutes=20)
 
 
 def clock(page: str) -> dict[str, str]:

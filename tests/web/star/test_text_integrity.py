@@ -3,28 +3,17 @@ markers inside a direction-isolated ``<bdi>``, on the annotation, arbitration an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 from fastapi import FastAPI
 
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import browser, create_campaign, rate, task_id
 from tests.web.test_templating import shown_text
-from tests.weblab import add_person, lab_app, lab_settings
+from tests.weblab import add_person
 
 SPOOF_TURN = "Harmless \u202egnp.exe\u202c"
 SPOOF_NAME = "Di \u202eevil\u202c"
 SPOOF_REASON = "It said \u2067nothing\u2069 wrong\u200b."
-
-
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    app, lab = lab_app(lab_settings(tmp_path / "home"))
-    yield app, lab
-    await lab.close()
 
 
 def assert_shown(html: str, *expected: str) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...errors import ConfigError, InputError, PsychoAlignError
+from ...star.files import FORMULA_START
 from .cells import category_of
 from .registry import Registry, build_benchmark
 from .spec import ExperimentSpec
@@ -108,9 +109,10 @@ def cell_records(
 
 
 def _cell_text(value: Any) -> Any:
-    """A spreadsheet reads a text cell starting with = + - @ as a formula: such text (from the
-    data or a model, never trusted) gets a leading apostrophe in CSV; numbers are left alone."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
+    """A spreadsheet reads a text cell starting with = + - @ (or their full-width forms, a tab or
+    a carriage return: :data:`~psychoalign.star.files.FORMULA_START`) as a formula: such text
+    (from the data or a model, never trusted) gets a leading apostrophe in CSV; numbers are left alone."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
         try:
             float(value)
         except ValueError:

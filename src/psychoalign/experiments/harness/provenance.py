@@ -5,24 +5,32 @@ folder and the judges from the installed package. :func:`run_identity` resolves 
 
 * per system and role, the model actually used (backend, model name, endpoint host, sampling
   settings, and the hash of a script or classifier weights file), the framework (name,
-  version, hash of its content), and the negotiation parameters the configuration's
-  ``[negotiation]`` changed (the spec's own are in the run id);
-* the judges: the spec's judge section, the judge role's model, and a hash of the judges' code
-  and the shipped classifier weights;
+  version, and :attr:`~psychoalign.frameworks.Framework.sha256`: the hash every decision is
+  stamped with, which a field added to the framework format with a default leaves as it was,
+  while any value a framework sets changes it), and the negotiation parameters the
+  configuration's ``[negotiation]`` changed (the spec's own are in the run id);
+* the judges: the spec's judge section, the judge role's model, a hash of the judges' code
+  and the shipped classifier weights, the user's calibration files and, when the run measures
+  its judges on them, the held-out labelled files of the data folder (:data:`HELD_OUT_LABELS`);
 * per benchmark, the hash of the items sampled (their ids, turns and data, as read);
 * the package version;
 * with ``repeats`` above 1, the repeats and their reducer (absent at 1, so runs stored before
   repeats existed keep their identity).
 
 :func:`identity_changes` names what differs between two identities; the runner refuses to resume a
-run whose identity differs (``--new-run`` starts one beside it). The git revision is recorded
+run whose identity differs (``--new-run`` starts one beside it). Identities stored by older code
+hashed the framework's whole dump and had no held-out labels: :func:`legacy_identities` spells the
+current identity those ways, so such a run still resumes when nothing it ran with changed (its
+calibrations that read held-out labels are measured again). The git revision is recorded
 (:func:`code_revision`) but not compared: a commit that touches nothing a run uses would
 otherwise lock every stored run; the report lists every revision a run's cells were computed under.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import itertools
 import json
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel
+
 from ...errors import PsychoAlignError
+from ...frameworks import Framework
+from ...frameworks.model import HASHED_ALWAYS
 from ...models import Backend, ModelSpec
 from .labels import LabelFile, read_user_labels
 
@@ -45,6 +57,15 @@ if TYPE_CHECKING:
 #: The identity's parts that must match to resume a run (``revision`` is recorded only). A part
 #: absent from an identity (``repeats`` at 1) is left out of its digest, so older digests hold.
 COMPARED = ("systems", "judges", "data", "package", "repeats")
+
+#: The data folder's held-out labelled files a run measures its judges on (refusal and harm
+#: agreement, the literature suites' LLM judges): JailbreakBench's judge comparison set. Their
+#: content is identity: a relabelled file would otherwise leave the stored agreement in place.
+HELD_OUT_LABELS = ("jailbreakbench/classifier_comparison.csv",)
+#: Run meta keys of the calibrations that may read :data:`HELD_OUT_LABELS`.
+HELD_OUT_CALIBRATIONS = ("refusal_calibration", "harm_calibration", "harmbench_calibration", "strongreject_calibration")
+#: Most fields :func:`legacy_identities` supposes an older framework format lacked (2**n spellings).
+_LEGACY_FIELDS_MAX = 8
 
 
 def _sha256_file(path: Path) -> str | None:
@@ -113,6 +134,97 @@ def _judges_code_digest() -> str:
     return digest.hexdigest()
 
 
+def held_out_labels(data_dir: Path) -> dict[str, str | None]:
+    """The sha256 of each of :data:`HELD_OUT_LABELS` under ``data_dir`` (None: not there), of the
+    text the calibrations read (the judges' reader keeps it, so the file is opened once)."""
+    from ...judges.jailbreak_eval import REL, jbb_judge_set_sha256
+
+    return {
+        rel: jbb_judge_set_sha256(data_dir) if rel == REL else _sha256_file(data_dir / rel) for rel in HELD_OUT_LABELS
+    }
+
+
+def framework_identity(framework: Framework) -> dict[str, Any]:
+    return {"name": framework.name, "version": framework.version, "sha256": framework.sha256}
+
+
+def _always(model: BaseModel) -> frozenset[str]:
+    return next((HASHED_ALWAYS[c] for c in type(model).__mro__ if c in HASHED_ALWAYS), frozenset())
+
+
+def _optional_fields(value: Any, out: dict[tuple[type, str], bool]) -> None:
+    """Each (model class, field) outside :data:`HASHED_ALWAYS` in ``value``: whether it holds its
+    default everywhere (only such a field may be one the code of an older run did not have)."""
+    if isinstance(value, BaseModel):
+        always = _always(value)
+        for name, info in type(value).model_fields.items():
+            held = getattr(value, name)
+            if name not in always:
+                key = (type(value), name)
+                out[key] = out.get(key, True) and held == info.get_default(call_default_factory=True)
+            _optional_fields(held, out)
+    elif isinstance(value, tuple | list):
+        for v in value:
+            _optional_fields(v, out)
+
+
+def _dump_without(value: Any, dumped: Any, drop: frozenset[tuple[type, str]]) -> Any:
+    if isinstance(value, BaseModel):
+        return {
+            name: _dump_without(getattr(value, name), dumped[name], drop)
+            for name in type(value).model_fields
+            if (type(value), name) not in drop
+        }
+    if isinstance(value, tuple | list):
+        return [_dump_without(v, d, drop) for v, d in zip(value, dumped, strict=True)]
+    return dumped
+
+
+def _legacy_sha(framework: Framework, drop: frozenset[tuple[type, str]]) -> str:
+    """The framework's hash as identities before :attr:`Framework.sha256` was used spelled it:
+    its whole JSON dump, keys sorted, without the fields in ``drop`` (added to the format since)."""
+    body = _dump_without(framework, framework.model_dump(mode="json"), drop)
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) -> list[dict[str, Any]]:
+    """``identity`` as older code would have stored it for the same models, frameworks, judges and
+    data: every framework hashed by its whole dump (under each set of optional fields still at
+    their default that the format may have lacked then), and without held-out labels. A stored
+    identity equal to one of them ran with what this one names; a value a framework sets is in
+    every spelling, so changing it still matches none."""
+    frameworks = {s.spec.name: fw for s in systems if isinstance(fw := getattr(s, "framework", None), Framework)}
+    optional: dict[tuple[type, str], bool] = {}
+    for fw in frameworks.values():
+        _optional_fields(fw, optional)
+    droppable = sorted((k for k, at_default in optional.items() if at_default), key=lambda k: (k[0].__name__, k[1]))
+    judges = identity.get("judges") or {}
+    spellings: list[Mapping[str, Any]] = [identity]
+    if "held_out_labels" in judges:
+        spellings.append({**identity, "judges": {k: v for k, v in judges.items() if k != "held_out_labels"}})
+    if len(droppable) > _LEGACY_FIELDS_MAX:  # bounded: the format as it is, and without them all
+        drops = [frozenset(), frozenset(droppable)]
+    else:
+        drops = [frozenset(c) for r in range(len(droppable) + 1) for c in itertools.combinations(droppable, r)]
+    out: list[dict[str, Any]] = []
+    seen = {identity_digest(identity)}
+    # the frameworks as hashed now (an identity that lacks only the held-out labels), then as before
+    hashings: list[dict[str, str]] = [{}]
+    if frameworks:
+        hashings += [{name: _legacy_sha(fw, drop) for name, fw in frameworks.items()} for drop in drops]
+    for shas in hashings:
+        for base in spellings:
+            alt = copy.deepcopy(dict(base))
+            for name, sha in shas.items():
+                entry = alt.get("systems", {}).get(name)
+                if entry is not None and "framework" in entry:
+                    entry["framework"]["sha256"] = sha
+            if (digest := identity_digest(alt)) not in seen:
+                seen.add(digest)
+                out.append(alt)
+    return out
+
+
 def _package_version() -> str:
     # read from the installed metadata: importing the top-level package would run up a layer
     from importlib.metadata import PackageNotFoundError, version
@@ -160,9 +272,11 @@ def run_identity(
     repeats: int = 1,
     reducer: str = "mean",
     labels: Mapping[str, LabelFile] | None = None,
+    held_out: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The run's identity (see the module doc): plain JSON data. ``labels``: the user's
-    calibration files (``judge.labels``) as the run read them (read here when not given)."""
+    calibration files (``judge.labels``) as the run read them (read here when not given).
+    ``held_out``: :func:`held_out_labels` when the run measures its judges on them."""
     if labels is None:
         labels = {name: read_user_labels(path, name) for name, path in judge.labels.items()}
     out_systems: dict[str, Any] = {}
@@ -174,13 +288,8 @@ def run_identity(
             models[role] = model_identity(spec, backend)
         entry: dict[str, Any] = {"kind": system.spec.effective_kind, "models": models}
         framework = getattr(system, "framework", None)
-        if framework is not None:
-            body = json.dumps(framework.model_dump(mode="json"), sort_keys=True)
-            entry["framework"] = {
-                "name": framework.name,
-                "version": framework.version,
-                "sha256": hashlib.sha256(body.encode()).hexdigest(),
-            }
+        if isinstance(framework, Framework):
+            entry["framework"] = framework_identity(framework)
         from_settings = getattr(system, "negotiation_from_settings", None)
         if callable(from_settings) and (changed := from_settings()):
             # absent when the configuration changes nothing, so older identities hold
@@ -204,6 +313,8 @@ def run_identity(
         "package": {"name": "psychoalign", "version": _package_version()},
         "revision": code_revision(),
     }
+    if held_out is not None:
+        out["judges"]["held_out_labels"] = dict(held_out)
     if repeats > 1:
         out["repeats"] = {"n": repeats, "reducer": reducer}
     return out

@@ -543,7 +543,9 @@ over items, each item's repeats reduced by <b>{{ r.repeats.reducer }}</b>.</p>{%
 {% endfor %}{% set jm = ident.judges.model %}<li><b>judges</b>: refusal {{ ident.judges.spec.refusal }},
 harm {{ ident.judges.spec.harm }}; model <code><bdi>{{ jm.backend }}:{{ jm.model }}</bdi></code>
 {%- if jm.host %} @ <bdi>{{ jm.host }}</bdi>{% endif %};
-code <code class="hash">{{ ident.judges.code_sha256[:12] }}</code></li>
+code <code class="hash">{{ ident.judges.code_sha256[:12] }}</code>
+{%- for rel, sha in (ident.judges.held_out_labels or {}).items() %}; held-out labels <bdi>{{ rel }}</bdi>
+<code class="hash">{{ (sha or "missing")[:12] }}</code>{% endfor %}</li>
 <li><b>data</b>: {% for name, d in ident.data.items() %}{{ name }} {{ d["items"] }} items
 (<code class="hash">{{ d.sha256[:12] }}</code>){% if not loop.last %}, {% endif %}{% endfor %}</li>
 <li><b>package</b>: {{ ident.package.name }} {{ ident.package.version }};

@@ -50,7 +50,14 @@ from .judging import Judges
 from .labels import LabelFile, read_user_labels
 from .limits import Budget
 from .metering import CallMeter, ModelPool
-from .provenance import identity_changes, identity_digest, run_identity
+from .provenance import (
+    HELD_OUT_CALIBRATIONS,
+    held_out_labels,
+    identity_changes,
+    identity_digest,
+    legacy_identities,
+    run_identity,
+)
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import repeat_suffix
 from .spec import RUN_ID_HEX, ExperimentSpec, RunLimits
@@ -280,10 +287,10 @@ def _plan(
     return cells, benchmarks, sampled
 
 
-async def _stored_id(store: ResultStore, spec: ExperimentSpec, suffix: str) -> str:
-    """The id to run ``spec`` under: ``spec.run_id() + suffix``, unless only a run stored by older
-    code matches, whose id also hashed the spec's operational fields (``concurrency``): then that
-    one, so it resumes whatever concurrency it ran at. Read only when the id is not stored."""
+async def _found_id(store: ResultStore, spec: ExperimentSpec, suffix: str) -> str | None:
+    """The stored run of ``spec`` under ``spec.run_id() + suffix``, or else the one stored by older
+    code, whose id also hashed the spec's operational fields (``concurrency``), so it resumes
+    whatever concurrency it ran at; None: neither is stored."""
     run_id = spec.run_id() + suffix
     if (found := await store.get_run(run_id)) is not None and found.id == run_id:
         return run_id
@@ -291,12 +298,41 @@ async def _stored_id(store: ResultStore, spec: ExperimentSpec, suffix: str) -> s
     for old in await store.list_runs():
         if old.name == spec.name and pattern.fullmatch(old.id) and spec.same_numbers(old.spec):
             return old.id
-    return run_id
+    return None
 
 
-async def _check_identity(store: ResultStore, run: RunRecord, identity: dict[str, Any]) -> None:
+async def _stored_id(
+    store: ResultStore, spec: ExperimentSpec, identity: dict[str, Any], legacy: Sequence[dict[str, Any]], new_run: bool
+) -> str:
+    """The id to run ``spec`` under: its run id, or with ``new_run`` the run id plus 8 hex of the
+    identity's digest; a run stored beside it under an older spelling of the same identity
+    (:func:`.provenance.legacy_identities`) resumes under its own id."""
+    if not new_run:
+        return await _found_id(store, spec, "") or spec.run_id()
+    suffixes = [f"-{identity_digest(i)[:8]}" for i in (identity, *legacy)]
+    for suffix in dict.fromkeys(suffixes):
+        if (found := await _found_id(store, spec, suffix)) is not None:
+            return found
+    return spec.run_id() + suffixes[0]
+
+
+def _measures_on_held_out(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]) -> bool:
+    """Whether the run's calibrations may read :data:`.provenance.HELD_OUT_LABELS`: the refusal
+    and harm agreement, and the literature suites' own LLM judges."""
+    if spec.judge.calibration_n <= 0:
+        return False
+    return any(
+        {"refusal", "harm"} & set(b.needs) or getattr(b, "own_judge", None) is not None for b in benchmarks.values()
+    )
+
+
+async def _check_identity(
+    store: ResultStore, run: RunRecord, identity: dict[str, Any], legacy: Sequence[dict[str, Any]], data_dir: Path
+) -> None:
     """Refuse to resume ``run`` under another identity: its stored cells were computed by what the
-    stored identity names, and mixing them with new ones would report the old numbers."""
+    stored identity names, and mixing them with new ones would report the old numbers. A stored
+    identity that is an older spelling of this one (``legacy``) is rewritten as this one; when it
+    had no held-out labels, the calibrations that may have read them are measured again."""
     stored = run.meta.get("identity")
     if stored is None:
         if await store.cells(run.id):
@@ -308,6 +344,22 @@ async def _check_identity(store: ResultStore, run: RunRecord, identity: dict[str
         await store.set_meta(run.id, "identity", identity)
         return
     changes = identity_changes(stored, identity)
+    if changes and any(not identity_changes(stored, alt) for alt in legacy):
+        updates: dict[str, Any] = {"identity": identity}
+        if "held_out_labels" in identity["judges"] and "held_out_labels" not in (stored.get("judges") or {}):
+            # measured on labels whose content the stored identity does not name
+            updates.update(dict.fromkeys(HELD_OUT_CALIBRATIONS))
+        await store.update_meta(run.id, updates)
+        return
+    was = (stored.get("judges") or {}).get("held_out_labels") or {}
+    now = identity["judges"].get("held_out_labels") or {}
+    for rel in sorted(set(was) & set(now)):
+        if was[rel] != now[rel]:
+            state = "is missing" if now[rel] is None else "has changed"
+            raise ConfigError(
+                f"{data_dir / rel} {state} since run {run.id} measured its judges on it",
+                hint="restore the file the run was measured on, or add --new-run to start a new run beside it",
+            )
     if changes:
         more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
         raise ConfigError(
@@ -435,12 +487,13 @@ async def run_experiment(
             repeats=spec.repeats,
             reducer=spec.reducer,
             labels=labels,
+            held_out=held_out_labels(data_dir) if _measures_on_held_out(spec, benchmarks) else None,
         )
-        suffix = f"-{identity_digest(identity)[:8]}" if new_run else ""
-        run_id = await _stored_id(store, spec, suffix)
+        legacy = legacy_identities(identity, list(systems.values()))
+        run_id = await _stored_id(store, spec, identity, legacy, new_run)
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
-        await _check_identity(store, run, identity)
+        await _check_identity(store, run, identity, legacy, data_dir)
     except BaseException:
         await pool.aclose()
         raise
@@ -663,35 +716,35 @@ async def run_experiment(
         stored = await store.get_run(run.id)
         meta = stored.meta if stored is not None else {}
         updates: dict[str, Any] = {}
-        if any("refusal" in b.needs for b in benchmarks.values()) and "refusal_calibration" not in meta:
+        if any("refusal" in b.needs for b in benchmarks.values()) and meta.get("refusal_calibration") is None:
             from .calibration import refusal_agreement
 
             agreement = await refusal_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
             updates["refusal_calibration"] = agreement
-        if "choice" in judges.built() and judges.choice().model is not None and "choice_calibration" not in meta:
+        if "choice" in judges.built() and judges.choice().model is not None and meta.get("choice_calibration") is None:
             from .calibration import CHOICE_CALIBRATION_N, choice_agreement
 
             n = min(CHOICE_CALIBRATION_N, spec.judge.calibration_n)
             updates["choice_calibration"] = await choice_agreement(judges, data_dir, n, spec.seed)
-        if "mtbench" in judges.built() and "mtbench_calibration" not in meta:
+        if "mtbench" in judges.built() and meta.get("mtbench_calibration") is None:
             from .calibration import RATING_CALIBRATION_N, mtbench_discrimination
 
             n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
             result = await mtbench_discrimination(judges, data_dir, n, spec.seed)
             updates["mtbench_calibration"] = result
-        if "quality" in judges.built() and "quality_calibration" not in meta:
+        if "quality" in judges.built() and meta.get("quality_calibration") is None:
             from .calibration import RATING_CALIBRATION_N, quality_discrimination
 
             n = min(RATING_CALIBRATION_N, spec.judge.calibration_n)
             updates["quality_calibration"] = await quality_discrimination(judges, n)
         harm_needed = spec.judge.harm_on and any("harm" in b.needs for b in benchmarks.values())
-        if harm_needed and "harm_calibration" not in meta:
+        if harm_needed and meta.get("harm_calibration") is None:
             from .calibration import harm_agreement
 
             harm = await harm_agreement(judges, data_dir, spec.judge.calibration_n, spec.seed)
             updates["harm_calibration"] = harm
         for tier, threshold in _llm_tiers(benchmarks, judges).items():
-            if f"{tier}_calibration" not in meta:
+            if meta.get(f"{tier}_calibration") is None:
                 from .calibration import literature_agreement
 
                 n = spec.judge.calibration_n

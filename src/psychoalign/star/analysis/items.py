@@ -16,11 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..files import FORMULA_START
 from .agreement import item_disagreement
 from .data import RatingData
 from .stats import counts_matrix
-
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _plurality(row: np.ndarray) -> int | None:
@@ -86,7 +85,8 @@ def item_table(data: RatingData) -> pd.DataFrame:
 
 
 def neutralise(value: Any) -> str:
-    """A cell as text for CSV: missing → empty; text starting with = + - @ tab or CR gets a leading
+    """A cell as text for CSV: missing → empty; text starting with = + - @ (or their full-width
+    forms), tab or CR (:data:`~psychoalign.star.files.FORMULA_START`) gets a leading
     apostrophe so spreadsheets show it instead of evaluating it (OWASP CSV injection). Numbers are
     written as numbers (a negative number is not text and stays as it is)."""
     if value is None:
@@ -102,7 +102,7 @@ def neutralise(value: Any) -> str:
     if pd.isna(value) if not isinstance(value, list | dict | tuple) else False:
         return ""
     text = str(value)
-    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def write_item_csv(tables: Iterable[pd.DataFrame], path: Path) -> Path:

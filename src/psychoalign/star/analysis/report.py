@@ -307,6 +307,11 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+def _df(x: float) -> str:
+    """Denominator df: whole (G - 1) or Bell-McCaffrey's fractional df, to one decimal."""
+    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+
+
 def _embedding_html(section: dict[str, Any], method: str) -> str:
     parts = ["<h2>Embedding map</h2>", _method(method)]
     if not section.get("computable"):
@@ -433,7 +438,7 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
         clusters = ", ".join(f"{v} {k}s" for k, v in model.get("clusters", {}).items())
         holm = f", Holm-adjusted p = {_fmt(comp['p_value_holm'])}" if "p_value_holm" in comp else ""
         test = (
-            f"joint Wald F = {_fmt(jt['statistic'])} on {jt['df'][0]} and {jt['df'][1]} df"
+            f"joint Wald F = {_fmt(jt['statistic'])} on {jt['df'][0]} and {_df(jt['df'][1])} df"
             if jt.get("statistic") is not None
             else html.escape(str(jt.get("test", "joint test")))
         )
@@ -461,7 +466,7 @@ def _intersection_fit_html(fit: dict[str, Any]) -> str:
         it, me = fit["interaction_test"], fit["main_effects_test"]
         clusters = ", ".join(f"{v} {k}s" for k, v in fit.get("clusters", {}).items())
         inter = (
-            f"Wald F = {_fmt(it['statistic'])} on {it['df'][0]} and {it['df'][1]} df, p = {_fmt(it['p_value'])}"
+            f"Wald F = {_fmt(it['statistic'])} on {it['df'][0]} and {_df(it['df'][1])} df, p = {_fmt(it['p_value'])}"
             if it.get("computable", True)
             else f"not tested ({html.escape(str(it.get('reason')))})"
         )

@@ -225,19 +225,19 @@ def _group_level_tests(model: dict[str, Any], column: str, tested: dict[str, Any
     terms = model.get("terms") or {}
     if not terms:
         return
-    pooled_df = int(model["joint_test"]["df"][1])
+    pooled_df = float(model["joint_test"]["df"][1])
     if min(int(v["raters"]) for v in tested.values()) >= MIN_CLUSTERS:
         for term in terms.values():
-            term["df"] = pooled_df
+            term.setdefault("df", pooled_df)
         return
     ref_raters = int(tested[reference]["raters"])
     p_values: list[float] = []
-    dfs: list[int] = []
+    dfs: list[float] = []
     for name, term in terms.items():
         level = name[len(column) + 1 :]
         raters = min(int(tested.get(level, {}).get("raters") or 0), ref_raters)
-        df = max(1, raters - 1) if raters < MIN_CLUSTERS else pooled_df
-        df = min(df, pooled_df)
+        own = float(term.get("df", pooled_df))  # the model's df for this term (CR2: Bell-McCaffrey)
+        df = min(float(max(1, raters - 1)), own) if raters < MIN_CLUSTERS else own
         term["df"] = df
         dfs.append(df)
         se = term["se"]
