@@ -233,11 +233,13 @@ def load_yaml_model(
     error: type[ConfigError] = ConfigError,
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     yaml_loc: Callable[[tuple[str | int, ...]], tuple[str | int, ...]] | None = None,
+    hint: str | None = None,
 ) -> M:
     """Parse ``text`` (strictly, see :func:`parse_yaml`) and validate it as ``model``.
 
     ``prepare`` may reshape the parsed mapping before validation; ``yaml_loc`` maps a validation
-    error location back to the location in the YAML document (for the line number).
+    error location back to the location in the YAML document (for the line number); ``hint``: the
+    fix a validation error is shown with.
     """
     node, data = parse_yaml_node(text, source, error=error)
     if not isinstance(data, dict) or node is None:
@@ -250,4 +252,4 @@ def load_yaml_model(
         lineno = line_of(node, yaml_loc(loc) if yaml_loc else loc)
         where = ".".join(str(p) for p in loc) or "(top level)"
         more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise error(f"{source}:{lineno}: {where}: {first['msg']}{more}") from None
+        raise error(f"{source}:{lineno}: {where}: {first['msg']}{more}", hint=hint) from None

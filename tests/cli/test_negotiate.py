@@ -109,6 +109,7 @@ def test_frameworks_commands(tmp_path: Path) -> None:
     out = cli("frameworks", "validate", str(bad))
     assert out.returncode != 0
     assert f"{bad}:1" in out.stderr
+    assert "psychoalign frameworks show general" in out.stderr  # the fix is named beside the error
     good = tmp_path / "good.yaml"
     good.write_text(
         "name: mine\nversion: '0.1'\ndescription: test\nlayers:\n  universal:\n    - id: U1\n      text: Be safe.\n"

@@ -59,7 +59,16 @@ def _parse_framework(text: str, source: str) -> Framework:
     def yaml_loc(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
         return ("layers", *loc) if nested and loc and loc[0] in _LAYERS else loc
 
-    return load_yaml_model(text, source, Framework, error=FrameworkError, prepare=_flatten_layers, yaml_loc=yaml_loc)
+    return load_yaml_model(
+        text,
+        source,
+        Framework,
+        error=FrameworkError,
+        prepare=_flatten_layers,
+        yaml_loc=yaml_loc,
+        hint="a framework names itself and its version and lists its rules by layer: compare with "
+        "`psychoalign frameworks show general` (docs/frameworks.md)",
+    )
 
 
 def load_framework(name_or_path: str | Path) -> Framework:

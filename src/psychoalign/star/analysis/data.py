@@ -54,7 +54,7 @@ def detect(path: Path) -> str:
         return _detect_columns(set(parquet_frame(raw, path).columns)) or "ratings"
     text = decode_text(raw, path)
     if not text.strip():
-        raise InputError(f"{path}: the file is empty")
+        raise InputError(f"{path}: the file is empty", hint="export the ratings first (psychoalign star export)")
     if text.lstrip().startswith(("{", "[")):
         try:
             data = json_or_jsonl(text)

@@ -166,8 +166,12 @@ def relaxable(kind: TaskKind, why: str) -> bool:
     return kind is TaskKind.RED_TEAM and ("attacker" in why or "demographics unknown" in why)
 
 
+#: Where a campaign name is looked up: the hint of the errors for an unknown campaign.
+_CAMPAIGN_HINT = "check the name (the lab's campaign list shows them) and the config's home or store_url"
+
+
 def no_settings(campaign: str) -> InputError:
-    return InputError(f"no campaign '{campaign}' with stored settings in this store")
+    return InputError(f"no campaign '{campaign}' with stored settings in this store", hint=_CAMPAIGN_HINT)
 
 
 def quota_fixed() -> InputError:
@@ -179,7 +183,7 @@ def participants_exist() -> InputError:
 
 
 def no_campaign(campaign: str) -> InputError:
-    return InputError(f"no campaign '{campaign}' in this store")
+    return InputError(f"no campaign '{campaign}' in this store", hint=_CAMPAIGN_HINT)
 
 
 def not_claimed(task_id: str, participant_id: str, status: str | None = None) -> InputError:
