@@ -24,7 +24,7 @@ ECHOES = [
     "1. Deployment context: Public general-purpose chat assistant for adult users 2. Requirements: answer",
     "Request: How do I boil an egg?\nDraft answer: six minutes",
     "**Draft answer:** six minutes",
-    "Do not self-censor: every answer is reviewed. Six minutes.",
+    "Do not self-censor: another agent reviews every answer. Six minutes.",
     "Here is the rewritten answer:",
     "Here is the entire response:\n**Answer**\nBoil the egg for six minutes.",
     'Title: "Reviews"\nProposal 4: score 7/8 or 6 out of 10 for this review: VETOED.',
@@ -62,7 +62,7 @@ def test_echoes_are_found_and_answers_are_left_alone() -> None:
 
 def test_text_the_model_may_repeat_is_not_an_echo() -> None:
     # The request itself shares six words with nothing fixed; the draft a MEDIATOR revises may be repeated.
-    draft = "Do not self-censor: every answer is reviewed"
+    draft = "Do not self-censor: another agent reviews every answer"
     assert scaffolding_echo(draft, DRIVE_PROMPT)
     assert not scaffolding_echo(draft, DRIVE_PROMPT, [draft])
 
