@@ -43,20 +43,20 @@ TAKE_CHUNK = 50
 TAKE_BATCH = 500
 
 
+def _claimed() -> dict[str, Any]:
+    """The columns a claim sets, bound per statement (``new_pid``, ``new_note``, ``new_now``, ``new_lease``)."""
+    return {
+        "status": "claimed",
+        "participant_id": bindparam("new_pid"),
+        "relaxed": bindparam("new_note"),
+        "updated_at": bindparam("new_now"),
+        "lease_expires_at": bindparam("new_lease"),
+    }
+
+
 def _claiming(where: Any) -> Any:
     """The claiming update for the task ``where`` picks, returning the whole row."""
-    return (
-        update(tasks)
-        .where(and_(where, tasks.c.status == "open"))
-        .values(
-            status="claimed",
-            participant_id=bindparam("new_pid"),
-            relaxed=bindparam("new_note"),
-            updated_at=bindparam("new_now"),
-            lease_expires_at=bindparam("new_lease"),
-        )
-        .returning(*tasks.c)
-    )
+    return update(tasks).where(and_(where, tasks.c.status == "open")).values(**_claimed()).returning(*tasks.c)
 
 
 # The statements of the claim path, built once (building one costs about what running it does).
@@ -104,13 +104,7 @@ _CAMPAIGN_LIVE = ~exists().where(and_(campaign_rows.c.name == tasks.c.campaign, 
 _TAKE_PLANNED = (
     update(tasks)
     .where(and_(tasks.c.id.in_(bindparam("ids", expanding=True)), tasks.c.status == "open", _CAMPAIGN_LIVE))
-    .values(
-        status="claimed",
-        participant_id=bindparam("new_pid"),
-        relaxed=bindparam("new_note"),
-        updated_at=bindparam("new_now"),
-        lease_expires_at=bindparam("new_lease"),
-    )
+    .values(**_claimed())
     .returning(tasks.c.id)
 )
 _IS_MEMBER = exists().where(
