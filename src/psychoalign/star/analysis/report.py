@@ -507,8 +507,18 @@ def _untested_html(model: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _kappa_cell(v: dict[str, Any]) -> str:
+    if v.get("cohens_kappa") is None:
+        return str(v.get("cohens_kappa_reason") or "—")
+    kappa, ci = _fmt(v["cohens_kappa"]), v.get("cohens_kappa_ci")
+    if ci:
+        return f"{kappa} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+    return f"{kappa} none: fewer than {MIN_ALPHA_ITEMS} items" if v["items"] < MIN_ALPHA_ITEMS else kappa
+
+
 def _expert_html(section: dict[str, Any]) -> str:
     rows = []
+    warnings = []
     for view, v in section.items():
         if not isinstance(v, dict) or "agreement" not in v:
             continue
@@ -518,13 +528,16 @@ def _expert_html(section: dict[str, Any]) -> str:
                 _fmt(v["items"]),
                 _fmt(v["items_without_majority"]),
                 _fmt(v["agreement"]),
-                _fmt(v["cohens_kappa"]),
-                f"{_fmt(v['alpha']['alpha'])} {_ci(v['alpha'])} ({v['alpha_level']})",
+                _kappa_cell(v),
+                f"{v['alpha'].get('reason') or _fmt(v['alpha']['alpha'])} {_ci(v['alpha'])} ({v['alpha_level']})",
             )
         )
+        if v.get("warning"):
+            warnings.append(f"{view}: {v['warning']}")
     who = f"<p>Experts: {html.escape(str(section['experts']))}</p>" if "experts" in section else ""
-    head = ("view", "items", "items without a crowd majority", "agreement", "Cohen's kappa", "alpha [95% CI]")
-    return who + _table(rows, head)
+    warn = "".join(f"<p class='warn' role='note'><strong>Small sample:</strong> {html.escape(w)}</p>" for w in warnings)
+    head = ("view", "items", "items without a crowd majority", "agreement", "Cohen's kappa [95% CI]", "alpha [95% CI]")
+    return who + warn + _table(rows, head)
 
 
 def _views_html(prefix: str, views: dict[str, Any]) -> str:

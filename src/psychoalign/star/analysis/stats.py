@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from .agreement import bootstrap_alpha, item_disagreement, small_sample
+from .agreement import MIN_ALPHA_ITEMS, bootstrap_alpha, item_disagreement, small_sample
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
 
@@ -448,12 +448,38 @@ def _mode(values: pd.Series) -> float:
     return float(counts.index[0])
 
 
+def _kappa(table: np.ndarray, items: int) -> dict[str, Any]:
+    """Cohen's kappa of a crowd x expert table with its asymptotic 95 % interval (statsmodels). The
+    interval is large-sample: on fewer than MIN_ALPHA_ITEMS items none is given and a warning says
+    why. When both sides used one and the same label throughout, chance agreement is 1 and kappa
+    is 0/0: null with the reason, never NaN."""
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    out: dict[str, Any] = {"cohens_kappa": None, "cohens_kappa_ci": None}
+    total = table.sum()
+    chance = float((table.sum(axis=0) * table.sum(axis=1)).sum() / total**2)
+    if chance >= 1.0:
+        out["cohens_kappa_reason"] = (
+            "undefined: crowd and experts gave one label throughout, so chance agreement is 1 (kappa = 0/0)"
+        )
+    else:
+        result = cohens_kappa(table)
+        out["cohens_kappa"] = float(result.kappa)
+        if items >= MIN_ALPHA_ITEMS and result.std_kappa > 0:
+            out["cohens_kappa_ci"] = [float(result.kappa_low), float(result.kappa_upp)]
+    if items < MIN_ALPHA_ITEMS:
+        out["warning"] = (
+            f"only {items} item{'s' if items != 1 else ''} with both labels: no interval on fewer than "
+            f"{MIN_ALPHA_ITEMS} items, and kappa and alpha can swing widely with the next item"
+        )
+    return out
+
+
 def expert_vs_crowd(
     crowd: pd.DataFrame, expert: pd.DataFrame, data: RatingData, *, n_boot: int = 1000, seed: int = 0
 ) -> dict[str, Any]:
     """Per item: the crowd's majority label against the experts' (majority) label, on the full scale
     and on the binarised view: exact agreement, Cohen's kappa, and alpha between the two."""
-    from statsmodels.stats.inter_rater import cohens_kappa
 
     def views() -> list[tuple[str, pd.DataFrame, pd.DataFrame, int]]:
         out = [("full_scale", crowd, expert, len(data.scale))]
@@ -477,7 +503,6 @@ def expert_vs_crowd(
             result[name] = not_computable("fewer than two items with both a crowd majority and an expert label")
             continue
         table = pd.crosstab(both["crowd"], both["expert"]).reindex(index=range(k), columns=range(k), fill_value=0)
-        kappa = cohens_kappa(table.to_numpy())
         pair_counts = np.zeros((len(both), k))
         pair_counts[np.arange(len(both)), both["crowd"].to_numpy()] += 1
         pair_counts[np.arange(len(both)), both["expert"].to_numpy()] += 1
@@ -486,8 +511,8 @@ def expert_vs_crowd(
             "items": len(both),
             "items_without_majority": ties,
             "agreement": float((both["crowd"] == both["expert"]).mean()),
-            "cohens_kappa": float(kappa.kappa),
-            "alpha": dict(
+            **_kappa(table.to_numpy(), len(both)),
+            "alpha": small_sample(
                 bootstrap_alpha(
                     pair_counts, level, n_boot=n_boot, seed=seed, values=data.scale_values if k > 2 else None
                 )
