@@ -69,7 +69,10 @@ METHODS = {
         "covariate); the interaction is tested with a joint Wald F test using SEs clustered by annotator and "
         "dialogue; odds ratios with 95% intervals."
     ),
-    "coverage": "Dialogues per rule and per target group against even quotas, chi-square goodness of fit (scipy).",
+    "coverage": (
+        "Dialogues per rule and per target group against even quotas over the groups seen: chi-square goodness of fit "
+        "(scipy), or an exact multinomial test (seeded Monte Carlo) when fewer than 5 dialogues are expected per group."
+    ),
     "h1": (
         "When the dialogues targeted PsychoAlign, each target turn stores its negotiation's tension T; per dialogue "
         "the mean T is set against per-item disagreement 1 - alpha_item (binarised view where one exists): "
@@ -395,9 +398,13 @@ def _coverage_html(section: dict[str, Any]) -> str:
             continue
         entry = section[column]
         parts.append(_table([(k, str(v)) for k, v in entry["counts"].items()], (title, "dialogues")))
+        test = str(entry.get("test") or "chi-square goodness of fit")
         parts.append(
-            f"<p>Spread over {html.escape(title)}s: chi-square test against an even spread, "
-            f"{_term('p')} = {_fmt(entry['p_value'])} (a small p: the spread is uneven).</p>"
+            f"<p>Spread over the {entry.get('groups', len(entry['counts']))} {html.escape(title)}s seen: "
+            f"{html.escape(test)}, against an even spread "
+            f"({_fmt(entry.get('expected_per_group'))} dialogues expected per {html.escape(title)}), "
+            f"{_term('p')} = {_fmt(entry['p_value'])} (a small p: the spread is uneven). "
+            f"A {html.escape(title)} with no dialogue is not in the export and not counted.</p>"
         )
     cells = section.get("cells")
     if cells:

@@ -634,8 +634,44 @@ def _attack_success(data: RatingData) -> pd.DataFrame | None:
     return frame
 
 
+#: Below this many dialogues expected per group, the chi-square approximation does not hold (the
+#: usual rule; at 5 vs 0 it gave p = 0.025 where the exact p is 0.0625): the p-value is exact.
+MIN_EXPECTED = 5.0
+#: Multinomial draws behind the exact (Monte Carlo) p-value: its standard error is at most 0.0025.
+EXACT_DRAWS = 40_000
+
+
+def even_spread_test(counts: np.ndarray, seed: int = 0) -> dict[str, Any]:
+    """Counts per group against an even spread: Pearson's chi-square, its p-value from the chi-square
+    distribution when every expected count is at least MIN_EXPECTED, else from seeded multinomial
+    draws under the even spread (the exact test's p, to Monte Carlo error)."""
+    total, k = int(counts.sum()), len(counts)
+    expected = total / k
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    if expected >= MIN_EXPECTED:
+        return {
+            "test": "chi-square goodness of fit",
+            "chi2": chi2,
+            "p_value": float(sps.chi2.sf(chi2, k - 1)),
+            "expected_per_group": expected,
+        }
+    draws = np.random.default_rng(seed).multinomial(total, np.full(k, 1.0 / k), size=EXACT_DRAWS)
+    simulated = ((draws - expected) ** 2 / expected).sum(axis=1)
+    at_least = int((simulated >= chi2 - 1e-9).sum())
+    return {
+        "test": (
+            f"exact multinomial test ({EXACT_DRAWS:,} seeded draws): fewer than {MIN_EXPECTED:g} dialogues "
+            "expected per group, where the chi-square approximation does not hold"
+        ),
+        "chi2": chi2,
+        "p_value": (at_least + 1) / (EXACT_DRAWS + 1),
+        "expected_per_group": expected,
+    }
+
+
 def coverage_section(data: RatingData) -> dict[str, Any]:
-    """Dialogues per cell and per target group against even quotas, chi-square goodness of fit."""
+    """Dialogues per cell and per target group against even quotas: chi-square goodness of fit, or
+    the exact test on few dialogues (:func:`even_spread_test`)."""
     if data.format != "star" or "cell" not in data.items.columns:
         return not_computable("coverage needs a STAR export (instruction cells)")
     out: dict[str, Any] = {"computable": True}
@@ -644,12 +680,12 @@ def coverage_section(data: RatingData) -> dict[str, Any]:
             continue
         counts = data.items[column].dropna().value_counts().sort_index()
         if len(counts) >= 2:
-            chi = sps.chisquare(counts.to_numpy())
             out[column] = {
                 "counts": {str(k): int(v) for k, v in counts.items()},
-                "chi2": float(chi.statistic),
-                "p_value": float(chi.pvalue),
+                **even_spread_test(counts.to_numpy(dtype=np.float64)),
                 "expected": "even",
+                "groups": len(counts),
+                "note": "over the groups seen: a group with no dialogue is not in the export, so it is not counted",
             }
     cells = data.items["cell"].value_counts()
     out["cells"] = {"observed": len(cells), "min": int(cells.min()), "max": int(cells.max())}
