@@ -296,6 +296,8 @@ def _print_boundary(report: dict[str, Any]) -> None:
         out_console.print(
             f"Kruskal–Wallis across domains: H = {kw['h']:.3f}, df = {kw['df']}, p = {kw['p']:.3g}, "
             f"ε² = {kw['epsilon2']:.3f} (≈ {kw['epsilon2_null']:.3f} with no effect)"
+            + (f"; p by {kw['p_method']}" if str(kw.get("p_method", "")).startswith("permutation") else ""),
+            highlight=False,
         )
     else:
         out_console.print(f"Kruskal–Wallis across domains: not computable: {kw.get('reason')}", highlight=False)

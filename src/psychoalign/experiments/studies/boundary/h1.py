@@ -318,7 +318,7 @@ def analyze_h1(
             t[mask], dis_bin[mask], n_boot=max(200, n_boot // 4), n_perm=max(200, n_perm // 5), seed=seed
         ).as_dict()
     try:
-        kw_majority = kruskal({"safe": t[majority == 0.0], "unsafe": t[majority == 1.0]}).as_dict()
+        kw_majority = kruskal({"safe": t[majority == 0.0], "unsafe": t[majority == 1.0]}, seed=seed).as_dict()
     except InputError as exc:
         kw_majority = {"computable": False, "reason": exc.message}
     headline = {

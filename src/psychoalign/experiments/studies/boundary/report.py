@@ -159,6 +159,7 @@ def _kw(kw: dict[str, Any]) -> str:
         f"H = {_f(kw['h'])}, df = {kw['df']}, p = {_f(kw['p'])}, ε² = {_f(kw['epsilon2'])}"
         + (f" (≈ {_f(kw['epsilon2_null'])} with no effect)" if kw.get("epsilon2_null") else "")
         + f", η²_H = {_f(kw['eta2_h'])} (n = {kw['n']}, {kw['groups']} groups)"
+        + (f"; p by {kw['p_method']}" if str(kw.get("p_method", "")).startswith("permutation") else "")
     )
 
 
