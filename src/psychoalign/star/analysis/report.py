@@ -119,6 +119,15 @@ def _h1_section(data: RatingData, *, n_boot: int, seed: int) -> dict[str, Any]:
     return h1_section(data, n_boot=n_boot, n_perm=max(1000, n_boot), seed=seed)
 
 
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("psychoalign")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def analyze(
     datasets: Sequence[RatingData],
     *,
@@ -135,6 +144,7 @@ def analyze(
     report: dict[str, Any] = {
         "generated_at": datetime.now(UTC).isoformat(),
         "settings": {"bootstrap": n_boot, "seed": seed},
+        "package": {"name": "psychoalign", "version": _package_version()},
         "methods": METHODS,
         "datasets": {},
     }
@@ -152,6 +162,8 @@ def analyze(
     for data in datasets:
         entry: dict[str, Any] = {
             "format": data.format,
+            # the file (name, size, SHA-256) the numbers came from; null for data built in memory
+            "source": data.source,
             "counts": data.counts.as_dict(),
             "items": len(data.items),
             "ratings": len(data.ratings),
@@ -691,6 +703,11 @@ def write_report(
             f"Scale: {html.escape(' / '.join(entry['scale']))} "
             f"({'ordered' if entry['ordered'] else 'unordered'}; default alpha level {entry['default_level']})</p>"
         )
+        if source := entry.get("source"):
+            body.append(
+                f"<p class='note'>From {html.escape(str(source['file']))} ({source['bytes']} bytes, "
+                f"SHA-256 {html.escape(str(source['sha256'])[:12])}…; the full hash is in report.json).</p>"
+            )
         for note in entry["notes"]:
             body.append(f"<p class='note'>{html.escape(note)}</p>")
         for key, title in titles.items():
