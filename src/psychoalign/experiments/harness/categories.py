@@ -51,6 +51,10 @@ def category_results(
                     if not values:
                         continue
                     n = len(values)
+                    lo: float | None
+                    hi: float | None
+                    method: str | None
+                    note: str | None = None
                     if metric.binary:
                         successes = round(sum(values))
                         lo, hi = wilson_ci(successes, n)
@@ -76,6 +80,6 @@ def category_results(
                             "failed": failed[(system, name, category)],
                         }
                     )
-                    if not metric.binary and note is not None:
+                    if note is not None:
                         rows[-1]["ci_note"] = note
     return rows

@@ -48,8 +48,6 @@ def mean_interval(values: list[float], seed: int) -> tuple[float | None, float |
     if all(v == values[0] for v in values):
         return None, None, "every item scored the same"
     if len(values) < MIN_BOOTSTRAP_N:
-        return None, None, (
-            f"fewer than {MIN_BOOTSTRAP_N} items: a bootstrap interval would cover far less than 95 %"
-        )
+        return None, None, (f"fewer than {MIN_BOOTSTRAP_N} items: a bootstrap interval would cover far less than 95 %")
     lo, hi = bootstrap_ci(values, seed)
     return lo, hi, None
