@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from psychoalign.errors import InputError
-from psychoalign.star.analysis.h1 import kruskal, mean_ci, spearman, tension_bins
+from psychoalign.star.analysis.h1 import MIN_MEAN_CI, kruskal, mean_ci, spearman, tension_bins
 
 
 def _star_export(path: Path, *, with_tension: bool, n: int = 40) -> Path:
@@ -165,9 +165,12 @@ def test_spearman_undefined_cases_return_none() -> None:
 
 
 def test_mean_ci_and_bins() -> None:
-    m = mean_ci([0.1, 0.2, 0.3, 0.4], n_boot=500)
-    assert m.mean == pytest.approx(0.25)
-    assert m.ci_low is not None and m.ci_high is not None and 0.1 <= m.ci_low < 0.25 < m.ci_high <= 0.4
+    m = mean_ci([0.1 * i for i in range(MIN_MEAN_CI)], n_boot=500)
+    assert m.mean == pytest.approx(0.45) and m.note is None
+    assert m.ci_low is not None and m.ci_high is not None and 0.0 <= m.ci_low < 0.45 < m.ci_high <= 0.9
+    few = mean_ci([0.1, 0.2, 0.3, 0.4], n_boot=500)  # a bootstrap on 4 values would cover far less than 95 %
+    assert (few.mean, few.ci_low, few.ci_high, few.n) == (pytest.approx(0.25), None, None, 4)
+    assert few.note is not None and f"fewer than {MIN_MEAN_CI} values" in few.note
     assert mean_ci([]).mean is None and mean_ci([0.5]).ci_low is None
     flat = mean_ci([0.2, 0.2, 0.2])  # no spread: no [0.2, 0.2] interval, and sd 0 says why
     assert (flat.mean, flat.ci_low, flat.ci_high, flat.n, flat.sd) == (0.2, None, None, 3, 0.0)

@@ -27,7 +27,7 @@ from ...errors import InputError
 from .agreement import item_disagreement
 from .data import RatingData
 
-__all__ = ["DEFAULT_BINS", "binarise", "kruskal", "mean_ci", "spearman", "tension_bins"]
+__all__ = ["DEFAULT_BINS", "MIN_MEAN_CI", "binarise", "kruskal", "mean_ci", "spearman", "tension_bins"]
 
 #: Low / medium / high tension: below the paper's healthy-equilibrium threshold (0.3), up to its
 #: "high-tension" threshold (T > 0.5), above it.
@@ -241,16 +241,23 @@ def spearman(
 @dataclass(frozen=True)
 class MeanCI:
     """Mean with a percentile bootstrap CI (None when fewer than 2 values, or when every value is
-    the same: ``sd`` is then 0)."""
+    the same: ``sd`` is then 0; or on fewer than :data:`MIN_MEAN_CI` values: ``note`` says so)."""
 
     mean: float | None
     ci_low: float | None
     ci_high: float | None
     n: int
     sd: float | None = None
+    note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: Fewer values than this: a mean gets no bootstrap interval. The percentile bootstrap's "95 %"
+#: interval holds the true mean in about half of two-value samples and three in four of three-value
+#: ones (tests/experiments/harness/test_stats.py measures it).
+MIN_MEAN_CI = 10
 
 
 def mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> MeanCI:
@@ -261,6 +268,9 @@ def mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed:
         return MeanCI(float(v[0]), None, None, 1)
     if np.all(v == v[0]):  # nothing varied: a bootstrap gives [x, x], which reads as certainty
         return MeanCI(float(v[0]), None, None, int(v.size), 0.0)
+    if v.size < MIN_MEAN_CI:
+        note = f"fewer than {MIN_MEAN_CI} values: a bootstrap interval would cover far less than 95 %"
+        return MeanCI(float(v.mean()), None, None, int(v.size), float(v.std(ddof=1)), note)
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
     tail = (1 - level) / 2 * 100

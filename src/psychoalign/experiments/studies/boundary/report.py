@@ -126,7 +126,9 @@ def _ci(d: dict[str, Any], key: str = "mean") -> str:
     if d.get(key) is None:
         return "–"
     if d.get("ci_low") is None:
-        return _f(d[key]) + (" (all equal)" if d.get("sd") == 0 else "")
+        return _f(d[key]) + (
+            " (all equal)" if d.get("sd") == 0 else f" (no interval: {d['note']})" if d.get("note") else ""
+        )
     return f"{_f(d[key])} [{_f(d['ci_low'])}, {_f(d['ci_high'])}]"
 
 
