@@ -280,8 +280,13 @@ def render_h1_html(report: dict[str, Any]) -> str:
     auc = rev["auc_t_for_majority_unsafe"]
     if auc.get("computable"):
         parts.append(
-            f"<p>AUC of T for a majority-unsafe item = {_f(auc['auc'])} [{_f(auc['ci_low'])}, {_f(auc['ci_high'])}] "
-            f"(Mann–Whitney p = {_f(auc['p_mannwhitney'])}; {auc['n_unsafe']} unsafe, {auc['n_safe']} safe). "
+            f"<p>AUC of T for a majority-unsafe item = {_f(auc['auc'])} "
+            + (
+                f"[{_f(auc['ci_low'])}, {_f(auc['ci_high'])}] "
+                if auc.get("ci_low") is not None
+                else f"(no interval: {html.escape(str(auc.get('ci_note')))}) "
+            )
+            + f"(Mann–Whitney p = {_f(auc['p_mannwhitney'])}; {auc['n_unsafe']} unsafe, {auc['n_safe']} safe). "
             "0.5 = T carries no information about the label.</p>"
         )
     else:
