@@ -89,3 +89,23 @@ def test_enough_items_give_kappa_with_statsmodels_interval(tmp_path: Path) -> No
     assert view["cohens_kappa"] == pytest.approx(ref.kappa)
     assert view["cohens_kappa_ci"] == pytest.approx([ref.kappa_low, ref.kappa_upp])
     assert view["alpha"]["ci_low"] is not None
+
+
+def test_items_where_the_experts_tie_are_counted_apart_from_crowd_ties(tmp_path: Path) -> None:
+    """Two experts who split on an item leave it out like a crowd tie; it was counted as an item
+    'without a crowd majority', though the crowd had one."""
+    rows = []
+    for i in range(4):
+        rows += [{"item": f"i{i}", "rater": f"c{r}", "score": "No", "pool": "crowd"} for r in range(3)]
+        rows += [
+            {"item": f"i{i}", "rater": "e0", "score": "No", "pool": "expert"},
+            {"item": f"i{i}", "rater": "e1", "score": "Yes" if i == 0 else "No", "pool": "expert"},
+        ]
+    path = tmp_path / "ties.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    view = expert_section(load(path, mapping=mapping_from(MAPPING)), n_boot=20)["full_scale"]
+    assert view["items"] == 3
+    assert view["items_without_majority"] == 0 and view["items_without_expert_majority"] == 1

@@ -546,6 +546,7 @@ def _expert_html(section: dict[str, Any]) -> str:
                 view,
                 _fmt(v["items"]),
                 _fmt(v["items_without_majority"]),
+                _fmt(v.get("items_without_expert_majority", 0)),
                 _fmt(v["agreement"]),
                 _kappa_cell(v),
                 f"{v['alpha'].get('reason') or _fmt(v['alpha']['alpha'])} {_ci(v['alpha'])} ({v['alpha_level']})",
@@ -555,7 +556,15 @@ def _expert_html(section: dict[str, Any]) -> str:
             warnings.append(f"{view}: {v['warning']}")
     who = f"<p>Experts: {html.escape(str(section['experts']))}</p>" if "experts" in section else ""
     warn = "".join(f"<p class='warn' role='note'><strong>Small sample:</strong> {html.escape(w)}</p>" for w in warnings)
-    head = ("view", "items", "items without a crowd majority", "agreement", "Cohen's kappa [95% CI]", "alpha [95% CI]")
+    head = (
+        "view",
+        "items",
+        "items without a crowd majority",
+        "items the experts split on",
+        "agreement",
+        "Cohen's kappa [95% CI]",
+        "alpha [95% CI]",
+    )
     return who + warn + _table(rows, head)
 
 

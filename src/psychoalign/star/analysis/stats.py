@@ -492,12 +492,17 @@ def expert_vs_crowd(
             out.append((f"binary_{data.positive_label}", binarise(crowd), binarise(expert), 2))
         return out
 
-    result: dict[str, Any] = {"computable": True, "crowd_label": "plurality (ties: no majority, item left out)"}
+    result: dict[str, Any] = {
+        "computable": True,
+        "crowd_label": "plurality (ties: no majority, item left out)",
+        "expert_label": "plurality of the experts (ties: item left out, counted apart)",
+    }
     for name, c, e, k in views():
         cm = c.groupby("item_id")["value"].agg(_mode)
         em = e.groupby("item_id")["value"].agg(_mode)
         both = pd.concat([cm.rename("crowd"), em.rename("expert")], axis=1, join="inner")
-        ties = int(both.isna().any(axis=1).sum())
+        crowd_ties = int(both["crowd"].isna().sum())
+        expert_ties = int((both["expert"].isna() & both["crowd"].notna()).sum())
         both = both.dropna().astype(int)
         if len(both) < 2:
             result[name] = not_computable("fewer than two items with both a crowd majority and an expert label")
@@ -509,7 +514,8 @@ def expert_vs_crowd(
         level: Metric = data.default_level if name == "full_scale" else "nominal"
         result[name] = {
             "items": len(both),
-            "items_without_majority": ties,
+            "items_without_majority": crowd_ties,
+            "items_without_expert_majority": expert_ties,
             "agreement": float((both["crowd"] == both["expert"]).mean()),
             **_kappa(table.to_numpy(), len(both)),
             "alpha": small_sample(
