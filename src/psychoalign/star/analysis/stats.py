@@ -641,7 +641,7 @@ def _attack_success(data: RatingData) -> pd.DataFrame | None:
 
 
 #: Below this many dialogues expected per group, the chi-square approximation does not hold (the
-#: usual rule; at 5 vs 0 it gave p = 0.025 where the exact p is 0.0625): the p-value is exact.
+#: usual rule; at 5 vs 1 it gave p = 0.10 where the exact p is 0.22): the p-value is exact.
 MIN_EXPECTED = 5.0
 #: Multinomial draws behind the exact (Monte Carlo) p-value: its standard error is at most 0.0025.
 EXACT_DRAWS = 40_000
