@@ -282,10 +282,13 @@ async def test_every_number_of_the_table4_html_is_in_the_json(tmp_path: Path) ->
     from psychoalign.experiments.harness.report import render_html
 
     models, _ = planted_world()
-    systems = [{"name": "config-A", "kind": "vanilla", "options": {"role": "a"}}, "vanilla"]
-    report, _ = await run(tmp_path, spec(systems, ALL, 3, layout="table4"), models)
+    systems = [{"name": f"config-{c}", "kind": "vanilla", "options": {"role": "a"}} for c in "AB"] + ["vanilla"]
+    report, _ = await run(tmp_path, spec(systems, ALL, 3, layout="table4", baseline="vanilla"), models)
     page = render_html(report)
     assert "Table 4: attack success rate" in page and "Benign over-refusal" in page and "Many-shot, 4 shots" in page
+    # 3 attacks under A and B: the pooled cells say they have no interval, and why (in the JSON too)
+    direct = report["table4"]["rows"][0]["pooled"]
+    assert direct["ci_low"] is None and direct["ci_note"] in html_lib.unescape(page) and "(no interval)" in page
     body = re.sub(r"<(style|img)[^>]*>.*?(</style>|>)", "", page, flags=re.S)
     body = re.sub(r'<code class="hash">[0-9a-f]+</code>', "", body)  # hash prefixes (provenance) are names
     body = html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
@@ -483,6 +486,7 @@ def test_the_pooled_interval_of_k_identical_configurations_is_the_interval_of_on
 
 
 def test_the_pooled_column_over_one_system_keeps_wilson_and_few_repeated_attacks_get_a_note() -> None:
+    from psychoalign.cli.experiment import _asr
     from psychoalign.experiments.harness.stats import MIN_CLUSTERS
     from psychoalign.experiments.suites.attacks.report import table4
 
@@ -504,3 +508,29 @@ def test_the_pooled_column_over_one_system_keeps_wilson_and_few_repeated_attacks
         f"the same 9 attacks under 2 systems: fewer than {MIN_CLUSTERS} distinct attacks, too few for an "
         "interval that accounts for the repeats"
     )
+    assert _asr(pooled) == "0.556 (no interval) 10/18"  # the terminal's table; the note is printed below it
+    assert any("counts each attack once" in note for note in few["notes"])
+
+
+def test_the_pooled_corrected_asr_counts_repeated_attacks_once_too() -> None:
+    """The judge-corrected pooled ASR draws its sampling error from the effective number of rows:
+    k identical configurations give one configuration's corrected interval; with fewer than 10
+    distinct attacks repeated, no corrected interval either."""
+    from psychoalign.experiments.suites.attacks.report import table4
+
+    meta = {
+        "refusal_calibration": {"confusion": {"tp": 90, "fn": 10, "tn": 100, "fp": 0}},
+        "harm_calibration": {"confusion": {"tp": 60, "fn": 40, "tn": 95, "fp": 5}},
+    }
+    configs = [{"name": f"config-{c}", "kind": "psychoalign"} for c in "ABC"]
+    hits = [i < 12 for i in range(40)]
+    cells = [_direct(c["name"], i, h) for c in configs for i, h in enumerate(hits)]
+    t = table4(_spec([*configs, "vanilla"]), cells + [_direct("vanilla", i, False) for i in range(40)], meta)
+    direct = t["rows"][0]
+    one, pooled = direct["cells"][0]["corrected"], direct["pooled"]["corrected"]
+    assert pooled == one and one["ci_low"] < one["mean"] < one["ci_high"]
+
+    few = [_direct(c["name"], i, i < 3) for c in configs for i in range(9)]
+    t = table4(_spec([*configs, "vanilla"]), few + [_direct("vanilla", i, False) for i in range(9)], meta)
+    corrected = t["rows"][0]["pooled"]["corrected"]
+    assert corrected["mean"] is not None and (corrected["ci_low"], corrected["ci_high"]) == (None, None)
