@@ -30,6 +30,7 @@ from a2a.types import (
     AgentSkill,
     HTTPAuthSecurityScheme,
     Part,
+    Role,
     SecurityRequirement,
     SecurityScheme,
     SendMessageRequest,
@@ -39,6 +40,7 @@ from a2a.types import (
 )
 from a2a.utils import TransportProtocol
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE
+from a2a.utils.errors import InvalidParamsError
 from jsonrpc.jsonrpc2 import JSONRPC20Request  # type: ignore[import-untyped]  # the SDK's own validator
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
@@ -512,6 +514,11 @@ class _ContextFromTask(SimpleRequestContextBuilder):
         context_id: str | None = None,
         task: Task | None = None,
     ) -> RequestContext:
+        if params is not None and params.HasField("message") and params.message.role != Role.ROLE_USER:
+            # The SDK's task helper raised a bare ValueError here: -32603 and a traceback.
+            raise InvalidParamsError(
+                f"message.role must be ROLE_USER, not {Role.Name(params.message.role)}: clients send user messages"
+            )
         if task_id and not context_id:
             stored = task or await self._tasks.get(task_id, context)
             if stored is not None:
