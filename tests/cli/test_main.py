@@ -106,6 +106,8 @@ def test_bad_input_gives_one_clean_line() -> None:
         (("chat", "--backend", "scripted", ""), "prompt is empty"),
         (("chat", "--config", "missing.toml", "hi"), "cannot read config file"),
         (("chat", "-b", "openai", "--base-url", "http://127.0.0.1:9/v1", "hi"), "connection refused"),
+        # a typo'd role used to fall back to the defaults silently and answer from another model
+        (("chat", "--role", "evaluater", "hi"), "unknown role 'evaluater'"),
     ]
     for args, message in cases:
         out = cli(*args, env={"PSYCHOALIGN_DEFAULTS__MAX_RETRIES": "0"})

@@ -334,3 +334,14 @@ def test_a_refusal_names_the_rule_an_earlier_round_tripped() -> None:
     trace = asyncio.run(world.negotiator(k=2).negotiate("How much paracetamol can an adult take in one day?"))
     decision, why = describe_decision(trace)
     assert decision == "redirected" and "U7-dose-label" in why
+
+
+def test_traces_list_limit_out_of_range_is_one_line(tmp_path: Path) -> None:
+    """`--limit` below 1 listed nothing without a word; past SQLite's 64-bit integers it was an
+    internal error (OverflowError)."""
+    config = write_config(tmp_path)
+    for limit in ("0", "-1", str(10**20)):
+        out = cli("traces", "list", "--config", str(config), "--limit", limit)
+        assert out.returncode == 2, (limit, out.returncode, out.stderr)
+        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "--limit" in lines[0] and "internal error" not in lines[0], out.stderr

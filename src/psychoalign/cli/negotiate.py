@@ -529,7 +529,7 @@ StoreOpt = typer.Option(None, "--store", help="Trace store URL (default: SQLite 
 
 @traces_app.command("list")
 def traces_list(
-    limit: int = typer.Option(20, "--limit"),
+    limit: int = typer.Option(20, "--limit", min=1, max=100_000, help="How many traces (1-100000)."),
     status: TraceStatus | None = typer.Option(None, "--status"),
     store_url: str | None = StoreOpt,
     config: Path | None = ConfigOpt,
