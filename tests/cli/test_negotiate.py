@@ -180,6 +180,8 @@ def test_bad_input_is_refused_before_a_trace_is_made(tmp_path: Path) -> None:
         (["   \n"], "the request is empty"),
         (["-f", "nosuch", "hi"], "unknown framework 'nosuch'"),
         (["-f", str(bad), "hi"], f"{bad}:2:1: duplicate key 'name'"),
+        # /v1 refuses earlier turns over serve.max_conversation_chars; the CLI ran it and stored a failure
+        (["--context", "c" * 40000, "hi"], "the context is 40000 characters, over the limit of 32000"),
     ]
     for args, expected in cases:
         out = cli("negotiate", "--config", str(config), *args)

@@ -124,6 +124,13 @@ def negotiate(
                 f"the request is {length} characters, over the limit of {params.max_request_chars}",
                 hint="shorten it or raise negotiation.max_request_chars",
             )
+    if context is not None:  # the limit /v1 puts on earlier turns: past it the prompt outgrows a model
+        length = len(normalise_text(context))
+        if length > settings.serve.max_conversation_chars:
+            raise InputError(
+                f"the context is {length} characters, over the limit of {settings.serve.max_conversation_chars}",
+                hint="shorten --context or raise serve.max_conversation_chars",
+            )
     _preload_first_roles(settings)
 
     from ..negotiation import Negotiator  # the engine: imported while the models load
