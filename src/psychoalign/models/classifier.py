@@ -481,12 +481,15 @@ class SafetyClassifier:
             out[i] = max(out[i], value) if head == "adversarial" else min(out[i], value)
         return out
 
-    def evaluate(self, request: str, proposal: str, framework: Any | None = None) -> dict[str, Any]:
-        """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``."""
+    def evaluate(
+        self, request: str, proposal: str, framework: Any | None = None, earlier: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``;
+        ``earlier``: the conversation's earlier user turns, oldest first (read by the dose check)."""
         p_req, p_adv, crisis = self._request(request)
         p_prop = self._response(proposal)
         req_head = self.weights.request
-        hits = deterministic_hits(framework, request, proposal)
+        hits = deterministic_hits(framework, request, proposal, earlier)
         marked = crisis_hits(framework) if crisis else []  # the self-harm rule, fired as its request check would
         hits += [h for h in marked if h not in hits]
         request_hit = bool(marked) or any(h["layer"] == "universal" for h in deterministic_hits(framework, request, ""))
@@ -517,13 +520,16 @@ def _declines(text: str) -> bool:
     return classify_refusal(text).label is RefusalLabel.REFUSAL
 
 
-def deterministic_hits(framework: Any | None, request: str, proposal: str) -> list[dict[str, str]]:
+def deterministic_hits(
+    framework: Any | None, request: str, proposal: str, earlier: Sequence[str] = ()
+) -> list[dict[str, str]]:
     """Rules of ``framework`` whose deterministic check matches the request or the proposal, or
-    whose request check matches the request."""
+    whose request check matches the request. ``earlier``: the conversation's earlier user turns."""
     if framework is None:
         return []
-    # The proposal's doses are held to whom the request names (a child's weight), as the gates do.
-    context = read_request(request) if request and proposal else None
+    # The proposal's doses are held to whom the request (or an earlier user turn) names, as the
+    # gates do.
+    context = read_request(request, earlier) if request and proposal else None
     hits: list[dict[str, str]] = []
     for layer in ("universal", "contextual", "aspirational"):
         for rule in getattr(framework, layer):
@@ -708,10 +714,11 @@ class ClassifierBackend(Backend):
                 hint="use backend = 'classifier' for the evaluator role only",
             )
         framework = _framework(inputs["framework"]) if inputs.get("framework") else None
+        earlier = _earlier(inputs.get("earlier", ""))
         # The classifier is read in the worker thread: a first call may wait for its load
         # (seconds, or a preload still running), which must not hold up the event loop.
         data = await asyncio.to_thread(
-            lambda: self.classifier.evaluate(inputs["request"], inputs["proposal"], framework)
+            lambda: self.classifier.evaluate(inputs["request"], inputs["proposal"], framework, earlier)
         )
         return Completion(text=json.dumps(data), usage=Usage(), model=self.model_name, finish_reason="stop")
 
@@ -723,6 +730,16 @@ class ClassifierBackend(Backend):
         if not default_weights_path().is_file():
             return False, "classifier weights missing (scripts/train_classifier.py)"
         return True, f"{DEFAULT_CLASSIFIER} on all-MiniLM-L6-v2"
+
+
+def _earlier(raw: str) -> tuple[str, ...]:
+    """The earlier user turns the EVALUATOR task carries (a JSON list of strings), or none."""
+    if not raw:
+        return ()
+    turns = json.loads(raw)
+    if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+        raise InputError("inputs['earlier'] must be a JSON list of strings", hint="pass EvaluateTask.earlier")
+    return tuple(turns)
 
 
 @functools.lru_cache(maxsize=16)
