@@ -193,3 +193,14 @@ def test_small_commands_answer_in_json(tmp_path: Path) -> None:
     added = cli("star", "participants", "add", "--id", "p1", "--race", "Asian", "--json", env=store)
     assert added.returncode == 0, added.stderr
     assert json.loads(added.stdout) == {"added": ["p1"]}
+
+
+def test_a_schema_file_that_is_not_json_names_the_place_and_the_fix(tmp_path: Path) -> None:
+    """`chat --schema` on a broken file said where, not how to fix it."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "object",\n "properties": }\n')
+    out = cli("chat", "--backend", "scripted", "--schema", str(bad), "hi")
+    assert out.returncode == 2, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{bad}:2:16: invalid JSON" in lines[0], out.stderr
+    assert "examples/answer.schema.json" in lines[0], out.stderr

@@ -82,7 +82,12 @@ def _read_schema(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(read_text(path, what="schema file"))
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+        raise InputError(
+            f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}",
+            hint="fix the JSON at that place (examples/answer.schema.json is a working schema)",
+        ) from None
     if not isinstance(data, dict):
-        raise InputError(f"{path}: a JSON Schema must be an object")
+        raise InputError(
+            f"{path}: a JSON Schema must be an object", hint='start it with {"type": "object", "properties": {…}}'
+        )
     return data
