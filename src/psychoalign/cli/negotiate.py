@@ -28,6 +28,7 @@ from .common import (
     ConfigOpt,
     JsonOpt,
     ProgressFn,
+    deferred_interrupt,
     emit_json,
     err_console,
     out_console,
@@ -147,9 +148,11 @@ def negotiate(
             f"the earlier turns hold {held} characters, over the limit of {settings.serve.max_conversation_chars}",
             hint="drop earlier turns (--earlier) or raise serve.max_conversation_chars",
         )
-    _preload_first_roles(settings)
-
-    from ..negotiation import Negotiator  # the engine: imported while the models load
+    # A Ctrl-C while this thread imports beside the preload threads could leave the import lock
+    # held (a hang): it is raised once the imports are done (asyncio.run handles it after that).
+    with deferred_interrupt():
+        _preload_first_roles(settings)
+        from ..negotiation import Negotiator  # the engine: imported while the models load
 
     async def go(bar: ProgressFn | None) -> list[Trace]:
         store = _store(settings, store_url, no_store)
