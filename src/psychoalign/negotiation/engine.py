@@ -187,7 +187,8 @@ class Negotiator:
             trace.earlier = [t for t in turns if t.strip()][-self.params.cross_turn_history :]
             if self.store is not None:
                 await self._stored(self.store.start(trace), "record")
-            await emit(on_event, NegotiationEvent(stage="started", trace_id=trace.id))
+            if on_event is not None:  # no observer: no event is built
+                await emit(on_event, NegotiationEvent(stage="started", trace_id=trace.id))
             async with asyncio.timeout(self.params.timeout_s):
                 await self._run(trace, bus, framework, trace.context or None, answer_check, stream)
             trace.status = TraceStatus.COMPLETED
@@ -227,7 +228,9 @@ class Negotiator:
         return assess(conversation, history, p), [t.request for t in earlier]
 
     async def _emit(self, trace: Trace, stage: Any, **data: Any) -> None:
-        await emit(self._hooks.get(trace.id), NegotiationEvent(stage=stage, trace_id=trace.id, **data))
+        hook = self._hooks.get(trace.id)
+        if hook is not None:  # no observer (the common case): no event is built
+            await emit(hook, NegotiationEvent(stage=stage, trace_id=trace.id, **data))
 
     @staticmethod
     async def _stored(operation: Awaitable[None], what: str) -> None:
