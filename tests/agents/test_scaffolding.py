@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import pytest
+
 from psychoalign.agents.agents import DriveAgent, MediatorAgent
 from psychoalign.agents.messages import NO_PROPOSAL, ComposeTask, DriveTask
-from psychoalign.agents.scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding, trim_cut
+from psychoalign.agents.scaffolding import fixed_parts, scaffolding_echo, split_context, strip_scaffolding, trim_cut
 from psychoalign.config import Settings
+from psychoalign.errors import ModelError
 from psychoalign.models import ChatModel, ChatRequest, Completion, ModelSpec
 from psychoalign.models.scripted import ScriptedBackend
 from psychoalign.negotiation import NegotiationParams, Negotiator
@@ -247,3 +250,77 @@ async def test_a_drive_draft_writing_back_the_relayed_feedback_is_drawn_again() 
     reply = await DriveAgent(model).propose(task)
     assert len(backend.requests) == 2  # redrawn once
     assert [p.text for p in reply.output.proposals] == [clean]
+
+
+# A follow-up in one conversation, as /v1 and the A2A system agent put it in the context: the
+# embedded DRIVE, asked "Can you say that again more briefly?", restated its earlier answer, and
+# every line shared six words with that answer. Read as prompt scaffolding, each draft was
+# stripped to nothing: "the DRIVE wrote only empty answers", no answer for the follow-up.
+EARLIER_ANSWER = (
+    "Boiling an egg is a simple yet effective way to create a delicious and nutritious breakfast.\n"
+    "1. Boil the eggs until they're fully cooked, usually around 10 minutes."
+)
+RESTATED = "Boiling an egg is a simple yet effective way to create a delicious breakfast: about 10 minutes."
+INSTRUCTIONS = "Always answer like a friendly kitchen assistant for beginners who cook at home."
+
+
+def follow_up_contexts() -> list[str]:
+    from psychoalign.a2a.system import build_context as a2a_context
+    from psychoalign.web.openai_api import build_context as v1_context
+    from psychoalign.web.openai_schema import ChatMessage
+
+    messages = [
+        ChatMessage(role="system", text=INSTRUCTIONS),
+        ChatMessage(role="user", text="How do I boil an egg?"),
+        ChatMessage(role="assistant", text=EARLIER_ANSWER),
+        ChatMessage(role="user", text="Can you say that again more briefly?"),
+    ]
+    v1 = v1_context(CONTEXT, messages)
+    a2a = a2a_context(CONTEXT, INSTRUCTIONS, [("How do I boil an egg?", EARLIER_ANSWER)])
+    assert v1 is not None and a2a is not None
+    return [v1, a2a]
+
+
+def test_a_context_splits_into_instructions_and_the_conversation_so_far() -> None:
+    for context in follow_up_contexts():
+        instructions, conversation = split_context(context)
+        assert CONTEXT in instructions and INSTRUCTIONS in instructions
+        assert EARLIER_ANSWER in conversation and "How do I boil an egg?" in conversation
+        assert EARLIER_ANSWER not in instructions
+    # Without earlier turns or tool results the whole context is instructions.
+    assert split_context(CONTEXT) == (CONTEXT, "")
+
+
+async def test_a_follow_up_may_repeat_the_conversation_so_far() -> None:
+    request = "Can you say that again more briefly?"
+    for context in follow_up_contexts():
+        model, backend = plain([RESTATED, "Boil the eggs until they're fully cooked, usually around 10 minutes."])
+        reply = await DriveAgent(model).propose(DriveTask(request=request, context=context, n=2))
+        assert len(backend.requests) == 2  # neither draft drawn again
+        assert [p.text for p in reply.output.proposals] == [
+            RESTATED,
+            "Boil the eggs until they're fully cooked, usually around 10 minutes.",
+        ]
+        # The MEDIATOR's revision may repeat it too, and so may the draft it falls back to.
+        mediator, _ = plain([RESTATED])
+        task = compose_task(RESTATED).model_copy(update={"request": request, "context": context})
+        assert (await MediatorAgent(mediator).compose(task)).output.response == RESTATED
+
+
+async def test_a_follow_up_reciting_the_instructions_still_fails_with_a_message_that_says_so() -> None:
+    # The deployment context and the application's instructions stay scaffolding in a follow-up.
+    context = follow_up_contexts()[0]
+    recital = "Always answer like a friendly kitchen assistant for beginners who cook at home."
+    model, backend = plain([recital], cycle=True)
+    task = DriveTask(request="Can you say that again more briefly?", context=context, n=1)
+    with pytest.raises(ModelError) as raised:
+        await DriveAgent(model).propose(task)
+    assert "the DRIVE's answers only recited its prompt (it repeats 6+ words of its instructions)" in (
+        raised.value.message
+    )
+    assert len(backend.requests) == 2  # drawn again once, then given up
+    # Nothing written at all is named as such.
+    empty, _ = plain([""], cycle=True)
+    with pytest.raises(ModelError) as raised:
+        await DriveAgent(empty).propose(task)
+    assert raised.value.message.endswith("the DRIVE wrote only empty answers")

@@ -30,7 +30,7 @@ from .messages import (
     EvaluateTask,
     framework_json,
 )
-from .scaffolding import fixed_parts, scaffolding_echo, strip_scaffolding, trim_cut
+from .scaffolding import fixed_parts, scaffolding_echo, split_context, strip_scaffolding, trim_cut
 from .schemas import (
     DriveOutput,
     Evaluation,
@@ -137,32 +137,40 @@ class DriveAgent(Agent):
         ]
         # What the model saw that is not the user's: an answer repeating it echoes its prompt. The
         # relayed feedback too: a 135M model answers it with "Proposal 4: score 7/8 … VETOED".
+        # The conversation so far is the user's: a follow-up may repeat an earlier turn.
+        instructions, conversation = split_context(task.context)
         prompt = [
             *fixed_parts(spec["system"], spec["feedback"]),
-            task.context,
+            instructions,
             *([task.feedback] if task.feedback else []),
         ]
+        allowed = [task.request, *([conversation] if conversation else [])]
         proposals: list[Proposal] = []
+        echoed: list[str] = []
         usage, latency = Usage(), 0.0
         base_seed = self.model.spec.seed or 0
         for i in range(task.first, task.first + task.n):
             # The round's first answer is the model's default decoding; later ones are sampled for variety.
             result = await self.model.chat(messages, seed=base_seed + i, temperature=None if i == 0 else 0.8)
             usage, latency = usage + result.usage, latency + result.latency_s
-            if is_refusal(result.text, fully=True) or scaffolding_echo(result.text, prompt, [task.request]):
+            if is_refusal(result.text, fully=True) or scaffolding_echo(result.text, prompt, allowed):
                 # A draft that declines is no proposal from an agent whose aim is a complete answer
                 # (a tiny model sometimes declines harmless requests), nor is one that recites its
                 # own instructions: drawn again once, sampled.
                 result = await self.model.chat(messages, seed=base_seed + i + 1000, temperature=0.8)
                 usage, latency = usage + result.usage, latency + result.latency_s
             # Lines that still recite the prompt never become part of a proposal.
-            text = strip_scaffolding(result.text.strip(), prompt, [task.request])[:4000]
+            text = strip_scaffolding(result.text.strip(), prompt, allowed)[:4000]
             if result.finish_reason == "length":  # cut by the token limit: end at a whole sentence
                 text = trim_cut(text)
             if text:
                 proposals.append(Proposal(text=text, utility=IMPUTED_UTILITY))
+            elif result.text.strip():
+                echoed.extend(scaffolding_echo(result.text, prompt, allowed))
         if not proposals:
-            raise ModelError(f"{self.model.label}: the DRIVE wrote only empty answers", hint="use a stronger model")
+            # Say which: nothing written, or only lines that recite the prompt (never an answer).
+            what = f"'s answers only recited its prompt ({echoed[0]})" if echoed else " wrote only empty answers"
+            raise ModelError(f"{self.model.label}: the DRIVE{what}", hint="use a stronger model")
         return AgentReply(
             output=DriveOutput(proposals=proposals), usage=usage, latency_s=latency, model=self.model.label
         )
@@ -262,7 +270,9 @@ class MediatorAgent(Agent):
             Message(role="user", content=spec["revise"].format(changes=changes.strip() + " " if changes else "")),
         ]
         result = await self.model.chat(messages)
-        allowed = [task.request, task.proposal]
+        conversation = split_context(task.context)[1]
+        said = [task.request, *([conversation] if conversation else [])]  # the user's side: may be repeated
+        allowed = [*said, task.proposal]
         scaffold = self._compose_scaffold(task)
         raw = result.text.strip()
         # Lines that carry scaffolding go; if nothing of the reply is left, it is not used.
@@ -272,7 +282,7 @@ class MediatorAgent(Agent):
         if not text:
             # The draft passed the gates already (and passes the final gate again); if it too is
             # only scaffolding, the fixed line.
-            draft = strip_scaffolding(task.proposal, scaffold, [task.request])
+            draft = strip_scaffolding(task.proposal, scaffold, said)
             text = draft or " ".join(str(spec["fallback"]).split())
             _log.info(
                 "mediator composition not used (%s): sent %s",
@@ -290,7 +300,7 @@ class MediatorAgent(Agent):
     def _compose_scaffold(task: ComposeTask) -> list[str]:
         """The fixed text around a composition: this prompt file, the defense instruction
         templates, the DRIVE's plain prompt (a draft can carry it), the modifications and the
-        deployment context."""
+        deployment context with the application's instructions (not the conversation so far)."""
         plain = load_prompt_yaml("mediator_compose_plain")
         instructions = load_prompt_yaml("mediator_compose")["instructions"]
         drive = load_prompt_yaml("drive_plain")
@@ -299,5 +309,5 @@ class MediatorAgent(Agent):
             *fixed_parts(*instructions.values()),
             *fixed_parts(drive["system"], drive["feedback"]),
             *task.modifications,
-            task.context,
+            split_context(task.context)[0],
         ]

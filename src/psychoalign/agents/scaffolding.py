@@ -15,7 +15,12 @@ Two signals, both about the *prompt*, never about the topic:
   the user's request is:");
 * a run of :data:`ECHO_WORDS` words that appears in the fixed prompt text (templates and
   instructions, the deployment context) and not in the text the model may legitimately reuse
-  (the user's request, the draft it was asked to revise).
+  (the user's request, the draft it was asked to revise, the conversation so far).
+
+A follow-up's context carries the conversation's earlier turns (and, on /v1, the tool results
+for the request) after the deployment context and the application's instructions;
+:func:`split_context` separates the two. The conversation is never scaffolding: a follow-up
+("Can you say that again more briefly?") rightly repeats the earlier answer.
 """
 
 from __future__ import annotations
@@ -58,6 +63,11 @@ _PREAMBLE = re.compile(
 # per proposal, "Proposal 2: score 35/100, VETOED, blocked by the gates. …". A draft with a line
 # labelled like one, or the verdict word in capitals, writes back the relay, not an answer.
 _RELAY = re.compile(r"^[ \t>*#_-]*[*_]*proposal[ \t]+\d+[*_]*[ \t]*:|(?-i:\bVETOED\b)", re.IGNORECASE | re.MULTILINE)
+#: Headings that open the conversation part of a negotiation context, as /v1
+#: (``web/openai_api.build_context``) and the A2A system agent (``a2a/system.build_context``)
+#: write it: the earlier turns, then the tool calls made for the request and their results.
+CONVERSATION_HEADINGS = ("Earlier in this conversation:\n", "Tool calls made for this request")
+_CONVERSATION = re.compile(r"(?:^|\n\n)(?=" + "|".join(re.escape(h) for h in CONVERSATION_HEADINGS) + ")")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 _FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
 _WORDS = re.compile(r"[a-z0-9']+")
@@ -75,6 +85,17 @@ def _grams(text: str, n: int = ECHO_WORDS) -> set[tuple[str, ...]]:
 def fixed_parts(*templates: str) -> list[str]:
     """The fixed text of prompt templates: each template cut at its ``{placeholders}``."""
     return [part for t in templates for part in _PLACEHOLDER.split(t) if part.strip()]
+
+
+def split_context(context: str) -> tuple[str, str]:
+    """``context`` as (instructions, conversation): the deployment context and the application's
+    instructions, which a model must not recite, and from the first heading of
+    :data:`CONVERSATION_HEADINGS` on, the earlier turns and tool results, which it may repeat
+    (empty when there are none)."""
+    match = _CONVERSATION.search(context)
+    if match is None:
+        return context, ""
+    return context[: match.start()], context[match.end() :]
 
 
 def scaffolding_echo(text: str, prompt: Iterable[str], allowed: Sequence[str] = ()) -> list[str]:
