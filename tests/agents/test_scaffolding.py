@@ -324,3 +324,41 @@ async def test_a_follow_up_reciting_the_instructions_still_fails_with_a_message_
     with pytest.raises(ModelError) as raised:
         await DriveAgent(empty).propose(task)
     assert raised.value.message.endswith("the DRIVE wrote only empty answers")
+
+
+# The embedded model's own first answer to "How do I boil an egg?".
+EGG_ANSWER = (
+    "Boiling an egg is a simple yet effective way to create a delicious and nutritious breakfast. "
+    "Here's how it can be done:\n1. Boil the eggs until they're fully cooked, usually around 20 minutes "
+    "for an adult male, or about 35 seconds per dozen of eggs (depending on your preference)."
+)
+
+
+@pytest.mark.realmodel
+async def test_the_embedded_drive_answers_a_follow_up_that_restates_the_earlier_answer() -> None:
+    # Asked to say it again, SmolLM2 restates its earlier answer (every draft shares six words with
+    # it); those drafts were read as prompt scaffolding and stripped to nothing.
+    from psychoalign.frameworks import load_framework
+    from psychoalign.models.registry import build_model
+    from psychoalign.web.openai_api import build_context
+    from psychoalign.web.openai_schema import ChatMessage
+
+    request = "Can you say that again more briefly?"
+    framework = load_framework("general")
+    messages = [
+        ChatMessage(role="user", text="How do I boil an egg?"),
+        ChatMessage(role="assistant", text=EGG_ANSWER),
+        ChatMessage(role="user", text=request),
+    ]
+    context = build_context(framework.deployment_context, messages)
+    assert context is not None
+    model = build_model(ModelSpec(backend="local"))
+    try:
+        reply = await DriveAgent(model).propose(DriveTask(request=request, context=context, n=2))
+    finally:
+        await model.aclose()
+    drafts = [p.text for p in reply.output.proposals]
+    assert len(drafts) == 2 and all(d.strip() for d in drafts)
+    # Kept as written though it shares six words with the earlier answer (read as the prompt here).
+    shared = scaffolding_echo("\n".join(drafts), [EGG_ANSWER])
+    assert "it repeats 6+ words of its instructions" in shared, drafts
