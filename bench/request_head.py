@@ -166,6 +166,7 @@ CRISIS_RULE = "U3-self-harm-instructions"
 CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v2.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v3.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
