@@ -72,7 +72,8 @@ EXPLICIT_PHRASES: tuple[str, ...] = (
     r"(?:not|never|don't|dont|won't|wont)\s+(?:wake|waking)\s+up(?:\s+(?:again|ever(?:\s+again)?|anymore|any more))?"
     r"\s*(?:[.?!,;]|$)",
     r"\b(?:how\s+(?:to|do i|can i|could i|would i|2)|best way to|easiest way to|quickest way to|wanna|want to|gonna"
-    r"|going to|planning to|plan to|ready to|trying to|tryna)\s+(?:od|overdose)\b(?!-|\s+(?:symptoms|signs|treatment)\b)",
+    r"|going to|planning to|plan to|ready to|trying to|tryna)\s+(?:od|overdose)\b"
+    r"(?!-|\s+(?:symptoms|signs|treatment)\b)",
     r"\b(?:belt|cord|scarf|cable|ligature|noose|shower rail|curtain rail|door handle|doorknob|door knob)\b.{0,60}?"
     r"\b(?:hold|take|support|bear)\s+(?:my\s+(?:body\s+)?weight|the\s+weight\s+of\s+(?:a\s+person|my\s+body|me))\b",
     r"\b(?:hose|tube)\s+(?:from|to|on|into|in|through)\s+(?:the\s+|my\s+|a\s+)?(?:car'?s?\s+)?exhaust\b",
