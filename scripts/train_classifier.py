@@ -6,6 +6,7 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --dry-run  # metrics only
     .venv/bin/python scripts/train_classifier.py --compare-encoders  # MiniLM vs SmolLM2 pooled embeddings
     .venv/bin/python scripts/train_classifier.py --lexical --version NAME --out DIR  # experiment: + TF-IDF term
+    .venv/bin/python scripts/train_classifier.py --contrast --version NAME --out DIR  # experiment: + nearest exemplars
 
 Method (details and figures in src/psychoalign/models/classifier_data/MODEL_CARD.md):
 texts are cut into encoder windows (first and last ~80 words), embedded with
@@ -43,6 +44,7 @@ from psychoalign.errors import InputError  # noqa: E402
 from psychoalign.models.classifier import (  # noqa: E402
     DEFAULT_CLASSIFIER,
     ClassifierWeights,
+    Contrast,
     Head,
     Kernel,
     Lexical,
@@ -77,6 +79,12 @@ LEXICAL = {"request": "keep-blocked-conversational"}
 #: (C of the lexical logistic regression, weight of the kernel logit in the blend), chosen by the
 #: same validation AUC as the kernel's (C, gamma).
 LEXICAL_GRID = tuple((c, a) for c in (1.0, 3.0, 10.0, 30.0) for a in (0.25, 0.5, 0.75))
+#: With ``--contrast`` (an experiment, not the shipped build): heads given a nearest-exemplar
+#: contrast term (:class:`Contrast`, over the kernel's support vectors) blended into the kernel's logit.
+CONTRAST = ("request",)
+#: (k nearest support vectors of each class, weight of the contrast in the blend), chosen by the
+#: same validation AUC as the kernel's (C, gamma).
+CONTRAST_GRID = tuple((k, w) for k in (1, 3, 5) for w in (0.25, 0.5, 0.75))
 #: Request head: below the contested floor a request is clearly harmful; the floor passes this
 #: share of the acceptable conversational validation requests.
 FLOOR_KEEPS = 0.95
@@ -104,6 +112,52 @@ def _spread(v: NDArray[np.float64]) -> tuple[float, float]:
     """Median and interquartile range: the scale each logit is put on before the blend."""
     q1, med, q3 = np.percentile(v, [25, 50, 75])
     return float(med), float(max(q3 - q1, 1e-6))
+
+
+def add_contrast(
+    kernel_head: Head,
+    x_va: NDArray[np.float32],
+    own_va: list[int],
+    y_va: NDArray[np.int64],
+    select_auc: Any,
+) -> tuple[Head, dict[str, Any]]:
+    """``kernel_head`` (Platt-scaled) plus a :class:`Contrast` term: both put on one scale (median
+    and IQR over the validation windows) and blended with weight ``w`` on the contrast; k and ``w``
+    chosen by the validation AUC the kernel was chosen by, the blend Platt-scaled again on
+    validation. Folded into one head: the kernel's dual coefficients scaled, one intercept."""
+    assert kernel_head.kernel is not None
+    kernel = kernel_head.kernel
+    k_va = kernel_head.logits(x_va)
+    k_med, k_iqr = _spread(k_va)
+    x64 = x_va.astype(np.float64)
+    auc_alone = select_auc(_per_example(k_va, own_va, len(y_va), "min"))
+    best: tuple[float, int, float, NDArray[np.float64]] | None = None
+    for k, w in CONTRAST_GRID:
+        c_va = Contrast(k=k, coef=1.0).value(x64, kernel)
+        c_med, c_iqr = _spread(c_va)
+        z = (1 - w) * (k_va - k_med) / k_iqr + w * (c_va - c_med) / c_iqr
+        score = select_auc(_per_example(z, own_va, len(y_va), "min"))
+        if best is None or score > best[0]:
+            best = (score, k, w, c_va)
+    assert best is not None
+    score, k, w, c_va = best
+    c_med, c_iqr = _spread(c_va)
+    ks, cs = (1 - w) / k_iqr, w / c_iqr
+    z = _per_example(ks * (k_va - k_med) + cs * (c_va - c_med), own_va, len(y_va), "min")
+    platt = LogisticRegression(C=1e6, max_iter=5000).fit(z.reshape(-1, 1), y_va)
+    a, b = float(platt.coef_[0][0]), float(platt.intercept_[0])
+    blended = kernel_head.model_copy(
+        update={
+            "kernel": kernel.model_copy(update={"dual": [round(v * ks * a, 6) for v in kernel.dual]}),
+            "contrast": Contrast(k=k, coef=round(cs * a, 6)),
+            "intercept": round(a * (ks * (kernel_head.intercept - k_med) - cs * c_med) + b, 6),
+        }
+    )
+    return blended, {
+        "contrast": f"k={k}, contrast weight {w:g}",
+        "val_auc_kernel_alone": round(auc_alone, 4),
+        "val_auc_blend_selected_on": round(score, 4),
+    }
 
 
 def add_lexical(
@@ -183,7 +237,12 @@ def balanced_threshold(p: NDArray[np.float64], y: NDArray[np.int64], mask: NDArr
 
 
 def fit_head(
-    examples: list[Example], emb: dict[str, NDArray[np.float32]], head: str, *, lexical: bool = False
+    examples: list[Example],
+    emb: dict[str, NDArray[np.float32]],
+    head: str,
+    *,
+    lexical: bool = False,
+    contrast: bool = False,
 ) -> tuple[Head, dict[str, Any]]:
     """One head, fitted on train; hyper-parameters, calibration and threshold on validation."""
     worst = "max" if head == "adversarial" else "min"
@@ -245,6 +304,9 @@ def fit_head(
             threshold=0.5,
         )
     lexical_info: dict[str, Any] = {}
+    contrast_info: dict[str, Any] = {}
+    if contrast and not lexical and head in CONTRAST and fitted.kernel is not None:
+        fitted, contrast_info = add_contrast(fitted, x_va, own_va, y_va, select_auc)
     if lexical and head in LEXICAL:
         fitted, lexical_info = add_lexical(fitted, t_tr, y_tr, x_va, t_va, own_va, y_va, sel, select_auc)
     # Validation probabilities through the head as it will be stored (rounded, float16 vectors).
@@ -280,8 +342,9 @@ def fit_head(
         ok = np.sort(p[mask & (y_va == 1)])
         floor = float(min(ok[int(np.floor((1 - FLOOR_KEEPS) * len(ok)))], t_best * 0.999)) if len(ok) else None
     info: dict[str, Any] = {
-        "model": HEAD_MODEL[head] + (" + lexical" if lexical_info else ""),
+        "model": HEAD_MODEL[head] + (" + contrast" if contrast_info else "") + (" + lexical" if lexical_info else ""),
         "params": params,
+        **contrast_info,
         **lexical_info,
         "selected_on": "conversational validation requests" if sel is not None else "validation",
         "val_auc_selected_on": round(sel_auc, 4),
@@ -424,6 +487,11 @@ def main() -> None:
         action="store_true",
         help="experiment: blend a TF-IDF n-gram term into the request head (give --version and --out)",
     )
+    ap.add_argument(
+        "--contrast",
+        action="store_true",
+        help="experiment: blend a nearest-exemplar contrast term into the request head (give --version and --out)",
+    )
     ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
     ap.add_argument("--compare-encoders", action="store_true", help="MiniLM vs SmolLM2 pooled embeddings; no weights")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/psychoalign-train-embeddings.npz"), help="embedding cache")
@@ -455,7 +523,9 @@ def main() -> None:
     heads: dict[str, Head] = {}
     fit: dict[str, Any] = {}
     for head, kind in (("request", "request"), ("response", "response"), ("adversarial", "request")):
-        heads[head], fit[head] = fit_head([ex for ex in examples if ex.kind == kind], emb, head, lexical=args.lexical)
+        heads[head], fit[head] = fit_head(
+            [ex for ex in examples if ex.kind == kind], emb, head, lexical=args.lexical, contrast=args.contrast
+        )
         print(f"{head}: {fit[head]}, threshold {heads[head].threshold:.3f}")
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for ex in examples:

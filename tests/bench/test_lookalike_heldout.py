@@ -31,3 +31,32 @@ def test_no_held_out_request_repeats_a_project_training_request(path: Path) -> N
     project = yaml.safe_load(benign_requests_path().read_text(encoding="utf-8"))
     training = [str(t) for topics in project.values() for items_ in topics.values() for t in items_]
     assert not repeats(items, training), path.name
+
+
+def _texts(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [t for item in node for t in _texts(item)]
+    if isinstance(node, dict):
+        return [t for item in node.values() for t in _texts(item)]
+    return []
+
+
+def test_the_newest_held_out_file_repeats_no_request_of_another_bench_file() -> None:
+    """A file written whole as a fresh held-out file (v11) shares no request with any other file of
+    ``bench/data`` (the older look-alike files, the older held-out requests, the crisis sets and the
+    reference answers' questions), by the bench's rule."""
+    newest = LOOKALIKES[-1]
+    assert newest.name == "lookalike_heldout_v11.yaml"
+    sets = load_sets(newest, SETS)
+    items = [t for s in SETS for t in sets[s]]
+    assert len(sets["lookalike"]) >= 60 and len(sets["harmful"]) >= 30
+    others = [
+        t
+        for path in sorted(newest.parent.glob("*.yaml"))
+        if path != newest
+        for t in _texts(yaml.safe_load(path.read_text(encoding="utf-8")))
+    ]
+    assert len(others) > 500
+    assert not repeats(items, others)

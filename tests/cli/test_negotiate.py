@@ -334,3 +334,119 @@ def test_a_refusal_names_the_rule_an_earlier_round_tripped() -> None:
     trace = asyncio.run(world.negotiator(k=2).negotiate("How much paracetamol can an adult take in one day?"))
     decision, why = describe_decision(trace)
     assert decision == "redirected" and "U7-dose-label" in why
+
+
+def test_traces_list_shows_the_models_on_a_terminal_of_100_columns_and_one_line_per_trace_piped(
+    tmp_path: Path,
+) -> None:
+    # The web trace list and `traces list --json` named the three models; the table did not.
+    config = write_config(tmp_path)
+    for request in ("How do I boil an egg?", "Egg?\nSoft,   please."):
+        assert cli("negotiate", "--config", str(config), request).returncode == 0
+    listed = json.loads(cli("traces", "list", "--config", str(config), "--json").stdout)
+    models = listed[0]["models"]
+    assert set(models) == {"drive", "evaluator", "mediator"}
+
+    piped = cli("traces", "list", "--config", str(config))
+    assert piped.returncode == 0, piped.stderr
+    for row in listed:  # each trace on one line, every cell whole: split at the column rules
+        lines = [line for line in piped.stdout.splitlines() if row["id"][:12] in line]
+        assert len(lines) == 1
+        cells = [cell.strip() for cell in lines[0].strip().strip("│").split("│")]
+        assert cells[0] == row["id"][:12] and len(cells) == 9
+        assert cells[-1] == ", ".join(f"{role}={label}" for role, label in row["models"].items())
+    assert any("Egg? Soft, please." in line for line in piped.stdout.splitlines())  # a request's lines joined
+
+    terminal = cli(
+        "traces", "list", "--config", str(config), env={"TTY_COMPATIBLE": "1", "COLUMNS": "100", "NO_COLOR": "1"}
+    )
+    assert terminal.returncode == 0, terminal.stderr
+    from rich.text import Text
+
+    shown = [Text.from_ansi(line).plain for line in terminal.stdout.splitlines()]
+    assert all(len(line) <= 100 for line in shown)
+    assert "models: DRIVE, EVALUATOR," in "\n".join(shown)
+    for label in models.values():  # a model file's folder is left out on a terminal
+        short = label.replace("\\", "/").rsplit("/", 1)[-1]
+        assert any(short in line for line in shown), short
+    assert any("How do I boil an egg?" in line for line in shown)  # the request keeps a readable width
+
+
+def test_the_models_column_collapses_one_model_and_shortens_files_and_hashes() -> None:
+    from psychoalign.cli.negotiate import _models_stacked
+
+    same = dict.fromkeys(("drive", "evaluator", "mediator"), "openai:gpt-4o-mini")
+    assert _models_stacked(same) == "all three: openai:gpt-4o-mini"
+    embedded = {
+        "mediator": "local:/models/smollm2-135m-instruct.gguf",
+        "drive": "local:/models/smollm2-135m-instruct.gguf",
+        "evaluator": "classifier:evaluator-minilm-v7@17968316dfed",
+    }
+    assert _models_stacked(embedded).splitlines() == [  # always DRIVE, EVALUATOR, MEDIATOR
+        "local:smollm2-135m-instruct.gguf",
+        "classifier:evaluator-minilm-v7",
+        "local:smollm2-135m-instruct.gguf",
+    ]
+    assert _models_stacked({}) == "-"
+
+
+def test_an_approved_draft_with_the_rules_closing_line_says_what_was_added_and_why() -> None:
+    # `make run`: "ANSWERED - a draft the EVALUATOR approved was sent as written (safety score
+    # 71/100) (rule U7-dose-label)" - a rule beside "as written", and the pointer to the label or a
+    # pharmacist the answer ends with unexplained.
+    import asyncio
+
+    from psychoalign.cli.negotiate import describe_decision
+    from tests.scenario import World
+
+    wrong = "The maximum safe daily dose of paracetamol for an adult is 10 milligrams per kilogram."
+    right = "Adults should take no more than 4 g of paracetamol in 24 hours."
+    world = World([proposals((wrong, 0.9)), proposals((right, 0.9))], judge=lambda t: APPROVE)
+    trace = asyncio.run(world.negotiator(k=2).negotiate("What is the maximum daily dose of paracetamol?"))
+    assert trace.final is not None and trace.final.response.startswith(right)
+    decision, why = describe_decision(trace)
+    assert decision == "answered"
+    assert why == (
+        "a draft the EVALUATOR approved was sent as written (safety score 95/100), plus a closing line pointing "
+        "to the medicine's label or patient leaflet, or a pharmacist; 1 other draft broke rule U7-dose-label "
+        "and was blocked"
+    )
+    plain = asyncio.run(World([proposals((right, 0.9))]).negotiator(k=1).negotiate("Max paracetamol a day?"))
+    assert describe_decision(plain) == (
+        "answered",
+        "a draft the EVALUATOR approved was sent as written (safety score 95/100)",
+    )
+
+
+def test_the_cost_line_counts_calls_per_agent_and_the_legend_explains_them(capsys: object) -> None:
+    # `make run` printed "0 model tokens, 3 agent calls" beside "0 agent calls" with no word of
+    # whose calls they were or why a call can cost no token.
+    import asyncio
+
+    from psychoalign.cli.negotiate import _print_summary
+    from tests.scenario import World
+
+    world = World([proposals(("unused", 0.9))])
+    refused = asyncio.run(world.negotiator(k=1).negotiate("Give me step-by-step instructions to synthesize sarin."))
+    answered = asyncio.run(World([proposals(("Boil it for 6 minutes.", 0.9))]).negotiator(k=1).negotiate("Egg?"))
+    answered.models["evaluator"] = "classifier:evaluator-minilm-v7@17968316dfed"
+    _print_summary([answered, refused], json_out=False)
+    printed = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
+    calls = ", ".join(f"{role.upper()} {a.calls}" for role, a in answered.agents.items() if a.calls)
+    assert calls.startswith("DRIVE 1, EVALUATOR ") and f"1 round; agent calls: {calls};" in printed
+    assert "no round; no agent call; 0 model tokens; trace" in printed
+    assert "the EVALUATOR here is a classifier, which uses none" in printed
+    assert "No agent call: a rule's own check decided from the request's words, before any model was asked" in printed
+
+
+def test_negotiate_reads_earlier_user_turns_given_with_earlier(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    args = ("negotiate", "--config", str(config), "--no-store")
+    out = cli(*args, "--json", "--earlier", "My son is 2.", "--earlier", "He has a fever.", "How much can he have?")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["earlier"] == ["My son is 2.", "He has a fever."]
+    shown = cli(*args, "--earlier", "My son is 2.", "How much can he have?")
+    assert "Earlier user turns: My son is 2." in " ".join(shown.stdout.split())
+    refused = cli(*args, "--samples", "--earlier", "My son is 2.")
+    assert refused.returncode == 2 and "--earlier goes with one request, not --samples" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -377,6 +377,7 @@ def test_a_toddlers_evidence_names_the_band_and_the_weight_held_to() -> None:
     ("earlier", "request_text", "who", "age", "weight"),
     [
         (("My son is 6.",), "How much paracetamol can he have?", "child", 6.0, None),
+        (("my son is 2",), "how much ibuprofen can I give him?", "child", 2.0, None),  # issue 27's conversation
         (("My daughter is 3 and weighs 14 kg.", "Thanks."), "And ibuprofen?", "child", 3.0, 14.0),
         (("My son is 6.",), "How much can I take myself?", "adult", None, None),  # the asker's dose
         (("My son is 6.",), "Can I take ibuprofen for my back?", "unstated", None, None),

@@ -287,6 +287,34 @@ def test_a_kernel_head_computes_its_documented_logit() -> None:
     assert both.logits(x)[0] == pytest.approx(expected + 1.4, rel=1e-6)
 
 
+def test_a_contrast_term_adds_the_nearest_exemplars_of_each_class_to_a_kernel_head() -> None:
+    import base64
+
+    from psychoalign.models.classifier import Contrast, Kernel
+
+    # Two acceptable support vectors (positive dual) and two unacceptable ones (negative dual).
+    sv = np.asarray([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8]])
+    kernel = Kernel(
+        gamma=0.5, dual=[1.0, 0.5, -1.0, -0.5], support=base64.b64encode(sv.astype("<f2").tobytes()).decode()
+    )
+    plain = Head(kernel=kernel, intercept=0.25, threshold=0.5)
+    x = np.asarray([[0.6, 0.8]], dtype=np.float32)
+    stored = kernel.vectors  # float16-rounded, as the runtime reads them
+    sims = stored @ np.asarray([0.6, 0.8])
+    for k, near_ok, near_bad in ((1, sims[1], sims[2]), (2, sims[:2].mean(), sims[2:].mean())):
+        head = Head(kernel=kernel, contrast=Contrast(k=k, coef=3.0), intercept=0.25, threshold=0.5)
+        assert head.logits(x)[0] == pytest.approx(plain.logits(x)[0] + 3.0 * (near_ok - near_bad), rel=1e-6)
+    with pytest.raises(ValueError, match="at least k support vectors"):
+        Head(kernel=kernel, contrast=Contrast(k=3, coef=1.0), intercept=0.0, threshold=0.5).logits(x)
+    with pytest.raises(ValueError, match="needs a kernel"):
+        Head(coef=[0.0, 0.0], contrast=Contrast(k=1, coef=1.0), intercept=0.0, threshold=0.5)
+    # A head without the term serialises as before the field existed (pinned hashes keep working).
+    assert "contrast" not in plain.model_dump()
+    assert (
+        "contrast" in Head(kernel=kernel, contrast=Contrast(k=1, coef=1.0), intercept=0.0, threshold=0.5).model_dump()
+    )
+
+
 def test_a_lexical_term_adds_the_documented_tfidf_logit_per_window() -> None:
     from psychoalign.models.classifier import Lexical, lexical_terms
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from pathlib import Path
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psychoalign.errors import InputError
-from psychoalign.star import PolicyError, coverage, generate_instructions, load_parameters, load_policy
+from psychoalign.star import PolicyError, coverage, generate_instructions, instructions, load_parameters, load_policy
 from tests.cli.test_main import cli
 
 POLICY = load_policy()
@@ -168,6 +169,29 @@ def test_bad_requests_are_refused() -> None:
         generate_instructions(POLICY, SPACE, 10, rules=["nope"])
     with pytest.raises(InputError, match="at least 1"):
         generate_instructions(POLICY, SPACE, 0)
+
+
+def test_generation_leaves_the_garbage_collector_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector is paused while a batch is built: it is back on afterwards if it was on, stays
+    off if the caller had turned it off, and is put back when generation fails."""
+    assert gc.isenabled()
+    try:
+        generate_instructions(POLICY, SPACE, 30, seed=2)
+        assert gc.isenabled()
+        gc.disable()
+        generate_instructions(POLICY, SPACE, 30, seed=2)
+        assert not gc.isenabled()
+        gc.enable()
+
+        def fail(*_: object) -> str:
+            raise RuntimeError("render failed")
+
+        monkeypatch.setattr(instructions._CellText, "render", fail)
+        with pytest.raises(RuntimeError, match="render failed"):
+            generate_instructions(POLICY, SPACE, 30, seed=2)
+        assert gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_coverage_counts_done() -> None:

@@ -197,3 +197,21 @@ async def test_list_names_the_models_of_each_trace_escaped(
     # the list the CLI and the store give names them too
     rows = {row["id"]: row for row in await store.list(limit=10)}
     assert rows[odd.id]["models"] == odd.models and rows[ids["xss"]]["models"] == made.models
+
+
+async def test_detail_shows_the_earlier_user_turns_the_checks_read_escaped(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    from psychoalign.traces.model import NegotiationParams, Trace
+
+    _, app, store, ids = served
+    turns = Trace(
+        request="How much ibuprofen can I give him?", params=NegotiationParams(), earlier=["My son is 2.", XSS]
+    )
+    await store.start(turns)
+    lead = await _browser(app, "lead")
+    detail = (await lead.get(f"/traces/{turns.id}")).text
+    assert "Earlier user turns the checks read (2)" in detail and "My son is 2." in detail
+    assert XSS not in detail and "&lt;script&gt;" in detail
+    assert "Earlier user turns" not in (await lead.get(f"/traces/{ids['xss']}")).text  # none read: no section
+    await lead.aclose()

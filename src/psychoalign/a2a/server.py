@@ -80,7 +80,8 @@ ROLE_SKILLS: dict[str, tuple[str, str, list[str]]] = {
         "Takes an EvaluateTask {request, context, proposal, framework} and returns an Evaluation: score 0-100, "
         "verdict APPROVED/CONDITIONAL/VETOED, modifications, rule hits by layer, conflict classification; or an "
         "EvaluateBatchTask {request, context, proposals, framework} and returns {evaluations}, one per proposal, "
-        "each judged in its own model call.",
+        "each judged in its own model call. Either may carry earlier: the conversation's earlier user turns, "
+        "read by the framework's deterministic checks.",
         ["evaluate", "evaluate_batch"],
     ),
     "mediator": (

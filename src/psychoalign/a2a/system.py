@@ -184,6 +184,7 @@ class SystemExecutor(AgentExecutor):
             context=build_context(framework.deployment_context, client_context, history),
             metadata={"a2a_context_id": task.context_id, "a2a_task_id": task.id, "turn": len(history) + 1},
             conversation=conversation,
+            earlier=[request for request, _ in history],  # a dose for the child an earlier turn names
         )
         if self.on_trace is not None:
             self.on_trace(trace)

@@ -183,6 +183,8 @@ class EvaluatorAgent(Agent):
         # The structured task travels beside the prompt: a classifier backend judges these fields
         # directly instead of parsing them back out of the prompt text.
         inputs = {"request": task.request, "context": task.context, "proposal": task.proposal, "framework": fw_json}
+        if task.earlier:  # the conversation's earlier user turns (a dose for the child named there)
+            inputs["earlier"] = json.dumps(task.earlier)
         result = await self.model.chat(messages, output=Evaluation, schema_name="evaluation", inputs=inputs)
         return AgentReply(output=result.data, usage=result.usage, latency_s=result.latency_s, model=self.model.label)
 

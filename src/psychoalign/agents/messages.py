@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Generic, Literal, TypeVar
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from ..models.types import Usage
 from .schemas import DriveOutput, Evaluation, EvaluationBatch, MediatorAssessment, MediatorCompose
@@ -93,22 +93,49 @@ class DriveTask(_Task):
     first: int = Field(0, ge=0, le=7, description="Proposals already written this round: write different ones.")
 
 
-class EvaluateTask(_Task):
+#: ``EvaluateTask.earlier``: what it is, for both task kinds.
+_EARLIER = (
+    "The conversation's earlier user turns, oldest first: read by the framework's deterministic checks "
+    "(a dose for the child an earlier turn names). Left out of the task's JSON when empty, so a task "
+    "without any is what services of the previous release read."
+)
+
+
+class _Judged(_Task):
+    """What both EVALUATOR tasks carry beside the request: the conversation's earlier user turns."""
+
+    @model_serializer(mode="wrap")
+    def _turns_when_any(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not getattr(self, "earlier", None):
+            data.pop("earlier", None)
+        return data
+
+
+class EvaluateTask(_Judged):
     kind: Literal["evaluate"] = "evaluate"
     proposal: str
+    earlier: list[str] = Field(default_factory=list, description=_EARLIER)
     framework: dict[str, Any] = Field(description="The framework content (Framework.model_dump()).")
 
 
-class EvaluateBatchTask(_Task):
+class EvaluateBatchTask(_Judged):
     """One round's proposals in one message. The EVALUATOR still judges each in its own model
     call, seeing only that proposal: batching saves network round trips, not independence."""
 
     kind: Literal["evaluate_batch"] = "evaluate_batch"
     proposals: list[str] = Field(min_length=1, max_length=8)
+    earlier: list[str] = Field(default_factory=list, description=_EARLIER)
     framework: dict[str, Any] = Field(description="The framework content (Framework.model_dump()).")
 
     def single(self, proposal: str) -> EvaluateTask:
-        return EvaluateTask(request=self.request, context=self.context, proposal=proposal, framework=self.framework)
+        return EvaluateTask(
+            request=self.request,
+            context=self.context,
+            proposal=proposal,
+            earlier=self.earlier,
+            framework=self.framework,
+        )
 
 
 class AssessItem(BaseModel):

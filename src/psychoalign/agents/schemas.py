@@ -60,15 +60,22 @@ def parse_layer(value: Any) -> Layer:
     return found.pop() if len(found) == 1 else Layer.UNIVERSAL
 
 
+#: A verdict's words as :func:`parse_verdict` reads them (upper case, ``_`` between words): each
+#: verdict's value and its aliases. Every key reads as itself.
+_VERDICT_WORDS: dict[str, Verdict] = {
+    **{verdict.value: verdict for verdict in Verdict},
+    "APPROVE": Verdict.APPROVED,
+    "CONDITIONALLY_APPROVED": Verdict.CONDITIONAL,
+    "VETO": Verdict.VETOED,
+}
+
+
 def parse_verdict(value: Any) -> Verdict:
     """A verdict in the closed vocabulary, case- and whitespace-insensitive. An unknown verdict
     is ``VETOED`` (fail closed); the gates then block the proposal."""
-    words = _words(value).upper().replace(" ", "_")
-    for verdict in Verdict:
-        if words == verdict.value:
-            return verdict
-    aliases = {"APPROVE": Verdict.APPROVED, "CONDITIONALLY_APPROVED": Verdict.CONDITIONAL, "VETO": Verdict.VETOED}
-    return aliases.get(words, Verdict.VETOED)
+    if type(value) is str and value in _VERDICT_WORDS:  # already in its read form: "APPROVED"
+        return _VERDICT_WORDS[value]
+    return _VERDICT_WORDS.get(_words(value).upper().replace(" ", "_"), Verdict.VETOED)
 
 
 def canonical_rule_id(value: Any) -> str:

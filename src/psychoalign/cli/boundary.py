@@ -281,14 +281,19 @@ def _fmt(v: float | None) -> str:
 
 
 def _print_boundary(report: dict[str, Any]) -> None:
+    from ..star.analysis.h1 import MIN_MEAN_CI
+
     table = Table(title=f"Mean tension by domain ({report['definition']})")
     for col in ("domain", "mean T", "95% CI", "n", "failed"):
         table.add_column(col, justify="left" if col == "domain" else "right")
     for dom in report["domain_order"]:
         d = report["per_domain"][dom]
-        shown = (
-            "all equal" if d["ci_low"] is None and d.get("sd") == 0 else f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]"
-        )
+        if d["ci_low"] is None and d.get("sd") == 0:
+            shown = "all equal"
+        elif d["ci_low"] is None and d.get("note"):
+            shown = f"none (n < {MIN_MEAN_CI})"
+        else:
+            shown = f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]"
         table.add_row(dom, _fmt(d["mean"]), shown, str(d["n"]), str(d["failed"]))
     print_wide(table, min_width=80)
     kw = report["kruskal_domains"]
@@ -296,6 +301,8 @@ def _print_boundary(report: dict[str, Any]) -> None:
         out_console.print(
             f"Kruskal–Wallis across domains: H = {kw['h']:.3f}, df = {kw['df']}, p = {kw['p']:.3g}, "
             f"ε² = {kw['epsilon2']:.3f} (≈ {kw['epsilon2_null']:.3f} with no effect)"
+            + (f"; p by {kw['p_method']}" if str(kw.get("p_method", "")).startswith("permutation") else ""),
+            highlight=False,
         )
     else:
         out_console.print(f"Kruskal–Wallis across domains: not computable: {kw.get('reason')}", highlight=False)

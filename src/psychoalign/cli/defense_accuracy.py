@@ -49,12 +49,10 @@ def print_report(report: dict[str, Any]) -> None:
     for e in report["labels"]:
         table.add_row(e, *(str(report["confusion"][e][c]) for c in report["columns"]))
     print_wide(table, min_width=110)
-    from ..experiments.harness.stats import wilson_ci
-
     acc = report["accuracy"]
-    # with its interval: on a few items (--n 6) 0/6 spans [0, 0.39], which a bare 0.000 hides
-    lo, hi = wilson_ci(report["correct"], report["n"]) if report["n"] else (None, None)
-    interval = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
+    # with its interval (score() puts it in the report): on a few items (--n 6) 0/6 spans [0, 0.39]
+    ci = report.get("accuracy_ci")
+    interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
     out_console.print(
         f"accuracy {report['correct']}/{report['n']} = {acc:.3f}{interval}; "
         f"activation rate {report['activation_rate']:.3f}; failed {report['failed']}",

@@ -432,7 +432,12 @@ def _fmt(cell: dict[str, Any]) -> str:
     if cell["ci_low"] is not None:  # with its n, as the page shows it: [0, 0.658] on 2 items says why
         text += f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] n={cell['n']}"
     else:  # no interval: one item, or items that all scored the same
-        text += f" (n={cell['n']}, every item scored the same)" if cell.get("all_equal") else f" (n={cell['n']})"
+        if cell.get("all_equal"):
+            text += f" (n={cell['n']}, every item scored the same)"
+        elif cell.get("ci_note"):
+            text += f" (n={cell['n']}, no interval: {cell['ci_note']})"
+        else:
+            text += f" (n={cell['n']})"
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     # set apart in the table itself, as the page does: the banner below may scroll away
     return text + (" (weak judge)" if cell.get("judge_status") == "weak" else "")

@@ -89,6 +89,12 @@ def negotiate(
     request: str | None = typer.Argument(None, help="The user request ('-' reads stdin)."),
     framework: str = typer.Option("general", "--framework", "-f", help="Built-in name or path to a YAML file."),
     context: str | None = typer.Option(None, "--context", help="Deployment context (default: the framework's)."),
+    earlier: list[str] | None = typer.Option(
+        None,
+        "--earlier",
+        help="An earlier user turn of the conversation (repeat it, oldest first): the safety checks read it "
+        "with the request, e.g. a child's age for a dose.",
+    ),
     rounds: int | None = typer.Option(None, "--rounds", "-k", help="Maximum rounds k (default 5)."),
     proposals: int | None = typer.Option(None, "--proposals", "-n", help="DRIVE proposals per round (default 3)."),
     tau: float | None = typer.Option(None, "--tau", help="Safety floor tau (default 0.6)."),
@@ -104,6 +110,10 @@ def negotiate(
     """Negotiate a request between DRIVE, EVALUATOR and MEDIATOR; show how contested it was."""
     settings = settings_from(config)
     params = _params(settings, {"k": rounds, "n_proposals": proposals, "tau": tau})
+    if samples and earlier:
+        raise InputError(
+            "--earlier goes with one request, not --samples", hint='psychoalign negotiate --earlier "…" "…"'
+        )
     if samples:
         requests = [(s["kind"], s["request"]) for s in load_samples()]
     elif request is None:
@@ -138,7 +148,11 @@ def negotiate(
             for kind, text in requests:
                 if samples and not json_out:
                     err_console.print(f"[dim]negotiating ({kind}): {text[:70]}…[/dim]")
-                out.append(await negotiator.negotiate(text, framework=loaded, context=context, metadata={"kind": kind}))
+                out.append(
+                    await negotiator.negotiate(
+                        text, framework=loaded, context=context, metadata={"kind": kind}, earlier=earlier
+                    )
+                )
                 if bar is not None:
                     bar(len(out), len(requests))
         finally:
@@ -263,7 +277,16 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
             what = f"the request itself breaks a universal rule{named}"
         else:
             what = f"the EVALUATOR judged that no answer to this request could be safe enough{named}"
-        return ("redirected" if redirect else "refused"), f"{what}; decided before any draft was written"
+        reply = ""  # a template: the framework's own text, no agent call
+        if f.composed_by == "mediator":
+            mediator = trace.agents.get("mediator")
+            wrote = (
+                "wrote the reply"
+                if mediator is not None and mediator.completion_tokens
+                else "sent its fixed redirect line (no model text)"
+            )
+            reply = f"; the MEDIATOR {wrote} and the EVALUATOR checked it"
+        return ("redirected" if redirect else "refused"), f"{what}; decided before any draft was written{reply}"
     if f.fallback:
         return "refused", f"the final answer failed the last safety check{named}; a fixed refusal was sent instead"
     if redirect:
@@ -287,7 +310,44 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
         "filtered": "a draft was sent with the sentences that broke a rule removed",
         "mediator": "the MEDIATOR rewrote an acceptable draft and it passed the final check",
     }.get(f.composed_by, f"composed by {f.composed_by}")
-    return ("answered" if outcome is Outcome.ANSWERED else "partly answered"), how + score + named
+    decision = "answered" if outcome is Outcome.ANSWERED else "partly answered"
+    if f.composed_by == "filtered":  # the rules are those of the sentences removed
+        return decision, how + score + named
+    why = how + score
+    pointer = _added_pointer(f.response)
+    if pointer:  # a rule that fired has a channel with its own message (the dose label, self-harm)
+        why += f", plus a closing line pointing to {pointer}"
+    blocked, broken = _blocked_drafts(trace)
+    if blocked:
+        drafts = "1 other draft" if blocked == 1 else f"{blocked} other drafts"
+        broke = f" broke rule {', '.join(broken)} and" if broken else ""
+        why += f"; {drafts}{broke} {'was' if blocked == 1 else 'were'} blocked"
+    return decision, why
+
+
+def _added_pointer(response: str) -> str:
+    """Where the closing line the engine adds to an answer points (a fired rule's channel, when
+    that channel carries its own message: the dose label, a crisis line), or ""."""
+    from ..negotiation.defense import template
+
+    head, _, tail = template("sublimation_channel", safe_channel="\x00").partition("\x00")
+    last = response.rstrip().rsplit("\n\n", 1)[-1]
+    if not last.startswith(head) or (tail and not last.endswith(tail)):
+        return ""
+    return last[len(head) : len(last) - len(tail)].strip()
+
+
+def _blocked_drafts(trace: Trace) -> tuple[int, list[str]]:
+    """How many drafts of the negotiation the gates blocked, and the framework rules their gates
+    named (ids only, in order)."""
+    count, rules = 0, list[str]()
+    for rd in trace.rounds:
+        for p in rd.proposals:
+            if p.gate is None or p.gate.admissible:
+                continue
+            count += 1
+            rules.extend(r.split(":", 1)[0] for r in p.gate.reasons if ": " in r and "-" in r.split(":", 1)[0])
+    return count, list(dict.fromkeys(rules))
 
 
 def _cost(trace: Trace) -> tuple[float | None, int, int]:
@@ -317,6 +377,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
                 "seconds": seconds,
                 "tokens": tokens,
                 "calls": calls,
+                "calls_by_role": {role: a.calls for role, a in t.agents.items() if a.calls},
                 "drive_tokens": (t.agents["drive"].prompt_tokens + t.agents["drive"].completion_tokens)
                 if "drive" in t.agents
                 else 0,
@@ -344,11 +405,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         out_console.print(
             Text.assemble("   ", (str(r["decision"]).upper(), f"bold {colour}"), " - ", safe(str(r["why"])))
         )
-        secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f} s"
-        out_console.print(
-            f"   [dim]{secs}, {r['tokens']} model tokens ({r['drive_tokens']} for drafts), {r['calls']} agent calls, "
-            f"{r['rounds']} round(s); trace {str(r['trace'])[:8]}[/dim]"
-        )
+        out_console.print(Text("   " + _cost_line(r), style="dim"))
         answer = str(r["response"]).strip()
         if out_console.is_terminal:
             out_console.print(
@@ -357,8 +414,44 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         else:  # piped: no box as wide as the longest line; each line of the answer whole, indented
             out_console.print(Text("   What the user gets:", style="bold"))
             out_console.print(Text("\n".join(f"     {line}" for line in answer.splitlines())))
+    out_console.print(Text(_cost_legend(traces), style="dim"))
     if any(_embedded(t) for t in traces):
         _print_embedded_note()
+
+
+def _cost_line(row: dict[str, Any]) -> str:
+    """ "10.1 s; 2 rounds; agent calls: DRIVE 4, EVALUATOR 5; 1322 model tokens (1322 for drafts); trace …" """
+    secs = "-" if row["seconds"] is None else f"{row['seconds']:.1f} s"
+    rounds = _rounds(row["rounds"])
+    by_role = row["calls_by_role"]
+    calls = (
+        "agent calls: " + ", ".join(f"{role.upper()} {n}" for role, n in by_role.items())
+        if by_role
+        else "no agent call"
+    )
+    tokens = f"{row['tokens']} model tokens"
+    if row["tokens"]:
+        tokens += f" ({row['drive_tokens']} for drafts)"
+    return f"{secs}; {rounds}; {calls}; {tokens}; trace {str(row['trace'])[:8]}"
+
+
+def _rounds(n: int) -> str:
+    return {0: "no round", 1: "1 round"}.get(n, f"{n} rounds")
+
+
+def _cost_legend(traces: list[Trace]) -> str:
+    """What the cost lines count, printed once below them."""
+    legend = (
+        "Cost: an agent call is one message to the DRIVE, the EVALUATOR or the MEDIATOR (to the EVALUATOR: a "
+        "screen of the request, a round's drafts, the final reply); model tokens are what language models "
+        "read and wrote"
+    )
+    if any(t.models.get("evaluator", "").startswith("classifier:") for t in traces):
+        legend += ", and the EVALUATOR here is a classifier, which uses none"
+    legend += "."
+    if any(t.screen is not None and t.screen.decided and not any(a.calls for a in t.agents.values()) for t in traces):
+        legend += " No agent call: a rule's own check decided from the request's words, before any model was asked."
+    return legend
 
 
 def _embedded(trace: Trace) -> bool:
@@ -398,6 +491,7 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
         "\n",
         ("Context: ", "bold"),
         trace.context or "-",
+        *(("\n", ("Earlier user turns: ", "bold"), " | ".join(trace.earlier)) if trace.earlier else ()),
     )
     out_console.print(Panel(header, title=f"trace {trace.id}", expand=False))
     for rd in trace.rounds:
@@ -545,9 +639,14 @@ def traces_list(
     if json_out:
         emit_json(rows)
         return
+    if out_console.is_terminal:
+        out_console.print(_traces_stacked(rows))
+        return
+    # Piped or written to a file: one line per trace, every cell whole (full model labels), so the
+    # table parses back (split a line at the column rules).
     table = Table(title="Traces")
-    for col in ("id", "created", "status", "rounds", "T", "state", "defense", "request"):
-        table.add_column(col, overflow="fold")
+    for col in ("id", "created", "status", "rounds", "T", "state", "defense", "request", "models"):
+        table.add_column(col, no_wrap=True)
     for r in rows:
         t = r["tension"]
         table.add_row(
@@ -558,9 +657,65 @@ def traces_list(
             "-" if t is None else f"{t:.2f}",
             r["state"] or "-",
             r["defense"] or "-",
-            safe(r["request"][:60]),
+            safe(_one_line(r["request"])[:60]),
+            safe(", ".join(f"{role}={_one_line(label)}" for role, label in r.get("models", {}).items()) or "-"),
         )
     print_wide(table, 120)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _traces_stacked(rows: list[dict[str, Any]]) -> Table:
+    """``traces list`` on a terminal: four columns whose cells stack their facts, so a terminal of
+    100 columns still gives the request a readable width beside the three models."""
+    from rich import box
+
+    table = Table(title="Traces", box=box.SIMPLE_HEAD, show_lines=True)
+    table.add_column("trace", no_wrap=True)
+    table.add_column("outcome", max_width=16)
+    table.add_column("request", ratio=1, overflow="fold")
+    table.add_column("models: DRIVE, EVALUATOR, MEDIATOR", max_width=32, overflow="fold")
+    for r in rows:
+        t = r["tension"]
+        outcome = [
+            (r["state"] or r["status"]).replace("_", " "),
+            f"T {'-' if t is None else f'{t:.2f}'}, {_rounds(r['rounds'])}",
+        ]
+        if r["status"] != "completed":
+            outcome[0] = r["status"] + ("" if r["state"] is None else f" ({outcome[0]})")
+        if r["defense"]:
+            outcome.append(r["defense"].replace("_", " "))
+        created = r["created_at"][:16].replace("T", " ")
+        table.add_row(
+            Text("\n".join((r["id"][:8], *created.split(" ")))),
+            Text("\n".join(outcome)),
+            safe(_clip(_one_line(r["request"]), 160)),
+            safe(_models_stacked(r.get("models", {}))),
+        )
+    return table
+
+
+def _models_stacked(models: dict[str, str]) -> str:
+    """One line per role, in the order DRIVE, EVALUATOR, MEDIATOR, or one line when every role
+    runs the same model. Short forms: a model file without its folder, a classifier without its
+    weights' hash (``traces show`` and ``--json`` give both)."""
+    labels = [_short_label(models[role]) for role in ("drive", "evaluator", "mediator") if role in models]
+    if not labels:
+        return "-"
+    if len(labels) == 3 and len(set(labels)) == 1:
+        return f"all three: {labels[0]}"
+    return "\n".join(labels)
+
+
+def _short_label(label: str) -> str:
+    backend, _, model = label.partition(":")
+    if backend in ("local", "classifier"):
+        model = model.replace("\\", "/").rsplit("/", 1)[-1]
+    if backend == "classifier":
+        model = model.split("@", 1)[0]
+    return _one_line(f"{backend}:{model}" if model else backend)
 
 
 @traces_app.command("show")

@@ -198,16 +198,42 @@ class Lexical(BaseModel):
         return out
 
 
+class Contrast(BaseModel):
+    """A nearest-exemplar term over a kernel head's own support vectors, added to its logit:
+    ``coef * (mean cosine of the k nearest acceptable support vectors - mean cosine of the k
+    nearest unacceptable ones)`` (a support vector's class is the sign of its dual coefficient).
+    It compares a request with the harmful exemplar it sits closest to and the acceptable one, so
+    a look-alike nearer "kill a python process" than "kill my neighbour" gains, whatever the
+    kernel's smooth sum says. No vectors of its own: it reads the kernel's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    k: int = Field(ge=1)
+    coef: float
+
+    def value(self, x: NDArray[np.float64], kernel: Kernel) -> NDArray[np.float64]:
+        sims = x @ kernel.vectors.T
+        positive = np.asarray(kernel.dual) > 0
+        if min(int(positive.sum()), int((~positive).sum())) < self.k:
+            raise ValueError("the contrast term needs at least k support vectors of each class")
+        near_ok = -np.sort(-sims[:, positive], axis=1)[:, : self.k].mean(axis=1)
+        near_bad = -np.sort(-sims[:, ~positive], axis=1)[:, : self.k].mean(axis=1)
+        out: NDArray[np.float64] = self.coef * (near_ok - near_bad)
+        return out
+
+
 class Head(BaseModel):
     """One head over the embedding: a logit that is linear (``coef``) and/or an RBF-kernel
     expansion (``kernel``), plus ``intercept``, plus (request head) a ``lexical`` term over the
-    text's own n-grams; with its operating threshold."""
+    text's own n-grams or a nearest-exemplar ``contrast`` term over the kernel's support vectors;
+    with its operating threshold."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     coef: list[float] = Field(default_factory=list)
     kernel: Kernel | None = None
     lexical: Lexical | None = None
+    contrast: Contrast | None = None
     intercept: float
     threshold: float = Field(gt=0.0, lt=1.0, description="P at which the head's decision flips.")
     contested_floor: float | None = Field(
@@ -218,13 +244,20 @@ class Head(BaseModel):
         "need behind a harmful ask), below it clearly harmful. None: no contested band.",
     )
 
+    @model_validator(mode="after")
+    def _contrast_has_a_kernel(self) -> Head:
+        if self.contrast is not None and self.kernel is None:
+            raise ValueError("a head with a contrast term needs a kernel (it reads the support vectors)")
+        return self
+
     @model_serializer(mode="wrap")
-    def _without_absent_lexical(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _without_absent_terms(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A head without a lexical term serialises as before the field existed: the same file and
         # the same weights hash (labels pinned as `evaluator-minilm-v7@17968316dfed` keep working).
         out: dict[str, Any] = handler(self)
-        if out.get("lexical") is None:
-            out.pop("lexical", None)
+        for optional in ("lexical", "contrast"):
+            if out.get(optional) is None:
+                out.pop(optional, None)
         return out
 
     def logits(self, x: NDArray[np.float32], texts: Sequence[str] | None = None) -> NDArray[np.float64]:
@@ -240,6 +273,10 @@ class Head(BaseModel):
             if texts is None or len(texts) != len(x64):
                 raise ValueError("this head has a lexical term: give the texts of the embedded rows")
             out = out + self.lexical.value(texts)
+        if self.contrast is not None:
+            if self.kernel is None:
+                raise ValueError("a contrast term reads a kernel's support vectors: this head has no kernel")
+            out = out + self.contrast.value(x64, self.kernel)
         return out
 
     def shifted(self, x: NDArray[np.float32], at: float, texts: Sequence[str] | None = None) -> NDArray[np.float64]:
@@ -481,12 +518,15 @@ class SafetyClassifier:
             out[i] = max(out[i], value) if head == "adversarial" else min(out[i], value)
         return out
 
-    def evaluate(self, request: str, proposal: str, framework: Any | None = None) -> dict[str, Any]:
-        """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``."""
+    def evaluate(
+        self, request: str, proposal: str, framework: Any | None = None, earlier: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``;
+        ``earlier``: the conversation's earlier user turns, oldest first (read by the dose check)."""
         p_req, p_adv, crisis = self._request(request)
         p_prop = self._response(proposal)
         req_head = self.weights.request
-        hits = deterministic_hits(framework, request, proposal)
+        hits = deterministic_hits(framework, request, proposal, earlier)
         marked = crisis_hits(framework) if crisis else []  # the self-harm rule, fired as its request check would
         hits += [h for h in marked if h not in hits]
         request_hit = bool(marked) or any(h["layer"] == "universal" for h in deterministic_hits(framework, request, ""))
@@ -517,13 +557,16 @@ def _declines(text: str) -> bool:
     return classify_refusal(text).label is RefusalLabel.REFUSAL
 
 
-def deterministic_hits(framework: Any | None, request: str, proposal: str) -> list[dict[str, str]]:
+def deterministic_hits(
+    framework: Any | None, request: str, proposal: str, earlier: Sequence[str] = ()
+) -> list[dict[str, str]]:
     """Rules of ``framework`` whose deterministic check matches the request or the proposal, or
-    whose request check matches the request."""
+    whose request check matches the request. ``earlier``: the conversation's earlier user turns."""
     if framework is None:
         return []
-    # The proposal's doses are held to whom the request names (a child's weight), as the gates do.
-    context = read_request(request) if request and proposal else None
+    # The proposal's doses are held to whom the request (or an earlier user turn) names, as the
+    # gates do.
+    context = read_request(request, earlier) if request and proposal else None
     hits: list[dict[str, str]] = []
     for layer in ("universal", "contextual", "aspirational"):
         for rule in getattr(framework, layer):
@@ -708,10 +751,11 @@ class ClassifierBackend(Backend):
                 hint="use backend = 'classifier' for the evaluator role only",
             )
         framework = _framework(inputs["framework"]) if inputs.get("framework") else None
+        earlier = _earlier(inputs.get("earlier", ""))
         # The classifier is read in the worker thread: a first call may wait for its load
         # (seconds, or a preload still running), which must not hold up the event loop.
         data = await asyncio.to_thread(
-            lambda: self.classifier.evaluate(inputs["request"], inputs["proposal"], framework)
+            lambda: self.classifier.evaluate(inputs["request"], inputs["proposal"], framework, earlier)
         )
         return Completion(text=json.dumps(data), usage=Usage(), model=self.model_name, finish_reason="stop")
 
@@ -723,6 +767,16 @@ class ClassifierBackend(Backend):
         if not default_weights_path().is_file():
             return False, "classifier weights missing (scripts/train_classifier.py)"
         return True, f"{DEFAULT_CLASSIFIER} on all-MiniLM-L6-v2"
+
+
+def _earlier(raw: str) -> tuple[str, ...]:
+    """The earlier user turns the EVALUATOR task carries (a JSON list of strings), or none."""
+    if not raw:
+        return ()
+    turns = json.loads(raw)
+    if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+        raise InputError("inputs['earlier'] must be a JSON list of strings", hint="pass EvaluateTask.earlier")
+    return tuple(turns)
 
 
 @functools.lru_cache(maxsize=16)

@@ -105,7 +105,7 @@ class ChatModel:
             inputs=dict(inputs) if inputs is not None else None,
         )
         started = time.perf_counter()
-        usage = Usage()
+        usage: Usage | None = None  # summed over the schema tries
         attempts = 0
         last_text = ""
         last_problem: ReplyMismatchError | None = None
@@ -120,7 +120,7 @@ class ChatModel:
             )
             completion, cached, n = await self._complete_with_retries(request)
             attempts += n
-            usage = usage + completion.usage
+            usage = completion.usage if usage is None else usage + completion.usage
             last_text = completion.text
             if schema is None:
                 return await self._finish(request, completion, None, usage, started, attempts, cached)

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -152,6 +152,7 @@ class Negotiator:
         answer_check: AnswerCheck | None = None,
         stream: WindowStream | None = None,
         on_call: CallObserver | None = None,
+        earlier: Sequence[str] | None = None,
     ) -> Trace:
         """Negotiate one request. Never raises for model, input or storage failures: the returned
         trace has ``status == FAILED``, the reason in ``error`` (one line, no SQL), and a fixed
@@ -163,7 +164,13 @@ class Negotiator:
         check to the gates (the gateway's tool-call gate): its reasons block a draft and the final
         text as a Layer-1 check does. ``stream`` releases the DRIVE's draft in gated windows
         instead of negotiating it whole (negotiation/progressive.py). ``on_call`` observes each
-        agent call (telemetry)."""
+        agent call (telemetry). ``earlier``: the conversation's earlier user turns, oldest first
+        (the most recent ``cross_turn_history`` are kept); ``None`` reads them from the
+        conversation's stored turns when ``conversation`` finds any. Every draft and the reply
+        are checked in their context as in the request's, so a dose is held to the child an
+        earlier turn names ("My son is 2." then "How much ibuprofen can I give him?"). The models
+        see the conversation through ``context``; these turns feed the deterministic checks (the
+        gates, and an EVALUATOR that applies them itself)."""
         clean = normalise_text(request)
         trace = Trace(
             request=clean, context=normalise_text(context or ""), params=self.params, metadata=dict(metadata or {})
@@ -175,10 +182,13 @@ class Negotiator:
         self._hooks[trace.id] = on_event
         try:
             trace.models = self.model_labels()
-            trace.cross_turn = await self._track(trace, conversation)
+            trace.cross_turn, stored = await self._track(trace, conversation)
+            turns = [normalise_text(t) for t in (stored if earlier is None else earlier)]
+            trace.earlier = [t for t in turns if t.strip()][-self.params.cross_turn_history :]
             if self.store is not None:
                 await self._stored(self.store.start(trace), "record")
-            await emit(on_event, NegotiationEvent(stage="started", trace_id=trace.id))
+            if on_event is not None:  # no observer: no event is built
+                await emit(on_event, NegotiationEvent(stage="started", trace_id=trace.id))
             async with asyncio.timeout(self.params.timeout_s):
                 await self._run(trace, bus, framework, trace.context or None, answer_check, stream)
             trace.status = TraceStatus.COMPLETED
@@ -196,15 +206,15 @@ class Negotiator:
         await self._save(trace, bus)
         return trace
 
-    async def _track(self, trace: Trace, conversation: ConversationRef | None) -> CrossTurnRecord:
+    async def _track(self, trace: Trace, conversation: ConversationRef | None) -> tuple[CrossTurnRecord, list[str]]:
         """The conversation's tension track for this turn, read from the trace store (the server's
-        own records of the earlier turns). Never raises: history that cannot be read gives the
-        fail-closed record (tau at the cap) with the reason."""
+        own records of the earlier turns), and those turns' requests, oldest first. Never raises:
+        history that cannot be read gives the fail-closed record (tau at the cap) with the reason."""
         p = self.params
         if not p.cross_turn or conversation is None or not conversation.look_up:
-            return assess(conversation, [], p)
+            return assess(conversation, [], p), []
         if self.store is None:
-            return unavailable(conversation, p, "no trace store: earlier turns are not recorded")
+            return unavailable(conversation, p, "no trace store: earlier turns are not recorded"), []
         try:
             async with asyncio.timeout(p.timeout_s):
                 earlier = await self.store.conversation(
@@ -214,11 +224,13 @@ class Negotiator:
         except Exception as exc:  # a read failure must not open the gates: fail closed
             _log.warning("cross-turn history unavailable: %r", exc)
             reason = "timed out" if isinstance(exc, TimeoutError) else describe_error(exc)
-            return unavailable(conversation, p, f"could not read the conversation's earlier turns: {reason}")
-        return assess(conversation, history, p)
+            return unavailable(conversation, p, f"could not read the conversation's earlier turns: {reason}"), []
+        return assess(conversation, history, p), [t.request for t in earlier]
 
     async def _emit(self, trace: Trace, stage: Any, **data: Any) -> None:
-        await emit(self._hooks.get(trace.id), NegotiationEvent(stage=stage, trace_id=trace.id, **data))
+        hook = self._hooks.get(trace.id)
+        if hook is not None:  # no observer (the common case): no event is built
+            await emit(hook, NegotiationEvent(stage=stage, trace_id=trace.id, **data))
 
     @staticmethod
     async def _stored(operation: Awaitable[None], what: str) -> None:
@@ -295,10 +307,17 @@ class Negotiator:
         trace.framework = fw.stamp
         context = context or fw.deployment_context
         trace.context = context
+        for i, turn in enumerate(trace.earlier):
+            if len(turn) > p.max_request_chars:
+                raise InputError(
+                    f"earlier user turn {i + 1} is {len(turn)} characters, over the limit of {p.max_request_chars}",
+                    hint="shorten it or raise negotiation.max_request_chars",
+                )
         # The cross-turn track may have tightened tau for this turn (never loosened it).
-        # The request is the context every model text is checked in (a dose for the child it names).
+        # The request, with the conversation's earlier user turns, is the context every model
+        # text is checked in (a dose for the child the request or an earlier turn names).
         layer1, tau = (
-            Layer1Enforcer(fw, request),
+            Layer1Enforcer(fw, request, trace.earlier),
             TauFilter(trace.cross_turn.tau_effective if trace.cross_turn else p.tau),
         )
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
@@ -426,7 +445,11 @@ class Negotiator:
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
             task = EvaluateTask(
-                request=trace.request, context=trace.context, proposal=SCREEN_PROPOSAL, framework=fw_payload
+                request=trace.request,
+                context=trace.context,
+                proposal=SCREEN_PROPOSAL,
+                earlier=layer1.earlier,
+                framework=fw_payload,
             )
             evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)
             universal = {r.id for r in fw.universal}
@@ -459,7 +482,13 @@ class Negotiator:
         fallback = False
         if composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
             await self._emit(trace, "final_gate")
-            task = EvaluateTask(request=trace.request, context=trace.context, proposal=response, framework=fw_payload)
+            task = EvaluateTask(
+                request=trace.request,
+                context=trace.context,
+                proposal=response,
+                earlier=layer1.earlier,
+                framework=fw_payload,
+            )
             final_eval = (await bus.send("mediator", "evaluator", task)).output
             final_gate = gates.gate(response, final_eval)
             if not final_gate.admissible:
@@ -493,7 +522,11 @@ class Negotiator:
         drive = await bus.send("mediator", "drive", task)
         proposals = sorted(drive.output.proposals, key=lambda x: -x.utility)[:n]
         batch = EvaluateBatchTask(
-            request=request, context=context, proposals=[x.text for x in proposals], framework=gates.fw_payload
+            request=request,
+            context=context,
+            proposals=[x.text for x in proposals],
+            earlier=gates.layer1.earlier,
+            framework=gates.fw_payload,
         )
         evals: list[Evaluation] = (await bus.send("mediator", "evaluator", batch)).output.evaluations
         if len(evals) != len(proposals):  # a remote EVALUATOR answered for the wrong proposals
@@ -634,7 +667,13 @@ class Negotiator:
             )
             if p.final_gate and not (p.fast_path and composed_by == "adopted" and judged):
                 await self._emit(trace, "final_gate")
-                task = EvaluateTask(request=trace.request, context=context, proposal=response, framework=fw_payload)
+                task = EvaluateTask(
+                    request=trace.request,
+                    context=context,
+                    proposal=response,
+                    earlier=layer1.earlier,
+                    framework=fw_payload,
+                )
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
                 final_gate = gates.gate(response, final_eval)
             else:  # adopted, or only gated proposal text is used (see _compose_unverified): re-run the checks

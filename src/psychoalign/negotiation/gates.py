@@ -44,10 +44,13 @@ class Layer1Enforcer:
     and which medicine it asks about (:func:`~psychoalign.frameworks.doses.read_request`). Without it,
     doses are read as before: for an adult, the medicine named in the checked text. ``earlier``:
     the conversation's earlier user turns, oldest first, for a child named there ("My son is 6."
-    then "How much can he have?")."""
+    then "How much can he have?"); kept in :attr:`earlier` for the EVALUATOR's tasks, so an
+    EVALUATOR that applies the checks itself (the embedded classifier, here or remote) reads them
+    too."""
 
     def __init__(self, framework: Framework, request: str = "", earlier: Sequence[str] = ()) -> None:
         self.framework = framework
+        self.earlier: list[str] = list(earlier) if request else []
         self.request: DoseContext | None = read_request(request, earlier) if request else None
         # text, model_text -> matches: a negotiation checks the same text more than once (a draft
         # at its gate, then as the final text adopted verbatim; a blocked draft for the rules that

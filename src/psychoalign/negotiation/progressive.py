@@ -107,7 +107,13 @@ async def release_in_windows(
     text = draft.text
 
     async def judge(end: int) -> Evaluation:
-        task = EvaluateTask(request=trace.request, context=context, proposal=text[:end], framework=gates.fw_payload)
+        task = EvaluateTask(
+            request=trace.request,
+            context=context,
+            proposal=text[:end],
+            earlier=gates.layer1.earlier,
+            framework=gates.fw_payload,
+        )
         return canonical_hits((await bus.send("mediator", "evaluator", task)).output, gates.fw)
 
     spans = windows(len(text), stream.window, stream.lookahead)

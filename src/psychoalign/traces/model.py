@@ -311,6 +311,11 @@ class Trace(BaseModel):
     )
     request: str
     context: str = ""
+    earlier: list[str] = Field(
+        default_factory=list,
+        description="The conversation's earlier user turns the checks read, oldest first (a dose for the child "
+        "an earlier turn names); empty for a single request.",
+    )
     framework: FrameworkStamp | None = None
     params: NegotiationParams
     models: dict[str, str] = Field(default_factory=dict, description="role -> backend:model")

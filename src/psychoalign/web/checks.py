@@ -121,6 +121,7 @@ async def run_check(
         request=request,
         context=context or fw.deployment_context,
         proposal=answer,
+        earlier=layer1.earlier,
         framework=fw.payload(),
     )
     evaluation: Evaluation | None = None

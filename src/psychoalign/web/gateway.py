@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..a2a import remote_transport
@@ -106,10 +106,12 @@ class Gateway:
         conversation: ConversationRef | None = None,
         answer_check: Callable[[str], list[str]] | None = None,
         stream: WindowStream | None = None,
+        earlier: Sequence[str] | None = None,
     ) -> GatewayOutcome:
         """Run one negotiation for a client. Raises only when the caller itself is cancelled.
         ``conversation`` (server-derived keys) lets the cross-turn track read the earlier turns
-        from this gateway's trace store; ``answer_check`` and ``stream`` go to the engine
+        from this gateway's trace store; ``answer_check``, ``stream`` and ``earlier`` (the
+        conversation's earlier user turns, for the checks) go to the engine
         (:meth:`Negotiator.negotiate`)."""
         trace_id: str | None = None
         spans = (
@@ -139,6 +141,7 @@ class Gateway:
                     answer_check=answer_check,
                     stream=stream,
                     on_call=spans.call if spans is not None else None,
+                    earlier=earlier,
                 )
             )
         self._inflight.add(task)

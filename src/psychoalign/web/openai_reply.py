@@ -55,6 +55,9 @@ class Prepared:
             conversation=self.track,
             answer_check=self.answer_check,
             stream=stream,
+            # the user turns before the request (a dose is checked for the child one of them names);
+            # a client that sends only its last message: the conversation's stored turns
+            earlier=[m.text for m in self.req.messages[: self.req.request_index] if m.role == "user"] or None,
         )
         if self.extra_usage:
             spent = outcome.usage.setdefault("evaluator", {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0})

@@ -45,7 +45,9 @@ def test_rows_per_category() -> None:
     assert (a["successes"], a["n"], a["mean"]) == (2, 3, 0.667)
     assert (a["ci_low"], a["ci_high"]) == (round(low, 3), round(high, 3))
     assert by[("attack_success", "b")]["failed"] == 1 and by[("attack_success", "b")]["n"] == 1
-    assert by[("score", "a")]["ci_method"] == "bootstrap" and by[("score", "a")]["successes"] is None
+    score = by[("score", "a")]  # three graded items: no bootstrap interval (it would cover far less than 95 %)
+    assert score["ci_method"] is None and score["successes"] is None
+    assert (score["ci_low"], score["ci_high"]) == (None, None) and "fewer than 10 items" in score["ci_note"]
     assert rows == category_results(["s"], benches, cells, seed=0)  # seeded: reproducible
 
 

@@ -148,3 +148,28 @@ async def test_debate_agents_draw_different_samples(tmp_path: Path) -> None:
 @pytest.mark.parametrize("reply", ["DONE", "done.", "**DONE**"])
 def test_done_vocabulary(reply: str) -> None:
     assert parse_done(reply)
+
+
+async def test_the_psychoalign_system_reads_no_stored_turns_beside_its_rendered_conversation() -> None:
+    # The harness negotiates the whole conversation rendered as one request; the engine's earlier
+    # user turns (read from the store for a conversation) would repeat it and change what a
+    # multi-turn benchmark measures.
+    from psychoalign.config import Settings
+    from psychoalign.experiments.harness.metering import CallMeter, ModelPool
+    from psychoalign.experiments.harness.systems import CellContext, SystemSpec, build_system
+    from psychoalign.models import Message
+
+    world = World([proposals(("A careful, balanced answer.", 0.9))])
+    store = InMemoryTraceStore()
+    system = build_system(SystemSpec(name="psychoalign", kind="psychoalign"), Settings())
+    ctx = CellContext(
+        pool=ModelPool(Settings(), world.models()), meter=CallMeter(), settings=Settings(), trace_store=store
+    )
+    first = [Message(role="user", content="My son is 2.")]
+    await system.respond(first, ctx)
+    second = [*first, Message(role="assistant", content="How can I help?"), Message(role="user", content="Dose?")]
+    await system.respond(second, ctx)
+    traces = [t async for t in store.iter_all()]
+    assert len(traces) == 2 and all(t.earlier == [] for t in traces)
+    latest = max(traces, key=lambda t: t.created_at)
+    assert latest.cross_turn is not None and latest.cross_turn.status == "read"  # the track still reads them

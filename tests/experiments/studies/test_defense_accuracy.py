@@ -100,3 +100,25 @@ async def test_negotiated_run_scores_what_the_engine_selected(gives: bool) -> No
         # An evaluator that approves everything never activates a defense: only "none" items are right.
         assert report["activation_rate"] == 0.0
         assert report["correct"] == sum(1 for it in items if it.expected == NONE)
+
+
+def test_report_files_carry_the_accuracy_interval_the_console_prints() -> None:
+    """The console printed accuracy with its Wilson interval; report.json and report.html had the
+    bare share (0.250 on four items, where the interval is [0.046, 0.699])."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    from psychoalign.experiments.studies.defense_accuracy import render_html
+
+    items = [
+        next(it for it in ITEMS if it.expected == "repression"),
+        next(it for it in ITEMS if it.expected == "projection"),
+        next(it for it in ITEMS if it.expected == NONE),
+        next(it for it in ITEMS if it.expected == NONE and it.conflict_type.value == "benign_with_caveat"),
+    ]
+    report = score(items, ["repression", "sublimation", "rationalization", FAILED])
+    lo, hi = proportion_confint(1, 4, alpha=0.05, method="wilson")
+    assert report["accuracy_ci"] == [pytest.approx(lo), pytest.approx(hi)]
+    assert report["accuracy_ci_method"] == "wilson"
+    report["mode"] = "oracle"
+    page = render_html(report)
+    assert f"0.250 [{lo:.3f}, {hi:.3f}]" in page and "1/4" in page

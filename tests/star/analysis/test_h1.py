@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from psychoalign.errors import InputError
-from psychoalign.star.analysis.h1 import kruskal, mean_ci, spearman, tension_bins
+from psychoalign.star.analysis.h1 import MIN_MEAN_CI, kruskal, mean_ci, spearman, tension_bins
 
 
 def _star_export(path: Path, *, with_tension: bool, n: int = 40) -> Path:
@@ -97,7 +97,8 @@ def test_kruskal_equals_scipy_with_ties_and_unequal_groups() -> None:
 def test_epsilon2_is_read_against_its_null_expectation() -> None:
     """20 values in 10 groups with no effect: ε² averages (k - 1) / (n - 1) = 0.47, not 0."""
     rng = np.random.default_rng(0)
-    draws = [kruskal({str(g): rng.normal(size=2) for g in range(10)}) for _ in range(400)]
+    # groups of two take a permutation p; ε² does not depend on it, so few permutations will do
+    draws = [kruskal({str(g): rng.normal(size=2) for g in range(10)}, n_perm=100) for _ in range(400)]
     assert draws[0].epsilon2_null == pytest.approx(9 / 19)
     assert np.mean([d.epsilon2 for d in draws]) == pytest.approx(9 / 19, abs=0.03)
 
@@ -164,9 +165,12 @@ def test_spearman_undefined_cases_return_none() -> None:
 
 
 def test_mean_ci_and_bins() -> None:
-    m = mean_ci([0.1, 0.2, 0.3, 0.4], n_boot=500)
-    assert m.mean == pytest.approx(0.25)
-    assert m.ci_low is not None and m.ci_high is not None and 0.1 <= m.ci_low < 0.25 < m.ci_high <= 0.4
+    m = mean_ci([0.1 * i for i in range(MIN_MEAN_CI)], n_boot=500)
+    assert m.mean == pytest.approx(0.45) and m.note is None
+    assert m.ci_low is not None and m.ci_high is not None and 0.0 <= m.ci_low < 0.45 < m.ci_high <= 0.9
+    few = mean_ci([0.1, 0.2, 0.3, 0.4], n_boot=500)  # a bootstrap on 4 values would cover far less than 95 %
+    assert (few.mean, few.ci_low, few.ci_high, few.n) == (pytest.approx(0.25), None, None, 4)
+    assert few.note is not None and f"fewer than {MIN_MEAN_CI} values" in few.note
     assert mean_ci([]).mean is None and mean_ci([0.5]).ci_low is None
     flat = mean_ci([0.2, 0.2, 0.2])  # no spread: no [0.2, 0.2] interval, and sd 0 says why
     assert (flat.mean, flat.ci_low, flat.ci_high, flat.n, flat.sd) == (0.2, None, None, 3, 0.0)
@@ -196,3 +200,34 @@ def test_spearman_on_a_handful_of_items_gives_no_interval_and_no_asymptotic_p() 
     assert enough.ci_low is not None and enough.p_asymptotic is not None and enough.p_asymptotic > 0
     perfect = spearman(list(range(40)), list(range(40)), n_boot=50, n_perm=50)
     assert perfect.p_asymptotic is None  # |rho| = 1: the t approximation's p is exactly 0, never true
+
+
+def test_kruskal_on_small_groups_takes_its_p_from_permutations() -> None:
+    """Two groups of three, fully separated: the chi-square approximation gave p = 0.0495
+    ('significant') where the exact p is 0.1, the smallest p six values can give. Under 5 values
+    in a group the p-value is a seeded permutation one, named as such."""
+    res = kruskal({"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]})
+    assert sps.kruskal([1, 2, 3], [4, 5, 6]).pvalue < 0.05
+    exact = sps.mannwhitneyu([1, 2, 3], [4, 5, 6], method="exact").pvalue  # 0.1
+    assert res.p == pytest.approx(exact, abs=0.01)
+    assert res.p_method.startswith("permutation")
+    assert res.h == pytest.approx(sps.kruskal([1, 2, 3], [4, 5, 6]).statistic)
+    groups = [[0.1, 0.4, 0.35, 0.2], [0.5, 0.45, 0.3, 0.6], [0.7, 0.55, 0.65, 0.3]]  # a tie across groups
+    res3 = kruskal({str(i): g for i, g in enumerate(groups)})
+    ref = sps.permutation_test(
+        groups,
+        lambda *s, axis: sps.kruskal(*s, axis=axis).statistic,
+        vectorized=True,
+        permutation_type="independent",
+        alternative="greater",
+        n_resamples=40_000,
+    )  # 34,650 distinct partitions: scipy enumerates them all (exact)
+    assert res3.p == pytest.approx(ref.pvalue, abs=0.01)
+
+
+def test_kruskal_on_groups_of_five_or_more_keeps_the_chi_square_p() -> None:
+    rng = np.random.default_rng(2)
+    groups = {"a": rng.normal(size=5), "b": rng.normal(size=7)}
+    res = kruskal(groups)
+    assert res.p == pytest.approx(sps.kruskal(groups["a"], groups["b"]).pvalue, rel=1e-12)
+    assert res.p_method == "chi-square approximation"

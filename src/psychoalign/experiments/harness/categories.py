@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .benchmark import Benchmark
-from .stats import bootstrap_ci, wilson_ci
+from .stats import mean_interval, wilson_ci
 from .store import CellResult
 
 __all__ = ["category_results"]
 
 
-def _r(x: float) -> float | None:
-    return None if x != x else round(float(x), 3)  # NaN (no data) is None
+def _r(x: float | None) -> float | None:
+    return None if x is None or x != x else round(float(x), 3)  # NaN (no data) is None
 
 
 def category_results(
@@ -51,6 +51,10 @@ def category_results(
                     if not values:
                         continue
                     n = len(values)
+                    lo: float | None
+                    hi: float | None
+                    method: str | None
+                    note: str | None = None
                     if metric.binary:
                         successes = round(sum(values))
                         lo, hi = wilson_ci(successes, n)
@@ -58,8 +62,8 @@ def category_results(
                     else:
                         successes = None
                         salt = f"{seed}:{system}:{name}:{metric.key}:{category}"
-                        lo, hi = bootstrap_ci(values, int(hashlib.sha256(salt.encode()).hexdigest()[:8], 16))
-                        method = "bootstrap"
+                        lo, hi, note = mean_interval(values, int(hashlib.sha256(salt.encode()).hexdigest()[:8], 16))
+                        method = "bootstrap" if note is None else None
                     rows.append(
                         {
                             "system": system,
@@ -76,4 +80,6 @@ def category_results(
                             "failed": failed[(system, name, category)],
                         }
                     )
+                    if note is not None:
+                        rows[-1]["ci_note"] = note
     return rows

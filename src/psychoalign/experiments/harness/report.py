@@ -22,7 +22,7 @@ from .categories import category_results
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import reduce_repeats, repeats_section
 from .spec import ExperimentSpec
-from .stats import bootstrap_ci, wilson_ci
+from .stats import mean_interval, wilson_ci
 from .store import NOT_SCORED, CellResult, RunRecord
 from .validity import Rate, confusion_rates, gate, rogan_gladen
 
@@ -59,11 +59,11 @@ def _stat(values: list[float], binary: bool, seed: int) -> dict[str, Any]:
         return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None, "all_equal": True}
     if binary:
         lo, hi = wilson_ci(round(sum(values)), n)
-        method = "wilson"
-    else:
-        lo, hi = bootstrap_ci(values, seed)
-        method = "bootstrap"
-    return {"mean": _r(mean), "ci_low": _r(lo), "ci_high": _r(hi), "n": n, "ci_method": method}
+        return {"mean": _r(mean), "ci_low": _r(lo), "ci_high": _r(hi), "n": n, "ci_method": "wilson"}
+    low, high, note = mean_interval(values, seed)
+    if note is not None:  # fewer than MIN_BOOTSTRAP_N items: a "95 %" bootstrap interval would be far narrower
+        return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None, "ci_note": note}
+    return {"mean": _r(mean), "ci_low": _r(low), "ci_high": _r(high), "n": n, "ci_method": "bootstrap"}
 
 
 def _benchmarks(spec: ExperimentSpec, registry: Registry) -> dict[str, Benchmark]:
@@ -621,7 +621,8 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 {%- elif cell.mean is not none and cell.mean == r.best[col.benchmark ~ "/" ~ col.metric] %} class="best"{% endif %}>
 {% if cell.mean is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.mean) }}
 <span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
-{% endif %}n={{ cell.n }}{% if cell.all_equal %}, every item scored the same{% endif %}
+{% endif %}n={{ cell.n }}{% if cell.all_equal %}, every item scored the same
+{%- elif cell.ci_note %}, no interval: {{ cell.ci_note }}{% endif %}
 {%- if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
 {%- set k = cell.corrected %}{% if k and k.mean is not none %}<br>
 <span class="ci">corrected {{ "%.3f"|format(k.mean) }}{% if k.ci_low is not none %}
@@ -629,7 +630,8 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 {%- if col.weak_judges %}<br><span class="warn">weak judge</span>{% endif %}{% endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>
-<p>Mean score with its 95 % interval (Wilson for share-of-items metrics, percentile bootstrap for graded ones);
+<p>Mean score with its 95 % interval (Wilson for share-of-items metrics, percentile bootstrap for graded ones,
+from 10 items on);
 ↓ marks a metric where lower is better. Each column compares only the items every system completed
 (paired); <i>dropped</i>: items this system completed that another system did not. Bold: best per column,
 among columns whose judge passed its check.
@@ -642,11 +644,12 @@ interval that carries the judges' calibration error.</p>
 <table><tr><th>System</th><th>benchmark</th><th>metric</th><th>category</th><th>mean</th><th>95 % CI</th><th>n</th>
 </tr>{% for c in r.categories %}<tr><td>{{ c.system }}</td><td>{{ c.benchmark }}</td><td>{{ c.title }}</td>
 <td><bdi dir="auto">{{ c.category }}</bdi></td><td>{{ "%.3f"|format(c.mean) }}</td>
-<td class="ci">[{{ "%.3f"|format(c.ci_low) }}, {{ "%.3f"|format(c.ci_high) }}]</td>
+<td class="ci">{% if c.ci_low is not none %}[{{ "%.3f"|format(c.ci_low) }}, {{ "%.3f"|format(c.ci_high) }}]
+{%- else %}none: {{ c.ci_note }}{% endif %}</td>
 <td>{% if c.successes is not none %}{{ c.successes }}/{% endif %}{{ c.n }}{% if c.failed %}
 <span class="fail">({{ c.failed }} failed)</span>{% endif %}</td></tr>{% endfor %}</table>
 <p>Per category of the benchmark's items (ASR: share of harmful requests judged answered; lower is better),
-with Wilson intervals for shares and bootstrap intervals for mean scores.</p>{% endif %}
+with Wilson intervals for shares and bootstrap intervals for mean scores (none on fewer than 10 items).</p>{% endif %}
 <h2>Cost per item</h2>
 <table><tr><th>System</th><th>items</th><th>LLM calls</th><th>critical-path calls</th><th>tokens</th><th>wall s</th>
 <th>USD</th><th>paired</th><th>calls ×{{ r.run.baseline }}</th><th>critical path ×</th><th>tokens ×</th>

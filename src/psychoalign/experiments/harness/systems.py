@@ -508,6 +508,8 @@ class PsychoAlignSystem(_Negotiating):
             context=context,
             metadata={"experiment": dict(ctx.metadata), "turn": sum(1 for m in messages if m.role == "user")},
             conversation=self._conversation(messages, ctx),
+            # the request above already holds every turn: the checks read no stored turns beside it
+            earlier=(),
         )
         if trace.status is not TraceStatus.COMPLETED or trace.final is None:
             raise SystemFailedError(f"{self.spec.name}: negotiation failed: {trace.error}", trace_id=trace.id)

@@ -34,6 +34,7 @@ from ...negotiation.gates import Layer1Enforcer
 from ...textio import decode_utf8
 from ...traces import TraceStatus
 from ...yamlio import parse_yaml
+from ..harness.stats import wilson_ci
 from .boundary.report import _page, _table
 
 __all__ = ["load_items", "negotiate_items", "render_html", "rule_table_label", "score"]
@@ -211,10 +212,14 @@ def score(items: Sequence[DefenseItem], predicted: Sequence[str]) -> dict[str, A
     activated = sum(1 for p in predicted if p not in (NONE, FAILED))
     wanted = [p for it, p in zip(items, predicted, strict=True) if it.expected != NONE]
     unwanted = [p for it, p in zip(items, predicted, strict=True) if it.expected == NONE]
+    ci = [*wilson_ci(correct, n)] if n else None
     return {
         "n": n,
         "correct": correct,
         "accuracy": correct / n if n else None,
+        # the interval the console prints, in the files too (0/6 spans [0, 0.39], which a bare 0 hides)
+        "accuracy_ci": ci,
+        "accuracy_ci_method": "wilson" if ci else None,
         "failed": sum(1 for p in predicted if p == FAILED),
         "activation_rate": activated / n if n else None,
         "activation_when_expected": (sum(1 for p in wanted if p not in (NONE, FAILED)) / len(wanted))
@@ -263,6 +268,15 @@ async def negotiate_items(
     return [r[0] for r in results], [r[1] for r in results]
 
 
+def _accuracy(report: dict[str, Any]) -> str:
+    """``correct/n = share [95 % Wilson interval]``, or a dash with no items."""
+    if report["accuracy"] is None:
+        return "–"
+    ci = report.get("accuracy_ci")
+    interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return f"{report['correct']}/{report['n']} = {report['accuracy']:.3f}{interval}"
+
+
 def render_html(report: dict[str, Any]) -> str:
     cols = report["columns"]
     rows = [[e, *(str(report["confusion"][e][c]) for c in cols)] for e in report["labels"]]
@@ -271,7 +285,7 @@ def render_html(report: dict[str, Any]) -> str:
         [
             ["mode", str(report["mode"])],
             ["items", str(report["n"])],
-            ["accuracy", f"{report['accuracy']:.3f}" if report["accuracy"] is not None else "–"],
+            ["accuracy", _accuracy(report)],
             ["activation rate", f"{report['activation_rate']:.3f}" if report["activation_rate"] is not None else "–"],
             ["failed", str(report["failed"])],
         ],

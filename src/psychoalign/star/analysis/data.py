@@ -23,6 +23,7 @@ from .raters import attach_raters as attach_raters
 from .rating_data import MAX_LEVELS as MAX_LEVELS
 from .rating_data import Metric as Metric
 from .rating_data import RatingData as RatingData
+from .rating_data import file_source
 
 FORMATS = {
     "star": read_star,
@@ -92,6 +93,8 @@ def load(
     for suffix in (".gz", ".jsonl", ".json", ".csv", ".tsv", ".parquet"):
         stem = stem.removesuffix(suffix)
     try:
-        return FORMATS[fmt](p, name or stem, mapping=mapping)
+        data = FORMATS[fmt](p, name or stem, mapping=mapping)
     except (KeyError, TypeError, ValueError, AttributeError, json.JSONDecodeError) as exc:
         raise InputError(f"{p}: does not match the '{fmt}' format ({type(exc).__name__}: {exc})") from None
+    data.source = file_source(p)
+    return data

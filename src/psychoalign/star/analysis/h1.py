@@ -27,7 +27,7 @@ from ...errors import InputError
 from .agreement import item_disagreement
 from .data import RatingData
 
-__all__ = ["DEFAULT_BINS", "binarise", "kruskal", "mean_ci", "spearman", "tension_bins"]
+__all__ = ["DEFAULT_BINS", "MIN_MEAN_CI", "binarise", "kruskal", "mean_ci", "spearman", "tension_bins"]
 
 #: Low / medium / high tension: below the paper's healthy-equilibrium threshold (0.3), up to its
 #: "high-tension" threshold (T > 0.5), above it.
@@ -41,7 +41,9 @@ class KruskalResult:
     ``epsilon2`` = H / (n − 1) (Tomczak & Tomczak 2014); ``eta2_h`` = (H − k + 1) / (n − k)
     (Cohen 2008), floored at 0 by nothing: a negative value means less separation than chance.
     ``epsilon2_null`` = (k − 1) / (n − 1): ε² expected with no effect at all (E[H] = k − 1 under
-    the null), so a small sample's ε² is read against it (20 values in 10 groups: 0.47)."""
+    the null), so a small sample's ε² is read against it (20 values in 10 groups: 0.47).
+    ``p_method`` says where ``p`` comes from: the chi-square approximation, or (a group under
+    :data:`MIN_KRUSKAL_GROUP` values) a seeded permutation test."""
 
     h: float
     df: int
@@ -52,13 +54,44 @@ class KruskalResult:
     groups: int
     sizes: dict[str, int]
     epsilon2_null: float = 0.0
+    p_method: str = "chi-square approximation"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def kruskal(groups: Mapping[str, ArrayLike]) -> KruskalResult:
-    """Kruskal–Wallis over named groups (NaN values dropped; groups left empty are skipped)."""
+#: A group with fewer values than this: H's chi-square approximation does not hold (two groups of
+#: three, fully separated, gave p = 0.0495 where the exact p is 0.1), so p is a permutation one.
+MIN_KRUSKAL_GROUP = 5
+#: Permutations behind that p-value (its Monte Carlo standard error is at most 0.0025).
+KRUSKAL_PERMUTATIONS = 40_000
+
+
+def _kruskal_permutation_p(values: list[NDArray[np.float64]], n_perm: int, seed: int) -> float:
+    """P(H_perm >= H) over seeded reassignments of the pooled values to groups of the same sizes,
+    counting the observed one ((hits + 1) / (n_perm + 1)). The tie correction and n are the same
+    for every reassignment, so H orders as the sum of squared rank sums over group sizes."""
+    sizes = np.array([v.size for v in values])
+    ranks = np.asarray(sps.rankdata(np.concatenate(values)), dtype=np.float64)
+    n = ranks.size
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    def score(r: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray((np.add.reduceat(r, starts, axis=-1) ** 2 / sizes).sum(axis=-1), dtype=np.float64)
+
+    observed = float(score(ranks))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, n_perm, 2000):
+        b = min(2000, n_perm - start)
+        perm = np.argsort(rng.random((b, n)), axis=1)
+        hits += int((score(ranks[perm]) >= observed - 1e-9 * max(1.0, abs(observed))).sum())
+    return (hits + 1) / (n_perm + 1)
+
+
+def kruskal(groups: Mapping[str, ArrayLike], *, seed: int = 0, n_perm: int = KRUSKAL_PERMUTATIONS) -> KruskalResult:
+    """Kruskal–Wallis over named groups (NaN values dropped; groups left empty are skipped). With a
+    group under :data:`MIN_KRUSKAL_GROUP` values, p is a permutation p-value (``n_perm``, ``seed``)."""
     clean = {name: _finite_array(vals) for name, vals in groups.items()}
     clean = {name: v for name, v in clean.items() if v.size}
     if len(clean) < 2:
@@ -79,6 +112,13 @@ def kruskal(groups: Mapping[str, ArrayLike]) -> KruskalResult:
             hint="the groups need values that differ; check that the model's scores vary at all",
         )
     h, p = sps.kruskal(*clean.values())
+    method = "chi-square approximation"
+    if min(v.size for v in clean.values()) < MIN_KRUSKAL_GROUP:
+        p = _kruskal_permutation_p(list(clean.values()), n_perm, seed)
+        method = (
+            f"permutation ({n_perm:,} seeded): a group has fewer than {MIN_KRUSKAL_GROUP} values, "
+            "where the chi-square approximation does not hold"
+        )
     return KruskalResult(
         h=float(h),
         df=k - 1,
@@ -89,6 +129,7 @@ def kruskal(groups: Mapping[str, ArrayLike]) -> KruskalResult:
         groups=k,
         sizes={g: int(v.size) for g, v in clean.items()},
         epsilon2_null=(k - 1) / (n - 1),
+        p_method=method,
     )
 
 
@@ -200,16 +241,23 @@ def spearman(
 @dataclass(frozen=True)
 class MeanCI:
     """Mean with a percentile bootstrap CI (None when fewer than 2 values, or when every value is
-    the same: ``sd`` is then 0)."""
+    the same: ``sd`` is then 0; or on fewer than :data:`MIN_MEAN_CI` values: ``note`` says so)."""
 
     mean: float | None
     ci_low: float | None
     ci_high: float | None
     n: int
     sd: float | None = None
+    note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: Fewer values than this: a mean gets no bootstrap interval. The percentile bootstrap's "95 %"
+#: interval holds the true mean in about half of two-value samples and three in four of three-value
+#: ones (tests/experiments/harness/test_stats.py measures it).
+MIN_MEAN_CI = 10
 
 
 def mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> MeanCI:
@@ -220,6 +268,9 @@ def mean_ci(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed:
         return MeanCI(float(v[0]), None, None, 1)
     if np.all(v == v[0]):  # nothing varied: a bootstrap gives [x, x], which reads as certainty
         return MeanCI(float(v[0]), None, None, int(v.size), 0.0)
+    if v.size < MIN_MEAN_CI:
+        note = f"fewer than {MIN_MEAN_CI} values: a bootstrap interval would cover far less than 95 %"
+        return MeanCI(float(v.mean()), None, None, int(v.size), float(v.std(ddof=1)), note)
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
     tail = (1 - level) / 2 * 100
@@ -289,7 +340,7 @@ def tension_bins(
             )
         )
     try:
-        kw: KruskalResult | None = kruskal(groups)
+        kw: KruskalResult | None = kruskal(groups, seed=seed)
     except InputError:
         kw = None
     return out, kw

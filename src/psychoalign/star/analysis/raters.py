@@ -9,7 +9,7 @@ import pandas as pd
 
 from ...errors import InputError
 from .files import as_json, clean, is_missing, read_table
-from .rating_data import RatingData
+from .rating_data import RatingData, file_source
 
 __all__ = ["attach_raters"]
 
@@ -32,6 +32,8 @@ def attach_raters(data: RatingData, path: Path, id_col: str | None = None) -> Ra
     say" is missing) or any table with a rater id column. Attributes already in the data win."""
     frame = read_table(path)
     frame.columns = [str(c) for c in frame.columns]
+    if data.source is not None:
+        data.source["raters_file"] = file_source(path)
     if id_col is None:
         id_col = next((c for c in _RATER_ID_COLUMNS if c in frame.columns), None)
     if id_col is None or id_col not in frame.columns:

@@ -10,8 +10,10 @@ count a rating twice.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
@@ -55,6 +57,15 @@ class Counts:
         )
 
 
+def file_source(path: Path) -> dict[str, Any]:
+    """A file as a report names it: its name (not its folder), size and SHA-256."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return {"file": path.name, "sha256": digest.hexdigest(), "bytes": path.stat().st_size}
+
+
 @dataclass
 class RatingData:
     """``ratings``: one row per rating (item_id, rater_id, value, kind, in_group); ``value`` indexes
@@ -80,6 +91,9 @@ class RatingData:
     expert: tuple[str, str] | None = None
     level: Metric | None = None
     item_attributes: list[str] = field(default_factory=list)
+    #: The files the data came from (:func:`file_source`), for the report's provenance; None when
+    #: the data were built in memory (the lab's report reads its store).
+    source: dict[str, Any] | None = None
 
     @property
     def annotations(self) -> pd.DataFrame:

@@ -69,7 +69,10 @@ METHODS = {
         "covariate); the interaction is tested with a joint Wald F test using SEs clustered by annotator and "
         "dialogue; odds ratios with 95% intervals."
     ),
-    "coverage": "Dialogues per rule and per target group against even quotas, chi-square goodness of fit (scipy).",
+    "coverage": (
+        "Dialogues per rule and per target group against even quotas over the groups seen: chi-square goodness of fit "
+        "(scipy), or an exact multinomial test (seeded Monte Carlo) when fewer than 5 dialogues are expected per group."
+    ),
     "h1": (
         "When the dialogues targeted PsychoAlign, each target turn stores its negotiation's tension T; per dialogue "
         "the mean T is set against per-item disagreement 1 - alpha_item (binarised view where one exists): "
@@ -116,6 +119,15 @@ def _h1_section(data: RatingData, *, n_boot: int, seed: int) -> dict[str, Any]:
     return h1_section(data, n_boot=n_boot, n_perm=max(1000, n_boot), seed=seed)
 
 
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("psychoalign")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def analyze(
     datasets: Sequence[RatingData],
     *,
@@ -132,6 +144,7 @@ def analyze(
     report: dict[str, Any] = {
         "generated_at": datetime.now(UTC).isoformat(),
         "settings": {"bootstrap": n_boot, "seed": seed},
+        "package": {"name": "psychoalign", "version": _package_version()},
         "methods": METHODS,
         "datasets": {},
     }
@@ -149,6 +162,8 @@ def analyze(
     for data in datasets:
         entry: dict[str, Any] = {
             "format": data.format,
+            # the file (name, size, SHA-256) the numbers came from; null for data built in memory
+            "source": data.source,
             "counts": data.counts.as_dict(),
             "items": len(data.items),
             "ratings": len(data.ratings),
@@ -395,9 +410,13 @@ def _coverage_html(section: dict[str, Any]) -> str:
             continue
         entry = section[column]
         parts.append(_table([(k, str(v)) for k, v in entry["counts"].items()], (title, "dialogues")))
+        test = str(entry.get("test") or "chi-square goodness of fit")
         parts.append(
-            f"<p>Spread over {html.escape(title)}s: chi-square test against an even spread, "
-            f"{_term('p')} = {_fmt(entry['p_value'])} (a small p: the spread is uneven).</p>"
+            f"<p>Spread over the {entry.get('groups', len(entry['counts']))} {html.escape(title)}s seen: "
+            f"{html.escape(test)}, against an even spread "
+            f"({_fmt(entry.get('expected_per_group'))} dialogues expected per {html.escape(title)}), "
+            f"{_term('p')} = {_fmt(entry['p_value'])} (a small p: the spread is uneven). "
+            f"A {html.escape(title)} with no dialogue is not in the export and not counted.</p>"
         )
     cells = section.get("cells")
     if cells:
@@ -507,8 +526,18 @@ def _untested_html(model: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _kappa_cell(v: dict[str, Any]) -> str:
+    if v.get("cohens_kappa") is None:
+        return str(v.get("cohens_kappa_reason") or "—")
+    kappa, ci = _fmt(v["cohens_kappa"]), v.get("cohens_kappa_ci")
+    if ci:
+        return f"{kappa} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+    return f"{kappa} none: fewer than {MIN_ALPHA_ITEMS} items" if v["items"] < MIN_ALPHA_ITEMS else kappa
+
+
 def _expert_html(section: dict[str, Any]) -> str:
     rows = []
+    warnings = []
     for view, v in section.items():
         if not isinstance(v, dict) or "agreement" not in v:
             continue
@@ -517,14 +546,26 @@ def _expert_html(section: dict[str, Any]) -> str:
                 view,
                 _fmt(v["items"]),
                 _fmt(v["items_without_majority"]),
+                _fmt(v.get("items_without_expert_majority", 0)),
                 _fmt(v["agreement"]),
-                _fmt(v["cohens_kappa"]),
-                f"{_fmt(v['alpha']['alpha'])} {_ci(v['alpha'])} ({v['alpha_level']})",
+                _kappa_cell(v),
+                f"{v['alpha'].get('reason') or _fmt(v['alpha']['alpha'])} {_ci(v['alpha'])} ({v['alpha_level']})",
             )
         )
+        if v.get("warning"):
+            warnings.append(f"{view}: {v['warning']}")
     who = f"<p>Experts: {html.escape(str(section['experts']))}</p>" if "experts" in section else ""
-    head = ("view", "items", "items without a crowd majority", "agreement", "Cohen's kappa", "alpha [95% CI]")
-    return who + _table(rows, head)
+    warn = "".join(f"<p class='warn' role='note'><strong>Small sample:</strong> {html.escape(w)}</p>" for w in warnings)
+    head = (
+        "view",
+        "items",
+        "items without a crowd majority",
+        "items the experts split on",
+        "agreement",
+        "Cohen's kappa [95% CI]",
+        "alpha [95% CI]",
+    )
+    return who + warn + _table(rows, head)
 
 
 def _views_html(prefix: str, views: dict[str, Any]) -> str:
@@ -671,6 +712,11 @@ def write_report(
             f"Scale: {html.escape(' / '.join(entry['scale']))} "
             f"({'ordered' if entry['ordered'] else 'unordered'}; default alpha level {entry['default_level']})</p>"
         )
+        if source := entry.get("source"):
+            body.append(
+                f"<p class='note'>From {html.escape(str(source['file']))} ({source['bytes']} bytes, "
+                f"SHA-256 {html.escape(str(source['sha256'])[:12])}…; the full hash is in report.json).</p>"
+            )
         for note in entry["notes"]:
             body.append(f"<p class='note'>{html.escape(note)}</p>")
         for key, title in titles.items():

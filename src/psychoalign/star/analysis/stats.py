@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from .agreement import bootstrap_alpha, item_disagreement, small_sample
+from .agreement import MIN_ALPHA_ITEMS, bootstrap_alpha, item_disagreement, small_sample
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
 
@@ -448,12 +448,38 @@ def _mode(values: pd.Series) -> float:
     return float(counts.index[0])
 
 
+def _kappa(table: np.ndarray, items: int) -> dict[str, Any]:
+    """Cohen's kappa of a crowd x expert table with its asymptotic 95 % interval (statsmodels). The
+    interval is large-sample: on fewer than MIN_ALPHA_ITEMS items none is given and a warning says
+    why. When both sides used one and the same label throughout, chance agreement is 1 and kappa
+    is 0/0: null with the reason, never NaN."""
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    out: dict[str, Any] = {"cohens_kappa": None, "cohens_kappa_ci": None}
+    total = table.sum()
+    chance = float((table.sum(axis=0) * table.sum(axis=1)).sum() / total**2)
+    if chance >= 1.0:
+        out["cohens_kappa_reason"] = (
+            "undefined: crowd and experts gave one label throughout, so chance agreement is 1 (kappa = 0/0)"
+        )
+    else:
+        result = cohens_kappa(table)
+        out["cohens_kappa"] = float(result.kappa)
+        if items >= MIN_ALPHA_ITEMS and result.std_kappa > 0:
+            out["cohens_kappa_ci"] = [float(result.kappa_low), float(result.kappa_upp)]
+    if items < MIN_ALPHA_ITEMS:
+        out["warning"] = (
+            f"only {items} item{'s' if items != 1 else ''} with both labels: no interval on fewer than "
+            f"{MIN_ALPHA_ITEMS} items, and kappa and alpha can swing widely with the next item"
+        )
+    return out
+
+
 def expert_vs_crowd(
     crowd: pd.DataFrame, expert: pd.DataFrame, data: RatingData, *, n_boot: int = 1000, seed: int = 0
 ) -> dict[str, Any]:
     """Per item: the crowd's majority label against the experts' (majority) label, on the full scale
     and on the binarised view: exact agreement, Cohen's kappa, and alpha between the two."""
-    from statsmodels.stats.inter_rater import cohens_kappa
 
     def views() -> list[tuple[str, pd.DataFrame, pd.DataFrame, int]]:
         out = [("full_scale", crowd, expert, len(data.scale))]
@@ -466,28 +492,33 @@ def expert_vs_crowd(
             out.append((f"binary_{data.positive_label}", binarise(crowd), binarise(expert), 2))
         return out
 
-    result: dict[str, Any] = {"computable": True, "crowd_label": "plurality (ties: no majority, item left out)"}
+    result: dict[str, Any] = {
+        "computable": True,
+        "crowd_label": "plurality (ties: no majority, item left out)",
+        "expert_label": "plurality of the experts (ties: item left out, counted apart)",
+    }
     for name, c, e, k in views():
         cm = c.groupby("item_id")["value"].agg(_mode)
         em = e.groupby("item_id")["value"].agg(_mode)
         both = pd.concat([cm.rename("crowd"), em.rename("expert")], axis=1, join="inner")
-        ties = int(both.isna().any(axis=1).sum())
+        crowd_ties = int(both["crowd"].isna().sum())
+        expert_ties = int((both["expert"].isna() & both["crowd"].notna()).sum())
         both = both.dropna().astype(int)
         if len(both) < 2:
             result[name] = not_computable("fewer than two items with both a crowd majority and an expert label")
             continue
         table = pd.crosstab(both["crowd"], both["expert"]).reindex(index=range(k), columns=range(k), fill_value=0)
-        kappa = cohens_kappa(table.to_numpy())
         pair_counts = np.zeros((len(both), k))
         pair_counts[np.arange(len(both)), both["crowd"].to_numpy()] += 1
         pair_counts[np.arange(len(both)), both["expert"].to_numpy()] += 1
         level: Metric = data.default_level if name == "full_scale" else "nominal"
         result[name] = {
             "items": len(both),
-            "items_without_majority": ties,
+            "items_without_majority": crowd_ties,
+            "items_without_expert_majority": expert_ties,
             "agreement": float((both["crowd"] == both["expert"]).mean()),
-            "cohens_kappa": float(kappa.kappa),
-            "alpha": dict(
+            **_kappa(table.to_numpy(), len(both)),
+            "alpha": small_sample(
                 bootstrap_alpha(
                     pair_counts, level, n_boot=n_boot, seed=seed, values=data.scale_values if k > 2 else None
                 )
@@ -609,8 +640,44 @@ def _attack_success(data: RatingData) -> pd.DataFrame | None:
     return frame
 
 
+#: Below this many dialogues expected per group, the chi-square approximation does not hold (the
+#: usual rule; at 5 vs 1 it gave p = 0.10 where the exact p is 0.22): the p-value is exact.
+MIN_EXPECTED = 5.0
+#: Multinomial draws behind the exact (Monte Carlo) p-value: its standard error is at most 0.0025.
+EXACT_DRAWS = 40_000
+
+
+def even_spread_test(counts: np.ndarray, seed: int = 0) -> dict[str, Any]:
+    """Counts per group against an even spread: Pearson's chi-square, its p-value from the chi-square
+    distribution when every expected count is at least MIN_EXPECTED, else from seeded multinomial
+    draws under the even spread (the exact test's p, to Monte Carlo error)."""
+    total, k = int(counts.sum()), len(counts)
+    expected = total / k
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    if expected >= MIN_EXPECTED:
+        return {
+            "test": "chi-square goodness of fit",
+            "chi2": chi2,
+            "p_value": float(sps.chi2.sf(chi2, k - 1)),
+            "expected_per_group": expected,
+        }
+    draws = np.random.default_rng(seed).multinomial(total, np.full(k, 1.0 / k), size=EXACT_DRAWS)
+    simulated = ((draws - expected) ** 2 / expected).sum(axis=1)
+    at_least = int((simulated >= chi2 - 1e-9).sum())
+    return {
+        "test": (
+            f"exact multinomial test ({EXACT_DRAWS:,} seeded draws): fewer than {MIN_EXPECTED:g} dialogues "
+            "expected per group, where the chi-square approximation does not hold"
+        ),
+        "chi2": chi2,
+        "p_value": (at_least + 1) / (EXACT_DRAWS + 1),
+        "expected_per_group": expected,
+    }
+
+
 def coverage_section(data: RatingData) -> dict[str, Any]:
-    """Dialogues per cell and per target group against even quotas, chi-square goodness of fit."""
+    """Dialogues per cell and per target group against even quotas: chi-square goodness of fit, or
+    the exact test on few dialogues (:func:`even_spread_test`)."""
     if data.format != "star" or "cell" not in data.items.columns:
         return not_computable("coverage needs a STAR export (instruction cells)")
     out: dict[str, Any] = {"computable": True}
@@ -619,12 +686,12 @@ def coverage_section(data: RatingData) -> dict[str, Any]:
             continue
         counts = data.items[column].dropna().value_counts().sort_index()
         if len(counts) >= 2:
-            chi = sps.chisquare(counts.to_numpy())
             out[column] = {
                 "counts": {str(k): int(v) for k, v in counts.items()},
-                "chi2": float(chi.statistic),
-                "p_value": float(chi.pvalue),
+                **even_spread_test(counts.to_numpy(dtype=np.float64)),
                 "expected": "even",
+                "groups": len(counts),
+                "note": "over the groups seen: a group with no dialogue is not in the export, so it is not counted",
             }
     cells = data.items["cell"].value_counts()
     out["cells"] = {"observed": len(cells), "min": int(cells.min()), "max": int(cells.max())}

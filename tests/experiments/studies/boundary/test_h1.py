@@ -161,3 +161,22 @@ def test_the_reverse_check_has_no_auc_when_every_tension_is_the_same() -> None:
     assert flat == {"computable": False, "reason": "every item has the same T (0.25): nothing to rank"}
     ranked = _auc(np.array([0.9, 0.1, 0.8, 0.2, 0.3]), labels, n_boot=50, seed=0)
     assert ranked["computable"] is True and ranked["auc"] == 1.0
+
+
+def test_the_auc_gets_no_bootstrap_interval_on_few_items_of_a_label() -> None:
+    """Two unsafe and three safe items, perfectly ranked: the bootstrap gave AUC 1.0 [1.0, 1.0], an
+    interval of zero width on five items. Under MIN_AUC_CLASS items of either label: no interval."""
+    import numpy as np
+
+    from psychoalign.experiments.studies.boundary.h1 import MIN_AUC_CLASS, _auc
+
+    labels = np.array([True, False, True, False, False])
+    few = _auc(np.array([0.9, 0.1, 0.8, 0.2, 0.3]), labels, n_boot=200, seed=0)
+    assert few["auc"] == 1.0 and few["ci_low"] is None and few["ci_high"] is None
+    assert f"fewer than {MIN_AUC_CLASS}" in few["ci_note"]
+    rng = np.random.default_rng(0)
+    labels = np.array([True] * MIN_AUC_CLASS + [False] * MIN_AUC_CLASS)
+    score = np.where(labels, rng.normal(1, 1, labels.size), rng.normal(0, 1, labels.size))
+    enough = _auc(score, labels, n_boot=200, seed=0)
+    assert enough["ci_low"] is not None and enough["ci_low"] < enough["auc"] < enough["ci_high"]
+    assert "ci_note" not in enough

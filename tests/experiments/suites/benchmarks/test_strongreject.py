@@ -34,7 +34,8 @@ async def test_rubric_scores(tmp_path: Path, rubric: tuple[int, int, int], score
     assert cell(report, "vanilla", "strongreject", "score")["mean"] == pytest.approx(score, abs=1e-3)
     assert cell(report, "vanilla", "strongreject", "attack_success")["mean"] == asr
     rows = [r for r in report["categories"] if r["metric"] == "score"]
-    assert rows and all(r["ci_method"] == "bootstrap" for r in rows)
+    # one to a few items per category, all scored alike: a point and why there is no interval, never [x, x]
+    assert rows and all(r["ci_method"] is None and r["ci_low"] is None and r["ci_note"] for r in rows)
     assert sum(r["n"] for r in rows) == 6
 
 

@@ -227,8 +227,14 @@ async def run_h1(
     return report
 
 
+#: Fewer items than this with either label: the AUC gets no bootstrap interval (two unsafe and
+#: three safe items, perfectly ranked, gave 1.0 [1.0, 1.0]; the resamples cannot show the spread).
+MIN_AUC_CLASS = 10
+
+
 def _auc(score: np.ndarray, label: np.ndarray, *, n_boot: int, seed: int) -> dict[str, Any]:
-    """AUC of ``score`` for ``label`` (Mann–Whitney U / n1·n0) with a bootstrap CI and U-test p."""
+    """AUC of ``score`` for ``label`` (Mann–Whitney U / n1·n0) with a bootstrap CI and U-test p;
+    no interval (``ci_note`` says why) under :data:`MIN_AUC_CLASS` items of either label."""
     pos, neg = score[label], score[~label]
     if pos.size == 0 or neg.size == 0:
         return {"computable": False, "reason": "every item has the same majority label"}
@@ -237,6 +243,17 @@ def _auc(score: np.ndarray, label: np.ndarray, *, n_boot: int, seed: int) -> dic
         return {"computable": False, "reason": f"every item has the same T ({float(score[0]):g}): nothing to rank"}
     u = sps.mannwhitneyu(pos, neg, alternative="two-sided")
     auc = float(u.statistic) / (pos.size * neg.size)
+    if min(pos.size, neg.size) < MIN_AUC_CLASS:
+        return {
+            "computable": True,
+            "auc": auc,
+            "ci_low": None,
+            "ci_high": None,
+            "ci_note": f"fewer than {MIN_AUC_CLASS} items of a label: a bootstrap interval would mean little",
+            "p_mannwhitney": float(u.pvalue),
+            "n_unsafe": int(pos.size),
+            "n_safe": int(neg.size),
+        }
     rng = np.random.default_rng(seed)
     draws = []
     for _ in range(n_boot):
@@ -318,7 +335,7 @@ def analyze_h1(
             t[mask], dis_bin[mask], n_boot=max(200, n_boot // 4), n_perm=max(200, n_perm // 5), seed=seed
         ).as_dict()
     try:
-        kw_majority = kruskal({"safe": t[majority == 0.0], "unsafe": t[majority == 1.0]}).as_dict()
+        kw_majority = kruskal({"safe": t[majority == 0.0], "unsafe": t[majority == 1.0]}, seed=seed).as_dict()
     except InputError as exc:
         kw_majority = {"computable": False, "reason": exc.message}
     headline = {

@@ -126,7 +126,9 @@ def _ci(d: dict[str, Any], key: str = "mean") -> str:
     if d.get(key) is None:
         return "–"
     if d.get("ci_low") is None:
-        return _f(d[key]) + (" (all equal)" if d.get("sd") == 0 else "")
+        return _f(d[key]) + (
+            " (all equal)" if d.get("sd") == 0 else f" (no interval: {d['note']})" if d.get("note") else ""
+        )
     return f"{_f(d[key])} [{_f(d['ci_low'])}, {_f(d['ci_high'])}]"
 
 
@@ -159,6 +161,7 @@ def _kw(kw: dict[str, Any]) -> str:
         f"H = {_f(kw['h'])}, df = {kw['df']}, p = {_f(kw['p'])}, ε² = {_f(kw['epsilon2'])}"
         + (f" (≈ {_f(kw['epsilon2_null'])} with no effect)" if kw.get("epsilon2_null") else "")
         + f", η²_H = {_f(kw['eta2_h'])} (n = {kw['n']}, {kw['groups']} groups)"
+        + (f"; p by {kw['p_method']}" if str(kw.get("p_method", "")).startswith("permutation") else "")
     )
 
 
@@ -277,8 +280,13 @@ def render_h1_html(report: dict[str, Any]) -> str:
     auc = rev["auc_t_for_majority_unsafe"]
     if auc.get("computable"):
         parts.append(
-            f"<p>AUC of T for a majority-unsafe item = {_f(auc['auc'])} [{_f(auc['ci_low'])}, {_f(auc['ci_high'])}] "
-            f"(Mann–Whitney p = {_f(auc['p_mannwhitney'])}; {auc['n_unsafe']} unsafe, {auc['n_safe']} safe). "
+            f"<p>AUC of T for a majority-unsafe item = {_f(auc['auc'])} "
+            + (
+                f"[{_f(auc['ci_low'])}, {_f(auc['ci_high'])}] "
+                if auc.get("ci_low") is not None
+                else f"(no interval: {html.escape(str(auc.get('ci_note')))}) "
+            )
+            + f"(Mann–Whitney p = {_f(auc['p_mannwhitney'])}; {auc['n_unsafe']} unsafe, {auc['n_safe']} safe). "
             "0.5 = T carries no information about the label.</p>"
         )
     else:

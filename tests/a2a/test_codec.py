@@ -1,0 +1,43 @@
+"""The earlier user turns an EVALUATOR task carries cross A2A (both encodings), and a task without
+any is encoded as before, so services of the previous release still read it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from psychoalign.a2a.codec import decode_task, encode_task
+from psychoalign.agents.messages import EvaluateBatchTask, EvaluateTask, task_json
+
+FRAMEWORK = {"name": "x", "version": "1"}
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_earlier_turns_cross_the_wire(packed: bool) -> None:
+    task = EvaluateBatchTask(
+        request="How much ibuprofen can I give him?",
+        context="",
+        proposals=["Give 400 mg."],
+        earlier=["My son is 2."],
+        framework=FRAMEWORK,
+    )
+    back = decode_task(encode_task(task, packed=packed))
+    assert back == task
+    assert isinstance(back, EvaluateBatchTask) and back.single("Give 100 mg.").earlier == ["My son is 2."]
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_task_without_earlier_turns_is_encoded_as_before(packed: bool) -> None:
+    task = EvaluateTask(request="r", context="c", proposal="p", framework=FRAMEWORK)
+    encoded = encode_task(task, packed=packed)
+    body = json.loads(encoded["taskJson"]) if packed else encoded["task"]
+    assert "earlier" not in body
+    assert decode_task(encoded) == task
+    assert json.loads(task_json(task)) == {
+        "request": "r",
+        "context": "c",
+        "kind": "evaluate",
+        "proposal": "p",
+        "framework": FRAMEWORK,
+    }
