@@ -141,3 +141,17 @@ def test_up_starts_each_child_with_its_own_env_and_config(tmp_path: Path, monkey
         # The environment's DRIVE token overrides the file's: the DRIVE's and the system's.
         assert ("tok-env" in text) == (name in ("drive", "system")), name
     assert "PSYCHOALIGN_A2A__URLS__DRIVE" in started["system"][0]
+
+
+def test_a_port_base_whose_role_ports_pass_65535_is_refused_before_any_process_starts(tmp_path: Path) -> None:
+    """`up --port-base 65534` started the system agent and the DRIVE, then a child died on port
+    65536 with an internal OverflowError; the flag is now checked first (roles use +1..+3)."""
+    from tests.cli.test_main import cli
+
+    config = tmp_path / "p.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n')
+    out = cli("up", "--port-base", "65534", "--config", str(config))
+    assert out.returncode == 2, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--port-base" in lines[0] and "internal error" not in lines[0], out.stderr
+    assert out.stdout == ""

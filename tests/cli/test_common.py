@@ -301,3 +301,29 @@ def test_a_usage_error_is_one_line_on_a_pipe(args: tuple[str, ...], message: str
 def test_a_bare_group_still_prints_its_help() -> None:
     out = cli("star")
     assert out.returncode == 2 and "Usage: python -m psychoalign star" in out.stdout and out.stderr == ""
+
+
+def test_ctrl_c_while_models_load_in_threads_is_raised_once_the_imports_are_done() -> None:
+    """A KeyboardInterrupt raised inside importlib's lock bookkeeping (a weakref callback) is
+    swallowed and leaves the import lock held: with the model-preload threads importing, the
+    process then hung forever (seen on `negotiate`, Ctrl-C 1.6 s after start). In that window the
+    interrupt is kept and raised at the window's end instead."""
+    import signal
+
+    from psychoalign.cli.common import deferred_interrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    reached: list[str] = []
+
+    def window() -> None:
+        with deferred_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            reached.append("the rest of the window ran")
+
+    with pytest.raises(KeyboardInterrupt):
+        window()
+    assert reached == ["the rest of the window ran"]
+    assert signal.getsignal(signal.SIGINT) is before
+    with deferred_interrupt():  # no signal: nothing raised
+        reached.append("quiet")
+    assert reached[-1] == "quiet"

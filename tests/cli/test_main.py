@@ -106,6 +106,8 @@ def test_bad_input_gives_one_clean_line() -> None:
         (("chat", "--backend", "scripted", ""), "prompt is empty"),
         (("chat", "--config", "missing.toml", "hi"), "cannot read config file"),
         (("chat", "-b", "openai", "--base-url", "http://127.0.0.1:9/v1", "hi"), "connection refused"),
+        # a typo'd role used to fall back to the defaults silently and answer from another model
+        (("chat", "--role", "evaluater", "hi"), "unknown role 'evaluater'"),
     ]
     for args, message in cases:
         out = cli(*args, env={"PSYCHOALIGN_DEFAULTS__MAX_RETRIES": "0"})
@@ -191,3 +193,14 @@ def test_small_commands_answer_in_json(tmp_path: Path) -> None:
     added = cli("star", "participants", "add", "--id", "p1", "--race", "Asian", "--json", env=store)
     assert added.returncode == 0, added.stderr
     assert json.loads(added.stdout) == {"added": ["p1"]}
+
+
+def test_a_schema_file_that_is_not_json_names_the_place_and_the_fix(tmp_path: Path) -> None:
+    """`chat --schema` on a broken file said where, not how to fix it."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "object",\n "properties": }\n')
+    out = cli("chat", "--backend", "scripted", "--schema", str(bad), "hi")
+    assert out.returncode == 2, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{bad}:2:16: invalid JSON" in lines[0], out.stderr
+    assert "examples/answer.schema.json" in lines[0], out.stderr

@@ -180,6 +180,9 @@ def test_bad_input_is_refused_before_a_trace_is_made(tmp_path: Path) -> None:
         (["   \n"], "the request is empty"),
         (["-f", "nosuch", "hi"], "unknown framework 'nosuch'"),
         (["-f", str(bad), "hi"], f"{bad}:2:1: duplicate key 'name'"),
+        # /v1 refuses earlier turns over serve.max_conversation_chars; the CLI ran it and stored a failure
+        (["--context", "c" * 40000, "hi"], "the context is 40000 characters, over the limit of 32000"),
+        (["--earlier", "e" * 20000, "--earlier", "e" * 20000, "hi"], "the earlier turns hold 40000 characters"),
     ]
     for args, expected in cases:
         out = cli("negotiate", "--config", str(config), *args)
@@ -334,6 +337,17 @@ def test_a_refusal_names_the_rule_an_earlier_round_tripped() -> None:
     trace = asyncio.run(world.negotiator(k=2).negotiate("How much paracetamol can an adult take in one day?"))
     decision, why = describe_decision(trace)
     assert decision == "redirected" and "U7-dose-label" in why
+
+
+def test_traces_list_limit_out_of_range_is_one_line(tmp_path: Path) -> None:
+    """`--limit` below 1 listed nothing without a word; past SQLite's 64-bit integers it was an
+    internal error (OverflowError)."""
+    config = write_config(tmp_path)
+    for limit in ("0", "-1", str(10**20)):
+        out = cli("traces", "list", "--config", str(config), "--limit", limit)
+        assert out.returncode == 2, (limit, out.returncode, out.stderr)
+        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "--limit" in lines[0] and "internal error" not in lines[0], out.stderr
 
 
 def test_traces_list_shows_the_models_on_a_terminal_of_100_columns_and_one_line_per_trace_piped(

@@ -167,8 +167,11 @@ def test_invalid_policy_names_file_and_line(tmp_path: Path) -> None:
 def test_bad_requests_are_refused() -> None:
     with pytest.raises(InputError, match="unknown rule"):
         generate_instructions(POLICY, SPACE, 10, rules=["nope"])
-    with pytest.raises(InputError, match="at least 1"):
+    with pytest.raises(InputError, match="between 1 and 100000"):
         generate_instructions(POLICY, SPACE, 0)
+    # `star instructions generate --n 99999999999999999999` used to run until memory ran out
+    with pytest.raises(InputError, match=r"between 1 and 100000 \(got 100000000000000000000\)"):
+        generate_instructions(POLICY, SPACE, 10**20)
 
 
 def test_generation_leaves_the_garbage_collector_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:

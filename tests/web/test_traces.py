@@ -199,6 +199,18 @@ async def test_list_names_the_models_of_each_trace_escaped(
     assert rows[odd.id]["models"] == odd.models and rows[ids["xss"]]["models"] == made.models
 
 
+async def test_a_page_number_past_any_database_integer_is_a_page_not_a_500(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    """`?page=` is clamped before it becomes an SQL offset (SQLite stores 64-bit integers)."""
+    _, app, _, ids = served
+    lead = await _browser(app, "lead")
+    r = await lead.get("/traces", params={"page": str(10**24)})
+    assert r.status_code == 200, r.text[:300]
+    assert ids["xss"] not in r.text  # far past the last page: no rows
+    await lead.aclose()
+
+
 async def test_detail_shows_the_earlier_user_turns_the_checks_read_escaped(
     served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
 ) -> None:

@@ -219,7 +219,9 @@ def _wait_for_card(url: str, proc: subprocess.Popen[bytes], timeout_s: float) ->
 
 
 def up(
-    port_base: int = typer.Option(DEFAULT_PORTS["system"], "--port-base", help="System agent port; roles use +1..+3."),
+    port_base: int = typer.Option(
+        DEFAULT_PORTS["system"], "--port-base", min=1, max=65535 - 3, help="System agent port; roles use +1..+3."
+    ),
     framework: str = typer.Option("general", "--framework", "-f"),
     startup_timeout: float = typer.Option(120.0, "--startup-timeout"),
     config: Path | None = ConfigOpt,

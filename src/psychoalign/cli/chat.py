@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from ..config import KNOWN_ROLES
 from ..errors import InputError, PsychoAlignError
 from ..models import BACKENDS, build_model
 from ..textio import decode_utf8, read_text
@@ -50,6 +51,10 @@ def chat(
         raise InputError("the prompt is empty", hint="pass a non-empty prompt")
     flags = _spec_overrides(backend, model, base_url, temperature, max_tokens)
     settings = settings_from(config, {"roles": {role: flags}} if flags else None)
+    if role not in KNOWN_ROLES and role not in settings.roles:
+        # a typo fell back to [defaults] silently: the reply came from a model nobody chose
+        known = ", ".join(sorted({*KNOWN_ROLES, *settings.roles}))
+        raise InputError(f"unknown role '{role}' for --role", hint=f"choose one of: {known}; or add [roles.{role}]")
     spec = settings.model_spec(role)
     schema_obj = _read_schema(schema) if schema is not None else None
 
@@ -77,7 +82,12 @@ def _read_schema(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(read_text(path, what="schema file"))
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+        raise InputError(
+            f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}",
+            hint="fix the JSON at that place (examples/answer.schema.json is a working schema)",
+        ) from None
     if not isinstance(data, dict):
-        raise InputError(f"{path}: a JSON Schema must be an object")
+        raise InputError(
+            f"{path}: a JSON Schema must be an object", hint='start it with {"type": "object", "properties": {…}}'
+        )
     return data

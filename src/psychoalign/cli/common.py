@@ -145,6 +145,28 @@ def print_pairs(title: str, columns: tuple[str, str], pairs: Mapping[str, str]) 
     out_console.print(table)
 
 
+@contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Keep a Ctrl-C (SIGINT) that arrives inside the block and raise it as KeyboardInterrupt at
+    the block's end. For start-up work that imports while other threads import (the model
+    preload): an interrupt raised inside importlib's lock bookkeeping is swallowed and leaves the
+    import lock held, and the process then hangs. Only in the main thread (where signals land)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def safe(text: str) -> Text:
     """Model output is untrusted: render it literally, never as rich markup."""
     return Text(text)

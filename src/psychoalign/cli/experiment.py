@@ -448,6 +448,7 @@ def _asr(cell: dict[str, Any]) -> str:
         text = "no data"
     else:
         ci = f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]" if cell["ci_low"] is not None else ""
+        ci = " (no interval)" if not ci and cell.get("ci_note") else ci
         text = f"{cell['asr']:.3f}{ci} {cell['successes']}/{cell['n']}"
         text += f" ({cell['dropped']} dropped)" if cell.get("dropped") else ""
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
@@ -458,7 +459,10 @@ def _print_table4(t: dict[str, Any], baseline: str) -> None:
     """Table 4 with the benign over-refusal row beside the ASR, then the breakdown."""
     main = [*t["rows"], *([t["benign"]] if t["benign"] else [])]
     for title, rows in (
-        ("Table 4: attack success rate (ASR [95% Wilson CI] successes/n; lower is better)", main),
+        (
+            "Table 4: attack success rate (ASR [95% Wilson CI, pooled: each attack once] successes/n; lower is better)",
+            main,
+        ),
         ("Table 4 breakdown", t["breakdown"]),
     ):
         if not rows:

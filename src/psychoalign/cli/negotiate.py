@@ -28,6 +28,7 @@ from .common import (
     ConfigOpt,
     JsonOpt,
     ProgressFn,
+    deferred_interrupt,
     emit_json,
     err_console,
     out_console,
@@ -134,9 +135,24 @@ def negotiate(
                 f"the request is {length} characters, over the limit of {params.max_request_chars}",
                 hint="shorten it or raise negotiation.max_request_chars",
             )
-    _preload_first_roles(settings)
-
-    from ..negotiation import Negotiator  # the engine: imported while the models load
+    if context is not None:  # the limit /v1 puts on earlier turns: past it the prompt outgrows a model
+        length = len(normalise_text(context))
+        if length > settings.serve.max_conversation_chars:
+            raise InputError(
+                f"the context is {length} characters, over the limit of {settings.serve.max_conversation_chars}",
+                hint="shorten --context or raise serve.max_conversation_chars",
+            )
+    held = sum(len(normalise_text(turn)) for turn in earlier or ())
+    if held > settings.serve.max_conversation_chars:  # as /v1 refuses earlier messages over it
+        raise InputError(
+            f"the earlier turns hold {held} characters, over the limit of {settings.serve.max_conversation_chars}",
+            hint="drop earlier turns (--earlier) or raise serve.max_conversation_chars",
+        )
+    # A Ctrl-C while this thread imports beside the preload threads could leave the import lock
+    # held (a hang): it is raised once the imports are done (asyncio.run handles it after that).
+    with deferred_interrupt():
+        _preload_first_roles(settings)
+        from ..negotiation import Negotiator  # the engine: imported while the models load
 
     async def go(bar: ProgressFn | None) -> list[Trace]:
         store = _store(settings, store_url, no_store)
@@ -623,7 +639,7 @@ StoreOpt = typer.Option(None, "--store", help="Trace store URL (default: SQLite 
 
 @traces_app.command("list")
 def traces_list(
-    limit: int = typer.Option(20, "--limit"),
+    limit: int = typer.Option(20, "--limit", min=1, max=100_000, help="How many traces (1-100000)."),
     status: TraceStatus | None = typer.Option(None, "--status"),
     store_url: str | None = StoreOpt,
     config: Path | None = ConfigOpt,

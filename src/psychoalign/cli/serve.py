@@ -19,9 +19,11 @@ from typing import Any
 import typer
 
 from ..config import Settings
-from ..errors import ConfigError, redact_url
+from ..errors import ConfigError, InputError, redact_url
 from .common import ConfigOpt, JsonOpt, emit_json, err_console, settings_from
 
+#: The levels `--log-level` takes.
+LOG_LEVELS = ("debug", "info", "warning", "error")
 #: A worker that dies this soon after starting is broken (bad config, port, database): stop, do not respawn.
 STARTUP_WINDOW_S = 10.0
 
@@ -55,6 +57,8 @@ def serve(
     from ..web.local_token import token_url
     from ..web.server import check_exposure, configure_logging
 
+    if log_level.lower() not in LOG_LEVELS:  # logging's ValueError was an internal error
+        raise InputError(f"--log-level {log_level!r} is not a level", hint=f"use one of: {', '.join(LOG_LEVELS)}")
     overrides: dict[str, Any] = {}
     for key, value in (("host", host), ("port", port), ("public_url", public_url), ("grpc_port", grpc_port)):
         if value is not None:

@@ -289,18 +289,35 @@ def _participant(body: dict[str, Any], where: str) -> Any:
 
 @participants_app.command("import")
 def participants_import(
-    path: Path = typer.Argument(..., help="JSONL, one participant object per line."),
+    path: Path = typer.Argument(
+        ..., help="JSONL, one participant object per line, or a JSON array (what `participants list --json` prints)."
+    ),
     config: Path | None = ConfigOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Register many participants at once (all or nothing)."""
-    people = []
-    for lineno, line in nonblank_lines(path, what="participants file"):
+    shape = "write one participant object per line (JSONL), or a JSON array as `participants list --json` prints"
+    text = read_text(path, what="participants file")
+    if text.lstrip().startswith("["):  # the whole file is one JSON array
         try:
-            body = json.loads(line)
+            array = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
-        people.append(_participant(body, f"{path}:{lineno}"))
+            raise InputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}", hint=shape) from None
+        entries = [(f"{path}: item {i}", body) for i, body in enumerate(array, start=1)]
+    else:
+        entries = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                entries.append((f"{path}:{lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg}", hint=shape) from None
+    people = []
+    for where, body in entries:
+        if not isinstance(body, dict):
+            raise InputError(f"{where}: expected a participant object, got {type(body).__name__}", hint=shape)
+        people.append(_participant(body, where))
     _on_store(config, lambda store: store.add_participants(people))
     if json_out:
         emit_json({"added": [p.id for p in people]})

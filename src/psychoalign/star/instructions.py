@@ -165,6 +165,10 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: The most instructions one call generates: what one campaign may plan.
+MAX_INSTRUCTIONS = 100_000
+
+
 def generate_instructions(
     policy: Policy,
     space: ParameterSpace,
@@ -174,8 +178,8 @@ def generate_instructions(
     rules: Sequence[str] | None = None,
     balance: Literal["hierarchical", "flat"] = "hierarchical",
 ) -> list[Instruction]:
-    if n < 1:
-        raise InputError(f"--n must be at least 1 (got {n})")
+    if not 1 <= n <= MAX_INSTRUCTIONS:  # a campaign plans at most as many (CampaignConfig.instructions)
+        raise InputError(f"--n must be between 1 and {MAX_INSTRUCTIONS} (got {n})")
     rule_ids = list(rules) if rules else [r.id for r in policy.rules()]
     unknown = [r for r in rule_ids if r not in {x.id for x in policy.rules()}]
     if unknown:

@@ -145,9 +145,15 @@ class Templates:
         return response
 
 
+#: The highest page a listing serves: ``(page - 1) * page size`` becomes an SQL offset, and a
+#: larger number overflowed SQLite's 64-bit integers into a 500.
+MAX_PAGE = 10**9
+
+
 def page_number(request: Request) -> int:
-    """The listing page a query asks for (``?page=N``, from 1); anything else is page 1."""
+    """The listing page a query asks for (``?page=N``, from 1, at most ``MAX_PAGE``); anything
+    else is page 1."""
     try:
-        return max(int(request.query_params.get("page", "1")), 1)
+        return min(max(int(request.query_params.get("page", "1")), 1), MAX_PAGE)
     except ValueError:
         return 1

@@ -522,6 +522,11 @@ def test_detection_and_bad_files(tmp_path: Path) -> None:
         load(table)
     with pytest.raises(InputError, match="no column 'conv'"):
         load(table, mapping=mapping_from(MAPPING))
+    header_only = tmp_path / "h.csv"  # was "does not match the 'ratings' format (TypeError: operation 'and_' …)"
+    header_only.write_text("conv,annotator,score,prompt\n")
+    with pytest.raises(InputError, match=r"no ratings: a header and no rows") as caught:
+        load(header_only, mapping=mapping_from(MAPPING))
+    assert "TypeError" not in str(caught.value) and caught.value.hint
     binary = tmp_path / "b.csv"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(InputError, match="not UTF-8"):

@@ -246,3 +246,17 @@ def test_panel_alpha_on_one_dialogue_is_not_reported() -> None:
         planned=2,
     )
     assert two["alpha"]["items"] == 2 and two["alpha"]["value"] is not None
+
+
+async def test_the_report_of_a_campaign_nobody_joined_is_a_page_not_a_temporary_path(
+    lab: tuple[FastAPI, StarLab],
+) -> None:
+    """A draft with no participants registered yet: an (empty) report, not a 409 naming a
+    temporary file of the server and a `--raters-id-col` flag of the command line."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    await create_campaign(lead, "fresh", ["sexually-explicit"], n=1, live=False)
+    r = await lead.get("/lead/campaigns/fresh/report")
+    assert r.status_code == 200, r.text[:300]
+    assert "raters.json" not in r.text and "--raters-id-col" not in r.text

@@ -565,7 +565,8 @@ models produced its numbers.</p>{% endif %}
 <br><span class="warn">{{ row.comparability }}</span>{% endif %}</td>
 {% for cell in row.cells + [row.pooled] %}<td>{% if cell.asr is none %}<span class="fail">no data</span>
 {% else %}{{ "%.3f"|format(cell.asr) }} <span class="ci">{% if cell.ci_low is not none %}
-[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}] {% endif %}{{ cell.successes }}/{{ cell.n }}
+[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}] {% elif cell.ci_note %}
+<span title="{{ cell.ci_note }}">(no interval)</span> {% endif %}{{ cell.successes }}/{{ cell.n }}
 {%- if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>{% set k = cell.corrected %}
 {%- if k and k.mean is not none %}<br><span class="ci">corrected {{ "%.3f"|format(k.mean) }}
 {%- if k.ci_low is not none %} [{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>
@@ -577,7 +578,10 @@ models produced its numbers.</p>{% endif %}
 compares the attacks every system has a score for (paired); <i>dropped</i>: scored attacks left out because
 another system has none.
 Success is judged on the response to the harmful objective (multi-turn: escalated turns only, never the opening).
-<i>pooled</i>: every system except {{ r.run.baseline }}. The benign over-refusal row is the share of XSTest's safe
+<i>pooled</i>: every system except {{ r.run.baseline }}; the same attacks run under each of them, so its
+interval counts each attack once (Wilson on the effective number of rows, from the cluster-robust variance with
+the attack as the cluster), and there is none when fewer than ten distinct attacks repeat.
+The benign over-refusal row is the share of XSTest's safe
 prompts refused: a system that refuses everything shows no attack success and refuses every benign prompt.</p>
 {% for note in t.notes %}<p class="warn">{{ note }}</p>{% endfor %}
 {% if t.breakdown %}<h3>Breakdown</h3>
@@ -586,6 +590,7 @@ prompts refused: a system that refuses everything shows no attack success and re
 <br><span class="warn">{{ row.comparability }}</span>{% endif %}</td>{% for cell in row.cells + [row.pooled] %}<td>
 {% if cell.asr is none %}<span class="fail">no data</span>{% else %}{{ "%.3f"|format(cell.asr) }}
 <span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
+{% elif cell.ci_note %}<span title="{{ cell.ci_note }}">(no interval)</span>
 {% endif %}{{ cell.successes }}/{{ cell.n }}{% if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
 {%- endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>

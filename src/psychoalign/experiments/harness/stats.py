@@ -1,18 +1,22 @@
-"""Statistics shared by the reports: 95 % intervals for a binomial proportion (Wilson) and for a mean
-(a seeded percentile bootstrap, so reports are reproducible; none on fewer than
-:data:`MIN_BOOTSTRAP_N` values, where it covers far less than 95 %)."""
+"""Statistics shared by the reports: 95 % intervals for a binomial proportion (Wilson), for a share
+pooled over rows that repeat items (Wilson on the effective number of rows, from the cluster-robust
+variance), and for a mean (a seeded percentile bootstrap, so reports are reproducible; none on
+fewer than :data:`MIN_BOOTSTRAP_N` values, where it covers far less than 95 %)."""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
 Z95 = 1.959963984540054
 
 
-def wilson_ci(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (Wilson 1927)."""
+def wilson_ci(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (Wilson 1927). ``n`` may be an effective
+    number of rows (:func:`clustered_wilson_ci`), ``successes`` then the share times it."""
     if n == 0:
         return (math.nan, math.nan)
     p = successes / n
@@ -51,3 +55,45 @@ def mean_interval(values: list[float], seed: int) -> tuple[float | None, float |
         return None, None, (f"fewer than {MIN_BOOTSTRAP_N} items: a bootstrap interval would cover far less than 95 %")
     lo, hi = bootstrap_ci(values, seed)
     return lo, hi, None
+
+
+#: Fewer distinct items than this under a pooled share that repeats them: no interval. The
+#: cluster-robust variance is estimated from the items, and on a handful of them it is too small
+#: (tests/experiments/harness/test_stats.py measures the coverage).
+MIN_CLUSTERS = 10
+
+
+def clustered_wilson_ci(
+    values: Sequence[bool], clusters: Sequence[Hashable], z: float = Z95
+) -> tuple[float, float, float]:
+    """(low, high, n_eff): the Wilson interval of the share of ``values`` when rows of the same
+    cluster (the same item run under several configurations) are not independent.
+
+    ``n_eff`` = p(1-p) / V, with V the cluster-robust variance of the share,
+    sum over clusters of (successes - p * rows)^2 / n^2 (statsmodels' ``cov_type="cluster"``
+    without its small-sample factor), capped at n: rows never count for more than themselves. Each
+    item once, it is n (plain Wilson); k identical copies of each item, it is the number of items
+    (the interval of one copy). When every row is the same (p = 0 or 1) nothing says how alike the
+    copies are, so they are taken as identical: n_eff = n^2 / sum(rows per cluster^2), the number
+    of items when every item has the same number of rows."""
+    if len(values) != len(clusters):
+        raise ValueError(f"{len(values)} values but {len(clusters)} cluster labels")
+    n = len(values)
+    if n == 0:
+        return (math.nan, math.nan, 0.0)
+    hits: dict[Hashable, int] = defaultdict(int)
+    rows: dict[Hashable, int] = defaultdict(int)
+    for v, c in zip(values, clusters, strict=True):
+        hits[c] += bool(v)
+        rows[c] += 1
+    p = sum(hits.values()) / n
+    variance = sum((hits[c] - p * m) ** 2 for c, m in rows.items()) / (n * n)
+    if p in (0.0, 1.0):
+        n_eff = n * n / sum(m * m for m in rows.values())
+    elif variance <= 0.0:
+        n_eff = float(n)
+    else:
+        n_eff = min(float(n), p * (1 - p) / variance)
+    n_eff = round(n_eff, 9)  # k identical copies give the number of items, not that plus a rounding error
+    low, high = wilson_ci(p * n_eff, n_eff, z)
+    return (low, high, n_eff)

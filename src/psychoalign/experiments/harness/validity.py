@@ -88,8 +88,13 @@ def rogan_gladen(
     *,
     seed: int,
     draws: int = 4000,
+    n_eff: float | None = None,
 ) -> dict[str, Any]:
     """The corrected share of ``successes`` in ``n`` and its 95 % interval (see the module doc).
+
+    ``n_eff``: the effective number of rows when they are not independent (a share pooled over
+    rows that repeat items: :func:`~psychoalign.experiments.harness.stats.clustered_wilson_ci`);
+    the share's sampling error is drawn as if ``n_eff`` rows had been seen, the point is unchanged.
 
     ``mean`` is None when the judge is no better than a coin (Se + Sp <= 1): nothing can be
     corrected; the interval is None when n < 2 (no spread to describe)."""
@@ -109,7 +114,8 @@ def rogan_gladen(
     if n < 2:
         return out
     rng = np.random.default_rng(seed)
-    qs = rng.beta(successes + 0.5, n - successes + 0.5, size=draws)
+    rows = float(n) if n_eff is None else n_eff
+    qs = rng.beta(successes * rows / n + 0.5, (n - successes) * rows / n + 0.5, size=draws)
     ses, sps = _draw(rng, sensitivity, draws), _draw(rng, specificity, draws)
     j = ses + sps - 1
     ok = j > 0

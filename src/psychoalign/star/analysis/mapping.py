@@ -188,6 +188,11 @@ def read_ratings(path: Path, name: str, *, mapping: RatingsMapping | None = None
             f"{path}: no column {', '.join(repr(c) for c in missing)}",
             hint=f"columns are: {', '.join(frame.columns[:30])}",
         )
+    if frame.empty:  # pandas gives the empty columns no dtype: the value parsing below failed on a TypeError
+        raise InputError(
+            f"{path}: no ratings: a header and no rows",
+            hint="add one row per rating (psychoalign star export writes a campaign's)",
+        )
     notes: list[str] = []
     counts = Counts(ratings_read=len(frame))
     labels, ordered, numeric = _scale_from(mapping, frame[mapping.rating_col], notes)

@@ -184,9 +184,11 @@ def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, A
         # a JSON array, not JSONL: the loader reads a one-line JSONL file as one object
         path = Path(tmp) / f"{name}.json"
         path.write_text(json.dumps(rows, ensure_ascii=False, default=str), encoding="utf-8")
-        raters = Path(tmp) / "raters.json"
-        raters.write_text(json.dumps(people, ensure_ascii=False), encoding="utf-8")
-        data = attach_raters(load(path, "star", name), raters)
+        data = load(path, "star", name)
+        if people:  # no one registered yet (a fresh draft): nothing to attach, an empty report
+            raters = Path(tmp) / "raters.json"
+            raters.write_text(json.dumps(people, ensure_ascii=False), encoding="utf-8")
+            data = attach_raters(data, raters)
         report = analyze([data], n_boot=200, embed=False)
         back = (f"/lead/campaigns/{name}", f"Back to the campaign {name}")
         write_report(report, [data], Path(tmp) / "out", back=back)

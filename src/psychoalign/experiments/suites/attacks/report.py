@@ -6,6 +6,11 @@ paper's order (direct, multi-turn, many-shot, role-play), then ``overall`` (ever
 the system); one column per system, then ``pooled``: every system except the spec's ``baseline``
 (the preset's reference model), i.e. the paper's "category ASR over all configs". A cell is
 ``successes / n`` over the *done* cells; failed cells are counted beside it and never scored.
+The pooled column runs the same attacks under every pooled system, so its rows are not
+independent: its interval is Wilson's on the effective number of rows, from the cluster-robust
+variance with the attack (item id) as the cluster (:func:`~psychoalign.experiments.harness.stats.clustered_wilson_ci`),
+and none, with a note, on fewer than :data:`~psychoalign.experiments.harness.stats.MIN_CLUSTERS`
+distinct attacks.
 Below the attacks: the XSTest over-refusal on safe prompts (benign look-alikes) per system, so a
 system cannot win by refusing everything. Breakdowns: many-shot by shot count, role-play by
 template family, and the multi-turn category under the paper's first-turn scorer (what its
@@ -19,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...harness.spec import ExperimentSpec
+from ...harness.stats import MIN_CLUSTERS, clustered_wilson_ci
 from ...harness.store import NOT_SCORED, CellResult
 from ...harness.validity import confusion_rates, rogan_gladen
 from .scoring import attack_success_rate
@@ -33,10 +39,10 @@ TABLE4_ORDER = (
 BENIGN = ("xstest", "over_refusal")
 
 
-#: Per system: the metric's values on the paired items (scored for every system), failed cells,
-#: dialogues whose attacker was degenerate (done, never scored), and scored items dropped because
-#: another system has no score for them.
-Group = tuple[list[bool], int, int, int]
+#: Per system: (item id, the metric's value) on the paired items (scored for every system), failed
+#: cells, dialogues whose attacker was degenerate (done, never scored), and scored items dropped
+#: because another system has no score for them.
+Group = tuple[list[tuple[str, bool]], int, int, int]
 _EMPTY: Group = ([], 0, 0, 0)
 
 
@@ -49,13 +55,46 @@ def _rate(values: list[bool], failed: int, degenerate: int = 0, dropped: int = 0
     return {**out, "dropped": dropped}
 
 
+def _pooled_rate(
+    scored: list[tuple[str, bool]], systems: int, failed: int, degenerate: int, dropped: int
+) -> dict[str, Any]:
+    """The pooled cell: the rate of every pooled row, with an interval that counts an attack run
+    under k systems as one attack seen k times, not k independent ones (see the module doc)."""
+    out = _rate([v for _, v in scored], failed, degenerate, dropped)
+    items = len({item for item, _ in scored})
+    out["items"] = items
+    if out["n"] < 2:
+        return {**out, "ci_method": None}
+    if items == out["n"]:  # every attack once: the rows are independent, Wilson holds
+        return {**out, "n_eff": float(items), "ci_method": "wilson"}
+    if items < MIN_CLUSTERS:
+        note = (
+            f"the same {items} attacks under {systems} systems: fewer than {MIN_CLUSTERS} distinct attacks, "
+            "too few for an interval that accounts for the repeats"
+        )
+        return {**out, "ci_low": None, "ci_high": None, "ci_method": None, "ci_note": note}
+    low, high, n_eff = clustered_wilson_ci([v for _, v in scored], [item for item, _ in scored])
+    return {
+        **out,
+        "ci_low": round(low, 3),
+        "ci_high": round(high, 3),
+        "n_eff": round(n_eff, 1),
+        "ci_method": "wilson-clustered",
+    }
+
+
 def _row(key: str, title: str, systems: list[str], pooled: list[str], groups: dict[str, Group]) -> dict[str, Any]:
-    cells = [{"system": s, **_rate(*groups.get(s, _EMPTY))} for s in systems]
-    values = [v for s in pooled for v in groups.get(s, _EMPTY)[0]]
+    cells = []
+    for s in systems:
+        scored, *counts = groups.get(s, _EMPTY)
+        cells.append({"system": s, **_rate([v for _, v in scored], *counts)})
+    scored = [pair for s in pooled for pair in groups.get(s, _EMPTY)[0]]
     failed = sum(groups.get(s, _EMPTY)[1] for s in pooled)
     degenerate = sum(groups.get(s, _EMPTY)[2] for s in pooled)
     dropped = sum(groups.get(s, _EMPTY)[3] for s in pooled)
-    row = {"key": key, "title": title, "cells": cells, "pooled": _rate(values, failed, degenerate, dropped)}
+    with_values = sum(1 for s in pooled if groups.get(s, _EMPTY)[0])
+    pooled_cell = _pooled_rate(scored, with_values, failed, degenerate, dropped)
+    row = {"key": key, "title": title, "cells": cells, "pooled": pooled_cell}
     note = _comparability(cells)
     if note:
         row["comparability"] = note
@@ -100,7 +139,7 @@ def _collect(
     paired = set.intersection(*scored) if scored else set()
     return {
         s: (
-            [v for item, v in sorted(values.get(s, {}).items()) if item in paired],
+            [(item, v) for item, v in sorted(values.get(s, {}).items()) if item in paired],
             failed.get(s, 0),
             degenerate.get(s, 0),
             sum(1 for item in values.get(s, {}) if item not in paired),
@@ -127,7 +166,11 @@ def _correct_asr(rows: list[dict[str, Any]], meta: dict[str, Any], harm_on: bool
     for row in rows:
         for cell in [*row["cells"], row["pooled"]]:
             if cell["n"]:
-                got = rogan_gladen(cell["successes"], cell["n"], sensitivity, specificity, seed=seed)
+                # the pooled cell: its rows repeat attacks, drawn as its effective number of rows
+                n_eff = cell.get("n_eff") if cell is row["pooled"] else None
+                got = rogan_gladen(cell["successes"], cell["n"], sensitivity, specificity, seed=seed, n_eff=n_eff)
+                if cell.get("ci_note"):  # too few distinct attacks for any interval
+                    got.update(ci_low=None, ci_high=None)
                 cell["corrected"] = {**got, "method": "rogan-gladen"}
     return True
 
@@ -202,6 +245,14 @@ def table4(spec: ExperimentSpec, cells: list[CellResult], meta: dict[str, Any] |
             "Some multi-turn dialogues stopped because the attacker model was degenerate (empty, placeholder, "
             "copied or repeated messages on every try): they are not attacks and are not in the ASR; counted as "
             "'degenerate' beside it. Configure [roles.attacker] with a capable model."
+        )
+    pooled_cells = [r["pooled"] for r in [*rows, *breakdown]]
+    if any(c.get("ci_method") == "wilson-clustered" or c.get("ci_note") for c in pooled_cells):
+        notes.append(
+            "pooled: the same attacks run under every pooled system, so a pooled row is not a sample of "
+            "independent attacks; its interval counts each attack once (Wilson on the effective number of rows, "
+            "from the cluster-robust variance with the attack as the cluster). With fewer than "
+            f"{MIN_CLUSTERS} distinct attacks there is no interval (ci_note says so)."
         )
     if benign is None:
         notes.append("xstest is not in the spec: no benign over-refusal beside the ASR; add it to the benchmarks.")
