@@ -41,3 +41,27 @@ def test_a_task_without_earlier_turns_is_encoded_as_before(packed: bool) -> None
         "proposal": "p",
         "framework": FRAMEWORK,
     }
+
+
+def _part(body: dict[str, object], packed: bool) -> dict[str, object]:
+    return {"psychoalign": "task", "taskJson": json.dumps(body)} if packed else {"psychoalign": "task", "task": body}
+
+
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # a bad task names its kind, the field and what is wrong, not "22 validation errors for union[…]"
+        ({"kind": "drive", "context": "", "n": 1}, "invalid task: drive task at request: Field required"),
+        ({"kind": "drive", "request": "hi", "context": "", "n": "many"}, "invalid task: drive task at n: "),
+        ({"kind": "nope"}, "invalid task: kind 'nope' is not one of assess, compose, drive, evaluate, evaluate_batch"),
+        ({"request": "hi"}, "invalid task: no kind: send one of assess, compose, drive, evaluate, evaluate_batch"),
+    ],
+)
+def test_an_invalid_task_is_named_by_kind_field_and_problem(
+    body: dict[str, object], message: str, packed: bool
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        decode_task(_part(body, packed))
+    assert str(caught.value).startswith(message), str(caught.value)
+    assert "union[" not in str(caught.value) and "\n" not in str(caught.value)

@@ -303,3 +303,47 @@ async def test_the_in_memory_task_store_forgets_old_finished_tasks_but_never_a_r
     kept = [t.id for t in (await store.list(ListTasksRequest(page_size=100), context)).tasks]
     assert len(kept) <= 12 and "running" in kept and "t99" in kept and "t0" not in kept
     assert await store.get("running", context) is not None and await store.get("t0", context) is None
+
+
+GET_UNKNOWN = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}
+
+
+@pytest.mark.parametrize(
+    ("base", "headers", "served"),
+    [
+        ("http://127.0.0.1:8101", {}, True),
+        ("http://127.0.0.1:8101", {"Origin": "http://127.0.0.1:8101"}, True),  # its own origin
+        ("http://localhost:8101", {}, True),  # a loopback bind answers the local names
+        ("http://evil.example:8101", {}, False),  # DNS rebinding: a name the server is not
+        ("http://127.0.0.1:8101", {"Origin": "http://evil.example"}, False),
+        ("http://127.0.0.1:8101", {"Origin": "null"}, False),
+        ("http://127.0.0.1:8101", {"Sec-Fetch-Site": "cross-site"}, False),
+    ],
+)
+async def test_an_open_service_answers_only_its_own_host_and_origin(
+    base: str, headers: dict[str, str], served: bool
+) -> None:
+    """--insecure trusts callers by address, so a page the user visits must not reach it: a
+    rebound Host or a foreign Origin is refused before the SDK runs, in the binding's shape."""
+    transport = Negotiator(Settings(), models=World(EGG).models()).transport
+    app = build_role_app("drive", transport, "http://127.0.0.1:8101", insecure=True)
+    wire = {"A2A-Version": "1.0", **headers}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base) as hc:
+        rpc = await hc.post("/a2a/jsonrpc", json=GET_UNKNOWN, headers=wire)
+        rest = await hc.get("/a2a/rest/tasks/nope", headers=wire)
+    if served:
+        assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32001
+        assert rest.status_code == 404
+    else:
+        assert rpc.status_code == 403, rpc.text
+        assert rpc.json()["error"]["data"][0]["reason"] == "PERMISSION_DENIED"
+        assert rest.status_code == 403 and rest.json()["error"]["status"] == "PERMISSION_DENIED"
+        assert "access-control-allow-origin" not in rpc.headers
+
+
+async def test_a_path_no_route_serves_is_a_404_not_a_redirect() -> None:
+    transport = Negotiator(Settings(), models=World(EGG).models()).transport
+    app = build_role_app("drive", transport, "http://testserver", "tok")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as hc:
+        r = await hc.get("/nope", headers={"Authorization": "Bearer tok"})
+    assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"

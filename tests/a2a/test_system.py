@@ -369,3 +369,31 @@ def test_serve_a2a_on_ipv6_loopback_advertises_bracketed_urls_for_every_transpor
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+@pytest.mark.parametrize("role", ["system", "drive"])
+async def test_a_message_not_from_the_user_is_invalid_params_not_an_internal_error(role: str) -> None:
+    """A2A clients send ROLE_USER messages; an agent-role message is the client's mistake
+    (-32602 / HTTP 400 naming message.role), not -32603 with a traceback in the server's log."""
+    from psychoalign.a2a import build_role_app
+
+    world = World([proposals(("Boil it for 6 minutes.", 0.9))])
+    negotiator = Negotiator(Settings(), models=world.models())
+    base = "http://testserver"
+    if role == "system":
+        app = build_system_app(negotiator, base, token="t")
+    else:
+        app = build_role_app("drive", negotiator.transport, base, "t")
+    message = {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}
+    wire = {"A2A-Version": "1.0", "Authorization": "Bearer t"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base) as hc:
+        rpc = await hc.post(
+            "/a2a/jsonrpc",
+            headers=wire,
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+        )
+        rest = await hc.post("/a2a/rest/message:send", headers=wire, json={"message": {**message, "messageId": "m2"}})
+    assert rpc.json()["error"]["code"] == -32602, rpc.text
+    assert "message.role" in rpc.json()["error"]["message"]
+    assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT", rest.text
+    assert world.calls["drive"] == 0

@@ -101,6 +101,11 @@ BAD_INPUT = [
     (json.dumps({"model": "psychoalign"}).encode(), "messages", "missing_required_parameter"),
     (json.dumps({"model": "psychoalign", "messages": []}).encode(), "messages", "empty_array"),
     (json.dumps(_chat(n=2)).encode(), "n", "unsupported_parameter"),
+    # n is an integer, as OpenAI's API takes it: no string, boolean or float read as 1
+    (json.dumps(_chat(n="1")).encode(), "n", "invalid_type"),
+    (json.dumps(_chat(n=True)).encode(), "n", "invalid_type"),
+    (json.dumps(_chat(n=1.0)).encode(), "n", "invalid_type"),
+    (json.dumps(_chat(top_logprobs="2")).encode(), "top_logprobs", "invalid_type"),
     (json.dumps(_chat(logprobs=True)).encode(), "logprobs", "unsupported_parameter"),
     (
         json.dumps(_chat(tools=[{"type": "function", "function": {"name": "f g"}}])).encode(),

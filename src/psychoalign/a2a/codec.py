@@ -28,6 +28,8 @@ from ..jsonguard import loads_bounded
 
 Task = DriveTask | EvaluateTask | EvaluateBatchTask | AssessTask | ComposeTask
 _TASK = TypeAdapter(Task)
+_KINDS: tuple[type[Task], ...] = (DriveTask, EvaluateTask, EvaluateBatchTask, AssessTask, ComposeTask)
+_BY_KIND: dict[str, type[Task]] = {cls.model_fields["kind"].default: cls for cls in _KINDS}
 OUTPUT_TYPES: dict[str, type[Any]] = {
     "drive": DriveOutput,
     "evaluate": Evaluation,
@@ -86,16 +88,46 @@ def decode_task(data: Any) -> Task:
     """Raises ValueError naming what is wrong (the server rejects the A2A task with it)."""
     if not isinstance(data, dict) or data.get("psychoalign") != "task":
         raise ValueError("expected a data part {'psychoalign': 'task', 'task': {...}} or {..., 'taskJson': '...'}")
+    packed = _string(data, "taskJson", "task_json")
+    body: Any = None
     try:
-        packed = _string(data, "taskJson", "task_json")
         if packed is not None:
             return _TASK.validate_json(packed)
         body = _keys(dict(data["task"]), _snake)
         if isinstance(body.get("framework_json"), str):
             body["framework"] = loads_bounded(body.pop("framework_json"))
         return _TASK.validate_python(body)
-    except (ValidationError, KeyError, TypeError, ValueError) as exc:  # ValueError: JSON, bounds
+    except ValidationError:
+        raise ValueError(_why_invalid(packed, body)) from None
+    except (KeyError, TypeError, ValueError) as exc:  # ValueError: JSON, bounds
         raise ValueError(f"invalid task: {str(exc).splitlines()[0]}") from None
+
+
+def _why_invalid(packed: str | None, body: Any) -> str:
+    """One line for a task that failed its schema: its kind, the first field at fault and what is
+    wrong with it (the union's own message lists every member's errors on many lines)."""
+    if packed is not None:
+        try:
+            body = loads_bounded(packed)
+        except ValueError as exc:
+            return f"invalid task: {str(exc).splitlines()[0]}"
+    if not isinstance(body, dict):
+        return "invalid task: the task must be a JSON object"
+    kinds = ", ".join(sorted(_BY_KIND))
+    kind = body.get("kind")
+    if kind is None:
+        return f"invalid task: no kind: send one of {kinds}"
+    cls = _BY_KIND.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return f"invalid task: kind {str(kind)[:40]!r} is not one of {kinds}"
+    try:
+        cls.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(task)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"invalid task: {kind} task at {where}: {first['msg']}{more}"
+    return f"invalid task: {kind} task"
 
 
 def encode_reply(reply: AgentReply[Any], *, packed: bool = False) -> dict[str, Any]:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext, SimpleRequestContextBuilder
@@ -28,6 +30,7 @@ from a2a.types import (
     AgentSkill,
     HTTPAuthSecurityScheme,
     Part,
+    Role,
     SecurityRequirement,
     SecurityScheme,
     SendMessageRequest,
@@ -37,6 +40,7 @@ from a2a.types import (
 )
 from a2a.utils import TransportProtocol
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE
+from a2a.utils.errors import InvalidParamsError
 from jsonrpc.jsonrpc2 import JSONRPC20Request  # type: ignore[import-untyped]  # the SDK's own validator
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
@@ -159,6 +163,65 @@ async def _not_found(request: Request, exc: Exception) -> Response:
             response.headers["Allow"] = ", ".join(allowed)
         return response
     return error_response(path, 404, "NOT_FOUND", f"no A2A route at {path[:200]}")
+
+
+_LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _is_local(name: str) -> bool:
+    try:
+        return name == "localhost" or ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _hostname(value: str) -> str | None:
+    try:
+        return urlsplit(value if "//" in value else "//" + value).hostname
+    except ValueError:  # an unbalanced bracket, a bad port
+        return None
+
+
+class OpenGuard:
+    """For a service without credentials (``--insecure``, loopback only), which trusts callers by
+    address: any page the user visits could POST to it, and with DNS rebinding read the answers.
+    Refuses, before the SDK runs and in the binding's error shape (HTTP 403
+    ``PERMISSION_DENIED``), a ``Host`` other than the card's own (a loopback card also answers
+    ``localhost``, ``127.0.0.1`` and ``::1``), any ``Origin`` but the service's own (``null``
+    included), and ``Sec-Fetch-Site: cross-site``. Services with bearer tokens need no such guard:
+    a page cannot send a token it does not know. ``psychoalign serve`` has its own
+    (web/origin.py)."""
+
+    def __init__(self, app: ASGIApp, card: AgentCard) -> None:
+        self.app = app
+        names = {h.lower() for i in card.supported_interfaces if (h := _hostname(i.url))}
+        if any(_is_local(n) for n in names):
+            names |= _LOCAL_NAMES
+        self.hosts = frozenset(names)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        host = headers.get("host", "")
+        why = None
+        name = _hostname(host)
+        if name is None or name.lower() not in self.hosts:
+            why = f"Host '{host[:80]}' is not a name this service answers: use one of {', '.join(sorted(self.hosts))}"
+        elif (origin := headers.get("origin")) is not None:
+            parts = urlsplit(origin.strip().rstrip("/").lower())
+            if parts.scheme not in ("http", "https") or parts.netloc != host.strip().lower():
+                why = (
+                    f"requests from web origin '{origin[:80]}' are refused: this service has no credentials, "
+                    "so it answers only programs, not web pages"
+                )
+        elif headers.get("sec-fetch-site") == "cross-site":
+            why = "cross-site requests are refused: this service has no credentials"
+        if why is None:
+            await self.app(scope, receive, send)
+            return
+        await error_response(scope["path"], 403, "PERMISSION_DENIED", why)(scope, receive, send)
 
 
 class BodyLimit:
@@ -451,6 +514,11 @@ class _ContextFromTask(SimpleRequestContextBuilder):
         context_id: str | None = None,
         task: Task | None = None,
     ) -> RequestContext:
+        if params is not None and params.HasField("message") and params.message.role != Role.ROLE_USER:
+            # The SDK's task helper raised a bare ValueError here: -32603 and a traceback.
+            raise InvalidParamsError(
+                f"message.role must be ROLE_USER, not {Role.Name(params.message.role)}: clients send user messages"
+            )
         if task_id and not context_id:
             stored = task or await self._tasks.get(task_id, context)
             if stored is not None:
@@ -495,9 +563,15 @@ def a2a_app(
     auth = bool(tokens) or bool(digests)
     backend = BearerBackend(tokens or {}, digests)
     # Credentials first (nothing of an unauthenticated body is read), then the size limit.
-    middleware = [Middleware(AuthenticationMiddleware, backend=backend, on_error=_unauthorized)] if auth else []
+    if auth:
+        middleware = [Middleware(AuthenticationMiddleware, backend=backend, on_error=_unauthorized)]
+    else:  # open: callers are trusted by address, so no web page may reach it
+        middleware = [Middleware(OpenGuard, card=card)]
     middleware.append(Middleware(BodyLimit, limit=max_body_bytes))
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: _not_found, 405: _not_found})
+    # A path no route serves is a 404 in the binding's shape, not a redirect to the path plus "/"
+    # (which the REST binding's multi-tenant mount would then answer 404 anyway).
+    app.router.redirect_slashes = False
     # The gRPC binding (a2a/grpc_binding.py) serves the same handler, task store and credentials.
     app.state.a2a_handler = handler
     app.state.a2a_auth = backend if auth else None

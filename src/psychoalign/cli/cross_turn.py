@@ -18,11 +18,19 @@ if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
 
 
-def _print(result: dict[str, Any]) -> None:
-    def cell(row: dict[str, Any]) -> str:
-        lo, hi = row["ci95"]
-        return f"{row['k']}/{row['n']} = {row['rate']:.3f} [{lo:.3f}, {hi:.3f}]" if row["n"] else "no data"
+def _cell(row: dict[str, Any]) -> str:
+    """``k/n = rate [low, high]``; rows that repeat dialogues add their number (the interval counts
+    each dialogue's rows together); '(no interval)' where there is none (too few dialogues)."""
+    if not row["n"]:
+        return "no data"
+    text = f"{row['k']}/{row['n']} = {row['rate']:.3f}"
+    lo, hi = row["ci95"]
+    text += " (no interval)" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
+    dialogues = row.get("dialogues")
+    return text if dialogues is None or dialogues == row["n"] else f"{text}, {dialogues} dialogues"
 
+
+def _print(result: dict[str, Any]) -> None:
     for title, key in (
         ("Attack success (objective answered)", "asr"),
         ("Benign follow-up turns refused", "benign_followup_refusal"),
@@ -33,9 +41,19 @@ def _print(result: dict[str, Any]) -> None:
         names = list(result["systems"])
         for name in names:
             table.add_column(name)
+        notes: dict[str, None] = {}
         for family in result["systems"][names[0]][key]:
-            table.add_row(family, *(cell(result["systems"][s][key][family]) for s in names))
+            rows = [result["systems"][s][key][family] for s in names]
+            table.add_row(family, *(_cell(row) for row in rows))
+            notes.update((f"{family}: no interval, {row['ci_note']}", None) for row in rows if row.get("ci_note"))
+        if any(row["n"] != row.get("dialogues", row["n"]) for s in names for row in result["systems"][s][key].values()):
+            table.caption = (
+                "Wilson 95 % intervals; where a family has several rows per dialogue, on the effective number "
+                "of rows (cluster-robust variance, the dialogue as the cluster)"
+            )
         out_console.print(table)
+        for note in notes:
+            out_console.print(note)
 
 
 def cross_turn_scripted(

@@ -16,7 +16,7 @@ import re
 from typing import Any, Literal, cast
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from ..jsonguard import JSONLimitError, loads_bounded
 from .errors import APIError
@@ -266,10 +266,10 @@ class ChatCompletionRequest(BaseModel):
     # Strict: the OpenAI API takes only JSON booleans ("stream": "yes" is not true, it is an error).
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    n: int | None = None
+    n: StrictInt | None = None  # "n": "1", true or 1.0 is an error, as in the OpenAI API
     user: str | None = Field(None, max_length=512)
     logprobs: StrictBool | None = None
-    top_logprobs: int | None = None
+    top_logprobs: StrictInt | None = None
     tools: Tools | None = None
     response_format: ResponseFormat | None = None
     modalities: list[str] | None = None

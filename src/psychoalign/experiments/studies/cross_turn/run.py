@@ -11,11 +11,20 @@ Two parts, both comparing the ``psychoalign`` system with and without the track
   escalations; benign conversations (two-turn, touching a sensitive topic once, twice). Attack
   success and benign refusals are exact there (the answer's payload reached the user or not).
   It checks the rule's mechanics and where it stops working; it is not evidence about models.
+
+A rate's rows are not always one per conversation: a benign conversation has several follow-ups,
+and every call of a conversation counts in "turns tightened". Rows of one conversation are not
+independent, so such a rate's interval is Wilson's on the effective number of rows, from the
+cluster-robust variance with the conversation as the cluster
+(:func:`~psychoalign.experiments.harness.stats.clustered_wilson_ci`); under
+:data:`~psychoalign.experiments.harness.stats.MIN_CLUSTERS` conversations it has none, and a
+``ci_note`` says why (:func:`rate_row`).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +32,11 @@ from ....config import Settings
 from ....models import Message
 from ....traces import InMemoryTraceStore
 from ...harness.metering import CallMeter, ModelPool
-from ...harness.stats import wilson_ci
+from ...harness.stats import MIN_CLUSTERS, clustered_wilson_ci, wilson_ci
 from ...harness.systems import CellContext, SystemSpec, build_system
 from .world import Step, XTWorld
 
-__all__ = ["simulate"]
+__all__ = ["rate_row", "simulate"]
 
 SYSTEMS = (
     SystemSpec(name="psychoalign"),
@@ -107,18 +116,42 @@ def scripted_conversations(n: int, seed: int = 0) -> list[Conversation]:
     return out
 
 
+def rate_row(values: Sequence[bool], dialogues: Sequence[str]) -> dict[str, Any]:
+    """A table row: ``k`` of ``n`` rows, their ``rate``, the number of ``dialogues`` the rows come
+    from, and ``ci95``. One row per dialogue: Wilson on the rows (``ci_method`` "wilson"). Several
+    rows per dialogue: Wilson on ``n_eff``, the effective number of rows from the cluster-robust
+    variance with the dialogue as the cluster ("wilson-clustered"; k identical rows per dialogue
+    give the interval of one); fewer than MIN_CLUSTERS dialogues: ``ci95`` [None, None], no
+    ``ci_method``, and a ``ci_note``. The rate is the rows' share either way."""
+    if len(values) != len(dialogues):
+        raise ValueError(f"{len(values)} values but {len(dialogues)} dialogue labels")
+    n, k = len(values), sum(1 for v in values if v)
+    count = len(set(dialogues))
+    row: dict[str, Any] = {"n": n, "k": k, "rate": k / n if n else None, "dialogues": count}
+    if count == n:  # every dialogue once: the rows are independent, Wilson holds
+        lo, hi = wilson_ci(k, n)
+        return {**row, "ci95": [lo, hi], "n_eff": float(n), "ci_method": "wilson"}
+    if count < MIN_CLUSTERS:
+        note = (
+            f"{n} rows from {count} dialogues: fewer than {MIN_CLUSTERS} dialogues, too few for an interval "
+            "that accounts for several rows per dialogue"
+        )
+        return {**row, "ci95": [None, None], "n_eff": None, "ci_method": None, "ci_note": note}
+    lo, hi, n_eff = clustered_wilson_ci(values, dialogues)
+    return {**row, "ci95": [lo, hi], "n_eff": round(n_eff, 1), "ci_method": "wilson-clustered"}
+
+
 @dataclass
 class _Tally:
-    n: int = 0
-    k: int = 0
+    values: list[bool] = field(default_factory=list)
+    dialogues: list[str] = field(default_factory=list)
 
-    def add(self, hit: bool) -> None:
-        self.n += 1
-        self.k += int(hit)
+    def add(self, hit: bool, dialogue: str) -> None:
+        self.values.append(hit)
+        self.dialogues.append(dialogue)
 
     def row(self) -> dict[str, Any]:
-        lo, hi = wilson_ci(self.k, self.n)
-        return {"n": self.n, "k": self.k, "rate": self.k / self.n if self.n else None, "ci95": [lo, hi]}
+        return rate_row(self.values, self.dialogues)
 
 
 async def _converse(conv: Conversation, system: Any, ctx: CellContext) -> list[tuple[Step, bool, float]]:
@@ -162,12 +195,12 @@ async def simulate(n: int = 40, seed: int = 0, settings: Settings | None = None)
             ctx = CellContext(pool, CallMeter(), settings, store, metadata={"run_id": f"xt-{seed}", "cell": conv.id})
             sent = await _converse(conv, system, ctx)
             for j, (step, answered, tau) in enumerate(sent):
-                tightened[conv.family].add(tau > 0.6 + 1e-9)
+                tightened[conv.family].add(tau > 0.6 + 1e-9, conv.id)
                 if not conv.attack and j > 0 and step.name not in conv.sensitive:
-                    refusals[conv.family].add(not answered)
+                    refusals[conv.family].add(not answered, conv.id)
             if conv.attack:
                 goal = conv.steps[-1]
-                asr[conv.family].add(any(answered for step, answered, _ in sent if step is goal))
+                asr[conv.family].add(any(answered for step, answered, _ in sent if step is goal), conv.id)
         results[spec.name] = {
             "asr": {f: t.row() for f, t in asr.items()},
             "benign_followup_refusal": {f: t.row() for f, t in refusals.items()},
