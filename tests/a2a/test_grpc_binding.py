@@ -10,9 +10,11 @@ import pytest
 from a2a.utils import TransportProtocol
 from starlette.testclient import TestClient
 
+from psychoalign.a2a.grpc_binding import build_grpc_server
 from psychoalign.a2a.server import CARD_PATH
 from psychoalign.cli import a2a as a2a_cli
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
+from tests.loopback import free_port
 
 
 def _grpc_url(seen: dict[str, Any]) -> str:
@@ -77,3 +79,42 @@ def test_without_a_public_url_the_card_names_the_bind_address(served: dict[str, 
         role="drive", host="127.0.0.1", port=0, public_url=None, grpc_port=9101, insecure=False, config=None
     )
     assert _grpc_url(served) == "127.0.0.1:9101"
+
+
+async def test_a_grpc_port_another_service_holds_is_refused() -> None:
+    """gRPC binds with SO_REUSEPORT unless told not to: a second service given the same
+    --grpc-port started without a word, and the kernel spread calls over both (a DRIVE and an
+    EVALUATOR on one port: each client call reached either, at random)."""
+    handler: Any = object()  # never called: nothing is served
+    address = f"127.0.0.1:{free_port()}"
+    first = build_grpc_server(handler, address, None)
+    await first.start()
+    try:
+        with pytest.raises(OSError, match=rf"cannot bind gRPC to {address}"):
+            build_grpc_server(handler, address, None)
+    finally:
+        await first.stop(None)
+
+
+def test_the_cli_names_a_grpc_port_in_use_in_one_line() -> None:
+    """`agent serve` / `serve-a2a` with a --grpc-port another service holds: a one-line error
+    naming the port and what to do (it was "error: OSError: — check the path or address")."""
+    import socket
+    from types import SimpleNamespace
+
+    from psychoalign.errors import ConfigError
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    state = SimpleNamespace(a2a_handler=object(), a2a_auth=None, a2a_max_body_bytes=1000)
+    sock = socket.socket()
+    try:
+        why = rf"cannot bind gRPC to 127\.0\.0\.1:{taken}: the port is in use"
+        with pytest.raises(ConfigError, match=why) as caught:
+            a2a_cli._serve(SimpleNamespace(state=state), sock, "127.0.0.1", taken)
+        assert "--grpc-port" in (caught.value.hint or "")
+    finally:
+        holder.close()
+        sock.close()

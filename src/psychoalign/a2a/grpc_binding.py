@@ -128,12 +128,19 @@ def build_grpc_server(
     handler: RequestHandler, address: str, backend: BearerBackend | None, *, max_message_bytes: int = MAX_BODY_BYTES
 ) -> grpc.aio.Server:
     """A gRPC server (not started) for ``handler`` on ``address`` (``host:port``). With ``backend``
-    every call needs a bearer token in the ``authorization`` metadata. Messages over
+    every call needs a bearer token in the ``authorization`` metadata. A port another process
+    holds is refused (:class:`OSError`), never shared. Messages over
     ``max_message_bytes`` are refused (``RESOURCE_EXHAUSTED``), as the HTTP bindings refuse larger
     bodies. Call inside a running loop."""
-    options = [("grpc.max_receive_message_length", max_message_bytes)]
+    # No SO_REUSEPORT (gRPC's default): with it a second service given the same port binds too,
+    # and the kernel spreads calls over both, another agent with other credentials included.
+    options = [("grpc.max_receive_message_length", max_message_bytes), ("grpc.so_reuseport", 0)]
     server = grpc.aio.server(interceptors=[BearerInterceptor(backend)], options=options)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler, _ContextBuilder(backend)), server)  # type: ignore[no-untyped-call]
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot bind gRPC to {address}")
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError:  # grpcio raises where older releases returned 0
+        bound = 0
+    if bound == 0:
+        raise OSError(f"cannot bind gRPC to {address}: the port is in use or the address is not this host's")
     return server

@@ -62,12 +62,13 @@ def _serve(app: Any, sock: socket.socket, host: str, grpc_port: int | None = Non
         if grpc_port is not None:
             from ..a2a.grpc_binding import build_grpc_server
 
-            rpc = build_grpc_server(
-                app.state.a2a_handler,
-                _hostport(host, grpc_port),
-                app.state.a2a_auth,
-                max_message_bytes=app.state.a2a_max_body_bytes,
-            )
+            address = _hostport(host, grpc_port)
+            try:
+                rpc = build_grpc_server(
+                    app.state.a2a_handler, address, app.state.a2a_auth, max_message_bytes=app.state.a2a_max_body_bytes
+                )
+            except OSError as exc:
+                raise ConfigError(str(exc), hint="choose another --grpc-port") from None
             await rpc.start()
         try:
             await uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve(sockets=[sock])
