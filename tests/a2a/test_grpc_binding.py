@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import grpc
+import grpc.aio
 import pytest
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, a2a_pb2_grpc
 from a2a.utils import TransportProtocol
 from starlette.testclient import TestClient
 
@@ -118,3 +121,28 @@ def test_the_cli_names_a_grpc_port_in_use_in_one_line() -> None:
     finally:
         holder.close()
         sock.close()
+
+
+@pytest.mark.parametrize(
+    ("request_", "named"),
+    [
+        (SendMessageRequest(), "message: Field is required"),
+        (SendMessageRequest(message=Message(role=Role.ROLE_USER, parts=[Part(text="hi")])), "message.message_id"),
+        (GetTaskRequest(), "id: Field is required"),
+    ],
+)
+async def test_a_request_missing_a_required_field_is_invalid_argument_naming_the_field(
+    request_: Any, named: str
+) -> None:
+    """The status message named no field ("Validation failed"): only the BadRequest detail in the
+    trailing metadata did, which a raw gRPC client (and its logs) does not show."""
+    from tests.a2a.test_conformance import system_agent
+
+    async with system_agent() as agent, grpc.aio.insecure_channel(agent.grpc_url) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        method = stub.GetTask if isinstance(request_, GetTaskRequest) else stub.SendMessage
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await method(request_, metadata=(("authorization", "Bearer tok"),))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert named in (caught.value.details() or "")
+        assert agent.world.calls["drive"] == 0
