@@ -31,7 +31,7 @@ from ..models import build_model
 from ..models.spec import DEFAULT_KEY_ENV
 from ..negotiation.bus import InProcessTransport
 from ..web.apikeys import is_loopback
-from .common import ConfigOpt, err_console, out_console, print_pairs, settings_from
+from .common import ConfigOpt, err_console, out_console, print_pairs, safe, settings_from
 
 agent_app = typer.Typer(help="Run one agent role as an A2A service.", no_args_is_help=True)
 ROLES = ("drive", "evaluator", "mediator")
@@ -151,7 +151,9 @@ def agent_serve(
         grpc_url=_grpc_url(host, grpc_port, public_url),
         max_body_bytes=settings.a2a.max_body_bytes,
     )
-    err_console.print(f"{role} agent on {base} ({'bearer auth' if token else 'NO AUTH (--insecure)'}), {model.label}")
+    err_console.print(
+        safe(f"{role} agent on {base} ({'bearer auth' if token else 'NO AUTH (--insecure)'}), {model.label}")
+    )
     _serve(app, sock, host, grpc_port)
 
 
@@ -207,7 +209,7 @@ def serve_a2a(
     )
     layout = "A2A agents " + ", ".join(settings.a2a.urls.values()) if settings.a2a.urls else "in-process agents"
     auth = "bearer auth" if token or profile.api_keys else "NO AUTH (--insecure)"
-    err_console.print(f"PsychoAlign system agent on {base} ({layout}, {auth})")
+    err_console.print(safe(f"PsychoAlign system agent on {base} ({layout}, {auth})"))
     _serve(app, sock, host, grpc_port)
 
 
