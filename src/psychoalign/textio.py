@@ -20,6 +20,7 @@ from typing import Any
 from .errors import InputError, PsychoAlignError
 
 __all__ = [
+    "INVISIBLE",
     "csv_reader",
     "decode_utf8",
     "file_signature",
@@ -29,6 +30,8 @@ __all__ = [
     "read_jsonl_objects",
     "read_text",
     "skeleton",
+    "terminal_text",
+    "visible_marker",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -40,6 +43,39 @@ def normalise_text(text: str) -> str:
     newline and carriage return (NUL included) removed."""
     text = _SURROGATE.sub("\ufffd", text)
     return unicodedata.normalize("NFC", _CONTROL.sub("", text))
+
+
+#: Characters that change how the text around them displays (bidi embeddings, overrides, isolates
+#: and marks) or that hide in it (zero-width space, word joiner, invisible operators, BOM, soft
+#: hyphen, Mongolian vowel separator). Shown as visible markers wherever untrusted text is displayed
+#: (web pages, the terminal) so a reader sees what is stored: ``Harmless \u202egnp.exe\u202c`` would
+#: otherwise display as "Harmless exe.png". The joiners U+200C/U+200D stay: scripts (Persian,
+#: Indic) and emoji sequences need them and they reorder nothing.
+INVISIBLE = frozenset(
+    [0x00AD, 0x061C, 0x180E, 0x200B, 0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x2060, 0x206A)]
+)
+
+# What a terminal must not receive raw, besides INVISIBLE: C0 controls other than tab and newline
+# (ESC starts escape sequences: clear the screen, move the cursor, retitle the window), DEL, and
+# the C1 controls (U+009B is a one-character CSI on some terminals).
+_TERMINAL_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(re.escape(chr(c)) for c in sorted(INVISIBLE)) + "]"
+)
+
+
+def visible_marker(char: str) -> str:
+    """The visible stand-in for a hidden or control character: ``⟨U+202E⟩``."""
+    return f"⟨U+{ord(char):04X}⟩"
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to write to a terminal: every :data:`INVISIBLE` character and every control
+    character other than tab and newline (ESC, CR, DEL, the C1 range) replaced by its
+    ``⟨U+XXXX⟩`` marker, the same marker the web pages show. A stored request can then neither
+    reorder what is printed around it nor send escape sequences to the terminal. CRLF line ends
+    become newlines. For display only: machine output (JSON, YAML, CSV) keeps the exact text."""
+    text = text.replace("\r\n", "\n")
+    return _TERMINAL_UNSAFE.sub(lambda m: visible_marker(m.group()), text)
 
 
 # Latin look-alikes from other scripts (Cyrillic, Greek, letter-like symbols) that NFKD leaves

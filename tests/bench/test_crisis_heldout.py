@@ -1,7 +1,9 @@
-"""The crisis check's hand-written held-out sets (bench/data/crisis_heldout.yaml and
-crisis_heldout_v2.yaml, reported by ``bench/request_head.py --crisis``) stay held out: each loads,
-keeps both sides, and none of its texts is a training text of the check (an exemplar, or a request
-of ``project_requests.yaml``, whose benign requests it trains on)."""
+"""The crisis check's hand-written held-out sets (bench/data/crisis_heldout.yaml,
+crisis_heldout_v2.yaml and crisis_heldout_v3.yaml, reported by ``bench/request_head.py --crisis``)
+stay held out: each loads, keeps both sides, none of its texts is a training text of the check (an
+exemplar, or a request of ``project_requests.yaml``, whose benign requests it trains on), and a
+later file repeats neither an exemplar nor an item of an earlier file, even in other words (the
+bench's rule: content words overlapping by Jaccard >= 0.5)."""
 
 from __future__ import annotations
 
@@ -63,3 +65,21 @@ def test_no_training_exemplar_repeats_a_request_of_any_bench_file() -> None:
     held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in _texts(yaml.safe_load(path.read_text("utf-8")))]
     assert len(held) > 500
     assert repeats([e.text for e in exemplars() if not e.held_out], held) == set()
+
+
+@pytest.mark.parametrize("index", range(2, len(CRISIS_HELDOUTS)), ids=lambda i: CRISIS_HELDOUTS[i].name)
+def test_a_later_held_out_file_repeats_no_exemplar_and_no_earlier_item(index: int) -> None:
+    """From crisis_heldout_v3.yaml on, a held-out file is fresh: none of its items is a near repeat
+    of any exemplar (held-out fold included), of a project request, or of an earlier held-out file's item."""
+    data = yaml.safe_load(CRISIS_HELDOUTS[index].read_text(encoding="utf-8"))
+    items = [str(t) for side in ("crisis", "benign") for t in data[side]]
+    earlier = [
+        str(t)
+        for path in CRISIS_HELDOUTS[:index]
+        for side in ("crisis", "benign")
+        for t in yaml.safe_load(path.read_text(encoding="utf-8"))[side]
+    ]
+    project = yaml.safe_load(benign_requests_path().read_text(encoding="utf-8"))
+    requests = [str(t) for topics in project.values() for texts in topics.values() for t in texts]
+    assert len(earlier) >= 150
+    assert repeats(items, [*earlier, *(e.text for e in exemplars()), *requests]) == set()

@@ -51,6 +51,7 @@ FITTING = {
         "C1-analysis-allowed": "escalation",
         "C2-policy-grounding": "escalation",
         "C3-evasion": "escalation",
+        "C4-moderator-at-risk": "crisis",  # the crisis check's contextual rule: support beside the analysis
     },
     "child-safe": {
         "U1-sexual": "trusted-adult",

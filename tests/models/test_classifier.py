@@ -411,3 +411,16 @@ def test_deterministic_hits_hold_a_proposal_to_the_child_the_request_names() -> 
     assert {"rule_id": "U7-dose-label", "layer": "universal"} in deterministic_hits(general, toddler, adult_dose)
     assert deterministic_hits(general, toddler, "For a 12 kg child, give 180 mg every 4 to 6 hours.") == []
     assert deterministic_hits(general, "", adult_dose) == []
+
+
+def test_a_crisis_mark_on_a_contextual_rule_is_a_contextual_hit_that_does_not_cap_the_ceiling() -> None:
+    """A universal rule marked ``semantic_check: self-harm`` decides the request (universal hit,
+    ceiling below the veto line); on a contextual rule (content-moderation's C4) it is filed under
+    its own layer, so it blocks nothing and only brings the rule's channel."""
+    from psychoalign.models.classifier import crisis_hits, to_evaluation
+
+    assert crisis_hits(load_framework("general")) == [{"rule_id": "U3-self-harm-instructions", "layer": "universal"}]
+    marked = crisis_hits(load_framework("content-moderation"))
+    assert marked == [{"rule_id": "C4-moderator-at-risk", "layer": "contextual"}]
+    e = to_evaluation(p_request=0.9, p_response=0.9, p_adversarial=0.0, hits=marked, segments=[], label="t")
+    assert e["ceiling"] == 90 and e["verdict"] == "APPROVED" and e["rule_hits"] == marked

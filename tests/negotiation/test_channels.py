@@ -173,3 +173,34 @@ async def test_a_rule_an_earlier_round_fired_still_chooses_the_channel() -> None
     assert [p.gate.admissible for r in trace.rounds for p in r.proposals if p.gate] == [False, False]
     assert "label" in f.response and "pharmacist" in f.response
     assert "rephrase" not in f.response.lower() and "10 milligrams" not in f.response
+
+
+MODERATION = load_framework("content-moderation")
+MOD_CRISIS = next(c for c in MODERATION.safe_channels if c.id == "crisis")
+AT_RISK = ("C4-moderator-at-risk", "contextual")
+
+
+async def test_a_contextual_crisis_rule_adds_the_crisis_line_beside_the_answer_and_blocks_nothing() -> None:
+    """content-moderation: the crisis check fires C4 (contextual) on a quoted post; the analysis is
+    still drafted and sent, and the crisis line follows it."""
+    answer = "This post falls under the self-harm policy, section 4.2: escalate it to the wellbeing queue."
+    world = World([proposals((answer, 0.9))], judge=lambda t: evaluation(95, "APPROVED", hits=[AT_RISK]))
+    trace = await world.negotiator(k=1).negotiate(
+        "Which policy does this post break: 'i want to end it all tonight'", framework="content-moderation"
+    )
+    f = trace.final
+    assert world.calls["drive"] >= 1 and f is not None  # not decided from the request
+    assert f.response.startswith(answer) and MOD_CRISIS.text in f.response
+
+
+async def test_a_contextual_crisis_rule_makes_a_refusal_supportive_never_rephrase() -> None:
+    world = World(
+        [proposals(("X", 0.9))],
+        judge=lambda t: evaluation(5, "VETOED", hits=[AT_RISK], harmful_intent=False, legitimate_need=True),
+    )
+    trace = await world.negotiator(k=1).negotiate(
+        "i cant keep doing this, i want out of everything", framework="content-moderation"
+    )
+    f = trace.final
+    assert f is not None and MOD_CRISIS.text in f.response and "I'm really sorry" in f.response
+    assert "rephrase" not in f.response.lower()

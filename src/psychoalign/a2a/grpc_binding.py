@@ -13,6 +13,7 @@ from a2a.server.request_handlers import RequestHandler
 from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder, GrpcHandler
 from a2a.types import a2a_pb2_grpc
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT
+from a2a.utils.errors import A2AError, InvalidParamsError
 
 from .server import MAX_BODY_BYTES, BearerBackend
 
@@ -124,16 +125,39 @@ class BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return grpc.unary_unary_rpc_method_handler(unary_unary, **codec)
 
 
+class _Handler(GrpcHandler):
+    """The SDK's gRPC handler; a request missing a required field is ``INVALID_ARGUMENT`` whose
+    message names the fields (``Validation failed: message.message_id: Field is required.``).
+    The SDK's said only "Validation failed": the fields were only in the ``google.rpc.BadRequest``
+    detail of the trailing metadata (still sent), which raw gRPC clients and their logs do not
+    show."""
+
+    async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
+        errors = error.data.get("errors") if isinstance(error, InvalidParamsError) and error.data else None
+        if isinstance(errors, list) and errors:
+            named = "; ".join(f"{e.get('field', '?')}: {e.get('message', '')}" for e in errors if isinstance(e, dict))
+            if named:
+                error.message = f"{error.message}: {named}"[:500]
+        await super().abort_context(error, context)
+
+
 def build_grpc_server(
     handler: RequestHandler, address: str, backend: BearerBackend | None, *, max_message_bytes: int = MAX_BODY_BYTES
 ) -> grpc.aio.Server:
     """A gRPC server (not started) for ``handler`` on ``address`` (``host:port``). With ``backend``
-    every call needs a bearer token in the ``authorization`` metadata. Messages over
+    every call needs a bearer token in the ``authorization`` metadata. A port another process
+    holds is refused (:class:`OSError`), never shared. Messages over
     ``max_message_bytes`` are refused (``RESOURCE_EXHAUSTED``), as the HTTP bindings refuse larger
     bodies. Call inside a running loop."""
-    options = [("grpc.max_receive_message_length", max_message_bytes)]
+    # No SO_REUSEPORT (gRPC's default): with it a second service given the same port binds too,
+    # and the kernel spreads calls over both, another agent with other credentials included.
+    options = [("grpc.max_receive_message_length", max_message_bytes), ("grpc.so_reuseport", 0)]
     server = grpc.aio.server(interceptors=[BearerInterceptor(backend)], options=options)
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler, _ContextBuilder(backend)), server)  # type: ignore[no-untyped-call]
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot bind gRPC to {address}")
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(_Handler(handler, _ContextBuilder(backend)), server)  # type: ignore[no-untyped-call]
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError:  # grpcio raises where older releases returned 0
+        bound = 0
+    if bound == 0:
+        raise OSError(f"cannot bind gRPC to {address}: the port is in use or the address is not this host's")
     return server

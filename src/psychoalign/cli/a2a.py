@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import typer
@@ -30,7 +31,7 @@ from ..models import build_model
 from ..models.spec import DEFAULT_KEY_ENV
 from ..negotiation.bus import InProcessTransport
 from ..web.apikeys import is_loopback
-from .common import ConfigOpt, err_console, out_console, print_pairs, settings_from
+from .common import ConfigOpt, err_console, out_console, print_pairs, safe, settings_from
 
 agent_app = typer.Typer(help="Run one agent role as an A2A service.", no_args_is_help=True)
 ROLES = ("drive", "evaluator", "mediator")
@@ -61,12 +62,13 @@ def _serve(app: Any, sock: socket.socket, host: str, grpc_port: int | None = Non
         if grpc_port is not None:
             from ..a2a.grpc_binding import build_grpc_server
 
-            rpc = build_grpc_server(
-                app.state.a2a_handler,
-                _hostport(host, grpc_port),
-                app.state.a2a_auth,
-                max_message_bytes=app.state.a2a_max_body_bytes,
-            )
+            address = _hostport(host, grpc_port)
+            try:
+                rpc = build_grpc_server(
+                    app.state.a2a_handler, address, app.state.a2a_auth, max_message_bytes=app.state.a2a_max_body_bytes
+                )
+            except OSError as exc:
+                raise ConfigError(str(exc), hint="choose another --grpc-port") from None
             await rpc.start()
         try:
             await uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve(sockets=[sock])
@@ -78,8 +80,13 @@ def _serve(app: Any, sock: socket.socket, host: str, grpc_port: int | None = Non
     asyncio.run(serve())
 
 
-def _grpc_url(host: str, grpc_port: int | None) -> str | None:
-    return _hostport(host, grpc_port) if grpc_port is not None else None
+def _grpc_url(host: str, grpc_port: int | None, public_url: str | None = None) -> str | None:
+    """The gRPC interface the card advertises: the public URL's host when there is one (as the
+    HTTP interfaces are), else the bind address; the port is the one gRPC binds."""
+    if grpc_port is None:
+        return None
+    public = urlsplit(public_url).hostname if public_url else None
+    return _hostport(public or host, grpc_port)
 
 
 def _hostport(host: str, port: int) -> str:
@@ -141,10 +148,12 @@ def agent_serve(
         base,
         token,
         insecure=insecure,
-        grpc_url=_grpc_url(host, grpc_port),
+        grpc_url=_grpc_url(host, grpc_port, public_url),
         max_body_bytes=settings.a2a.max_body_bytes,
     )
-    err_console.print(f"{role} agent on {base} ({'bearer auth' if token else 'NO AUTH (--insecure)'}), {model.label}")
+    err_console.print(
+        safe(f"{role} agent on {base} ({'bearer auth' if token else 'NO AUTH (--insecure)'}), {model.label}")
+    )
     _serve(app, sock, host, grpc_port)
 
 
@@ -194,13 +203,13 @@ def serve_a2a(
         token=token,
         frameworks=[default, *profile.frameworks()],
         api_key_digests=profile.api_keys,
-        grpc_url=_grpc_url(host, grpc_port),
+        grpc_url=_grpc_url(host, grpc_port, public_url),
         max_body_bytes=settings.a2a.max_body_bytes,
         task_store=a2a_task_store(store),  # tasks survive a restart, and memory stays flat
     )
     layout = "A2A agents " + ", ".join(settings.a2a.urls.values()) if settings.a2a.urls else "in-process agents"
     auth = "bearer auth" if token or profile.api_keys else "NO AUTH (--insecure)"
-    err_console.print(f"PsychoAlign system agent on {base} ({layout}, {auth})")
+    err_console.print(safe(f"PsychoAlign system agent on {base} ({layout}, {auth})"))
     _serve(app, sock, host, grpc_port)
 
 

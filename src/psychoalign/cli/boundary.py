@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from ..config import Settings
 from ..errors import InputError
@@ -35,6 +36,7 @@ from .common import (
     err_console,
     out_console,
     print_wide,
+    safe,
     settings_from,
 )
 
@@ -94,7 +96,7 @@ class _Bar:
         self._tick: Callable[[], None] = lambda: None
 
     def note(self, message: str) -> None:
-        err_console.print(message)
+        err_console.print(safe(message))
 
     def start(self, name: str, total: int) -> None:
         self._progress, self._tick = _progress(total, "negotiating")
@@ -273,7 +275,7 @@ def boundary_command(
     report["params"] = params.model_dump(mode="json")
     json_path, html_path = write_report(_out(out, "boundary"), report, render_boundary_html(report))
     _print_boundary(report)
-    out_console.print(f"report: {html_path}\nresults: {json_path}")
+    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"))
 
 
 def _fmt(v: float | None) -> str:
@@ -305,7 +307,7 @@ def _print_boundary(report: dict[str, Any]) -> None:
             highlight=False,
         )
     else:
-        out_console.print(f"Kruskal–Wallis across domains: not computable: {kw.get('reason')}", highlight=False)
+        out_console.print(safe(f"Kruskal–Wallis across domains: not computable: {kw.get('reason')}"), highlight=False)
     retest = report.get("retest")
     if retest is not None:
         overall = retest["definitions"][report["definition"]]["overall"]
@@ -313,7 +315,7 @@ def _print_boundary(report: dict[str, Any]) -> None:
             ci = overall["icc2_ci"] or [None, None]
             out_console.print(f"Test–retest ICC(2,1) = {_fmt(overall['icc2'])} [{_fmt(ci[0])}, {_fmt(ci[1])}]")
         if retest.get("warning"):
-            err_console.print(f"[yellow]warning:[/] {retest['warning']}")
+            err_console.print(Text.assemble(("warning:", "yellow"), " ", safe(retest["warning"])))
     counts = report["counts"]
     out_console.print(f"{counts['completed']} of {counts['items']} requests negotiated, {counts['failed']} failed")
     _print_models(report)
@@ -328,7 +330,7 @@ def _rho_reason(spearman: dict[str, Any]) -> str:
 def _print_models(report: dict[str, Any]) -> None:
     """The models every figure above came from: a table of tensions says nothing without them."""
     models = ", ".join(f"{role}={label}" for role, label in report.get("models", {}).items())
-    out_console.print(f"models: {models}", highlight=False, soft_wrap=True)
+    out_console.print(safe(f"models: {models}"), highlight=False, soft_wrap=True)
 
 
 def h1_command(
@@ -407,11 +409,11 @@ def h1_command(
         f"[{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}], permutation p = {_fmt(s['p_permutation'])}, n = {s['n']}"
     )
     if s["rho"] is None:  # say why, as the page does, instead of a bare dash
-        out_console.print(f"  rho not computable: {_rho_reason(s)}", highlight=False)
+        out_console.print(safe(f"  rho not computable: {_rho_reason(s)}"), highlight=False)
     auc = report["reverse_check"]["auc_t_for_majority_unsafe"]
     if auc.get("computable"):
         out_console.print(f"Reverse check: AUC of T for the majority-unsafe label = {_fmt(auc['auc'])}")
     else:
-        out_console.print(f"Reverse check: AUC not computable: {auc.get('reason')}", highlight=False)
+        out_console.print(safe(f"Reverse check: AUC not computable: {auc.get('reason')}"), highlight=False)
     _print_models(report)
-    out_console.print(f"report: {html_path}\nresults: {json_path}")
+    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"))

@@ -71,8 +71,11 @@ def chat(
         return
     out_console.print(safe(result.text))
     err_console.print(
-        f"[dim]{result.backend}:{result.model} · {result.usage.prompt_tokens}+{result.usage.completion_tokens} "
-        f"tokens · {result.latency_s:.2f}s{' · cached' if result.cached else ''}[/dim]"
+        safe(
+            f"{result.backend}:{result.model} · {result.usage.prompt_tokens}+{result.usage.completion_tokens} "
+            f"tokens · {result.latency_s:.2f}s{' · cached' if result.cached else ''}",
+            style="dim",
+        )
     )
 
 

@@ -14,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..textio import terminal_text
+
 if TYPE_CHECKING:
     from ..config import Settings
 
@@ -141,7 +143,7 @@ def print_pairs(title: str, columns: tuple[str, str], pairs: Mapping[str, str]) 
     for column in columns:
         table.add_column(column)
     for key, value in pairs.items():
-        table.add_row(key, value)
+        table.add_row(safe(key), safe(value))
     out_console.print(table)
 
 
@@ -167,8 +169,18 @@ def deferred_interrupt() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def safe(text: str) -> Text:
-    """Model output is untrusted: render it literally, never as rich markup."""
+def safe(text: object, style: str = "") -> Text:
+    """Untrusted text (requests, model output, names and texts from files or the stores) for the
+    terminal: never read as rich markup (``[red]`` stays literal), and every bidi control, hidden
+    character and control character other than tab and newline (ESC sequences included) shown as
+    its ``⟨U+XXXX⟩`` marker, as on the web pages. Every table cell and line of human output that
+    holds such text goes through here; ``--json`` and YAML output keep the exact text."""
+    return Text(terminal_text("" if text is None else str(text)), style=style)
+
+
+def verbatim(text: str) -> Text:
+    """Machine-readable text (YAML) printed exactly: not read as rich markup, nothing replaced.
+    YAML from ``yaml.safe_dump`` escapes control and non-ASCII characters itself."""
     return Text(text)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import ConfigOpt, JsonOpt, emit_json, out_console, safe, settings_from
+from .common import ConfigOpt, JsonOpt, emit_json, out_console, settings_from, verbatim
 
 config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
 
@@ -31,4 +31,4 @@ def config_show(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> No
         return
     import yaml
 
-    out_console.print(safe(yaml.safe_dump(data, sort_keys=False)))
+    out_console.print(verbatim(yaml.safe_dump(data, sort_keys=False)))

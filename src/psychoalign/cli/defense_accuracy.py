@@ -23,6 +23,7 @@ from .common import (
     TraceStoreOpt,
     out_console,
     print_wide,
+    safe,
     settings_from,
 )
 
@@ -60,7 +61,7 @@ def print_report(report: dict[str, Any]) -> None:
     )
     if report.get("models"):  # the oracle mode has none: the rule table alone
         models = ", ".join(f"{role}={label}" for role, label in report["models"].items())
-        out_console.print(f"models: {models}; framework {report.get('framework', '-')}", highlight=False)
+        out_console.print(safe(f"models: {models}; framework {report.get('framework', '-')}"), highlight=False)
 
 
 def add_experiments(registry: Registry) -> None:
@@ -129,4 +130,4 @@ def defense_accuracy_command(
     report["framework"] = f"{fw.name}@{fw.version}"
     json_path, html_path = write_report(target, report, render_html(report))
     print_report(report)
-    out_console.print(f"report: {html_path}\nresults: {json_path}")
+    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"))

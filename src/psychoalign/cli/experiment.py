@@ -28,6 +28,7 @@ from .common import (
     reflow_help,
     safe,
     settings_from,
+    verbatim,
 )
 
 # The harness (SQLAlchemy, numpy, the benchmarks) is imported inside the commands: `--help` never loads it.
@@ -78,7 +79,7 @@ class _ProgressBar:
         self._task = self._bar.add_task("", total=None, failed=0, start=False)
 
     def note(self, message: str) -> None:
-        self.console.print(message)
+        self.console.print(safe(message))
 
     def start(self, name: str, total: int) -> None:
         self._bar.update(self._task, description=name, total=total)
@@ -290,15 +291,17 @@ def run(
         return
     _print_tables(report)
     err_console.print(
-        f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed"
-        + (f", {summary.gave_up} of them given up" if summary.gave_up else "")
-        + "), "
-        f"{summary.skipped_done} already done, {summary.busy_elsewhere} running elsewhere; "
-        f"{summary.wall_s:.1f}s"
+        safe(
+            f"run {summary.run_id}: {summary.ran} cells ran ({summary.done} done, {summary.failed} failed"
+            + (f", {summary.gave_up} of them given up" if summary.gave_up else "")
+            + "), "
+            f"{summary.skipped_done} already done, {summary.busy_elsewhere} running elsewhere; "
+            f"{summary.wall_s:.1f}s"
+        )
     )
     for line in summary.errors[:5]:
         err_console.print(safe(f"  failed: {line}"), style="red")
-    err_console.print(f"report: {html_path}\nresults: {json_path}")
+    err_console.print(safe(f"report: {html_path}\nresults: {json_path}"))
     if summary.stopped:
         err_console.print(safe(f"run {summary.run_id} stopped: {summary.stopped}"), style="yellow")
     if summary.failed:
@@ -335,8 +338,10 @@ def _failed_line(summary: RunSummary) -> None:
     given_up = f" ({summary.gave_up} given up: not retried)" if summary.gave_up else ""
     retried = " (rerunning the same command retries them)" if summary.failed > summary.gave_up else ""
     err_console.print(
-        f"{summary.failed} of {summary.ran} cells failed{given_up}; "
-        f"see `psychoalign experiment report {summary.run_id}`{retried}",
+        safe(
+            f"{summary.failed} of {summary.ran} cells failed{given_up}; "
+            f"see `psychoalign experiment report {summary.run_id}`{retried}"
+        ),
         style="red",
         highlight=False,
     )
@@ -399,13 +404,13 @@ def _dry_run(
     if json_out:
         emit_json({"run_id": spec.run_id(), "cells": len(cells), **est, "models": models})
         return
-    table = Table(title=f"Dry run of {spec.name} ({len(cells)} cells; estimates)")
+    table = Table(title=safe(f"Dry run of {spec.name} ({len(cells)} cells; estimates)"))
     cols = ("system", "cells", "calls", "calls max", "tokens", "tokens max", "USD", "USD max", "judge calls")
     for c in cols:
         table.add_column(c, justify="left" if c == "system" else "right")
     for r in [*est["systems"], {"system": "total", **est["total"]}]:
         table.add_row(
-            str(r["system"]),
+            safe(r["system"]),
             f"{r['cells']:.0f}",
             f"{r['calls_typical']:.0f}",
             f"{r['calls_max']:.0f}",
@@ -418,7 +423,7 @@ def _dry_run(
     print_wide(table)
     for name, roles in models.items():
         labels = ", ".join(f"{role}={label}" for role, label in roles.items())
-        err_console.print(f"models of {name}: {labels or 'none'}", highlight=False, soft_wrap=True)
+        err_console.print(safe(f"models of {name}: {labels or 'none'}"), highlight=False, soft_wrap=True)
     err_console.print(
         f"Plus {est['judge_check_calls']} judge calls once per run for the judges' checks on constructed cases."
     )
@@ -470,8 +475,8 @@ def _print_table4(t: dict[str, Any], baseline: str) -> None:
         table = Table(title=title)
         table.add_column("attacks")
         for s in t["systems"]:
-            table.add_column(s, justify="right")
-        table.add_column(f"pooled (all but {baseline})", justify="right")
+            table.add_column(safe(s), justify="right")
+        table.add_column(safe(f"pooled (all but {baseline})"), justify="right")
         for row in rows:
             table.add_row(safe(row["title"]), *(_asr(c) for c in [*row["cells"], row["pooled"]]))
         print_wide(table)
@@ -510,14 +515,14 @@ def _print_tables(report: dict[str, Any]) -> None:
     title = {"table5": "Table 5 (component ablation)", "table4": "Scores by benchmark"}.get(
         report["run"]["layout"], "Table 3"
     )
-    table = Table(title=f"{title}: {report['run']['name']} (mean [95% CI] n)")
+    table = Table(title=safe(f"{title}: {report['run']['name']} (mean [95% CI] n)"))
     table.add_column("system")
     for c in report["columns"]:
-        table.add_column(c["title"] + ("" if c["higher_is_better"] else " ↓"), justify="right")
+        table.add_column(safe(c["title"] + ("" if c["higher_is_better"] else " ↓")), justify="right")
     for row in report["table"]:
-        table.add_row(row["system"], *(_fmt(c) for c in row["cells"]))
+        table.add_row(safe(row["system"]), *(_fmt(c) for c in row["cells"]))
     print_wide(table)
-    cost = Table(title=f"Cost per item (ratios to {report['run']['baseline']} over the items both completed)")
+    cost = Table(title=safe(f"Cost per item (ratios to {report['run']['baseline']} over the items both completed)"))
     for c in (
         "system",
         "items",
@@ -534,14 +539,14 @@ def _print_tables(report: dict[str, Any]) -> None:
         cost.add_column(c, justify="left" if c == "system" else "right")
     for r in report["cost"]:
         if not r.get("items"):
-            cost.add_row(r["system"], "0", *(["–"] * 9))
+            cost.add_row(safe(r["system"]), "0", *(["–"] * 9))
             continue
         ratios = [
             "–" if r[k] is None else f"{r[k]:.2f}"
             for k in ("calls_ratio", "critical_path_ratio", "tokens_ratio", "wall_s_ratio")
         ]
         cost.add_row(
-            r["system"],
+            safe(r["system"]),
             str(r["items"]),
             f"{r['calls']:.2f}",
             f"{r['critical_path']:.2f}",
@@ -563,7 +568,7 @@ def _print_tables(report: dict[str, Any]) -> None:
             err_console.print(safe(line), style="yellow" if j.get("weak") else None)
     unknown = [j["benchmark"] for j in report["judges"] if j["status"] == "unknown"]
     if unknown:
-        err_console.print(f"[yellow]judge agreement unknown (no labels) for: {', '.join(unknown)}[/]")
+        err_console.print(safe(f"judge agreement unknown (no labels) for: {', '.join(unknown)}", style="yellow"))
     for j in report["judges"]:
         if j.get("weak"):  # the validity gate (or the embedded judge model): its columns are unmeasured
             err_console.print(safe(f"Weak judge ({j['benchmark']}): {j['weak']}."), style="bold yellow")
@@ -614,7 +619,7 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
         table.add_column("name")
         table.add_column("description")
         for name, text in rows.items():
-            table.add_row(name, safe(text))
+            table.add_row(safe(name), safe(text))
         print_wide(table)
 
 
@@ -639,8 +644,8 @@ def show(
     if json_out:
         emit_json({"run_id": spec.run_id(), "spec": spec.model_dump(mode="json")})
         return
-    out_console.print(safe(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
-    err_console.print(f"run id: {spec.run_id()}")
+    out_console.print(verbatim(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
+    err_console.print(safe(f"run id: {spec.run_id()}"))
 
 
 @experiment_app.command("status")
@@ -686,14 +691,14 @@ def status(
         table.add_column(c)
     for r in rows:
         cols = (r["done"], r["failed"], r["gave_up"], r["running"])
-        table.add_row(r["id"], r["created_at"][:19], *(str(v) for v in cols))
+        table.add_row(safe(r["id"]), safe(r["created_at"][:19]), *(str(v) for v in cols))
     print_wide(table)
     if run_id is not None and rows:
         per = Table(title="Per system")
         for c in ("system", "done", "failed", "running"):
             per.add_column(c)
         for name, counts in rows[0]["systems"].items():
-            per.add_row(name, str(counts["done"]), str(counts["failed"]), str(counts["running"]))
+            per.add_row(safe(name), str(counts["done"]), str(counts["failed"]), str(counts["running"]))
         print_wide(per)
 
 
@@ -775,14 +780,14 @@ def cells(
             sys.stdout.flush()
         else:
             out.write_bytes(data)
-            err_console.print(f"cells: {out}")
+            err_console.print(safe(f"cells: {out}"))
         return
     text = write_cells(records, fmt)  # type: ignore[arg-type]
     if out is None:
         typer.echo(text, nl=False)
     else:
         out.write_text(text, encoding="utf-8")
-        err_console.print(f"cells: {out}")
+        err_console.print(safe(f"cells: {out}"))
 
 
 @experiment_app.command("view")

@@ -224,7 +224,7 @@ def judge_eval_refusal(
         emit_json({"tier": tier, "model": model.label if model else None, **report.model_dump(mode="json")})
         return
     title = f"Refusal judge '{tier}'" + (f" ({model.label})" if model else "") + f": {report.n} responses"
-    table = Table(title=title)
+    table = Table(title=safe(title))
     for col in ("subset", "n", "precision [95% CI]", "recall [95% CI]", "F1", "accuracy [95% CI]"):
         table.add_column(col)
 
@@ -240,7 +240,7 @@ def judge_eval_refusal(
             fmt(m.f1),
             fmt(m.accuracy, m.accuracy_ci, m.n),
         )
-        table.add_row(name, str(m.n), *row)
+        table.add_row(safe(name), str(m.n), *row)
     out_console.print(table)
     fr = report.full_refusal
     out_console.print(

@@ -125,8 +125,8 @@ def accounts(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
         table.add_row(
             safe(str(r["username"] or "(invited)")),
             safe(str(r["display_name"])),
-            str(r["role"]),
-            str(r["participant_id"] or ""),
+            safe(r["role"]),
+            safe(r["participant_id"] or ""),
             "yes" if r["active"] else "no",
         )
     out_console.print(table)

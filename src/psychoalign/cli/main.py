@@ -202,9 +202,10 @@ def run() -> None:
     except PsychoAlignError as exc:
         if debug:
             if exc.detail:  # internal (redacted): what the endpoint or peer said
-                from ..textio import normalise_text
+                from ..textio import normalise_text, terminal_text
 
-                err_console.print(Text.assemble(("detail: ", "bold"), normalise_text(exc.detail)), soft_wrap=True)
+                detail = terminal_text(normalise_text(exc.detail))
+                err_console.print(Text.assemble(("detail: ", "bold"), detail), soft_wrap=True)
             raise
         hint = f" — {exc.hint}" if exc.hint else ""
         _error_line(exc.message + hint)
@@ -234,7 +235,9 @@ def run() -> None:
 def _error_line(message: str) -> None:
     """One error line; text that came from input (argv, files) may hold lone surrogates, which
     cannot be printed as UTF-8."""
-    from ..textio import normalise_text  # not at import: `psychoalign --help` prints no error
+    from ..textio import normalise_text, terminal_text  # not at import: `psychoalign --help` prints no error
 
-    # A store or endpoint URL in the message (argv echoed back) never shows its password.
-    err_console.print(Text.assemble(("error: ", "bold red"), redact_url(normalise_text(message))), soft_wrap=True)
+    # A store or endpoint URL in the message (argv echoed back) never shows its password; a name
+    # quoted from a file shows its bidi and control characters as markers, never raw.
+    line = terminal_text(redact_url(normalise_text(message)))
+    err_console.print(Text.assemble(("error: ", "bold red"), line), soft_wrap=True)

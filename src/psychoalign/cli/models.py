@@ -33,7 +33,7 @@ def models_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> No
         table.add_row(
             str(row["backend"]),
             "[green]yes[/]" if row["usable"] else "[red]no[/]",
-            str(row["default_model"]),
+            safe(row["default_model"]),
             safe(str(row["detail"])),
         )
     out_console.print(table)

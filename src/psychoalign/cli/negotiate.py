@@ -163,7 +163,7 @@ def negotiate(
         try:
             for kind, text in requests:
                 if samples and not json_out:
-                    err_console.print(f"[dim]negotiating ({kind}): {text[:70]}…[/dim]")
+                    err_console.print(safe(f"negotiating ({kind}): {text[:70]}…", style="dim"))
                 out.append(
                     await negotiator.negotiate(
                         text, framework=loaded, context=context, metadata={"kind": kind}, earlier=earlier
@@ -413,7 +413,7 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         return
     # The models first: every decision, cost and answer below is theirs.
     for models in dict.fromkeys(", ".join(f"{k}={v}" for k, v in t.models.items()) for t in traces):
-        out_console.print(Text.assemble(("Models: ", "bold"), models or "-"))
+        out_console.print(Text.assemble(("Models: ", "bold"), safe(models or "-")))
     # Per sample: the decision in plain words, why, what it cost, and the whole answer.
     for i, r in enumerate(rows, start=1):
         out_console.print(Text.assemble((f"{i}. {r['kind']}: ", "bold"), safe(str(r["request"]))))
@@ -425,11 +425,11 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
         answer = str(r["response"]).strip()
         if out_console.is_terminal:
             out_console.print(
-                Panel(Text(answer), title="What the user gets", title_align="left", padding=(0, 1), expand=False)
+                Panel(safe(answer), title="What the user gets", title_align="left", padding=(0, 1), expand=False)
             )
         else:  # piped: no box as wide as the longest line; each line of the answer whole, indented
             out_console.print(Text("   What the user gets:", style="bold"))
-            out_console.print(Text("\n".join(f"     {line}" for line in answer.splitlines())))
+            out_console.print(safe("\n".join(f"     {line}" for line in answer.splitlines())))
     out_console.print(Text(_cost_legend(traces), style="dim"))
     if any(_embedded(t) for t in traces):
         _print_embedded_note()
@@ -496,20 +496,20 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
     fw = trace.framework
     header = Text.assemble(
         ("Request: ", "bold"),
-        trace.request,
+        safe(trace.request),
         "\n",
         ("Framework: ", "bold"),
-        f"{fw.name} v{fw.version} ({fw.sha256[:12]})" if fw else "-",
+        safe(f"{fw.name} v{fw.version} ({fw.sha256[:12]})" if fw else "-"),
         "\n",
         # the scores, tensions and the answer below depend on these: a model swap must show here
         ("Models: ", "bold"),
-        ", ".join(f"{role}={label}" for role, label in trace.models.items()) or "-",
+        safe(", ".join(f"{role}={label}" for role, label in trace.models.items()) or "-"),
         "\n",
         ("Context: ", "bold"),
-        trace.context or "-",
-        *(("\n", ("Earlier user turns: ", "bold"), " | ".join(trace.earlier)) if trace.earlier else ()),
+        safe(trace.context or "-"),
+        *(("\n", ("Earlier user turns: ", "bold"), safe(" | ".join(trace.earlier))) if trace.earlier else ()),
     )
-    out_console.print(Panel(header, title=f"trace {trace.id}", expand=False))
+    out_console.print(Panel(header, title=safe(f"trace {trace.id}"), expand=False))
     for rd in trace.rounds:
         table = Table(
             title=f"Round {rd.index}: T = {rd.tension:.3f}, {rd.admissible} admissible"
@@ -540,9 +540,9 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
         out_console.print(table)
     f = trace.final
     if trace.status is TraceStatus.FAILED:
-        out_console.print(Text.assemble(("FAILED: ", "bold red"), trace.error or ""))
+        out_console.print(Text.assemble(("FAILED: ", "bold red"), safe(trace.error or "")))
         if show_internal and trace.error_detail:
-            out_console.print(Text.assemble(("Detail (internal): ", "bold"), trace.error_detail))
+            out_console.print(Text.assemble(("Detail (internal): ", "bold"), safe(trace.error_detail)))
     if f is not None:
         facts = Text.assemble(
             ("State: ", "bold"),
@@ -555,7 +555,7 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
             f.defense.value if f.defense else "none",
             "   ",
             ("Composed: ", "bold"),
-            f.composed_by + (" (dual gate fallback)" if f.fallback else ""),
+            safe(f.composed_by + (" (dual gate fallback)" if f.fallback else "")),
         )
         out_console.print(facts)
         decision, why = describe_decision(trace)
@@ -593,8 +593,8 @@ def frameworks_list(json_out: bool = JsonOpt) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(
-            r["name"],
-            r["version"],
+            safe(r["name"]),
+            safe(r["version"]),
             str(r["sha256"])[:12],
             str(r["universal"]),
             str(r["contextual"]),
@@ -612,7 +612,7 @@ def frameworks_show(name: str = typer.Argument(..., help="Built-in name or path.
         emit_json({**fw.model_dump(mode="json"), "sha256": fw.sha256})
         return
     out_console.print(safe(fw.render()))
-    out_console.print(f"[dim]sha256 {fw.sha256}[/dim]")
+    out_console.print(safe(f"sha256 {fw.sha256}", style="dim"))
 
 
 @frameworks_app.command("validate")
@@ -624,7 +624,8 @@ def frameworks_validate(
     if json_out:
         emit_json({"ok": True, "name": fw.name, "version": fw.version, "rules": len(fw.rules()), "sha256": fw.sha256})
         return
-    out_console.print(f"[green]ok[/green] {fw.name} v{fw.version}: {len(fw.rules())} rules, sha256 {fw.sha256[:12]}")
+    line = f"{fw.name} v{fw.version}: {len(fw.rules())} rules, sha256 {fw.sha256[:12]}"
+    out_console.print(Text.assemble(("ok", "green"), " ", safe(line)))
 
 
 # -- traces -------------------------------------------------------------------------------------
@@ -666,13 +667,13 @@ def traces_list(
     for r in rows:
         t = r["tension"]
         table.add_row(
-            r["id"][:12],
-            r["created_at"][:19],
-            r["status"],
+            safe(r["id"][:12]),
+            safe(r["created_at"][:19]),
+            safe(r["status"]),
             str(r["rounds"]),
             "-" if t is None else f"{t:.2f}",
-            r["state"] or "-",
-            r["defense"] or "-",
+            safe(r["state"] or "-"),
+            safe(r["defense"] or "-"),
             safe(_one_line(r["request"])[:60]),
             safe(", ".join(f"{role}={_one_line(label)}" for role, label in r.get("models", {}).items()) or "-"),
         )
@@ -705,8 +706,8 @@ def _traces_stacked(rows: list[dict[str, Any]]) -> Table:
             outcome.append(r["defense"].replace("_", " "))
         created = r["created_at"][:16].replace("T", " ")
         table.add_row(
-            Text("\n".join((r["id"][:8], *created.split(" ")))),
-            Text("\n".join(outcome)),
+            safe("\n".join((r["id"][:8], *created.split(" ")))),
+            safe("\n".join(outcome)),
             safe(_clip(_one_line(r["request"]), 160)),
             safe(_models_stacked(r.get("models", {}))),
         )
@@ -782,4 +783,4 @@ def traces_export(
 
     n = asyncio.run(go())
     if out:
-        err_console.print(f"exported {n} traces to {out}")
+        err_console.print(safe(f"exported {n} traces to {out}"))

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import InputError
 from ..star import Instruction, coverage, generate_instructions, load_parameters, load_policy
@@ -49,13 +50,20 @@ def policy_show(policy: Path | None = PolicyOpt, json_out: bool = JsonOpt) -> No
     if json_out:
         emit_json({**pol.model_dump(mode="json"), "sha256": pol.sha256})
         return
-    table = Table(title=f"Policy {pol.name} v{pol.version} ({pol.sha256[:12]})")
+    table = Table(title=safe(f"Policy {pol.name} v{pol.version} ({pol.sha256[:12]})"))
     for col in ("area", "rule", "matching", "targets group", "parameters", "text"):
         table.add_column(col, overflow="fold")
     for area in pol.areas:
         for rule in area.rules:
             params = ", ".join(f"{p.name} ({len(p.values)})" for p in rule.parameters)
-            table.add_row(area.id, rule.id, rule.matching, "yes" if rule.targets_group else "", params, safe(rule.text))
+            table.add_row(
+                safe(area.id),
+                safe(rule.id),
+                safe(rule.matching),
+                "yes" if rule.targets_group else "",
+                safe(params),
+                safe(rule.text),
+            )
     out_console.print(table)
 
 
@@ -88,9 +96,8 @@ def policy_validate(
             }
         )
         return
-    out_console.print(
-        f"[green]ok[/green] {pol.name} v{pol.version}: {len(pol.rules())} rules, sha256 {pol.sha256[:12]}"
-    )
+    line = f"{pol.name} v{pol.version}: {len(pol.rules())} rules, sha256 {pol.sha256[:12]}"
+    out_console.print(Text.assemble(("ok", "green"), " ", safe(line)))
 
 
 @instructions_app.command("generate")
@@ -122,7 +129,7 @@ def instructions_generate(
         if out:
             sink.close()
     if out:
-        err_console.print(f"wrote {len(items)} instructions to {out}")
+        err_console.print(safe(f"wrote {len(items)} instructions to {out}"))
 
 
 def _read_instructions(path: Path) -> list[Instruction]:
@@ -175,7 +182,7 @@ def star_coverage(
         table.add_column(col)
     for rule, (lo, hi) in report.per_rule.items():
         rows = [r for r in report.rows if r.rule == rule]
-        table.add_row(rule, str(len(rows)), str(lo), str(hi), str(sum(r.done for r in rows)))
+        table.add_row(safe(rule), str(len(rows)), str(lo), str(hi), str(sum(r.done for r in rows)))
     out_console.print(table)
     if report.uncovered_cells:
         out_console.print(f"[yellow]{report.uncovered_cells} cells have no planned instruction[/yellow]")
@@ -209,7 +216,7 @@ def star_assign(
     if json_out:
         emit_json(result)
         return
-    out_console.print(f"assigned {result['assigned']} of {result['open_before']} open {kind} tasks")
+    out_console.print(safe(f"assigned {result['assigned']} of {result['open_before']} open {kind} tasks"))
     for item in result["shortfall"]:
         out_console.print(
             safe(f"shortfall: {item['open_tasks']} task(s) nobody can take ({item['reason']}): {item['requirement']}")
@@ -272,7 +279,7 @@ def participants_add(
     if json_out:
         emit_json({"added": [pid]})
     else:
-        out_console.print(f"added participant {pid}", markup=False, highlight=False)
+        out_console.print(safe(f"added participant {pid}"))
 
 
 def _participant(body: dict[str, Any], where: str) -> Any:
@@ -337,7 +344,7 @@ def participants_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt)
     for col in ("id", "roles", "expertise", "simulated"):
         table.add_column(col)
     for p in people:
-        table.add_row(p.id, ", ".join(p.roles), ", ".join(p.expertise), "yes" if p.simulated else "")
+        table.add_row(safe(p.id), safe(", ".join(p.roles)), safe(", ".join(p.expertise)), "yes" if p.simulated else "")
     out_console.print(table)
 
 
@@ -410,16 +417,20 @@ def campaign_run(
         return
     rate = "n/a" if report.target_failure_rate is None else f"{report.target_failure_rate:.1%}"
     out_console.print(
-        f"campaign {report.campaign}: {report.planned} planned, {report.dialogues} dialogues, "
-        f"{report.refused_attacks} refused attacks, {report.target_failed_dialogues} with no target answer, "
-        f"{report.annotations} annotations ({report.annotations_in_group} in-group, "
-        f"{report.annotations_out_group} out-group), {report.arbitrations} arbitrations; "
-        f"target failures {report.target_failures} of {report.target_calls} calls ({rate})"
-        + (f"; resumed {report.resumed_tasks} held tasks" if report.resumed_tasks else ""),
+        safe(
+            f"campaign {report.campaign}: {report.planned} planned, {report.dialogues} dialogues, "
+            f"{report.refused_attacks} refused attacks, {report.target_failed_dialogues} with no target answer, "
+            f"{report.annotations} annotations ({report.annotations_in_group} in-group, "
+            f"{report.annotations_out_group} out-group), {report.arbitrations} arbitrations; "
+            f"target failures {report.target_failures} of {report.target_calls} calls ({rate})"
+            + (f"; resumed {report.resumed_tasks} held tasks" if report.resumed_tasks else "")
+        ),
         highlight=False,
     )
     for kind, w in report.work.items():
-        out_console.print(f"  {kind}: {w['personas']} personas, {w['min']}-{w['max']} tasks each", highlight=False)
+        out_console.print(
+            safe(f"  {kind}: {w['personas']} personas, {w['min']}-{w['max']} tasks each"), highlight=False
+        )
     for item in report.shortfall:
         out_console.print(
             safe(
@@ -445,7 +456,7 @@ def star_export(
     rows: list[dict[str, Any]] = _on_store(config, lambda store: store.export_rows(campaign))
     write_rows(rows, fmt, out)
     if out:
-        err_console.print(f"exported {len(rows)} dialogues to {out}")
+        err_console.print(safe(f"exported {len(rows)} dialogues to {out}"))
 
 
 def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
@@ -567,8 +578,8 @@ def star_analyze(
         raise InputError(f"two datasets share a name: {names}", hint="use --compare NAME=FILE to rename one")
     for d in datasets:
         if mapping is not None and d.format != "ratings":
-            err_console.print(f"{d.name}: recognised as '{d.format}'; the column mapping is not used for it")
-        err_console.print(f"{d.name}: {d.counts.line()}", markup=False, highlight=False)
+            err_console.print(safe(f"{d.name}: recognised as '{d.format}'; the column mapping is not used for it"))
+        err_console.print(safe(f"{d.name}: {d.counts.line()}"), highlight=False)
         if d.format != "anthropic-hh" and d.counts.ratings_kept == 0:
             raise InputError(
                 f"{d.name}: nothing to analyse: {d.counts.line()}",
@@ -597,4 +608,4 @@ def star_analyze(
             progress=bar,
         )
     for written in write_report(report, datasets, out):
-        err_console.print(f"wrote {written}")
+        err_console.print(safe(f"wrote {written}"))

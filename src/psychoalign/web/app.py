@@ -35,6 +35,7 @@ from .apikeys import is_loopback
 from .errors import APIError, error_response
 from .gateway import Gateway
 from .local_token import LocalTokenCookie
+from .methods import RouteMethods
 from .metrics import GatewayMetrics
 from .openai_api import openai_router
 from .ops import REQUEST_ID_SCOPE_KEY, RequestContextMiddleware, current_request_id, ops_router
@@ -249,7 +250,11 @@ def create_app(
     inner = [m for m in app.user_middleware if getattr(m, "cls", None) is SecurityHeadersMiddleware]
     app.user_middleware[:] = [m for m in app.user_middleware if m not in inner]
     app.add_middleware(SecurityHeadersMiddleware)
-    app.user_middleware.append(Middleware(HeadAsGet))  # innermost: next to the routes
+    # Next to the routes: full Allow headers, relative slash redirects (never from the Host
+    # header: the router's own redirect is off), and HEAD as GET innermost.
+    app.router.redirect_slashes = False
+    app.user_middleware.append(Middleware(RouteMethods))
+    app.user_middleware.append(Middleware(HeadAsGet))
     return app
 
 

@@ -33,6 +33,7 @@ from ..experiments.harness.store import CellResult, ResultStore, RunRecord
 from ..traces.model import Trace
 from ..traces.store import TraceStore
 from .auth import get_templates
+from .methods import RouteMethods
 from .origin import OriginGuard
 from .security import SecurityHeadersMiddleware, refuse_nul
 from .templating import Templates, page_number, static_files
@@ -361,6 +362,8 @@ def create_viewer_app(source: ExperimentSource, serve: ServeSettings, *, run_id:
     async def index() -> RedirectResponse:
         return RedirectResponse(home, status_code=303)
 
+    app.router.redirect_slashes = False  # RouteMethods redirects, path-only (never from the Host header)
+    app.add_middleware(RouteMethods)
     app.add_middleware(OriginGuard, serve=serve, face=lambda path: "viewer")
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: the guard's refusals carry the headers too
     return app

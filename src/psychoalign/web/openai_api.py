@@ -318,7 +318,9 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         where = request.url.path
         if where.endswith("/") and any(route.path_regex.match(where.rstrip("/")) for route in served):
             # A served path with a trailing slash: redirected as the router does it elsewhere.
-            return RedirectResponse(str(request.url.replace(path=where.rstrip("/"))), status_code=307)
+            # Path-only: a Location built from the Host header could name any host.
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(where.rstrip("/") + query, status_code=307)
         methods = allowed_methods(served, where)
         if not methods:
             raise APIError(

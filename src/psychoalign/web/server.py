@@ -63,9 +63,7 @@ class GracefulServer(uvicorn.Server):
                     max_message_bytes=state.a2a_max_body_bytes,
                 )
             except OSError as exc:
-                raise ConfigError(
-                    f"cannot serve gRPC on {host}:{serve.grpc_port}: {exc}", hint="choose another --grpc-port"
-                ) from None
+                raise ConfigError(str(exc), hint="choose another --grpc-port") from None
             await self._grpc.start()
         await super().startup(sockets)
         if self.freeze_heap:

@@ -20,21 +20,14 @@ from markupsafe import Markup, escape
 from starlette.staticfiles import StaticFiles
 
 from ..config import LabSettings
+from ..textio import INVISIBLE as INVISIBLE  # re-exported: the pages name it
+from ..textio import visible_marker
 from .security import Security
 
-#: Characters that change how the text around them displays (bidi embeddings, overrides, isolates
-#: and marks) or that hide in it (zero-width space, word joiner, invisible operators, BOM, soft
-#: hyphen, Mongolian vowel separator). Shown as visible markers so a reader sees what is stored:
-#: ``Harmless \u202egnp.exe\u202c`` would otherwise display as "Harmless exe.png". The joiners
-#: U+200C/U+200D stay: scripts (Persian, Indic) and emoji sequences need them and they reorder nothing.
-INVISIBLE = frozenset(
-    [0x00AD, 0x061C, 0x180E, 0x200B, 0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x2060, 0x206A)]
-)
+# INVISIBLE: the characters shown as markers (bidi controls, zero-width and other hidden
+# characters); shared with the terminal's rendering (textio.terminal_text).
 _INVISIBLE = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(INVISIBLE)) + "]")
-
-
-def _marker(char: str) -> str:
-    return f"⟨U+{ord(char):04X}⟩"
+_marker = visible_marker
 
 
 def visible(value: object) -> str:
