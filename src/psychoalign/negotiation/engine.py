@@ -79,6 +79,13 @@ ROLES = ("drive", "evaluator", "mediator")
 SCREEN_PROPOSAL = "(no answer has been written yet: judge whether any answer to this request could be acceptable)"
 
 
+def _evaluate(request: str, context: str, proposal: str, layer1: Layer1Enforcer, framework: Any) -> EvaluateTask:
+    """The EVALUATOR's task for one text: the request screen, a composed reply or the final one."""
+    return EvaluateTask(
+        request=request, context=context, proposal=proposal, earlier=layer1.earlier, framework=framework
+    )
+
+
 class Negotiator:
     """Runs negotiations. Reusable and safe for concurrent ``negotiate`` calls.
 
@@ -444,13 +451,7 @@ class Negotiator:
         rules = fw.universal_request_rules(trace.request)
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
-            task = EvaluateTask(
-                request=trace.request,
-                context=trace.context,
-                proposal=SCREEN_PROPOSAL,
-                earlier=layer1.earlier,
-                framework=fw_payload,
-            )
+            task = _evaluate(trace.request, trace.context, SCREEN_PROPOSAL, layer1, fw_payload)
             evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)
             universal = {r.id for r in fw.universal}
             # A universal rule the screen names was tripped by the request alone (the screen's
@@ -482,13 +483,7 @@ class Negotiator:
         fallback = False
         if composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
             await self._emit(trace, "final_gate")
-            task = EvaluateTask(
-                request=trace.request,
-                context=trace.context,
-                proposal=response,
-                earlier=layer1.earlier,
-                framework=fw_payload,
-            )
+            task = _evaluate(trace.request, trace.context, response, layer1, fw_payload)
             final_eval = (await bus.send("mediator", "evaluator", task)).output
             final_gate = gates.gate(response, final_eval)
             if not final_gate.admissible:
@@ -667,13 +662,7 @@ class Negotiator:
             )
             if p.final_gate and not (p.fast_path and composed_by == "adopted" and judged):
                 await self._emit(trace, "final_gate")
-                task = EvaluateTask(
-                    request=trace.request,
-                    context=context,
-                    proposal=response,
-                    earlier=layer1.earlier,
-                    framework=fw_payload,
-                )
+                task = _evaluate(trace.request, context, response, layer1, fw_payload)
                 final_eval = (await bus.send("mediator", "evaluator", task)).output
                 final_gate = gates.gate(response, final_eval)
             else:  # adopted, or only gated proposal text is used (see _compose_unverified): re-run the checks
