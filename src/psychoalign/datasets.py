@@ -48,7 +48,10 @@ __all__ = [  # the names other packages (cli, experiments, models) import
 
 DATA_ENV = "PSYCHOALIGN_DATA_DIR"
 #: The fix named by errors about a missing data file.
-DATA_HINT = "`psychoalign data list` shows where the data is looked for; `psychoalign data verify` what is missing"
+DATA_HINT = (
+    "get it with `psychoalign data fetch DATASET --from MIRROR` or as the README's Data section says;"
+    " `psychoalign data list` shows where the data is looked for, `psychoalign data verify` what is missing"
+)
 #: The checkout root when running from a source tree (src/psychoalign/datasets.py -> the root).
 _CHECKOUT = Path(__file__).resolve().parents[2]
 

@@ -414,3 +414,49 @@ def test_a_resume_with_nothing_left_says_so_in_one_line_and_a_changed_model_is_s
     assert isinstance(refused.exception, ConfigError), refused.output  # the CLI's one error line, exit 2
     assert "was computed with other settings" in str(refused.exception) and "script_sha256" in str(refused.exception)
     assert "already done" not in refused.output
+
+
+@pytest.mark.parametrize(
+    ("command", "n"),
+    [("run", "100001"), ("run", "99999999999999999999"), ("show", "0"), ("show", "-3"), ("show", "100001")],
+)
+def test_n_out_of_the_specs_range_is_refused_before_anything_runs(tmp_path: Path, command: str, n: str) -> None:
+    """A spec's N is 1–100,000; `--n` outside it used to run every cell and then fail the report
+    (and every later `report`/`cells` of that run) with an internal ValidationError, or, for
+    `show`, print a spec with `n: 0` that does not load."""
+    from tests.cli.test_main import cli
+
+    spec_file = tmp_path / "mini.yaml"
+    spec_file.write_text("name: mini\nsystems: [vanilla]\nbenchmarks: [hhh]\nn: 3\n")
+    args = ["experiment", command, str(spec_file), "--n", n]
+    if command == "run":
+        args += ["--dry-run", "--no-progress"]
+    res = cli(*args, env={"PSYCHOALIGN_HOME": str(tmp_path / "home"), "PSYCHOALIGN_DATA_DIR": str(tmp_path / "none")})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--n" in res.stderr and "internal error" not in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and res.stdout == ""
+
+
+def test_the_cli_bound_on_n_is_the_specs() -> None:
+    from psychoalign.cli.experiment import MAX_N as CLI_MAX_N
+    from psychoalign.experiments.harness.spec import MAX_N
+
+    assert CLI_MAX_N == MAX_N
+
+
+def test_a_run_without_the_evaluation_data_says_what_where_and_how_to_fetch_it(tmp_path: Path) -> None:
+    """No data folder contents: one line naming the missing file, its path and the fix
+    (`psychoalign data fetch`), exit 2, no traceback."""
+    from tests.cli.test_main import cli
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    spec_file = tmp_path / "mini.yaml"
+    spec_file.write_text("name: mini\nsystems: [vanilla]\nbenchmarks: [hhh]\nn: 2\n")
+    env = {"PSYCHOALIGN_HOME": str(tmp_path / "home"), "PSYCHOALIGN_DATA_DIR": str(empty)}
+    for extra in ([], ["--dry-run"]):
+        res = cli("experiment", "run", str(spec_file), "--no-progress", *extra, env=env)
+        assert res.returncode == 2, res.stdout + res.stderr
+        line = res.stderr.strip()
+        assert len(line.splitlines()) == 1 and "Traceback" not in line
+        assert str(empty) in line and "harmless.task.json" in line and "psychoalign data fetch" in line

@@ -31,6 +31,8 @@ from .common import (
     verbatim,
 )
 
+MAX_N = 100_000  # ExperimentSpec.n at most (harness.spec.MAX_N; not imported here to keep startup light)
+
 # The harness (SQLAlchemy, numpy, the benchmarks) is imported inside the commands: `--help` never loads it.
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
@@ -162,7 +164,9 @@ def run(
     spec_name: str | None = typer.Argument(
         None, metavar="SPEC", help="A preset name (see `experiment list`), a named experiment, or a spec file."
     ),
-    n: int | None = typer.Option(None, "--n", min=1, help="Items per benchmark (overrides the spec)."),
+    n: int | None = typer.Option(
+        None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/<run id>)."),
     systems: str | None = typer.Option(None, "--systems", help="Comma-separated subset of the spec's systems."),
     benchmarks: str | None = typer.Option(None, "--benchmarks", help="Comma-separated subset of its benchmarks."),
@@ -626,7 +630,7 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
 @experiment_app.command("show")
 def show(
     spec_name: str = typer.Argument(..., metavar="SPEC"),
-    n: int | None = typer.Option(None, "--n"),
+    n: int | None = typer.Option(None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Print a spec (preset or file) as YAML, with its run id (checked: unknown systems,

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["ExperimentSpec", "load_spec", "preset_names"]
 
 PRESET_PREFIX = "experiment-"
+MAX_N = 100_000
+"""Items per benchmark at most (`n`, `--n`)."""
 
 
 class BenchmarkSpec(BaseModel):
@@ -41,7 +43,7 @@ class BenchmarkSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    n: int | None = Field(None, ge=1, le=100_000)
+    n: int | None = Field(None, ge=1, le=MAX_N)
     options: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -99,7 +101,7 @@ class ExperimentSpec(BaseModel):
     description: str = ""
     systems: tuple[SystemSpec, ...] = Field(min_length=1)
     benchmarks: tuple[BenchmarkSpec, ...] = Field(min_length=1)
-    n: int = Field(50, ge=1, le=100_000, description="Items per benchmark (XSTest: per label).")
+    n: int = Field(50, ge=1, le=MAX_N, description="Items per benchmark (XSTest: per label).")
     seed: int = 0
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     concurrency: int = Field(8, ge=1, le=512, description="Cells in flight at most (adaptive below it).")
