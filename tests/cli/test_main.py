@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.loopback import FakeServer, Scripted, fake_endpoint, openai_reply
 
 
@@ -204,3 +206,30 @@ def test_a_schema_file_that_is_not_json_names_the_place_and_the_fix(tmp_path: Pa
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"{bad}:2:16: invalid JSON" in lines[0], out.stderr
     assert "examples/answer.schema.json" in lines[0], out.stderr
+
+
+def test_ctrl_c_inside_a_command_says_interrupted_and_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Typer turns a KeyboardInterrupt inside a command into Exit(130), returned (not raised) when
+    not standalone: an interrupted `experiment run` used to exit 130 without a word."""
+    import typer
+
+    import psychoalign.cli.main as cli_main
+
+    app = typer.Typer()
+
+    @app.command()
+    def work() -> None:
+        raise KeyboardInterrupt
+
+    @app.command()
+    def other() -> None:
+        pass
+
+    monkeypatch.setattr(cli_main, "app", app)
+    monkeypatch.setattr(sys, "argv", ["psychoalign", "work"])
+    with pytest.raises(SystemExit) as exc:
+        cli_main.run()
+    assert exc.value.code == 130
+    assert capsys.readouterr().err.strip() == "interrupted"

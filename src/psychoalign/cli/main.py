@@ -228,6 +228,8 @@ def run() -> None:
             f"internal error ({type(exc).__name__}) — run with --debug for its message and the traceback, and report it"
         )
         sys.exit(1)
+    if code == 130:  # typer turns a Ctrl-C inside a command into Exit(130), returned here
+        err_console.print("[yellow]interrupted[/]")
     if isinstance(code, int) and code:  # typer.Exit(n), returned rather than raised when not standalone
         sys.exit(code)
 
