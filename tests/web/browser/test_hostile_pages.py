@@ -131,7 +131,7 @@ async def _seed_traces(store_url: str) -> str:
     """A trace whose earlier turns and model names are hostile: markup, bidi controls, RTL text
     and one unbroken string; returned is its id."""
     from psychoalign.traces import open_store
-    from psychoalign.traces.model import NegotiationParams, Trace
+    from psychoalign.traces.model import AgentStats, NegotiationParams, Trace
 
     store = open_store(store_url)
     try:
@@ -141,6 +141,7 @@ async def _seed_traces(store_url: str) -> str:
             earlier=[f"first {HOSTILE}", f"{ARABIC} then", f"{HEBREW} then", UNBROKEN],
             models={"drive": LONG_MODEL, "evaluator": f"openai:{HOSTILE}", "mediator": f"local:{ARABIC}.gguf"},
             metadata={"conversation_id": f"conv {HOSTILE}", "turn": 5},
+            agents={"drive": AgentStats(calls=1, model=LONG_MODEL), "evaluator": AgentStats(calls=1, model=HOSTILE)},
         )
         await store.start(trace)
         return trace.id
@@ -199,6 +200,10 @@ def test_trace_pages_with_hostile_earlier_turns_and_model_names(chromium: Any, l
     assert page.locator("#trace-earlier > li > pre > bdi[dir=auto]").count() == 4
     assert page.locator("#trace-earlier .ctl").count() == 5  # each invisible control shown as a marker
     assert page.locator("main script").count() == 0
+    # the Cost table names the same models: isolated and with the controls shown there too
+    cost = page.locator("table:has(th:text-is('Model')) td code")
+    assert cost.count() == 2 and page.locator("table:has(th:text-is('Model')) td code > bdi[dir=auto]").count() == 2
+    assert "⟨U+202E⟩" in cost.nth(1).inner_text()
     for viewport in (NARROW, WIDE):
         _fits(page, viewport, "trace detail", found)
     # keyboard: the disclosure's summary takes focus with a visible outline
