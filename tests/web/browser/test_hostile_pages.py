@@ -2,7 +2,9 @@
 hostile text in every untrusted field: the arbitration page (a dialogue and two annotators'
 reasons), the lead's campaign and participants pages (people's names), the error pages (400, 403,
 404, the static 500 page), the login page after a failed login and the trace list with a refused
-filter. Nothing critical or serious, no page wider than a phone, no script or dialog ran."""
+filter; and the trace list's Models column and the trace detail's earlier turns with hostile,
+right-to-left and unbroken text at 360 and 1280 px. Nothing critical or serious, no page wider
+than the screen, no script or dialog ran."""
 
 from __future__ import annotations
 
@@ -114,3 +116,109 @@ def test_hostile_pages_and_error_pages_pass_axe(chromium: Any, live_lab: Lab) ->
     assert [d for d in dialogs if "alert" in d or "page error" in d] == [], dialogs
     for person in (anon, arb, lead):
         person.close()
+
+
+#: Right-to-left text (Arabic, Hebrew) and an unbroken string far wider than any screen.
+ARABIC = "ما هي الجرعة الآمنة؟"
+HEBREW = "מה המינון הבטוח?"
+UNBROKEN = "x" * 400
+LONG_MODEL = "openai:" + "very-long-model-name-" * 8 + UNBROKEN[:80]
+WIDE = {"width": 1280, "height": 900}
+NARROW = {"width": 360, "height": 800}
+
+
+async def _seed_traces(store_url: str) -> str:
+    """A trace whose earlier turns and model names are hostile: markup, bidi controls, RTL text
+    and one unbroken string; returned is its id."""
+    from psychoalign.traces import open_store
+    from psychoalign.traces.model import AgentStats, NegotiationParams, Trace
+
+    store = open_store(store_url)
+    try:
+        trace = Trace(
+            request=f"and now? {HOSTILE}",
+            params=NegotiationParams(),
+            earlier=[f"first {HOSTILE}", f"{ARABIC} then", f"{HEBREW} then", UNBROKEN],
+            models={"drive": LONG_MODEL, "evaluator": f"openai:{HOSTILE}", "mediator": f"local:{ARABIC}.gguf"},
+            metadata={"conversation_id": f"conv {HOSTILE}", "turn": 5},
+            agents={"drive": AgentStats(calls=1, model=LONG_MODEL), "evaluator": AgentStats(calls=1, model=HOSTILE)},
+        )
+        await store.start(trace)
+        return trace.id
+    finally:
+        await store.close()
+
+
+def _fits(page: Any, viewport: dict[str, int], name: str, found: list[str]) -> None:
+    page.set_viewport_size(viewport)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    if width > viewport["width"]:
+        found.append(f"{name}: {width} px wide at {viewport['width']} px")
+
+
+def test_trace_pages_with_hostile_earlier_turns_and_model_names(chromium: Any, live_lab: Lab) -> None:
+    """The trace detail's earlier turns and the list's Models column: shown as text, each field
+    in its own direction isolate, no page wider than 360 or 1280 px, nothing serious for axe-core,
+    and the earlier-turns disclosure takes a visible keyboard focus."""
+    trace_id = run_async(_seed_traces(live_lab.store_url))
+    axe = axe_source()
+    found: list[str] = []
+    dialogs: list[str] = []
+    lead = Session(chromium, live_lab, dialogs)
+    lead.login("lead")
+    page = lead.page
+
+    page.goto("/traces")
+    page.wait_for_selector("#trace-table")
+    cell = page.locator("#trace-table td.models").first
+    assert LONG_MODEL in cell.inner_text() and "<script>alert(1)</script>" in cell.inner_text()
+    assert cell.locator("code > bdi[dir=auto]").count() == 3
+    assert page.locator("#trace-table script").count() == 0
+    for viewport in (NARROW, WIDE):
+        _fits(page, viewport, "trace list", found)
+        # a model name wraps inside its cell: it never runs over the State, Defense... columns
+        spill = page.evaluate(
+            """() => [...document.querySelectorAll('td.models code')]
+                 .filter(c => c.getBoundingClientRect().right > c.closest('td').getBoundingClientRect().right + 1)
+                 .map(c => c.textContent.slice(0, 30))"""
+        )
+        if spill:
+            found.append(f"trace list at {viewport['width']} px: model names overflow their cell {spill}")
+    check(page, axe, "trace list with hostile model names", found)
+    lead.shot("hostile-trace-list")
+
+    page.goto(f"/traces/{trace_id}")
+    page.wait_for_selector("#trace-earlier", state="attached")
+    page.click("details:has(#trace-earlier) > summary")
+    page.wait_for_selector("#trace-earlier", state="visible")
+    turns = page.locator("#trace-earlier > li > pre")
+    assert turns.count() == 4
+    first = turns.nth(0).inner_text()
+    assert "<script>alert(1)</script>" in first and "⟨U+202E⟩" in first  # the override shown, not obeyed
+    assert turns.nth(1).inner_text() == f"{ARABIC} then" and turns.nth(2).inner_text() == f"{HEBREW} then"
+    assert turns.nth(3).inner_text() == UNBROKEN
+    assert page.locator("#trace-earlier > li > pre > bdi[dir=auto]").count() == 4
+    assert page.locator("#trace-earlier .ctl").count() == 5  # each invisible control shown as a marker
+    assert page.locator("main script").count() == 0
+    # the Cost table names the same models: isolated and with the controls shown there too
+    cost = page.locator("table:has(th:text-is('Model')) td code")
+    assert cost.count() == 2 and page.locator("table:has(th:text-is('Model')) td code > bdi[dir=auto]").count() == 2
+    assert "⟨U+202E⟩" in cost.nth(1).inner_text()
+    for viewport in (NARROW, WIDE):
+        _fits(page, viewport, "trace detail", found)
+    # keyboard: the disclosure's summary takes focus with a visible outline
+    page.focus("details:has(#trace-earlier) > summary")
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")  # reached by the keyboard, so :focus-visible applies
+    assert page.evaluate("document.activeElement.matches('details:has(#trace-earlier) > summary')")
+    outline = page.evaluate(
+        "() => { const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth] }"
+    )
+    if outline[0] == "none" or outline[1] == "0px":
+        found.append(f"trace detail: the earlier-turns summary has no visible focus ({outline})")
+    check(page, axe, "trace detail with hostile earlier turns", found)
+    lead.shot("hostile-trace-detail")
+
+    assert not found, "\n".join(found)
+    assert [d for d in dialogs if "alert" in d or "page error" in d] == [], dialogs
+    lead.close()
