@@ -97,3 +97,20 @@ def clustered_wilson_ci(
     n_eff = round(n_eff, 9)  # k identical copies give the number of items, not that plus a rounding error
     low, high = wilson_ci(p * n_eff, n_eff, z)
     return (low, high, n_eff)
+
+
+def repeated_rows_ci(values: Sequence[bool], clusters: Sequence[Hashable]) -> tuple[float, float, float, str] | None:
+    """The 95 % interval of a share whose rows may repeat a cluster (an attack under several
+    systems, a dialogue's follow-ups), as every report chooses it: ``(low, high, n_eff,
+    ci_method)``. Every cluster once: plain Wilson on the rows ("wilson", ``n_eff`` = n). Clusters
+    repeated: :func:`clustered_wilson_ci` ("wilson-clustered"), or None under
+    :data:`MIN_CLUSTERS` clusters: no interval, and the caller's note says why."""
+    n = len(values)
+    count = len(set(clusters))
+    if count == n:  # the rows are independent, Wilson holds
+        low, high = wilson_ci(sum(1 for v in values if v), n)
+        return low, high, float(n), "wilson"
+    if count < MIN_CLUSTERS:
+        return None
+    low, high, n_eff = clustered_wilson_ci(values, clusters)
+    return low, high, n_eff, "wilson-clustered"

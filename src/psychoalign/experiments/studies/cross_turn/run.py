@@ -32,7 +32,7 @@ from ....config import Settings
 from ....models import Message
 from ....traces import InMemoryTraceStore
 from ...harness.metering import CallMeter, ModelPool
-from ...harness.stats import MIN_CLUSTERS, clustered_wilson_ci, wilson_ci
+from ...harness.stats import MIN_CLUSTERS, repeated_rows_ci
 from ...harness.systems import CellContext, SystemSpec, build_system
 from .world import Step, XTWorld
 
@@ -128,17 +128,15 @@ def rate_row(values: Sequence[bool], dialogues: Sequence[str]) -> dict[str, Any]
     n, k = len(values), sum(1 for v in values if v)
     count = len(set(dialogues))
     row: dict[str, Any] = {"n": n, "k": k, "rate": k / n if n else None, "dialogues": count}
-    if count == n:  # every dialogue once: the rows are independent, Wilson holds
-        lo, hi = wilson_ci(k, n)
-        return {**row, "ci95": [lo, hi], "n_eff": float(n), "ci_method": "wilson"}
-    if count < MIN_CLUSTERS:
+    interval = repeated_rows_ci(values, dialogues)
+    if interval is None:
         note = (
             f"{n} rows from {count} dialogues: fewer than {MIN_CLUSTERS} dialogues, too few for an interval "
             "that accounts for several rows per dialogue"
         )
         return {**row, "ci95": [None, None], "n_eff": None, "ci_method": None, "ci_note": note}
-    lo, hi, n_eff = clustered_wilson_ci(values, dialogues)
-    return {**row, "ci95": [lo, hi], "n_eff": round(n_eff, 1), "ci_method": "wilson-clustered"}
+    lo, hi, n_eff, method = interval
+    return {**row, "ci95": [lo, hi], "n_eff": round(n_eff, 1), "ci_method": method}
 
 
 @dataclass

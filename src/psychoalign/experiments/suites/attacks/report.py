@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...harness.spec import ExperimentSpec
-from ...harness.stats import MIN_CLUSTERS, clustered_wilson_ci
+from ...harness.stats import MIN_CLUSTERS, repeated_rows_ci
 from ...harness.store import NOT_SCORED, CellResult
 from ...harness.validity import confusion_rates, rogan_gladen
 from .scoring import attack_success_rate
@@ -65,22 +65,15 @@ def _pooled_rate(
     out["items"] = items
     if out["n"] < 2:
         return {**out, "ci_method": None}
-    if items == out["n"]:  # every attack once: the rows are independent, Wilson holds
-        return {**out, "n_eff": float(items), "ci_method": "wilson"}
-    if items < MIN_CLUSTERS:
+    interval = repeated_rows_ci([v for _, v in scored], [item for item, _ in scored])
+    if interval is None:
         note = (
             f"the same {items} attacks under {systems} systems: fewer than {MIN_CLUSTERS} distinct attacks, "
             "too few for an interval that accounts for the repeats"
         )
         return {**out, "ci_low": None, "ci_high": None, "ci_method": None, "ci_note": note}
-    low, high, n_eff = clustered_wilson_ci([v for _, v in scored], [item for item, _ in scored])
-    return {
-        **out,
-        "ci_low": round(low, 3),
-        "ci_high": round(high, 3),
-        "n_eff": round(n_eff, 1),
-        "ci_method": "wilson-clustered",
-    }
+    low, high, n_eff, method = interval
+    return {**out, "ci_low": round(low, 3), "ci_high": round(high, 3), "n_eff": round(n_eff, 1), "ci_method": method}
 
 
 def _row(key: str, title: str, systems: list[str], pooled: list[str], groups: dict[str, Group]) -> dict[str, Any]:
