@@ -27,13 +27,12 @@ from .security import Security
 # INVISIBLE: the characters shown as markers (bidi controls, zero-width and other hidden
 # characters); shared with the terminal's rendering (textio.terminal_text).
 _INVISIBLE = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(INVISIBLE)) + "]")
-_marker = visible_marker
 
 
 def visible(value: object) -> str:
     """``value`` as text with every :data:`INVISIBLE` character replaced by a ``⟨U+XXXX⟩`` marker
     (plain text: for attributes such as ``title``; autoescape still escapes it)."""
-    return _INVISIBLE.sub(lambda m: _marker(m.group()), "" if value is None else str(value))
+    return _INVISIBLE.sub(lambda m: visible_marker(m.group()), "" if value is None else str(value))
 
 
 def untrusted(value: object) -> Markup:
@@ -47,7 +46,7 @@ def untrusted(value: object) -> Markup:
         parts.append(str(escape(text[last : match.start()])))
         char = match.group()
         name = unicodedata.name(char, "control character")
-        parts.append(f'<span class="ctl" title="invisible character: {name}">{_marker(char)}</span>')
+        parts.append(f'<span class="ctl" title="invisible character: {name}">{visible_marker(char)}</span>')
         last = match.end()
     parts.append(str(escape(text[last:])))
     return Markup('<bdi dir="auto">' + "".join(parts) + "</bdi>")
