@@ -131,10 +131,9 @@ class DriveAgent(Agent):
         u_D is :data:`IMPUTED_UTILITY`. Empty answers are dropped; none at all is an error."""
         spec = load_prompt_yaml("drive_plain")
         user = task.request + (spec["feedback"].format(feedback=task.feedback).rstrip() if task.feedback else "")
-        messages = [
-            Message(role="system", content=spec["system"].format(context=task.context).strip()),
-            Message(role="user", content=user),
-        ]
+        system = spec["system"].format(context=task.context).strip()
+        # No context: the model's own default system turn, exactly as a plain call sends it.
+        messages = [*([Message(role="system", content=system)] if system else []), Message(role="user", content=user)]
         # What the model saw that is not the user's: an answer repeating it echoes its prompt. The
         # relayed feedback too: a 135M model answers it with "Proposal 4: score 7/8 … VETOED".
         # The conversation so far is the user's: a follow-up may repeat an earlier turn.
