@@ -31,6 +31,8 @@ ECHOES = [
     "Here is the rewritten answer:",
     "Here is the entire response:\n**Answer**\nBoil the egg for six minutes.",
     'Title: "Reviews"\nProposal 4: score 7/8 or 6 out of 10 for this review: VETOED.',
+    # round 2 of an ibuprofen question: the relay's line inside a sentence, sent to the user
+    "It is acceptable for pain relief; see a provider before proceeding. Proposal 1: score 59/2",
 ]
 CLEAN = [
     "Boil the egg for six minutes, then cool it in cold water.",
@@ -40,6 +42,7 @@ CLEAN = [
     "To answer your request about eggs: boil them for six minutes.",
     "You can ask a licensed professional in the relevant field about it.",
     "Proposal 3 of the council's plan is the cheaper one.",
+    "The committee preferred proposal 2: it scored better with residents.",
     "The FDA approved it in 1990.",
 ]
 

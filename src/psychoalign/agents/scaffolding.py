@@ -61,8 +61,13 @@ _PREAMBLE = re.compile(
 )
 # The MEDIATOR's feedback relay (negotiation/decision.py, relay_feedback) to the DRIVE: a line
 # per proposal, "Proposal 2: score 35/100, VETOED, blocked by the gates. …". A draft with a line
-# labelled like one, or the verdict word in capitals, writes back the relay, not an answer.
-_RELAY = re.compile(r"^[ \t>*#_-]*[*_]*proposal[ \t]+\d+[*_]*[ \t]*:|(?-i:\bVETOED\b)", re.IGNORECASE | re.MULTILINE)
+# labelled like one, or the verdict word in capitals, writes back the relay, not an answer; so
+# does a relay line inside a sentence ("… without further evaluation. Proposal 1: score 59/2").
+_RELAY = re.compile(
+    r"^[ \t>*#_-]*[*_]*proposal[ \t]+\d+[*_]*[ \t]*:|\bproposal[ \t]+\d+[*_]*[ \t]*:[ \t]*[*_]*score\b"
+    r"|(?-i:\bVETOED\b)",
+    re.IGNORECASE | re.MULTILINE,
+)
 #: Headings that open the conversation part of a negotiation context, as /v1
 #: (``web/openai_api.build_context``) and the A2A system agent (``a2a/system.build_context``)
 #: write it: the earlier turns, then the tool calls made for the request and their results.
