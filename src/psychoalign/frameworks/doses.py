@@ -730,10 +730,13 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
     pieces = _SENTENCE.split(text) if patient is None else _CLAUSE.split(text)
     syrups = _syrups(text) if patient is not None else ()
     products = _Products(limits, text, patient, only)
+    tablet = _tablet_strength(text, request)
     for sentence in pieces:
         volumes: dict[str, str] = {}
         if patient is not None:
             sentence, volumes = _in_mg(sentence, syrups, products)
+        sentence, counted = _tablets_in_mg(sentence, tablet)
+        volumes |= counted
         reader = _reader(sentence, patient)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
@@ -791,6 +794,62 @@ def _too_young(limit: DoseLimit, patient: DoseContext) -> bool:
 
 def _no_dose(limit: DoseLimit) -> str:
     return f"label: no dose under {limit.min_age_years:g} years"
+
+
+#: A count of tablets (caplets, capsules, pills), with the strength of one when it is written
+#: beside it: "2 tablets", "1 to 2 caplets", "two 500 mg tablets", "2 x 200mg ibuprofen pills".
+#: Not "a tablet": "a 200 mg tablet" names a strength, and one tablet is no wrong count.
+_TABLETS = re.compile(
+    rf"(?<![\w.,])(?:(?P<low>{_COUNT})\s*(?:to|-|–|or)\s*)?(?P<n>{_COUNT})\s+(?:x\s*)?"
+    r"(?:(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>mg|milligrams?|g|grams?|mcg)\s+)?"
+    r"(?P<name>(?:[a-z][\w'-]*\s+){0,2}?)(?:tablets?|caplets?|capsules?|pills?|gel\s*caps?|gelcaps?|softgels?)\b",
+    re.IGNORECASE,
+)
+#: One tablet's strength, written as one: "500 mg tablets", "200mg ibuprofen pills", "a 500 mg caplet".
+_TABLET_STRENGTH = re.compile(
+    r"(?<![\w.,])(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>mg|milligrams?|g|grams?|mcg)\s+(?:[a-z][\w'-]*\s+){0,2}?"
+    r"(?:tablets?|caplets?|capsules?|pills?|gel\s*caps?|gelcaps?|softgels?)\b",
+    re.IGNORECASE,
+)
+
+
+def _tablet_strength(text: str, request: DoseContext | None) -> float | None:
+    """The strength (mg) of the tablets a count with no strength beside it is of: the one the
+    answer writes, else the one the request or an earlier turn writes ("How many 500 mg
+    paracetamol tablets …?"); None when there is none, or more than one (which is meant cannot
+    be told)."""
+    sources = [text] + ([request.request, request.earlier] if request is not None else [])
+    for source in sources:
+        found = {_to_mg(m.group("num"), m.group("unit")) for m in _TABLET_STRENGTH.finditer(source)}
+        if found:
+            return found.pop() if len(found) == 1 else None
+    return None
+
+
+def _count(word: str) -> float:
+    return float(_NUMBER_WORDS.get(word.lower()) or word)
+
+
+def _tablets_in_mg(sentence: str, strength: float | None) -> tuple[str, dict[str, str]]:
+    """``sentence`` with each count of tablets written as the mg it holds ("36 tablets" of 500 mg:
+    "18000 mg"; "1 to 2 tablets": "500 to 1000 mg"; "8 paracetamol tablets": "paracetamol 4000
+    mg"); with what each figure was, for the evidence. A count takes the strength
+    beside it, else ``strength`` (:func:`_tablet_strength`); with neither it is left as it is."""
+    was: dict[str, str] = {}
+
+    def written(m: re.Match[str]) -> str:
+        each = _to_mg(m.group("num"), m.group("unit")) if m.group("num") else strength
+        if each is None:
+            return m.group(0)
+        figure = f"{round(_count(m.group('n')) * each, 1):g} mg"
+        low = f"{round(_count(m.group('low')) * each, 1):g} to " if m.group("low") else ""
+        was[figure] = f"{m.group(0)!r} ({figure} at {each:g} mg a tablet)"
+        # the words between count and tablet ("paracetamol") go before the figure, where they name
+        # its medicine without reading as "of" another substance
+        name = m.group("name").strip()
+        return f"{name} {low}{figure}" if name else f"{low}{figure}"
+
+    return _TABLETS.sub(written, sentence), was
 
 
 #: A syrup's strength: "120 mg/5 ml", "100mg per 5mL", "250 mg in 5 ml", "40 mg/ml".
