@@ -75,6 +75,7 @@ _RELAY = re.compile(
 _SELF_REVIEW = re.compile(
     r"\b(?:(?:your|my|the|this)\s+previous\s+(?:response|answer|draft|proposal|revision)"
     r"|reviewer\s+feedback|(?:the|this)\s+review\s+of\s+(?:your|my|the)"
+    r"|(?:i\s+have|i've)\s+reviewed\s+(?:the|your|this)\s+(?:response|answer|proposal|draft)"
     r"|feedback\s+(?:on|to|about)\s+(?:your|my)\s+(?:previous\s+)?(?:response|answer|draft|proposal))\b"
     r"|[\"“']proposal\s+\d+[\"”']",
     re.IGNORECASE,
