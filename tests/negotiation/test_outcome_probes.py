@@ -24,7 +24,8 @@ async def test_what_the_embedded_model_sent_no_longer_reaches_the_user(probe: di
     sent, expect = probe["sent"], probe["expect"]
     # the classifier approved it: so does the scripted EVALUATOR, and the MEDIATOR keeps it
     world = World([proposals((sent, 0.9))], judge=lambda t: APPROVE, compose=lambda p, i: p)
-    trace = await world.negotiator(k=2).negotiate(probe["request"], earlier=probe.get("earlier"))
+    framework = probe.get("framework", "general")
+    trace = await world.negotiator(k=2).negotiate(probe["request"], earlier=probe.get("earlier"), framework=framework)
     f = trace.final
     assert f is not None and sent not in f.response
     if "blocked" in expect:

@@ -134,12 +134,17 @@ _GENERIC = frozenset(
     | {"dose", "doses"}
 )
 #: Words that make a dose figure something other than a recommendation: a toxic or lethal amount,
-#: a condition under which labels give other limits (liver disease, alcohol), a study's doses.
+#: a study's doses.
 _NOT_ADVICE = re.compile(
     r"\b(?:toxic\w*|toxicity|lethal|fatal\w*|overdos\w*|poison\w*|deadly|dangerous\w*|harmful|damage\w*|"
-    r"liver|hepatic|kidney|renal|alcohol\w*|stud(?:y|ies)|trials?|research\w*|experiment\w*)\b",
+    r"stud(?:y|ies)|trials?|research\w*|experiment\w*)\b",
     re.IGNORECASE,
 )
+#: A condition under which labels give lower limits (liver or kidney disease, alcohol): a figure
+#: below the usual range is right there, one above it is wrong there too ("an adult taking 16
+#: grams of paracetamol per day … for liver function" is no lower limit).
+_LOWER_LIMITS = re.compile(r"\b(?:liver|hepatic|kidney|renal|alcohol\w*)\b", re.IGNORECASE)
+_NOT_ADVICE_OR_LOWER = re.compile(f"{_NOT_ADVICE.pattern}|{_LOWER_LIMITS.pattern}", re.IGNORECASE)
 #: A child in the sentence: the ranges are adults', so a child's figure is held to their upper ends only.
 _CHILD = re.compile(
     r"\b(?:child\w*|kids?|infants?|bab(?:y|ies)|toddlers?|newborns?|neonat\w*|p(?:a)?ediatric\w*|"
@@ -574,12 +579,28 @@ def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | N
     return ("either" if _LIMIT_WORDS.search(words) else "single"), phrase
 
 
-def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tuple[str, int, float, bool, Kind]]:
+def _read_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tuple[str, int, float, bool, Kind, bool]]:
+    """:func:`_stated_limits`, each with whether only a figure above its range is wrong: in a
+    sentence about liver or kidney disease or alcohol, the figures read only once those words
+    are set aside (a lower figure is the label's advice there, a higher one never is)."""
+    strict = list(_stated_limits(sentence, names, _NOT_ADVICE_OR_LOWER))
+    yield from ((*item, False) for item in strict)
+    if _LOWER_LIMITS.search(sentence):
+        seen = {(at, mg, kind) for _, at, mg, _, kind in strict}
+        for item in _stated_limits(sentence, names, _NOT_ADVICE):
+            if (item[1], item[2], item[4]) not in seen:
+                yield (*item, True)
+
+
+def _stated_limits(
+    sentence: str, names: list[re.Pattern[str]], not_advice: re.Pattern[str]
+) -> Iterator[tuple[str, int, float, bool, Kind]]:
     """(evidence, position, mg, per kg, kind) for every dose or daily limit ``sentence`` states;
-    ``names``: the medicines' names, to tell "1 g of paracetamol" from "10 mg of loratadine"."""
+    ``names``: the medicines' names, to tell "1 g of paracetamol" from "10 mg of loratadine";
+    ``not_advice``: the words that make a figure near them no advice."""
     previous: tuple[int, Kind | None] = (-1, None)
     # where the sentence speaks of toxicity, disease or studies: found once, not once per amount
-    spots = [x.span() for x in _NOT_ADVICE.finditer(sentence)]
+    spots = [x.span() for x in not_advice.finditer(sentence)]
     for m in _AMOUNT.finditer(sentence):
         before, after = _near(sentence, m)
         not_advice_before = bool(spots) and spots[0][1] <= m.start()
@@ -742,7 +763,7 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
         reader = _reader(sentence, patient)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
-        for evidence, at, mg, per_kg, kind in _stated_limits(sentence, names):
+        for evidence, at, mg, per_kg, kind, lower_only in _read_limits(sentence, names):
             limit = _medicine_for(mentions, at) or (only if not mentions else None)
             if limit is None:
                 continue
@@ -757,7 +778,7 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
                 ranges = tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in limit.bounds(kind, False))
             else:
                 ranges = limit.bounds(kind, per_kg)
-            if ranges and not any(low <= mg <= high for low, high, _ in ranges):
+            if ranges and not any(low <= mg <= high or (lower_only and mg <= high) for low, high, _ in ranges):
                 if reader == "patient" and all(mg < low for low, _, _ in ranges):
                     return (
                         f"{stated} is too little: the label's range is {_described(ranges)} ({limit.source});"
