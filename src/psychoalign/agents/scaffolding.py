@@ -134,7 +134,10 @@ def scaffolding_echo(text: str, prompt: Iterable[str], allowed: Sequence[str] = 
     said = " ".join(_ALNUM.findall(" ".join(allowed).lower()))
     # compared as words, without a leading determiner: "my previous answer" in the request allows
     # "your previous answer" in the reply, "proposal 2" allows "'Proposal 2'"
-    if any(_DETERMINER.sub("", " ".join(_ALNUM.findall(m.group(0).lower()))) not in said for m in _SELF_REVIEW.finditer(prose)):
+    if any(
+        _DETERMINER.sub("", " ".join(_ALNUM.findall(m.group(0).lower()))) not in said
+        for m in _SELF_REVIEW.finditer(prose)
+    ):
         reasons.append("it answers the reviewer, not the user")
     echoed = set().union(*(_grams(p) for p in prompt)) - set().union(*(_grams(a) for a in allowed))
     if echoed and _grams(text) & echoed:
