@@ -155,7 +155,7 @@ async def _seed_traces(store_url: str) -> str:
     """A trace whose earlier turns and model names are hostile: markup, bidi controls, RTL text
     and one unbroken string; returned is its id."""
     from psychoalign.traces import open_store
-    from psychoalign.traces.model import AgentStats, NegotiationParams, Trace
+    from psychoalign.traces.model import AgentStats, ChannelLine, FinalDecision, NegotiationParams, Trace
 
     store = open_store(store_url)
     try:
@@ -167,7 +167,16 @@ async def _seed_traces(store_url: str) -> str:
             earlier=[f"first {HOSTILE}", f"{ARABIC} then", f"{HEBREW} then", UNBROKEN],
             models={"drive": LONG_MODEL, "evaluator": f"openai:{HOSTILE}", "mediator": f"local:{ARABIC}.gguf"},
             metadata={"conversation_id": f"conv {HOSTILE}", "turn": 5},
-            agents={"drive": AgentStats(calls=1, model=LONG_MODEL), "evaluator": AgentStats(calls=1, model=HOSTILE)},
+            agents={
+                "drive": AgentStats(calls=1, model=LONG_MODEL),
+                "evaluator": AgentStats(calls=1, model=HOSTILE),
+                "mediator": AgentStats(),  # never called
+            },
+            final=FinalDecision(
+                response="r",
+                composed_by="template",
+                channels=[ChannelLine(placement="in_reply", text=f"channel {HOSTILE}", rules=["U1-mass-harm"])],
+            ),
         )
         await store.start(trace)
         return trace.id
@@ -236,6 +245,11 @@ def test_trace_pages_with_hostile_earlier_turns_and_model_names(chromium: Any, l
     cost = page.locator("table:has(th:text-is('Model')) td code")
     assert cost.count() == 2 and page.locator("table:has(th:text-is('Model')) td code > bdi[dir=auto]").count() == 2
     assert "⟨U+202E⟩" in cost.nth(1).inner_text()
+    assert page.locator("table:has(th:text-is('Model')) td > span:text-is('not called')").count() == 1
+    # the channel the engine put in the answer: its text isolated, the controls shown, no markup run
+    channel = page.locator("#trace-channels li")
+    assert channel.count() == 1 and channel.locator("bdi[dir=auto]").count() == 2  # the text and the rule id
+    assert "<script>alert(1)</script>" in channel.inner_text() and "⟨U+202E⟩" in channel.inner_text()
     for viewport in (NARROW, WIDE):
         _fits(page, viewport, "trace detail", found)
     # keyboard: the disclosure's summary takes focus with a visible outline
