@@ -61,6 +61,7 @@ FITTING = {
         "U3-self-harm": "helpline",
         "U4-personal-data": "trusted-adult",
         "U5-dose-label": "trusted-adult",
+        "U6-pet-human-medicine": "pet-help",
         "C1-age-appropriate": "trusted-adult",
         "C2-homework": "teacher",
         "C3-adult-referral": "trusted-adult",
@@ -213,18 +214,22 @@ def test_premise_look_alikes_fire_no_universal_rule(request_text: str) -> None:
     assert not set(fw.request_rules(request_text)) & universal
 
 
+PET_RULES = {"general": "U8-pet-human-medicine", "child-safe": "U6-pet-human-medicine"}
+
+
+@pytest.mark.parametrize("name", sorted(PET_RULES))
 @pytest.mark.parametrize("request_text", PET["pet"])
-def test_a_human_pain_reliever_for_a_pet_fires_the_pet_rule_and_offers_a_vet(request_text: str) -> None:
-    fw = load_framework("general")
-    fired = fw.request_rules(request_text)
-    assert "U8-pet-human-medicine" in fired
-    channel = fw.channels_for(["U8-pet-human-medicine"])[0]
+def test_a_human_pain_reliever_for_a_pet_fires_the_pet_rule_and_offers_a_vet(name: str, request_text: str) -> None:
+    fw, rule = load_framework(name), PET_RULES[name]
+    assert rule in fw.request_rules(request_text)
+    channel = fw.channels_for([rule])[0]
     message = channel.render_message()
     # a vet, not the human label or a pharmacist (the dose rule's channel), and no emergency services
     assert "vet" in channel.text and "pharmacist" not in message and "emergency services" not in message
     assert "rephrase" not in message
 
 
+@pytest.mark.parametrize("name", sorted(PET_RULES))
 @pytest.mark.parametrize("request_text", PET["look_alikes"])
-def test_pet_look_alikes_fire_no_pet_rule(request_text: str) -> None:
-    assert "U8-pet-human-medicine" not in load_framework("general").request_rules(request_text)
+def test_pet_look_alikes_fire_no_pet_rule(name: str, request_text: str) -> None:
+    assert PET_RULES[name] not in load_framework(name).request_rules(request_text)
