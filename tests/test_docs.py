@@ -6,9 +6,12 @@ starting with ``$ `` is a command (a trailing backslash continues it), and the l
 output it must print (each found in its standard output or error). A ``bash`` or ``sh`` block is
 runnable too: each line is a command (``#`` lines are comments; an ``export`` applies to the lines
 after it). A block's commands run in order, in a fresh folder holding a copy of ``examples/`` (the
-files the docs name), with every role on a fake OpenAI-compatible endpoint on loopback (its reply
-satisfies ``examples/answer.schema.json``, so ``chat --schema`` examples run too) and a fresh
-``PSYCHOALIGN_HOME``.
+files the docs name), with every role on a fake OpenAI-compatible endpoint on loopback (each agent
+gets a valid reply for its schema, so a negotiation completes; any other call a reply valid for
+``examples/answer.schema.json``, so ``chat --schema`` examples run too) and a fresh
+``PSYCHOALIGN_HOME``. A command the doc shows failing says so in its comment (``# one-line error,
+exit 2``); a file the doc asks the reader to save is a block preceded by ``<!-- file: NAME -->``,
+written into the folder before the doc's later blocks run.
 
 The line before a block says when it cannot run that way:
 
@@ -22,9 +25,10 @@ The line before a block says when it cannot run that way:
 * ``<!-- not a command -->``: it is not a command to run (another program's syntax).
 
 Blocks marked so are not run; test_doc_commands.py still checks every ``psychoalign`` command line
-in them against the CLI (command, options, choices), and :func:`test_documented_make_targets_exist`
-the ``make`` targets. Inside a block that runs, a line holding a placeholder (``TRACE_ID``,
-``RUN_ID``, ``FILE``, ``…``) is checked the same way but not run: the reader fills it in.
+in them against the CLI (command, options, choices), the ``make`` targets against the Makefile and
+the ``python bench/….py --option`` lines against their scripts. Inside a block that runs, a line
+holding a placeholder (``TRACE_ID``, ``RUN_ID``, ``FILE``, ``…``) is checked the same way but not
+run: the reader fills it in.
 """
 
 from __future__ import annotations
