@@ -16,6 +16,9 @@ Contract of :func:`run_experiment`:
   cells finish: once one is reached no new cell starts, the cells in flight finish, the
   cells claimed and not started are given back (:meth:`.store.ResultStore.release_many`), and
   the reason is returned (:attr:`RunSummary.stopped`) and stored in the run's meta (:mod:`.limits`).
+* An interrupted run (Ctrl-C cancels its task) writes the cells that finished and gives back
+  the claims on the rest, so a resume started at once runs them instead of finding them leased
+  for ``lease_s`` seconds; a cell cut off mid-way stored nothing and runs again (:func:`_give_back`).
 * Per-sample limits (``limits.sample_time_s``, ``limits.sample_tokens``) bound each cell: past
   one the cell is cancelled and stored ``failed`` with ``limit: …`` (counted by ``limits.errors``),
   so a model that never answers costs one failed cell, never the run (:func:`_within_limits`).
@@ -426,6 +429,23 @@ def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
     return out
 
 
+async def _give_back(store: ResultStore, run_id: str, owner: str, writer: _GroupCommit, held: set[str]) -> None:
+    """After an interrupted run: write the cells that finished (they count, once), then give
+    back the claims on the rest (:meth:`.store.ResultStore.release_many`), so a resume takes them
+    at once instead of waiting out their leases. A cell cut off mid-way stored nothing and runs
+    again. Best effort: a store that fails here leaves the leases to lapse, as after ``kill -9``."""
+    try:
+        await writer.flush()
+    except Exception as exc:  # the store failing is what stopped the run: its cells run again
+        _log.warning("finished cells of run %s not written after it stopped: %s", run_id, exc)
+    if not held:
+        return
+    try:
+        await store.release_many(run_id, sorted(held), owner)
+    except Exception as exc:
+        _log.warning("cells of run %s not given back (their leases lapse in %.0f s): %s", run_id, store.lease_s, exc)
+
+
 async def _heartbeat(store: ResultStore, run_id: str, owner: str) -> None:
     """Renew this runner's leases every third of their length while its cells run (cancelled at
     the end), so another runner reclaims them only once this one has stopped. A failed renewal is
@@ -522,6 +542,7 @@ async def run_experiment(
     halt = asyncio.Event()  # a limit was reached: start no new cell
     left = 0  # cells of this invocation not run because a limit was reached
     unstarted: list[str] = []  # of those, the ones claimed here: given back at the end
+    held: set[str] = set()  # claimed here and not yet durable: given back if the run is interrupted
 
     def check_limits() -> bool:
         if summary.stopped is None and (why := budget.reached()) is not None:
@@ -571,6 +592,7 @@ async def run_experiment(
                 break
             batch = todo[start : start + batch_size]
             got = await store.claim_many(run.id, [row(c) for c in batch], owner, reclaim=reclaim)
+            held.update(got)
             for c in batch:
                 if c.key in got:
                     await claimed.put((c, got[c.key]))
@@ -598,12 +620,14 @@ async def run_experiment(
                 shown.advance(summary.failed)
             busy[:] = [c for c in busy if status.get(c.key) != "done"]
             got = await store.claim_many(run.id, [row(c) for c in busy], owner) if busy else {}
+            held.update(got)
             for c in busy:
                 if c.key in got:
                     await claimed.put((c, got[c.key]))
             busy[:] = [c for c in busy if c.key not in got]
 
     def durable(record: CellResult) -> None:
+        held.discard(record.key)
         summary.ran += 1
         if record.status == "done":
             summary.done += 1
@@ -710,6 +734,9 @@ async def run_experiment(
             await writer.flush()
             if unstarted:  # claimed, never run: another runner (or a rerun) takes them at once
                 await store.release_many(run.id, unstarted, owner)
+        except BaseException:  # Ctrl-C (the task cancelled), or a failure that stops the run
+            await _give_back(store, run.id, owner, writer, held)
+            raise
         finally:
             beat.cancel()
             shown.stop()
