@@ -36,7 +36,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,11 +55,15 @@ from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import (
     HELD_OUT_CALIBRATIONS,
+    ModelFile,
     held_out_labels,
     identity_changes,
     identity_digest,
     legacy_identities,
+    model_files,
     run_identity,
+    unreadable_files,
+    unreadable_reason,
 )
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import repeat_suffix
@@ -330,12 +334,19 @@ def _measures_on_held_out(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]
 
 
 async def _check_identity(
-    store: ResultStore, run: RunRecord, identity: dict[str, Any], legacy: Sequence[dict[str, Any]], data_dir: Path
+    store: ResultStore,
+    run: RunRecord,
+    identity: dict[str, Any],
+    legacy: Sequence[dict[str, Any]],
+    data_dir: Path,
+    files: Mapping[str, ModelFile],
 ) -> None:
     """Refuse to resume ``run`` under another identity: its stored cells were computed by what the
     stored identity names, and mixing them with new ones would report the old numbers. A stored
     identity that is an older spelling of this one (``legacy``) is rewritten as this one; when it
-    had no held-out labels, the calibrations that may have read them are measured again."""
+    had no held-out labels, the calibrations that may have read them are measured again. A model
+    file the run hashed (``files``: a judge script…) that cannot be read now is named as such: the
+    run cannot tell whether it changed, and the fix is the file, not --new-run."""
     stored = run.meta.get("identity")
     if stored is None:
         if await store.cells(run.id):
@@ -363,6 +374,13 @@ async def _check_identity(
                 f"{data_dir / rel} {state} since run {run.id} measured its judges on it",
                 hint="restore the file the run was measured on, or add --new-run to start a new run beside it",
             )
+    if changes and (gone := unreadable_files(stored, identity, files)):
+        raise ConfigError(
+            f"{gone[0].what} at {gone[0].path} can't be read ({unreadable_reason(gone[0].path)}); "
+            f"run {run.id} was computed with it",
+            hint=f"restore the file (or its read permission) and rerun; {gone[0].setting} in the configuration "
+            "names it",
+        )
     if changes:
         more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
         raise ConfigError(
@@ -513,7 +531,8 @@ async def run_experiment(
         run_id = await _stored_id(store, spec, identity, legacy, new_run)
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
-        await _check_identity(store, run, identity, legacy, data_dir)
+        files = model_files(list(systems.values()), pool, spec.judge)
+        await _check_identity(store, run, identity, legacy, data_dir, files)
     except BaseException:
         await pool.aclose()
         raise
