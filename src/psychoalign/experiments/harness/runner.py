@@ -514,6 +514,7 @@ async def run_experiment(
     systems: dict[str, System] = {s.name: build_system(s, settings, registry.systems) for s in spec.systems}
     cells, benchmarks, sampled = _plan(spec, data_dir, registry, shard)
     pool = ModelPool(settings, models)
+    judges: Judges | None = None
     try:
         # the user's calibration files, read once: hashed into the identity, measured at the end
         labels: dict[str, LabelFile] = {name: read_user_labels(path, name) for name, path in spec.judge.labels.items()}
@@ -529,11 +530,23 @@ async def run_experiment(
         )
         legacy = legacy_identities(identity, list(systems.values()))
         run_id = await _stored_id(store, spec, identity, legacy, new_run)
+        files = model_files(list(systems.values()), pool, spec.judge)
+        existing = await store.get_run(run_id)
+        if existing is not None and existing.id == run_id:  # not a run whose id it merely begins
+            await _check_identity(store, existing, identity, legacy, data_dir, files)
+        judge_meter = CallMeter()
+        cache_path = Path(settings.home) / "cache" / "judges.sqlite"
+        judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter, labels=labels)
+        judges.prepare({need for b in benchmarks.values() for need in b.needs})
+        # Stored only now that everything the run needs is built: a run that cannot start leaves
+        # no empty run behind (`experiment status` listed one per failed --new-run).
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
-        files = model_files(list(systems.values()), pool, spec.judge)
-        await _check_identity(store, run, identity, legacy, data_dir, files)
+        if existing is None or existing.id != run_id:  # another runner may have stored it meanwhile
+            await _check_identity(store, run, identity, legacy, data_dir, files)
     except BaseException:
+        if judges is not None:
+            judges.close()
         await pool.aclose()
         raise
     summary = RunSummary(run_id=run.id, total=len(cells))
@@ -545,10 +558,6 @@ async def run_experiment(
     if max_cells is not None:
         todo = todo[:max_cells]
 
-    judge_meter = CallMeter()
-    cache_path = Path(settings.home) / "cache" / "judges.sqlite"
-    judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter, labels=labels)
-    judges.prepare({need for b in benchmarks.values() for need in b.needs})
     budget = Budget.of_run(
         spec.limits,
         total_cells=len(cells),
