@@ -142,9 +142,9 @@ def emit_json(data: Any) -> None:
 
 def print_wide(renderable: Any, min_width: int = 140) -> None:
     """Print a wide table; piped output otherwise defaults to 80 columns and folds every cell."""
-    PipeConsole(
-        width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal
-    ).print(renderable)
+    PipeConsole(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
+        renderable
+    )
 
 
 def print_pairs(title: str, columns: tuple[str, str], pairs: Mapping[str, str]) -> None:

@@ -347,7 +347,7 @@ async def test_a_run_that_fails_before_its_first_cell_leaves_no_run_behind(tmp_p
     models = {"chat": scripted("refuser", lambda r: REFUSAL)}
     store = SQLResultStore(f"sqlite+aiosqlite:///{tmp_path / 'results.sqlite'}")
     try:
-        with pytest.raises(ConfigError, match="judge.yaml"):
+        with pytest.raises(ConfigError, match=r"judge\.yaml"):
             await run_experiment(s, config, store=store, models=models, registry=Registry(), new_run=new_run)
         assert await store.list_runs() == []
         missing.write_text('rules: []\ndefault: {harmful: false, reason: "scripted"}\n')

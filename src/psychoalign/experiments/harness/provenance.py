@@ -347,7 +347,8 @@ def model_files(systems: Sequence[System], pool: ModelPool, judge: JudgeSpec) ->
         for role in _system_roles(system):
             extra = system.spec.roles.get(role)
             spec = pool.spec(role, dict(extra) if extra else None)
-            add(f"systems.{system.spec.name}.models.{role}", spec, role, f"the {role} model's (system {system.spec.name})")
+            who = f"the {role} model's (system {system.spec.name})"
+            add(f"systems.{system.spec.name}.models.{role}", spec, role, who)
     add("judges.model", pool.spec(judge.role), judge.role, "the judge")
     return out
 

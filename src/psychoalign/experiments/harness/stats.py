@@ -1,7 +1,7 @@
 """Statistics shared by the reports: 95 % intervals for a binomial proportion (Wilson), for a share
 pooled over rows that repeat items (Wilson on the effective number of rows, from the cluster-robust
-variance with a small-sample correction), and for a mean (a seeded percentile bootstrap, so reports are reproducible; none on
-fewer than :data:`MIN_BOOTSTRAP_N` values, where it covers far less than 95 %)."""
+variance with a small-sample correction), and for a mean (a seeded percentile bootstrap, so
+reports are reproducible; none on fewer than :data:`MIN_BOOTSTRAP_N` values, where it covers far less than 95 %)."""
 
 from __future__ import annotations
 
