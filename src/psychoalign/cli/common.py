@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -23,10 +25,20 @@ if TYPE_CHECKING:
 PIPE_WIDTH = 4096
 
 
+class PipeConsole(Console):
+    """A rich console whose write to a closed pipe raises BrokenPipeError (rich itself exits 1):
+    the entry point (:func:`.main.run`) tells a reader that stopped early (``| head``), which
+    ends the command with status 0, from a real failure."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to write to it
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def _console(stderr: bool = False) -> Console:
     """A console that wraps only on a terminal: written to a file or a pipe, text keeps its lines
     (YAML and paths parse back) and tables are as wide as their content."""
-    console = Console(stderr=stderr, highlight=False)
+    console = PipeConsole(stderr=stderr, highlight=False)
     if not console.is_terminal:
         console.soft_wrap = True
         console.width = PIPE_WIDTH
@@ -139,7 +151,7 @@ def emit_yaml(data: Any) -> None:
 
 def print_wide(renderable: Any, min_width: int = 140) -> None:
     """Print a wide table; piped output otherwise defaults to 80 columns and folds every cell."""
-    Console(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
+    PipeConsole(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
         renderable
     )
 
