@@ -128,6 +128,15 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def emit_yaml(data: Any) -> None:
+    """YAML written as it is, past rich: rich folded its long lines at the terminal's width, so
+    YAML copied from a terminal did not parse back (a terminal wraps a long line for the eye only).
+    ``yaml.safe_dump`` escapes control and non-ASCII characters itself."""
+    import yaml
+
+    sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
 def print_wide(renderable: Any, min_width: int = 140) -> None:
     """Print a wide table; piped output otherwise defaults to 80 columns and folds every cell."""
     Console(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
@@ -176,12 +185,6 @@ def safe(text: object, style: str = "") -> Text:
     its ``⟨U+XXXX⟩`` marker, as on the web pages. Every table cell and line of human output that
     holds such text goes through here; ``--json`` and YAML output keep the exact text."""
     return Text(terminal_text("" if text is None else str(text)), style=style)
-
-
-def verbatim(text: str) -> Text:
-    """Machine-readable text (YAML) printed exactly: not read as rich markup, nothing replaced.
-    YAML from ``yaml.safe_dump`` escapes control and non-ASCII characters itself."""
-    return Text(text)
 
 
 def reflow_help(command: Any) -> None:
