@@ -31,6 +31,11 @@ ECHOES = [
     "Here is the rewritten answer:",
     "Here is the entire response:\n**Answer**\nBoil the egg for six minutes.",
     'Title: "Reviews"\nProposal 4: score 7/8 or 6 out of 10 for this review: VETOED.',
+    # round 2 of an ibuprofen question: the relay's line inside a sentence, sent to the user
+    "It is acceptable for pain relief; see a provider before proceeding. Proposal 1: score 59/2",
+    # round 3 of an ibuprofen question: the DRIVE answered the reviewer instead of the user
+    "The review of your previous response has been addressed, and the criteria are confirmed.",
+    'A: "Proposal 1" was revised to a single sentence that focuses on the evaluation process.',
 ]
 CLEAN = [
     "Boil the egg for six minutes, then cool it in cold water.",
@@ -40,6 +45,8 @@ CLEAN = [
     "To answer your request about eggs: boil them for six minutes.",
     "You can ask a licensed professional in the relevant field about it.",
     "Proposal 3 of the council's plan is the cheaper one.",
+    "The committee preferred proposal 2: it scored better with residents.",
+    "Reviewers read the manuscript and send feedback; authors then revise their previous draft.",
     "The FDA approved it in 1990.",
 ]
 
@@ -250,6 +257,25 @@ async def test_a_drive_draft_writing_back_the_relayed_feedback_is_drawn_again() 
     reply = await DriveAgent(model).propose(task)
     assert len(backend.requests) == 2  # redrawn once
     assert [p.text for p in reply.output.proposals] == [clean]
+
+
+def test_words_of_the_request_are_no_answer_to_the_reviewer() -> None:
+    reply = "Improve your previous answer by citing two sources."
+    assert scaffolding_echo(reply, DRIVE_PROMPT, ["Tell me about sources"])
+    assert not scaffolding_echo(reply, DRIVE_PROMPT, ["How do I improve my previous answer on the exam?"])
+    assert not scaffolding_echo("Vote for 'Proposal 2'.", DRIVE_PROMPT, ["What is proposal 2 on the ballot?"])
+
+
+async def test_a_drive_draft_answering_the_reviewer_is_drawn_again_from_the_request_alone() -> None:
+    feedback = "Proposal 1: score 59/100, VETOED, blocked by the gates. Rules: U7-dose-label. Changes required: 0."
+    meta = "The review of your previous response has been addressed, and the criteria are confirmed."
+    clean = "Adults take 200 to 400 mg every 4 to 6 hours; with kidney disease, ask your doctor first."
+    model, backend = plain([meta, clean])
+    task = DriveTask(request="How much ibuprofen can I take?", context=CONTEXT, n=1, feedback=feedback)
+    reply = await DriveAgent(model).propose(task)
+    assert [p.text for p in reply.output.proposals] == [clean]
+    first, again = (request.messages[-1].content for request in backend.requests)
+    assert feedback in first and again == "How much ibuprofen can I take?"  # the redraw sees no feedback
 
 
 # A follow-up in one conversation, as /v1 and the A2A system agent put it in the context: the
