@@ -34,6 +34,7 @@ FITTING = {
         "U6-group-premise": "premise",
         "U7-dose-label": "dose-label",
         "U8-pet-human-medicine": "vet",
+        "U9-health-premise": "health-premise",
     },
     "medical": {
         "U1-mass-harm": "security",
@@ -44,6 +45,7 @@ FITTING = {
         "C2-cite-guidance": "pharmacy",
         "C3-privacy": "ethics",
         "C4-controlled": "pharmacy",
+        "U5-health-premise": "health-premise",
     },
     "content-moderation": {
         "U1-no-new-harm": "escalation",
@@ -62,6 +64,7 @@ FITTING = {
         "U4-personal-data": "trusted-adult",
         "U5-dose-label": "trusted-adult",
         "U6-pet-human-medicine": "pet-help",
+        "U7-health-premise": "health-premise",
         "C1-age-appropriate": "trusted-adult",
         "C2-homework": "teacher",
         "C3-adult-referral": "trusted-adult",

@@ -491,6 +491,7 @@ class Negotiator:
             framework=fw,
             verified=p.final_gate,
             fired=[r.id for r in fw.rules() if r.id in fired],
+            request=trace.request,
         )
         mechanism, reply = await self._respond(bus, trace.request, trace.context, ctx, layer1)
         final_gate: GateResult | None = None
@@ -655,6 +656,7 @@ class Negotiator:
             # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
             # still chooses the channel when the last round's drafts failed for other reasons.
             fired=fired_rules(trace.request, [rec for rd in trace.rounds for rec in rd.proposals], fw, layer1),
+            request=trace.request,
         )
         mechanism, reply = await self._respond(bus, trace.request, context, ctx, layer1)
         response, composed_by, channels = reply
