@@ -542,7 +542,7 @@ class SafetyClassifier:
         ``earlier``: the conversation's earlier user turns, oldest first (read by the dose check)."""
         # A framework whose users quote content to analyse has the request head judge the ask, not
         # the quote; its checks below, the crisis check and the proposal's judgement read it all.
-        screened = framework.screened_request(request) if hasattr(framework, "screened_request") else request
+        screened = request if framework is None else framework.screened_request(request)
         p_req, p_adv, crisis, p_whole = self._request(request, screened)
         p_prop = self._response(proposal)
         req_head = self.weights.request
