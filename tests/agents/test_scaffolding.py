@@ -21,7 +21,13 @@ from psychoalign.prompts import load_prompt_yaml
 from tests.scenario import evaluation
 
 CONTEXT = "Public general-purpose chat assistant for adult users."
-DRIVE_PROMPT = [*fixed_parts(load_prompt_yaml("drive_plain")["system"]), CONTEXT]
+#: A fixed prompt of the kind a plain model sees: an instruction (the paper's to the DRIVE, which
+#: LLM DRIVEs get) and the deployment context.
+DRIVE_PROMPT = [
+    "Do not self-censor: another agent reviews every answer before it reaches the user.",
+    *fixed_parts(load_prompt_yaml("drive_plain")["system"], load_prompt_yaml("drive_plain")["feedback"]),
+    CONTEXT,
+]
 ECHOES = [
     "The answer to the user's request is:\nDraft answer: Boil the egg for six minutes.",
     "1. Deployment context: Public general-purpose chat assistant for adult users 2. Requirements: answer",
@@ -180,22 +186,28 @@ async def test_end_to_end_an_echoing_mediator_never_reaches_the_user_and_the_fal
     assert trace.final.composed_by == "fallback" and "Draft answer" not in trace.final.response
 
 
-async def test_the_embedded_drive_sees_the_request_under_the_paper_instruction_and_the_context() -> None:
-    # Every draft's prompt is paid for in tokens: the system turn holds the paper's instruction not
-    # to self-censor and the deployment context C, the user turn the request, nothing more.
+async def test_the_embedded_drive_sees_the_request_under_the_deployment_context_alone() -> None:
+    # Every draft's prompt is paid for in tokens: the system turn is the deployment context C, the
+    # user turn the request, nothing more (no rule is enforced by the DRIVE's prompt: the EVALUATOR
+    # and the gates judge every draft).
     model, backend = plain(["Boil it for six minutes."], cycle=True)
     await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1))
     system, user = backend.requests[0].messages
-    assert (system.role, user.role) == ("system", "user")
-    assert user.content == "How do I boil an egg?"
-    assert "self-censor" in system.content and system.content.endswith(CONTEXT)
-    assert len(system.content.replace(CONTEXT, "").split()) <= 20
+    assert (system.role, system.content) == ("system", CONTEXT)
+    assert (user.role, user.content) == ("user", "How do I boil an egg?")
     # A revision carries the relayed feedback in the user turn; the system turn is the same.
     feedback = "Proposal 1: score 40/100, VETOED, blocked by the gates."
     await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1, feedback=feedback))
     revised_system, revised_user = backend.requests[1].messages
     assert revised_system.content == system.content
     assert revised_user.content.startswith("How do I boil an egg?") and feedback in revised_user.content
+    # No context: no system turn, so the model's chat template puts its own default, as a plain call.
+    await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context="", n=1))
+    assert [(m.role, m.content) for m in backend.requests[2].messages] == [("user", "How do I boil an egg?")]
+    # The conversation so far, carried in the context, is in the system turn with it.
+    with_turns = f"{CONTEXT}\n\nEarlier in this conversation:\nUser: My egg is large."
+    await DriveAgent(model).propose(DriveTask(request="How long then?", context=with_turns, n=1))
+    assert backend.requests[3].messages[0].content == with_turns
 
 
 # Answers the token limit cut, as the embedded model wrote them, and what the user gets instead.
@@ -384,7 +396,6 @@ async def test_the_embedded_drive_answers_a_follow_up_that_restates_the_earlier_
     finally:
         await model.aclose()
     drafts = [p.text for p in reply.output.proposals]
+    # Two answers, none stripped to nothing. Whether SmolLM2 restates six words of its earlier
+    # answer depends on its prompt; that such drafts are kept is shown with scripted drafts above.
     assert len(drafts) == 2 and all(d.strip() for d in drafts)
-    # Kept as written though it shares six words with the earlier answer (read as the prompt here).
-    shared = scaffolding_echo("\n".join(drafts), [EGG_ANSWER])
-    assert "it repeats 6+ words of its instructions" in shared, drafts

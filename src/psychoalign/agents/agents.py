@@ -131,12 +131,14 @@ class DriveAgent(Agent):
         u_D is :data:`IMPUTED_UTILITY`. Empty answers are dropped; none at all is an error."""
         spec = load_prompt_yaml("drive_plain")
         user = task.request + (spec["feedback"].format(feedback=task.feedback).rstrip() if task.feedback else "")
-        system = Message(role="system", content=spec["system"].format(context=task.context).strip())
-        messages = [system, Message(role="user", content=user)]
+        system = spec["system"].format(context=task.context).strip()
+        # No context: the model's own default system turn, exactly as a plain call sends it.
+        head = [Message(role="system", content=system)] if system else []
+        messages = [*head, Message(role="user", content=user)]
         # A draft that recites its prompt is drawn again; with feedback, from the request alone: a
         # 135M model that answered the reviewer once ("The review of your previous response has
         # been addressed …") mostly does so again when it is shown the feedback again.
-        again = [system, Message(role="user", content=task.request)] if task.feedback else messages
+        again = [*head, Message(role="user", content=task.request)] if task.feedback else messages
         # What the model saw that is not the user's: an answer repeating it echoes its prompt. The
         # relayed feedback too: a 135M model answers it with "Proposal 4: score 7/8 … VETOED".
         # The conversation so far is the user's: a follow-up may repeat an earlier turn.
