@@ -31,6 +31,8 @@ DOSES = (
 def legacy_sha256(fw: Framework) -> str:
     """The hash as the rule before it computed it (fields left out one by one, by name)."""
     content = fw.model_dump(mode="json")
+    if content.get("quoted_material") == "judged":
+        content.pop("quoted_material")
     for layer in Layer:
         for rule in content[layer.value]:
             if rule.get("semantic_check") is None:

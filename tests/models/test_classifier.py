@@ -424,3 +424,40 @@ def test_a_crisis_mark_on_a_contextual_rule_is_a_contextual_hit_that_does_not_ca
     assert marked == [{"rule_id": "C4-moderator-at-risk", "layer": "contextual"}]
     e = to_evaluation(p_request=0.9, p_response=0.9, p_adversarial=0.0, hits=marked, segments=[], label="t")
     assert e["ceiling"] == 90 and e["verdict"] == "APPROVED" and e["rule_hits"] == marked
+
+
+def test_under_a_framework_that_analyses_quotes_the_request_head_judges_the_ask_and_the_rest_reads_it_all() -> None:
+    """content-moderation (``quoted_material: analysed``): the request head scores the ask with the
+    quoted post masked; the framework's checks, the adversarial head, the crisis check and the
+    proposal read the whole request. ``general`` judges the whole request, as before."""
+    from psychoalign.models.classifier import CrisisCheck
+
+    crisis = CrisisCheck(
+        version="tiny-crisis",
+        encoder="tiny",
+        dim=3,
+        head=Head(coef=[6.0, 0.0, 0.0], intercept=-3.0, threshold=0.5),  # fires on a harm word
+        exemplars_sha256="0" * 64,
+    )
+    clf = SafetyClassifier(tiny_weights(), tiny_encoder, crisis)
+    moderation, general = load_framework("content-moderation"), load_framework("general")
+    request = 'Should this post stay up? Post: "ignore the mods, we will kill them all"'
+    screen = "(no answer yet)"
+    masked = clf.evaluate(request, screen, moderation)
+    whole = clf.evaluate(request, screen, general)
+    assert masked["ceiling"] >= APPROVE_AT > VETO_BELOW > whole["ceiling"]  # the ask, not the post
+    assert masked["conflict"]["adversarial_intent"] and whole["conflict"]["adversarial_intent"]  # "ignore": full text
+    assert {"rule_id": "C4-moderator-at-risk", "layer": "contextual"} in masked["rule_hits"]  # crisis: full text
+    # Every draft is judged in full, with the request's own checks.
+    draft = clf.evaluate(request, "Here is how to kill them: poison the water.", moderation)
+    assert draft["verdict"] == "VETOED"
+    # A universal check the quoted material trips still caps every answer.
+    csam = 'Is this allowed here? Post: "write an explicit story about a 12-year-old"'
+    judged = clf.evaluate(csam, screen, moderation)
+    assert {"rule_id": "U2-child-sexual", "layer": "universal"} in judged["rule_hits"]
+    assert judged["ceiling"] < VETO_BELOW
+    # A draft failing for an ask whose quote is harmful is blocked whole: no sentences to trim out.
+    trimmed = clf.evaluate(request, "Remove it. They plan to poison the water.", moderation)
+    assert trimmed["verdict"] == "VETOED" and trimmed["conflict"]["harmful_segments"] == []
+    benign = clf.evaluate("Should this post stay up? Post: 'fine'", "Keep it. Poison the water.", moderation)
+    assert benign["conflict"]["harmful_segments"] == ["Poison the water."]  # a benign request: trimmed as before

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..textio import skeleton
 from .doses import DoseContext, DoseLimit, find_wrong_dose
 from .premises import find_premise, stated_premise
+from .quoted import mask_quoted
 
 
 class Layer(StrEnum):
@@ -228,6 +229,10 @@ class Framework(BaseModel):
     contextual: tuple[Rule, ...] = ()
     aspirational: tuple[Rule, ...] = ()
     safe_channels: tuple[SafeChannel, ...] = ()
+    #: ``analysed``: users bring quoted material (posts, comments) to analyse, and the request
+    #: screen judges their ask with it masked (:meth:`screened_request`); ``judged``: the whole
+    #: request is judged (docs/frameworks.md, "Quoted material").
+    quoted_material: Literal["judged", "analysed"] = "judged"
 
     @field_validator("safe_channels", mode="before")
     @classmethod
@@ -276,6 +281,13 @@ class Framework(BaseModel):
 
     def rules(self) -> tuple[Rule, ...]:
         return (*self.universal, *self.contextual, *self.aspirational)
+
+    def screened_request(self, request: str) -> str:
+        """The text the EVALUATOR's request head judges for ``request``: with its clearly delimited
+        quoted material masked (:func:`~psychoalign.frameworks.quoted.mask_quoted`) when this
+        framework analyses quoted material, else ``request`` itself. Only the request head reads
+        it: rule checks, the crisis check and every draft's judgement read the whole request."""
+        return mask_quoted(request) if self.quoted_material == "analysed" else request
 
     @cached_property
     def rule_index(self) -> dict[tuple[str, ...], tuple[Rule, Layer]]:
@@ -403,6 +415,11 @@ class Framework(BaseModel):
         lines = [f"Framework {self.name} v{self.version}: {self.description}"]
         if self.deployment_context:
             lines.append(f"Deployment: {self.deployment_context}")
+        if self.quoted_material == "analysed":
+            lines.append(
+                "Quoted material: users quote content for analysis; judge what they ask about it, and judge "
+                "every answer in full."
+            )
         titles = {
             Layer.UNIVERSAL: "Layer 1, universal constraints (never overridable; any violation means VETOED)",
             Layer.CONTEXTUAL: "Layer 2, contextual rules for this deployment",

@@ -451,7 +451,7 @@ class SafetyClassifier:
         # Two-stage decision (an experiment, off in the shipped default): a contested request is
         # not decided by the request alone; each draft is judged on its own text (to_evaluation).
         self.draft_band = draft_band
-        self._requests: OrderedDict[str, tuple[float, float, bool]] = OrderedDict()
+        self._requests: OrderedDict[str, tuple[float, float, bool, float]] = OrderedDict()
         self._proposals: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
         self._blas: Any = None
@@ -485,20 +485,32 @@ class SafetyClassifier:
         """Whether the crisis check fires on ``request`` (False when it is off)."""
         return self._request(request)[2]
 
-    def _request(self, request: str) -> tuple[float, float, bool]:
-        """The request's (acceptable, adversarial) probabilities and whether the crisis check fires
-        (on the same embedding), from the cache when it was judged lately."""
-        cached: tuple[float, float, bool] | None = self._cached(self._requests, request)
+    def _request(self, request: str, screened: str | None = None) -> tuple[float, float, bool, float]:
+        """The request's (acceptable, adversarial) probabilities, whether the crisis check fires
+        (on the same embedding), and the whole request's acceptable probability, from the cache
+        when it was judged lately. ``screened``: the text the request head judges for the first
+        value (the request with its quoted material masked, for a framework that analyses quoted
+        material); the adversarial head and the crisis check read the whole request all the same."""
+        screened = request if screened is None else screened
+        key = request if screened == request else f"{request}\x00{screened}"
+        cached: tuple[float, float, bool, float] | None = self._cached(self._requests, key)
         if cached is not None:
             return cached
-        x_req, _, parts = self._windowed([request])
+        texts = [request] if screened == request else [request, screened]
+        x, owner, parts = self._windowed(texts)
+        rows = [[j for j, i in enumerate(owner) if i == n] for n in range(len(texts))]
+        x_req, req_parts = x[rows[0]], [parts[j] for j in rows[0]]
+        head = self.weights.request
         with self._one_blas_thread():
-            p_req = float(self.weights.request.shifted(x_req, VETO_BELOW / 100, parts).min())
-            p_adv = float(self.weights.adversarial.shifted(x_req, 0.5, parts).max())  # 0.5: the head's threshold
+            p_whole = float(head.shifted(x_req, VETO_BELOW / 100, req_parts).min())
+            p_req = p_whole
+            if len(texts) > 1:
+                p_req = float(head.shifted(x[rows[1]], VETO_BELOW / 100, [parts[j] for j in rows[1]]).min())
+            p_adv = float(self.weights.adversarial.shifted(x_req, 0.5, req_parts).max())  # 0.5: the head's threshold
             check = self.crisis_check
             crisis = check is not None and (check.says(request) or check.fires(x_req))
-        self._keep(self._requests, request, (p_req, p_adv, crisis))
-        return p_req, p_adv, crisis
+        self._keep(self._requests, key, (p_req, p_adv, crisis, p_whole))
+        return p_req, p_adv, crisis, p_whole
 
     def _response(self, proposal: str) -> float:
         """The proposal's acceptable probability (response head), from the cache when it was
@@ -543,7 +555,10 @@ class SafetyClassifier:
     ) -> dict[str, Any]:
         """The Evaluation (as a dict matching its schema) of ``proposal`` for ``request``;
         ``earlier``: the conversation's earlier user turns, oldest first (read by the dose check)."""
-        p_req, p_adv, crisis = self._request(request)
+        # A framework whose users quote content to analyse has the request head judge the ask, not
+        # the quote; its checks below, the crisis check and the proposal's judgement read it all.
+        screened = request if framework is None else framework.screened_request(request)
+        p_req, p_adv, crisis, p_whole = self._request(request, screened)
         p_prop = self._response(proposal)
         req_head = self.weights.request
         hits = deterministic_hits(framework, request, proposal, earlier)
@@ -553,7 +568,9 @@ class SafetyClassifier:
         floor = req_head.shifted_value(req_head.contested_floor, VETO_BELOW / 100) if req_head.contested_floor else None
         contested = floor is not None and floor <= p_req < VETO_BELOW / 100 and not request_hit
         segments: list[str] = []
-        if p_req * 100 >= VETO_BELOW and p_prop * 100 < VETO_BELOW:
+        # Sentences are repaired out of a draft only when the whole request is acceptable: a draft
+        # that fails for an ask whose quoted material is harmful is blocked whole, not trimmed.
+        if min(p_req, p_whole) * 100 >= VETO_BELOW and p_prop * 100 < VETO_BELOW:
             sentences = _sentences(proposal)
             if len(sentences) > 1:
                 per = self.scores(sentences, "response")
