@@ -40,8 +40,8 @@ Figures, with 95 % Wilson intervals:
 on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha256(text) % 4 == 0``,
 never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
-``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml`` and
-``bench/data/crisis_heldout_v3.yaml`` (hand-written crisis requests and benign look-alikes, each
+``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml``,
+``bench/data/crisis_heldout_v3.yaml`` and ``bench/data/crisis_heldout_v4.yaml`` (hand-written crisis requests and benign look-alikes, each
 written before the check it first measured and never trained on; items repeating a training text of
 the check are left out), the crisis requests that reach the crisis channel (the check alone, and the
 check or the general framework's self-harm request checks, which is what a request meets) and the
@@ -183,6 +183,7 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v2.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v3.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v4.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
