@@ -41,8 +41,9 @@ on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha2
 never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
 ``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml``,
-``bench/data/crisis_heldout_v3.yaml`` and ``bench/data/crisis_heldout_v4.yaml`` (hand-written crisis requests and benign look-alikes, each
-written before the check it first measured and never trained on; items repeating a training text of
+``bench/data/crisis_heldout_v3.yaml`` and ``bench/data/crisis_heldout_v4.yaml`` (hand-written
+crisis requests and benign look-alikes, each written before the check it first measured and never
+trained on; items repeating a training text of
 the check are left out), the crisis requests that reach the crisis channel (the check alone, and the
 check or the general framework's self-harm request checks, which is what a request meets) and the
 look-alikes or benign requests it fires on; then, unless ``--check-only``, end to end on the embedded
@@ -320,7 +321,8 @@ def crisis_report(args: argparse.Namespace) -> None:
             targets,
             quick=False,
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
-            "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml` and `crisis_heldout_v3.yaml` (each written by "
+            "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml` and "
+            "`crisis_heldout_v4.yaml` (each written by "
             "hand before the check was rebuilt): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
@@ -331,8 +333,10 @@ def crisis_report(args: argparse.Namespace) -> None:
             "requests chose nothing. v4 is v3's head with explicit first-person phrases beside it; a retrained head "
             "was measured too and not shipped, and one German phrase was narrowed to the first person after it "
             "fired on a look-alike of the request checks' test file. v5 adds nine phrases written from the misses "
-            "on the two older files and the exemplars' held-out fold, which are therefore no longer fresh for it: "
-            "`crisis_heldout_v3.yaml` is the fresh measure (MODEL_CARD.md, every build in order). End to end, the "
+            "on the two older files and the exemplars' held-out fold, which are therefore no longer fresh for it. "
+            "v6 is v5's head with eight more phrases written from v5's misses on `crisis_heldout_v3.yaml`, which "
+            "is therefore no longer fresh either: `crisis_heldout_v4.yaml` is the fresh measure (MODEL_CARD.md, "
+            "every build in order). End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "
             "message, and the word 'rephrase'.",
         )
