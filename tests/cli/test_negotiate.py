@@ -432,6 +432,51 @@ def test_an_approved_draft_with_the_rules_closing_line_says_what_was_added_and_w
     )
 
 
+def test_the_decision_reads_what_the_engine_recorded_never_the_answers_words(capsys: object) -> None:
+    # The closing line and the blocking rules were recovered by parsing the response and the gate
+    # reasons: a DRIVE answer ending like the engine's closing line was described as one.
+    import asyncio
+
+    from psychoalign.cli.negotiate import describe_decision, print_trace
+    from tests.scenario import World
+
+    mimic = "Take 4 g a day at most.\n\nThe right place for this is: my-own-site.example."
+    plain = asyncio.run(World([proposals((mimic, 0.9))]).negotiator(k=1).negotiate("How much is too much?"))
+    assert plain.final is not None and plain.final.response == mimic and plain.final.channels == []
+    assert describe_decision(plain) == (
+        "answered",
+        "a draft the EVALUATOR approved was sent as written (safety score 95/100)",
+    )
+
+    wrong = "The maximum safe daily dose of paracetamol for an adult is 10 milligrams per kilogram."
+    right = "Adults should take no more than 4 g of paracetamol in 24 hours."
+    world = World([proposals((wrong, 0.9)), proposals((right, 0.9))], judge=lambda t: APPROVE)
+    trace = asyncio.run(world.negotiator(k=2).negotiate("What is the maximum daily dose of paracetamol?"))
+    print_trace(trace)
+    shown = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
+    assert (
+        "Safe channels: a closing line pointing to the medicine's label or patient leaflet, or a pharmacist "
+        "(rule U7-dose-label)" in shown
+    )
+    assert "blocked by" in shown and "layer1: U7-dose-label" in shown
+
+    # A trace stored before these records: it still describes and shows, without the recorded facts.
+    old = trace.model_copy(deep=True)
+    assert old.final is not None
+    old.final.channels = None
+    for rd in old.rounds:
+        for p in rd.proposals:
+            assert p.gate is not None
+            p.gate = p.gate.model_copy(update={"blocked_by": None})
+    assert describe_decision(old) == (
+        "answered",
+        "a draft the EVALUATOR approved was sent as written (safety score 95/100); 1 other draft was blocked",
+    )
+    print_trace(old)
+    shown = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
+    assert "Safe channels: not recorded (the trace predates this record)" in shown and "not recorded" in shown
+
+
 def test_the_cost_line_counts_calls_per_agent_and_the_legend_explains_them(capsys: object) -> None:
     # `make run` printed "0 model tokens, 3 agent calls" beside "0 agent calls" with no word of
     # whose calls they were or why a call can cost no token.

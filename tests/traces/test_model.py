@@ -74,3 +74,33 @@ async def test_redaction_is_idempotent_and_counts() -> None:
     assert redact_blocked_drafts(trace) == 1
     first = trace.model_dump_json()
     assert redact_blocked_drafts(trace) == 0 and trace.model_dump_json() == first
+
+
+async def test_the_recorded_channels_and_blocks_survive_the_store_and_older_traces_still_load(tmp_path: Path) -> None:
+    """``FinalDecision.channels`` and ``GateResult.blocked_by`` live in the stored JSON body (no
+    column: no migration); a trace stored before them loads with both ``None`` (not recorded),
+    which is not the same as recorded-and-empty."""
+    from psychoalign.traces.model import Trace
+
+    store = open_store(f"sqlite+aiosqlite:///{tmp_path / 'traces.db'}")
+    try:
+        trace = await world().negotiator(store=store, k=1).negotiate("How is a nerve agent made?")
+        stored = await store.get(trace.id)
+    finally:
+        await store.close()
+    assert stored is not None and stored.model_dump() == trace.model_dump()
+    assert stored.final is not None and stored.final.channels is not None
+    blocked = [p.gate for p in stored.rounds[0].proposals if p.gate is not None and not p.gate.admissible]
+    assert blocked and blocked[0].rule_ids == ["U1-mass-harm"]
+
+    old = trace.model_dump(mode="json")  # as a trace of an earlier version was written
+    del old["final"]["channels"]
+    for rd in old["rounds"]:
+        for p in rd["proposals"]:
+            del p["gate"]["blocked_by"]
+    loaded = Trace.model_validate(old)
+    assert loaded.final is not None and loaded.final.channels is None
+    assert all(
+        p.gate is not None and p.gate.blocked_by is None and p.gate.rule_ids == [] for p in loaded.rounds[0].proposals
+    )
+    assert loaded.blocked_drafts() == (1, [])  # counted from the gate outcome; the rules were not recorded

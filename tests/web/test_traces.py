@@ -187,12 +187,13 @@ async def test_list_names_the_models_of_each_trace_escaped(
     await store.start(odd)
     lead = await _browser(app, "lead")
     page = (await lead.get("/traces")).text
-    for role, label in made.models.items():
-        assert f'{role.upper()}: <code><bdi dir="auto">{label}</bdi></code>' in page
-    assert '<bdi dir="auto">openai:&lt;b&gt;drv&lt;/b&gt;</bdi>' in page and "<b>drv</b>" not in page
-    assert '<bdi dir="auto">openai:نموذج</bdi>' in page
+    for role, label in made.models.items():  # each may wrap after its separators (<wbr>), never mid-word
+        wrapped = label.replace(":", ":<wbr>")
+        assert f'{role.upper()}: <code><bdi dir="auto">{wrapped}</bdi></code>' in page
+    assert '<bdi dir="auto">openai:<wbr>&lt;b&gt;drv&lt;/<wbr>b&gt;</bdi>' in page and "<b>drv</b>" not in page
+    assert '<bdi dir="auto">openai:<wbr>نموذج</bdi>' in page
     detail = (await lead.get(f"/traces/{odd.id}")).text
-    assert '<bdi dir="auto">openai:&lt;b&gt;drv&lt;/b&gt;</bdi>' in detail and "<b>drv</b>" not in detail
+    assert '<bdi dir="auto">openai:<wbr>&lt;b&gt;drv&lt;/<wbr>b&gt;</bdi>' in detail and "<b>drv</b>" not in detail
     await lead.aclose()
     # the list the CLI and the store give names them too
     rows = {row["id"]: row for row in await store.list(limit=10)}
@@ -226,4 +227,60 @@ async def test_detail_shows_the_earlier_user_turns_the_checks_read_escaped(
     assert "Earlier user turns the checks read (2)" in detail and "My son is 2." in detail
     assert XSS not in detail and "&lt;script&gt;" in detail
     assert "Earlier user turns" not in (await lead.get(f"/traces/{ids['xss']}")).text  # none read: no section
+    await lead.aclose()
+
+
+async def test_detail_shows_the_recorded_channels_and_blocks_escaped_and_older_traces_say_not_recorded(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    from psychoalign.traces.model import AgentStats, ChannelLine, FinalDecision, NegotiationParams, Trace
+
+    _, app, store, _ = served
+    wrong = "The maximum safe daily dose of paracetamol for an adult is 10 milligrams per kilogram."
+    right = "Adults should take no more than 4 g of paracetamol in 24 hours."
+    world = World([proposals((wrong, 0.9)), proposals((right, 0.9))], judge=lambda t: evaluation(95, "APPROVED"))
+    dose = await world.negotiator(store, k=2).negotiate("What is the maximum daily dose of paracetamol?")
+    hostile = Trace(
+        request="which channel?",
+        params=NegotiationParams(),
+        agents={"drive": AgentStats(calls=1, model="openai:drv"), "mediator": AgentStats()},
+        final=FinalDecision(
+            response="r",
+            composed_by="mediator",
+            channels=[ChannelLine(placement="closing_line", text=XSS, rules=["<i>R1</i>"])],
+        ),
+    )
+    old = Trace.model_validate(
+        {**dose.model_dump(mode="json"), "id": "0" * 32, "final": {"response": "r", "composed_by": "adopted"}}
+    )
+    for rd in old.rounds:
+        for p in rd.proposals:
+            assert p.gate is not None
+            p.gate = p.gate.model_copy(update={"blocked_by": None})
+    for t in (hostile, old):
+        await store.start(t)
+    lead = await _browser(app, "lead")
+
+    page = (await lead.get(f"/traces/{dose.id}")).text
+    assert (
+        '<dd id="trace-channels"><ul class="plain"><li data-placement="closing_line">a closing line pointing to '
+        '<bdi dir="auto">the medicine&#39;s label or patient leaflet, or a pharmacist</bdi> '
+        '<span class="muted">(rule <code><bdi dir="auto">U7-dose-label</bdi></code>)</span></li></ul></dd>'
+    ) in page
+    assert (
+        '<dd id="trace-blocked">1 <span class="muted">(rule <code><bdi dir="auto">U7-dose-label</bdi></code>)' in page
+    )
+    assert '<td class="blocked-by">layer1: <code><bdi dir="auto">U7-dose-label</bdi></code></td>' in page
+
+    page = (await lead.get(f"/traces/{hostile.id}")).text
+    # an agent never called has no model to name: its cost row says so, not an empty cell
+    assert '<td><span class="muted">not called</span></td></tr>' in page
+    assert page.count("not called") == 1 and '<bdi dir="auto">openai:<wbr>drv</bdi>' in page
+    assert XSS not in page and "<i>R1</i>" not in page
+    assert '<bdi dir="auto">&lt;script&gt;alert(&#39;req&#39;)&lt;/script&gt;' in page
+
+    page = (await lead.get(f"/traces/{old.id}")).text
+    assert "not recorded (the trace predates this record)" in page
+    assert '<td class="blocked-by"><span class="muted">not recorded</span></td>' in page
+    assert "trace-blocked" in page  # the count comes from the gate outcome, recorded in every version
     await lead.aclose()

@@ -23,6 +23,7 @@ from ..negotiation import NegotiationParams
 from ..negotiation.params import FLAGS, negotiation_source, parse_params
 from ..textio import decode_utf8, normalise_text
 from ..traces import Trace, TraceStatus
+from ..traces.model import ChannelLine, FinalDecision, GateResult
 from ..yamlio import parse_yaml
 from .common import (
     ConfigOpt,
@@ -249,7 +250,7 @@ def _rules_of(trace: Trace) -> list[str]:
     """Framework rule ids behind the outcome: those the request tripped before drafting, else
     those named by the gates' reasons and the rule hits of the last round, or of every round when
     no draft was chosen (every draft was blocked: the engine's refusal draws on all of them). Ids
-    only: rule ids on a trace are the framework's own (canonical_hits)."""
+    only: rule ids on a trace are the framework's own (canonical_hits, GateBlock.rule)."""
     if trace.screen is not None and trace.screen.rules:
         return list(trace.screen.rules)
     ids: list[str] = []
@@ -263,11 +264,7 @@ def _rules_of(trace: Trace) -> list[str]:
     for rd in rounds:
         for p in rd.proposals:
             if p.gate is not None:
-                ids.extend(
-                    r.split(":", 1)[0]
-                    for r in p.gate.reasons
-                    if ": " in r and r[0].isalpha() and "-" in r.split(":", 1)[0]
-                )
+                ids.extend(p.gate.rule_ids)
     return list(dict.fromkeys(ids))
 
 
@@ -330,10 +327,10 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
     if f.composed_by == "filtered":  # the rules are those of the sentences removed
         return decision, how + score + named
     why = how + score
-    pointer = _added_pointer(f.response)
+    pointer = added_pointer(f)
     if pointer:  # a rule that fired has a channel with its own message (the dose label, self-harm)
         why += f", plus a closing line pointing to {pointer}"
-    blocked, broken = _blocked_drafts(trace)
+    blocked, broken = trace.blocked_drafts()
     if blocked:
         drafts = "1 other draft" if blocked == 1 else f"{blocked} other drafts"
         broke = f" broke rule {', '.join(broken)} and" if broken else ""
@@ -341,29 +338,36 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
     return decision, why
 
 
-def _added_pointer(response: str) -> str:
-    """Where the closing line the engine adds to an answer points (a fired rule's channel, when
-    that channel carries its own message: the dose label, a crisis line), or ""."""
-    from ..negotiation.defense import template
-
-    head, _, tail = template("sublimation_channel", safe_channel="\x00").partition("\x00")
-    last = response.rstrip().rsplit("\n\n", 1)[-1]
-    if not last.startswith(head) or (tail and not last.endswith(tail)):
-        return ""
-    return last[len(head) : len(last) - len(tail)].strip()
+def added_pointer(final: FinalDecision) -> str:
+    """Where the closing lines the engine added to the answer point (a fired rule's channel: the
+    dose label, a crisis line), as recorded (``FinalDecision.channels``), or "". A trace recorded
+    before that field says nothing here: its response shows the line."""
+    lines = [c.text for c in final.channels or () if c.placement == "closing_line"]
+    return " or ".join(dict.fromkeys(lines))
 
 
-def _blocked_drafts(trace: Trace) -> tuple[int, list[str]]:
-    """How many drafts of the negotiation the gates blocked, and the framework rules their gates
-    named (ids only, in order)."""
-    count, rules = 0, list[str]()
-    for rd in trace.rounds:
-        for p in rd.proposals:
-            if p.gate is None or p.gate.admissible:
-                continue
-            count += 1
-            rules.extend(r.split(":", 1)[0] for r in p.gate.reasons if ": " in r and "-" in r.split(":", 1)[0])
-    return count, list(dict.fromkeys(rules))
+def describe_channels(channels: list[ChannelLine] | None) -> str:
+    """The safe channels the engine put in the answer, in words: where each points, how, and for
+    which rules."""
+    if channels is None:
+        return "not recorded (the trace predates this record)"
+    if not channels:
+        return "none"
+    parts = []
+    for c in channels:
+        how = "a closing line pointing to" if c.placement == "closing_line" else "the reply points to"
+        rules = f" (rule {', '.join(c.rules)})" if c.rules else ""
+        parts.append(f"{how} {c.text}{rules}")
+    return "; ".join(parts)
+
+
+def blocked_by(gate: GateResult | None) -> str:
+    """What blocked a draft, from the gate's record: ``layer1: U7-dose-label; tau: below tau``."""
+    if gate is None or gate.admissible:
+        return "-"
+    if gate.blocked_by is None:
+        return "not recorded"
+    return "; ".join(b.label for b in gate.blocked_by)
 
 
 def _cost(trace: Trace) -> tuple[float | None, int, int]:
@@ -390,6 +394,8 @@ def _print_summary(traces: list[Trace], json_out: bool) -> None:
                 "decision": decision,
                 "why": why,
                 "rules": _rules_of(t),
+                "channels": [c.model_dump(mode="json") for c in t.final.channels or ()] if t.final else [],
+                "blocked": dict(zip(("drafts", "rules"), t.blocked_drafts(), strict=True)),
                 "seconds": seconds,
                 "tokens": tokens,
                 "calls": calls,
@@ -515,7 +521,7 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
             title=f"Round {rd.index}: T = {rd.tension:.3f}, {rd.admissible} admissible"
             + (f", {rd.exit}" if rd.exit else "")
         )
-        for col in ("#", "u_D", "score", "verdict", "gates", "T", "objective"):
+        for col in ("#", "u_D", "score", "verdict", "gates", "blocked by", "T", "objective"):
             table.add_column(col)
         if show_internal:
             table.add_column("DRIVE proposal (internal)", overflow="fold")
@@ -530,6 +536,7 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
                 str(e.score) if e else "-",
                 e.verdict.value if e else "-",
                 safe(gate),
+                safe(blocked_by(g)),
                 f"{p.tension:.3f}" if p.tension is not None else "-",
                 f"{p.objective:.3f}" if p.objective is not None else "-",
             ]
@@ -560,6 +567,7 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
         out_console.print(facts)
         decision, why = describe_decision(trace)
         out_console.print(Text.assemble(("Decision: ", "bold"), decision, " - ", safe(why)))
+        out_console.print(Text.assemble(("Safe channels: ", "bold"), safe(describe_channels(f.channels))))
         if trace.blocked_drafts_kept:
             out_console.print("[yellow]This trace keeps blocked drafts in full (traces.keep_blocked_drafts).[/yellow]")
         out_console.print(Panel(safe(f.response), title="Response", expand=False))

@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 
 from ..agents.schemas import Evaluation
 from ..frameworks import Framework
-from ..traces.model import AlignmentContribution, GateResult, ProposalRecord, Trace
+from ..traces.model import AlignmentContribution, ChannelLine, GateBlock, GateResult, ProposalRecord, Trace
 from .defense import DefenseContext, template
-from .gates import FreeTextGuard, Layer1Enforcer, TauFilter, apply_gates
+from .gates import FreeTextGuard, Layer1Enforcer, TauFilter, apply_gates, gate_result
 
 #: A caller's own deterministic check of an answer (the gateway's tool-call gate): the reasons it
 #: blocks for (rule-like ids, never the text), or none.
@@ -39,14 +39,17 @@ class Gates(NamedTuple):
 
     def recheck(self, text: str) -> GateResult:
         """The deterministic checks alone, for text the EVALUATOR already judged as it is."""
-        reasons = self.layer1.deterministic(text)
-        return self._extra(GateResult(layer1_passed=not reasons, tau_passed=True, reasons=reasons), text)
+        return self._extra(gate_result(self.layer1.deterministic_blocks(text), []), text)
 
     def _extra(self, result: GateResult, text: str) -> GateResult:
         reasons = self.extra(text) if self.extra is not None else []
         if not reasons:
             return result
-        return result.model_copy(update={"layer1_passed": False, "reasons": [*result.reasons, *reasons]})
+        # The caller's reasons are its own words (rule-like ids, never text): recorded as its check.
+        blocks = [*(result.blocked_by or []), *(GateBlock(gate="caller", check="caller_check") for _ in reasons)]
+        return result.model_copy(
+            update={"layer1_passed": False, "reasons": [*result.reasons, *reasons], "blocked_by": blocks}
+        )
 
 
 def relay_feedback(records: list[ProposalRecord], fw: Framework) -> str:
@@ -110,7 +113,15 @@ def guarded_evaluation(e: Evaluation, guard: FreeTextGuard, use_free_text: bool,
     return e.model_copy(update={"conflict": conflict, "modifications": [m for m in mods if m]})
 
 
-def refusal_text(ctx: DefenseContext) -> str:
+class Reply(NamedTuple):
+    """A composed response, who composed it, and the safe channels the engine put in it."""
+
+    text: str
+    composed_by: str
+    channels: list[ChannelLine]
+
+
+def refusal(ctx: DefenseContext) -> Reply:
     """The refusal, from framework text and fixed templates only. A rule whose channel carries
     a supportive message (self-harm) gets that message with the channel, never "rephrase";
     otherwise the rules that fired and their channels, or, when no rule with a channel fired,
@@ -118,13 +129,24 @@ def refusal_text(ctx: DefenseContext) -> str:
     inviting a reworded harmful request only coaches the next attempt."""
     support = ctx.supportive()
     if support is not None:
-        return support.render_message()
-    channel = ctx.framework_channel()
-    if channel:
-        alternative = template("channel_alternative", safe_channel=channel)
+        return Reply(support.render_message(), "template", [ctx.support_line("in_reply")])
+    line = ctx.framework_line("in_reply")
+    if line is not None:
+        alternative = template("channel_alternative", safe_channel=line.text)
     else:
         alternative = template("harmful_alternative" if ctx.harmful else "default_alternative")
-    return template("rationalization", rules=rules_text(ctx), alternative=alternative)
+    text = template("rationalization", rules=rules_text(ctx), alternative=alternative)
+    return Reply(text, "template", [line] if line is not None else [])
+
+
+def refusal_text(ctx: DefenseContext) -> str:
+    """The text of :func:`refusal`."""
+    return refusal(ctx).text
+
+
+def closing_line(text: str, line: ChannelLine) -> str:
+    """``text`` with the closing line that points to ``line``'s channel (a fixed template)."""
+    return f"{text}\n\n{template('sublimation_channel', safe_channel=line.text)}"
 
 
 def fired_rules(request: str, records: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:

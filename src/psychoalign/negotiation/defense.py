@@ -10,16 +10,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework
 from ..frameworks.model import SafeChannel
 from ..prompts import defense_template as template
 from ..prompts import load_prompt_yaml
-from ..traces.model import DefenseMechanism
+from ..traces.model import ChannelLine, DefenseMechanism
 from .gates import Layer1Enforcer
 
 __all__ = ["DefenseContext", "DefenseMechanism", "select_mechanism", "template"]
+
+#: Where a safe channel sits in the answer (ChannelLine.placement).
+Placement = Literal["closing_line", "in_reply"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,39 @@ class DefenseContext:
     def framework_channel(self) -> str:
         """The framework's channels for the rules that fired, joined ("" if none fits)."""
         return " or ".join(c.text for c in self.channels()[:2])
+
+    def channel_rules(self, channels: Sequence[SafeChannel]) -> list[str]:
+        """The fired rules ``channels`` serve (framework order): a channel's own rules, and for a
+        channel naming none, the fired rules no channel names (Framework.channels_for)."""
+        covered = {r for c in self.framework.safe_channels for r in c.rules}
+        return [r for r in self.fired if any(r in c.rules or (not c.rules and r not in covered) for c in channels)]
+
+    def framework_line(self, placement: Placement) -> ChannelLine | None:
+        """What :meth:`framework_channel` points to, as the trace records it (None: no channel)."""
+        channels = self.channels()[:2]
+        if not channels:
+            return None
+        return ChannelLine(
+            placement=placement,
+            channels=[c.id for c in channels],
+            text=" or ".join(c.text for c in channels),
+            rules=self.channel_rules(channels),
+        )
+
+    def support_line(self, placement: Placement) -> ChannelLine:
+        """The supportive channel (:meth:`supportive`, which must be set) as the trace records it."""
+        support = self.supportive()
+        assert support is not None
+        rules = self.channel_rules([support])
+        return ChannelLine(placement=placement, channels=[support.id], text=support.text, rules=rules)
+
+    def safe_channel_line(self) -> ChannelLine | None:
+        """What :meth:`safe_channel` points to, as a closing line (None: no channel). A channel
+        the EVALUATOR named has no framework id; the rules are those that fired."""
+        ref = self.reference
+        if ref is not None and ref.conflict.safe_channel.strip():
+            return ChannelLine(placement="closing_line", text=ref.conflict.safe_channel.strip(), rules=list(self.fired))
+        return self.framework_line("closing_line")
 
 
 def _sentences(text: str) -> list[str]:

@@ -37,6 +37,7 @@ from ..storage import describe_error
 from ..textio import normalise_text
 from ..traces.model import (
     AlignmentContribution,
+    ChannelLine,
     FinalDecision,
     ProposalRecord,
     RequestScreen,
@@ -50,10 +51,12 @@ from .bus import AgentTransport, CallObserver, InProcessTransport, MessageBus
 from .decision import (
     AnswerCheck,
     Gates,
+    Reply,
+    closing_line,
     contribution,
     fired_rules,
     guarded_evaluation,
-    refusal_text,
+    refusal,
     relay_feedback,
     rules_text,
 )
@@ -266,7 +269,9 @@ class Negotiator:
         else:  # a bug: name it, without internals that could carry data
             trace.error = f"internal error ({type(exc).__name__})"
         # Fail closed: whatever was computed, the user gets a fixed text and no model output.
-        trace.final = FinalDecision(response=template("fail_closed"), composed_by="fallback", fallback=True)
+        trace.final = FinalDecision(
+            response=template("fail_closed"), composed_by="fallback", fallback=True, channels=[]
+        )
         if stream is not None and stream.released:  # windows already sent stay in the record of what was sent
             trace.final.response = f"{stream.text}\n\n{trace.final.response}"
             trace.metadata["stream"] = stream.record(cut=True)
@@ -478,25 +483,26 @@ class Negotiator:
             verified=p.final_gate,
             fired=[r.id for r in fw.rules() if r.id in fired],
         )
-        mechanism, response, composed_by = await self._respond(bus, trace.request, trace.context, ctx, layer1)
+        mechanism, reply = await self._respond(bus, trace.request, trace.context, ctx, layer1)
         final_gate: GateResult | None = None
         fallback = False
-        if composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
+        if reply.composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
             await self._emit(trace, "final_gate")
-            task = _evaluate(trace.request, trace.context, response, layer1, fw_payload)
+            task = _evaluate(trace.request, trace.context, reply.text, layer1, fw_payload)
             final_eval = (await bus.send("mediator", "evaluator", task)).output
-            final_gate = gates.gate(response, final_eval)
+            final_gate = gates.gate(reply.text, final_eval)
             if not final_gate.admissible:
-                fallback, composed_by = True, "fallback"
-                mechanism, response = self._fallback(ctx)
+                fallback = True
+                mechanism, reply = self._fallback(ctx)
         trace.final = FinalDecision(
-            response=response,
+            response=reply.text,
             state=SystemState.DEADLOCK,
             defense=mechanism,
-            composed_by=composed_by,
+            composed_by=reply.composed_by,
             final_gate=final_gate,
             fallback=fallback,
             withheld=withheld,
+            channels=reply.channels,
         )
         trace.contribution = AlignmentContribution()
         return True
@@ -639,7 +645,8 @@ class Negotiator:
             # still chooses the channel when the last round's drafts failed for other reasons.
             fired=fired_rules(trace.request, [rec for rd in trace.rounds for rec in rd.proposals], fw, layer1),
         )
-        mechanism, response, composed_by = await self._respond(bus, trace.request, context, ctx, layer1)
+        mechanism, reply = await self._respond(bus, trace.request, context, ctx, layer1)
+        response, composed_by, channels = reply
 
         # Dual gate: the final text passes the gates again, unless it is a fixed template
         # (framework text and constant strings only: no model output to check).
@@ -668,12 +675,13 @@ class Negotiator:
             else:  # adopted, or only gated proposal text is used (see _compose_unverified): re-run the checks
                 final_gate = gates.recheck(response)
             if not final_gate.admissible:
-                fallback, composed_by = True, "fallback"
-                mechanism, response = self._fallback(ctx)
+                fallback = True
+                mechanism, (response, composed_by, channels) = self._fallback(ctx)
         support = ctx.supportive()
         if support is not None and support.text not in response:
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
-            response = f"{response}\n\n{template('sublimation_channel', safe_channel=support.text)}"
+            line = ctx.support_line("closing_line")
+            response, channels = closing_line(response, line), [*channels, line]
 
         last = trace.rounds[-1]
         ref = chosen or last.proposals[last.lead]  # no choice: the last round's lead is what was contested
@@ -705,26 +713,25 @@ class Negotiator:
             final_gate=final_gate,
             fallback=fallback,
             withheld=withheld,
+            channels=channels,
         )
         trace.contribution = contribution(trace, chosen, None if fallback else final_eval)
 
     async def _respond(
         self, bus: MessageBus, request: str, context: str, ctx: DefenseContext, layer1: Layer1Enforcer
-    ) -> tuple[DefenseMechanism | None, str, str]:
-        """The defense mechanism for ``ctx``, the response it composes and who composed it (the
-        MEDIATOR when the final gate checks its text, else gated text only)."""
+    ) -> tuple[DefenseMechanism | None, Reply]:
+        """The defense mechanism for ``ctx`` and the reply it composes: who composed it (the
+        MEDIATOR when the final gate checks its text, else gated text only) and the channels in it."""
         mechanism = select_mechanism(ctx, layer1)
         if self.params.final_gate:
-            response, composed_by = await self._compose(bus, request, context, mechanism, ctx, layer1)
-        else:
-            response, composed_by = self._compose_unverified(mechanism, ctx, layer1)
-        return mechanism, response, composed_by
+            return mechanism, await self._compose(bus, request, context, mechanism, ctx, layer1)
+        return mechanism, self._compose_unverified(mechanism, ctx, layer1)
 
     @classmethod
-    def _fallback(cls, ctx: DefenseContext) -> tuple[DefenseMechanism, str]:
+    def _fallback(cls, ctx: DefenseContext) -> tuple[DefenseMechanism, Reply]:
         """What replaces a response the final gate rejected: the refusal, supportive when a person is at risk."""
         mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
-        return mechanism, refusal_text(ctx)
+        return mechanism, refusal(ctx)._replace(composed_by="fallback")
 
     def _choose(self, trace: Trace) -> tuple[int, ProposalRecord | None]:
         """Converged: the last round's lead. Deadlock: the highest-scoring admissible proposal
@@ -750,27 +757,27 @@ class Negotiator:
         mechanism: DefenseMechanism | None,
         ctx: DefenseContext,
         layer1: Layer1Enforcer,
-    ) -> tuple[str, str]:
-        """Returns (response, composed_by). Only admissible proposal text, or a draft filtered by
-        Repression, ever enters here; whatever is not a template then passes the dual gate."""
+    ) -> Reply:
+        """The reply. Only admissible proposal text, or a draft filtered by Repression, ever
+        enters here; whatever is not a template then passes the dual gate."""
         if mechanism is DefenseMechanism.RATIONALIZATION or (
             mechanism is DefenseMechanism.SUBLIMATION and ctx.chosen_text is None and ctx.supportive()
         ):
-            return refusal_text(ctx), "template"
+            return refusal(ctx)
         if mechanism is DefenseMechanism.REACTION_FORMATION:
-            return template("reaction_formation", rules=rules_text(ctx)), "template"
+            return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
         if mechanism is DefenseMechanism.REPRESSION:
             source = repression_source(ctx, layer1)
             assert source is not None
             kept, _ = repress(source[0], source[1].conflict.harmful_segments, layer1)
-            return f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered"
+            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
         approved_as_is = (
             ctx.chosen_eval is not None
             and ctx.chosen_eval.verdict is Verdict.APPROVED
             and not ctx.chosen_eval.modifications
         )
         if mechanism is None and approved_as_is and ctx.chosen_text is not None:
-            return ctx.chosen_text, "adopted"  # the MEDIATOR adopts an approved proposal verbatim
+            return Reply(ctx.chosen_text, "adopted", [])  # the MEDIATOR adopts an approved proposal verbatim
         if mechanism in (None, DefenseMechanism.SUBLIMATION) and ctx.chosen_text is not None and self._plain_mediator():
             # The conditional band on an embedded MEDIATOR (a gated draft that was not approved
             # outright): a 135M model asked to apply the EVALUATOR's changes rewrites the answer,
@@ -787,33 +794,32 @@ class Negotiator:
         )
         text = (await bus.send("mediator", "mediator", task)).output.response.strip()
         ref = ctx.reference
+        channels: list[ChannelLine] = []
         if mechanism is DefenseMechanism.SUBLIMATION:
-            channel = ctx.safe_channel()
-            if channel and channel.lower() not in text.lower():
-                text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
+            line = ctx.safe_channel_line()
+            if line is not None and line.text.lower() not in text.lower():
+                text, channels = closing_line(text, line), [line]
         elif mechanism is DefenseMechanism.DISPLACEMENT and ref is not None:
             text = f"{template('displacement_prefix', adjacent_topic=ref.conflict.safe_adjacent_topic.strip())} {text}"
         elif mechanism is DefenseMechanism.PROJECTION and ref is not None:
             bullets = "\n".join(f"- {s}" for s in ref.conflict.stakeholders)
             text = f"{text}\n\n{template('projection_header')}\n{bullets}"
-        return text, "mediator"
+        return Reply(text, "mediator", channels)
 
     def _compose_unverified(
         self, mechanism: DefenseMechanism | None, ctx: DefenseContext, layer1: Layer1Enforcer
-    ) -> tuple[str, str]:
+    ) -> Reply:
         """``final_gate = false``: nothing would evaluate new text, so none is written. The
         response is an admissible proposal (verbatim, or with Repression's sentences removed),
         or a fixed template with framework text; the MEDIATOR's composition is not used and the
         EVALUATOR's free text was dropped (so Projection and Displacement cannot be selected)."""
         if ctx.chosen_text is None:
             if mechanism is DefenseMechanism.REACTION_FORMATION:
-                return template("reaction_formation", rules=rules_text(ctx)), "template"
-            return refusal_text(ctx), "template"
-        text, composed_by = ctx.chosen_text, "adopted"
+                return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
+            return refusal(ctx)
         if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
             kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
-            text = f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}"
-            composed_by = "filtered"
-        elif mechanism is DefenseMechanism.SUBLIMATION and (channel := ctx.framework_channel()):
-            text = f"{text}\n\n{template('sublimation_channel', safe_channel=channel)}"
-        return text, composed_by
+            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
+        if mechanism is DefenseMechanism.SUBLIMATION and (line := ctx.framework_line("closing_line")) is not None:
+            return Reply(closing_line(ctx.chosen_text, line), "adopted", [line])
+        return Reply(ctx.chosen_text, "adopted", [])

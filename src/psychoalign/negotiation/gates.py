@@ -21,9 +21,13 @@ from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
 from ..frameworks.doses import DoseContext, read_request
 from ..textio import skeleton
-from ..traces.model import GateResult
+from ..traces.model import GateBlock, GateResult
 
-__all__ = ["GateResult", "Layer1Enforcer", "TauFilter", "apply_gates"]
+__all__ = ["GateBlock", "GateResult", "Layer1Enforcer", "TauFilter", "apply_gates"]
+
+#: A gate's reason in words (user-facing, as ``GateResult.reasons`` holds it) and as data.
+Block = tuple[str, GateBlock]
+NO_EVALUATION = "no evaluation: fail closed"
 
 #: The id a rule hit is recorded under when it names no rule of the framework.
 UNKNOWN_RULE = "?"
@@ -79,12 +83,23 @@ class Layer1Enforcer:
 
     def deterministic(self, text: str, *, model_text: bool = True) -> list[str]:
         """Reasons from the framework's own checks (no model involved); they name the rule only."""
-        return [f"{rule_id}: deterministic check matched" for rule_id, _ in self.matches(text, model_text=model_text)]
+        return [reason for reason, _ in self.deterministic_blocks(text, model_text=model_text)]
+
+    def deterministic_blocks(self, text: str, *, model_text: bool = True) -> list[Block]:
+        """:meth:`deterministic`, each reason with its record for the trace."""
+        return [
+            (f"{rule_id}: deterministic check matched", GateBlock(gate="layer1", check="rule_check", rule=rule_id))
+            for rule_id, _ in self.matches(text, model_text=model_text)
+        ]
 
     def check(self, text: str, evaluation: Evaluation | None) -> list[str]:
-        reasons = self.deterministic(text)
+        return [reason for reason, _ in self.blocks(text, evaluation)]
+
+    def blocks(self, text: str, evaluation: Evaluation | None) -> list[Block]:
+        """Why the Layer-1 gate blocks ``text`` (none: it passes), each reason with its record."""
+        reasons = self.deterministic_blocks(text)
         if evaluation is None:
-            return [*reasons, "no evaluation: fail closed"]
+            return [*reasons, (NO_EVALUATION, GateBlock(gate="layer1", check="no_evaluation"))]
         for hit in evaluation.rule_hits:
             # The layer is already in the closed vocabulary (schemas.parse_layer: unparseable ->
             # universal); the id is resolved ignoring case, punctuation, look-alike letters and
@@ -94,8 +109,13 @@ class Layer1Enforcer:
             match = self.framework.resolve(hit.rule_id)
             if hit.layer is Layer.UNIVERSAL or match.layer is Layer.UNIVERSAL or not match.placeable:
                 # Name the framework's rule, never the model's spelling (it could carry any text).
-                name = match.rule.id if match.rule is not None else "unknown rule"
-                reasons.append(f"{name}: evaluator reported a universal-layer violation")
+                rule = match.rule.id if match.rule is not None else None
+                reasons.append(
+                    (
+                        f"{rule or 'unknown rule'}: evaluator reported a universal-layer violation",
+                        GateBlock(gate="layer1", check="evaluator_hit", rule=rule),
+                    )
+                )
         return reasons
 
 
@@ -104,13 +124,19 @@ class TauFilter:
         self.tau = tau
 
     def check(self, evaluation: Evaluation | None) -> list[str]:
+        return [reason for reason, _ in self.blocks(evaluation)]
+
+    def blocks(self, evaluation: Evaluation | None) -> list[Block]:
+        """Why the tau filter blocks (none: it passes), each reason with its record."""
         if evaluation is None:
-            return ["no evaluation: fail closed"]
-        reasons = []
+            return [(NO_EVALUATION, GateBlock(gate="tau", check="no_evaluation"))]
+        reasons: list[Block] = []
         if evaluation.verdict is Verdict.VETOED:
-            reasons.append("verdict VETOED")
+            reasons.append(("verdict VETOED", GateBlock(gate="tau", check="vetoed")))
         if evaluation.score < self.tau * 100:
-            reasons.append(f"score {evaluation.score} < tau*100 = {self.tau * 100:g}")
+            reasons.append(
+                (f"score {evaluation.score} < tau*100 = {self.tau * 100:g}", GateBlock(gate="tau", check="below_tau"))
+            )
         return reasons
 
 
@@ -132,12 +158,22 @@ def canonical_hits(evaluation: Evaluation, framework: Framework) -> Evaluation:
     return evaluation.model_copy(update={"rule_hits": hits}) if changed else evaluation
 
 
+def gate_result(layer1: list[Block], tau: list[Block], evidence: list[str] | None = None) -> GateResult:
+    """The result of the Layer-1 and tau gates from their blocks: reasons in words and as data."""
+    blocks = [*layer1, *tau]
+    return GateResult(
+        layer1_passed=not layer1,
+        tau_passed=not tau,
+        reasons=[reason for reason, _ in blocks],
+        evidence=evidence or [],
+        blocked_by=[block for _, block in blocks],
+    )
+
+
 def apply_gates(layer1: Layer1Enforcer, tau: TauFilter, text: str, evaluation: Evaluation | None) -> GateResult:
-    l1 = layer1.check(text, evaluation)
-    t = tau.check(evaluation)
     # The enforcer remembers the text's matches: the evidence does not match it again.
     evidence = [f"{rule_id}: {match}" for rule_id, match in layer1.matches(text)]
-    return GateResult(layer1_passed=not l1, tau_passed=not t, reasons=[*l1, *t], evidence=evidence)
+    return gate_result(layer1.blocks(text, evaluation), tau.blocks(evaluation), evidence)
 
 
 # -- free text from the EVALUATOR --------------------------------------------------------------------

@@ -29,10 +29,18 @@ from typing import Any
 
 from ..agents.messages import DriveTask, EvaluateTask
 from ..agents.schemas import Evaluation, Proposal
-from ..traces.model import AlignmentContribution, FinalDecision, GateResult, ProposalRecord, RoundRecord, Trace
+from ..traces.model import (
+    AlignmentContribution,
+    ChannelLine,
+    FinalDecision,
+    GateResult,
+    ProposalRecord,
+    RoundRecord,
+    Trace,
+)
 from .bus import MessageBus
-from .decision import Gates, fired_rules, guarded_evaluation, refusal_text
-from .defense import DefenseContext, DefenseMechanism, template
+from .decision import Gates, closing_line, fired_rules, guarded_evaluation, refusal
+from .defense import DefenseContext, DefenseMechanism
 from .gates import canonical_hits
 from .tension import SystemState, classify_state, tension
 
@@ -170,18 +178,22 @@ async def release_in_windows(
     )
     support = ctx.supportive()
     mechanism: DefenseMechanism | None = None
+    channels: list[ChannelLine] = []
     if cut:
         gates.guard.block(text)
-        refusal = refusal_text(ctx)
-        response = f"{stream.text}\n\n{refusal}" if stream.released else refusal
+        ending = refusal(ctx)
+        channels = ending.channels
+        response = f"{stream.text}\n\n{ending.text}" if stream.released else ending.text
         mechanism = DefenseMechanism.SUBLIMATION if support is not None else DefenseMechanism.RATIONALIZATION
         state = SystemState.DRIVE_DOMINANT if stream.released else SystemState.DEADLOCK
     else:
         if support is not None and support.text not in text:
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
-            channel = f"\n\n{template('sublimation_channel', safe_channel=support.text)}"
+            line = ctx.support_line("closing_line")
+            channel = closing_line("", line)  # "\n\n" and the line: it follows what was released
             stream.released.append(channel)
             await stream.release(channel)
+            channels.append(line)
         response = stream.text
         state = classify_state(
             final_tension=t,
@@ -205,6 +217,7 @@ async def release_in_windows(
         final_gate=gate,
         fallback=cut,
         withheld=withheld,
+        channels=channels,
     )
     trace.converged = not cut
     trace.contribution = AlignmentContribution()

@@ -22,9 +22,11 @@ from ..prompts import defense_template
 __all__ = [
     "AgentStats",
     "AlignmentContribution",
+    "ChannelLine",
     "CrossTurnRecord",
     "DefenseMechanism",
     "FinalDecision",
+    "GateBlock",
     "GateResult",
     "NegotiationParams",
     "ProposalRecord",
@@ -119,6 +121,31 @@ class NegotiationParams(BaseModel):
         return self
 
 
+class GateBlock(BaseModel):
+    """One reason a gate blocked a text, as data (``GateResult.reasons`` says the same in words):
+    which gate, what fired, and the framework rule when a rule did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    gate: Literal["layer1", "tau", "caller"] = Field(
+        description="layer1: a universal rule; tau: the safety floor or a veto; caller: the caller's own "
+        "check (the gateway's tool-call gate)."
+    )
+    check: Literal["rule_check", "evaluator_hit", "vetoed", "below_tau", "no_evaluation", "caller_check"] = Field(
+        description="rule_check: the rule's deterministic check matched; evaluator_hit: the EVALUATOR reported a "
+        "universal-layer violation; vetoed: verdict VETOED; below_tau: score under tau*100; no_evaluation: "
+        "nothing judged the text (fail closed); caller_check: the caller's check refused it."
+    )
+    rule: str | None = Field(
+        None, description="The framework's own rule id (rule_check, evaluator_hit); None when no rule is named."
+    )
+
+    @property
+    def label(self) -> str:
+        """Short words for a table cell: ``layer1: U7-dose-label``, ``tau: below tau``."""
+        return f"{self.gate}: {self.rule or self.check.replace('_', ' ')}"
+
+
 class GateResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -126,10 +153,20 @@ class GateResult(BaseModel):
     tau_passed: bool
     reasons: list[str] = Field(description="User-facing: rule ids and thresholds, never text.")
     evidence: list[str] = Field(default_factory=list, description="Internal: what a deterministic check matched.")
+    blocked_by: list[GateBlock] | None = Field(
+        None,
+        description="What blocked the text, one entry per reason (empty: it passed). None: the trace was recorded "
+        "before this field existed; its reasons are the only account.",
+    )
 
     @property
     def admissible(self) -> bool:
         return self.layer1_passed and self.tau_passed
+
+    @property
+    def rule_ids(self) -> list[str]:
+        """The framework rules that blocked the text, in order, each once (none recorded: empty)."""
+        return list(dict.fromkeys(b.rule for b in self.blocked_by or () if b.rule is not None))
 
 
 class AgentStats(BaseModel):
@@ -267,6 +304,26 @@ class RequestScreen(BaseModel):
     evaluation: Evaluation | None = None
 
 
+class ChannelLine(BaseModel):
+    """A pointer to a safe channel the engine itself put in the final answer: where the need is
+    served safely, and the rules that chose it. Its text is framework text, or the EVALUATOR's
+    safe channel after the free-text guard (then ``channels`` is empty)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    placement: Literal["closing_line", "in_reply"] = Field(
+        description='closing_line: a line added after the answer ("The right place for this is: …"); in_reply: '
+        "part of a fixed reply (the structured refusal's alternative, or the channel's own message)."
+    )
+    channels: list[str] = Field(
+        default_factory=list, description="The framework's safe-channel ids; empty when the EVALUATOR named it."
+    )
+    text: str = Field(description="Where it points, as the answer says it.")
+    rules: list[str] = Field(
+        default_factory=list, description="Framework ids of the rules that fired and chose it (may be empty)."
+    )
+
+
 class FinalDecision(BaseModel):
     response: str
     chosen_round: int | None = None
@@ -281,6 +338,11 @@ class FinalDecision(BaseModel):
     fallback: bool = False
     withheld: list[str] = Field(
         default_factory=list, description="EVALUATOR free-text fields dropped by the free-text guard."
+    )
+    channels: list[ChannelLine] | None = Field(
+        None,
+        description="The safe channels the engine put in the response, with the rules behind them (empty: none). "
+        "None: the trace was recorded before this field existed.",
     )
 
 
@@ -337,6 +399,12 @@ class Trace(BaseModel):
     def response(self) -> str:
         """The text the user received (a fixed refusal if the negotiation failed)."""
         return self.final.response if self.final is not None else defense_template("fail_closed")
+
+    def blocked_drafts(self) -> tuple[int, list[str]]:
+        """How many drafts the gates blocked, and the framework rules that blocked them (ids, in
+        order, each once; none for a trace recorded before ``GateResult.blocked_by``)."""
+        gates = [p.gate for rd in self.rounds for p in rd.proposals if p.gate is not None and not p.gate.admissible]
+        return len(gates), list(dict.fromkeys(rule for g in gates for rule in g.rule_ids))
 
     def summary(self) -> dict[str, Any]:
         f = self.final

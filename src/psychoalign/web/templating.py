@@ -35,20 +35,33 @@ def visible(value: object) -> str:
     return _INVISIBLE.sub(lambda m: visible_marker(m.group()), "" if value is None else str(value))
 
 
-def untrusted(value: object) -> Markup:
+#: Where a model label (``backend:model``, a path, ``name@hash``, ``a-b-c``) may wrap: after a run
+#: of these separators.
+_LABEL_SEPARATORS = re.compile(r"(?<=[:/\\@\-_.])(?![:/\\@\-_.])")
+
+
+def untrusted(value: object, *, label: bool = False) -> Markup:
     """Untrusted text for a page: escaped, direction-isolated in ``<bdi>`` (an Arabic name cannot
     reorder the words around it) and with every invisible control shown as a ``⟨U+XXXX⟩`` marker
-    named in its tooltip, so the reader sees the text as stored, never a reordered version of it."""
+    named in its tooltip, so the reader sees the text as stored, never a reordered version of it.
+    ``label``: a model label, which may wrap after its separators (``<wbr>``) rather than mid-word
+    (a browser breaks neither after ``:``, ``/`` or ``@`` nor between ``-`` and a digit)."""
     text = "" if value is None else str(value)
+
+    def plain(segment: str) -> str:
+        if not label:
+            return str(escape(segment))
+        return "<wbr>".join(str(escape(piece)) for piece in _LABEL_SEPARATORS.split(segment))
+
     parts: list[str] = []
     last = 0
     for match in _INVISIBLE.finditer(text):
-        parts.append(str(escape(text[last : match.start()])))
+        parts.append(plain(text[last : match.start()]))
         char = match.group()
         name = unicodedata.name(char, "control character")
         parts.append(f'<span class="ctl" title="invisible character: {name}">{visible_marker(char)}</span>')
         last = match.end()
-    parts.append(str(escape(text[last:])))
+    parts.append(plain(text[last:]))
     return Markup('<bdi dir="auto">' + "".join(parts) + "</bdi>")
 
 

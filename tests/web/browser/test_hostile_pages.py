@@ -125,23 +125,58 @@ UNBROKEN = "x" * 400
 LONG_MODEL = "openai:" + "very-long-model-name-" * 8 + UNBROKEN[:80]
 WIDE = {"width": 1280, "height": 900}
 NARROW = {"width": 360, "height": 800}
+#: Labels as the embedded default and an endpoint name them: each wraps after a separator.
+USUAL = {
+    "drive": "local:/home/someone/.cache/psychoalign/models/smollm2-135m-instruct-q8_0.gguf",
+    "evaluator": "classifier:evaluator-minilm-v7@17968316dfed",
+    "mediator": "openai:meta-llama/llama-3.1-8b-instruct@together",
+}
+SEPARATORS = ":/\\@-_."
+#: Where each line of every model name in the trace list's Models column starts ``[[code, index]]``;
+#: a line that starts after anything but a separator broke the name mid-word.
+LINE_STARTS = """() => [...document.querySelectorAll('td.models code')].map(code => {
+  const text = code.textContent, range = document.createRange(), starts = [];
+  let node, offset = 0, top = null;
+  const walk = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+  while ((node = walk.nextNode())) {
+    for (let i = 0; i < node.length; i++, offset++) {
+      range.setStart(node, i); range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect) continue;
+      if (top !== null && rect.top > top + 2) starts.push(offset);
+      top = rect.top;
+    }
+  }
+  return [text, starts];
+})"""
 
 
 async def _seed_traces(store_url: str) -> str:
     """A trace whose earlier turns and model names are hostile: markup, bidi controls, RTL text
     and one unbroken string; returned is its id."""
     from psychoalign.traces import open_store
-    from psychoalign.traces.model import AgentStats, NegotiationParams, Trace
+    from psychoalign.traces.model import AgentStats, ChannelLine, FinalDecision, NegotiationParams, Trace
 
     store = open_store(store_url)
     try:
+        # first: the list shows the newest first, the hostile trace on top
+        await store.start(Trace(request="usual models", params=NegotiationParams(), models=USUAL))
         trace = Trace(
             request=f"and now? {HOSTILE}",
             params=NegotiationParams(),
             earlier=[f"first {HOSTILE}", f"{ARABIC} then", f"{HEBREW} then", UNBROKEN],
             models={"drive": LONG_MODEL, "evaluator": f"openai:{HOSTILE}", "mediator": f"local:{ARABIC}.gguf"},
             metadata={"conversation_id": f"conv {HOSTILE}", "turn": 5},
-            agents={"drive": AgentStats(calls=1, model=LONG_MODEL), "evaluator": AgentStats(calls=1, model=HOSTILE)},
+            agents={
+                "drive": AgentStats(calls=1, model=LONG_MODEL),
+                "evaluator": AgentStats(calls=1, model=HOSTILE),
+                "mediator": AgentStats(),  # never called
+            },
+            final=FinalDecision(
+                response="r",
+                composed_by="template",
+                channels=[ChannelLine(placement="in_reply", text=f"channel {HOSTILE}", rules=["U1-mass-harm"])],
+            ),
         )
         await store.start(trace)
         return trace.id
@@ -184,6 +219,12 @@ def test_trace_pages_with_hostile_earlier_turns_and_model_names(chromium: Any, l
         )
         if spill:
             found.append(f"trace list at {viewport['width']} px: model names overflow their cell {spill}")
+        # a usual name wraps after its separators, never mid-word (the hostile unbroken run must)
+        for text, starts in page.evaluate(LINE_STARTS):
+            if text in USUAL.values():
+                mid = [f"{text[:i]}|{text[i:]}" for i in starts if text[i - 1] not in SEPARATORS]
+                if mid:
+                    found.append(f"trace list at {viewport['width']} px: {text!r} broken mid-word at {mid}")
     check(page, axe, "trace list with hostile model names", found)
     lead.shot("hostile-trace-list")
 
@@ -204,6 +245,11 @@ def test_trace_pages_with_hostile_earlier_turns_and_model_names(chromium: Any, l
     cost = page.locator("table:has(th:text-is('Model')) td code")
     assert cost.count() == 2 and page.locator("table:has(th:text-is('Model')) td code > bdi[dir=auto]").count() == 2
     assert "⟨U+202E⟩" in cost.nth(1).inner_text()
+    assert page.locator("table:has(th:text-is('Model')) td > span:text-is('not called')").count() == 1
+    # the channel the engine put in the answer: its text isolated, the controls shown, no markup run
+    channel = page.locator("#trace-channels li")
+    assert channel.count() == 1 and channel.locator("bdi[dir=auto]").count() == 2  # the text and the rule id
+    assert "<script>alert(1)</script>" in channel.inner_text() and "⟨U+202E⟩" in channel.inner_text()
     for viewport in (NARROW, WIDE):
         _fits(page, viewport, "trace detail", found)
     # keyboard: the disclosure's summary takes focus with a visible outline
