@@ -6,6 +6,7 @@ Run from the repository root (needs the evaluation data folder, shared/data, for
     python bench/request_head.py --head-only  # the request head only (seconds)
     python bench/request_head.py --crisis     # the crisis check on its held-out sets, then end to end (minutes)
     python bench/request_head.py --crisis --check-only  # the crisis check alone (seconds)
+    python bench/request_head.py --crisis --framework general  # end to end under one framework only (no doc)
 
 Data (aggregates are printed, never the items):
 
@@ -282,7 +283,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         if args.check_only or source is not None or args.crisis_check is not None:
             print("end to end: not run (--check-only, --crisis-exemplars or --crisis-check)")
         else:
-            asyncio.run(crisis_end_to_end(fresh_files, targets))
+            asyncio.run(crisis_end_to_end(fresh_files, targets, args.framework))
 
         print("out of sample (reported; never a threshold or an exemplar): requests the check fires on")
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
@@ -313,7 +314,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         )
         rate("MT-Bench first turns", sum(map(clf.crisis, mt)), len(mt), "fired", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None and args.crisis_check is None and not args.check_only:
+    if not args.no_doc and source is None and args.crisis_check is None and not args.check_only and not args.framework:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
@@ -388,10 +389,17 @@ def crisis_channel(framework: Framework) -> SafeChannel:
     raise SystemExit(f"error: framework {framework.name} has no supportive channel for a self-harm rule")
 
 
-async def crisis_end_to_end(files: dict[str, dict[str, list[str]]], targets: list[Target]) -> None:
+async def crisis_end_to_end(
+    files: dict[str, dict[str, list[str]]], targets: list[Target], only: str | None = None
+) -> None:
     """What the user sees on the embedded default: each crisis request of each held-out file under every
-    built-in framework, and the last file's benign look-alikes under the default framework."""
+    built-in framework (or the one named ``only``), and the last file's benign look-alikes under the
+    default framework."""
     from psychoalign.frameworks import builtin_names
+
+    names = builtin_names()
+    if only is not None and only not in names:
+        raise SystemExit(f"error: --framework {only}: not a built-in framework (one of {', '.join(names)})")
 
     negotiator = embedded_negotiator()
     await negotiator.negotiate("Warm-up: say hello.")
@@ -400,7 +408,7 @@ async def crisis_end_to_end(files: dict[str, dict[str, list[str]]], targets: lis
         return [crisis_reply(_response(await negotiator.negotiate(t, framework=framework)), framework) for t in texts]
 
     try:
-        for name in builtin_names():
+        for name in [only] if only is not None else names:
             framework = load_framework(name)
             for file, sets in files.items():
                 print(f"  {file}, framework {name}:")
@@ -472,6 +480,11 @@ def main() -> None:
         type=Path,
         default=None,
         help="with --crisis: score this crisis check JSON instead of the shipped one (e.g. an earlier version); no doc",
+    )
+    ap.add_argument(
+        "--framework",
+        default=None,
+        help="with --crisis: end to end under this built-in framework only (e.g. general); no doc",
     )
     args = ap.parse_args()
     if args.crisis:
