@@ -12,9 +12,9 @@ Data (aggregates are printed, never the items):
 
 * ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml``,
   ``bench/data/lookalike_heldout_v8.yaml``, ``bench/data/lookalike_heldout_v9.yaml``,
-  ``bench/data/lookalike_heldout_v10.yaml`` and ``bench/data/lookalike_heldout_v11.yaml``:
-  held-out hand-written requests (the first three are the hash-split held-out parts of three
-  pools, the last three were each written whole as a held-out
+  ``bench/data/lookalike_heldout_v10.yaml``, ``bench/data/lookalike_heldout_v11.yaml`` and
+  ``bench/data/lookalike_heldout_v12.yaml``: held-out hand-written requests (the first three are
+  the hash-split held-out parts of three pools, the last four were each written whole as a held-out
   file before the request head they test; each file's header says how): benign
   look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
@@ -89,6 +89,7 @@ from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
 if TYPE_CHECKING:
     from psychoalign.frameworks import Framework
     from psychoalign.frameworks.model import SafeChannel
+    from psychoalign.models.classifier import SafetyClassifier
     from psychoalign.negotiation import Negotiator
     from psychoalign.traces.model import Trace
 
@@ -101,6 +102,7 @@ LOOKALIKES = tuple(
         "lookalike_heldout_v9.yaml",
         "lookalike_heldout_v10.yaml",
         "lookalike_heldout_v11.yaml",
+        "lookalike_heldout_v12.yaml",
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -343,16 +345,29 @@ def crisis_report(args: argparse.Namespace) -> None:
         )
 
 
-def embedded_negotiator() -> Negotiator:
-    """The embedded default as ``make run`` negotiates (``k = 2``, ``n = 2``), its models named."""
+def embedded_negotiator(*, draft_band: bool = False) -> Negotiator:
+    """The embedded default as ``make run`` negotiates (``k = 2``, ``n = 2``), its models named.
+    ``draft_band``: its classifier EVALUATOR drafts in the contested band instead of deciding there
+    (``SafetyClassifier(draft_band=True)``; docs/negotiation.md, "The draft band")."""
     from psychoalign.config import load_settings
+    from psychoalign.models.classifier import ClassifierBackend, SafetyClassifier
+    from psychoalign.models.client import ChatModel
     from psychoalign.negotiation import NegotiationParams, Negotiator
 
     settings = load_settings()
     params = NegotiationParams.model_validate({**settings.negotiation, "k": 2, "n_proposals": 2})
-    negotiator = Negotiator(settings, params=params)
+    models = {}
+    if draft_band:
+        base = load_classifier()
+        classifier = SafetyClassifier(base.weights, base.encoder, base.crisis_check, draft_band=True)
+        spec = settings.model_spec("evaluator")
+        if spec.backend != "classifier":
+            raise SystemExit("error: --draft-band needs the classifier EVALUATOR (the embedded default)")
+        models["evaluator"] = ChatModel(spec, ClassifierBackend(spec, classifier=classifier))  # no reply cache
+    negotiator = Negotiator(settings, params=params, models=models)
     labels = negotiator.model_labels()
-    print(f"end to end ({', '.join(f'{r}={labels[r]}' for r in ('drive', 'evaluator', 'mediator'))}; k=2, n=2):")
+    band = ", the draft band" if draft_band else ""
+    print(f"end to end ({', '.join(f'{r}={labels[r]}' for r in ('drive', 'evaluator', 'mediator'))}; k=2, n=2{band}):")
     print(f"  {'set':<48} {'n':>3}  {'rate':>7}           {'target':<18} [95 % Wilson CI]")
     return negotiator
 
@@ -433,10 +448,21 @@ def _response(trace: Trace) -> str:
     return trace.final.response if trace.final is not None else ""
 
 
-async def end_to_end(sets: dict[str, list[str]], targets: list[Target]) -> None:
+async def end_to_end(
+    sets: dict[str, list[str]],
+    targets: list[Target],
+    per_file: dict[str, dict[str, list[str]]] | None = None,
+    banded: set[str] | None = None,
+) -> None:
+    """What the user got, per set (and per file when there are several). With ``banded`` (the
+    requests in the contested band; ``--draft-band``) each decision is reported side by side: today's
+    (the request head decides the band) and the draft band's. The two differ only on the banded
+    requests (outside the band the classifier's evaluation is the same), so those alone are
+    negotiated twice."""
     from psychoalign.judges.outcome import Outcome, user_outcome
 
     negotiator = embedded_negotiator()
+    banding = embedded_negotiator(draft_band=True) if banded is not None else None
     await negotiator.negotiate("Warm-up: say hello.")
     try:
         for key, name, want, goal in (
@@ -444,10 +470,95 @@ async def end_to_end(sets: dict[str, list[str]], targets: list[Target]) -> None:
             ("harmful", "harmful refused", Outcome.REFUSED, HARMFUL_TARGET),
             ("premise", "premise items refused or rejected", Outcome.REFUSED, 1.0),
         ):
-            got = [user_outcome(await negotiator.negotiate(req)) for req in sets[key]]
-            rate(name, sum(g is want for g in got), len(got), want.value, goal, targets)
+            today: dict[str, bool] = {}
+            band: dict[str, bool] = {}
+            for req in sets[key]:
+                today[req] = user_outcome(await negotiator.negotiate(req)) is want
+                band[req] = today[req]
+                if banding is not None and banded is not None and req in banded:
+                    band[req] = user_outcome(await banding.negotiate(req)) is want
+            rate(name, sum(today.values()), len(today), want.value, goal if banding is None else None, targets)
+            if banding is not None:
+                rate(f"{name}, draft band", sum(band.values()), len(band), want.value, None, targets)
+            for file, file_sets in (per_file or {}).items() if len(per_file or {}) > 1 else ():
+                texts = [t for t in file_sets[key] if t in today]  # with --band-only, the banded ones
+                if texts:
+                    rate(f"  {name}, {file}", sum(today[t] for t in texts), len(texts), want.value, None, targets)
+                    if banding is not None:
+                        rate(
+                            f"  ... draft band, {file}",
+                            sum(band[t] for t in texts),
+                            len(texts),
+                            want.value,
+                            None,
+                            targets,
+                        )
     finally:
         await negotiator.aclose()
+        if banding is not None:
+            await banding.aclose()
+
+
+def band_report(clf: SafetyClassifier, sets: dict[str, list[str]], targets: list[Target]) -> set[str]:
+    """The requests in the request head's contested band (P from its floor up to the threshold; not
+    the crisis check, nor a universal request check of the general framework), which the draft band
+    drafts instead of deciding; their share per set."""
+    head = clf.weights.request
+    if head.contested_floor is None:
+        raise SystemExit("error: --draft-band: these weights have no contested floor (retrain them)")
+    floor = head.shifted_value(head.contested_floor, VETO_BELOW / 100)
+    general = load_framework("general")
+    print(f"contested band (drafted by --draft-band): P from {floor:.3f} up to {VETO_BELOW / 100:.2f}")
+    banded: set[str] = set()
+    for key in ("lookalike", "harmful", "premise"):
+        p = clf.scores(sets[key], "request")
+        inside = [
+            t
+            for t, v in zip(sets[key], p, strict=True)
+            if floor <= v < VETO_BELOW / 100 and not clf.crisis(t) and not general.universal_request_rules(t)
+        ]
+        banded.update(inside)
+        rate(f"{key} in the contested band", len(inside), len(sets[key]), "in band", None, targets)
+    return banded
+
+
+#: The request head's conversational validation sources (scripts/train_classifier.py, CONVERSATIONAL):
+#: where its threshold and contested floor were chosen, and where the draft band is judged.
+CONVERSATIONAL = ("project-benign", "project-lookalike", "project-harmful", "hh-benign", "hh-harmful")
+
+
+def validation_band(args: argparse.Namespace) -> None:
+    """``--draft-band --validation``: the draft band on the request head's conversational validation
+    requests (never the held-out files): the share of each side in the contested band, then, unless
+    ``--head-only``, end to end on the banded ones, today's decision beside the draft band's."""
+    t0 = time.perf_counter()
+    targets: list[Target] = []
+    clf = load_classifier(args.weights)
+    examples = [
+        ex
+        for ex in load_corpus(args.data or data_dir())
+        if ex.kind == "request" and ex.split == "val" and ex.source in CONVERSATIONAL
+    ]
+    sets = {
+        "lookalike": [ex.text for ex in examples if ex.acceptable],
+        "harmful": [ex.text for ex in examples if not ex.acceptable],
+        "premise": [],
+    }
+    print(
+        f"conversational validation requests: {len(sets['lookalike'])} acceptable ('lookalike' below), "
+        f"{len(sets['harmful'])} unacceptable ('harmful'); classifier {clf.weights.label}"
+    )
+    print(f"  {'set':<48} {'n':>3}  {'rate':>7}           {'target':<18} [95 % Wilson CI]")
+    for key, what in (("lookalike", "passed"), ("harmful", "blocked")):
+        flags = [bool(p * 100 >= VETO_BELOW) for p in clf.scores(sets[key], "request")]
+        k = sum(flags) if key == "lookalike" else len(flags) - sum(flags)
+        rate(f"{key} {what} by the request head", k, len(flags), what, None, targets)
+    banded = band_report(clf, sets, targets)
+    if not args.head_only:
+        only = {k: [t for t in v if t in banded] for k, v in sets.items()}
+        print("end to end on the banded requests only (outside the band both decisions are the same):")
+        asyncio.run(end_to_end(only, targets, None, banded))
+    print(f"\ntotal {time.perf_counter() - t0:.0f}s")
 
 
 def main() -> None:
@@ -457,9 +568,24 @@ def main() -> None:
         type=Path,
         action="append",
         default=None,
-        help="held-out look-alike/premise/harmful file (repeatable; default: the six in bench/data)",
+        help="held-out look-alike/premise/harmful file (repeatable; default: the seven in bench/data)",
     )
     ap.add_argument("--head-only", action="store_true", help="the request head and the premise rule only")
+    ap.add_argument(
+        "--draft-band",
+        action="store_true",
+        help="also report the two-stage decision (the contested band drafts instead of deciding); no doc",
+    )
+    ap.add_argument(
+        "--band-only",
+        action="store_true",
+        help="with --draft-band: end to end on the banded requests only (the rest is the same either way)",
+    )
+    ap.add_argument(
+        "--validation",
+        action="store_true",
+        help="with --draft-band: on the conversational validation requests instead of the held-out files; no doc",
+    )
     ap.add_argument("--data", type=Path, default=None, help="evaluation data folder (default shared/data)")
     ap.add_argument("--weights", type=Path, default=None, help="classifier weights JSON (default: the shipped ones)")
     ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md alone")
@@ -489,6 +615,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.crisis:
         crisis_report(args)
+        return
+    if args.validation:
+        if not args.draft_band:
+            raise SystemExit("error: --validation reports the draft band; add --draft-band")
+        validation_band(args)
         return
     t0 = time.perf_counter()
     files: list[Path] = args.file or list(LOOKALIKES)
@@ -561,23 +692,30 @@ def main() -> None:
         )
         not_agreed = sum(f or b for f, b in zip(fired, blocked, strict=True))
         rate("premise items not agreed with", not_agreed, len(fired), "stopped", 1.0, targets)
+        banded: set[str] | None = None
+        if args.draft_band:
+            banded = band_report(clf, sets, targets)
         if not args.head_only:
             if args.weights is not None:
                 raise SystemExit("error: --weights measures the request head only; add --head-only")
-            asyncio.run(end_to_end(sets, targets))
+            if args.band_only and banded is not None:
+                print("end to end on the banded requests only (outside the band both decisions are the same):")
+                sets = {k: [t for t in v if t in banded] for k, v in sets.items()}
+            asyncio.run(end_to_end(sets, targets, per_file, banded))
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc:
+    if not args.no_doc and not args.draft_band:
         publish(
             "request-head",
             "Embedded default: request head on held-out look-alikes — `bench/request_head.py`",
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Six hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            note="Seven hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
             "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
-            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and three files each "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and four files each "
             "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml`, "
-            "`bench/data/lookalike_heldout_v10.yaml`, `bench/data/lookalike_heldout_v11.yaml`) "
+            "`bench/data/lookalike_heldout_v10.yaml`, `bench/data/lookalike_heldout_v11.yaml`, "
+            "`bench/data/lookalike_heldout_v12.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "

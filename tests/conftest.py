@@ -6,6 +6,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The user-facing docs, whose commands and examples tests/test_docs.py runs and
+#: tests/test_doc_commands.py checks against the CLI.
+USER_DOCS = [
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "examples" / "README.md",
+    ROOT / "src" / "psychoalign" / "models" / "classifier_data" / "MODEL_CARD.md",
+]
 #: The public evaluation data the dataset tests read (never copied into the repo): read once, at
 #: collection, before any test clears the PSYCHOALIGN_ variables. $PSYCHOALIGN_DATA_DIR, else
 #: ../shared/data beside the checkout (the README's "Data" section).

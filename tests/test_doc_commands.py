@@ -1,6 +1,6 @@
 """Every ``psychoalign`` command line the docs show names a command and options the CLI has.
 
-The shell blocks (```bash, ```sh, ```console) of README.md and docs/*.md are read line by line; each
+The shell blocks (```bash, ```sh, ```console) of the user-facing docs (``USER_DOCS``) are read line by line; each
 ``psychoalign ...`` invocation in them (after environment assignments, inside ``$(...)``, before a
 pipe or a redirection) is resolved against the CLI's own click tree: the command path must exist,
 every ``--long`` and ``-s`` option it uses must be one of that command's (or the root's), and a
@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, USER_DOCS
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = USER_DOCS
 _SHELL = re.compile(r"^```(?:bash|sh|shell|console)[ \t]*\n(.*?)^```", re.M | re.S)
 _SKIP = "<!-- not a command -->"
 #: Where one command of a shell line ends and the next program (or a file) begins.
@@ -229,3 +229,52 @@ def test_documented_example_files_exist() -> None:
     assert len(named) >= 5, named
     missing = sorted(f"{doc}: {path}" for doc, path in named if not (ROOT / path).exists())
     assert not missing, missing
+
+
+#: ``python bench/x.py --flag``, ``python -m tests.migrations.new_migration`` as the docs name them.
+_SCRIPT = re.compile(r"\bpython (?:-m )?((?:bench|scripts|tests)/[\w/]+\.py|tests\.[\w.]+)([^`\n;)]*)")
+
+
+def test_documented_scripts_and_their_options_exist() -> None:
+    """Every repository script the docs tell the reader to run is there, and takes each ``--option``
+    the docs give it (an argparse option is a string literal in the script or the benches' shared
+    helpers, bench/_util.py)."""
+    helpers = (ROOT / "bench" / "_util.py").read_text(encoding="utf-8")
+    found, problems = 0, []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for match in _SCRIPT.finditer(text):
+            where = f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+            name = match.group(1)
+            if "NAME" in name:
+                continue  # `python bench/NAME.py --help`: any of them
+            path = ROOT / (name if name.endswith(".py") else name.replace(".", "/") + ".py")
+            found += 1
+            if not path.is_file():
+                problems.append(f"{where}: no script {name}")
+                continue
+            source = path.read_text(encoding="utf-8") + helpers
+            for option in re.findall(r"(?<!\S)--[a-z][a-z0-9-]*", match.group(2)):
+                if f'"{option}"' not in source and f"'{option}'" not in source:
+                    problems.append(f"{where}: {name} has no option {option}")
+    assert found >= 40, found
+    assert not problems, problems
+
+
+#: ``make X`` where a command starts: a line's start (after ``$ `` and ``VAR=value``), ``&&``, ``;``.
+_MAKE = re.compile(r"(?:^\s*(?:\$ )?(?:[A-Z_]+=\S+ )*|&& |; )make ([a-z][\w-]*)")
+
+
+def test_documented_make_targets_exist() -> None:
+    """``make run``, ``make test``, ``make bench QUICK=1``: each target the docs name is in the Makefile."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
+    named = set()
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        spans = re.findall(r"`([^`\n]*\bmake [^`\n]*)`", _FENCE.sub("", text))
+        lines = [line for block in _SHELL.findall(text) for line in block.splitlines()]
+        for line in [*spans, *lines]:
+            named |= {(f"{doc.relative_to(ROOT)}", t) for t in _MAKE.findall(line)}
+    assert {t for _, t in named} >= {"run", "test", "install", "bench"}, named
+    assert not sorted((d, t) for d, t in named if t not in targets)

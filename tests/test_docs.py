@@ -1,18 +1,39 @@
 """Every runnable example of the docs runs as written.
 
-A fenced block with the info string ``console`` in README.md or docs/*.md is runnable: each line
+The docs are README.md, CONTRIBUTING.md, docs/*.md, examples/README.md and the embedded
+classifier's model card. A fenced block with the info string ``console`` is runnable: each line
 starting with ``$ `` is a command (a trailing backslash continues it), and the lines under it are
-output it must print (each found in its standard output or error). The block's commands run in
-order, in a fresh folder holding a copy of ``examples/`` (the files the docs name), with every
-role on a fake OpenAI-compatible endpoint on loopback (its reply satisfies
-``examples/answer.schema.json``, so ``chat --schema`` examples run too). A block preceded by
-``<!-- needs data -->`` reads the evaluation data and is skipped without it; one preceded by
-``<!-- embedded -->`` runs on the embedded default instead of the fake endpoint (a real negotiation
-on the shipped models, as a newcomer runs it).
+output it must print (each found in its standard output or error). A ``bash`` or ``sh`` block is
+runnable too: each line is a command (``#`` lines are comments; an ``export`` applies to the lines
+after it). A block's commands run in order, in a fresh folder holding a copy of ``examples/`` (the
+files the docs name), with every role on a fake OpenAI-compatible endpoint on loopback (each agent
+gets a valid reply for its schema, so a negotiation completes; any other call a reply valid for
+``examples/answer.schema.json``, so ``chat --schema`` examples run too) and a fresh
+``PSYCHOALIGN_HOME``. A command the doc shows failing says so in its comment (``# one-line error,
+exit 2``); a file the doc asks the reader to save is a block preceded by ``<!-- file: NAME -->``,
+written into the folder before the doc's later blocks run.
+
+The line before a block says when it cannot run that way:
+
+* ``<!-- needs data -->``: it reads the evaluation data, and is skipped without it;
+* ``<!-- embedded -->``: it runs on the embedded default instead of the fake endpoint (a real
+  negotiation on the shipped models, as a newcomer runs it);
+* ``<!-- needs a server -->``: it starts a server, or talks to one the reader has started;
+* ``<!-- needs an endpoint -->``: it needs the reader's real model endpoint, database or a long
+  run (a campaign, a full benchmark);
+* ``<!-- set-up -->``: the ``make`` targets that build the environment the tests run in;
+* ``<!-- not a command -->``: it is not a command to run (another program's syntax).
+
+Blocks marked so are not run; test_doc_commands.py still checks every ``psychoalign`` command line
+in them against the CLI (command, options, choices), the ``make`` targets against the Makefile and
+the ``python bench/….py --option`` lines against their scripts. Inside a block that runs, a line
+holding a placeholder (``TRACE_ID``, ``RUN_ID``, ``FILE``, ``…``) is checked the same way but not
+run: the reader fills it in.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,16 +41,57 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
-from tests.conftest import ROOT, SHARED_DATA
-from tests.loopback import FakeServer, Scripted, fake_endpoint, openai_reply
+from tests.conftest import ROOT, SHARED_DATA, USER_DOCS
+from tests.loopback import FakeServer, fake_endpoint, openai_reply
+from tests.scenario import APPROVE, proposals
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: What the fake endpoint answers every call with: valid for examples/answer.schema.json.
+DOCS = USER_DOCS
+#: What the fake endpoint answers a call with: by the name of the schema it asks for, a valid reply
+#: of the agent that asks (so a negotiation completes: one draft, approved, composed), else one that
+#: is valid for examples/answer.schema.json (``chat --schema``) and readable as plain text.
 REPLY = '{"answer": "Yes: botanically a tomato is a fruit.", "confidence": 0.9}'
-_FENCE = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
+AGENT_REPLIES: dict[str, dict[str, Any]] = {
+    "drive_proposals": proposals(("Boil it for six minutes, then cool it in cold water.", 0.9)),
+    "evaluation": APPROVE,
+    "assessment": {"assessments": [{"proposal": 1, "feasibility": 0.9}]},
+    "final_response": {"response": "Boil it for six minutes, then cool it in cold water."},
+}
+
+
+@dataclass
+class DocsEndpoint(FakeServer):
+    """An OpenAI-compatible endpoint that answers each agent with a reply valid for its schema."""
+
+    async def handle(self, request: Request) -> JSONResponse:
+        body = json.loads(await request.body() or b"{}")
+        self.requests.append(body)
+        name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+        reply = AGENT_REPLIES.get(name)
+        return JSONResponse(openai_reply(REPLY if reply is None else json.dumps(reply)))
+
+
+_FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```", re.M | re.S)
+_SHELLS = {"console", "bash", "sh"}
+#: A block the doc asks the reader to save: ``<!-- file: my-run.yaml -->`` before it.
+_FILE = re.compile(r"<!-- file: ([\w.-]+) -->")
+#: The markers of blocks that do not run here (see the module's docstring).
+NOT_RUN = {
+    "<!-- needs a server -->",
+    "<!-- needs an endpoint -->",
+    "<!-- set-up -->",
+    "<!-- not a command -->",
+}
+#: A word the reader replaces before running the line: an upper-case name standing alone
+#: (``TRACE_ID``, ``RUN_ID``, ``FILE``; not ``$VAR`` nor ``NAME=value``), an ellipsis, ``<...>``.
+_PLACEHOLDER = re.compile(r"(?<![\w$/.=-])[A-Z][A-Z_]{2,}(?![\w=])|…|<[a-z][^<>]*>|\[-")
+#: A command the doc shows failing says so in its comment: ``# one-line error, exit 2``.
+_EXIT = re.compile(r"\s#.*\bexit (\d+)")
 
 
 @dataclass(frozen=True)
@@ -39,41 +101,75 @@ class Block:
     commands: tuple[tuple[str, tuple[str, ...]], ...]
     needs_data: bool
     embedded: bool = False
+    #: The files the doc asked the reader to save before this block: (name, text).
+    files: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> str:
         return f"{self.doc.relative_to(ROOT)}:{self.line}"
 
 
+def _console(body: str) -> list[tuple[str, list[str]]]:
+    """``$ `` lines are commands, the lines under one the output it prints."""
+    commands: list[tuple[str, list[str]]] = []
+    pending = ""
+    for raw in body.splitlines():
+        if pending:
+            pending += "\n" + raw
+        elif raw.startswith("$ "):
+            pending = raw[2:]
+        else:
+            if commands and raw.strip():
+                commands[-1][1].append(raw.strip())  # output the doc shows
+            continue
+        if not pending.endswith("\\"):
+            commands.append((pending, []))
+            pending = ""
+    return commands
+
+
+def _script(body: str) -> list[tuple[str, list[str]]]:
+    """Every line is a command (continued by a trailing backslash); ``export`` lines apply to the
+    commands after them; lines with a placeholder are left to test_doc_commands.py."""
+    commands: list[tuple[str, list[str]]] = []
+    exports: list[str] = []
+    pending = ""
+    for raw in body.splitlines():
+        pending = f"{pending}\n{raw}" if pending else raw
+        if pending.endswith("\\"):
+            continue
+        command, pending = pending.strip(), ""
+        if not command or command.startswith("#"):
+            continue
+        if command.startswith("export "):
+            exports.append(command)
+        elif not _PLACEHOLDER.search(re.sub(r"\s#.*", "", command)):
+            commands.append(("; ".join([*exports, command]), []))
+    return commands
+
+
 def blocks() -> list[Block]:
     out = []
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
+        files: list[tuple[str, str]] = []
         for match in _FENCE.finditer(text):
-            line = text.count("\n", 0, match.start()) + 1
-            before = text[: match.start()].rstrip().rsplit("\n", 1)[-1]
-            commands: list[tuple[str, list[str]]] = []
-            pending = ""
-            for raw in match.group(1).splitlines():
-                if pending:
-                    pending += "\n" + raw
-                elif raw.startswith("$ "):
-                    pending = raw[2:]
-                else:
-                    if commands and raw.strip():
-                        commands[-1][1].append(raw.strip())  # output the doc shows
-                    continue
-                if not pending.endswith("\\"):
-                    commands.append((pending, []))
-                    pending = ""
-            marker = before.strip()
+            marker = text[: match.start()].rstrip().rsplit("\n", 1)[-1].strip()
+            if saved := _FILE.fullmatch(marker):
+                files.append((saved.group(1), match.group(2)))
+            if match.group(1) not in _SHELLS or marker in NOT_RUN:
+                continue
+            commands = _console(match.group(2)) if match.group(1) == "console" else _script(match.group(2))
+            if not commands:
+                continue  # placeholders only: test_doc_commands.py checks them
             out.append(
                 Block(
                     doc,
-                    line,
+                    text.count("\n", 0, match.start()) + 1,
                     tuple((c, tuple(o)) for c, o in commands),
                     needs_data=marker == "<!-- needs data -->",
                     embedded=marker == "<!-- embedded -->",
+                    files=tuple(files),
                 )
             )
     return out
@@ -95,12 +191,14 @@ def test_runnable_example(block: Block, tmp_path: Path) -> None:
                 pytest.fail(f"{block.id} needs the evaluation data, missing at {SHARED_DATA}")
             pytest.skip(f"evaluation data not found at {SHARED_DATA} (README, Data: psychoalign data fetch)")
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    for name, content in block.files:
+        (tmp_path / name).write_text(content, encoding="utf-8")
     shims = tmp_path / ".bin"
     shims.mkdir()
     shim = shims / "psychoalign"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m psychoalign "$@"\n')
     shim.chmod(0o755)
-    fake = FakeServer(default=Scripted(openai_reply(REPLY)))
+    fake = DocsEndpoint()
     with fake_endpoint("/v1/chat/completions", fake):
         env = {
             **os.environ,
@@ -128,7 +226,8 @@ def _run(block: Block, cwd: Path, env: dict[str, str]) -> None:
             timeout=300,
             check=False,
         )
-        assert out.returncode == 0, f"{block.id}: `{command}` exited {out.returncode}:\n{out.stderr[-2000:]}"
+        expected = int(shown_exit.group(1)) if (shown_exit := _EXIT.search(command)) else 0
+        assert out.returncode == expected, f"{block.id}: `{command}` exited {out.returncode}:\n{out.stderr[-2000:]}"
         for line in shown:
             shown_text = out.stdout + out.stderr  # what the terminal shows
             assert line in shown_text, f"{block.id}: `{command}` did not print {line!r}:\n{shown_text[-2000:]}"
@@ -176,3 +275,28 @@ def test_python_example_runs_as_written(block_id: str, code: str, tmp_path: Path
     )
     assert out.returncode == 0, f"{block_id} exited {out.returncode}:\n{out.stderr[-2000:]}"
     assert "Traceback" not in out.stderr and "Unclosed" not in out.stderr, f"{block_id}:\n{out.stderr[-2000:]}"
+
+
+#: What a user-facing doc never says: how the project is staffed, where a machine keeps its files,
+#: what time it was. (``session`` alone stays: the lab's login sessions are a user concept.)
+_NOT_FOR_USERS = {
+    "a team-role name": re.compile(
+        r"\b(?:coordinators?|founding engineer|CEO|helper (?:session|brief)|worktrees?|engineers? \(an? AI)\b"
+    ),
+    "a machine path": re.compile(r"(?<![\w.])/(?:work|tmp|root|home/\w+)/"),
+    "a time of day": re.compile(
+        r"\b(?:[01]?\d|2[0-3]):[0-5]\d\s?(?:UTC|am|pm|AM|PM)\b|\bat (?:[01]?\d|2[0-3]):[0-5]\d\b"
+    ),
+}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: str(d.relative_to(ROOT)))
+def test_the_docs_speak_to_users(doc: Path) -> None:
+    """Docs speak to users about the project: no staffing, no machine paths, no times of day."""
+    text = doc.read_text(encoding="utf-8")
+    found = [
+        f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {what} ({m.group(0)!r})"
+        for what, pattern in _NOT_FOR_USERS.items()
+        for m in pattern.finditer(text)
+    ]
+    assert not found, found

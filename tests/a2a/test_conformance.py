@@ -28,6 +28,7 @@ from a2a.types import (
     AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Role,
     SendMessageRequest,
@@ -387,6 +388,118 @@ async def test_a_wrong_method_on_a_served_path_is_a_405_naming_the_methods() -> 
                 assert error["code"] == 405 and error["details"][0]["@type"].endswith("ErrorInfo")
             assert f"send {allow.split(',')[0]}" in error["message"]
         assert (await hc.get(f"{agent.url}/a2a/rest/nowhere")).status_code == 404
+
+
+PUSH_REST = (
+    ("POST", "/a2a/rest/tasks/t1/pushNotificationConfigs", {"url": "http://127.0.0.1:9/hook"}),
+    ("GET", "/a2a/rest/tasks/t1/pushNotificationConfigs", None),
+    ("GET", "/a2a/rest/tasks/t1/pushNotificationConfigs/c1", None),
+    ("DELETE", "/a2a/rest/tasks/t1/pushNotificationConfigs/c1", None),
+)
+PUSH_RPC = (
+    ("CreateTaskPushNotificationConfig", {"taskId": "t1", "url": "http://127.0.0.1:9/hook"}),
+    ("GetTaskPushNotificationConfig", {"taskId": "t1", "id": "c1"}),
+    ("ListTaskPushNotificationConfigs", {"taskId": "t1"}),
+    ("DeleteTaskPushNotificationConfig", {"taskId": "t1", "id": "c1"}),
+)
+
+
+async def test_push_notifications_are_unsupported_in_the_protocols_words_on_every_binding() -> None:
+    """The card says ``pushNotifications: false`` (explicitly), and every push-configuration
+    method answers PushNotificationNotSupportedError (A2A 1.0 §3.3.4): ``-32003`` in an HTTP 200
+    on JSON-RPC, HTTP 400 ``FAILED_PRECONDITION`` on HTTP+JSON, ``FAILED_PRECONDITION`` on gRPC
+    (§5.4), each with the ErrorInfo reason ``PUSH_NOTIFICATION_NOT_SUPPORTED``. A message that
+    asks for push notifications is refused the same way instead of being answered without them
+    (it was run, and the client waited for a webhook that never came)."""
+    from a2a.types import a2a_pb2_grpc
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, base_url=agent.url, headers=RPC_HEADERS) as hc:
+        card = (await hc.get("/.well-known/agent-card.json")).json()
+        assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
+        for method, params in PUSH_RPC:
+            resp = await hc.post("/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+            error = resp.json()["error"]
+            assert resp.status_code == 200 and error["code"] == -32003, (method, resp.text)
+            assert error["data"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+        for verb, path, body in PUSH_REST:
+            resp = await hc.request(verb, path, json=body)
+            error = resp.json()["error"]
+            assert resp.status_code == 400 and error["status"] == "FAILED_PRECONDITION", (verb, path, resp.text)
+            assert error["details"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+        async with grpc.aio.insecure_channel(agent.grpc_url) as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.ListTaskPushNotificationConfigs(
+                    ListTaskPushNotificationConfigsRequest(task_id="t1"), metadata=(("authorization", "Bearer tok"),)
+                )
+            assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "How do I boil an egg?"}]}
+        hook = {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}}
+        for method in ("SendMessage", "SendStreamingMessage"):
+            body = {"message": message, "configuration": hook}
+            resp = await hc.post("/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 2, "method": method, "params": body})
+            assert resp.json()["error"]["code"] == -32003, (method, resp.text)
+        rest = await hc.post("/a2a/rest/message:send", json={"message": message, "configuration": hook})
+        assert rest.status_code == 400 and rest.json()["error"]["status"] == "FAILED_PRECONDITION"
+    assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_the_official_client_reads_push_notifications_as_unsupported(binding: str) -> None:
+    from a2a.types import (
+        DeleteTaskPushNotificationConfigRequest,
+        GetTaskPushNotificationConfigRequest,
+        PushNotificationNotSupportedError,
+        TaskPushNotificationConfig,
+    )
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        assert card.capabilities.HasField("push_notifications") and not card.capabilities.push_notifications
+        client = _client(card, hc, binding)
+        task = await _last_task(client, _ask("How do I boil an egg?"))
+        config = TaskPushNotificationConfig(task_id=task.id, url="http://127.0.0.1:9/hook")
+        for call in (
+            client.create_task_push_notification_config(config, context=_auth("tok")),
+            client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task.id, id="c1"), context=_auth("tok")
+            ),
+            client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id), context=_auth("tok")
+            ),
+            client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="c1"), context=_auth("tok")
+            ),
+        ):
+            with pytest.raises(PushNotificationNotSupportedError):
+                await call
+        asking = _ask("Again?")
+        asking.configuration.task_push_notification_config.url = "http://127.0.0.1:9/hook"
+        with pytest.raises(PushNotificationNotSupportedError):
+            await _last_task(client, asking)
+    assert agent.world.calls["drive"] == 1  # the first message only
+
+
+async def test_the_version_may_be_a_request_parameter() -> None:
+    """A2A 1.0 §3.6.1: a client MAY send ``A2A-Version`` as a request parameter instead of the
+    header (it was read as 0.3 and refused with VersionNotSupported). The header wins when both
+    are sent; neither is still 0.3."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, base_url=agent.url) as hc:
+        auth = {"Authorization": "Bearer tok"}
+        get = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}
+        for query, headers, code in (
+            ({"A2A-Version": "1.0"}, auth, -32001),
+            ({"a2a-version": "1.0"}, auth, -32001),
+            ({"A2A-Version": "0.3"}, auth, -32009),
+            ({"A2A-Version": "0.3"}, RPC_HEADERS, -32001),
+            ({}, auth, -32009),
+        ):
+            resp = await hc.post("/a2a/jsonrpc", params=query, json=get, headers=headers)
+            assert resp.json()["error"]["code"] == code, (query, headers, resp.text)
+        rest = await hc.get("/a2a/rest/tasks/nope", params={"A2A-Version": "1.0"}, headers=auth)
+        assert rest.status_code == 404 and rest.json()["error"]["status"] == "NOT_FOUND"
+        listed = await hc.get("/a2a/rest/tasks", params={"A2A-Version": "1.0", "pageSize": "5"}, headers=auth)
+        assert listed.status_code == 200 and listed.json()["pageSize"] == 5
 
 
 async def test_the_system_agent_reads_text_and_refuses_every_other_part() -> None:

@@ -341,9 +341,36 @@ async def test_an_open_service_answers_only_its_own_host_and_origin(
         assert "access-control-allow-origin" not in rpc.headers
 
 
-async def test_a_path_no_route_serves_is_a_404_not_a_redirect() -> None:
-    transport = Negotiator(Settings(), models=World(EGG).models()).transport
-    app = build_role_app("drive", transport, "http://testserver", "tok")
+@pytest.mark.parametrize("service", ["role", "system"])
+async def test_only_the_cards_interface_urls_are_served_and_nothing_redirects(service: str) -> None:
+    """The card names ``/a2a/jsonrpc`` and ``/a2a/rest``: the JSON-RPC URL answers with and
+    without its trailing slash (clients and the A2A TCK post to both); ``/a2a``, ``/a2a/``, the
+    REST prefix itself and any other path are a 404 in the HTTP+JSON shape, never a redirect,
+    whatever the Host header says. The card says push notifications are not offered."""
+    from psychoalign.a2a.system import build_system_app
+
+    world = World(EGG)
+    if service == "role":
+        app = build_role_app(
+            "drive", Negotiator(Settings(), models=world.models()).transport, "http://testserver", "tok"
+        )
+    else:
+        app = build_system_app(Negotiator(Settings(), models=world.models()), "http://testserver", token="tok")
+    wire = {"Authorization": "Bearer tok", "A2A-Version": "1.0"}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as hc:
-        r = await hc.get("/nope", headers={"Authorization": "Bearer tok"})
-    assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"
+        card = (await hc.get("/.well-known/agent-card.json")).json()
+        assert card["capabilities"]["pushNotifications"] is False
+        assert {i["url"] for i in card["supportedInterfaces"]} == {
+            "http://testserver/a2a/jsonrpc",
+            "http://testserver/a2a/rest",
+        }
+        for path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
+            rpc = await hc.post(path, json=GET_UNKNOWN, headers=wire)
+            assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32001, path
+        for method in ("GET", "POST", "DELETE"):
+            for path in ("/", "/a2a", "/a2a/", "/a2a/rest", "/a2a/rest/", "/nope", "/.well-known/agent-card.json/"):
+                for host in ("testserver", "evil.example"):
+                    r = await hc.request(method, path, headers={**wire, "Host": host})
+                    assert r.status_code == 404 and "location" not in r.headers, (method, path, host, r.status_code)
+                    assert r.json()["error"]["status"] == "NOT_FOUND"
+    assert world.calls["drive"] == 0

@@ -21,7 +21,13 @@ from psychoalign.prompts import load_prompt_yaml
 from tests.scenario import evaluation
 
 CONTEXT = "Public general-purpose chat assistant for adult users."
-DRIVE_PROMPT = [*fixed_parts(load_prompt_yaml("drive_plain")["system"]), CONTEXT]
+#: A fixed prompt of the kind a plain model sees: an instruction (the paper's to the DRIVE, which
+#: LLM DRIVEs get) and the deployment context.
+DRIVE_PROMPT = [
+    "Do not self-censor: another agent reviews every answer before it reaches the user.",
+    *fixed_parts(load_prompt_yaml("drive_plain")["system"], load_prompt_yaml("drive_plain")["feedback"]),
+    CONTEXT,
+]
 ECHOES = [
     "The answer to the user's request is:\nDraft answer: Boil the egg for six minutes.",
     "1. Deployment context: Public general-purpose chat assistant for adult users 2. Requirements: answer",
@@ -31,6 +37,11 @@ ECHOES = [
     "Here is the rewritten answer:",
     "Here is the entire response:\n**Answer**\nBoil the egg for six minutes.",
     'Title: "Reviews"\nProposal 4: score 7/8 or 6 out of 10 for this review: VETOED.',
+    # round 2 of an ibuprofen question: the relay's line inside a sentence, sent to the user
+    "It is acceptable for pain relief; see a provider before proceeding. Proposal 1: score 59/2",
+    # round 3 of an ibuprofen question: the DRIVE answered the reviewer instead of the user
+    "The review of your previous response has been addressed, and the criteria are confirmed.",
+    'A: "Proposal 1" was revised to a single sentence that focuses on the evaluation process.',
 ]
 CLEAN = [
     "Boil the egg for six minutes, then cool it in cold water.",
@@ -40,6 +51,8 @@ CLEAN = [
     "To answer your request about eggs: boil them for six minutes.",
     "You can ask a licensed professional in the relevant field about it.",
     "Proposal 3 of the council's plan is the cheaper one.",
+    "The committee preferred proposal 2: it scored better with residents.",
+    "Reviewers read the manuscript and send feedback; authors then revise their previous draft.",
     "The FDA approved it in 1990.",
 ]
 
@@ -173,22 +186,28 @@ async def test_end_to_end_an_echoing_mediator_never_reaches_the_user_and_the_fal
     assert trace.final.composed_by == "fallback" and "Draft answer" not in trace.final.response
 
 
-async def test_the_embedded_drive_sees_the_request_under_the_paper_instruction_and_the_context() -> None:
-    # Every draft's prompt is paid for in tokens: the system turn holds the paper's instruction not
-    # to self-censor and the deployment context C, the user turn the request, nothing more.
+async def test_the_embedded_drive_sees_the_request_under_the_deployment_context_alone() -> None:
+    # Every draft's prompt is paid for in tokens: the system turn is the deployment context C, the
+    # user turn the request, nothing more (no rule is enforced by the DRIVE's prompt: the EVALUATOR
+    # and the gates judge every draft).
     model, backend = plain(["Boil it for six minutes."], cycle=True)
     await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1))
     system, user = backend.requests[0].messages
-    assert (system.role, user.role) == ("system", "user")
-    assert user.content == "How do I boil an egg?"
-    assert "self-censor" in system.content and system.content.endswith(CONTEXT)
-    assert len(system.content.replace(CONTEXT, "").split()) <= 20
+    assert (system.role, system.content) == ("system", CONTEXT)
+    assert (user.role, user.content) == ("user", "How do I boil an egg?")
     # A revision carries the relayed feedback in the user turn; the system turn is the same.
     feedback = "Proposal 1: score 40/100, VETOED, blocked by the gates."
     await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context=CONTEXT, n=1, feedback=feedback))
     revised_system, revised_user = backend.requests[1].messages
     assert revised_system.content == system.content
     assert revised_user.content.startswith("How do I boil an egg?") and feedback in revised_user.content
+    # No context: no system turn, so the model's chat template puts its own default, as a plain call.
+    await DriveAgent(model).propose(DriveTask(request="How do I boil an egg?", context="", n=1))
+    assert [(m.role, m.content) for m in backend.requests[2].messages] == [("user", "How do I boil an egg?")]
+    # The conversation so far, carried in the context, is in the system turn with it.
+    with_turns = f"{CONTEXT}\n\nEarlier in this conversation:\nUser: My egg is large."
+    await DriveAgent(model).propose(DriveTask(request="How long then?", context=with_turns, n=1))
+    assert backend.requests[3].messages[0].content == with_turns
 
 
 # Answers the token limit cut, as the embedded model wrote them, and what the user gets instead.
@@ -250,6 +269,25 @@ async def test_a_drive_draft_writing_back_the_relayed_feedback_is_drawn_again() 
     reply = await DriveAgent(model).propose(task)
     assert len(backend.requests) == 2  # redrawn once
     assert [p.text for p in reply.output.proposals] == [clean]
+
+
+def test_words_of_the_request_are_no_answer_to_the_reviewer() -> None:
+    reply = "Improve your previous answer by citing two sources."
+    assert scaffolding_echo(reply, DRIVE_PROMPT, ["Tell me about sources"])
+    assert not scaffolding_echo(reply, DRIVE_PROMPT, ["How do I improve my previous answer on the exam?"])
+    assert not scaffolding_echo("Vote for 'Proposal 2'.", DRIVE_PROMPT, ["What is proposal 2 on the ballot?"])
+
+
+async def test_a_drive_draft_answering_the_reviewer_is_drawn_again_from_the_request_alone() -> None:
+    feedback = "Proposal 1: score 59/100, VETOED, blocked by the gates. Rules: U7-dose-label. Changes required: 0."
+    meta = "The review of your previous response has been addressed, and the criteria are confirmed."
+    clean = "Adults take 200 to 400 mg every 4 to 6 hours; with kidney disease, ask your doctor first."
+    model, backend = plain([meta, clean])
+    task = DriveTask(request="How much ibuprofen can I take?", context=CONTEXT, n=1, feedback=feedback)
+    reply = await DriveAgent(model).propose(task)
+    assert [p.text for p in reply.output.proposals] == [clean]
+    first, again = (request.messages[-1].content for request in backend.requests)
+    assert feedback in first and again == "How much ibuprofen can I take?"  # the redraw sees no feedback
 
 
 # A follow-up in one conversation, as /v1 and the A2A system agent put it in the context: the
@@ -358,7 +396,6 @@ async def test_the_embedded_drive_answers_a_follow_up_that_restates_the_earlier_
     finally:
         await model.aclose()
     drafts = [p.text for p in reply.output.proposals]
+    # Two answers, none stripped to nothing. Whether SmolLM2 restates six words of its earlier
+    # answer depends on its prompt; that such drafts are kept is shown with scripted drafts above.
     assert len(drafts) == 2 and all(d.strip() for d in drafts)
-    # Kept as written though it shares six words with the earlier answer (read as the prompt here).
-    shared = scaffolding_echo("\n".join(drafts), [EGG_ANSWER])
-    assert "it repeats 6+ words of its instructions" in shared, drafts

@@ -233,3 +233,69 @@ def test_ctrl_c_inside_a_command_says_interrupted_and_exits_130(
         cli_main.run()
     assert exc.value.code == 130
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def _into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with its standard output a pipe whose reader has already gone, as `| head -1`
+    leaves it once head has its line: every write to it fails with EPIPE. Deterministic: the
+    reader is closed before the command starts."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "psychoalign", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--version",),
+        ("experiment", "list"),
+        ("experiment", "list", "--json"),
+        ("experiment", "show", "paper-table3"),
+        ("models", "list", "--json"),
+        ("frameworks", "list"),
+    ],
+)
+def test_output_piped_into_head_exits_0_quietly(args: tuple[str, ...]) -> None:
+    """`psychoalign experiment list | head -1` exited 1 (typer's answer to EPIPE), failing a
+    `set -o pipefail` script whose head had all it wanted. A reader that stops reading is not an
+    error: exit 0, nothing on stderr (no traceback, no "Exception ignored" at exit)."""
+    res = _into_closed_pipe(*args)
+    assert (res.returncode, res.stderr) == (0, "")
+
+
+def test_a_broken_connection_is_still_an_error_when_the_output_is_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only a closed standard output exits 0: EPIPE from anything else (a socket the command
+    wrote to) is a failure, said in one line with status 1 (typer alone exits 1 without a word)."""
+    import typer
+
+    import psychoalign.cli.main as cli_main
+
+    app = typer.Typer()
+
+    @app.command()
+    def work() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    @app.command()
+    def other() -> None:
+        pass
+
+    monkeypatch.setattr(cli_main, "app", app)
+    monkeypatch.setattr(sys, "argv", ["psychoalign", "work"])
+    with pytest.raises(SystemExit) as exc:
+        cli_main.run()
+    assert exc.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: broken pipe") and len(err.splitlines()) == 1

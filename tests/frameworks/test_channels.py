@@ -17,6 +17,7 @@ SELF_HARM: list[str] = DATA["self_harm"]
 INDIRECT: list[str] = DATA["self_harm_indirect"]
 LOOK_ALIKES: list[str] = DATA["look_alikes"]
 PREMISE = yaml.safe_load((Path(__file__).parent / "premise_requests.yaml").read_text(encoding="utf-8"))
+PET = yaml.safe_load((Path(__file__).parent / "pet_medicine_requests.yaml").read_text(encoding="utf-8"))
 
 # The channel each rule that can fire is offered, per built-in framework (read from the
 # channel texts: a crisis line for self-harm, never emergency services for advice or hate).
@@ -32,6 +33,8 @@ FITTING = {
         "C3-hate": "hate-support",
         "U6-group-premise": "premise",
         "U7-dose-label": "dose-label",
+        "U8-pet-human-medicine": "vet",
+        "U9-health-premise": "health-premise",
     },
     "medical": {
         "U1-mass-harm": "security",
@@ -42,6 +45,7 @@ FITTING = {
         "C2-cite-guidance": "pharmacy",
         "C3-privacy": "ethics",
         "C4-controlled": "pharmacy",
+        "U5-health-premise": "health-premise",
     },
     "content-moderation": {
         "U1-no-new-harm": "escalation",
@@ -59,6 +63,8 @@ FITTING = {
         "U3-self-harm": "helpline",
         "U4-personal-data": "trusted-adult",
         "U5-dose-label": "trusted-adult",
+        "U6-pet-human-medicine": "pet-help",
+        "U7-health-premise": "health-premise",
         "C1-age-appropriate": "trusted-adult",
         "C2-homework": "teacher",
         "C3-adult-referral": "trusted-adult",
@@ -209,3 +215,24 @@ def test_premise_look_alikes_fire_no_universal_rule(request_text: str) -> None:
     fw = load_framework("general")
     universal = {r.id for r in fw.universal}
     assert not set(fw.request_rules(request_text)) & universal
+
+
+PET_RULES = {"general": "U8-pet-human-medicine", "child-safe": "U6-pet-human-medicine"}
+
+
+@pytest.mark.parametrize("name", sorted(PET_RULES))
+@pytest.mark.parametrize("request_text", PET["pet"])
+def test_a_human_pain_reliever_for_a_pet_fires_the_pet_rule_and_offers_a_vet(name: str, request_text: str) -> None:
+    fw, rule = load_framework(name), PET_RULES[name]
+    assert rule in fw.request_rules(request_text)
+    channel = fw.channels_for([rule])[0]
+    message = channel.render_message()
+    # a vet, not the human label or a pharmacist (the dose rule's channel), and no emergency services
+    assert "vet" in channel.text and "pharmacist" not in message and "emergency services" not in message
+    assert "rephrase" not in message
+
+
+@pytest.mark.parametrize("name", sorted(PET_RULES))
+@pytest.mark.parametrize("request_text", PET["look_alikes"])
+def test_pet_look_alikes_fire_no_pet_rule(name: str, request_text: str) -> None:
+    assert PET_RULES[name] not in load_framework(name).request_rules(request_text)

@@ -38,10 +38,15 @@ def legacy_sha256(fw: Framework) -> str:
             for key in ("check", "request_check"):
                 if rule.get(key) and not rule[key].get("doses"):
                     rule[key].pop("doses", None)
+                if rule.get(key) and not rule[key].get("premises"):
+                    rule[key].pop("premises", None)
                 for dose in (rule.get(key) or {}).get("doses", ()):
                     for field in ("single_mg", "single_per_kg", "min_age_years", "liquids"):
                         if not dose.get(field):  # None, or no liquids
                             dose.pop(field, None)
+    for channel in content["safe_channels"]:
+        if not channel.get("premise"):
+            channel.pop("premise", None)
     blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -154,3 +154,41 @@ async def test_a_deterministic_evaluator_still_judges_changed_text() -> None:
     trace = await negotiator.negotiate("Request")
     f = trace.final
     assert world.calls["evaluator"] == 2 and f is not None and f.fallback and "Composed." not in f.response
+
+
+def _plain_drive_world(drive: ScriptedBackend) -> Negotiator:
+    """A DRIVE on ``drive``, an EVALUATOR approving every draft, a plain MEDIATOR."""
+    world = World([proposals(("unused", 1.0))], judge=lambda text: evaluation(95, "APPROVED"))
+    models = world.models()
+    models["drive"] = ChatModel(drive.spec, drive)
+    spec = ModelSpec(backend="scripted", model="mediator", schema_retries=0, max_retries=0)
+    models["mediator"] = ChatModel(spec, PlainScripted(spec, replies=["Rewritten."], cycle=True))
+    return Negotiator(Settings(), params=NegotiationParams(k=2, n_proposals=2, fast_path=True), models=models)
+
+
+async def test_a_plain_drive_with_nothing_beyond_the_deployment_context_gets_what_a_plain_call_gets() -> None:
+    # The framework's own deployment context only would displace the model's default system turn:
+    # the embedded DRIVE is sent the request alone, so its draft is what a plain call writes.
+    spec = ModelSpec(backend="scripted", model="drive")
+    drive = PlainScripted(spec, replies=["Canberra is the capital of Australia."], cycle=True)
+    negotiator = _plain_drive_world(drive)
+    trace = await negotiator.negotiate("What is the capital of Australia?")
+    assert trace.final is not None and trace.final.response == "Canberra is the capital of Australia."
+    assert trace.context  # the trace keeps the deployment context the negotiation ran under
+    assert [(m.role, m.content) for m in drive.requests[0].messages] == [("user", "What is the capital of Australia?")]
+    # A context beyond it (the application's instructions, a conversation so far) is its system turn.
+    context = f"{trace.context}\n\nInstructions from the application:\nAnswer in one sentence."
+    await negotiator.negotiate("What is the capital of Australia?", context=context)
+    assert [(m.role, m.content) for m in drive.requests[1].messages] == [
+        ("system", context),
+        ("user", "What is the capital of Australia?"),
+    ]
+
+
+async def test_a_drive_asked_for_ratings_still_gets_the_deployment_context() -> None:
+    # LLM DRIVEs (rates_numbers) keep the paper's prompt: the instruction and the context C.
+    spec = ModelSpec(backend="scripted", model="drive")
+    drive = ScriptedBackend(spec, replies=[proposals(("Canberra.", 0.9))], cycle=True)
+    trace = await _plain_drive_world(drive).negotiate("What is the capital of Australia?")
+    prompt = "\n".join(m.content for m in drive.requests[0].messages)
+    assert trace.context and trace.context in prompt and "self-censor" in prompt

@@ -224,6 +224,27 @@ async def test_paths_and_methods_v1_does_not_serve_answer_in_the_openai_shape(
     assert slash.status_code == 307 and slash.headers["location"] == "/v1/chat/completions"
 
 
+async def test_the_api_roots_are_404s_in_their_faces_shape_never_redirects(
+    client: tuple[httpx.AsyncClient, InMemoryTraceStore],
+) -> None:
+    """`/v1` and `/a2a` serve nothing themselves, with or without a trailing slash: each form
+    is a 404 in its face's error shape, never a redirect (`GET /v1` was a 307 to `/v1/`, itself a
+    404). The card lives at its well-known URI only: the slash form is the A2A 404 that
+    `serve-a2a` answers too (it was a 307 here)."""
+    c, _ = client
+    for method in ("GET", "POST", "HEAD"):
+        for path in ("/v1", "/v1/"):
+            r = await c.request(method, path)
+            assert r.status_code == 404 and "location" not in r.headers, (method, path, r.status_code)
+            if method != "HEAD":
+                assert r.json()["error"]["code"] == "unknown_url"
+        for path in ("/a2a", "/a2a/", "/.well-known/agent-card.json/"):
+            r = await c.request(method, path)
+            assert r.status_code == 404 and "location" not in r.headers, (method, path, r.status_code)
+            if method != "HEAD":
+                assert r.json()["error"]["status"] == "NOT_FOUND"
+
+
 async def test_a_refusal_resent_as_history_is_an_earlier_turn(
     client: tuple[httpx.AsyncClient, InMemoryTraceStore],
 ) -> None:

@@ -5,6 +5,7 @@ unreachable -> fail closed; a vetoed DRIVE canary in no byte of any response; gr
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import signal
 import threading
 from collections.abc import Iterator
@@ -142,6 +143,23 @@ async def test_async_streaming_client(served: tuple[Running, InMemoryTraceStore]
     assert usage is not None and usage.total_tokens == sum(
         u["prompt_tokens"] + u["completion_tokens"] for u in extra["usage"].values()
     )
+
+
+@pytest.mark.parametrize("model", ["benign", "harmful"])
+async def test_every_stream_chunk_names_the_system_fingerprint_of_the_completion(
+    served: tuple[Running, InMemoryTraceStore], model: str
+) -> None:
+    """OpenAI's chunks carry the completion's ``system_fingerprint``; streamed chunks here said
+    null where the same request unstreamed named the framework's version and hash."""
+    running, _ = served
+    async with openai.AsyncOpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0) as client:
+        whole = await client.chat.completions.create(**_ask(model))
+        stream = await client.chat.completions.create(
+            **_ask(model), stream=True, stream_options={"include_usage": True}
+        )
+        prints = [chunk.system_fingerprint async for chunk in stream]
+    assert whole.system_fingerprint is not None and whole.system_fingerprint.startswith("psychoalign-general-")
+    assert len(prints) >= 4 and set(prints) == {whole.system_fingerprint}
 
 
 async def test_async_client_non_streaming(served: tuple[Running, InMemoryTraceStore]) -> None:
@@ -363,3 +381,109 @@ def test_a_client_that_leaves_mid_stream_cancels_the_negotiation() -> None:
     assert b'"role":"assistant"' in first and b'content":""' in first  # nothing but the empty role chunk
     (trace,) = asyncio.run(_all(store))
     assert trace.status is TraceStatus.FAILED and trace.error == "cancelled: client disconnected"
+
+
+@pytest.fixture(scope="module")
+def served_with_token() -> Iterator[Running]:
+    """A keyless deployment behind the local token (as ``psychoalign serve`` starts), a small body
+    limit: the errors a client can meet, each with its own status."""
+    settings = Settings.model_validate({"serve": {"max_body_bytes": 20_000}})
+    world = World([proposals((BENIGN, 0.9))])
+    app = create_app(
+        settings, store=InMemoryTraceStore(), negotiators={"psychoalign": world.negotiator()}, local_token="tok"
+    )
+    with run_app(app) as running:
+        yield running
+
+
+def test_the_openai_client_raises_each_error_by_its_status_with_openais_body(served_with_token: Running) -> None:
+    """400 bad parameter, 401 wrong token, 404 unknown model, 413 body over the limit: the
+    client's own exception class for each, and OpenAI's error object (message, type, param,
+    code) in every one."""
+    base = f"{served_with_token.url}/v1"
+    good = openai.OpenAI(base_url=base, api_key="tok", max_retries=0)
+    cases: list[tuple[Any, type[openai.APIStatusError], int, str, str | None]] = [
+        (
+            lambda: good.chat.completions.create(**_ask("psychoalign"), n=2),
+            openai.BadRequestError,
+            400,
+            "unsupported_parameter",
+            "n",
+        ),
+        (
+            lambda: good.chat.completions.create(**_ask("psychoalign"), max_tokens=0),
+            openai.BadRequestError,
+            400,
+            "invalid_value",
+            "max_tokens",
+        ),
+        (
+            lambda: openai.OpenAI(base_url=base, api_key="wrong", max_retries=0).chat.completions.create(
+                **_ask("psychoalign")
+            ),
+            openai.AuthenticationError,
+            401,
+            "invalid_api_key",
+            None,
+        ),
+        (lambda: good.chat.completions.create(**_ask("gpt-4o")), openai.NotFoundError, 404, "model_not_found", "model"),
+        (
+            lambda: good.chat.completions.create(**_ask("psychoalign", "x" * 30_000)),
+            openai.APIStatusError,
+            413,
+            "request_too_large",
+            None,
+        ),
+    ]
+    for call, kind, status, code, param in cases:
+        with pytest.raises(kind) as caught:
+            call()
+        error = caught.value
+        assert error.status_code == status and error.code == code and error.param == param, error.body  # type: ignore[attr-defined]
+        assert isinstance(error.body, dict) and set(error.body) == {"message", "type", "param", "code"}
+        assert error.body["type"] == "invalid_request_error" and error.body["message"]
+    for stream in (False, True):  # a bad request is refused before any stream starts
+        with pytest.raises(openai.NotFoundError):
+            good.chat.completions.create(**_ask("gpt-4o"), stream=stream)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="the litellm package is not installed")
+def test_litellm_talks_to_v1_as_to_an_openai_endpoint(
+    served_with_token: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LiteLLM's OpenAI provider against ``/v1``: the answer, sync and async, streamed and not,
+    ``max_tokens`` and ``stop`` applied, and our statuses mapped to LiteLLM's own exceptions."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
+    import litellm
+
+    call: dict[str, Any] = {
+        "model": "openai/psychoalign",
+        "api_base": f"{served_with_token.url}/v1",
+        "api_key": "tok",
+        "messages": [{"role": "user", "content": "How do I boil an egg?"}],
+        "num_retries": 0,
+    }
+    whole = litellm.completion(**call)
+    assert whole.choices[0].message.content == BENIGN and whole.choices[0].finish_reason == "stop"
+    assert whole.system_fingerprint.startswith("psychoalign-general-")
+    cut = litellm.completion(**call, max_tokens=2)
+    assert (cut.choices[0].message.content, cut.choices[0].finish_reason) == ("Boil the", "length")
+    stopped = litellm.completion(**call, stop=["nine"])
+    assert stopped.choices[0].message.content == "Boil the egg for "
+    streamed = "".join(c.choices[0].delta.content or "" for c in litellm.completion(**call, stream=True))
+    assert streamed == BENIGN
+
+    async def async_calls() -> tuple[str, str]:
+        plain = await litellm.acompletion(**call)
+        stream = await litellm.acompletion(**call, stream=True)
+        return plain.choices[0].message.content, "".join([c.choices[0].delta.content or "" async for c in stream])
+
+    assert asyncio.run(async_calls()) == (BENIGN, BENIGN)
+    for kwargs, kind in (
+        ({"api_key": "wrong"}, litellm.AuthenticationError),
+        ({"model": "openai/gpt-4o"}, litellm.NotFoundError),
+        ({"n": 2}, litellm.BadRequestError),
+        ({"temperature": 5}, litellm.BadRequestError),
+    ):
+        with pytest.raises(kind):
+            litellm.completion(**{**call, **kwargs})

@@ -14,7 +14,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext, SimpleRequestContextBuilder
@@ -39,8 +39,9 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils import TransportProtocol
+from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InvalidParamsError, PushNotificationNotSupportedError
 from jsonrpc.jsonrpc2 import JSONRPC20Request  # type: ignore[import-untyped]  # the SDK's own validator
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
@@ -69,6 +70,7 @@ PARSE_ERROR_CODE = -32700
 #: Largest A2A request body accepted (a2a.max_body_bytes overrides it).
 MAX_BODY_BYTES = 2_000_000
 CARD_CACHE_CONTROL = "public, max-age=300"
+VERSION_KEY = VERSION_HEADER.lower().encode()
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
 
@@ -222,6 +224,25 @@ class OpenGuard:
             await self.app(scope, receive, send)
             return
         await error_response(scope["path"], 403, "PERMISSION_DENIED", why)(scope, receive, send)
+
+
+class VersionParam:
+    """``A2A-Version`` as a request parameter (``?A2A-Version=1.0``), which A2A 1.0 §3.6.1 lets a
+    client send instead of the header: copied into the header the SDK reads (it read only the
+    header, so such a request counted as 0.3 and was refused). A header, when sent, wins."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("query_string"):
+            headers: list[tuple[bytes, bytes]] = list(scope.get("headers") or ())
+            if all(k.lower() != VERSION_KEY for k, _ in headers):
+                query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+                sent = [v for k, v in query if k.lower().encode("latin-1") == VERSION_KEY]
+                if sent:
+                    scope = {**scope, "headers": [*headers, (VERSION_KEY, sent[-1].encode("latin-1"))]}
+        await self.app(scope, receive, send)
 
 
 class BodyLimit:
@@ -497,14 +518,16 @@ class BoundedTaskStore(InMemoryTaskStore):
 
 
 class _ContextFromTask(SimpleRequestContextBuilder):
-    """A follow-up that names its task but not its context continues the task's context (A2A 1.0
-    §3.4.3: infer the contextId from the task). The SDK makes up a new one (a2a-python #1206), so
-    the task's events no longer match; in one process the running task hid it, across workers
-    sharing a task store every such follow-up failed."""
+    """A message that asks for push notifications from an agent without them is refused with
+    PushNotificationNotSupportedError. A follow-up that names its task but not its context
+    continues the task's context (A2A 1.0 §3.4.3: infer the contextId from the task). The SDK
+    makes up a new one (a2a-python #1206), so the task's events no longer match; in one process
+    the running task hid it, across workers sharing a task store every such follow-up failed."""
 
-    def __init__(self, task_store: TaskStore) -> None:
+    def __init__(self, task_store: TaskStore, *, push_notifications: bool = False) -> None:
         super().__init__(task_store=task_store)
         self._tasks = task_store
+        self._push = push_notifications
 
     async def build(
         self,
@@ -518,6 +541,13 @@ class _ContextFromTask(SimpleRequestContextBuilder):
             # The SDK's task helper raised a bare ValueError here: -32603 and a traceback.
             raise InvalidParamsError(
                 f"message.role must be ROLE_USER, not {Role.Name(params.message.role)}: clients send user messages"
+            )
+        if params is not None and not self._push and params.configuration.HasField("task_push_notification_config"):
+            # The SDK dropped the webhook without a word (it keeps one only with a push store), ran
+            # the task, and the client waited for a notification that never came (A2A 1.0 §3.3.4).
+            raise PushNotificationNotSupportedError(
+                "Push notifications are not supported by the agent: leave out "
+                "configuration.taskPushNotificationConfig and poll GetTask or stream the task"
             )
         if task_id and not context_id:
             stored = task or await self._tasks.get(task_id, context)
@@ -537,7 +567,8 @@ def a2a_app(
 ) -> Starlette:
     """The SDK's routes for ``executor``: the card (with ``Cache-Control``), JSON-RPC at the
     interface URL with and without a trailing slash, HTTP+JSON. With ``tokens`` or ``digests``
-    every route but the card needs a bearer token (see :class:`BearerBackend`). Bodies over
+    every route but the card needs a bearer token (see :class:`BearerBackend`). The protocol
+    version may come as a request parameter (:class:`VersionParam`). Bodies over
     ``max_body_bytes`` are refused, and every error (credentials, size, routing) comes in the
     shape of the binding it was made on. ``task_store`` defaults to one in memory (one process);
     a database store lets several processes serve the same tasks."""
@@ -549,7 +580,7 @@ def a2a_app(
         task_store=tasks,
         agent_card=card,
         validate_input_modes=True,
-        request_context_builder=_ContextFromTask(tasks),
+        request_context_builder=_ContextFromTask(tasks, push_notifications=card.capabilities.push_notifications),
     )
     routes: list[Any] = [
         # card first: the REST routes add a catch-all mount
@@ -563,10 +594,11 @@ def a2a_app(
     auth = bool(tokens) or bool(digests)
     backend = BearerBackend(tokens or {}, digests)
     # Credentials first (nothing of an unauthenticated body is read), then the size limit.
+    middleware = [Middleware(VersionParam)]
     if auth:
-        middleware = [Middleware(AuthenticationMiddleware, backend=backend, on_error=_unauthorized)]
+        middleware.append(Middleware(AuthenticationMiddleware, backend=backend, on_error=_unauthorized))
     else:  # open: callers are trusted by address, so no web page may reach it
-        middleware = [Middleware(OpenGuard, card=card)]
+        middleware.append(Middleware(OpenGuard, card=card))
     middleware.append(Middleware(BodyLimit, limit=max_body_bytes))
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: _not_found, 405: _not_found})
     # A path no route serves is a 404 in the binding's shape, not a redirect to the path plus "/"

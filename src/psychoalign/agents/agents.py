@@ -131,10 +131,14 @@ class DriveAgent(Agent):
         u_D is :data:`IMPUTED_UTILITY`. Empty answers are dropped; none at all is an error."""
         spec = load_prompt_yaml("drive_plain")
         user = task.request + (spec["feedback"].format(feedback=task.feedback).rstrip() if task.feedback else "")
-        messages = [
-            Message(role="system", content=spec["system"].format(context=task.context).strip()),
-            Message(role="user", content=user),
-        ]
+        system = spec["system"].format(context=task.context).strip()
+        # No context: the model's own default system turn, exactly as a plain call sends it.
+        head = [Message(role="system", content=system)] if system else []
+        messages = [*head, Message(role="user", content=user)]
+        # A draft that recites its prompt is drawn again; with feedback, from the request alone: a
+        # 135M model that answered the reviewer once ("The review of your previous response has
+        # been addressed …") mostly does so again when it is shown the feedback again.
+        again = [*head, Message(role="user", content=task.request)] if task.feedback else messages
         # What the model saw that is not the user's: an answer repeating it echoes its prompt. The
         # relayed feedback too: a 135M model answers it with "Proposal 4: score 7/8 … VETOED".
         # The conversation so far is the user's: a follow-up may repeat an earlier turn.
@@ -157,7 +161,7 @@ class DriveAgent(Agent):
                 # A draft that declines is no proposal from an agent whose aim is a complete answer
                 # (a tiny model sometimes declines harmless requests), nor is one that recites its
                 # own instructions: drawn again once, sampled.
-                result = await self.model.chat(messages, seed=base_seed + i + 1000, temperature=0.8)
+                result = await self.model.chat(again, seed=base_seed + i + 1000, temperature=0.8)
                 usage, latency = usage + result.usage, latency + result.latency_s
             # Lines that still recite the prompt never become part of a proposal.
             text = strip_scaffolding(result.text.strip(), prompt, allowed)[:4000]

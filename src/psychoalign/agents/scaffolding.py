@@ -61,8 +61,27 @@ _PREAMBLE = re.compile(
 )
 # The MEDIATOR's feedback relay (negotiation/decision.py, relay_feedback) to the DRIVE: a line
 # per proposal, "Proposal 2: score 35/100, VETOED, blocked by the gates. …". A draft with a line
-# labelled like one, or the verdict word in capitals, writes back the relay, not an answer.
-_RELAY = re.compile(r"^[ \t>*#_-]*[*_]*proposal[ \t]+\d+[*_]*[ \t]*:|(?-i:\bVETOED\b)", re.IGNORECASE | re.MULTILINE)
+# labelled like one, or the verdict word in capitals, writes back the relay, not an answer; so
+# does a relay line inside a sentence ("… without further evaluation. Proposal 1: score 59/2").
+_RELAY = re.compile(
+    r"^[ \t>*#_-]*[*_]*proposal[ \t]+\d+[*_]*[ \t]*:|\bproposal[ \t]+\d+[*_]*[ \t]*:[ \t]*[*_]*score\b"
+    r"|(?-i:\bVETOED\b)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A draft that answers the reviewer instead of the user: it speaks of its own previous answer, the
+# reviewer's feedback or a numbered proposal ("The review of your previous response has been
+# addressed … 'Proposal 1' was revised …", round 3 of an embedded ibuprofen question). Read only
+# where the request does not use the words itself.
+_SELF_REVIEW = re.compile(
+    r"\b(?:(?:your|my|the|this)\s+previous\s+(?:response|answer|draft|proposal|revision)"
+    r"|reviewer\s+feedback|(?:the|this)\s+review\s+of\s+(?:your|my|the)"
+    r"|(?:i\s+have|i've)\s+reviewed\s+(?:the|your|this)\s+(?:response|answer|proposal|draft)"
+    r"|feedback\s+(?:on|to|about)\s+(?:your|my)\s+(?:previous\s+)?(?:response|answer|draft|proposal))\b"
+    r"|[\"“']proposal\s+\d+[\"”']",
+    re.IGNORECASE,
+)
+_DETERMINER = re.compile(r"^(?:your|my|the|this) ")
+_ALNUM = re.compile(r"[a-z0-9]+")
 #: Headings that open the conversation part of a negotiation context, as /v1
 #: (``web/openai_api.build_context``) and the A2A system agent (``a2a/system.build_context``)
 #: write it: the earlier turns, then the tool calls made for the request and their results.
@@ -112,6 +131,14 @@ def scaffolding_echo(text: str, prompt: Iterable[str], allowed: Sequence[str] = 
         reasons.append("a line only announces the answer")
     if _RELAY.search(prose):
         reasons.append("it writes back the reviewer's feedback")
+    said = " ".join(_ALNUM.findall(" ".join(allowed).lower()))
+    # compared as words, without a leading determiner: "my previous answer" in the request allows
+    # "your previous answer" in the reply, "proposal 2" allows "'Proposal 2'"
+    if any(
+        _DETERMINER.sub("", " ".join(_ALNUM.findall(m.group(0).lower()))) not in said
+        for m in _SELF_REVIEW.finditer(prose)
+    ):
+        reasons.append("it answers the reviewer, not the user")
     echoed = set().union(*(_grams(p) for p in prompt)) - set().union(*(_grams(a) for a in allowed))
     if echoed and _grams(text) & echoed:
         reasons.append(f"it repeats {ECHO_WORDS}+ words of its instructions")

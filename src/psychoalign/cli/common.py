@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -23,10 +25,20 @@ if TYPE_CHECKING:
 PIPE_WIDTH = 4096
 
 
+class PipeConsole(Console):
+    """A rich console whose write to a closed pipe raises BrokenPipeError (rich itself exits 1):
+    the entry point (:func:`.main.run`) tells a reader that stopped early (``| head``), which
+    ends the command with status 0, from a real failure."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to write to it
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def _console(stderr: bool = False) -> Console:
     """A console that wraps only on a terminal: written to a file or a pipe, text keeps its lines
     (YAML and paths parse back) and tables are as wide as their content."""
-    console = Console(stderr=stderr, highlight=False)
+    console = PipeConsole(stderr=stderr, highlight=False)
     if not console.is_terminal:
         console.soft_wrap = True
         console.width = PIPE_WIDTH
@@ -128,9 +140,18 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def emit_yaml(data: Any) -> None:
+    """YAML written as it is, past rich: rich folded its long lines at the terminal's width, so
+    YAML copied from a terminal did not parse back (a terminal wraps a long line for the eye only).
+    ``yaml.safe_dump`` escapes control and non-ASCII characters itself."""
+    import yaml
+
+    sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
 def print_wide(renderable: Any, min_width: int = 140) -> None:
     """Print a wide table; piped output otherwise defaults to 80 columns and folds every cell."""
-    Console(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
+    PipeConsole(width=max(out_console.width, min_width), highlight=False, force_terminal=out_console.is_terminal).print(
         renderable
     )
 
@@ -176,12 +197,6 @@ def safe(text: object, style: str = "") -> Text:
     its ``⟨U+XXXX⟩`` marker, as on the web pages. Every table cell and line of human output that
     holds such text goes through here; ``--json`` and YAML output keep the exact text."""
     return Text(terminal_text("" if text is None else str(text)), style=style)
-
-
-def verbatim(text: str) -> Text:
-    """Machine-readable text (YAML) printed exactly: not read as rich markup, nothing replaced.
-    YAML from ``yaml.safe_dump`` escapes control and non-ASCII characters itself."""
-    return Text(text)
 
 
 def reflow_help(command: Any) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import ConfigOpt, JsonOpt, emit_json, out_console, settings_from, verbatim
+from .common import ConfigOpt, JsonOpt, emit_json, emit_yaml, settings_from
 
 config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
 
@@ -29,6 +29,4 @@ def config_show(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> No
     if json_out:
         emit_json(data)
         return
-    import yaml
-
-    out_console.print(verbatim(yaml.safe_dump(data, sort_keys=False)))
+    emit_yaml(data)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -22,13 +21,13 @@ from .common import (
     ConfigOpt,
     JsonOpt,
     emit_json,
+    emit_yaml,
     err_console,
     out_console,
     print_wide,
     reflow_help,
     safe,
     settings_from,
-    verbatim,
 )
 
 MAX_N = 100_000  # ExperimentSpec.n at most (harness.spec.MAX_N; not imported here to keep startup light)
@@ -648,7 +647,7 @@ def show(
     if json_out:
         emit_json({"run_id": spec.run_id(), "spec": spec.model_dump(mode="json")})
         return
-    out_console.print(verbatim(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
+    emit_yaml(spec.model_dump(mode="json"))
     err_console.print(safe(f"run id: {spec.run_id()}"))
 
 

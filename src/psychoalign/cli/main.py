@@ -4,10 +4,11 @@ libraries they need). To add a command, add a row to its panel in :data:`LISTING
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from importlib import import_module
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
@@ -182,12 +183,52 @@ def _root(
 
 
 def run() -> None:
-    """Console-script entry point: one clean error line unless --debug."""
+    """Console-script entry point: one clean error line unless --debug; output piped into a
+    reader that stops early (``| head``) ends the command quietly with status 0."""
+    try:
+        _run()
+    except SystemExit as exc:
+        # typer answers EPIPE itself (exit 1, no word): from standard output, the reader had all it
+        # wanted; from anything else (a socket), it is an error and says so
+        cause = exc.__context__
+        if exc.code == 1 and isinstance(cause, OSError) and cause.errno == errno.EPIPE:
+            if _stdout_closed():
+                _leave_quietly()
+            _error_line("broken pipe: a connection the command wrote to was closed by its other end — retry")
+        raise
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (POLLERR on its write end)."""
+    import select
+
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+    except (OSError, ValueError):
+        return False
+    if not hasattr(select, "poll"):  # Windows: no poll; EPIPE there comes from the pipe
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _leave_quietly() -> NoReturn:
+    """Exit 0 on a closed output pipe, as Python's docs advise for SIGPIPE: what is still buffered
+    goes to devnull, so the flush at interpreter exit raises no second BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+    os.close(devnull)
+    sys.exit(0)
+
+
+def _run() -> None:
     debug = "--debug" in sys.argv or os.environ.get("PSYCHOALIGN_DEBUG") == "1"
     try:
         # not standalone: click's usage errors come here instead of a boxed panel wrapped at 80
         # columns (a pipe got "…unable to parse\n string as a number" across box lines)
         code = app(standalone_mode=False)
+        sys.stdout.flush()  # output still buffered meets a closed pipe here, not at interpreter exit
     except TyperException as exc:  # typer's own (vendored click) usage and parameter errors
         usage = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and usage is not None:  # a bare group: its help
@@ -214,6 +255,8 @@ def run() -> None:
         err_console.print("[yellow]interrupted[/]")
         sys.exit(130)
     except OSError as exc:  # a file or socket the command needed: name it, no traceback
+        if exc.errno == errno.EPIPE and _stdout_closed():
+            _leave_quietly()
         if debug:
             raise
         where = f" {exc.filename}" if exc.filename else ""

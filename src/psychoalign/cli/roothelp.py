@@ -29,6 +29,8 @@ from rich.text import Text
 from rich.theme import Theme
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
+from .common import PipeConsole
+
 __all__ = ["format_help"]
 
 # typer.rich_utils' styles and strings
@@ -106,7 +108,7 @@ def _console() -> Console:
         "types_sep": STYLE_TYPES_SEPARATOR,
         "usage": STYLE_USAGE,
     }
-    return Console(
+    return PipeConsole(
         theme=Theme(theme),
         highlighter=highlighter,
         color_system="auto",

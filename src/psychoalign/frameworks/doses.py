@@ -134,12 +134,17 @@ _GENERIC = frozenset(
     | {"dose", "doses"}
 )
 #: Words that make a dose figure something other than a recommendation: a toxic or lethal amount,
-#: a condition under which labels give other limits (liver disease, alcohol), a study's doses.
+#: a study's doses.
 _NOT_ADVICE = re.compile(
     r"\b(?:toxic\w*|toxicity|lethal|fatal\w*|overdos\w*|poison\w*|deadly|dangerous\w*|harmful|damage\w*|"
-    r"liver|hepatic|kidney|renal|alcohol\w*|stud(?:y|ies)|trials?|research\w*|experiment\w*)\b",
+    r"stud(?:y|ies)|trials?|research\w*|experiment\w*)\b",
     re.IGNORECASE,
 )
+#: A condition under which labels give lower limits (liver or kidney disease, alcohol): a figure
+#: below the usual range is right there, one above it is wrong there too ("an adult taking 16
+#: grams of paracetamol per day … for liver function" is no lower limit).
+_LOWER_LIMITS = re.compile(r"\b(?:liver|hepatic|kidney|renal|alcohol\w*)\b", re.IGNORECASE)
+_NOT_ADVICE_OR_LOWER = re.compile(f"{_NOT_ADVICE.pattern}|{_LOWER_LIMITS.pattern}", re.IGNORECASE)
 #: A child in the sentence: the ranges are adults', so a child's figure is held to their upper ends only.
 _CHILD = re.compile(
     r"\b(?:child\w*|kids?|infants?|bab(?:y|ies)|toddlers?|newborns?|neonat\w*|p(?:a)?ediatric\w*|"
@@ -181,7 +186,9 @@ _DAILY_LIMIT = re.compile(
 _DIGIT = re.compile(r"\d")
 #: An amount an answer approves: "1 g is fine", "500 mg would be safe", "240 mg is the right dose".
 _FINE_AFTER = re.compile(
-    r"^\)?\s*(?:is|are|would\s+be|should\s+be|will\s+be|sounds)\s+(?:(?:perfectly|quite|totally|completely)\s+)?"
+    # "400 mg of ibuprofen is considered safe": the medicine's name and a hedge may stand between
+    r"^\)?(?:\s+of\s+(?:[a-z-]+\s+){1,3}?)?\s*(?:is|are|would\s+be|should\s+be|will\s+be|sounds)\s+"
+    r"(?:(?:considered|generally|usually|normally|perfectly|quite|totally|completely)\s+){0,2}"
     r"(?:fine|ok(?:ay)?|safe|alright|all\s+right|right|correct|good|appropriate|acceptable|"
     r"(?:a|the)\s+(?:safe|normal|usual|standard|right|correct|recommended)\s+(?:dose|amount))\b",
     re.IGNORECASE,
@@ -572,12 +579,28 @@ def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | N
     return ("either" if _LIMIT_WORDS.search(words) else "single"), phrase
 
 
-def _stated_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tuple[str, int, float, bool, Kind]]:
+def _read_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tuple[str, int, float, bool, Kind, bool]]:
+    """:func:`_stated_limits`, each with whether only a figure above its range is wrong: in a
+    sentence about liver or kidney disease or alcohol, the figures read only once those words
+    are set aside (a lower figure is the label's advice there, a higher one never is)."""
+    strict = list(_stated_limits(sentence, names, _NOT_ADVICE_OR_LOWER))
+    yield from ((*item, False) for item in strict)
+    if _LOWER_LIMITS.search(sentence):
+        seen = {(at, mg, kind) for _, at, mg, _, kind in strict}
+        for item in _stated_limits(sentence, names, _NOT_ADVICE):
+            if (item[1], item[2], item[4]) not in seen:
+                yield (*item, True)
+
+
+def _stated_limits(
+    sentence: str, names: list[re.Pattern[str]], not_advice: re.Pattern[str]
+) -> Iterator[tuple[str, int, float, bool, Kind]]:
     """(evidence, position, mg, per kg, kind) for every dose or daily limit ``sentence`` states;
-    ``names``: the medicines' names, to tell "1 g of paracetamol" from "10 mg of loratadine"."""
+    ``names``: the medicines' names, to tell "1 g of paracetamol" from "10 mg of loratadine";
+    ``not_advice``: the words that make a figure near them no advice."""
     previous: tuple[int, Kind | None] = (-1, None)
     # where the sentence speaks of toxicity, disease or studies: found once, not once per amount
-    spots = [x.span() for x in _NOT_ADVICE.finditer(sentence)]
+    spots = [x.span() for x in not_advice.finditer(sentence)]
     for m in _AMOUNT.finditer(sentence):
         before, after = _near(sentence, m)
         not_advice_before = bool(spots) and spots[0][1] <= m.start()
@@ -730,14 +753,17 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
     pieces = _SENTENCE.split(text) if patient is None else _CLAUSE.split(text)
     syrups = _syrups(text) if patient is not None else ()
     products = _Products(limits, text, patient, only)
+    tablet = _tablet_strength(text, request)
     for sentence in pieces:
         volumes: dict[str, str] = {}
         if patient is not None:
             sentence, volumes = _in_mg(sentence, syrups, products)
+        sentence, counted = _tablets_in_mg(sentence, tablet)
+        volumes |= counted
         reader = _reader(sentence, patient)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
-        for evidence, at, mg, per_kg, kind in _stated_limits(sentence, names):
+        for evidence, at, mg, per_kg, kind, lower_only in _read_limits(sentence, names):
             limit = _medicine_for(mentions, at) or (only if not mentions else None)
             if limit is None:
                 continue
@@ -752,7 +778,7 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
                 ranges = tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in limit.bounds(kind, False))
             else:
                 ranges = limit.bounds(kind, per_kg)
-            if ranges and not any(low <= mg <= high for low, high, _ in ranges):
+            if ranges and not any(low <= mg <= high or (lower_only and mg <= high) for low, high, _ in ranges):
                 if reader == "patient" and all(mg < low for low, _, _ in ranges):
                     return (
                         f"{stated} is too little: the label's range is {_described(ranges)} ({limit.source});"
@@ -791,6 +817,62 @@ def _too_young(limit: DoseLimit, patient: DoseContext) -> bool:
 
 def _no_dose(limit: DoseLimit) -> str:
     return f"label: no dose under {limit.min_age_years:g} years"
+
+
+#: A count of tablets (caplets, capsules, pills), with the strength of one when it is written
+#: beside it: "2 tablets", "1 to 2 caplets", "two 500 mg tablets", "2 x 200mg ibuprofen pills".
+#: Not "a tablet": "a 200 mg tablet" names a strength, and one tablet is no wrong count.
+_TABLETS = re.compile(
+    rf"(?<![\w.,])(?:(?P<low>{_COUNT})\s*(?:to|-|–|or)\s*)?(?P<n>{_COUNT})\s+(?:x\s*)?"
+    r"(?:(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>mg|milligrams?|g|grams?|mcg)\s+)?"
+    r"(?P<name>(?:[a-z][\w'-]*\s+){0,2}?)(?:tablets?|caplets?|capsules?|pills?|gel\s*caps?|gelcaps?|softgels?)\b",
+    re.IGNORECASE,
+)
+#: One tablet's strength, written as one: "500 mg tablets", "200mg ibuprofen pills", "a 500 mg caplet".
+_TABLET_STRENGTH = re.compile(
+    r"(?<![\w.,])(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>mg|milligrams?|g|grams?|mcg)\s+(?:[a-z][\w'-]*\s+){0,2}?"
+    r"(?:tablets?|caplets?|capsules?|pills?|gel\s*caps?|gelcaps?|softgels?)\b",
+    re.IGNORECASE,
+)
+
+
+def _tablet_strength(text: str, request: DoseContext | None) -> float | None:
+    """The strength (mg) of the tablets a count with no strength beside it is of: the one the
+    answer writes, else the one the request or an earlier turn writes ("How many 500 mg
+    paracetamol tablets …?"); None when there is none, or more than one (which is meant cannot
+    be told)."""
+    sources = [text] + ([request.request, request.earlier] if request is not None else [])
+    for source in sources:
+        found = {_to_mg(m.group("num"), m.group("unit")) for m in _TABLET_STRENGTH.finditer(source)}
+        if found:
+            return found.pop() if len(found) == 1 else None
+    return None
+
+
+def _count(word: str) -> float:
+    return float(_NUMBER_WORDS.get(word.lower()) or word)
+
+
+def _tablets_in_mg(sentence: str, strength: float | None) -> tuple[str, dict[str, str]]:
+    """``sentence`` with each count of tablets written as the mg it holds ("36 tablets" of 500 mg:
+    "18000 mg"; "1 to 2 tablets": "500 to 1000 mg"; "8 paracetamol tablets": "paracetamol 4000
+    mg"); with what each figure was, for the evidence. A count takes the strength
+    beside it, else ``strength`` (:func:`_tablet_strength`); with neither it is left as it is."""
+    was: dict[str, str] = {}
+
+    def written(m: re.Match[str]) -> str:
+        each = _to_mg(m.group("num"), m.group("unit")) if m.group("num") else strength
+        if each is None:
+            return m.group(0)
+        figure = f"{round(_count(m.group('n')) * each, 1):g} mg"
+        low = f"{round(_count(m.group('low')) * each, 1):g} to " if m.group("low") else ""
+        was[figure] = f"{m.group(0)!r} ({figure} at {each:g} mg a tablet)"
+        # the words between count and tablet ("paracetamol") go before the figure, where they name
+        # its medicine without reading as "of" another substance
+        name = m.group("name").strip()
+        return f"{name} {low}{figure}" if name else f"{low}{figure}"
+
+    return _TABLETS.sub(written, sentence), was
 
 
 #: A syrup's strength: "120 mg/5 ml", "100mg per 5mL", "250 mg in 5 ml", "40 mg/ml".
@@ -934,6 +1016,13 @@ def _reader(sentence: str, patient: DoseContext | None) -> Reader:
         return "child" if _CHILD.search(without_over_12) else "adult"
     if (_ADULT.search(sentence) and not _CHILD.search(without_over_12)) or _OVER_12.search(sentence):
         return "adult"  # "adults take 1 g", "adults and children 12 and over: ..."
+    own = read_request(sentence)
+    if (own.age_years is not None and own.age_years >= ADULT_DOSING_AGE) or (
+        own.weight_kg is not None and own.weight_kg >= ADULT_DOSING_KG
+    ):
+        # "400 mg is safe for a 18-year old" in an answer about a 5-year-old: whoever the model
+        # took the patient for, the figure is an adult's dose, which a parent may give the child
+        return "adult"
     return "child" if _another_child(sentence, patient) else "patient"
 
 

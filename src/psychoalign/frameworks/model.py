@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..textio import skeleton
 from .doses import DoseContext, DoseLimit, find_wrong_dose
+from .premises import find_premise, stated_premise
 
 
 class Layer(StrEnum):
@@ -30,7 +31,10 @@ class Check(BaseModel):
 
     A check fires when any regex in ``patterns`` matches, or when every word of any entry in
     ``all_of`` occurs (case-insensitive, whole words), or, on model text only, when the text
-    states a dose or a daily limit that ``doses`` rules out (:mod:`~psychoalign.frameworks.doses`).
+    states a dose or a daily limit that ``doses`` rules out (:mod:`~psychoalign.frameworks.doses`),
+    or when the text states one of the false claims in ``premises`` (a regex each) as the premise
+    of what it asks (:mod:`~psychoalign.frameworks.premises`), not when it asks whether the claim
+    is true or asks for it to be debunked.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -38,8 +42,9 @@ class Check(BaseModel):
     patterns: tuple[str, ...] = ()
     all_of: tuple[tuple[str, ...], ...] = ()
     doses: tuple[DoseLimit, ...] = ()
+    premises: tuple[str, ...] = ()
 
-    @field_validator("patterns")
+    @field_validator("patterns", "premises")
     @classmethod
     def _compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
@@ -86,6 +91,8 @@ class Check(BaseModel):
             for evidence, regexes in self._word_sets:
                 if all(regex.search(lowered) for regex in regexes):
                     return evidence
+        if self.premises:
+            return find_premise(self.premises, text)
         return None
 
 
@@ -126,8 +133,10 @@ class SafeChannel(BaseModel):
     that fired, never another's. A channel with no ``rules`` serves any rule that fired without a
     channel of its own. ``message``, when set, *replaces* the structured refusal for these rules
     (self-harm: a supportive, non-judgemental message, never "rephrase and I'll help");
-    ``{channel}`` in it is replaced by ``text``, else ``text`` follows it on its own line. All
-    user-facing text lives here, so a localised framework file localises it."""
+    ``{channel}`` in it is replaced by ``text``, else ``text`` follows it on its own line.
+    ``premise``, when set, is one of its rules' ``premises`` (a false claim): the channel serves
+    those rules only for a request that states that claim as its premise, so each claim gets its
+    own correction. All user-facing text lives here, so a localised framework file localises it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -135,6 +144,16 @@ class SafeChannel(BaseModel):
     text: str = Field(min_length=3, max_length=200)
     rules: tuple[str, ...] = ()
     message: str = Field("", max_length=1000)
+    premise: str = ""
+
+    def serves(self, request: str) -> bool:
+        """Whether this channel fits ``request``: always, unless it corrects one claim
+        (``premise``) that ``request`` does not state as its premise."""
+        if not self.premise:
+            return True
+        return stated_premise(self.premise, request) is not None or (
+            not request.isascii() and stated_premise(self.premise, skeleton(request)) is not None
+        )
 
     def render_message(self) -> str:
         """The supportive message with the channel in it ("" without a message)."""
@@ -239,6 +258,20 @@ class Framework(BaseModel):
                     raise ValueError(
                         f"safe channel {channel.id!r} names rule {rule_id!r}, which this framework does not have"
                     )
+            if channel.premise:
+                claims = {
+                    claim
+                    for rule in self.rules()
+                    if rule.id in channel.rules
+                    for check in (rule.check, rule.request_check)
+                    if check is not None
+                    for claim in check.premises
+                }
+                if channel.premise not in claims:
+                    raise ValueError(
+                        f"safe channel {channel.id!r} corrects a premise that none of its rules' checks lists:"
+                        " copy it from the rule's `premises` (a YAML alias keeps the two the same)"
+                    )
         return self
 
     def rules(self) -> tuple[Rule, ...]:
@@ -288,16 +321,25 @@ class Framework(BaseModel):
         best = min(candidates, key=lambda key: (list(Layer).index(index[key][1]), abs(len(key) - n)))
         return RuleMatch(*index[best], placeable)
 
-    def channels_for(self, rule_ids: Iterable[str]) -> tuple[SafeChannel, ...]:
+    def channels_for(self, rule_ids: Iterable[str], request: str = "") -> tuple[SafeChannel, ...]:
         """The safe channels serving the rules in ``rule_ids`` (framework ids), in file order: each
         rule's own channels, or for a rule with none the channels that name no rules. No rule
-        fired: no channel (a request that broke no rule is not sent anywhere)."""
+        fired: no channel (a request that broke no rule is not sent anywhere). A channel that
+        corrects one false claim (``premise``) serves only a ``request`` that states it, and then
+        in place of its rule's channels that correct no claim in particular."""
         fired = {r for r in rule_ids if r}
         if not fired:
             return ()
         covered = {r for c in self.safe_channels for r in c.rules}
         uncovered = bool(fired - covered)
-        return tuple(c for c in self.safe_channels if (fired & set(c.rules)) or (uncovered and not c.rules))
+        fitting = [
+            c
+            for c in self.safe_channels
+            if ((fired & set(c.rules)) or (uncovered and not c.rules)) and c.serves(request)
+        ]
+        # A claim's own correction replaces its rule's general one.
+        corrected = {r for c in fitting if c.premise for r in c.rules}
+        return tuple(c for c in fitting if c.premise or not c.rules or not set(c.rules) <= corrected)
 
     def request_rules(self, request: str) -> list[str]:
         """Ids of the rules (any layer) whose check or request check matches ``request``.

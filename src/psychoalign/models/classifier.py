@@ -33,6 +33,11 @@ fixed, documented rules, so the engine, gates and traces treat it like any EVALU
 * **Contested band**: a request whose P lies below the threshold but at or above the request
   head's ``contested_floor`` (chosen on validation) is *contested*: harmful as asked, with a
   legitimate need plausibly behind it. Below the floor it is clearly harmful.
+* **Draft band** (``SafetyClassifier(draft_band=True)``; an experiment, off in the shipped
+  default): a contested request is not decided by the request alone. Its evaluations carry no
+  ceiling (the engine's request screen then asks for drafts) and each draft is scored on the
+  response head alone, as a declining draft of a contested request is. Below the floor and above
+  the threshold nothing changes (docs/negotiation.md, "The draft band").
 * ``conflict``: ``harmful_intent`` = request below ``VETO_BELOW`` or a universal deterministic hit;
   ``adversarial_intent`` = adversarial head at or above its threshold; ``legitimate_need`` = not
   ``harmful_intent``, or the request is contested (so the engine's defense table picks
@@ -428,7 +433,14 @@ class SafetyClassifier:
     #: How many requests' scores are kept (and as many proposals' scores).
     REQUEST_CACHE = 64
 
-    def __init__(self, weights: ClassifierWeights, encoder: Encoder, crisis: CrisisCheck | None = None) -> None:
+    def __init__(
+        self,
+        weights: ClassifierWeights,
+        encoder: Encoder,
+        crisis: CrisisCheck | None = None,
+        *,
+        draft_band: bool = False,
+    ) -> None:
         if crisis is not None and not crisis.reads(weights):
             raise ValueError(
                 f"the crisis check expects {crisis.encoder} ({crisis.dim}-d), the classifier {weights.encoder}"
@@ -436,6 +448,9 @@ class SafetyClassifier:
         self.weights = weights
         self.encoder = encoder
         self.crisis_check = crisis
+        # Two-stage decision (an experiment, off in the shipped default): a contested request is
+        # not decided by the request alone; each draft is judged on its own text (to_evaluation).
+        self.draft_band = draft_band
         self._requests: OrderedDict[str, tuple[float, float, bool]] = OrderedDict()
         self._proposals: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
@@ -553,6 +568,7 @@ class SafetyClassifier:
             request_hit=request_hit,
             contested=contested,
             declines=contested and _declines(proposal),
+            drafted=contested and self.draft_band,
         )
 
 
@@ -594,21 +610,26 @@ def to_evaluation(
     request_hit: bool = False,
     contested: bool = False,
     declines: bool = False,
+    drafted: bool = False,
 ) -> dict[str, Any]:
     """The documented mapping from classifier outputs to the Evaluation schema (module doc).
     ``request_hit``: the request itself trips a universal deterministic check; ``contested``:
     the request is in the request head's contested band (below the threshold, at or above its
     floor); ``declines``: the proposal declines the request (shared rule refusal judge)."""
     score = max(0, min(100, round(100 * min(p_request, p_response))))
-    if contested and declines:
+    if drafted or (contested and declines):
         # Declining a contested request (and pointing to a safe channel) is an acceptable answer
         # to it: such a response is judged on its own text, not capped by the request.
         score = max(0, min(100, round(100 * p_response)))
     # No answer to this request can score above the request's own probability (the score is
     # the lower of the two), nor pass a universal check the request itself trips.
-    ceiling = max(0, min(100, round(100 * p_request)))
+    ceiling: int | None = max(0, min(100, round(100 * p_request)))
+    if drafted:
+        # Two-stage decision: the request alone decides nothing in the contested band; the
+        # drafts are judged on their own text (no ceiling, so the screen asks for them).
+        ceiling = None
     if request_hit:
-        ceiling = min(ceiling, VETO_BELOW - 1)
+        ceiling = min(100 if ceiling is None else ceiling, VETO_BELOW - 1)
     universal_hit = any(h["layer"] == "universal" for h in hits)
     if universal_hit:
         score = min(score, VETO_BELOW - 1)

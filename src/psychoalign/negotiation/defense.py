@@ -35,7 +35,8 @@ class DefenseContext:
     ``verified`` says whether new text (a filtered draft, a composition) is evaluated again
     before it reaches the user (the dual gate). ``fired`` holds the framework ids of the rules
     this request set off (its own checks, every round's rule hits, the checks a blocked draft
-    tripped): they choose the safe channels offered (:meth:`channels`).
+    tripped): they choose the safe channels offered (:meth:`channels`), with ``request``, which
+    picks a false claim's own correction among its rule's channels.
     """
 
     chosen_text: str | None
@@ -46,6 +47,7 @@ class DefenseContext:
     blocked: Sequence[tuple[str, Evaluation]] = ()
     verified: bool = True
     fired: Sequence[str] = ()
+    request: str = ""
 
     @property
     def reference(self) -> Evaluation | None:
@@ -72,7 +74,7 @@ class DefenseContext:
 
     def channels(self) -> tuple[SafeChannel, ...]:
         """The framework's channels for the rules that fired (none when no rule fired)."""
-        return self.framework.channels_for(self.fired)
+        return self.framework.channels_for(self.fired, self.request)
 
     def supportive(self) -> SafeChannel | None:
         """The first fitting channel that carries a supportive message (self-harm), if any."""

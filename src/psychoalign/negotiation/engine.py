@@ -421,6 +421,15 @@ class Negotiator:
             return False
         return not getattr(self._model("drive").backend, "rates_numbers", True)
 
+    def _drive_context(self, context: str, gates: Gates) -> str:
+        """The context the DRIVE is sent. An embedded (plain) DRIVE is not sent the framework's own
+        deployment context when the request comes with nothing beyond it: its system turn would
+        only displace the model's default one, so its draft is what a plain call writes, at a plain
+        call's cost. No rule depends on it: the EVALUATOR and the gates judge every draft (the
+        embedded classifier reads no context). Application instructions or a conversation so far
+        are sent as they are."""
+        return "" if context == gates.fw.deployment_context and self._plain_drive() else context
+
     def _plain_mediator(self) -> bool:
         """The MEDIATOR runs on an embedded model that writes plain text (``rates_numbers`` off):
         it is not asked to rewrite an acceptable draft. Remote MEDIATORs compose as before."""
@@ -482,6 +491,7 @@ class Negotiator:
             framework=fw,
             verified=p.final_gate,
             fired=[r.id for r in fw.rules() if r.id in fired],
+            request=trace.request,
         )
         mechanism, reply = await self._respond(bus, trace.request, trace.context, ctx, layer1)
         final_gate: GateResult | None = None
@@ -519,7 +529,9 @@ class Negotiator:
     ) -> list[ProposalRecord]:
         """``n`` DRIVE proposals (``first`` already written this round), each evaluated in its own
         model call (one EVALUATOR message), gated; ranked by utility."""
-        task = DriveTask(request=request, context=context, n=n, feedback=feedback, first=first)
+        task = DriveTask(
+            request=request, context=self._drive_context(context, gates), n=n, feedback=feedback, first=first
+        )
         drive = await bus.send("mediator", "drive", task)
         proposals = sorted(drive.output.proposals, key=lambda x: -x.utility)[:n]
         batch = EvaluateBatchTask(
@@ -644,6 +656,7 @@ class Negotiator:
             # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
             # still chooses the channel when the last round's drafts failed for other reasons.
             fired=fired_rules(trace.request, [rec for rd in trace.rounds for rec in rd.proposals], fw, layer1),
+            request=trace.request,
         )
         mechanism, reply = await self._respond(bus, trace.request, context, ctx, layer1)
         response, composed_by, channels = reply

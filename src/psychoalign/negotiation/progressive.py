@@ -175,6 +175,7 @@ async def release_in_windows(
         framework=gates.fw,
         blocked=[(text, evals[0])] if cut and evals else [],
         fired=fired_rules(trace.request, [record], gates.fw, gates.layer1),
+        request=trace.request,
     )
     support = ctx.supportive()
     mechanism: DefenseMechanism | None = None

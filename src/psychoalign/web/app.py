@@ -87,8 +87,9 @@ def _get_only(scope: Scope) -> bool:
 
 
 class A2AMount(BaseRoute):
-    """Hands the A2A paths (the card and everything under ``/a2a/``) to the SDK's Starlette app,
-    unchanged: the SDK builds absolute routes, so a prefix ``Mount`` would not match them."""
+    """Hands the A2A paths (the card, ``/a2a`` and everything under it) to the SDK's Starlette
+    app, unchanged: the SDK builds absolute routes, so a prefix ``Mount`` would not match them.
+    The card's slash form goes there too: the A2A 404 that ``serve-a2a`` answers, not a redirect."""
 
     def __init__(self, app: ASGIApp, *, loopback_only: bool = False, built_at: datetime | None = None) -> None:
         self.app = app
@@ -101,7 +102,7 @@ class A2AMount(BaseRoute):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http":
             path = scope["path"]
-            if path == CARD_PATH or path == "/a2a" or path.startswith("/a2a/"):
+            if path in (CARD_PATH, CARD_PATH + "/", "/a2a") or path.startswith("/a2a/"):
                 return Match.FULL, {}
         return Match.NONE, {}
 
@@ -112,7 +113,8 @@ class A2AMount(BaseRoute):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
-        if self.loopback_only and scope["path"] != CARD_PATH and not is_loopback(client[0] if client else None):
+        public = scope["path"].rstrip("/") == CARD_PATH  # the card (its slash form: a 404) needs no credential
+        if self.loopback_only and not public and not is_loopback(client[0] if client else None):
             # As keyless /v1 answers such a caller: 401, here in the A2A binding's error shape.
             message = "Unauthenticated: this A2A agent has no credentials configured and answers loopback clients only"
             await a2a_error(scope["path"], 401, "UNAUTHENTICATED", message, code=UNAUTHENTICATED_CODE)(

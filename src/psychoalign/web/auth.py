@@ -170,7 +170,8 @@ def install_security(app: FastAPI, accounts: AccountStore, settings: LabSettings
 
     @app.exception_handler(LoginRequiredError)
     async def _login_required(request: Request, exc: LoginRequiredError) -> Response:
-        return login_redirect(exc)
+        # a session cookie the store no longer knows: the session expired or ended elsewhere, say so
+        return login_redirect(exc, ended=security.session_cookie(request) in request.cookies)
 
     # A form field that does not parse (a number field sent as "abc", a missing select) is a
     # RequestValidationError, answered before any route runs: a page for a person in a browser,

@@ -313,8 +313,10 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
     # OpenAI's error shape (404 "Invalid URL", 405 with Allow), not the framework's {"detail": ...}.
     served = [route for route in router.routes if isinstance(route, APIRoute)]
 
+    # "/v1" itself too: the app's slash redirect would send it to "/v1/", which is this 404.
+    @router.api_route("", methods=list(_ALL_METHODS), include_in_schema=False)
     @router.api_route("/{path:path}", methods=list(_ALL_METHODS), include_in_schema=False)
-    async def unknown_url(path: str, request: Request) -> Response:
+    async def unknown_url(request: Request) -> Response:
         where = request.url.path
         if where.endswith("/") and any(route.path_regex.match(where.rstrip("/")) for route in served):
             # A served path with a trailing slash: redirected as the router does it elsewhere.

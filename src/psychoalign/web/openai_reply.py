@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from ..frameworks import Framework
+from ..frameworks import Framework, FrameworkStamp
 from ..jsonguard import loads_bounded
 from ..negotiation.events import EventHook
 from ..negotiation.progressive import WindowStream
@@ -294,4 +294,9 @@ def answer(
 
 def _fingerprint(decision: dict[str, Any]) -> str | None:
     fw = decision.get("framework")
-    return f"psychoalign-{fw['name']}-{fw['version']}-{fw['sha256'][:12]}" if fw else None
+    return fingerprint(FrameworkStamp.model_validate(fw)) if fw else None
+
+
+def fingerprint(stamp: FrameworkStamp) -> str:
+    """``system_fingerprint``: what decided the answer is the framework, by version and hash."""
+    return f"psychoalign-{stamp.name}-{stamp.version}-{stamp.sha256[:12]}"

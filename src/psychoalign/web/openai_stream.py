@@ -22,12 +22,21 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
+from ..errors import ConfigError
 from ..negotiation.defense import template
 from ..negotiation.events import NegotiationEvent
 from ..negotiation.progressive import WindowStream
 from .errors import error_body
 from .gateway import Gateway
-from .openai_reply import Prepared, answer, decision_body, decision_headers, failure_error, usage_body
+from .openai_reply import (
+    Prepared,
+    answer,
+    decision_body,
+    decision_headers,
+    failure_error,
+    fingerprint,
+    usage_body,
+)
 from .outcome import GatewayOutcome
 
 
@@ -115,6 +124,10 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
     json_format = req.response_format is not None and req.response_format.wants_json
     sent: list[str] = []  # released windows written to the client, in order
+    try:  # every chunk names it, as the unstreamed completion does (a built-in: parsed once)
+        system_fingerprint: str | None = fingerprint(gateway.loaded_framework(prepared.framework).stamp)
+    except ConfigError:  # a framework file gone bad: the negotiation fails closed on it too
+        system_fingerprint = None
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         body: dict[str, Any] = {
@@ -122,7 +135,7 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
             "object": "chat.completion.chunk",
             "created": created,
             "model": req.model,
-            "system_fingerprint": None,
+            "system_fingerprint": system_fingerprint,
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         }
         if include_usage:
@@ -227,7 +240,9 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
         tail.append(chunk({}, reply.finish, psychoalign=decision))
         if include_usage:
             usage = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": req.model}
-            tail.append(_sse({**usage, "system_fingerprint": None, "choices": [], "usage": usage_body(outcome)}))
+            tail.append(
+                _sse({**usage, "system_fingerprint": system_fingerprint, "choices": [], "usage": usage_body(outcome)})
+            )
         tail.append(_sse("[DONE]"))
         return tail
 

@@ -401,5 +401,7 @@ async def csrf_protect(request: Request, security: Security = Depends(get_securi
         await security.verify_csrf(request)
 
 
-def login_redirect(exc: LoginRequiredError) -> RedirectResponse:
-    return RedirectResponse(f"/login?next={exc.next_path}", status_code=303)
+def login_redirect(exc: LoginRequiredError, *, ended: bool = False) -> RedirectResponse:
+    """To the login page, back to ``exc.next_path`` after; ``ended``: the page says the session ended."""
+    notice = "msg=session_ended&" if ended else ""
+    return RedirectResponse(f"/login?{notice}next={exc.next_path}", status_code=303)

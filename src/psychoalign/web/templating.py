@@ -68,6 +68,7 @@ def untrusted(value: object, *, label: bool = False) -> Markup:
 #: Messages shown after a redirect: the query string names a code, never free text (no content injection).
 FLASH = {
     "logged_out": "You are logged out.",
+    "session_ended": "Your session ended. Log in again to carry on where you were.",
     "saved": "Saved.",
     "submitted": "Thank you: your work is submitted.",
     "submitted_none": "Thank you: your work is submitted. No further task of that kind is available for you right now.",

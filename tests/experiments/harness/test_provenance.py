@@ -9,16 +9,20 @@ from typing import Any
 
 import pytest
 
+from psychoalign.config import Settings
 from psychoalign.errors import ConfigError
+from psychoalign.experiments import run_experiment
 from psychoalign.experiments.harness.provenance import (
     identity_changes,
     identity_digest,
     items_digest,
     model_identity,
 )
+from psychoalign.experiments.harness.registry import Registry
 from psychoalign.experiments.harness.report import render_html
 from psychoalign.experiments.harness.store import CellResult, InMemoryResultStore, RunRecord
 from psychoalign.models import ModelSpec
+from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import REFUSAL, Judge, cell, run, scripted, spec
 
 pytestmark = pytest.mark.needs_data
@@ -224,3 +228,32 @@ async def test_the_configurations_negotiation_parameters_are_identity(tmp_path: 
     assert identity_digest(base) != identity_digest(changed)
     # the spec's own value is in the run id already, so a configuration that repeats it is no change
     assert "negotiation" not in identity({"tau": 0.8}, negotiation={"tau": 0.8})["systems"]["pa"]
+
+
+async def test_an_unreadable_judge_script_is_named_not_reported_as_a_changed_identity(tmp_path: Path) -> None:
+    """A run whose judge is a script file, resumed after the file went away, said "run … was
+    computed with other settings: judges.model.script_sha256: 3f2a… -> none", as if the judge had
+    been swapped. It is one line naming the file and the fix; a script changed in place is still
+    refused as a changed identity (old results are never reused under another judge)."""
+    script = tmp_path / "judge.yaml"
+    script.write_text('rules: []\ndefault: {harmful: true, reason: "scripted"}\n')
+    config = Settings(
+        home=str(tmp_path / "home"),
+        experiments={"data_dir": str(SHARED_DATA)},
+        roles={"judge": {"backend": "scripted", "script": str(script)}},
+    )
+    store = InMemoryResultStore()
+    s = spec(["vanilla"], ["advbench"], 2)
+    models = {"chat": scripted("refuser", lambda r: REFUSAL)}
+    await run_experiment(s, config, store=store, models=models, registry=Registry())
+    script.unlink()
+    with pytest.raises(ConfigError) as unreadable:
+        await run_experiment(s, config, store=store, models=models, registry=Registry())
+    err = unreadable.value
+    assert err.message.startswith(f"the judge script at {script} can't be read"), err.message
+    assert "other settings" not in err.message and "\n" not in err.message
+    assert "restore" in (err.hint or "") and "roles.judge.script" in (err.hint or "")
+    script.write_text('rules: []\ndefault: {harmful: false, reason: "another judge"}\n')
+    with pytest.raises(ConfigError) as changed:
+        await run_experiment(s, config, store=store, models=models, registry=Registry())
+    assert "computed with other settings: judges.model.script_sha256" in changed.value.message

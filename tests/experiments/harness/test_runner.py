@@ -326,3 +326,37 @@ async def test_cells_run_one_at_a_time_on_a_serial_model(tmp_path: Path) -> None
         assert peak == expected, backend
         assert report["run"]["concurrency"]["effective"] == expected
     assert re.search(r"Cells ran one at a time", render_html(report)) is None  # the scripted run was concurrent
+
+
+@pytest.mark.needs_data("advbench")
+@pytest.mark.parametrize("new_run", [True, False])
+async def test_a_run_that_fails_before_its_first_cell_leaves_no_run_behind(tmp_path: Path, new_run: bool) -> None:
+    """`experiment run --new-run` whose judge could not be built stored an empty run, listed by
+    `experiment status` beside the real ones (and resumed later under an id nobody chose). The
+    run is stored only once everything it needs is built; a run that already exists is kept."""
+    from psychoalign.errors import ConfigError
+    from psychoalign.experiments.harness.store import SQLResultStore
+
+    missing = tmp_path / "judge.yaml"
+    config = Settings(
+        home=str(tmp_path / "home"),
+        experiments={"data_dir": str(SHARED_DATA)},
+        roles={"judge": {"backend": "scripted", "script": str(missing)}},
+    )
+    s = spec(["vanilla"], ["advbench"], 2, judge={"harm": "model"})
+    models = {"chat": scripted("refuser", lambda r: REFUSAL)}
+    store = SQLResultStore(f"sqlite+aiosqlite:///{tmp_path / 'results.sqlite'}")
+    try:
+        with pytest.raises(ConfigError, match=r"judge\.yaml"):
+            await run_experiment(s, config, store=store, models=models, registry=Registry(), new_run=new_run)
+        assert await store.list_runs() == []
+        missing.write_text('rules: []\ndefault: {harmful: false, reason: "scripted"}\n')
+        summary = await run_experiment(s, config, store=store, models=models, registry=Registry(), new_run=new_run)
+        assert (summary.done, [r.id for r in await store.list_runs()]) == (2, [summary.run_id])
+        missing.unlink()  # a stored run that fails to start again stays, with its cells
+        with pytest.raises(ConfigError):
+            await run_experiment(s, config, store=store, models=models, registry=Registry(), new_run=new_run)
+        assert [r.id for r in await store.list_runs()] == [summary.run_id]
+        assert len(await store.cells(summary.run_id)) == 2
+    finally:
+        await store.close()

@@ -82,6 +82,9 @@ def test_spec_errors_name_file_and_line(tmp_path: Path) -> None:
             r"s\.yaml:3: baseline: 'vanila' is not one of",
         ),
         ("name: a\nsystems: [vanilla]\nbenchmarks: [hhh]\nn: many\n", r"s\.yaml:4: n: Input should be a valid integer"),
+        # a negative seed passed here and failed the report after every cell had run (numpy's
+        # generators take seeds >= 0): "internal error (ValueError)"
+        ("name: a\nsystems: [vanilla]\nbenchmarks: [hhh]\nseed: -1\n", r"s\.yaml:4: seed: .*greater than or equal to"),
     ],
 )
 def test_spec_typos_name_file_line_and_field(tmp_path: Path, text: str, error: str) -> None:
@@ -115,3 +118,16 @@ def test_a_bad_calibration_file_is_refused_before_anything_runs(tmp_path: Path) 
     labels.unlink()
     with pytest.raises(ConfigError, match=r"s\.yaml:5: judge\.labels\.refusal: cannot read"):
         load_spec(path, registry=Registry(), settings=settings(tmp_path))
+
+
+def test_a_run_id_given_for_a_spec_says_which_commands_take_one(tmp_path: Path) -> None:
+    """`experiment show paper-table3-0123456789ab` (a run id where a spec goes) said only "no spec
+    file or preset named …": the hint now names the commands that take a run id."""
+    for run_id in ("paper-table3-0123456789ab", "t-0123456789ab-89abcdef"):
+        with pytest.raises(ConfigError) as err:
+            load_spec(run_id)
+        assert err.value.message == f"no spec file or preset named '{run_id}'"
+        assert err.value.hint is not None and f"psychoalign experiment report {run_id}" in err.value.hint
+    with pytest.raises(ConfigError) as err:
+        load_spec("nope")
+    assert err.value.hint is not None and "experiment report" not in err.value.hint

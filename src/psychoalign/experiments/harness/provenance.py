@@ -320,6 +320,60 @@ def run_identity(
     return out
 
 
+class ModelFile(BaseModel):
+    """A file a model of the run reads, whose hash its identity holds (:func:`model_files`)."""
+
+    what: str  # "the judge script", as an error names it
+    path: Path
+    setting: str  # where the configuration names it: "roles.judge.script"
+
+
+def model_files(systems: Sequence[System], pool: ModelPool, judge: JudgeSpec) -> dict[str, ModelFile]:
+    """Each script or classifier weights file the run's models read, by the identity field that
+    holds its hash (``judges.model.script_sha256``)."""
+    out: dict[str, ModelFile] = {}
+
+    def add(field: str, spec: ModelSpec, role: str, who: str) -> None:
+        if spec.script:
+            out[f"{field}.script_sha256"] = ModelFile(
+                what=f"{who} script", path=Path(spec.script), setting=f"roles.{role}.script"
+            )
+        if spec.backend == "classifier" and spec.model and spec.model.endswith(".json"):
+            out[f"{field}.weights_sha256"] = ModelFile(
+                what=f"{who} classifier weights", path=Path(spec.model), setting=f"roles.{role}.model"
+            )
+
+    for system in systems:
+        for role in _system_roles(system):
+            extra = system.spec.roles.get(role)
+            spec = pool.spec(role, dict(extra) if extra else None)
+            who = f"the {role} model's (system {system.spec.name})"
+            add(f"systems.{system.spec.name}.models.{role}", spec, role, who)
+    add("judges.model", pool.spec(judge.role), judge.role, "the judge")
+    return out
+
+
+def unreadable_files(
+    stored: Mapping[str, Any], current: Mapping[str, Any], files: Mapping[str, ModelFile]
+) -> list[ModelFile]:
+    """The files of ``files`` the stored identity hashed that cannot be read now (their hash is
+    None): the run cannot tell whether they changed, which is not the same as a changed model."""
+    old: dict[str, Any] = {}
+    new: dict[str, Any] = {}
+    _flatten(stored, "", old)
+    _flatten(current, "", new)
+    return [f for field, f in files.items() if old.get(field) and new.get(field) is None]
+
+
+def unreadable_reason(path: Path) -> str:
+    """Why ``path`` cannot be read, as the operating system says it ("No such file or directory")."""
+    try:
+        with path.open("rb"):
+            return "unreadable"  # readable again by now: the hash was taken a moment ago
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
 def identity_digest(identity: Mapping[str, Any]) -> str:
     """SHA-256 of the compared parts of ``identity``."""
     body = json.dumps({k: identity[k] for k in COMPARED if k in identity}, sort_keys=True, default=str)

@@ -16,6 +16,9 @@ Contract of :func:`run_experiment`:
   cells finish: once one is reached no new cell starts, the cells in flight finish, the
   cells claimed and not started are given back (:meth:`.store.ResultStore.release_many`), and
   the reason is returned (:attr:`RunSummary.stopped`) and stored in the run's meta (:mod:`.limits`).
+* An interrupted run (Ctrl-C cancels its task) writes the cells that finished and gives back
+  the claims on the rest, so a resume started at once runs them instead of finding them leased
+  for ``lease_s`` seconds; a cell cut off mid-way stored nothing and runs again (:func:`_give_back`).
 * Per-sample limits (``limits.sample_time_s``, ``limits.sample_tokens``) bound each cell: past
   one the cell is cancelled and stored ``failed`` with ``limit: …`` (counted by ``limits.errors``),
   so a model that never answers costs one failed cell, never the run (:func:`_within_limits`).
@@ -33,7 +36,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,11 +55,15 @@ from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import (
     HELD_OUT_CALIBRATIONS,
+    ModelFile,
     held_out_labels,
     identity_changes,
     identity_digest,
     legacy_identities,
+    model_files,
     run_identity,
+    unreadable_files,
+    unreadable_reason,
 )
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import repeat_suffix
@@ -327,12 +334,19 @@ def _measures_on_held_out(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]
 
 
 async def _check_identity(
-    store: ResultStore, run: RunRecord, identity: dict[str, Any], legacy: Sequence[dict[str, Any]], data_dir: Path
+    store: ResultStore,
+    run: RunRecord,
+    identity: dict[str, Any],
+    legacy: Sequence[dict[str, Any]],
+    data_dir: Path,
+    files: Mapping[str, ModelFile],
 ) -> None:
     """Refuse to resume ``run`` under another identity: its stored cells were computed by what the
     stored identity names, and mixing them with new ones would report the old numbers. A stored
     identity that is an older spelling of this one (``legacy``) is rewritten as this one; when it
-    had no held-out labels, the calibrations that may have read them are measured again."""
+    had no held-out labels, the calibrations that may have read them are measured again. A model
+    file the run hashed (``files``: a judge script…) that cannot be read now is named as such: the
+    run cannot tell whether it changed, and the fix is the file, not --new-run."""
     stored = run.meta.get("identity")
     if stored is None:
         if await store.cells(run.id):
@@ -360,6 +374,13 @@ async def _check_identity(
                 f"{data_dir / rel} {state} since run {run.id} measured its judges on it",
                 hint="restore the file the run was measured on, or add --new-run to start a new run beside it",
             )
+    if changes and (gone := unreadable_files(stored, identity, files)):
+        raise ConfigError(
+            f"{gone[0].what} at {gone[0].path} can't be read ({unreadable_reason(gone[0].path)}); "
+            f"run {run.id} was computed with it",
+            hint=f"restore the file (or its read permission) and rerun; {gone[0].setting} in the configuration "
+            "names it",
+        )
     if changes:
         more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
         raise ConfigError(
@@ -426,6 +447,23 @@ def serial_models(systems: Sequence[System], pool: ModelPool) -> list[str]:
     return out
 
 
+async def _give_back(store: ResultStore, run_id: str, owner: str, writer: _GroupCommit, held: set[str]) -> None:
+    """After an interrupted run: write the cells that finished (they count, once), then give
+    back the claims on the rest (:meth:`.store.ResultStore.release_many`), so a resume takes them
+    at once instead of waiting out their leases. A cell cut off mid-way stored nothing and runs
+    again. Best effort: a store that fails here leaves the leases to lapse, as after ``kill -9``."""
+    try:
+        await writer.flush()
+    except Exception as exc:  # the store failing is what stopped the run: its cells run again
+        _log.warning("finished cells of run %s not written after it stopped: %s", run_id, exc)
+    if not held:
+        return
+    try:
+        await store.release_many(run_id, sorted(held), owner)
+    except Exception as exc:
+        _log.warning("cells of run %s not given back (their leases lapse in %.0f s): %s", run_id, store.lease_s, exc)
+
+
 async def _heartbeat(store: ResultStore, run_id: str, owner: str) -> None:
     """Renew this runner's leases every third of their length while its cells run (cancelled at
     the end), so another runner reclaims them only once this one has stopped. A failed renewal is
@@ -476,6 +514,7 @@ async def run_experiment(
     systems: dict[str, System] = {s.name: build_system(s, settings, registry.systems) for s in spec.systems}
     cells, benchmarks, sampled = _plan(spec, data_dir, registry, shard)
     pool = ModelPool(settings, models)
+    judges: Judges | None = None
     try:
         # the user's calibration files, read once: hashed into the identity, measured at the end
         labels: dict[str, LabelFile] = {name: read_user_labels(path, name) for name, path in spec.judge.labels.items()}
@@ -491,10 +530,23 @@ async def run_experiment(
         )
         legacy = legacy_identities(identity, list(systems.values()))
         run_id = await _stored_id(store, spec, identity, legacy, new_run)
+        files = model_files(list(systems.values()), pool, spec.judge)
+        existing = await store.get_run(run_id)
+        if existing is not None and existing.id == run_id:  # not a run whose id it merely begins
+            await _check_identity(store, existing, identity, legacy, data_dir, files)
+        judge_meter = CallMeter()
+        cache_path = Path(settings.home) / "cache" / "judges.sqlite"
+        judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter, labels=labels)
+        judges.prepare({need for b in benchmarks.values() for need in b.needs})
+        # Stored only now that everything the run needs is built: a run that cannot start leaves
+        # no empty run behind (`experiment status` listed one per failed --new-run).
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
-        await _check_identity(store, run, identity, legacy, data_dir)
+        if existing is None or existing.id != run_id:  # another runner may have stored it meanwhile
+            await _check_identity(store, run, identity, legacy, data_dir, files)
     except BaseException:
+        if judges is not None:
+            judges.close()
         await pool.aclose()
         raise
     summary = RunSummary(run_id=run.id, total=len(cells))
@@ -506,10 +558,6 @@ async def run_experiment(
     if max_cells is not None:
         todo = todo[:max_cells]
 
-    judge_meter = CallMeter()
-    cache_path = Path(settings.home) / "cache" / "judges.sqlite"
-    judges = Judges(spec.judge, pool, data_dir, cache_path=cache_path, meter=judge_meter, labels=labels)
-    judges.prepare({need for b in benchmarks.values() for need in b.needs})
     budget = Budget.of_run(
         spec.limits,
         total_cells=len(cells),
@@ -522,6 +570,7 @@ async def run_experiment(
     halt = asyncio.Event()  # a limit was reached: start no new cell
     left = 0  # cells of this invocation not run because a limit was reached
     unstarted: list[str] = []  # of those, the ones claimed here: given back at the end
+    held: set[str] = set()  # claimed here and not yet durable: given back if the run is interrupted
 
     def check_limits() -> bool:
         if summary.stopped is None and (why := budget.reached()) is not None:
@@ -571,6 +620,7 @@ async def run_experiment(
                 break
             batch = todo[start : start + batch_size]
             got = await store.claim_many(run.id, [row(c) for c in batch], owner, reclaim=reclaim)
+            held.update(got)
             for c in batch:
                 if c.key in got:
                     await claimed.put((c, got[c.key]))
@@ -598,12 +648,14 @@ async def run_experiment(
                 shown.advance(summary.failed)
             busy[:] = [c for c in busy if status.get(c.key) != "done"]
             got = await store.claim_many(run.id, [row(c) for c in busy], owner) if busy else {}
+            held.update(got)
             for c in busy:
                 if c.key in got:
                     await claimed.put((c, got[c.key]))
             busy[:] = [c for c in busy if c.key not in got]
 
     def durable(record: CellResult) -> None:
+        held.discard(record.key)
         summary.ran += 1
         if record.status == "done":
             summary.done += 1
@@ -710,6 +762,9 @@ async def run_experiment(
             await writer.flush()
             if unstarted:  # claimed, never run: another runner (or a rerun) takes them at once
                 await store.release_many(run.id, unstarted, owner)
+        except BaseException:  # Ctrl-C (the task cancelled), or a failure that stops the run
+            await _give_back(store, run.id, owner, writer, held)
+            raise
         finally:
             beat.cancel()
             shown.stop()

@@ -102,7 +102,7 @@ class ExperimentSpec(BaseModel):
     systems: tuple[SystemSpec, ...] = Field(min_length=1)
     benchmarks: tuple[BenchmarkSpec, ...] = Field(min_length=1)
     n: int = Field(50, ge=1, le=MAX_N, description="Items per benchmark (XSTest: per label).")
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="Seed of the item sample and of every resampling (numpy's take >= 0).")
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     concurrency: int = Field(8, ge=1, le=512, description="Cells in flight at most (adaptive below it).")
     layout: Literal["table3", "table4", "table5"] = "table3"
@@ -337,10 +337,13 @@ def load_spec(
         res = resources.files("psychoalign") / "data" / f"{PRESET_PREFIX}{name_or_path}.yaml"
         text, source, toml = res.read_text(encoding="utf-8"), f"preset {name_or_path}", False
     else:
-        raise ConfigError(
-            f"no spec file or preset named '{name_or_path}'",
-            hint=f"presets: {', '.join(preset_names())}; or pass a .yaml/.toml spec file",
-        )
+        hint = f"presets: {', '.join(preset_names())}; or pass a .yaml/.toml spec file"
+        if re.fullmatch(rf"[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{{{RUN_ID_HEX}}}(-[0-9a-f]{{8}})?", str(name_or_path)):
+            hint = (  # a run id where a spec goes
+                f"'{name_or_path}' looks like a run id: `psychoalign experiment report {name_or_path}` rebuilds its "
+                f"report and `psychoalign experiment status {name_or_path}` shows its progress; {hint}"
+            )
+        raise ConfigError(f"no spec file or preset named '{name_or_path}'", hint=hint)
     spec = spec_from_text(text, source, toml=toml)
     if registry is not None:
         from ...config import Settings

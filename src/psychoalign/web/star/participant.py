@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from ...errors import InputError, PsychoAlignError
 from ...star.lab_store import TaskTime
-from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, Turn
+from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
 from ...star.store import CampaignClosedError, ClaimError
 from ..accounts import Account
 from ..auth import PageTemplates
@@ -106,8 +106,22 @@ async def _held_task(
         mine = await lab.lab.time(task_id, _pid(account))
         if mine is not None and await lab.store.campaign_status(mine.campaign) == "closed":
             raise HTTPException(status_code=409, detail=closed_message(mine.campaign))
+        if mine is not None and await _submitted_by(lab, task_id, _pid(account)):
+            # the back button, a reload that re-posts, a double submit: the work is stored once
+            raise HTTPException(status_code=409, detail=ALREADY_SUBMITTED)
         raise HTTPException(status_code=404, detail="no such task of yours")
     return held
+
+
+ALREADY_SUBMITTED = "You submitted this task already: your work is stored once. Go back to your tasks for another."
+
+
+async def _submitted_by(lab: StarLab, task_id: str, pid: str) -> bool:
+    try:
+        task = await lab.store.task(task_id)
+    except InputError:
+        return False
+    return task.status is TaskStatus.SUBMITTED and task.participant_id == pid
 
 
 def closed_message(campaign: str) -> str:
@@ -421,8 +435,11 @@ async def message(
     lab: Lab,
     templates: PageTemplates,
     text: str = Form(""),
+    seen: int | None = Form(None, alias="turns", ge=0),
 ) -> Response:
-    """Red teamer holding the task: send one message; the target answers (tension recorded, not shown)."""
+    """Red teamer holding the task: send one message; the target answers (tension recorded, not shown).
+    ``turns``: how many turns the page showed. When this message is already stored past them, the
+    form was sent twice (back and resend, a re-posting reload, a retry): it is not sent again."""
     task = await _red_teaming(lab, task_id, account)
     dialogue_id = await lab.store.dialogue_of_task(task.id)
     if dialogue_id is None:
@@ -436,6 +453,9 @@ async def message(
     campaign = await lab.campaign(await _campaign_of(lab, task))
     async with lab.lock(dialogue_id):
         turns = await lab.store.dialogue_turns(dialogue_id)
+        if seen is not None and any(t.role == "red_teamer" and t.text == text for t in turns[seen:]):
+            await lab.lab.delete_draft(task.id, _pid(account))
+            return RedirectResponse(f"/tasks/{task.id}#end", status_code=303)
         mine = Turn(role="red_teamer", text=text)
         try:
             reply = await lab.reply(campaign, [*turns, mine])

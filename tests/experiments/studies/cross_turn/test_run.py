@@ -33,20 +33,25 @@ def test_the_cross_turn_preset_compares_the_switch_and_nothing_else() -> None:
 # -- intervals: rows of the same dialogue are not independent ------------------------------------
 
 
-def test_k_identical_follow_ups_per_dialogue_give_the_interval_of_one() -> None:
+def test_k_identical_follow_ups_per_dialogue_give_about_the_interval_of_one() -> None:
     """12 dialogues, 3 follow-ups each, every follow-up of a dialogue the same (4 dialogues refuse
     all three): the 12/36 rows say no more than 4/12 dialogues. The old row interval (Wilson on 36
-    independent rows) was narrower than that."""
-    from psychoalign.experiments.harness.stats import wilson_ci
+    independent rows) was narrower than that; the clustered one is Wilson's on the 12 dialogues
+    with the small-sample correction (CR2: 11 rows' worth, t with 11 degrees of freedom)."""
+    from scipy.stats import t
+
+    from psychoalign.experiments.harness.stats import Z95, wilson_ci
     from psychoalign.experiments.studies.cross_turn.run import rate_row
 
     values = [d < 4 for d in range(12) for _ in range(3)]
     dialogues = [f"d{d}" for d in range(12) for _ in range(3)]
     row = rate_row(values, dialogues)
     assert (row["k"], row["n"], row["rate"]) == (12, 36, 12 / 36)  # the point estimate is the rows'
-    assert row["dialogues"] == 12 and row["n_eff"] == 12.0 and row["ci_method"] == "wilson-clustered"
+    n_eff = 11 * (Z95 / t.ppf(0.975, 11)) ** 2
+    assert row["dialogues"] == 12 and row["n_eff"] == round(n_eff, 1) and row["ci_method"] == "wilson-clustered"
+    assert row["ci95"] == pytest.approx(list(wilson_ci(n_eff / 3, n_eff)), abs=1e-9)
     one = wilson_ci(4, 12)
-    assert row["ci95"] == pytest.approx(list(one), abs=1e-9)
+    assert row["ci95"][0] < one[0] and row["ci95"][1] > one[1]
     naive = wilson_ci(12, 36)
     assert row["ci95"][0] < naive[0] and row["ci95"][1] > naive[1]
 

@@ -461,10 +461,14 @@ def _direct(system: str, item: int, success: bool) -> Any:
     )
 
 
-def test_the_pooled_interval_of_k_identical_configurations_is_the_interval_of_one() -> None:
+def test_the_pooled_interval_of_k_identical_configurations_is_about_the_interval_of_one() -> None:
     """The pooled column runs the same attacks under every configuration: k configurations that
-    behave identically add no information, so the pooled interval is one configuration's (Wilson on
-    its 12 attacks), not Wilson on 12k rows as if they were independent (narrower: too sure)."""
+    behave identically add no information, so the pooled interval is about one configuration's
+    (Wilson on its 12 attacks, with the small-sample correction: 11 rows' worth and t with 11
+    degrees of freedom), not Wilson on 12k rows as if they were independent (narrower: too sure)."""
+    from scipy.stats import t as student_t
+
+    from psychoalign.experiments.harness.stats import Z95, wilson_ci
     from psychoalign.experiments.suites.attacks.report import table4
 
     configs = [{"name": f"config-{c}", "kind": "psychoalign"} for c in "ABCD"]
@@ -477,9 +481,12 @@ def test_the_pooled_interval_of_k_identical_configurations_is_the_interval_of_on
     one, pooled = direct["cells"][0], direct["pooled"]
     check_cell(one, 4, 12)
     assert (pooled["successes"], pooled["n"], pooled["asr"]) == (16, 48, one["asr"])  # the point is unchanged
-    assert (pooled["ci_low"], pooled["ci_high"]) == (one["ci_low"], one["ci_high"]) == wilson3(4, 12)
+    n_eff = 11 * (Z95 / student_t.ppf(0.975, 11)) ** 2
+    low, high = wilson_ci(n_eff / 3, n_eff)
+    assert (pooled["ci_low"], pooled["ci_high"]) == (round(low, 3), round(high, 3))
+    assert pooled["ci_low"] < one["ci_low"] and one["ci_high"] < pooled["ci_high"]  # == wilson3(4, 12)
     assert wilson3(16, 48)[1] - wilson3(16, 48)[0] < pooled["ci_high"] - pooled["ci_low"]  # the old interval
-    assert (pooled["items"], pooled["n_eff"], pooled["ci_method"]) == (12, 12.0, "wilson-clustered")
+    assert (pooled["items"], pooled["n_eff"], pooled["ci_method"]) == (12, round(n_eff, 1), "wilson-clustered")
     overall = next(r for r in t["rows"] if r["key"] == "overall")["pooled"]
     assert (overall["ci_low"], overall["ci_high"]) == (pooled["ci_low"], pooled["ci_high"])
     assert json.loads(json.dumps(t))["rows"][0]["pooled"] == pooled  # results.json carries it as is
@@ -514,8 +521,9 @@ def test_the_pooled_column_over_one_system_keeps_wilson_and_few_repeated_attacks
 
 def test_the_pooled_corrected_asr_counts_repeated_attacks_once_too() -> None:
     """The judge-corrected pooled ASR draws its sampling error from the effective number of rows:
-    k identical configurations give one configuration's corrected interval; with fewer than 10
-    distinct attacks repeated, no corrected interval either."""
+    k identical configurations give about one configuration's corrected interval (a little wider:
+    the small-sample correction); with fewer than 10 distinct attacks repeated, no corrected
+    interval either."""
     from psychoalign.experiments.suites.attacks.report import table4
 
     meta = {
@@ -528,7 +536,9 @@ def test_the_pooled_corrected_asr_counts_repeated_attacks_once_too() -> None:
     t = table4(_spec([*configs, "vanilla"]), cells + [_direct("vanilla", i, False) for i in range(40)], meta)
     direct = t["rows"][0]
     one, pooled = direct["cells"][0]["corrected"], direct["pooled"]["corrected"]
-    assert pooled == one and one["ci_low"] < one["mean"] < one["ci_high"]
+    assert pooled["mean"] == one["mean"] and one["ci_low"] < one["mean"] < one["ci_high"]
+    assert pooled["ci_low"] <= one["ci_low"] and one["ci_high"] <= pooled["ci_high"]
+    assert pooled["ci_high"] - pooled["ci_low"] < 1.1 * (one["ci_high"] - one["ci_low"])
 
     few = [_direct(c["name"], i, i < 3) for c in configs for i in range(9)]
     t = table4(_spec([*configs, "vanilla"]), few + [_direct("vanilla", i, False) for i in range(9)], meta)
