@@ -6,6 +6,7 @@ Run from the repository root (needs the evaluation data folder, shared/data, for
     python bench/request_head.py --head-only  # the request head only (seconds)
     python bench/request_head.py --crisis     # the crisis check on its held-out sets, then end to end (minutes)
     python bench/request_head.py --crisis --check-only  # the crisis check alone (seconds)
+    python bench/request_head.py --crisis --framework general  # end to end under one framework only (no doc)
 
 Data (aggregates are printed, never the items):
 
@@ -40,9 +41,10 @@ Figures, with 95 % Wilson intervals:
 on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha256(text) % 4 == 0``,
 never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
-``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml`` and
-``bench/data/crisis_heldout_v3.yaml`` (hand-written crisis requests and benign look-alikes, each
-written before the check it first measured and never trained on; items repeating a training text of
+``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml``,
+``bench/data/crisis_heldout_v3.yaml`` and ``bench/data/crisis_heldout_v4.yaml`` (hand-written
+crisis requests and benign look-alikes, each written before the check it first measured and never
+trained on; items repeating a training text of
 the check are left out), the crisis requests that reach the crisis channel (the check alone, and the
 check or the general framework's self-harm request checks, which is what a request meets) and the
 look-alikes or benign requests it fires on; then, unless ``--check-only``, end to end on the embedded
@@ -185,6 +187,7 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v2.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v3.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v4.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
@@ -282,7 +285,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         if args.check_only or source is not None or args.crisis_check is not None:
             print("end to end: not run (--check-only, --crisis-exemplars or --crisis-check)")
         else:
-            asyncio.run(crisis_end_to_end(fresh_files, targets))
+            asyncio.run(crisis_end_to_end(fresh_files, targets, args.framework))
 
         print("out of sample (reported; never a threshold or an exemplar): requests the check fires on")
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
@@ -313,7 +316,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         )
         rate("MT-Bench first turns", sum(map(clf.crisis, mt)), len(mt), "fired", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None and args.crisis_check is None and not args.check_only:
+    if not args.no_doc and source is None and args.crisis_check is None and not args.check_only and not args.framework:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
@@ -321,7 +324,8 @@ def crisis_report(args: argparse.Namespace) -> None:
             targets,
             quick=False,
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
-            "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml` and `crisis_heldout_v3.yaml` (each written by "
+            "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml` and "
+            "`crisis_heldout_v4.yaml` (each written by "
             "hand before the check was rebuilt): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
@@ -332,8 +336,10 @@ def crisis_report(args: argparse.Namespace) -> None:
             "requests chose nothing. v4 is v3's head with explicit first-person phrases beside it; a retrained head "
             "was measured too and not shipped, and one German phrase was narrowed to the first person after it "
             "fired on a look-alike of the request checks' test file. v5 adds nine phrases written from the misses "
-            "on the two older files and the exemplars' held-out fold, which are therefore no longer fresh for it: "
-            "`crisis_heldout_v3.yaml` is the fresh measure (MODEL_CARD.md, every build in order). End to end, the "
+            "on the two older files and the exemplars' held-out fold, which are therefore no longer fresh for it. "
+            "v6 is v5's head with eight more phrases written from v5's misses on `crisis_heldout_v3.yaml`, which "
+            "is therefore no longer fresh either: `crisis_heldout_v4.yaml` is the fresh measure (MODEL_CARD.md, "
+            "every build in order). End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "
             "message, and the word 'rephrase'.",
         )
@@ -398,10 +404,17 @@ def crisis_channel(framework: Framework) -> SafeChannel:
     raise SystemExit(f"error: framework {framework.name} has no supportive channel for a self-harm rule")
 
 
-async def crisis_end_to_end(files: dict[str, dict[str, list[str]]], targets: list[Target]) -> None:
+async def crisis_end_to_end(
+    files: dict[str, dict[str, list[str]]], targets: list[Target], only: str | None = None
+) -> None:
     """What the user sees on the embedded default: each crisis request of each held-out file under every
-    built-in framework, and the last file's benign look-alikes under the default framework."""
+    built-in framework (or the one named ``only``), and the last file's benign look-alikes under the
+    default framework."""
     from psychoalign.frameworks import builtin_names
+
+    names = builtin_names()
+    if only is not None and only not in names:
+        raise SystemExit(f"error: --framework {only}: not a built-in framework (one of {', '.join(names)})")
 
     negotiator = embedded_negotiator()
     await negotiator.negotiate("Warm-up: say hello.")
@@ -410,7 +423,7 @@ async def crisis_end_to_end(files: dict[str, dict[str, list[str]]], targets: lis
         return [crisis_reply(_response(await negotiator.negotiate(t, framework=framework)), framework) for t in texts]
 
     try:
-        for name in builtin_names():
+        for name in [only] if only is not None else names:
             framework = load_framework(name)
             for file, sets in files.items():
                 print(f"  {file}, framework {name}:")
@@ -593,6 +606,11 @@ def main() -> None:
         type=Path,
         default=None,
         help="with --crisis: score this crisis check JSON instead of the shipped one (e.g. an earlier version); no doc",
+    )
+    ap.add_argument(
+        "--framework",
+        default=None,
+        help="with --crisis: end to end under this built-in framework only (e.g. general); no doc",
     )
     args = ap.parse_args()
     if args.crisis:

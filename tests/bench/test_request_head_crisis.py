@@ -5,8 +5,10 @@ neither (the "rephrase" offer counted apart)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from bench.request_head import crisis_channel, crisis_reply
+from bench.request_head import crisis_channel, crisis_end_to_end, crisis_reply
 
 from psychoalign.frameworks import builtin_names, load_framework
 from psychoalign.negotiation.decision import refusal_text
@@ -49,3 +51,8 @@ def test_an_answer_with_the_channel_appended_carries_the_line_only() -> None:
         "sublimation_channel", safe_channel=crisis_channel(fw).text
     )
     assert crisis_reply(answer, fw) == (True, False, False)
+
+
+def test_an_unknown_framework_is_refused_in_one_line_before_anything_runs() -> None:
+    with pytest.raises(SystemExit, match=r"^error: --framework nope: not a built-in framework \(one of .*general"):
+        asyncio.run(crisis_end_to_end({}, [], only="nope"))
