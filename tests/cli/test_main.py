@@ -208,11 +208,9 @@ def test_a_schema_file_that_is_not_json_names_the_place_and_the_fix(tmp_path: Pa
     assert "examples/answer.schema.json" in lines[0], out.stderr
 
 
-def test_ctrl_c_inside_a_command_says_interrupted_and_exits_130(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Typer turns a KeyboardInterrupt inside a command into Exit(130), returned (not raised) when
-    not standalone: an interrupted `experiment run` used to exit 130 without a word."""
+def _run_raising(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> object:
+    """The CLI's entry point over a two-command app whose command `work` raises ``error``; the
+    exit status it ends with (two commands, so typer keeps the command name as an argument)."""
     import typer
 
     import psychoalign.cli.main as cli_main
@@ -221,7 +219,7 @@ def test_ctrl_c_inside_a_command_says_interrupted_and_exits_130(
 
     @app.command()
     def work() -> None:
-        raise KeyboardInterrupt
+        raise error
 
     @app.command()
     def other() -> None:
@@ -231,7 +229,15 @@ def test_ctrl_c_inside_a_command_says_interrupted_and_exits_130(
     monkeypatch.setattr(sys, "argv", ["psychoalign", "work"])
     with pytest.raises(SystemExit) as exc:
         cli_main.run()
-    assert exc.value.code == 130
+    return exc.value.code
+
+
+def test_ctrl_c_inside_a_command_says_interrupted_and_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Typer turns a KeyboardInterrupt inside a command into Exit(130), returned (not raised) when
+    not standalone: an interrupted `experiment run` used to exit 130 without a word."""
+    assert _run_raising(monkeypatch, KeyboardInterrupt()) == 130
     assert capsys.readouterr().err.strip() == "interrupted"
 
 
@@ -278,24 +284,6 @@ def test_a_broken_connection_is_still_an_error_when_the_output_is_open(
 ) -> None:
     """Only a closed standard output exits 0: EPIPE from anything else (a socket the command
     wrote to) is a failure, said in one line with status 1 (typer alone exits 1 without a word)."""
-    import typer
-
-    import psychoalign.cli.main as cli_main
-
-    app = typer.Typer()
-
-    @app.command()
-    def work() -> None:
-        raise BrokenPipeError(32, "Broken pipe")
-
-    @app.command()
-    def other() -> None:
-        pass
-
-    monkeypatch.setattr(cli_main, "app", app)
-    monkeypatch.setattr(sys, "argv", ["psychoalign", "work"])
-    with pytest.raises(SystemExit) as exc:
-        cli_main.run()
-    assert exc.value.code == 1
+    assert _run_raising(monkeypatch, BrokenPipeError(32, "Broken pipe")) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: broken pipe") and len(err.splitlines()) == 1
