@@ -21,7 +21,9 @@ PET = yaml.safe_load((Path(__file__).parent / "pet_medicine_requests.yaml").read
 
 # The channel each rule that can fire is offered, per built-in framework (read from the
 # channel texts: a crisis line for self-harm, never emergency services for advice or hate).
-FITTING = {
+# None: the known-hazard rule offers no place to go; each hazard's warning serves only a request
+# that matches it, beside the answer (tests/frameworks/test_known_hazards.py).
+FITTING: dict[str, dict[str, str | None]] = {
     "general": {
         "U1-mass-harm": "emergency",
         "U2-child-sexual": "child-protection",
@@ -35,6 +37,7 @@ FITTING = {
         "U7-dose-label": "dose-label",
         "U8-pet-human-medicine": "vet",
         "U9-health-premise": "health-premise",
+        "C4-known-hazard": None,
     },
     "medical": {
         "U1-mass-harm": "security",
@@ -46,6 +49,7 @@ FITTING = {
         "C3-privacy": "ethics",
         "C4-controlled": "pharmacy",
         "U5-health-premise": "health-premise",
+        "C5-known-hazard": None,
     },
     "content-moderation": {
         "U1-no-new-harm": "escalation",
@@ -68,6 +72,7 @@ FITTING = {
         "C1-age-appropriate": "trusted-adult",
         "C2-homework": "teacher",
         "C3-adult-referral": "trusted-adult",
+        "C4-known-hazard": None,
     },
 }
 SELF_HARM_RULES = {"U3-self-harm-instructions", "U3-self-harm", "U4-self-harm-instructions"}
@@ -89,6 +94,9 @@ def test_every_rule_that_can_fire_has_a_fitting_channel(name: str) -> None:
     assert sorted(can_fire) == sorted(FITTING[name])
     for rule_id in can_fire:
         offered = [c.id for c in fw.channels_for([rule_id])]
+        if FITTING[name][rule_id] is None:
+            assert offered == [], (rule_id, offered)
+            continue
         assert FITTING[name][rule_id] in offered, (rule_id, offered)
         # Only channels that name this rule: a specific rule never falls back to another's channel.
         assert all(rule_id in c.rules for c in fw.channels_for([rule_id]))
@@ -122,7 +130,8 @@ def test_emergency_services_only_for_danger(name: str) -> None:
     danger = {"U1-mass-harm", "U5-targeted-violence", "U2-violence-weapons"}
     for channel in fw.safe_channels:
         if "emergency services" in channel.text.lower():
-            assert set(channel.rules) <= danger, channel
+            # A hazard's warning may name them for a life at risk (someone who stops breathing).
+            assert set(channel.rules) <= danger or (channel.hazard and "breathing" in channel.text), channel
 
 
 @pytest.mark.parametrize("name", REQUEST_CHECKED)

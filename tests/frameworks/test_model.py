@@ -42,6 +42,8 @@ def legacy_sha256(fw: Framework) -> str:
                     rule[key].pop("doses", None)
                 if rule.get(key) and not rule[key].get("premises"):
                     rule[key].pop("premises", None)
+                if rule.get(key) and not rule[key].get("hazards"):
+                    rule[key].pop("hazards", None)
                 for dose in (rule.get(key) or {}).get("doses", ()):
                     for field in ("single_mg", "single_per_kg", "min_age_years", "liquids"):
                         if not dose.get(field):  # None, or no liquids
@@ -49,6 +51,8 @@ def legacy_sha256(fw: Framework) -> str:
     for channel in content["safe_channels"]:
         if not channel.get("premise"):
             channel.pop("premise", None)
+        if not channel.get("hazard"):
+            channel.pop("hazard", None)
     blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

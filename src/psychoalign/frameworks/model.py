@@ -35,7 +35,9 @@ class Check(BaseModel):
     states a dose or a daily limit that ``doses`` rules out (:mod:`~psychoalign.frameworks.doses`),
     or when the text states one of the false claims in ``premises`` (a regex each) as the premise
     of what it asks (:mod:`~psychoalign.frameworks.premises`), not when it asks whether the claim
-    is true or asks for it to be debunked.
+    is true or asks for it to be debunked, or when any regex in ``hazards`` (one known hazard
+    each: carbon monoxide indoors, bleach with ammonia) matches: a request check of a rule that
+    never blocks, only brings the matching hazard's warning beside the answer.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -44,8 +46,9 @@ class Check(BaseModel):
     all_of: tuple[tuple[str, ...], ...] = ()
     doses: tuple[DoseLimit, ...] = ()
     premises: tuple[str, ...] = ()
+    hazards: tuple[str, ...] = ()
 
-    @field_validator("patterns", "premises")
+    @field_validator("patterns", "premises", "hazards")
     @classmethod
     def _compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
@@ -92,9 +95,16 @@ class Check(BaseModel):
             for evidence, regexes in self._word_sets:
                 if all(regex.search(lowered) for regex in regexes):
                     return evidence
-        if self.premises:
-            return find_premise(self.premises, text)
+        if self.premises and (found := find_premise(self.premises, text)) is not None:
+            return found
+        for regex in self._hazard_regexes:
+            if m := regex.search(text):
+                return m.group(0)
         return None
+
+    @cached_property
+    def _hazard_regexes(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(pattern, re.IGNORECASE) for pattern in self.hazards)
 
 
 class Rule(BaseModel):
@@ -137,7 +147,10 @@ class SafeChannel(BaseModel):
     ``{channel}`` in it is replaced by ``text``, else ``text`` follows it on its own line.
     ``premise``, when set, is one of its rules' ``premises`` (a false claim): the channel serves
     those rules only for a request that states that claim as its premise, so each claim gets its
-    own correction. All user-facing text lives here, so a localised framework file localises it."""
+    own correction. ``hazard``, when set, is one of its rules' ``hazards`` (a known hazard): the
+    channel's ``text`` is that hazard's one-sentence warning, added as a closing line beside any
+    answer to a request that matches it (:meth:`Framework.hazard_channels`), never offered as a
+    place to go. All user-facing text lives here, so a localised framework file localises it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -146,10 +159,17 @@ class SafeChannel(BaseModel):
     rules: tuple[str, ...] = ()
     message: str = Field("", max_length=1000)
     premise: str = ""
+    hazard: str = ""
 
     def serves(self, request: str) -> bool:
         """Whether this channel fits ``request``: always, unless it corrects one claim
-        (``premise``) that ``request`` does not state as its premise."""
+        (``premise``) that ``request`` does not state as its premise, or warns of one hazard
+        (``hazard``) that ``request`` does not match."""
+        if self.hazard:
+            regex = re.compile(self.hazard, re.IGNORECASE)
+            return regex.search(request) is not None or (
+                not request.isascii() and regex.search(skeleton(request)) is not None
+            )
         if not self.premise:
             return True
         return stated_premise(self.premise, request) is not None or (
@@ -277,6 +297,18 @@ class Framework(BaseModel):
                         f"safe channel {channel.id!r} corrects a premise that none of its rules' checks lists:"
                         " copy it from the rule's `premises` (a YAML alias keeps the two the same)"
                     )
+            if channel.hazard:
+                hazards = {
+                    hazard
+                    for rule in self.rules()
+                    if rule.id in channel.rules and rule.request_check is not None
+                    for hazard in rule.request_check.hazards
+                }
+                if channel.hazard not in hazards:
+                    raise ValueError(
+                        f"safe channel {channel.id!r} warns of a hazard that none of its rules' request checks lists:"
+                        " copy it from the rule's `request_check.hazards` (a YAML alias keeps the two the same)"
+                    )
         return self
 
     def rules(self) -> tuple[Rule, ...]:
@@ -349,9 +381,21 @@ class Framework(BaseModel):
             for c in self.safe_channels
             if ((fired & set(c.rules)) or (uncovered and not c.rules)) and c.serves(request)
         ]
-        # A claim's own correction replaces its rule's general one.
-        corrected = {r for c in fitting if c.premise for r in c.rules}
-        return tuple(c for c in fitting if c.premise or not c.rules or not set(c.rules) <= corrected)
+        # A claim's own correction (a hazard's own warning) replaces its rule's general one.
+        corrected = {r for c in fitting if c.premise or c.hazard for r in c.rules}
+        return tuple(c for c in fitting if c.premise or c.hazard or not c.rules or not set(c.rules) <= corrected)
+
+    def hazard_channels(self, request: str) -> tuple[SafeChannel, ...]:
+        """The warnings (channels with a ``hazard``) of the known hazards ``request`` matches, in
+        file order: each is added as a closing line beside whatever answers the request."""
+        fired = set(self.request_rules(request)) & self.hazard_rule_ids
+        return tuple(c for c in self.safe_channels if c.hazard and fired & set(c.rules) and c.serves(request))
+
+    @cached_property
+    def hazard_rule_ids(self) -> frozenset[str]:
+        """Rules whose request check lists known hazards: they never block or refuse, and a
+        refusal does not name them; they only bring a warning (:meth:`hazard_channels`)."""
+        return frozenset(r.id for r in self.rules() if r.request_check is not None and r.request_check.hazards)
 
     def request_rules(self, request: str) -> list[str]:
         """Ids of the rules (any layer) whose check or request check matches ``request``.

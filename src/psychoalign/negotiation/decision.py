@@ -149,6 +149,15 @@ def closing_line(text: str, line: ChannelLine) -> str:
     return f"{text}\n\n{template('sublimation_channel', safe_channel=line.text)}"
 
 
+def with_hazard_warnings(text: str, ctx: DefenseContext) -> tuple[str, list[ChannelLine]]:
+    """``text`` with the warning of each known hazard the request matches as a closing line, and
+    those lines: beside any answer, a refusal included, which stays as it was above them."""
+    lines = ctx.hazard_lines(text)
+    for line in lines:
+        text = f"{text}\n\n{line.text}" if text else line.text
+    return text, lines
+
+
 def fired_rules(request: str, records: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
     """Framework ids of the rules this request set off, in framework order: the request's
     own checks (any layer), the rule hits of ``records`` (the engine passes every round's), the
@@ -167,11 +176,12 @@ def rules_text(ctx: DefenseContext) -> str:
     """Framework rules that fired (DefenseContext.fired) and hit in the deciding round, as
     'id (text)'. Only framework text is used:
     ids are looked up case-insensitively and printed as the framework spells them."""
-    ids: list[str] = list(ctx.fired)
+    # A known hazard's rule never refuses: a refusal does not name it.
+    ids: list[str] = [r for r in ctx.fired if r not in ctx.framework.hazard_rule_ids]
     for e in ctx.round_evals:
         for hit in e.rule_hits:
             rule = ctx.framework.rule(hit.rule_id)
-            if rule is not None and rule.id not in ids:
+            if rule is not None and rule.id not in ids and rule.id not in ctx.framework.hazard_rule_ids:
                 ids.append(rule.id)
     if not ids:
         return "the safety rules of this deployment"

@@ -73,8 +73,18 @@ class DefenseContext:
         return ref is not None and ref.conflict.legitimate_need
 
     def channels(self) -> tuple[SafeChannel, ...]:
-        """The framework's channels for the rules that fired (none when no rule fired)."""
-        return self.framework.channels_for(self.fired, self.request)
+        """The framework's channels for the rules that fired (none when no rule fired). A known
+        hazard's warning is no place to go: it is added beside the answer (:meth:`hazard_lines`)."""
+        return tuple(c for c in self.framework.channels_for(self.fired, self.request) if not c.hazard)
+
+    def hazard_lines(self, response: str) -> list[ChannelLine]:
+        """The warnings of the known hazards the request matches that ``response`` does not
+        carry yet, as closing lines (framework text, docs/frameworks.md "Known hazards")."""
+        return [
+            ChannelLine(placement="closing_line", channels=[c.id], text=c.text.strip(), rules=list(c.rules))
+            for c in self.framework.hazard_channels(self.request)
+            if c.text.strip() not in response
+        ]
 
     def supportive(self) -> SafeChannel | None:
         """The first fitting channel that carries a supportive message (self-harm), if any."""

@@ -59,6 +59,7 @@ from .decision import (
     refusal,
     relay_feedback,
     rules_text,
+    with_hazard_warnings,
 )
 from .defense import (
     DefenseContext,
@@ -504,15 +505,16 @@ class Negotiator:
             if not final_gate.admissible:
                 fallback = True
                 mechanism, reply = self._fallback(ctx)
+        response, hazards = with_hazard_warnings(reply.text, ctx)
         trace.final = FinalDecision(
-            response=reply.text,
+            response=response,
             state=SystemState.DEADLOCK,
             defense=mechanism,
             composed_by=reply.composed_by,
             final_gate=final_gate,
             fallback=fallback,
             withheld=withheld,
-            channels=reply.channels,
+            channels=[*reply.channels, *hazards],
         )
         trace.contribution = AlignmentContribution()
         return True
@@ -695,6 +697,9 @@ class Negotiator:
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
             line = ctx.support_line("closing_line")
             response, channels = closing_line(response, line), [*channels, line]
+        # A known hazard's warning goes beside whatever answers the request (framework text).
+        response, hazards = with_hazard_warnings(response, ctx)
+        channels = [*channels, *hazards]
 
         last = trace.rounds[-1]
         ref = chosen or last.proposals[last.lead]  # no choice: the last round's lead is what was contested

@@ -39,7 +39,7 @@ from ..traces.model import (
     Trace,
 )
 from .bus import MessageBus
-from .decision import Gates, closing_line, fired_rules, guarded_evaluation, refusal
+from .decision import Gates, closing_line, fired_rules, guarded_evaluation, refusal, with_hazard_warnings
 from .defense import DefenseContext, DefenseMechanism
 from .gates import canonical_hits
 from .tension import SystemState, classify_state, tension
@@ -185,6 +185,8 @@ async def release_in_windows(
         ending = refusal(ctx)
         channels = ending.channels
         response = f"{stream.text}\n\n{ending.text}" if stream.released else ending.text
+        response, hazards = with_hazard_warnings(response, ctx)
+        channels = [*channels, *hazards]
         mechanism = DefenseMechanism.SUBLIMATION if support is not None else DefenseMechanism.RATIONALIZATION
         state = SystemState.DRIVE_DOMINANT if stream.released else SystemState.DEADLOCK
     else:
@@ -195,6 +197,12 @@ async def release_in_windows(
             stream.released.append(channel)
             await stream.release(channel)
             channels.append(line)
+        # A known hazard's warning follows what was released (framework text).
+        for hazard in ctx.hazard_lines(stream.text):
+            warning = f"\n\n{hazard.text}"
+            stream.released.append(warning)
+            await stream.release(warning)
+            channels.append(hazard)
         response = stream.text
         state = classify_state(
             final_tension=t,

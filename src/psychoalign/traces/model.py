@@ -312,7 +312,8 @@ class ChannelLine(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     placement: Literal["closing_line", "in_reply"] = Field(
-        description='closing_line: a line added after the answer ("The right place for this is: …"); in_reply: '
+        description='closing_line: a line added after the answer ("The right place for this is: …", or a known '
+        "hazard's warning as the framework words it); in_reply: "
         "part of a fixed reply (the structured refusal's alternative, or the channel's own message)."
     )
     channels: list[str] = Field(
