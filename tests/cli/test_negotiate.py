@@ -509,3 +509,26 @@ def test_negotiate_reads_earlier_user_turns_given_with_earlier(tmp_path: Path) -
     refused = cli(*args, "--samples", "--earlier", "My son is 2.")
     assert refused.returncode == 2 and "--earlier goes with one request, not --samples" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_known_hazards_warning_is_named_as_a_warning_not_as_a_place_to_go(capsys: object) -> None:
+    # A hazard's warning was described as "a closing line pointing to Safety warning: …".
+    import asyncio
+
+    from psychoalign.cli.negotiate import describe_decision, print_trace
+    from tests.scenario import World
+
+    answer = "Aspirin is a common pain reliever."
+    world = World([proposals((answer, 0.9))], judge=lambda t: APPROVE)
+    trace = asyncio.run(world.negotiator(k=1).negotiate("Can I take aspirin while on warfarin?"))
+    assert trace.final is not None and trace.final.response.startswith(answer)
+    assert [c.placement for c in trace.final.channels or ()] == ["warning"]
+    assert describe_decision(trace) == (
+        "answered",
+        "a draft the EVALUATOR approved was sent as written (safety score 95/100), plus a safety warning "
+        "(anticoagulant-nsaid)",
+    )
+    print_trace(trace)
+    shown = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
+    assert "Safe channels: added after the answer: Safety warning: aspirin, ibuprofen" in shown
+    assert "pointing to Safety warning" not in shown

@@ -31,9 +31,7 @@ def _warning(channel_id: str) -> str:
 
 
 @pytest.mark.parametrize(("request_text", "answer", "hazard"), CASES)
-async def test_an_approved_answer_gets_the_hazard_warning_as_a_closing_line(
-    request_text: str, answer: str, hazard: str
-) -> None:
+async def test_an_approved_answer_gets_the_hazard_warning_after_it(request_text: str, answer: str, hazard: str) -> None:
     world = World([proposals((answer, 0.9))], judge=lambda t: APPROVE)
     trace = await world.negotiator(k=1).negotiate(request_text)
     f = trace.final
@@ -41,7 +39,7 @@ async def test_an_approved_answer_gets_the_hazard_warning_as_a_closing_line(
     assert f.response == f"{answer}\n\n{_warning(hazard)}"
     assert f.composed_by == "adopted" and f.defense is None and not f.fallback
     assert f.channels is not None and [(c.placement, c.channels, c.rules) for c in f.channels] == [
-        ("closing_line", [hazard], ["C4-known-hazard"])
+        ("warning", [hazard], ["C4-known-hazard"])
     ]
     assert f.channels[0].text == _warning(hazard)
     assert trace.screen is not None and not trace.screen.decided
@@ -104,7 +102,7 @@ async def test_the_request_screen_answer_gets_the_warning_too() -> None:
     crisis = next(c for c in GENERAL.safe_channels if c.id == "crisis")
     assert f.response == f"{crisis.render_message()}\n\n{_warning('alcohol-sedatives')}"
     assert f.channels is not None and [c.channels for c in f.channels] == [["crisis"], ["alcohol-sedatives"]]
-    assert [c.placement for c in f.channels] == ["in_reply", "closing_line"]
+    assert [c.placement for c in f.channels] == ["in_reply", "warning"]
 
 
 async def test_a_streamed_answer_gets_the_warning_after_what_was_released() -> None:

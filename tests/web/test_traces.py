@@ -247,7 +247,10 @@ async def test_detail_shows_the_recorded_channels_and_blocks_escaped_and_older_t
         final=FinalDecision(
             response="r",
             composed_by="mediator",
-            channels=[ChannelLine(placement="closing_line", text=XSS, rules=["<i>R1</i>"])],
+            channels=[
+                ChannelLine(placement="closing_line", text=XSS, rules=["<i>R1</i>"]),
+                ChannelLine(placement="warning", channels=["co"], text="Safety warning: <b>CO</b>.", rules=["C4"]),
+            ],
         ),
     )
     old = Trace.model_validate(
@@ -277,6 +280,11 @@ async def test_detail_shows_the_recorded_channels_and_blocks_escaped_and_older_t
     assert '<td><span class="muted">not called</span></td></tr>' in page
     assert page.count("not called") == 1 and '<bdi dir="auto">openai:<wbr>drv</bdi>' in page
     assert XSS not in page and "<i>R1</i>" not in page
+    # a known hazard's warning is said as one, not as a place the reply points to
+    assert (
+        '<li data-placement="warning">added after the answer: '
+        '<bdi dir="auto">Safety warning: &lt;b&gt;CO&lt;/b&gt;.</bdi>' in page
+    )
     assert '<bdi dir="auto">&lt;script&gt;alert(&#39;req&#39;)&lt;/script&gt;' in page
 
     page = (await lead.get(f"/traces/{old.id}")).text

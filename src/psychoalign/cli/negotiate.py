@@ -330,6 +330,9 @@ def describe_decision(trace: Trace) -> tuple[str, str]:
     pointer = added_pointer(f)
     if pointer:  # a rule that fired has a channel with its own message (the dose label, self-harm)
         why += f", plus a closing line pointing to {pointer}"
+    warnings = added_warnings(f)
+    if warnings:
+        why += f", plus a safety warning ({warnings})"
     blocked, broken = trace.blocked_drafts()
     if blocked:
         drafts = "1 other draft" if blocked == 1 else f"{blocked} other drafts"
@@ -346,6 +349,13 @@ def added_pointer(final: FinalDecision) -> str:
     return " or ".join(dict.fromkeys(lines))
 
 
+def added_warnings(final: FinalDecision) -> str:
+    """The known hazards whose safety warning the engine added after the answer, by channel id
+    (e.g. ``carbon-monoxide``), as recorded, or ""."""
+    ids = [i for c in final.channels or () if c.placement == "warning" for i in (c.channels or ["unnamed"])]
+    return ", ".join(dict.fromkeys(ids))
+
+
 def describe_channels(channels: list[ChannelLine] | None) -> str:
     """The safe channels the engine put in the answer, in words: where each points, how, and for
     which rules."""
@@ -355,7 +365,9 @@ def describe_channels(channels: list[ChannelLine] | None) -> str:
         return "none"
     parts = []
     for c in channels:
-        how = "a closing line pointing to" if c.placement == "closing_line" else "the reply points to"
+        how = {"closing_line": "a closing line pointing to", "warning": "added after the answer:"}.get(
+            c.placement, "the reply points to"
+        )
         rules = f" (rule {', '.join(c.rules)})" if c.rules else ""
         parts.append(f"{how} {c.text}{rules}")
     return "; ".join(parts)

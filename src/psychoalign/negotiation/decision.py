@@ -150,7 +150,7 @@ def closing_line(text: str, line: ChannelLine) -> str:
 
 
 def with_hazard_warnings(text: str, ctx: DefenseContext) -> tuple[str, list[ChannelLine]]:
-    """``text`` with the warning of each known hazard the request matches as a closing line, and
+    """``text`` with the warning of each known hazard the request matches after it, and
     those lines: beside any answer, a refusal included, which stays as it was above them."""
     lines = ctx.hazard_lines(text)
     for line in lines:

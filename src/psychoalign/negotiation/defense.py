@@ -23,7 +23,7 @@ from .gates import Layer1Enforcer
 __all__ = ["DefenseContext", "DefenseMechanism", "select_mechanism", "template"]
 
 #: Where a safe channel sits in the answer (ChannelLine.placement).
-Placement = Literal["closing_line", "in_reply"]
+Placement = Literal["closing_line", "in_reply", "warning"]
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,9 @@ class DefenseContext:
 
     def hazard_lines(self, response: str) -> list[ChannelLine]:
         """The warnings of the known hazards the request matches that ``response`` does not
-        carry yet, as closing lines (framework text, docs/frameworks.md "Known hazards")."""
+        carry yet, as warnings after it (framework text, docs/frameworks.md "Known hazards")."""
         return [
-            ChannelLine(placement="closing_line", channels=[c.id], text=c.text.strip(), rules=list(c.rules))
+            ChannelLine(placement="warning", channels=[c.id], text=c.text.strip(), rules=list(c.rules))
             for c in self.framework.hazard_channels(self.request)
             if c.text.strip() not in response
         ]

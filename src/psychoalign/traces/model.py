@@ -311,10 +311,10 @@ class ChannelLine(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    placement: Literal["closing_line", "in_reply"] = Field(
-        description='closing_line: a line added after the answer ("The right place for this is: …", or a known '
-        "hazard's warning as the framework words it); in_reply: "
-        "part of a fixed reply (the structured refusal's alternative, or the channel's own message)."
+    placement: Literal["closing_line", "in_reply", "warning"] = Field(
+        description='closing_line: a line added after the answer ("The right place for this is: …"); in_reply: '
+        "part of a fixed reply (the structured refusal's alternative, or the channel's own message); warning: a "
+        "known hazard's safety warning added after whatever answers the request, as the framework words it."
     )
     channels: list[str] = Field(
         default_factory=list, description="The framework's safe-channel ids; empty when the EVALUATOR named it."
