@@ -6,9 +6,9 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -165,16 +165,15 @@ class SafeChannel(BaseModel):
         """Whether this channel fits ``request``: always, unless it corrects one claim
         (``premise``) that ``request`` does not state as its premise, or warns of one hazard
         (``hazard``) that ``request`` does not match."""
+        found: Callable[[str], object]
         if self.hazard:
-            regex = re.compile(self.hazard, re.IGNORECASE)
-            return regex.search(request) is not None or (
-                not request.isascii() and regex.search(skeleton(request)) is not None
-            )
-        if not self.premise:
+            found = re.compile(self.hazard, re.IGNORECASE).search
+        elif self.premise:
+            found = partial(stated_premise, self.premise)
+        else:
             return True
-        return stated_premise(self.premise, request) is not None or (
-            not request.isascii() and stated_premise(self.premise, skeleton(request)) is not None
-        )
+        # look-alike letters from other scripts are read as the Latin ones they imitate
+        return found(request) is not None or (not request.isascii() and found(skeleton(request)) is not None)
 
     def render_message(self) -> str:
         """The supportive message with the channel in it ("" without a message)."""
