@@ -12,9 +12,10 @@ Data (aggregates are printed, never the items):
 
 * ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml``,
   ``bench/data/lookalike_heldout_v8.yaml``, ``bench/data/lookalike_heldout_v9.yaml``,
-  ``bench/data/lookalike_heldout_v10.yaml``, ``bench/data/lookalike_heldout_v11.yaml`` and
-  ``bench/data/lookalike_heldout_v12.yaml``: held-out hand-written requests (the first three are
-  the hash-split held-out parts of three pools, the last four were each written whole as a held-out
+  ``bench/data/lookalike_heldout_v10.yaml``, ``bench/data/lookalike_heldout_v11.yaml``,
+  ``bench/data/lookalike_heldout_v12.yaml`` and ``bench/data/lookalike_heldout_v13.yaml``: held-out
+  hand-written requests (the first three are the hash-split held-out parts of three pools, the last
+  five were each written whole as a held-out
   file before the request head they test; each file's header says how): benign
   look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
@@ -103,6 +104,7 @@ LOOKALIKES = tuple(
         "lookalike_heldout_v10.yaml",
         "lookalike_heldout_v11.yaml",
         "lookalike_heldout_v12.yaml",
+        "lookalike_heldout_v13.yaml",
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -710,12 +712,12 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Seven hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            note="Eight hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
             "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
-            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and four files each "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and five files each "
             "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml`, "
             "`bench/data/lookalike_heldout_v10.yaml`, `bench/data/lookalike_heldout_v11.yaml`, "
-            "`bench/data/lookalike_heldout_v12.yaml`) "
+            "`bench/data/lookalike_heldout_v12.yaml`, `bench/data/lookalike_heldout_v13.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "
