@@ -163,9 +163,7 @@ def run(
     spec_name: str | None = typer.Argument(
         None, metavar="SPEC", help="A preset name (see `experiment list`), a named experiment, or a spec file."
     ),
-    n: int | None = typer.Option(
-        None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."
-    ),
+    n: int | None = typer.Option(None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/<run id>)."),
     systems: str | None = typer.Option(None, "--systems", help="Comma-separated subset of the spec's systems."),
     benchmarks: str | None = typer.Option(None, "--benchmarks", help="Comma-separated subset of its benchmarks."),
