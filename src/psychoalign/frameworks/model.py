@@ -393,7 +393,8 @@ class Framework(BaseModel):
                 for k, claim in enumerate(check.premises if check is not None else ()):
                     if not any(c.premise == claim and rule.id in c.rules for c in self.safe_channels):
                         raise LocatedError(
-                            f"rule {rule.id!r} lists a false claim (#{k + 1}, {_excerpt(claim)}) that no safe channel corrects",
+                            f"rule {rule.id!r} lists a false claim (#{k + 1}, {_excerpt(claim)})"
+                            " that no safe channel corrects",
                             (*at, name, "premises"),
                             hint=f"add a safe channel with `premise:` set to the same regex, `rules: [{rule.id}]`,"
                             " the correction as its `message` and where to check as its `text`"
