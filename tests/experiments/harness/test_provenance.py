@@ -257,3 +257,39 @@ async def test_an_unreadable_judge_script_is_named_not_reported_as_a_changed_ide
     with pytest.raises(ConfigError) as changed:
         await run_experiment(s, config, store=store, models=models, registry=Registry())
     assert "computed with other settings: judges.model.script_sha256" in changed.value.message
+
+
+async def test_an_edited_mt_bench_judge_prompt_file_is_refused_not_mixed_with_cells_it_did_not_judge(
+    tmp_path: Path,
+) -> None:
+    """MT-Bench's judge prompts are read from the data folder: the file's content is in the run's
+    identity, so a resume after it changed is refused in one line naming the file; a run stored
+    before the file was hashed resumes and records it."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(SHARED_DATA / "mt_bench", data / "mt_bench")
+    prompts = data / "mt_bench" / "judge_prompts.jsonl"
+    store = InMemoryResultStore()
+    s = spec(["vanilla"], ["mt-bench"], 2, judge={"calibration_n": 0})
+    models = {"chat": scripted("chat", lambda r: "An answer."), "judge": scripted("j", Judge())}
+    first, _ = await run(tmp_path, s, models, store=store, data_dir=data, max_cells=1)
+    files = first["run"]["identity"]["judges"]["files"]
+    assert list(files) == ["mt_bench/judge_prompts.jsonl"] and len(files["mt_bench/judge_prompts.jsonl"]) == 64
+
+    # stored by an older version: no hash of the file; it resumes and records it
+    record = await store.get_run(first["run"]["id"])
+    assert record is not None
+    older = json.loads(json.dumps(record.meta["identity"]))
+    del older["judges"]["files"]
+    await store.update_meta(record.id, {"identity": older})
+    resumed, _ = await run(tmp_path, s, models, store=store, data_dir=data, max_cells=1)
+    assert resumed["run"]["identity"]["judges"]["files"] == files
+
+    prompts.write_text(prompts.read_text(encoding="utf-8").replace("impartial", "lenient"), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        await run(tmp_path, s, models, store=store, data_dir=data)
+    assert f"{prompts} has changed since run {record.id} judged its cells with it" == refused.value.message
+    assert "--new-run" in (refused.value.hint or "")
+    beside, _ = await run(tmp_path, s, models, store=store, data_dir=data, new_run=True)
+    assert beside["run"]["id"] != record.id and beside["run"]["identity"]["judges"]["files"] != files

@@ -12,7 +12,8 @@ folder and the judges from the installed package. :func:`run_identity` resolves 
 * the judges: the spec's judge section, the judge role's model, a hash of the judges' code
   and the shipped classifier weights, the user's calibration files and, when the run measures
   its judges on them, the held-out labelled files of the data folder (:data:`HELD_OUT_LABELS`);
-* per benchmark, the hash of the items sampled (their ids, turns and data, as read);
+* per benchmark, the hash of the items sampled (their ids, turns and data, as read), and of the
+  data-folder files its judges grade with (:data:`JUDGE_DATA_FILES`: MT-Bench's judge prompts);
 * the package version;
 * with ``repeats`` above 1, the repeats and their reducer (absent at 1, so runs stored before
   repeats existed keep their identity).
@@ -144,6 +145,20 @@ def held_out_labels(data_dir: Path) -> dict[str, str | None]:
     }
 
 
+#: Data-folder files a judge grades cells with, by the judge that reads them: their content is in
+#: the identity (``judges.files``) of a run with that judge, so an edited prompt file cannot judge
+#: the cells a resume adds while the stored ones were judged with the old one.
+JUDGE_DATA_FILES = {"mtbench": ("mt_bench/judge_prompts.jsonl",)}
+
+
+def judge_data_files(data_dir: Path, needs: Iterable[str]) -> dict[str, str | None]:
+    """The sha256 of each :data:`JUDGE_DATA_FILES` file the judges in ``needs`` read (None: not there)."""
+    wanted = set(needs)
+    return {
+        rel: _sha256_file(data_dir / rel) for judge, rels in JUDGE_DATA_FILES.items() if judge in wanted for rel in rels
+    }
+
+
 def framework_identity(framework: Framework) -> dict[str, Any]:
     return {"name": framework.name, "version": framework.version, "sha256": framework.sha256}
 
@@ -202,6 +217,10 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
     spellings: list[Mapping[str, Any]] = [identity]
     if "held_out_labels" in judges:
         spellings.append({**identity, "judges": {k: v for k, v in judges.items() if k != "held_out_labels"}})
+    if "files" in judges:  # stored before the judges' data files were hashed
+        spellings += [
+            {**base, "judges": {k: v for k, v in base["judges"].items() if k != "files"}} for base in spellings
+        ]
     if len(droppable) > _LEGACY_FIELDS_MAX:  # bounded: the format as it is, and without them all
         drops = [frozenset(), frozenset(droppable)]
     else:
@@ -273,10 +292,12 @@ def run_identity(
     reducer: str = "mean",
     labels: Mapping[str, LabelFile] | None = None,
     held_out: Mapping[str, str | None] | None = None,
+    judge_files: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The run's identity (see the module doc): plain JSON data. ``labels``: the user's
     calibration files (``judge.labels``) as the run read them (read here when not given).
-    ``held_out``: :func:`held_out_labels` when the run measures its judges on them."""
+    ``held_out``: :func:`held_out_labels` when the run measures its judges on them.
+    ``judge_files``: :func:`judge_data_files`, the data-folder files its judges grade cells with."""
     if labels is None:
         labels = {name: read_user_labels(path, name) for name, path in judge.labels.items()}
     out_systems: dict[str, Any] = {}
@@ -315,6 +336,8 @@ def run_identity(
     }
     if held_out is not None:
         out["judges"]["held_out_labels"] = dict(held_out)
+    if judge_files:
+        out["judges"]["files"] = dict(judge_files)
     if repeats > 1:
         out["repeats"] = {"n": repeats, "reducer": reducer}
     return out

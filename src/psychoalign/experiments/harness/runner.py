@@ -62,6 +62,7 @@ from .provenance import (
     held_out_labels,
     identity_changes,
     identity_digest,
+    judge_data_files,
     legacy_identities,
     model_files,
     run_identity,
@@ -368,15 +369,16 @@ async def _check_identity(
             updates.update(dict.fromkeys(HELD_OUT_CALIBRATIONS))
         await store.update_meta(run.id, updates)
         return
-    was = (stored.get("judges") or {}).get("held_out_labels") or {}
-    now = identity["judges"].get("held_out_labels") or {}
-    for rel in sorted(set(was) & set(now)):
-        if was[rel] != now[rel]:
-            state = "is missing" if now[rel] is None else "has changed"
-            raise ConfigError(
-                f"{data_dir / rel} {state} since run {run.id} measured its judges on it",
-                hint="restore the file the run was measured on, or add --new-run to start a new run beside it",
-            )
+    for key, did in (("held_out_labels", "measured its judges on it"), ("files", "judged its cells with it")):
+        was = (stored.get("judges") or {}).get(key) or {}
+        now = identity["judges"].get(key) or {}
+        for rel in sorted(set(was) & set(now)):
+            if was[rel] != now[rel]:
+                state = "is missing" if now[rel] is None else "has changed"
+                raise ConfigError(
+                    f"{data_dir / rel} {state} since run {run.id} {did}",
+                    hint="restore the file the run used, or add --new-run to start a new run beside it",
+                )
     if changes and (gone := unreadable_files(stored, identity, files)):
         raise ConfigError(
             f"{gone[0].what} at {gone[0].path} can't be read ({unreadable_reason(gone[0].path)}); "
@@ -590,6 +592,7 @@ async def _run_experiment(
             reducer=spec.reducer,
             labels=labels,
             held_out=held_out_labels(data_dir) if _measures_on_held_out(spec, benchmarks) else None,
+            judge_files=judge_data_files(data_dir, {need for b in benchmarks.values() for need in b.needs}),
         )
         legacy = legacy_identities(identity, list(systems.values()))
         run_id = await _stored_id(store, spec, identity, legacy, new_run)
