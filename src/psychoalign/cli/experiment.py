@@ -511,7 +511,8 @@ def _fmt(cell: dict[str, Any]) -> str:
             text += f" (n={cell['n']})"
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     # set apart in the table itself, as the page does: the banner below may scroll away
-    return text + (" (weak judge)" if cell.get("judge_status") == "weak" else "")
+    marks = {"weak": " (weak judge)", "unknown": " (judge agreement unknown)"}
+    return text + marks.get(cell.get("judge_status") or "", "")
 
 
 def _asr(cell: dict[str, Any]) -> str:
