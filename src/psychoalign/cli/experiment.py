@@ -844,7 +844,15 @@ def cells(
     """Export a run's cells: the item asked, the responses, every judge call, scores, cost, timing."""
     from ..experiments.harness.benchmark import find_data_dir
     from ..experiments.harness.cells import CellQuery, read_cells
-    from ..experiments.harness.export import cell_records, cells_parquet, check_format, item_turns, write_cells
+    from ..experiments.harness.export import (
+        cell_records,
+        cells_parquet,
+        check_format,
+        item_turns,
+        judge_flags,
+        write_cells,
+    )
+    from ..experiments.harness.report import build_report
 
     check_format(fmt)
     if status_ is not None and status_ not in ("done", "failed", "running"):
@@ -863,7 +871,9 @@ def cells(
             except ConfigError:
                 data_dir = None
             turns, notes = item_turns(run_record, experiment_registry(), data_dir)
-            return cell_records(chosen, turns, notes)
+            # the report's judge gate, so a weak or unmeasured judge's scores say so in the export too
+            report = build_report(run_record, await store.cells(run_record.id), experiment_registry())
+            return cell_records(chosen, turns, notes, judge_flags(report))
         finally:
             await store.close()
 
