@@ -293,3 +293,28 @@ async def test_an_edited_mt_bench_judge_prompt_file_is_refused_not_mixed_with_ce
     assert "--new-run" in (refused.value.hint or "")
     beside, _ = await run(tmp_path, s, models, store=store, data_dir=data, new_run=True)
     assert beside["run"]["id"] != record.id and beside["run"]["identity"]["judges"]["files"] != files
+
+
+def test_the_endpoints_path_is_identity_hashed_and_a_run_stored_without_it_resumes(tmp_path: Path) -> None:
+    """A gateway routes by path (one host, /llama/v1 and /qwen/v1): a changed path is another
+    model, so it changes the identity; it is hashed, never recorded (a path may hold an account or
+    a key). An identity stored before the path counted is an older spelling of the same one."""
+    from psychoalign.experiments.harness.provenance import legacy_identities
+
+    def at(url: str) -> dict[str, Any]:
+        return model_identity(ModelSpec(backend="openai", model="m", base_url=url))
+
+    llama, qwen = at("http://gpu:8080/llama/v1"), at("http://gpu:8080/qwen/v1/")
+    assert llama["host"] == qwen["host"] and llama != qwen
+    assert "llama" not in json.dumps(llama) and len(llama["path_sha256"]) == 16
+    assert at("http://gpu:8080/llama/v1/") == llama and "path_sha256" not in at("http://gpu:8080")
+    changed = identity_changes(
+        {"systems": {"v": {"models": {"chat": llama}}}}, {"systems": {"v": {"models": {"chat": qwen}}}}
+    )
+    assert [c.split(":")[0] for c in changed] == ["systems.v.models.chat.path_sha256"]
+
+    identity = {"systems": {"vanilla": {"models": {"chat": llama}}}, "judges": {"model": qwen}}
+    older = {"systems": {"vanilla": {"models": {"chat": {k: v for k, v in llama.items() if k != "path_sha256"}}}}}
+    older["judges"] = {"model": {k: v for k, v in qwen.items() if k != "path_sha256"}}
+    assert identity_changes(older, identity)
+    assert any(not identity_changes(older, alt) for alt in legacy_identities(identity, []))

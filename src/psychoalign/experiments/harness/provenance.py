@@ -3,7 +3,7 @@
 The run id hashes the spec only; the models come from the configuration, the items from the data
 folder and the judges from the installed package. :func:`run_identity` resolves all of them:
 
-* per system and role, the model actually used (backend, model name, endpoint host, sampling
+* per system and role, the model actually used (backend, model name, endpoint host and a hash of its path, sampling
   settings, and the hash of a script or classifier weights file), the framework (name,
   version, and :attr:`~psychoalign.frameworks.Framework.sha256`: the hash every decision is
   stamped with, which a field added to the framework format with a default leaves as it was,
@@ -101,6 +101,10 @@ def model_identity(spec: ModelSpec, backend: Backend | None = None) -> dict[str,
         "max_tokens": spec.max_tokens,
         "seed": spec.seed,
     }
+    if spec.base_url and (path := urlsplit(spec.base_url).path.rstrip("/")):
+        # a gateway routes by path (http://gpu:8080/llama/v1 vs /qwen/v1): another path, another
+        # model. Hashed, never recorded: some gateways put an account or a key in the path.
+        out["path_sha256"] = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     if spec.backend == "local":
         out["n_ctx"] = spec.n_ctx
     if spec.script:
@@ -217,6 +221,8 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
     spellings: list[Mapping[str, Any]] = [identity]
     if "held_out_labels" in judges:
         spellings.append({**identity, "judges": {k: v for k, v in judges.items() if k != "held_out_labels"}})
+    if _has_path(identity):  # stored before the endpoint's path was part of a model's identity
+        spellings += [_without_paths(base) for base in spellings]
     if "files" in judges:  # stored before the judges' data files were hashed
         spellings += [
             {**base, "judges": {k: v for k, v in base["judges"].items() if k != "files"}} for base in spellings
@@ -241,6 +247,24 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
             if (digest := identity_digest(alt)) not in seen:
                 seen.add(digest)
                 out.append(alt)
+    return out
+
+
+def _model_entries(identity: Mapping[str, Any]) -> list[dict[str, Any]]:
+    systems = identity.get("systems") or {}
+    entries = [m for entry in systems.values() for m in (entry.get("models") or {}).values()]
+    judge_model = (identity.get("judges") or {}).get("model")
+    return [m for m in [*entries, judge_model] if isinstance(m, dict)]
+
+
+def _has_path(identity: Mapping[str, Any]) -> bool:
+    return any("path_sha256" in m for m in _model_entries(identity))
+
+
+def _without_paths(identity: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(identity))
+    for m in _model_entries(out):
+        m.pop("path_sha256", None)
     return out
 
 
