@@ -188,6 +188,7 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout_v2.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v3.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v4.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v5.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
