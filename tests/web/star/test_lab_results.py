@@ -51,7 +51,7 @@ async def test_the_panel_shows_agreement_break_rates_arbitration_and_coverage(la
     assert '<span id="results-alpha-n">1</span> dialogue rated twice' in page
     assert 'id="results-small-sample"' in page and "no interval is shown yet" in page  # 1 item < 10
     assert "95% interval" not in page
-    assert "1 of 1 dialogue rated twice (100 %) · 0 arbitrated" in page
+    assert "1 of 1 dialogue rated twice · 0 arbitrated" in page
     assert "1 of 1 planned dialogue submitted" in page
     table = page[
         page.index('id="results-break-rates"') : page.index("</table>", page.index('id="results-break-rates"'))
@@ -62,7 +62,7 @@ async def test_the_panel_shows_agreement_break_rates_arbitration_and_coverage(la
 
     first = (await lead.get("/lead/campaigns/panel/results.json")).json()
     assert first["changed"] is True and first["results"]["alpha"]["items"] == 1
-    assert first["results"]["arbitration"] == {"rated_twice": 1, "needed": 1, "arbitrated": 0, "rate": 1.0}
+    assert first["results"]["arbitration"] == {"rated_twice": 1, "needed": 1, "arbitrated": 0, "rate": None}
     assert 'id="results-alpha-n">1<' in first["html"]
     # the page's version: nothing changed, a tiny answer
     same = (await lead.get(f"/lead/campaigns/panel/results.json?since={first['version']}")).json()
@@ -270,7 +270,7 @@ def _rows(*pairs: tuple[int, int]) -> list[dict[str, Any]]:
 
 def test_panel_break_rate_needs_three_ratings() -> None:
     """One or two ratings in a rule × group cell make 0, 50 or 100 %: the panel gives the count and
-    says why there is no rate; from three ratings on, the rate."""
+    says why there is no rate; from three ratings on, the rate. Likewise the arbitration share."""
     from psychoalign.web.star.results import MIN_RATE_RATINGS, panel_results
 
     assert MIN_RATE_RATINGS == 3
@@ -278,6 +278,13 @@ def test_panel_break_rate_needs_three_ratings() -> None:
     assert thin == [{"rule": "r", "group": "", "ratings": 2, "broken": 1, "rate": None, "min_ratings": 3}]
     enough = panel_results([*_rows((1, 4)), {"status": "submitted", "rule": "r", "annotator1_rating": 2}], planned=2)
     assert enough["break_rates"][0]["ratings"] == 3 and enough["break_rates"][0]["rate"] == 0.667
+    # the same for the share of dialogues rated twice that needed an arbitrator
+    one = panel_results([{**_rows((1, 4))[0], "arbitration_needed": True}], planned=1)["arbitration"]
+    assert one == {"rated_twice": 1, "needed": 1, "arbitrated": 0, "rate": None}
+    three = panel_results(
+        [{**r, "arbitration_needed": r["annotator1_rating"] == 1} for r in _rows((1, 4), (2, 2), (3, 3))], planned=3
+    )
+    assert three["arbitration"] == {"rated_twice": 3, "needed": 1, "arbitrated": 0, "rate": 0.333}
 
 
 def test_panel_alpha_without_variation_is_not_estimable(tmp_path: Path) -> None:

@@ -52,7 +52,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     ``break_rates``: per rule and target group, the share of annotators' ratings that say broken
     (``rate`` None on fewer than :data:`MIN_RATE_RATINGS` ratings: the counts alone).
     ``arbitration``: of the dialogues rated twice, how many were two or more steps apart, and how
-    many of those were arbitrated. ``coverage``: submitted dialogues against the plan."""
+    many of those were arbitrated (``rate`` from :data:`MIN_RATE_RATINGS` dialogues rated twice).
+    ``coverage``: submitted dialogues against the plan."""
     from ...star.analysis import bootstrap_alpha
 
     pairs = []
@@ -106,7 +107,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
             "rated_twice": len(pairs),
             "needed": needed,
             "arbitrated": arbitrated,
-            "rate": round(needed / len(pairs), 3) if pairs else None,
+            # a share of one or two dialogues (0, 50 or 100 %) is no rate: the counts alone
+            "rate": round(needed / len(pairs), 3) if len(pairs) >= MIN_RATE_RATINGS else None,
         },
         "coverage": {"done": submitted, "planned": planned},
     }
