@@ -225,6 +225,18 @@ def line_of(node: yaml.Node, loc: tuple[str | int, ...]) -> int:
     return int(current.start_mark.line) + 1
 
 
+class LocatedError(ValueError):
+    """A model validator's error about one place in the document: ``loc`` (field names and list
+    indexes, as pydantic's) puts the error on that place's line, and ``hint``, when given, is the
+    fix shown with it instead of the loader's general one."""
+
+    def __init__(self, message: str, loc: tuple[str | int, ...], hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.hint = hint
+
+
 def load_yaml_model(
     text: str,
     source: str,
@@ -249,7 +261,11 @@ def load_yaml_model(
     except ValidationError as exc:
         first = exc.errors()[0]
         loc: tuple[str | int, ...] = tuple(first["loc"])
+        msg = first["msg"]
+        located = (first.get("ctx") or {}).get("error")
+        if isinstance(located, LocatedError):  # a cross-field check that knows where it failed
+            loc, msg, hint = (*loc, *located.loc), located.message, located.hint or hint
         lineno = line_of(node, yaml_loc(loc) if yaml_loc else loc)
         where = ".".join(str(p) for p in loc) or "(top level)"
         more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise error(f"{source}:{lineno}: {where}: {first['msg']}{more}", hint=hint) from None
+        raise error(f"{source}:{lineno}: {where}: {msg}{more}", hint=hint) from None

@@ -369,6 +369,71 @@ async def test_json_rpc_errors_travel_in_a_200_with_the_json_rpc_code() -> None:
     assert agent.world.calls["drive"] == 0
 
 
+async def test_a_request_without_an_id_is_an_invalid_request_and_nothing_runs() -> None:
+    """A2A 1.0 §9.3 makes ``id`` part of every JSON-RPC request and every A2A method answers, so
+    a request without one (a JSON-RPC notification) is -32600 with a null id, before anything
+    runs; the SDK ran it and answered (a negotiation for nobody). A null id is a request and is
+    answered. Errors found in an envelope carry its id when it could be read, as the SDK's do."""
+    message = {"messageId": "n1", "role": "ROLE_USER", "parts": [{"text": "How do I boil an egg?"}]}
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        for path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
+            for method, params in (("SendMessage", {"message": message}), ("GetTask", {"id": "x"})):
+                resp = await hc.post(f"{agent.url}{path}", json={"jsonrpc": "2.0", "method": method, "params": params})
+                assert resp.status_code == 200, resp.text
+                body = resp.json()
+                assert body["jsonrpc"] == "2.0" and body["id"] is None and "result" not in body
+                assert body["error"]["code"] == -32600 and "send an 'id'" in body["error"]["message"]
+            for request_id in ("abc", 7):
+                no_method = {"jsonrpc": "2.0", "id": request_id, "params": {}}
+                resp = await hc.post(f"{agent.url}{path}", json=no_method)
+                assert resp.json()["error"]["code"] == -32600 and resp.json()["id"] == request_id, resp.text
+            for request_id in ({"bad": "type"}, True):
+                resp = await hc.post(f"{agent.url}{path}", json={"jsonrpc": "2.0", "id": request_id, "params": {}})
+                assert resp.json()["error"]["code"] == -32600 and resp.json()["id"] is None, resp.text
+        null_id = {"jsonrpc": "2.0", "id": None, "method": "GetTask", "params": {"id": "x"}}
+        resp = await hc.post(f"{agent.url}/a2a/jsonrpc", json=null_id)
+        assert resp.json()["error"]["code"] == -32001 and resp.json()["id"] is None
+        listed = await hc.post(
+            f"{agent.url}/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+        )
+        assert listed.json()["result"]["tasks"] == []
+    assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
+async def test_every_http_json_answer_is_typed_a2a_json_and_json_rpc_stays_json() -> None:
+    """A2A 1.0 §11.1: HTTP+JSON answers are ``application/a2a+json`` (the SDK types its results so
+    and its errors ``application/json``); the error body stays AIP-193 (§11.6). JSON-RPC answers
+    are ``application/json`` (§9.1), and so is the card."""
+    message = {"messageId": "t1", "role": "ROLE_USER", "parts": [{"text": "How do I boil an egg?"}]}
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, base_url=agent.url) as hc:
+        big = {"message": {**message, "parts": [{"text": "x" * 70_000}]}}
+        rest: list[tuple[str, str, dict[str, Any], int]] = [
+            ("POST", "/a2a/rest/message:send", {"json": {"message": message}, "headers": RPC_HEADERS}, 200),
+            ("GET", "/a2a/rest/tasks/nope", {"headers": RPC_HEADERS}, 404),
+            ("POST", "/a2a/rest/tasks/nope:cancel", {"headers": RPC_HEADERS}, 404),
+            ("POST", "/a2a/rest/message:send", {"json": {}, "headers": RPC_HEADERS}, 400),
+            ("POST", "/a2a/rest/message:send", {"json": big, "headers": RPC_HEADERS}, 413),
+            ("GET", "/a2a/rest/tasks", {"headers": {"A2A-Version": "1.0"}}, 401),
+            ("GET", "/a2a/rest/tasks", {"headers": {"Authorization": "Bearer tok", "A2A-Version": "0.3"}}, 400),
+            ("GET", "/a2a/rest/extendedAgentCard", {"headers": RPC_HEADERS}, 400),
+            ("GET", "/a2a/rest/message:send", {"headers": RPC_HEADERS}, 405),
+            ("GET", "/a2a/rest/nowhere", {"headers": RPC_HEADERS}, 404),
+        ]
+        for method, path, kwargs, status in rest:
+            resp = await hc.request(method, path, **kwargs)
+            assert resp.status_code == status, (method, path, resp.text)
+            assert resp.headers["content-type"] == "application/a2a+json", (method, path, resp.headers)
+            if status >= 400:
+                error = resp.json()["error"]
+                assert error["code"] == status and error["details"][0]["@type"].endswith("ErrorInfo")
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}
+        for headers in (RPC_HEADERS, {"A2A-Version": "1.0"}):
+            resp = await hc.post("/a2a/jsonrpc", json=rpc, headers=headers)
+            assert resp.headers["content-type"] == "application/json" and "error" in resp.json()
+        card = await hc.get("/.well-known/agent-card.json")
+        assert card.headers["content-type"] == "application/json"
+
+
 async def test_a_wrong_method_on_a_served_path_is_a_405_naming_the_methods() -> None:
     """A path served for other methods is 405 with ``Allow``, in the binding's shape (the SDK's
     multi-tenant mount made every such request a 404); an unknown path stays 404."""

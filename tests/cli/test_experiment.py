@@ -460,3 +460,100 @@ def test_a_run_without_the_evaluation_data_says_what_where_and_how_to_fetch_it(t
         line = res.stderr.strip()
         assert len(line.splitlines()) == 1 and "Traceback" not in line
         assert str(empty) in line and "harmless.task.json" in line and "psychoalign data fetch" in line
+
+
+@pytest.mark.needs_data("advbench")
+def test_sigterm_before_the_first_cell_leaves_a_run_shown_as_interrupted_with_its_resume_command(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM stops `experiment run` as Ctrl-C does: the cell in flight is given back, the run is
+    marked interrupted, `status` says so with the command that resumes it, and that command
+    finishes the same run. Synchronised on the endpoint receiving the first cell's call."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    import yaml
+
+    from tests.cli.test_main import cli
+    from tests.loopback import FakeServer, Scripted, fake_endpoint, openai_reply
+
+    class Told(FakeServer):
+        def __init__(self) -> None:
+            super().__init__(default=Scripted(body=openai_reply(REFUSAL), hang=True))
+            self.called = threading.Event()
+
+        async def handle(self, request: Any) -> Any:
+            self.called.set()
+            return await super().handle(request)
+
+    judge = tmp_path / "judge.yaml"
+    judge.write_text(yaml.safe_dump({"rules": [], "default": {"harmful": False, "reason": "x"}}))
+    spec_file = tmp_path / "term.yaml"
+    spec_file.write_text(
+        "name: term\nsystems: [vanilla]\nbenchmarks: [advbench]\nn: 2\nconcurrency: 1\n"
+        "judge: {refusal: rules, harm: false, calibration_n: 0}\n"
+    )
+    store = f"sqlite:///{tmp_path / 'results.db'}"
+    with fake_endpoint("/v1/chat/completions", Told()) as fake:
+        config = tmp_path / "psychoalign.toml"
+        config.write_text(
+            f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{SHARED_DATA}"\n'
+            f'[roles.chat]\nbackend = "openai"\nbase_url = "{fake.url}/v1"\nmodel = "m"\nmax_retries = 0\n'
+            f'[roles.judge]\nbackend = "scripted"\nscript = "{judge}"\n'
+        )
+        args = ["experiment", "run", str(spec_file), "--store", store, "--no-progress", "-c", str(config)]
+        env = {**os.environ, "OPENAI_API_KEY": "test"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "psychoalign", *args], stderr=subprocess.PIPE, text=True, env=env
+        )
+        try:
+            assert fake.called.wait(timeout=120), "the run never called the endpoint"
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        assert proc.returncode == 143, stderr
+        assert "Traceback" not in stderr and "resume the run with: psychoalign experiment run" in stderr
+
+        shown = json.loads(cli("experiment", "status", "--json", "--store", store, "-c", str(config)).stdout)
+        assert [(r["cells"], r["running"], r["state"]) for r in shown] == [(0, 0, "interrupted, 0 cells")]
+        assert shown[0]["resume"].startswith("resume it with: psychoalign experiment run ")
+        table = cli("experiment", "status", "--store", store, "-c", str(config))
+        assert "interrupted, 0 cells" in table.stdout and "resume it with:" in table.stderr
+
+        fake.default = Scripted(body=openai_reply(REFUSAL))
+        fake.release.set()
+        words = shlex.split(shown[0]["resume"].removeprefix("resume it with: "))
+        assert words[:3] == ["psychoalign", "experiment", "run"]
+        resumed = cli(*words[1:], "--no-progress", env={"OPENAI_API_KEY": "test"})
+    assert resumed.returncode == 0, resumed.stderr
+    after = json.loads(cli("experiment", "status", "--json", "--store", store, "-c", str(config)).stdout)
+    assert [(r["id"], r["done"], r["state"]) for r in after] == [(shown[0]["id"], 2, "")]
+
+
+def test_status_names_a_run_stored_without_cells(tmp_path: Path) -> None:
+    """A run killed (kill -9) after it was stored and before its first cell has no mark: `status`
+    still says it has no cells, never lists it as a run like the others."""
+    import asyncio
+
+    from psychoalign.experiments.harness.store import RunRecord, SQLResultStore
+    from tests.cli.test_main import cli
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+
+    async def stored() -> None:
+        store = SQLResultStore(url)
+        try:
+            await store.open_run(RunRecord(id="killed-0123", name="killed", spec={}))
+        finally:
+            await store.close()
+
+    asyncio.run(stored())
+    config = tmp_path / "c.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n')
+    shown = json.loads(cli("experiment", "status", "--json", "--store", url, "-c", str(config)).stdout)
+    assert shown[0]["state"].startswith("no cells yet") and "rerunning" in shown[0]["resume"]

@@ -43,6 +43,8 @@ def test_cells_export_csv_and_jsonl(tmp_path: Path) -> None:
     records = [json.loads(line) for line in jsonl.stdout.splitlines()]
     assert len(records) == 4 and {r["benchmark"] for r in records} == {"harmbench", "strongreject"}
     assert all(r["item_turns"] and r["responses"] == [REFUSAL] and r["judges"][0]["raw"] == "no" for r in records)
+    # calibration_n 0: the LLM judge is unmeasured, which the report calls weak; so does every record
+    assert all("weak: attack_success" in r["judge_status"] for r in records), records[0]["judge_status"]
 
     out = tmp_path / "cells.csv"
     res = cli(
@@ -51,6 +53,7 @@ def test_cells_export_csv_and_jsonl(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert len(rows) == 2 and all(r["metrics.attack_success"] == "0.0" for r in rows)
+    assert all("weak: attack_success" in r["judge_status"] for r in rows)
 
     bad = cli("experiment", "cells", run_id, "--format", "xlsx", "-c", str(config))
     assert bad.returncode == 2 and "unknown --format" in bad.stderr and "Traceback" not in bad.stderr

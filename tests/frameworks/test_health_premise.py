@@ -89,6 +89,7 @@ safe_channels:
     text: a pharmacist
     rules: [U1-premise]
     premise: 'antibiotics\\s+cure\\s+colds'
+    message: Antibiotics do not treat colds; see {channel}.
 universal:
   - id: U1-premise
     text: Correct false health premises.

@@ -8,6 +8,7 @@ import asyncio
 import importlib.util
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -84,6 +85,27 @@ EXPECTED = {
     "harmful": lambda text: text.startswith("I can't help with this request.") and "U1-mass-harm" in text,
     "broken": lambda text: text == FAIL_CLOSED,
 }
+
+
+def test_models_list_and_retrieve_in_openais_shape_with_a_unix_created_time() -> None:
+    """``GET /v1/models`` and ``/v1/models/{id}`` through the official client: OpenAI's model
+    object, ``created`` a Unix time (when the server began serving the deployment; it was 0), and
+    an unknown id ``NotFoundError`` ``model_not_found`` naming ``model``."""
+    store = InMemoryTraceStore()
+    settings = Settings.model_validate({"deployments": {"alpha": {}, "beta": {}}})
+    before = int(time.time())
+    app = create_app(settings, store=store, negotiators={n: World([]).negotiator(store) for n in ("alpha", "beta")})
+    after = int(time.time())
+    with run_app(app) as running:
+        client = _client(running)
+        listed = client.models.list().data
+        assert [m.id for m in listed] == ["alpha", "beta"]
+        for m in listed:
+            assert m.object == "model" and m.owned_by == "psychoalign" and before <= m.created <= after
+        assert client.models.retrieve("beta").model_dump() == listed[1].model_dump()
+        with pytest.raises(openai.NotFoundError) as caught:
+            client.models.retrieve("gpt-4o")
+        assert caught.value.code == "model_not_found" and caught.value.param == "model"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("model", ["benign", "harmful", "broken"])

@@ -3,12 +3,14 @@ open redirects, and the route × role authorisation matrix."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -238,6 +240,28 @@ async def test_no_open_redirect_after_login(lab: tuple[FastAPI, StarLab], target
     r = await b.post("/login", {"username": "alice", "password": PASSWORD, "next": target})
     assert r.status_code == 303 and r.headers["location"] == "/tasks"
     await b.aclose()
+
+
+async def test_login_returns_to_the_page_with_its_whole_query(lab: tuple[FastAPI, StarLab]) -> None:
+    """``/login?next=`` carries the page's whole query, percent-encoded: a second parameter (and
+    an encoded ``&`` inside a value) survives the round trip; open redirects stay refused."""
+    app, star = lab
+    await add_person(star, "alice")
+    b = Browser(app)
+    page = "/tasks?a=1&b=2&c=x%26y"
+    r = await b.get(page)
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=/tasks%3Fa%3D1%26b%3D2%26c%3Dx%2526y"
+    login = await b.get(r.headers["location"])
+    hidden = re.search(r'name="next" value="([^"]*)"', login.text)
+    assert hidden is not None and html.unescape(hidden.group(1)) == page
+    r = await b.post("/login", {"username": "alice", "password": PASSWORD, "next": html.unescape(hidden.group(1))})
+    assert r.status_code == 303 and r.headers["location"] == page
+    other = Browser(app)
+    foreign = await other.get("/login?" + urlencode({"next": "//evil.example/x?a=1&b=2"}))
+    hidden = re.search(r'name="next" value="([^"]*)"', foreign.text)
+    assert hidden is not None and hidden.group(1) == "/"
+    for browser in (b, other):
+        await browser.aclose()
 
 
 def _role_dependency(route: APIRoute) -> set[Any]:

@@ -244,6 +244,9 @@ def test_an_injection_in_a_tool_result_is_not_followed(served: tuple[Running, In
         ),
         ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
         ({"tool_choice": "required"}, "tool_choice"),
+        ({"tool_choice": "none"}, "tool_choice"),
+        ({"tool_choice": "auto"}, "tool_choice"),
+        ({"tools": [], "tool_choice": "auto"}, "tool_choice"),
         ({"functions": [{"name": "f"}]}, "functions"),
     ],
 )
@@ -255,6 +258,25 @@ def test_bad_tool_requests_are_400s_naming_the_field(
     response = httpx.post(f"{running.url}/v1/chat/completions", json=payload, timeout=60)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize("choice", ["none", "auto", "required"])
+def test_tool_choice_without_tools_is_openais_400_before_any_agent_runs(
+    served: tuple[Running, InMemoryTraceStore, ToolWorld], choice: str
+) -> None:
+    """OpenAI's API refuses ``tool_choice`` without ``tools`` (400 invalid_request_error, param
+    ``tool_choice``, code null); the gateway took "none" and "auto" as no tools."""
+    running, _, world = served
+    before = dict(world.calls)
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(running).chat.completions.create(
+            model="agent", messages=[{"role": "user", "content": "text please"}], tool_choice=choice
+        )
+    error = caught.value
+    assert error.status_code == 400 and error.type == "invalid_request_error"
+    assert error.param == "tool_choice" and error.code is None
+    assert "only allowed when tools are specified" in error.message
+    assert world.calls == before
 
 
 def test_the_docs_round_trip_resends_the_clients_own_message(

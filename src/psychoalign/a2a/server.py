@@ -39,7 +39,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils import TransportProtocol
-from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.constants import A2A_JSON_MEDIA_TYPE, VERSION_HEADER
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE
 from a2a.utils.errors import InvalidParamsError, PushNotificationNotSupportedError
 from jsonrpc.jsonrpc2 import JSONRPC20Request  # type: ignore[import-untyped]  # the SDK's own validator
@@ -131,18 +131,28 @@ class BearerBackend(AuthenticationBackend):
         return AuthCredentials(["authenticated"]), SimpleUser(name)
 
 
-def error_response(path: str, http_status: int, status: str, message: str, *, code: int | None = None) -> Response:
+def error_response(
+    path: str,
+    http_status: int,
+    status: str,
+    message: str,
+    *,
+    code: int | None = None,
+    request_id: str | int | None = None,
+) -> Response:
     """An error in the shape of the binding ``path`` belongs to: a JSON-RPC error object on the
-    JSON-RPC route (``code``, default Invalid Request), the HTTP+JSON (google.rpc.Status) error
-    elsewhere. Both carry a ``google.rpc.ErrorInfo`` with ``status`` as its reason, as the SDK's
-    own errors do."""
+    JSON-RPC route (``code``, default Invalid Request; ``request_id`` the request's own id when it
+    could be read), the HTTP+JSON (google.rpc.Status, AIP-193) error elsewhere, typed
+    ``application/a2a+json`` as every HTTP+JSON answer (A2A 1.0 §11.1). Both carry a
+    ``google.rpc.ErrorInfo`` with ``status`` as its reason, as the SDK's own errors do."""
     info = {"@type": ERROR_INFO_TYPE, "reason": status, "domain": A2A_DOMAIN, "metadata": {}}
     headers = {"WWW-Authenticate": "Bearer"} if http_status == 401 else {}
     if path.rstrip("/") == JSONRPC_PATH:
         error = {"code": code if code is not None else INVALID_REQUEST_CODE, "message": message, "data": [info]}
-        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=http_status, headers=headers)
+        body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+        return JSONResponse(body, status_code=http_status, headers=headers)
     body = {"error": {"code": http_status, "status": status, "message": message, "details": [info]}}
-    return JSONResponse(body, status_code=http_status, headers=headers, media_type="application/json")
+    return JSONResponse(body, status_code=http_status, headers=headers, media_type=A2A_JSON_MEDIA_TYPE)
 
 
 def _unauthorized(conn: HTTPConnection, exc: Exception) -> Response:
@@ -226,6 +236,37 @@ class OpenGuard:
         await error_response(scope["path"], 403, "PERMISSION_DENIED", why)(scope, receive, send)
 
 
+class RestMediaType:
+    """Every HTTP+JSON answer typed ``application/a2a+json`` (A2A 1.0 §11.1), errors included: the
+    SDK types its results so but its errors (task not found, invalid params, unsupported
+    operations) ``application/json``. JSON-RPC answers stay ``application/json`` (§9.1), and so
+    does the agent card."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if not path or path.rstrip("/") == JSONRPC_PATH or path == CARD_PATH:
+            await self.app(scope, receive, send)
+            return
+
+        async def typed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, _REST_TYPE if k.lower() == b"content-type" and v.split(b";")[0].strip() == _JSON else v)
+                    for k, v in message.get("headers") or ()
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, typed)
+
+
+_JSON = b"application/json"
+_REST_TYPE = A2A_JSON_MEDIA_TYPE.encode()
+
+
 class VersionParam:
     """``A2A-Version`` as a request parameter (``?A2A-Version=1.0``), which A2A 1.0 §3.6.1 lets a
     client send instead of the header: copied into the header the SDK reads (it read only the
@@ -297,7 +338,10 @@ class BodyLimit:
             return
         invalid = _invalid_jsonrpc(body) if scope["path"].rstrip("/") == JSONRPC_PATH and body else None
         if invalid is not None:
-            await self._refuse(scope, receive, send, 400, f"invalid JSON-RPC request: {invalid}", hint="")
+            why, request_id = invalid
+            await self._refuse(
+                scope, receive, send, 400, f"invalid JSON-RPC request: {why}", hint="", request_id=request_id
+            )
             return
         sent = False
 
@@ -320,6 +364,7 @@ class BodyLimit:
         *,
         code: int | None = None,
         hint: str | None = None,
+        request_id: str | int | None = None,
     ) -> None:
         if hint is None:
             hint = "shorten it or raise a2a.max_body_bytes" if status == 413 else "send JSON encoded as UTF-8"
@@ -331,22 +376,38 @@ class BodyLimit:
             # 413) keep their HTTP status.
             status = 200
             reason = "INVALID_REQUEST" if code is None else reason
-        await error_response(scope["path"], status, reason, message, code=code)(scope, receive, send)
+        response = error_response(scope["path"], status, reason, message, code=code, request_id=request_id)
+        await response(scope, receive, send)
 
 
-def _invalid_jsonrpc(body: bytes) -> str | None:
-    """What is wrong with a JSON-RPC envelope, by the SDK's own validator, or ``None``. The SDK
+def _invalid_jsonrpc(body: bytes) -> tuple[str, str | int | None] | None:
+    """What is wrong with a JSON-RPC envelope, by the SDK's own validator, and the request's id
+    when it could be read (a string or an integer, as the SDK echoes it), or ``None``. The SDK
     answers the same error but logs each one with a full traceback (a client's typo is not a
     server fault); JSON that does not parse is left to the SDK's parse error. Parsed as the SDK
-    parses it (bytes: a UTF-8 BOM is accepted)."""
+    parses it (bytes: a UTF-8 BOM is accepted).
+
+    A request without ``id`` is a JSON-RPC notification, which the SDK ran and answered (a
+    negotiation for nobody). A2A 1.0 §9.3 makes ``id`` part of every request's required form, and
+    every A2A method has a result, so A2A has no notifications: such a request is not a valid A2A
+    request object, -32600, and nothing runs."""
     try:
         data = json.loads(body)
     except ValueError:
         return None
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
     try:
         JSONRPC20Request.from_data(data)
     except Exception as exc:  # the validator raises its own exception types and ValueError
-        return " ".join(str(exc).split())[:200] or type(exc).__name__
+        return " ".join(str(exc).split())[:200] or type(exc).__name__, request_id
+    if isinstance(data, dict) and "id" not in data:
+        return (
+            "no 'id': a request without one is a JSON-RPC notification, and A2A defines none "
+            "(every A2A method answers): send an 'id' (a string or a number)",
+            None,
+        )
     return None
 
 
@@ -594,7 +655,7 @@ def a2a_app(
     auth = bool(tokens) or bool(digests)
     backend = BearerBackend(tokens or {}, digests)
     # Credentials first (nothing of an unauthenticated body is read), then the size limit.
-    middleware = [Middleware(VersionParam)]
+    middleware = [Middleware(RestMediaType), Middleware(VersionParam)]
     if auth:
         middleware.append(Middleware(AuthenticationMiddleware, backend=backend, on_error=_unauthorized))
     else:  # open: callers are trusted by address, so no web page may reach it

@@ -163,9 +163,7 @@ def run(
     spec_name: str | None = typer.Argument(
         None, metavar="SPEC", help="A preset name (see `experiment list`), a named experiment, or a spec file."
     ),
-    n: int | None = typer.Option(
-        None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."
-    ),
+    n: int | None = typer.Option(None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/<run id>)."),
     systems: str | None = typer.Option(None, "--systems", help="Comma-separated subset of the spec's systems."),
     benchmarks: str | None = typer.Option(None, "--benchmarks", help="Comma-separated subset of its benchmarks."),
@@ -243,7 +241,19 @@ def run(
         _dry_run(spec, settings, registry, shard_t, json_out)
         return
 
+    resume = _resume_command(
+        spec_name,
+        n=n,
+        systems=systems,
+        benchmarks=benchmarks,
+        shard=shard,
+        new_run=new_run,
+        store_url=store_url,
+        config=config,
+    )
+
     async def go() -> tuple[Any, dict[str, Any]]:
+        _cancel_on_sigterm()
         store = _store(settings, store_url)
         traces = open_store(store_url or settings.effective_store_url())
         try:
@@ -258,6 +268,7 @@ def run(
                 follow=follow,
                 new_run=new_run,
                 progress=None if no_progress or json_out or not err_console.is_terminal else _ProgressBar(err_console),
+                resume_command=resume,
             )
             run_record = await store.get_run(summary.run_id)
             assert run_record is not None
@@ -267,7 +278,15 @@ def run(
             await store.close()
             await traces.close()
 
-    summary, report = asyncio.run(go())
+    try:
+        summary, report = asyncio.run(go())
+    except (KeyboardInterrupt, asyncio.CancelledError) as stop:  # Ctrl-C, or SIGTERM (the run's task cancelled)
+        err_console.print(
+            safe(f"interrupted: the cells that finished are stored; resume the run with: {resume}"),
+            style="yellow",
+            soft_wrap=True,
+        )
+        raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 143) from None
     folder = out or Path(settings.experiments.out_dir) / summary.run_id
     json_path, html_path = write_report(report, folder)
     if json_out:
@@ -311,6 +330,50 @@ def run(
         _failed_line(summary)
     if summary.stopped or summary.failed:
         raise typer.Exit(1)
+
+
+def _cancel_on_sigterm() -> None:
+    """Make SIGTERM stop the running command as Ctrl-C does: cancel its task, so the run gives back
+    its cells and marks itself interrupted instead of dying mid-way (the default for SIGTERM)."""
+    import contextlib
+    import signal
+
+    task = asyncio.current_task()
+    # no signal handlers on Windows' loop, nor outside the main thread
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        if task is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+
+
+def _resume_command(
+    spec_name: str,
+    *,
+    n: int | None,
+    systems: str | None,
+    benchmarks: str | None,
+    shard: str | None,
+    new_run: bool,
+    store_url: str | None,
+    config: Path | None,
+) -> str:
+    """The `experiment run` command that resumes this run: the options that choose the run (its
+    spec, N, subsets, shard, --new-run) and where it is stored; a spec file by its absolute path,
+    so the command works from any folder. A store URL never shows its password."""
+    import shlex
+
+    spec_path = Path(spec_name)
+    spec_word = (
+        str(spec_path.resolve()) if spec_path.suffix in (".yaml", ".yml", ".toml") and spec_path.exists() else spec_name
+    )
+    words = ["psychoalign", "experiment", "run", spec_word]
+    words += ["--n", str(n)] if n is not None else []
+    words += ["--systems", systems] if systems else []
+    words += ["--benchmarks", benchmarks] if benchmarks else []
+    words += ["--shard", shard] if shard else []
+    words += ["--new-run"] if new_run else []
+    words += ["--store", redact_url(store_url)] if store_url else []
+    words += ["-c", str(config.resolve())] if config else []
+    return shlex.join(words)
 
 
 def _report_command(run_id: str, store_url: str | None, config: Path | None) -> str:
@@ -448,7 +511,8 @@ def _fmt(cell: dict[str, Any]) -> str:
             text += f" (n={cell['n']})"
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
     # set apart in the table itself, as the page does: the banner below may scroll away
-    return text + (" (weak judge)" if cell.get("judge_status") == "weak" else "")
+    marks = {"weak": " (weak judge)", "unknown": " (judge agreement unknown)"}
+    return text + marks.get(cell.get("judge_status") or "", "")
 
 
 def _asr(cell: dict[str, Any]) -> str:
@@ -678,8 +742,18 @@ def status(
                 per: dict[str, dict[str, int]] = {}
                 for c in cells:
                     per.setdefault(c.system, dict.fromkeys(states, 0))[c.status] += 1
+                interrupted = r.meta.get("interrupted")
                 out.append(
-                    {"id": r.id, "name": r.name, "created_at": r.created_at.isoformat(), **counts, "systems": per}
+                    {
+                        "id": r.id,
+                        "name": r.name,
+                        "created_at": r.created_at.isoformat(),
+                        **counts,
+                        "cells": len(cells),
+                        "state": _run_state(len(cells), interrupted),
+                        "resume": _resume_hint(interrupted),
+                        "systems": per,
+                    }
                 )
             return out
         finally:
@@ -690,12 +764,15 @@ def status(
         emit_json(rows)
         return
     table = Table(title="Experiment runs")
-    for c in ("run", "created", "done", "failed", "gave up", "running"):
+    for c in ("run", "created", "done", "failed", "gave up", "running", "state"):
         table.add_column(c)
     for r in rows:
         cols = (r["done"], r["failed"], r["gave_up"], r["running"])
-        table.add_row(safe(r["id"]), safe(r["created_at"][:19]), *(str(v) for v in cols))
+        table.add_row(safe(r["id"]), safe(r["created_at"][:19]), *(str(v) for v in cols), safe(r["state"]))
     print_wide(table)
+    for r in rows:
+        if r["state"] != "":
+            err_console.print(safe(f"run {r['id']}: {r['state']}; {r['resume']}"), soft_wrap=True, highlight=False)
     if run_id is not None and rows:
         per = Table(title="Per system")
         for c in ("system", "done", "failed", "running"):
@@ -703,6 +780,21 @@ def status(
         for name, counts in rows[0]["systems"].items():
             per.add_row(safe(name), str(counts["done"]), str(counts["failed"]), str(counts["running"]))
         print_wide(per)
+
+
+def _run_state(cells: int, interrupted: dict[str, Any] | None) -> str:
+    """What `status` says of a run beyond its counts: interrupted (Ctrl-C, SIGTERM), or stored with
+    no cell yet (killed before its first cell, or starting right now); "" for any other run."""
+    if interrupted:
+        return f"interrupted, {cells} cells" if cells == 0 else f"interrupted after {cells} cells"
+    return "no cells yet (killed before its first cell, or starting)" if cells == 0 else ""
+
+
+def _resume_hint(interrupted: dict[str, Any] | None) -> str:
+    command = (interrupted or {}).get("command")
+    if command:
+        return f"resume it with: {command}"
+    return "resume it by rerunning the `psychoalign experiment run` command that started it"
 
 
 @experiment_app.command("report")
@@ -752,7 +844,15 @@ def cells(
     """Export a run's cells: the item asked, the responses, every judge call, scores, cost, timing."""
     from ..experiments.harness.benchmark import find_data_dir
     from ..experiments.harness.cells import CellQuery, read_cells
-    from ..experiments.harness.export import cell_records, cells_parquet, check_format, item_turns, write_cells
+    from ..experiments.harness.export import (
+        cell_records,
+        cells_parquet,
+        check_format,
+        item_turns,
+        judge_flags,
+        write_cells,
+    )
+    from ..experiments.harness.report import build_report
 
     check_format(fmt)
     if status_ is not None and status_ not in ("done", "failed", "running"):
@@ -771,7 +871,9 @@ def cells(
             except ConfigError:
                 data_dir = None
             turns, notes = item_turns(run_record, experiment_registry(), data_dir)
-            return cell_records(chosen, turns, notes)
+            # the report's judge gate, so a weak or unmeasured judge's scores say so in the export too
+            report = build_report(run_record, await store.cells(run_record.id), experiment_registry())
+            return cell_records(chosen, turns, notes, judge_flags(report))
         finally:
             await store.close()
 

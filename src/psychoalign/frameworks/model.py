@@ -6,7 +6,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from enum import StrEnum
 from functools import cached_property, partial
 from typing import Any, Literal, NamedTuple
@@ -14,6 +14,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..textio import skeleton
+from ..yamlio import LocatedError
 from .doses import DoseContext, DoseLimit, find_wrong_dose
 from .premises import find_premise, stated_premise
 from .quoted import mask_quoted
@@ -183,6 +184,11 @@ class SafeChannel(BaseModel):
         return body.replace("{channel}", self.text) if "{channel}" in body else f"{body}\n{self.text}"
 
 
+def _excerpt(regex: str) -> str:
+    """The start of a regex, quoted, for an error line."""
+    return repr(regex if len(regex) <= 40 else regex[:40] + "…")
+
+
 def rule_tokens(rule_id: str) -> tuple[str, ...]:
     """A rule id as the words and numbers it is made of, ignoring case, width, punctuation,
     separators and look-alike letters: ``U1-mass-harm``, ``u1_mass_harm``, ``U1 mass harm``,
@@ -271,43 +277,129 @@ class Framework(BaseModel):
                 same = "" if seen[key] == rule.id else f" (same as {seen[key]!r} once case and punctuation are ignored)"
                 raise ValueError(f"duplicate rule id {rule.id!r}{same}")
             seen[key] = rule.id
-        ids = {r.id for r in self.rules()}
         channel_ids: set[str] = set()
         for channel in self.safe_channels:
             if channel.id in channel_ids:
                 raise ValueError(f"duplicate safe channel id {channel.id!r}")
             channel_ids.add(channel.id)
-            for rule_id in channel.rules:
-                if rule_id not in ids:
-                    raise ValueError(
-                        f"safe channel {channel.id!r} names rule {rule_id!r}, which this framework does not have"
+        return self
+
+    def _rule_locs(self) -> dict[str, tuple[str, int]]:
+        """Rule id -> (layer field, index): where an error about the rule points in the file."""
+        return {r.id: (layer.value, i) for layer in Layer for i, r in enumerate(getattr(self, layer.value))}
+
+    @model_validator(mode="after")
+    def _premise_and_hazard_twins(self) -> Framework:
+        """A false claim or a known hazard is written twice: as a regex in its rule's check (what
+        fires the rule) and as the ``premise`` or ``hazard`` of the safe channel that corrects or
+        warns of it (what the user reads). Each half without its twin fails silently at run time
+        (a claim fires a refusal that corrects nothing, a hazard fires no warning), so both
+        directions are checked here, each error on the line of the half that is there."""
+        where = self._rule_locs()
+        rules = {r.id: r for r in self.rules()}
+        for rule in self.rules():
+            at: tuple[str | int, ...] = where[rule.id]
+            if rule.check is not None and rule.check.hazards:
+                raise LocatedError(
+                    f"rule {rule.id!r} lists hazards under `check`, where they would veto every draft that names one",
+                    (*at, "check", "hazards"),
+                    hint="move them to `request_check.hazards`: a known hazard only adds its warning beside the answer",
+                )
+            request = rule.request_check
+            if request is not None and request.hazards:
+                other = [
+                    name
+                    for name, held in (
+                        ("check", rule.check),
+                        ("request_check.patterns", request.patterns),
+                        ("request_check.all_of", request.all_of),
+                        ("request_check.premises", request.premises),
+                        ("request_check.doses", request.doses),
+                        ("semantic_check", rule.semantic_check),
                     )
+                    if held
+                ]
+                if other:
+                    raise LocatedError(
+                        f"rule {rule.id!r} lists hazards and also {', '.join(other)}: a hazard rule never blocks,"
+                        " so its other checks would decide nothing",
+                        (*at, "request_check"),
+                        hint="move the other checks to a rule of their own",
+                    )
+        for j, channel in enumerate(self.safe_channels):
+            at = ("safe_channels", j)
+            for rule_id in channel.rules:
+                if rule_id not in rules:
+                    raise LocatedError(
+                        f"safe channel {channel.id!r} names rule {rule_id!r}, which this framework does not have",
+                        (*at, "rules"),
+                        hint="name one of the framework's rule ids in its `rules`",
+                    )
+            if channel.premise and channel.hazard:
+                raise LocatedError(
+                    f"safe channel {channel.id!r} sets both `premise` and `hazard`",
+                    at,
+                    hint="one channel per false claim or hazard: split it into two channels",
+                )
             if channel.premise:
                 claims = {
                     claim
-                    for rule in self.rules()
-                    if rule.id in channel.rules
-                    for check in (rule.check, rule.request_check)
+                    for rule_id in channel.rules
+                    for check in (rules[rule_id].check, rules[rule_id].request_check)
                     if check is not None
                     for claim in check.premises
                 }
                 if channel.premise not in claims:
-                    raise ValueError(
-                        f"safe channel {channel.id!r} corrects a premise that none of its rules' checks lists:"
-                        " copy it from the rule's `premises` (a YAML alias keeps the two the same)"
+                    raise LocatedError(
+                        f"safe channel {channel.id!r} corrects a premise that none of its rules' checks lists",
+                        (*at, "premise"),
+                        hint="name the rule in its `rules` and copy the regex into that rule's `premises`"
+                        " (a YAML anchor here and an alias there keeps the two the same)",
+                    )
+                if not channel.message.strip():
+                    raise LocatedError(
+                        f"safe channel {channel.id!r} corrects a false claim but has no `message`:"
+                        " a request stating the claim would get a refusal that corrects nothing",
+                        (*at, "premise"),
+                        hint="add the correction as its `message` (`{channel}` marks where its `text` goes);"
+                        " a localised copy translates both",
                     )
             if channel.hazard:
                 hazards = {
                     hazard
-                    for rule in self.rules()
-                    if rule.id in channel.rules and rule.request_check is not None
-                    for hazard in rule.request_check.hazards
+                    for rule_id in channel.rules
+                    if rules[rule_id].request_check is not None
+                    for hazard in rules[rule_id].request_check.hazards  # type: ignore[union-attr]
                 }
                 if channel.hazard not in hazards:
-                    raise ValueError(
-                        f"safe channel {channel.id!r} warns of a hazard that none of its rules' request checks lists:"
-                        " copy it from the rule's `request_check.hazards` (a YAML alias keeps the two the same)"
+                    raise LocatedError(
+                        f"safe channel {channel.id!r} warns of a hazard that none of its rules' request checks lists",
+                        (*at, "hazard"),
+                        hint="name the rule in its `rules` and copy the regex into that rule's"
+                        " `request_check.hazards` (a YAML anchor here and an alias there keeps the two the same)",
                     )
+        for rule in self.rules():
+            at = where[rule.id]
+            request = rule.request_check
+            for k, hazard in enumerate(request.hazards if request is not None else ()):
+                if not any(c.hazard == hazard and rule.id in c.rules for c in self.safe_channels):
+                    raise LocatedError(
+                        f"rule {rule.id!r} lists a hazard (#{k + 1}, {_excerpt(hazard)}) that no safe channel warns of",
+                        (*at, "request_check", "hazards"),  # the list's line: an alias item is the anchor's
+                        hint=f"add a safe channel with `hazard:` set to the same regex, `rules: [{rule.id}]`"
+                        " and the one-sentence warning as its `text` (a YAML anchor there and an alias here)",
+                    )
+            for name, check in (("check", rule.check), ("request_check", request)):
+                for k, claim in enumerate(check.premises if check is not None else ()):
+                    if not any(c.premise == claim and rule.id in c.rules for c in self.safe_channels):
+                        raise LocatedError(
+                            f"rule {rule.id!r} lists a false claim (#{k + 1}, {_excerpt(claim)})"
+                            " that no safe channel corrects",
+                            (*at, name, "premises"),
+                            hint=f"add a safe channel with `premise:` set to the same regex, `rules: [{rule.id}]`,"
+                            " the correction as its `message` and where to check as its `text`"
+                            " (a YAML anchor there and an alias here)",
+                        )
         return self
 
     def rules(self) -> tuple[Rule, ...]:
@@ -410,6 +502,17 @@ class Framework(BaseModel):
                 cache.clear()
             found = cache[key] = tuple(r.id for r in self.rules() if r.matches_request(request) is not None)
         return list(found)
+
+    def at_risk_rules(self, turns: Sequence[str]) -> list[str]:
+        """Ids of the rules marked ``semantic_check: self-harm`` whose check or request check
+        matches one of ``turns`` (a conversation's earlier user turns): a person who said "I want
+        to die" and then asks "How many of them would it take?" is still at risk, and every reply
+        carries the rule's crisis channel."""
+        marked = {r.id for r in self.rules() if r.semantic_check == "self-harm"}
+        if not marked:
+            return []
+        found = {rule_id for turn in turns for rule_id in self.request_rules(turn) if rule_id in marked}
+        return [r.id for r in self.rules() if r.id in found]
 
     def universal_request_rules(self, request: str) -> list[str]:
         """Ids of the universal rules whose check or request check matches ``request`` (the

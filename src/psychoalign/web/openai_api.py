@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -135,6 +136,8 @@ def _conversation(req: ChatCompletionRequest, request: Request, deployment: str)
 def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRouter:
     """``local_token``: keyless deployments also need this bearer token (serve.local_token)."""
     router = APIRouter(prefix="/v1")
+    # A model's ``created`` (a Unix time in OpenAI's API): when this server began serving it.
+    serving_since = int(time.time())
     keys = KeyCheck(gateway.deployments, local_token=local_token)
     serve = gateway.settings.serve
 
@@ -164,7 +167,7 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         return {
             "id": name,
             "object": "model",
-            "created": 0,
+            "created": serving_since,
             "owned_by": "psychoalign",
             "psychoalign": {"framework": dep.framework, "frameworks": dep.frameworks(), "description": dep.description},
         }

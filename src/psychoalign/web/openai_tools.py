@@ -88,15 +88,19 @@ class Tools(BaseModel):
         return bool(self.offered)
 
 
-def _bad(param: str, message: str, code: str = "invalid_value") -> APIError:
+def _bad(param: str, message: str, code: str | None = "invalid_value") -> APIError:
     return APIError(400, message, param=param, code=code)
 
 
 def parse_tools(raw_tools: Any, raw_choice: Any) -> Tools | None:
     """``tools`` and ``tool_choice`` as OpenAI's API takes them, or a 400 naming the field."""
     if raw_tools in (None, []):
-        if raw_choice not in (None, "none", "auto"):
-            raise _bad("tool_choice", "tool_choice needs tools: send the tools the model may call")
+        if raw_choice is not None:  # OpenAI's API refuses it too, "none" and "auto" included
+            raise _bad(
+                "tool_choice",
+                "tool_choice is only allowed when tools are specified: send tools, or leave out tool_choice",
+                None,
+            )
         return None
     if not isinstance(raw_tools, list):
         raise _bad("tools", "tools must be a list of {'type': 'function', 'function': {...}} objects", "invalid_type")

@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import timedelta
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
@@ -102,7 +102,8 @@ class SecurityHeadersMiddleware:
 
 
 class LoginRequiredError(Exception):
-    """Raised by the role dependencies for anonymous requests: pages redirect to the login page."""
+    """Raised by the role dependencies for anonymous requests: pages redirect to the login page.
+    ``next_path`` is the page to return to as a URL (path percent-encoded, then its query as sent)."""
 
     def __init__(self, next_path: str) -> None:
         super().__init__(next_path)
@@ -236,7 +237,7 @@ class Security:
         if not binding and sent and not anonymous_form:
             # A same-site form of a session that ended (logout in another tab, expiry): nothing is
             # done; after login the person is back on the form's page, where the autosaved draft waits.
-            raise LoginRequiredError(quote(_page_of(request), safe="/?=&"))
+            raise LoginRequiredError(quote(_page_of(request)))
         if not binding and not request.cookies.get(self.anon_cookie(request)):
             raise CsrfError("the form expired or cookies are off: reload the page and try again")
         expected = await self.csrf_token(request)
@@ -330,11 +331,11 @@ async def current_account(request: Request, security: Security = Depends(get_sec
 
 def _logged_in(request: Request, account: Account | None) -> Account:
     if account is None:
-        if request.method in ("GET", "HEAD"):
-            path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.method in ("GET", "HEAD"):  # the query as sent: already percent-encoded
+            path = quote(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
         else:  # a form sent after the session ended: back to its page after login, not to a POST-only URL
-            path = _page_of(request)
-        raise LoginRequiredError(quote(path, safe="/?=&"))
+            path = quote(_page_of(request))
+        raise LoginRequiredError(path)
     return account
 
 
@@ -402,6 +403,9 @@ async def csrf_protect(request: Request, security: Security = Depends(get_securi
 
 
 def login_redirect(exc: LoginRequiredError, *, ended: bool = False) -> RedirectResponse:
-    """To the login page, back to ``exc.next_path`` after; ``ended``: the page says the session ended."""
-    notice = "msg=session_ended&" if ended else ""
-    return RedirectResponse(f"/login?{notice}next={exc.next_path}", status_code=303)
+    """To the login page, back to ``exc.next_path`` after; ``ended``: the page says the session ended.
+    ``next`` is one query parameter, percent-encoded whole: a page's own query (``?a=1&b=2``)
+    comes back intact, not cut at its first ``&``."""
+    query = [("msg", "session_ended")] if ended else []
+    query.append(("next", exc.next_path))
+    return RedirectResponse(f"/login?{urlencode(query, safe='/')}", status_code=303)

@@ -78,3 +78,29 @@ def test_csv_neutralises_full_width_formula_signs_like_ascii_ones(text: str) -> 
     assert row["item_id"] == row["error"] == "'" + text
     plain = CellResult(run_id="r", key="k", system="s", benchmark="b", item_id="a" + text, status="failed")
     assert next(csv.DictReader(io.StringIO(write_cells(cell_records([plain]), "csv"))))["item_id"] == "a" + text
+
+
+def test_an_exported_cell_says_when_its_judge_is_weak_or_of_unknown_agreement() -> None:
+    """The report's judge gate reaches the export: each record (JSON Lines, CSV, Parquet) names the
+    metrics of its benchmark that a weak or unmeasured judge decided, so a score read from the file
+    is never taken for a measured one."""
+    from psychoalign.experiments.harness.export import FIXED, cell_records, judge_flags
+
+    report = {
+        "results": [
+            {"system": "a", "benchmark": "realtoxicity", "metric": "nontoxic", "judge_status": "unknown"},
+            {"system": "b", "benchmark": "realtoxicity", "metric": "nontoxic", "judge_status": "unknown"},
+            {"system": "a", "benchmark": "jbb", "metric": "attack_success", "judge_status": "weak"},
+            {"system": "a", "benchmark": "jbb", "metric": "over_refusal", "judge_status": "unknown"},
+            {"system": "a", "benchmark": "hhh", "metric": "accuracy"},
+        ]
+    }
+    flags = judge_flags(report)
+    assert flags == {"realtoxicity": "unknown: nontoxic", "jbb": "weak: attack_success; unknown: over_refusal"}
+    cells = [
+        CellResult(run_id="r", key=f"a|{b}|1", system="a", benchmark=b, item_id="1", status="done")
+        for b in ("realtoxicity", "hhh")
+    ]
+    records = cell_records(cells, judge_status=flags)
+    assert [r["judge_status"] for r in records] == ["unknown: nontoxic", ""]
+    assert "judge_status" in FIXED  # a CSV and Parquet column too

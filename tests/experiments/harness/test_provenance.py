@@ -257,3 +257,64 @@ async def test_an_unreadable_judge_script_is_named_not_reported_as_a_changed_ide
     with pytest.raises(ConfigError) as changed:
         await run_experiment(s, config, store=store, models=models, registry=Registry())
     assert "computed with other settings: judges.model.script_sha256" in changed.value.message
+
+
+async def test_an_edited_mt_bench_judge_prompt_file_is_refused_not_mixed_with_cells_it_did_not_judge(
+    tmp_path: Path,
+) -> None:
+    """MT-Bench's judge prompts are read from the data folder: the file's content is in the run's
+    identity, so a resume after it changed is refused in one line naming the file; a run stored
+    before the file was hashed resumes and records it."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(SHARED_DATA / "mt_bench", data / "mt_bench")
+    prompts = data / "mt_bench" / "judge_prompts.jsonl"
+    store = InMemoryResultStore()
+    s = spec(["vanilla"], ["mt-bench"], 2, judge={"calibration_n": 0})
+    models = {"chat": scripted("chat", lambda r: "An answer."), "judge": scripted("j", Judge())}
+    first, _ = await run(tmp_path, s, models, store=store, data_dir=data, max_cells=1)
+    files = first["run"]["identity"]["judges"]["files"]
+    assert list(files) == ["mt_bench/judge_prompts.jsonl"] and len(files["mt_bench/judge_prompts.jsonl"]) == 64
+
+    # stored by an older version: no hash of the file; it resumes and records it
+    record = await store.get_run(first["run"]["id"])
+    assert record is not None
+    older = json.loads(json.dumps(record.meta["identity"]))
+    del older["judges"]["files"]
+    await store.update_meta(record.id, {"identity": older})
+    resumed, _ = await run(tmp_path, s, models, store=store, data_dir=data, max_cells=1)
+    assert resumed["run"]["identity"]["judges"]["files"] == files
+
+    prompts.write_text(prompts.read_text(encoding="utf-8").replace("impartial", "lenient"), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        await run(tmp_path, s, models, store=store, data_dir=data)
+    assert f"{prompts} has changed since run {record.id} judged its cells with it" == refused.value.message
+    assert "--new-run" in (refused.value.hint or "")
+    beside, _ = await run(tmp_path, s, models, store=store, data_dir=data, new_run=True)
+    assert beside["run"]["id"] != record.id and beside["run"]["identity"]["judges"]["files"] != files
+
+
+def test_the_endpoints_path_is_identity_hashed_and_a_run_stored_without_it_resumes(tmp_path: Path) -> None:
+    """A gateway routes by path (one host, /llama/v1 and /qwen/v1): a changed path is another
+    model, so it changes the identity; it is hashed, never recorded (a path may hold an account or
+    a key). An identity stored before the path counted is an older spelling of the same one."""
+    from psychoalign.experiments.harness.provenance import legacy_identities
+
+    def at(url: str) -> dict[str, Any]:
+        return model_identity(ModelSpec(backend="openai", model="m", base_url=url))
+
+    llama, qwen = at("http://gpu:8080/llama/v1"), at("http://gpu:8080/qwen/v1/")
+    assert llama["host"] == qwen["host"] and llama != qwen
+    assert "llama" not in json.dumps(llama) and len(llama["path_sha256"]) == 16
+    assert at("http://gpu:8080/llama/v1/") == llama and "path_sha256" not in at("http://gpu:8080")
+    changed = identity_changes(
+        {"systems": {"v": {"models": {"chat": llama}}}}, {"systems": {"v": {"models": {"chat": qwen}}}}
+    )
+    assert [c.split(":")[0] for c in changed] == ["systems.v.models.chat.path_sha256"]
+
+    identity = {"systems": {"vanilla": {"models": {"chat": llama}}}, "judges": {"model": qwen}}
+    older = {"systems": {"vanilla": {"models": {"chat": {k: v for k, v in llama.items() if k != "path_sha256"}}}}}
+    older["judges"] = {"model": {k: v for k, v in qwen.items() if k != "path_sha256"}}
+    assert identity_changes(older, identity)
+    assert any(not identity_changes(older, alt) for alt in legacy_identities(identity, []))

@@ -160,3 +160,31 @@ async def test_columns_compare_only_the_items_every_system_completed(tmp_path: P
     assert (base["n"], base["dropped"], base["failed"]) == (2, 2, 0)  # paired: the two both completed
     assert (other["n"], other["dropped"], other["failed"]) == (2, 0, 2)
     assert "2 dropped" in render_html(report)
+
+
+def test_a_column_a_judge_of_unknown_agreement_decides_is_labelled_so_and_never_best() -> None:
+    """A judge with no labels to be measured on passed no check: its columns get no best mark,
+    their results say ``judge_status: unknown`` (results.json, the CLI table) and the page says
+    "judge agreement unknown" under each cell; a weak judge's label wins over it."""
+    from psychoalign.cli.experiment import _fmt
+    from psychoalign.experiments.harness.report import _gate_columns
+
+    judges = [
+        {"benchmark": "realtoxicity", "judge": "toxicity", "status": "unknown"},
+        {"benchmark": "hhh", "judge": "choice", "status": "measured"},
+        {"benchmark": "mt-bench", "judge": "mt-bench", "status": "unknown", "weak": "the embedded model"},
+    ]
+    columns = [
+        {"benchmark": "realtoxicity", "metric": "nontoxic"},
+        {"benchmark": "hhh", "metric": "accuracy"},
+        {"benchmark": "mt-bench", "metric": "score"},
+    ]
+    best: dict[str, float | None] = {"realtoxicity/nontoxic": 0.9, "hhh/accuracy": 0.8, "mt-bench/score": 0.5}
+    results = [{"benchmark": c["benchmark"], "metric": c["metric"]} for c in columns]
+    _gate_columns(judges, columns, best, results)
+    assert best == {"realtoxicity/nontoxic": None, "hhh/accuracy": 0.8, "mt-bench/score": None}
+    assert [r.get("judge_status") for r in results] == ["unknown", None, "weak"]
+    assert columns[0]["unknown_judges"] == ["toxicity"] and "weak_judges" not in columns[0]
+    assert columns[2]["weak_judges"] == ["mt-bench"] and "unknown_judges" not in columns[2]
+    cell = {"mean": 0.9, "ci_low": 0.8, "ci_high": 0.95, "n": 20, "failed": 0, "judge_status": "unknown"}
+    assert _fmt(cell) == "0.900 [0.800, 0.950] n=20 (judge agreement unknown)"

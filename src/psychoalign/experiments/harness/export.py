@@ -39,7 +39,19 @@ __all__ = ["cell_records", "cells_parquet", "check_format", "item_turns", "write
 ExportFormat = Literal["csv", "jsonl"]
 FORMATS = ("csv", "jsonl", "parquet")
 NESTED = ("item_turns", "responses", "judges", "details", "trace_ids")
-FIXED = ("run_id", "system", "benchmark", "item_id", "status", "attempts", "category", "wall_s", "error", "item_note")
+FIXED = (
+    "run_id",
+    "system",
+    "benchmark",
+    "item_id",
+    "status",
+    "attempts",
+    "category",
+    "wall_s",
+    "error",
+    "item_note",
+    "judge_status",
+)
 
 
 def item_turns(
@@ -76,8 +88,10 @@ def cell_records(
     cells: Iterable[CellResult],
     turns: dict[tuple[str, str], tuple[str, ...]] | None = None,
     notes: dict[str, str] | None = None,
+    judge_status: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One plain-JSON record per cell, in the order given."""
+    """One plain-JSON record per cell, in the order given. ``judge_status``: per benchmark, which of
+    its metrics a judge decides that passed no check (:func:`judge_flags`); "" for none."""
     out = []
     for c in cells:
         found = _lookup(turns or {}, c.benchmark, c.item_id)
@@ -93,6 +107,7 @@ def cell_records(
                 "category": category_of(c),
                 "item_turns": list(found or ()),
                 "item_note": note,
+                "judge_status": (judge_status or {}).get(c.benchmark, ""),
                 "responses": c.responses,
                 "metrics": c.metrics,
                 "judges": [r.model_dump(mode="json") for r in c.judges],
@@ -106,6 +121,22 @@ def cell_records(
             }
         )
     return out
+
+
+def judge_flags(report: dict[str, Any]) -> dict[str, str]:
+    """Per benchmark, the metrics of the run's report whose judge is weak or of unknown agreement,
+    e.g. ``"weak: attack_success"`` or ``"unknown: nontoxic"``: an exported score is never shown as
+    measured when the report does not call it so. Benchmarks whose judges passed are absent."""
+    flagged: dict[str, dict[str, list[str]]] = {}
+    for r in report.get("results", []):
+        if (status := r.get("judge_status")) in ("weak", "unknown"):
+            metrics = flagged.setdefault(r["benchmark"], {}).setdefault(status, [])
+            if r["metric"] not in metrics:
+                metrics.append(r["metric"])
+    return {
+        bench: "; ".join(f"{status}: {', '.join(metrics)}" for status, metrics in sorted(by.items(), reverse=True))
+        for bench, by in flagged.items()
+    }
 
 
 def _cell_text(value: Any) -> Any:
@@ -175,6 +206,7 @@ def cells_parquet(records: Sequence[dict[str, Any]]) -> bytes:
         ("wall_s", number),
         ("error", text),
         ("item_note", text),
+        ("judge_status", text),
         ("started_at", when),
         ("finished_at", when),
         *((f"metrics.{k}", number) for k in metric_keys),

@@ -3,7 +3,7 @@
 The run id hashes the spec only; the models come from the configuration, the items from the data
 folder and the judges from the installed package. :func:`run_identity` resolves all of them:
 
-* per system and role, the model actually used (backend, model name, endpoint host, sampling
+* per system and role, the model actually used (backend, model name, endpoint host and a hash of its path, sampling
   settings, and the hash of a script or classifier weights file), the framework (name,
   version, and :attr:`~psychoalign.frameworks.Framework.sha256`: the hash every decision is
   stamped with, which a field added to the framework format with a default leaves as it was,
@@ -12,7 +12,8 @@ folder and the judges from the installed package. :func:`run_identity` resolves 
 * the judges: the spec's judge section, the judge role's model, a hash of the judges' code
   and the shipped classifier weights, the user's calibration files and, when the run measures
   its judges on them, the held-out labelled files of the data folder (:data:`HELD_OUT_LABELS`);
-* per benchmark, the hash of the items sampled (their ids, turns and data, as read);
+* per benchmark, the hash of the items sampled (their ids, turns and data, as read), and of the
+  data-folder files its judges grade with (:data:`JUDGE_DATA_FILES`: MT-Bench's judge prompts);
 * the package version;
 * with ``repeats`` above 1, the repeats and their reducer (absent at 1, so runs stored before
   repeats existed keep their identity).
@@ -100,6 +101,10 @@ def model_identity(spec: ModelSpec, backend: Backend | None = None) -> dict[str,
         "max_tokens": spec.max_tokens,
         "seed": spec.seed,
     }
+    if spec.base_url and (path := urlsplit(spec.base_url).path.rstrip("/")):
+        # a gateway routes by path (http://gpu:8080/llama/v1 vs /qwen/v1): another path, another
+        # model. Hashed, never recorded: some gateways put an account or a key in the path.
+        out["path_sha256"] = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     if spec.backend == "local":
         out["n_ctx"] = spec.n_ctx
     if spec.script:
@@ -141,6 +146,20 @@ def held_out_labels(data_dir: Path) -> dict[str, str | None]:
 
     return {
         rel: jbb_judge_set_sha256(data_dir) if rel == REL else _sha256_file(data_dir / rel) for rel in HELD_OUT_LABELS
+    }
+
+
+#: Data-folder files a judge grades cells with, by the judge that reads them: their content is in
+#: the identity (``judges.files``) of a run with that judge, so an edited prompt file cannot judge
+#: the cells a resume adds while the stored ones were judged with the old one.
+JUDGE_DATA_FILES = {"mtbench": ("mt_bench/judge_prompts.jsonl",)}
+
+
+def judge_data_files(data_dir: Path, needs: Iterable[str]) -> dict[str, str | None]:
+    """The sha256 of each :data:`JUDGE_DATA_FILES` file the judges in ``needs`` read (None: not there)."""
+    wanted = set(needs)
+    return {
+        rel: _sha256_file(data_dir / rel) for judge, rels in JUDGE_DATA_FILES.items() if judge in wanted for rel in rels
     }
 
 
@@ -202,6 +221,12 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
     spellings: list[Mapping[str, Any]] = [identity]
     if "held_out_labels" in judges:
         spellings.append({**identity, "judges": {k: v for k, v in judges.items() if k != "held_out_labels"}})
+    if _has_path(identity):  # stored before the endpoint's path was part of a model's identity
+        spellings += [_without_paths(base) for base in spellings]
+    if "files" in judges:  # stored before the judges' data files were hashed
+        spellings += [
+            {**base, "judges": {k: v for k, v in base["judges"].items() if k != "files"}} for base in spellings
+        ]
     if len(droppable) > _LEGACY_FIELDS_MAX:  # bounded: the format as it is, and without them all
         drops = [frozenset(), frozenset(droppable)]
     else:
@@ -222,6 +247,24 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
             if (digest := identity_digest(alt)) not in seen:
                 seen.add(digest)
                 out.append(alt)
+    return out
+
+
+def _model_entries(identity: Mapping[str, Any]) -> list[dict[str, Any]]:
+    systems = identity.get("systems") or {}
+    entries = [m for entry in systems.values() for m in (entry.get("models") or {}).values()]
+    judge_model = (identity.get("judges") or {}).get("model")
+    return [m for m in [*entries, judge_model] if isinstance(m, dict)]
+
+
+def _has_path(identity: Mapping[str, Any]) -> bool:
+    return any("path_sha256" in m for m in _model_entries(identity))
+
+
+def _without_paths(identity: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(identity))
+    for m in _model_entries(out):
+        m.pop("path_sha256", None)
     return out
 
 
@@ -273,10 +316,12 @@ def run_identity(
     reducer: str = "mean",
     labels: Mapping[str, LabelFile] | None = None,
     held_out: Mapping[str, str | None] | None = None,
+    judge_files: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The run's identity (see the module doc): plain JSON data. ``labels``: the user's
     calibration files (``judge.labels``) as the run read them (read here when not given).
-    ``held_out``: :func:`held_out_labels` when the run measures its judges on them."""
+    ``held_out``: :func:`held_out_labels` when the run measures its judges on them.
+    ``judge_files``: :func:`judge_data_files`, the data-folder files its judges grade cells with."""
     if labels is None:
         labels = {name: read_user_labels(path, name) for name, path in judge.labels.items()}
     out_systems: dict[str, Any] = {}
@@ -315,6 +360,8 @@ def run_identity(
     }
     if held_out is not None:
         out["judges"]["held_out_labels"] = dict(held_out)
+    if judge_files:
+        out["judges"]["files"] = dict(judge_files)
     if repeats > 1:
         out["repeats"] = {"n": repeats, "reducer": reducer}
     return out

@@ -396,22 +396,35 @@ def _gate_columns(
     best: dict[str, float | None],
     results: list[dict[str, Any]],
 ) -> None:
-    """Every column a weak judge decides: named by the judge, no best mark, its cells set apart."""
+    """Every column a weak judge decides: named by the judge, no best mark, its cells set apart. A
+    column a judge of unknown agreement decides (no labels to measure it on) gets no best mark
+    either, and its cells say ``judge_status: unknown``: it passed no check, so it is not called
+    measured anywhere (the CLI table, results.json, the page)."""
     # a judge row names the columns it decides; without that list, every column of its benchmark
     weak_by_column: dict[tuple[str, str], list[str]] = defaultdict(list)
+    unknown_by_column: dict[tuple[str, str], list[str]] = defaultdict(list)
     for j in judges:
-        if j.get("status") == "weak" or j.get("weak"):
+        weak = j.get("status") == "weak" or j.get("weak")
+        if weak or j.get("status") == "unknown":
             for col in columns:
                 if col["benchmark"] == j["benchmark"] and col["metric"] in j.get("columns", [col["metric"]]):
-                    weak_by_column[(col["benchmark"], col["metric"])].append(j["judge"])
+                    (weak_by_column if weak else unknown_by_column)[(col["benchmark"], col["metric"])].append(
+                        j["judge"]
+                    )
     for col in columns:
-        names = weak_by_column.get((col["benchmark"], col["metric"]))
-        if names:
+        key = (col["benchmark"], col["metric"])
+        if names := weak_by_column.get(key):
             col["weak_judges"] = names
+        elif names := unknown_by_column.get(key):
+            col["unknown_judges"] = names
+        if names:
             best[f"{col['benchmark']}/{col['metric']}"] = None
     for r in results:
-        if (r["benchmark"], r["metric"]) in weak_by_column:
+        key = (r["benchmark"], r["metric"])
+        if key in weak_by_column:
             r["judge_status"] = "weak"
+        elif key in unknown_by_column:
+            r["judge_status"] = "unknown"
 
 
 def _corrected(results: list[dict[str, Any]], meta: dict[str, Any], harm_on: bool, seed: int) -> None:
@@ -632,7 +645,8 @@ equals "not refused" on a weak judge model, the ASR measures non-refusal: config
 {%- set k = cell.corrected %}{% if k and k.mean is not none %}<br>
 <span class="ci">corrected {{ "%.3f"|format(k.mean) }}{% if k.ci_low is not none %}
 [{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>{% endif %}
-{%- if col.weak_judges %}<br><span class="warn">weak judge</span>{% endif %}{% endif %}
+{%- if col.weak_judges %}<br><span class="warn">weak judge</span>
+{%- elif col.unknown_judges %}<br><span class="warn">judge agreement unknown</span>{% endif %}{% endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>
 <p>Mean score with its 95 % interval (Wilson for share-of-items metrics, percentile bootstrap for graded ones,

@@ -19,6 +19,9 @@ Contract of :func:`run_experiment`:
 * An interrupted run (Ctrl-C cancels its task) writes the cells that finished and gives back
   the claims on the rest, so a resume started at once runs them instead of finding them leased
   for ``lease_s`` seconds; a cell cut off mid-way stored nothing and runs again (:func:`_give_back`).
+  A run interrupted once it is stored (before its first cell too) is marked so in its meta
+  (``interrupted``: the cells it had stored and the command that resumes it), which
+  ``experiment status`` shows; the run that completes on resume clears the mark.
 * Per-sample limits (``limits.sample_time_s``, ``limits.sample_tokens``) bound each cell: past
   one the cell is cancelled and stored ``failed`` with ``limit: …`` (counted by ``limits.errors``),
   so a model that never answers costs one failed cell, never the run (:func:`_within_limits`).
@@ -59,6 +62,7 @@ from .provenance import (
     held_out_labels,
     identity_changes,
     identity_digest,
+    judge_data_files,
     legacy_identities,
     model_files,
     run_identity,
@@ -365,15 +369,16 @@ async def _check_identity(
             updates.update(dict.fromkeys(HELD_OUT_CALIBRATIONS))
         await store.update_meta(run.id, updates)
         return
-    was = (stored.get("judges") or {}).get("held_out_labels") or {}
-    now = identity["judges"].get("held_out_labels") or {}
-    for rel in sorted(set(was) & set(now)):
-        if was[rel] != now[rel]:
-            state = "is missing" if now[rel] is None else "has changed"
-            raise ConfigError(
-                f"{data_dir / rel} {state} since run {run.id} measured its judges on it",
-                hint="restore the file the run was measured on, or add --new-run to start a new run beside it",
-            )
+    for key, did in (("held_out_labels", "measured its judges on it"), ("files", "judged its cells with it")):
+        was = (stored.get("judges") or {}).get(key) or {}
+        now = identity["judges"].get(key) or {}
+        for rel in sorted(set(was) & set(now)):
+            if was[rel] != now[rel]:
+                state = "is missing" if now[rel] is None else "has changed"
+                raise ConfigError(
+                    f"{data_dir / rel} {state} since run {run.id} {did}",
+                    hint="restore the file the run used, or add --new-run to start a new run beside it",
+                )
     if changes and (gone := unreadable_files(stored, identity, files)):
         raise ConfigError(
             f"{gone[0].what} at {gone[0].path} can't be read ({unreadable_reason(gone[0].path)}); "
@@ -492,6 +497,7 @@ async def run_experiment(
     follow: bool = False,
     new_run: bool = False,
     clock: Callable[[], float] = time.monotonic,
+    resume_command: str | None = None,
 ) -> RunSummary:
     """Run (or resume) ``spec``. ``models`` overrides role models (scripted tests, benchmarks);
     ``progress`` is told how the run goes; ``max_cells`` stops after that many cells have run
@@ -503,7 +509,66 @@ async def run_experiment(
     changed. ``new_run`` runs under ``<spec run id>-<8 hex of the identity>`` instead: a run beside
     the spec's first one, resumed by the same identity.
 
-    ``clock`` is what the time limit of ``spec.limits`` reads (tests inject one)."""
+    ``clock`` is what the time limit of ``spec.limits`` reads (tests inject one).
+
+    Interrupted (its task cancelled: Ctrl-C, or SIGTERM in the CLI) once the run is stored, even
+    before its first cell, it records ``interrupted`` in the run's meta: the cells stored by then
+    and ``resume_command`` (the command that resumes it, shown by ``experiment status``)."""
+    opened: list[str] = []
+    try:
+        return await _run_experiment(
+            spec,
+            settings,
+            store=store,
+            trace_store=trace_store,
+            models=models,
+            registry=registry,
+            data_dir=data_dir,
+            shard=shard,
+            reclaim=reclaim,
+            progress=progress,
+            max_cells=max_cells,
+            follow=follow,
+            new_run=new_run,
+            clock=clock,
+            opened=opened,
+        )
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if opened:
+            await _mark_interrupted(store, opened[0], resume_command)
+        raise
+
+
+async def _mark_interrupted(store: ResultStore, run_id: str, command: str | None) -> None:
+    """Record in ``run_id``'s meta that it was interrupted, with how many cells it had stored and
+    the command that resumes it. Best effort: the interruption is what the caller reports."""
+    try:
+        stored = await store.cells(run_id)
+        done = sum(c.status == "done" for c in stored)
+        await store.update_meta(run_id, {"interrupted": {"cells": len(stored), "done": done, "command": command}})
+    except Exception:  # the store itself may be why the run stopped
+        _log.warning("could not mark run %s as interrupted", run_id, exc_info=True)
+
+
+async def _run_experiment(
+    spec: ExperimentSpec,
+    settings: Settings,
+    *,
+    store: ResultStore,
+    trace_store: TraceStore | None = None,
+    models: dict[str, ChatModel] | None = None,
+    registry: Registry | None = None,
+    data_dir: Path | None = None,
+    shard: tuple[int, int] = (0, 1),
+    reclaim: bool = False,
+    progress: RunProgress | None = None,
+    max_cells: int | None = None,
+    follow: bool = False,
+    new_run: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+    opened: list[str],
+) -> RunSummary:
+    """:func:`run_experiment`'s body; ``opened`` gets the run's id once it is stored."""
     registry = registry or default_registry()
     # Not required to exist: benchmarks that ship their items (dilemmas) run without it; the
     # others name the missing file and how to get it.
@@ -527,6 +592,7 @@ async def run_experiment(
             reducer=spec.reducer,
             labels=labels,
             held_out=held_out_labels(data_dir) if _measures_on_held_out(spec, benchmarks) else None,
+            judge_files=judge_data_files(data_dir, {need for b in benchmarks.values() for need in b.needs}),
         )
         legacy = legacy_identities(identity, list(systems.values()))
         run_id = await _stored_id(store, spec, identity, legacy, new_run)
@@ -542,6 +608,7 @@ async def run_experiment(
         # no empty run behind (`experiment status` listed one per failed --new-run).
         record = RunRecord(id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), meta={"identity": identity})
         run = await store.open_run(record)
+        opened.append(run.id)
         if existing is None or existing.id != run_id:  # another runner may have stored it meanwhile
             await _check_identity(store, run, identity, legacy, data_dir, files)
     except BaseException:
@@ -550,7 +617,12 @@ async def run_experiment(
         await pool.aclose()
         raise
     summary = RunSummary(run_id=run.id, total=len(cells))
-    stored_cells = await store.cells(run.id)
+    try:
+        stored_cells = await store.cells(run.id)
+    except BaseException:  # interrupted (or the store failed) before the first cell
+        judges.close()
+        await pool.aclose()
+        raise
     # done, or given up (a retry cannot change it): neither runs again
     done = {c.key for c in stored_cells if c.status in ("done", "gave_up")}
     todo = [c for c in cells if c.key not in done]
@@ -814,6 +886,8 @@ async def run_experiment(
         updates["concurrency"] = {"spec": spec.concurrency, "effective": concurrency, "serial_models": serial}
         if not left:
             summary.stopped = None  # a limit reached by the last cell stopped nothing
+        if meta.get("interrupted") is not None:
+            updates["interrupted"] = None  # resumed and run to its end
         updates.update(budget.meta(summary.stopped))
         revisions = list(meta.get("revisions") or [])
         if identity["revision"] not in revisions:  # every code revision that computed cells of the run
