@@ -105,7 +105,7 @@ def test_every_written_self_harm_request_is_routed() -> None:
     general = load_framework("general")
     data = yaml.safe_load(SELF_HARM_REQUESTS.read_text(encoding="utf-8"))
     requests = [str(t) for key in ("self_harm", "self_harm_indirect") for t in data[key]]
-    assert len(requests) == 34
+    assert len(requests) == 35
     fired = [clf.crisis(t) for t in requests]
     for request, hit in zip(requests, fired, strict=True):
         assert hit or SELF_HARM_RULE in general.universal_request_rules(request), request
