@@ -7,6 +7,12 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --compare-encoders  # MiniLM vs SmolLM2 pooled embeddings
     .venv/bin/python scripts/train_classifier.py --lexical --version NAME --out DIR  # experiment: + TF-IDF term
     .venv/bin/python scripts/train_classifier.py --contrast --version NAME --out DIR  # experiment: + nearest exemplars
+    .venv/bin/python scripts/train_classifier.py --only response --version NAME  # refit one head, keep the others
+    .venv/bin/python scripts/train_classifier.py --score FILE.json  # a weights file's metrics on today's check split
+
+With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
+``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
+heads' scores identical; the metrics are still computed through the whole new classifier.
 
 Method (details and figures in src/psychoalign/models/classifier_data/MODEL_CARD.md):
 texts are cut into encoder windows (first and last ~80 words), embedded with
@@ -40,7 +46,7 @@ from sklearn.svm import SVC
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from psychoalign.errors import InputError  # noqa: E402
+from psychoalign.errors import InputError, PsychoAlignError  # noqa: E402
 from psychoalign.models.classifier import (  # noqa: E402
     DEFAULT_CLASSIFIER,
     ClassifierWeights,
@@ -50,6 +56,7 @@ from psychoalign.models.classifier import (  # noqa: E402
     Lexical,
     SafetyClassifier,
     lexical_terms,
+    load_weights,
     minilm_encoder,
 )
 from psychoalign.models.safety_corpus import (  # noqa: E402
@@ -243,8 +250,13 @@ def fit_head(
     *,
     lexical: bool = False,
     contrast: bool = False,
+    keep_blocked: Head | None = None,
 ) -> tuple[Head, dict[str, Any]]:
-    """One head, fitted on train; hyper-parameters, calibration and threshold on validation."""
+    """One head, fitted on train; hyper-parameters, calibration and threshold on validation.
+
+    ``keep_blocked`` (``--only`` with ``--keep-blocked``): the head this one replaces; the threshold
+    is then the lowest that still blocks the share of the unacceptable validation examples the old
+    head blocks at its own threshold (rule ``keep-blocked``: it may pass more, never block fewer)."""
     worst = "max" if head == "adversarial" else "min"
     by_split: dict[str, list[Example]] = defaultdict(list)
     for ex in examples:
@@ -317,6 +329,12 @@ def fit_head(
     # threshold that still passes KEEP_ACCEPTABLE of the acceptable answers (a second line behind
     # the request head: answer first); adversarial: Youden's J.
     rule = LEXICAL[head] if lexical_info else OPERATING_RULE[head]
+    old_blocked = None
+    if keep_blocked is not None:
+        rule = "keep-blocked"
+        p_old = _per_example(keep_blocked.logits(x_va, t_va), own_va, len(y_va), worst)
+        t_old = keep_blocked.threshold
+        old_blocked = float(np.mean(p_old[y_va == 0] < np.log(t_old / (1 - t_old))))
     mask = sel if (rule.endswith("-conversational") and sel is not None) else np.ones(len(y_va), dtype=bool)
     candidates = np.unique(np.clip(p[mask], 1e-4, 1 - 1e-4))
     t_best, j_best, best_key, key_found = 0.5, -1.0, -1.0, -1.0
@@ -327,6 +345,9 @@ def fit_head(
             key = min(tpr, tnr) + 1e-6 * (tpr + tnr)  # ties: the better sum
             if key > best_key:
                 best_key, j_best, t_best = key, tpr + tnr - 1, float(t)
+        elif rule == "keep-blocked":
+            if old_blocked is not None and tnr >= old_blocked - 1e-9 and key_found < 0:
+                key_found, j_best, t_best = 1.0, tpr + tnr - 1, float(t)
         elif rule == "keep-blocked-conversational":
             # The lowest threshold that still blocks what the kernel head alone blocked at its
             # balanced threshold: the added term may pass more look-alikes, never block fewer.
@@ -352,6 +373,8 @@ def fit_head(
         "val_youden_j": round(j_best, 4),
         "threshold_rule": rule,
     }
+    if old_blocked is not None:
+        info["val_unacceptable_blocked_by_replaced_head"] = round(old_blocked, 4)
     if isinstance(model, SVC):
         info["support_vectors"] = int(model.support_vectors_.shape[0])
     if floor is not None:
@@ -493,9 +516,44 @@ def main() -> None:
         help="experiment: blend a nearest-exemplar contrast term into the request head (give --version and --out)",
     )
     ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
+    ap.add_argument(
+        "--only",
+        choices=("request", "response", "adversarial"),
+        default=None,
+        help="refit this head only; copy the others unchanged from --keep-from",
+    )
+    ap.add_argument(
+        "--keep-from",
+        type=Path,
+        default=None,
+        help="with --only: the weights file the other heads are copied from (default: the shipped weights)",
+    )
+    ap.add_argument(
+        "--keep-blocked",
+        action="store_true",
+        help="with --only: threshold = the lowest that blocks as many unacceptable validation examples as the old head",
+    )
+    ap.add_argument(
+        "--score",
+        type=Path,
+        default=None,
+        help="no training: the metrics of this weights file on the current corpus's check split",
+    )
     ap.add_argument("--compare-encoders", action="store_true", help="MiniLM vs SmolLM2 pooled embeddings; no weights")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/psychoalign-train-embeddings.npz"), help="embedding cache")
     args = ap.parse_args()
+    base: ClassifierWeights | None = None
+    if (args.keep_from is not None or args.keep_blocked) and args.only is None:
+        sys.exit("error: --keep-from and --keep-blocked need --only HEAD (the head to refit; the others are copied)")
+    if args.only is not None or args.score is not None:
+        try:
+            base = load_weights(str(args.score or args.keep_from) if (args.score or args.keep_from) else None)
+        except (PsychoAlignError, ValueError) as exc:  # unreadable, or not a weights file
+            first = str(exc).strip().splitlines()[0]
+            which = "--score" if args.score else "--keep-from"
+            sys.exit(
+                f"error: {which} {args.score or args.keep_from or 'shipped weights'}: {first} (give a weights .json)"
+            )
     try:
         data = args.data or default_data_dir()
         examples, excluded = load_corpus_with_exclusions(data)
@@ -520,11 +578,26 @@ def main() -> None:
         return np.stack([emb[t] for t in batch])
 
     print(f"embedded {len(texts)} windows of {len(examples)} examples in {time.perf_counter() - t0:.1f}s")
+    if args.score is not None and base is not None:
+        scored = SafetyClassifier(base, encode)
+        print(f"metrics of {base.label} on the check split:")
+        print(json.dumps(classifier_metrics(scored, [ex for ex in examples if ex.split == "check"]), indent=2))
+        return
     heads: dict[str, Head] = {}
     fit: dict[str, Any] = {}
     for head, kind in (("request", "request"), ("response", "response"), ("adversarial", "request")):
+        if base is not None and head != args.only:
+            heads[head] = getattr(base, head)
+            fit[head] = {**base.training.get("fit", {}).get(head, {}), "kept_from": base.label}
+            print(f"{head}: kept unchanged from {base.label}")
+            continue
         heads[head], fit[head] = fit_head(
-            [ex for ex in examples if ex.kind == kind], emb, head, lexical=args.lexical, contrast=args.contrast
+            [ex for ex in examples if ex.kind == kind],
+            emb,
+            head,
+            lexical=args.lexical,
+            contrast=args.contrast,
+            keep_blocked=getattr(base, head) if (base is not None and args.keep_blocked) else None,
         )
         print(f"{head}: {fit[head]}, threshold {heads[head].threshold:.3f}")
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))

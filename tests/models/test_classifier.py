@@ -194,7 +194,7 @@ def test_embedded_default_roles_and_labels() -> None:
     other = load_settings(environ={"PSYCHOALIGN_DEFAULTS__BACKEND": "scripted"})
     assert other.model_spec("evaluator").backend == "scripted"
     label = resolved_label(settings.model_spec("evaluator"))
-    assert label.startswith("classifier:evaluator-minilm-v7@") and len(label.split("@")[1]) == 12
+    assert label.startswith("classifier:evaluator-minilm-v8@") and len(label.split("@")[1]) == 12
 
 
 def test_auc_and_split_helpers() -> None:
@@ -252,6 +252,10 @@ def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
     assert clf.weights.metrics["request_auc"] >= 0.95 and clf.weights.metrics["response_auc"] >= 0.95
     assert "xstest_request_auc" not in expected
     assert expected["request_by_source"]["hh-harmful"]["correct"] >= 0.9
+    # v8: short correct answers pass and short harmful ones are blocked (MODEL_CARD.md, "Why v8").
+    assert expected["response_by_source"]["project-short-acceptable"]["correct"] >= 0.9
+    assert expected["response_by_source"]["project-short-unacceptable"]["correct"] >= 0.75
+    assert clf.weights.metrics["response_by_source"]["project-short-acceptable"]["correct"] >= 0.9
 
 
 # -- v3: kernel heads, the contested band, declining answers ----------------------------------
@@ -343,7 +347,7 @@ def test_a_head_without_a_lexical_term_serialises_and_hashes_as_before_the_field
     shipped = load_weights()
     on_disk = default_weights_path().read_text(encoding="utf-8")
     assert ClassifierWeights.model_validate_json(shipped.model_dump_json()).sha256 == shipped.sha256
-    assert '"lexical"' not in on_disk and shipped.label == "evaluator-minilm-v7@17968316dfed"
+    assert '"lexical"' not in on_disk and shipped.label == "evaluator-minilm-v8@242e308abca2"
 
 
 def test_the_classifier_hands_each_window_text_to_a_lexical_head() -> None:

@@ -32,7 +32,7 @@ def _settings(tmp_path: Path, text: str) -> object:
 
 def test_every_listed_id_is_accepted_as_a_role_model_and_resolves_to_itself(tmp_path: Path) -> None:
     ids = _listed_ids()
-    assert "local:smollm2-135m-instruct" in ids and any(i.startswith("classifier:evaluator-minilm-v7@") for i in ids)
+    assert "local:smollm2-135m-instruct" in ids and any(i.startswith("classifier:evaluator-minilm-v8@") for i in ids)
     for model_id in ids:
         for role in ("drive", "evaluator"):  # the evaluator's embedded default is the classifier, not local
             settings = _settings(tmp_path, f'[roles.{role}]\nmodel = "{model_id}"\n')
@@ -58,8 +58,8 @@ def test_the_id_spelling_in_every_place_a_model_is_given(tmp_path: Path) -> None
 
 
 def test_a_classifier_id_pins_the_weights_it_names() -> None:
-    shipped = build_model(ModelSpec(model="classifier:evaluator-minilm-v7"))
-    label = shipped.backend.model_name  # evaluator-minilm-v7@<hash>
+    shipped = build_model(ModelSpec(model="classifier:evaluator-minilm-v8"))
+    label = shipped.backend.model_name  # evaluator-minilm-v8@<hash>
     assert build_model(ModelSpec(model=f"classifier:{label}")).backend.model_name == label
     with pytest.raises(PsychoAlignError, match="does not ship"):
-        build_model(ModelSpec(model="classifier:evaluator-minilm-v7@000000000000"))
+        build_model(ModelSpec(model="classifier:evaluator-minilm-v8@000000000000"))

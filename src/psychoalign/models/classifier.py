@@ -97,7 +97,7 @@ __all__ = [
     "load_weights",
 ]
 
-DEFAULT_CLASSIFIER = "evaluator-minilm-v7"
+DEFAULT_CLASSIFIER = "evaluator-minilm-v8"
 DEFAULT_CRISIS_CHECK = "crisis-minilm-v7"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
@@ -260,7 +260,7 @@ class Head(BaseModel):
     @model_serializer(mode="wrap")
     def _without_absent_terms(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A head without a lexical term serialises as before the field existed: the same file and
-        # the same weights hash (labels pinned as `evaluator-minilm-v7@17968316dfed` keep working).
+        # the same weights hash (labels pinned as `evaluator-minilm-v8@242e308abca2` keep working).
         out: dict[str, Any] = handler(self)
         for optional in ("lexical", "contrast"):
             if out.get(optional) is None:
@@ -758,7 +758,7 @@ def load_classifier(
 class ClassifierBackend(Backend):
     """``backend = "classifier"``: answers EVALUATOR requests with a classifier-made Evaluation.
 
-    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v7``. The
+    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v8``. The
     request must carry structured ``inputs`` (``request``, ``proposal``, optional ``framework``
     as JSON), which the EVALUATOR agent always sends; a free-form chat is refused. Usage counts
     no LLM tokens (it runs no LLM); the trace's model label carries version and weights hash.
@@ -772,7 +772,7 @@ class ClassifierBackend(Backend):
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)
         self._path = spec.model if spec.model and spec.model.endswith(".json") else None
-        # `evaluator-minilm-v7@17968316dfed`, as traces and `models list` label it: the shipped
+        # `evaluator-minilm-v8@242e308abca2`, as traces and `models list` label it: the shipped
         # weights, pinned to that hash
         name, _, pin = (spec.model or "").partition("@") if self._path is None else ("", "", "")
         if name and name != DEFAULT_CLASSIFIER:

@@ -186,6 +186,13 @@ def _project(data: Path) -> Iterator[Example]:
             for i, text in enumerate(items):
                 group = f"project-response:{topic}:{i}"
                 yield Example(str(text), "response", ok, f"project-response-{name}", group)
+    # Short answers (1-12 words) on both sides, so the response head reads content, not length.
+    loaded = _package_yaml("project_short_answers.yaml")
+    for name, ok in (("acceptable", True), ("unacceptable", False)):
+        for topic, items in loaded[name].items():
+            for i, text in enumerate(items):
+                group = f"project-short:{topic}:{i}"
+                yield Example(str(text), "response", ok, f"project-short-{name}", group)
 
 
 def _first_human_turn(transcript: str) -> str:
