@@ -163,9 +163,7 @@ def run(
     spec_name: str | None = typer.Argument(
         None, metavar="SPEC", help="A preset name (see `experiment list`), a named experiment, or a spec file."
     ),
-    n: int | None = typer.Option(
-        None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."
-    ),
+    n: int | None = typer.Option(None, "--n", min=1, max=MAX_N, help="Items per benchmark (overrides the spec)."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (default: experiments/<run id>)."),
     systems: str | None = typer.Option(None, "--systems", help="Comma-separated subset of the spec's systems."),
     benchmarks: str | None = typer.Option(None, "--benchmarks", help="Comma-separated subset of its benchmarks."),
@@ -607,6 +605,7 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Presets, named experiments, system kinds and benchmarks that `experiment run` knows."""
     from ..experiments.harness.spec import load_spec, preset_names
 
+    settings_from(config)  # a --config given is read: a broken file is an error here too, not ignored
     registry = experiment_registry()
     data = {
         "presets": {name: load_spec(name).description for name in preset_names()},
