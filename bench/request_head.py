@@ -5,7 +5,7 @@ Run from the repository root (needs the evaluation data folder, shared/data, for
     python bench/request_head.py              # request head, then end to end on the embedded default
     python bench/request_head.py --head-only  # the request head only (seconds)
     python bench/request_head.py --crisis     # the crisis check on its held-out sets, then end to end (minutes)
-    python bench/request_head.py --crisis --check-only  # the crisis check alone (seconds)
+    python bench/request_head.py --crisis --check-only  # the crisis check alone (minutes; the doc in quick mode)
     python bench/request_head.py --crisis --framework general  # end to end under one framework only (no doc)
 
 Data (aggregates are printed, never the items):
@@ -42,7 +42,8 @@ on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha2
 never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
 ``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml``,
-``bench/data/crisis_heldout_v3.yaml`` and ``bench/data/crisis_heldout_v4.yaml`` (hand-written
+``bench/data/crisis_heldout_v3.yaml``, ``bench/data/crisis_heldout_v4.yaml`` and
+``bench/data/crisis_heldout_v5.yaml`` (hand-written
 crisis requests and benign look-alikes, each written before the check it first measured and never
 trained on; items repeating a training text of
 the check are left out), the crisis requests that reach the crisis channel (the check alone, and the
@@ -188,10 +189,14 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout_v2.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v3.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v4.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v5.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
 REFERENCE_ANSWERS = ROOT / "bench" / "data" / "reference_answers.yaml"
+#: Ordinary medicine questions in six languages (tests/models/crisis_medicine_lookalikes.yaml): none may get the
+#: crisis line; a development set, so reported beside the out-of-sample sets, not as one.
+MEDICINE_LOOKALIKES = ROOT / "tests" / "models" / "crisis_medicine_lookalikes.yaml"
 
 
 def crisis_report(args: argparse.Namespace) -> None:
@@ -315,17 +320,22 @@ def crisis_report(args: argparse.Namespace) -> None:
             "reference_answers.yaml questions", sum(map(clf.crisis, questions)), len(questions), "fired", None, targets
         )
         rate("MT-Bench first turns", sum(map(clf.crisis, mt)), len(mt), "fired", None, targets)
+        # A development set (the medicine guard and v7's look-alike exemplars were written against it).
+        medicine = yaml.safe_load(MEDICINE_LOOKALIKES.read_text(encoding="utf-8")) or {}
+        questions = [str(t) for texts in medicine.values() for t in texts]
+        medicine_routed = sum(map(routed, questions))
+        rate("medicine look-alikes (development set)", medicine_routed, len(questions), "routed", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None and args.crisis_check is None and not args.check_only and not args.framework:
+    if not args.no_doc and source is None and args.crisis_check is None and not args.framework:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
             out.getvalue(),
             targets,
-            quick=False,
+            quick=args.check_only,  # --check-only: the check's figures, no end to end
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
-            "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml` and "
-            "`crisis_heldout_v4.yaml` (each written by "
+            "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml`, "
+            "`crisis_heldout_v4.yaml` and `crisis_heldout_v5.yaml` (each written by "
             "hand before the check was rebuilt): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
@@ -338,8 +348,12 @@ def crisis_report(args: argparse.Namespace) -> None:
             "fired on a look-alike of the request checks' test file. v5 adds nine phrases written from the misses "
             "on the two older files and the exemplars' held-out fold, which are therefore no longer fresh for it. "
             "v6 is v5's head with eight more phrases written from v5's misses on `crisis_heldout_v3.yaml`, which "
-            "is therefore no longer fresh either: `crisis_heldout_v4.yaml` is the fresh measure (MODEL_CARD.md, "
-            "every build in order). End to end, the "
+            "is therefore no longer fresh either. v7 is a head rebuilt with ordinary medicine questions added to "
+            "its look-alike exemplars, and a medicine guard beside it (a short dose, interaction or missed-dose "
+            "question with no risk cue is not fired on by the head alone), both written against development sets "
+            "only (`tests/models/crisis_medicine_lookalikes.yaml`, the exemplars and the four older files): "
+            "`crisis_heldout_v5.yaml`, written before v7, is the fresh measure (MODEL_CARD.md, every build in "
+            "order). End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "
             "message, and the word 'rephrase'.",
         )
@@ -593,7 +607,7 @@ def main() -> None:
     ap.add_argument(
         "--check-only",
         action="store_true",
-        help="with --crisis: the check's figures only, no negotiation (seconds); no doc",
+        help="with --crisis: the check's figures only, no negotiation; its doc section in quick mode unless --no-doc",
     )
     ap.add_argument(
         "--crisis-exemplars",

@@ -3,7 +3,7 @@
 Run from the repo root (needs the evaluation data folder, shared/data, to split the benign requests
 as the request head does):
 
-    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v6.json
+    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v7.json
     .venv/bin/python scripts/build_crisis_check.py --dry-run  # the figures only
 
 Method (src/psychoalign/models/classifier_data/MODEL_CARD.md, "The crisis check"):
@@ -26,7 +26,10 @@ is kept (ties: fewer look-alike exemplars fired, then the first in the grid), an
 if that recall is under ``RECALL_FLOOR``. The explicit first-person phrases of
 ``psychoalign.models.crisis.EXPLICIT_PHRASES`` are copied into the check (it fires on either);
 the figures are printed for the head alone and for the head or the phrases (the threshold is the
-head's alone; the build fails if a phrase matches a training look-alike or benign request).
+head's alone; the build fails if a phrase matches a training look-alike or benign request). The
+medicine guard, ``psychoalign.models.crisis.MEDICINE_GUARD`` (an ordinary dose or interaction
+question that a fire of the head alone gives way to), is copied in too; the build fails if it
+holds on a training crisis exemplar.
 No randomness: the same files write the same JSON.
 """
 
@@ -60,6 +63,7 @@ from psychoalign.models.classifier import (  # noqa: E402
 )
 from psychoalign.models.crisis import (  # noqa: E402
     EXPLICIT_PHRASES,
+    MEDICINE_GUARD,
     benign_requests,
     benign_requests_sha256,
     exemplars,
@@ -160,6 +164,11 @@ def main() -> int:
         first = texts[int(np.argmax(said & ~y))]
         print(f"error: an explicit phrase matches a training look-alike or benign request: {first!r}; nothing written")
         return 1
+    guarded = np.array([MEDICINE_GUARD.holds(t) for t in texts])
+    if (guarded & y).any():
+        first = texts[int(np.argmax(guarded & y))]
+        print(f"error: the medicine guard holds on a training crisis exemplar: {first!r}; nothing written")
+        return 1
     folds = [cross_validate(x, y, is_benign, groups, said, c, g * unit) for c in CS for g in GAMMAS]
     for f in folds:
         print(
@@ -174,7 +183,8 @@ def main() -> int:
         f"{best.threshold:.3f}; {FOLDS}-fold grouped CV: crisis fired {best.recall:.1%}, look-alike exemplars fired "
         f"{best.lookalikes:.1%}, benign requests fired {best.benign:.1%}; with the explicit phrases "
         f"({int(said[y].sum())} of the crisis exemplars match one, none of the others) crisis fired "
-        f"{best.with_phrases:.1%}"
+        f"{best.with_phrases:.1%}; the medicine guard holds on {int((guarded & lookalike).sum())} look-alike "
+        f"exemplars, {int((guarded & is_benign).sum())} benign requests and none of the crisis exemplars"
     )
     if best.recall < RECALL_FLOOR:
         print(f"error: cross-validated crisis recall {best.recall:.1%} is under {RECALL_FLOOR:.0%}; nothing written")
@@ -197,6 +207,7 @@ def main() -> int:
         exemplars_sha256=exemplars_sha256(),
         negatives_sha256=benign_requests_sha256(),
         phrases=EXPLICIT_PHRASES,
+        guard=MEDICINE_GUARD,
         metrics={
             "train_crisis": int(y.sum()),
             "train_lookalikes": int(lookalike.sum()),

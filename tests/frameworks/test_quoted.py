@@ -27,6 +27,13 @@ P = PLACEHOLDER
         # blockquote lines and a closed fence
         ("Is this allowed?\n> they are vermin\n> all of them\nThanks", f"Is this allowed?\n{P}\nThanks"),
         ("Which rule applies?\n```\nthey are vermin\n```\nthanks", f"Which rule applies?\n{P}\nthanks"),
+        # single quotes a colon opens, closing the paragraph (an apostrophe inside is no end)
+        ("Classify this post: 'Vaccines contain microchips to track you, don't get them.'", f"Classify this post: {P}"),
+        (
+            "Is this post okay to leave up: \u2018Take 20 tylenol, it's the way out.\u2019",
+            f"Is this post okay to leave up: {P}",
+        ),
+        ("Remove or keep: 'they are vermin'.\nThanks", f"Remove or keep: {P}\nThanks"),
     ],
 )
 def test_clearly_delimited_material_is_replaced_by_the_placeholder(text: str, masked: str) -> None:
@@ -38,6 +45,8 @@ def test_clearly_delimited_material_is_replaced_by_the_placeholder(text: str, ma
     [
         'an unclosed "quote runs on',
         "it's the user's post, isn't it",  # single quotes are apostrophes as often as quotes
+        "Note: it's the users' post, and it's 'fine' by me today",  # not closing the paragraph
+        "Time: 5 o'clock",
         "Which rule applies?\n```\nan unclosed fence",
         "Error message: segmentation fault",  # a label mid-sentence is not a label
         "My post: a reply about gardening",  # not after a sentence end or at a line start

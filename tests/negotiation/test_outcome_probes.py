@@ -27,7 +27,12 @@ async def test_what_the_embedded_model_sent_no_longer_reaches_the_user(probe: di
     framework = probe.get("framework", "general")
     trace = await world.negotiator(k=2).negotiate(probe["request"], earlier=probe.get("earlier"), framework=framework)
     f = trace.final
-    assert f is not None and sent not in f.response
+    assert f is not None
+    if expect.get("passes"):  # a right answer: it reaches the user, no gate blocked it
+        assert sent in f.response and world.calls["drive"] >= 1
+        assert all(p.gate is not None and p.gate.admissible for r in trace.rounds for p in r.proposals)
+        return
+    assert sent not in f.response
     if "blocked" in expect:
         blocked = [p for r in trace.rounds for p in r.proposals if p.gate is not None and not p.gate.admissible]
         assert blocked and all(expect["blocked"] in " ".join(p.gate.reasons) for p in blocked if p.gate)

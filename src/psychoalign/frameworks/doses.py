@@ -82,15 +82,21 @@ _DAILY_AFTER = re.compile(
     r"(?:in|per|over|within)\s+(?:a|any|one|each|every)?\s*24[- ]?(?:hours?|hrs?|h)\b|a\s+24[- ]hour)",
     re.IGNORECASE,
 )
+#: A hedge between a dose phrase and its amount ("the maximum daily dose is typically 10 g"): the
+#: figure is stated all the same.
+_HEDGE = r"(?:about|around|approximately|roughly|up\s+to|typically|usually|generally|normally|commonly|often"
+_HEDGE += r"|considered|thought\s+to\s+be|said\s+to\s+be|set\s+at|listed\s+as|given\s+as)"
 #: A "maximum daily" phrase that introduces the amount right after it.
 _MAX_DAILY_BEFORE = re.compile(
-    r"\b(?:max(?:imum)?|highest|upper\s+limit|limit)\b[^.;:!?]{0,60}?"
+    r"(?:\b(?:max(?:imum)?|highest|upper\s+limit|limit)\b[^.;:!?]{0,60}?"
     # up to 90 characters on to the amount: a hedge ("is currently unknown, but it's estimated
     # to be around 10 milligrams") does not turn a stated limit into no limit; a single dose
     # named between ("… but a typical single dose is 500 mg") does
     r"\b(?:daily|per\s+day|a\s+day|in\s+24\s+hours|24[- ]hour)\b"
+    # the day named first: "the daily limit for ibuprofen is 10 g", "the 24-hour maximum is"
+    r"|\b(?:daily|24[- ]hour)\s+(?:max(?:imum)?|limit|cap)\b)"
     r"(?:(?!\b(?:single|one|each|per|a)\s+(?:dose|tablet|pill)|\bat\s+a\s+time\b)[^.;!?]){0,90}?"
-    r"(?:\bis\b|\bof\b|\bat\b|\bbe\b|\bare\b|:|=)\s*(?:about|around|approximately|roughly|up\s+to)?\s*$",
+    rf"(?:\bis\b|\bof\b|\bat\b|\bbe\b|\bare\b|:|=)(?:\s*{_HEDGE}\b){{0,3}}\s*$",
     re.IGNORECASE,
 )
 #: A dose phrase that introduces the amount right after it, for figures that name no day: a
@@ -105,6 +111,7 @@ _DOSE_BEFORE = re.compile(
     r"(?:\s+(?!(?:more|than|over|above|with|every|after|before|for|if|when)\b)(?:\d{1,2}-)?[a-z-]+){0,2}"
     r"|\b(?:not|never|n't|without)\s+(?:to\s+)?(?:exceed|exceeding|go\s+over|going\s+over)\b)"
     r"\s*(?P<lead>(?:(?:about|around|approximately|roughly|up\s+to|between|from|only|just|at\s+most|"
+    r"typically|usually|generally|normally|commonly|"
     r"(?:no|not)\s+more\s+than|more\s+than|over|above|in\s+excess\s+of|a\s+max(?:imum)?\s+of|a\s+total\s+of)\s+){0,2})"
     r"(?P<bare>(?P<first>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*(?:to|-|–|or)\s*)?$",
     re.IGNORECASE,
@@ -132,6 +139,8 @@ _OF_WHAT = re.compile(
 _GENERIC = frozenset(
     {"it", "drug", "drugs", "medicine", "medicines", "medication", "medications", "active", "ingredient"}
     | {"dose", "doses"}
+    # a liquid's form: "20 ml of the syrup" is the medicine asked about
+    | {"syrup", "syrups", "liquid", "suspension", "solution", "drops", "mixture", "elixir", "oral"}
 )
 #: Words that make a dose figure something other than a recommendation: a toxic or lethal amount,
 #: a study's doses.
@@ -677,11 +686,58 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
     is checked as if it stated the request's."""
     if not limits or not text:
         return None
+    text = _spoons_in_ml(text)
     if request is not None and (asked := _endorsed(text, request)):
-        found = _find_wrong_dose(limits, asked, request)
+        # "Is 1 g of paracetamol okay for my 2-year-old?": a figure the question asks about with no
+        # dose phrase is one dose (a daily figure says so: "8 g a day")
+        found = _find_wrong_dose(limits, asked, request) or _find_wrong_dose(limits, _asked_as_doses(asked), request)
         if found is not None:
             return f"a yes to the request's {found}"
     return _find_wrong_dose(limits, text, request)
+
+
+#: A measuring spoon: a medicine spoon holds 5 ml (teaspoon) or 15 ml (tablespoon), as labels
+#: count them. The amount before it: a figure ("2 teaspoons", "1.5 tsp", "1/2 teaspoon"), a word
+#: ("a teaspoon", "two tablespoons", "half a teaspoon").
+_SPOON = re.compile(
+    rf"(?<![\w.,/])(?P<n>\d+(?:\.\d+)?|\d/\d|half\s+an?|(?:{'|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True))}))"
+    r"(?:\s+and\s+a\s+half)?\s*(?:-\s*)?(?P<unit>teaspoon|tablespoon|tsp|tbsp|tbs)(?:s|fuls?|sful)?\b\.?",
+    re.IGNORECASE,
+)
+_SPOON_ML = {"teaspoon": 5.0, "tsp": 5.0, "tablespoon": 15.0, "tbsp": 15.0, "tbs": 15.0}
+
+
+def _spoons_in_ml(text: str) -> str:
+    """``text`` with each spoonful written as the millilitres it holds ("2 teaspoons": "10 ml"),
+    so the volume check reads it as it reads "10 ml"."""
+
+    def written(m: re.Match[str]) -> str:
+        word = m.group("n").lower()
+        if word.startswith("half"):
+            count = 0.5
+        elif "/" in word:
+            top, bottom = word.split("/")
+            count = float(top) / float(bottom) if float(bottom) else 0.0
+        else:
+            count = float(_NUMBER_WORDS.get(word) or word)
+        if "and a half" in m.group(0).lower():
+            count += 0.5
+        return f"{count * _SPOON_ML[m.group('unit').lower()]:g} ml"
+
+    return _SPOON.sub(written, text)
+
+
+def _asked_as_doses(asked: str) -> str:
+    """``asked`` with each amount or volume that no day or strength follows marked as one dose
+    ("Is 1 g of paracetamol okay …?": "Is 1 g per dose of paracetamol okay …?")."""
+
+    def marked(m: re.Match[str]) -> str:
+        after = asked[m.end() : m.end() + _NEAR]
+        if _DAILY_AFTER.match(after) or _STRENGTH_AFTER.match(after) or _SINGLE_AFTER.match(after):
+            return m.group(0)
+        return f"{m.group(0)} per dose"
+
+    return _VOLUME.sub(marked, _AMOUNT.sub(marked, asked))
 
 
 #: An answer that opens with a yes to the request.
@@ -713,7 +769,7 @@ def _endorsed(text: str, request: DoseContext) -> str:
         return ""
     asked = [
         sentence
-        for sentence in _SENTENCE.split(request.request)
+        for sentence in _SENTENCE.split(_spoons_in_ml(request.request))
         if sentence.rstrip().endswith("?")
         and (_AMOUNT.search(sentence) or _VOLUME.search(sentence))
         and not _HARM_ASKED.search(sentence)
@@ -751,7 +807,9 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
     given_child: set[str] = set()  # medicines the answer gives the child a figure for
     # for a child, clause by clause: "adults take 1 g; for your toddler, 180 mg" names both
     pieces = _SENTENCE.split(text) if patient is None else _CLAUSE.split(text)
-    syrups = _syrups(text) if patient is not None else ()
+    # a strength the answer states, else the one the request or an earlier turn states ("How many
+    # ml of 120mg/5ml syrup …?" "Give 5 ml"): the bottle the parent holds, not the strongest listed
+    syrups = (_syrups(text) or _syrups(f"{patient.request}\n{patient.earlier}")) if patient is not None else ()
     products = _Products(limits, text, patient, only)
     tablet = _tablet_strength(text, request)
     for sentence in pieces:

@@ -6,7 +6,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from enum import StrEnum
 from functools import cached_property, partial
 from typing import Any, Literal, NamedTuple
@@ -410,6 +410,17 @@ class Framework(BaseModel):
                 cache.clear()
             found = cache[key] = tuple(r.id for r in self.rules() if r.matches_request(request) is not None)
         return list(found)
+
+    def at_risk_rules(self, turns: Sequence[str]) -> list[str]:
+        """Ids of the rules marked ``semantic_check: self-harm`` whose check or request check
+        matches one of ``turns`` (a conversation's earlier user turns): a person who said "I want
+        to die" and then asks "How many of them would it take?" is still at risk, and every reply
+        carries the rule's crisis channel."""
+        marked = {r.id for r in self.rules() if r.semantic_check == "self-harm"}
+        if not marked:
+            return []
+        found = {rule_id for turn in turns for rule_id in self.request_rules(turn) if rule_id in marked}
+        return [r.id for r in self.rules() if r.id in found]
 
     def universal_request_rules(self, request: str) -> list[str]:
         """Ids of the universal rules whose check or request check matches ``request`` (the

@@ -62,8 +62,17 @@ def _quoted(text: str, start: int) -> bool:
     return len(marks) % 2 == 1
 
 
+# A cleft that puts the claim's subject first ("the MMR jab is what gave him autism"): read as the
+# claim itself ("the MMR jab gave him autism"), which the claim regexes name.
+_CLEFT = re.compile(
+    r"\s+(?:is|was|are|were|'s)\s+(?:(?:really|actually|exactly|obviously|clearly|definitely|just)\s+)?what\s+(?=\w)",
+    re.IGNORECASE,
+)
+
+
 def stated_premise(claim: str, text: str) -> str | None:
     """The words of ``text`` that state ``claim`` (a regex) as a premise, or None."""
+    text = _CLEFT.sub(" ", text)
     led, opening = _compiled(claim)
     for regex in (led, opening):
         for m in regex.finditer(text):

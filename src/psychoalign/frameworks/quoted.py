@@ -13,7 +13,9 @@ left as it is):
 * a fenced code block, from a line opening with three backticks or tildes to the line closing it;
 * a blockquote: consecutive lines starting with ``>``;
 * text between paired double quotes (``"..."``, ``\u201c...\u201d``, ``\u00ab...\u00bb``) on one
-  paragraph; single quotes are never read (they are apostrophes as often as quotes);
+  paragraph; single quotes only where a colon opens them and they close the paragraph
+  (``Classify this post: 'they are vermin'``), since elsewhere they are apostrophes as often as
+  quotes;
 * the rest of a paragraph after a ``Post:``, ``Comment:`` or ``Message:`` label that starts a line
   or follows the end of a sentence (``... policy? Post: ...``).
 
@@ -43,6 +45,9 @@ _QUOTES = (
     re.compile(r"\u201c(?:(?!\n[ \t]*\n)[^\u201c\u201d])+\u201d"),
     re.compile(r"\u00ab(?:(?!\n[ \t]*\n)[^\u00ab\u00bb])+\u00bb"),
 )
+# Single quotes a colon opens that close the paragraph (a final stop allowed): "Classify this post:
+# 'they are vermin'". An apostrophe inside ("it's") does not end it; the closing mark must.
+_COLON_SINGLE = re.compile(r"(?<=:)[ \t]*['\u2018](?:(?!\n[ \t]*\n).)+?['\u2019][ \t]*[.?!]?[ \t]*(?=\n|$)", re.DOTALL)
 # A label at the start of a line or after a sentence end, then the rest of its paragraph.
 _LABEL = re.compile(
     r"(?:^|(?<=[.?!:])[ \t]+)[ \t]*(post|comment|message)[ \t]*:[ \t]*(?:(?!\n[ \t]*\n).)+",
@@ -60,6 +65,7 @@ def mask_quoted(text: str) -> str:
     masked = _LABEL.sub(lambda m: m.group(0)[: m.end(1) - m.start(0)] + ": " + PLACEHOLDER, masked)
     for quotes in _QUOTES:
         masked = quotes.sub(PLACEHOLDER, masked)
+    masked = _COLON_SINGLE.sub(" " + PLACEHOLDER, masked)
     if masked == text:
         return text
     own = _WORD.findall(masked.replace(PLACEHOLDER, " "))

@@ -81,7 +81,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from ..errors import BackendUnavailableError, InputError
 from ..frameworks.doses import read_request
 from .base import Backend
-from .crisis_phrases import says_self_harm
+from .crisis_phrases import MedicineGuard, says_self_harm
 from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
@@ -98,7 +98,7 @@ __all__ = [
 ]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v7"
-DEFAULT_CRISIS_CHECK = "crisis-minilm-v6"
+DEFAULT_CRISIS_CHECK = "crisis-minilm-v7"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -339,7 +339,9 @@ class CrisisCheck(BaseModel):
     (trained by ``scripts/build_crisis_check.py`` on ``crisis_exemplars.yaml``; MODEL_CARD.md,
     "The crisis check"). It fires where the head's logit reaches ``logit(head.threshold)``, or where
     the request says so in one of ``phrases`` (explicit first-person phrases,
-    :data:`~psychoalign.models.crisis.EXPLICIT_PHRASES` when it was built; none before v4)."""
+    :data:`~psychoalign.models.crisis.EXPLICIT_PHRASES` when it was built; none before v4); a fire of
+    the head alone gives way where ``guard`` holds (an ordinary medicine question,
+    :data:`~psychoalign.models.crisis_phrases.MEDICINE_GUARD` when it was built; none before v7)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -354,6 +356,9 @@ class CrisisCheck(BaseModel):
     phrases: tuple[str, ...] = Field(
         default=(), description="Regular expressions over the normalised request that fire the check on their own."
     )
+    guard: MedicineGuard | None = Field(
+        default=None, description="An ordinary medicine question that a fire of the head alone gives way to."
+    )
     metrics: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -362,7 +367,8 @@ class CrisisCheck(BaseModel):
             raise ValueError(f"crisis head has {len(self.head.coef)} coefficients for {self.dim}-d embeddings")
         if self.head.kernel is not None and self.head.kernel.vectors.shape[1] != self.dim:
             raise ValueError(f"crisis head's support vectors are not {self.dim}-d")
-        for phrase in self.phrases:
+        guard = () if self.guard is None else (self.guard.medicine, self.guard.question, self.guard.risk)
+        for phrase in (*self.phrases, *guard):
             try:
                 re.compile(phrase)
             except re.error as exc:
@@ -380,6 +386,15 @@ class CrisisCheck(BaseModel):
     def says(self, request: str) -> bool:
         """Whether ``request`` matches one of the check's explicit phrases."""
         return bool(self.phrases) and says_self_harm(request, self.phrases)
+
+    def guarded(self, request: str) -> bool:
+        """Whether ``request`` is an ordinary medicine question by the check's guard."""
+        return self.guard is not None and self.guard.holds(request)
+
+    def fires_on(self, request: str, x: NDArray[np.float32]) -> bool:
+        """The check's verdict on ``request`` (its encoder windows ``x``): an explicit phrase, or
+        the head where the guard does not hold."""
+        return self.says(request) or (self.fires(x) and not self.guarded(request))
 
 
 def crisis_hits(framework: Any | None) -> list[dict[str, str]]:
@@ -508,7 +523,7 @@ class SafetyClassifier:
                 p_req = float(head.shifted(x[rows[1]], VETO_BELOW / 100, [parts[j] for j in rows[1]]).min())
             p_adv = float(self.weights.adversarial.shifted(x_req, 0.5, req_parts).max())  # 0.5: the head's threshold
             check = self.crisis_check
-            crisis = check is not None and (check.says(request) or check.fires(x_req))
+            crisis = check is not None and check.fires_on(request, x_req)
         self._keep(self._requests, key, (p_req, p_adv, crisis, p_whole))
         return p_req, p_adv, crisis, p_whole
 

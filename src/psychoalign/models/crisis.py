@@ -25,11 +25,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..yamlio import parse_yaml
-from .crisis_phrases import EXPLICIT_PHRASES, says_self_harm
+from .crisis_phrases import EXPLICIT_PHRASES, MEDICINE_GUARD, says_self_harm
 
 __all__ = [
     "EXPLICIT_PHRASES",
     "HELD_OUT_FOLD",
+    "MEDICINE_GUARD",
     "Exemplar",
     "benign_requests",
     "benign_requests_path",

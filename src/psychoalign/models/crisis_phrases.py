@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
+
+from pydantic import BaseModel, ConfigDict
 
 from ..textnorm import normalise
 
-__all__ = ["EXPLICIT_PHRASES", "says_self_harm"]
+__all__ = ["EXPLICIT_PHRASES", "MEDICINE_GUARD", "MedicineGuard", "says_self_harm"]
 
 
 # Adverbs that may sit between "I'm" and "suicidal" or "I" and "want to die" (not any word: "I'm
@@ -137,3 +140,95 @@ def says_self_harm(text: str, phrases: tuple[str, ...] = EXPLICIT_PHRASES) -> bo
 @functools.cache
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
+
+
+class MedicineGuard(BaseModel):
+    """An ordinary medicine question that a head-only fire of the crisis check gives way to.
+
+    The head reads a sentence embedding, which puts a pharmacist's question ("Can I take St John's
+    wort with sertraline?", "Wie viel Paracetamol darf ich am Tag nehmen?") close to an overdose
+    question. The guard holds where the normalised, accent-folded request is short (at most
+    ``max_words`` words, at most two sentences), names a medicine (``medicine``), asks in the
+    shape of a dose, interaction, timing or missed-dose question (``question``) and carries none
+    of the ``risk`` cues (dying, an amount "enough to", not waking up, all of a pack, purpose
+    clauses, ...). It never overrides an explicit phrase or the framework's request checks, only
+    the head; where it does not hold, the head decides as before (a cue it lacks fails closed).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    medicine: str
+    question: str
+    risk: str
+    max_words: int = 30
+
+    def holds(self, text: str) -> bool:
+        """Whether ``text`` is an ordinary medicine question by this guard."""
+        norm = _fold(normalise(text).text)
+        if len(norm.split()) > self.max_words or len(re.findall(r"[.!?]+(?=\s|$)", norm.rstrip(" .!?"))) > 1:
+            return False
+        return bool(
+            _compiled(self.medicine).search(norm)
+            and _compiled(self.question).search(norm)
+            and not _compiled(self.risk).search(norm)
+        )
+
+
+def _fold(text: str) -> str:
+    """``text`` without combining accents (``día`` -> ``dia``, ``Tag`` unchanged)."""
+    return "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+
+
+# Names and words of medicines as a patient asks about them (accent-folded; stems where a
+# language inflects). A name missing here only leaves the head to decide.
+_MEDICINE = (
+    r"\b(?:paracetamol\w*|acetaminophen|tylenol|panadol|calpol|doliprane|dafalgan|tachipirina|efferalgan|ibuprof\w*"
+    r"|advil|nurofen|naproxen\w*|aspirin\w*|aspirina|diclofenac\w*|voltaren|codein\w*|co-codamol|tramadol|dipirona"
+    r"|metamizol|novalgin|omeprazol\w*|pantoprazol\w*|lansoprazol\w*|sertralin\w*|zoloft|fluoxetin\w*|prozac"
+    r"|citalopram|escitalopram|paroxetin\w*|venlafaxin\w*|duloxetin\w*|mirtazapin\w*|amitriptylin\w*|bupropion"
+    r"|lithium|litio|quetiapin\w*|propranolol|amlodipin\w*|lisinopril|ramipril|losartan\w*|bisoprolol|metformin\w*"
+    r"|insulin\w*|levothyrox\w*|thyrox\w*|l-thyroxin|euthyrox|warfarin\w*|varfarina|marcumar|sintrom|apixaban"
+    r"|rivaroxaban|statin\w*|atorvastatin\w*|simvastatin\w*|amoxicil\w*|antibiot\w*|metronidazol\w*|doxycyclin\w*"
+    r"|cetirizin\w*|loratadin\w*|antihistamin\w*|melatonin\w*|melatonina|zopiclon\w*|diazepam|lorazepam"
+    r"|clonazepam|st john'?s wort|hierba de san juan|johanniskraut|millepertuis|erva de sao joao|iperico"
+    r"|valerian\w*|baldrian|magnesi\w*|vitamin\w*|prednisolon\w*|cortison\w*|inhaler|nasal spray|nasenspray"
+    r"|antidepress\w*|antidepresiv\w*|antidepressiv\w*|painkillers?|schmerzmittel|analgesic\w*|analgesi\w*"
+    r"|pills?|tablets?|\w*tablett\w*|capsules?|meds|medication|medicine|medicament\w*|medikament\w*|medicin\w*|remedio|remedios"
+    r"|pastillas?|pastiglia|pastiglie|compress\w*|comprim\w*|cachets?|tabletten?|pillen|pilule|pilula|pildora"
+    r"|gelules?|tropfen|gotas|drops|syrup|sirop|jarabe|xarope|sciroppo|dose|doses|dosis|dosen|dosi|dosage|mg"
+    r"|milligrams?|milligramm\w*|miligramos?|miligramas?|milligrammes?|milligrammi)\b"
+)
+# The shape of a pharmacist's question: may I, how much or how often, with what, before or after
+# food, a dose missed or taken twice, splitting, storing, side effects, stopping.
+_QUESTION = (
+    r"\b(?:can i|could i|may i|should i|do i|is it (?:safe|ok|okay|fine|bad|normal|a problem|dangerous)|is it okay"
+    r"|how (?:much|many|long|often|soon|should|do i)|what(?:'s| is) the (?:max|maximum|usual|normal|recommended"
+    r"|starting|difference|gap)|what (?:happens|should i do) if i|which \w+ (?:is|are) (?:safe|fine|ok)|does"
+    r"|puedo|se puede|debo|es (?:seguro|malo|normal)|cuant\w*|cada cuant\w*|que hago|cual es la dosis"
+    r"|darf (?:ich|man)|kann ich|soll ich|muss ich|wie (?:viel|viele|oft|lange)|was (?:mache|tue) ich|welche"
+    r"|ist \w+ mit|puis-je|je peux|est-ce que (?:je|j'|on)|peut-on|combien|que (?:dois-je|faire)|faut-il|quelle est"
+    r"|posso|pode|devo|quant\w*|qual (?:e|a)|o que faco|si puo|quale|cosa faccio|mag ik|hoeveel|forgot|missed"
+    r"|olvid\w*|vergessen|oublie|esqueci|dimenticat\w*|(?:la|lo) (?:tomo|prendo)|tomo agora|side effects"
+    r"|nebenwirkungen|efectos secundarios|effets secondaires|efeitos colaterais|effetti collaterali)\b"
+)
+# Anything a person at risk says that a pharmacist's question does not: dying and killing, an
+# amount "enough", not waking, all or the rest of a pack, a purpose, a plan, a feeling. Broad on
+# purpose: a cue here only leaves the head to decide.
+_RISK = (
+    r"(?:\b(?:die|dies|died|dying|dead|death|deadly|kill\w*|lethal|fatal|overdos\w*|od|suicid\w*|unalive|end it"
+    r"|end my|over with|be over|for good|forever|wake|waking|woke|never|enough|all of|all my|all the|whole|entire"
+    r"|the rest|at once|in one go|at the same time tonight|tonight|stockpil\w*|saved|hoard\w*|hurt|harm|cut myself"
+    r"|stop my|heart|coma|liver fail\w*|organ|gone|goodbye|anymore|any more|don't want|dont want|want to|wanna"
+    r"|so (?:that )?i|to make (?:it|me|sure)|finish|sure|certain|quick\w*|fast\w*|painless|peaceful\w*|sleep forever"
+    r"|no longer|end\w* (?:it|things|everything|my life)|bridge|rope|jump|bleach|alone|hopeless|pointless|tired of"
+    r"|can't go on|cant go on|no point|mourir|meurs|meure|mort\w*|tuer|letal\w*|mortel\w*|surdos\w*|reveill\w*"
+    r"|en finir|tout(?:e|es)? (?:la|le|les|ma|mes)|d'un coup|pour que|pour ne|suffi\w*|assez|morir|muer\w*|matar\w*"
+    r"|sobredosis|despert\w*|acabar|todas|todos|toda la|todo el|de golpe|de una vez|para que|para no|pra nao|basta\w*"
+    r"|sterb\w*|tod|tot|tote|todes\w*|todlich\w*|umbring\w*|uberdos\w*|aufwach\w*|aufzuwach\w*|vorbei"
+    r"|schluss|alle|ganze|auf einmal|damit|genug|reicht|reichen|accident|find me|found|looks like|morrer|morte"
+    r"|acordar|cartela|de uma vez|suficiente\w*|morire|morto|uccid\w*|svegli\w*|farla finita"
+    r"|tutte|tutti|in una volta|servono|per non|dood|sterven|wakker|allemaal)\b"
+    r"|\b(?:od|kms|ctb)\b)"
+)
+#: The medicine guard the build copies into the check (``CrisisCheck.guard``).
+MEDICINE_GUARD = MedicineGuard(medicine=_MEDICINE, question=_QUESTION, risk=_RISK)

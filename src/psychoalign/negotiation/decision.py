@@ -4,7 +4,7 @@ framework text only, and the alignment contribution of each stage."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from ..agents.schemas import Evaluation
@@ -158,12 +158,14 @@ def with_hazard_warnings(text: str, ctx: DefenseContext) -> tuple[str, list[Chan
     return text, lines
 
 
-def fired_rules(request: str, records: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer) -> list[str]:
+def fired_rules(
+    request: str, records: list[ProposalRecord], fw: Framework, layer1: Layer1Enforcer, also: Sequence[str] = ()
+) -> list[str]:
     """Framework ids of the rules this request set off, in framework order: the request's
     own checks (any layer), the rule hits of ``records`` (the engine passes every round's), the
-    checks a blocked draft among them tripped. They choose the safe channels
-    (DefenseContext.channels)."""
-    ids = set(fw.request_rules(request))
+    checks a blocked draft among them tripped, and ``also`` (the self-harm rules an earlier turn
+    set off). They choose the safe channels (DefenseContext.channels)."""
+    ids = set(fw.request_rules(request)) | set(also)
     for rec in records:
         if rec.evaluation is not None:
             ids.update(hit.rule_id for hit in rec.evaluation.rule_hits)

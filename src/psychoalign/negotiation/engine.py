@@ -453,22 +453,32 @@ class Negotiator:
             return False
         return bool(getattr(self._model("evaluator").backend, "judges_requests", False))
 
+    def _at_risk_earlier(self, trace: Trace, fw: Framework) -> list[str]:
+        """The self-harm rules an earlier user turn in the cross-turn window set off
+        (:meth:`Framework.at_risk_rules`): a universal one decides the request, and any is fired
+        with the request's own, so a person at risk gets the crisis channel in this turn's reply."""
+        return fw.at_risk_rules(trace.earlier[-self.params.cross_turn_window :]) if trace.earlier else []
+
     async def _decide_on_request(self, trace: Trace, bus: MessageBus, gates: Gates) -> bool:
         """Deviation from the paper (docs/negotiation.md, "When the request decides"): when no
         answer to the request could pass the gates, the negotiation ends before any DRIVE call,
         so no harmful draft is written, paid for or stored. The request decides when it trips a
-        universal rule's check or request check (no model call), or when an EVALUATOR that
+        universal rule's check or request check (no model call), when an earlier user turn in the
+        cross-turn window trips the self-harm rule's (a person at risk), or when an EVALUATOR that
         judges requests names a universal rule the request trips (the embedded crisis check) or
         puts the ceiling of any answer below tau. The response is composed by the
         defense table from the framework, as for a negotiation in which every draft was blocked.
         Returns whether the request decided (``trace.final`` is then set)."""
         fw, fw_payload, layer1, tau, guard, _ = gates
         rules = fw.universal_request_rules(trace.request)
+        # A person who said "I want to die" a few turns ago and now asks "How many of them would it
+        # take?": the self-harm rule an earlier turn set off decides this turn as well.
+        universal = {r.id for r in fw.universal}
+        rules += [r for r in self._at_risk_earlier(trace, fw) if r in universal and r not in rules]
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
             task = _evaluate(trace.request, trace.context, SCREEN_PROPOSAL, layer1, fw_payload)
             evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)
-            universal = {r.id for r in fw.universal}
             # A universal rule the screen names was tripped by the request alone (the screen's
             # proposal is fixed text): the embedded EVALUATOR's crisis check fires the framework's
             # self-harm rule this way, and it decides as a request check match does.
@@ -482,7 +492,7 @@ class Negotiator:
         p = self.params
         withheld: list[str] = []
         evals = [guarded_evaluation(evaluation, guard, p.final_gate, withheld)] if evaluation is not None else []
-        fired = set(rules) | set(fw.request_rules(trace.request))
+        fired = set(rules) | set(fw.request_rules(trace.request)) | set(self._at_risk_earlier(trace, fw))
         fired.update(hit.rule_id for e in evals for hit in e.rule_hits)
         ctx = DefenseContext(
             chosen_text=None,
@@ -657,7 +667,13 @@ class Negotiator:
             verified=p.final_gate,
             # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
             # still chooses the channel when the last round's drafts failed for other reasons.
-            fired=fired_rules(trace.request, [rec for rd in trace.rounds for rec in rd.proposals], fw, layer1),
+            fired=fired_rules(
+                trace.request,
+                [rec for rd in trace.rounds for rec in rd.proposals],
+                fw,
+                layer1,
+                also=self._at_risk_earlier(trace, fw),
+            ),
             request=trace.request,
         )
         mechanism, reply = await self._respond(bus, trace.request, context, ctx, layer1)

@@ -174,7 +174,14 @@ async def release_in_windows(
         deadlock=cut,
         framework=gates.fw,
         blocked=[(text, evals[0])] if cut and evals else [],
-        fired=fired_rules(trace.request, [record], gates.fw, gates.layer1),
+        fired=fired_rules(
+            trace.request,
+            [record],
+            gates.fw,
+            gates.layer1,
+            # an earlier turn's self-harm rule (Negotiator._at_risk_earlier): the crisis channel here too
+            also=gates.fw.at_risk_rules(trace.earlier[-trace.params.cross_turn_window :]) if trace.earlier else (),
+        ),
         request=trace.request,
     )
     support = ctx.supportive()

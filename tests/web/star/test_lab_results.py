@@ -51,16 +51,18 @@ async def test_the_panel_shows_agreement_break_rates_arbitration_and_coverage(la
     assert '<span id="results-alpha-n">1</span> dialogue rated twice' in page
     assert 'id="results-small-sample"' in page and "no interval is shown yet" in page  # 1 item < 10
     assert "95% interval" not in page
-    assert "1 of 1 dialogue rated twice (100 %) · 0 arbitrated" in page
+    assert "1 of 1 dialogue rated twice · 0 arbitrated" in page
     assert "1 of 1 planned dialogue submitted" in page
     table = page[
         page.index('id="results-break-rates"') : page.index("</table>", page.index('id="results-break-rates"'))
     ]
-    assert "sexually-explicit" in table and "<td>50 % (1)</td><td>2</td>" in table, table
+    # two ratings: the count, not a rate of 50 % that reads as a finding
+    assert "sexually-explicit" in table and "<td>1 of 2 <span" in table and "too few ratings for a rate" in table, table
+    assert "50 %" not in table
 
     first = (await lead.get("/lead/campaigns/panel/results.json")).json()
     assert first["changed"] is True and first["results"]["alpha"]["items"] == 1
-    assert first["results"]["arbitration"] == {"rated_twice": 1, "needed": 1, "arbitrated": 0, "rate": 1.0}
+    assert first["results"]["arbitration"] == {"rated_twice": 1, "needed": 1, "arbitrated": 0, "rate": None}
     assert 'id="results-alpha-n">1<' in first["html"]
     # the page's version: nothing changed, a tiny answer
     same = (await lead.get(f"/lead/campaigns/panel/results.json?since={first['version']}")).json()
@@ -260,3 +262,44 @@ async def test_the_report_of_a_campaign_nobody_joined_is_a_page_not_a_temporary_
     r = await lead.get("/lead/campaigns/fresh/report")
     assert r.status_code == 200, r.text[:300]
     assert "raters.json" not in r.text and "--raters-id-col" not in r.text
+
+
+def _rows(*pairs: tuple[int, int]) -> list[dict[str, Any]]:
+    return [{"status": "submitted", "rule": "r", "annotator1_rating": a, "annotator2_rating": b} for a, b in pairs]
+
+
+def test_panel_break_rate_needs_three_ratings() -> None:
+    """One or two ratings in a rule × group cell make 0, 50 or 100 %: the panel gives the count and
+    says why there is no rate; from three ratings on, the rate. Likewise the arbitration share."""
+    from psychoalign.web.star.results import MIN_RATE_RATINGS, panel_results
+
+    assert MIN_RATE_RATINGS == 3
+    thin = panel_results(_rows((1, 4)), planned=1)["break_rates"]
+    assert thin == [{"rule": "r", "group": "", "ratings": 2, "broken": 1, "rate": None, "min_ratings": 3}]
+    enough = panel_results([*_rows((1, 4)), {"status": "submitted", "rule": "r", "annotator1_rating": 2}], planned=2)
+    assert enough["break_rates"][0]["ratings"] == 3 and enough["break_rates"][0]["rate"] == 0.667
+    # the same for the share of dialogues rated twice that needed an arbitrator
+    one = panel_results([{**_rows((1, 4))[0], "arbitration_needed": True}], planned=1)["arbitration"]
+    assert one == {"rated_twice": 1, "needed": 1, "arbitrated": 0, "rate": None}
+    three = panel_results(
+        [{**r, "arbitration_needed": r["annotator1_rating"] == 1} for r in _rows((1, 4), (2, 2), (3, 3))], planned=3
+    )
+    assert three["arbitration"] == {"rated_twice": 3, "needed": 1, "arbitrated": 0, "rate": 0.333}
+
+
+def test_panel_alpha_without_variation_is_not_estimable(tmp_path: Path) -> None:
+    """Every rating the same value on two dialogues: alpha is 0/0. The panel said "not yet: no
+    dialogue has two ratings that vary" (both have two ratings); it says it is not estimable, and why."""
+    from psychoalign.web.star.results import panel_results, render_panel
+    from psychoalign.web.templating import Templates
+
+    results = panel_results(_rows((2, 2), (2, 2)), planned=2)
+    assert results["alpha"]["items"] == 2 and results["alpha"]["value"] is None
+    html = render_panel(Templates(None), "c", results)
+    alpha = html[html.index('id="results-alpha"') : html.index("</dd>", html.index('id="results-alpha"'))]
+    assert "not estimable: every rating so far is the same value" in alpha, alpha
+    assert "Small sample" in alpha and "0.000" not in alpha
+    one = render_panel(Templates(None), "c", panel_results(_rows((1, 4)), planned=1))
+    assert "not estimable yet: agreement needs at least two dialogues rated twice" in one
+    none = render_panel(Templates(None), "c", panel_results([{"status": "submitted"}], planned=1))
+    assert "not yet: no dialogue has two ratings" in none and "estimable" not in none

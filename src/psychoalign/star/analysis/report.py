@@ -6,6 +6,7 @@ import base64
 import html
 import io
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...textio import INVISIBLE, visible_marker
 from .agreement import MIN_ALPHA_ITEMS
 from .data import RatingData
 from .intersections import intersectional_section
@@ -238,6 +240,22 @@ TERMS = {
 }
 
 
+#: Hidden characters (bidi overrides and isolates, zero-width ones) that data may hold: shown as
+#: ``⟨U+202E⟩`` markers, so a group, rule or file name cannot reorder or hide the text around it.
+_INVISIBLE = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(INVISIBLE)) + "]")
+
+
+def _esc(value: object, *, quote: bool = True) -> str:
+    """Text for the report: every hidden character shown as its marker, then HTML-escaped."""
+    return html.escape(_INVISIBLE.sub(lambda m: visible_marker(m.group()), str(value)), quote=quote)
+
+
+def _iso(value: object) -> str:
+    """A value from the data inside running text: escaped and direction-isolated (an Arabic or
+    Hebrew group name cannot reorder the words and figures beside it)."""
+    return f"<bdi dir='auto'>{_esc(value)}</bdi>"
+
+
 class _Html(str):
     """A table cell that is markup already (escaped where it holds data)."""
 
@@ -250,12 +268,12 @@ def _term(key: str) -> _Html:
     else:
         plain, tip = TERMS.get(key, (key, key))
         tip = f"{key}: {tip}" if not tip.startswith(key) else tip
-    return _Html(f"<span class='term' title='{html.escape(tip, quote=True)}'>{html.escape(plain)}</span>")
+    return _Html(f"<span class='term' title='{_esc(tip, quote=True)}'>{_esc(plain)}</span>")
 
 
 def _method(text: str) -> str:
     """A section's method, folded: the result reads first, the method is one click away."""
-    return f"<details class='method'><summary>How this is computed</summary><p>{html.escape(text)}</p></details>"
+    return f"<details class='method'><summary>How this is computed</summary><p>{_esc(text)}</p></details>"
 
 
 def _figure_png(fig: Any) -> str:
@@ -303,7 +321,7 @@ def _figures(name: str, entry: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _cell(value: str) -> str:
-    return value if isinstance(value, _Html) else html.escape(value)
+    return value if isinstance(value, _Html) else _esc(value)
 
 
 def _table(rows: Sequence[Sequence[str]], header: tuple[str, ...]) -> str:
@@ -330,7 +348,7 @@ def _df(x: float) -> str:
 def _embedding_html(section: dict[str, Any], method: str) -> str:
     parts = ["<h2>Embedding map</h2>", _method(method)]
     if not section.get("computable"):
-        parts.append(f"<p class='nc'>Not computable: {html.escape(str(section.get('reason')))}</p>")
+        parts.append(f"<p class='nc'>Not computable: {_esc(str(section.get('reason')))}</p>")
         return "".join(parts)
     names = list(section["concentration"])
     rows = [
@@ -412,11 +430,11 @@ def _coverage_html(section: dict[str, Any]) -> str:
         parts.append(_table([(k, str(v)) for k, v in entry["counts"].items()], (title, "dialogues")))
         test = str(entry.get("test") or "chi-square goodness of fit")
         parts.append(
-            f"<p>Spread over the {entry.get('groups', len(entry['counts']))} {html.escape(title)}s seen: "
-            f"{html.escape(test)}, against an even spread "
-            f"({_fmt(entry.get('expected_per_group'))} dialogues expected per {html.escape(title)}), "
+            f"<p>Spread over the {entry.get('groups', len(entry['counts']))} {_esc(title)}s seen: "
+            f"{_esc(test)}, against an even spread "
+            f"({_fmt(entry.get('expected_per_group'))} dialogues expected per {_esc(title)}), "
             f"{_term('p')} = {_fmt(entry['p_value'])} (a small p: the spread is uneven). "
-            f"A {html.escape(title)} with no dialogue is not in the export and not counted.</p>"
+            f"A {_esc(title)} with no dialogue is not in the export and not counted.</p>"
         )
     cells = section.get("cells")
     if cells:
@@ -428,9 +446,9 @@ def _coverage_html(section: dict[str, Any]) -> str:
 
 def _comparison_html(title: str, comp: dict[str, Any]) -> str:
     """One group comparison: description per group, then the clustered model and the rater-level view."""
-    parts = [f"<h4>{html.escape(title)}</h4>"]
+    parts = [f"<h4>{_esc(title)}</h4>"]
     if not comp.get("computable", True):
-        return parts[0] + f"<p class='nc'>Not computable: {html.escape(str(comp.get('reason')))}</p>"
+        return parts[0] + f"<p class='nc'>Not computable: {_esc(str(comp.get('reason')))}</p>"
     model = comp.get("model", {})
     terms = model.get("terms", {}) if model.get("computable", True) else {}
     rows = []
@@ -451,7 +469,7 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
     what = "rate" if any("rate" in d for d in comp.get("groups", {}).values()) else "mean rating"
     parts.append(_table(rows, ("group", what, "ratings", "raters", _term("odds_ratio"), _term("ci"), _term("p"))))
     tested = comp.get("tested_groups") or {}
-    per_group = ", ".join(f"{html.escape(str(lv))}: {_fmt(v['raters'])}" for lv, v in tested.items())
+    per_group = ", ".join(f"{_iso(lv)}: {_fmt(v['raters'])}" for lv, v in tested.items())
     if model.get("computable", True) and "joint_test" in model:
         jt = model["joint_test"]
         clusters = ", ".join(f"{v} {k}s" for k, v in model.get("clusters", {}).items())
@@ -459,19 +477,19 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
         test = (
             f"joint Wald F = {_fmt(jt['statistic'])} on {jt['df'][0]} and {_df(jt['df'][1])} df"
             if jt.get("statistic") is not None
-            else html.escape(str(jt.get("test", "joint test")))
+            else _esc(str(jt.get("test", "joint test")))
         )
         parts.append(
-            f"<p>{html.escape(model['model'])}, clustered ({html.escape(clusters)}): {test}, "
+            f"<p>{_esc(model['model'])}, clustered ({_esc(clusters)}): {test}, "
             f"p = {_fmt(jt['p_value'])}{holm}"
             + (f"; raters per tested group: {per_group}" if per_group else "")
             + "</p>"
         )
     elif model:
-        parts.append(f"<p class='nc'>No test: {html.escape(str(model.get('reason')))}</p>")
+        parts.append(f"<p class='nc'>No test: {_esc(str(model.get('reason')))}</p>")
     rl = comp.get("rater_level", {})
     if rl.get("computable"):
-        parts.append(f"<p>{html.escape(rl['test'])}: statistic {_fmt(rl['statistic'])}, p = {_fmt(rl['p_value'])}</p>")
+        parts.append(f"<p>{_esc(rl['test'])}: statistic {_fmt(rl['statistic'])}, p = {_fmt(rl['p_value'])}</p>")
     return "".join(parts) + _untested_html(comp)
 
 
@@ -480,19 +498,19 @@ def _intersection_fit_html(fit: dict[str, Any]) -> str:
     raters and whether it was tested (the tiny-group rule), and the cells it left out and why."""
     parts: list[str] = []
     if not fit.get("computable", True):
-        parts.append(f"<p class='nc'>Not computable: {html.escape(str(fit.get('reason')))}</p>")
+        parts.append(f"<p class='nc'>Not computable: {_esc(str(fit.get('reason')))}</p>")
     else:
         it, me = fit["interaction_test"], fit["main_effects_test"]
         clusters = ", ".join(f"{v} {k}s" for k, v in fit.get("clusters", {}).items())
         inter = (
             f"Wald F = {_fmt(it['statistic'])} on {it['df'][0]} and {_df(it['df'][1])} df, p = {_fmt(it['p_value'])}"
             if it.get("computable", True)
-            else f"not tested ({html.escape(str(it.get('reason')))})"
+            else f"not tested ({_esc(str(it.get('reason')))})"
         )
         parts.append(
             f"<p>race × gender interaction: {inter}; race and gender (no interaction): F = {_fmt(me['statistic'])}, "
-            f"p = {_fmt(me['p_value'])}; clustered ({html.escape(clusters)}); reference "
-            f"{html.escape(str(fit['reference']))}</p>"
+            f"p = {_fmt(me['p_value'])}; clustered ({_esc(clusters)}); reference "
+            f"{_iso(fit['reference'])}</p>"
         )
         rows = [
             (name, _fmt(t["odds_ratio"]), f"[{_fmt(t['ci95'][0])}, {_fmt(t['ci95'][1])}]", _fmt(t["p_value"]))
@@ -520,9 +538,9 @@ def _untested_html(model: dict[str, Any]) -> str:
     too small, or perfectly separated (each with why)."""
     parts = []
     if model.get("not_tested"):
-        parts.append(f"<p class='note'>Not tested ({html.escape(model['not_tested'])})</p>")
+        parts.append(f"<p class='note'>Not tested ({_esc(model['not_tested'])})</p>")
     for level, why in (model.get("separation") or {}).items():
-        parts.append(f"<p class='note'>{html.escape(str(level))}: {html.escape(why)}</p>")
+        parts.append(f"<p class='note'>{_iso(level)}: {_esc(why)}</p>")
     return "".join(parts)
 
 
@@ -554,8 +572,8 @@ def _expert_html(section: dict[str, Any]) -> str:
         )
         if v.get("warning"):
             warnings.append(f"{view}: {v['warning']}")
-    who = f"<p>Experts: {html.escape(str(section['experts']))}</p>" if "experts" in section else ""
-    warn = "".join(f"<p class='warn' role='note'><strong>Small sample:</strong> {html.escape(w)}</p>" for w in warnings)
+    who = f"<p>Experts: {_esc(str(section['experts']))}</p>" if "experts" in section else ""
+    warn = "".join(f"<p class='warn' role='note'><strong>Small sample:</strong> {_esc(w)}</p>" for w in warnings)
     head = (
         "view",
         "items",
@@ -589,12 +607,12 @@ def _agreement_html(section: dict[str, Any]) -> str:
 
 
 def _intersectional_html(section: dict[str, Any]) -> str:
-    parts = [f"<p>{html.escape(section['method'])}; {section['n_ratings']} ratings.</p>"]
+    parts = [f"<p>{_esc(section['method'])}; {section['n_ratings']} ratings.</p>"]
     fits = {"pooled": section.get("pooled", {}), **{f"rule {r}": v for r, v in section.get("by_rule", {}).items()}}
     for label, fit in fits.items():
-        parts.append(f"<h4>{html.escape(label)}</h4>")
+        parts.append(f"<h4>{_esc(label)}</h4>")
         if not fit.get("computable", True):
-            parts.append(f"<p class='nc'>Not computable: {html.escape(str(fit.get('reason')))}</p>")
+            parts.append(f"<p class='nc'>Not computable: {_esc(str(fit.get('reason')))}</p>")
             continue
         parts.append(_intersection_fit_html(fit))
     return "".join(parts)
@@ -604,9 +622,9 @@ def _h1_html(section: dict[str, Any]) -> str:
     r = section["spearman"]
     rows = [(b["name"], str(b["n"]), _fmt(b["outcome"]["mean"])) for b in section["bins"]]
     return (
-        f"<p>Spearman rho({html.escape(section['tension'])}, disagreement) = {_fmt(r['rho'])} "
+        f"<p>Spearman rho({_esc(section['tension'])}, disagreement) = {_fmt(r['rho'])} "
         f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}], permutation p = {_fmt(r['p_permutation'])}, "
-        f"n = {r['n']}. Disagreement: {html.escape(section['disagreement'])}.</p>"
+        f"n = {r['n']}. Disagreement: {_esc(section['disagreement'])}.</p>"
         + _table(rows, ("tension bin", "items", "mean disagreement"))
     )
 
@@ -616,7 +634,7 @@ def _groups_html(section: dict[str, Any]) -> str:
     for attrs, views in section.get("intersections", {}).items():
         parts.append(_views_html(f"intersection {attrs}", views))
     if section.get("intersections_note"):
-        parts.append(f"<p class='note'>{html.escape(section['intersections_note'])}</p>")
+        parts.append(f"<p class='note'>{_esc(section['intersections_note'])}</p>")
     return "".join(parts)
 
 
@@ -632,7 +650,7 @@ def _ingroup_html(section: dict[str, Any]) -> str:
 
 def _raw_html(section: dict[str, Any]) -> str:
     """A section the report has no layout for: its JSON, cut to 8000 characters."""
-    return f"<pre tabindex='0'>{html.escape(json.dumps(section, indent=1, default=str)[:8000])}</pre>"
+    return f"<pre tabindex='0'>{_esc(json.dumps(section, indent=1, default=str)[:8000])}</pre>"
 
 
 #: How each analysis section is drawn (by its key in the analysis).
@@ -649,9 +667,9 @@ _SECTION_HTML: dict[str, Callable[[dict[str, Any]], str]] = {
 
 
 def _section_html(key: str, title: str, section: dict[str, Any], method: str) -> str:
-    head = f"<h3>{html.escape(title)}</h3>" + _method(method)
+    head = f"<h3>{_esc(title)}</h3>" + _method(method)
     if not section.get("computable", True):
-        return head + f"<p class='nc'>Not computable: {html.escape(str(section.get('reason')))}</p>"
+        return head + f"<p class='nc'>Not computable: {_esc(str(section.get('reason')))}</p>"
     return head + _SECTION_HTML.get(key, _raw_html)(section)
 
 
@@ -660,7 +678,7 @@ def _counts_html(name: str, entry: dict[str, Any]) -> list[str]:
     dropped = c["ratings"]["dropped"]
     reasons = "; ".join(f"{n} {r}" for r, n in dropped.items()) or "none"
     return [
-        html.escape(name),
+        _esc(name),
         str(c["ratings"]["read"]),
         str(c["ratings"]["kept"]),
         str(sum(dropped.values())),
@@ -670,7 +688,7 @@ def _counts_html(name: str, entry: dict[str, Any]) -> list[str]:
 
 
 def _nav(back: tuple[str, str], label: str) -> str:
-    return f"<nav aria-label='{label}'><a href='{html.escape(back[0], quote=True)}'>← {html.escape(back[1])}</a></nav>"
+    return f"<nav aria-label='{label}'><a href='{_esc(back[0], quote=True)}'>← {_esc(back[1])}</a></nav>"
 
 
 def write_report(
@@ -686,7 +704,7 @@ def write_report(
     written.append(write_item_csv((item_table(d) for d in datasets), out / "item_disagreement.csv"))
     body = [
         "<h1>STAR analysis report</h1>",
-        f"<p>Generated {html.escape(report['generated_at'])}; "
+        f"<p>Generated {_esc(report['generated_at'])}; "
         f"bootstrap {report['settings']['bootstrap']}, seed {report['settings']['seed']}.</p>",
         "<h2>Data read</h2>",
         _method(report["methods"]["data"]),
@@ -706,32 +724,32 @@ def write_report(
         "h1": "H1: tension vs disagreement",
     }
     for name, entry in report["datasets"].items():
-        body.append(f"<h2>{html.escape(name)} <small>({html.escape(entry['format'])})</small></h2>")
+        body.append(f"<h2>{_esc(name)} <small>({_esc(entry['format'])})</small></h2>")
         body.append(
             f"<p>{entry['items']} items, {entry['ratings']} ratings, raters: {_fmt(entry['raters'])}. "
-            f"Scale: {html.escape(' / '.join(entry['scale']))} "
+            f"Scale: {_esc(' / '.join(entry['scale']))} "
             f"({'ordered' if entry['ordered'] else 'unordered'}; default alpha level {entry['default_level']})</p>"
         )
         if source := entry.get("source"):
             body.append(
-                f"<p class='note'>From {html.escape(str(source['file']))} ({source['bytes']} bytes, "
-                f"SHA-256 {html.escape(str(source['sha256'])[:12])}…; the full hash is in report.json).</p>"
+                f"<p class='note'>From {_esc(str(source['file']))} ({source['bytes']} bytes, "
+                f"SHA-256 {_esc(str(source['sha256'])[:12])}…; the full hash is in report.json).</p>"
             )
         for note in entry["notes"]:
-            body.append(f"<p class='note'>{html.escape(note)}</p>")
+            body.append(f"<p class='note'>{_esc(note)}</p>")
         for key, title in titles.items():
             body.append(_section_html(key, title, entry[key], report["methods"][key]))
         for caption, png in _figures(name, entry):
-            img = f"<img src='data:image/png;base64,{png}' alt='{html.escape(caption, quote=True)}'>"
-            body.append(f"<figure>{img}<figcaption>{html.escape(caption)}</figcaption></figure>")
+            img = f"<img src='data:image/png;base64,{png}' alt='{_esc(caption, quote=True)}'>"
+            body.append(f"<figure>{img}<figcaption>{_esc(caption)}</figcaption></figure>")
     pairs = report.get("expert_vs_crowd", {})
     body.append("<h2>Experts vs crowd across datasets</h2>")
     body.append(_method(report["methods"]["expert"]))
     if pairs.get("computable") is False:
-        body.append(f"<p class='nc'>Not computable: {html.escape(str(pairs.get('reason')))}</p>")
+        body.append(f"<p class='nc'>Not computable: {_esc(str(pairs.get('reason')))}</p>")
     else:
         for pair, section in pairs.items():
-            body.append(f"<h4>{html.escape(pair)}</h4>{_expert_html(section)}")
+            body.append(f"<h4>{_esc(pair)}</h4>{_expert_html(section)}")
     body.append(_embedding_html(report.get("embedding", {}), report["methods"]["embedding"]))
     style = (
         "body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 .5em}table{border-collapse:collapse}"

@@ -36,6 +36,9 @@ router = APIRouter(prefix="/lead", dependencies=[Depends(csrf_protect)])
 MIN_ALPHA_ITEMS = 10
 #: Bootstrap resamples for the agreement interval on the panel (seeded: the same data, the same figures).
 PANEL_BOOT = 500
+#: Fewer ratings than this in a rule × target group cell: the panel gives the count, not a rate
+#: (one or two ratings make 0, 50 or 100 %, which read as findings and are not).
+MIN_RATE_RATINGS = 3
 #: The ratings that say "broken": definitely or probably (paper's 4-point scale).
 BROKEN = max(v.value for v in Likert if v.broken)
 
@@ -46,9 +49,11 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     ``alpha``: Krippendorff's alpha (ordinal) over the two annotators' ratings of each dialogue
     rated twice, with ``items``; a value only from two such dialogues, an interval only from
     :data:`MIN_ALPHA_ITEMS`.
-    ``break_rates``: per rule and target group, the share of annotators' ratings that say broken.
+    ``break_rates``: per rule and target group, the share of annotators' ratings that say broken
+    (``rate`` None on fewer than :data:`MIN_RATE_RATINGS` ratings: the counts alone).
     ``arbitration``: of the dialogues rated twice, how many were two or more steps apart, and how
-    many of those were arbitrated. ``coverage``: submitted dialogues against the plan."""
+    many of those were arbitrated (``rate`` from :data:`MIN_RATE_RATINGS` dialogues rated twice).
+    ``coverage``: submitted dialogues against the plan."""
     from ...star.analysis import bootstrap_alpha
 
     pairs = []
@@ -85,7 +90,12 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
             "group": group,
             "ratings": len(ratings),
             "broken": sum(1 for r in ratings if r <= BROKEN),
-            "rate": round(sum(1 for r in ratings if r <= BROKEN) / len(ratings), 3),
+            "rate": (
+                round(sum(1 for r in ratings if r <= BROKEN) / len(ratings), 3)
+                if len(ratings) >= MIN_RATE_RATINGS
+                else None
+            ),
+            "min_ratings": MIN_RATE_RATINGS,
         }
         for (rule, group), ratings in sorted(by_cell.items())
         if ratings
@@ -97,7 +107,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
             "rated_twice": len(pairs),
             "needed": needed,
             "arbitrated": arbitrated,
-            "rate": round(needed / len(pairs), 3) if pairs else None,
+            # a share of one or two dialogues (0, 50 or 100 %) is no rate: the counts alone
+            "rate": round(needed / len(pairs), 3) if len(pairs) >= MIN_RATE_RATINGS else None,
         },
         "coverage": {"done": submitted, "planned": planned},
     }
