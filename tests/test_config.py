@@ -105,3 +105,17 @@ def test_masked_hides_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     dumped = str(settings.masked())
     assert "super-secret" not in dumped and "inline-secret" not in dumped and ":pw@" not in dumped
     assert settings.masked()["roles"]["evaluator"]["api_key_set"] is True
+
+
+def test_a_bad_value_is_blamed_on_the_layer_that_set_it(tmp_path: Path) -> None:
+    """An invalid value set by an environment variable or a flag was reported as the config
+    file's ("p.toml: invalid configuration at serve.port"), sending the reader to the wrong place."""
+    path = write(tmp_path, "[serve]\nport = 8000\n", "p.toml")
+    with pytest.raises(ConfigError, match=r"/p\.toml: invalid configuration at serve\.port") as exc:
+        load_settings(write(tmp_path, "[serve]\nport = 99999\n", "p.toml"), environ={})
+    assert "docs/configuration.md" in (exc.value.hint or "")
+    env = {"PSYCHOALIGN_SERVE__PORT": "99999"}
+    with pytest.raises(ConfigError, match=r"^the environment variable PSYCHOALIGN_SERVE__PORT: .*serve\.port"):
+        load_settings(path, environ=env)
+    with pytest.raises(ConfigError, match=r"^a command-line flag: invalid configuration at serve\.port"):
+        load_settings(path, environ=env, overrides={"serve": {"port": 99999}})

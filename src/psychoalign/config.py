@@ -422,6 +422,30 @@ class Settings(BaseModel):
         return data
 
 
+def _set_path(layer: Mapping[str, Any], loc: list[str]) -> list[str]:
+    """The longest prefix of ``loc`` that ``layer`` sets (an error's location may go deeper than
+    the value a layer gave, e.g. into a list or a table it replaced)."""
+    found: list[str] = []
+    node: Any = layer
+    for part in loc:
+        if not isinstance(node, Mapping) or part not in node:
+            break
+        found.append(part)
+        node = node[part]
+    return found
+
+
+def _sets(layer: Mapping[str, Any], loc: list[str]) -> bool:
+    """Whether ``layer`` gives the value at ``loc`` (or the table that holds it, whole)."""
+    found = _set_path(layer, loc)
+    if not found:
+        return False
+    node: Any = layer
+    for part in found:
+        node = node[part]
+    return len(found) == len(loc) or not isinstance(node, Mapping)
+
+
 def _describe(exc: ValidationError, prefix: str = "") -> str:
     first = exc.errors()[0]
     loc = ".".join(str(p) for p in (prefix, *first["loc"]) if p != "")
@@ -508,13 +532,23 @@ def load_settings(
     if path is not None:
         layers = deep_merge(layers, read_config_file(path))
         source = str(path)
-    layers = deep_merge(layers, env_overrides(environ))
+    from_env = env_overrides(environ)
+    layers = deep_merge(layers, from_env)
     layers = deep_merge(layers, overrides or {})
     layers["source"] = source
     try:
         settings = Settings.model_validate(layers)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_describe(exc)}") from None
+        # named after the layer that set the value (the highest one setting it, as it won), so a
+        # bad flag or variable is not blamed on the file
+        loc = [str(p) for p in exc.errors()[0]["loc"]]
+        where = source
+        if _sets(overrides or {}, loc):
+            where = "a command-line flag"
+        elif _sets(from_env, loc):
+            where = "the environment variable " + ENV_PREFIX + "__".join(p.upper() for p in _set_path(from_env, loc))
+        hint = "fix that value; docs/configuration.md lists every setting and what it takes"
+        raise ConfigError(f"{where}: {_describe(exc)}", hint=hint) from None
     for role in {"defaults", *settings.roles}:  # validate every role eagerly: fail at load, not mid-run
         settings.model_spec("chat" if role == "defaults" else role)
     return settings

@@ -120,3 +120,30 @@ def test_star_commands_print_json_jsonl_and_csv(config: Path, tmp_path: Path) ->
 def test_judge_refusal_prints_json() -> None:
     verdict = json.loads(_ok("judge", "refusal", f"I can't help with that {LONG_WORD}.", "--tier", "rules", "--json"))
     assert verdict["label"] == "refusal"
+
+
+#: Right-to-left text, a bidi override, combining marks and an emoji: what a narrow terminal and
+#: rich's folding are most likely to cut or reorder.
+RTL = "كيف أسلق بيضة؟ — איך מבשלים ביצה? \u202eevil\u202c ünïcödé 😀"
+#: A terminal far narrower than the values (rich folds at 40 columns).
+NARROW = {"TTY_COMPATIBLE": "1", "COLUMNS": "40"}
+
+
+def test_machine_output_keeps_unicode_and_rtl_text_exactly_on_a_narrow_terminal(config: Path) -> None:
+    """--json, JSONL and YAML are never folded, reordered or marked up, however narrow the
+    terminal: right-to-left text and a bidi override come back exactly as they went in."""
+    trace = json.loads(_ok_env(NARROW, "negotiate", "--config", str(config), "--json", RTL))
+    assert trace["request"] == RTL
+    exported = [json.loads(line) for line in _ok_env(NARROW, "traces", "export", "--config", str(config)).splitlines()]
+    assert [t["request"] for t in exported] == [RTL]
+    _ok_env(NARROW, "star", "participants", "add", "--id", "p-1", "--expertise", RTL, "--config", str(config))
+    people = json.loads(_ok_env(NARROW, "star", "participants", "list", "--json", "--config", str(config)))
+    assert people[0]["expertise"] == [RTL]
+    shown = yaml.safe_load(_ok_env(NARROW, "config", "show", "--config", str(config)))
+    assert shown == json.loads(_ok("config", "show", "--config", str(config), "--json"))
+
+
+def _ok_env(env: dict[str, str], *args: str) -> str:
+    out = cli(*args, env=env)
+    assert out.returncode == 0, f"{' '.join(args)}: {out.stderr}"
+    return out.stdout

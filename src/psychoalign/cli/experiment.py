@@ -671,6 +671,7 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Presets, named experiments, system kinds and benchmarks that `experiment run` knows."""
     from ..experiments.harness.spec import load_spec, preset_names
 
+    settings_from(config)  # a --config given is read: a broken file is an error here too, not ignored
     registry = experiment_registry()
     data = {
         "presets": {name: load_spec(name).description for name in preset_names()},

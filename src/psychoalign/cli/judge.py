@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
+from ..textio import decode_utf8
 from .common import (
     ConfigOpt,
     DataOpt,
@@ -144,7 +145,12 @@ def judge_refusal(
 ) -> None:
     """Did this response refuse? Prints the label, confidence, evidence and tier."""
     if text == "-":
-        text = sys.stdin.read()
+        text = decode_utf8(sys.stdin.buffer.read(), "standard input")
+        if not text.strip():  # nothing piped: a mistake, not an empty response to judge
+            raise InputError(
+                "standard input is empty: there is no response to judge",
+                hint="pipe the response in (`echo TEXT | psychoalign judge refusal -`) or pass it as the argument",
+            )
     judge, model = _judge(tier, role, config)
 
     async def go() -> Any:

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
+from ..textio import decode_utf8
 from .common import ConfigOpt, JsonOpt, emit_json, out_console, run_closing, safe, settings_from
 
 if TYPE_CHECKING:
@@ -48,7 +49,11 @@ def _read_password() -> str:
         hint="type it twice at the prompt (or pipe it on two lines), or use --invite for a one-time link",
     )
     if not sys.stdin.isatty():
-        first, second = sys.stdin.readline().rstrip("\r\n"), sys.stdin.readline().rstrip("\r\n")
+        # bytes, decoded strictly: a non-UTF-8 password would otherwise reach the hash as
+        # surrogates and fail there (an internal error, not a line naming the input)
+        first, second = (
+            decode_utf8(sys.stdin.buffer.readline(), "the password on standard input").rstrip("\r\n") for _ in range(2)
+        )
         if not first or first != second:
             raise no_password
         return first
@@ -74,7 +79,10 @@ def add_lead(
     """Create a lead (admin) account: with a password typed now, or a one-time invite link."""
     password = None
     if not invite and not username:
-        raise InputError("give --username NAME (and type a password), or --invite for a one-time link")
+        raise InputError(
+            "no lead to add: neither --username nor --invite was given",
+            hint="give --username NAME (and type a password), or --invite for a one-time link",
+        )
     if not invite:
         password = _read_password()
 

@@ -264,10 +264,21 @@ def serve_key(
     """Make a new API key: prints the key (give it to the client) and its SHA-256 (put it in config)."""
     from ..web.apikeys import hash_key, new_key
 
+    if not deployment.strip():
+        raise InputError("--deployment is empty", hint="name the deployment the key is for, e.g. -d psychoalign")
     key = new_key()
     if json_out:
         emit_json({"deployment": deployment, "key": key, "sha256": hash_key(key)})
         return
     # Plain echo: rich would read "[deployments.x]" as markup.
     typer.echo(f"API key (shown once): {key}")
-    typer.echo(f'add to psychoalign.toml:\n[deployments.{deployment}]\napi_keys = ["{hash_key(key)}"]')
+    typer.echo(f'add to psychoalign.toml:\n[deployments.{_toml_key(deployment)}]\napi_keys = ["{hash_key(key)}"]')
+
+
+def _toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare when it can be, else quoted (``[deployments."a b"]``), so the
+    printed table pastes into psychoalign.toml as it is."""
+    import json
+    import re
+
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)

@@ -138,7 +138,10 @@ def _read_instructions(path: Path) -> list[Instruction]:
         try:
             items.append(Instruction.from_record(json.loads(line), lineno - 1))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}:{lineno}: not an instruction record ({type(exc).__name__}: {exc})") from None
+            raise InputError(
+                f"{path}:{lineno}: not an instruction record ({type(exc).__name__}: {exc})",
+                hint="give a plan as `psychoalign star instructions generate --out FILE` writes it (JSONL)",
+            ) from None
     return items
 
 
@@ -274,7 +277,7 @@ def participants_add(
     }
     if role:
         body["roles"] = list(role)
-    person = _participant(body, "--id")
+    person = _participant(body, f"participant {pid}")
     _on_store(config, lambda store: store.add_participants([person]))
     if json_out:
         emit_json({"added": [pid]})
@@ -291,7 +294,11 @@ def _participant(body: dict[str, Any], where: str) -> Any:
         return Participant.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise InputError(f"{where}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        field = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise InputError(
+            f"{where}: {field}: {message}", hint=f"fix {field} (docs/star.md lists a participant's fields)"
+        ) from None
 
 
 @participants_app.command("import")

@@ -179,7 +179,7 @@ def generate_instructions(
     balance: Literal["hierarchical", "flat"] = "hierarchical",
 ) -> list[Instruction]:
     if not 1 <= n <= MAX_INSTRUCTIONS:  # a campaign plans at most as many (CampaignConfig.instructions)
-        raise InputError(f"--n must be between 1 and {MAX_INSTRUCTIONS} (got {n})")
+        raise InputError(f"--n must be between 1 and {MAX_INSTRUCTIONS} (got {n})", hint="pass --n in that range")
     rule_ids = list(rules) if rules else [r.id for r in policy.rules()]
     unknown = [r for r in rule_ids if r not in {x.id for x in policy.rules()}]
     if unknown:

@@ -265,7 +265,7 @@ def spec_from_text(text: str, source: str, *, toml: bool = False) -> ExperimentS
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+            raise ConfigError(f"{source}: invalid TOML: {exc}", hint="fix the TOML at that line") from None
     else:
         data = parse_yaml(text, source, error=ConfigError)
         if not isinstance(data, dict):
@@ -273,7 +273,10 @@ def spec_from_text(text: str, source: str, *, toml: bool = False) -> ExperimentS
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_validation_message(exc, src)) from None
+        raise ConfigError(
+            _validation_message(exc, src),
+            hint="fix that key (docs/experiments.md lists a spec's keys; `experiment show NAME` prints one)",
+        ) from None
 
 
 def check_spec(

@@ -20,7 +20,7 @@ def read_bytes(path: Path) -> bytes:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        raise InputError(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
