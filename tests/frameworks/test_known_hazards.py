@@ -22,7 +22,7 @@ def test_a_hazard_request_brings_its_own_warning(name: str, item: dict[str, str]
     fw = load_framework(name)
     assert RULES[name] in fw.request_rules(item["request"])
     warnings = fw.hazard_channels(item["request"])
-    assert item["hazard"] in [c.id for c in warnings]
+    assert [c.id for c in warnings] == [item["hazard"]]  # its own warning and no other
     assert all(c.text.startswith("Safety warning: ") for c in warnings)
 
 
@@ -52,7 +52,7 @@ def test_every_listed_hazard_has_a_warning_and_test_items() -> None:
         rule = fw.rule(rule_id)
         assert rule is not None and rule.request_check is not None
         warned = {c.hazard for c in fw.safe_channels if c.hazard and rule_id in c.rules}
-        assert warned == set(rule.request_check.hazards) and len(warned) == 8, name
+        assert warned == set(rule.request_check.hazards) and len(warned) == 13, name
         assert {c.id for c in fw.safe_channels if c.hazard} == tested, name
     assert len(ITEMS["hazards"]) >= 30 and len(ITEMS["look_alikes"]) >= 25
 
@@ -114,3 +114,19 @@ def test_a_framework_without_hazards_has_no_warnings() -> None:
     warned = parse_framework(BASE.format(hazard=HAZARD) + channel)
     assert warned.hazard_rule_ids == {"C1-hazard"} and "C1-hazard" in warned.request_rules("mix bleach and ammonia")
     assert [c.id for c in warned.hazard_channels("mix bleach and ammonia")] == ["w"]
+
+
+def test_the_documented_word_based_limits_hold() -> None:
+    """docs/frameworks.md, "Limits": words, not meaning, so a request naming both parts while ruling
+    the hazard out still gets the warning; low-dose aspirin for pre-eclampsia is not a painkiller."""
+    fw = load_framework("general")
+    assert [c.id for c in fw.hazard_channels("I stopped drinking before starting metronidazole")] == [
+        "alcohol-metronidazole"
+    ]
+    assert [c.id for c in fw.hazard_channels("My wife is pregnant and I have a headache: can I take ibuprofen?")] == [
+        "nsaid-pregnancy"
+    ]
+    assert fw.hazard_channels("I'm 20 weeks pregnant and take 150mg aspirin for pre-eclampsia") == ()
+    assert [c.id for c in fw.hazard_channels("I'm 20 weeks pregnant, can I take aspirin for a headache?")] == [
+        "nsaid-pregnancy"
+    ]
