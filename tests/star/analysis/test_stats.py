@@ -71,16 +71,17 @@ def test_ordinal_tiny_groups_follow_the_same_rule() -> None:
 
 
 def test_the_report_shows_raters_per_group_beside_the_test_and_the_separation() -> None:
-    from psychoalign.star.analysis.report import _comparison_html
+    from psychoalign.star.analysis.report import _comparison_html, _iso
 
     frame = simulate(np.random.default_rng(8), "attribute", n_items=300, n_raters=47, per_item=3, rare=7)
     y = frame["y"].to_numpy().copy()
     y[(frame["attr"] == "rare").to_numpy()] = 1
     result = compare_binary(frame, "attr", y)
     page = _comparison_html("attr", result)
-    raters = ", ".join(f"{g}: {v['raters']}" for g, v in result["tested_groups"].items())
+    # group names are direction-isolated in sentences (the report's untrusted text)
+    raters = ", ".join(f"{_iso(g)}: {v['raters']}" for g, v in result["tested_groups"].items())
     assert f"raters per tested group: {raters}" in page
-    assert "rare: perfect separation: every rating is 1" in page
+    assert f"{_iso('rare')}: perfect separation: every rating is 1" in page
     assert "joint Wald F" in page  # the separated group left out, both tested groups have 10+ raters
 
 
