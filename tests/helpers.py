@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -46,3 +46,30 @@ async def pg_schema(prefix: str) -> AsyncIterator[dict[str, Any]]:
         async with admin.begin() as conn:
             await conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
         await admin.dispose()
+
+
+async def a2a_conversation(app: Any, texts: Sequence[str]) -> list[str]:
+    """Send ``texts`` one after another to ``app``'s A2A agent in one context (the a2a-sdk client
+    over an in-process transport, the app's lifespan running) and return each reply's text."""
+    import httpx
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.helpers import get_artifact_text, new_text_message
+    from a2a.types import Role, SendMessageRequest
+
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    answers: list[str] = []
+    context_id: str | None = None
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as hc,
+    ):
+        card = await A2ACardResolver(hc, "http://127.0.0.1").get_agent_card()
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
+        for text in texts:
+            message = new_text_message(text, role=Role.ROLE_USER, context_id=context_id)
+            tasks = [
+                r.task async for r in client.send_message(SendMessageRequest(message=message)) if r.HasField("task")
+            ]
+            context_id = tasks[-1].context_id
+            answers.append(get_artifact_text(tasks[-1].artifacts[0]))
+    return answers

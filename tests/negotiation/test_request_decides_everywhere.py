@@ -19,6 +19,7 @@ from psychoalign.models.scripted import ScriptedBackend
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
+from tests.helpers import a2a_conversation
 from tests.models.test_classifier import tiny_encoder, tiny_weights
 from tests.scenario import APPROVE, World, proposals
 
@@ -118,29 +119,10 @@ async def test_the_gateway_decides_a_follow_up_from_the_turns_a_client_resends()
 
 
 async def test_the_a2a_system_agent_decides_a_follow_up_from_the_contexts_stored_turns() -> None:
-    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-    from a2a.helpers import get_artifact_text, new_text_message
-    from a2a.types import Role, SendMessageRequest
-
     store = InMemoryTraceStore()
     world = World([proposals((DRAFT, 0.9))], judge=lambda t: APPROVE)
     app = create_app(Settings(), store=store, negotiators={"psychoalign": world.negotiator(store, k=1)}, lab=False)
-    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-    answers: list[str] = []
-    context_id: str | None = None
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as hc,
-    ):
-        card = await A2ACardResolver(hc, "http://127.0.0.1").get_agent_card()
-        client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
-        for text in (AT_RISK, FOLLOW_UP):
-            message = new_text_message(text, role=Role.ROLE_USER, context_id=context_id)
-            tasks = [
-                r.task async for r in client.send_message(SendMessageRequest(message=message)) if r.HasField("task")
-            ]
-            context_id = tasks[-1].context_id
-            answers.append(get_artifact_text(tasks[-1].artifacts[0]))
+    answers = await a2a_conversation(app, (AT_RISK, FOLLOW_UP))
     assert all("988" in answer for answer in answers)
     assert world.calls["drive"] == 0 and DRAFT not in await _stored_text(store)
     last = max([t async for t in store.iter_all()], key=lambda t: t.created_at)

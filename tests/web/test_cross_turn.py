@@ -16,6 +16,7 @@ from psychoalign.config import DeploymentSettings, Settings
 from psychoalign.experiments.studies.cross_turn.world import Step, XTWorld
 from psychoalign.traces import Trace, TraceStore
 from psychoalign.web import create_app
+from tests.helpers import a2a_conversation
 from tests.negotiation.test_track import ESCALATION
 from tests.traces.test_store import store  # noqa: F401 - the memory/sqlite/postgres fixture
 
@@ -150,30 +151,10 @@ async def test_another_key_cannot_poison_a_conversation_id(app_client: tuple[htt
 
 
 async def test_a2a_context_carries_the_track(store: TraceStore) -> None:  # noqa: F811
-    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-    from a2a.helpers import get_artifact_text, new_text_message
-    from a2a.types import Role, SendMessageRequest
-
     world = XTWorld(ESCALATION)
     settings = Settings()
     app = create_app(settings, store=store, negotiators={"psychoalign": world.negotiator(store)}, lab=False)
-    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-    answers: list[str] = []
-    context_id: str | None = None
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as hc,
-    ):
-        card = await A2ACardResolver(hc, "http://127.0.0.1").get_agent_card()
-        client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
-        for step in ESCALATION:
-            message = new_text_message(step.message, role=Role.ROLE_USER, context_id=context_id)
-            tasks = [
-                r.task async for r in client.send_message(SendMessageRequest(message=message)) if r.HasField("task")
-            ]
-            task = tasks[-1]
-            context_id = task.context_id
-            answers.append(get_artifact_text(task.artifacts[0]))
+    answers = await a2a_conversation(app, [step.message for step in ESCALATION])
     assert all(XTWorld.answered(a, s) for a, s in zip(answers[:3], ESCALATION[:3], strict=True))
     assert not XTWorld.answered(answers[-1], OBJECTIVE)
     traces = [t async for t in store.iter_all()]

@@ -14,6 +14,7 @@ import pytest
 from psychoalign.config import DeploymentSettings, Settings
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
+from tests.helpers import a2a_conversation
 from tests.scenario import APPROVE, World, proposals
 
 KEY = "sk-alice-0123456789"
@@ -89,29 +90,10 @@ async def test_the_request_alone_is_read_as_before(app_client: tuple[httpx.Async
 
 
 async def test_the_a2a_system_agent_reads_the_contexts_earlier_turns() -> None:
-    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-    from a2a.helpers import get_artifact_text, new_text_message
-    from a2a.types import Role, SendMessageRequest
-
     store = InMemoryTraceStore()
     world = World([proposals((ADULT_DOSE, 0.9))], judge=lambda t: APPROVE)
     app = create_app(Settings(), store=store, negotiators={"psychoalign": world.negotiator(store, k=1)}, lab=False)
-    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-    answers: list[str] = []
-    context_id: str | None = None
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as hc,
-    ):
-        card = await A2ACardResolver(hc, "http://127.0.0.1").get_agent_card()
-        client = ClientFactory(ClientConfig(streaming=False, httpx_client=hc)).create(card)
-        for text in (EARLIER, QUESTION):
-            message = new_text_message(text, role=Role.ROLE_USER, context_id=context_id)
-            tasks = [
-                r.task async for r in client.send_message(SendMessageRequest(message=message)) if r.HasField("task")
-            ]
-            context_id = tasks[-1].context_id
-            answers.append(get_artifact_text(tasks[-1].artifacts[0]))
+    answers = await a2a_conversation(app, (EARLIER, QUESTION))
     assert "400 mg" not in answers[-1] and "pharmacist" in answers[-1]
     last = max([t async for t in store.iter_all()], key=lambda t: t.created_at)
     assert last.request == QUESTION and last.earlier == [EARLIER]

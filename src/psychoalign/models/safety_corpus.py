@@ -179,20 +179,15 @@ def _project(data: Path) -> Iterator[Example]:
             for text in items:
                 group = f"project:{name}:{topic}"
                 yield Example(str(text), "request", ok, f"project-{name}", group, adversarial=adversarial)
-    # Responses are distinct texts (no paraphrases of one another): one group each.
-    loaded = _package_yaml("project_responses.yaml")
-    for name, ok in (("acceptable", True), ("unacceptable", False)):
-        for topic, items in loaded[name].items():
-            for i, text in enumerate(items):
-                group = f"project-response:{topic}:{i}"
-                yield Example(str(text), "response", ok, f"project-response-{name}", group)
-    # Short answers (1-12 words) on both sides, so the response head reads content, not length.
-    loaded = _package_yaml("project_short_answers.yaml")
-    for name, ok in (("acceptable", True), ("unacceptable", False)):
-        for topic, items in loaded[name].items():
-            for i, text in enumerate(items):
-                group = f"project-short:{topic}:{i}"
-                yield Example(str(text), "response", ok, f"project-short-{name}", group)
+    # Responses are distinct texts (no paraphrases of one another): one group each. The short
+    # answers (1-12 words) are on both sides, so the response head reads content, not length.
+    responses = (("project_responses.yaml", "project-response"), ("project_short_answers.yaml", "project-short"))
+    for file, prefix in responses:
+        loaded = _package_yaml(file)
+        for name, ok in (("acceptable", True), ("unacceptable", False)):
+            for topic, items in loaded[name].items():
+                for i, text in enumerate(items):
+                    yield Example(str(text), "response", ok, f"{prefix}-{name}", f"{prefix}:{topic}:{i}")
 
 
 def _first_human_turn(transcript: str) -> str:
