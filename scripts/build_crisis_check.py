@@ -3,7 +3,7 @@
 Run from the repo root (needs the evaluation data folder, shared/data, to split the benign requests
 as the request head does):
 
-    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v7.json
+    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v8.json
     .venv/bin/python scripts/build_crisis_check.py --dry-run  # the figures only
 
 Method (src/psychoalign/models/classifier_data/MODEL_CARD.md, "The crisis check"):

@@ -98,7 +98,7 @@ __all__ = [
 ]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v8"
-DEFAULT_CRISIS_CHECK = "crisis-minilm-v7"
+DEFAULT_CRISIS_CHECK = "crisis-minilm-v8"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."

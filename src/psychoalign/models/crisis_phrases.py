@@ -27,6 +27,22 @@ _ADV = (
     r"(?:(?:so|very|really|just|honestly|kinda|actually|literally|still|only|truly|pretty|quite|always|again"
     r"|getting|becoming|feeling|been)\s+){0,2}"
 )
+# v8 helpers: the end of a clause; a consequence asked about after an act (how long, what happens
+# now, will I die) in seven languages; a means taken by mouth in seven languages.
+_END = r"\s*(?:[.?!,;]|$)"
+_AFTER = (
+    r"(?=.*\b(?:how long|what happens|what will happen|will i|am i going to|is it too late|how much time|before it"
+    r"|cuanto tarda|cuánto tarda|qué me va a pasar|que me va a pasar|me voy a morir|voy a morir|combien de temps"
+    r"|qu'est-ce qui va (?:m'arriver|se passer)|est-ce que je vais mourir|wie lange|was passiert jetzt"
+    r"|werde ich sterben"
+    r"|quanto ci vuole|quanto tempo|cosa mi succede|morirò|vou morrer|o que vai acontecer|hoe lang|ga ik dood)\b)"
+)
+_MEANS = (
+    r"(?:pills?|tablets?|meds|medication|medicines?|capsules?|sleeping pills|painkillers|paracetamol|tylenol"
+    r"|ibuprofen|insulin|cachets?|comprimés?|pilules?|médicaments?|somnifères?|pastillas?|píldoras?|comprimidos?"
+    r"|medicamentos?|remédios?|compresse|pastiglie|pillole|farmaci|sonniferi|tabletten|pillen|slaappillen"
+    r"|medicijnen|schlaftabletten)"
+)
 #: Explicit first-person statements or questions of suicide or self-harm, as regular expressions
 #: over the normalised request (case-folded, quotes and spacing folded): slang and short phrases
 #: that a sentence encoder places near their harmless neighbours ("kms", "unalive myself"). Each
@@ -127,6 +143,109 @@ EXPLICIT_PHRASES: tuple[str, ...] = (
     # German: a means and "so that it is over" ("Wie viele Schlaftabletten, damit es vorbei ist?")
     r"\b(?:tabletten|schlaftabletten|pillen|medikamente|schlafmittel|gift|strick|seil|springen|sprung|brücke|dach"
     r"|klinge|messer)\b.{0,80}\bdamit\s+(?:es|alles)\s+(?:endlich\s+|für immer\s+)?vorbei\s+ist\b",
+    # v8: the kinds the earlier builds missed, written as kinds, in more languages (MODEL_CARD.md, "How v8
+    # was made"): never waking as the purpose; after the act (a whole pack taken, a household poison
+    # drunk, asking what happens now); algospeak ("ctb", "toaster bath", a forever nap, yeeting
+    # oneself off a height); veiled finality (not around much longer, found my body, goodbye letters);
+    # first-person ideation in Italian, Portuguese and Dutch; purpose clauses in French, Spanish, German
+    # never waking up as the purpose, without a named means ("to never wake up again", "so I never wake up")
+    r"\b(?:to|so|so that i|so i|and)\s+(?:never\s+(?:ever\s+)?wake\s+up(?:\s+again)?"
+    r"|not\s+wake\s+up\s+(?:again|ever again)"
+    r"|(?:don't|dont|won't|wont|do not|will not)\s+(?:ever\s+)?wake\s+up\s+(?:again|ever again))" + _END,
+    # after the act: a whole pack taken, asking what happens now (not a course finished as prescribed)
+    r"(?s)" + _AFTER + r".*\bi\s+(?:just\s+|already\s+)?(?:took|swallowed|downed|have taken|'ve taken|ve taken"
+    r"|have swallowed|'ve swallowed)\s+(?:all|the whole|a whole|an entire|the entire|every one of|the rest of"
+    r"|(?:\d{2,}|twenty|thirty|forty|fifty)\b)(?:\s+\S+){0,4}?\s+" + _MEANS + r"\b",
+    r"(?s)" + _AFTER + r".*\b(?:me\s+)?(?:tomé|tome|tragué|trague|me he tomado|he tomado)\s+(?:todas|todos|toda|todo)"
+    r"\s+(?:las|los|la|el|mis|mi)\b.{0,40}\b" + _MEANS,
+    r"(?s)"
+    + _AFTER
+    + r".*\bj'ai\s+(?:avalé|pris)\s+(?:toute|tous|toutes|tout)\s+(?:la|les|le|mes|ma)\b.{0,40}\b"
+    + _MEANS,
+    r"(?s)"
+    + _AFTER
+    + r".*\bich\s+habe\s+(?:gerade\s+|eben\s+|schon\s+)?(?:alle|die ganze|eine ganze|die ganzen)\b.{0,40}"
+    r"\b" + _MEANS + r"\b.{0,20}\b(?:genommen|geschluckt)\b",
+    r"(?s)" + _AFTER + r".*\b(?:ho\s+(?:preso|ingoiato)|tomei|engoli)\s+(?:tutte|tutti|todas|todos|toda|a cartela)\b",
+    # after the act: a household poison drunk, said of oneself (not "by accident")
+    r"(?s)^(?!.*\b(?:accidentally|accidental|by accident|by mistake|mistakenly|my (?:son|daughter|kid|child|dog|cat)"
+    r"|toddler)\b).*(?:\bi\s+|^)(?:just\s+|already\s+)?(?:drank|drunk|swallowed|downed|have drunk|'ve drunk)\s+"
+    r"(?:some\s+|a\s+|the\s+|half\s+(?:a|the)\s+|a\s+whole\s+|the\s+whole\s+)?(?:(?:bottle|cup|glass|mug|can)\s+of\s+"
+    r"(?:the\s+)?)?(?:bleach|antifreeze|drain cleaner|rat poison|weedkiller|weed killer|pesticide|paraquat)\b",
+    # algospeak "ctb" (catch the bus) as a plan
+    r"(?:^|[.!?]\s*|\b(?:gonna|going to|wanna|want to|ready to|about to|planning to|plan to|will|i'll|ill|im|i'm"
+    r"|time to|decided to|might|should|just|finally)\s+)ctb\b",
+    r"\bctb\s+(?:soon|tonight|today|tomorrow|this week|this weekend|now|finally)\b",
+    # not planning to wake up (not "before noon")
+    r"\b(?:not|don't|dont|do not|am not|i'm not|im not)\s+(?:planning|plan|intending|intend|expecting|going)\s+"
+    r"(?:on|to)\s+wak(?:e|ing)\s+up\b(?!\s+(?:before|early|until|till|at|for|in time|when|to|with)\b)",
+    # a means and a purpose of not surviving, in English, French, Spanish, Italian, Portuguese, Dutch
+    r"\b(?:enough|high enough|tall enough|deep enough|strong enough)\b.{0,40}\b(?:for me to|so (?:that )?i|that i)\s+"
+    r"(?:(?:won't|wont|wouldn't|wouldnt|don't|dont|can't|cant|couldn't)\s+survive|(?:not|never)\s+survive)\b",
+    # French: not to wake again, not to survive
+    r"\bpour\s+(?:que\s+je\s+ne\s+me\s+r[ée]veille\s+plus|ne\s+(?:plus\s+jamais|jamais\s+plus|plus|jamais)\s+me\s+"
+    r"r[ée]veiller|ne\s+pas\s+survivre|que\s+je\s+ne\s+survive\s+pas)\b",
+    # Spanish: not to survive, not to wake
+    r"\bpara\s+(?:no\s+sobrevivir|que\s+no\s+(?:me\s+)?despierte(?:\s+nunca)?\s*(?:más|mas)?" + _END + r")",
+    # Italian: first person
+    r"\b(?:voglio|vorrei|sto pensando di|penso di|ho deciso di|ho voglia di)\s+(?:\w+\s+)?(?:morire|uccidermi"
+    r"|ammazzarmi|togliermi la vita|suicidarmi|farla finita|farmi del male)\b(?!\s+d[aie]l?\b)",
+    r"\b(?:uccidermi|ammazzarmi|togliermi la vita|suicidarmi)\b(?!\s+d[aie]l?\b)",
+    r"\bnon\s+(?:voglio|ce la faccio a)\s+(?:più\s+)?vivere\b",
+    r"\bper\s+non\s+(?:ri)?svegliarmi\s+(?:più|mai più)\b",
+    r"\b" + _MEANS + r"\b.{0,60}\bper\s+non\s+(?:ri)?svegliarmi" + _END,
+    # Portuguese: first person
+    r"\b(?:quero|vou|penso em|estou pensando em|to pensando em|tô pensando em|decidi)\s+(?:\w+\s+)?(?:morrer"
+    r"|me matar|matar-me|tirar (?:a )?minha (?:própria )?vida|me suicidar|suicidar-me|acabar com (?:a )?minha vida"
+    r"|me machucar|me cortar)\b(?!\s+de\b)",
+    r"\b(?:me suicidar|suicidar-me|tirar (?:a )?minha (?:própria )?vida)\b",
+    r"\bnão\s+quero\s+(?:mais\s+)?viver\b",
+    r"\b(?:pra|para)\s+(?:eu\s+)?não\s+(?:sobreviver|acordar\s+(?:mais|nunca mais)|acordar" + _END + r")",
+    # Dutch: first person
+    r"\bik\s+(?:wil|ga|denk erover|denk eraan|overweeg|ben van plan)\s+(?:\w+\s+){0,2}(?:dood gaan|doodgaan|sterven"
+    r"|zelfmoord (?:te )?plegen|mezelf (?:van kant (?:te )?maken|(?:te )?doden|om (?:te )?brengen"
+    r"|iets (?:aan )?(?:te )?doen))\b",
+    r"\bik\s+wil\s+(?:niet\s+meer\s+leven|dood)\b",
+    r"\bmezelf\s+(?:van kant maken|ombrengen|doden)\b",
+    r"\b(?:om\s+niet\s+meer\s+wakker\s+te\s+worden|zodat\s+ik\s+niet\s+meer\s+wakker\s+word)\b",
+    # German: not to survive, not to wake (with "ich")
+    r"\b(?:damit\s+ich\s+(?:\w+\s+){0,3}nicht\s+(?:mehr\s+)?(?:aufwache|überlebe)|um\s+nicht\s+zu\s+überleben)\b",
+    # typed in a hurry: pills "to not wake up" with typos ("pils", "wak up")
+    r"\b(?:pil+s?|pils|tabs|tablets?|meds)\b.{0,40}?\b(?:to|so i|and)\s+(?:not|never|dont|don't)\s+wake?\s+up" + _END,
+    # slang of intent before "unalive" ("finna go unalive")
+    r"\b(?:finna|gon|boutta|bout to|about to|tryna)\s+(?:go\s+)?unalive\b(?!\s+(?:him|her|them|you|the|a|his"
+    r"|their|your)\b)",
+    # self-injury care so as to do it again
+    r"\b(?:cuts?|burns?|wounds?)\b.{0,60}\bso\s+(?:that\s+)?i\s+can\s+(?:do|cut|burn)\s+(?:more|again"
+    r"|it again|some more)\b",
+    # a method: "would I suffer" at the end of a question
+    r"\b(?:would|will)\s+i\s+suffer" + _END,
+    # French: a means and "so that it all stops" / "to die"
+    r"\b" + _MEANS + r"\b.{0,80}\bpour\s+(?:que\s+tout\s+s'arr[êe]te|mourir(?!\s+de\b)|en\s+finir)\b",
+    # veiled finality: not around much longer (not a job, a move or a holiday)
+    r"(?s)^(?!.*\b(?:job|work|office|shift|shifts|desk|colleagues?|team|boss|retire|retiring|retirement|leave|holiday"
+    r"|vacation|trip|move|moving|moved|abroad|travel\w*|flight|conference|hospital stay)\b).*\bi\s+(?:won't"
+    r"|wont|will not)"
+    r"\s+be\s+(?:here|around|alive)\s+(?:much longer|for much longer|by (?:tomorrow|morning|the weekend|then)"
+    r"|after tonight"
+    r"|tomorrow|anymore|any more|to see)\b",
+    r"(?s)^(?!.*\b(?:game|games|hide and seek|story|novel|character|fiction|film|movie)\b).*\b(?:find|finds|found)\s+"
+    r"my\s+(?:body|corpse)\b",
+    r"(?s)^(?!.*\b(?:job|work|office|team|colleagues?|coworkers?|company|class|students?|school|retire\w*|last day"
+    r"|leave|leaving)\b).*\bmy\s+(?:goodbye|farewell|last)\s+(?:letters?|notes?)\b",
+    r"\b(?:won't|wont|will not|don't|dont)\s+need\s+(?:them|it|this|any of (?:it|this|them)"
+    r"|my\s+\w+)\s+(?:where i'm going"
+    r"|where im going|after tonight)\b",
+    # algospeak: toaster bath, a forever nap, yeeting oneself off a height
+    r"\btoaster\s+bath\b",
+    r"\b(?:want|wanna|ready|gonna|going|planning|plan|need|time)\s+(?:to\s+|for\s+)?(?:take\s+)?(?:a\s+|the\s+|my\s+)?"
+    r"(?:forever|eternal|permanent|dirt)\s+(?:nap|sleep)\b",
+    r"\byeet\s+myself\s+(?:off|from)\s+(?:a|the|my|this)?\s*(?:bridge|roof|building|cliff|balcony|window|overpass|tower"
+    r"|parking garage|car park)\b",
+    r"\bi\s+(?:want|wanna|am going|'m going|m going|gonna|plan|am planning|'m planning|m planning|am ready"
+    r"|'m ready|m ready)"
+    r"\s+(?:to\s+)?(?:jump|throw myself)\s+(?:off|from|in front of)\s+(?:a|the|my|this)?\s*(?:bridge|roof|building"
+    r"|balcony|overpass|train|tower|parking garage|car park)\b",
 )
 
 
@@ -191,9 +310,11 @@ _MEDICINE = (
     r"|rivaroxaban|statin\w*|atorvastatin\w*|simvastatin\w*|amoxicil\w*|antibiot\w*|metronidazol\w*|doxycyclin\w*"
     r"|cetirizin\w*|loratadin\w*|antihistamin\w*|melatonin\w*|melatonina|zopiclon\w*|diazepam|lorazepam"
     r"|clonazepam|st john'?s wort|hierba de san juan|johanniskraut|millepertuis|erva de sao joao|iperico"
+    r"|viagra|sildenafil|cialis|tadalafil|nitroglycerin\w*|nitroglicerin\w*|nitrat\w*|ketoprofen\w*|oki"
     r"|valerian\w*|baldrian|magnesi\w*|vitamin\w*|prednisolon\w*|cortison\w*|inhaler|nasal spray|nasenspray"
     r"|antidepress\w*|antidepresiv\w*|antidepressiv\w*|painkillers?|schmerzmittel|analgesic\w*|analgesi\w*"
-    r"|pills?|tablets?|\w*tablett\w*|capsules?|meds|medication|medicine|medicament\w*|medikament\w*|medicin\w*|remedio|remedios"
+    r"|pills?|pillol\w*|tablets?|\w*tablett\w*|capsules?|meds|medication|medicine|medicament\w*|medikament\w*"
+    r"|medicin\w*|remedio|remedios"
     r"|pastillas?|pastiglia|pastiglie|compress\w*|comprim\w*|cachets?|tabletten?|pillen|pilule|pilula|pildora"
     r"|gelules?|tropfen|gotas|drops|syrup|sirop|jarabe|xarope|sciroppo|dose|doses|dosis|dosen|dosi|dosage|mg"
     r"|milligrams?|milligramm\w*|miligramos?|miligramas?|milligrammes?|milligrammi)\b"
