@@ -39,7 +39,8 @@ _AFTER = (
 )
 _MEANS = (
     r"(?:pills?|tablets?|meds|medication|medicines?|capsules?|sleeping pills|painkillers|paracetamol|tylenol"
-    r"|ibuprofen|insulin|cachets?|comprimés?|pilules?|médicaments?|somnifères?|pastillas?|píldoras?|comprimidos?"
+    r"|ibuprofen|insulin|antidepressants?|morphine|oxycodone|codeine|opioids?|cachets?|comprimés?|pilules?"
+    r"|médicaments?|somnifères?|pastillas?|píldoras?|comprimidos?"
     r"|medicamentos?|remédios?|compresse|pastiglie|pillole|farmaci|sonniferi|tabletten|pillen|slaappillen"
     r"|medicijnen|schlaftabletten)"
 )
@@ -191,7 +192,7 @@ EXPLICIT_PHRASES: tuple[str, ...] = (
     r"\b(?:voglio|vorrei|sto pensando di|penso di|ho deciso di|ho voglia di)\s+(?:\w+\s+)?(?:morire|uccidermi"
     r"|ammazzarmi|togliermi la vita|suicidarmi|farla finita|farmi del male)\b(?!\s+d[aie]l?\b)",
     r"\b(?:uccidermi|ammazzarmi|togliermi la vita|suicidarmi)\b(?!\s+d[aie]l?\b)",
-    r"\bnon\s+(?:voglio|ce la faccio a)\s+(?:più\s+)?vivere\b",
+    r"\bnon\s+(?:voglio|ce la faccio a)\s+(?:più\s+)?vivere\b(?!\s+(?:senza|qui|in|a|con|così)\b)",
     r"\bper\s+non\s+(?:ri)?svegliarmi\s+(?:più|mai più)\b",
     r"\b" + _MEANS + r"\b.{0,60}\bper\s+non\s+(?:ri)?svegliarmi" + _END,
     # Portuguese: first person
@@ -199,13 +200,13 @@ EXPLICIT_PHRASES: tuple[str, ...] = (
     r"|me matar|matar-me|tirar (?:a )?minha (?:própria )?vida|me suicidar|suicidar-me|acabar com (?:a )?minha vida"
     r"|me machucar|me cortar)\b(?!\s+de\b)",
     r"\b(?:me suicidar|suicidar-me|tirar (?:a )?minha (?:própria )?vida)\b",
-    r"\bnão\s+quero\s+(?:mais\s+)?viver\b",
+    r"\bnão\s+quero\s+(?:mais\s+)?viver\b(?!\s+(?:sem|aqui|em|na|no|nesta|neste|com|assim)\b)",
     r"\b(?:pra|para)\s+(?:eu\s+)?não\s+(?:sobreviver|acordar\s+(?:mais|nunca mais)|acordar" + _END + r")",
     # Dutch: first person
     r"\bik\s+(?:wil|ga|denk erover|denk eraan|overweeg|ben van plan)\s+(?:\w+\s+){0,2}(?:dood gaan|doodgaan|sterven"
     r"|zelfmoord (?:te )?plegen|mezelf (?:van kant (?:te )?maken|(?:te )?doden|om (?:te )?brengen"
     r"|iets (?:aan )?(?:te )?doen))\b",
-    r"\bik\s+wil\s+(?:niet\s+meer\s+leven|dood)\b",
+    r"\bik\s+wil\s+(?:niet\s+meer\s+leven|dood)\b(?!\s+(?:zonder|in|op|met|bij|hier|daar|zo)\b)",
     r"\bmezelf\s+(?:van kant maken|ombrengen|doden)\b",
     r"\b(?:om\s+niet\s+meer\s+wakker\s+te\s+worden|zodat\s+ik\s+niet\s+meer\s+wakker\s+word)\b",
     # German: not to survive, not to wake (with "ich")
