@@ -357,9 +357,10 @@ def crisis_report(args: argparse.Namespace) -> None:
             "its look-alike exemplars, and a medicine guard beside it (a short dose, interaction or missed-dose "
             "question with no risk cue is not fired on by the head alone), both written against development sets "
             "only (`tests/models/crisis_medicine_lookalikes.yaml`, the exemplars and the four older files): "
-            "`crisis_heldout_v5.yaml`, written before v7, is the fresh measure (MODEL_CARD.md, every build in "
-            "order); `crisis_heldout_v6.yaml` was written and committed after v7, before any later build. "
-            "End to end, the "
+            "`crisis_heldout_v5.yaml`, written before v7, was v7's fresh measure. v8 is v7's head with forty more "
+            "phrases written for the kinds of v7's misses on `crisis_heldout_v5.yaml` (now a development set) and "
+            "a guard that knows more medicines: `crisis_heldout_v6.yaml`, written after v7 and before v8, is the "
+            "fresh measure (MODEL_CARD.md, every build in order). End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "
             "message, and the word 'rephrase'.",
         )
