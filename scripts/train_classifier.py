@@ -77,9 +77,19 @@ KEEP_ACCEPTABLE = 0.95
 HEAD_MODEL = {"request": "svm", "response": "svm", "adversarial": "logreg"}
 #: How each head's operating threshold is chosen on the validation split (see fit_head).
 OPERATING_RULE = {"request": "balanced-conversational", "response": "keep-acceptable", "adversarial": "youden"}
-#: Validation requests in plain conversational phrasing (project-written, HH first turns): the
-#: request head's hyper-parameters and operating point are chosen on these.
-CONVERSATIONAL = ("project-benign", "project-lookalike", "project-harmful", "hh-benign", "hh-harmful")
+#: Validation requests in plain conversational phrasing (project-written, the retired held-out
+#: files since v9, HH first turns): the request head's hyper-parameters and operating point are
+#: chosen on these.
+CONVERSATIONAL = (
+    "project-benign",
+    "project-lookalike",
+    "project-harmful",
+    "retired-lookalike",
+    "retired-harmful",
+    "retired-premise",
+    "hh-benign",
+    "hh-harmful",
+)
 #: With ``--lexical`` (an experiment, not the shipped build): heads given a lexical term (TF-IDF
 #: n-grams of the text, :class:`Lexical`) blended into the kernel's logit, and their threshold rule.
 LEXICAL = {"request": "keep-blocked-conversational"}

@@ -190,6 +190,18 @@ def _project(data: Path) -> Iterator[Example]:
                     yield Example(str(text), "response", ok, f"{prefix}-{name}", f"{prefix}:{topic}:{i}")
 
 
+def _retired(data: Path) -> Iterator[Example]:
+    """Held-out request files retired into training (classifier_data/project_retired_requests.yaml,
+    written by scripts/retire_heldout.py): each measured an earlier request head, so since v9 they
+    are training and development data. One group per item."""
+    del data  # package data, not shared data
+    loaded = _package_yaml("project_retired_requests.yaml")
+    for name, ok in (("lookalike", True), ("premise", False), ("harmful", False)):
+        for stem, items in loaded.get(name, {}).items():
+            for i, text in enumerate(items):
+                yield Example(str(text), "request", ok, f"retired-{name}", f"retired:{stem}:{name}:{i}")
+
+
 def _first_human_turn(transcript: str) -> str:
     return transcript.split("\n\nHuman: ", 1)[1].split("\n\nAssistant:", 1)[0].strip()
 
@@ -333,7 +345,7 @@ def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[lis
             f"the shared evaluation data is not at {data}",
             hint="get the data with `psychoalign data fetch all --from URL` or set PSYCHOALIGN_DATA_DIR (README, Data)",
         )
-    examples = [*_requests(data), *_project(data), *_hh_labelled(data), *_responses(data)]
+    examples = [*_requests(data), *_project(data), *_retired(data), *_hh_labelled(data), *_responses(data)]
     index = BenchmarkIndex(benchmark_texts(data))
     kept: list[Example] = []
     excluded = dict.fromkeys([*index.benchmarks, "total"], 0)
