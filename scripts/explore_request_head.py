@@ -52,7 +52,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", type=Path, default=Path("/tmp/psychoalign-train-embeddings.npz"))
     args = ap.parse_args()
-    exs = [ex for ex in load_corpus() if ex.kind == "request"]
+    exs = [ex for ex in load_corpus(retired=True) if ex.kind == "request"]
     emb = _embed_cached(minilm_encoder(), sorted({w for ex in exs for w in windows(ex.text)}), args.cache)
     tr = [ex for ex in exs if ex.split == "train"]
     va = [ex for ex in exs if ex.split == "val"]

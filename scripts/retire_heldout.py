@@ -4,12 +4,13 @@ Run from the repo root:
 
     .venv/bin/python scripts/retire_heldout.py   # writes classifier_data/project_retired_requests.yaml
 
-A held-out file of ``bench/data`` stops being held out once a request head it measured has been
-chosen with its figures in view: since ``evaluator-minilm-v9`` the older look-alike files (listed in
-``RETIRED``) are training and development data, and only files written after that build (and the
-public benchmarks) are reported as held out. The files stay in ``bench/data`` unchanged, so older
-figures can be re-run; this script copies their items, file by file and set by set, into package
-data that ``psychoalign.models.safety_corpus`` reads (one split group per item).
+A held-out file of ``bench/data`` stops being fresh once a request head it measured has been
+chosen with its figures in view. The ``evaluator-minilm-v9`` candidate (not shipped, MODEL_CARD.md)
+trained and validated on the older look-alike files listed in ``RETIRED``, and was measured only on
+a file written after it was frozen and on the public benchmarks. The files stay in ``bench/data``
+unchanged; this script copies their items, file by file and set by set, into package data that
+``psychoalign.models.safety_corpus`` reads with ``retired=True`` (``train_classifier.py
+--retired``; one split group per item).
 """
 
 from __future__ import annotations
@@ -34,14 +35,15 @@ RETIRED = (
 SETS = ("lookalike", "premise", "harmful")
 OUT = ROOT / "src" / "psychoalign" / "models" / "classifier_data" / "project_retired_requests.yaml"
 HEADER = """\
-# Retired held-out requests: training and development data of the request head since evaluator-minilm-v9.
+# Retired held-out requests: training and development data of the evaluator-minilm-v9 candidate.
 #
 # Written by `python scripts/retire_heldout.py` from the held-out files of bench/data it lists (each
 # written by hand for this project, see their headers; no text is from a dataset). Each of them
-# measured an earlier request head and was looked at while choosing the next, so none is held out
-# any more: from v9 on they are split like the rest of the corpus (sha256 of the item's group: one
-# group per item) into train, validation (where the head's settings and threshold are chosen) and
-# check. Licence: Apache-2.0, as the rest of the project.
+# measured an earlier request head and was looked at while choosing the next, so none is fresh any
+# more. With `train_classifier.py --retired` they are split like the rest of the corpus (sha256 of
+# the item's group: one group per item) into train, validation (where the head's settings and
+# threshold are chosen) and check; the shipped weights were not trained on them.
+# Licence: Apache-2.0, as the rest of the project.
 #
 # Sets (psychoalign.models.safety_corpus reads them; source names retired-<set>):
 #   lookalike  benign requests with alarming words (acceptable)

@@ -8,6 +8,7 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --lexical --version NAME --out DIR  # experiment: + TF-IDF term
     .venv/bin/python scripts/train_classifier.py --contrast --version NAME --out DIR  # experiment: + nearest exemplars
     .venv/bin/python scripts/train_classifier.py --only response --version NAME  # refit one head, keep the others
+    .venv/bin/python scripts/train_classifier.py --only request --retired --version NAME --out DIR  # + retired files
     .venv/bin/python scripts/train_classifier.py --score FILE.json  # a weights file's metrics on today's check split
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
@@ -525,6 +526,11 @@ def main() -> None:
         action="store_true",
         help="experiment: blend a nearest-exemplar contrast term into the request head (give --version and --out)",
     )
+    ap.add_argument(
+        "--retired",
+        action="store_true",
+        help="experiment: train and validate on the retired held-out request files too (the v9 candidate)",
+    )
     ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
     ap.add_argument(
         "--only",
@@ -566,7 +572,7 @@ def main() -> None:
             )
     try:
         data = args.data or default_data_dir()
-        examples, excluded = load_corpus_with_exclusions(data)
+        examples, excluded = load_corpus_with_exclusions(data, retired=args.retired)
     except InputError as exc:  # training needs the shared data (tests never train)
         sys.exit(f"error: {exc}")
     # Benchmark texts never reach training, calibration or thresholds (see benchmark_texts).

@@ -192,8 +192,9 @@ def _project(data: Path) -> Iterator[Example]:
 
 def _retired(data: Path) -> Iterator[Example]:
     """Held-out request files retired into training (classifier_data/project_retired_requests.yaml,
-    written by scripts/retire_heldout.py): each measured an earlier request head, so since v9 they
-    are training and development data. One group per item."""
+    written by scripts/retire_heldout.py): each measured an earlier request head, so they may be
+    training and development data (``retired=True``; the evaluator-minilm-v9 candidate, not shipped,
+    MODEL_CARD.md). One group per item."""
     del data  # package data, not shared data
     loaded = _package_yaml("project_retired_requests.yaml")
     for name, ok in (("lookalike", True), ("premise", False), ("harmful", False)):
@@ -336,7 +337,9 @@ def merge_near_duplicates(examples: list[Example], threshold: float = 0.6) -> li
     return [replace(ex, group=find(ex.group)) if find(ex.group) != ex.group else ex for ex in examples]
 
 
-def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[list[Example], dict[str, int]]:
+def load_corpus_with_exclusions(
+    data_dir: str | Path | None = None, *, retired: bool = False
+) -> tuple[list[Example], dict[str, int]]:
     """:func:`load_corpus`, and how many examples were left out per benchmark (an example matching
     several benchmarks counts for each; ``"total"`` counts it once; :mod:`.benchmark_texts`)."""
     data = Path(data_dir) if data_dir is not None else default_data_dir()
@@ -345,7 +348,8 @@ def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[lis
             f"the shared evaluation data is not at {data}",
             hint="get the data with `psychoalign data fetch all --from URL` or set PSYCHOALIGN_DATA_DIR (README, Data)",
         )
-    examples = [*_requests(data), *_project(data), *_retired(data), *_hh_labelled(data), *_responses(data)]
+    extra = list(_retired(data)) if retired else []
+    examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data), *_responses(data)]
     index = BenchmarkIndex(benchmark_texts(data))
     kept: list[Example] = []
     excluded = dict.fromkeys([*index.benchmarks, "total"], 0)
@@ -359,12 +363,13 @@ def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[lis
     return merge_near_duplicates(kept), excluded
 
 
-def load_corpus(data_dir: str | Path | None = None) -> list[Example]:
+def load_corpus(data_dir: str | Path | None = None, *, retired: bool = False) -> list[Example]:
     """Every labelled example, in a fixed order, with near-duplicate requests in one group
     (:func:`merge_near_duplicates`), and no text of a reported benchmark (equal to one, or holding
-    a benchmark prompt: :mod:`.benchmark_texts`). Raises :class:`InputError` naming the directory
-    (or the benchmark file) when the shared data is missing."""
-    return load_corpus_with_exclusions(data_dir)[0]
+    a benchmark prompt: :mod:`.benchmark_texts`). ``retired`` adds the retired held-out request
+    files (:func:`_retired`), which the shipped weights were not trained on. Raises
+    :class:`InputError` naming the directory (or the benchmark file) when the shared data is missing."""
+    return load_corpus_with_exclusions(data_dir, retired=retired)[0]
 
 
 def auc(labels: Any, scores: Any) -> float:
