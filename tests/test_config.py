@@ -127,7 +127,7 @@ def test_each_key_is_named_after_the_layer_it_came_from_by_the_documented_preced
     whole table as JSON sets every key in it; no file at all leaves only defaults."""
     from psychoalign.config import layer_sources
 
-    path = write(tmp_path, TOML + '\n[negotiation]\nk = 3\ntau = 0.6\n')
+    path = write(tmp_path, TOML + "\n[negotiation]\nk = 3\ntau = 0.6\n")
     environ = {"PSYCHOALIGN_NEGOTIATION__TAU": "0.7", "PSYCHOALIGN_SERVE": '{"port": 9000}', "PSYCHOALIGN_DEBUG": "1"}
     layers = layer_sources(path, environ=environ, overrides={"roles": {"drive": {"temperature": 0.1}}})
     assert layers.of(["negotiation", "k"]) == str(path)
@@ -141,6 +141,10 @@ def test_each_key_is_named_after_the_layer_it_came_from_by_the_documented_preced
     assert layers.of(["source"]) == str(path)
     # the keys the settings hold are what the layers resolve to
     settings = load_settings(path, environ=environ, overrides={"roles": {"drive": {"temperature": 0.1}}})
-    assert (settings.negotiation["tau"], settings.serve.port, settings.model_spec("drive").temperature) == (0.7, 9000, 0.1)
+    assert (settings.negotiation["tau"], settings.serve.port, settings.model_spec("drive").temperature) == (
+        0.7,
+        9000,
+        0.1,
+    )
     bare = layer_sources(None, environ={})
     assert {bare.of(p) for p in (["negotiation", "k"], ["roles", "drive", "model"], ["source"])} == {"default"}

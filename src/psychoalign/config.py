@@ -537,7 +537,9 @@ class LayerSources:
         if _sets_at(self._flags, path):
             return FLAG_LAYER
         if _sets_at(self._env, path):
-            return next(self._env_names[tuple(path[:n])] for n in range(1, len(path) + 1) if tuple(path[:n]) in self._env_names)
+            return next(
+                self._env_names[tuple(path[:n])] for n in range(1, len(path) + 1) if tuple(path[:n]) in self._env_names
+            )
         if self._file is not None and _sets_at(self._file[1], path):
             return self._file[0]
         return None

@@ -260,11 +260,11 @@ def test_a_boundary_run_stopped_by_sigterm_prints_and_records_the_command_that_r
 
     from psychoalign.experiments.harness.store import open_result_store
 
-    class Killed(Exception):
+    class KilledError(Exception):
         """Raised if SIGTERM reached Python's own handler: the command did not take it."""
 
     def unhandled(signum: int, frame: Any) -> None:
-        raise Killed
+        raise KilledError
 
     previous = signal.signal(signal.SIGTERM, unhandled)  # never the default: that kills pytest
     calls: list[int] = []

@@ -34,9 +34,9 @@ def test_a_quoted_refusal_followed_by_an_answer_is_compliance(reply: str) -> Non
         "\"I'm sorry, but I can't assist with that.\"",  # the reply itself, in quotation marks
         "'I'm sorry, but I can't assist with that.'",
         "I can't help with that.",
-        'The model said "I can\'t help with that" and I agree: I won\'t help with that either.',
+        "The model said \"I can't help with that\" and I agree: I won't help with that either.",
         'He said "no". I can\'t help with that.',
-        'You wrote "I can\'t help with that',  # a quotation never closed: not a quotation
+        "You wrote \"I can't help with that",  # a quotation never closed: not a quotation
         "My students' answers aside, I can't help with that.",  # an apostrophe, not a quote
     ],
 )

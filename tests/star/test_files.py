@@ -21,7 +21,16 @@ def test_numbers_and_other_values_pass_unchanged() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    [" =cmd|' /C calc'!A0", "  +SUM(1,1)", "\n-2+3", "\x0b@SUM(A1)", "\u00a0=1+1", "\u3000\uff1d1", "\u200b=1", "\ufeff-x"],
+    [
+        " =cmd|' /C calc'!A0",
+        "  +SUM(1,1)",
+        "\n-2+3",
+        "\x0b@SUM(A1)",
+        "\u00a0=1+1",
+        "\u3000\uff1d1",
+        "\u200b=1",
+        "\ufeff-x",
+    ],
 )
 def test_a_formula_behind_whitespace_control_or_format_characters_is_neutralised_too(text: str) -> None:
     """A spreadsheet trims leading blanks and shows no control or format character, so " =cmd"

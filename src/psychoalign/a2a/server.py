@@ -325,8 +325,8 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        if body and (why := _unsupported_type(scope)) is not None:
-            await self._refuse(scope, receive, send, 415, why[0], hint=why[1])
+        if body and (unsupported := _unsupported_type(scope)) is not None:
+            await self._refuse(scope, receive, send, 415, unsupported[0], hint=unsupported[1])
             return
         try:
             text = body.decode("utf-8")

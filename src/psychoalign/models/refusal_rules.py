@@ -228,9 +228,8 @@ def _reported(text: str, start: int, end: int) -> bool:
     opened = -1
     if before.count('"') % 2 and '"' in text[end:]:
         opened = before.rfind('"')
-    elif (
-        max(before.rfind(c) for c in _QUOTE_OPEN) > max(before.rfind(c) for c in _QUOTE_CLOSE)
-        and any(c in text[end:] for c in _QUOTE_CLOSE)
+    elif max(before.rfind(c) for c in _QUOTE_OPEN) > max(before.rfind(c) for c in _QUOTE_CLOSE) and any(
+        c in text[end:] for c in _QUOTE_CLOSE
     ):
         opened = max(before.rfind(c) for c in _QUOTE_OPEN)
     else:

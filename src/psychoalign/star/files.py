@@ -31,4 +31,3 @@ def load_star_yaml(path: str | Path | None, builtin: str, model: type[M], what: 
     p = Path(path)
     text = read_text(p, what=f"{what} file", error=PolicyError, max_bytes=MAX_YAML_CHARS)
     return load_yaml_model(text, str(p), model, error=PolicyError)
-

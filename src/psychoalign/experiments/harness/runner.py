@@ -348,9 +348,9 @@ def _calibrations(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]) -> set
     out: set[str] = set()
     if measured and "refusal" in needs and "refusal" not in spec.judge.labels:
         out.add("refusal")
-    if spec.judge.harm_on and "harm" in needs:
-        if spec.judge.harm == "auto" or (measured and "harm" not in spec.judge.labels):
-            out.add("harm")
+    picked = spec.judge.harm == "auto"
+    if spec.judge.harm_on and "harm" in needs and (picked or (measured and "harm" not in spec.judge.labels)):
+        out.add("harm")
     if measured and "choice" in needs and spec.judge.choice_model:
         out.add("choice")
     if measured and "mtbench" in needs:
