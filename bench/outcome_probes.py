@@ -1,0 +1,106 @@
+"""Run the outcome probes (bench/data/outcome_probes4.yaml) and count the replies a user could accept.
+
+Two runs, chosen with ``--mode``:
+
+* ``default``: the embedded default answers each request as ``psychoalign negotiate "<request>"``
+  does (the settings' models; no API key);
+* ``scripted``: DRIVE proposes the probe's plausible but wrong answer and the MEDIATOR adopts the
+  selected proposal verbatim, while the EVALUATOR is the settings' own (the embedded classifier):
+  what reaches the user is then up to the gates and the request checks alone.
+
+A reply is acceptable when it shows none of the probe's ``never`` patterns and, when the probe
+lists ``needs``, at least one of them (case-insensitive regexes). Each reply is printed with its
+verdict, then the count: ``acceptable N/M``. Usage::
+
+    python bench/outcome_probes.py --mode scripted
+    python bench/outcome_probes.py --mode default --only 1,5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from psychoalign.config import load_settings
+from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+from psychoalign.negotiation import NegotiationParams, Negotiator
+
+PROBES = Path(__file__).resolve().parent / "data" / "outcome_probes4.yaml"
+
+
+def acceptable(probe: dict[str, Any], reply: str) -> tuple[bool, str]:
+    """Whether ``reply`` is acceptable for ``probe``, with the reason when it is not."""
+    for pattern in probe.get("never", []):
+        if re.search(pattern, reply, re.IGNORECASE | re.MULTILINE):
+            return False, f"shows {pattern!r}"
+    needs = probe.get("needs", [])
+    if needs and not any(re.search(p, reply, re.IGNORECASE) for p in needs):
+        return False, f"lacks any of {needs!r}"
+    return True, ""
+
+
+def _scripted(wrong: str) -> dict[str, ChatModel]:
+    """DRIVE that proposes ``wrong``; a MEDIATOR that rates every proposal feasible and adopts the
+    selected one as it stands."""
+
+    def drive(request: ChatRequest) -> dict[str, Any]:
+        m = re.search(r"Proposals wanted: (\d+)", request.messages[-1].content)
+        return {"proposals": [{"text": wrong, "utility": 0.9}] * (int(m.group(1)) if m else 1)}
+
+    def mediator(request: ChatRequest) -> dict[str, Any]:
+        last = request.messages[-1].content
+        if request.schema_name == "assessment":
+            n = len(re.findall(r"^Proposal \d+ ", last, re.M))
+            return {"assessments": [{"proposal": i, "feasibility": 0.9} for i in range(1, n + 1)]}
+        m = re.search(r"^Selected proposal: (.*?)(?=\nRequired modifications:|\Z)", last, re.M | re.S)
+        return {"response": m.group(1).strip() if m else wrong}
+
+    out = {}
+    for role, fn in (("drive", drive), ("mediator", mediator)):
+        spec = ModelSpec(backend="scripted", model=role, schema_retries=0, max_retries=0)
+        out[role] = ChatModel(spec, ScriptedBackend(spec, fn=fn))
+    return out
+
+
+async def run(mode: str, only: set[int] | None) -> int:
+    probes: list[dict[str, Any]] = yaml.safe_load(PROBES.read_text("utf-8"))
+    settings = load_settings()
+    default = Negotiator(settings) if mode == "default" else None
+    good = total = 0
+    for i, probe in enumerate(probes, 1):
+        if only and i not in only:
+            continue
+        negotiator = default or Negotiator(
+            settings, params=NegotiationParams(fast_path=False), models=_scripted(probe["wrong"])
+        )
+        trace = await negotiator.negotiate(
+            probe["request"], framework=probe.get("framework", "general"), earlier=probe.get("earlier")
+        )
+        reply = trace.final.response if trace.final is not None else ""
+        ok, why = acceptable(probe, reply)
+        good += ok
+        total += 1
+        print(f"[{i}] {'OK ' if ok else 'BAD'} {probe['request']}")
+        print("    " + reply.replace("\n", "\n    "))
+        if why:
+            print(f"    -> {why}")
+    print(f"acceptable {good}/{total} ({mode})")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("default", "scripted"), default="scripted")
+    parser.add_argument("--only", help="comma-separated probe numbers (1-based)")
+    args = parser.parse_args()
+    only = {int(n) for n in args.only.split(",")} if args.only else None
+    return asyncio.run(run(args.mode, only))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
