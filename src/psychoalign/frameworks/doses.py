@@ -58,7 +58,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DoseContext", "DoseLimit", "Liquid", "find_wrong_dose", "read_request", "weight_for_age"]
+__all__ = [
+    "DoseContext",
+    "DoseLimit",
+    "Liquid",
+    "find_wrong_dose",
+    "opens_with_yes",
+    "read_request",
+    "weight_for_age",
+]
 
 #: An amount with its unit, optionally per kilogram of body weight. Units: mg, g, mcg/µg.
 _MASS_UNITS = r"milligrams?|mg|grams?|g|micrograms?|mcg|µg"
@@ -122,7 +130,7 @@ _MAX_DAILY_BEFORE = re.compile(
 _DOSE_BEFORE = re.compile(
     r"(?:\b(?:doses?|dosage|dosing|amount|max(?:imum)?)\b[^.;:!?\d]{0,60}?(?:\bis\b|\bare\b|\bof\b|\bbe\b|\bat\b|:|=)"
     r"|\bmax(?:imum)?\b\.?"
-    r"|(?P<neg>\b(?:not|never|no)\s+|n't\s+)?\b(?:take|taking|takes|give|giving|swallow)\b"
+    r"|(?P<neg>\b(?:not|never|no)\s+|n't\s+)?\b(?:take|taking|takes|give|giving|swallow|inject|injecting)\b"
     r"(?:\s+(?!(?:more|than|over|above|with|every|after|before|for|if|when)\b)(?:\d{1,2}-)?[a-z-]+){0,2}"
     r"|\b(?:not|never|n't|without)\s+(?:to\s+)?(?:exceed|exceeding|go\s+over|going\s+over)\b)"
     r"\s*(?P<lead>(?:(?:about|around|approximately|roughly|up\s+to|between|from|only|just|at\s+most|"
@@ -138,6 +146,13 @@ _SINGLE_AFTER = re.compile(
     r"(?:per|each|a|every|one|in\s+one|in\s+a\s+single|as\s+a\s+single|as\s+one)\s+(?:single\s+)?dose\b"
     r"|at\s+(?:a|one|any\s+one)\s+time\b|at\s+once\b|doses?\b"
     r"|every\s+(?:\d+|one|two|three|four|five|six|eight|twelve|few)\b[^.;:!?]{0,20}?\bhours?\b)",
+    re.IGNORECASE,
+)
+#: A dose taken so many times a day: "100 mg of levothyroxine, taken once a day", "5 mg twice
+#: daily" (one dose each time; the day's total is the count's business, not this figure's).
+_TIMES_A_DAY_AFTER = re.compile(
+    r"^\)?(?:\s+of\s+(?:[a-z-]+\s+){0,2}?[a-z-]+)?,?\s*(?:(?:taken|given|used)\s+)?"
+    r"(?:once|twice|three\s+times|four\s+times|two\s+times|\d\s+times)\s+(?:a\s+day|daily|per\s+day|every\s+day)\b",
     re.IGNORECASE,
 )
 #: An amount that is a product's strength, not a dose: "a 200 mg tablet", "500 mg paracetamol caplets".
@@ -629,7 +644,8 @@ def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | N
         return None
     phrase = _DOSE_BEFORE.search(before)
     if phrase is None:
-        return ("single", None) if _SINGLE_AFTER.match(after) or _FINE_AFTER.match(after) else None
+        found = _SINGLE_AFTER.match(after) or _FINE_AFTER.match(after) or _TIMES_A_DAY_AFTER.match(after)
+        return ("single", None) if found else None
     if phrase.group("neg") and not phrase.group("lead").strip():
         return None  # "do not give 1,000 mg": a warning against the amount, not a dose
     # the phrase with the words just before it: "the single dose is", "the daily dose is"
@@ -922,12 +938,19 @@ _HARM_ASKED = re.compile(
 )
 
 
+def opens_with_yes(text: str) -> bool:
+    """Whether ``text`` opens with a plain yes ("Yes, that's fine.", "Sure, you can."): a first
+    sentence with a yes and no word that qualifies or corrects it ("Yes, but never more than …",
+    "Yes, that's too much")."""
+    first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
+    return bool(_YES.match(first)) and not _DOUBT.search(first)
+
+
 def _endorsed(text: str, request: DoseContext) -> str:
     """The request's questions that state an amount or a volume ("Can I take 8 g of paracetamol a
     day?", "Can I give him 20 ml of Calpol?"), when ``text`` says yes to them and states no amount
     or volume of its own; else ""."""
-    first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
-    if not _YES.match(first) or _DOUBT.search(first) or _AMOUNT.search(text) or _VOLUME.search(text):
+    if not opens_with_yes(text) or _AMOUNT.search(text) or _VOLUME.search(text):
         return ""
     asked = [
         sentence
