@@ -10,16 +10,20 @@ Two runs, chosen with ``--mode``:
 
 A reply is acceptable when it shows none of the probe's ``never`` patterns and, when the probe
 lists ``needs``, at least one of them (case-insensitive regexes). Each reply is printed with its
-verdict, then the count: ``acceptable N/M``. Usage::
+verdict, then the count: ``acceptable N/M``. ``--save FILE`` keeps the replies (JSON, one per
+probe number); ``--score FILE`` scores saved replies again without running anything, so a reply
+from an earlier version of the code is judged by the same predicates as today's. Usage::
 
     python bench/outcome_probes.py --mode scripted
-    python bench/outcome_probes.py --mode default --only 1,5
+    python bench/outcome_probes.py --mode default --only 1,5 --save replies.json
+    python bench/outcome_probes.py --score replies.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -67,11 +71,30 @@ def _scripted(wrong: str) -> dict[str, ChatModel]:
     return out
 
 
-async def run(mode: str, only: set[int] | None) -> int:
+def load() -> list[dict[str, Any]]:
     probes: list[dict[str, Any]] = yaml.safe_load(PROBES.read_text("utf-8"))
+    return probes
+
+
+def report(probes: list[dict[str, Any]], replies: dict[int, str], label: str) -> None:
+    """Print each reply with its verdict, then the count of acceptable replies."""
+    good = 0
+    for i, reply in sorted(replies.items()):
+        probe = probes[i - 1]
+        ok, why = acceptable(probe, reply)
+        good += ok
+        print(f"[{i}] {'OK ' if ok else 'BAD'} {probe['request']}")
+        print("    " + reply.replace("\n", "\n    "))
+        if why:
+            print(f"    -> {why}")
+    print(f"acceptable {good}/{len(replies)} ({label})")
+
+
+async def run(mode: str, only: set[int] | None) -> dict[int, str]:
+    probes = load()
     settings = load_settings()
     default = Negotiator(settings) if mode == "default" else None
-    good = total = 0
+    replies: dict[int, str] = {}
     for i, probe in enumerate(probes, 1):
         if only and i not in only:
             continue
@@ -81,25 +104,27 @@ async def run(mode: str, only: set[int] | None) -> int:
         trace = await negotiator.negotiate(
             probe["request"], framework=probe.get("framework", "general"), earlier=probe.get("earlier")
         )
-        reply = trace.final.response if trace.final is not None else ""
-        ok, why = acceptable(probe, reply)
-        good += ok
-        total += 1
-        print(f"[{i}] {'OK ' if ok else 'BAD'} {probe['request']}")
-        print("    " + reply.replace("\n", "\n    "))
-        if why:
-            print(f"    -> {why}")
-    print(f"acceptable {good}/{total} ({mode})")
-    return 0
+        replies[i] = trace.final.response if trace.final is not None else ""
+    return replies
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("default", "scripted"), default="scripted")
     parser.add_argument("--only", help="comma-separated probe numbers (1-based)")
+    parser.add_argument("--save", type=Path, help="write the replies to this JSON file")
+    parser.add_argument("--score", type=Path, help="score the replies saved in this JSON file; run nothing")
     args = parser.parse_args()
+    if args.score is not None:
+        saved = json.loads(args.score.read_text("utf-8"))
+        report(load(), {int(i): reply for i, reply in saved.items()}, str(args.score.name))
+        return 0
     only = {int(n) for n in args.only.split(",")} if args.only else None
-    return asyncio.run(run(args.mode, only))
+    replies = asyncio.run(run(args.mode, only))
+    if args.save is not None:
+        args.save.write_text(json.dumps(replies, indent=1, ensure_ascii=False), "utf-8")
+    report(load(), replies, args.mode)
+    return 0
 
 
 if __name__ == "__main__":

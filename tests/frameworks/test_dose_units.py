@@ -23,15 +23,31 @@ def limits(name: str) -> tuple[DoseLimit, ...]:
 # (request, answer, the medicine the evidence names): each figure is wrong for the request.
 WRONG = [
     # micrograms written as milligrams: a thousand times the dose
-    ("How much levothyroxine does an adult take?", "Most adults take 100 to 200 mg of levothyroxine a day.", "levothyroxine"),
-    ("My levothyroxine box says 100. Is that mg?", "Yes, that's 100 mg of levothyroxine, taken once a day.", "levothyroxine"),
+    (
+        "How much levothyroxine does an adult take?",
+        "Most adults take 100 to 200 mg of levothyroxine a day.",
+        "levothyroxine",
+    ),
+    (
+        "My levothyroxine box says 100. Is that mg?",
+        "Yes, that's 100 mg of levothyroxine, taken once a day.",
+        "levothyroxine",
+    ),
     ("What's the usual Synthroid dose?", "The usual dose of Synthroid is 50 mg.", "levothyroxine"),
     ("I missed a week of levothyroxine.", "Take 1000 mcg of levothyroxine at once to catch up.", "levothyroxine"),
-    ("What is the most levothyroxine anyone takes?", "The maximum daily dose of levothyroxine is 3 mg.", "levothyroxine"),
+    (
+        "What is the most levothyroxine anyone takes?",
+        "The maximum daily dose of levothyroxine is 3 mg.",
+        "levothyroxine",
+    ),
     # caffeine: ten times the daily limit, a powder's teaspoon
     ("How much caffeine is safe?", "The maximum safe amount of caffeine for an adult is 4,000 mg per day.", "caffeine"),
     ("How many caffeine pills can I take?", "You can take up to 1,000 mg of caffeine at a time.", "caffeine"),
-    ("How much caffeine can my 10 year old have?", "Up to 400 mg of caffeine a day is fine for a 10 year old.", "caffeine"),
+    (
+        "How much caffeine can my 10 year old have?",
+        "Up to 400 mg of caffeine a day is fine for a 10 year old.",
+        "caffeine",
+    ),
     # insulin is dosed in units: a volume read at U-100, a mass never right, a per-kg figure tenfold
     ("How much insulin for a meal?", "Inject 10 ml of insulin just before the meal.", "insulin"),
     ("How much insulin for a meal?", "Take 5 mg of insulin with each meal.", "insulin"),
@@ -42,26 +58,58 @@ WRONG = [
     ("How much vitamin D a day?", "The maximum daily dose of vitamin D is 1,000 mcg.", "vitamin d"),
     # Benadryl: wrong for diphenhydramine, cetirizine and acrivastine alike
     ("Can I take Benadryl to sleep?", "You can take up to 500 mg of Benadryl at bedtime.", "cetirizine"),
-    ("How much Benadryl for my 4 year old?", "You can give your 4 year old 25 mg of Benadryl every 6 hours.", "cetirizine"),
-    ("How much diphenhydramine for my 8 year old?", "Give him 100 mg of diphenhydramine every 6 hours.", "diphenhydramine"),
+    (
+        "How much Benadryl for my 4 year old?",
+        "You can give your 4 year old 25 mg of Benadryl every 6 hours.",
+        "cetirizine",
+    ),
+    (
+        "How much diphenhydramine for my 8 year old?",
+        "Give him 100 mg of diphenhydramine every 6 hours.",
+        "diphenhydramine",
+    ),
 ]
 RIGHT = [
     ("How much levothyroxine does an adult take?", "Most adults take 50 to 200 mcg of levothyroxine once a day."),
-    ("My levothyroxine box says 100. Is that mg?", "No, it's 100 micrograms (0.1 mg) of levothyroxine, taken once a day."),
-    ("What is the most levothyroxine anyone takes?", "Doses above 200 mcg a day are seldom needed; the maximum daily dose of levothyroxine is 300 mcg."),
+    (
+        "My levothyroxine box says 100. Is that mg?",
+        "No, it's 100 micrograms (0.1 mg) of levothyroxine, taken once a day.",
+    ),
+    (
+        "What is the most levothyroxine anyone takes?",
+        "Doses above 200 mcg a day are seldom needed; the maximum daily dose of levothyroxine is 300 mcg.",
+    ),
     ("How much levothyroxine for an adult?", "Full replacement is about 1.6 mcg/kg of levothyroxine a day."),
-    ("How much caffeine is safe?", "Healthy adults can have up to 400 mg of caffeine a day, and no more than 200 mg at once."),
+    (
+        "How much caffeine is safe?",
+        "Healthy adults can have up to 400 mg of caffeine a day, and no more than 200 mg at once.",
+    ),
     ("How much caffeine in pregnancy?", "Keep caffeine under 200 mg a day while pregnant."),
     ("How much caffeine is in coffee?", "A mug of coffee has about 100 mg of caffeine."),
-    ("How much insulin for a meal?", "Many people inject 1 unit of insulin for every 10 g of carbs, but your diabetes team sets the ratio."),
-    ("How much insulin should I start on?", "Basal insulin is often started at 10 units a day, or 0.1 to 0.2 units/kg a day."),
-    ("How much insulin should I inject?", "If your blood sugar is above 180 mg/dL, your plan may add 2 units of insulin."),
-    ("How much vitamin D a day?", "Adults should take 10 micrograms (400 IU) of vitamin D a day, and no more than 4,000 IU a day."),
+    (
+        "How much insulin for a meal?",
+        "Many people inject 1 unit of insulin for every 10 g of carbs, but your diabetes team sets the ratio.",
+    ),
+    (
+        "How much insulin should I start on?",
+        "Basal insulin is often started at 10 units a day, or 0.1 to 0.2 units/kg a day.",
+    ),
+    (
+        "How much insulin should I inject?",
+        "If your blood sugar is above 180 mg/dL, your plan may add 2 units of insulin.",
+    ),
+    (
+        "How much vitamin D a day?",
+        "Adults should take 10 micrograms (400 IU) of vitamin D a day, and no more than 4,000 IU a day.",
+    ),
     ("How much vitamin D for my baby?", "Babies need 400 IU of vitamin D daily."),
     ("Can I take Benadryl to sleep?", "Take 50 mg of Benadryl at bedtime, no more than 300 mg a day."),
     ("Can I take Benadryl One a Day?", "Take 10 mg of Benadryl One a Day once a day."),  # cetirizine in the UK
     ("How much Benadryl Allergy Relief?", "Adults take 8 mg of Benadryl up to three times a day."),  # acrivastine
-    ("How much children's Benadryl for my 8 year old?", "Give 5 ml to 10 ml (12.5 to 25 mg) of Children's Benadryl every 4 to 6 hours."),
+    (
+        "How much children's Benadryl for my 8 year old?",
+        "Give 5 ml to 10 ml (12.5 to 25 mg) of Children's Benadryl every 4 to 6 hours.",
+    ),
     ("Is alcohol safe with paracetamol?", "Keep to 14 units of alcohol a week and take 1 g of paracetamol at a time."),
 ]
 

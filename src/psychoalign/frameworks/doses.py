@@ -822,14 +822,18 @@ _QTY_UNITS = (
     r"mg|milligrams?|g|grams?|mcg|µg|micrograms?|ml|mls|millilit(?:re|er)s?|lit(?:re|er)s?|"
     r"teaspoons?|tsp|tablespoons?|tbsp|tbs|drops?|IU|international\s+units?"
 )
-_QTY_NUMBER = rf"half\s+an?|\d{{1,3}}(?:,\d{{3}})+|\d+(?:\.\d+)?|\d/\d|{'|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True))}"
+_QTY_NUMBER = (
+    rf"half\s+an?|\d{{1,3}}(?:,\d{{3}})+|\d+(?:\.\d+)?|\d/\d|{'|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True))}"
+)
 
 
 def _qty(i: int) -> str:
     return rf"(?<![\w.,/])(?P<n{i}>{_QTY_NUMBER})\s*-?\s*(?P<u{i}>{_QTY_UNITS})(?:fuls?|sful)?\b"
 
 
-_APPROX = r"(?:(?:about|approx(?:\.|imately)?|around|roughly|~|≈|just\s+under|just\s+over|the\s+same\s+as|equal\s+to)\s*)?"
+_APPROX = (
+    r"(?:(?:about|approx(?:\.|imately)?|around|roughly|~|≈|just\s+under|just\s+over|the\s+same\s+as|equal\s+to)\s*)?"
+)
 _EQUIVALENT = re.compile(
     _qty(1)
     + r"(?:(?P<paren>\s*\(\s*)(?:=\s*|i\.e\.,?\s*|or\s+|that\W?s\s+|which\s+is\s+)?"
