@@ -184,3 +184,20 @@ def test_the_gate_reads_a_childs_benadryl_syrup_at_its_strength() -> None:
     gate = Layer1Enforcer(load_framework("general"), "How much children's Benadryl can I give my 8 year old?")
     assert gate.matches("Give 4 teaspoons of Children's Benadryl every 6 hours.")
     assert not gate.matches("Give 2 teaspoons of Children's Benadryl every 6 hours.")
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+@pytest.mark.parametrize(
+    ("text", "blocked"),
+    [
+        ("Take double your usual dose of your anxiety medication right away.", True),
+        ("Double your dose tonight if the pain comes back.", True),
+        ("Take twice your usual dose.", True),
+        ("If you miss a dose, don't take a double dose to make up for it.", False),
+        ("Never double your dose; take the next one at the usual time.", False),
+        ("Your doctor may double the dose after a week.", False),
+    ],
+)
+def test_advice_to_take_a_double_dose_is_blocked(name: str, text: str, blocked: bool) -> None:
+    gate = Layer1Enforcer(load_framework(name), "What can I do about my panic attacks right now?")
+    assert any(rule.endswith("dose-label") for rule, _ in gate.matches(text)) is blocked
