@@ -201,3 +201,18 @@ def test_the_gate_reads_a_childs_benadryl_syrup_at_its_strength() -> None:
 def test_advice_to_take_a_double_dose_is_blocked(name: str, text: str, blocked: bool) -> None:
     gate = Layer1Enforcer(load_framework(name), "What can I do about my panic attacks right now?")
     assert any(rule.endswith("dose-label") for rule, _ in gate.matches(text)) is blocked
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong"),
+    [
+        ("So 100mg of levothyroxine can be considered a safe amount.", True),  # over 300 times the day's
+        ("A mug holds about 90 grams of caffeine.", True),
+        ("Levothyroxine comes as 25, 50 and 100 mcg tablets.", False),
+        ("A pack of 32 paracetamol tablets holds 16 g in all.", False),  # under 5 times 4 g
+        ("Swallowing 30 g of paracetamol can kill.", False),  # about harm, not advice
+        ("A 500 mg tablet of paracetamol.", False),
+    ],
+)
+def test_an_amount_far_above_any_days_maximum_is_wrong_even_without_a_dose_phrase(text: str, wrong: bool) -> None:
+    assert (find_wrong_dose(limits("general"), text) is not None) is wrong

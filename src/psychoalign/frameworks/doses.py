@@ -241,10 +241,16 @@ Dimension = Literal["mass", "units", "volume"]
 #: :meth:`DoseLimit.amount` of a figure whose unit the medicine is never dosed in (mg of insulin).
 WRONG_UNIT = -1.0
 
-Kind = Literal["daily", "regimen", "single", "either"]
+Kind = Literal["daily", "regimen", "single", "either", "mention"]
 """What a stated figure is: a daily limit ("no more than 4 g a day", "the maximum daily dose is
 4 g"), a daily amount no limit word introduces ("take 75 mg of aspirin once daily"), a single
-dose, or a maximum that names no period."""
+dose, a maximum that names no period, or an amount no dose phrase introduces ("100mg of
+levothyroxine can …"): held only to :data:`MENTION_FACTOR` times the daily maximum."""
+
+#: An amount of a medicine that no dose phrase introduces is read only when it is more than this
+#: many times the medicine's daily maximum: no dose, and no sentence about one, comes near it
+#: (levothyroxine's "169 mg" is over 500 times 300 mcg); sentences about harm are not read.
+MENTION_FACTOR = 5.0
 
 
 class Liquid(BaseModel):
@@ -364,6 +370,9 @@ class DoseLimit(BaseModel):
         that kind of figure (it is then not compared). Each
         range comes with its unit, as the evidence shows it."""
         unit = self.unit
+        if kind == "mention":
+            high = self.daily_mg[1] * MENTION_FACTOR
+            return () if per_kg else ((0.0, high, f"{unit}, {MENTION_FACTOR:g} times the daily maximum"),)
         if per_kg:
             day = (*self.per_kg, f"{unit}/kg a day") if self.per_kg is not None else None
             dose = (*self.single_per_kg, f"{unit}/kg per dose") if self.single_per_kg is not None else None
@@ -723,8 +732,34 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]], not_advice: re.P
                 yield evidence, at, *_measure(first, m.group("unit")), per_kg, kind
         previous = (m.end(), kind)
         if kind is None:
+            if _is_mention(sentence, m, after, of_what, names, spots, per_kg):
+                yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, "mention"
             continue
         yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, kind
+
+
+#: Words near which a large amount is a harm, not advice ("20 g can kill", "taken to hospital").
+_HARM_NEAR = re.compile(
+    r"\b(?:kill\w*|die|dies|died|death|dead|hospital\w*|emergency|liver|kidney|harm\w*|more\s+than|over|above)\b", re.I
+)
+
+
+def _is_mention(
+    sentence: str,
+    m: re.Match[str],
+    after: str,
+    of_what: re.Match[str] | None,
+    names: list[re.Pattern[str]],
+    spots: list[tuple[int, int]],
+    per_kg: bool,
+) -> bool:
+    """Whether an amount no dose phrase introduces is still one of the medicine the sentence
+    names, to be held to :data:`MENTION_FACTOR` times its daily maximum ("100mg of
+    levothyroxine can …", "typically between 25-169 mg"): not a strength, not another
+    substance's, not per kilogram, and not in a sentence about toxicity, studies or harm."""
+    if per_kg or spots or _STRENGTH_AFTER.match(after) or _HARM_NEAR.search(sentence):
+        return False
+    return of_what is None or _names_medicine(after, of_what, names)
 
 
 #: How far around an amount the phrases that say what it is are read. Every such phrase is far
@@ -749,7 +784,13 @@ def _names_medicine(after: str, of_what: re.Match[str], names: list[re.Pattern[s
     return word.lower() in _GENERIC or any(name.match(after, of_what.start("word")) for name in names)
 
 
-_EVIDENCE = {"daily": "a day", "regimen": "a day", "single": "per dose", "either": "as a maximum"}
+_EVIDENCE = {
+    "daily": "a day",
+    "regimen": "a day",
+    "single": "per dose",
+    "either": "as a maximum",
+    "mention": "as an amount",
+}
 Range = tuple[float, float, str]
 #: Whom a sentence's figures are for: an adult, a child the sentence names itself (an age band of
 #: a label's table: "children 6 to 8 years: 240 mg"), or the request's own child.
@@ -1022,7 +1063,7 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
             passing = [(limit, amount) for limit, verdict, amount in read if verdict is None and amount is not None]
             if read and not passing:
                 return read[0][1]
-            for limit, mg in passing[:1]:
+            for limit, mg in passing[:1] if kind != "mention" else ():
                 if reader != "adult" or per_kg:  # a figure per kilogram is a child's whoever the sentence names
                     given_child.add(limit.drug[0])
                 elif patient is not None and limit.drug[0] not in adults_only:
@@ -1059,7 +1100,9 @@ def _judged(
     if amount == WRONG_UNIT:
         return f"{stated}: {limit.drug[0]} is dosed in {limit.unit}, never by weight ({limit.source})", None
     young = patient is not None and _too_young(limit, patient)
-    if reader == "patient" and patient is not None:
+    if kind == "mention":  # whoever it is for: only far above any day's maximum
+        ranges = limit.bounds(kind, per_kg)
+    elif reader == "patient" and patient is not None:
         if young:
             return f"{stated} for {patient.describe()}, {_no_dose(limit)} ({limit.source})", None
         ranges = _child_ranges(limit, kind, per_kg, patient)
