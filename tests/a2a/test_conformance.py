@@ -805,3 +805,27 @@ async def test_concurrent_first_requests_on_a_fresh_task_database(tmp_path: Any)
         stored = await _traces(agent.store)
     assert states == ["TASK_STATE_COMPLETED"] * 40
     assert len(stored) == 40
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_an_empty_text_part_is_invalid_params_on_every_binding(binding: str) -> None:
+    """A text part holding "" is the client's error (InvalidParams: -32602, HTTP+JSON 400
+    INVALID_ARGUMENT, gRPC INVALID_ARGUMENT) naming the part, streamed or not; the SDK's task
+    helper raised a ValueError for it, which went out as an internal error (-32603, HTTP 500)."""
+    from a2a.types import InvalidParamsError, Message, Part
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for streaming in (False, True):
+            client = _client(card, hc, binding, streaming=streaming)
+            parts = [Part(text="How do I boil an egg?"), Part(text="")]
+            empty = SendMessageRequest(message=Message(message_id="e1", role=Role.ROLE_USER, parts=parts))
+            with pytest.raises(InvalidParamsError, match=r"message\.parts\[1\]\.text is empty"):
+                await _last_task(client, empty)
+        resp = await hc.post(
+            f"{agent.url}/a2a/rest/message:send",
+            json={"message": {"messageId": "e2", "role": "ROLE_USER", "parts": [{"text": ""}]}},
+            headers=RPC_HEADERS,
+        )
+        assert resp.status_code == 400 and resp.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []

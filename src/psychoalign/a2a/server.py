@@ -603,6 +603,12 @@ class _ContextFromTask(SimpleRequestContextBuilder):
             raise InvalidParamsError(
                 f"message.role must be ROLE_USER, not {Role.Name(params.message.role)}: clients send user messages"
             )
+        if params is not None and params.HasField("message"):
+            # The same helper raised a bare ValueError for an empty text part: -32603 (HTTP+JSON
+            # 500), a server fault for a client's empty string.
+            empty = next((i for i, p in enumerate(params.message.parts) if p.HasField("text") and not p.text), None)
+            if empty is not None:
+                raise InvalidParamsError(f"message.parts[{empty}].text is empty: send the text, or leave the part out")
         if params is not None and not self._push and params.configuration.HasField("task_push_notification_config"):
             # The SDK dropped the webhook without a word (it keeps one only with a push store), ran
             # the task, and the client waited for a notification that never came (A2A 1.0 §3.3.4).
