@@ -829,3 +829,31 @@ async def test_an_empty_text_part_is_invalid_params_on_every_binding(binding: st
         )
         assert resp.status_code == 400 and resp.json()["error"]["status"] == "INVALID_ARGUMENT"
     assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
+async def test_a_list_filter_naming_no_task_state_is_invalid_params() -> None:
+    """ListTasks' ``status`` filter must name a task state: a typo or a 0.3 name (``completed``)
+    is InvalidParams (-32602; HTTP+JSON 400 INVALID_ARGUMENT) with the states to choose from. The
+    SDK dropped the value it did not know and listed every task, unfiltered."""
+    from a2a.types import InvalidParamsError
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for binding in ("JSONRPC", "HTTP+JSON"):
+            client = _client(card, hc, binding)
+            done = await _last_task(client, _ask("How do I boil an egg?"))
+            listed = await client.list_tasks(
+                ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED), context=_auth("tok")
+            )
+            assert done.id in [t.id for t in listed.tasks]
+            with pytest.raises(InvalidParamsError, match="is not a task state"):
+                await client.list_tasks(ListTasksRequest(status=99), context=_auth("tok"))  # type: ignore[arg-type]
+        for name in ("TASK_STATE_DONE", "completed"):
+            body = {"jsonrpc": "2.0", "id": "l1", "method": "ListTasks", "params": {"status": name}}
+            error = (await hc.post(f"{agent.url}/a2a/jsonrpc", json=body)).json()
+            assert error["id"] == "l1" and error["error"]["code"] == -32602, error
+            assert "TASK_STATE_COMPLETED" in error["error"]["message"]
+            rest = await hc.get(f"{agent.url}/a2a/rest/tasks", params={"status": name})
+            assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT", rest.text
+        rest = await hc.get(f"{agent.url}/a2a/rest/tasks", params={"status": "TASK_STATE_COMPLETED"})
+        assert rest.status_code == 200 and len(rest.json()["tasks"]) == 2
