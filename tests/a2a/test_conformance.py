@@ -857,3 +857,31 @@ async def test_a_list_filter_naming_no_task_state_is_invalid_params() -> None:
             assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT", rest.text
         rest = await hc.get(f"{agent.url}/a2a/rest/tasks", params={"status": "TASK_STATE_COMPLETED"})
         assert rest.status_code == 200 and len(rest.json()["tasks"]) == 2
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_the_answer_follows_the_clients_accepted_output_modes(binding: str) -> None:
+    """``acceptedOutputModes`` (the official client's ``ClientConfig.accepted_output_modes``)
+    tailors the answer: a client that takes ``text/plain`` alone gets the text part alone (the
+    facts stay in the artifact's metadata); JSON among them, a wildcard, or none sent: the text
+    part and the JSON data part."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for modes, kinds in (
+            (["text/plain"], ["text"]),
+            (["text/plain", "application/json"], ["text", "data"]),
+            (["*/*"], ["text", "data"]),
+            ([], ["text", "data"]),
+        ):
+            config = ClientConfig(
+                streaming=False,
+                httpx_client=hc,
+                grpc_channel_factory=grpc.aio.insecure_channel,
+                supported_protocol_bindings=[binding],
+                accepted_output_modes=modes,
+            )
+            task = await _last_task(ClientFactory(config).create(card), _ask("How do I boil an egg?"))
+            (artifact,) = task.artifacts
+            assert [p.WhichOneof("content") for p in artifact.parts] == kinds, modes
+            assert get_artifact_text(artifact) == "Boil it for 6 minutes."  # the adopted draft, in every case
+            assert artifact.metadata["traceId"] and artifact.metadata["status"] == "completed"
