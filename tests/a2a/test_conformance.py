@@ -355,11 +355,12 @@ async def test_json_rpc_errors_travel_in_a_200_with_the_json_rpc_code() -> None:
                 resp = await hc.post(f"{agent.url}{path}", json=body)
                 assert resp.status_code == 200, (body, resp.text)
                 assert resp.json()["jsonrpc"] == "2.0" and resp.json()["error"]["code"] == code, (body, resp.text)
+            typed = {**RPC_HEADERS, "Content-Type": "application/json"}
             broken = await hc.post(
-                f"{agent.url}{path}", content=b'{"jsonrpc": "2.0", "method": "SendMessage"', headers=RPC_HEADERS
+                f"{agent.url}{path}", content=b'{"jsonrpc": "2.0", "method": "SendMessage"', headers=typed
             )
             assert broken.status_code == 200 and broken.json()["error"]["code"] == -32700
-            undecodable = await hc.post(f"{agent.url}{path}", content=b'{"jsonrpc": "\xff"}', headers=RPC_HEADERS)
+            undecodable = await hc.post(f"{agent.url}{path}", content=b'{"jsonrpc": "\xff"}', headers=typed)
             assert undecodable.status_code == 200 and undecodable.json()["error"]["code"] == -32700
         # A version other than 1.0 is VersionNotSupported (-32009); a missing header counts as 0.3.
         for version in ("0.3", "2.0", ""):
@@ -432,6 +433,41 @@ async def test_every_http_json_answer_is_typed_a2a_json_and_json_rpc_stays_json(
             assert resp.headers["content-type"] == "application/json" and "error" in resp.json()
         card = await hc.get("/.well-known/agent-card.json")
         assert card.headers["content-type"] == "application/json"
+
+
+async def test_a_body_of_another_media_type_is_refused_with_415_in_the_bindings_shape() -> None:
+    """A2A 1.0 §9.1: a JSON-RPC request is ``application/json``; §11.1 (1.0.1): HTTP+JSON is
+    ``application/a2a+json``, ``application/json`` still taken (the SDK's own REST client sends
+    it). Any other type, or none (what a web form or ``text/plain`` cross-site POST carries), is
+    HTTP 415 before anything runs: a JSON-RPC Invalid Request on that route, an AIP-193
+    INVALID_ARGUMENT on HTTP+JSON, each naming the type and the fix. Parameters are allowed."""
+    rpc = b'{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m",'
+    rpc += b'"role":"ROLE_USER","parts":[{"text":"How do I boil an egg?"}]}}}'
+    rest = b'{"message":{"messageId":"r","role":"ROLE_USER","parts":[{"text":"How do I boil an egg?"}]}}'
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, base_url=agent.url) as hc:
+        for path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
+            for media in ("text/plain", "application/x-www-form-urlencoded", "application/a2a+json", None):
+                headers = {**RPC_HEADERS, **({"Content-Type": media} if media else {})}
+                resp = await hc.post(path, content=rpc, headers=headers)
+                assert resp.status_code == 415, (path, media, resp.text)
+                error = resp.json()["error"]
+                assert resp.json()["jsonrpc"] == "2.0" and error["code"] == -32600, (media, resp.text)
+                said = f"Content-Type '{media}'" if media else "without a Content-Type"
+                assert said in error["message"] and "send the body as application/json" in error["message"]
+        for media in ("text/plain", "multipart/form-data; boundary=x", None):
+            headers = {**RPC_HEADERS, **({"Content-Type": media} if media else {})}
+            resp = await hc.post("/a2a/rest/message:send", content=rest, headers=headers)
+            assert resp.status_code == 415 and resp.headers["content-type"] == "application/a2a+json", resp.text
+            error = resp.json()["error"]
+            assert (error["code"], error["status"]) == (415, "INVALID_ARGUMENT")
+            assert "application/a2a+json or application/json" in error["message"]
+        assert agent.world.calls["drive"] == 0  # nothing refused ran
+        for media in ("application/json", "Application/JSON; charset=utf-8"):
+            ok = await hc.post("/a2a/jsonrpc", content=rpc, headers={**RPC_HEADERS, "Content-Type": media})
+            assert ok.status_code == 200 and "result" in ok.json(), ok.text
+        for media in ("application/a2a+json", "application/json; charset=utf-8"):
+            ok = await hc.post("/a2a/rest/message:send", content=rest, headers={**RPC_HEADERS, "Content-Type": media})
+            assert ok.status_code == 200, (media, ok.text)
 
 
 async def test_a_wrong_method_on_a_served_path_is_a_405_naming_the_methods() -> None:
@@ -805,3 +841,83 @@ async def test_concurrent_first_requests_on_a_fresh_task_database(tmp_path: Any)
         stored = await _traces(agent.store)
     assert states == ["TASK_STATE_COMPLETED"] * 40
     assert len(stored) == 40
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_an_empty_text_part_is_invalid_params_on_every_binding(binding: str) -> None:
+    """A text part holding "" is the client's error (InvalidParams: -32602, HTTP+JSON 400
+    INVALID_ARGUMENT, gRPC INVALID_ARGUMENT) naming the part, streamed or not; the SDK's task
+    helper raised a ValueError for it, which went out as an internal error (-32603, HTTP 500)."""
+    from a2a.types import InvalidParamsError, Message, Part
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for streaming in (False, True):
+            client = _client(card, hc, binding, streaming=streaming)
+            parts = [Part(text="How do I boil an egg?"), Part(text="")]
+            empty = SendMessageRequest(message=Message(message_id="e1", role=Role.ROLE_USER, parts=parts))
+            with pytest.raises(InvalidParamsError, match=r"message\.parts\[1\]\.text is empty"):
+                await _last_task(client, empty)
+        resp = await hc.post(
+            f"{agent.url}/a2a/rest/message:send",
+            json={"message": {"messageId": "e2", "role": "ROLE_USER", "parts": [{"text": ""}]}},
+            headers=RPC_HEADERS,
+        )
+        assert resp.status_code == 400 and resp.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
+async def test_a_list_filter_naming_no_task_state_is_invalid_params() -> None:
+    """ListTasks' ``status`` filter must name a task state: a typo or a 0.3 name (``completed``)
+    is InvalidParams (-32602; HTTP+JSON 400 INVALID_ARGUMENT) with the states to choose from. The
+    SDK dropped the value it did not know and listed every task, unfiltered."""
+    from a2a.types import InvalidParamsError
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for binding in ("JSONRPC", "HTTP+JSON"):
+            client = _client(card, hc, binding)
+            done = await _last_task(client, _ask("How do I boil an egg?"))
+            listed = await client.list_tasks(
+                ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED), context=_auth("tok")
+            )
+            assert done.id in [t.id for t in listed.tasks]
+            with pytest.raises(InvalidParamsError, match="is not a task state"):
+                await client.list_tasks(ListTasksRequest(status=99), context=_auth("tok"))  # type: ignore[arg-type]
+        for name in ("TASK_STATE_DONE", "completed"):
+            body = {"jsonrpc": "2.0", "id": "l1", "method": "ListTasks", "params": {"status": name}}
+            error = (await hc.post(f"{agent.url}/a2a/jsonrpc", json=body)).json()
+            assert error["id"] == "l1" and error["error"]["code"] == -32602, error
+            assert "TASK_STATE_COMPLETED" in error["error"]["message"]
+            rest = await hc.get(f"{agent.url}/a2a/rest/tasks", params={"status": name})
+            assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT", rest.text
+        rest = await hc.get(f"{agent.url}/a2a/rest/tasks", params={"status": "TASK_STATE_COMPLETED"})
+        assert rest.status_code == 200 and len(rest.json()["tasks"]) == 2
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_the_answer_follows_the_clients_accepted_output_modes(binding: str) -> None:
+    """``acceptedOutputModes`` (the official client's ``ClientConfig.accepted_output_modes``)
+    tailors the answer: a client that takes ``text/plain`` alone gets the text part alone (the
+    facts stay in the artifact's metadata); JSON among them, a wildcard, or none sent: the text
+    part and the JSON data part."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for modes, kinds in (
+            (["text/plain"], ["text"]),
+            (["text/plain", "application/json"], ["text", "data"]),
+            (["*/*"], ["text", "data"]),
+            ([], ["text", "data"]),
+        ):
+            config = ClientConfig(
+                streaming=False,
+                httpx_client=hc,
+                grpc_channel_factory=grpc.aio.insecure_channel,
+                supported_protocol_bindings=[binding],
+                accepted_output_modes=modes,
+            )
+            task = await _last_task(ClientFactory(config).create(card), _ask("How do I boil an egg?"))
+            (artifact,) = task.artifacts
+            assert [p.WhichOneof("content") for p in artifact.parts] == kinds, modes
+            assert get_artifact_text(artifact) == "Boil it for 6 minutes."  # the adopted draft, in every case
+            assert artifact.metadata["traceId"] and artifact.metadata["status"] == "completed"
