@@ -841,3 +841,83 @@ async def test_concurrent_first_requests_on_a_fresh_task_database(tmp_path: Any)
         stored = await _traces(agent.store)
     assert states == ["TASK_STATE_COMPLETED"] * 40
     assert len(stored) == 40
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_an_empty_text_part_is_invalid_params_on_every_binding(binding: str) -> None:
+    """A text part holding "" is the client's error (InvalidParams: -32602, HTTP+JSON 400
+    INVALID_ARGUMENT, gRPC INVALID_ARGUMENT) naming the part, streamed or not; the SDK's task
+    helper raised a ValueError for it, which went out as an internal error (-32603, HTTP 500)."""
+    from a2a.types import InvalidParamsError, Message, Part
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for streaming in (False, True):
+            client = _client(card, hc, binding, streaming=streaming)
+            parts = [Part(text="How do I boil an egg?"), Part(text="")]
+            empty = SendMessageRequest(message=Message(message_id="e1", role=Role.ROLE_USER, parts=parts))
+            with pytest.raises(InvalidParamsError, match=r"message\.parts\[1\]\.text is empty"):
+                await _last_task(client, empty)
+        resp = await hc.post(
+            f"{agent.url}/a2a/rest/message:send",
+            json={"message": {"messageId": "e2", "role": "ROLE_USER", "parts": [{"text": ""}]}},
+            headers=RPC_HEADERS,
+        )
+        assert resp.status_code == 400 and resp.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
+async def test_a_list_filter_naming_no_task_state_is_invalid_params() -> None:
+    """ListTasks' ``status`` filter must name a task state: a typo or a 0.3 name (``completed``)
+    is InvalidParams (-32602; HTTP+JSON 400 INVALID_ARGUMENT) with the states to choose from. The
+    SDK dropped the value it did not know and listed every task, unfiltered."""
+    from a2a.types import InvalidParamsError
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for binding in ("JSONRPC", "HTTP+JSON"):
+            client = _client(card, hc, binding)
+            done = await _last_task(client, _ask("How do I boil an egg?"))
+            listed = await client.list_tasks(
+                ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED), context=_auth("tok")
+            )
+            assert done.id in [t.id for t in listed.tasks]
+            with pytest.raises(InvalidParamsError, match="is not a task state"):
+                await client.list_tasks(ListTasksRequest(status=99), context=_auth("tok"))  # type: ignore[arg-type]
+        for name in ("TASK_STATE_DONE", "completed"):
+            body = {"jsonrpc": "2.0", "id": "l1", "method": "ListTasks", "params": {"status": name}}
+            error = (await hc.post(f"{agent.url}/a2a/jsonrpc", json=body)).json()
+            assert error["id"] == "l1" and error["error"]["code"] == -32602, error
+            assert "TASK_STATE_COMPLETED" in error["error"]["message"]
+            rest = await hc.get(f"{agent.url}/a2a/rest/tasks", params={"status": name})
+            assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT", rest.text
+        rest = await hc.get(f"{agent.url}/a2a/rest/tasks", params={"status": "TASK_STATE_COMPLETED"})
+        assert rest.status_code == 200 and len(rest.json()["tasks"]) == 2
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_the_answer_follows_the_clients_accepted_output_modes(binding: str) -> None:
+    """``acceptedOutputModes`` (the official client's ``ClientConfig.accepted_output_modes``)
+    tailors the answer: a client that takes ``text/plain`` alone gets the text part alone (the
+    facts stay in the artifact's metadata); JSON among them, a wildcard, or none sent: the text
+    part and the JSON data part."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        for modes, kinds in (
+            (["text/plain"], ["text"]),
+            (["text/plain", "application/json"], ["text", "data"]),
+            (["*/*"], ["text", "data"]),
+            ([], ["text", "data"]),
+        ):
+            config = ClientConfig(
+                streaming=False,
+                httpx_client=hc,
+                grpc_channel_factory=grpc.aio.insecure_channel,
+                supported_protocol_bindings=[binding],
+                accepted_output_modes=modes,
+            )
+            task = await _last_task(ClientFactory(config).create(card), _ask("How do I boil an egg?"))
+            (artifact,) = task.artifacts
+            assert [p.WhichOneof("content") for p in artifact.parts] == kinds, modes
+            assert get_artifact_text(artifact) == "Boil it for 6 minutes."  # the adopted draft, in every case
+            assert artifact.metadata["traceId"] and artifact.metadata["status"] == "completed"

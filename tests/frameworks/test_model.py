@@ -45,9 +45,18 @@ def legacy_sha256(fw: Framework) -> str:
                 if rule.get(key) and not rule[key].get("hazards"):
                     rule[key].pop("hazards", None)
                 for dose in (rule.get(key) or {}).get("doses", ()):
-                    for field in ("single_mg", "single_per_kg", "min_age_years", "liquids"):
+                    for field in (
+                        "single_mg",
+                        "single_per_kg",
+                        "min_age_years",
+                        "liquids",
+                        "iu_per_mg",
+                        "units_per_ml",
+                    ):
                         if not dose.get(field):  # None, or no liquids
                             dose.pop(field, None)
+                    if dose.get("unit") == "mg":
+                        dose.pop("unit")
     for channel in content["safe_channels"]:
         if not channel.get("premise"):
             channel.pop("premise", None)

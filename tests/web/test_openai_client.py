@@ -509,3 +509,24 @@ def test_litellm_talks_to_v1_as_to_an_openai_endpoint(
     ):
         with pytest.raises(kind):
             litellm.completion(**{**call, **kwargs})
+
+
+def test_the_stream_helper_carries_a_gate_refusal_in_its_events(served: tuple[Running, InMemoryTraceStore]) -> None:
+    """docs/gateway.md: the official client's ``stream`` helper reads a gate refusal as OpenAI's
+    content filter. Its events carry the refusal (``content.done`` and ``refusal.done``, the
+    text ``create`` returns), and ``get_final_completion()`` raises
+    ``ContentFilterFinishReasonError``, with no response format too."""
+    running, _ = served
+    client = _client(running)
+    said = client.chat.completions.create(**_ask("harmful")).choices[0].message.content
+    done: dict[str, str] = {}
+    with client.chat.completions.stream(**_ask("harmful")) as stream:
+        for event in stream:
+            if event.type == "content.done":
+                done["content"] = event.content
+            elif event.type == "refusal.done":
+                done["refusal"] = event.refusal
+        with pytest.raises(openai.ContentFilterFinishReasonError):
+            stream.get_final_completion()
+    assert said is not None and EXPECTED["harmful"](said)
+    assert done == {"content": said, "refusal": said}

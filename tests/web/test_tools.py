@@ -7,6 +7,7 @@ injection is withheld before the DRIVE sees it, a clean one reaches it."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
 from collections.abc import Iterator
@@ -295,3 +296,55 @@ def test_the_docs_round_trip_resends_the_clients_own_message(
     ]
     answer = client.chat.completions.create(model="agent", messages=messages, tools=[WEATHER]).choices[0]
     assert answer.finish_reason == "stop" and answer.message.content == "It is sunny in Paris, 21 degrees."
+
+
+_ACCUMULATED = (("weather in Paris?", None), ("text please", "Plain text, no call."))
+
+
+def test_a_streamed_call_accumulates_to_the_unstreamed_message(
+    served: tuple[Running, InMemoryTraceStore, ToolWorld],
+) -> None:
+    """The official client's stream helper puts the streamed deltas back together: a call is the
+    same message as unstreamed (``content`` null, as OpenAI streams a call; the opening delta's
+    ``""`` made it an empty string), and a text answer under tools is still its text."""
+    running, _, _ = served
+    client = _client(running)
+    for ask, content in _ACCUMULATED:
+        whole = client.chat.completions.create(**_ask(ask)).choices[0].message
+        with client.chat.completions.stream(**_ask(ask)) as stream:
+            streamed = stream.get_final_completion().choices[0].message
+        assert whole.content == streamed.content == content
+        names = [c.function.name for c in whole.tool_calls or []]  # type: ignore[union-attr]
+        assert (
+            [c.function.name for c in streamed.tool_calls or []]
+            == names
+            == (["get_weather"] if content is None else [])
+        )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="the litellm package is not installed")
+def test_litellm_rebuilds_a_streamed_call_as_openais(
+    served: tuple[Running, InMemoryTraceStore, ToolWorld], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LiteLLM's ``stream_chunk_builder`` on our stream: the call with ``content`` null, the text
+    answer as text."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
+    import litellm
+
+    running, _, _ = served
+    for ask, content in _ACCUMULATED:
+        body = _ask(ask)
+        chunks = list(
+            litellm.completion(
+                model="openai/agent",
+                messages=body["messages"],
+                tools=body["tools"],
+                api_base=f"{running.url}/v1",
+                api_key="unused-on-loopback",
+                stream=True,
+            )
+        )
+        rebuilt = litellm.stream_chunk_builder(chunks).choices[0].message  # type: ignore[union-attr]
+        assert rebuilt.content == content
+        names = [c.function.name for c in rebuilt.tool_calls or []]
+        assert names == (["get_weather"] if content is None else [])

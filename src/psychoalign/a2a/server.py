@@ -66,6 +66,7 @@ CARD_PATH = "/.well-known/agent-card.json"
 #: implementation-defined server-error range (-32000..-32099), outside A2A's own -32001..-32009.
 UNAUTHENTICATED_CODE = -32040
 INVALID_REQUEST_CODE = -32600
+INVALID_PARAMS_CODE = -32602
 PARSE_ERROR_CODE = -32700
 #: Largest A2A request body accepted (a2a.max_body_bytes overrides it).
 MAX_BODY_BYTES = 2_000_000
@@ -139,13 +140,14 @@ def error_response(
     *,
     code: int | None = None,
     request_id: str | int | None = None,
+    reason: str | None = None,
 ) -> Response:
     """An error in the shape of the binding ``path`` belongs to: a JSON-RPC error object on the
     JSON-RPC route (``code``, default Invalid Request; ``request_id`` the request's own id when it
     could be read), the HTTP+JSON (google.rpc.Status, AIP-193) error elsewhere, typed
     ``application/a2a+json`` as every HTTP+JSON answer (A2A 1.0 §11.1). Both carry a
-    ``google.rpc.ErrorInfo`` with ``status`` as its reason, as the SDK's own errors do."""
-    info = {"@type": ERROR_INFO_TYPE, "reason": status, "domain": A2A_DOMAIN, "metadata": {}}
+    ``google.rpc.ErrorInfo`` with ``reason`` (default ``status``), as the SDK's own errors do."""
+    info = {"@type": ERROR_INFO_TYPE, "reason": reason or status, "domain": A2A_DOMAIN, "metadata": {}}
     headers = {"WWW-Authenticate": "Bearer"} if http_status == 401 else {}
     if path.rstrip("/") == JSONRPC_PATH:
         error = {"code": code if code is not None else INVALID_REQUEST_CODE, "message": message, "data": [info]}
@@ -348,6 +350,21 @@ class BodyLimit:
                 scope, receive, send, 400, f"invalid JSON-RPC request: {why}", hint="", request_id=request_id
             )
             return
+        unknown = _unknown_status_filter(scope, body)
+        if unknown is not None:
+            why, request_id = unknown
+            jsonrpc = scope["path"].rstrip("/") == JSONRPC_PATH  # a JSON-RPC error travels in a 200
+            response = error_response(
+                scope["path"],
+                200 if jsonrpc else 400,
+                "INVALID_ARGUMENT",
+                why,
+                code=INVALID_PARAMS_CODE,
+                request_id=request_id,
+                reason="INVALID_PARAMS",
+            )
+            await response(scope, receive, send)
+            return
         sent = False
 
         async def replay() -> Message:
@@ -403,6 +420,46 @@ def _unsupported_type(scope: Scope) -> tuple[str, str] | None:
         return None
     said = f"Content-Type '{media[:80]}'" if media else "a request body without a Content-Type"
     return f"{said} is not supported here", f"send the body as {' or '.join(allowed)}"
+
+
+_STATE_NAMES = frozenset(TaskState.keys())
+_STATE_NUMBERS = frozenset(TaskState.values())
+_STATES = ", ".join(TaskState.keys()[1:])  # all but TASK_STATE_UNSPECIFIED
+
+
+def _unknown_status_filter(scope: Scope, body: bytes) -> tuple[str, str | int | None] | None:
+    """ListTasks' ``status`` filter when it names no task state (a typo, a 0.3 name such as
+    ``completed``), with the request's id: the SDK parses requests ignoring what it does not
+    know, an unknown enum value included, so the filter was dropped and every task listed. A
+    filter the server cannot apply is invalid params (A2A 1.0 §3.1.4), not a wider answer."""
+    path = scope["path"].rstrip("/")
+    request_id: str | int | None = None
+    if path == JSONRPC_PATH:
+        if b'"ListTasks"' not in body:  # most requests: no second parse
+            return None
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+        params = data.get("params") if isinstance(data, dict) else None
+        if data.get("method") != "ListTasks" or not isinstance(params, dict) or params.get("status") is None:
+            return None
+        value: Any = params["status"]
+        if isinstance(data.get("id"), str | int) and not isinstance(data.get("id"), bool):
+            request_id = data["id"]
+    elif scope.get("method") == "GET" and path == f"{REST_PATH}/tasks" and scope.get("query_string"):
+        sent = [v for k, v in parse_qsl(scope["query_string"].decode("latin-1")) if k == "status"]
+        if not sent:
+            return None
+        value = sent[-1]
+    else:
+        return None
+    if isinstance(value, str) and (value in _STATE_NAMES or (value.isdigit() and int(value) in _STATE_NUMBERS)):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value in _STATE_NUMBERS:
+        return None
+    got = json.dumps(value)[:60] if not isinstance(value, str) else repr(value[:60])
+    return f"status {got} is not a task state: send one of {_STATES}, or leave the filter out", request_id
 
 
 def _invalid_jsonrpc(body: bytes) -> tuple[str, str | int | None] | None:
@@ -628,6 +685,12 @@ class _ContextFromTask(SimpleRequestContextBuilder):
             raise InvalidParamsError(
                 f"message.role must be ROLE_USER, not {Role.Name(params.message.role)}: clients send user messages"
             )
+        if params is not None and params.HasField("message"):
+            # The same helper raised a bare ValueError for an empty text part: -32603 (HTTP+JSON
+            # 500), a server fault for a client's empty string.
+            empty = next((i for i, p in enumerate(params.message.parts) if p.HasField("text") and not p.text), None)
+            if empty is not None:
+                raise InvalidParamsError(f"message.parts[{empty}].text is empty: send the text, or leave the part out")
         if params is not None and not self._push and params.configuration.HasField("task_push_notification_config"):
             # The SDK dropped the webhook without a word (it keeps one only with a push store), ran
             # the task, and the client waited for a notification that never came (A2A 1.0 §3.3.4).

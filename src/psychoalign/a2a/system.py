@@ -88,6 +88,16 @@ def build_context(base: str, instructions: str | None, history: Sequence[tuple[s
     return "\n\n".join(parts)
 
 
+def _accepts_json(context: RequestContext) -> bool:
+    """Whether the client takes the answer's data part (``application/json``): yes unless its
+    ``acceptedOutputModes`` leave JSON out (A2A 1.0 ``SendMessageConfiguration``: the media
+    types the client accepts for response parts, which the agent uses to tailor its output). A
+    client that asked for ``text/plain`` alone gets the text part alone."""
+    config = context.configuration
+    modes = [m.split(";", 1)[0].strip().lower() for m in (config.accepted_output_modes if config else ())]
+    return not modes or any(m in ("application/json", "application/*", "*/*") for m in modes)
+
+
 class SystemExecutor(AgentExecutor):
     """Runs one negotiation per A2A task.
 
@@ -189,9 +199,10 @@ class SystemExecutor(AgentExecutor):
         if self.on_trace is not None:
             self.on_trace(trace)
         info = outcome(trace)
-        await updater.add_artifact(
-            parts=[Part(text=trace.response), new_data_part(info)], name="response", metadata=info, last_chunk=True
-        )
+        parts = [Part(text=trace.response)]
+        if _accepts_json(context):  # the facts stay in the artifact's metadata either way
+            parts.append(new_data_part(info))
+        await updater.add_artifact(parts=parts, name="response", metadata=info, last_chunk=True)
         if self.negotiator.store is None:  # remembered here only when no trace store records the turns
             turns = self._turns(f"{identity}\x00{task.context_id}")
             turns.append((text, trace.response))

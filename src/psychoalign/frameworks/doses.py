@@ -58,19 +58,42 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DoseContext", "DoseLimit", "Liquid", "find_wrong_dose", "read_request", "weight_for_age"]
+__all__ = [
+    "DoseContext",
+    "DoseLimit",
+    "Liquid",
+    "find_wrong_dose",
+    "opens_with_yes",
+    "read_request",
+    "weight_for_age",
+]
 
 #: An amount with its unit, optionally per kilogram of body weight. Units: mg, g, mcg/µg.
-_AMOUNT = re.compile(
-    r"(?<![\w.,])(?P<num>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*"
-    r"(?P<unit>milligrams?|mg|grams?|g|micrograms?|mcg|µg)\b"
-    r"(?:\s*\((?:mg|g|mcg|milligrams?|grams?)\))?"
-    # "per kilogram" may follow an aside in brackets ("4 grams (5 milligrams) per kilogram"): the
-    # figure is per kilogram either way, and the aside's own amount is read as one too.
-    r"(?P<perkg>(?:\s*\([^()]{0,40}\))?\)?\s*(?:/|per|a|for each|for every)\s*(?:kg|kilograms?)\b"
-    r"(?:\s+of\s+body\s*weight)?)?",
-    re.IGNORECASE,
-)
+_MASS_UNITS = r"milligrams?|mg|grams?|g|micrograms?|mcg|µg"
+#: Units a dose figure may also be stated in: international units (vitamin D), insulin's units,
+#: and a volume (insulin's ml, read at its usual strength). Read by the dose check only, and only
+#: for a medicine whose table entry counts them (:meth:`DoseLimit.amount`): "14 units of alcohol"
+#: or "10 ml of water" beside a medicine are never read as its dose.
+_OTHER_UNITS = r"IU|international\s+units?|units?|ml|mls|millilit(?:re|er)s?"
+
+
+def _amount_regex(units: str) -> re.Pattern[str]:
+    return re.compile(
+        r"(?<![\w.,])(?P<num>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*"
+        rf"(?P<unit>{units})\b"
+        r"(?!\s*/\s*(?:dl|decilit\w*|l)\b)"  # a blood level ("180 mg/dL"), not a dose
+        r"(?:\s*\((?:mg|g|mcg|milligrams?|grams?)\))?"
+        # "per kilogram" may follow an aside in brackets ("4 grams (5 milligrams) per kilogram"): the
+        # figure is per kilogram either way, and the aside's own amount is read as one too.
+        r"(?P<perkg>(?:\s*\([^()]{0,40}\))?\)?\s*(?:/|per|a|for each|for every)\s*(?:kg|kilograms?)\b"
+        r"(?:\s+of\s+body\s*weight)?)?",
+        re.IGNORECASE,
+    )
+
+
+_AMOUNT = _amount_regex(_MASS_UNITS)
+#: :data:`_AMOUNT` with the other units a dose may be stated in: what the dose check reads.
+_DOSE_AMOUNT = _amount_regex(f"{_MASS_UNITS}|{_OTHER_UNITS}")
 #: What may follow an amount to make it a daily figure: "a day", "/day", "in 24 hours", with
 #: an aside in brackets allowed between ("4 g (8 tablets) a day").
 _DAILY_AFTER = re.compile(
@@ -107,7 +130,7 @@ _MAX_DAILY_BEFORE = re.compile(
 _DOSE_BEFORE = re.compile(
     r"(?:\b(?:doses?|dosage|dosing|amount|max(?:imum)?)\b[^.;:!?\d]{0,60}?(?:\bis\b|\bare\b|\bof\b|\bbe\b|\bat\b|:|=)"
     r"|\bmax(?:imum)?\b\.?"
-    r"|(?P<neg>\b(?:not|never|no)\s+|n't\s+)?\b(?:take|taking|takes|give|giving|swallow)\b"
+    r"|(?P<neg>\b(?:not|never|no)\s+|n't\s+)?\b(?:take|taking|takes|give|giving|swallow|inject|injecting)\b"
     r"(?:\s+(?!(?:more|than|over|above|with|every|after|before|for|if|when)\b)(?:\d{1,2}-)?[a-z-]+){0,2}"
     r"|\b(?:not|never|n't|without)\s+(?:to\s+)?(?:exceed|exceeding|go\s+over|going\s+over)\b)"
     r"\s*(?P<lead>(?:(?:about|around|approximately|roughly|up\s+to|between|from|only|just|at\s+most|"
@@ -123,6 +146,13 @@ _SINGLE_AFTER = re.compile(
     r"(?:per|each|a|every|one|in\s+one|in\s+a\s+single|as\s+a\s+single|as\s+one)\s+(?:single\s+)?dose\b"
     r"|at\s+(?:a|one|any\s+one)\s+time\b|at\s+once\b|doses?\b"
     r"|every\s+(?:\d+|one|two|three|four|five|six|eight|twelve|few)\b[^.;:!?]{0,20}?\bhours?\b)",
+    re.IGNORECASE,
+)
+#: A dose taken so many times a day: "100 mg of levothyroxine, taken once a day", "5 mg twice
+#: daily" (one dose each time; the day's total is the count's business, not this figure's).
+_TIMES_A_DAY_AFTER = re.compile(
+    r"^\)?(?:\s+of\s+(?:[a-z-]+\s+){0,2}?[a-z-]+)?,?\s*(?:(?:taken|given|used)\s+)?"
+    r"(?:once|twice|three\s+times|four\s+times|two\s+times|\d\s+times)\s+(?:a\s+day|daily|per\s+day|every\s+day)\b",
     re.IGNORECASE,
 )
 #: An amount that is a product's strength, not a dose: "a 200 mg tablet", "500 mg paracetamol caplets".
@@ -206,10 +236,21 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _TO_MG = {"mg": 1.0, "milligram": 1.0, "g": 1000.0, "gram": 1000.0, "mcg": 0.001, "microgram": 0.001, "µg": 0.001}
 
 
-Kind = Literal["daily", "regimen", "single", "either"]
+#: What a stated figure measures: a mass (read in mg), international units or units, or a volume (ml).
+Dimension = Literal["mass", "units", "volume"]
+#: :meth:`DoseLimit.amount` of a figure whose unit the medicine is never dosed in (mg of insulin).
+WRONG_UNIT = -1.0
+
+Kind = Literal["daily", "regimen", "single", "either", "mention"]
 """What a stated figure is: a daily limit ("no more than 4 g a day", "the maximum daily dose is
 4 g"), a daily amount no limit word introduces ("take 75 mg of aspirin once daily"), a single
-dose, or a maximum that names no period."""
+dose, a maximum that names no period, or an amount no dose phrase introduces ("100mg of
+levothyroxine can …"): held only to :data:`MENTION_FACTOR` times the daily maximum."""
+
+#: An amount of a medicine that no dose phrase introduces is read only when it is more than this
+#: many times the medicine's daily maximum: no dose, and no sentence about one, comes near it
+#: (levothyroxine's "169 mg" is over 500 times 300 mcg); sentences about harm are not read.
+MENTION_FACTOR = 5.0
 
 
 class Liquid(BaseModel):
@@ -249,6 +290,15 @@ class DoseLimit(BaseModel):
         None, gt=0, le=18, description="the label gives no dose under this age (aspirin: 16); None: no such age"
     )
     liquids: tuple[Liquid, ...] = ()
+    #: What the ranges count: mg, or units (insulin: dosed in units, never by weight, so a figure in
+    #: mg or g of it is a confusion of units and fails whatever its number).
+    unit: Literal["mg", "units"] = "mg"
+    #: For a medicine in mg whose labels also count international units (vitamin D: 40,000 IU in
+    #: 1 mg): a figure in IU is read as the mg it is. None: a figure in IU or units is not read.
+    iu_per_mg: float | None = Field(None, gt=0)
+    #: For a medicine in units: the units in 1 ml of its usual strength (insulin U-100: 100), so a
+    #: volume is read as the units it holds ("10 ml of insulin": 1,000 units). None: not read.
+    units_per_ml: float | None = Field(None, gt=0)
     source: str = Field(min_length=3, description="where the range comes from (shown in the evidence)")
 
     @model_validator(mode="after")
@@ -289,6 +339,23 @@ class DoseLimit(BaseModel):
             for name, liquid in found
         )
 
+    def amount(self, value: float, dimension: Dimension) -> float | None:
+        """A stated figure in the table's own unit (mg, or units), from ``value`` in mg (a mass),
+        IU or units, or ml (:data:`Dimension`); None when it cannot be read in that unit (a volume
+        of a medicine in mg, IU of one with no ``iu_per_mg``), and :data:`WRONG_UNIT` for a mass of
+        a medicine dosed in units."""
+        if self.unit == "units":
+            if dimension == "mass":
+                return WRONG_UNIT
+            if dimension == "volume":
+                return value * self.units_per_ml if self.units_per_ml is not None else None
+            return value
+        if dimension == "mass":
+            return value
+        if dimension == "units" and self.iu_per_mg is not None:
+            return value / self.iu_per_mg
+        return None
+
     @property
     def strongest(self) -> Liquid | None:
         """The strongest liquid product listed: a volume that names none is held to it."""
@@ -302,16 +369,20 @@ class DoseLimit(BaseModel):
         it is held to the daily range, as a limit is). Empty when the table gives none for
         that kind of figure (it is then not compared). Each
         range comes with its unit, as the evidence shows it."""
+        unit = self.unit
+        if kind == "mention":
+            high = self.daily_mg[1] * MENTION_FACTOR
+            return () if per_kg else ((0.0, high, f"{unit}, {MENTION_FACTOR:g} times the daily maximum"),)
         if per_kg:
-            day = (*self.per_kg, "mg/kg a day") if self.per_kg is not None else None
-            dose = (*self.single_per_kg, "mg/kg per dose") if self.single_per_kg is not None else None
+            day = (*self.per_kg, f"{unit}/kg a day") if self.per_kg is not None else None
+            dose = (*self.single_per_kg, f"{unit}/kg per dose") if self.single_per_kg is not None else None
             found = {"daily": (day,), "regimen": (day,), "single": (dose,), "either": (dose, day)}[kind]
             return () if None in found else found  # type: ignore[return-value]
-        daily = (*self.daily_mg, "mg a day")
+        daily = (*self.daily_mg, f"{unit} a day")
         if self.single_mg is None:
             return (daily,) if kind in ("daily", "regimen") else ()
-        single = (*self.single_mg, "mg per dose")
-        regimen = (self.single_mg[0], self.daily_mg[1], "mg a day")
+        single = (*self.single_mg, f"{unit} per dose")
+        regimen = (self.single_mg[0], self.daily_mg[1], f"{unit} a day")
         return {"daily": (daily,), "regimen": (regimen,), "single": (single,), "either": (single, daily)}[kind]
 
 
@@ -564,6 +635,16 @@ def _to_mg(number: str, unit: str) -> float:
     return float(number.replace(",", "")) * _TO_MG[unit.lower().rstrip("s")]  # every unit _AMOUNT reads is in _TO_MG
 
 
+def _measure(number: str, unit: str) -> tuple[float, Dimension]:
+    """A figure :data:`_DOSE_AMOUNT` reads, as (value, what it measures): mg, IU or units, or ml."""
+    word = unit.lower()
+    if word.startswith(("ml", "millilit")):
+        return float(number.replace(",", "")), "volume"  # ml, mls, millilitre
+    if word.startswith(("iu", "unit", "international")):
+        return float(number.replace(",", "")), "units"
+    return _to_mg(number, unit), "mass"
+
+
 def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | None:
     """What an amount that no day follows is stated as, with the dose phrase before it (None when
     only the words after it tell), or None when it is not a dose at all; ``before`` and ``after``:
@@ -572,7 +653,8 @@ def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | N
         return None
     phrase = _DOSE_BEFORE.search(before)
     if phrase is None:
-        return ("single", None) if _SINGLE_AFTER.match(after) or _FINE_AFTER.match(after) else None
+        found = _SINGLE_AFTER.match(after) or _FINE_AFTER.match(after) or _TIMES_A_DAY_AFTER.match(after)
+        return ("single", None) if found else None
     if phrase.group("neg") and not phrase.group("lead").strip():
         return None  # "do not give 1,000 mg": a warning against the amount, not a dose
     # the phrase with the words just before it: "the single dose is", "the daily dose is"
@@ -588,29 +670,33 @@ def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | N
     return ("either" if _LIMIT_WORDS.search(words) else "single"), phrase
 
 
-def _read_limits(sentence: str, names: list[re.Pattern[str]]) -> Iterator[tuple[str, int, float, bool, Kind, bool]]:
+Stated = tuple[str, int, float, Dimension, bool, Kind]
+"""(evidence, position, value, what it measures, per kg, kind): a figure a sentence states."""
+
+
+def _read_limits(
+    sentence: str, names: list[re.Pattern[str]]
+) -> Iterator[tuple[str, int, float, Dimension, bool, Kind, bool]]:
     """:func:`_stated_limits`, each with whether only a figure above its range is wrong: in a
     sentence about liver or kidney disease or alcohol, the figures read only once those words
     are set aside (a lower figure is the label's advice there, a higher one never is)."""
     strict = list(_stated_limits(sentence, names, _NOT_ADVICE_OR_LOWER))
     yield from ((*item, False) for item in strict)
     if _LOWER_LIMITS.search(sentence):
-        seen = {(at, mg, kind) for _, at, mg, _, kind in strict}
+        seen = {(at, value, kind) for _, at, value, _, _, kind in strict}
         for item in _stated_limits(sentence, names, _NOT_ADVICE):
-            if (item[1], item[2], item[4]) not in seen:
+            if (item[1], item[2], item[5]) not in seen:
                 yield (*item, True)
 
 
-def _stated_limits(
-    sentence: str, names: list[re.Pattern[str]], not_advice: re.Pattern[str]
-) -> Iterator[tuple[str, int, float, bool, Kind]]:
-    """(evidence, position, mg, per kg, kind) for every dose or daily limit ``sentence`` states;
+def _stated_limits(sentence: str, names: list[re.Pattern[str]], not_advice: re.Pattern[str]) -> Iterator[Stated]:
+    """:data:`Stated` for every dose or daily limit ``sentence`` states;
     ``names``: the medicines' names, to tell "1 g of paracetamol" from "10 mg of loratadine";
     ``not_advice``: the words that make a figure near them no advice."""
     previous: tuple[int, Kind | None] = (-1, None)
     # where the sentence speaks of toxicity, disease or studies: found once, not once per amount
     spots = [x.span() for x in not_advice.finditer(sentence)]
-    for m in _AMOUNT.finditer(sentence):
+    for m in _DOSE_AMOUNT.finditer(sentence):
         before, after = _near(sentence, m)
         not_advice_before = bool(spots) and spots[0][1] <= m.start()
         not_advice_after = bool(spots) and spots[-1][0] >= m.end()
@@ -643,12 +729,37 @@ def _stated_limits(
             # "200 to 400 mg": the first figure, in the same unit ("500 to 1 g" is not 500 g)
             if first and float(first.replace(",", "")) <= float(m.group("num").replace(",", "")):
                 evidence = f"{phrase.group('bare')}{m.group(0).strip()}"  # type: ignore[union-attr]
-                yield evidence, at, _to_mg(first, m.group("unit")), per_kg, kind
+                yield evidence, at, *_measure(first, m.group("unit")), per_kg, kind
         previous = (m.end(), kind)
         if kind is None:
+            if _is_mention(sentence, m, after, of_what, names, spots, per_kg):
+                yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, "mention"
             continue
-        mg = _to_mg(m.group("num"), m.group("unit"))
-        yield m.group(0).strip(), at, mg, per_kg, kind
+        yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, kind
+
+
+#: Words near which a large amount is a harm, not advice ("20 g can kill", "taken to hospital").
+_HARM_NEAR = re.compile(
+    r"\b(?:kill\w*|die|dies|died|death|dead|hospital\w*|emergency|liver|kidney|harm\w*|more\s+than|over|above)\b", re.I
+)
+
+
+def _is_mention(
+    sentence: str,
+    m: re.Match[str],
+    after: str,
+    of_what: re.Match[str] | None,
+    names: list[re.Pattern[str]],
+    spots: list[tuple[int, int]],
+    per_kg: bool,
+) -> bool:
+    """Whether an amount no dose phrase introduces is still one of the medicine the sentence
+    names, to be held to :data:`MENTION_FACTOR` times its daily maximum ("100mg of
+    levothyroxine can …", "typically between 25-169 mg"): not a strength, not another
+    substance's, not per kilogram, and not in a sentence about toxicity, studies or harm."""
+    if per_kg or spots or _STRENGTH_AFTER.match(after) or _HARM_NEAR.search(sentence):
+        return False
+    return of_what is None or _names_medicine(after, of_what, names)
 
 
 #: How far around an amount the phrases that say what it is are read. Every such phrase is far
@@ -673,7 +784,13 @@ def _names_medicine(after: str, of_what: re.Match[str], names: list[re.Pattern[s
     return word.lower() in _GENERIC or any(name.match(after, of_what.start("word")) for name in names)
 
 
-_EVIDENCE = {"daily": "a day", "regimen": "a day", "single": "per dose", "either": "as a maximum"}
+_EVIDENCE = {
+    "daily": "a day",
+    "regimen": "a day",
+    "single": "per dose",
+    "either": "as a maximum",
+    "mention": "as an amount",
+}
 Range = tuple[float, float, str]
 #: Whom a sentence's figures are for: an adult, a child the sentence names itself (an age band of
 #: a label's table: "children 6 to 8 years: 240 mg"), or the request's own child.
@@ -686,14 +803,15 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
     is checked as if it stated the request's."""
     if not limits or not text:
         return None
-    text = _spoons_in_ml(text)
+    written = text
+    text = _drops_in_ml(_spoons_in_ml(text))
     if request is not None and (asked := _endorsed(text, request)):
         # "Is 1 g of paracetamol okay for my 2-year-old?": a figure the question asks about with no
         # dose phrase is one dose (a daily figure says so: "8 g a day")
         found = _find_wrong_dose(limits, asked, request) or _find_wrong_dose(limits, _asked_as_doses(asked), request)
         if found is not None:
             return f"a yes to the request's {found}"
-    return _find_wrong_dose(limits, text, request)
+    return _find_wrong_dose(limits, text, request) or _mixed_units(limits, written, request)
 
 
 #: A measuring spoon: a medicine spoon holds 5 ml (teaspoon) or 15 ml (tablespoon), as labels
@@ -725,6 +843,111 @@ def _spoons_in_ml(text: str) -> str:
         return f"{count * _SPOON_ML[m.group('unit').lower()]:g} ml"
 
     return _SPOON.sub(written, text)
+
+
+#: A drop, as a standard dropper gives it (20 drops to 1 ml: the European Pharmacopoeia's
+#: dropper); droppers vary from about 15 to 30 drops a ml, far less than a drop and a ml differ.
+_DROP_ML = 0.05
+_DROPS = re.compile(r"(?<![\w.,/])(?P<n>\d+(?:\.\d+)?)\s*(?:-\s*)?drops?\b", re.IGNORECASE)
+
+
+def _drops_in_ml(text: str) -> str:
+    """``text`` with each count of drops written as the millilitres it holds ("10 drops": "0.5 ml")."""
+    return _DROPS.sub(lambda m: f"{float(m.group('n')) * _DROP_ML:g} ml", text)
+
+
+#: Two figures a text states as the same quantity: "4 teaspoons (5 ml)", "100 mcg, which is 1 mg",
+#: "1 ml = 1 drop", "a teaspoon is 15 ml". Each figure: a number (or a word for one, or a fraction)
+#: and a unit of mass, volume (ml, litre, spoon, drop) or international units.
+_QTY_UNITS = (
+    r"mg|milligrams?|g|grams?|mcg|µg|micrograms?|ml|mls|millilit(?:re|er)s?|lit(?:re|er)s?|"
+    r"teaspoons?|tsp|tablespoons?|tbsp|tbs|drops?|IU|international\s+units?"
+)
+_QTY_NUMBER = (
+    rf"half\s+an?|\d{{1,3}}(?:,\d{{3}})+|\d+(?:\.\d+)?|\d/\d|{'|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True))}"
+)
+
+
+def _qty(i: int) -> str:
+    return rf"(?<![\w.,/])(?P<n{i}>{_QTY_NUMBER})\s*-?\s*(?P<u{i}>{_QTY_UNITS})(?:fuls?|sful)?\b"
+
+
+_APPROX = (
+    r"(?:(?:about|approx(?:\.|imately)?|around|roughly|~|≈|just\s+under|just\s+over|the\s+same\s+as|equal\s+to)\s*)?"
+)
+_EQUIVALENT = re.compile(
+    _qty(1)
+    + r"(?:(?P<paren>\s*\(\s*)(?:=\s*|i\.e\.,?\s*|or\s+|that\W?s\s+|which\s+is\s+)?"
+    + r"|,?\s*(?:=|equals?|is\s+equal\s+to|is\s+the\s+same\s+as|(?:which|that)(?:\s+is|\W?s)|i\.e\.,?|is)\s+)"
+    + _APPROX
+    + _qty(2).replace("(?<![\\w.,/])", "")
+    + r"(?(paren)\s*\))",
+    re.IGNORECASE,
+)
+#: Each unit the check compares, as (what it measures, how many of the base unit: mg, ml, IU).
+_QTY = {
+    "mg": ("mass", 1.0),
+    "milligram": ("mass", 1.0),
+    "g": ("mass", 1000.0),
+    "gram": ("mass", 1000.0),
+    "mcg": ("mass", 0.001),
+    "µg": ("mass", 0.001),
+    "microgram": ("mass", 0.001),
+    "ml": ("volume", 1.0),
+    "millilitre": ("volume", 1.0),
+    "milliliter": ("volume", 1.0),
+    "litre": ("volume", 1000.0),
+    "liter": ("volume", 1000.0),
+    "teaspoon": ("volume", 5.0),
+    "tsp": ("volume", 5.0),
+    "tablespoon": ("volume", 15.0),
+    "tbsp": ("volume", 15.0),
+    "tbs": ("volume", 15.0),
+    "drop": ("volume", _DROP_ML),
+    "iu": ("units", 1.0),
+    "international unit": ("units", 1.0),
+}
+#: How far apart two figures stated as equal may be: rounding ("half a teaspoon (2 ml)") and
+#: droppers (15 to 30 drops a ml) stay inside it; a unit taken for another (mg for mcg: 1,000
+#: times, a teaspoon for a ml: 5, a tablespoon for a teaspoon: 3) does not.
+_SAME_WITHIN = 2.0
+
+
+def _quantity(number: str, unit: str) -> tuple[str, float]:
+    word = number.lower()
+    if word.startswith("half"):
+        count = 0.5
+    elif "/" in word:
+        top, bottom = word.split("/")
+        count = float(top) / float(bottom) if float(bottom) else 0.0
+    else:
+        count = float(_NUMBER_WORDS.get(word) or word.replace(",", ""))
+    key = " ".join(unit.lower().split())
+    key = key if key in _QTY else key.rstrip("s")
+    dimension, factor = _QTY[key]
+    return dimension, count * factor
+
+
+def _mixed_units(limits: tuple[DoseLimit, ...], text: str, request: DoseContext | None) -> str | None:
+    """Two figures ``text`` states as the same quantity that are not (``"4 teaspoons (5 ml)"``,
+    ``"100 mcg (1 mg)"``, ``"1 ml (1 drop)"``): a unit taken for another, which turns a right
+    dose into a wrong one; checked where the text or the request names a medicine of the table.
+    IU and a mass are compared for a medicine whose IU in a mg the table gives."""
+    sources = [text] + ([request.request, request.earlier] if request is not None else [])
+    named = [limit for limit in limits if any(limit._pattern.search(source) for source in sources)]
+    if not named:
+        return None
+    for m in _EQUIVALENT.finditer(text):
+        (dim1, one), (dim2, two) = _quantity(m["n1"], m["u1"]), _quantity(m["n2"], m["u2"])
+        if dim1 != dim2:
+            per_mg = next((limit.iu_per_mg for limit in named if limit.iu_per_mg is not None), None)
+            if per_mg is None or {dim1, dim2} != {"mass", "units"}:
+                continue
+            one, two = (one * per_mg if dim1 == "mass" else one), (two * per_mg if dim2 == "mass" else two)
+        if one > 0 and two > 0 and max(one, two) / min(one, two) > _SAME_WITHIN:
+            said = m.group(0).strip()
+            return f"{named[0].drug[0]}: {said!r} states two different amounts as one (a unit taken for another)"
+    return None
 
 
 def _asked_as_doses(asked: str) -> str:
@@ -760,12 +983,19 @@ _HARM_ASKED = re.compile(
 )
 
 
+def opens_with_yes(text: str) -> bool:
+    """Whether ``text`` opens with a plain yes ("Yes, that's fine.", "Sure, you can."): a first
+    sentence with a yes and no word that qualifies or corrects it ("Yes, but never more than …",
+    "Yes, that's too much")."""
+    first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
+    return bool(_YES.match(first)) and not _DOUBT.search(first)
+
+
 def _endorsed(text: str, request: DoseContext) -> str:
     """The request's questions that state an amount or a volume ("Can I take 8 g of paracetamol a
     day?", "Can I give him 20 ml of Calpol?"), when ``text`` says yes to them and states no amount
     or volume of its own; else ""."""
-    first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
-    if not _YES.match(first) or _DOUBT.search(first) or _AMOUNT.search(text) or _VOLUME.search(text):
+    if not opens_with_yes(text) or _AMOUNT.search(text) or _VOLUME.search(text):
         return ""
     asked = [
         sentence
@@ -821,38 +1051,83 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
         reader = _reader(sentence, patient)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
-        for evidence, at, mg, per_kg, kind, lower_only in _read_limits(sentence, names):
-            limit = _medicine_for(mentions, at) or (only if not mentions else None)
-            if limit is None:
-                continue
-            stated = f"{limit.drug[0]}: {volumes.get(evidence, repr(evidence))} {_EVIDENCE[kind]}"
-            young = patient is not None and _too_young(limit, patient)
-            if reader == "patient" and patient is not None:
-                if young:
-                    return f"{stated} for {patient.describe()}, {_no_dose(limit)} ({limit.source})"
-                ranges = _child_ranges(limit, kind, per_kg, patient)
-            elif reader == "child" and not per_kg:
-                # the ranges are adults': in a sentence about a child only their upper ends apply
-                ranges = tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in limit.bounds(kind, False))
-            else:
-                ranges = limit.bounds(kind, per_kg)
-            if ranges and not any(low <= mg <= high or (lower_only and mg <= high) for low, high, _ in ranges):
-                if reader == "patient" and all(mg < low for low, _, _ in ranges):
-                    return (
-                        f"{stated} is too little: the label's range is {_described(ranges)} ({limit.source});"
-                        " check the label"
-                    )
-                return f"{stated}, label range {_described(ranges)} ({limit.source})"
-            if reader != "adult" or per_kg:  # a figure per kilogram is a child's whoever the sentence names
-                given_child.add(limit.drug[0])
-            elif patient is not None and limit.drug[0] not in adults_only:
-                child = _child_ranges(limit, kind, per_kg, patient)
-                if young or (child and not any(mg <= high for _, high, _ in child)):
-                    adults_only[limit.drug[0]] = (
-                        f"{stated} is an adult's dose, and the answer gives the child none"
-                        f" (the child's: {_no_dose(limit) if young else _described(child)}; {limit.source})"
-                    )
+        for evidence, at, value, dimension, per_kg, kind, lower_only in _read_limits(sentence, names):
+            # a name several medicines share (Benadryl: diphenhydramine in the US, cetirizine or
+            # acrivastine in the UK) gives several: the figure is wrong only when wrong for each
+            candidates = _medicines_for(mentions, at) or ((only,) if only is not None and not mentions else ())
+            judged = [
+                (limit, *_judged(limit, value, dimension, evidence, per_kg, kind, lower_only, reader, patient, volumes))
+                for limit in candidates
+            ]
+            read = [(limit, verdict, amount) for limit, verdict, amount in judged if verdict or amount is not None]
+            passing = [(limit, amount) for limit, verdict, amount in read if verdict is None and amount is not None]
+            if read and not passing:
+                return read[0][1]
+            for limit, mg in passing[:1] if kind != "mention" else ():
+                if reader != "adult" or per_kg:  # a figure per kilogram is a child's whoever the sentence names
+                    given_child.add(limit.drug[0])
+                elif patient is not None and limit.drug[0] not in adults_only:
+                    young = _too_young(limit, patient)
+                    child = _child_ranges(limit, kind, per_kg, patient)
+                    if young or (child and not any(mg <= high for _, high, _ in child)):
+                        stated = f"{limit.drug[0]}: {volumes.get(evidence, repr(evidence))} {_EVIDENCE[kind]}"
+                        adults_only[limit.drug[0]] = (
+                            f"{stated} is an adult's dose, and the answer gives the child none"
+                            f" (the child's: {_no_dose(limit) if young else _described(child)}; {limit.source})"
+                        )
     return next((found for drug, found in adults_only.items() if drug not in given_child), None)
+
+
+def _judged(
+    limit: DoseLimit,
+    value: float,
+    dimension: Dimension,
+    evidence: str,
+    per_kg: bool,
+    kind: Kind,
+    lower_only: bool,
+    reader: Reader,
+    patient: DoseContext | None,
+    volumes: dict[str, str],
+) -> tuple[str | None, float | None]:
+    """What a stated figure of ``limit``'s medicine comes to: (why it is wrong, None) or (None, the
+    figure in the table's unit), or (None, None) when it cannot be read in that unit (a volume
+    of a medicine dosed in mg: :meth:`DoseLimit.amount`)."""
+    stated = f"{limit.drug[0]}: {volumes.get(evidence, repr(evidence))} {_EVIDENCE[kind]}"
+    amount = limit.amount(value, dimension)
+    if amount is None:
+        return None, None
+    if amount == WRONG_UNIT:
+        return f"{stated}: {limit.drug[0]} is dosed in {limit.unit}, never by weight ({limit.source})", None
+    young = patient is not None and _too_young(limit, patient)
+    if kind == "mention":  # whoever it is for: only far above any day's maximum
+        ranges = limit.bounds(kind, per_kg)
+    elif reader == "patient" and patient is not None:
+        if young:
+            return f"{stated} for {patient.describe()}, {_no_dose(limit)} ({limit.source})", None
+        ranges = _child_ranges(limit, kind, per_kg, patient)
+    elif reader == "child" and not per_kg:
+        # the ranges are adults': in a sentence about a child only their upper ends apply
+        ranges = tuple((0.0, high, f"{unit}, an adult's") for _, high, unit in limit.bounds(kind, False))
+    else:
+        ranges = limit.bounds(kind, per_kg)
+    if ranges and not any(low <= amount <= high or (lower_only and amount <= high) for low, high, _ in ranges):
+        if reader == "patient" and all(amount < low for low, _, _ in ranges):
+            return (
+                f"{stated} is too little: the label's range is {_described(ranges)} ({limit.source}); check the label",
+                None,
+            )
+        return f"{stated}, label range {_described(ranges)} ({limit.source}){_mix_up(amount, ranges)}", None
+    return None, amount
+
+
+def _mix_up(amount: float, ranges: tuple[Range, ...]) -> str:
+    """A note for the evidence when a figure is off by a unit's factor (mg written for mcg, g for
+    mg): 1000 times the range, or a thousandth of it."""
+    for factor, what in ((1000.0, "1000 times the range: mg for mcg, or g for mg?"), (0.001, "a thousandth of it")):
+        if any(low <= amount / factor <= high for low, high, _ in ranges):
+            return f"; {what}"
+    return ""
 
 
 def _other_substance(request: str, names: list[re.Pattern[str]]) -> bool:
@@ -1139,10 +1414,11 @@ def _described(ranges: tuple[Range, ...]) -> str:
     return " or ".join(f"{low:g}-{high:g} {unit}" if low else f"at most {high:g} {unit}" for low, high, unit in ranges)
 
 
-def _medicine_for(mentions: list[tuple[int, DoseLimit]], at: int) -> DoseLimit | None:
-    """The medicine named nearest before ``at`` in the sentence (``mentions``: sorted by
-    position), else the first after it."""
+def _medicines_for(mentions: list[tuple[int, DoseLimit]], at: int) -> tuple[DoseLimit, ...]:
+    """The medicines named nearest before ``at`` in the sentence (``mentions``: sorted by
+    position), else first after it: one, or several when one name belongs to several."""
     if not mentions:
-        return None
+        return ()
     i = bisect.bisect_left(mentions, at, key=lambda mention: mention[0])
-    return mentions[i - 1][1] if i else mentions[0][1]
+    where = mentions[i - 1][0] if i else mentions[0][0]
+    return tuple(limit for position, limit in mentions if position == where)

@@ -133,6 +133,8 @@ def refusal(ctx: DefenseContext) -> Reply:
     line = ctx.framework_line("in_reply")
     if line is not None:
         alternative = template("channel_alternative", safe_channel=line.text)
+    elif ctx.framework.hazard_channels(ctx.request):
+        alternative = template("hazard_alternative")  # the hazard's warning follows: no "rephrase"
     else:
         alternative = template("harmful_alternative" if ctx.harmful else "default_alternative")
     text = template("rationalization", rules=rules_text(ctx), alternative=alternative)

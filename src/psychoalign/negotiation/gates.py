@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
-from ..frameworks.doses import DoseContext, read_request
+from ..frameworks.doses import DoseContext, opens_with_yes, read_request
 from ..textio import skeleton
 from ..traces.model import GateBlock, GateResult
 
@@ -79,7 +79,22 @@ class Layer1Enforcer:
                 evidence = rule.check.find(text, model_text=model_text, request=self.request)
                 if evidence is not None:
                     found.append((rule.id, evidence))
+        if model_text and (hazard := self._yes_to_hazard(text)) is not None:
+            found.append(hazard)
         return found
+
+    def _yes_to_hazard(self, text: str) -> tuple[str, str] | None:
+        """(the hazard rule, evidence) when ``text`` opens with a plain yes to a request that
+        involves a known hazard ("Can I mix bleach and vinegar?" "Yes, …"): the hazard is the
+        framework's word that the answer is no, so a yes contradicts the warning that follows it
+        (:func:`~psychoalign.frameworks.doses.opens_with_yes`; a qualified yes passes)."""
+        if self.request is None or not opens_with_yes(text):
+            return None
+        for channel in self.framework.hazard_channels(self.request.request):
+            rule = next((r for r in channel.rules if r in self.framework.hazard_rule_ids), None)
+            if rule is not None:
+                return rule, f"a plain yes to a request with a known hazard ({channel.id})"
+        return None
 
     def deterministic(self, text: str, *, model_text: bool = True) -> list[str]:
         """Reasons from the framework's own checks (no model involved); they name the rule only."""

@@ -123,6 +123,7 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
     json_format = req.response_format is not None and req.response_format.wants_json
+    tooled = req.tools is not None and req.tools.active
     sent: list[str] = []  # released windows written to the client, in order
     try:  # every chunk names it, as the unstreamed completion does (a built-in: parsed once)
         system_fingerprint: str | None = fingerprint(gateway.loaded_framework(prepared.framework).stamp)
@@ -169,8 +170,9 @@ async def stream_reply(gateway: Gateway, prepared: Prepared, *, progressive: boo
         outcome: GatewayOutcome | None = None
         getter: asyncio.Future[Item] | None = None
         try:
-            # With a JSON format the content may end up null (a refusal): it starts null, not "".
-            opening = {"role": "assistant", "content": None if json_format else "", "refusal": None}
+            # With a JSON format the content may end up null (a refusal), with tools null (a call,
+            # as unstreamed and as OpenAI streams one): it starts null, not "".
+            opening = {"role": "assistant", "content": None if json_format or tooled else "", "refusal": None}
             yield chunk(opening) + (render(first) if first is not None else b"")
             written()
             while not run.done():

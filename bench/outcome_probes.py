@@ -1,0 +1,131 @@
+"""Run the outcome probes (bench/data/outcome_probes4.yaml) and count the replies a user could accept.
+
+Two runs, chosen with ``--mode``:
+
+* ``default``: the embedded default answers each request as ``psychoalign negotiate "<request>"``
+  does (the settings' models; no API key);
+* ``scripted``: DRIVE proposes the probe's plausible but wrong answer and the MEDIATOR adopts the
+  selected proposal verbatim, while the EVALUATOR is the settings' own (the embedded classifier):
+  what reaches the user is then up to the gates and the request checks alone.
+
+A reply is acceptable when it shows none of the probe's ``never`` patterns and, when the probe
+lists ``needs``, at least one of them (case-insensitive regexes). Each reply is printed with its
+verdict, then the count: ``acceptable N/M``. ``--save FILE`` keeps the replies (JSON, one per
+probe number); ``--score FILE`` scores saved replies again without running anything, so a reply
+from an earlier version of the code is judged by the same predicates as today's. Usage::
+
+    python bench/outcome_probes.py --mode scripted
+    python bench/outcome_probes.py --mode default --only 1,5 --save replies.json
+    python bench/outcome_probes.py --score replies.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from psychoalign.config import load_settings
+from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+from psychoalign.negotiation import NegotiationParams, Negotiator
+
+PROBES = Path(__file__).resolve().parent / "data" / "outcome_probes4.yaml"
+
+
+def acceptable(probe: dict[str, Any], reply: str) -> tuple[bool, str]:
+    """Whether ``reply`` is acceptable for ``probe``, with the reason when it is not."""
+    for pattern in probe.get("never", []):
+        if re.search(pattern, reply, re.IGNORECASE | re.MULTILINE):
+            return False, f"shows {pattern!r}"
+    needs = probe.get("needs", [])
+    if needs and not any(re.search(p, reply, re.IGNORECASE) for p in needs):
+        return False, f"lacks any of {needs!r}"
+    return True, ""
+
+
+def _scripted(wrong: str) -> dict[str, ChatModel]:
+    """DRIVE that proposes ``wrong``; a MEDIATOR that rates every proposal feasible and adopts the
+    selected one as it stands."""
+
+    def drive(request: ChatRequest) -> dict[str, Any]:
+        m = re.search(r"Proposals wanted: (\d+)", request.messages[-1].content)
+        return {"proposals": [{"text": wrong, "utility": 0.9}] * (int(m.group(1)) if m else 1)}
+
+    def mediator(request: ChatRequest) -> dict[str, Any]:
+        last = request.messages[-1].content
+        if request.schema_name == "assessment":
+            n = len(re.findall(r"^Proposal \d+ ", last, re.M))
+            return {"assessments": [{"proposal": i, "feasibility": 0.9} for i in range(1, n + 1)]}
+        m = re.search(r"^Selected proposal: (.*?)(?=\nRequired modifications:|\Z)", last, re.M | re.S)
+        return {"response": m.group(1).strip() if m else wrong}
+
+    out = {}
+    for role, fn in (("drive", drive), ("mediator", mediator)):
+        spec = ModelSpec(backend="scripted", model=role, schema_retries=0, max_retries=0)
+        out[role] = ChatModel(spec, ScriptedBackend(spec, fn=fn))
+    return out
+
+
+def load() -> list[dict[str, Any]]:
+    probes: list[dict[str, Any]] = yaml.safe_load(PROBES.read_text("utf-8"))
+    return probes
+
+
+def report(probes: list[dict[str, Any]], replies: dict[int, str], label: str) -> None:
+    """Print each reply with its verdict, then the count of acceptable replies."""
+    good = 0
+    for i, reply in sorted(replies.items()):
+        probe = probes[i - 1]
+        ok, why = acceptable(probe, reply)
+        good += ok
+        print(f"[{i}] {'OK ' if ok else 'BAD'} {probe['request']}")
+        print("    " + reply.replace("\n", "\n    "))
+        if why:
+            print(f"    -> {why}")
+    print(f"acceptable {good}/{len(replies)} ({label})")
+
+
+async def run(mode: str, only: set[int] | None) -> dict[int, str]:
+    probes = load()
+    settings = load_settings()
+    default = Negotiator(settings) if mode == "default" else None
+    replies: dict[int, str] = {}
+    for i, probe in enumerate(probes, 1):
+        if only and i not in only:
+            continue
+        negotiator = default or Negotiator(
+            settings, params=NegotiationParams(fast_path=False), models=_scripted(probe["wrong"])
+        )
+        trace = await negotiator.negotiate(
+            probe["request"], framework=probe.get("framework", "general"), earlier=probe.get("earlier")
+        )
+        replies[i] = trace.final.response if trace.final is not None else ""
+    return replies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("default", "scripted"), default="scripted")
+    parser.add_argument("--only", help="comma-separated probe numbers (1-based)")
+    parser.add_argument("--save", type=Path, help="write the replies to this JSON file")
+    parser.add_argument("--score", type=Path, help="score the replies saved in this JSON file; run nothing")
+    args = parser.parse_args()
+    if args.score is not None:
+        saved = json.loads(args.score.read_text("utf-8"))
+        report(load(), {int(i): reply for i, reply in saved.items()}, str(args.score.name))
+        return 0
+    only = {int(n) for n in args.only.split(",")} if args.only else None
+    replies = asyncio.run(run(args.mode, only))
+    if args.save is not None:
+        args.save.write_text(json.dumps(replies, indent=1, ensure_ascii=False), "utf-8")
+    report(load(), replies, args.mode)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
