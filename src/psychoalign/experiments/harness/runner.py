@@ -51,13 +51,14 @@ from ...judges.records import JudgeError
 from ...models import ChatModel, Message
 from ...traces import TraceStore
 from ._flow import AdaptiveLimiter, _GroupCommit, _Silent
-from ._identity import _check_identity, _measures_on_held_out, _stored_id
+from ._identity import _calibrations, _check_identity, _measures_on_held_out, _stored_id
 from .benchmark import Benchmark, Item
 from .judging import Judges
 from .labels import LabelFile, read_user_labels
 from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import (
+    calibration_files,
     held_out_labels,
     judge_data_files,
     legacy_identities,
@@ -381,6 +382,7 @@ async def _run_experiment(
             labels=labels,
             held_out=held_out_labels(data_dir) if _measures_on_held_out(spec, benchmarks) else None,
             judge_files=judge_data_files(data_dir, {need for b in benchmarks.values() for need in b.needs}),
+            calibration=calibration_files(data_dir, _calibrations(spec, benchmarks)),
         )
         legacy = legacy_identities(identity, list(systems.values()))
         run_id = await _stored_id(store, spec, identity, legacy, new_run)
