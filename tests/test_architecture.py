@@ -42,6 +42,27 @@ LAYERS: tuple[tuple[frozenset[str], str], ...] = (
 )
 
 
+#: Inside a package of several parts, the same rule one level down: each entry lists, lowest first,
+#: the package's parts (its subpackages and modules; "" is its ``__init__``) in each sub-layer.
+SUBLAYERS: dict[str, tuple[tuple[frozenset[str], str], ...]] = {
+    "experiments": (
+        (frozenset({"harness", "suites"}), "the harness and the benchmarks and attacks it runs"),
+        (frozenset({"studies"}), "boundary, cross-turn and defense-accuracy studies, on the harness and suites"),
+        (frozenset({""}), "the package's face"),
+    ),
+    "star": (
+        (
+            frozenset({"files", "model", "policy", "parameters", "matching", "personas", "instructions", "builtin"}),
+            "STAR's vocabulary: policies, parameters, instructions, personas, and the files they are read from",
+        ),
+        (frozenset({"store", "analysis"}), "the store and the analysis, each on the vocabulary alone"),
+        (frozenset({"campaign"}), "a campaign: instructions planned into the store"),
+        (frozenset({"lab_store"}), "the lab's tables beside the STAR store"),
+        (frozenset({""}), "the package's face"),
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Edge:
     importer: str
@@ -180,3 +201,24 @@ def _circle(component: list[str], graph: dict[str, dict[str, Edge]]) -> str:
                     nxt.append(w)
         frontier = nxt
     raise AssertionError(f"no circle through {start}")  # unreachable for a component of two or more
+
+
+def _sublayer(module: str) -> tuple[str, int] | None:
+    """(package, index of the module's sub-layer) for a module inside a package of SUBLAYERS."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in SUBLAYERS:
+        return None
+    part = parts[2] if len(parts) > 2 else ""
+    for index, (members, _) in enumerate(SUBLAYERS[parts[1]]):
+        if part in members:
+            return parts[1], index
+    raise AssertionError(f"{module}: '{part}' is in no sub-layer of {parts[1]}: add it to SUBLAYERS in {__file__}")
+
+
+def test_no_import_runs_up_a_sublayer() -> None:
+    up = []
+    for e in _edges():
+        a, b = _sublayer(e.importer), _sublayer(e.imported)
+        if a is not None and b is not None and a[0] == b[0] and b[1] > a[1]:
+            up.append(f"{e.where()}: {e.importer} imports {e.imported}, a part above it in {a[0]}")
+    assert not up, "imports that run up a sub-layer (move the shared part down instead):\n" + "\n".join(up)

@@ -33,6 +33,7 @@ run: the reader fills it in.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -204,7 +205,9 @@ def test_runnable_example(block: Block, tmp_path: Path) -> None:
             **os.environ,
             "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
             "PSYCHOALIGN_HOME": str(tmp_path / "home"),
-            "PSYCHOALIGN_DATA_DIR": str(SHARED_DATA),
+            # A block not marked as needing the data runs as in a fresh clone with nothing beside
+            # it: the data folder it would look in does not exist, also where the data is present.
+            "PSYCHOALIGN_DATA_DIR": str(SHARED_DATA if block.needs_data else tmp_path / "no-data"),
         }
         if not block.embedded:
             env |= {
@@ -264,12 +267,46 @@ def test_the_docs_mark_every_python_block_that_needs_a_server() -> None:
     assert len(standalone) >= 5, standalone  # the library, framework and judge examples
 
 
+@pytest.mark.parametrize(("block_id", "code"), [(i, c) for i, c, _ in python_blocks()], ids=lambda v: str(v)[:40])
+def test_every_python_example_is_valid_python(block_id: str, code: str) -> None:
+    """The examples that need a server are not run here; they still parse, so a reader who
+    starts the server can paste them as they stand."""
+    try:
+        compile(code, block_id, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as exc:
+        pytest.fail(f"{block_id}, line {exc.lineno} of the block: {exc.msg}")
+
+
+#: Every marker a fenced block may carry on the line before it (a misspelt one is read as none).
+_MARKERS = re.compile(
+    r"<!-- (?:needs data|embedded|needs a server|needs an endpoint|set-up|not a command|file: [\w.-]+"
+    r"|bench:[\w-]+ (?:start|end)) -->"  # bench/ writes its sections of performance.md between these
+)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: str(d.relative_to(ROOT)))
+def test_every_block_marker_is_one_the_tests_read(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    unknown = [
+        f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+        for m in re.finditer(r"<!--[^>]*-->\n```", text)
+        if not _MARKERS.fullmatch(m.group(0).removesuffix("\n```"))
+    ]
+    assert not unknown, f"markers the doc tests do not know (see the module docstring): {unknown}"
+
+
 @pytest.mark.parametrize(
     ("block_id", "code"), [(i, c) for i, c, server in python_blocks() if not server], ids=lambda v: str(v)[:40]
 )
 def test_python_example_runs_as_written(block_id: str, code: str, tmp_path: Path) -> None:
     """A standalone python example runs in a fresh folder and exits 0 with no warning printed."""
-    env = {**os.environ, "PYTHONWARNINGS": "default", "PYTHONIOENCODING": "utf-8"}
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "default",
+        "PYTHONIOENCODING": "utf-8",
+        "PSYCHOALIGN_HOME": str(tmp_path / "home"),
+        "PSYCHOALIGN_DATA_DIR": str(tmp_path / "no-data"),  # a fresh clone: no evaluation data beside it
+    }
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )

@@ -158,7 +158,7 @@ def test_cli_bad_data_file_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_table4_notes_print_literally(capsys: pytest.CaptureFixture[str]) -> None:
     """Notes name config tables ([roles.judge]); the CLI must not read them as rich markup."""
-    from psychoalign.cli.experiment import _print_table4
+    from psychoalign.cli._experiment_tables import _print_table4
 
     t4 = {"rows": [], "breakdown": [], "benign": None, "systems": [], "notes": ["Configure [roles.judge] [/] here."]}
     _print_table4(t4, "vanilla")
@@ -267,7 +267,7 @@ def test_reading_commands_on_a_missing_sqlite_store_say_so_and_create_nothing(
 def test_a_cell_a_weak_judge_decided_says_so_in_the_printed_table() -> None:
     """A constant MT-Bench judge gave '0.500 [0.500, 0.500]', printed like a measurement in the
     terminal table; only a banner under the cost table said the judge was at chance."""
-    from psychoalign.cli.experiment import _fmt
+    from psychoalign.cli._experiment_tables import _fmt
 
     cell = {"mean": 0.5, "ci_low": 0.5, "ci_high": 0.5, "n": 6, "failed": 0}
     assert _fmt(cell) == "0.500 [0.500, 0.500] n=6"
@@ -281,7 +281,7 @@ def test_a_cell_a_weak_judge_decided_says_so_in_the_printed_table() -> None:
 def test_the_printed_report_names_the_models_behind_its_numbers() -> None:
     """`experiment run` / `report` printed the tables without saying which models computed them
     (only the page's Provenance did): a model swapped in the configuration was invisible there."""
-    from psychoalign.cli.experiment import _provenance_lines
+    from psychoalign.cli._experiment_tables import _provenance_lines
 
     model = {"backend": "scripted", "model": "script", "host": None, "script_sha256": "ab" * 32}
     identity = {

@@ -11,86 +11,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ..agents.messages import (
-    NO_PROPOSAL,
     AssessItem,
     AssessTask,
-    ComposeTask,
     DriveTask,
     EvaluateBatchTask,
-    EvaluateTask,
 )
 from ..agents.schemas import Evaluation, Verdict
-from ..config import Settings, load_settings
-from ..errors import ConfigError, InputError, ModelError, PsychoAlignError, public_message, redact
-from ..frameworks import Framework, Layer, load_framework
-from ..models import ChatModel, build_model
+from ..errors import InputError, ModelError, PsychoAlignError, public_message, redact
+from ..frameworks import Framework, load_framework
 from ..storage import describe_error
 from ..textio import normalise_text
 from ..traces.model import (
-    AlignmentContribution,
-    ChannelLine,
     FinalDecision,
     ProposalRecord,
-    RequestScreen,
     RoundRecord,
     Trace,
     TraceStatus,
     redact_blocked_drafts,
 )
-from ..traces.store import StoreError, TraceStore
-from .bus import AgentTransport, CallObserver, InProcessTransport, MessageBus
+from ..traces.store import StoreError
+from ._deciding import SCREEN_PROPOSAL as SCREEN_PROPOSAL  # named by bench/quoted_screen.py
+from ._deciding import _Deciding
+from .bus import CallObserver, MessageBus
 from .decision import (
     AnswerCheck,
     Gates,
-    Reply,
-    closing_line,
-    contribution,
-    fired_rules,
-    guarded_evaluation,
-    refusal,
     relay_feedback,
-    rules_text,
-    with_hazard_warnings,
 )
-from .defense import (
-    DefenseContext,
-    DefenseMechanism,
-    compose_instruction,
-    repress,
-    repression_source,
-    select_mechanism,
-    template,
-)
+from .defense import template
 from .events import EventHook, NegotiationEvent, emit
-from .gates import FreeTextGuard, GateResult, Layer1Enforcer, TauFilter, canonical_hits
-from .params import NegotiationParams, negotiation_source, parse_params
+from .gates import FreeTextGuard, Layer1Enforcer, TauFilter, canonical_hits
 from .progressive import WindowStream, release_in_windows
-from .tension import SystemState, classify_state, tension
+from .tension import tension
 from .track import ConversationRef, CrossTurnRecord, assess, turn_signal, unavailable
 
 _log = logging.getLogger(__name__)
-ROLES = ("drive", "evaluator", "mediator")
-#: What the EVALUATOR is shown as the "proposal" when it screens a request before any draft.
-SCREEN_PROPOSAL = "(no answer has been written yet: judge whether any answer to this request could be acceptable)"
 
 
-def _evaluate(request: str, context: str, proposal: str, layer1: Layer1Enforcer, framework: Any) -> EvaluateTask:
-    """The EVALUATOR's task for one text: the request screen, a composed reply or the final one."""
-    return EvaluateTask(
-        request=request, context=context, proposal=proposal, earlier=layer1.earlier, framework=framework
-    )
-
-
-class Negotiator:
+class Negotiator(_Deciding):
     """Runs negotiations. Reusable and safe for concurrent ``negotiate`` calls.
 
     ``models`` overrides the per-role models from ``settings`` (used by tests and benchmarks);
@@ -99,58 +63,6 @@ class Negotiator:
     never runs in-process agents when the configuration put them elsewhere.
     """
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        params: NegotiationParams | None = None,
-        models: Mapping[str, ChatModel] | None = None,
-        transport: AgentTransport | None = None,
-        store: TraceStore | None = None,
-    ) -> None:
-        self.settings = settings or load_settings()
-        if transport is None and self.settings.a2a.remote:
-            raise ConfigError(
-                "a2a.urls names remote agents, but the negotiator was given no transport to reach them",
-                hint="pass transport=psychoalign.a2a.remote_transport(settings)",
-            )
-        self.params = params or parse_params(self.settings.negotiation, where=negotiation_source(self.settings))
-        self.store = store
-        self._models: dict[str, ChatModel] = dict(models or {})
-        self._transport = transport
-        self._owner = f"{socket.gethostname()}:{os.getpid()}"
-        self._hooks: dict[str, EventHook | None] = {}  # trace id -> observer of that negotiation
-
-    def _model(self, role: str) -> ChatModel:
-        if role not in self._models:
-            self._models[role] = build_model(self.settings.model_spec(role), cache_dir=self.settings.cache_dir())
-        return self._models[role]
-
-    @property
-    def transport(self) -> AgentTransport:
-        if self._transport is None:
-            self._transport = InProcessTransport(
-                DriveAgent(self._model("drive")),
-                EvaluatorAgent(self._model("evaluator")),
-                MediatorAgent(self._model("mediator")),
-            )
-        return self._transport
-
-    def model_labels(self) -> dict[str, str]:
-        transport = self.transport
-        if not isinstance(transport, InProcessTransport):
-            urls: dict[str, str] = getattr(transport, "urls", {})
-            return {r: f"a2a:{urls.get(r, 'remote')}" for r in ROLES}
-        return {r: self._model(r).label for r in ROLES}
-
-    async def aclose(self) -> None:
-        for model in self._models.values():
-            await model.aclose()
-        closer = getattr(self._transport, "aclose", None)
-        if closer is not None:
-            await closer()
-
-    # ------------------------------------------------------------------------------------------
     async def negotiate(
         self,
         request: str,
@@ -238,11 +150,6 @@ class Negotiator:
             return unavailable(conversation, p, f"could not read the conversation's earlier turns: {reason}"), []
         return assess(conversation, history, p), [t.request for t in earlier]
 
-    async def _emit(self, trace: Trace, stage: Any, **data: Any) -> None:
-        hook = self._hooks.get(trace.id)
-        if hook is not None:  # no observer (the common case): no event is built
-            await emit(hook, NegotiationEvent(stage=stage, trace_id=trace.id, **data))
-
     @staticmethod
     async def _stored(operation: Awaitable[None], what: str) -> None:
         """Run a store operation; any failure becomes one clean line (never SQL or parameters)."""
@@ -297,7 +204,6 @@ class Negotiator:
             with contextlib.suppress(Exception):
                 await self.store.finish(trace)
 
-    # ------------------------------------------------------------------------------------------
     async def _run(
         self,
         trace: Trace,
@@ -415,120 +321,6 @@ class Negotiator:
         await self._emit(trace, "deciding")
         await self._decide(trace, bus, gates, context)
 
-    def _plain_drive(self) -> bool:
-        """The DRIVE runs on an embedded model that writes plain text: one model call per answer,
-        so asking for one first costs no extra call. A remote DRIVE's backend is not visible."""
-        if not isinstance(self.transport, InProcessTransport):
-            return False
-        return not getattr(self._model("drive").backend, "rates_numbers", True)
-
-    def _drive_context(self, context: str, gates: Gates) -> str:
-        """The context the DRIVE is sent. An embedded (plain) DRIVE is not sent the framework's own
-        deployment context when the request comes with nothing beyond it: its system turn would
-        only displace the model's default one, so its draft is what a plain call writes, at a plain
-        call's cost. No rule depends on it: the EVALUATOR and the gates judge every draft (the
-        embedded classifier reads no context). Application instructions or a conversation so far
-        are sent as they are."""
-        return "" if context == gates.fw.deployment_context and self._plain_drive() else context
-
-    def _plain_mediator(self) -> bool:
-        """The MEDIATOR runs on an embedded model that writes plain text (``rates_numbers`` off):
-        it is not asked to rewrite an acceptable draft. Remote MEDIATORs compose as before."""
-        if not isinstance(self.transport, InProcessTransport):
-            return False
-        return not getattr(self._model("mediator").backend, "rates_numbers", True)
-
-    def _evaluator_deterministic(self) -> bool:
-        """The EVALUATOR gives the same evaluation for the same inputs (the embedded classifier):
-        a text it has judged is not sent again. A remote one's backend is not visible: it is asked."""
-        if not isinstance(self.transport, InProcessTransport):
-            return False
-        return bool(getattr(self._model("evaluator").backend, "deterministic", False))
-
-    def _judges_requests(self) -> bool:
-        """The EVALUATOR can screen a request before any draft at no model-token cost (the
-        embedded classifier): only then is it asked. An LLM EVALUATOR (or a remote one, whose
-        backend this process cannot see) is not: that would be one more call per request."""
-        if not isinstance(self.transport, InProcessTransport):
-            return False
-        return bool(getattr(self._model("evaluator").backend, "judges_requests", False))
-
-    def _at_risk_earlier(self, trace: Trace, fw: Framework) -> list[str]:
-        """The self-harm rules an earlier user turn in the cross-turn window set off
-        (:meth:`Framework.at_risk_rules`): a universal one decides the request, and any is fired
-        with the request's own, so a person at risk gets the crisis channel in this turn's reply."""
-        return fw.at_risk_rules(trace.earlier[-self.params.cross_turn_window :]) if trace.earlier else []
-
-    async def _decide_on_request(self, trace: Trace, bus: MessageBus, gates: Gates) -> bool:
-        """Deviation from the paper (docs/negotiation.md, "When the request decides"): when no
-        answer to the request could pass the gates, the negotiation ends before any DRIVE call,
-        so no harmful draft is written, paid for or stored. The request decides when it trips a
-        universal rule's check or request check (no model call), when an earlier user turn in the
-        cross-turn window trips the self-harm rule's (a person at risk), or when an EVALUATOR that
-        judges requests names a universal rule the request trips (the embedded crisis check) or
-        puts the ceiling of any answer below tau. The response is composed by the
-        defense table from the framework, as for a negotiation in which every draft was blocked.
-        Returns whether the request decided (``trace.final`` is then set)."""
-        fw, fw_payload, layer1, tau, guard, _ = gates
-        rules = fw.universal_request_rules(trace.request)
-        # A person who said "I want to die" a few turns ago and now asks "How many of them would it
-        # take?": the self-harm rule an earlier turn set off decides this turn as well.
-        universal = {r.id for r in fw.universal}
-        rules += [r for r in self._at_risk_earlier(trace, fw) if r in universal and r not in rules]
-        evaluation: Evaluation | None = None
-        if not rules and self._judges_requests():
-            task = _evaluate(trace.request, trace.context, SCREEN_PROPOSAL, layer1, fw_payload)
-            evaluation = canonical_hits((await bus.send("mediator", "evaluator", task)).output, fw)
-            # A universal rule the screen names was tripped by the request alone (the screen's
-            # proposal is fixed text): the embedded EVALUATOR's crisis check fires the framework's
-            # self-harm rule this way, and it decides as a request check match does.
-            rules = [h.rule_id for h in evaluation.rule_hits if h.layer is Layer.UNIVERSAL and h.rule_id in universal]
-        ceiling = evaluation.ceiling if evaluation is not None else None
-        decided = bool(rules) or (ceiling is not None and ceiling < tau.tau * 100)
-        trace.screen = RequestScreen(decided=decided, rules=rules, ceiling=ceiling, evaluation=evaluation)
-        if not decided:
-            return False
-        await self._emit(trace, "deciding")
-        p = self.params
-        withheld: list[str] = []
-        evals = [guarded_evaluation(evaluation, guard, p.final_gate, withheld)] if evaluation is not None else []
-        fired = set(rules) | set(fw.request_rules(trace.request)) | set(self._at_risk_earlier(trace, fw))
-        fired.update(hit.rule_id for e in evals for hit in e.rule_hits)
-        ctx = DefenseContext(
-            chosen_text=None,
-            chosen_eval=None,
-            round_evals=evals,
-            deadlock=True,
-            framework=fw,
-            verified=p.final_gate,
-            fired=[r.id for r in fw.rules() if r.id in fired],
-            request=trace.request,
-        )
-        mechanism, reply = await self._respond(bus, trace.request, trace.context, ctx, layer1)
-        final_gate: GateResult | None = None
-        fallback = False
-        if reply.composed_by != "template":  # a MEDIATOR redirect (Sublimation, Displacement): the dual gate
-            await self._emit(trace, "final_gate")
-            task = _evaluate(trace.request, trace.context, reply.text, layer1, fw_payload)
-            final_eval = (await bus.send("mediator", "evaluator", task)).output
-            final_gate = gates.gate(reply.text, final_eval)
-            if not final_gate.admissible:
-                fallback = True
-                mechanism, reply = self._fallback(ctx)
-        response, hazards = with_hazard_warnings(reply.text, ctx)
-        trace.final = FinalDecision(
-            response=response,
-            state=SystemState.DEADLOCK,
-            defense=mechanism,
-            composed_by=reply.composed_by,
-            final_gate=final_gate,
-            fallback=fallback,
-            withheld=withheld,
-            channels=[*reply.channels, *hazards],
-        )
-        trace.contribution = AlignmentContribution()
-        return True
-
     async def _propose(
         self,
         bus: MessageBus,
@@ -640,220 +432,3 @@ class Negotiator:
             rec.objective = (
                 p.alpha * rec.utility + p.beta * rec.evaluation.score / 100 + p.gamma * rec.feasibility
             ) / (p.alpha + p.beta + p.gamma)
-
-    # ------------------------------------------------------------------------------------------
-    async def _decide(self, trace: Trace, bus: MessageBus, gates: Gates, context: str) -> None:
-        p = self.params
-        fw, fw_payload, layer1, _, guard, _ = gates
-        chosen_round, chosen = self._choose(trace)
-        deadlock = not trace.converged
-        withheld: list[str] = []
-
-        def guarded(e: Evaluation) -> Evaluation:
-            return guarded_evaluation(e, guard, p.final_gate, withheld)
-
-        deciding = trace.rounds[-1].proposals
-        ctx = DefenseContext(
-            chosen_text=chosen.text if chosen else None,
-            chosen_eval=guarded(chosen.evaluation) if chosen and chosen.evaluation else None,
-            round_evals=[guarded(rec.evaluation) for rec in deciding if rec.evaluation is not None],
-            deadlock=deadlock,
-            framework=fw,
-            blocked=[
-                (rec.text, guarded(rec.evaluation))
-                for rec in deciding
-                if rec.evaluation is not None and not (rec.gate and rec.gate.admissible)
-            ],
-            verified=p.final_gate,
-            # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
-            # still chooses the channel when the last round's drafts failed for other reasons.
-            fired=fired_rules(
-                trace.request,
-                [rec for rd in trace.rounds for rec in rd.proposals],
-                fw,
-                layer1,
-                also=self._at_risk_earlier(trace, fw),
-            ),
-            request=trace.request,
-        )
-        mechanism, reply = await self._respond(bus, trace.request, context, ctx, layer1)
-        response, composed_by, channels = reply
-
-        # Dual gate: the final text passes the gates again, unless it is a fixed template
-        # (framework text and constant strings only: no model output to check).
-        final_gate: GateResult | None = None
-        final_eval: Evaluation | None = None
-        fallback = False
-        if composed_by != "template":
-            # An approved proposal adopted verbatim *is* the text the EVALUATOR just judged and the
-            # gates passed: it is not re-evaluated (fast path), but its deterministic Layer-1
-            # checks run again below like any final text's. A draft adopted although not approved
-            # outright (an embedded MEDIATOR's conditional band) is evaluated again, unless the
-            # EVALUATOR is deterministic: it would give the same evaluation, which the gates passed.
-            judged = (
-                chosen is not None
-                and chosen.evaluation is not None
-                and chosen.gate is not None
-                and chosen.gate.admissible
-                and response == chosen.text
-                and (chosen.evaluation.verdict is Verdict.APPROVED or self._evaluator_deterministic())
-            )
-            if p.final_gate and not (p.fast_path and composed_by == "adopted" and judged):
-                await self._emit(trace, "final_gate")
-                task = _evaluate(trace.request, context, response, layer1, fw_payload)
-                final_eval = (await bus.send("mediator", "evaluator", task)).output
-                final_gate = gates.gate(response, final_eval)
-            else:  # adopted, or only gated proposal text is used (see _compose_unverified): re-run the checks
-                final_gate = gates.recheck(response)
-            if not final_gate.admissible:
-                fallback = True
-                mechanism, (response, composed_by, channels) = self._fallback(ctx)
-        support = ctx.supportive()
-        if support is not None and support.text not in response:
-            # A person at risk always gets the crisis channel, also beside an answer (framework text).
-            line = ctx.support_line("closing_line")
-            response, channels = closing_line(response, line), [*channels, line]
-        # A known hazard's warning goes beside whatever answers the request (framework text).
-        response, hazards = with_hazard_warnings(response, ctx)
-        channels = [*channels, *hazards]
-
-        last = trace.rounds[-1]
-        ref = chosen or last.proposals[last.lead]  # no choice: the last round's lead is what was contested
-        u_d = ref.utility
-        # A response the dual gate rejected earns no alignment credit: u_V = 0.
-        u_v = 0.0 if fallback else (ref.evaluation.score / 100 if ref.evaluation else 0.0)
-        t_final = tension(u_d, u_v)
-        state = classify_state(
-            final_tension=t_final,
-            u_d=u_d,
-            u_v=u_v,
-            round_tensions=[rd.tension for rd in trace.rounds],
-            converged=trace.converged,
-            threshold=p.healthy_threshold,
-        )
-        if fallback and state is not SystemState.DEADLOCK:
-            # The DRIVE's answer had to be overruled at the last gate: never an equilibrium.
-            state = SystemState.DRIVE_DOMINANT
-        trace.final = FinalDecision(
-            response=response,
-            chosen_round=chosen_round if chosen else None,
-            chosen_rank=chosen.rank if chosen else None,
-            u_d=u_d,
-            u_v=u_v,
-            tension=t_final,
-            state=state,
-            defense=mechanism,
-            composed_by=composed_by,
-            final_gate=final_gate,
-            fallback=fallback,
-            withheld=withheld,
-            channels=channels,
-        )
-        trace.contribution = contribution(trace, chosen, None if fallback else final_eval)
-
-    async def _respond(
-        self, bus: MessageBus, request: str, context: str, ctx: DefenseContext, layer1: Layer1Enforcer
-    ) -> tuple[DefenseMechanism | None, Reply]:
-        """The defense mechanism for ``ctx`` and the reply it composes: who composed it (the
-        MEDIATOR when the final gate checks its text, else gated text only) and the channels in it."""
-        mechanism = select_mechanism(ctx, layer1)
-        if self.params.final_gate:
-            return mechanism, await self._compose(bus, request, context, mechanism, ctx, layer1)
-        return mechanism, self._compose_unverified(mechanism, ctx, layer1)
-
-    @classmethod
-    def _fallback(cls, ctx: DefenseContext) -> tuple[DefenseMechanism, Reply]:
-        """What replaces a response the final gate rejected: the refusal, supportive when a person is at risk."""
-        mechanism = DefenseMechanism.SUBLIMATION if ctx.supportive() else DefenseMechanism.RATIONALIZATION
-        return mechanism, refusal(ctx)._replace(composed_by="fallback")
-
-    def _choose(self, trace: Trace) -> tuple[int, ProposalRecord | None]:
-        """Converged: the last round's lead. Deadlock: the highest-scoring admissible proposal
-        seen in any round (ties: higher objective, then earlier round)."""
-        if trace.converged:
-            last = trace.rounds[-1]
-            return last.index, last.proposals[last.lead]
-        best: tuple[int, ProposalRecord] | None = None
-        for rd in trace.rounds:
-            for rec in rd.proposals:
-                if rec.gate is None or not rec.gate.admissible or rec.evaluation is None:
-                    continue
-                key = (rec.evaluation.score, rec.objective or 0.0)
-                if best is None or key > (best[1].evaluation.score, best[1].objective or 0.0):  # type: ignore[union-attr]
-                    best = (rd.index, rec)
-        return (best[0], best[1]) if best else (0, None)
-
-    async def _compose(
-        self,
-        bus: MessageBus,
-        request: str,
-        context: str,
-        mechanism: DefenseMechanism | None,
-        ctx: DefenseContext,
-        layer1: Layer1Enforcer,
-    ) -> Reply:
-        """The reply. Only admissible proposal text, or a draft filtered by Repression, ever
-        enters here; whatever is not a template then passes the dual gate."""
-        if mechanism is DefenseMechanism.RATIONALIZATION or (
-            mechanism is DefenseMechanism.SUBLIMATION and ctx.chosen_text is None and ctx.supportive()
-        ):
-            return refusal(ctx)
-        if mechanism is DefenseMechanism.REACTION_FORMATION:
-            return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
-        if mechanism is DefenseMechanism.REPRESSION:
-            source = repression_source(ctx, layer1)
-            assert source is not None
-            kept, _ = repress(source[0], source[1].conflict.harmful_segments, layer1)
-            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
-        approved_as_is = (
-            ctx.chosen_eval is not None
-            and ctx.chosen_eval.verdict is Verdict.APPROVED
-            and not ctx.chosen_eval.modifications
-        )
-        if mechanism is None and approved_as_is and ctx.chosen_text is not None:
-            return Reply(ctx.chosen_text, "adopted", [])  # the MEDIATOR adopts an approved proposal verbatim
-        if mechanism in (None, DefenseMechanism.SUBLIMATION) and ctx.chosen_text is not None and self._plain_mediator():
-            # The conditional band on an embedded MEDIATOR (a gated draft that was not approved
-            # outright): a 135M model asked to apply the EVALUATOR's changes rewrites the answer,
-            # and can turn it into agreement with a request's premise. The gated draft is adopted
-            # as it is instead, with Sublimation's channel if a rule fired (docs/embedded.md).
-            return self._compose_unverified(mechanism, ctx, layer1)
-        modifications = list(ctx.chosen_eval.modifications) if ctx.chosen_eval else []
-        task = ComposeTask(
-            request=request,
-            context=context,
-            proposal=ctx.chosen_text or NO_PROPOSAL,
-            modifications=modifications,
-            instruction=compose_instruction(mechanism, ctx),
-        )
-        text = (await bus.send("mediator", "mediator", task)).output.response.strip()
-        ref = ctx.reference
-        channels: list[ChannelLine] = []
-        if mechanism is DefenseMechanism.SUBLIMATION:
-            line = ctx.safe_channel_line()
-            if line is not None and line.text.lower() not in text.lower():
-                text, channels = closing_line(text, line), [line]
-        elif mechanism is DefenseMechanism.DISPLACEMENT and ref is not None:
-            text = f"{template('displacement_prefix', adjacent_topic=ref.conflict.safe_adjacent_topic.strip())} {text}"
-        elif mechanism is DefenseMechanism.PROJECTION and ref is not None:
-            bullets = "\n".join(f"- {s}" for s in ref.conflict.stakeholders)
-            text = f"{text}\n\n{template('projection_header')}\n{bullets}"
-        return Reply(text, "mediator", channels)
-
-    def _compose_unverified(
-        self, mechanism: DefenseMechanism | None, ctx: DefenseContext, layer1: Layer1Enforcer
-    ) -> Reply:
-        """``final_gate = false``: nothing would evaluate new text, so none is written. The
-        response is an admissible proposal (verbatim, or with Repression's sentences removed),
-        or a fixed template with framework text; the MEDIATOR's composition is not used and the
-        EVALUATOR's free text was dropped (so Projection and Displacement cannot be selected)."""
-        if ctx.chosen_text is None:
-            if mechanism is DefenseMechanism.REACTION_FORMATION:
-                return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
-            return refusal(ctx)
-        if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
-            kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
-            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
-        if mechanism is DefenseMechanism.SUBLIMATION and (line := ctx.framework_line("closing_line")) is not None:
-            return Reply(closing_line(ctx.chosen_text, line), "adopted", [line])
-        return Reply(ctx.chosen_text, "adopted", [])

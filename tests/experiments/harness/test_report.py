@@ -166,7 +166,7 @@ def test_a_column_a_judge_of_unknown_agreement_decides_is_labelled_so_and_never_
     """A judge with no labels to be measured on passed no check: its columns get no best mark,
     their results say ``judge_status: unknown`` (results.json, the CLI table) and the page says
     "judge agreement unknown" under each cell; a weak judge's label wins over it."""
-    from psychoalign.cli.experiment import _fmt
+    from psychoalign.cli._experiment_tables import _fmt
     from psychoalign.experiments.harness.report import _gate_columns
 
     judges = [

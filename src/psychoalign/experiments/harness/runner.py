@@ -37,9 +37,8 @@ import functools
 import gc
 import hashlib
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,29 +50,24 @@ from ...errors import ConfigError, PsychoAlignError
 from ...judges.records import JudgeError
 from ...models import ChatModel, Message
 from ...traces import TraceStore
+from ._flow import AdaptiveLimiter, _GroupCommit, _Silent
+from ._identity import _calibrations, _check_identity, _measures_on_held_out, _stored_id
 from .benchmark import Benchmark, Item
 from .judging import Judges
 from .labels import LabelFile, read_user_labels
 from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import (
-    CALIBRATION_META,
-    HELD_OUT_CALIBRATIONS,
-    ModelFile,
     calibration_files,
     held_out_labels,
-    identity_changes,
-    identity_digest,
     judge_data_files,
     legacy_identities,
     model_files,
     run_identity,
-    unreadable_files,
-    unreadable_reason,
 )
 from .registry import Registry, build_benchmark, default_registry
 from .repeats import repeat_suffix
-from .spec import RUN_ID_HEX, ExperimentSpec, RunLimits
+from .spec import ExperimentSpec, RunLimits
 from .store import CellResult, ResultStore, RunRecord, current_owner
 from .systems import CellContext, System, SystemFailedError, SystemReply, SystemSpec, build_system
 
@@ -104,117 +98,6 @@ class RunProgress(Protocol):
     def advance(self, failed: int) -> None: ...
 
     def stop(self) -> None: ...
-
-
-class _Silent:
-    """No progress shown (no :class:`RunProgress` given)."""
-
-    def note(self, message: str) -> None:
-        pass
-
-    def start(self, name: str, total: int) -> None:
-        pass
-
-    def advance(self, failed: int) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-class _GroupCommit:
-    """Writes finished cells durably, several per transaction when they finish together.
-
-    A cell counts as done (summary, progress) only once it is durable (``on_durable``): after
-    ``kill -9`` every cell reported done is in the store; cells that were in flight, or finished
-    but not yet written, are still 'running' under a dead owner and run again on resume.
-
-    The write is off the worker's path: :meth:`submit` returns at once, so the worker starts its
-    next cell while the store writes (a worker waiting for each commit held its concurrency slot
-    idle: ~5 ms per cell on SQLite). At most ``max_pending`` finished cells wait to be written; a
-    worker that would exceed that waits for room. A failed write stops the run: the next
-    :meth:`submit` and :meth:`flush` raise it.
-    """
-
-    def __init__(self, store: ResultStore, on_durable: Callable[[CellResult], None], max_pending: int) -> None:
-        self.store = store
-        self._on_durable = on_durable
-        self._pending: list[CellResult] = []
-        self._room = asyncio.Semaphore(max_pending)
-        self._task: asyncio.Task[None] | None = None
-        self._error: BaseException | None = None
-
-    async def submit(self, cell: CellResult) -> None:
-        self._raise_if_failed()
-        await self._room.acquire()
-        self._raise_if_failed()
-        self._pending.append(cell)
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._drain())
-
-    async def flush(self) -> None:
-        """Wait until every submitted cell is durable; raise the write error if there was one."""
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
-        self._raise_if_failed()
-
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    async def _drain(self) -> None:
-        while self._pending and self._error is None:
-            batch, self._pending = self._pending, []
-            try:
-                await self.store.finish_many(batch)
-            except Exception as exc:
-                self._error = exc
-                return
-            finally:
-                for _ in batch:
-                    self._room.release()
-            for cell in batch:
-                self._on_durable(cell)
-
-
-class AdaptiveLimiter:
-    """A semaphore whose size moves between 1 and ``maximum``: halved on overload, +1 after
-    ``limit`` consecutive successes (additive increase, multiplicative decrease)."""
-
-    def __init__(self, maximum: int) -> None:
-        self.maximum = maximum
-        self.limit = maximum
-        self.in_flight = 0
-        self.cuts = 0
-        self._ok = 0
-        self._cut_pending = False
-        self._cond = asyncio.Condition()
-
-    async def acquire(self) -> None:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.in_flight < self.limit)
-            self.in_flight += 1
-
-    async def release(self, ok: bool) -> None:
-        async with self._cond:
-            self.in_flight -= 1
-            if ok:
-                self._ok += 1
-                self._cut_pending = False
-                if self._ok >= self.limit and self.limit < self.maximum:
-                    self.limit += 1
-                    self._ok = 0
-            self._cond.notify_all()
-
-    def overload(self) -> None:
-        """Called from a model call that saw 429/5xx. One cut per burst: the next cut needs a
-        success in between, so a burst of 429s from one overload does not collapse the limit."""
-        if self._cut_pending:
-            return
-        self._cut_pending = True
-        self.limit = max(1, self.limit // 2)
-        self._ok = 0
-        self.cuts += 1
 
 
 @dataclass(frozen=True)
@@ -298,128 +181,6 @@ def _plan(
     if n > 1:
         cells = [c for c in cells if _shard_of(c.key, n) == i]
     return cells, benchmarks, sampled
-
-
-async def _found_id(store: ResultStore, spec: ExperimentSpec, suffix: str) -> str | None:
-    """The stored run of ``spec`` under ``spec.run_id() + suffix``, or else the one stored by older
-    code, whose id also hashed the spec's operational fields (``concurrency``), so it resumes
-    whatever concurrency it ran at; None: neither is stored."""
-    run_id = spec.run_id() + suffix
-    if (found := await store.get_run(run_id)) is not None and found.id == run_id:
-        return run_id
-    pattern = re.compile(rf"{re.escape(spec.name)}-[0-9a-f]{{{RUN_ID_HEX}}}{re.escape(suffix)}")
-    for old in await store.list_runs():
-        if old.name == spec.name and pattern.fullmatch(old.id) and spec.same_numbers(old.spec):
-            return old.id
-    return None
-
-
-async def _stored_id(
-    store: ResultStore, spec: ExperimentSpec, identity: dict[str, Any], legacy: Sequence[dict[str, Any]], new_run: bool
-) -> str:
-    """The id to run ``spec`` under: its run id, or with ``new_run`` the run id plus 8 hex of the
-    identity's digest; a run stored beside it under an older spelling of the same identity
-    (:func:`.provenance.legacy_identities`) resumes under its own id."""
-    if not new_run:
-        return await _found_id(store, spec, "") or spec.run_id()
-    suffixes = [f"-{identity_digest(i)[:8]}" for i in (identity, *legacy)]
-    for suffix in dict.fromkeys(suffixes):
-        if (found := await _found_id(store, spec, suffix)) is not None:
-            return found
-    return spec.run_id() + suffixes[0]
-
-
-def _measures_on_held_out(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]) -> bool:
-    """Whether the run's calibrations may read :data:`.provenance.HELD_OUT_LABELS`: the refusal
-    and harm agreement, and the literature suites' own LLM judges."""
-    if spec.judge.calibration_n <= 0:
-        return False
-    return any(
-        {"refusal", "harm"} & set(b.needs) or getattr(b, "own_judge", None) is not None for b in benchmarks.values()
-    )
-
-
-def _calibrations(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]) -> set[str]:
-    """The calibrations of :data:`.provenance.CALIBRATIONS` whose data-folder files the run reads:
-    each one the run measures (not on the user's own labels), and the harm rows ``harm: auto``
-    picks its prompt on whatever ``calibration_n`` says."""
-    needs = {need for b in benchmarks.values() for need in b.needs}
-    measured = spec.judge.calibration_n > 0
-    out: set[str] = set()
-    if measured and "refusal" in needs and "refusal" not in spec.judge.labels:
-        out.add("refusal")
-    picked = spec.judge.harm == "auto"
-    if spec.judge.harm_on and "harm" in needs and (picked or (measured and "harm" not in spec.judge.labels)):
-        out.add("harm")
-    if measured and "choice" in needs and spec.judge.choice_model:
-        out.add("choice")
-    if measured and "mtbench" in needs:
-        out.add("mtbench")
-    return out
-
-
-async def _check_identity(
-    store: ResultStore,
-    run: RunRecord,
-    identity: dict[str, Any],
-    legacy: Sequence[dict[str, Any]],
-    data_dir: Path,
-    files: Mapping[str, ModelFile],
-) -> None:
-    """Refuse to resume ``run`` under another identity: its stored cells were computed by what the
-    stored identity names, and mixing them with new ones would report the old numbers. A stored
-    identity that is an older spelling of this one (``legacy``) is rewritten as this one; when it
-    had no held-out labels, the calibrations that may have read them are measured again. A model
-    file the run hashed (``files``: a judge script…) that cannot be read now is named as such: the
-    run cannot tell whether it changed, and the fix is the file, not --new-run."""
-    stored = run.meta.get("identity")
-    if stored is None:
-        if await store.cells(run.id):
-            raise ConfigError(
-                f"run {run.id} was stored without its identity (models, judges, data): its cells cannot be "
-                "attributed to this configuration",
-                hint="add --new-run to start a new run beside it",
-            )
-        await store.set_meta(run.id, "identity", identity)
-        return
-    changes = identity_changes(stored, identity)
-    if changes and any(not identity_changes(stored, alt) for alt in legacy):
-        updates: dict[str, Any] = {"identity": identity}
-        was = stored.get("judges") or {}
-        if "held_out_labels" in identity["judges"] and "held_out_labels" not in was:
-            # measured on labels whose content the stored identity does not name
-            updates.update(dict.fromkeys(HELD_OUT_CALIBRATIONS))
-        if "calibration_files" in identity["judges"] and "calibration_files" not in was:
-            updates.update(dict.fromkeys((*HELD_OUT_CALIBRATIONS, *CALIBRATION_META)))
-        await store.update_meta(run.id, updates)
-        return
-    for key, did in (
-        ("held_out_labels", "measured its judges on it"),
-        ("files", "judged its cells with it"),
-        ("calibration_files", "measured or picked its judges on it"),
-    ):
-        was = (stored.get("judges") or {}).get(key) or {}
-        now = identity["judges"].get(key) or {}
-        for rel in sorted(set(was) & set(now)):
-            if was[rel] != now[rel]:
-                state = "is missing" if now[rel] is None else "has changed"
-                raise ConfigError(
-                    f"{data_dir / rel} {state} since run {run.id} {did}",
-                    hint="restore the file the run used, or add --new-run to start a new run beside it",
-                )
-    if changes and (gone := unreadable_files(stored, identity, files)):
-        raise ConfigError(
-            f"{gone[0].what} at {gone[0].path} can't be read ({unreadable_reason(gone[0].path)}); "
-            f"run {run.id} was computed with it",
-            hint=f"restore the file (or its read permission) and rerun; {gone[0].setting} in the configuration "
-            "names it",
-        )
-    if changes:
-        more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
-        raise ConfigError(
-            f"run {run.id} was computed with other settings: {'; '.join(changes[:3])}{more}",
-            hint="resume it with the configuration it ran with, or add --new-run to start a new run beside it",
-        )
 
 
 class SampleLimitError(Exception):

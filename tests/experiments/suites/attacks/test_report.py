@@ -493,7 +493,7 @@ def test_the_pooled_interval_of_k_identical_configurations_is_about_the_interval
 
 
 def test_the_pooled_column_over_one_system_keeps_wilson_and_few_repeated_attacks_get_a_note() -> None:
-    from psychoalign.cli.experiment import _asr
+    from psychoalign.cli._experiment_tables import _asr
     from psychoalign.experiments.harness.stats import MIN_CLUSTERS
     from psychoalign.experiments.suites.attacks.report import table4
 
