@@ -94,6 +94,13 @@ def parse_ceiling(value: Any) -> int | None:
     return int(value) if 0 <= value <= 100 and float(value).is_integer() else None
 
 
+def parse_band(value: Any) -> float | None:
+    """A crisis score in [0, 1], or None for anything else (not asked of models, as ``ceiling``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0.0 <= value <= 1.0 else None
+
+
 LayerField = Annotated[Layer, BeforeValidator(parse_layer)]
 VerdictField = Annotated[Verdict, BeforeValidator(parse_verdict)]
 
@@ -155,6 +162,14 @@ class Evaluation(_Frozen):
             "The highest score this EVALUATOR can give any answer to this request, when it knows one "
             "(the classifier backend: its score is capped by the request's own). Never asked of models "
             "(not in the JSON Schema); the engine's fast path stops asking for drafts that cannot score higher."
+        ),
+    )
+    crisis_band: SkipJsonSchema[Annotated[float | None, BeforeValidator(parse_band)]] = Field(
+        None,
+        description=(
+            "The crisis check's score for the request when it is in the possible-risk band: not routed "
+            "to the crisis channel, but at or above the band's floor (the classifier backend). The "
+            "engine then ends the reply with the framework's soft crisis line. Never asked of models."
         ),
     )
 

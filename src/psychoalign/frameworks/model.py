@@ -151,7 +151,10 @@ class SafeChannel(BaseModel):
     own correction. ``hazard``, when set, is one of its rules' ``hazards`` (a known hazard): the
     channel's ``text`` is that hazard's one-sentence warning, added as a closing line beside any
     answer to a request that matches it (:meth:`Framework.hazard_channels`), never offered as a
-    place to go. All user-facing text lives here, so a localised framework file localises it."""
+    place to go. ``band_line``, when set (the crisis channel), is the short line that ends the reply
+    to a request in the crisis check's possible-risk band (docs/negotiation.md, "The possible-risk
+    band"); ``{channel}`` in it is replaced by ``text``. All user-facing text lives here, so a
+    localised framework file localises it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -159,6 +162,7 @@ class SafeChannel(BaseModel):
     text: str = Field(min_length=3, max_length=200)
     rules: tuple[str, ...] = ()
     message: str = Field("", max_length=1000)
+    band_line: str = Field("", max_length=300)
     premise: str = ""
     hazard: str = ""
 
@@ -175,6 +179,13 @@ class SafeChannel(BaseModel):
             return True
         # look-alike letters from other scripts are read as the Latin ones they imitate
         return found(request) is not None or (not request.isascii() and found(skeleton(request)) is not None)
+
+    def render_band_line(self) -> str:
+        """The possible-risk band's line with the channel in it ("" without one)."""
+        body = self.band_line.strip()
+        if not body:
+            return ""
+        return body.replace("{channel}", self.text) if "{channel}" in body else f"{body} {self.text}"
 
     def render_message(self) -> str:
         """The supportive message with the channel in it ("" without a message)."""

@@ -99,6 +99,12 @@ __all__ = [
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v8"
 DEFAULT_CRISIS_CHECK = "crisis-minilm-v8"
+#: The possible-risk band's floor per crisis check (MODEL_CARD.md, "The possible-risk band"): a
+#: request the check does not route, whose head score is at or above the floor, gets the
+#: framework's soft crisis line after its reply. Chosen on development sets only by the rule the
+#: model card states (``bench/request_head.py --crisis --choose-band``); a check without an entry
+#: has no band.
+CRISIS_BAND_FLOORS: dict[str, float] = {}
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -383,6 +389,20 @@ class CrisisCheck(BaseModel):
         """Whether any row of ``x`` (the request's encoder windows) reaches the threshold."""
         return bool((self.head.logits(x) >= _logit(self.head.threshold)).any())
 
+    def score(self, x: NDArray[np.float32]) -> float:
+        """The head's probability on the request: the highest over its encoder windows ``x``."""
+        return float(1.0 / (1.0 + math.exp(-float(self.head.logits(x).max()))))
+
+    def band(self, request: str, x: NDArray[np.float32]) -> float | None:
+        """The head score when ``request`` is in the possible-risk band (not routed, score at or
+        above the check's band floor, :data:`CRISIS_BAND_FLOORS`), else None. A head fire that
+        the medicine guard held back is in the band too: the head did read a risk."""
+        floor = CRISIS_BAND_FLOORS.get(self.version)
+        if floor is None or self.fires_on(request, x):
+            return None
+        value = self.score(x)
+        return value if value >= floor else None
+
     def says(self, request: str) -> bool:
         """Whether ``request`` matches one of the check's explicit phrases."""
         return bool(self.phrases) and says_self_harm(request, self.phrases)
@@ -466,7 +486,7 @@ class SafetyClassifier:
         # Two-stage decision (an experiment, off in the shipped default): a contested request is
         # not decided by the request alone; each draft is judged on its own text (to_evaluation).
         self.draft_band = draft_band
-        self._requests: OrderedDict[str, tuple[float, float, bool, float]] = OrderedDict()
+        self._requests: OrderedDict[str, tuple[float, float, bool, float, float | None]] = OrderedDict()
         self._proposals: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
         self._blas: Any = None
@@ -500,15 +520,32 @@ class SafetyClassifier:
         """Whether the crisis check fires on ``request`` (False when it is off)."""
         return self._request(request)[2]
 
-    def _request(self, request: str, screened: str | None = None) -> tuple[float, float, bool, float]:
+    def crisis_band(self, request: str) -> float | None:
+        """The crisis head's score when ``request`` is in the possible-risk band, else None
+        (:meth:`CrisisCheck.band`; None when the check is off)."""
+        return self._request(request)[4]
+
+    def crisis_score(self, request: str) -> float | None:
+        """The crisis head's score on ``request`` (None when the check is off); bench use."""
+        check = self.crisis_check
+        if check is None:
+            return None
+        x, _, _ = self._windowed([request])
+        with self._one_blas_thread():
+            return check.score(x)
+
+    def _request(
+        self, request: str, screened: str | None = None
+    ) -> tuple[float, float, bool, float, float | None]:
         """The request's (acceptable, adversarial) probabilities, whether the crisis check fires
         (on the same embedding), and the whole request's acceptable probability, from the cache
         when it was judged lately. ``screened``: the text the request head judges for the first
         value (the request with its quoted material masked, for a framework that analyses quoted
-        material); the adversarial head and the crisis check read the whole request all the same."""
+        material); the adversarial head and the crisis check read the whole request all the same.
+        The last value: the crisis head's score when the request is in the possible-risk band."""
         screened = request if screened is None else screened
         key = request if screened == request else f"{request}\x00{screened}"
-        cached: tuple[float, float, bool, float] | None = self._cached(self._requests, key)
+        cached: tuple[float, float, bool, float, float | None] | None = self._cached(self._requests, key)
         if cached is not None:
             return cached
         texts = [request] if screened == request else [request, screened]
@@ -524,8 +561,9 @@ class SafetyClassifier:
             p_adv = float(self.weights.adversarial.shifted(x_req, 0.5, req_parts).max())  # 0.5: the head's threshold
             check = self.crisis_check
             crisis = check is not None and check.fires_on(request, x_req)
-        self._keep(self._requests, key, (p_req, p_adv, crisis, p_whole))
-        return p_req, p_adv, crisis, p_whole
+            band = None if check is None or crisis else check.band(request, x_req)
+        self._keep(self._requests, key, (p_req, p_adv, crisis, p_whole, band))
+        return p_req, p_adv, crisis, p_whole, band
 
     def _response(self, proposal: str) -> float:
         """The proposal's acceptable probability (response head), from the cache when it was
@@ -573,7 +611,7 @@ class SafetyClassifier:
         # A framework whose users quote content to analyse has the request head judge the ask, not
         # the quote; its checks below, the crisis check and the proposal's judgement read it all.
         screened = request if framework is None else framework.screened_request(request)
-        p_req, p_adv, crisis, p_whole = self._request(request, screened)
+        p_req, p_adv, crisis, p_whole, band = self._request(request, screened)
         p_prop = self._response(proposal)
         req_head = self.weights.request
         hits = deterministic_hits(framework, request, proposal, earlier)
@@ -601,6 +639,7 @@ class SafetyClassifier:
             contested=contested,
             declines=contested and _declines(proposal),
             drafted=contested and self.draft_band,
+            crisis_band=band,
         )
 
 
@@ -643,6 +682,7 @@ def to_evaluation(
     contested: bool = False,
     declines: bool = False,
     drafted: bool = False,
+    crisis_band: float | None = None,
 ) -> dict[str, Any]:
     """The documented mapping from classifier outputs to the Evaluation schema (module doc).
     ``request_hit``: the request itself trips a universal deterministic check; ``contested``:
@@ -695,6 +735,7 @@ def to_evaluation(
         },
         "reasoning": reasoning[:300],
         "ceiling": ceiling,
+        "crisis_band": None if crisis_band is None else round(crisis_band, 4),
     }
 
 

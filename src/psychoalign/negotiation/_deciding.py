@@ -12,7 +12,7 @@ from ..agents.messages import (
     EvaluateTask,
 )
 from ..agents.schemas import Evaluation, Verdict
-from ..frameworks import Layer
+from ..frameworks import Framework, Layer
 from ..traces.model import (
     AlignmentContribution,
     ChannelLine,
@@ -55,6 +55,14 @@ def _evaluate(request: str, context: str, proposal: str, layer1: Layer1Enforcer,
     return EvaluateTask(
         request=request, context=context, proposal=proposal, earlier=layer1.earlier, framework=framework
     )
+
+
+def band_score(trace: Trace) -> float | None:
+    """The crisis check's score for the request when an evaluation of it put it in the possible-risk
+    band (the request screen's, else a draft's: the request's score is the same for every text)."""
+    evaluations = [trace.screen.evaluation] if trace.screen is not None else []
+    evaluations += [rec.evaluation for rd in trace.rounds for rec in rd.proposals]
+    return next((e.crisis_band for e in evaluations if e is not None and e.crisis_band is not None), None)
 
 
 class _Deciding(_Roles):
@@ -238,6 +246,29 @@ class _Deciding(_Roles):
             channels=channels,
         )
         trace.contribution = contribution(trace, chosen, None if fallback else final_eval)
+
+    def _possible_risk(self, trace: Trace, fw: Framework) -> None:
+        """The possible-risk band (docs/negotiation.md, "The possible-risk band"): when the
+        EVALUATOR put the request in the crisis check's band (below routing, at or above the band's
+        floor), the reply, answer or refusal as the negotiation decided, ends with the framework's
+        soft crisis line (framework text), recorded as a closing-line channel with the score in
+        ``final.crisis_band``. Never beside a routed crisis reply (it already carries the channel),
+        and a refusal's offer to rephrase gives way to the harmful-request alternative: a person who
+        may be at risk is not coached to reword. Off with ``crisis_band = false``."""
+        final = trace.final
+        if final is None or not self.params.crisis_band:
+            return
+        score = band_score(trace)
+        channel = next((c for c in fw.safe_channels if c.band_line.strip()), None)
+        if score is None or channel is None:
+            return
+        if any(channel.id in line.channels for line in final.channels or ()) or channel.text in final.response:
+            return
+        line = ChannelLine(placement="closing_line", channels=[channel.id], text=channel.render_band_line())
+        response = final.response.replace(template("default_alternative"), template("harmful_alternative"))
+        final.response = f"{response}\n\n{line.text}" if response else line.text
+        final.channels = [*(final.channels or ()), line]
+        final.crisis_band = score
 
     async def _respond(
         self, bus: MessageBus, request: str, context: str, ctx: DefenseContext, layer1: Layer1Enforcer

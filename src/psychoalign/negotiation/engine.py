@@ -243,9 +243,11 @@ class Negotiator(_Deciding):
         fw_payload = fw.payload()
         gates = Gates(fw, fw_payload, layer1, tau, guard, answer_check)
         if p.decide_on_request and await self._decide_on_request(trace, bus, gates):
+            self._possible_risk(trace, fw)
             return
         if stream is not None:
             await release_in_windows(trace, bus, gates, context, stream, self._emit)
+            self._possible_risk(trace, fw)
             return
 
         feedback: str | None = None
@@ -320,6 +322,7 @@ class Negotiator(_Deciding):
         trace.converged = converged
         await self._emit(trace, "deciding")
         await self._decide(trace, bus, gates, context)
+        self._possible_risk(trace, fw)
 
     async def _propose(
         self,

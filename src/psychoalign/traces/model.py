@@ -64,6 +64,14 @@ class NegotiationParams(BaseModel):
             "paper's protocol; research on DRIVE behaviour). docs/negotiation.md."
         ),
     )
+    crisis_band: bool = Field(
+        True,
+        description=(
+            "The possible-risk band: a request the crisis check scores in its band (below routing, at or "
+            "above the band's floor) gets the framework's soft crisis line at the end of its reply. Off: "
+            "only routed requests get the crisis channel. docs/negotiation.md."
+        ),
+    )
     fast_path: bool = Field(
         True,
         description=(
@@ -344,6 +352,11 @@ class FinalDecision(BaseModel):
         None,
         description="The safe channels the engine put in the response, with the rules behind them (empty: none). "
         "None: the trace was recorded before this field existed.",
+    )
+    crisis_band: float | None = Field(
+        None,
+        description="The possible-risk band fired: the crisis check's score for the request, and the reply "
+        "ends with the framework's soft crisis line (a closing_line channel). None: it did not fire.",
     )
 
 
