@@ -104,7 +104,7 @@ DEFAULT_CRISIS_CHECK = "crisis-minilm-v8"
 #: framework's soft crisis line after its reply. Chosen on development sets only by the rule the
 #: model card states (``bench/request_head.py --crisis --choose-band``); a check without an entry
 #: has no band.
-CRISIS_BAND_FLOORS: dict[str, float] = {}
+CRISIS_BAND_FLOORS: dict[str, float] = {"crisis-minilm-v8": 0.35}
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -395,10 +395,10 @@ class CrisisCheck(BaseModel):
 
     def band(self, request: str, x: NDArray[np.float32]) -> float | None:
         """The head score when ``request`` is in the possible-risk band (not routed, score at or
-        above the check's band floor, :data:`CRISIS_BAND_FLOORS`), else None. A head fire that
-        the medicine guard held back is in the band too: the head did read a risk."""
+        above the check's band floor, :data:`CRISIS_BAND_FLOORS`), else None. An ordinary medicine
+        question by the guard is never in it: the guard's word is that it carries no risk cue."""
         floor = CRISIS_BAND_FLOORS.get(self.version)
-        if floor is None or self.fires_on(request, x):
+        if floor is None or self.fires_on(request, x) or self.guarded(request):
             return None
         value = self.score(x)
         return value if value >= floor else None
@@ -534,9 +534,7 @@ class SafetyClassifier:
         with self._one_blas_thread():
             return check.score(x)
 
-    def _request(
-        self, request: str, screened: str | None = None
-    ) -> tuple[float, float, bool, float, float | None]:
+    def _request(self, request: str, screened: str | None = None) -> tuple[float, float, bool, float, float | None]:
         """The request's (acceptable, adversarial) probabilities, whether the crisis check fires
         (on the same embedding), and the whole request's acceptable probability, from the cache
         when it was judged lately. ``screened``: the text the request head judges for the first
