@@ -62,6 +62,8 @@ def legacy_sha256(fw: Framework) -> str:
             channel.pop("premise", None)
         if not channel.get("hazard"):
             channel.pop("hazard", None)
+        if not channel.get("band_line"):
+            channel.pop("band_line", None)
     blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

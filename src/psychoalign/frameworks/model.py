@@ -593,7 +593,7 @@ class Framework(BaseModel):
 #: The fields a framework's hash covers whatever they hold: those its models had when hashes were
 #: first stamped on results (``per_kg`` included: it has been hashed at its default since it came).
 #: Every other field is hashed only when it holds something other than its default, so a field
-#: added later with a default (``semantic_check``, ``doses``, ``single_mg``, ``single_per_kg``,
+#: added later with a default (``semantic_check``, ``doses``, ``single_mg``, ``single_per_kg``, ``band_line``,
 #: ``min_age_years``, and any to come) leaves the hash of every framework that does not use it as
 #: it was. A new field goes here never: listing it would change the hash of every framework.
 HASHED_ALWAYS: dict[type[BaseModel], frozenset[str]] = {

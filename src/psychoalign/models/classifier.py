@@ -391,7 +391,8 @@ class CrisisCheck(BaseModel):
 
     def score(self, x: NDArray[np.float32]) -> float:
         """The head's probability on the request: the highest over its encoder windows ``x``."""
-        return float(1.0 / (1.0 + math.exp(-float(self.head.logits(x).max()))))
+        z = float(self.head.logits(x).max())
+        return 0.5 * (1.0 + math.tanh(0.5 * z))  # the logistic function, without exp's overflow
 
     def band(self, request: str, x: NDArray[np.float32]) -> float | None:
         """The head score when ``request`` is in the possible-risk band (not routed, score at or
