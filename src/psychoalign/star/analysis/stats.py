@@ -598,6 +598,10 @@ def ingroup_section(data: RatingData) -> dict[str, Any]:
             _holm(sub)
     out["annotators_by_rule"] = per_rule
     success = _attack_success(data)
+    if success is not None and (mixed := mixed_targets(data)):
+        out["attack_success_by_red_teamer"] = not_computable(mixed)
+        out["attack_success_by_target_group"] = not_computable(mixed)
+        success = None
     if success is not None:
         s = success[success["red_teamer_in_group"].notna()]
         if not s.empty:
@@ -617,6 +621,22 @@ def ingroup_section(data: RatingData) -> dict[str, Any]:
         "dialogue, clustered by red teamer"
     )
     return out
+
+
+def mixed_targets(data: RatingData) -> str | None:
+    """Why a figure about the target cannot pool these dialogues, or None: attack success and
+    tension are properties of one target, so dialogues that red-teamed several (two campaigns'
+    exports concatenated, a model swapped between campaigns) would give one rate of no model."""
+    if "target" not in data.items.columns:
+        return None
+    targets = sorted({str(t) for t in data.items["target"].dropna()})
+    if len(targets) < 2:
+        return None
+    return (
+        f"the dialogues red-teamed {len(targets)} targets ({', '.join(targets)}), and a rate pooled over "
+        "them describes no one model: analyse each target's dialogues on its own "
+        "(psychoalign star export --campaign NAME, one campaign per file)"
+    )
 
 
 def _attack_success(data: RatingData) -> pd.DataFrame | None:
