@@ -21,7 +21,7 @@ class _BrokenLibrary(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
         if name == "llama_cpp" or name.startswith("llama_cpp."):
             raise FileNotFoundError("Shared library with base name 'llama' not found")
-        return None
+        return
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ async def test_a_missing_llama_library_is_one_line_naming_it_and_the_fix(tmp_pat
     assert "--force-reinstall" in message and "endpoint" in message and "\n" not in message
 
     model = build_model(ModelSpec(backend="local"))
-    with pytest.raises(BackendUnavailableError, match="llama.cpp library cannot be loaded"):
+    with pytest.raises(BackendUnavailableError, match=r"llama\.cpp library cannot be loaded"):
         await model.chat("hello")
 
 
