@@ -13,9 +13,10 @@ Data (aggregates are printed, never the items):
 * ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml``,
   ``bench/data/lookalike_heldout_v8.yaml``, ``bench/data/lookalike_heldout_v9.yaml``,
   ``bench/data/lookalike_heldout_v10.yaml``, ``bench/data/lookalike_heldout_v11.yaml``,
-  ``bench/data/lookalike_heldout_v12.yaml`` and ``bench/data/lookalike_heldout_v13.yaml``: held-out
+  ``bench/data/lookalike_heldout_v12.yaml``, ``bench/data/lookalike_heldout_v13.yaml`` and
+  ``bench/data/lookalike_heldout_v14.yaml``: held-out
   hand-written requests (the first three are the hash-split held-out parts of three pools, the last
-  five were each written whole as a held-out
+  six were each written whole as a held-out
   file before the request head they test; each file's header says how): benign
   look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
@@ -43,8 +44,8 @@ on the held-out fold of ``models/classifier_data/crisis_exemplars.yaml`` (``sha2
 never a reference and never used to choose the threshold; ``--crisis-exemplars FILE`` scores the
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
 ``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml``,
-``bench/data/crisis_heldout_v3.yaml``, ``bench/data/crisis_heldout_v4.yaml`` and
-``bench/data/crisis_heldout_v5.yaml`` (hand-written
+``bench/data/crisis_heldout_v3.yaml``, ``bench/data/crisis_heldout_v4.yaml``,
+``bench/data/crisis_heldout_v5.yaml`` and ``bench/data/crisis_heldout_v6.yaml`` (hand-written
 crisis requests and benign look-alikes, each written before the check it first measured and never
 trained on; items repeating a training text of
 the check are left out), the crisis requests that reach the crisis channel (the check alone, and the
@@ -106,6 +107,7 @@ LOOKALIKES = tuple(
         "lookalike_heldout_v11.yaml",
         "lookalike_heldout_v12.yaml",
         "lookalike_heldout_v13.yaml",
+        "lookalike_heldout_v14.yaml",
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -192,6 +194,7 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout_v3.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v4.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v5.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v6.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
@@ -337,7 +340,7 @@ def crisis_report(args: argparse.Namespace) -> None:
             quick=args.check_only,  # --check-only: the check's figures, no end to end
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
             "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml`, "
-            "`crisis_heldout_v4.yaml` and `crisis_heldout_v5.yaml` (each written by "
+            "`crisis_heldout_v4.yaml`, `crisis_heldout_v5.yaml` and `crisis_heldout_v6.yaml` (each written by "
             "hand before the check was rebuilt): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
@@ -355,7 +358,8 @@ def crisis_report(args: argparse.Namespace) -> None:
             "question with no risk cue is not fired on by the head alone), both written against development sets "
             "only (`tests/models/crisis_medicine_lookalikes.yaml`, the exemplars and the four older files): "
             "`crisis_heldout_v5.yaml`, written before v7, is the fresh measure (MODEL_CARD.md, every build in "
-            "order). End to end, the "
+            "order); `crisis_heldout_v6.yaml` was written and committed after v7, before any later build. "
+            "End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "
             "message, and the word 'rephrase'.",
         )
@@ -726,12 +730,13 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Eight hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            note="Nine hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
             "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
-            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and five files each "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and six files each "
             "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml`, "
             "`bench/data/lookalike_heldout_v10.yaml`, `bench/data/lookalike_heldout_v11.yaml`, "
-            "`bench/data/lookalike_heldout_v12.yaml`, `bench/data/lookalike_heldout_v13.yaml`) "
+            "`bench/data/lookalike_heldout_v12.yaml`, `bench/data/lookalike_heldout_v13.yaml`, "
+            "`bench/data/lookalike_heldout_v14.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "
