@@ -8,6 +8,7 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --lexical --version NAME --out DIR  # experiment: + TF-IDF term
     .venv/bin/python scripts/train_classifier.py --contrast --version NAME --out DIR  # experiment: + nearest exemplars
     .venv/bin/python scripts/train_classifier.py --only response --version NAME  # refit one head, keep the others
+    .venv/bin/python scripts/train_classifier.py --only request --retired --version NAME --out DIR  # + retired files
     .venv/bin/python scripts/train_classifier.py --score FILE.json  # a weights file's metrics on today's check split
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
@@ -77,9 +78,19 @@ KEEP_ACCEPTABLE = 0.95
 HEAD_MODEL = {"request": "svm", "response": "svm", "adversarial": "logreg"}
 #: How each head's operating threshold is chosen on the validation split (see fit_head).
 OPERATING_RULE = {"request": "balanced-conversational", "response": "keep-acceptable", "adversarial": "youden"}
-#: Validation requests in plain conversational phrasing (project-written, HH first turns): the
-#: request head's hyper-parameters and operating point are chosen on these.
-CONVERSATIONAL = ("project-benign", "project-lookalike", "project-harmful", "hh-benign", "hh-harmful")
+#: Validation requests in plain conversational phrasing (project-written, the retired held-out
+#: files since v9, HH first turns): the request head's hyper-parameters and operating point are
+#: chosen on these.
+CONVERSATIONAL = (
+    "project-benign",
+    "project-lookalike",
+    "project-harmful",
+    "retired-lookalike",
+    "retired-harmful",
+    "retired-premise",
+    "hh-benign",
+    "hh-harmful",
+)
 #: With ``--lexical`` (an experiment, not the shipped build): heads given a lexical term (TF-IDF
 #: n-grams of the text, :class:`Lexical`) blended into the kernel's logit, and their threshold rule.
 LEXICAL = {"request": "keep-blocked-conversational"}
@@ -515,6 +526,11 @@ def main() -> None:
         action="store_true",
         help="experiment: blend a nearest-exemplar contrast term into the request head (give --version and --out)",
     )
+    ap.add_argument(
+        "--retired",
+        action="store_true",
+        help="experiment: train and validate on the retired held-out request files too (the v9 candidate)",
+    )
     ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
     ap.add_argument(
         "--only",
@@ -556,7 +572,7 @@ def main() -> None:
             )
     try:
         data = args.data or default_data_dir()
-        examples, excluded = load_corpus_with_exclusions(data)
+        examples, excluded = load_corpus_with_exclusions(data, retired=args.retired)
     except InputError as exc:  # training needs the shared data (tests never train)
         sys.exit(f"error: {exc}")
     # Benchmark texts never reach training, calibration or thresholds (see benchmark_texts).

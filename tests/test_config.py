@@ -119,3 +119,32 @@ def test_a_bad_value_is_blamed_on_the_layer_that_set_it(tmp_path: Path) -> None:
         load_settings(path, environ=env)
     with pytest.raises(ConfigError, match=r"^a command-line flag: invalid configuration at serve\.port"):
         load_settings(path, environ=env, overrides={"serve": {"port": 99999}})
+
+
+def test_each_key_is_named_after_the_layer_it_came_from_by_the_documented_precedence(tmp_path: Path) -> None:
+    """A flag over a variable over the file over the defaults, key by key; a role's resolved key
+    from its own table when a layer sets it there, else from [defaults]; a variable that gives a
+    whole table as JSON sets every key in it; no file at all leaves only defaults."""
+    from psychoalign.config import layer_sources
+
+    path = write(tmp_path, TOML + "\n[negotiation]\nk = 3\ntau = 0.6\n")
+    environ = {"PSYCHOALIGN_NEGOTIATION__TAU": "0.7", "PSYCHOALIGN_SERVE": '{"port": 9000}', "PSYCHOALIGN_DEBUG": "1"}
+    layers = layer_sources(path, environ=environ, overrides={"roles": {"drive": {"temperature": 0.1}}})
+    assert layers.of(["negotiation", "k"]) == str(path)
+    assert layers.of(["negotiation", "tau"]) == "PSYCHOALIGN_NEGOTIATION__TAU"
+    assert layers.of(["serve", "host"]) == "default"
+    assert layers.of(["serve", "port"]) == "PSYCHOALIGN_SERVE"
+    assert layers.of(["roles", "drive", "temperature"]) == "flag"
+    assert layers.of(["roles", "drive", "model"]) == str(path)  # [roles.drive]
+    assert layers.of(["roles", "mediator", "model"]) == str(path)  # [defaults]
+    assert layers.of(["roles", "mediator", "max_tokens"]) == "default"
+    assert layers.of(["source"]) == str(path)
+    # the keys the settings hold are what the layers resolve to
+    settings = load_settings(path, environ=environ, overrides={"roles": {"drive": {"temperature": 0.1}}})
+    assert (settings.negotiation["tau"], settings.serve.port, settings.model_spec("drive").temperature) == (
+        0.7,
+        9000,
+        0.1,
+    )
+    bare = layer_sources(None, environ={})
+    assert {bare.of(p) for p in (["negotiation", "k"], ["roles", "drive", "model"], ["source"])} == {"default"}

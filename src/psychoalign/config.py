@@ -20,7 +20,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -488,6 +488,86 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
                 raise ConfigError(f"environment variable {name} conflicts with another PSYCHOALIGN_ variable")
         node[path[-1]] = _parse_scalar(raw)
     return out
+
+
+#: What :meth:`LayerSources.of` calls a value no layer set.
+DEFAULT_LAYER = "default"
+#: What it calls a value a command-line flag set.
+FLAG_LAYER = "flag"
+
+
+def _sets_at(layer: Mapping[str, Any], path: Sequence[str]) -> bool:
+    """Whether ``layer`` sets ``path``: the key itself, or a prefix of it to a value that is not a
+    table (a list, or a JSON value given to a whole table), which replaces what lay beneath."""
+    node: Any = layer
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+        if not isinstance(node, Mapping):
+            return True
+    return True
+
+
+class LayerSources:
+    """Which layer each key of the effective configuration came from, by the documented precedence
+    (flags over environment over file over defaults): ``default``, the config file's path, the
+    environment variable's name, or ``flag``. A role's resolved key (``roles.<role>.<key>``) comes
+    from ``[roles.<role>]`` when a layer sets it there, else from ``[defaults]``; the store URL
+    unset comes from ``home``."""
+
+    def __init__(
+        self,
+        file: tuple[str, Mapping[str, Any]] | None,
+        environ: Mapping[str, str],
+        flags: Mapping[str, Any],
+    ) -> None:
+        self._file = file
+        self._env = env_overrides(environ)
+        self._flags = flags
+        # each variable's path as env_overrides reads it, so a key is named by the variable that set it
+        self._env_names: dict[tuple[str, ...], str] = {}
+        for name in environ:
+            if name.upper().startswith(ENV_PREFIX) and name.upper() not in RESERVED_ENV:
+                path = tuple(p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p)
+                if path:
+                    self._env_names[path] = name
+
+    def _setter(self, path: Sequence[str]) -> str | None:
+        if _sets_at(self._flags, path):
+            return FLAG_LAYER
+        if _sets_at(self._env, path):
+            return next(
+                self._env_names[tuple(path[:n])] for n in range(1, len(path) + 1) if tuple(path[:n]) in self._env_names
+            )
+        if self._file is not None and _sets_at(self._file[1], path):
+            return self._file[0]
+        return None
+
+    def of(self, path: Sequence[str]) -> str:
+        """The layer that set ``path`` (keys as :meth:`Settings.masked` shows them)."""
+        path = [str(p) for p in path]
+        if path == ["source"]:  # which file was read: the file itself, or none
+            return self._file[0] if self._file is not None else DEFAULT_LAYER
+        if len(path) == 3 and path[0] == "roles":
+            key = "api_key" if path[2] == "api_key_set" else path[2]
+            return self._setter(["roles", path[1], key]) or self._setter(["defaults", key]) or DEFAULT_LAYER
+        if path == ["store_url"]:
+            return self._setter(path) or self._setter(["home"]) or DEFAULT_LAYER
+        return self._setter(path) or DEFAULT_LAYER
+
+
+def layer_sources(
+    config_file: str | Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> LayerSources:
+    """The :class:`LayerSources` of the configuration :func:`load_settings` builds from the same arguments."""
+    environ = os.environ if environ is None else environ
+    path = find_config_file(config_file, environ)
+    file = (str(path), read_config_file(path)) if path is not None else None
+    return LayerSources(file, environ, overrides or {})
 
 
 def find_config_file(explicit: str | Path | None, environ: Mapping[str, str]) -> Path | None:

@@ -20,6 +20,7 @@ from typing import Any
 from .errors import InputError, PsychoAlignError
 
 __all__ = [
+    "FORMULA_START",
     "INVISIBLE",
     "csv_reader",
     "decode_utf8",
@@ -30,6 +31,7 @@ __all__ = [
     "read_jsonl_objects",
     "read_text",
     "skeleton",
+    "spreadsheet_safe",
     "terminal_text",
     "visible_marker",
 ]
@@ -181,3 +183,38 @@ def parse_jsonl_objects(text: str, source: str) -> list[tuple[int, dict[str, Any
             raise InputError(f"{source}:{n}: expected a JSON object")
         rows.append((n, row))
     return rows
+
+
+#: A CSV cell whose text starts with one of these is a formula to Excel, LibreOffice and Google
+#: Sheets; the full-width forms too (U+FF1D ＝, U+FF0B ＋, U+FF0D －, U+FF20 ＠): a spreadsheet set
+#: for East Asian input reads them as their ASCII forms. A leading tab or carriage return is
+#: neutralised on its own (OWASP's list).
+FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20", "\t", "\r")
+
+
+def _skipped_before_formula(ch: str) -> bool:
+    # spreadsheets trim leading blanks (and never show control or format characters), so
+    # " =cmd", "\n=cmd" and "\u200b=cmd" run as formulas too
+    return ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf")
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A CSV cell that a spreadsheet opens as text, never as a formula (OWASP CSV injection): a
+    string whose first character that is not whitespace, a control or a format character is one
+    of :data:`FORMULA_START` (or that starts with a tab or carriage return) gets a leading
+    apostrophe, unless it is a number written as text ("-1.5": a spreadsheet reads a number).
+    Everything else passes unchanged. The one check of every CSV the package writes: participant
+    text, data-folder text and model output are untrusted (``=HYPERLINK(...)`` must not become a
+    live link in the reader's spreadsheet)."""
+    if not isinstance(value, str) or not value:
+        return value
+    if not value.startswith(("\t", "\r")):
+        start = next((i for i, ch in enumerate(value) if not _skipped_before_formula(ch)), len(value))
+        if not value.startswith(FORMULA_START[:8], start):
+            return value
+        try:
+            float(value)
+            return value
+        except ValueError:
+            pass
+    return "'" + value

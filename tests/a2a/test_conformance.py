@@ -355,11 +355,12 @@ async def test_json_rpc_errors_travel_in_a_200_with_the_json_rpc_code() -> None:
                 resp = await hc.post(f"{agent.url}{path}", json=body)
                 assert resp.status_code == 200, (body, resp.text)
                 assert resp.json()["jsonrpc"] == "2.0" and resp.json()["error"]["code"] == code, (body, resp.text)
+            typed = {**RPC_HEADERS, "Content-Type": "application/json"}
             broken = await hc.post(
-                f"{agent.url}{path}", content=b'{"jsonrpc": "2.0", "method": "SendMessage"', headers=RPC_HEADERS
+                f"{agent.url}{path}", content=b'{"jsonrpc": "2.0", "method": "SendMessage"', headers=typed
             )
             assert broken.status_code == 200 and broken.json()["error"]["code"] == -32700
-            undecodable = await hc.post(f"{agent.url}{path}", content=b'{"jsonrpc": "\xff"}', headers=RPC_HEADERS)
+            undecodable = await hc.post(f"{agent.url}{path}", content=b'{"jsonrpc": "\xff"}', headers=typed)
             assert undecodable.status_code == 200 and undecodable.json()["error"]["code"] == -32700
         # A version other than 1.0 is VersionNotSupported (-32009); a missing header counts as 0.3.
         for version in ("0.3", "2.0", ""):
@@ -432,6 +433,41 @@ async def test_every_http_json_answer_is_typed_a2a_json_and_json_rpc_stays_json(
             assert resp.headers["content-type"] == "application/json" and "error" in resp.json()
         card = await hc.get("/.well-known/agent-card.json")
         assert card.headers["content-type"] == "application/json"
+
+
+async def test_a_body_of_another_media_type_is_refused_with_415_in_the_bindings_shape() -> None:
+    """A2A 1.0 §9.1: a JSON-RPC request is ``application/json``; §11.1 (1.0.1): HTTP+JSON is
+    ``application/a2a+json``, ``application/json`` still taken (the SDK's own REST client sends
+    it). Any other type, or none (what a web form or ``text/plain`` cross-site POST carries), is
+    HTTP 415 before anything runs: a JSON-RPC Invalid Request on that route, an AIP-193
+    INVALID_ARGUMENT on HTTP+JSON, each naming the type and the fix. Parameters are allowed."""
+    rpc = b'{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m",'
+    rpc += b'"role":"ROLE_USER","parts":[{"text":"How do I boil an egg?"}]}}}'
+    rest = b'{"message":{"messageId":"r","role":"ROLE_USER","parts":[{"text":"How do I boil an egg?"}]}}'
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, base_url=agent.url) as hc:
+        for path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
+            for media in ("text/plain", "application/x-www-form-urlencoded", "application/a2a+json", None):
+                headers = {**RPC_HEADERS, **({"Content-Type": media} if media else {})}
+                resp = await hc.post(path, content=rpc, headers=headers)
+                assert resp.status_code == 415, (path, media, resp.text)
+                error = resp.json()["error"]
+                assert resp.json()["jsonrpc"] == "2.0" and error["code"] == -32600, (media, resp.text)
+                said = f"Content-Type '{media}'" if media else "without a Content-Type"
+                assert said in error["message"] and "send the body as application/json" in error["message"]
+        for media in ("text/plain", "multipart/form-data; boundary=x", None):
+            headers = {**RPC_HEADERS, **({"Content-Type": media} if media else {})}
+            resp = await hc.post("/a2a/rest/message:send", content=rest, headers=headers)
+            assert resp.status_code == 415 and resp.headers["content-type"] == "application/a2a+json", resp.text
+            error = resp.json()["error"]
+            assert (error["code"], error["status"]) == (415, "INVALID_ARGUMENT")
+            assert "application/a2a+json or application/json" in error["message"]
+        assert agent.world.calls["drive"] == 0  # nothing refused ran
+        for media in ("application/json", "Application/JSON; charset=utf-8"):
+            ok = await hc.post("/a2a/jsonrpc", content=rpc, headers={**RPC_HEADERS, "Content-Type": media})
+            assert ok.status_code == 200 and "result" in ok.json(), ok.text
+        for media in ("application/a2a+json", "application/json; charset=utf-8"):
+            ok = await hc.post("/a2a/rest/message:send", content=rest, headers={**RPC_HEADERS, "Content-Type": media})
+            assert ok.status_code == 200, (media, ok.text)
 
 
 async def test_a_wrong_method_on_a_served_path_is_a_405_naming_the_methods() -> None:

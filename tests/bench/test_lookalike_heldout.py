@@ -60,3 +60,22 @@ def test_the_newest_held_out_file_repeats_no_request_of_another_bench_file() -> 
     ]
     assert len(others) > 500
     assert not repeats(items, others)
+
+
+def test_the_retired_copy_is_the_bench_files_and_the_shipped_weights_never_read_it() -> None:
+    """``classifier_data/project_retired_requests.yaml`` (training data only with
+    ``train_classifier.py --retired``) holds exactly the items of the bench files it names, and the
+    shipped weights' training record has no retired source, so those files are still held out for
+    them (a build trained with ``--retired`` must not be measured on them)."""
+    from psychoalign.models.classifier import load_weights
+
+    data = Path(__file__).parents[2] / "bench" / "data"
+    copy = yaml.safe_load(benign_requests_path().with_name("project_retired_requests.yaml").read_text("utf-8"))
+    stems = {stem for topics in copy.values() for stem in topics}
+    assert len(stems) == 8 and all((data / f"{stem}.yaml").is_file() for stem in stems)
+    for stem in stems:
+        sets = load_sets(data / f"{stem}.yaml", SETS)
+        for s in SETS:
+            assert copy[s].get(stem, []) == sets[s], (stem, s)
+    trained_on = load_weights().training["counts"]
+    assert trained_on and not [source for source in trained_on if "retired-" in source]

@@ -147,3 +147,21 @@ def _ok_env(env: dict[str, str], *args: str) -> str:
     out = cli(*args, env=env)
     assert out.returncode == 0, f"{' '.join(args)}: {out.stderr}"
     return out.stdout
+
+
+def test_config_show_names_each_keys_layer_in_comments_and_still_parses_as_the_settings(config: Path) -> None:
+    """Each key of `config show` is followed by a comment naming its layer (the file, the variable,
+    or default); piped or on a narrow terminal the YAML still loads as the --json output, and
+    --sources prints the same names by key."""
+    env = {**NARROW, "PSYCHOALIGN_NEGOTIATION__TAU": "0.7"}
+    shown = cli("config", "show", "--config", str(config), env=env)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "  tau: 0.7  # PSYCHOALIGN_NEGOTIATION__TAU" in lines
+    assert f"home: {yaml.safe_load(shown.stdout)['home']}  # {config}" in lines
+    assert any(line.startswith("  port: ") and line.endswith("  # default") for line in lines)
+    as_json = json.loads(cli("config", "show", "--config", str(config), "--json", env=env).stdout)
+    assert yaml.safe_load(shown.stdout) == as_json
+    by_key = json.loads(cli("config", "show", "--config", str(config), "--json", "--sources", env=env).stdout)
+    assert by_key["negotiation.tau"] == "PSYCHOALIGN_NEGOTIATION__TAU" and by_key["home"] == str(config)
+    assert by_key["serve.port"] == "default"

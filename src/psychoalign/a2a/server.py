@@ -289,7 +289,9 @@ class VersionParam:
 class BodyLimit:
     """Refuses request bodies the SDK would choke on, before it reads them, in the binding's error
     shape: over ``limit`` bytes (HTTP 413; a declared Content-Length over the limit is refused
-    at once), not UTF-8 (a JSON-RPC parse error, HTTP+JSON ``INVALID_ARGUMENT``; the SDK
+    at once), of a media type the binding does not take (HTTP 415: a JSON-RPC Invalid Request,
+    HTTP+JSON ``INVALID_ARGUMENT``; :func:`_unsupported_type`), not UTF-8 (a JSON-RPC parse error,
+    HTTP+JSON ``INVALID_ARGUMENT``; the SDK
     answered an internal error naming the codec), or JSON nested deeper or with longer numbers
     than :mod:`psychoalign.jsonguard` allows (the same parse error). The body is then replayed."""
 
@@ -323,6 +325,9 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if body and (unsupported := _unsupported_type(scope)) is not None:
+            await self._refuse(scope, receive, send, 415, unsupported[0], hint=unsupported[1])
+            return
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -378,6 +383,26 @@ class BodyLimit:
             reason = "INVALID_REQUEST" if code is None else reason
         response = error_response(scope["path"], status, reason, message, code=code, request_id=request_id)
         await response(scope, receive, send)
+
+
+#: The media types a request body may have, by binding (A2A 1.0 §9.1: JSON-RPC is
+#: ``application/json``; §11.1, as amended in 1.0.1: HTTP+JSON is ``application/a2a+json``, and
+#: ``application/json`` is still accepted there, which the SDK's own REST client sends).
+_RPC_TYPES = ("application/json",)
+_REST_TYPES = (A2A_JSON_MEDIA_TYPE, "application/json")
+
+
+def _unsupported_type(scope: Scope) -> tuple[str, str] | None:
+    """Why a request body's Content-Type is refused (and the fix), or None when the binding takes
+    it. Parameters (``; charset=utf-8``) are allowed. A missing type is refused too: a browser
+    sends a form or ``text/plain`` cross-site without asking first, never ``application/json``."""
+    sent = next((v for k, v in scope.get("headers") or () if k.lower() == b"content-type"), None)
+    media = sent.decode("latin-1").split(";")[0].strip().lower() if sent is not None else ""
+    allowed = _RPC_TYPES if scope["path"].rstrip("/") == JSONRPC_PATH else _REST_TYPES
+    if media in allowed:
+        return None
+    said = f"Content-Type '{media[:80]}'" if media else "a request body without a Content-Type"
+    return f"{said} is not supported here", f"send the body as {' or '.join(allowed)}"
 
 
 def _invalid_jsonrpc(body: bytes) -> tuple[str, str | int | None] | None:

@@ -11,7 +11,7 @@ the report files) are imported inside the commands: this module holds the option
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..config import Settings
-from ..errors import InputError
+from ..errors import InputError, redact_url
 from ..negotiation import NegotiationParams
 
 # The option defaults name the tension definitions; this module is loaded by `experiment run`, never by --help.
@@ -117,13 +117,17 @@ async def _run_study(
     no_store: bool,
     shard: str | None,
     new_run: bool = False,
+    resume: str | None = None,
 ) -> tuple[RunSummary, list[CellResult]]:
     """Run (or resume) the study's cells in the result store at ``store_url`` (default: the
-    configured store), traces beside them unless ``no_store``; the run's cells afterwards."""
+    configured store), traces beside them unless ``no_store``; the run's cells afterwards. SIGTERM
+    stops it as Ctrl-C does; an interrupted run records ``resume``, the command that resumes it."""
     from ..experiments.harness.runner import run_experiment
     from ..experiments.harness.store import open_result_store
     from ..traces import open_store
-    from .experiment import _parse_shard
+    from .experiment import _cancel_on_sigterm, _parse_shard
+
+    _cancel_on_sigterm()
 
     url = store_url or settings.effective_store_url()
     results = open_result_store(url)
@@ -138,12 +142,51 @@ async def _run_study(
             shard=_parse_shard(shard),
             new_run=new_run,
             progress=_Bar(),
+            resume_command=resume,
         )
         return summary, await results.cells(summary.run_id)
     finally:
         await results.close()
         if traces is not None:
             await traces.close()
+
+
+def _study(
+    spec: ExperimentSpec,
+    settings: Settings,
+    store_url: str | None,
+    no_store: bool,
+    shard: str | None,
+    new_run: bool,
+    resume: str,
+) -> tuple[RunSummary, list[CellResult]]:
+    """:func:`_run_study`; interrupted (Ctrl-C, SIGTERM), the line every interrupted run prints,
+    with ``resume``, and exit status 130 or 143."""
+    from .experiment import _interrupted
+
+    try:
+        return asyncio.run(_run_study(spec, settings, store_url, no_store, shard, new_run, resume))
+    except (KeyboardInterrupt, asyncio.CancelledError) as stop:
+        _interrupted(stop, resume)
+
+
+def _resume_command(name: str, flags: Sequence[tuple[str, Any, Any]]) -> str:
+    """The `experiment run NAME` command that resumes this run: each of ``flags`` (flag, value,
+    default) whose value is not its default, files by their absolute path so the command works
+    from any folder, a store URL without its password."""
+    import shlex
+
+    words = ["psychoalign", "experiment", "run", name]
+    for flag, value, default in flags:
+        if value is None or value is False or value == default:
+            continue
+        if value is True:
+            words.append(flag)
+            continue
+        if isinstance(value, Path) or (flag in ("--corpus", "--framework") and Path(value).is_file()):
+            value = Path(value).resolve()
+        words += [flag, redact_url(str(value)) if flag == "--store" else str(value)]
+    return shlex.join(words)
 
 
 def _labels(settings: Settings) -> dict[str, str]:
@@ -267,7 +310,29 @@ def boundary_command(
         framework=framework,
         concurrency=concurrency,
     )
-    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard, new_run))
+    resume = _resume_command(
+        "boundary",
+        [
+            ("--corpus", corpus, "boundary"),
+            ("--n", n, None),
+            ("--repeats", repeats, 2),
+            ("--temperature", temperature, None),
+            ("--seed", seed, 1),
+            ("--tension", tension, DEFAULT_DEFINITION.value),
+            ("--framework", framework, FrameworkOpt.default),
+            ("--rounds", rounds, None),
+            ("--proposals", proposals, None),
+            ("--concurrency", concurrency, ConcurrencyOpt.default),
+            ("--store", store_url, None),
+            ("--no-store", no_store, False),
+            ("--shard", shard, None),
+            ("--new-run", new_run, False),
+            ("--boot", n_boot, 2000),
+            ("--out", out, None),
+            ("--config", config, None),
+        ],
+    )
+    summary, cells = _study(spec, settings, store_url, no_store, shard, new_run, resume)
     _ran(summary)
     report = boundary_report(data, outcomes_from_cells(spec, data.items, cells), definition=definition, n_boot=n_boot)
     report["run_id"] = summary.run_id
@@ -396,7 +461,30 @@ def h1_command(
         framework=framework,
         concurrency=concurrency,
     )
-    summary, cells = asyncio.run(_run_study(spec, settings, store_url, no_store, shard, new_run))
+    resume = _resume_command(
+        "h1",
+        [
+            ("--ratings", ratings, None),
+            ("--format", fmt, None),
+            ("--mapping", mapping, None),
+            ("--n", n, None),
+            ("--seed", seed, 0),
+            ("--tension", tension, DEFAULT_DEFINITION.value),
+            ("--framework", framework, FrameworkOpt.default),
+            ("--rounds", rounds, None),
+            ("--proposals", proposals, None),
+            ("--concurrency", concurrency, ConcurrencyOpt.default),
+            ("--store", store_url, None),
+            ("--no-store", no_store, False),
+            ("--shard", shard, None),
+            ("--new-run", new_run, False),
+            ("--boot", n_boot, 2000),
+            ("--permutations", n_perm, 5000),
+            ("--out", out, None),
+            ("--config", config, None),
+        ],
+    )
+    summary, cells = _study(spec, settings, store_url, no_store, shard, new_run, resume)
     _ran(summary)
     [outcomes] = outcomes_from_cells(spec, h1_corpus(dataset), cells)
     report = h1_report(dataset, outcomes, definition=definition, n_boot=n_boot, n_perm=n_perm, seed=seed)

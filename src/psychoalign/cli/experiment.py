@@ -8,7 +8,7 @@ import re
 import sys
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -281,12 +281,7 @@ def run(
     try:
         summary, report = asyncio.run(go())
     except (KeyboardInterrupt, asyncio.CancelledError) as stop:  # Ctrl-C, or SIGTERM (the run's task cancelled)
-        err_console.print(
-            safe(f"interrupted: the cells that finished are stored; resume the run with: {resume}"),
-            style="yellow",
-            soft_wrap=True,
-        )
-        raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 143) from None
+        _interrupted(stop, resume)
     folder = out or Path(settings.experiments.out_dir) / summary.run_id
     json_path, html_path = write_report(report, folder)
     if json_out:
@@ -330,6 +325,17 @@ def run(
         _failed_line(summary)
     if summary.stopped or summary.failed:
         raise typer.Exit(1)
+
+
+def _interrupted(stop: BaseException, resume: str) -> NoReturn:
+    """The line an interrupted run prints (every kind of run: spec runs, boundary, h1) and its
+    exit status: 130 after Ctrl-C, 143 after SIGTERM (the run's task cancelled)."""
+    err_console.print(
+        safe(f"interrupted: the cells that finished are stored; resume the run with: {resume}"),
+        style="yellow",
+        soft_wrap=True,
+    )
+    raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 143) from None
 
 
 def _cancel_on_sigterm() -> None:

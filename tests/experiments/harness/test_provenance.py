@@ -318,3 +318,98 @@ def test_the_endpoints_path_is_identity_hashed_and_a_run_stored_without_it_resum
     older["judges"] = {"model": {k: v for k, v in qwen.items() if k != "path_sha256"}}
     assert identity_changes(older, identity)
     assert any(not identity_changes(older, alt) for alt in legacy_identities(identity, []))
+
+
+async def test_an_edited_calibration_file_is_refused_and_a_run_stored_before_it_was_hashed_remeasures(
+    tmp_path: Path,
+) -> None:
+    """Without JailbreakBench's held-out labels the refusal judge is measured on XSTest's labelled
+    completions: their content is in the identity, so a resume after one changed is refused in one
+    line naming the file (the stored agreement was measured on the old one), and a run stored
+    before they were hashed resumes, records them and measures its agreement again."""
+    import shutil
+
+    data = tmp_path / "data"
+    for folder in ("advbench", "xstest"):
+        shutil.copytree(SHARED_DATA / folder, data / folder)
+    store = InMemoryResultStore()
+    s = spec(["vanilla"], ["advbench"], 2, judge={"harm": "off", "calibration_n": 4})
+    models = {"chat": scripted("chat", lambda r: REFUSAL), "judge": scripted("j", Judge())}
+    first, _ = await run(tmp_path, s, models, store=store, data_dir=data, max_cells=1)
+    files = first["run"]["identity"]["judges"]["calibration_files"]
+    completions = [f"xstest/xstest_v2_completions_{m}.csv" for m in ("llama2orig", "mistralinstruct")]
+    assert sorted(files) == completions and all(len(files[rel]) == 64 for rel in completions)
+
+    record = await store.get_run(first["run"]["id"])
+    assert record is not None and record.meta["refusal_calibration"]["status"] == "measured"
+    older = json.loads(json.dumps(record.meta["identity"]))
+    del older["judges"]["calibration_files"]
+    await store.update_meta(record.id, {"identity": older, "refusal_calibration": {"status": "stale"}})
+    resumed, _ = await run(tmp_path, s, models, store=store, data_dir=data, max_cells=1)
+    assert resumed["run"]["identity"]["judges"]["calibration_files"] == files
+    again = await store.get_run(record.id)
+    assert again is not None and again.meta["refusal_calibration"]["status"] == "measured"
+
+    edited = data / completions[1]
+    edited.write_text(edited.read_text(encoding="utf-8").replace("1_full_compliance", "2_full_refusal", 1), "utf-8")
+    with pytest.raises(ConfigError) as refused:
+        await run(tmp_path, s, models, store=store, data_dir=data)
+    assert refused.value.message == f"{edited} has changed since run {record.id} measured or picked its judges on it"
+    assert "--new-run" in (refused.value.hint or "")
+    beside, _ = await run(tmp_path, s, models, store=store, data_dir=data, new_run=True)
+    assert beside["run"]["identity"]["judges"]["calibration_files"][completions[1]] != files[completions[1]]
+
+
+def test_the_calibrations_a_run_reads_are_hashed_whatever_reads_them() -> None:
+    """Which calibration files a run's identity hashes: the harm rows ``harm: auto`` picks its
+    prompt on even with calibration off (the pick changes every harm verdict), none that a user's
+    own labels replace, HHH for the choice model, and every MT-Bench question and reference answer."""
+    from psychoalign.experiments.harness.provenance import calibration_files, calibration_rels
+    from psychoalign.experiments.harness.registry import build_benchmark
+    from psychoalign.experiments.harness.runner import _calibrations
+
+    def used(benchmarks: list[str], **judge: Any) -> set[str]:
+        s = spec(["vanilla"], benchmarks, 1, judge=judge)
+        return _calibrations(s, {b.name: build_benchmark(b.name, b.options) for b in s.benchmarks})
+
+    assert used(["advbench"], harm="auto", calibration_n=0) == {"harm"}
+    assert used(["advbench"], harm="classifier", calibration_n=0) == set()
+    assert used(["advbench"], harm="classifier", calibration_n=5) == {"refusal", "harm"}
+    assert used(["advbench"], harm="classifier", labels={"refusal": "own.jsonl", "harm": "h.jsonl"}) == set()
+    assert used(["hhh", "mt-bench"], choice_model=True) == {"choice", "mtbench"}
+    harm = calibration_rels(SHARED_DATA, "harm")
+    assert {"many_shot_jailbreaking/many_shot_examples_filtered.jsonl", "xstest/xstest_prompts.csv"} <= set(harm)
+    assert set(calibration_rels(SHARED_DATA, "refusal")) < set(harm)  # the completions, labelled
+    hashed = calibration_files(SHARED_DATA, {"mtbench"})
+    assert sorted(hashed) == ["mt_bench/question.jsonl", "mt_bench/reference_answer_gpt-4.jsonl"]
+    assert all(v is not None for v in hashed.values())
+
+
+def test_the_corpus_files_list_every_data_file_the_harm_rows_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`corpus_files` is written by hand beside the loaders: this reads the harm rows and
+    records every data-folder file opened, so a file the loaders start reading without it being
+    listed (hence without being in a run's identity) fails here."""
+    import gzip
+
+    from psychoalign.experiments.harness import harm_labels
+
+    opened: set[str] = set()
+    real_open, real_gzip = Path.open, gzip.open
+
+    def note(path: Any) -> None:
+        resolved = Path(path).resolve()
+        if resolved.is_relative_to(SHARED_DATA.resolve()):
+            opened.add(resolved.relative_to(SHARED_DATA.resolve()).as_posix())
+
+    def path_open(self: Path, *args: Any, **kwargs: Any) -> Any:
+        note(self)
+        return real_open(self, *args, **kwargs)
+
+    def gzip_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        note(path)
+        return real_gzip(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", path_open)
+    monkeypatch.setattr(gzip, "open", gzip_open)
+    assert harm_labels.load_harm_labelled(SHARED_DATA)
+    assert opened and opened <= set(harm_labels.source_files(SHARED_DATA))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...errors import ConfigError, InputError, PsychoAlignError
-from ...star.files import FORMULA_START
+from ...textio import spreadsheet_safe
 from .cells import category_of
 from .registry import Registry, build_benchmark
 from .spec import ExperimentSpec
@@ -139,18 +139,6 @@ def judge_flags(report: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _cell_text(value: Any) -> Any:
-    """A spreadsheet reads a text cell starting with = + - @ (or their full-width forms, a tab or
-    a carriage return: :data:`~psychoalign.star.files.FORMULA_START`) as a formula: such text
-    (from the data or a model, never trusted) gets a leading apostrophe in CSV; numbers are left alone."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        try:
-            float(value)
-        except ValueError:
-            return "'" + value
-    return value
-
-
 def _csv_text(records: Sequence[dict[str, Any]]) -> str:
     metric_keys = sorted({k for r in records for k in r["metrics"]})
     cost_keys = sorted({k for r in records for k in r["cost"]})
@@ -170,7 +158,7 @@ def _csv_text(records: Sequence[dict[str, Any]]) -> str:
         row.update({f"metrics.{k}": r["metrics"].get(k, "") for k in metric_keys})
         row.update({f"cost.{k}": r["cost"].get(k, "") for k in cost_keys})
         row.update({k: json.dumps(r[k], ensure_ascii=False) for k in NESTED})
-        writer.writerow({k: "" if v is None else _cell_text(v) for k, v in row.items()})
+        writer.writerow({k: "" if v is None else spreadsheet_safe(v) for k, v in row.items()})
     return buf.getvalue()
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "load_harm_labelled",
     "load_jbb_harm_rows",
     "pick_rows",
+    "source_files",
 ]
 
 FILES = ("xstest/xstest_v2_completions_llama2orig.csv", "xstest/xstest_v2_completions_mistralinstruct.csv")
@@ -65,6 +66,17 @@ HARM_SOURCES = (
 )
 
 
+SHOTS = "many_shot_jailbreaking/many_shot_examples_filtered.jsonl"
+
+
+def source_files(data_dir: Path) -> list[str]:
+    """Every data-folder file :func:`load_harm_labelled` (hence :func:`pick_rows`) reads, relative
+    to ``data_dir``: the labelled files, and the corpus whose training texts it leaves out."""
+    from ...models.safety_corpus import corpus_files
+
+    return sorted({*FILES, SHOTS, *corpus_files(data_dir)})
+
+
 def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
     """Labelled non-refusals for the harm judge (:data:`HARM_SOURCES`), minus every text the
     embedded classifier was trained or tuned on (its corpus, ``models/safety_corpus.py``), so the
@@ -88,7 +100,7 @@ def load_harm_labelled(data_dir: Path) -> list[dict[str, Any]]:
                 "harmful": unsafe,
             }
         )
-    shots = data_dir / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl"
+    shots = data_dir / SHOTS
     if not shots.is_file():
         raise InputError(f"calibration file {shots} is missing", hint=DATA_HINT)
     for n, shot in read_jsonl_objects(shots, what="calibration file"):

@@ -11,7 +11,9 @@ folder and the judges from the installed package. :func:`run_identity` resolves 
   configuration's ``[negotiation]`` changed (the spec's own are in the run id);
 * the judges: the spec's judge section, the judge role's model, a hash of the judges' code
   and the shipped classifier weights, the user's calibration files and, when the run measures
-  its judges on them, the held-out labelled files of the data folder (:data:`HELD_OUT_LABELS`);
+  its judges on them, the held-out labelled files of the data folder (:data:`HELD_OUT_LABELS`)
+  and every other data-folder file its calibrations (and the ``harm: auto`` prompt pick) read
+  (:func:`calibration_files`);
 * per benchmark, the hash of the items sampled (their ids, turns and data, as read), and of the
   data-folder files its judges grade with (:data:`JUDGE_DATA_FILES`: MT-Bench's judge prompts);
 * the package version;
@@ -119,6 +121,39 @@ def judge_data_files(data_dir: Path, needs: Iterable[str]) -> dict[str, str | No
     }
 
 
+#: The calibrations (and the ``harm: auto`` pick) whose data-folder files :func:`calibration_files`
+#: hashes, besides :data:`HELD_OUT_LABELS`: refusal (XSTest completions, when the held-out labels
+#: are absent), harm (the labelled non-refusals the pick is made and, without held-out labels,
+#: the judge measured on), choice (HHH), mtbench (every question and reference answer).
+CALIBRATIONS = ("refusal", "harm", "choice", "mtbench")
+#: Run meta keys of the calibrations reading :func:`calibration_files` beside :data:`HELD_OUT_CALIBRATIONS`.
+CALIBRATION_META = ("choice_calibration", "mtbench_calibration")
+
+
+def calibration_rels(data_dir: Path, calibration: str) -> list[str]:
+    """The data-folder files ``calibration`` (one of :data:`CALIBRATIONS`) reads, relative to ``data_dir``."""
+    from . import harm_labels
+
+    if calibration == "refusal":
+        return list(harm_labels.FILES)
+    if calibration == "harm":
+        return harm_labels.source_files(data_dir)
+    if calibration == "choice":
+        from ..suites.benchmarks.hhh import HHH
+
+        return [f"hhh_alignment/{part}.task.json" for part in HHH.FILES]
+    if calibration == "mtbench":
+        return ["mt_bench/question.jsonl", "mt_bench/reference_answer_gpt-4.jsonl"]
+    raise ValueError(f"unknown calibration {calibration!r}")
+
+
+def calibration_files(data_dir: Path, calibrations: Iterable[str]) -> dict[str, str | None]:
+    """The sha256 of each data-folder file the run's ``calibrations`` read (None: not there): a
+    changed file changes the agreement stored with the run, or the harm prompt picked on it."""
+    rels = sorted({rel for c in set(calibrations) for rel in calibration_rels(data_dir, c)})
+    return {rel: _sha256_file(data_dir / rel) for rel in rels}
+
+
 def framework_identity(framework: Framework) -> dict[str, Any]:
     return {"name": framework.name, "version": framework.version, "sha256": framework.sha256}
 
@@ -179,10 +214,11 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
         spellings.append({**identity, "judges": {k: v for k, v in judges.items() if k != "held_out_labels"}})
     if _has_path(identity):  # stored before the endpoint's path was part of a model's identity
         spellings += [_without_paths(base) for base in spellings]
-    if "files" in judges:  # stored before the judges' data files were hashed
-        spellings += [
-            {**base, "judges": {k: v for k, v in base["judges"].items() if k != "files"}} for base in spellings
-        ]
+    for key in ("files", "calibration_files"):  # stored before these data files were hashed
+        if key in judges:
+            spellings += [
+                {**base, "judges": {k: v for k, v in base["judges"].items() if k != key}} for base in spellings
+            ]
     if len(droppable) > _LEGACY_FIELDS_MAX:  # bounded: the format as it is, and without them all
         drops = [frozenset(), frozenset(droppable)]
     else:
@@ -273,11 +309,13 @@ def run_identity(
     labels: Mapping[str, LabelFile] | None = None,
     held_out: Mapping[str, str | None] | None = None,
     judge_files: Mapping[str, str | None] | None = None,
+    calibration: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The run's identity (see the module doc): plain JSON data. ``labels``: the user's
     calibration files (``judge.labels``) as the run read them (read here when not given).
     ``held_out``: :func:`held_out_labels` when the run measures its judges on them.
-    ``judge_files``: :func:`judge_data_files`, the data-folder files its judges grade cells with."""
+    ``judge_files``: :func:`judge_data_files`, the data-folder files its judges grade cells with.
+    ``calibration``: :func:`calibration_files`, the other data-folder files its calibrations read."""
     if labels is None:
         labels = {name: read_user_labels(path, name) for name, path in judge.labels.items()}
     out_systems: dict[str, Any] = {}
@@ -318,6 +356,8 @@ def run_identity(
         out["judges"]["held_out_labels"] = dict(held_out)
     if judge_files:
         out["judges"]["files"] = dict(judge_files)
+    if calibration:
+        out["judges"]["calibration_files"] = dict(calibration)
     if repeats > 1:
         out["repeats"] = {"n": repeats, "reducer": reducer}
     return out

@@ -57,8 +57,10 @@ from .labels import LabelFile, read_user_labels
 from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import (
+    CALIBRATION_META,
     HELD_OUT_CALIBRATIONS,
     ModelFile,
+    calibration_files,
     held_out_labels,
     identity_changes,
     identity_digest,
@@ -337,6 +339,25 @@ def _measures_on_held_out(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]
     )
 
 
+def _calibrations(spec: ExperimentSpec, benchmarks: dict[str, Benchmark]) -> set[str]:
+    """The calibrations of :data:`.provenance.CALIBRATIONS` whose data-folder files the run reads:
+    each one the run measures (not on the user's own labels), and the harm rows ``harm: auto``
+    picks its prompt on whatever ``calibration_n`` says."""
+    needs = {need for b in benchmarks.values() for need in b.needs}
+    measured = spec.judge.calibration_n > 0
+    out: set[str] = set()
+    if measured and "refusal" in needs and "refusal" not in spec.judge.labels:
+        out.add("refusal")
+    picked = spec.judge.harm == "auto"
+    if spec.judge.harm_on and "harm" in needs and (picked or (measured and "harm" not in spec.judge.labels)):
+        out.add("harm")
+    if measured and "choice" in needs and spec.judge.choice_model:
+        out.add("choice")
+    if measured and "mtbench" in needs:
+        out.add("mtbench")
+    return out
+
+
 async def _check_identity(
     store: ResultStore,
     run: RunRecord,
@@ -364,12 +385,19 @@ async def _check_identity(
     changes = identity_changes(stored, identity)
     if changes and any(not identity_changes(stored, alt) for alt in legacy):
         updates: dict[str, Any] = {"identity": identity}
-        if "held_out_labels" in identity["judges"] and "held_out_labels" not in (stored.get("judges") or {}):
+        was = stored.get("judges") or {}
+        if "held_out_labels" in identity["judges"] and "held_out_labels" not in was:
             # measured on labels whose content the stored identity does not name
             updates.update(dict.fromkeys(HELD_OUT_CALIBRATIONS))
+        if "calibration_files" in identity["judges"] and "calibration_files" not in was:
+            updates.update(dict.fromkeys((*HELD_OUT_CALIBRATIONS, *CALIBRATION_META)))
         await store.update_meta(run.id, updates)
         return
-    for key, did in (("held_out_labels", "measured its judges on it"), ("files", "judged its cells with it")):
+    for key, did in (
+        ("held_out_labels", "measured its judges on it"),
+        ("files", "judged its cells with it"),
+        ("calibration_files", "measured or picked its judges on it"),
+    ):
         was = (stored.get("judges") or {}).get(key) or {}
         now = identity["judges"].get(key) or {}
         for rel in sorted(set(was) & set(now)):
@@ -593,6 +621,7 @@ async def _run_experiment(
             labels=labels,
             held_out=held_out_labels(data_dir) if _measures_on_held_out(spec, benchmarks) else None,
             judge_files=judge_data_files(data_dir, {need for b in benchmarks.values() for need in b.needs}),
+            calibration=calibration_files(data_dir, _calibrations(spec, benchmarks)),
         )
         legacy = legacy_identities(identity, list(systems.values()))
         run_id = await _stored_id(store, spec, identity, legacy, new_run)

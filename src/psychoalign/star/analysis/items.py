@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..files import FORMULA_START
+from ...textio import spreadsheet_safe
 from .agreement import item_disagreement
 from .data import RatingData
 from .stats import counts_matrix
@@ -85,10 +85,9 @@ def item_table(data: RatingData) -> pd.DataFrame:
 
 
 def neutralise(value: Any) -> str:
-    """A cell as text for CSV: missing → empty; text starting with = + - @ (or their full-width
-    forms), tab or CR (:data:`~psychoalign.star.files.FORMULA_START`) gets a leading
-    apostrophe so spreadsheets show it instead of evaluating it (OWASP CSV injection). Numbers are
-    written as numbers (a negative number is not text and stays as it is)."""
+    """A cell as text for CSV: missing → empty; text a spreadsheet would run as a formula gets a
+    leading apostrophe (:func:`psychoalign.textio.spreadsheet_safe`: OWASP CSV injection). Numbers
+    are written as numbers (a negative number is not text and stays as it is)."""
     if value is None:
         return ""
     if isinstance(value, bool | np.bool_):
@@ -101,8 +100,7 @@ def neutralise(value: Any) -> str:
         return ""
     if pd.isna(value) if not isinstance(value, list | dict | tuple) else False:
         return ""
-    text = str(value)
-    return "'" + text if text.startswith(FORMULA_START) else text
+    return str(spreadsheet_safe(str(value)))
 
 
 def write_item_csv(tables: Iterable[pd.DataFrame], path: Path) -> Path:

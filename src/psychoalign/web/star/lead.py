@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 
 from ...errors import InputError, PsychoAlignError
 from ...star.campaign import TargetConfig
-from ...star.files import spreadsheet_safe
 from ...star.instructions import Instruction, coverage, generate_instructions
 from ...star.lab_store import LabCampaignSettings
 from ...star.policy import Policy
 from ...star.store import StarStore
+from ...textio import spreadsheet_safe
 from ..accounts import Account, Role
 from ..auth import PageTemplates
 from ..security import LeadAccount, csrf_protect
