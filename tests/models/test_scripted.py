@@ -105,3 +105,24 @@ def test_a_good_rules_file_with_json_replies_still_loads(tmp_path: Path) -> None
     path.write_text('rules:\n  - match: "a\\\\(b"\n    reply: {x: 1}\ndefault: ""\n', encoding="utf-8")
     backend = ScriptedBackend(ModelSpec(backend="scripted", script=str(path)))
     assert [p.pattern for p, _ in backend._rules] == [r"a\(b"] and backend._default == ""
+
+
+async def test_a_script_list_that_runs_out_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    """A persona campaign stopped with "scripted model: ran out of replies after 4": which role's
+    script, and how to make it answer every call, went unsaid."""
+    path = tmp_path / "attacker.yaml"
+    path.write_text("- one\n", encoding="utf-8")
+    model = build_model(ModelSpec(backend="scripted", script=str(path)))
+    assert (await model.chat("a")).text == "one"
+    with pytest.raises(ModelError) as err:
+        await model.chat("b")
+    assert err.value.message.startswith(f"script {path}: ran out of replies after 1")
+    assert "default:" in (err.value.hint or "") and "\n" not in str(err.value)
+
+
+async def test_a_default_only_script_answers_every_call(tmp_path: Path) -> None:
+    """'Else the default' (docs/configuration.md) without rules was refused as not a script."""
+    path = tmp_path / "target.yaml"
+    path.write_text("default: I cannot say.\n", encoding="utf-8")
+    model = build_model(ModelSpec(backend="scripted", script=str(path)))
+    assert [(await model.chat(p)).text for p in ("a", "b", "c")] == ["I cannot say."] * 3

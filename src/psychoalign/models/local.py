@@ -185,6 +185,30 @@ def render_prompt(messages: tuple[Message, ...]) -> str:
     return "\n".join(parts)
 
 
+#: How to get a working llama.cpp binding back, or do without it.
+_LLAMA_FIX = (
+    "reinstall it (pip install --force-reinstall --no-cache-dir 'psychoalign[local]'), "
+    "or give this role a model endpoint in the configuration (docs/configuration.md)"
+)
+
+
+def _llama_cpp() -> Any:
+    """The llama_cpp module, or one :class:`BackendUnavailableError` line: a package whose shared
+    library is missing or broken raises FileNotFoundError or OSError at import, which reached the
+    user as "FileNotFoundError: — check the path" with a traceback per failed negotiation."""
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            "llama-cpp-python (the embedded model's runtime) is not installed", hint=_LLAMA_FIX
+        ) from exc
+    except (OSError, RuntimeError) as exc:
+        raise BackendUnavailableError(
+            f"llama-cpp-python is installed but its llama.cpp library cannot be loaded ({exc})", hint=_LLAMA_FIX
+        ) from exc
+    return llama_cpp
+
+
 def _route_llama_logs() -> None:
     """Send llama.cpp's C-level log lines to Python logging (DEBUG) instead of raw stderr."""
     import llama_cpp
@@ -201,6 +225,7 @@ class _LoadedModel:
     """One llama.cpp context. llama.cpp contexts are not thread-safe: one call at a time."""
 
     def __init__(self, path: Path, n_ctx: int, n_threads: int | None) -> None:
+        _llama_cpp()
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -370,9 +395,9 @@ class LocalBackend(Backend):
     @classmethod
     def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
         try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
-            return False, "pip install 'psychoalign[local]'"
+            _llama_cpp()
+        except BackendUnavailableError as exc:
+            return False, exc.message if "not installed" not in exc.message else "pip install 'psychoalign[local]'"
         try:
             name, path = resolve_model(spec.model if spec is not None else None)
         except BackendUnavailableError as exc:

@@ -91,11 +91,12 @@ class ScriptedBackend(Backend):
             for i, reply in enumerate(data):
                 _check_reply(reply, f"{at(i)}: reply {i + 1}")
             return data
-        if not isinstance(data, dict) or "rules" not in data:
+        # a mapping with only 'default' answers every call the same (the documented "else default")
+        if not isinstance(data, dict) or not ("rules" in data or "default" in data):
             raise ConfigError(f"script file {path} must hold a list of replies or a 'rules' mapping", hint=shape)
         if unknown := sorted(str(k) for k in data if k not in ("rules", "default")):
             raise ConfigError(f"{at(unknown[0])}: unknown key '{unknown[0]}' in a script file", hint=shape)
-        rules = data["rules"]
+        rules = data.get("rules", [])
         if not isinstance(rules, list):
             raise ConfigError(
                 f"{at('rules')}: 'rules' must be a list, not {_kind(rules)}",
@@ -174,7 +175,11 @@ class ScriptedBackend(Backend):
             raise ModelError("scripted model: no replies configured")
         if self._index >= len(self._replies):
             if not self._cycle:
-                raise ModelError(f"scripted model: ran out of replies after {len(self._replies)}")
+                where = f"script {self.spec.script}" if self.spec.script else "scripted model"
+                raise ModelError(
+                    f"{where}: ran out of replies after {len(self._replies)} (a list is given once, in order)",
+                    hint="add replies, or write 'rules: []' with a 'default:' reply to answer any number of calls",
+                )
             self._index = 0
         reply = self._replies[self._index]
         self._index += 1

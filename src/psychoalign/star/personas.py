@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from ..errors import ModelError, PsychoAlignError
 from ..judges import RefusalJudge, RuleRefusalJudge
 from ..models import ChatModel, Message
+from ..models.identity import model_digest
 from ..negotiation.engine import Negotiator
 from ..prompts import load_prompt_yaml
 from ..traces.model import TraceStatus
@@ -93,7 +94,9 @@ class ModelTarget:
     def __init__(self, model: ChatModel, judge: RefusalJudge | None = None) -> None:
         self.model = model
         self.judge = judge or RuleRefusalJudge()
-        self.label = f"model:{model.label}"
+        # the digest tells two models of one name apart (two scripts, two endpoints serving
+        # "qwen3:8b"): an export of two campaigns must not read as one target
+        self.label = f"model:{model.label}@{model_digest(model.spec, model.backend)}"
 
     async def reply(self, turns: list[Turn]) -> Turn:
         fitted = fit_history(turns, self.model.spec.max_prompt_chars - 200)

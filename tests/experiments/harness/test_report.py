@@ -188,3 +188,16 @@ def test_a_column_a_judge_of_unknown_agreement_decides_is_labelled_so_and_never_
     assert columns[2]["weak_judges"] == ["mt-bench"] and "unknown_judges" not in columns[2]
     cell = {"mean": 0.9, "ci_low": 0.8, "ci_high": 0.95, "n": 20, "failed": 0, "judge_status": "unknown"}
     assert _fmt(cell) == "0.900 [0.800, 0.950] n=20 (judge agreement unknown)"
+
+
+@pytest.mark.needs_data("xstest")
+async def test_a_judge_left_unmeasured_says_why_not_that_the_data_has_no_labels(tmp_path: Path) -> None:
+    """With calibration_n: 0 the refusal judge's row read "no human labels for this judge in the
+    data folder" though JailbreakBench's labels were there: the run had turned its checks off."""
+    models = {"chat": scripted("chat", lambda r: REFUSAL), "judge": scripted("j", Judge())}
+    s = spec(["vanilla"], ["xstest"], 2, judge={"refusal": "rules", "harm": False, "calibration_n": 0})
+    report, _ = await run(tmp_path, s, models)
+    row = next(j for j in report["judges"] if j["benchmark"] == "xstest")
+    assert row["status"] == "unknown"
+    assert row["reason"].startswith("not measured in this run: calibration disabled (judge.calibration_n = 0)")
+    assert "set judge.calibration_n" in row["reason"] and "no human labels" not in row["reason"]

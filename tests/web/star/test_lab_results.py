@@ -176,10 +176,11 @@ async def test_enough_people_launch_without_a_warning(lab: tuple[FastAPI, StarLa
 
 @pytest.fixture
 async def broken_target_lab(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, StarLab]]:
-    """A lab whose ``broken`` model role is a scripted model whose script has no ``rules``."""
+    """A lab whose ``broken`` model role is a scripted model whose script has no replies, ``rules``
+    or ``default``."""
     settings = lab_settings(tmp_path / "home")
     script = tmp_path / "home" / "no-rules.yaml"
-    script.write_text("default: hello\n", encoding="utf-8")
+    script.write_text("weather: sunny\n", encoding="utf-8")
     roles = {**settings.model_dump()["roles"], "broken": {"backend": "scripted", "script": str(script)}}
     app, star = lab_app(Settings(home=settings.home, roles=roles))
     yield app, star
@@ -303,3 +304,22 @@ def test_panel_alpha_without_variation_is_not_estimable(tmp_path: Path) -> None:
     assert "not estimable yet: agreement needs at least two dialogues rated twice" in one
     none = render_panel(Templates(None), "c", panel_results([{"status": "submitted"}], planned=1))
     assert "not yet: no dialogue has two ratings" in none and "estimable" not in none
+
+
+def test_panel_says_when_its_ratings_are_by_llm_personas() -> None:
+    """A campaign annotated by LLM personas showed "Agreement between annotators -0.172 (95%
+    interval -0.54 to 0.24)" as if people had rated; the offline report said the raters were
+    simulated, the lead's panel did not."""
+    from psychoalign.web.star.results import panel_results, render_panel
+    from psychoalign.web.templating import Templates
+
+    rows = [
+        {**r, "annotator1_simulated": True, "annotator2_simulated": i != 0}
+        for i, r in enumerate(_rows((1, 4), (2, 2), (3, 4)))
+    ]
+    results = panel_results(rows, planned=3)
+    assert results["simulated"] == {"ratings": 5, "of": 6}
+    html = render_panel(Templates(None), "c", results)
+    assert "5 of 6 ratings below are by LLM personas (simulated annotators)" in html
+    people = render_panel(Templates(None), "c", panel_results(_rows((1, 4), (2, 2)), planned=2))
+    assert "LLM personas" not in people and 'id="results-simulated"' not in people

@@ -40,14 +40,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
 from ...errors import PsychoAlignError
 from ...frameworks import Framework
 from ...frameworks.model import HASHED_ALWAYS
-from ...models import Backend, ModelSpec
+from ...models import ModelSpec
+from ...models.identity import model_identity
+from ...models.identity import sha256_file as _sha256_file
 from .labels import LabelFile, read_user_labels
 
 if TYPE_CHECKING:
@@ -69,51 +70,6 @@ HELD_OUT_LABELS = ("jailbreakbench/classifier_comparison.csv",)
 HELD_OUT_CALIBRATIONS = ("refusal_calibration", "harm_calibration", "harmbench_calibration", "strongreject_calibration")
 #: Most fields :func:`legacy_identities` supposes an older framework format lacked (2**n spellings).
 _LEGACY_FIELDS_MAX = 8
-
-
-def _sha256_file(path: Path) -> str | None:
-    try:
-        digest = hashlib.sha256()
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-        return digest.hexdigest()
-    except OSError:
-        return None
-
-
-def _host(base_url: str | None) -> str | None:
-    """The endpoint's host[:port], never its path, user or password."""
-    if not base_url:
-        return None
-    parts = urlsplit(base_url)
-    if parts.hostname is None:
-        return None
-    return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
-
-
-def model_identity(spec: ModelSpec, backend: Backend | None = None) -> dict[str, Any]:
-    """What about a model changes its answers: backend, model name (as the backend resolves it:
-    a classifier's carries its weights hash), endpoint host, sampling, and a script file's hash."""
-    out: dict[str, Any] = {
-        "backend": spec.backend,
-        "model": backend.model_name if backend is not None else (spec.model or "default"),
-        "host": _host(spec.base_url),
-        "temperature": spec.temperature,
-        "max_tokens": spec.max_tokens,
-        "seed": spec.seed,
-    }
-    if spec.base_url and (path := urlsplit(spec.base_url).path.rstrip("/")):
-        # a gateway routes by path (http://gpu:8080/llama/v1 vs /qwen/v1): another path, another
-        # model. Hashed, never recorded: some gateways put an account or a key in the path.
-        out["path_sha256"] = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    if spec.backend == "local":
-        out["n_ctx"] = spec.n_ctx
-    if spec.script:
-        out["script_sha256"] = _sha256_file(Path(spec.script))
-    if spec.backend == "classifier" and spec.model and spec.model.endswith(".json"):
-        out["weights_sha256"] = _sha256_file(Path(spec.model))
-    return out
 
 
 def items_digest(items: Iterable[Item]) -> str:

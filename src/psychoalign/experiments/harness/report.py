@@ -210,7 +210,19 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         elif "refusal" in b.needs and isinstance(calib, dict) and calib.get("status") == "measured":
             entry.update(_measured(calib, kappa=calib.get("kappa")))
         else:
-            entry.update(status="unknown", reason="no human labels for this judge in the data folder")
+            # say why it is unknown: "no human labels in the data folder" was printed also when the
+            # labels were there and the run had turned its judge checks off (calibration_n: 0)
+            why = calib.get("reason") if "refusal" in b.needs and isinstance(calib, dict) else None
+            if why is None and spec.judge.calibration_n <= 0:
+                why = "calibration disabled (judge.calibration_n = 0)"
+            entry.update(
+                status="unknown",
+                reason=(
+                    f"not measured in this run: {why}; set judge.calibration_n (default 100) to measure it"
+                    if why
+                    else "no human labels for this judge in the data folder"
+                ),
+            )
         # the embedded (local) backend is always asked for plain text; runs stored before the
         # judge model was recorded are recognised by their records' model labels
         local = next((m for m in entry["models"] if m.startswith("local:")), None)

@@ -375,6 +375,20 @@ def h1_section(
             "computable": False,
             "reason": f"fewer than 3 items with {column}: the campaign did not target PsychoAlign",
         }
+    if "target" in items.columns:
+        with_t = items[pd.to_numeric(items[column], errors="coerce").notna()]
+        targets = sorted({str(t) for t in with_t["target"].dropna()})
+        if len(targets) > 1:
+            # T is measured against each target's framework and models: one ρ over several
+            # targets' tensions mixes scales and says nothing about either.
+            return {
+                "computable": False,
+                "reason": (
+                    f"the dialogues with a tension red-teamed {len(targets)} targets ({', '.join(targets)}), whose "
+                    "tensions are not on one scale: analyse each target's dialogues on its own "
+                    "(psychoalign star export --campaign NAME, one campaign per file)"
+                ),
+            }
     ann = data.annotations
     if ann.empty:
         return {"computable": False, "reason": "no annotations"}

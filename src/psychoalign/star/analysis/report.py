@@ -407,12 +407,19 @@ def _small_sample(section: dict[str, Any]) -> str:
     )
 
 
+def _share_ci(section: dict[str, Any]) -> str:
+    """The share with its Wilson interval (reports written before it had one: the share alone)."""
+    ci = section.get("trigger_rate_ci95")
+    share = f"{section['trigger_rate']:.0%}"
+    return f"{share} [95% CI {ci[0]:.0%}, {ci[1]:.0%}]" if ci else share
+
+
 def _arbitration_html(section: dict[str, Any]) -> str:
     sided = section.get("arbitrator_sided_with", {})
     rows = [
         ("dialogues rated by two annotators", str(section["dialogues_with_two_annotations"])),
         ("of those, two or more steps apart (arbitration needed)", str(section["arbitration_triggered"])),
-        ("share needing arbitration", f"{section['trigger_rate']:.0%}"),
+        ("share needing arbitration", _share_ci(section)),
         ("arbitrator's rating closer to the first annotator's", str(sided.get("annotator1", 0))),
         ("arbitrator's rating closer to the second annotator's", str(sided.get("annotator2", 0))),
         ("arbitrator's rating as close to both", str(sided.get("between", 0))),

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+from statsmodels.stats.proportion import proportion_confint
 
 from .agreement import MIN_ALPHA_ITEMS, bootstrap_alpha, item_disagreement, small_sample
 from .data import MAX_LEVELS, Metric, RatingData
@@ -551,7 +552,8 @@ def expert_section(data: RatingData, *, n_boot: int = 1000, seed: int = 0) -> di
 def arbitration_section(data: RatingData) -> dict[str, Any]:
     if data.format != "star":
         return not_computable("arbitration exists only in STAR exports")
-    ann = data.annotations.sort_values(["item_id"])
+    # stable: the two annotations of a dialogue keep their order (first, second annotator)
+    ann = data.annotations.sort_values(["item_id"], kind="stable")
     arb = data.ratings[data.ratings["kind"] == "arbitration"].set_index("item_id")["value"]
     pairs = ann.groupby("item_id")["value"].apply(list)
     pairs = pairs[pairs.apply(len) == 2]
@@ -571,6 +573,8 @@ def arbitration_section(data: RatingData) -> dict[str, Any]:
         "dialogues_with_two_annotations": len(pairs),
         "arbitration_triggered": len(triggered),
         "trigger_rate": float(len(triggered) / len(pairs)),
+        # a share of a few dozen dialogues is not a precise figure: Wilson's interval says how wide
+        "trigger_rate_ci95": [float(x) for x in proportion_confint(len(triggered), len(pairs), method="wilson")],
         "arbitrator_sided_with": sided,
         "note": "sided with = the annotator whose rating is closer to the arbitrator's",
     }
@@ -598,6 +602,10 @@ def ingroup_section(data: RatingData) -> dict[str, Any]:
             _holm(sub)
     out["annotators_by_rule"] = per_rule
     success = _attack_success(data)
+    if success is not None and (mixed := mixed_targets(data)):
+        out["attack_success_by_red_teamer"] = not_computable(mixed)
+        out["attack_success_by_target_group"] = not_computable(mixed)
+        success = None
     if success is not None:
         s = success[success["red_teamer_in_group"].notna()]
         if not s.empty:
@@ -617,6 +625,22 @@ def ingroup_section(data: RatingData) -> dict[str, Any]:
         "dialogue, clustered by red teamer"
     )
     return out
+
+
+def mixed_targets(data: RatingData) -> str | None:
+    """Why a figure about the target cannot pool these dialogues, or None: attack success and
+    tension are properties of one target, so dialogues that red-teamed several (two campaigns'
+    exports concatenated, a model swapped between campaigns) would give one rate of no model."""
+    if "target" not in data.items.columns:
+        return None
+    targets = sorted({str(t) for t in data.items["target"].dropna()})
+    if len(targets) < 2:
+        return None
+    return (
+        f"the dialogues red-teamed {len(targets)} targets ({', '.join(targets)}), and a rate pooled over "
+        "them describes no one model: analyse each target's dialogues on its own "
+        "(psychoalign star export --campaign NAME, one campaign per file)"
+    )
 
 
 def _attack_success(data: RatingData) -> pd.DataFrame | None:

@@ -53,17 +53,21 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     (``rate`` None on fewer than :data:`MIN_RATE_RATINGS` ratings: the counts alone).
     ``arbitration``: of the dialogues rated twice, how many were two or more steps apart, and how
     many of those were arbitrated (``rate`` from :data:`MIN_RATE_RATINGS` dialogues rated twice).
-    ``coverage``: submitted dialogues against the plan."""
+    ``coverage``: submitted dialogues against the plan. ``simulated``: how many of the annotators'
+    ratings are by LLM personas (their agreement and break rates describe the persona model)."""
     from ...star.analysis import bootstrap_alpha
 
     pairs = []
     by_cell: dict[tuple[str, str], list[int]] = defaultdict(list)
     needed = arbitrated = 0
-    submitted = 0
+    submitted = simulated = 0
     for row in rows:
         if row.get("status") in ("submitted", "refused"):
             submitted += 1
         ratings = [r for r in (row.get("annotator1_rating"), row.get("annotator2_rating")) if isinstance(r, int)]
+        simulated += sum(
+            1 for k in (1, 2) if isinstance(row.get(f"annotator{k}_rating"), int) and row.get(f"annotator{k}_simulated")
+        )
         by_cell[(str(row.get("rule") or "?"), str(row.get("target_group") or ""))].extend(ratings)
         if len(ratings) == 2:
             pairs.append(ratings)
@@ -111,6 +115,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
             "rate": round(needed / len(pairs), 3) if len(pairs) >= MIN_RATE_RATINGS else None,
         },
         "coverage": {"done": submitted, "planned": planned},
+        # ratings by LLM personas measure the persona model: the panel says so above its figures
+        "simulated": {"ratings": simulated, "of": sum(len(r) for r in by_cell.values())},
     }
 
 
