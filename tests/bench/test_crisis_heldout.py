@@ -52,11 +52,12 @@ def test_no_held_out_text_is_a_project_request(heldout: Path) -> None:
 
 
 def _texts(value: object) -> list[str]:
-    """Every request string in a held-out file's lists (items may be strings or ``{q: ...}``)."""
+    """Every request string in a bench file's lists (items may be strings, ``{q: ...}`` or, in the
+    outcome probes, ``{request: ...}`` beside the answers and patterns that judge it)."""
     if isinstance(value, dict):
         return [t for v in value.values() for t in _texts(v)]
     if isinstance(value, list):
-        return [str(v["q"]) if isinstance(v, dict) else str(v) for v in value]
+        return [str(v.get("q", v.get("request", ""))) if isinstance(v, dict) else str(v) for v in value]
     return []
 
 
