@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from psychoalign.errors import ConfigError, ModelError
@@ -163,11 +163,15 @@ _PHRASES = st.sampled_from(
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(_PHRASES | st.text(max_size=12), max_size=8).map("".join))
 def test_one_alternation_finds_what_searching_each_pattern_finds(head: str) -> None:
-    from psychoalign.models.refusal_rules import _first_strong
+    from psychoalign.models.refusal_rules import _first_strong, _reported
 
-    found = _first_strong(head)
+    expected = _first_strong_by_pattern(head)
+    # a refusal the reply quotes is skipped by design (tests/models/test_refusal_quoted.py): the
+    # one alternation must agree with the per-pattern search whenever the earliest phrase is its own
+    assume(expected is None or not _reported(head, expected[1], expected[2]))
+    found = _first_strong(head, head)
     got = (found[0], found[1].start(), found[1].end()) if found else None
-    assert got == _first_strong_by_pattern(head)
+    assert got == expected
 
 
 def test_huge_input_is_bounded() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from psychoalign.errors import BackendUnavailableError
-from psychoalign.models import ModelSpec, build_model
+from psychoalign.models import ModelSpec, build_model, local
 from psychoalign.models.local import LocalBackend, _LoadedModel
 
 
@@ -29,6 +29,8 @@ def broken_llama(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [m for m in sys.modules if m == "llama_cpp" or m.startswith("llama_cpp.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(sys, "meta_path", [_BrokenLibrary(), *sys.meta_path])
+    # a model an earlier test loaded in this process would be reused without importing anything
+    monkeypatch.setattr(local, "_MODELS", {})
 
 
 @pytest.mark.usefixtures("broken_llama")

@@ -33,9 +33,10 @@ def _project_responses() -> list[str]:
 
 
 def _texts(node: object) -> list[str]:
-    """Every string of a bench file (items may be strings or mappings such as ``{q, accept}``)."""
+    """Every text of a bench file (items may be strings or mappings such as ``{q, accept}``); the
+    outcome probes' ``needs``/``never`` are patterns that judge a reply, not texts."""
     if isinstance(node, dict):
-        return [t for v in node.values() for t in _texts(v)]
+        return [t for k, v in node.items() if k not in ("needs", "never") for t in _texts(v)]
     if isinstance(node, list):
         return [t for v in node for t in _texts(v)]
     return [str(node)] if isinstance(node, str) else []
