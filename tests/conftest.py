@@ -5,6 +5,10 @@ from pathlib import Path
 
 import pytest
 
+# The a2a-sdk package, imported before any bench script a test loads puts bench/ (which holds a
+# bench/a2a.py) on sys.path: whichever order a subset of the suite is collected in, `a2a` is the SDK.
+import a2a  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 #: The user-facing docs, whose commands and examples tests/test_docs.py runs and
 #: tests/test_doc_commands.py checks against the CLI.
