@@ -27,19 +27,23 @@ _SPOON = re.compile(
 _SPOON_ML = {"teaspoon": 5.0, "tsp": 5.0, "tablespoon": 15.0, "tbsp": 15.0, "tbs": 15.0}
 
 
+def _spoken_count(number: str) -> float:
+    """A count as written: "half a", "1/2", "two", "1,000" or "2.5"."""
+    word = number.lower()
+    if word.startswith("half"):
+        return 0.5
+    if "/" in word:
+        top, bottom = word.split("/")
+        return float(top) / float(bottom) if float(bottom) else 0.0
+    return float(_NUMBER_WORDS.get(word) or word.replace(",", ""))
+
+
 def _spoons_in_ml(text: str) -> str:
     """``text`` with each spoonful written as the millilitres it holds ("2 teaspoons": "10 ml"),
     so the volume check reads it as it reads "10 ml"."""
 
     def written(m: re.Match[str]) -> str:
-        word = m.group("n").lower()
-        if word.startswith("half"):
-            count = 0.5
-        elif "/" in word:
-            top, bottom = word.split("/")
-            count = float(top) / float(bottom) if float(bottom) else 0.0
-        else:
-            count = float(_NUMBER_WORDS.get(word) or word)
+        count = _spoken_count(m.group("n"))
         if "and a half" in m.group(0).lower():
             count += 0.5
         return f"{count * _SPOON_ML[m.group('unit').lower()]:g} ml"
@@ -116,14 +120,7 @@ _SAME_WITHIN = 2.0
 
 
 def _quantity(number: str, unit: str) -> tuple[str, float]:
-    word = number.lower()
-    if word.startswith("half"):
-        count = 0.5
-    elif "/" in word:
-        top, bottom = word.split("/")
-        count = float(top) / float(bottom) if float(bottom) else 0.0
-    else:
-        count = float(_NUMBER_WORDS.get(word) or word.replace(",", ""))
+    count = _spoken_count(number)
     key = " ".join(unit.lower().split())
     key = key if key in _QTY else key.rstrip("s")
     dimension, factor = _QTY[key]
