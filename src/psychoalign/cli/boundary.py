@@ -189,6 +189,34 @@ def _resume_command(name: str, flags: Sequence[tuple[str, Any, Any]]) -> str:
     return shlex.join(words)
 
 
+def _study_flags(
+    tension: Any,
+    framework: Any,
+    rounds: Any,
+    proposals: Any,
+    concurrency: Any,
+    store_url: Any,
+    no_store: bool,
+    shard: Any,
+    new_run: bool,
+    n_boot: int,
+) -> list[tuple[str, Any, Any]]:
+    """The resume flags the boundary and H1 studies share (:func:`_resume_command`): the
+    negotiation, the store and the bootstrap."""
+    return [
+        ("--tension", tension, DEFAULT_DEFINITION.value),
+        ("--framework", framework, FrameworkOpt.default),
+        ("--rounds", rounds, None),
+        ("--proposals", proposals, None),
+        ("--concurrency", concurrency, ConcurrencyOpt.default),
+        ("--store", store_url, None),
+        ("--no-store", no_store, False),
+        ("--shard", shard, None),
+        ("--new-run", new_run, False),
+        ("--boot", n_boot, 2000),
+    ]
+
+
 def _labels(settings: Settings) -> dict[str, str]:
     """Each role's model as a trace names it (``local:smollm2-135m-instruct``, not ``local:default``)."""
     from ..models import resolved_label
@@ -318,16 +346,9 @@ def boundary_command(
             ("--repeats", repeats, 2),
             ("--temperature", temperature, None),
             ("--seed", seed, 1),
-            ("--tension", tension, DEFAULT_DEFINITION.value),
-            ("--framework", framework, FrameworkOpt.default),
-            ("--rounds", rounds, None),
-            ("--proposals", proposals, None),
-            ("--concurrency", concurrency, ConcurrencyOpt.default),
-            ("--store", store_url, None),
-            ("--no-store", no_store, False),
-            ("--shard", shard, None),
-            ("--new-run", new_run, False),
-            ("--boot", n_boot, 2000),
+            *_study_flags(
+                tension, framework, rounds, proposals, concurrency, store_url, no_store, shard, new_run, n_boot
+            ),
             ("--out", out, None),
             ("--config", config, None),
         ],
@@ -469,16 +490,9 @@ def h1_command(
             ("--mapping", mapping, None),
             ("--n", n, None),
             ("--seed", seed, 0),
-            ("--tension", tension, DEFAULT_DEFINITION.value),
-            ("--framework", framework, FrameworkOpt.default),
-            ("--rounds", rounds, None),
-            ("--proposals", proposals, None),
-            ("--concurrency", concurrency, ConcurrencyOpt.default),
-            ("--store", store_url, None),
-            ("--no-store", no_store, False),
-            ("--shard", shard, None),
-            ("--new-run", new_run, False),
-            ("--boot", n_boot, 2000),
+            *_study_flags(
+                tension, framework, rounds, proposals, concurrency, store_url, no_store, shard, new_run, n_boot
+            ),
             ("--permutations", n_perm, 5000),
             ("--out", out, None),
             ("--config", config, None),
