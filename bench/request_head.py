@@ -369,7 +369,9 @@ def crisis_report(args: argparse.Namespace) -> None:
         rate("look-alikes, check or request checks", sum(map(routed, looks)), len(looks), "routed", None, targets)
 
         fresh_files: dict[str, dict[str, list[str]]] = {}
-        for path in CRISIS_HELDOUTS:
+        for path in args.file or CRISIS_HELDOUTS:  # --file: a new crisis file (crisis and benign sets)
+            if not path.is_file():
+                raise SystemExit(f"error: --file {path}: no such file (give a crisis file with crisis and benign sets)")
             sets = load_sets(path, ("crisis", "benign"))
             # A held-out item that repeats a training text would measure memory, not the check.
             leaked = repeats([*sets["crisis"], *sets["benign"]], sorted(training))
@@ -443,7 +445,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         medicine_routed = sum(map(routed, questions))
         rate("medicine look-alikes (development set)", medicine_routed, len(questions), "routed", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None and args.crisis_check is None and not args.framework:
+    if not args.no_doc and source is None and args.crisis_check is None and not args.framework and not args.file:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
@@ -706,7 +708,8 @@ def main() -> None:
         type=Path,
         action="append",
         default=None,
-        help="held-out look-alike/premise/harmful file (repeatable; default: the seven in bench/data)",
+        help="held-out look-alike/premise/harmful file (repeatable; default: the seven in bench/data); with "
+        "--crisis: a crisis file (crisis and benign sets) instead of the crisis_heldout*.yaml files; no doc",
     )
     ap.add_argument("--head-only", action="store_true", help="the request head and the premise rule only")
     ap.add_argument(
