@@ -5,6 +5,8 @@
 # installation already there is never reconfigured: this prints what the tests need and leaves it.
 set -euo pipefail
 if [ "$(id -u)" = 0 ]; then SUDO=""; AS_POSTGRES="runuser -u postgres --"; else SUDO="sudo"; AS_POSTGRES="sudo -u postgres"; fi
+# A server already answering (a service started beside CI, a container, a local install) is used as it is.
+if command -v pg_isready >/dev/null 2>&1 && pg_isready -q -h 127.0.0.1 -p 5432; then exit 0; fi
 if command -v pg_ctlcluster >/dev/null 2>&1; then
   pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null ||
     echo "note: PostgreSQL is installed but not answering on 127.0.0.1:5432; the postgres tests need postgres@127.0.0.1:5432/test with trust authentication (README, Development)" >&2
