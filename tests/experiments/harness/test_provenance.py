@@ -413,3 +413,31 @@ def test_the_corpus_files_list_every_data_file_the_harm_rows_read(monkeypatch: p
     monkeypatch.setattr(gzip, "open", gzip_open)
     assert harm_labels.load_harm_labelled(SHARED_DATA)
     assert opened and opened <= set(harm_labels.source_files(SHARED_DATA))
+
+
+async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path) -> None:
+    """The shipped crisis check routes and its band vote gives the soft line in every negotiating
+    cell: their labels (version and weights hash) are in the system's identity, the vote only while
+    the band is on (``crisis_band = false`` turns it off, so it changes nothing then)."""
+    from psychoalign.config import Settings
+    from psychoalign.experiments.harness.judging import JudgeSpec
+    from psychoalign.experiments.harness.metering import ModelPool
+    from psychoalign.experiments.harness.provenance import run_identity
+    from psychoalign.experiments.harness.systems import SystemSpec, build_system
+    from psychoalign.models.classifier import load_band_vote, load_crisis_check
+
+    overrides = {r: scripted(r, lambda _r: REFUSAL) for r in ("drive", "evaluator", "mediator", "judge")}
+
+    def identity(configured: dict[str, object]) -> dict[str, Any]:
+        settings = Settings(home=str(tmp_path / "home"), negotiation=configured)
+        built = build_system(SystemSpec.model_validate({"name": "pa", "kind": "psychoalign"}), settings)
+        return run_identity([built], ModelPool(settings, overrides), JudgeSpec(), {})
+
+    check = load_crisis_check()
+    vote = load_band_vote(check)
+    assert check is not None and vote is not None
+    on = identity({})
+    assert on["systems"]["pa"]["crisis"] == {"check": check.label, "band_vote": vote.label}
+    off = identity({"crisis_band": False})
+    assert off["systems"]["pa"]["crisis"] == {"check": check.label}
+    assert f"systems.pa.crisis.band_vote: {vote.label[:12]}" in " ".join(identity_changes(on, off))
