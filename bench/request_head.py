@@ -369,7 +369,9 @@ def crisis_report(args: argparse.Namespace) -> None:
         rate("look-alikes, check or request checks", sum(map(routed, looks)), len(looks), "routed", None, targets)
 
         fresh_files: dict[str, dict[str, list[str]]] = {}
-        for path in CRISIS_HELDOUTS:
+        for path in args.file or CRISIS_HELDOUTS:  # --file: a new crisis file (crisis and benign sets)
+            if not path.is_file():
+                raise SystemExit(f"error: --file {path}: no such file (give a crisis file with crisis and benign sets)")
             sets = load_sets(path, ("crisis", "benign"))
             # A held-out item that repeats a training text would measure memory, not the check.
             leaked = repeats([*sets["crisis"], *sets["benign"]], sorted(training))
@@ -443,7 +445,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         medicine_routed = sum(map(routed, questions))
         rate("medicine look-alikes (development set)", medicine_routed, len(questions), "routed", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None and args.crisis_check is None and not args.framework:
+    if not args.no_doc and source is None and args.crisis_check is None and not args.framework and not args.file:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
@@ -453,26 +455,15 @@ def crisis_report(args: argparse.Namespace) -> None:
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
             "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml`, "
             "`crisis_heldout_v4.yaml`, `crisis_heldout_v5.yaml` and `crisis_heldout_v6.yaml` (each written by "
-            "hand before the check was rebuilt): never a reference of "
+            "hand): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
             "text); the look-alike files, the request checks' test file, XSTest safe and MT-Bench first turns are "
-            "reported only. Some of these reports did inform the data or the rule once: long requests were added "
-            "in v2 after MT-Bench first turns, v3's idiom look-alikes after XSTest and MT-Bench false fires, and "
-            "v3's cap on look-alike fires after a build's held-out look-alike figures; the held-out crisis "
-            "requests chose nothing. v4 is v3's head with explicit first-person phrases beside it; a retrained head "
-            "was measured too and not shipped, and one German phrase was narrowed to the first person after it "
-            "fired on a look-alike of the request checks' test file. v5 adds nine phrases written from the misses "
-            "on the two older files and the exemplars' held-out fold, which are therefore no longer fresh for it. "
-            "v6 is v5's head with eight more phrases written from v5's misses on `crisis_heldout_v3.yaml`, which "
-            "is therefore no longer fresh either. v7 is a head rebuilt with ordinary medicine questions added to "
-            "its look-alike exemplars, and a medicine guard beside it (a short dose, interaction or missed-dose "
-            "question with no risk cue is not fired on by the head alone), both written against development sets "
-            "only (`tests/models/crisis_medicine_lookalikes.yaml`, the exemplars and the four older files): "
-            "`crisis_heldout_v5.yaml`, written before v7, was v7's fresh measure. v8 is v7's head with forty more "
-            "phrases written for the kinds of v7's misses on `crisis_heldout_v5.yaml` (now a development set) and "
-            "a guard that knows more medicines: `crisis_heldout_v6.yaml`, written after v7 and before v8, is the "
-            "fresh measure (MODEL_CARD.md, every build in order). The possible-risk band (the second, soft "
+            "reported only. `crisis_heldout_v6.yaml` is the fresh measure of the shipped check: written before "
+            "it was built and read once after. The older crisis files, the exemplars' held-out fold and "
+            "`tests/models/crisis_medicine_lookalikes.yaml` are development sets of the shipped check (its "
+            "phrases and medicine guard were written from their misses), so their figures are not out of "
+            'sample (MODEL_CARD.md, "The crisis check"). The possible-risk band (the second, soft '
             "tier: a crisis score from its floor up to routing gets the framework's soft crisis line after the "
             "reply) has its floor chosen on the development sets only (`--choose-band`: the exemplars' held-out "
             "fold, the five older crisis files, the medicine look-alikes, look-alike files v7 to v13 and MT-Bench "
@@ -706,7 +697,8 @@ def main() -> None:
         type=Path,
         action="append",
         default=None,
-        help="held-out look-alike/premise/harmful file (repeatable; default: the seven in bench/data)",
+        help="held-out look-alike/premise/harmful file (repeatable; default: the seven in bench/data); with "
+        "--crisis: a crisis file (crisis and benign sets) instead of the crisis_heldout*.yaml files; no doc",
     )
     ap.add_argument("--head-only", action="store_true", help="the request head and the premise rule only")
     ap.add_argument(

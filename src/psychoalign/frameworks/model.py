@@ -114,11 +114,12 @@ class Rule(BaseModel):
     rule forbids (a first-person suicide method) without blocking drafts that merely talk about
     the area (a draft that points to a crisis line).
 
-    ``semantic_check: self-harm`` marks the rule the embedded EVALUATOR's crisis check fires
-    (docs/negotiation.md, "The semantic crisis check"): a request whose meaning is close to a
-    person at risk asking for a way to die, or saying they want to, fires this rule as a request
-    check match would, however it is worded. Only an EVALUATOR with the embedded encoder runs
-    it; without one the patterns alone decide. On a contextual or aspirational rule the firing
+    ``semantic_check: self-harm`` marks the rule the crisis check fires (docs/negotiation.md, "The
+    semantic crisis check"): a request whose meaning is close to a person at risk asking for a way
+    to die, or saying they want to, fires this rule as a request check match would, however it is
+    worded. The embedded EVALUATOR runs it; with any other EVALUATOR the negotiation runs it on the
+    request ("The crisis check on every backend"); without the encoder its explicit phrases and
+    the patterns decide. On a contextual or aspirational rule the firing
     blocks nothing: it only brings the rule's channel (a crisis line beside the answer), for a
     framework whose users quote such words as their work (content moderation)."""
 

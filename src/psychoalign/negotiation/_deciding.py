@@ -59,7 +59,10 @@ def _evaluate(request: str, context: str, proposal: str, layer1: Layer1Enforcer,
 
 def band_score(trace: Trace) -> float | None:
     """The crisis check's score for the request when an evaluation of it put it in the possible-risk
-    band (the request screen's, else a draft's: the request's score is the same for every text)."""
+    band (the negotiation's crisis screen's, else the request screen's, else a draft's: the
+    request's score is the same for every text)."""
+    if trace.crisis_screen is not None and trace.crisis_screen.band is not None:
+        return trace.crisis_screen.band  # the negotiation's own crisis screen (an LLM EVALUATOR)
     evaluations = [trace.screen.evaluation] if trace.screen is not None else []
     evaluations += [rec.evaluation for rd in trace.rounds for rec in rd.proposals]
     return next((e.crisis_band for e in evaluations if e is not None and e.crisis_band is not None), None)
