@@ -32,7 +32,10 @@ def test_p_text_reads_as_a_bound_below_the_floor() -> None:
 def _comparison(p: float) -> dict[str, Any]:
     return {
         "computable": True,
-        "groups": {"A": {"rate": 0.1, "n_ratings": 200, "n_raters": 20}, "B": {"rate": 0.9, "n_ratings": 200, "n_raters": 20}},
+        "groups": {
+            "A": {"rate": 0.1, "n_ratings": 200, "n_raters": 20},
+            "B": {"rate": 0.9, "n_ratings": 200, "n_raters": 20},
+        },
         "reference": "A",
         "tested_groups": {"A": {"raters": 20, "ratings": 200}, "B": {"raters": 20, "ratings": 200}},
         "model": {
