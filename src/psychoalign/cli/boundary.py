@@ -77,9 +77,12 @@ def _overrides(rounds: int | None, proposals: int | None) -> dict[str, Any]:
 
 def _params(settings: Settings, rounds: int | None, proposals: int | None) -> NegotiationParams:
     # The studies measure the tension of the paper's protocol: the DRIVE always proposes, so a
-    # request that alone would decide still gets a tension (docs/negotiation.md).
+    # request that alone would decide still gets a tension, and only the EVALUATOR's
+    # classification selects the defense: the negotiation's own crisis screen (a check beside an
+    # LLM EVALUATOR, outside the paper) is off (docs/negotiation.md).
     overrides = _overrides(rounds, proposals)
-    return NegotiationParams.model_validate({**settings.negotiation, **overrides, "decide_on_request": False})
+    protocol = {"decide_on_request": False, "crisis_screen": False}
+    return NegotiationParams.model_validate({**settings.negotiation, **overrides, **protocol})
 
 
 def _role_models(settings: Settings) -> dict[str, ChatModel] | None:
