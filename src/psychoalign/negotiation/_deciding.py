@@ -32,6 +32,7 @@ from .decision import (
     fired_rules,
     guarded_evaluation,
     refusal,
+    repressed,
     rules_text,
     with_hazard_warnings,
 )
@@ -39,7 +40,6 @@ from .defense import (
     DefenseContext,
     DefenseMechanism,
     compose_instruction,
-    repress,
     repression_source,
     select_mechanism,
     template,
@@ -332,8 +332,7 @@ class _Deciding(_Roles):
         if mechanism is DefenseMechanism.REPRESSION:
             source = repression_source(ctx, layer1)
             assert source is not None
-            kept, _ = repress(source[0], source[1].conflict.harmful_segments, layer1)
-            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
+            return repressed(*source, ctx, layer1)
         approved_as_is = (
             ctx.chosen_eval is not None
             and ctx.chosen_eval.verdict is Verdict.APPROVED
@@ -381,8 +380,7 @@ class _Deciding(_Roles):
                 return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
             return refusal(ctx)
         if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
-            kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
-            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
+            return repressed(ctx.chosen_text, ctx.chosen_eval, ctx, layer1)
         if mechanism is DefenseMechanism.SUBLIMATION and (line := ctx.framework_line("closing_line")) is not None:
             return Reply(closing_line(ctx.chosen_text, line), "adopted", [line])
         return Reply(ctx.chosen_text, "adopted", [])
