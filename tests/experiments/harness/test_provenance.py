@@ -415,16 +415,18 @@ def test_the_corpus_files_list_every_data_file_the_harm_rows_read(monkeypatch: p
     assert opened and opened <= set(harm_labels.source_files(SHARED_DATA))
 
 
-async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path) -> None:
-    """The shipped crisis check routes and its band vote gives the soft line in every negotiating
-    cell: their labels (version and weights hash) are in the system's identity, the vote only while
-    the band is on (``crisis_band = false`` turns it off, so it changes nothing then)."""
+async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped crisis check routes in every negotiating cell, and a band vote (when one is
+    packaged beside it) gives the soft line: their labels (version and weights hash) are in the
+    system's identity, the vote only while the band is on (``crisis_band = false`` turns it off, so
+    it changes nothing then)."""
     from psychoalign.config import Settings
     from psychoalign.experiments.harness.judging import JudgeSpec
     from psychoalign.experiments.harness.metering import ModelPool
     from psychoalign.experiments.harness.provenance import run_identity
     from psychoalign.experiments.harness.systems import SystemSpec, build_system
-    from psychoalign.models.classifier import load_band_vote, load_crisis_check
+    from psychoalign.models import classifier
+    from psychoalign.models.classifier import load_crisis_check
 
     overrides = {r: scripted(r, lambda _r: REFUSAL) for r in ("drive", "evaluator", "mediator", "judge")}
 
@@ -434,8 +436,11 @@ async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path) -
         return run_identity([built], ModelPool(settings, overrides), JudgeSpec(), {})
 
     check = load_crisis_check()
-    vote = load_band_vote(check)
-    assert check is not None and vote is not None
+    assert check is not None
+    assert identity({})["systems"]["pa"]["crisis"] == {"check": check.label}  # the shipped check has no vote
+    vote = check.model_copy(update={"version": "packaged-vote"})
+    monkeypatch.setitem(classifier.CRISIS_BAND_VOTES, check.version, vote.version)
+    monkeypatch.setattr(classifier, "_packaged_check", lambda name: vote)
     on = identity({})
     assert on["systems"]["pa"]["crisis"] == {"check": check.label, "band_vote": vote.label}
     off = identity({"crisis_band": False})
