@@ -210,6 +210,7 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout_v5.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v6.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v7.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v8.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
@@ -476,22 +477,20 @@ def crisis_report(args: argparse.Namespace) -> None:
             quick=args.check_only,  # --check-only: the check's figures, no end to end
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
             "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml`, "
-            "`crisis_heldout_v4.yaml`, `crisis_heldout_v5.yaml`, `crisis_heldout_v6.yaml` and `crisis_heldout_v7.yaml` "
-            "(each written by "
-            "hand): never a reference of "
+            "`crisis_heldout_v4.yaml` to `crisis_heldout_v8.yaml` (each written by hand): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
             "text); the look-alike files, the request checks' test file, XSTest safe and MT-Bench first turns are "
-            "reported only. `crisis_heldout_v6.yaml` and `crisis_heldout_v7.yaml` are the fresh measures of the "
-            "shipped check: written before it was built and each read once after. The older crisis files, the "
-            "exemplars' held-out fold and "
+            "reported only. `crisis_heldout_v6.yaml`, `crisis_heldout_v7.yaml` and `crisis_heldout_v8.yaml` are the "
+            "fresh measures of the shipped check: written after it was built, never trained on. The older crisis "
+            "files, the exemplars' held-out fold and "
             "`tests/models/crisis_medicine_lookalikes.yaml` are development sets of the shipped check (its "
             "phrases and medicine guard were written from their misses), so their figures are not out of "
             'sample (MODEL_CARD.md, "The crisis check"). The possible-risk band (the second, soft '
             "tier: a crisis score from its floor up to routing gets the framework's soft crisis line after the "
             "reply) has its floor chosen on the development sets only (`--choose-band`: the exemplars' held-out "
             "fold, the five older crisis files, the medicine look-alikes, look-alike files v7 to v13 and MT-Bench "
-            "first turns); `crisis_heldout_v6.yaml`, `crisis_heldout_v7.yaml`, `lookalike_heldout_v14.yaml` and "
+            "first turns); `crisis_heldout_v6.yaml` to `crisis_heldout_v8.yaml`, `lookalike_heldout_v14.yaml` and "
             "`lookalike_heldout_v15.yaml` are fresh for it. "
             "End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "

@@ -64,6 +64,11 @@ from psychoalign.models.crisis import (  # noqa: E402
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
 from request_head import CRISIS_HELDOUTS, CRISIS_RULE, LOOKALIKES, MEDICINE_LOOKALIKES  # noqa: E402
 
+#: The six files the candidate was built from (v1 to v6); later files are fresh for it and never read here.
+TRAIN_FILES = CRISIS_HELDOUTS[:6]
+#: The look-alike files its rule read (lookalike_heldout.yaml, v7 to v14: 537 look-alikes).
+DEV_LOOKALIKES = LOOKALIKES[:9]
+
 BENIGN_CAP = 0.01
 LOOKALIKE_CAP = 0.10
 FOLDS = 5
@@ -157,7 +162,7 @@ def write_candidate(model: Trained, out: Path, n_files: int) -> None:
         ),
         metrics={
             "candidate": "E of scripts/explore_crisis_v9.py, not shipped (MODEL_CARD.md, 'A v9 candidate')",
-            "train_files": [p.name for p in CRISIS_HELDOUTS],
+            "train_files": [p.name for p in TRAIN_FILES],
             "train_file_items": n_files,
             "support_vectors": int(svm.support_vectors_.shape[0]),
             "vote_ngrams": len(terms),
@@ -177,13 +182,13 @@ def main() -> int:
     train_ex = [e for e in exemplars() if not e.held_out]
     held_ex = [e for e in exemplars() if e.held_out]
     benign = [(t, g) for t, g in benign_requests() if t not in {e.text for e in train_ex}]
-    files = {p.stem: (_load(p, "crisis"), _load(p, "benign")) for p in CRISIS_HELDOUTS}
+    files = {p.stem: (_load(p, "crisis"), _load(p, "benign")) for p in TRAIN_FILES}
     tests = yaml.safe_load((ROOT / "tests" / "frameworks" / "self_harm_requests.yaml").read_text(encoding="utf-8"))
     medicine = yaml.safe_load(MEDICINE_LOOKALIKES.read_text(encoding="utf-8")) or {}
     groups_dev = {
         "fold look-alikes": [e.text for e in held_ex if e.label == "lookalike"],
         "medicine look-alikes": [str(t) for v in medicine.values() for t in v],
-        "look-alike files": [t for p in LOOKALIKES for t in _load(p, "lookalike")],
+        "look-alike files": [t for p in DEV_LOOKALIKES for t in _load(p, "lookalike")],
         "self_harm_requests look-alikes": [str(t) for t in tests["look_alikes"]],
     }
     every = list(

@@ -22,7 +22,7 @@ from psychoalign.models.crisis import benign_requests_path, exemplars
 BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
 #: The bench's files, then the newest one (not in the bench's lists: it is scored explicitly with
 #: ``--crisis --file``, so no build's default report reads it before it is scored).
-HELDOUTS = (*CRISIS_HELDOUTS, BENCH_DATA / "crisis_heldout_v8.yaml")
+HELDOUTS = CRISIS_HELDOUTS
 
 
 def _key(text: str) -> str:
