@@ -21,8 +21,40 @@ from tests.weblab import PASSWORD, Browser
 
 pytestmark = pytest.mark.browser
 
-#: Markup, an attribute breaker, a bidi override, an isolate and a zero-width space.
-HOSTILE = "<script>alert(1)</script>\"onmouseover=alert(2) x='\u202eevil\u202c\u2067iso\u2069\u200b"
+#: Markup, attribute breakers, an injected image, a ``javascript:`` URL, a bidi override, both
+#: isolates (RLI, LRI), a zero-width space and a zero-width joiner.
+HOSTILE = (
+    "<script>alert(1)</script>\"onmouseover=alert(2) x='\"><img src=x onerror=alert(3)>javascript:alert(4)"
+    "\u202eevil\u202c\u2067rli\u2069\u2066lri\u2069\u200b\u200dzwj"
+)
+#: Every piece of hostile text the page shows as text, and whether the browser isolates its
+#: direction (``unicode-bidi`` of its nearest ``<bdi>`` or ``dir=auto`` element); any element the
+#: text would have made had it been markup.
+ISOLATION = """() => {
+  const out = [], walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let node, shown = 0;
+  while ((node = walk.nextNode())) {
+    if (!node.data.includes('alert(3)')) continue;
+    shown++;
+    const el = node.parentElement;
+    if (el.closest('textarea, option')) continue;
+    const iso = el.closest('bdi, [dir=auto]');
+    const bidi = iso ? getComputedStyle(iso).unicodeBidi : 'none';
+    if (!['isolate', 'isolate-override', 'plaintext'].includes(bidi))
+      out.push(`${el.tagName} (unicode-bidi: ${bidi}): ${node.data.slice(0, 40)}`);
+  }
+  if (document.querySelector('img[src="x"], [onerror], [onmouseover], a[href^="javascript:" i]'))
+    out.push('an element made from the hostile text');
+  return [shown, out];
+}"""
+
+
+def isolated(page: Any, name: str, found: list[str]) -> None:
+    """The hostile text is on the page, each piece direction-isolated by the browser, none of it markup."""
+    shown, problems = page.evaluate(ISOLATION)
+    if not shown:
+        found.append(f"{name}: the hostile text is not on the page")
+    found.extend(f"{name}: {p}" for p in problems)
 
 
 async def _seed(url: str) -> None:
@@ -84,6 +116,7 @@ def test_hostile_pages_and_error_pages_pass_axe(chromium: Any, live_lab: Lab) ->
     assert "ann1 says" in page.inner_text("main") and "⟨U+202E⟩" in page.inner_text("main")
     page.fill("#reasoning", f"draft {HOSTILE}")
     check(page, axe, "arbitration", found)
+    isolated(page, "arbitration", found)
     arb.shot("hostile-arbitration")
     page.goto("/lead")
     page.wait_for_selector("p.error")
@@ -97,8 +130,10 @@ def test_hostile_pages_and_error_pages_pass_axe(chromium: Any, live_lab: Lab) ->
     page = lead.page
     page.goto("/lead/campaigns/hostile")
     check(page, axe, "campaign with hostile names", found)
+    isolated(page, "campaign", found)
     page.goto("/lead/participants")
     check(page, axe, "participants with hostile names", found)
+    isolated(page, "participants", found)
     lead.shot("hostile-participants")
     page.goto("/traces?tension_min=7")
     page.wait_for_selector("p.error")
