@@ -24,7 +24,7 @@ pytestmark = pytest.mark.browser
 #: Markup, attribute breakers, an injected image, a ``javascript:`` URL, a bidi override, both
 #: isolates (RLI, LRI), a zero-width space and a zero-width joiner.
 HOSTILE = (
-    "<script>alert(1)</script>\"onmouseover=alert(2) x='\"><img src=x onerror=alert(3)>javascript:alert(4)"
+    '<script>alert(1)</script>"onmouseover=alert(2) x=\'"><img src=x onerror=alert(3)>javascript:alert(4)'
     "\u202eevil\u202c\u2067rli\u2069\u2066lri\u2069\u200b\u200dzwj"
 )
 #: Every piece of hostile text the page shows as text, and whether the browser isolates its
