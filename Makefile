@@ -16,11 +16,13 @@ $(STAMP): pyproject.toml scripts/install.sh scripts/bytecode.py scripts/llama_cp
 
 install: system $(STAMP)
 
-# System packages: Debian's Chromium for the browser tests (CI runs as root on a fresh machine).
+# System packages (CI runs as root on a fresh machine): Debian's Chromium for the browser tests, and
+# PostgreSQL for the postgres tests, set up by scripts/test_postgres.sh only where none is installed.
 system:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
+	@bash scripts/test_postgres.sh
 
 run: $(STAMP)
 	$(BIN)/psychoalign negotiate --samples --rounds 2 --proposals 2

@@ -210,7 +210,7 @@ def main() -> None:
             quick=False,
             note="`make install` installs `prebuilt` and compiles `source` when it fails (no npm, or the "
             "embedded model does not decode): it installs without compiling and gives the same greedy output. "
-            "Tried and not usable beside these: `@fugood/node-llama-linux-x64` (a Node addon with llama.cpp "
+            "Other builds that do not work here: `@fugood/node-llama-linux-x64` (a Node addon with llama.cpp "
             "linked in, no libllama), Debian 12's archive (no llama.cpp package), an older llama-cpp-python over "
             "the same libraries (0.3.35: not run, its llama.h structures differ). Tokens/s on a loaded machine "
             "say little (see the load average); CPU time per token (the decoding process's, spinning threads "

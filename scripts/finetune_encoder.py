@@ -6,7 +6,7 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/finetune_encoder.py build --top 1 --lr 3e-5 --epochs 3 --out DIR  # one candidate
     .venv/bin/python scripts/finetune_encoder.py score --out DIR              # held-out files and benchmarks
 
-Method (figures in src/psychoalign/models/classifier_data/MODEL_CARD.md, "Fine-tuning the encoder"):
+Method (figures in src/psychoalign/models/classifier_data/MODEL_CARD.md, "Approaches evaluated and not adopted"):
 the request examples of the train split (``psychoalign.models.safety_corpus``, benchmark text left
 out) are cut into the classifier's encoder windows; the bottom ``6 - top`` transformer layers stay
 frozen and their output is computed once and kept in memory; the top ``top`` layers, mean pooling,

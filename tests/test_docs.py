@@ -315,7 +315,8 @@ def test_python_example_runs_as_written(block_id: str, code: str, tmp_path: Path
 
 
 #: What a user-facing doc never says: how the project is staffed, where a machine keeps its files,
-#: what time it was. (``session`` alone stays: the lab's login sessions are a user concept.)
+#: what time or day it was, how the work went. (``session`` alone stays: the lab's login sessions are
+#: a user concept.)
 _NOT_FOR_USERS = {
     "a team-role name": re.compile(
         r"\b(?:coordinators?|founding engineer|CEO|helper (?:session|brief)|worktrees?|engineers? \(an? AI)\b"
@@ -324,12 +325,18 @@ _NOT_FOR_USERS = {
     "a time of day": re.compile(
         r"\b(?:[01]?\d|2[0-3]):[0-5]\d\s?(?:UTC|am|pm|AM|PM)\b|\bat (?:[01]?\d|2[0-3]):[0-5]\d\b"
     ),
+    # A bench section's "Date:" line says when its figures were measured; any other date is history.
+    "a date": re.compile(r"(?<!Date: )\b20\d\d-[01]\d-[0-3]\d\b"),
+    "how the work went (history belongs in commit messages)": re.compile(
+        r"(?i)\b(?:this round|this session|we found|after the fix|the issue's|(?:in|from|per) the issue)\b"
+    ),
 }
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: str(d.relative_to(ROOT)))
 def test_the_docs_speak_to_users(doc: Path) -> None:
-    """Docs speak to users about the project: no staffing, no machine paths, no times of day."""
+    """Docs speak to users about the project: no staffing, no machine paths, no times of day or
+    dates, no account of how the work went."""
     text = doc.read_text(encoding="utf-8")
     found = [
         f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {what} ({m.group(0)!r})"
@@ -337,3 +344,38 @@ def test_the_docs_speak_to_users(doc: Path) -> None:
         for m in pattern.finditer(text)
     ]
     assert not found, found
+
+
+#: A ``toml`` block of the docs is a settings file (or a part of one) the reader copies; a value in
+#: angle brackets (``"<sha256 hex of the key>"``) is one the reader fills in.
+_TOML = re.compile(r"^```toml[ \t]*\n(.*?)^```", re.M | re.S)
+_TOML_PLACEHOLDER = re.compile(r"<[a-z][^<>]*>")
+
+
+def toml_blocks() -> list[tuple[str, str]]:
+    return [
+        (f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}", m.group(1))
+        for doc in DOCS
+        for text in [doc.read_text(encoding="utf-8")]
+        for m in _TOML.finditer(text)
+    ]
+
+
+def test_the_docs_show_settings_files() -> None:
+    assert len(toml_blocks()) >= 5
+
+
+@pytest.mark.parametrize(("block_id", "text"), toml_blocks(), ids=lambda v: str(v)[:40])
+def test_every_settings_example_loads(block_id: str, text: str, tmp_path: Path) -> None:
+    """A settings example parses as TOML and, unless it holds a placeholder the reader fills in
+    (``<sha256 hex of the key>``), loads as the settings file it would be, with every value valid."""
+    import tomllib
+
+    from psychoalign.config import load_settings
+
+    tomllib.loads(text)
+    if _TOML_PLACEHOLDER.search(text):
+        return
+    path = tmp_path / "psychoalign.toml"
+    path.write_text(text, encoding="utf-8")
+    load_settings(path, environ={})

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
 from psychoalign.config import Settings
-from psychoalign.jsonguard import MAX_JSON_DEPTH, MAX_NUMBER_DIGITS, JSONLimitError, check_json, loads_bounded
+from psychoalign.jsonguard import (
+    MAX_JSON_DEPTH,
+    MAX_NUMBER_DIGITS,
+    JSONLimitError,
+    NonFiniteError,
+    check_finite,
+    check_json,
+    loads_bounded,
+)
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 from psychoalign.models.schema import ReplyMismatchError, extract_json
 from psychoalign.negotiation import Negotiator
@@ -50,6 +59,23 @@ def test_text_within_the_bounds_passes_and_parses_as_json_would(text: str) -> No
     check_json(text)
     if text:
         assert loads_bounded(text) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"), [('{"x": NaN}', "NaN"), ("[1, Infinity]", "Infinity"), ('{"a": {"b": [-Infinity]}}', "-Infinity")]
+)
+def test_nan_and_infinity_are_not_json_where_it_is_strict(text: str, name: str) -> None:
+    """Python's parser takes them; RFC 8259 JSON, protobuf and most clients do not."""
+    assert loads_bounded(text) is not None  # lenient by default (a model's reply, a provider's body)
+    with pytest.raises(NonFiniteError, match=f"^{re.escape(name)} is not a JSON value"):
+        loads_bounded(text, strict=True)
+    with pytest.raises(NonFiniteError, match=f"^{re.escape(name)} is not a JSON value"):
+        check_finite(text.encode())
+
+
+@pytest.mark.parametrize("text", ['{"q": "Is NaN or Infinity a number?"}', "{not json NaN", '{"n": 1e308}', ""])
+def test_check_finite_passes_text_that_only_mentions_them_and_leaves_bad_json_to_the_parser(text: str) -> None:
+    check_finite(text)
 
 
 def test_bounds_are_parameters() -> None:

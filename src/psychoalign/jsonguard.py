@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["JSONLimitError", "check_json", "loads_bounded"]
+__all__ = ["JSONLimitError", "NonFiniteError", "check_finite", "check_json", "loads_bounded"]
 
 #: Deepest nesting of arrays and objects accepted. OpenAI requests nest about 6 deep (a JSON
 #: schema in ``response_format`` more); role replies 4.
@@ -44,6 +44,32 @@ class JSONLimitError(ValueError):
     def __init__(self, problem: str, fix: str) -> None:
         super().__init__(f"{problem}: {fix}")
         self.problem = problem
+
+
+class NonFiniteError(ValueError):
+    """The text holds ``NaN``, ``Infinity`` or ``-Infinity``: Python's parser takes them, JSON
+    (RFC 8259) has no such values, and protobuf and most clients refuse them."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} is not a JSON value (JSON has no NaN or Infinity): send finite numbers")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NonFiniteError(name)
+
+
+def check_finite(text: str | bytes) -> None:
+    """Raise :class:`NonFiniteError` when ``text`` parses only with a non-standard constant.
+    Parses only text that holds ``NaN`` or ``Infinity`` somewhere (in a string, usually): most
+    text is never parsed here. Text that is not JSON at all is left to the caller's parser."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if "NaN" not in text and "Infinity" not in text:
+        return
+    try:
+        json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError:
+        return
 
 
 def check_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, max_digits: int = MAX_NUMBER_DIGITS) -> None:
@@ -107,8 +133,15 @@ def _locate(text: str, max_depth: int, max_digits: int) -> None:
     )
 
 
-def loads_bounded(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, max_digits: int = MAX_NUMBER_DIGITS) -> Any:
+def loads_bounded(
+    text: str | bytes,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    max_digits: int = MAX_NUMBER_DIGITS,
+    strict: bool = False,
+) -> Any:
     """``json.loads`` after :func:`check_json`. Raises ``JSONLimitError`` or ``json.JSONDecodeError``
-    (both ``ValueError``)."""
+    (both ``ValueError``). ``strict``: JSON as RFC 8259 has it, ``NaN`` and ``Infinity`` refused
+    with :class:`NonFiniteError` (what a client sends, or what it is given as JSON)."""
     check_json(text, max_depth=max_depth, max_digits=max_digits)
-    return json.loads(text)
+    return json.loads(text, parse_constant=_refuse_constant) if strict else json.loads(text)

@@ -11,7 +11,10 @@ bodies on each binding, the task lifecycle (get, list scoped to the caller, canc
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
+import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from a2a.types import (
     ListTasksRequest,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from starlette.applications import Starlette
@@ -921,3 +925,131 @@ async def test_the_answer_follows_the_clients_accepted_output_modes(binding: str
             assert [p.WhichOneof("content") for p in artifact.parts] == kinds, modes
             assert get_artifact_text(artifact) == "Boil it for 6 minutes."  # the adopted draft, in every case
             assert artifact.metadata["traceId"] and artifact.metadata["status"] == "completed"
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_message_to_a_finished_task_is_refused_before_the_sdk_sets_the_task_up(
+    binding: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A2A 1.0: a terminal task takes no more messages (UnsupportedOperationError, naming the
+    fix); the follow-up in its context starts a new task there. The SDK's own refusal came after
+    it had made the task's event queues, which it never closed: each such message left pending
+    tasks that the garbage collector destroyed ("Task was destroyed but it is pending!", with
+    tracebacks). Refused earlier now, nothing is left behind: collected, nothing is reported."""
+    caplog.set_level(logging.WARNING)
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        client = _client(card, hc, binding)
+        done = await _last_task(client, _ask("How do I boil an egg?"))
+        for _ in range(2):
+            with pytest.raises(Exception, match="terminal state TASK_STATE_COMPLETED") as refused:
+                await _last_task(client, _ask("And a soft one?", task_id=done.id, context_id=done.context_id))
+            assert "contextId and no taskId" in str(refused.value)
+        follow = await _last_task(client, _ask("And a soft one?", context_id=done.context_id))
+        assert follow.id != done.id and follow.context_id == done.context_id
+        assert follow.status.state == TaskState.TASK_STATE_COMPLETED
+        got = await client.get_task(GetTaskRequest(id=done.id), context=_auth("tok"))
+        assert got.status.state == TaskState.TASK_STATE_COMPLETED and len(got.artifacts) == 1  # untouched
+        gc.collect()
+    leaked = [r.getMessage() for r in caplog.records if "destroyed" in r.getMessage() or r.exc_info]
+    assert leaked == []
+
+
+async def test_nan_and_infinity_are_refused_and_never_poison_the_callers_task_list() -> None:
+    """JSON has no NaN or Infinity, but the SDK's parser took them: a message whose metadata held
+    one was stored, then every answer carrying that task (SendMessage itself, GetTask, ListTasks)
+    failed with an internal error. JSON bodies are now a parse error (JSON-RPC -32700, HTTP+JSON
+    400); gRPC, whose doubles may be NaN, gets InvalidParams naming the field. The caller's list
+    still works after each."""
+    poisoned = '{"message": {"messageId": "n", "role": "ROLE_USER", "parts": [{"text": "hi"}], "metadata": {"x": NaN}}}'
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        rpc = await hc.post(
+            f"{agent.url}/a2a/jsonrpc",
+            content='{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": ' + poisoned + "}",
+            headers={**RPC_HEADERS, "Content-Type": "application/json"},
+        )
+        error = rpc.json()["error"]
+        assert rpc.status_code == 200 and error["code"] == -32700 and "NaN is not a JSON value" in error["message"]
+        rest = await hc.post(
+            f"{agent.url}/a2a/rest/message:send",
+            content=poisoned.replace("NaN", "-Infinity"),
+            headers={**RPC_HEADERS, "Content-Type": "application/a2a+json"},
+        )
+        assert rest.status_code == 400 and rest.json()["error"]["status"] == "INVALID_ARGUMENT"
+        assert "Infinity is not a JSON value" in rest.json()["error"]["message"]
+        # A string that merely says NaN is text, not a number: accepted.
+        said = await hc.post(
+            f"{agent.url}/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": _nan_text()},
+            headers=RPC_HEADERS,
+        )
+        assert said.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        client = _client(card, hc, "GRPC")
+        request = _ask("How do I boil an egg?")
+        request.message.metadata.update({"score": {"mean": float("nan")}})
+        with pytest.raises(Exception, match=r"message\.metadata holds NaN or Infinity"):
+            await _last_task(client, request)
+        data = _ask("How do I boil an egg?")
+        data.message.parts.add().data.number_value = float("inf")
+        with pytest.raises(Exception, match=r"message\.parts\[1\]\.data holds NaN or Infinity"):
+            await _last_task(client, data)
+        listed = await client.list_tasks(ListTasksRequest(), context=_auth("tok"))
+        assert len(listed.tasks) == 1  # the one accepted message; nothing else stored
+
+
+def _nan_text() -> dict[str, Any]:
+    return {"message": {"messageId": "t", "role": "ROLE_USER", "parts": [{"text": "Is NaN or Infinity a number?"}]}}
+
+
+async def test_a_clients_malformed_params_are_logged_in_one_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A wrong type in params (``historyLength: "many"``) is the client's error: -32602 naming the
+    field, and the server's log says so in one line (the SDK logged a full traceback each time)."""
+    caplog.set_level(logging.WARNING)
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        answer = await hc.post(
+            f"{agent.url}/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "x", "historyLength": "many"}},
+            headers=RPC_HEADERS,
+        )
+    error = answer.json()["error"]
+    assert error["code"] == -32602 and "historyLength" in json.dumps(error)
+    (record,) = [r for r in caplog.records if "Failed to parse request params" in r.getMessage()]
+    assert record.exc_info is None and record.levelno == logging.WARNING
+    assert "answered as a client error" in record.getMessage() and "historyLength" in record.getMessage()
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_history_length_pagination_and_subscribing_to_a_finished_task(binding: str) -> None:
+    """GetTask's ``historyLength`` keeps the most recent messages (0: none); ListTasks pages with
+    ``pageSize`` (1-100; outside: invalid params) and ``nextPageToken`` (empty on the last page),
+    artifacts only with ``includeArtifacts``; SubscribeToTask on a finished task is
+    UnsupportedOperationError (there is nothing left to stream)."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        client = _client(card, hc, binding)
+        first = await _last_task(client, _ask("How do I boil an egg?"))
+        second = await _last_task(client, _ask("And a soft one?", context_id=first.context_id))
+        whole = await client.get_task(GetTaskRequest(id=first.id), context=_auth("tok"))
+        assert whole.history[0].role == Role.ROLE_USER and len(whole.history) >= 2
+        for length in (0, 1):
+            got = await client.get_task(GetTaskRequest(id=first.id, history_length=length), context=_auth("tok"))
+            assert list(got.history) == list(whole.history)[len(whole.history) - length :]
+        page = await client.list_tasks(ListTasksRequest(page_size=1), context=_auth("tok"))
+        assert len(page.tasks) == 1 and page.next_page_token and page.total_size == 2
+        assert not page.tasks[0].artifacts
+        rest = await client.list_tasks(
+            ListTasksRequest(page_size=1, page_token=page.next_page_token, include_artifacts=True), context=_auth("tok")
+        )
+        assert len(rest.tasks) == 1 and rest.next_page_token == "" and rest.tasks[0].artifacts
+        assert {page.tasks[0].id, rest.tasks[0].id} == {first.id, second.id}
+        for size in (0, 101):
+            with pytest.raises(Exception, match="page size"):
+                await client.list_tasks(ListTasksRequest(page_size=size), context=_auth("tok"))
+        streaming = _client(card, hc, binding, streaming=True)
+        with pytest.raises(Exception, match="terminal state"):
+            async for _ in streaming.subscribe(SubscribeToTaskRequest(id=first.id), context=_auth("tok")):
+                pass

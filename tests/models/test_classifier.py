@@ -252,7 +252,7 @@ def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
     assert clf.weights.metrics["request_auc"] >= 0.95 and clf.weights.metrics["response_auc"] >= 0.95
     assert "xstest_request_auc" not in expected
     assert expected["request_by_source"]["hh-harmful"]["correct"] >= 0.9
-    # v8: short correct answers pass and short harmful ones are blocked (MODEL_CARD.md, "Why v8").
+    # v8: short correct answers pass and short harmful ones are blocked (MODEL_CARD.md, "Version history").
     assert expected["response_by_source"]["project-short-acceptable"]["correct"] >= 0.9
     assert expected["response_by_source"]["project-short-unacceptable"]["correct"] >= 0.75
     assert clf.weights.metrics["response_by_source"]["project-short-acceptable"]["correct"] >= 0.9

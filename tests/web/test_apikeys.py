@@ -17,8 +17,10 @@ def test_a_bearer_without_a_token_carries_no_credential(header: str | None) -> N
 
 @pytest.mark.parametrize("header", ["Basic dXNlcjpwdw==", "Token abc", "abc"])
 def test_another_scheme_is_malformed(header: str) -> None:
-    with pytest.raises(APIError, match="malformed Authorization header"):
+    with pytest.raises(APIError, match="malformed Authorization header") as caught:
         parse_bearer(header)
+    # A 401 names the scheme it wants (RFC 9110 §11.6.1), as the other 401s of /v1 do.
+    assert caught.value.status == 401 and caught.value.headers == {"WWW-Authenticate": "Bearer"}
 
 
 def test_an_empty_bearer_reaches_a_keyless_deployment_from_loopback_only() -> None:

@@ -98,9 +98,13 @@ async def test_models_healthz_metrics_and_agent_card(client: tuple[httpx.AsyncCl
 BAD_INPUT = [
     (b"{not json", None, "invalid_json"),
     (b"[1, 2]", None, "invalid_json"),
+    # JSON has no NaN or Infinity (Python's parser took them), wherever they stand
+    (json.dumps(_chat(metadata={"x": float("nan")})).encode(), None, "invalid_json"),
+    (json.dumps(_chat(temperature=float("inf"))).encode(), None, "invalid_json"),
     (json.dumps({"model": "psychoalign"}).encode(), "messages", "missing_required_parameter"),
     (json.dumps({"model": "psychoalign", "messages": []}).encode(), "messages", "empty_array"),
     (json.dumps(_chat(n=2)).encode(), "n", "unsupported_parameter"),
+    (json.dumps(_chat(n=0)).encode(), "n", "invalid_value"),  # below OpenAI's range: a bad value
     # n is an integer, as OpenAI's API takes it: no string, boolean or float read as 1
     (json.dumps(_chat(n="1")).encode(), "n", "invalid_type"),
     (json.dumps(_chat(n=True)).encode(), "n", "invalid_type"),

@@ -143,6 +143,15 @@ def test_the_three_formats_are_accepted() -> None:
     assert fmt is not None and (fmt.type, fmt.name, fmt.schema_, fmt.strict) == ("json_schema", "egg", EGG_SCHEMA, True)
 
 
+def test_an_answer_with_nan_or_infinity_is_not_json() -> None:
+    """Python's parser reads ``NaN``; the client's (RFC 8259) does not: such an answer would reach
+    it as content it cannot parse, so it is refused as any text that is not JSON is."""
+    number = ResponseFormat(type="json_schema", name="n", schema={"type": "number"})
+    assert (format_problem("NaN", number), format_problem("1.5", number)) == ("not_json", None)
+    obj = ResponseFormat(type="json_object")
+    assert format_problem('{"dose": Infinity}', obj) == "not_json"
+
+
 def test_a_schema_that_cannot_be_applied_fails_closed() -> None:
     """A ``$ref`` to another document is never fetched: the answer is withheld."""
     remote = ResponseFormat(type="json_schema", name="r", schema={"$ref": "https://example.invalid/egg.json"})

@@ -348,3 +348,19 @@ def test_litellm_rebuilds_a_streamed_call_as_openais(
         assert rebuilt.content == content
         names = [c.function.name for c in rebuilt.tool_calls or []]
         assert names == (["get_weather"] if content is None else [])
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        '{"tool_call": {"name": "get_weather", "arguments": {"celsius": NaN}}}',
+        '{"tool_call": {"name": "get_weather", "arguments": "{\\"celsius\\": Infinity}"}}',
+    ],
+)
+def test_a_call_whose_arguments_hold_nan_is_malformed(draft: str) -> None:
+    """The client parses a call's arguments as JSON, which has no NaN or Infinity: such a draft
+    is a malformed call (withheld), never arguments the client cannot read."""
+    from psychoalign.web.openai_tools import parse_call
+
+    assert parse_call(draft) == "malformed_call"
+    assert parse_call(draft.replace("NaN", "21").replace("Infinity", "21")) != "malformed_call"

@@ -11,6 +11,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -41,7 +42,8 @@ from a2a.types import (
 from a2a.utils import TransportProtocol
 from a2a.utils.constants import A2A_JSON_MEDIA_TYPE, VERSION_HEADER
 from a2a.utils.error_handlers import A2A_DOMAIN, ERROR_INFO_TYPE
-from a2a.utils.errors import InvalidParamsError, PushNotificationNotSupportedError
+from a2a.utils.errors import InvalidParamsError, PushNotificationNotSupportedError, UnsupportedOperationError
+from google.protobuf.struct_pb2 import Struct, Value
 from jsonrpc.jsonrpc2 import JSONRPC20Request  # type: ignore[import-untyped]  # the SDK's own validator
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
@@ -53,7 +55,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
 from ..errors import ConfigError, public_message
-from ..jsonguard import JSONLimitError, check_json
+from ..jsonguard import JSONLimitError, NonFiniteError, check_finite, check_json
 from ..negotiation.bus import AgentTransport
 from .codec import decode_task, encode_reply, is_packed
 from .routing import allowed_methods
@@ -338,7 +340,10 @@ class BodyLimit:
             return
         try:  # the SDK's parser would recurse without bound (and choke on huge integers)
             check_json(text)
-        except JSONLimitError as exc:
+            # NaN and Infinity are not JSON; the SDK's parser took them, stored them in the task
+            # (message metadata), then failed to write that task out in every later answer.
+            check_finite(text)
+        except (JSONLimitError, NonFiniteError) as exc:
             await self._refuse(
                 scope, receive, send, 400, f"request body refused: {exc}", code=PARSE_ERROR_CODE, hint=""
             )
@@ -698,11 +703,87 @@ class _ContextFromTask(SimpleRequestContextBuilder):
                 "Push notifications are not supported by the agent: leave out "
                 "configuration.taskPushNotificationConfig and poll GetTask or stream the task"
             )
-        if task_id and not context_id:
+        if params is not None and params.HasField("message"):
+            where = _non_finite(params)
+            if where is not None:
+                # JSON bodies are refused at the edge (BodyLimit); gRPC carries doubles as they are.
+                raise InvalidParamsError(f"{where} holds NaN or Infinity: send finite numbers")
+        if task_id:
             stored = task or await self._tasks.get(task_id, context)
-            if stored is not None:
+            if stored is not None and stored.status.state in _TERMINAL:
+                # Refused before the SDK sets the task up: its own refusal came after it had made
+                # the task's event queues, which it then never closed (a pending task destroyed,
+                # with tracebacks in the log, on every such message).
+                raise UnsupportedOperationError(
+                    f"Task {task_id} is in terminal state {TaskState.Name(stored.status.state)}: a finished task "
+                    "takes no more messages; send the follow-up with its contextId and no taskId (a new task "
+                    "in the same conversation)"
+                )
+            if stored is not None and not context_id:
                 context_id = stored.context_id
         return await super().build(context, params, task_id, context_id, task)
+
+
+_TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+
+
+def _non_finite(params: SendMessageRequest) -> str | None:
+    """The first field of a message (its metadata, a part's data or metadata) or of the request's
+    metadata that holds NaN or Infinity, or None. Such a value was stored with the task, and every
+    later answer that carried the task (SendMessage, GetTask, ListTasks) failed to serialise it."""
+    message = params.message
+    roots: list[tuple[str, Struct | Value]] = [("metadata", params.metadata), ("message.metadata", message.metadata)]
+    for i, part in enumerate(message.parts):
+        roots.append((f"message.parts[{i}].metadata", part.metadata))
+        if part.HasField("data"):
+            roots.append((f"message.parts[{i}].data", part.data))
+    for where, root in roots:
+        stack: list[Struct | Value] = [root]
+        while stack:  # iterative: a gRPC message may nest as deep as protobuf allows
+            item = stack.pop()
+            if isinstance(item, Struct):
+                stack.extend(item.fields.values())
+            elif item.HasField("number_value"):
+                if not math.isfinite(item.number_value):
+                    return where
+            elif item.HasField("struct_value"):
+                stack.append(item.struct_value)
+            elif item.HasField("list_value"):
+                stack.extend(item.list_value.values)
+    return None
+
+
+#: What the SDK's JSON-RPC dispatcher logs, with a full traceback, for a client's malformed
+#: request (a wrong type in params, say): it answers the client -32600/-32602 itself.
+_CLIENT_ERRORS = frozenset({"Failed to parse request params", "Failed to validate base JSON-RPC request"})
+_DISPATCHER_LOG = "a2a.server.routes.jsonrpc_dispatcher"
+
+
+class ClientErrorOneLine(logging.Filter):
+    """A client's malformed request is logged in one line naming the problem, never with a
+    traceback: it is the client's error, not the server's (and a client could fill the log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in _CLIENT_ERRORS and record.exc_info:
+            problem = record.exc_info[1]
+            record.msg = f"{record.msg} (answered as a client error): {' '.join(str(problem).split())[:300]}"
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _quiet_client_errors() -> None:
+    log = logging.getLogger(_DISPATCHER_LOG)
+    if not any(isinstance(f, ClientErrorOneLine) for f in log.filters):
+        log.addFilter(ClientErrorOneLine())
 
 
 def a2a_app(
@@ -724,6 +805,7 @@ def a2a_app(
     # validate_input_modes: a part whose media type the card does not declare is the protocol's
     # ContentTypeNotSupportedError (A2A 1.0 §3.1.1), not a task the agent then rejects.
     tasks = task_store if task_store is not None else BoundedTaskStore()
+    _quiet_client_errors()
     handler = DefaultRequestHandler(
         agent_executor=executor,
         task_store=tasks,

@@ -69,6 +69,7 @@ def parse_bearer(header: str | None) -> str | None:
             "malformed Authorization header: send 'Authorization: Bearer <API key>'",
             type="invalid_request_error",
             code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},  # every 401 names the scheme (RFC 9110 §15.5.2)
         )
     return token.strip()
 

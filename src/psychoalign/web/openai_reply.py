@@ -227,8 +227,8 @@ def format_problem(text: str, fmt: ResponseFormat) -> str | None:
     psychoalign.jsonguard; a schema that cannot be applied (an unresolvable ``$ref``, a pattern
     Python cannot compile) fails closed."""
     try:
-        value = loads_bounded(text)
-    except ValueError:  # JSONDecodeError, JSONLimitError, an over-long integer
+        value = loads_bounded(text, strict=True)  # NaN would reach the client as content it cannot parse
+    except ValueError:  # JSONDecodeError, JSONLimitError, NonFiniteError, an over-long integer
         return "not_json"
     if fmt.type == "json_object":
         return None if isinstance(value, dict) else "not_object"

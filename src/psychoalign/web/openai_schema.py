@@ -18,7 +18,7 @@ from typing import Any, Literal, cast
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from ..jsonguard import JSONLimitError, loads_bounded
+from ..jsonguard import JSONLimitError, NonFiniteError, loads_bounded
 from .errors import APIError
 from .openai_tools import ToolCall, Tools, parse_tool_calls, parse_tools
 
@@ -394,8 +394,8 @@ def load_body(body: bytes, *, max_body_bytes: int) -> dict[str, Any]:
         message = f"the request body is not UTF-8 ({where}): send JSON encoded as UTF-8"
         raise _bad(None, message, "invalid_json") from None
     try:
-        data = loads_bounded(text)
-    except JSONLimitError as exc:
+        data = loads_bounded(text, strict=True)
+    except (JSONLimitError, NonFiniteError) as exc:
         raise _bad(None, f"the request body is refused: {exc}", "invalid_json") from None
     except json.JSONDecodeError as exc:
         raise _bad(None, f"the request body is not valid JSON ({exc}): send a JSON object", "invalid_json") from None
@@ -457,6 +457,8 @@ def _semantics(req: ChatCompletionRequest) -> None:
             "stream_options",
             'stream_options is only allowed with stream: true: send "stream": true or leave stream_options out',
         )
+    if req.n is not None and req.n < 1:  # out of OpenAI's own range, not a request for several answers
+        raise _bad("n", f"n must be an integer of at least 1; got {req.n}: send n=1 or leave it out")
     if req.n not in (None, 1):
         raise _bad(
             "n", f"n={req.n} is not supported: a negotiation yields one answer; send n=1", "unsupported_parameter"

@@ -237,7 +237,7 @@ def parse_call(text: str) -> ParsedCall | str | None:
     if not stripped.startswith("{") or '"tool_call"' not in stripped:
         return None
     try:
-        value = loads_bounded(stripped)
+        value = loads_bounded(stripped, strict=True)  # the client parses the arguments as JSON
     except ValueError:
         return "malformed_call"
     if not isinstance(value, dict) or set(value) != {"tool_call"}:
@@ -248,7 +248,7 @@ def parse_call(text: str) -> ParsedCall | str | None:
     arguments = call.get("arguments", {})
     if isinstance(arguments, str):  # a model may write them as OpenAI sends them: a JSON string
         try:
-            arguments = loads_bounded(arguments)
+            arguments = loads_bounded(arguments, strict=True)
         except ValueError:
             return "malformed_call"
     if not isinstance(arguments, dict) or set(call) - {"name", "arguments"}:
