@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from psychoalign.textio import INVISIBLE
 from psychoalign.web.app import _ERROR_PAGE
 from tests.web.browser.conftest import Lab, run_async
 from tests.web.browser.test_lab import Session
@@ -274,7 +275,8 @@ def test_trace_pages_with_hostile_earlier_turns_and_model_names(chromium: Any, l
     assert turns.nth(1).inner_text() == f"{ARABIC} then" and turns.nth(2).inner_text() == f"{HEBREW} then"
     assert turns.nth(3).inner_text() == UNBROKEN
     assert page.locator("#trace-earlier > li > pre > bdi[dir=auto]").count() == 4
-    assert page.locator("#trace-earlier .ctl").count() == 5  # each invisible control shown as a marker
+    # each invisible control shown as a marker (a zero-width joiner is not one: it joins emoji)
+    assert page.locator("#trace-earlier .ctl").count() == sum(ord(c) in INVISIBLE for c in HOSTILE) == 7
     assert page.locator("main script").count() == 0
     # the Cost table names the same models: isolated and with the controls shown there too
     cost = page.locator("table:has(th:text-is('Model')) td code")
