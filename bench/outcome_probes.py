@@ -4,9 +4,10 @@ Two runs, chosen with ``--mode``:
 
 * ``default``: the embedded default answers each request as ``psychoalign negotiate "<request>"``
   does (the settings' models; no API key);
-* ``scripted``: DRIVE proposes the probe's plausible but wrong answer and the MEDIATOR adopts the
-  selected proposal verbatim, while the EVALUATOR is the settings' own (the embedded classifier):
-  what reaches the user is then up to the gates and the request checks alone.
+* ``scripted``: DRIVE proposes the probe's plausible but wrong answer (``wrong``), or its right
+  answer (``answer``: one that must reach the user), and the MEDIATOR adopts the selected proposal
+  verbatim, while the EVALUATOR is the settings' own (the embedded classifier): what reaches the
+  user is then up to the gates and the request checks alone.
 
 A reply is acceptable when it shows none of the probe's ``never`` patterns and, when the probe
 lists ``needs``, at least one of them (case-insensitive regexes). Each reply is printed with its
@@ -17,6 +18,10 @@ from an earlier version of the code is judged by the same predicates as today's.
     python bench/outcome_probes.py --mode scripted
     python bench/outcome_probes.py --mode default --only 1,5 --save replies.json
     python bench/outcome_probes.py --score replies.json
+    python bench/outcome_probes.py --file bench/data/outcome_probes5.yaml --mode scripted
+
+``--file`` picks another round's probes (default: bench/data/outcome_probes4.yaml); ``--score``
+reads the probes of the same ``--file``.
 """
 
 from __future__ import annotations
@@ -71,9 +76,14 @@ def _scripted(wrong: str) -> dict[str, ChatModel]:
     return out
 
 
-def load() -> list[dict[str, Any]]:
-    probes: list[dict[str, Any]] = yaml.safe_load(PROBES.read_text("utf-8"))
+def load(path: Path = PROBES) -> list[dict[str, Any]]:
+    probes: list[dict[str, Any]] = yaml.safe_load(path.read_text("utf-8"))
     return probes
+
+
+def proposed(probe: dict[str, Any]) -> str:
+    """What the scripted DRIVE proposes for ``probe``: its wrong answer, else its right one."""
+    return str(probe["wrong"] if "wrong" in probe else probe["answer"])
 
 
 def report(probes: list[dict[str, Any]], replies: dict[int, str], label: str) -> None:
@@ -90,8 +100,8 @@ def report(probes: list[dict[str, Any]], replies: dict[int, str], label: str) ->
     print(f"acceptable {good}/{len(replies)} ({label})")
 
 
-async def run(mode: str, only: set[int] | None) -> dict[int, str]:
-    probes = load()
+async def run(mode: str, only: set[int] | None, path: Path = PROBES) -> dict[int, str]:
+    probes = load(path)
     settings = load_settings()
     default = Negotiator(settings) if mode == "default" else None
     replies: dict[int, str] = {}
@@ -99,7 +109,7 @@ async def run(mode: str, only: set[int] | None) -> dict[int, str]:
         if only and i not in only:
             continue
         negotiator = default or Negotiator(
-            settings, params=NegotiationParams(fast_path=False), models=_scripted(probe["wrong"])
+            settings, params=NegotiationParams(fast_path=False), models=_scripted(proposed(probe))
         )
         trace = await negotiator.negotiate(
             probe["request"], framework=probe.get("framework", "general"), earlier=probe.get("earlier")
@@ -111,19 +121,22 @@ async def run(mode: str, only: set[int] | None) -> dict[int, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("default", "scripted"), default="scripted")
+    parser.add_argument("--file", type=Path, default=PROBES, help="the probes (YAML; default: %(default)s)")
     parser.add_argument("--only", help="comma-separated probe numbers (1-based)")
     parser.add_argument("--save", type=Path, help="write the replies to this JSON file")
     parser.add_argument("--score", type=Path, help="score the replies saved in this JSON file; run nothing")
     args = parser.parse_args()
+    if not args.file.is_file():
+        parser.error(f"--file {args.file}: no such file; give a probes YAML such as bench/data/outcome_probes5.yaml")
     if args.score is not None:
         saved = json.loads(args.score.read_text("utf-8"))
-        report(load(), {int(i): reply for i, reply in saved.items()}, str(args.score.name))
+        report(load(args.file), {int(i): reply for i, reply in saved.items()}, str(args.score.name))
         return 0
     only = {int(n) for n in args.only.split(",")} if args.only else None
-    replies = asyncio.run(run(args.mode, only))
+    replies = asyncio.run(run(args.mode, only, args.file))
     if args.save is not None:
         args.save.write_text(json.dumps(replies, indent=1, ensure_ascii=False), "utf-8")
-    report(load(), replies, args.mode)
+    report(load(args.file), replies, args.mode)
     return 0
 
 

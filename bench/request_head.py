@@ -13,10 +13,10 @@ Data (aggregates are printed, never the items):
 * ``bench/data/lookalike_heldout.yaml``, ``bench/data/lookalike_heldout_v7.yaml``,
   ``bench/data/lookalike_heldout_v8.yaml``, ``bench/data/lookalike_heldout_v9.yaml``,
   ``bench/data/lookalike_heldout_v10.yaml``, ``bench/data/lookalike_heldout_v11.yaml``,
-  ``bench/data/lookalike_heldout_v12.yaml``, ``bench/data/lookalike_heldout_v13.yaml`` and
-  ``bench/data/lookalike_heldout_v14.yaml``: held-out
+  ``bench/data/lookalike_heldout_v12.yaml``, ``bench/data/lookalike_heldout_v13.yaml``,
+  ``bench/data/lookalike_heldout_v14.yaml`` and ``bench/data/lookalike_heldout_v15.yaml``: held-out
   hand-written requests (the first three are the hash-split held-out parts of three pools, the last
-  six were each written whole as a held-out
+  seven were each written whole as a held-out
   file before the request head they test; each file's header says how): benign
   look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
@@ -45,7 +45,8 @@ never a reference and never used to choose the threshold; ``--crisis-exemplars F
 held-out fold of another exemplar file, e.g. an earlier version, and leaves the doc alone) and on
 ``bench/data/crisis_heldout.yaml``, ``bench/data/crisis_heldout_v2.yaml``,
 ``bench/data/crisis_heldout_v3.yaml``, ``bench/data/crisis_heldout_v4.yaml``,
-``bench/data/crisis_heldout_v5.yaml`` and ``bench/data/crisis_heldout_v6.yaml`` (hand-written
+``bench/data/crisis_heldout_v5.yaml``, ``bench/data/crisis_heldout_v6.yaml`` and
+``bench/data/crisis_heldout_v7.yaml`` (hand-written
 crisis requests and benign look-alikes, each written before the check it first measured and never
 trained on; items repeating a training text of
 the check are left out), the crisis requests that reach the crisis channel (the check alone, and the
@@ -64,8 +65,9 @@ the supportive message, never "rephrase".
 With the shipped check's possible-risk band (its floor in ``CRISIS_BAND_FLOORS``), each held-out
 crisis file also reports the crisis requests that get the crisis resource from either tier (routed,
 or the band's soft line) and the look-alikes given the soft line, and ``lookalike_heldout_v14.yaml``
-the look-alikes given the soft line. ``--crisis --choose-band`` chooses the floor by its rule on the
-development sets only (never ``crisis_heldout_v6.yaml`` nor ``lookalike_heldout_v14.yaml``): the
+and ``lookalike_heldout_v15.yaml`` the look-alikes given the soft line. ``--crisis --choose-band``
+chooses the floor by its rule on the development sets only (never ``crisis_heldout_v6.yaml``,
+``crisis_heldout_v7.yaml``, ``lookalike_heldout_v14.yaml`` nor ``lookalike_heldout_v15.yaml``): the
 lowest floor at which every development look-alike group gets the soft line at most 15 % of the
 time (MODEL_CARD.md, "The possible-risk band"); it prints only.
 
@@ -116,6 +118,7 @@ LOOKALIKES = tuple(
         "lookalike_heldout_v12.yaml",
         "lookalike_heldout_v13.yaml",
         "lookalike_heldout_v14.yaml",
+        "lookalike_heldout_v15.yaml",
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -203,6 +206,7 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout_v4.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v5.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v6.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v7.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.
@@ -213,9 +217,12 @@ MEDICINE_LOOKALIKES = ROOT / "tests" / "models" / "crisis_medicine_lookalikes.ya
 
 
 #: The possible-risk band's development sets (``--choose-band``): the crisis files written before v8's
-#: fresh file, and the look-alike files before the newest; the last of each list is never read there.
-BAND_DEV_CRISIS = CRISIS_HELDOUTS[:-1]
-BAND_DEV_LOOKALIKES = LOOKALIKES[1:-1]  # lookalike_heldout_v7.yaml .. v13
+#: fresh file, and the look-alike files v7 to v13. Fixed slices, so that adding a fresh file never turns
+#: an earlier fresh one (crisis v6, look-alike v14) into a development set unannounced.
+BAND_DEV_CRISIS = CRISIS_HELDOUTS[:5]  # crisis_heldout.yaml .. v5
+BAND_DEV_LOOKALIKES = LOOKALIKES[1:8]  # lookalike_heldout_v7.yaml .. v13
+#: The look-alike files never read to choose the band's floor (v14 on): each reports its soft line.
+BAND_FRESH_LOOKALIKES = LOOKALIKES[8:]
 #: The band's rule (MODEL_CARD.md, "The possible-risk band"): the lowest floor on this grid at which
 #: every development look-alike group has at most this share given the soft line.
 BAND_MAX_LOOKALIKES = 0.15
@@ -224,7 +231,8 @@ BAND_GRID = tuple(round(0.01 * i, 2) for i in range(1, 100))
 
 def choose_band(args: argparse.Namespace) -> None:
     """``--crisis --choose-band``: the band's floor by its rule, on development sets only (never
-    ``crisis_heldout_v6.yaml`` nor ``lookalike_heldout_v14.yaml``): per floor, the share of each
+    ``crisis_heldout_v6.yaml``, ``crisis_heldout_v7.yaml``, ``lookalike_heldout_v14.yaml`` nor
+    ``lookalike_heldout_v15.yaml``): per floor, the share of each
     development look-alike group the soft line would be given, and the lowest floor that keeps
     every group at or under ``BAND_MAX_LOOKALIKES``; then the development crisis requests that
     floor gives either tier. Prints only."""
@@ -369,7 +377,9 @@ def crisis_report(args: argparse.Namespace) -> None:
         rate("look-alikes, check or request checks", sum(map(routed, looks)), len(looks), "routed", None, targets)
 
         fresh_files: dict[str, dict[str, list[str]]] = {}
-        for path in CRISIS_HELDOUTS:
+        for path in args.file or CRISIS_HELDOUTS:  # --file: a new crisis file (crisis and benign sets)
+            if not path.is_file():
+                raise SystemExit(f"error: --file {path}: no such file (give a crisis file with crisis and benign sets)")
             sets = load_sets(path, ("crisis", "benign"))
             # A held-out item that repeats a training text would measure memory, not the check.
             leaked = repeats([*sets["crisis"], *sets["benign"]], sorted(training))
@@ -408,10 +418,11 @@ def crisis_report(args: argparse.Namespace) -> None:
         print("out of sample (reported; never a threshold or an exemplar): requests the check fires on")
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
         held_looks = [t for f in files for t in f]
-        if banded is not None:  # the newest look-alike file: never read to choose the band's floor
-            newest = load_sets(LOOKALIKES[-1], ("lookalike",))["lookalike"]
-            soft = sum(map(banded, newest))
-            rate(f"{LOOKALIKES[-1].name}: the band's soft line", soft, len(newest), "given", None, targets)
+        if banded is not None:  # the look-alike files never read to choose the band's floor
+            for path in BAND_FRESH_LOOKALIKES:
+                fresh_looks = load_sets(path, ("lookalike",))["lookalike"]
+                soft = sum(map(banded, fresh_looks))
+                rate(f"{path.name}: the band's soft line", soft, len(fresh_looks), "given", None, targets)
         rate(
             "look-alikes of the held-out look-alike files",
             sum(map(clf.crisis, held_looks)),
@@ -443,7 +454,7 @@ def crisis_report(args: argparse.Namespace) -> None:
         medicine_routed = sum(map(routed, questions))
         rate("medicine look-alikes (development set)", medicine_routed, len(questions), "routed", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None and args.crisis_check is None and not args.framework:
+    if not args.no_doc and source is None and args.crisis_check is None and not args.framework and not args.file:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
@@ -452,20 +463,22 @@ def crisis_report(args: argparse.Namespace) -> None:
             quick=args.check_only,  # --check-only: the check's figures, no end to end
             note="The held-out fold (`sha256(text) % 4 == 0`) of the project-written crisis exemplars and "
             "`bench/data/crisis_heldout.yaml`, `crisis_heldout_v2.yaml`, `crisis_heldout_v3.yaml`, "
-            "`crisis_heldout_v4.yaml`, `crisis_heldout_v5.yaml` and `crisis_heldout_v6.yaml` (each written by "
+            "`crisis_heldout_v4.yaml`, `crisis_heldout_v5.yaml`, `crisis_heldout_v6.yaml` and `crisis_heldout_v7.yaml` "
+            "(each written by "
             "hand): never a reference of "
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
             "text); the look-alike files, the request checks' test file, XSTest safe and MT-Bench first turns are "
-            "reported only. `crisis_heldout_v6.yaml` is the fresh measure of the shipped check: written before "
-            "it was built and read once after. The older crisis files, the exemplars' held-out fold and "
+            "reported only. `crisis_heldout_v6.yaml` and `crisis_heldout_v7.yaml` are the fresh measures of the shipped "
+            "check: written before it was built and each read once after. The older crisis files, the exemplars' held-out fold and "
             "`tests/models/crisis_medicine_lookalikes.yaml` are development sets of the shipped check (its "
             "phrases and medicine guard were written from their misses), so their figures are not out of "
             'sample (MODEL_CARD.md, "The crisis check"). The possible-risk band (the second, soft '
             "tier: a crisis score from its floor up to routing gets the framework's soft crisis line after the "
             "reply) has its floor chosen on the development sets only (`--choose-band`: the exemplars' held-out "
             "fold, the five older crisis files, the medicine look-alikes, look-alike files v7 to v13 and MT-Bench "
-            "first turns); `crisis_heldout_v6.yaml` and `lookalike_heldout_v14.yaml` are fresh for it. "
+            "first turns); `crisis_heldout_v6.yaml`, `crisis_heldout_v7.yaml`, `lookalike_heldout_v14.yaml` and "
+            "`lookalike_heldout_v15.yaml` are fresh for it. "
             "End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "
             "message, and the word 'rephrase'.",
@@ -695,7 +708,8 @@ def main() -> None:
         type=Path,
         action="append",
         default=None,
-        help="held-out look-alike/premise/harmful file (repeatable; default: the seven in bench/data)",
+        help="held-out look-alike/premise/harmful file (repeatable; default: the seven in bench/data); with "
+        "--crisis: a crisis file (crisis and benign sets) instead of the crisis_heldout*.yaml files; no doc",
     )
     ap.add_argument("--head-only", action="store_true", help="the request head and the premise rule only")
     ap.add_argument(
@@ -847,13 +861,13 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Nine hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            note="Ten hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
             "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
-            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and six files each "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and seven files each "
             "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml`, "
             "`bench/data/lookalike_heldout_v10.yaml`, `bench/data/lookalike_heldout_v11.yaml`, "
             "`bench/data/lookalike_heldout_v12.yaml`, `bench/data/lookalike_heldout_v13.yaml`, "
-            "`bench/data/lookalike_heldout_v14.yaml`) "
+            "`bench/data/lookalike_heldout_v14.yaml`, `bench/data/lookalike_heldout_v15.yaml`) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "

@@ -9,9 +9,10 @@ units; 0 is the build's own threshold), prints how many development crisis reque
 (the check or the ``general`` framework's self-harm request checks) and how many development
 look-alikes the check fires on, per set and pooled. ``--graft V.json`` gives each check V's
 phrases and medicine guard (a head of one build with the phrases of another). The development
-sets: the exemplars' held-out fold, every ``bench/data/crisis_heldout*.yaml`` but the newest (which
-measures the next build and is never read here), ``tests/frameworks/self_harm_requests.yaml``,
-the medicine look-alikes and the held-out look-alike files. Each text is embedded once.
+sets: the exemplars' held-out fold, ``bench/data/crisis_heldout.yaml`` to ``crisis_heldout_v5.yaml``
+(the fresh files, v6 on, measure the next build and are never read here),
+``tests/frameworks/self_harm_requests.yaml``, the medicine look-alikes and the held-out look-alike
+files up to ``lookalike_heldout_v14.yaml`` (v15 on are fresh). Each text is embedded once.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def development_sets() -> dict[str, tuple[list[str], bool]]:
         "fold crisis": ([e.text for e in held if e.label == "crisis"], True),
         "fold look-alikes": ([e.text for e in held if e.label == "lookalike"], False),
     }
-    for path in CRISIS_HELDOUTS[:-1]:  # the newest file measures the next build: never read here
+    for path in CRISIS_HELDOUTS[:5]:  # v1 to v5; the fresh files (v6 on) measure the next build: never read here
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         sets[f"{path.stem} crisis"] = ([str(t) for t in data.get("crisis") or []], True)
         sets[f"{path.stem} benign"] = ([str(t) for t in data.get("benign") or []], False)
@@ -52,7 +53,9 @@ def development_sets() -> dict[str, tuple[list[str], bool]]:
     medicine = yaml.safe_load(MEDICINE_LOOKALIKES.read_text(encoding="utf-8")) or {}
     sets["medicine look-alikes"] = ([str(t) for v in medicine.values() for t in v], False)
     looks = [
-        str(t) for p in LOOKALIKES for t in (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("lookalike") or []
+        str(t)
+        for p in LOOKALIKES[:9]  # up to lookalike_heldout_v14.yaml; v15 on are fresh: never read here
+        for t in (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("lookalike") or []
     ]
     sets["look-alike files"] = (looks, False)
     return sets

@@ -7,8 +7,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from psychoalign.config import Settings
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+from psychoalign.models.classifier import CrisisCheck, CrisisScreen, Head
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.traces import TraceStore
 
@@ -105,9 +109,36 @@ class World:
         return out
 
     def negotiator(
-        self, store: TraceStore | None = None, *, settings: Settings | None = None, **params: Any
+        self,
+        store: TraceStore | None = None,
+        *,
+        settings: Settings | None = None,
+        crisis: CrisisScreen | None = None,
+        **params: Any,
     ) -> Negotiator:
         """Scenario tests script whole rounds (one reply = the round's proposals), so the fast path
-        is off unless a test asks for it (its own tests do: test_negotiation_states.py)."""
+        is off unless a test asks for it (its own tests do: test_negotiation_states.py). The scripted
+        EVALUATOR stands for the whole evaluating side: the negotiation's own crisis screen is a
+        scripted one that fires on nothing unless a test gives another (:func:`scripted_crisis`)."""
         params.setdefault("fast_path", False)
-        return Negotiator(settings or Settings(), params=NegotiationParams(**params), models=self.models(), store=store)
+        return Negotiator(
+            settings or Settings(),
+            params=NegotiationParams(**params),
+            models=self.models(),
+            store=store,
+            crisis=crisis or scripted_crisis(),
+        )
+
+
+def scripted_crisis(fire: Sequence[str] = (), band: Sequence[str] = ()) -> CrisisScreen:
+    """A deterministic crisis check: its head fires on a request holding a word of ``fire`` (score
+    0.99) and scores one holding a word of ``band`` 0.38, else 0.007 (version ``scripted-crisis``:
+    a test that wants the band gives it a floor in ``CRISIS_BAND_FLOORS``). No phrases, no guard."""
+
+    def encoder(texts: Sequence[str]) -> NDArray[np.float32]:
+        rows = [[sum(w in t.lower() for w in fire), sum(w in t.lower() for w in band), 1.0] for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+    head = Head(coef=[10.0, 4.5, 0.0], intercept=-5.0, threshold=0.5)
+    check = CrisisCheck(version="scripted-crisis", encoder="scripted", dim=3, head=head, exemplars_sha256="0" * 64)
+    return CrisisScreen(check, encoder)

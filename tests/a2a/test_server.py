@@ -26,7 +26,7 @@ from psychoalign.traces import TraceStatus
 from tests.cli.test_main import cli
 from tests.helpers import json_keys
 from tests.loopback import ThreadedServer, listening_socket
-from tests.scenario import World, evaluation, proposals
+from tests.scenario import World, evaluation, proposals, scripted_crisis
 
 TOKENS = {"mediator": "tok-mediator", "drive": "tok-drive", "evaluator": "tok-evaluator"}
 
@@ -131,7 +131,8 @@ async def test_negotiation_over_a2a_matches_in_process() -> None:
     world = World([drafts], judge=judge)
     with role_servers(world) as (urls, _):
         transport = A2ATransport(urls, tokens=TOKENS)
-        remote = await Negotiator(Settings(), transport=transport).negotiate("q")
+        # the same crisis screen as the in-process World's (the negotiation runs it for a remote EVALUATOR)
+        remote = await Negotiator(Settings(), transport=transport, crisis=scripted_crisis()).negotiate("q")
         await transport.aclose()
     assert remote.status is TraceStatus.COMPLETED
     strip = {"id", "created_at", "finished_at", "agents", "models", "metadata"}

@@ -1,6 +1,6 @@
 """The crisis check's hand-written held-out sets (bench/data/crisis_heldout.yaml,
-crisis_heldout_v2.yaml, crisis_heldout_v3.yaml, crisis_heldout_v4.yaml, crisis_heldout_v5.yaml and
-crisis_heldout_v6.yaml, reported by
+crisis_heldout_v2.yaml, crisis_heldout_v3.yaml, crisis_heldout_v4.yaml, crisis_heldout_v5.yaml,
+crisis_heldout_v6.yaml and crisis_heldout_v7.yaml, reported by
 ``bench/request_head.py --crisis``) stay held out: each loads, keeps both sides, none of its
 texts is a training text of the check (an exemplar, or a request of ``project_requests.yaml``,
 whose benign requests it trains on), and a later file repeats neither an exemplar nor an item

@@ -44,11 +44,11 @@ def _texts(node: object) -> list[str]:
 
 
 def test_the_newest_held_out_file_repeats_no_request_of_another_bench_file() -> None:
-    """A file written whole as a fresh held-out file (v14) shares no request with any other file of
+    """A file written whole as a fresh held-out file (v15) shares no request with any other file of
     ``bench/data`` (the older look-alike files, the older held-out requests, the crisis sets and the
     reference answers' questions), by the bench's rule."""
     newest = LOOKALIKES[-1]
-    assert newest.name == "lookalike_heldout_v14.yaml"
+    assert newest.name == "lookalike_heldout_v15.yaml"
     sets = load_sets(newest, SETS)
     items = [t for s in SETS for t in sets[s]]
     assert len(sets["lookalike"]) >= 60 and len(sets["harmful"]) >= 30

@@ -1,22 +1,28 @@
-"""The fourth round of outcome probes (bench/outcome_probes.py): every probe's predicates compile,
-and each judges its own plausible but wrong answer unacceptable, so a count of acceptable replies
-measures something."""
+"""The outcome probes (bench/outcome_probes.py), fourth and fifth rounds: every probe's predicates
+compile, each judges its own plausible but wrong answer unacceptable and its right answer (a fifth
+round probe's ``answer``) acceptable, so a count of acceptable replies measures something."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from bench.outcome_probes import acceptable, load
+import pytest
+from bench.outcome_probes import PROBES, acceptable, load, proposed
+
+ROUNDS = [PROBES, PROBES.with_name("outcome_probes5.yaml")]
 
 
-def test_every_probe_has_a_wrong_answer_its_predicates_reject() -> None:
-    probes = load()
+@pytest.mark.parametrize("path", ROUNDS, ids=lambda p: p.name)
+def test_every_probe_rejects_its_wrong_answer_and_accepts_its_right_one(path: Path) -> None:
+    probes = load(path)
     assert len(probes) >= 30
     for probe in probes:
+        assert ("wrong" in probe) != ("answer" in probe), probe["request"]
         for pattern in [*probe.get("never", []), *probe.get("needs", [])]:
             re.compile(pattern)
-        ok, why = acceptable(probe, probe["wrong"])
-        assert not ok and why, probe["request"]
+        ok, why = acceptable(probe, proposed(probe))
+        assert ok is ("answer" in probe) and bool(why) is not ok, probe["request"]
 
 
 def test_a_reply_is_acceptable_only_with_a_needed_pattern_and_no_forbidden_one() -> None:

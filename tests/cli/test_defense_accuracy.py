@@ -126,3 +126,38 @@ def test_defense_accuracy_end_to_end_against_an_openai_compatible_endpoint(tmp_p
     assert f"= 1.000 [{lo:.3f}, {hi:.3f}]" in result.output
     assert "models: drive=openai:capable-drive, evaluator=openai:capable-evaluator" in " ".join(result.output.split())
     assert {"drive_proposals", "evaluation", "final_response"} <= set(seen)  # it really went over HTTP
+
+
+def test_every_negotiation_failing_is_an_error_not_an_accuracy_of_zero(tmp_path: Path) -> None:
+    """An endpoint that refuses every call: the command printed "accuracy 0/3 = 0.000 [0.000,
+    0.561]" and exited 0. Now it keeps the report (nothing run is lost), prints no accuracy and
+    ends with one error line naming the first failure and the fix."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tests.loopback import serve
+
+    async def chat(request: Request) -> JSONResponse:
+        return JSONResponse({"error": {"message": "model not found"}}, status_code=404)
+
+    with serve(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])) as url:
+        config = tmp_path / "down.toml"
+        config.write_text(
+            f'home = "{tmp_path / "home"}"\n[defaults]\nbackend = "openai"\nbase_url = "{url}/v1"\n'
+            'model = "gone"\nmax_retries = 0\n'
+        )
+        out = tmp_path / "report"
+        result = CliRunner().invoke(
+            _app(defense_accuracy_cli.defense_accuracy_command),
+            ["--config", str(config), "--no-store", "--out", str(out), "--n", "3"],
+        )
+    assert result.exit_code == 1, result.output
+    assert "accuracy: not measured (every one of the 3 negotiations failed)" in result.output
+    assert "0.000" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")] or [str(result.exception)]
+    assert "every one of the 3 negotiations failed (first: " in " ".join(errors)
+    data = json.loads((out / "results.json").read_text())
+    assert data["failed"] == 3 and data["accuracy"] is None and data["accuracy_ci"] is None
+    assert data["not_measured"] == "every one of the 3 negotiations failed"

@@ -37,6 +37,7 @@ FITTING: dict[str, dict[str, str | None]] = {
         "U7-dose-label": "dose-label",
         "U8-pet-human-medicine": "vet",
         "U9-health-premise": "health-premise",
+        "U10-everyday-facts": "facts",
         "C4-known-hazard": None,
     },
     "medical": {

@@ -216,3 +216,51 @@ def test_advice_to_take_a_double_dose_is_blocked(name: str, text: str, blocked: 
 )
 def test_an_amount_far_above_any_days_maximum_is_wrong_even_without_a_dose_phrase(text: str, wrong: bool) -> None:
     assert (find_wrong_dose(limits("general"), text) is not None) is wrong
+
+
+# Vitamin D 50,000 IU (1.25 mg) once a week is a common prescription for a deficiency: a figure for
+# an adult tied to a week or to a prescription, and to no day, is held to the weekly range
+# (general and medical); a daily one is still a megadose.
+WEEKLY = [
+    ("Is 50,000 IU of vitamin D once a week normal?", "Yes, 50,000 IU of vitamin D once a week is common.", False),
+    ("Is 1.25 mg of vitamin D weekly normal?", "Yes, 1.25 mg (50,000 IU) of vitamin D weekly is standard.", False),
+    ("How much vitamin D?", "Take 20,000 IU of vitamin D every 7 days.", False),
+    ("How much vitamin D?", "Your doctor may prescribe 50,000 IU of vitamin D for a deficiency.", False),
+    ("How much vitamin D?", "A weekly dose of 50,000 IU of vitamin D is usual for a deficiency.", False),
+    ("Can I take 50,000 IU of vitamin D every day?", "Yes, take 50,000 IU of vitamin D every day.", True),
+    ("How much vitamin D?", "Adults should take 50,000 IU of vitamin D daily.", True),
+    ("How much vitamin D?", "Take 500,000 IU of vitamin D once a week.", True),
+    ("How much vitamin D?", "Take 50,000 IU of vitamin D.", True),  # no week, no prescription: one dose
+]
+
+
+@pytest.mark.parametrize("name", ["general", "medical"])
+@pytest.mark.parametrize(("request_text", "text", "wrong"), WEEKLY)
+def test_a_weekly_or_prescribed_vitamin_d_dose_is_held_to_the_weekly_range(
+    name: str, request_text: str, text: str, wrong: bool
+) -> None:
+    assert (find_wrong_dose(limits(name), text, read_request(request_text)) is not None) is wrong
+
+
+def test_a_weekly_range_applies_to_an_adult_only() -> None:
+    child = read_request("How much vitamin D for my 2 year old?")
+    assert find_wrong_dose(limits("general"), "Give 50,000 IU of vitamin D once a week.", child) is not None
+
+
+def test_a_medicine_without_a_weekly_range_reads_a_weekly_figure_as_before() -> None:
+    # child-safe has no weekly range: the weekly prescription is held to the single dose, as it was
+    assert find_wrong_dose(limits("child-safe"), "Take 50,000 IU of vitamin D once a week.") is not None
+    assert find_wrong_dose(limits("general"), "Take 2 g of paracetamol once a week.") is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong"),
+    [
+        ("You can take two thousand milligrams of ibuprofen at once.", True),
+        ("Take four hundred mg of ibuprofen at a time.", False),
+        ("Take one 500 mg tablet of paracetamol.", False),
+        ("The maximum daily dose of paracetamol is forty grams.", True),
+    ],
+)
+def test_an_amount_spelled_out_in_words_is_read(text: str, wrong: bool) -> None:
+    assert (find_wrong_dose(limits("general"), text) is not None) is wrong

@@ -44,6 +44,13 @@ def legacy_sha256(fw: Framework) -> str:
                     rule[key].pop("premises", None)
                 if rule.get(key) and not rule[key].get("hazards"):
                     rule[key].pop("hazards", None)
+                for field in ("facts", "conversions"):  # the everyday-fact table's (frameworks/facts.py)
+                    if rule.get(key) and not rule[key].get(field):
+                        rule[key].pop(field, None)
+                for fact in (rule.get(key) or {}).get("facts", ()):
+                    for field in ("when", "unless", "low", "high"):
+                        if fact.get(field) in ("", None):
+                            fact.pop(field)
                 for dose in (rule.get(key) or {}).get("doses", ()):
                     for field in (
                         "single_mg",
@@ -52,6 +59,7 @@ def legacy_sha256(fw: Framework) -> str:
                         "liquids",
                         "iu_per_mg",
                         "units_per_ml",
+                        "weekly_mg",
                     ):
                         if not dose.get(field):  # None, or no liquids
                             dose.pop(field, None)
@@ -64,6 +72,8 @@ def legacy_sha256(fw: Framework) -> str:
             channel.pop("hazard", None)
         if not channel.get("band_line"):
             channel.pop("band_line", None)
+        if not channel.get("withheld"):
+            channel.pop("withheld", None)
     blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

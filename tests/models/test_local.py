@@ -114,3 +114,41 @@ async def test_plain_reply_is_what_llama_cpp_gives_for_the_same_request() -> Non
     assert result.text == direct["choices"][0]["text"].strip()
     assert result.usage.completion_tokens == direct["usage"]["completion_tokens"] > 0
     assert result.usage.prompt_tokens == direct["usage"]["prompt_tokens"]
+
+
+#: Loads the embedded model in a fresh interpreter, runs the exit hooks as interpreter shutdown
+#: does, and reports whether llama.cpp's model was freed by them (not left to shutdown's garbage
+#: collection, where llama_cpp's module may already be emptied and free_model raises TypeError).
+_EXIT_SCRIPT = """
+import atexit
+from psychoalign.models.local import _MODELS, _load, resolve_model
+
+loaded = _load(resolve_model(None)[1], 2048, None)
+inner = loaded.llama._model
+assert inner.model is not None
+atexit._run_exitfuncs()
+print("freed" if inner.model is None and not _MODELS else "still loaded")
+"""
+
+
+def test_the_loaded_model_is_freed_by_an_exit_hook_and_exit_is_silent() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT], capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "freed"
+    assert "Traceback" not in out.stderr and "TypeError" not in out.stderr, out.stderr
+
+
+def test_closing_models_twice_and_loading_again_works() -> None:
+    from psychoalign.models.local import close_models
+
+    path = resolve_model(None)[1]
+    first = _load(path, 2048, None)
+    close_models()
+    close_models()  # idempotent: nothing left to free
+    again = _load(path, 2048, None)
+    assert again is not first and again.llama.tokenize(b"hi")

@@ -155,15 +155,20 @@ def _config(tmp_path: Path, score: float | None, extra: str = "") -> Path:
     return config
 
 
+#: The CLI runs the shipped crisis check itself beside a scripted EVALUATOR (test_crisis_every_backend.py):
+#: a request it scores far below any band, so the scripted EVALUATOR's band is what shows.
+CLI_REQUEST = "How do I repot a basil plant?"
+
+
 def test_the_cli_prints_the_soft_line_and_a_config_turns_it_off(tmp_path: Path) -> None:
-    out = cli("negotiate", "--config", str(_config(tmp_path, SCORE)), "--json", "--no-store", BAND_REQUEST)
+    out = cli("negotiate", "--config", str(_config(tmp_path, SCORE)), "--json", "--no-store", CLI_REQUEST)
     assert out.returncode == 0, out.stderr
     final = json.loads(out.stdout)["final"]
     assert final["response"] == f"{ANSWER}\n\n{_band_line()}" and final["crisis_band"] == SCORE
-    table = cli("negotiate", "--config", str(_config(tmp_path, SCORE)), "--no-store", BAND_REQUEST)
+    table = cli("negotiate", "--config", str(_config(tmp_path, SCORE)), "--no-store", CLI_REQUEST)
     assert table.returncode == 0 and _band_line() in " ".join(table.stdout.split())
     off = _config(tmp_path, SCORE, "[negotiation]\ncrisis_band = false\n")
-    out = cli("negotiate", "--config", str(off), "--json", "--no-store", BAND_REQUEST)
+    out = cli("negotiate", "--config", str(off), "--json", "--no-store", CLI_REQUEST)
     final = json.loads(out.stdout)["final"]
     assert final["response"] == ANSWER and final["crisis_band"] is None
 

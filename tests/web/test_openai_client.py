@@ -24,7 +24,7 @@ from psychoalign.negotiation.defense import template
 from psychoalign.traces import InMemoryTraceStore, TraceStatus
 from psychoalign.web import create_app
 from tests.loopback import free_port
-from tests.scenario import APPROVE, World, evaluation, proposals
+from tests.scenario import APPROVE, World, evaluation, proposals, scripted_crisis
 from tests.webserver import Running, run_app
 
 BENIGN = "Boil the egg for nine minutes, then cool it in cold water."
@@ -319,7 +319,10 @@ def _blocking_app(entered: dict[str, threading.Event], store: InMemoryTraceStore
     models["drive"] = ChatModel(spec, ScriptedBackend(spec, fn=world.drive))
     settings = Settings.model_validate({"serve": {"shutdown_grace_s": 0, **serve}})
     return create_app(
-        settings, store=store, negotiators={"psychoalign": Negotiator(settings, models=models, store=store)}
+        # the scripted crisis screen of tests.scenario.World: the gateway's life cycle is under test, not the check
+        settings,
+        store=store,
+        negotiators={"psychoalign": Negotiator(settings, models=models, store=store, crisis=scripted_crisis())},
     )
 
 

@@ -209,7 +209,7 @@ def serve_a2a(
     )
     layout = "A2A agents " + ", ".join(settings.a2a.urls.values()) if settings.a2a.urls else "in-process agents"
     auth = "bearer auth" if token or profile.api_keys else "NO AUTH (--insecure)"
-    err_console.print(safe(f"PsychoAlign system agent on {base} ({layout}, {auth})"))
+    err_console.print(safe(f"PsychoAlign system agent on {base} ({layout}, {auth})"), soft_wrap=True)
     _serve(app, sock, host, grpc_port)
 
 

@@ -77,9 +77,12 @@ def _overrides(rounds: int | None, proposals: int | None) -> dict[str, Any]:
 
 def _params(settings: Settings, rounds: int | None, proposals: int | None) -> NegotiationParams:
     # The studies measure the tension of the paper's protocol: the DRIVE always proposes, so a
-    # request that alone would decide still gets a tension (docs/negotiation.md).
+    # request that alone would decide still gets a tension, and only the EVALUATOR's
+    # classification selects the defense: the negotiation's own crisis screen (a check beside an
+    # LLM EVALUATOR, outside the paper) is off (docs/negotiation.md).
     overrides = _overrides(rounds, proposals)
-    return NegotiationParams.model_validate({**settings.negotiation, **overrides, "decide_on_request": False})
+    protocol = {"decide_on_request": False, "crisis_screen": False}
+    return NegotiationParams.model_validate({**settings.negotiation, **overrides, **protocol})
 
 
 def _role_models(settings: Settings) -> dict[str, ChatModel] | None:
@@ -361,7 +364,7 @@ def boundary_command(
     report["params"] = params.model_dump(mode="json")
     json_path, html_path = write_report(_out(out, "boundary"), report, render_boundary_html(report))
     _print_boundary(report)
-    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"))
+    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"), soft_wrap=True)
 
 
 def _fmt(v: float | None) -> str:
@@ -370,6 +373,7 @@ def _fmt(v: float | None) -> str:
 
 def _print_boundary(report: dict[str, Any]) -> None:
     from ..star.analysis.h1 import MIN_MEAN_CI
+    from ..star.analysis.pvalues import p_text
 
     table = Table(title=f"Mean tension by domain ({report['definition']})")
     for col in ("domain", "mean T", "95% CI", "n", "failed"):
@@ -387,7 +391,7 @@ def _print_boundary(report: dict[str, Any]) -> None:
     kw = report["kruskal_domains"]
     if kw.get("computable"):
         out_console.print(
-            f"Kruskal–Wallis across domains: H = {kw['h']:.3f}, df = {kw['df']}, p = {kw['p']:.3g}, "
+            f"Kruskal–Wallis across domains: H = {kw['h']:.3f}, df = {kw['df']}, {p_text(kw['p'])}, "
             f"ε² = {kw['epsilon2']:.3f} (≈ {kw['epsilon2_null']:.3f} with no effect)"
             + (f"; p by {kw['p_method']}" if str(kw.get("p_method", "")).startswith("permutation") else ""),
             highlight=False,
@@ -505,10 +509,12 @@ def h1_command(
     report["run_id"] = summary.run_id
     report["models"] = _labels(settings)
     json_path, html_path = write_report(_out(out, "h1"), report, render_h1_html(report))
+    from ..star.analysis.pvalues import p_text
+
     s = report["spearman"]
     out_console.print(
         f"H1 on {report['dataset']['name']}: rho(T, 1 - alpha_item) = {_fmt(s['rho'])} "
-        f"[{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}], permutation p = {_fmt(s['p_permutation'])}, n = {s['n']}"
+        f"[{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}], {p_text(s['p_permutation'], 'permutation p', '–')}, n = {s['n']}"
     )
     if s["rho"] is None:  # say why, as the page does, instead of a bare dash
         out_console.print(safe(f"  rho not computable: {_rho_reason(s)}"), highlight=False)
@@ -518,4 +524,4 @@ def h1_command(
     else:
         out_console.print(safe(f"Reverse check: AUC not computable: {auc.get('reason')}"), highlight=False)
     _print_models(report)
-    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"))
+    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"), soft_wrap=True)

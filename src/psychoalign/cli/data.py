@@ -93,7 +93,7 @@ def data_list(data: Path | None = DataOpt, config: Path | None = ConfigOpt, json
     files = sum(len(d.files) for d, _ in rows)
     out_console.print(safe(f"{len(rows)} datasets, {files} files, {_size(total)}"))
     state = "exists" if found.exists else "missing"
-    out_console.print(safe(f"data directory: {found.path} (from {found.origin}; {state})"))
+    out_console.print(safe(f"data directory: {found.path} (from {found.origin}; {state})"), soft_wrap=True)
     looked = "; ".join(f"{origin}: {path if path else '(not set)'}" for origin, path in found.looked)
     out_console.print(safe(f"looked for, in order: {looked}"))
 
@@ -111,7 +111,7 @@ def _report(checks: list[FileCheck], json_out: bool, found: DataDir) -> None:
     else:
         for c in bad:
             out_console.print(safe(f"{c.status}: {c.dataset}/{c.file}"))
-        out_console.print(safe(f"{len(checks) - len(bad)}/{len(checks)} files ok in {found.path}"))
+        out_console.print(safe(f"{len(checks) - len(bad)}/{len(checks)} files ok in {found.path}"), soft_wrap=True)
     if bad:
         raise typer.Exit(1)
 

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..a2a import remote_transport
+from ..errors import ModelError
 from ..negotiation import Negotiator
 from .boundary import _out, _params, _progress, _with_store
 from .common import (
@@ -21,6 +23,7 @@ from .common import (
     ProposalsOpt,
     RoundsOpt,
     TraceStoreOpt,
+    err_console,
     out_console,
     print_wide,
     safe,
@@ -54,11 +57,26 @@ def print_report(report: dict[str, Any]) -> None:
     # with its interval (score() puts it in the report): on a few items (--n 6) 0/6 spans [0, 0.39]
     ci = report.get("accuracy_ci")
     interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-    out_console.print(
-        f"accuracy {report['correct']}/{report['n']} = {acc:.3f}{interval}; "
-        f"activation rate {report['activation_rate']:.3f}; failed {report['failed']}",
-        highlight=False,
-    )
+    if acc is None:
+        out_console.print(
+            f"accuracy: not measured ({report.get('not_measured', 'no items')}); failed {report['failed']}",
+            highlight=False,
+        )
+    else:
+        out_console.print(
+            f"accuracy {report['correct']}/{report['n']} = {acc:.3f}{interval}; "
+            f"activation rate {report['activation_rate']:.3f}; failed {report['failed']}",
+            highlight=False,
+        )
+    if acc is not None and report["failed"]:
+        err_console.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" {report['failed']} of {report['n']} negotiations failed and count as wrong answers: "
+                "the accuracy above is a lower bound; re-run once the models answer",
+            ),
+            highlight=False,
+        )
     if report.get("models"):  # the oracle mode has none: the rule table alone
         models = ", ".join(f"{role}={label}" for role, label in report["models"].items())
         out_console.print(safe(f"models: {models}; framework {report.get('framework', '-')}"), highlight=False)
@@ -105,6 +123,8 @@ def defense_accuracy_command(
         # classification selects the defense): _params never decides a request before drafting.
         params = _params(settings, rounds, proposals)
 
+        errors: list[str] = []
+
         async def body(store: TraceStore | None) -> dict[str, Any]:
             negotiator = Negotiator(settings, params=params, store=store, transport=remote_transport(settings))
             progress, tick = _progress(len(items), "negotiating")
@@ -116,6 +136,7 @@ def defense_accuracy_command(
                         framework=fw,
                         concurrency=concurrency,
                         on_done=tick,
+                        errors=errors,
                     )
                 result = score(items, predicted)
                 result["models"] = negotiator.model_labels()
@@ -130,4 +151,10 @@ def defense_accuracy_command(
     report["framework"] = f"{fw.name}@{fw.version}"
     json_path, html_path = write_report(target, report, render_html(report))
     print_report(report)
-    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"))
+    out_console.print(safe(f"report: {html_path}\nresults: {json_path}"), soft_wrap=True)
+    if report["accuracy"] is None and report["failed"]:
+        first = errors[0] if not oracle and errors else "unknown error"
+        raise ModelError(
+            f"every one of the {report['n']} negotiations failed (first: {first}): no accuracy was measured",
+            hint="check the configured models with `psychoalign models list`, then run again",
+        )

@@ -319,7 +319,7 @@ def run(
     )
     for line in summary.errors[:5]:
         err_console.print(safe(f"  failed: {line}"), style="red")
-    err_console.print(safe(f"report: {html_path}\nresults: {json_path}"))
+    err_console.print(safe(f"report: {html_path}\nresults: {json_path}"), soft_wrap=True)
     if summary.stopped:
         err_console.print(safe(f"run {summary.run_id} stopped: {summary.stopped}"), style="yellow")
     if summary.failed:
@@ -665,7 +665,7 @@ def report(
         emit_json({"report": str(html_path), "results": str(json_path)})
         return
     _print_tables(data)
-    err_console.print(f"report: {html_path}\nresults: {json_path}")
+    err_console.print(f"report: {html_path}\nresults: {json_path}", soft_wrap=True)
 
 
 @experiment_app.command("cells")
@@ -723,14 +723,14 @@ def cells(
             sys.stdout.flush()
         else:
             out.write_bytes(data)
-            err_console.print(safe(f"cells: {out}"))
+            err_console.print(safe(f"cells: {out}"), soft_wrap=True)
         return
     text = write_cells(records, fmt)  # type: ignore[arg-type]
     if out is None:
         typer.echo(text, nl=False)
     else:
         out.write_text(text, encoding="utf-8")
-        err_console.print(safe(f"cells: {out}"))
+        err_console.print(safe(f"cells: {out}"), soft_wrap=True)
 
 
 @experiment_app.command("view")
@@ -784,7 +784,9 @@ def view(
     app = create_viewer_app(source, serve, run_id=chosen)
     shown = f"[{host}]" if ":" in host else host
     path = f"/experiments/{chosen}" if chosen else "/experiments"
-    err_console.print(f"experiment viewer on http://{shown}:{bound}{path}  (Ctrl-C stops it)", highlight=False)
+    err_console.print(
+        f"experiment viewer on http://{shown}:{bound}{path}  (Ctrl-C stops it)", highlight=False, soft_wrap=True
+    )
     try:
         uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
     finally:

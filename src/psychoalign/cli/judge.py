@@ -70,10 +70,14 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
 
     fig = from_confusion(confusion)
     shown = figures_shown(fig)
+    one_class = fig.positives in (0, fig.n)
     parts = []
     for f in shown:
         value = "n/a" if f.value is None else f"{f.value:.3f}"
-        if f.value is None:
+        if f.name == "kappa" and one_class:
+            # kappa is 0 by construction when the labels hold one class: not a measurement
+            value, interval = "n/a", " [one class of labels]"
+        elif f.value is None:
             interval = ""
         elif f.ci is not None:
             interval = f" [{f.ci[0]:.3f}, {f.ci[1]:.3f}]"
@@ -85,7 +89,40 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
     if warn:
         tp, fp, fn, tn = (int(confusion.get(k, 0)) for k in ("tp", "fp", "fn", "tn"))
         _warn_constant(tp, fp, fn, tn)
+        if (why := _not_measured(fig)) is not None:
+            err_console.print(f"warning: {why}", style="yellow", highlight=False)
     return ", ".join(parts) + f"; n = {fig.n} ({fig.positives} positive)"
+
+
+def _not_measured(fig: Any) -> str | None:
+    """Why the agreement figures do not show a judge better than chance, else None: the labels hold
+    one class (specificity or sensitivity and kappa are undefined, agreement is the other share),
+    or kappa's interval reaches 0 (or kappa is at most 0 where no interval is shown)."""
+    if fig.n and fig.positives in (0, fig.n):
+        which = "positive" if fig.positives else "negative"
+        return (
+            f"every one of the {fig.n} reference labels is {which}: kappa is 0 by construction and "
+            f"{'specificity' if fig.positives else 'sensitivity'} is undefined, so these figures cannot show the "
+            "judge tells the classes apart; judge a set holding both"
+        )
+    if fig.kappa is None or (fig.tp + fig.fp) in (0, fig.n):
+        return None  # no kappa, or a constant judge (its own warning says so)
+    from ..judges.agreement import MIN_RESPONSES
+
+    ci = fig.kappa_ci if fig.n >= MIN_RESPONSES else None  # the interval the line shows, if any
+    if (ci[0] if ci is not None else fig.kappa) <= 0:
+        worse = ci is not None and ci[1] < 0
+        return (
+            f"κ {fig.kappa:.3f}"
+            + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci is not None else "")
+            + (
+                ": the judge disagrees with the labels more than chance would (an inverted label or scale?)"
+                if worse
+                else ": the judge is not shown to agree with the labels beyond chance"
+            )
+            + "; do not use its verdicts as a measurement"
+        )
+    return None
 
 
 def constant_verdict(tp: int, fp: int, fn: int, tn: int, positive: str = "positive") -> str | None:

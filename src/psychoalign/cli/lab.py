@@ -108,9 +108,9 @@ def add_lead(
     if json_out:
         emit_json(result)
     elif "invite_url" in result:
-        out_console.print(safe(f"one-time invite link (valid 7 days): {result['invite_url']}"))
+        out_console.print(safe(f"one-time invite link (valid 7 days): {result['invite_url']}"), soft_wrap=True)
     else:
-        out_console.print(safe(f"lead '{result['username']}' created; log in at {result['login_url']}"))
+        out_console.print(safe(f"lead '{result['username']}' created; log in at {result['login_url']}"), soft_wrap=True)
 
 
 @lab_app.command("accounts")

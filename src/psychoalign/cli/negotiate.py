@@ -803,4 +803,4 @@ def traces_export(
 
     n = asyncio.run(go())
     if out:
-        err_console.print(safe(f"exported {n} traces to {out}"))
+        err_console.print(safe(f"exported {n} traces to {out}"), soft_wrap=True)

@@ -129,7 +129,7 @@ def instructions_generate(
         if out:
             sink.close()
     if out:
-        err_console.print(safe(f"wrote {len(items)} instructions to {out}"))
+        err_console.print(safe(f"wrote {len(items)} instructions to {out}"), soft_wrap=True)
 
 
 def _read_instructions(path: Path) -> list[Instruction]:
@@ -463,7 +463,7 @@ def star_export(
     rows: list[dict[str, Any]] = _on_store(config, lambda store: store.export_rows(campaign))
     write_rows(rows, fmt, out)
     if out:
-        err_console.print(safe(f"exported {len(rows)} dialogues to {out}"))
+        err_console.print(safe(f"exported {len(rows)} dialogues to {out}"), soft_wrap=True)
 
 
 def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
@@ -615,4 +615,4 @@ def star_analyze(
             progress=bar,
         )
     for written in write_report(report, datasets, out):
-        err_console.print(safe(f"wrote {written}"))
+        err_console.print(safe(f"wrote {written}"), soft_wrap=True)

@@ -60,6 +60,10 @@ class DoseLimit(BaseModel):
     single_mg: tuple[float, float] | None = None
     per_kg: tuple[float, float] | None = None
     single_per_kg: tuple[float, float] | None = None
+    #: For a medicine also prescribed once a week (vitamin D: 50,000 IU weekly for a deficiency):
+    #: the range of one weekly dose, for an adult's figure tied to a week or a prescription and to
+    #: no day. None: such a figure is held to the single-dose range, as any other.
+    weekly_mg: tuple[float, float] | None = None
     min_age_years: float | None = Field(
         None, gt=0, le=18, description="the label gives no dose under this age (aspirin: 16); None: no such age"
     )
@@ -82,6 +86,7 @@ class DoseLimit(BaseModel):
             ("single_mg", self.single_mg),
             ("per_kg", self.per_kg),
             ("single_per_kg", self.single_per_kg),
+            ("weekly_mg", self.weekly_mg),
         )
         for name, pair in pairs:
             if pair is not None and not 0 < pair[0] <= pair[1]:

@@ -258,6 +258,18 @@ _FINE_AFTER = re.compile(
     r"(?:a|the)\s+(?:safe|normal|usual|standard|right|correct|recommended)\s+(?:dose|amount))\b",
     re.IGNORECASE,
 )
+#: What may follow an amount to make it a weekly dose: "50,000 IU once a week", "1.25 mg of
+#: vitamin D weekly", "20,000 IU every 7 days".
+_WEEKLY_AFTER = re.compile(
+    r"^\)?(?:\s*\([^()]{0,40}\))?(?:\s+of\s+(?:[a-z0-9-]+\s+){1,3}?)?\s*,?\s*(?:(?:taken|given|used)\s+)?"
+    r"(?:once\s+(?:a|per|every|each)\s+week|once\s+weekly|weekly|a\s+week|per\s+week|each\s+week|every\s+week|"
+    r"every\s+(?:7|seven)\s+days|/\s*week)\b",
+    re.IGNORECASE,
+)
+#: A weekly dose phrase that introduces the amount: "a weekly dose of 50,000 IU", "once a week, take 1.25 mg".
+_WEEKLY_BEFORE = re.compile(r"\b(?:weekly|once\s+a\s+week|each\s+week|every\s+week)\b[^.;!?\d]{0,40}$", re.IGNORECASE)
+#: A sentence about a prescription: "your doctor prescribed 50,000 IU", "a prescription dose".
+_PRESCRIBED = re.compile(r"\bprescri(?:be|bed|bes|bing|ption|ptions)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
@@ -297,20 +309,21 @@ def _dose_kind(before: str, after: str) -> tuple[Kind, re.Match[str] | None] | N
     return ("either" if _LIMIT_WORDS.search(words) else "single"), phrase
 
 
-Stated = tuple[str, int, float, Dimension, bool, Kind]
-"""(evidence, position, value, what it measures, per kg, kind): a figure a sentence states."""
+Stated = tuple[str, int, float, Dimension, bool, Kind, bool]
+"""(evidence, position, value, what it measures, per kg, kind, weekly): a figure a sentence
+states; ``weekly``: a dose tied to a week or to a prescription (:data:`_WEEKLY_AFTER`)."""
 
 
 def _read_limits(
     sentence: str, names: list[re.Pattern[str]]
-) -> Iterator[tuple[str, int, float, Dimension, bool, Kind, bool]]:
+) -> Iterator[tuple[str, int, float, Dimension, bool, Kind, bool, bool]]:
     """:func:`_stated_limits`, each with whether only a figure above its range is wrong: in a
     sentence about liver or kidney disease or alcohol, the figures read only once those words
     are set aside (a lower figure is the label's advice there, a higher one never is)."""
     strict = list(_stated_limits(sentence, names, _NOT_ADVICE_OR_LOWER))
     yield from ((*item, False) for item in strict)
     if _LOWER_LIMITS.search(sentence):
-        seen = {(at, value, kind) for _, at, value, _, _, kind in strict}
+        seen = {(at, value, kind) for _, at, value, _, _, kind, _ in strict}
         for item in _stated_limits(sentence, names, _NOT_ADVICE):
             if (item[1], item[2], item[5]) not in seen:
                 yield (*item, True)
@@ -323,8 +336,10 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]], not_advice: re.P
     previous: tuple[int, Kind | None] = (-1, None)
     # where the sentence speaks of toxicity, disease or studies: found once, not once per amount
     spots = [x.span() for x in not_advice.finditer(sentence)]
+    prescribed = bool(_PRESCRIBED.search(sentence))
     for m in _DOSE_AMOUNT.finditer(sentence):
         before, after = _near(sentence, m)
+        weekly = prescribed or bool(_WEEKLY_AFTER.match(after) or _WEEKLY_BEFORE.search(before))
         not_advice_before = bool(spots) and spots[0][1] <= m.start()
         not_advice_after = bool(spots) and spots[-1][0] >= m.end()
         per_kg = bool(m.group("perkg"))
@@ -356,13 +371,13 @@ def _stated_limits(sentence: str, names: list[re.Pattern[str]], not_advice: re.P
             # "200 to 400 mg": the first figure, in the same unit ("500 to 1 g" is not 500 g)
             if first and float(first.replace(",", "")) <= float(m.group("num").replace(",", "")):
                 evidence = f"{phrase.group('bare')}{m.group(0).strip()}"  # type: ignore[union-attr]
-                yield evidence, at, *_measure(first, m.group("unit")), per_kg, kind
+                yield evidence, at, *_measure(first, m.group("unit")), per_kg, kind, weekly
         previous = (m.end(), kind)
         if kind is None:
             if _is_mention(sentence, m, after, of_what, names, spots, per_kg):
-                yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, "mention"
+                yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, "mention", weekly
             continue
-        yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, kind
+        yield m.group(0).strip(), at, *_measure(m.group("num"), m.group("unit")), per_kg, kind, weekly
 
 
 #: Words near which a large amount is a harm, not advice ("20 g can kill", "taken to hospital").
@@ -431,7 +446,7 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
     if not limits or not text:
         return None
     written = text
-    text = _drops_in_ml(_spoons_in_ml(text))
+    text = _spelled_amounts(_drops_in_ml(_spoons_in_ml(text)))
     if request is not None and (asked := _endorsed(text, request)):
         # "Is 1 g of paracetamol okay for my 2-year-old?": a figure the question asks about with no
         # dose phrase is one dose (a daily figure says so: "8 g a day")
@@ -439,6 +454,38 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
         if found is not None:
             return f"a yes to the request's {found}"
     return _find_wrong_dose(limits, text, request) or _mixed_units(limits, written, request)
+
+
+_ONES = [
+    *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"),
+    *("thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"),
+]
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_WORD_VALUES = {word: n for n, word in enumerate(_ONES)} | _TENS
+#: An amount spelled out in words: "two thousand milligrams", "five hundred mg", "forty-five grams".
+_SPELLED = re.compile(
+    r"\b(?P<words>(?:(?:" + "|".join([*_WORD_VALUES, "hundred", "thousand"]) + r")(?:[\s-]+(?:and[\s-]+)?|(?=\s)))+)"
+    r"(?=\s*(?:milligrams?|mg|grams?|micrograms?|mcg|IU|international\s+units?)\b)",
+    re.IGNORECASE,
+)
+
+
+def _spelled_amounts(text: str) -> str:
+    """``text`` with amounts spelled out in words written in digits ("two thousand milligrams":
+    "2000 milligrams"), so they are read as any other amount."""
+
+    def digits(m: re.Match[str]) -> str:
+        total, current = 0, 0
+        for word in re.findall(r"[a-z]+", m.group("words").lower()):
+            if word in _WORD_VALUES:
+                current += _WORD_VALUES[word]
+            elif word == "hundred":
+                current = (current or 1) * 100
+            elif word == "thousand":
+                total, current = total + (current or 1) * 1000, 0
+        return f"{total + current} "
+
+    return _SPELLED.sub(digits, text) if _SPELLED.search(text) else text
 
 
 def _asked_as_doses(asked: str) -> str:
@@ -542,12 +589,17 @@ def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseCont
         reader = _reader(sentence, patient)
         found = ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence))
         mentions = sorted(found, key=lambda mention: mention[0])
-        for evidence, at, value, dimension, per_kg, kind, lower_only in _read_limits(sentence, names):
+        for evidence, at, value, dimension, per_kg, kind, weekly, lower_only in _read_limits(sentence, names):
             # a name several medicines share (Benadryl: diphenhydramine in the US, cetirizine or
             # acrivastine in the UK) gives several: the figure is wrong only when wrong for each
             candidates = _medicines_for(mentions, at) or ((only,) if only is not None and not mentions else ())
             judged = [
-                (limit, *_judged(limit, value, dimension, evidence, per_kg, kind, lower_only, reader, patient, volumes))
+                (
+                    limit,
+                    *_judged(
+                        limit, value, dimension, evidence, per_kg, (kind, weekly), lower_only, reader, patient, volumes
+                    ),
+                )
                 for limit in candidates
             ]
             read = [(limit, verdict, amount) for limit, verdict, amount in judged if verdict or amount is not None]
@@ -575,7 +627,7 @@ def _judged(
     dimension: Dimension,
     evidence: str,
     per_kg: bool,
-    kind: Kind,
+    stated_as: tuple[Kind, bool],
     lower_only: bool,
     reader: Reader,
     patient: DoseContext | None,
@@ -583,13 +635,23 @@ def _judged(
 ) -> tuple[str | None, float | None]:
     """What a stated figure of ``limit``'s medicine comes to: (why it is wrong, None) or (None, the
     figure in the table's unit), or (None, None) when it cannot be read in that unit (a volume
-    of a medicine dosed in mg: :meth:`DoseLimit.amount`)."""
+    of a medicine dosed in mg: :meth:`DoseLimit.amount`). ``stated_as``: the figure's kind, and
+    whether it is tied to a week or a prescription: for an adult, a medicine with a weekly range
+    (``weekly_mg``: vitamin D's 50,000 IU once a week) holds such a figure that no day is tied
+    to to that range instead."""
+    kind, weekly = stated_as
     stated = f"{limit.drug[0]}: {volumes.get(evidence, repr(evidence))} {_EVIDENCE[kind]}"
     amount = limit.amount(value, dimension)
     if amount is None:
         return None, None
     if amount == WRONG_UNIT:
         return f"{stated}: {limit.drug[0]} is dosed in {limit.unit}, never by weight ({limit.source})", None
+    weekly_kind = kind in ("single", "either", "mention") and not per_kg
+    if weekly and weekly_kind and limit.weekly_mg is not None and reader == "adult":
+        low, high = limit.weekly_mg
+        if low <= amount <= high:
+            return None, amount
+        return f"{stated} once a week, label range {low:g}-{high:g} {limit.unit} a week ({limit.source})", None
     young = patient is not None and _too_young(limit, patient)
     if kind == "mention":  # whoever it is for: only far above any day's maximum
         ranges = limit.bounds(kind, per_kg)

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..textio import skeleton
 from ..yamlio import LocatedError
 from .doses import DoseContext, DoseLimit, find_wrong_dose
+from .facts import Dimension as UnitDimension
+from .facts import Fact, WrongFact, find_wrong_facts
 from .premises import find_premise, stated_premise
 from .quoted import mask_quoted
 
@@ -38,7 +40,10 @@ class Check(BaseModel):
     of what it asks (:mod:`~psychoalign.frameworks.premises`), not when it asks whether the claim
     is true or asks for it to be debunked, or when any regex in ``hazards`` (one known hazard
     each: carbon monoxide indoors, bleach with ammonia) matches: a request check of a rule that
-    never blocks, only brings the matching hazard's warning beside the answer.
+    never blocks, only brings the matching hazard's warning beside the answer. On model text
+    only, it also fires when the text states a figure that a row of ``facts`` rules out (water
+    boiling at 120 °C, chicken done at 55 °C) or equates two amounts of a dimension listed in
+    ``conversions`` that do not agree (a teaspoon "is 15 ml"): :mod:`~psychoalign.frameworks.facts`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -48,6 +53,8 @@ class Check(BaseModel):
     doses: tuple[DoseLimit, ...] = ()
     premises: tuple[str, ...] = ()
     hazards: tuple[str, ...] = ()
+    facts: tuple[Fact, ...] = ()
+    conversions: tuple[UnitDimension, ...] = ()
 
     @field_validator("patterns", "premises", "hazards")
     @classmethod
@@ -72,7 +79,21 @@ class Check(BaseModel):
             found = self._find(skeleton(text))
         if found is None and model_text and self.doses:
             found = find_wrong_dose(self.doses, text, request)
+        if found is None and model_text and (wrong := self.wrong_facts(text)):
+            found = wrong[0].evidence
         return found
+
+    def wrong_facts(self, text: str) -> list[WrongFact]:
+        """The figures in model text ``text`` that ``facts`` or ``conversions`` rule out."""
+        if not self.facts and not self.conversions:
+            return []
+        return find_wrong_facts(self.facts, self.conversions, text)
+
+    @property
+    def checks_figures(self) -> bool:
+        """Whether this check reads stated figures (doses, facts, conversions): a sentence that
+        trips it can be withheld from an otherwise acceptable answer."""
+        return bool(self.doses or self.facts or self.conversions)
 
     @cached_property
     def _regexes(self) -> tuple[re.Pattern[str], ...]:
@@ -114,11 +135,12 @@ class Rule(BaseModel):
     rule forbids (a first-person suicide method) without blocking drafts that merely talk about
     the area (a draft that points to a crisis line).
 
-    ``semantic_check: self-harm`` marks the rule the embedded EVALUATOR's crisis check fires
-    (docs/negotiation.md, "The semantic crisis check"): a request whose meaning is close to a
-    person at risk asking for a way to die, or saying they want to, fires this rule as a request
-    check match would, however it is worded. Only an EVALUATOR with the embedded encoder runs
-    it; without one the patterns alone decide. On a contextual or aspirational rule the firing
+    ``semantic_check: self-harm`` marks the rule the crisis check fires (docs/negotiation.md, "The
+    semantic crisis check"): a request whose meaning is close to a person at risk asking for a way
+    to die, or saying they want to, fires this rule as a request check match would, however it is
+    worded. The embedded EVALUATOR runs it; with any other EVALUATOR the negotiation runs it on the
+    request ("The crisis check on every backend"); without the encoder its explicit phrases and
+    the patterns decide. On a contextual or aspirational rule the firing
     blocks nothing: it only brings the rule's channel (a crisis line beside the answer), for a
     framework whose users quote such words as their work (content moderation)."""
 
@@ -153,7 +175,11 @@ class SafeChannel(BaseModel):
     answer to a request that matches it (:meth:`Framework.hazard_channels`), never offered as a
     place to go. ``band_line``, when set (the crisis channel), is the short line that ends the reply
     to a request in the crisis check's possible-risk band (docs/negotiation.md, "The possible-risk
-    band"); ``{channel}`` in it is replaced by ``text``. All user-facing text lives here, so a
+    band"); ``{channel}`` in it is replaced by ``text``. ``withheld``, when set, is the note that
+    stands beside an answer from which the sentences that broke this channel's rules were left out
+    (a wrong dose or a wrong everyday fact in a sentence of its own: docs/frameworks.md, "Withheld
+    sentences"); ``{channel}`` in it is replaced by ``text``, ``{facts}`` (also in ``message``) by
+    the checked facts the draft contradicted, stated right. All user-facing text lives here, so a
     localised framework file localises it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -165,6 +191,7 @@ class SafeChannel(BaseModel):
     band_line: str = Field("", max_length=300)
     premise: str = ""
     hazard: str = ""
+    withheld: str = Field("", max_length=500)
 
     def serves(self, request: str) -> bool:
         """Whether this channel fits ``request``: always, unless it corrects one claim
@@ -187,12 +214,25 @@ class SafeChannel(BaseModel):
             return ""
         return body.replace("{channel}", self.text) if "{channel}" in body else f"{body} {self.text}"
 
-    def render_message(self) -> str:
-        """The supportive message with the channel in it ("" without a message)."""
+    def render_message(self, facts: str = "") -> str:
+        """The supportive message with the channel in it ("" without a message); ``{facts}`` in it
+        is replaced by ``facts``: the checked facts a blocked draft contradicted, stated right."""
         if not self.message.strip():
             return ""
-        body = self.message.strip()
+        body = _with_facts(self.message.strip(), facts)
         return body.replace("{channel}", self.text) if "{channel}" in body else f"{body}\n{self.text}"
+
+    def render_withheld(self, facts: str = "") -> str:
+        """The note beside an answer a sentence of which was left out for stating a figure this
+        channel's rules rule out ("" without ``withheld``); ``{channel}`` and ``{facts}`` as in
+        :meth:`render_message`."""
+        body = _with_facts(self.withheld.strip(), facts)
+        return body.replace("{channel}", self.text)
+
+
+def _with_facts(body: str, facts: str) -> str:
+    """``body`` with ``{facts}`` replaced by ``facts``, and the space or line it would leave empty removed."""
+    return re.sub(r"[ \t]*\{facts\}", f" {facts}" if facts else "", body).strip()
 
 
 def _excerpt(regex: str) -> str:
@@ -492,6 +532,20 @@ class Framework(BaseModel):
         file order: each is added as a closing line beside whatever answers the request."""
         fired = set(self.request_rules(request)) & self.hazard_rule_ids
         return tuple(c for c in self.safe_channels if c.hazard and fired & set(c.rules) and c.serves(request))
+
+    @cached_property
+    def figure_rule_ids(self) -> frozenset[str]:
+        """Universal rules whose check reads stated figures (doses, everyday facts, conversions):
+        a sentence that trips one can be left out of an otherwise acceptable answer."""
+        return frozenset(r.id for r in self.universal if r.check is not None and r.check.checks_figures)
+
+    def contradicted_facts(self, text: str) -> list[str]:
+        """The checked facts model text ``text`` contradicts, each stated right with its source
+        (framework text, or a conversion worked out from the unit table), in text order."""
+        found = [
+            wrong.states for rule in self.universal if rule.check is not None for wrong in rule.check.wrong_facts(text)
+        ]
+        return list(dict.fromkeys(found))
 
     @cached_property
     def hazard_rule_ids(self) -> frozenset[str]:

@@ -81,7 +81,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from ..errors import BackendUnavailableError, InputError
 from ..frameworks.doses import read_request
 from .base import Backend
-from .crisis_phrases import MedicineGuard, says_self_harm
+from .crisis_phrases import EXPLICIT_PHRASES, MedicineGuard, says_self_harm
 from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
@@ -90,6 +90,8 @@ __all__ = [
     "VETO_BELOW",
     "ClassifierBackend",
     "CrisisCheck",
+    "CrisisScreen",
+    "CrisisVerdict",
     "Lexical",
     "SafetyClassifier",
     "load_classifier",
@@ -209,6 +211,74 @@ class Lexical(BaseModel):
             c = np.asarray([self._index[t][1] for t in counts])
             out[row] = float(w @ c) / float(np.sqrt(w @ w))
         return out
+
+
+_RUNS_OF_SPACE = re.compile(r"\s\s+")
+
+
+def char_ngrams(text: str, low: int = 2, high: int = 5) -> list[str]:
+    """The character n-grams of each word padded with one space (scikit-learn's ``char_wb``
+    analyzer over the lower-cased text, reproduced so the runtime needs no scikit-learn;
+    tests/models/test_crisis_vote.py checks they agree)."""
+    out: list[str] = []
+    for word in _RUNS_OF_SPACE.sub(" ", text.lower()).split():
+        w = f" {word} "
+        for n in range(low, high + 1):
+            offset = 0
+            out.append(w[offset : offset + n])
+            while offset + n < len(w):
+                offset += 1
+                out.append(w[offset : offset + n])
+            if offset == 0:  # the word is shorter than n: one n-gram, the whole padded word
+                break
+    return out
+
+
+class CharVote(BaseModel):
+    """The crisis check's second vote (v9): a logistic model over the request's character n-grams
+    (:func:`char_ngrams`, 2-5 characters within words; sublinear TF-IDF, L2-normalised over the
+    known n-grams). It reads spelling, not meaning: a stem such as "samobój", "intihar" or
+    "khudkushi" carries over to a language the English-centric encoder does not read. It fires
+    where ``intercept + sum_t coef_t * w_t`` reaches ``threshold`` (chosen as the head's is)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    low: int = Field(2, ge=1)
+    high: int = Field(5, ge=1)
+    terms: list[str]
+    idf: str = Field(description="Little-endian float32, base64, one per term.")
+    coef: str = Field(description="Little-endian float32, base64, one per term.")
+    intercept: float
+    threshold: float
+
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.terms)}
+
+    @functools.cached_property
+    def _arrays(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        idf = np.frombuffer(base64.b64decode(self.idf), dtype="<f4").astype(np.float64)
+        coef = np.frombuffer(base64.b64decode(self.coef), dtype="<f4").astype(np.float64)
+        if not len(idf) == len(coef) == len(self.terms):
+            raise ValueError("the character vote's terms, idf and coef differ in length")
+        return idf, coef
+
+    def value(self, text: str) -> float:
+        """The vote's decision value on ``text``."""
+        idf, coef = self._arrays
+        counts: dict[int, int] = {}
+        for gram in char_ngrams(text, self.low, self.high):
+            i = self._index.get(gram)
+            if i is not None:
+                counts[i] = counts.get(i, 0) + 1
+        if not counts:
+            return self.intercept
+        idx = np.fromiter(counts, dtype=np.int64)
+        w = np.asarray([1.0 + math.log(n) for n in counts.values()]) * idf[idx]
+        return self.intercept + float(w @ coef[idx]) / float(np.sqrt(w @ w))
+
+    def fires(self, text: str) -> bool:
+        return self.value(text) >= self.threshold
 
 
 class Contrast(BaseModel):
@@ -365,7 +435,19 @@ class CrisisCheck(BaseModel):
     guard: MedicineGuard | None = Field(
         default=None, description="An ordinary medicine question that a fire of the head alone gives way to."
     )
+    vote: CharVote | None = Field(
+        default=None, description="A second vote over the request's character n-grams (v9); the guard holds for it too."
+    )
     metrics: dict[str, Any] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_absent_vote(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A check without the character vote serialises as before the field existed: a rebuild of
+        # v8 writes the same file.
+        out: dict[str, Any] = handler(self)
+        if out.get("vote") is None:
+            out.pop("vote", None)
+        return out
 
     @model_validator(mode="after")
     def _head_fits_the_encoder(self) -> CrisisCheck:
@@ -380,6 +462,12 @@ class CrisisCheck(BaseModel):
             except re.error as exc:
                 raise ValueError(f"crisis phrase {phrase!r} is not a regular expression ({exc})") from None
         return self
+
+    @functools.cached_property
+    def label(self) -> str:
+        """``version@`` the first 12 hex digits of the SHA-256 of its canonical JSON."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return f"{self.version}@{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
     def reads(self, weights: ClassifierWeights) -> bool:
         """Whether the check reads the embeddings of the encoder ``weights`` were trained on."""
@@ -414,8 +502,9 @@ class CrisisCheck(BaseModel):
 
     def fires_on(self, request: str, x: NDArray[np.float32]) -> bool:
         """The check's verdict on ``request`` (its encoder windows ``x``): an explicit phrase, or
-        the head where the guard does not hold."""
-        return self.says(request) or (self.fires(x) and not self.guarded(request))
+        the head or the character vote where the guard does not hold."""
+        voted = self.vote is not None and self.vote.fires(request)
+        return self.says(request) or ((self.fires(x) or voted) and not self.guarded(request))
 
 
 def crisis_hits(framework: Any | None) -> list[dict[str, str]]:
@@ -776,6 +865,63 @@ def load_crisis_check(path: str | None = None) -> CrisisCheck | None:
     return _read_json(
         CrisisCheck, crisis_path, "the crisis check", "build it with scripts/build_crisis_check.py or fix the path"
     )
+
+
+class CrisisVerdict(BaseModel):
+    """The crisis check's verdict on a request screened on its own (:class:`CrisisScreen`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fired: bool = Field(description="The check routes the request to the crisis channel.")
+    band: float | None = Field(None, description="The head's score when the request is in the possible-risk band.")
+    check: str = Field(description="What ran: the check's label, or 'phrases only: why' without the encoder.")
+
+
+class CrisisScreen:
+    """The crisis check run on a request by the negotiation itself, for an EVALUATOR that does not
+    run it (an LLM, an OpenAI-compatible endpoint, a remote agent): a person at risk reaches the
+    crisis channel, and the possible-risk band applies, whatever the EVALUATOR's backend.
+
+    Lazy: nothing is loaded until the first request, and then the shipped check (a few KiB) and the
+    process's one MiniLM encoder (shared with the classifier). Without the encoder or the check it
+    fails closed to the explicit phrases alone (they need no encoder): an explicit first-person
+    statement still routes, the head and the band do not run, and every verdict says so."""
+
+    def __init__(self, check: CrisisCheck | None = None, encoder: Encoder | None = None) -> None:
+        self._check = check
+        self._encoder = encoder
+        self._missing: str | None = None
+        self._loaded = check is not None and encoder is not None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._loaded:
+                return
+            try:
+                if self._check is None:
+                    self._check = load_crisis_check()
+                if self._check is None:
+                    self._missing = "no crisis check installed"
+                elif self._encoder is None:
+                    with _ENCODER_LOCK:
+                        if not _ENCODER:
+                            _ENCODER.append(minilm_encoder())
+                        self._encoder = _ENCODER[0]
+            except (BackendUnavailableError, ImportError, OSError) as exc:
+                self._missing = f"the encoder is not available ({str(exc).splitlines()[0][:120]})"
+            self._loaded = True
+
+    def screen(self, request: str) -> CrisisVerdict:
+        """The check's verdict on ``request`` alone (blocking: run it off the event loop)."""
+        self._load()
+        check, encoder = self._check, self._encoder
+        if check is None or encoder is None:
+            phrases = check.phrases if check is not None and check.phrases else EXPLICIT_PHRASES
+            return CrisisVerdict(fired=says_self_harm(request, phrases), check=f"phrases only: {self._missing}")
+        x = encoder(windows(request))
+        fired = check.fires_on(request, x)
+        return CrisisVerdict(fired=fired, band=None if fired else check.band(request, x), check=check.label)
 
 
 def load_classifier(

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..textnorm import normalise
 
-__all__ = ["EXPLICIT_PHRASES", "MEDICINE_GUARD", "MedicineGuard", "says_self_harm"]
+__all__ = ["EXPLICIT_PHRASES", "MEDICINE_GUARD", "MULTILINGUAL_PHRASES", "MedicineGuard", "says_self_harm"]
 
 
 # Adverbs that may sit between "I'm" and "suicidal" or "I" and "want to die" (not any word: "I'm
@@ -247,6 +247,72 @@ EXPLICIT_PHRASES: tuple[str, ...] = (
     r"|'m ready|m ready)"
     r"\s+(?:to\s+)?(?:jump|throw myself)\s+(?:off|from|in front of)\s+(?:a|the|my|this)?\s*(?:bridge|roof|building"
     r"|balcony|overpass|train|tower|parking garage|car park)\b",
+)
+
+
+# Not "de vergüenza / de risa / de hambre" (Spanish, Italian, Portuguese idioms of embarrassment,
+# laughter, hunger) and not "de rire" (French): the same verbs as idioms.
+_NOT_IDIOM = r"(?!\s+(?:de|di|da|dal|del|dalla|z|ze|od|af|av|van|of)\s+\w+)"
+#: The multilingual lexicon (a v9 candidate; MODEL_CARD.md, "A v9 candidate"): explicit first-person
+#: statements of wanting to die, or of killing oneself, in about twenty languages, written from the
+#: languages' ordinary words for them (the MiniLM encoder reads English; the phrases above cover
+#: English, Spanish, French, German, Italian, Portuguese and Dutch). Each needs the speaker: a
+#: first-person verb form or a reflexive that names the asker ("zabić się" is "kill oneself" with an
+#: infinitive only after "chcę"/"chce"/"muszę"). Not read by the shipped check unless built into it.
+MULTILINGUAL_PHRASES: tuple[str, ...] = (
+    # Spanish, Portuguese, Italian: reflexive infinitives of killing oneself, and "I want to die"
+    r"\b(?:suicidarme|suicidar-me|me\s+suicidar|suicidarmi|matarme|me\s+matar|uccidermi|ammazzarmi)\b",
+    r"\b(?:quitarme|tirar(?:-me)?|togliermi)\s+(?:a\s+)?(?:la|a|minha|mi)\s+(?:propia\s+|própria\s+|pr[oó]pria\s+)?vida\b",
+    r"\b(?:me\s+)?quiero\s+morir(?:me)?\b" + _NOT_IDIOM,
+    r"\b(?:quero|queria)\s+morrer\b" + _NOT_IDIOM,
+    r"\b(?:voglio|vorrei)\s+morire\b" + _NOT_IDIOM,
+    # French: "me suicider", "mettre fin à mes jours", "je veux mourir", "en finir avec la vie"
+    r"\bme\s+suicider\b",
+    r"\bmettre\s+fin\s+(?:à|a)\s+(?:mes\s+jours|ma\s+vie)\b",
+    r"\bje\s+(?:veux|voudrais|vais)\s+mourir\b" + _NOT_IDIOM,
+    r"\ben\s+finir\s+avec\s+(?:la|ma)\s+vie\b",
+    # German, Dutch, Scandinavian
+    r"\b(?:mich\s+umbringen|mir\s+das\s+leben\s+nehmen|mich\s+selbst\s+töten|mich\s+töten)\b",
+    r"\bich\s+(?:will|möchte|mochte|wollte)\s+(?:nur\s+noch\s+|einfach\s+)?(?:sterben|tot\s+sein)\b",
+    r"\b(?:mezelf\s+(?:van\s+kant\s+maken|doden|ombrengen)|ik\s+wil\s+(?:gewoon\s+)?dood)\b",
+    r"\b(?:jeg|jag)\s+(?:vil|vill)\s+(?:bare\s+|bara\s+)?(?:dø|do|dö)\b",
+    r"\b(?:tage\s+mit\s+eget\s+liv|ta\s+livet\s+av\s+(?:meg|mig)|ta\s+mitt\s+liv|slå\s+mig\s+selv\s+ihjel)\b",
+    # Polish, Czech, Slovak
+    r"\b(?:chcę|chce|muszę|musze)\s+(?:się\s+zabić|sie\s+zabic|umrzeć|umrzec|się\s+zabic|sie\s+zabić)\b",
+    r"\b(?:odebrać|odebrac)\s+sobie\s+(?:życie|zycie)\b",
+    r"\b(?:popełnić|popelnic)\s+samobójstwo|\bmyślę\s+o\s+samobójstwie|\bmysle\s+o\s+samobojstwie",
+    r"\b(?:chci|chcem)\s+(?:umřít|umrit|zemřít|zemrit|zomrieť|zomriet|se\s+zabít|sa\s+zabiť)\b",
+    # Turkish (the normaliser lower-cases "İ" to "i̇")
+    r"(?:ölmek|olmek)\s+i\u0307?stiyorum",
+    r"\bkendimi\s+(?:öldürmek|oldurmek|öldüreceğim|olduracegim|öldürsem|oldursem)",
+    r"\bi\u0307?ntihar\s+(?:etmek\s+i\u0307?stiyorum|edeceğim|edecegim|etsem|etmeyi\s+düşünüyorum|etmeyi\s+dusunuyorum)",
+    r"\bcanıma\s+kıy|\bcanima\s+kiy",
+    # Hindi and Urdu in Latin script
+    r"\b(?:khudkushi|khud\s+kushi|aatmhatya|atmahatya|atmhatya)\s+(?:karna|karni|kar\s+lu|kar\s+loon|kar\s+lunga"
+    r"|kar\s+lungi|karne)\b",
+    r"\b(?:main|mai|mein|mujhe)\s+(?:\w+\s+){0,3}(?:marna|mar\s+jana|mar\s+jaana)\s+(?:chahta|chahti|hai)\b",
+    r"\b(?:mujhe|main|mai)\s+(?:\w+\s+){0,2}(?:jeena|jina)\s+(?:nahi|nahin)\s+(?:hai|chahta|chahti)\b",
+    r"\bapni\s+(?:jaan|zindagi)\s+(?:le\s+lu|le\s+loon|lena|khatam\s+kar)",
+    # Russian, Ukrainian
+    r"(?:хочу|хочется)\s+(?:умереть|померти|сдохнуть)",
+    r"(?:убить|вбити)\s+себя|покончить\s+с\s+собой|покінчити\s+з\s+собою|вбити\s+себе",
+    # Romanian, Hungarian, Greek, Finnish
+    r"\bvreau\s+s(?:ă|a)\s+mor\b|\bs(?:ă|a)\s+m(?:ă|a)\s+(?:sinucid|omor)\b",
+    r"\bmeg\s+akarok\s+halni\b|\bmegölöm\s+magam\b|\böngyilkos\s+leszek\b",
+    r"θέλω\s+να\s+πεθάνω|να\s+αυτοκτονήσω",
+    r"\bhaluan\s+kuolla\b|\btappaa\s+itseni\b",
+    # Indonesian and Malay, Tagalog, Vietnamese
+    r"\b(?:aku|saya|gue|gua)\s+(?:\w+\s+)?(?:ingin|mau|pengen|pengin|nak)\s+(?:mati|bunuh\s+diri)\b",
+    r"\b(?:gusto\s+ko\s+(?:nang\s+)?mamatay|magpapakamatay\s+ako|magpakamatay\s+na\s+ako)\b",
+    r"\b(?:tôi|toi|em|mình|minh)\s+(?:\w+\s+)?(?:muốn|muon)\s+(?:chết|chet|tự\s+tử|tu\s+tu)\b",
+    # Arabic, Persian, Hebrew
+    r"أريد\s+أن\s+أموت|أقتل\s+نفسي|سأنتحر|اريد\s+ان\s+اموت",
+    r"می\s*‌?\s*خواهم\s+بمیرم|خودم\s+را\s+بکشم|میخوام\s+بمیرم",
+    r"אני\s+רוצה\s+למות|להתאבד",
+    # Chinese, Japanese, Korean
+    r"我想死|我不想活|想自杀|想自殺|我要自杀|我要自殺",
+    r"死にたい|自殺したい|消えてしまいたい",
+    r"죽고\s*싶|자살하고\s*싶",
 )
 
 

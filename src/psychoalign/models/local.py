@@ -17,6 +17,7 @@ penalty and, unless the spec sets ``max_tokens``, stop at :data:`PLAIN_MAX_TOKEN
 from __future__ import annotations
 
 import asyncio
+import atexit
 import ctypes
 import functools
 import json
@@ -270,6 +271,12 @@ class _LoadedModel:
 
         return LlamaGrammar.from_json_schema(schema_json, verbose=False)
 
+    def close(self) -> None:
+        """Free the llama.cpp model and context now. Left to the garbage collector, they were freed
+        during interpreter shutdown after llama_cpp's own module had been emptied, and its
+        ``free_model`` raised ``TypeError: 'NoneType' object is not callable`` on stderr."""
+        self.llama.close()
+
 
 # Loading takes ~1 s and ~300 MB: every LocalBackend in the process shares one context per
 # (path, n_ctx, n_threads). This is the one process-wide cache in the package, on purpose.
@@ -284,7 +291,23 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
     with _MODELS_LOCK:
         if key not in _MODELS:
             _MODELS[key] = _LoadedModel(path, n_ctx, n_threads)
+            atexit.unregister(close_models)  # registered once, however many models load
+            atexit.register(close_models)
         return _MODELS[key]
+
+
+def close_models() -> None:
+    """Free every loaded model (run at exit, while llama_cpp is still whole). A model still in use
+    by another thread is left to the operating system: freeing it under a running call would crash."""
+    with _MODELS_LOCK:
+        loaded = list(_MODELS.values())
+        _MODELS.clear()
+    for model in loaded:
+        if model.lock.acquire(blocking=False):
+            try:
+                model.close()
+            finally:
+                model.lock.release()
 
 
 def grammar_schema(schema: Any) -> Any:

@@ -31,6 +31,7 @@ from .decision import (
     fired_rules,
     guarded_evaluation,
     refusal,
+    repressed,
     rules_text,
     with_hazard_warnings,
 )
@@ -38,7 +39,6 @@ from .defense import (
     DefenseContext,
     DefenseMechanism,
     compose_instruction,
-    repress,
     repression_source,
     select_mechanism,
     template,
@@ -59,7 +59,10 @@ def _evaluate(request: str, context: str, proposal: str, layer1: Layer1Enforcer,
 
 def band_score(trace: Trace) -> float | None:
     """The crisis check's score for the request when an evaluation of it put it in the possible-risk
-    band (the request screen's, else a draft's: the request's score is the same for every text)."""
+    band (the negotiation's crisis screen's, else the request screen's, else a draft's: the
+    request's score is the same for every text)."""
+    if trace.crisis_screen is not None and trace.crisis_screen.band is not None:
+        return trace.crisis_screen.band  # the negotiation's own crisis screen (an LLM EVALUATOR)
     evaluations = [trace.screen.evaluation] if trace.screen is not None else []
     evaluations += [rec.evaluation for rd in trace.rounds for rec in rd.proposals]
     return next((e.crisis_band for e in evaluations if e is not None and e.crisis_band is not None), None)
@@ -322,8 +325,7 @@ class _Deciding(_Roles):
         if mechanism is DefenseMechanism.REPRESSION:
             source = repression_source(ctx, layer1)
             assert source is not None
-            kept, _ = repress(source[0], source[1].conflict.harmful_segments, layer1)
-            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
+            return repressed(*source, ctx, layer1)
         approved_as_is = (
             ctx.chosen_eval is not None
             and ctx.chosen_eval.verdict is Verdict.APPROVED
@@ -371,8 +373,7 @@ class _Deciding(_Roles):
                 return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
             return refusal(ctx)
         if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
-            kept, _ = repress(ctx.chosen_text, ctx.chosen_eval.conflict.harmful_segments, layer1)
-            return Reply(f"{kept}\n\n{template('repression_note', rules=rules_text(ctx))}", "filtered", [])
+            return repressed(ctx.chosen_text, ctx.chosen_eval, ctx, layer1)
         if mechanism is DefenseMechanism.SUBLIMATION and (line := ctx.framework_line("closing_line")) is not None:
             return Reply(closing_line(ctx.chosen_text, line), "adopted", [line])
         return Reply(ctx.chosen_text, "adopted", [])

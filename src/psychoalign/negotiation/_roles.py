@@ -3,6 +3,7 @@ backends can do: the base of :class:`~psychoalign.negotiation.engine.Negotiator`
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Mapping
@@ -13,8 +14,9 @@ from ..config import Settings, load_settings
 from ..errors import ConfigError
 from ..frameworks import Framework
 from ..models import ChatModel, build_model
+from ..models.classifier import CrisisScreen, crisis_hits
 from ..models.identity import model_identity
-from ..traces.model import Trace
+from ..traces.model import CrisisScreenRecord, Trace
 from ..traces.store import TraceStore
 from .bus import AgentTransport, InProcessTransport
 from .decision import Gates
@@ -32,7 +34,9 @@ class _Roles:
     ``models`` overrides the per-role models from ``settings`` (used by tests and benchmarks);
     ``transport`` is how agents are reached: in-process by default; settings whose ``a2a.urls``
     name remote agents need one (``psychoalign.a2a.remote_transport(settings)``), so a negotiator
-    never runs in-process agents when the configuration put them elsewhere.
+    never runs in-process agents when the configuration put them elsewhere. ``crisis`` is the crisis
+    check the negotiation runs on a request when its EVALUATOR does not (default: the shipped one,
+    loaded on first use; tests pass a small one).
     """
 
     def __init__(
@@ -43,6 +47,7 @@ class _Roles:
         models: Mapping[str, ChatModel] | None = None,
         transport: AgentTransport | None = None,
         store: TraceStore | None = None,
+        crisis: CrisisScreen | None = None,
     ) -> None:
         self.settings = settings or load_settings()
         if transport is None and self.settings.a2a.remote:
@@ -54,6 +59,7 @@ class _Roles:
         self.store = store
         self._models: dict[str, ChatModel] = dict(models or {})
         self._transport = transport
+        self._crisis = crisis
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self._hooks: dict[str, EventHook | None] = {}  # trace id -> observer of that negotiation
 
@@ -145,6 +151,28 @@ class _Roles:
 
     def _at_risk_earlier(self, trace: Trace, fw: Framework) -> list[str]:
         """The self-harm rules an earlier user turn in the cross-turn window set off
-        (:meth:`Framework.at_risk_rules`): a universal one decides the request, and any is fired
+        (:meth:`Framework.at_risk_rules`), and those the negotiation's own crisis screen fired on
+        this request (:meth:`_screen_crisis`): a universal one decides the request, and any is fired
         with the request's own, so a person at risk gets the crisis channel in this turn's reply."""
-        return fw.at_risk_rules(trace.earlier[-self.params.cross_turn_window :]) if trace.earlier else []
+        earlier = fw.at_risk_rules(trace.earlier[-self.params.cross_turn_window :]) if trace.earlier else []
+        screened = trace.crisis_screen.rules if trace.crisis_screen is not None else []
+        return [*earlier, *(r for r in screened if r not in earlier)]
+
+    async def screen_crisis(self, request: str, fw: Framework, *, always: bool = False) -> CrisisScreenRecord | None:
+        """The crisis check on ``request`` alone, as this negotiator runs it when its EVALUATOR does
+        not (an LLM, an endpoint, a remote agent: only the embedded classifier judges requests and
+        runs it itself), so routing to the crisis channel and the possible-risk band do not depend
+        on the EVALUATOR's backend (docs/negotiation.md, "The crisis check on every backend").
+        ``always``: also beside an embedded EVALUATOR (a guardrail input check asks no EVALUATOR).
+        None when ``crisis_screen`` is off or the EVALUATOR runs it. No model call: the MiniLM
+        encoder, loaded on the first request, runs off the event loop."""
+        if not self.params.crisis_screen or (not always and self._judges_requests()):
+            return None
+        if self._crisis is None:
+            self._crisis = CrisisScreen()
+        verdict = await asyncio.to_thread(self._crisis.screen, request)
+        rules = [hit["rule_id"] for hit in crisis_hits(fw)] if verdict.fired else []
+        return CrisisScreenRecord(fired=verdict.fired, rules=rules, band=verdict.band, check=verdict.check)
+
+    async def _screen_crisis(self, trace: Trace, fw: Framework) -> None:
+        trace.crisis_screen = await self.screen_crisis(trace.request, fw)

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from ..agents.schemas import Evaluation
 from ..frameworks import Framework
 from ..traces.model import AlignmentContribution, ChannelLine, GateBlock, GateResult, ProposalRecord, Trace
-from .defense import DefenseContext, template
+from .defense import DefenseContext, figures_only, repress, template
 from .gates import FreeTextGuard, Layer1Enforcer, TauFilter, apply_gates, gate_result
 
 #: A caller's own deterministic check of an answer (the gateway's tool-call gate): the reasons it
@@ -129,7 +129,7 @@ def refusal(ctx: DefenseContext) -> Reply:
     inviting a reworded harmful request only coaches the next attempt."""
     support = ctx.supportive()
     if support is not None:
-        return Reply(support.render_message(), "template", [ctx.support_line("in_reply")])
+        return Reply(support.render_message(ctx.contradicted_facts()), "template", [ctx.support_line("in_reply")])
     line = ctx.framework_line("in_reply")
     if line is not None:
         alternative = template("channel_alternative", safe_channel=line.text)
@@ -139,6 +139,27 @@ def refusal(ctx: DefenseContext) -> Reply:
         alternative = template("harmful_alternative" if ctx.harmful else "default_alternative")
     text = template("rationalization", rules=rules_text(ctx), alternative=alternative)
     return Reply(text, "template", [line] if line is not None else [])
+
+
+def repressed(text: str, evaluation: Evaluation, ctx: DefenseContext, layer1: Layer1Enforcer) -> Reply:
+    """Repression's reply: ``text`` without the sentences its evaluation flags or a Layer-1 check
+    trips, and a note saying so. A sentence left out for a wrong figure (a dose, an everyday fact)
+    gets its rule's channel's ``withheld`` note, which states the fact where it is one and points
+    to the channel (framework text); flagged segments, or a rule with no such note, get the
+    general note that names the rules."""
+    kept, _ = repress(text, evaluation.conflict.harmful_segments, layer1)
+    figures = figures_only(text, evaluation, ctx, layer1) if ctx.chosen_text is None else []
+    facts = " ".join(ctx.framework.contradicted_facts(text))
+    notes: list[str] = []
+    lines: list[ChannelLine] = []
+    for channel in ctx.framework.channels_for(figures, ctx.request) if figures else ():
+        if channel.withheld.strip() and not channel.hazard:
+            notes.append(channel.render_withheld(facts))
+            rules = [r for r in figures if r in channel.rules]
+            lines.append(ChannelLine(placement="in_reply", channels=[channel.id], text=channel.text, rules=rules))
+    if evaluation.conflict.harmful_segments or not notes:
+        notes.insert(0, template("repression_note", rules=rules_text(ctx)))
+    return Reply(f"{kept}\n\n" + "\n".join(notes), "filtered", lines)
 
 
 def refusal_text(ctx: DefenseContext) -> str:

@@ -86,6 +86,12 @@ class DefenseContext:
             if c.text.strip() not in response
         ]
 
+    def contradicted_facts(self) -> str:
+        """The checked facts the blocked drafts contradicted, stated right (framework text), for a
+        channel's ``{facts}``; "" when none did."""
+        found = [fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text)]
+        return " ".join(dict.fromkeys(found))
+
     def supportive(self) -> SafeChannel | None:
         """The first fitting channel that carries a supportive message (self-harm), if any."""
         return next((c for c in self.channels() if c.message.strip()), None)
@@ -140,6 +146,9 @@ def _sentences(text: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
 
 
+_DIGIT = re.compile(r"\d")
+
+
 def _norm(text: str) -> str:
     return re.sub(r"\W+", " ", text).strip().lower()
 
@@ -147,42 +156,118 @@ def _norm(text: str) -> str:
 def repress(text: str, segments: Sequence[str], layer1: Layer1Enforcer) -> tuple[str, int]:
     """Drop sentences that overlap a flagged segment or trip a Layer-1 check; return (text, removed).
 
+    A wrong figure (a dose, an everyday fact) may be wrong only in context: "Adults take 100 mg
+    once a day." names no medicine, the answer around it does. While what is kept still trips a
+    figure rule (:attr:`~psychoalign.frameworks.model.Framework.figure_rule_ids`), the first
+    sentence whose removal clears that rule's finding is dropped too.
+
     The rest keeps its lines (list items, code, paragraphs, indentation): joined into one line, a
     numbered list or a code block the user was given read as a single run-on sentence."""
     flagged = [_norm(s) for s in segments if _norm(s)]
-    lines: list[str] = []
+    # (line number, indentation, sentence), None for a paragraph break
+    units: list[tuple[int, str, str] | None] = []
     removed = 0
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines()):
         if not line.strip():
-            if lines and lines[-1]:  # one blank line between paragraphs, however many went
-                lines.append("")
+            units.append(None)
             continue
-        kept = []
+        indent = line[: len(line) - len(line.lstrip())]
         for sentence in _sentences(line):
             n = _norm(sentence)
             if any(f in n or (n and n in f) for f in flagged) or layer1.deterministic(sentence):
                 removed += 1
             else:
-                kept.append(sentence.strip())
-        if kept:
-            lines.append(line[: len(line) - len(line.lstrip())] + " ".join(kept))
-    return "\n".join(lines).strip(), removed
+                units.append((number, indent, sentence.strip()))
+    figures = layer1.framework.figure_rule_ids
+    for _ in range(8):  # a draft with more wrong figures than this is not worth keeping in part
+        found = layer1.matches(_joined(units))
+        if not found or any(rule not in figures for rule, _ in found):
+            break
+        first = found[0]
+        # only a sentence that states a figure: dropping the one that names the medicine would
+        # clear the finding too, and leave the wrong figure in; the sentence quoting it goes first
+        quoted = re.findall(r"'([^']+)'", first[1])
+        stating = [i for i, unit in enumerate(units) if unit is not None and _DIGIT.search(unit[2])]
+        stating.sort(key=lambda i: not any(q in units[i][2] for q in quoted))  # type: ignore[index]
+        drop = next((i for i in stating if first not in layer1.matches(_joined(units, i))), None)
+        if drop is None:
+            break
+        del units[drop]
+        removed += 1
+    return _joined(units), removed
+
+
+def _joined(units: Sequence[tuple[int, str, str] | None], skip: int = -1) -> str:
+    """The kept sentences as text: each source line's sentences on one line with its indentation,
+    one blank line between paragraphs however many went; ``skip``: a unit to leave out."""
+    lines: list[str] = []
+    current = -1
+    for i, unit in enumerate(units):
+        if i == skip:
+            continue
+        if unit is None:
+            if lines and lines[-1]:
+                lines.append("")
+            current = -1
+            continue
+        number, indent, sentence = unit
+        if number == current and lines:
+            lines[-1] = f"{lines[-1]} {sentence}"
+        else:
+            lines.append(f"{indent}{sentence}")
+            current = number
+    return "\n".join(lines).strip()
+
+
+def figures_only(text: str, evaluation: Evaluation, ctx: DefenseContext, layer1: Layer1Enforcer) -> list[str]:
+    """The rules a blocked draft broke only by stating figures (a wrong dose, a wrong everyday
+    fact: :attr:`~psychoalign.frameworks.model.Framework.figure_rule_ids`), or [] when anything
+    else blocked it: another rule's check, the EVALUATOR naming another universal rule, or a
+    person at risk (a universal rule other than a figure rule fired for the request); [] too when
+    no channel of those rules has a ``withheld`` note (the framework has not opted in)."""
+    fw = ctx.framework
+    figures = fw.figure_rule_ids
+    broke = [rule for rule, _ in layer1.matches(text)]
+    universal = {r.id for r in fw.universal}
+    named = [hit.rule_id for hit in evaluation.rule_hits if hit.rule_id in universal]
+    fired = [r for r in ctx.fired if r in universal]
+    if not broke or any(r not in figures for r in [*broke, *named, *fired]):
+        return []
+    # a framework opts in by giving the rule a channel with a `withheld` note for the user
+    if not any(c.withheld.strip() for c in fw.channels_for(broke, ctx.request)):
+        return []
+    return broke
 
 
 def repression_source(ctx: DefenseContext, layer1: Layer1Enforcer) -> tuple[str, Evaluation] | None:
     """The draft Repression filters: the chosen proposal if its evaluation flags harmful
     segments; with nothing chosen, the DRIVE's favourite blocked draft of the deciding round whose
-    flagged segments can be cut, provided the rest will be evaluated again (``verified``) and the
-    request is not itself harmful. Filtering must remove a sentence and keep one, and what is
+    flagged segments can be cut, or whose only fault is a wrong figure (:func:`figures_only`: the
+    sentences stating it are cut), provided the rest will be evaluated again (``verified``) and
+    the request is not itself harmful. Filtering must remove a sentence and keep one, and what is
     kept must pass the deterministic Layer-1 checks."""
+    chosen = ctx.chosen_text is not None and ctx.chosen_eval is not None
+    candidates: list[tuple[str, Evaluation]]
     if ctx.chosen_text is not None and ctx.chosen_eval is not None:
         candidates = [(ctx.chosen_text, ctx.chosen_eval)]
-    elif ctx.verified and not ctx.harmful and not ctx.adversarial:
+    elif ctx.verified and not ctx.adversarial:
         candidates = list(ctx.blocked)
     else:
         candidates = []
+    figures = ctx.framework.figure_rule_ids
+    # An EVALUATOR that applies the checks itself (the embedded classifier) calls a draft with a
+    # wrong figure harmful: that is no harm in the request, and what is kept is evaluated again.
+    harmful = any(
+        e.conflict.harmful_intent and not any(hit.rule_id in figures for hit in e.rule_hits) for e in ctx.round_evals
+    )
     for text, evaluation in candidates:
-        if not evaluation.conflict.harmful_segments:
+        if chosen:
+            if not evaluation.conflict.harmful_segments:
+                continue
+        elif not (
+            (evaluation.conflict.harmful_segments and not ctx.harmful)
+            or (not harmful and figures_only(text, evaluation, ctx, layer1))
+        ):
             continue
         kept, removed = repress(text, evaluation.conflict.harmful_segments, layer1)
         if removed and kept.strip() and not layer1.matches(kept):
@@ -208,8 +293,13 @@ def select_mechanism(ctx: DefenseContext, layer1: Layer1Enforcer) -> DefenseMech
             return DefenseMechanism.SUBLIMATION  # 4. contested to the end: answer and redirect
         return None  # 5. conditional acceptance: the MEDIATOR applies the modifications
     # Nothing admissible (always a deadlock): what kind of conflict blocked every draft?
-    if ctx.supportive() is not None:
+    support = ctx.supportive()
+    if support is not None and not (
+        set(support.rules) <= ctx.framework.figure_rule_ids and repression_source(ctx, layer1) is not None
+    ):
         return DefenseMechanism.SUBLIMATION  # 6a. a person at risk: support and the crisis channel, first
+    # (a figure rule's channel carries a message too, but a wrong figure in a sentence of its own
+    # is left out of the useful rest instead: row 7)
     if ctx.adversarial:
         return DefenseMechanism.REACTION_FORMATION  # 6. manipulation attempt
     if repression_source(ctx, layer1) is not None:

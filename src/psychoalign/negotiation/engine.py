@@ -242,6 +242,7 @@ class Negotiator(_Deciding):
         guard = FreeTextGuard(layer1)  # remembers every blocked draft of this negotiation
         fw_payload = fw.payload()
         gates = Gates(fw, fw_payload, layer1, tau, guard, answer_check)
+        await self._screen_crisis(trace, fw)
         if p.decide_on_request and await self._decide_on_request(trace, bus, gates):
             self._possible_risk(trace, fw)
             return

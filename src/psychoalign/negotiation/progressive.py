@@ -180,7 +180,12 @@ async def release_in_windows(
             gates.fw,
             gates.layer1,
             # an earlier turn's self-harm rule (Negotiator._at_risk_earlier): the crisis channel here too
-            also=gates.fw.at_risk_rules(trace.earlier[-trace.params.cross_turn_window :]) if trace.earlier else (),
+            also=[
+                *(gates.fw.at_risk_rules(trace.earlier[-trace.params.cross_turn_window :]) if trace.earlier else ()),
+                *(
+                    trace.crisis_screen.rules if trace.crisis_screen is not None else ()
+                ),  # the negotiation's crisis screen
+            ],
         ),
         request=trace.request,
     )

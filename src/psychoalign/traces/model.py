@@ -72,6 +72,16 @@ class NegotiationParams(BaseModel):
             "only routed requests get the crisis channel. docs/negotiation.md."
         ),
     )
+    crisis_screen: bool = Field(
+        True,
+        description=(
+            "Run the embedded crisis check on every request whose EVALUATOR does not run it (an LLM, an "
+            "endpoint, a remote agent), so a person at risk reaches the crisis channel, and the band applies, "
+            "on every backend (the MiniLM encoder loads on the first request; without it, the check's "
+            "explicit phrases alone). Off: only the framework's request checks and the EVALUATOR's own rule "
+            "hits route. docs/negotiation.md."
+        ),
+    )
     fast_path: bool = Field(
         True,
         description=(
@@ -312,6 +322,17 @@ class RequestScreen(BaseModel):
     evaluation: Evaluation | None = None
 
 
+class CrisisScreenRecord(BaseModel):
+    """The crisis check run on the request by the negotiation itself, for an EVALUATOR that does not
+    run it (an LLM, an endpoint, a remote agent; docs/negotiation.md, "The crisis check on every
+    backend")."""
+
+    fired: bool = Field(description="The check routes the request: the framework's self-harm rules fire.")
+    rules: list[str] = Field(default_factory=list, description="The rules marked semantic_check: self-harm it fired.")
+    band: float | None = Field(None, description="The head's score when the request is in the possible-risk band.")
+    check: str = Field(description="The check's label, or 'phrases only: why' when the encoder is not installed.")
+
+
 class ChannelLine(BaseModel):
     """A pointer to a safe channel the engine itself put in the final answer: where the need is
     served safely, and the rules that chose it. Its text is framework text, or the EVALUATOR's
@@ -404,6 +425,9 @@ class Trace(BaseModel):
         None, description="The conversation's tension track for this turn and what it changed (tau)."
     )
     screen: RequestScreen | None = Field(None, description="The request judged before any draft, if it was.")
+    crisis_screen: CrisisScreenRecord | None = Field(
+        None, description="The crisis check run on the request by the negotiation (an EVALUATOR that does not run it)."
+    )
     blocked_drafts_kept: bool = Field(
         False, description="Blocked drafts are stored in full (traces.keep_blocked_drafts = true, for research)."
     )

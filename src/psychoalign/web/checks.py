@@ -4,7 +4,8 @@ PsychoAlign can join a gateway a team already runs instead of replacing it. A ch
 negotiation's own gates, outside a negotiation:
 
 * **input** (the messages end with the user's): the framework's deterministic universal-rule
-  checks on the request. No model is called, nothing is generated.
+  checks on the request, and the embedded crisis check (a universal self-harm rule it fires
+  blocks; a contextual one is reported). No model is called, nothing is generated.
 * **output** (the messages end with the assistant's answer): that answer is scored as the
   negotiation scores a DRIVE draft: one EVALUATOR call against the deployment's framework, then
   the dual gate (Layer-1: the EVALUATOR's universal-rule hits and the deterministic checks; tau:
@@ -108,12 +109,23 @@ async def run_check(
     layer1 = Layer1Enforcer(fw, request, users[:-1]) if last.role != "user" else Layer1Enforcer(fw)
     if last.role == "user":
         hits = layer1.matches(last.text, model_text=False)
+        rule_hits = [{"rule_id": rule_id, "layer": "universal"} for rule_id, _ in hits]
+        reasons = layer1.deterministic(last.text, model_text=False)  # remembered: not matched again
+        # The crisis check on the request (no model call): a person at risk is flagged under the
+        # framework's self-harm rule whatever the deployment's EVALUATOR is; a universal one blocks.
+        crisis = await negotiator.screen_crisis(last.text, fw, always=True)
+        for rule_id in crisis.rules if crisis is not None else []:
+            layer = fw.layer_of(rule_id)
+            hit = {"rule_id": rule_id, "layer": layer.value if layer is not None else "universal"}
+            if hit not in rule_hits:
+                rule_hits.append(hit)
+                reasons.append(f"{rule_id}: the crisis check fired (a person may be at risk)")
         return CheckResult(
             checked="input",
-            blocked=bool(hits),
+            blocked=any(h["layer"] == "universal" for h in rule_hits),
             framework=stamp,
-            reasons=layer1.deterministic(last.text, model_text=False),  # remembered: not matched again
-            rule_hits=[{"rule_id": rule_id, "layer": "universal"} for rule_id, _ in hits],
+            reasons=reasons,
+            rule_hits=rule_hits,
         )
     answer = last.text
     bus = MessageBus(negotiator.transport)

@@ -63,6 +63,17 @@ def test_a_graded_metric_on_fewer_than_ten_items_gets_no_interval_but_a_note() -
     assert share["ci_method"] == "wilson" and share["ci_low"] is not None
 
 
+def test_one_item_is_shown_with_its_wilson_interval_or_said_to_have_none() -> None:
+    """A share over one item printed "0.000 (n=1)" like a measurement: a yes/no share now keeps
+    the Wilson interval of 0/1 (0 to 0.79), a graded score says it rests on one item."""
+    from psychoalign.experiments.harness.report import _stat
+
+    share = _stat([0.0], binary=True, seed=0)
+    assert share["ci_method"] == "wilson" and share["ci_low"] == 0.0 and share["ci_high"] == pytest.approx(0.793)
+    graded = _stat([0.7], binary=False, seed=0)
+    assert (graded["ci_low"], graded["ci_high"], graded["ci_note"]) == (None, None, "one item")
+
+
 def test_per_category_graded_scores_follow_the_same_rule() -> None:
     """A category of one graded item printed [x, x] (a bootstrap over one value)."""
     from psychoalign.experiments.harness.stats import mean_interval

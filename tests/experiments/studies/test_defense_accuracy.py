@@ -86,8 +86,9 @@ def test_score_counts_confusion_accuracy_and_activation() -> None:
 @pytest.mark.parametrize("gives", [True, False], ids=["scripted-classification", "approves-everything"])
 async def test_negotiated_run_scores_what_the_engine_selected(gives: bool) -> None:
     items = list(ITEMS)
-    # The paper's protocol, as the CLI study runs it: no request is decided before drafting.
-    params = NegotiationParams(decide_on_request=False)
+    # The paper's protocol, as the CLI study runs it: no request is decided before drafting, and
+    # no crisis screen beside the EVALUATOR's labelled classification.
+    params = NegotiationParams(decide_on_request=False, crisis_screen=False)
     negotiator = Negotiator(Settings(), params=params, models=defense_models(items, gives))
     predicted, trace_ids = await negotiate_items(items, negotiator, framework=GENERAL, concurrency=4)
     await negotiator.aclose()

@@ -109,3 +109,18 @@ def test_items_where_the_experts_tie_are_counted_apart_from_crowd_ties(tmp_path:
     view = expert_section(load(path, mapping=mapping_from(MAPPING)), n_boot=20)["full_scale"]
     assert view["items"] == 3
     assert view["items_without_majority"] == 0 and view["items_without_expert_majority"] == 1
+
+
+def test_experts_with_one_label_throughout_give_no_kappa_of_zero(tmp_path: Path) -> None:
+    """The experts say 'No' on every item while the crowd varies: observed agreement equals chance
+    agreement whatever the crowd does, so kappa is 0 by construction. It was reported as
+    cohens_kappa 0.0, a measurement of agreement at chance; now none, with the reason."""
+    crowd = [["No", "No", "No"]] * 9 + [["Yes", "Yes", "No"]] * 3
+    data = load(write(tmp_path, crowd, ["No"] * 12), mapping=mapping_from(MAPPING))
+    view = expert_section(data, n_boot=50)["full_scale"]
+    assert view["agreement"] == 0.75
+    assert view["cohens_kappa"] is None and view["cohens_kappa_ci"] is None
+    assert view["cohens_kappa_reason"].startswith("undefined: the experts gave one label throughout")
+    crowd_constant = load(write(tmp_path, [["No"] * 3] * 12, ["No"] * 9 + ["Yes"] * 3), mapping=mapping_from(MAPPING))
+    reason = expert_section(crowd_constant, n_boot=50)["full_scale"]["cohens_kappa_reason"]
+    assert reason.startswith("undefined: the crowd gave one label throughout")

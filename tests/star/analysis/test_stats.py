@@ -125,3 +125,57 @@ def _p_values(result: object) -> list[float]:
         for value in result:
             found.extend(_p_values(value))
     return found
+
+
+def _split_camps(seed: int, raters: int = 40, items: int = 50) -> tuple[object, np.ndarray]:
+    """Half the raters use scale codes 0-1 only, the other half 3-4 only: each group spreads over
+    two points (so no group sits at one end of the scale), but the two never overlap."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = [
+        {"item_id": f"i{i}", "rater_id": f"r{r}", "grp": "low" if r < raters // 2 else "high"}
+        for i in range(items)
+        for r in range(raters)
+    ]
+    frame = pd.DataFrame(rows)
+    low = frame["grp"].eq("low").to_numpy()
+    codes = np.where(low, rng.integers(0, 2, len(frame)), rng.integers(3, 5, len(frame)))
+    return frame, codes
+
+
+def test_groups_whose_ratings_do_not_overlap_get_no_ordinal_test() -> None:
+    """One group rated 1-2, the other 4-5 (no rating shared): the proportional-odds model printed an
+    odds ratio of 4.7e15 with p = 2.7e-42, an optimiser's stopping point rather than an estimate."""
+    frame, codes = _split_camps(4)
+    result = compare_ordinal(frame, "grp", codes, values=[1, 2, 3, 4, 5])
+    assert "separation" not in result  # neither group sits at one end of the scale: the old check missed it
+    assert result["model"]["computable"] is False
+    reason = result["model"]["reason"]
+    assert reason.startswith("ordered separation: every rating of low is at most scale code 1")
+    assert "every rating of high at least 3" in reason
+    assert result["groups"]["low"]["n_raters"] == 20  # still described
+    assert "terms" not in result["model"]
+
+
+def test_overlapping_groups_are_still_tested_and_a_third_group_can_complete_a_split() -> None:
+    """Groups that overlap (a low-group rating above a high-group one) are fitted as before. A split
+    is found across several groups too (a and b at or below code 2, c at or above it)."""
+    import pandas as pd
+
+    frame, codes = _split_camps(5)
+    codes = codes.copy()
+    codes[:20] = 4  # the low raters give the first item code 4, above the high group's lowest (3)
+    fitted = compare_ordinal(frame, "grp", codes)
+    assert fitted["model"].get("computable", True) and fitted["model"]["terms"]
+    rows = [{"item_id": f"i{i}", "rater_id": f"r{r}", "grp": "abc"[r % 3]} for i in range(40) for r in range(30)]
+    three = pd.DataFrame(rows)
+    rng = np.random.default_rng(6)
+    y = np.select(
+        [three["grp"].eq("a"), three["grp"].eq("b")],
+        [rng.integers(0, 3, len(three)), rng.integers(1, 3, len(three))],
+        rng.integers(2, 5, len(three)),
+    )
+    result = compare_ordinal(three, "grp", y)
+    assert result["model"]["computable"] is False
+    assert result["model"]["reason"].startswith("ordered separation: every rating of a, b is at most scale code 2")

@@ -51,8 +51,8 @@ def _stat(values: list[float], binary: bool, seed: int) -> dict[str, Any]:
     if n == 0:
         return {"mean": None, "ci_low": None, "ci_high": None, "n": 0, "ci_method": None}
     mean = sum(values) / n
-    if n < 2:  # one item has no spread: a point, never an interval [x, x]
-        return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None}
+    if n < 2 and not binary:  # one graded item has no spread: a point, never an interval [x, x]
+        return {"mean": _r(mean), "ci_low": None, "ci_high": None, "n": n, "ci_method": None, "ci_note": "one item"}
     if not binary and all(v == values[0] for v in values):
         # every item got the same score (a judge that gives one rating): a bootstrap over it is
         # [x, x], which reads as certainty; say that nothing varied instead

@@ -208,28 +208,35 @@ def score(items: Sequence[DefenseItem], predicted: Sequence[str]) -> dict[str, A
     for item, p in zip(items, predicted, strict=True):
         matrix[item.expected][p if p in columns else FAILED] += 1
     n = len(items)
+    failed = sum(1 for p in predicted if p == FAILED)
     correct = sum(matrix[label][label] for label in LABELS)
     activated = sum(1 for p in predicted if p not in (NONE, FAILED))
     wanted = [p for it, p in zip(items, predicted, strict=True) if it.expected != NONE]
     unwanted = [p for it, p in zip(items, predicted, strict=True) if it.expected == NONE]
-    ci = [*wilson_ci(correct, n)] if n else None
+    # Every negotiation failed (a model down): "0/6 = 0.000 [0, 0.39]" would read as a measured
+    # accuracy of nothing; there is none, and the shares below are not computed either.
+    measured = n > failed
+    ci = [*wilson_ci(correct, n)] if measured else None
     return {
         "n": n,
         "correct": correct,
-        "accuracy": correct / n if n else None,
+        "accuracy": correct / n if measured else None,
+        **({} if measured or not n else {"not_measured": f"every one of the {n} negotiations failed"}),
         # the interval the console prints, in the files too (0/6 spans [0, 0.39], which a bare 0 hides)
         "accuracy_ci": ci,
         "accuracy_ci_method": "wilson" if ci else None,
-        "failed": sum(1 for p in predicted if p == FAILED),
-        "activation_rate": activated / n if n else None,
+        "failed": failed,
+        "activation_rate": activated / n if measured else None,
         "activation_when_expected": (sum(1 for p in wanted if p not in (NONE, FAILED)) / len(wanted))
-        if wanted
+        if wanted and measured
         else None,
         "activation_when_none_expected": (sum(1 for p in unwanted if p not in (NONE, FAILED)) / len(unwanted))
-        if unwanted
+        if unwanted and measured
         else None,
         "recall": {
-            label: (matrix[label][label] / sum(matrix[label].values())) if sum(matrix[label].values()) else None
+            label: (matrix[label][label] / sum(matrix[label].values()))
+            if sum(matrix[label].values()) and measured
+            else None
             for label in LABELS
         },
         "labels": list(LABELS),
@@ -249,9 +256,10 @@ async def negotiate_items(
     framework: str | Framework = "general",
     concurrency: int = 4,
     on_done: Callable[[], None] | None = None,
+    errors: list[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Negotiate every request; returns (predicted label per item, trace id per item). A failed
-    negotiation predicts ``failed``."""
+    negotiation predicts ``failed`` and adds its trace's error (safe to show) to ``errors``."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: DefenseItem) -> tuple[str, str]:
@@ -260,6 +268,8 @@ async def negotiate_items(
         if on_done is not None:
             on_done()
         if trace.status is not TraceStatus.COMPLETED or trace.final is None:
+            if errors is not None:
+                errors.append(trace.error or trace.status.value)
             return FAILED, trace.id
         defense = trace.final.defense
         return (NONE if defense is None else defense.value), trace.id

@@ -19,6 +19,7 @@ from .agreement import MIN_ALPHA_ITEMS
 from .data import RatingData
 from .intersections import intersectional_section
 from .items import item_table, write_item_csv
+from .pvalues import P_FLOOR_NOTE, p_text, p_value
 from .stats import (
     agreement_section,
     arbitration_section,
@@ -54,7 +55,9 @@ METHODS = {
         "tested with a joint Wald F test on G-1 degrees of freedom (G = fewer clusters); odds ratios against the "
         "largest group; and the rater-level view (Welch t-test or one-way ANOVA on per-rater means). Fewer than "
         "10 raters: no test. Then the intersections of two attributes (e.g. gender x race), each combination a "
-        "group: one with fewer than 10 ratings or 5 raters, or perfectly separated, is described, not tested."
+        "group: one with fewer than 10 ratings or 5 raters, or perfectly separated, is described, not tested. "
+        "Groups whose ratings do not overlap (one set of groups at or below a scale point, the rest at or above "
+        "it) are described, not tested: the fitted odds ratio would be infinite. " + P_FLOOR_NOTE
     ),
     "arbitration": (
         "How often two annotations were two or more steps apart, and whose rating the arbitrator's was closer to."
@@ -340,6 +343,12 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+def _p_rel(p: float | None) -> str:
+    """ "= 0.023" or "< 1e-06", after a name already written (see :mod:`.pvalues`)."""
+    shown = p_value(p)
+    return shown if shown.startswith("<") else f"= {shown}"
+
+
 def _df(x: float) -> str:
     """Denominator df: whole (G - 1) or Bell-McCaffrey's fractional df, to one decimal."""
     return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
@@ -440,7 +449,7 @@ def _coverage_html(section: dict[str, Any]) -> str:
             f"<p>Spread over the {entry.get('groups', len(entry['counts']))} {_esc(title)}s seen: "
             f"{_esc(test)}, against an even spread "
             f"({_fmt(entry.get('expected_per_group'))} dialogues expected per {_esc(title)}), "
-            f"{_term('p')} = {_fmt(entry['p_value'])} (a small p: the spread is uneven). "
+            f"{_term('p')} {_p_rel(entry['p_value'])} (a small p: the spread is uneven). "
             f"A {_esc(title)} with no dialogue is not in the export and not counted.</p>"
         )
     cells = section.get("cells")
@@ -470,7 +479,7 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
                 _fmt(desc["n_raters"]),
                 "reference" if level == comp.get("reference") else _fmt(term["odds_ratio"]) if term else "—",
                 f"[{_fmt(term['ci95'][0])}, {_fmt(term['ci95'][1])}]" if term else "",
-                _fmt(term["p_value"]) if term else "",
+                p_value(term["p_value"]) if term else "",
             )
         )
     what = "rate" if any("rate" in d for d in comp.get("groups", {}).values()) else "mean rating"
@@ -480,7 +489,7 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
     if model.get("computable", True) and "joint_test" in model:
         jt = model["joint_test"]
         clusters = ", ".join(f"{v} {k}s" for k, v in model.get("clusters", {}).items())
-        holm = f", Holm-adjusted p = {_fmt(comp['p_value_holm'])}" if "p_value_holm" in comp else ""
+        holm = f", {p_text(comp['p_value_holm'], 'Holm-adjusted p')}" if "p_value_holm" in comp else ""
         test = (
             f"joint Wald F = {_fmt(jt['statistic'])} on {jt['df'][0]} and {_df(jt['df'][1])} df"
             if jt.get("statistic") is not None
@@ -488,15 +497,13 @@ def _comparison_html(title: str, comp: dict[str, Any]) -> str:
         )
         parts.append(
             f"<p>{_esc(model['model'])}, clustered ({_esc(clusters)}): {test}, "
-            f"p = {_fmt(jt['p_value'])}{holm}"
-            + (f"; raters per tested group: {per_group}" if per_group else "")
-            + "</p>"
+            f"{p_text(jt['p_value'])}{holm}" + (f"; raters per tested group: {per_group}" if per_group else "") + "</p>"
         )
     elif model:
         parts.append(f"<p class='nc'>No test: {_esc(str(model.get('reason')))}</p>")
     rl = comp.get("rater_level", {})
     if rl.get("computable"):
-        parts.append(f"<p>{_esc(rl['test'])}: statistic {_fmt(rl['statistic'])}, p = {_fmt(rl['p_value'])}</p>")
+        parts.append(f"<p>{_esc(rl['test'])}: statistic {_fmt(rl['statistic'])}, {p_text(rl['p_value'])}</p>")
     return "".join(parts) + _untested_html(comp)
 
 
@@ -510,17 +517,17 @@ def _intersection_fit_html(fit: dict[str, Any]) -> str:
         it, me = fit["interaction_test"], fit["main_effects_test"]
         clusters = ", ".join(f"{v} {k}s" for k, v in fit.get("clusters", {}).items())
         inter = (
-            f"Wald F = {_fmt(it['statistic'])} on {it['df'][0]} and {_df(it['df'][1])} df, p = {_fmt(it['p_value'])}"
+            f"Wald F = {_fmt(it['statistic'])} on {it['df'][0]} and {_df(it['df'][1])} df, {p_text(it['p_value'])}"
             if it.get("computable", True)
             else f"not tested ({_esc(str(it.get('reason')))})"
         )
         parts.append(
             f"<p>race × gender interaction: {inter}; race and gender (no interaction): F = {_fmt(me['statistic'])}, "
-            f"p = {_fmt(me['p_value'])}; clustered ({_esc(clusters)}); reference "
+            f"{p_text(me['p_value'])}; clustered ({_esc(clusters)}); reference "
             f"{_iso(fit['reference'])}</p>"
         )
         rows = [
-            (name, _fmt(t["odds_ratio"]), f"[{_fmt(t['ci95'][0])}, {_fmt(t['ci95'][1])}]", _fmt(t["p_value"]))
+            (name, _fmt(t["odds_ratio"]), f"[{_fmt(t['ci95'][0])}, {_fmt(t['ci95'][1])}]", p_value(t["p_value"]))
             for name, t in fit["terms"].items()
         ]
         parts.append(_table(rows, ("term", _term("odds_ratio"), _term("ci"), _term("p"))))
@@ -630,7 +637,7 @@ def _h1_html(section: dict[str, Any]) -> str:
     rows = [(b["name"], str(b["n"]), _fmt(b["outcome"]["mean"])) for b in section["bins"]]
     return (
         f"<p>Spearman rho({_esc(section['tension'])}, disagreement) = {_fmt(r['rho'])} "
-        f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}], permutation p = {_fmt(r['p_permutation'])}, "
+        f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}], {p_text(r['p_permutation'], 'permutation p')}, "
         f"n = {r['n']}. Disagreement: {_esc(section['disagreement'])}.</p>"
         + _table(rows, ("tension bin", "items", "mean disagreement"))
     )

@@ -215,6 +215,32 @@ def _separated(part: pd.DataFrame, column: str, levels: list[str], ordinal: bool
     return out
 
 
+def _ordered_split(part: pd.DataFrame, column: str, levels: list[str]) -> str | None:
+    """Why the groups split into two sets whose ratings do not overlap (every rating of one set at
+    or below a scale point, every rating of the other at or above it), else None. Then the model's
+    likelihood keeps rising as the two sets are pushed apart: the fitted coefficient is a number
+    the optimiser stopped at (an odds ratio of 1e15, a p-value of 1e-42), not an estimate. Groups
+    whose ratings all sit at one end are caught first (:func:`_separated`); this is the case where
+    each group uses several scale points (one group rates 1-2, the other 4-5)."""
+    y = part["__y"]
+    by_level = {str(lv): ys for lv, ys in y.groupby(part[column].astype(str)) if str(lv) in levels and len(ys)}
+    if len(by_level) < 2:
+        return None
+    lows = {lv: ys.min() for lv, ys in by_level.items()}
+    highs = {lv: ys.max() for lv, ys in by_level.items()}
+    for cut in sorted(set(lows.values()) | set(highs.values())):
+        below = sorted(lv for lv in by_level if highs[lv] <= cut and lows[lv] < cut)
+        above = sorted(lv for lv in by_level if lows[lv] >= cut and lv not in below)
+        if below and above and len(below) + len(above) == len(by_level):
+            return (
+                f"ordered separation: every rating of {', '.join(below)} is at most scale code "
+                f"{max(highs[lv] for lv in below):g} and every rating of {', '.join(above)} at least "
+                f"{min(lows[lv] for lv in above):g}; the odds ratio between them is infinite, so the groups "
+                "are described, not tested"
+            )
+    return None
+
+
 def _group_level_tests(model: dict[str, Any], column: str, tested: dict[str, Any], reference: str) -> None:
     """Few clusters in a group: a group's coefficient rests on its own raters' scores, so with the
     whole pool's G - 1 df a group of 5 raters was "significant" in 8 % of null datasets (1-3 raters:
@@ -291,6 +317,8 @@ def _compare(
             )
     else:
         separated = {}
+    if untestable is None and len(levels) >= 2:
+        untestable = _ordered_split(part, column, levels)
     out: dict[str, Any] = {"computable": True, "groups": described, "reference": levels[0] if levels else None}
     raters_known = part["rater_id"].notna().all()
     out["tested_groups"] = {
@@ -459,9 +487,18 @@ def _kappa(table: np.ndarray, items: int) -> dict[str, Any]:
     out: dict[str, Any] = {"cohens_kappa": None, "cohens_kappa_ci": None}
     total = table.sum()
     chance = float((table.sum(axis=0) * table.sum(axis=1)).sum() / total**2)
+    one_label = [side for side, margin in (("crowd", table.sum(axis=1)), ("experts", table.sum(axis=0)))
+                 if np.count_nonzero(margin) == 1]  # fmt: skip
     if chance >= 1.0:
         out["cohens_kappa_reason"] = (
             "undefined: crowd and experts gave one label throughout, so chance agreement is 1 (kappa = 0/0)"
+        )
+    elif one_label:
+        # observed agreement then equals chance agreement whatever the other side did: kappa = 0 by
+        # construction, which would read as "measured: agreement at chance"
+        out["cohens_kappa_reason"] = (
+            f"undefined: the {one_label[0]} gave one label throughout, so kappa is 0 by construction "
+            "whatever the other side did; see the agreement and the table"
         )
     else:
         result = cohens_kappa(table)

@@ -143,14 +143,15 @@ def study_spec(
 ) -> ExperimentSpec:
     """The study as a harness spec: one ``psychoalign`` system per repeat (``repeats``: each one's
     role overrides, e.g. its sampling seed), every one on the same item list. The study measures
-    tension under the paper's protocol, so the DRIVE always proposes (``decide_on_request`` off)."""
+    tension under the paper's protocol, so the DRIVE always proposes (``decide_on_request`` off) and
+    only the EVALUATOR's classification selects the defense (``crisis_screen`` off)."""
     systems = [
         {
             "name": f"run-{r}",
             "kind": "psychoalign",
             "framework": framework,
             "roles": roles,
-            "negotiation": {**negotiation, "decide_on_request": False},
+            "negotiation": {**negotiation, "decide_on_request": False, "crisis_screen": False},
         }
         for r, roles in enumerate(repeats)
     ]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ....errors import InputError
+from ....star.analysis.pvalues import p_text, p_value
 
 __all__ = ["render_boundary_html", "render_h1_html", "write_report"]
 
@@ -158,7 +159,7 @@ def _kw(kw: dict[str, Any]) -> str:
     if not kw.get("computable", True):
         return f"not computable: {kw.get('reason')}"
     return (
-        f"H = {_f(kw['h'])}, df = {kw['df']}, p = {_f(kw['p'])}, ε² = {_f(kw['epsilon2'])}"
+        f"H = {_f(kw['h'])}, df = {kw['df']}, {p_text(kw['p'], missing='–')}, ε² = {_f(kw['epsilon2'])}"
         + (f" (≈ {_f(kw['epsilon2_null'])} with no effect)" if kw.get("epsilon2_null") else "")
         + f", η²_H = {_f(kw['eta2_h'])} (n = {kw['n']}, {kw['groups']} groups)"
         + (f"; p by {kw['p_method']}" if str(kw.get("p_method", "")).startswith("permutation") else "")
@@ -263,7 +264,7 @@ def render_h1_html(report: dict[str, Any]) -> str:
         f"<p class='muted'>Disagreement: {html.escape(report['disagreement']['headline'])}.</p>",
         "<h2>Spearman's ρ(T, 1 − α_item)</h2>",
         f"<p><b>ρ = {_f(s['rho'])}</b>, 95% bootstrap CI [{_f(s['ci_low'])}, {_f(s['ci_high'])}], "
-        f"permutation p = {_f(s['p_permutation'])} ({s['n_perm']} permutations), n = {s['n']}; "
+        f"{p_text(s['p_permutation'], 'permutation p', '–')} ({s['n_perm']} permutations), n = {s['n']}; "
         f"definition <code>{html.escape(report['definition'])}</code>.</p>",
         f"<img alt='scatter plot' src='data:image/png;base64,{scatter_plot(report)}'>",
         "<h2>By tension bin</h2>",
@@ -286,7 +287,8 @@ def render_h1_html(report: dict[str, Any]) -> str:
                 if auc.get("ci_low") is not None
                 else f"(no interval: {html.escape(str(auc.get('ci_note')))}) "
             )
-            + f"(Mann–Whitney p = {_f(auc['p_mannwhitney'])}; {auc['n_unsafe']} unsafe, {auc['n_safe']} safe). "
+            + f"({p_text(auc['p_mannwhitney'], 'Mann–Whitney p', '–')}; "
+            f"{auc['n_unsafe']} unsafe, {auc['n_safe']} safe). "
             "0.5 = T carries no information about the label.</p>"
         )
     else:
@@ -302,7 +304,7 @@ def render_h1_html(report: dict[str, Any]) -> str:
     parts.append(
         _table(
             ["definition", "ρ [95% CI]", "permutation p"],
-            [[k, _ci(v, "rho"), _f(v["p_permutation"])] for k, v in report["definitions"].items()],
+            [[k, _ci(v, "rho"), p_value(v["p_permutation"], "–")] for k, v in report["definitions"].items()],
         )
     )
     return _page("PsychoAlign H1", parts)

@@ -187,7 +187,7 @@ def synthetic_negotiator(
 ) -> Negotiator:
     """A real :class:`Negotiator` whose three agents are ``world``'s scripted agents."""
     settings = settings or Settings()
-    base = {"n_proposals": world.n_proposals, "k": 3, "decide_on_request": False}
+    base = {"n_proposals": world.n_proposals, "k": 3, "decide_on_request": False, "crisis_screen": False}
     return Negotiator(
         settings,
         params=NegotiationParams(**{**base, **params}),

@@ -1,0 +1,382 @@
+"""A deterministic check of everyday facts a text states: boiling and freezing points, fridge and
+freezer temperatures, safe cooking temperatures, how long cooked food may stand out, the age a
+baby may have honey from, and common unit conversions.
+
+The EVALUATOR judges whether an answer is safe to give, not whether it is true: a small model
+tells a user how to boil an egg and adds that "water boils at 120 °C", or that chicken is done at
+"55 °C". A figure like that is checkable, so it is checked, as the dose table checks a
+medicine's doses (:mod:`.doses`).
+
+Two tables, both read within one clause of model text (never of a request: a user who asks
+"does water boil at 90 °C?" is asking, not advising):
+
+* :class:`Fact` rows, from the framework (``check.facts``): what a figure is about (``about``, a
+  regex; ``when``, a regex the clause must also match; ``unless``, a regex that puts the clause
+  out of the row's scope: altitude for the boiling point), what it measures (a temperature, read
+  in °C from °C or °F; a duration, read in hours; an age, read in months) and the range a right
+  figure falls in (``low``, ``high``). A figure belongs to the row whose ``about`` is named
+  nearest before it in the clause, else first after it. Not compared: a temperature in a range
+  ("40 to 140 °F": the danger zone), a temperature stated as a threshold ("store below 5 °C" for a
+  cooking minimum, "never above 8 °C" for the fridge's maximum), and a duration past a row's
+  maximum stated as one ("throw it away after 4 hours"); a span's upper end is compared ("2 to 3
+  weeks").
+* unit conversions (``check.conversions``: which of :data:`UNITS`' dimensions are checked): two
+  amounts the text equates ("350 °F is about 175 °C", "55 °C (130 °F)", "there are 454 grams in a
+  pound", "a teaspoon holds 5 ml") must agree within :data:`TOLERANCE` (temperatures: within
+  :data:`DEGREES` °C, or 5 %). A unit with more than one size (a US or a UK pint, a metric or a US
+  cup) agrees when any of its sizes does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import pairwise
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts"]
+
+Measure = Literal["temperature", "duration", "age"]
+Dimension = Literal["temperature", "volume", "mass", "length"]
+
+#: How far two equated amounts may differ and still agree: relative, for volume, mass and length.
+TOLERANCE = 0.12
+#: Temperatures agree within this many °C, or 5 % of the larger, whichever is more (recipes
+#: round 176.7 °C to 180 °C for 350 °F, and 392 °F to 400 °F for 200 °C).
+DEGREES = 4.0
+
+#: Units of each dimension: a regex for its names and its size in the dimension's base unit (ml,
+#: g, m), low and high where countries differ (a US or UK pint, a US or metric cup, an Australian
+#: tablespoon). Temperatures are read separately (°C and °F).
+UNITS: dict[str, tuple[Dimension, str, float, float]] = {
+    "teaspoon": ("volume", r"teaspoons?|tsps?", 4.93, 5.0),
+    "tablespoon": ("volume", r"tablespoons?|tbsps?|tbs", 14.79, 20.0),
+    "cup": ("volume", r"cups?", 236.6, 250.0),
+    "fluid ounce": ("volume", r"fluid\s+ounces?|fl\.?\s*oz", 28.41, 29.57),
+    "pint": ("volume", r"pints?", 473.2, 568.3),
+    "quart": ("volume", r"quarts?", 946.4, 1136.5),
+    "gallon": ("volume", r"gallons?", 3785.4, 4546.1),
+    "ml": ("volume", r"ml|mls|millilit(?:re|er)s?", 1.0, 1.0),
+    "litre": ("volume", r"l|lit(?:re|er)s?", 1000.0, 1000.0),
+    "gram": ("mass", r"g|grams?|grammes?", 1.0, 1.0),
+    "kilogram": ("mass", r"kg|kgs|kilos?|kilograms?", 1000.0, 1000.0),
+    "pound": ("mass", r"lbs?|pounds?", 453.59, 453.59),
+    "ounce": ("mass", r"oz|ounces?", 28.35, 28.35),
+    "stone": ("mass", r"stones?", 6350.3, 6350.3),
+    "metre": ("length", r"m|met(?:re|er)s?", 1.0, 1.0),
+    "centimetre": ("length", r"cm|centimet(?:re|er)s?", 0.01, 0.01),
+    "millimetre": ("length", r"mm|millimet(?:re|er)s?", 0.001, 0.001),
+    "kilometre": ("length", r"km|kms|kilomet(?:re|er)s?", 1000.0, 1000.0),
+    "inch": ("length", r"inch(?:es)?", 0.0254, 0.0254),
+    "foot": ("length", r"foot|feet|ft", 0.3048, 0.3048),
+    "yard": ("length", r"yards?|yds?", 0.9144, 0.9144),
+    "mile": ("length", r"miles?", 1609.344, 1609.344),
+}
+
+_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "each": 1,
+    "every": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "eighteen": 18,
+    "twenty": 20,
+    "twenty-four": 24,
+    "thirty": 30,
+}
+_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
+
+#: A temperature: a number with a degree sign or the word "degrees" and a scale (C or F); a minus
+#: sign only where no digit stands before it ("-18 °C", not the "-140" of "40-140 °F").
+_TEMPERATURE = re.compile(
+    r"(?<![\w.,])(?P<sign>[-−–]\s?|minus\s+)?(?P<num>\d+(?:\.\d+)?)\s*"
+    r"(?:°|º|˚|degrees?\s+|deg\.?\s*)\s*(?P<scale>celsius|centigrade|fahrenheit|c|f)\b",
+    re.IGNORECASE,
+)
+#: A duration or an age: "2 hours", "two hours", "6 months", "a year", "12-month-old".
+_SPAN = re.compile(
+    rf"(?<![\w.,])(?P<num>{_NUM})(?:\s*|-)(?P<unit>minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|yrs?)\b",
+    re.IGNORECASE,
+)
+_IN_HOURS = {"min": 1 / 60, "hou": 1.0, "hrs": 1.0, "hr": 1.0, "day": 24.0, "wee": 168.0, "mon": 730.0}
+_IN_HOURS |= {"yea": 8766.0, "yrs": 8766.0}
+_IN_MONTHS = {"min": 0.0, "hou": 0.0, "hrs": 0.0, "hr": 0.0, "day": 1 / 30.44, "wee": 1 / 4.345, "mon": 1.0}
+_IN_MONTHS |= {"yea": 12.0, "yrs": 12.0}
+
+#: Where a clause ends: a figure belongs to what its own clause is about.
+_CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?=(?:but|while|whereas|although|though|and\s+then)\b)|\s+but\s+")
+#: The first figure of a range ("40 to 140 °F", "70-75 °C", "between 5 and 60 °C"): not compared.
+_RANGE_AFTER = re.compile(r"^\s*(?:°\s*[cf]\b\s*)?(?:-|–|to|and)\s*[-−]?\d", re.IGNORECASE)
+_RANGE_BEFORE = re.compile(r"(?:\d\s*(?:°\s*[cf]\b)?\s*(?:-|–|to)\s*|between\s+[-−]?\d+\S*\s+and\s+)$", re.IGNORECASE)
+#: A threshold below a figure ("store it below 5 °C", "bacteria survive under 60 °C").
+_BELOW = re.compile(r"\b(?:below|under|less\s+than|lower\s+than|colder\s+than|cooler\s+than|beneath)\s*$", re.I)
+#: A threshold above a figure ("if the fridge rises above 8 °C").
+_ABOVE = re.compile(
+    r"\b(?:above|over|more\s+than|higher\s+than|warmer\s+than|hotter\s+than|exceed\w*|beyond|after|longer\s+than)\s*$",
+    re.I,
+)
+
+
+class Fact(BaseModel):
+    """One checkable fact: what a figure is about and the range a right figure falls in.
+
+    ``measure``: what the figure is: a ``temperature`` (compared in °C; a figure in °F is
+    converted), a ``duration`` (in hours) or an ``age`` (in months). ``low``/``high``: the range,
+    either may be open (a safe cooking temperature has only a lowest figure). ``states``: the
+    fact in one sentence, shown to the user beside an answer a sentence of which was withheld
+    for contradicting it; ``source``: where it comes from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    about: str = Field(min_length=2, description="regex: what a figure is about, named in its clause")
+    when: str = Field("", description="regex the clause must also match ('' : none needed)")
+    unless: str = Field("", description="regex that puts the clause out of scope ('' : nothing does)")
+    measure: Measure
+    low: float | None = None
+    high: float | None = None
+    states: str = Field(min_length=10, max_length=300)
+    source: str = Field(min_length=3)
+
+    @field_validator("about", "when", "unless")
+    @classmethod
+    def _compile(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {value!r}: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Fact:
+        if self.low is None and self.high is None:
+            raise ValueError(f"fact {self.id!r} needs `low`, `high` or both")
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"fact {self.id!r}: low {self.low:g} is above high {self.high:g}")
+        return self
+
+    @cached_property
+    def _regexes(self) -> tuple[re.Pattern[str], re.Pattern[str] | None, re.Pattern[str] | None]:
+        return (
+            re.compile(self.about, re.IGNORECASE),
+            re.compile(self.when, re.IGNORECASE) if self.when else None,
+            re.compile(self.unless, re.IGNORECASE) if self.unless else None,
+        )
+
+    def in_scope(self, clause: str) -> list[int]:
+        """Where the clause names what this fact is about (empty: the clause is out of scope)."""
+        about, when, unless = self._regexes
+        if (when is not None and not when.search(clause)) or (unless is not None and unless.search(clause)):
+            return []
+        return [m.start() for m in about.finditer(clause)]
+
+    def holds(self, value: float) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    @property
+    def one_sided(self) -> Literal["low", "high", ""]:
+        return "low" if self.high is None else "high" if self.low is None else ""
+
+
+@dataclass(frozen=True)
+class WrongFact:
+    """A figure a text states that a fact or a conversion rules out: ``evidence`` for the trace
+    (the figure quoted), ``states`` the right fact for the user (framework text, or a conversion
+    worked out from :data:`UNITS`)."""
+
+    evidence: str
+    states: str
+
+
+def find_wrong_facts(facts: tuple[Fact, ...], conversions: tuple[Dimension, ...], text: str) -> list[WrongFact]:
+    """Every figure in ``text`` that a row of ``facts`` or a conversion of the ``conversions``
+    dimensions rules out, in text order of clauses."""
+    if not re.search(r"\d|\b(?:a|an|one|two|six|twelve)\b", text, re.IGNORECASE):
+        return []
+    found: dict[str, WrongFact] = {}  # by the fact it states: "10 °C (50 °F)" is one wrong figure
+    for clause in _CLAUSE.split(text):
+        if not clause or not clause.strip():
+            continue
+        wrong = list(_wrong_in_clause(facts, clause))
+        if not wrong and conversions:
+            # a clause a fact already corrects needs no conversion worked out beside it ("water
+            # freezes at 0 °F, the same as 0 °C": the fact states 0 °C and 32 °F)
+            wrong = list(_wrong_conversions(conversions, clause))
+        for one in wrong:
+            found.setdefault(one.states, one)
+    return list(found.values())
+
+
+def _figures(clause: str, measure: Measure) -> Iterator[tuple[re.Match[str], float]]:
+    """Each figure of ``measure`` in ``clause`` with its value in the measure's unit (°C, hours,
+    months); the figures of a range are not read."""
+    if measure == "temperature":
+        for m in _TEMPERATURE.finditer(clause):
+            value = float(m.group("num")) * (-1 if m.group("sign") else 1)
+            if m.group("scale").lower().startswith("f"):
+                value = (value - 32) * 5 / 9
+            yield m, value
+        return
+    scale = _IN_HOURS if measure == "duration" else _IN_MONTHS
+    for m in _SPAN.finditer(clause):
+        unit = m.group("unit").lower()
+        factor = scale.get(unit[:3], scale.get(unit[:2], 0.0))
+        if factor:
+            yield m, _number(m.group("num")) * factor
+
+
+def _number(word: str) -> float:
+    return float(_NUMBER_WORDS.get(word.lower(), 0) or word.replace(",", ""))
+
+
+def _wrong_in_clause(facts: tuple[Fact, ...], clause: str) -> Iterator[WrongFact]:
+    scoped = [(fact, at) for fact in facts for at in fact.in_scope(clause)]
+    if not scoped:
+        return
+    for measure in {fact.measure for fact, _ in scoped}:
+        mentions = sorted(((at, fact) for fact, at in scoped if fact.measure == measure), key=lambda p: p[0])
+        for m, value in _figures(clause, measure):
+            before, after = clause[: m.start()], clause[m.end() :]
+            if measure == "temperature" and (_RANGE_AFTER.match(after) or _RANGE_BEFORE.search(before)):
+                continue  # "between 40 and 140 °F": the danger zone, no figure for a row (a span's end is)
+            fact = _owner(mentions, m.start())
+            if fact is None or fact.holds(value):
+                continue
+            if measure == "temperature":
+                side = fact.one_sided
+                # "store it below 5 °C" is no cooking temperature; "never above 8 °C" no fridge setting
+                if (side != "high" and _BELOW.search(before)) or (side != "low" and _ABOVE.search(before)):
+                    continue
+            elif fact.one_sided == "high" and _ABOVE.search(before):
+                continue  # "throw it away after 4 hours": a limit past the fact's, not a claim
+            yield WrongFact(
+                f"{fact.id}: {m.group(0).strip()!r} ({fact.source})", f"{fact.states.rstrip('.')} ({fact.source})."
+            )
+
+
+def _owner(mentions: list[tuple[int, Fact]], at: int) -> Fact | None:
+    """The fact named nearest before position ``at``, else the first named after it."""
+    before = [fact for position, fact in mentions if position <= at]
+    if before:
+        return before[-1]
+    return mentions[0][1] if mentions else None
+
+
+# -- conversions --------------------------------------------------------------------------------------
+_HEDGE = r"(?:(?:about|around|approximately|approx\.?|roughly|nearly|almost|exactly|just\s+(?:over|under)|some)\s+)?"
+_LINK = (
+    r"\s*(?:is|are|=|equals|equal\s+to|is\s+equal\s+to|makes|make|holds|hold|comes\s+to|works\s+out\s+(?:at|to)|"
+    r"converts\s+to|(?:is\s+)?(?:the\s+)?same\s+as|corresponds\s+to|which\s+is|that\s+is|or)\s+" + _HEDGE
+)
+
+
+@dataclass(frozen=True)
+class _Amount:
+    value: float  # in the dimension's base unit (low size), or °C
+    high: float  # the high size (the same as value for a unit of one size)
+    dimension: Dimension
+    unit: str
+    text: str
+
+
+def _unit_regex() -> str:
+    names = [(name, spec[1]) for name, spec in UNITS.items()]
+    return "|".join(f"(?P<u_{name.replace(' ', '_')}>{regex})" for name, regex in names)
+
+
+_AMOUNT = re.compile(
+    rf"(?<![\w.,])(?P<num>{_NUM})\s*(?:-\s*)?(?:{_unit_regex()})(?![\w])"
+    rf"|(?<![\w.,])(?P<tsign>[-−]\s?|minus\s+)?(?P<tnum>\d+(?:\.\d+)?)\s*(?:°|º|˚|degrees?\s+)\s*"
+    r"(?P<scale>celsius|centigrade|fahrenheit|c|f)\b",
+    re.IGNORECASE,
+)
+
+
+def _amount(m: re.Match[str]) -> _Amount | None:
+    if m.group("scale"):
+        value = float(m.group("tnum")) * (-1 if m.group("tsign") else 1)
+        scale = "°F" if m.group("scale").lower().startswith("f") else "°C"
+        celsius = (value - 32) * 5 / 9 if scale == "°F" else value
+        return _Amount(celsius, celsius, "temperature", scale, m.group(0).strip())
+    name = next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
+    if name is None:
+        return None
+    dimension, _, low, high = UNITS[name]
+    count = _number(m.group("num"))
+    return _Amount(count * low, count * high, dimension, name, m.group(0).strip())
+
+
+#: "one mile is 1.6 km", "a teaspoon holds 5 ml", "350 °F is about 175 °C", "55 °C (130 °F)",
+#: "180 °C/350 °F", "0 °C, the same as 32 °F".
+_EQUATED = re.compile(rf"^,?(?:{_LINK}|\s*[(/]\s*{_HEDGE})$", re.IGNORECASE)
+#: "there are 454 grams in a pound", "16 ounces to the pound".
+_IN_A = re.compile(rf"^\s*(?:in|to)\s+(?:a|an|one|1|the|every|each)\s+(?P<unit>{_unit_regex()})\b", re.IGNORECASE)
+
+
+def _wrong_conversions(dimensions: tuple[Dimension, ...], clause: str) -> Iterator[WrongFact]:
+    amounts = [(m, a) for m in _AMOUNT.finditer(clause) if (a := _amount(m)) is not None and a.dimension in dimensions]
+    for (m1, first), (m2, second) in pairwise(amounts):
+        if first.unit != second.unit and first.dimension == second.dimension:
+            between = clause[m1.end() : m2.start()]
+            if _EQUATED.search(between) and len(between) <= 40:
+                yield from _disagree(first, second)
+    for m, amount in amounts:
+        if (unit := _IN_A.match(clause[m.end() :])) is not None:  # "454 grams in a pound"
+            one = _unit_amount(unit)
+            if one is not None and one.dimension == amount.dimension and one.unit != amount.unit:
+                yield from _disagree(one, amount)
+
+
+def _unit_amount(m: re.Match[str]) -> _Amount | None:
+    name = next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
+    if name is None:
+        return None
+    dimension, _, low, high = UNITS[name]
+    return _Amount(low, high, dimension, name, f"1 {name}")
+
+
+def _disagree(first: _Amount, second: _Amount) -> Iterator[WrongFact]:
+    if first.dimension == "temperature":
+        allowed = max(DEGREES, 0.05 * max(abs(first.value), abs(second.value)))
+        if abs(first.value - second.value) <= allowed:
+            return
+        right = first.value * 9 / 5 + 32 if second.unit == "°F" else first.value
+        states = f"{first.text} is {right:.0f} {second.unit}"
+    else:
+        # agree when the ranges of sizes overlap, give or take the tolerance
+        if first.value <= second.high * (1 + TOLERANCE) and second.value <= first.high * (1 + TOLERANCE):
+            return
+        base = UNITS[second.unit][2]
+        low, high = first.value / base, first.high / base
+        figure = f"{_round(low)}" if abs(high - low) < 0.01 * low else f"{_round(low)} to {_round(high)}"
+        states = f"{first.text} is {figure} {_PLURALS.get(second.unit, second.unit + 's') if high > 1 else second.unit}"
+    yield WrongFact(
+        f"conversion: {first.text!r} equated with {second.text!r}",
+        f"{states[0].upper()}{states[1:]} (unit definitions).",
+    )
+
+
+_PLURALS = {"ml": "ml", "inch": "inches", "foot": "feet"}
+
+
+def _round(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}".rstrip("0").rstrip(".")
+    return f"{value:.2f}".rstrip("0").rstrip(".")

@@ -1,0 +1,164 @@
+"""Every command that prints JSON, JSONL, CSV or YAML, run as a subprocess whose standard output is
+a pipe, on a 20-column "terminal" (rich is told the pipe is one): the output parses and holds
+values longer than the line exactly. None of these commands needs the evaluation data or a model
+endpoint (scripted models, the package's own dilemmas benchmark), so the test runs in a clone with
+nothing beside it.
+
+Also: a link or path printed for a person to copy (the lab invite link) is not folded with hard
+line breaks on a narrow terminal, where copying it back would give a broken link.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cli.test_main import cli
+from tests.cli.test_negotiate import write_config
+
+#: rich treats the pipe as a terminal 20 columns wide.
+NARROW = {"TTY_COMPATIBLE": "1", "COLUMNS": "20"}
+#: Longer than any line here, with a word too long to break.
+LONG = "a-rather-long-value-" * 5
+REQUEST = f"How do I boil an egg for a {LONG} breakfast?"
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+def _jsonl(text: str) -> list[Any]:
+    lines = text.splitlines()
+    assert all(lines), "a blank line in JSONL"
+    return [json.loads(line) for line in lines]
+
+
+def _csv(text: str) -> list[list[str]]:
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows and all(len(row) == len(rows[0]) for row in rows), "ragged CSV"
+    return rows
+
+
+def _yaml(text: str) -> Any:
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {"json": _json, "jsonl": _jsonl, "csv": _csv, "yaml": _yaml}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Scripted roles (a chat and a judge role too), a home path longer than the terminal, one
+    stored negotiation, one participant, and one finished experiment run on the dilemmas."""
+    tmp = tmp_path_factory.mktemp("narrow")
+    with pytest.MonkeyPatch.context() as mp:  # as conftest's per-test isolation, for this setup too
+        for name in list(os.environ):
+            if name.startswith("PSYCHOALIGN_") or name.endswith("_API_KEY"):
+                mp.delenv(name)
+        mp.setenv("XDG_DATA_HOME", str(tmp / "xdg"))
+        mp.chdir(tmp)
+        return _world(tmp)
+
+
+def _world(tmp: Path) -> dict[str, str]:
+    config = write_config(tmp)
+    home = tmp / ("long-home-" * 4) / "home"
+    text = config.read_text().replace(f'home = "{tmp / "home"}"', f'home = "{home}"')
+    chat = tmp / "chat.yaml"
+    chat.write_text(yaml.safe_dump({"rules": [], "default": "A considered answer."}))
+    judge = tmp / "judge.yaml"
+    judge.write_text(yaml.safe_dump({"rules": [], "default": {"explanation": LONG, "alignment": 8, "capability": 7}}))
+    text += f'\n[roles.chat]\nbackend = "scripted"\nscript = "{chat}"\n'
+    text += f'\n[roles.judge]\nbackend = "scripted"\nscript = "{judge}"\n'
+    config.write_text(text)
+    spec = tmp / "dil.yaml"
+    spec.write_text("name: dil\nsystems: [vanilla]\nbenchmarks: [dilemmas]\nn: 2\njudge: {calibration_n: 0}\n")
+    c = str(config)
+    for args in (
+        ("negotiate", "--config", c, REQUEST),
+        ("star", "participants", "add", "--id", "p-1", "--expertise", LONG, "--config", c),
+        ("experiment", "run", str(spec), "--out", str(tmp / "out"), "--no-progress", "-c", c),
+    ):
+        done = cli(*args)
+        assert done.returncode == 0, f"{args}: {done.stderr}"
+    run_id = json.loads((tmp / "out" / "results.json").read_text())["run"]["id"]
+    plan = tmp / "plan.jsonl"
+    assert cli("star", "instructions", "generate", "--n", "6", "--seed", "1", "--out", str(plan)).returncode == 0
+    return {"config": c, "run": run_id, "spec": str(spec), "plan": str(plan), "home": str(home), "tmp": str(tmp)}
+
+
+#: (format, arguments); {config}, {run}, {spec}, {plan} are filled from the world. test_piped_output
+#: runs `config show --json`, `negotiate --json`, `traces export` and `star participants list --json`
+#: on a 40-column terminal already.
+COMMANDS: list[tuple[str, tuple[str, ...]]] = [
+    ("yaml", ("config", "show", "--config", "{config}")),
+    ("json", ("config", "show", "--json", "--sources", "--config", "{config}")),
+    ("json", ("models", "list", "--json", "--config", "{config}")),
+    ("json", ("chat", "--json", "--role", "chat", "--config", "{config}", REQUEST)),
+    ("json", ("traces", "list", "--json", "--config", "{config}")),
+    ("json", ("frameworks", "list", "--json")),
+    ("json", ("frameworks", "show", "general", "--json")),
+    ("json", ("judge", "refusal", f"I can't help with that {LONG}.", "--tier", "rules", "--json")),
+    ("json", ("experiment", "list", "--json", "--config", "{config}")),
+    ("yaml", ("experiment", "show", "{spec}")),
+    ("json", ("experiment", "show", "{spec}", "--json")),
+    ("json", ("experiment", "status", "--json", "--config", "{config}")),
+    ("json", ("experiment", "status", "{run}", "--json", "--config", "{config}")),
+    ("json", ("experiment", "report", "{run}", "--json", "--out", "{tmp}/again", "--config", "{config}")),
+    ("jsonl", ("experiment", "cells", "{run}", "--format", "jsonl", "--config", "{config}")),
+    ("csv", ("experiment", "cells", "{run}", "--format", "csv", "--config", "{config}")),
+    ("json", ("experiment", "run", "cross-turn-scripted", "--n", "2", "--json")),
+    ("json", ("star", "policy", "show", "--json")),
+    ("json", ("star", "coverage", "--plan", "{plan}", "--json")),
+    ("jsonl", ("star", "export", "--config", "{config}")),
+    ("csv", ("star", "export", "--format", "csv", "--config", "{config}")),
+    ("json", ("lab", "accounts", "--json", "--config", "{config}")),
+    ("json", ("serve-key", "--deployment", LONG, "--json")),
+]
+
+
+@pytest.mark.parametrize(("fmt", "args"), COMMANDS, ids=[" ".join(a[:2]) + f" {f}" for f, a in COMMANDS])
+def test_machine_output_parses_when_piped_to_a_narrow_terminal(
+    world: dict[str, str], fmt: str, args: tuple[str, ...]
+) -> None:
+    filled = [a.format(**world) for a in args]
+    out = cli(*filled, env=NARROW)
+    assert out.returncode == 0, f"{' '.join(filled)}: {out.stderr}"
+    parsed = PARSERS[fmt](out.stdout)
+    flat = json.dumps(parsed, ensure_ascii=False)
+    if args[:2] == ("config", "show") and "--sources" not in args:
+        assert world["home"] in flat  # a value longer than the line, kept whole
+    if args[0] == "chat":
+        assert "A considered answer." in flat
+    if args[:2] == ("traces", "list"):
+        assert REQUEST in flat
+    if args[0] == "serve-key":
+        assert LONG in flat
+
+
+def test_cells_and_report_carry_the_long_judge_text_whole(world: dict[str, str]) -> None:
+    records = _jsonl(cli("experiment", "cells", world["run"], "-c", world["config"], env=NARROW).stdout)
+    assert len(records) == 2 and LONG in json.dumps(records)
+    rows = _csv(cli("experiment", "cells", world["run"], "--format", "csv", "-c", world["config"], env=NARROW).stdout)
+    assert len(rows) == 3 and any(LONG in cell for row in rows[1:] for cell in row)
+
+
+def test_an_invite_link_is_not_folded_on_a_narrow_terminal(tmp_path: Path) -> None:
+    config = tmp_path / "lab.toml"
+    config.write_text(f'home = "{tmp_path / "home"}"\n')
+    base = f"https://lab.example.org/{LONG}"
+    out = cli("lab", "add-lead", "--invite", "--base-url", base, "-c", str(config), env=NARROW)
+    assert out.returncode == 0, out.stderr
+    [line] = [line for line in out.stdout.splitlines() if line.strip()]
+    link = line.split(": ", 1)[1]
+    assert link.startswith(f"{base}/invite/") and " " not in link

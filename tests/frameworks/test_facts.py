@@ -1,0 +1,185 @@
+"""The everyday-fact check (frameworks/facts.py) and the general framework's table of facts: each
+row rules out a wrong figure and passes the right one and the ways a right answer words it;
+conversions between units; a request is never checked."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from psychoalign.frameworks import load_framework
+from psychoalign.frameworks.facts import Fact, find_wrong_facts
+from psychoalign.negotiation.gates import Layer1Enforcer
+
+RULE = "U10-everyday-facts"
+
+#: row id -> (wrong sentences, right sentences); every row of the shipped table is here.
+ROWS: dict[str, tuple[list[str], list[str]]] = {
+    "water-boils": (
+        [
+            "Put the egg in cold water and bring it to the boil; water boils at 120 °C at sea level.",
+            "At sea level, water boils at 90 °C (194 °F).",
+            "The boiling point of water is 150 degrees Fahrenheit.",
+        ],
+        [
+            "Water boils at 100 °C (212 °F) at sea level.",
+            "At high altitude, such as in Denver, water boils at about 95 °C.",
+            "Bring the water to the boil, then let it cool to 80 °C for green tea.",
+            "Salted water boils at slightly above 100 °C.",
+        ],
+    ),
+    "water-freezes": (
+        ["Water freezes at 0 °F.", "The freezing point of water is 10 °C."],
+        ["Water freezes at 0 °C (32 °F).", "Salt water freezes at about -2 °C."],
+    ),
+    "fridge": (
+        ["Set your fridge to about 10 °C (50 °F) to keep food fresh.", "A fridge should run at 45 °F."],
+        [
+            "Keep your fridge at 3-5 °C and your freezer at -18 °C.",
+            "Keep the fridge below 5 °C; if it rises above 8 °C, food spoils faster.",
+            "Store chicken in the fridge at 4 °C.",
+        ],
+    ),
+    "freezer": (
+        ["A home freezer should be kept at about 5 °C."],
+        ["A freezer should be at -18 °C (0 °F).", "Set the freezer to minus 20 °C."],
+    ),
+    "poultry-cooked": (
+        [
+            "Chicken is safe to eat once the thickest part reaches 55 °C (130 °F).",
+            "Use a meat thermometer in the thigh; the turkey is done at 140 °F.",
+        ],
+        [
+            "Cook chicken until the thickest part reaches 74 °C (165 °F).",
+            "Roast the chicken at 200 °C for an hour, until the inside reaches 75 °C.",
+            "Bacteria grow fastest between 40 °F and 140 °F, so cook chicken to 165 °F.",
+        ],
+    ),
+    "minced-meat-cooked": (
+        ["A beef burger is safe once the middle reaches 50 °C (120 °F)."],
+        ["Cook burgers until the middle reaches 71 °C (160 °F).", "Let the burger rest after it reaches 71 °C."],
+    ),
+    "reheated-food": (
+        ["Reheat leftovers until they are warm, about 40 °C (104 °F) in the middle."],
+        ["Reheat until steaming hot, at least 75 °C.", "Set the oven to 220 °C, then reheat the pie for 20 minutes."],
+    ),
+    "food-left-out": (
+        [
+            "Leftovers are fine at room temperature for up to 8 hours.",
+            "Cooked rice can sit out for 2 days.",
+        ],
+        [
+            "Don't leave cooked rice out for more than 2 hours; throw it away after 4 hours at room temperature.",
+            "Cooked food left out of the fridge for more than 2 hours (1 hour above 32 °C) should be thrown away.",
+            "Let the dough stand out for 8 hours to rise.",
+        ],
+    ),
+    "leftovers-in-fridge": (
+        ["Cooked leftovers keep in the fridge for 2 to 3 weeks."],
+        ["Leftovers keep in the fridge for 3 to 4 days.", "Thaw the turkey in the fridge, 24 hours for every 2 kg."],
+    ),
+    "honey-infant-age": (
+        ["Babies can have honey from 6 months old.", "Honey is fine for babies once they are 9 months old."],
+        [
+            "Never give honey to babies under 12 months.",
+            "Babies can have honey after their first birthday.",
+            "A 6-month-old can start solids, but no honey until 12 months.",
+        ],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def layer1() -> Layer1Enforcer:
+    return Layer1Enforcer(load_framework("general"), "a question")
+
+
+def _fired(layer1: Layer1Enforcer, text: str) -> list[str]:
+    return [evidence for rule, evidence in layer1.matches(text) if rule == RULE]
+
+
+def test_every_row_of_the_shipped_table_is_exercised() -> None:
+    rule = load_framework("general").rule(RULE)
+    assert rule is not None and rule.check is not None
+    assert sorted(fact.id for fact in rule.check.facts) == sorted(ROWS)
+
+
+@pytest.mark.parametrize(("row", "text"), [(row, t) for row, (wrong, _) in ROWS.items() for t in wrong])
+def test_a_wrong_figure_is_caught_by_its_row(layer1: Layer1Enforcer, row: str, text: str) -> None:
+    found = _fired(layer1, text)
+    assert found and found[0].startswith(f"{row}: "), found
+
+
+@pytest.mark.parametrize(("row", "text"), [(row, t) for row, (_, right) in ROWS.items() for t in right])
+def test_a_right_figure_or_an_out_of_scope_one_passes(layer1: Layer1Enforcer, row: str, text: str) -> None:
+    assert _fired(layer1, text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        ("350 °F is about 250 °C, so set a fan oven lower.", "350 °F is 177 °C"),
+        ("200 °C is 300 °F.", "200 °C is 392 °F"),
+        ("A teaspoon holds 15 ml, the same as a tablespoon.", "A teaspoon is 4.93 to 5 ml"),
+        ("There are 1,000 grams in a pound.", "1 pound is 454 grams"),
+        ("One mile is 1.2 kilometres.", "One mile is 1.61 kilometres"),
+        ("An inch is 5 cm.", "An inch is 2.54 centimetres"),
+    ],
+)
+def test_a_wrong_conversion_is_caught_and_worked_out(layer1: Layer1Enforcer, text: str, right: str) -> None:
+    assert _fired(layer1, text)
+    assert any(fact.startswith(right) for fact in layer1.framework.contradicted_facts(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bake at 180 °C (350 °F, gas mark 4) for 25 minutes.",
+        "Heat the oven to 200 °C/400 °F.",
+        "Give 5 ml (one teaspoon) of the syrup.",
+        "A cup is 240 ml in the US and 250 ml in Australia.",
+        "One tablespoon is 15 ml.",
+        "Buy 1 kg (2.2 lb) of potatoes.",
+        "A pint is 568 ml in the UK.",
+        "Preheat to 190 °C (170 °C fan).",  # two figures of one unit: no conversion
+    ],
+)
+def test_a_right_conversion_passes(layer1: Layer1Enforcer, text: str) -> None:
+    assert _fired(layer1, text) == []
+
+
+def test_a_fact_already_corrected_in_a_clause_needs_no_conversion_beside_it(layer1: Layer1Enforcer) -> None:
+    facts = layer1.framework.contradicted_facts("Water freezes at 0 °F, the same as 0 °C.")
+    assert facts == ["Fresh water freezes at 0 °C (32 °F) (standard atmosphere)."]
+
+
+def test_a_request_is_never_checked(layer1: Layer1Enforcer) -> None:
+    # a user who asks whether water boils at 120 °C is asking, not advising
+    assert layer1.matches("Does water boil at 120 °C?", model_text=False) == []
+    assert layer1.matches("Does water boil at 120 °C?") != []
+
+
+def test_a_row_needs_a_bound_and_valid_regexes() -> None:
+    base = {"id": "x", "about": "water", "measure": "temperature", "states": "Some fact here.", "source": "src"}
+    with pytest.raises(ValidationError, match="needs `low`, `high` or both"):
+        Fact.model_validate(base)
+    with pytest.raises(ValidationError, match="low 5 is above high 1"):
+        Fact.model_validate({**base, "low": 5, "high": 1})
+    with pytest.raises(ValidationError, match="invalid regex"):
+        Fact.model_validate({**base, "low": 1, "about": "(unclosed"})
+
+
+def test_a_figure_belongs_to_the_row_named_nearest_before_it() -> None:
+    rows = (
+        Fact(id="fridge", about="fridge", measure="temperature", low=0, high=5, states="Fridge 0-5 C.", source="src"),
+        Fact(id="freezer", about="freezer", measure="temperature", high=-15, states="Freezer -18 C.", source="src"),
+    )
+    assert find_wrong_facts(rows, (), "Keep the fridge at 4 °C and the freezer at -18 °C.") == []
+    wrong = find_wrong_facts(rows, (), "Keep the freezer at -18 °C and the fridge at 12 °C.")
+    assert [w.evidence for w in wrong] == ["fridge: '12 °C' (src)"]
+    assert wrong[0].states == "Fridge 0-5 C (src)."
+
+
+def test_a_framework_without_the_table_checks_no_facts() -> None:
+    layer1 = Layer1Enforcer(load_framework("child-safe"), "a question")
+    assert layer1.matches("Water boils at 120 °C.") == []
