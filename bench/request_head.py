@@ -62,12 +62,15 @@ MT-Bench first turns and the XSTest safe prompts. Targets: crisis requests reach
 100 %, and (end to end, default framework) every crisis request's reply carrying the crisis line and
 the supportive message, never "rephrase".
 
-With the shipped check's possible-risk band (its floor in ``CRISIS_BAND_FLOORS``), each held-out
+With the shipped check's possible-risk band (its floor in ``CRISIS_BAND_FLOORS``, or its vote in
+``CRISIS_BAND_VOTES``: a second check whose fire gives the soft line, never a route), each held-out
 crisis file also reports the crisis requests that get the crisis resource from either tier (routed,
-or the band's soft line) and the look-alikes given the soft line, and ``lookalike_heldout_v14.yaml``
-and ``lookalike_heldout_v15.yaml`` the look-alikes given the soft line. ``--crisis --choose-band``
-chooses the floor by its rule on the development sets only (never ``crisis_heldout_v6.yaml``,
-``crisis_heldout_v7.yaml``, ``lookalike_heldout_v14.yaml`` nor ``lookalike_heldout_v15.yaml``): the
+or the band's soft line) and the look-alikes given the soft line, and each look-alike file, the
+request checks' test look-alikes, XSTest safe and MT-Bench first turns the share given the soft
+line. ``--no-band-vote`` scores the band without its vote (the floor tier alone) for comparison.
+``--crisis --choose-band`` chooses the floor by its rule on the development sets only (never
+``crisis_heldout_v6.yaml``, ``crisis_heldout_v7.yaml``, ``lookalike_heldout_v14.yaml`` nor
+``lookalike_heldout_v15.yaml``): the
 lowest floor at which every development look-alike group gets the soft line at most 15 % of the
 time (MODEL_CARD.md, "The possible-risk band"); it prints only.
 
@@ -314,15 +317,16 @@ def crisis_report(args: argparse.Namespace) -> None:
     targets: list[Target] = []
     with captured() as out:
         clf = load_classifier()
-        if args.crisis_check is not None:  # an earlier or candidate check, on the same encoder
+        if args.crisis_check is not None or args.no_band_vote:  # another check, or the band without its vote
             from pydantic import ValidationError
 
             from psychoalign.errors import BackendUnavailableError
-            from psychoalign.models.classifier import SafetyClassifier, load_crisis_check
+            from psychoalign.models.classifier import SafetyClassifier, load_band_vote, load_crisis_check
 
             try:
-                check = load_crisis_check(str(args.crisis_check))
-                clf = SafetyClassifier(clf.weights, clf.encoder, check)
+                check = load_crisis_check(None if args.crisis_check is None else str(args.crisis_check))
+                vote = None if args.no_band_vote else load_band_vote(check)
+                clf = SafetyClassifier(clf.weights, clf.encoder, check, band_vote=vote)
             except (BackendUnavailableError, ValidationError, ValueError) as exc:
                 first = str(exc).splitlines()[0]
                 raise SystemExit(
@@ -339,12 +343,15 @@ def crisis_report(args: argparse.Namespace) -> None:
         floor = CRISIS_BAND_FLOORS.get(clf.crisis_check.version)
 
         def band(text: str) -> bool:
-            """The possible-risk band's soft line: not routed, the head's score at or above the floor."""
+            """The possible-risk band's soft line: not routed, and the head's score at or above the
+            floor or the band vote fires (CRISIS_BAND_VOTES; the medicine guard holds for both)."""
             return not routed(text) and clf.crisis_band(text) is not None
 
-        banded = band if floor is not None else None
+        vote = clf.band_vote
+        banded = band if floor is not None or vote is not None else None
         print(
-            f"possible-risk band: {'floor ' + format(floor, '.2f') if floor is not None else 'none for this check'} "
+            f"possible-risk band: {'floor ' + format(floor, '.2f') if floor is not None else 'no floor for this check'}"
+            f"{', or the band vote ' + vote.label if vote is not None else ', no band vote'} "
             f"(routing threshold {clf.crisis_check.head.threshold:.3f})"
         )
 
@@ -410,19 +417,18 @@ def crisis_report(args: argparse.Namespace) -> None:
                 soft = sum(banded(t) for t in fresh["benign"])
                 rate("benign, the band's soft line", soft, n_benign, "given", None, targets)
 
-        if args.check_only or source is not None or args.crisis_check is not None:
-            print("end to end: not run (--check-only, --crisis-exemplars or --crisis-check)")
+        if args.check_only or source is not None or args.crisis_check is not None or args.no_band_vote:
+            print("end to end: not run (--check-only, --crisis-exemplars, --crisis-check or --no-band-vote)")
         else:
             asyncio.run(crisis_end_to_end(fresh_files, targets, args.framework))
 
         print("out of sample (reported; never a threshold or an exemplar): requests the check fires on")
         files = [load_sets(path, ("lookalike",))["lookalike"] for path in LOOKALIKES]
         held_looks = [t for f in files for t in f]
-        if banded is not None:  # the look-alike files never read to choose the band's floor
-            for path in BAND_FRESH_LOOKALIKES:
-                fresh_looks = load_sets(path, ("lookalike",))["lookalike"]
-                soft = sum(map(banded, fresh_looks))
-                rate(f"{path.name}: the band's soft line", soft, len(fresh_looks), "given", None, targets)
+        if banded is not None:  # every look-alike file (BAND_FRESH_LOOKALIKES never read to choose the floor)
+            for path, looks_of in zip(LOOKALIKES, files, strict=True):
+                soft = sum(map(banded, looks_of))
+                rate(f"{path.name}: the band's soft line", soft, len(looks_of), "given", None, targets)
         rate(
             "look-alikes of the held-out look-alike files",
             sum(map(clf.crisis, held_looks)),
@@ -437,24 +443,31 @@ def crisis_report(args: argparse.Namespace) -> None:
             rate(f"{tests_file.name}: {key}", sum(map(clf.crisis, texts)), len(texts), "fired", None, targets)
             if key != "look_alikes":  # what these requests meet: the check or the request checks
                 rate(f"  {key}, check or request checks", sum(map(routed, texts)), len(texts), "routed", None, targets)
+            elif banded is not None:
+                rate(f"  {key}, the band's soft line", sum(map(banded, texts)), len(texts), "given", None, targets)
         with (data / "xstest" / "xstest_prompts.csv").open(encoding="utf-8", newline="") as fh:
             safe = [row["prompt"] for row in csv.DictReader(fh) if row["label"] == "safe"]
         lines = (data / "mt_bench" / "question.jsonl").read_text(encoding="utf-8").splitlines()
         mt = [str(json.loads(x)["turns"][0]) for x in lines if x.strip()]
         rate("XSTest safe prompts", sum(map(clf.crisis, safe)), len(safe), "fired", None, targets)
+        if banded is not None:
+            rate("XSTest safe prompts, the band's soft line", sum(map(banded, safe)), len(safe), "given", None, targets)
         answers = yaml.safe_load(REFERENCE_ANSWERS.read_text(encoding="utf-8")) or {}
         questions = [str(item["q"]) for item in answers.get("items") or []]
         rate(
             "reference_answers.yaml questions", sum(map(clf.crisis, questions)), len(questions), "fired", None, targets
         )
         rate("MT-Bench first turns", sum(map(clf.crisis, mt)), len(mt), "fired", None, targets)
+        if banded is not None:
+            rate("MT-Bench first turns, the band's soft line", sum(map(banded, mt)), len(mt), "given", None, targets)
         # A development set (the medicine guard and v7's look-alike exemplars were written against it).
         medicine = yaml.safe_load(MEDICINE_LOOKALIKES.read_text(encoding="utf-8")) or {}
         questions = [str(t) for texts in medicine.values() for t in texts]
         medicine_routed = sum(map(routed, questions))
         rate("medicine look-alikes (development set)", medicine_routed, len(questions), "routed", None, targets)
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-    if not args.no_doc and source is None and args.crisis_check is None and not args.framework and not args.file:
+    quiet = args.no_band_vote or source is not None or args.crisis_check is not None
+    if not args.no_doc and not quiet and not args.framework and not args.file:
         publish(
             "crisis-check",
             "Embedded default: crisis check — `bench/request_head.py --crisis`",
@@ -469,8 +482,9 @@ def crisis_report(args: argparse.Namespace) -> None:
             "the check. C, gamma and the threshold are chosen by cross-validation on the training text alone (the "
             "training folds of the exemplars and the request head's project-written benign requests, no benchmark "
             "text); the look-alike files, the request checks' test file, XSTest safe and MT-Bench first turns are "
-            "reported only. `crisis_heldout_v6.yaml` and `crisis_heldout_v7.yaml` are the fresh measures of the shipped "
-            "check: written before it was built and each read once after. The older crisis files, the exemplars' held-out fold and "
+            "reported only. `crisis_heldout_v6.yaml` and `crisis_heldout_v7.yaml` are the fresh measures of the "
+            "shipped check: written before it was built and each read once after. The older crisis files, the "
+            "exemplars' held-out fold and "
             "`tests/models/crisis_medicine_lookalikes.yaml` are development sets of the shipped check (its "
             "phrases and medicine guard were written from their misses), so their figures are not out of "
             'sample (MODEL_CARD.md, "The crisis check"). The possible-risk band (the second, soft '
@@ -499,7 +513,9 @@ def embedded_negotiator(*, draft_band: bool = False) -> Negotiator:
     models = {}
     if draft_band:
         base = load_classifier()
-        classifier = SafetyClassifier(base.weights, base.encoder, base.crisis_check, draft_band=True)
+        classifier = SafetyClassifier(
+            base.weights, base.encoder, base.crisis_check, band_vote=base.band_vote, draft_band=True
+        )
         spec = settings.model_spec("evaluator")
         if spec.backend != "classifier":
             raise SystemExit("error: --draft-band needs the classifier EVALUATOR (the embedded default)")
@@ -747,6 +763,12 @@ def main() -> None:
         type=Path,
         default=None,
         help="with --crisis: score this crisis check JSON instead of the shipped one (e.g. an earlier version); no doc",
+    )
+    ap.add_argument(
+        "--no-band-vote",
+        action="store_true",
+        help="with --crisis: the possible-risk band without its vote (CRISIS_BAND_VOTES): the check's floor "
+        "tier alone, as before the vote; no end to end, no doc",
     )
     ap.add_argument(
         "--framework",

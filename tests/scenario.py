@@ -130,15 +130,19 @@ class World:
         )
 
 
-def scripted_crisis(fire: Sequence[str] = (), band: Sequence[str] = ()) -> CrisisScreen:
+def scripted_crisis(fire: Sequence[str] = (), band: Sequence[str] = (), vote: Sequence[str] = ()) -> CrisisScreen:
     """A deterministic crisis check: its head fires on a request holding a word of ``fire`` (score
     0.99) and scores one holding a word of ``band`` 0.38, else 0.007 (version ``scripted-crisis``:
-    a test that wants the band gives it a floor in ``CRISIS_BAND_FLOORS``). No phrases, no guard."""
+    a test that wants the band gives it a floor in ``CRISIS_BAND_FLOORS``). No phrases, no guard.
+    With ``vote``: a band vote (version ``scripted-vote``, :data:`CRISIS_BAND_VOTES`' role) that
+    fires on a request holding a word of ``vote``."""
 
     def encoder(texts: Sequence[str]) -> NDArray[np.float32]:
-        rows = [[sum(w in t.lower() for w in fire), sum(w in t.lower() for w in band), 1.0] for t in texts]
+        rows = [[sum(w in t.lower() for w in words) for words in (fire, band, vote)] + [1.0] for t in texts]
         return np.asarray(rows, dtype=np.float32)
 
-    head = Head(coef=[10.0, 4.5, 0.0], intercept=-5.0, threshold=0.5)
-    check = CrisisCheck(version="scripted-crisis", encoder="scripted", dim=3, head=head, exemplars_sha256="0" * 64)
-    return CrisisScreen(check, encoder)
+    head = Head(coef=[10.0, 4.5, 0.0, 0.0], intercept=-5.0, threshold=0.5)
+    check = CrisisCheck(version="scripted-crisis", encoder="scripted", dim=4, head=head, exemplars_sha256="0" * 64)
+    voting = Head(coef=[0.0, 0.0, 10.0, 0.0], intercept=-5.0, threshold=0.5)
+    second = CrisisCheck(version="scripted-vote", encoder="scripted", dim=4, head=voting, exemplars_sha256="1" * 64)
+    return CrisisScreen(check, encoder, vote=second if vote else None)

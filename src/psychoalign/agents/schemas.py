@@ -101,6 +101,13 @@ def parse_band(value: Any) -> float | None:
     return float(value) if 0.0 <= value <= 1.0 else None
 
 
+def parse_band_by(value: Any) -> list[str] | None:
+    """The possible-risk band's tiers (short labels), or None for anything else (not asked of models)."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and 0 < len(v) <= 80 for v in value):
+        return None
+    return [str(v) for v in value[:4]]
+
+
 LayerField = Annotated[Layer, BeforeValidator(parse_layer)]
 VerdictField = Annotated[Verdict, BeforeValidator(parse_verdict)]
 
@@ -170,6 +177,13 @@ class Evaluation(_Frozen):
             "The crisis check's score for the request when it is in the possible-risk band: not routed "
             "to the crisis channel, but at or above the band's floor (the classifier backend). The "
             "engine then ends the reply with the framework's soft crisis line. Never asked of models."
+        ),
+    )
+    crisis_band_by: SkipJsonSchema[Annotated[list[str] | None, BeforeValidator(parse_band_by)]] = Field(
+        None,
+        description=(
+            "Which tiers put the request in the possible-risk band: 'floor' (the check's score at or above "
+            "the band's floor) and/or the band vote's label (a second check that fired). Never asked of models."
         ),
     )
 

@@ -87,13 +87,16 @@ from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
 __all__ = [
+    "CRISIS_BAND_VOTES",
     "VETO_BELOW",
+    "BandVerdict",
     "ClassifierBackend",
     "CrisisCheck",
     "CrisisScreen",
     "CrisisVerdict",
     "Lexical",
     "SafetyClassifier",
+    "load_band_vote",
     "load_classifier",
     "load_crisis_check",
     "load_weights",
@@ -107,6 +110,15 @@ DEFAULT_CRISIS_CHECK = "crisis-minilm-v8"
 #: model card states (``bench/request_head.py --crisis --choose-band``); a check without an entry
 #: has no band.
 CRISIS_BAND_FLOORS: dict[str, float] = {"crisis-minilm-v8": 0.35}
+#: The possible-risk band's second vote per crisis check (MODEL_CARD.md, "The possible-risk band"):
+#: a request the check does not route, that this other check (``classifier_data/<name>.json``, on
+#: the same encoder) fires on, gets the soft crisis line too; the medicine guard still holds. It
+#: never routes. Empty: the vote built for ``crisis-minilm-v8`` (``crisis-minilm-v9c``, kept in
+#: bench/candidates) failed the shipping rule fixed before its fresh file (MODEL_CARD.md, "The
+#: band's vote"), so the shipped check has none.
+CRISIS_BAND_VOTES: dict[str, str] = {}
+#: The trace's name for the band's first tier (the check's own score at or above its floor).
+BAND_FLOOR = "floor"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -507,6 +519,54 @@ class CrisisCheck(BaseModel):
         return self.says(request) or ((self.fires(x) or voted) and not self.guarded(request))
 
 
+class BandVerdict(BaseModel):
+    """The possible-risk band on a request the check does not route: the check's head score, and
+    which tiers gave the soft line (:data:`BAND_FLOOR`, and/or the band vote's label)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float
+    by: list[str]
+
+
+def band_verdict(
+    check: CrisisCheck, vote: CrisisCheck | None, request: str, x: NDArray[np.float32]
+) -> BandVerdict | None:
+    """The band on ``request`` (its encoder windows ``x``): the check's floor tier
+    (:meth:`CrisisCheck.band`) or the band vote (:data:`CRISIS_BAND_VOTES`) firing by its own
+    threshold, phrases and character vote; None when the check routes it, or the check's medicine
+    guard holds (an ordinary medicine question is never in the band), or neither tier fires."""
+    if check.fires_on(request, x) or check.guarded(request):
+        return None
+    by = [BAND_FLOOR] if check.band(request, x) is not None else []
+    if vote is not None and vote.fires_on(request, x):
+        by.append(vote.label)
+    return BandVerdict(score=check.score(x), by=by) if by else None
+
+
+def load_band_vote(check: CrisisCheck | None) -> CrisisCheck | None:
+    """The band vote of ``check`` (:data:`CRISIS_BAND_VOTES`; None: none, or no check). It must read
+    the same encoder as the check (it scores the same embedding)."""
+    name = None if check is None else CRISIS_BAND_VOTES.get(check.version)
+    if check is None or name is None:
+        return None
+    vote = _packaged_check(name)
+    if vote.version != name or vote.encoder != check.encoder or vote.dim != check.dim:
+        raise BackendUnavailableError(
+            f"the crisis band vote {name}.json is {vote.version} on {vote.encoder} ({vote.dim}-d), not {name} on "
+            "the check's encoder",
+            hint="reinstall psychoalign",
+        )
+    return vote
+
+
+@functools.lru_cache(maxsize=4)
+def _packaged_check(name: str) -> CrisisCheck:
+    """The crisis check ``classifier_data/<name>.json`` (read once per process: about 1.4 MB)."""
+    path = Path(str(resources.files(__package__) / "classifier_data" / f"{name}.json"))
+    return _read_json(CrisisCheck, path, "the crisis band vote", f"reinstall psychoalign ({path.name} is package data)")
+
+
 def crisis_hits(framework: Any | None) -> list[dict[str, str]]:
     """The rules of ``framework`` marked ``semantic_check: self-harm`` (what a firing crisis check
     names), each under its own layer: a universal one decides the request, a contextual or
@@ -564,19 +624,23 @@ class SafetyClassifier:
         encoder: Encoder,
         crisis: CrisisCheck | None = None,
         *,
+        band_vote: CrisisCheck | None = None,
         draft_band: bool = False,
     ) -> None:
-        if crisis is not None and not crisis.reads(weights):
-            raise ValueError(
-                f"the crisis check expects {crisis.encoder} ({crisis.dim}-d), the classifier {weights.encoder}"
-            )
+        for check in (crisis, band_vote):
+            if check is not None and not check.reads(weights):
+                raise ValueError(
+                    f"the crisis check expects {check.encoder} ({check.dim}-d), the classifier {weights.encoder}"
+                )
         self.weights = weights
         self.encoder = encoder
         self.crisis_check = crisis
+        # The possible-risk band's second vote (CRISIS_BAND_VOTES): gives the soft line, never routes.
+        self.band_vote = band_vote if crisis is not None else None
         # Two-stage decision (an experiment, off in the shipped default): a contested request is
         # not decided by the request alone; each draft is judged on its own text (to_evaluation).
         self.draft_band = draft_band
-        self._requests: OrderedDict[str, tuple[float, float, bool, float, float | None]] = OrderedDict()
+        self._requests: OrderedDict[str, tuple[float, float, bool, float, BandVerdict | None]] = OrderedDict()
         self._proposals: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
         self._blas: Any = None
@@ -612,8 +676,15 @@ class SafetyClassifier:
 
     def crisis_band(self, request: str) -> float | None:
         """The crisis head's score when ``request`` is in the possible-risk band, else None
-        (:meth:`CrisisCheck.band`; None when the check is off)."""
-        return self._request(request)[4]
+        (:func:`band_verdict`: the floor tier or the band vote; None when the check is off)."""
+        band = self._request(request)[4]
+        return None if band is None else band.score
+
+    def crisis_band_by(self, request: str) -> list[str]:
+        """Which tiers put ``request`` in the possible-risk band (:data:`BAND_FLOOR`, the band
+        vote's label); empty when it is not in the band."""
+        band = self._request(request)[4]
+        return [] if band is None else list(band.by)
 
     def crisis_score(self, request: str) -> float | None:
         """The crisis head's score on ``request`` (None when the check is off); bench use."""
@@ -624,16 +695,18 @@ class SafetyClassifier:
         with self._one_blas_thread():
             return check.score(x)
 
-    def _request(self, request: str, screened: str | None = None) -> tuple[float, float, bool, float, float | None]:
+    def _request(
+        self, request: str, screened: str | None = None
+    ) -> tuple[float, float, bool, float, BandVerdict | None]:
         """The request's (acceptable, adversarial) probabilities, whether the crisis check fires
         (on the same embedding), and the whole request's acceptable probability, from the cache
         when it was judged lately. ``screened``: the text the request head judges for the first
         value (the request with its quoted material masked, for a framework that analyses quoted
         material); the adversarial head and the crisis check read the whole request all the same.
-        The last value: the crisis head's score when the request is in the possible-risk band."""
+        The last value: the possible-risk band's verdict when the request is in it."""
         screened = request if screened is None else screened
         key = request if screened == request else f"{request}\x00{screened}"
-        cached: tuple[float, float, bool, float, float | None] | None = self._cached(self._requests, key)
+        cached: tuple[float, float, bool, float, BandVerdict | None] | None = self._cached(self._requests, key)
         if cached is not None:
             return cached
         texts = [request] if screened == request else [request, screened]
@@ -649,7 +722,7 @@ class SafetyClassifier:
             p_adv = float(self.weights.adversarial.shifted(x_req, 0.5, req_parts).max())  # 0.5: the head's threshold
             check = self.crisis_check
             crisis = check is not None and check.fires_on(request, x_req)
-            band = None if check is None or crisis else check.band(request, x_req)
+            band = None if check is None or crisis else band_verdict(check, self.band_vote, request, x_req)
         self._keep(self._requests, key, (p_req, p_adv, crisis, p_whole, band))
         return p_req, p_adv, crisis, p_whole, band
 
@@ -727,7 +800,8 @@ class SafetyClassifier:
             contested=contested,
             declines=contested and _declines(proposal),
             drafted=contested and self.draft_band,
-            crisis_band=band,
+            crisis_band=None if band is None else band.score,
+            crisis_band_by=None if band is None else band.by,
         )
 
 
@@ -771,6 +845,7 @@ def to_evaluation(
     declines: bool = False,
     drafted: bool = False,
     crisis_band: float | None = None,
+    crisis_band_by: list[str] | None = None,
 ) -> dict[str, Any]:
     """The documented mapping from classifier outputs to the Evaluation schema (module doc).
     ``request_hit``: the request itself trips a universal deterministic check; ``contested``:
@@ -824,6 +899,7 @@ def to_evaluation(
         "reasoning": reasoning[:300],
         "ceiling": ceiling,
         "crisis_band": None if crisis_band is None else round(crisis_band, 4),
+        "crisis_band_by": None if crisis_band is None else list(crisis_band_by or [BAND_FLOOR]),
     }
 
 
@@ -867,6 +943,19 @@ def load_crisis_check(path: str | None = None) -> CrisisCheck | None:
     )
 
 
+def crisis_identity(*, band: bool = True) -> dict[str, str]:
+    """The shipped crisis check's label and, with ``band``, its band vote's (:data:`CRISIS_BAND_VOTES`):
+    what a run's identity records of them (empty when no check is installed)."""
+    check = load_crisis_check()
+    if check is None:
+        return {}
+    out = {"check": check.label}
+    vote = load_band_vote(check) if band else None
+    if vote is not None:
+        out["band_vote"] = vote.label
+    return out
+
+
 class CrisisVerdict(BaseModel):
     """The crisis check's verdict on a request screened on its own (:class:`CrisisScreen`)."""
 
@@ -874,6 +963,9 @@ class CrisisVerdict(BaseModel):
 
     fired: bool = Field(description="The check routes the request to the crisis channel.")
     band: float | None = Field(None, description="The head's score when the request is in the possible-risk band.")
+    band_by: list[str] = Field(
+        default_factory=list, description="Which tiers put it in the band: 'floor', and/or the band vote's label."
+    )
     check: str = Field(description="What ran: the check's label, or 'phrases only: why' without the encoder.")
 
 
@@ -887,8 +979,13 @@ class CrisisScreen:
     fails closed to the explicit phrases alone (they need no encoder): an explicit first-person
     statement still routes, the head and the band do not run, and every verdict says so."""
 
-    def __init__(self, check: CrisisCheck | None = None, encoder: Encoder | None = None) -> None:
+    def __init__(
+        self, check: CrisisCheck | None = None, encoder: Encoder | None = None, *, vote: CrisisCheck | None = None
+    ) -> None:
         self._check = check
+        # The band vote (CRISIS_BAND_VOTES): the shipped check's, loaded with it; a given check has
+        # only the vote it is given.
+        self._vote = vote
         self._encoder = encoder
         self._missing: str | None = None
         self._loaded = check is not None and encoder is not None
@@ -901,6 +998,7 @@ class CrisisScreen:
             try:
                 if self._check is None:
                     self._check = load_crisis_check()
+                    self._vote = load_band_vote(self._check)
                 if self._check is None:
                     self._missing = "no crisis check installed"
                 elif self._encoder is None:
@@ -921,7 +1019,11 @@ class CrisisScreen:
             return CrisisVerdict(fired=says_self_harm(request, phrases), check=f"phrases only: {self._missing}")
         x = encoder(windows(request))
         fired = check.fires_on(request, x)
-        return CrisisVerdict(fired=fired, band=None if fired else check.band(request, x), check=check.label)
+        band = None if fired else band_verdict(check, self._vote, request, x)
+        label = check.label if self._vote is None else f"{check.label} (band vote {self._vote.label})"
+        if band is None:
+            return CrisisVerdict(fired=fired, check=label)
+        return CrisisVerdict(fired=fired, band=band.score, band_by=band.by, check=label)
 
 
 def load_classifier(
@@ -938,7 +1040,7 @@ def load_classifier(
             if not _ENCODER:
                 _ENCODER.append(minilm_encoder())
             encoder = _ENCODER[0]
-    return SafetyClassifier(weights, encoder, check)
+    return SafetyClassifier(weights, encoder, check, band_vote=load_band_vote(check))
 
 
 class ClassifierBackend(Backend):

@@ -13,6 +13,7 @@ from ..agents.messages import (
 )
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
+from ..models.classifier import BAND_FLOOR
 from ..traces.model import (
     AlignmentContribution,
     ChannelLine,
@@ -57,15 +58,21 @@ def _evaluate(request: str, context: str, proposal: str, layer1: Layer1Enforcer,
     )
 
 
-def band_score(trace: Trace) -> float | None:
-    """The crisis check's score for the request when an evaluation of it put it in the possible-risk
-    band (the negotiation's crisis screen's, else the request screen's, else a draft's: the
-    request's score is the same for every text)."""
-    if trace.crisis_screen is not None and trace.crisis_screen.band is not None:
-        return trace.crisis_screen.band  # the negotiation's own crisis screen (an LLM EVALUATOR)
+def band_score(trace: Trace) -> tuple[float, list[str]] | None:
+    """The crisis check's score for the request, and which tiers gave it ('floor', the band vote's
+    label), when an evaluation of it put it in the possible-risk band (the negotiation's crisis
+    screen's, else the request screen's, else a draft's: the request's score is the same for every
+    text)."""
+    screen = trace.crisis_screen
+    if screen is not None and screen.band is not None:
+        # the negotiation's own crisis screen (an LLM EVALUATOR)
+        return screen.band, list(screen.band_by or [BAND_FLOOR])
     evaluations = [trace.screen.evaluation] if trace.screen is not None else []
     evaluations += [rec.evaluation for rd in trace.rounds for rec in rd.proposals]
-    return next((e.crisis_band for e in evaluations if e is not None and e.crisis_band is not None), None)
+    for e in evaluations:
+        if e is not None and e.crisis_band is not None:
+            return e.crisis_band, list(e.crisis_band_by or [BAND_FLOOR])
+    return None
 
 
 class _Deciding(_Roles):
@@ -261,9 +268,9 @@ class _Deciding(_Roles):
         final = trace.final
         if final is None or not self.params.crisis_band:
             return
-        score = band_score(trace)
+        band = band_score(trace)
         channel = next((c for c in fw.safe_channels if c.band_line.strip()), None)
-        if score is None or channel is None:
+        if band is None or channel is None:
             return
         if any(channel.id in line.channels for line in final.channels or ()) or channel.text in final.response:
             return
@@ -271,7 +278,7 @@ class _Deciding(_Roles):
         response = final.response.replace(template("default_alternative"), template("harmful_alternative"))
         final.response = f"{response}\n\n{line.text}" if response else line.text
         final.channels = [*(final.channels or ()), line]
-        final.crisis_band = score
+        final.crisis_band, final.crisis_band_by = band
 
     async def _respond(
         self, bus: MessageBus, request: str, context: str, ctx: DefenseContext, layer1: Layer1Enforcer

@@ -172,7 +172,9 @@ class _Roles:
             self._crisis = CrisisScreen()
         verdict = await asyncio.to_thread(self._crisis.screen, request)
         rules = [hit["rule_id"] for hit in crisis_hits(fw)] if verdict.fired else []
-        return CrisisScreenRecord(fired=verdict.fired, rules=rules, band=verdict.band, check=verdict.check)
+        return CrisisScreenRecord(
+            fired=verdict.fired, rules=rules, band=verdict.band, band_by=verdict.band_by, check=verdict.check
+        )
 
     async def _screen_crisis(self, trace: Trace, fw: Framework) -> None:
         trace.crisis_screen = await self.screen_crisis(trace.request, fw)

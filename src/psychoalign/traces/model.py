@@ -330,7 +330,14 @@ class CrisisScreenRecord(BaseModel):
     fired: bool = Field(description="The check routes the request: the framework's self-harm rules fire.")
     rules: list[str] = Field(default_factory=list, description="The rules marked semantic_check: self-harm it fired.")
     band: float | None = Field(None, description="The head's score when the request is in the possible-risk band.")
-    check: str = Field(description="The check's label, or 'phrases only: why' when the encoder is not installed.")
+    band_by: list[str] = Field(
+        default_factory=list,
+        description="Which tiers put it in the band: 'floor' (the score at or above the band's floor) and/or the "
+        "band vote's label (a second check that fired; it never routes).",
+    )
+    check: str = Field(
+        description="The check's label (and its band vote's), or 'phrases only: why' when the encoder is not installed."
+    )
 
 
 class ChannelLine(BaseModel):
@@ -378,6 +385,11 @@ class FinalDecision(BaseModel):
         None,
         description="The possible-risk band fired: the crisis check's score for the request, and the reply "
         "ends with the framework's soft crisis line (a closing_line channel). None: it did not fire.",
+    )
+    crisis_band_by: list[str] | None = Field(
+        None,
+        description="Which tiers gave the soft line: 'floor' (the check's score at or above the band's floor) "
+        "and/or the band vote's label (a second check that fired). None: the band did not fire.",
     )
 
 

@@ -413,3 +413,36 @@ def test_the_corpus_files_list_every_data_file_the_harm_rows_read(monkeypatch: p
     monkeypatch.setattr(gzip, "open", gzip_open)
     assert harm_labels.load_harm_labelled(SHARED_DATA)
     assert opened and opened <= set(harm_labels.source_files(SHARED_DATA))
+
+
+async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped crisis check routes in every negotiating cell, and a band vote (when one is
+    packaged beside it) gives the soft line: their labels (version and weights hash) are in the
+    system's identity, the vote only while the band is on (``crisis_band = false`` turns it off, so
+    it changes nothing then)."""
+    from psychoalign.config import Settings
+    from psychoalign.experiments.harness.judging import JudgeSpec
+    from psychoalign.experiments.harness.metering import ModelPool
+    from psychoalign.experiments.harness.provenance import run_identity
+    from psychoalign.experiments.harness.systems import SystemSpec, build_system
+    from psychoalign.models import classifier
+    from psychoalign.models.classifier import load_crisis_check
+
+    overrides = {r: scripted(r, lambda _r: REFUSAL) for r in ("drive", "evaluator", "mediator", "judge")}
+
+    def identity(configured: dict[str, object]) -> dict[str, Any]:
+        settings = Settings(home=str(tmp_path / "home"), negotiation=configured)
+        built = build_system(SystemSpec.model_validate({"name": "pa", "kind": "psychoalign"}), settings)
+        return run_identity([built], ModelPool(settings, overrides), JudgeSpec(), {})
+
+    check = load_crisis_check()
+    assert check is not None
+    assert identity({})["systems"]["pa"]["crisis"] == {"check": check.label}  # the shipped check has no vote
+    vote = check.model_copy(update={"version": "packaged-vote"})
+    monkeypatch.setitem(classifier.CRISIS_BAND_VOTES, check.version, vote.version)
+    monkeypatch.setattr(classifier, "_packaged_check", lambda name: vote)
+    on = identity({})
+    assert on["systems"]["pa"]["crisis"] == {"check": check.label, "band_vote": vote.label}
+    off = identity({"crisis_band": False})
+    assert off["systems"]["pa"]["crisis"] == {"check": check.label}
+    assert f"systems.pa.crisis.band_vote: {vote.label[:12]}" in " ".join(identity_changes(on, off))

@@ -329,6 +329,12 @@ def run_identity(
         framework = getattr(system, "framework", None)
         if isinstance(framework, Framework):
             entry["framework"] = framework_identity(framework)
+        params = getattr(system, "params", None)
+        if isinstance(framework, Framework) and params is not None:
+            # the shipped crisis check and the possible-risk band's vote decide routing and the soft line
+            from ...models.classifier import crisis_identity
+
+            entry["crisis"] = crisis_identity(band=bool(getattr(params, "crisis_band", False)))
         from_settings = getattr(system, "negotiation_from_settings", None)
         if callable(from_settings) and (changed := from_settings()):
             # absent when the configuration changes nothing, so older identities hold
