@@ -5,11 +5,16 @@
   a lead: the status each gets, the security headers on every answer, no traceback or internal
   path in any body; a route nobody classified fails the test (fail closed);
 * every unsafe route refuses a request without the CSRF token, with a foreign ``Origin``, from
-  ``Sec-Fetch-Site: cross-site`` and as JSON without the header token; nothing changed after;
-* hostile text (markup, attribute breakers, bidi overrides and isolates, a zero-width space) in
-  every untrusted field a person or a model can fill and in every query parameter a page reads,
-  checked on the parsed DOM of every page: no event-handler attribute, no inline script, no raw
-  direction control outside a form control, the text inside a direction-isolated element.
+  ``Sec-Fetch-Site: cross-site``, as JSON without the header token or with another session's, and
+  with the token in a ``text/plain`` body; nothing changed after;
+* a cross-origin preflight or request to any route gets no CORS header on a page, even with
+  ``serve.cors_origins`` set (CORS is the machine faces' alone);
+* hostile text (markup, attribute breakers, an injected image, a ``javascript:`` URL, bidi
+  overrides and isolates, zero-width characters) in every untrusted field a person or a model can
+  fill, in every query parameter a page reads and in every path parameter (the 404, 405, 400 and
+  422 pages), checked on the parsed DOM of every page: no event-handler attribute, no inline
+  script, no raw direction control outside a form control, the text inside a direction-isolated
+  element.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from psychoalign.star.model import Participant
 from psychoalign.traces import TraceStore, open_store
 from psychoalign.web import create_app
 from psychoalign.web.accounts import Role
+from psychoalign.web.origin import face_of
 from psychoalign.web.security import require_lead, require_login, require_participant
 from psychoalign.web.star import StarLab
 from tests.scenario import World, evaluation, proposals
@@ -40,7 +46,10 @@ from tests.weblab import PASSWORD, Browser, lab_settings
 
 #: What a hostile person or model writes: markup, an attribute breaker, a bidi override and an
 #: isolate, a zero-width space. ``PROBE`` marks it in the text a reader gets.
-HOSTILE = "PROBE<script>alert(1)</script>\"onmouseover=alert(2) x='\u202eevil\u202c\u2067iso\u2069\u200b"
+HOSTILE = (
+    'PROBE<script>alert(1)</script>"onmouseover=alert(2) x=\'"><img src=x onerror=alert(3)>javascript:alert(4)'
+    "\u202eevil\u202c\u2067rli\u2069\u2066lri\u2069\u200b\u200dzwj"
+)
 #: Characters that reorder or hide text: never raw on a page outside a form control.
 CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200b\u200e\u200f\u061c]")
 LOCAL_TOKEN = "probe-local-token"
@@ -481,6 +490,11 @@ async def test_every_unsafe_route_refuses_a_forged_request(served: Served) -> No
                 {"data": {**form, "csrf_token": token}, "headers": {"sec-fetch-site": "cross-site"}},
             ),
             ("the token in a JSON body", {"json": {**form, "csrf_token": token}}),
+            ("another session's token in the header", {"json": form, "headers": {"x-csrf-token": foreign[role].token}}),
+            (  # the enctype a cross-site form may send without a preflight
+                "the token in a text/plain body",
+                {"content": f"csrf_token={token}", "headers": {"content-type": "text/plain"}},
+            ),
         ]
         for what, kwargs in attempts:
             r = await client.client.post(path, **kwargs)
@@ -488,7 +502,7 @@ async def test_every_unsafe_route_refuses_a_forged_request(served: Served) -> No
             assert_safe_answer(r, where, served.home)
             assert r.status_code == 403, f"{where}: {r.status_code} {r.headers.get('location')}"
             refused += 1
-    assert refused >= 5 * 28
+    assert refused >= 7 * 28
     assert (await holder.get(f"/tasks/{ids['task']}")).status_code == 200  # not skipped, paused, logged out
     assert (await lead.get("/lead/campaigns/camp")).status_code == 200
     assert await served.lab.store.campaign_status("camp") == "live"
@@ -654,3 +668,84 @@ async def test_head_answers_every_page_as_get_does_without_a_body(served: Served
             checked += 1
     assert checked >= 80
     await anon.aclose()
+
+
+async def test_no_page_answers_a_cross_origin_preflight_even_with_cors_configured(served: Served) -> None:
+    """A preflight and a simple request from another page's origin, to every route and method, as
+    a signed-in lead: no ``Access-Control-*`` header on any page, whatever ``serve.cors_origins``
+    lists (CORS is for the machine faces alone, and never with credentials); the faces answer the
+    listed origin and refuse every other."""
+    listed, evil = "https://app.example.org", "https://evil.example"
+    settings = lab_settings(served.home, f"sqlite+aiosqlite:///{served.home.parent / 'cors.db'}")
+    settings = settings.model_copy(update={"serve": settings.serve.model_copy(update={"cors_origins": [listed]})})
+    app = create_app(settings, store=served.store, a2a=True, local_token=LOCAL_TOKEN)
+    async with app.router.lifespan_context(app):
+        await app.state.star_lab.accounts.create_account(Role.LEAD, username="lead", password=PASSWORD)
+        lead = await browser(app, "lead")
+        sent = 0
+        for route in all_routes(app):
+            path, face = fill(route, served.ids), face_of(route.path) is not None  # /v1, /metrics
+            for method in sorted(route.methods or ()):
+                for origin in (listed, evil):
+                    preflight = {
+                        "origin": origin,
+                        "access-control-request-method": method,
+                        "access-control-request-headers": "x-csrf-token, content-type",
+                    }
+                    for r in (
+                        await lead.client.options(path, headers=preflight),
+                        await lead.client.get(path, headers={"origin": origin}),
+                    ):
+                        where = f"{r.request.method} {route.path} ({method}) from {origin}"
+                        cors = sorted(k for k in r.headers if k.startswith("access-control-"))
+                        assert "access-control-allow-credentials" not in r.headers, where
+                        if face and origin == listed:
+                            assert r.headers.get("access-control-allow-origin") == listed, f"{where}: {cors}"
+                        else:
+                            assert not cors, f"{where}: {cors}"
+                        sent += 1
+        assert sent >= 4 * 60
+        await lead.aclose()
+
+
+async def test_error_pages_echo_hostile_input_inert(served: Served) -> None:
+    """404, 405, 400 and 422 answers to hostile text in every path parameter of every route, in
+    an unknown path, and in form fields that do not parse: each is a page with the security
+    headers and a CSP, no traceback, and whatever of the input it echoes escaped and isolated."""
+    from urllib.parse import quote
+
+    lead, holder = served.people["lead"], served.people["holder"]
+    hostile = quote(HOSTILE[:90], safe="")
+    statuses: set[int] = set()
+    checked = 0
+    for route in all_routes(served.app):
+        if "{" not in route.path:
+            continue
+        path = re.sub(r"{(\w+)(:\w+)?}", hostile, route.path)
+        person = holder if role_of(route) == "participant" else lead
+        for method in sorted(route.methods or ()):
+            if method not in ("GET", "HEAD"):
+                await person.get("/lead" if person is lead else "/tasks")
+            kwargs: dict[str, Any] = {"headers": {"accept": "text/html"}}
+            if method == "POST":
+                kwargs["data"] = {"csrf_token": person.token or ""}
+            r = await person.client.request(method, path, **kwargs)
+            check_page(r, f"{method} {route.path} with hostile parameters", served.home)
+            statuses.add(r.status_code)
+            checked += 1
+    for method in ("GET", "PUT", "PATCH", "DELETE"):  # an unknown page, and a known one's unserved methods
+        for path in (f"/{hostile}", f"/tasks/{served.ids['task']}", f"/lead/campaigns/camp?x={hostile}"):
+            r = await lead.client.request(method, path, headers={"accept": "text/html"})
+            check_page(r, f"{method} {path}", served.home)
+            assert "'unsafe-inline'" not in r.headers["content-security-policy"], f"{method} {path}"
+            statuses.add(r.status_code)
+    await holder.get(f"/tasks/{served.ids['task']}")
+    for path, form in (  # form fields that do not parse: a page naming the field, the input inert
+        ("/tasks/claim", {"kind": HOSTILE}),
+        (f"/tasks/{served.ids['task']}/draft", {"rating": HOSTILE, "text": HOSTILE}),
+    ):
+        r = await holder.post(path, form)
+        check_page(r, f"POST {path} {sorted(form)}", served.home)
+        statuses.add(r.status_code)
+    assert checked >= 30
+    assert {404, 405} <= statuses and statuses & {400, 422}, statuses

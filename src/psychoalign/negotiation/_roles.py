@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from ..frameworks import Framework
 from ..models import ChatModel, build_model
 from ..models.classifier import CrisisScreen, crisis_hits
+from ..models.identity import model_identity
 from ..traces.model import CrisisScreenRecord, Trace
 from ..traces.store import TraceStore
 from .bus import AgentTransport, InProcessTransport
@@ -83,6 +84,20 @@ class _Roles:
             urls: dict[str, str] = getattr(transport, "urls", {})
             return {r: f"a2a:{urls.get(r, 'remote')}" for r in ROLES}
         return {r: self._model(r).label for r in ROLES}
+
+    def model_identities(self) -> dict[str, Any]:
+        """Per role, what about its model changes its answers (:func:`model_identity`): the model
+        an in-process agent runs (a transport given agents of its own: theirs, not the
+        settings'), or the URL a remote agent is reached at (its model is not visible here)."""
+        transport = self.transport
+        if not isinstance(transport, InProcessTransport):
+            urls: dict[str, str] = getattr(transport, "urls", {})
+            return {r: {"a2a": urls.get(r, type(transport).__name__)} for r in ROLES}
+        out: dict[str, Any] = {}
+        for role in ROLES:
+            model = transport.model_of(role) or self._model(role)
+            out[role] = model_identity(model.spec, model.backend)
+        return out
 
     async def aclose(self) -> None:
         for model in self._models.values():

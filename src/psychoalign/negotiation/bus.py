@@ -25,6 +25,7 @@ from ..agents.messages import (
     framework_json_size,
 )
 from ..errors import PsychoAlignError
+from ..models import ChatModel
 from ..traces.model import AgentStats
 
 __all__ = ["InProcessTransport"]
@@ -69,6 +70,12 @@ class InProcessTransport:
         self._drive = drive
         self._evaluator = evaluator
         self._mediator = mediator
+
+    def model_of(self, role: str) -> ChatModel | None:
+        """The model behind the agent hosted for ``role`` here, or None (not hosted)."""
+        agent = {"drive": self._drive, "evaluator": self._evaluator, "mediator": self._mediator}.get(role)
+        model: ChatModel | None = getattr(agent, "model", None)
+        return model
 
     async def deliver(self, recipient: AgentRole, task: Task) -> AgentReply[Any]:
         if recipient == "drive" and isinstance(task, DriveTask) and self._drive is not None:

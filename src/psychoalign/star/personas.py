@@ -8,6 +8,8 @@ one shared judge, :mod:`psychoalign.judges` (docs/judges.md), never by a local p
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from ..errors import ModelError, PsychoAlignError
+from ..frameworks import Framework, load_framework
 from ..judges import RefusalJudge, RuleRefusalJudge
 from ..models import ChatModel, Message
 from ..models.identity import model_digest
@@ -117,11 +120,15 @@ class PsychoAlignTarget:
     """The negotiation itself as the target: every turn records its tension, state and trace. A
     failed negotiation (its fixed fail-closed text) is a :class:`TargetError`, not a reply."""
 
-    def __init__(self, negotiator: Negotiator, framework: str = "general", judge: RefusalJudge | None = None) -> None:
+    def __init__(
+        self, negotiator: Negotiator, framework: str | Framework = "general", judge: RefusalJudge | None = None
+    ) -> None:
         self.negotiator = negotiator
-        self.framework = framework
+        # Loaded once and negotiated under as loaded: the label names the framework every turn ran
+        # under (a file edited mid-campaign applies when the target is built again, under a new label).
+        self.framework = framework if isinstance(framework, Framework) else load_framework(framework)
         self.judge = judge or RuleRefusalJudge()
-        self.label = f"psychoalign:{framework}"
+        self.label = psychoalign_label(self.framework, negotiator)
 
     def request_text(self, turns: list[Turn]) -> str:
         """The request the negotiation sees: the current message, with as much earlier
@@ -153,6 +160,21 @@ class PsychoAlignTarget:
             trace_id=trace.id,
             refused=verdict.refused,
         )
+
+
+def psychoalign_label(framework: Framework, negotiator: Negotiator) -> str:
+    """``psychoalign:<framework>@<version>#<digest>``: the digest (12 hex digits) covers the
+    framework's content hash, the three roles' model identities (:func:`model_identity`) and the
+    negotiation parameters, so two targets that can answer differently (a new framework version,
+    a rule edited under the same version, another model or endpoint, another tau) never share a
+    label, and an analysis refuses to pool their dialogues as one target's."""
+    identity = {
+        "framework": framework.sha256,
+        "models": negotiator.model_identities(),
+        "negotiation": negotiator.params.model_dump(mode="json"),
+    }
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return f"psychoalign:{framework.name}@{framework.version}#{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 class AttackerPersona:

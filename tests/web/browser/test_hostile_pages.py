@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from psychoalign.textio import INVISIBLE
 from psychoalign.web.app import _ERROR_PAGE
 from tests.web.browser.conftest import Lab, run_async
 from tests.web.browser.test_lab import Session
@@ -21,8 +22,40 @@ from tests.weblab import PASSWORD, Browser
 
 pytestmark = pytest.mark.browser
 
-#: Markup, an attribute breaker, a bidi override, an isolate and a zero-width space.
-HOSTILE = "<script>alert(1)</script>\"onmouseover=alert(2) x='\u202eevil\u202c\u2067iso\u2069\u200b"
+#: Markup, attribute breakers, an injected image, a ``javascript:`` URL, a bidi override, both
+#: isolates (RLI, LRI), a zero-width space and a zero-width joiner.
+HOSTILE = (
+    '<script>alert(1)</script>"onmouseover=alert(2) x=\'"><img src=x onerror=alert(3)>javascript:alert(4)'
+    "\u202eevil\u202c\u2067rli\u2069\u2066lri\u2069\u200b\u200dzwj"
+)
+#: Every piece of hostile text the page shows as text, and whether the browser isolates its
+#: direction (``unicode-bidi`` of its nearest ``<bdi>`` or ``dir=auto`` element); any element the
+#: text would have made had it been markup.
+ISOLATION = """() => {
+  const out = [], walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let node, shown = 0;
+  while ((node = walk.nextNode())) {
+    if (!node.data.includes('alert(3)')) continue;
+    shown++;
+    const el = node.parentElement;
+    if (el.closest('textarea, option')) continue;
+    const iso = el.closest('bdi, [dir=auto]');
+    const bidi = iso ? getComputedStyle(iso).unicodeBidi : 'none';
+    if (!['isolate', 'isolate-override', 'plaintext'].includes(bidi))
+      out.push(`${el.tagName} (unicode-bidi: ${bidi}): ${node.data.slice(0, 40)}`);
+  }
+  if (document.querySelector('img[src="x"], [onerror], [onmouseover], a[href^="javascript:" i]'))
+    out.push('an element made from the hostile text');
+  return [shown, out];
+}"""
+
+
+def isolated(page: Any, name: str, found: list[str]) -> None:
+    """The hostile text is on the page, each piece direction-isolated by the browser, none of it markup."""
+    shown, problems = page.evaluate(ISOLATION)
+    if not shown:
+        found.append(f"{name}: the hostile text is not on the page")
+    found.extend(f"{name}: {p}" for p in problems)
 
 
 async def _seed(url: str) -> None:
@@ -84,6 +117,7 @@ def test_hostile_pages_and_error_pages_pass_axe(chromium: Any, live_lab: Lab) ->
     assert "ann1 says" in page.inner_text("main") and "⟨U+202E⟩" in page.inner_text("main")
     page.fill("#reasoning", f"draft {HOSTILE}")
     check(page, axe, "arbitration", found)
+    isolated(page, "arbitration", found)
     arb.shot("hostile-arbitration")
     page.goto("/lead")
     page.wait_for_selector("p.error")
@@ -97,8 +131,10 @@ def test_hostile_pages_and_error_pages_pass_axe(chromium: Any, live_lab: Lab) ->
     page = lead.page
     page.goto("/lead/campaigns/hostile")
     check(page, axe, "campaign with hostile names", found)
+    isolated(page, "campaign", found)
     page.goto("/lead/participants")
     check(page, axe, "participants with hostile names", found)
+    isolated(page, "participants", found)
     lead.shot("hostile-participants")
     page.goto("/traces?tension_min=7")
     page.wait_for_selector("p.error")
@@ -239,7 +275,8 @@ def test_trace_pages_with_hostile_earlier_turns_and_model_names(chromium: Any, l
     assert turns.nth(1).inner_text() == f"{ARABIC} then" and turns.nth(2).inner_text() == f"{HEBREW} then"
     assert turns.nth(3).inner_text() == UNBROKEN
     assert page.locator("#trace-earlier > li > pre > bdi[dir=auto]").count() == 4
-    assert page.locator("#trace-earlier .ctl").count() == 5  # each invisible control shown as a marker
+    # each invisible control shown as a marker (a zero-width joiner is not one: it joins emoji)
+    assert page.locator("#trace-earlier .ctl").count() == sum(ord(c) in INVISIBLE for c in HOSTILE) == 7
     assert page.locator("main script").count() == 0
     # the Cost table names the same models: isolated and with the controls shown there too
     cost = page.locator("table:has(th:text-is('Model')) td code")

@@ -340,7 +340,9 @@ async def test_psychoalign_target_records_tension_per_turn(tmp_path: Path) -> No
     turns = await star.store.dialogue_turns(did or "")
     assert turns[1].role == "target" and turns[1].tension is not None and turns[1].trace_id
     assert f"{turns[1].tension:.2f}" not in page.text and (turns[1].state or "zz") not in page.text
-    assert (await star.store.dialogue_info(did or ""))["target"] == "psychoalign:general"
+    # the framework's name and version and the digest of what answers (tests/star/test_target_label.py)
+    assert (await star.store.dialogue_info(did or ""))["target"] == star.target(await star.campaign("pa")).label
+    assert re.fullmatch(r"psychoalign:general@[0-9.]+#[0-9a-f]{12}", star.target(await star.campaign("pa")).label)
     await a.aclose()
     await lead.aclose()
     await star.close()

@@ -622,3 +622,37 @@ async def test_every_campaign_route_of_the_lead_answers_404_for_an_unknown_campa
     for r in (page, form):
         assert r.status_code == 404 and f"no campaign &#39;{'a' * 64}…&#39;" in r.text and "a" * 65 not in r.text
     assert await star.lab.campaigns() == []
+
+
+@pytest.mark.parametrize("kind", ["model", "psychoalign"])
+async def test_a_campaign_files_target_is_shown_isolated(lab: tuple[FastAPI, StarLab], kind: str) -> None:
+    """A campaign run from a file names its target as written there (a model role, a framework
+    file's path), any text at all: the campaign page shows it escaped and direction-isolated.
+    Before, ``<code>{{ campaign.target.framework }}</code>``: an override in a path reordered the page."""
+    from psychoalign.star import generate_instructions, load_parameters, load_policy
+    from psychoalign.star.campaign import TargetConfig
+    from psychoalign.star.lab_store import FROM_CAMPAIGN_FILE, LabCampaignSettings
+    from tests.web.test_probes import CONTROLS, HOSTILE, DomCheck
+
+    app, star = lab
+    name = f"\u202e{HOSTILE}.yaml"
+    target = TargetConfig(kind=kind, role=name) if kind == "model" else TargetConfig(kind=kind, framework=name)
+    items = generate_instructions(load_policy(), load_parameters(), 2, seed=1, rules=["stereotypes"])
+    await star.store.create_campaign("fromfile", items, status="draft")  # its page runs the launch checks
+    await star.lab.save_campaign(
+        LabCampaignSettings(name="fromfile", target=target, instructions=2, created_by=FROM_CAMPAIGN_FILE)
+    )
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    page = await lead.get("/lead/campaigns/fromfile")
+    assert page.status_code == 200, page.text[:300]
+    check = DomCheck("campaign page")
+    check.feed(page.text)
+    assert not check.found, check.found
+    assert check.probes >= 1  # the name is on the page, isolated, not merely absent
+    assert "<script>alert(1)" not in page.text and not CONTROLS.search(page.text)
+    if kind == "psychoalign":  # a framework is read when the target is built: a missing one stops
+        # the launch (before, the campaign launched and every red teamer's first message failed)
+        problems = re.search(r'<div class="error" role="alert" id="launch-problems">.*?</div>', page.text, re.S)
+        assert problems and "cannot be built" in problems.group(), page.text[:2000]
+    await lead.aclose()

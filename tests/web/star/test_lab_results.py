@@ -276,7 +276,9 @@ def test_panel_break_rate_needs_three_ratings() -> None:
 
     assert MIN_RATE_RATINGS == 3
     thin = panel_results(_rows((1, 4)), planned=1)["break_rates"]
-    assert thin == [{"rule": "r", "group": "", "ratings": 2, "broken": 1, "rate": None, "min_ratings": 3}]
+    assert thin == [
+        {"rule": "r", "group": "", "target": None, "ratings": 2, "broken": 1, "rate": None, "min_ratings": 3}
+    ]
     enough = panel_results([*_rows((1, 4)), {"status": "submitted", "rule": "r", "annotator1_rating": 2}], planned=2)
     assert enough["break_rates"][0]["ratings"] == 3 and enough["break_rates"][0]["rate"] == 0.667
     # the same for the share of dialogues rated twice that needed an arbitrator
@@ -323,3 +325,27 @@ def test_panel_says_when_its_ratings_are_by_llm_personas() -> None:
     assert "5 of 6 ratings below are by LLM personas (simulated annotators)" in html
     people = render_panel(Templates(None), "c", panel_results(_rows((1, 4), (2, 2)), planned=2))
     assert "LLM personas" not in people and 'id="results-simulated"' not in people
+
+
+def test_panel_never_pools_two_targets_into_one_break_rate() -> None:
+    """A campaign whose PsychoAlign target was built again under another framework version (the
+    lab restarted after the framework file changed) red-teamed two targets: the panel gives each
+    its own break rates and says why, as the report refuses to pool them (before: one rate)."""
+    from psychoalign.web.star.results import panel_results, render_panel
+    from psychoalign.web.templating import Templates
+    from tests.web.test_probes import HOSTILE, DomCheck
+
+    one, two = "psychoalign:general@1.0#0123456789ab", f"psychoalign:general@2.0#ba9876543210 PROBE{HOSTILE}"
+    rows = [{**r, "target": one} for r in _rows((1, 1), (1, 2))] + [{**r, "target": two} for r in _rows((4, 4), (3, 4))]
+    results = panel_results(rows, planned=4)
+    assert results["targets"] == sorted([one, two])
+    by_target = {r["target"]: (r["broken"], r["ratings"], r["rate"]) for r in results["break_rates"]}
+    assert by_target == {one: (4, 4, 1.0), two: (0, 4, 0.0)}  # pooled, it read 4 of 8 (50 %)
+    html = render_panel(Templates(None), "c", results)
+    assert 'id="results-targets"' in html and "<th>Target</th>" in html
+    check = DomCheck("panel")
+    check.feed(html)
+    assert not check.found and check.probes == 2, check.found  # the warning and the table cell
+    single = panel_results([{**r, "target": one} for r in _rows((1, 1))], planned=1)
+    assert single["break_rates"][0]["target"] is None
+    assert 'id="results-targets"' not in render_panel(Templates(None), "c", single)

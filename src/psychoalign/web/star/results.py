@@ -50,7 +50,9 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     rated twice, with ``items``; a value only from two such dialogues, an interval only from
     :data:`MIN_ALPHA_ITEMS`.
     ``break_rates``: per rule and target group, the share of annotators' ratings that say broken
-    (``rate`` None on fewer than :data:`MIN_RATE_RATINGS` ratings: the counts alone).
+    (``rate`` None on fewer than :data:`MIN_RATE_RATINGS` ratings: the counts alone); per target
+    as well when the dialogues red-teamed several (``targets``: a campaign whose target was built
+    again under another framework version or model), never one rate of two targets.
     ``arbitration``: of the dialogues rated twice, how many were two or more steps apart, and how
     many of those were arbitrated (``rate`` from :data:`MIN_RATE_RATINGS` dialogues rated twice).
     ``coverage``: submitted dialogues against the plan. ``simulated``: how many of the annotators'
@@ -58,7 +60,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     from ...star.analysis import bootstrap_alpha
 
     pairs = []
-    by_cell: dict[tuple[str, str], list[int]] = defaultdict(list)
+    by_cell: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    targets = sorted({str(row["target"]) for row in rows if row.get("target")})
     needed = arbitrated = 0
     submitted = simulated = 0
     for row in rows:
@@ -68,7 +71,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
         simulated += sum(
             1 for k in (1, 2) if isinstance(row.get(f"annotator{k}_rating"), int) and row.get(f"annotator{k}_simulated")
         )
-        by_cell[(str(row.get("rule") or "?"), str(row.get("target_group") or ""))].extend(ratings)
+        target = str(row.get("target") or "") if len(targets) > 1 else ""
+        by_cell[(str(row.get("rule") or "?"), str(row.get("target_group") or ""), target)].extend(ratings)
         if len(ratings) == 2:
             pairs.append(ratings)
             if row.get("arbitration_needed"):
@@ -92,6 +96,7 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
         {
             "rule": rule,
             "group": group,
+            "target": target or None,
             "ratings": len(ratings),
             "broken": sum(1 for r in ratings if r <= BROKEN),
             "rate": (
@@ -101,12 +106,13 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
             ),
             "min_ratings": MIN_RATE_RATINGS,
         }
-        for (rule, group), ratings in sorted(by_cell.items())
+        for (rule, group, target), ratings in sorted(by_cell.items())
         if ratings
     ]
     return {
         "alpha": alpha,
         "break_rates": rates,
+        "targets": targets,
         "arbitration": {
             "rated_twice": len(pairs),
             "needed": needed,
