@@ -155,17 +155,22 @@ async def test_the_gateway_routes_an_at_risk_request() -> None:
     assert _crisis_text() in content and ANSWER not in content and "rephrase" not in content.lower()
 
 
+def _streamed_text(r: httpx.Response) -> str:
+    """The content a streamed /v1 reply carried, chunk by chunk."""
+    pieces: list[str] = []
+    for line in r.text.splitlines():
+        if line.startswith("data: {"):
+            pieces += [c["delta"].get("content") or "" for c in json.loads(line[len("data: ") :])["choices"]]
+    return "".join(pieces)
+
+
 async def test_the_gateway_stream_routes_an_at_risk_request() -> None:
     store = InMemoryTraceStore()
     app = _app(store, {"serve": {"stream_window": 16, "stream_lookahead": 32}})
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": AT_RISK}], "stream": True}
     r = await _post(app, body)
     assert r.status_code == 200, r.text
-    pieces = []
-    for line in r.text.splitlines():
-        if line.startswith("data: {"):
-            pieces += [c["delta"].get("content") or "" for c in json.loads(line[len("data: ") :])["choices"]]
-    text = "".join(pieces)
+    text = _streamed_text(r)
     assert _crisis_text() in text and ANSWER not in text
     trace = await store.get(r.headers["x-psychoalign-trace-id"])
     assert trace is not None and trace.crisis_screen is not None and trace.crisis_screen.fired
@@ -178,11 +183,7 @@ async def test_the_gateway_stream_keeps_the_line_beside_a_released_answer() -> N
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": AT_RISK}], "stream": True}
     r = await _post(app, body)
     assert r.status_code == 200, r.text
-    pieces = []
-    for line in r.text.splitlines():
-        if line.startswith("data: {"):
-            pieces += [c["delta"].get("content") or "" for c in json.loads(line[len("data: ") :])["choices"]]
-    text = "".join(pieces)
+    text = _streamed_text(r)
     assert text.startswith(ANSWER) and _crisis_text("content-moderation") in text
 
 
