@@ -242,7 +242,7 @@ def test_json_keeps_stdout_json_and_still_says_the_embedded_answers_can_be_wrong
     from psychoalign.cli.negotiate import ENDPOINT_COMMAND, _print_summary, show_trace
     from tests.scenario import World
 
-    trace = asyncio.run(World([proposals(("Water boils at 120 °C.", 0.9))]).negotiator(k=1).negotiate("Egg?"))
+    trace = asyncio.run(World([proposals(("Boil it for 6 minutes.", 0.9))]).negotiator(k=1).negotiate("Egg?"))
     for embedded in (False, True):
         if embedded:
             trace.models = {"drive": "local:smollm2-135m-instruct", "mediator": "local:smollm2-135m-instruct"}
