@@ -421,6 +421,23 @@ class ClassifierWeights(BaseModel):
         return f"{self.version}@{self.sha256[:12]}"
 
 
+#: The fewest words (runs of letters) a request needs before the crisis head, or a character vote,
+#: may route it, and before it may be in the possible-risk band; shorter requests are read by the
+#: explicit phrases alone ("kms", "i want to die" still route). The head's scores on greetings,
+#: thanks and one-word replies ("thank you", "ok", "bye", "how are you?") sit at or above routing
+#: or in the band, and such a message says too little to offer a crisis line on.
+MIN_ROUTE_WORDS = 3
+MIN_BAND_WORDS = 4
+_WORDS = re.compile(r"[^\W\d_]+")
+#: A message too short for the head that is nothing but a risk word ("suicide", "self harm",
+#: "overdose") is still routed: offered the crisis line, as a search engine offers it.
+_SHORT_RISK = re.compile(r"\b(?:suicid\w*|self[- ]?harm\w*|overdos\w*|selbstmord|suicidio|suicídio)\b", re.IGNORECASE)
+
+
+def _words(request: str) -> int:
+    return len(_WORDS.findall(request))
+
+
 class CrisisCheck(BaseModel):
     """The crisis check: a head over the request embedding the classifier already computed that
     fires on a person at risk asking for a way to die or hurt themselves, or saying they want to
@@ -499,7 +516,7 @@ class CrisisCheck(BaseModel):
         above the check's band floor, :data:`CRISIS_BAND_FLOORS`), else None. An ordinary medicine
         question by the guard is never in it: the guard's word is that it carries no risk cue."""
         floor = CRISIS_BAND_FLOORS.get(self.version)
-        if floor is None or self.fires_on(request, x) or self.guarded(request):
+        if floor is None or _words(request) < MIN_BAND_WORDS or self.fires_on(request, x) or self.guarded(request):
             return None
         value = self.score(x)
         return value if value >= floor else None
@@ -514,9 +531,15 @@ class CrisisCheck(BaseModel):
 
     def fires_on(self, request: str, x: NDArray[np.float32]) -> bool:
         """The check's verdict on ``request`` (its encoder windows ``x``): an explicit phrase, or
-        the head or the character vote where the guard does not hold."""
-        voted = self.vote is not None and self.vote.fires(request)
-        return self.says(request) or ((self.fires(x) or voted) and not self.guarded(request))
+        the head or the character vote where the guard does not hold and the request has the words
+        to read (:data:`MIN_ROUTE_WORDS`)."""
+        if self.says(request):
+            return True
+        if _words(request) < MIN_ROUTE_WORDS:
+            return bool(_SHORT_RISK.search(request))
+        if self.guarded(request):
+            return False
+        return self.fires(x) or (self.vote is not None and self.vote.fires(request))
 
 
 class BandVerdict(BaseModel):
@@ -535,8 +558,9 @@ def band_verdict(
     """The band on ``request`` (its encoder windows ``x``): the check's floor tier
     (:meth:`CrisisCheck.band`) or the band vote (:data:`CRISIS_BAND_VOTES`) firing by its own
     threshold, phrases and character vote; None when the check routes it, or the check's medicine
-    guard holds (an ordinary medicine question is never in the band), or neither tier fires."""
-    if check.fires_on(request, x) or check.guarded(request):
+    guard holds (an ordinary medicine question is never in the band), or the request is too short
+    to read (:data:`MIN_BAND_WORDS`), or neither tier fires."""
+    if _words(request) < MIN_BAND_WORDS or check.fires_on(request, x) or check.guarded(request):
         return None
     by = [BAND_FLOOR] if check.band(request, x) is not None else []
     if vote is not None and vote.fires_on(request, x):

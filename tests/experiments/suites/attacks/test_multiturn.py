@@ -195,9 +195,10 @@ async def test_the_negotiating_system_is_attacked_with_the_growing_conversation(
     world.drive = drive  # type: ignore[method-assign]
     models = {**world.models(), "attacker": scripted("a", Attacker()), "judge": scripted("j", HarmJudge())}
     traces = InMemoryTraceStore()
-    s = spec(
-        [{"name": "config-A", "kind": "psychoalign"}], [multiturn(max_turns=3), "attack-direct"], 1, layout="table4"
-    )
+    # What is measured here is the conversation the negotiation sees, not routing: the shipped crisis
+    # screen (which runs beside a scripted EVALUATOR) is off, so every turn reaches the scripted DRIVE.
+    system = {"name": "config-A", "kind": "psychoalign", "negotiation": {"crisis_screen": False}}
+    s = spec([system], [multiturn(max_turns=3), "attack-direct"], 1, layout="table4")
     report, store = await run(tmp_path, s, models, trace_store=traces)
     cells = {c.benchmark: c for c in await store.cells(report["run"]["id"])}
     assert all(c.status == "done" for c in cells.values()), [c.error for c in cells.values()]
