@@ -73,3 +73,25 @@ async def a2a_conversation(app: Any, texts: Sequence[str]) -> list[str]:
             context_id = tasks[-1].context_id
             answers.append(get_artifact_text(tasks[-1].artifacts[0]))
     return answers
+
+
+async def post_chat(app: Any, body: dict[str, Any], key: str) -> Any:
+    """POST ``body`` to ``app``'s ``/v1/chat/completions`` with the API key ``key`` (the app's
+    lifespan running, over an in-process transport); the httpx response."""
+    import httpx
+
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c:
+            return await c.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
+
+
+def streamed_text(response: Any) -> str:
+    """The content a streamed ``/v1/chat/completions`` reply carried, chunk by chunk."""
+    import json
+
+    pieces: list[str] = []
+    for line in response.text.splitlines():
+        if line.startswith("data: {"):
+            pieces += [c["delta"].get("content") or "" for c in json.loads(line[len("data: ") :])["choices"]]
+    return "".join(pieces)

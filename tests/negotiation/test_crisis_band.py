@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
@@ -22,7 +21,7 @@ from psychoalign.models.classifier import CrisisCheck, Head, SafetyClassifier
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
 from tests.cli.test_main import cli
-from tests.helpers import a2a_conversation
+from tests.helpers import a2a_conversation, post_chat, streamed_text
 from tests.models.test_classifier import tiny_encoder, tiny_weights
 from tests.scenario import APPROVE, World, evaluation, proposals
 
@@ -100,17 +99,10 @@ def _app(world: World, store: InMemoryTraceStore, settings: dict[str, Any] | Non
     return create_app(settings_, store=store, negotiators={"psychoalign": world.negotiator(store, k=1)}, lab=False)
 
 
-async def _post(app: Any, body: dict[str, Any]) -> httpx.Response:
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c:
-            return await c.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
-
-
 async def test_the_gateway_reply_ends_with_the_soft_line() -> None:
     store = InMemoryTraceStore()
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": BAND_REQUEST}]}
-    r = await _post(_app(_world(), store), body)
+    r = await post_chat(_app(_world(), store), body, KEY)
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"] == f"{ANSWER}\n\n{_band_line()}"
 
@@ -119,14 +111,9 @@ async def test_the_gateway_stream_ends_with_the_soft_line() -> None:
     store = InMemoryTraceStore()
     app = _app(_world(), store, {"serve": {"stream_window": 16, "stream_lookahead": 32}})
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": BAND_REQUEST}], "stream": True}
-    r = await _post(app, body)
+    r = await post_chat(app, body, KEY)
     assert r.status_code == 200, r.text
-    pieces = []
-    for line in r.text.splitlines():
-        if line.startswith("data: {"):
-            choices = json.loads(line[len("data: ") :])["choices"]
-            pieces += [c["delta"].get("content") or "" for c in choices]
-    assert "".join(pieces) == f"{ANSWER}\n\n{_band_line()}"
+    assert streamed_text(r) == f"{ANSWER}\n\n{_band_line()}"
     trace = await store.get(r.headers["x-psychoalign-trace-id"])
     assert trace is not None and trace.final is not None and trace.final.crisis_band == SCORE
 

@@ -8,11 +8,9 @@ the shipping rule); the trace says which tier gave the line. Scripted checks for
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from psychoalign.config import DeploymentSettings, Settings
@@ -30,7 +28,7 @@ from psychoalign.models.classifier import (
 )
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
-from tests.helpers import a2a_conversation
+from tests.helpers import a2a_conversation, post_chat, streamed_text
 from tests.models.test_classifier import tiny_encoder, tiny_weights
 from tests.scenario import APPROVE, World, evaluation, proposals, scripted_crisis
 
@@ -151,18 +149,10 @@ async def _gateway(stream: bool) -> tuple[str, Trace | None]:
     body: dict[str, Any] = {"model": "psychoalign", "messages": [{"role": "user", "content": VOTED}]}
     if stream:
         body["stream"] = True
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c:
-            r = await c.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
+    r = await post_chat(app, body, KEY)
     assert r.status_code == 200, r.text
-    if not stream:
-        return r.json()["choices"][0]["message"]["content"], await store.get(r.headers["x-psychoalign-trace-id"])
-    pieces = []
-    for line in r.text.splitlines():
-        if line.startswith("data: {"):
-            pieces += [c["delta"].get("content") or "" for c in json.loads(line[len("data: ") :])["choices"]]
-    return "".join(pieces), await store.get(r.headers["x-psychoalign-trace-id"])
+    text = streamed_text(r) if stream else r.json()["choices"][0]["message"]["content"]
+    return text, await store.get(r.headers["x-psychoalign-trace-id"])
 
 
 @pytest.mark.parametrize("surface", ["library", "gateway", "gateway stream", "a2a"])

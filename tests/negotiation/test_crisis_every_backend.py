@@ -25,7 +25,7 @@ from psychoalign.models.classifier import CrisisScreen
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
 from tests.cli.test_main import cli
-from tests.helpers import a2a_conversation
+from tests.helpers import a2a_conversation, post_chat, streamed_text
 from tests.models.test_classifier import tiny_model
 from tests.scenario import APPROVE, World, proposals, scripted_crisis
 
@@ -139,38 +139,22 @@ def _app(store: InMemoryTraceStore, settings: dict[str, Any] | None = None, fram
     return create_app(settings_, store=store, negotiators={"psychoalign": negotiator}, lab=False)
 
 
-async def _post(app: Any, body: dict[str, Any]) -> httpx.Response:
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=60) as c:
-            return await c.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
-
-
 async def test_the_gateway_routes_an_at_risk_request() -> None:
     store = InMemoryTraceStore()
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": AT_RISK}]}
-    r = await _post(_app(store), body)
+    r = await post_chat(_app(store), body, KEY)
     assert r.status_code == 200, r.text
     content = r.json()["choices"][0]["message"]["content"]
     assert _crisis_text() in content and ANSWER not in content and "rephrase" not in content.lower()
-
-
-def _streamed_text(r: httpx.Response) -> str:
-    """The content a streamed /v1 reply carried, chunk by chunk."""
-    pieces: list[str] = []
-    for line in r.text.splitlines():
-        if line.startswith("data: {"):
-            pieces += [c["delta"].get("content") or "" for c in json.loads(line[len("data: ") :])["choices"]]
-    return "".join(pieces)
 
 
 async def test_the_gateway_stream_routes_an_at_risk_request() -> None:
     store = InMemoryTraceStore()
     app = _app(store, {"serve": {"stream_window": 16, "stream_lookahead": 32}})
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": AT_RISK}], "stream": True}
-    r = await _post(app, body)
+    r = await post_chat(app, body, KEY)
     assert r.status_code == 200, r.text
-    text = _streamed_text(r)
+    text = streamed_text(r)
     assert _crisis_text() in text and ANSWER not in text
     trace = await store.get(r.headers["x-psychoalign-trace-id"])
     assert trace is not None and trace.crisis_screen is not None and trace.crisis_screen.fired
@@ -181,9 +165,9 @@ async def test_the_gateway_stream_keeps_the_line_beside_a_released_answer() -> N
     store = InMemoryTraceStore()
     app = _app(store, {"serve": {"stream_window": 16, "stream_lookahead": 32}}, framework="content-moderation")
     body = {"model": "psychoalign", "messages": [{"role": "user", "content": AT_RISK}], "stream": True}
-    r = await _post(app, body)
+    r = await post_chat(app, body, KEY)
     assert r.status_code == 200, r.text
-    text = _streamed_text(r)
+    text = streamed_text(r)
     assert text.startswith(ANSWER) and _crisis_text("content-moderation") in text
 
 
