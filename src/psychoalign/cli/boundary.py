@@ -23,7 +23,7 @@ from rich.text import Text
 
 from ..config import Settings
 from ..errors import InputError, redact_url
-from ..negotiation import NegotiationParams
+from ..negotiation import PAPER_PROTOCOL, NegotiationParams
 
 # The option defaults name the tension definitions; this module is loaded by `experiment run`, never by --help.
 from ..traces.tension import DEFAULT_DEFINITION, TensionDefinition
@@ -81,8 +81,7 @@ def _params(settings: Settings, rounds: int | None, proposals: int | None) -> Ne
     # classification selects the defense: the negotiation's own crisis screen (a check beside an
     # LLM EVALUATOR, outside the paper) is off (docs/negotiation.md).
     overrides = _overrides(rounds, proposals)
-    protocol = {"decide_on_request": False, "crisis_screen": False}
-    return NegotiationParams.model_validate({**settings.negotiation, **overrides, **protocol})
+    return NegotiationParams.model_validate({**settings.negotiation, **overrides, **PAPER_PROTOCOL})
 
 
 def _role_models(settings: Settings) -> dict[str, ChatModel] | None:

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
 from .defense import DefenseMechanism
-from .params import NegotiationParams
+from .params import PAPER_PROTOCOL, NegotiationParams
 from .tension import SystemState, tension
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ __getattr__ = lazy_exports(__name__, {"Negotiator": ".engine", "AgentTransport":
 
 
 __all__ = [
+    "PAPER_PROTOCOL",
     "AgentTransport",
     "DefenseMechanism",
     "NegotiationParams",

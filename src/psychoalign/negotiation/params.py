@@ -16,8 +16,13 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..traces.model import NegotiationParams
 
-__all__ = ["FLAGS", "NegotiationParams", "negotiation_source", "parse_params"]
+__all__ = ["FLAGS", "PAPER_PROTOCOL", "NegotiationParams", "negotiation_source", "parse_params"]
 
+
+#: The settings under which the studies rerun the paper's protocol: the DRIVE always proposes (no
+#: request decided before drafting), and only the EVALUATOR's classification selects the defense
+#: (no crisis screen of the negotiation's own beside it). docs/negotiation.md.
+PAPER_PROTOCOL: dict[str, Any] = {"decide_on_request": False, "crisis_screen": False}
 
 #: The negotiate flags for the parameters that have one.
 FLAGS = {"k": "--rounds/-k", "n_proposals": "--proposals/-n", "tau": "--tau"}

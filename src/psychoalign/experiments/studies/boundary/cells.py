@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ....errors import InputError
 from ....models import Message
+from ....negotiation import PAPER_PROTOCOL
 from ....traces.tension import DEFAULT_DEFINITION
 from ...harness.benchmark import Benchmark, Item, Metric, Respond, ScoredItem
 from ...harness.judging import Judges
@@ -151,7 +152,7 @@ def study_spec(
             "kind": "psychoalign",
             "framework": framework,
             "roles": roles,
-            "negotiation": {**negotiation, "decide_on_request": False, "crisis_screen": False},
+            "negotiation": {**negotiation, **PAPER_PROTOCOL},
         }
         for r, roles in enumerate(repeats)
     ]

@@ -31,7 +31,7 @@ from ....a2a import remote_transport
 from ....agents import Conflict
 from ....config import Settings
 from ....models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
-from ....negotiation import NegotiationParams, Negotiator
+from ....negotiation import PAPER_PROTOCOL, NegotiationParams, Negotiator
 from ....star.analysis.agreement import item_disagreement
 from ....star.analysis.h1 import spearman
 from ....traces import TraceStore
@@ -187,7 +187,7 @@ def synthetic_negotiator(
 ) -> Negotiator:
     """A real :class:`Negotiator` whose three agents are ``world``'s scripted agents."""
     settings = settings or Settings()
-    base = {"n_proposals": world.n_proposals, "k": 3, "decide_on_request": False, "crisis_screen": False}
+    base = {"n_proposals": world.n_proposals, "k": 3, **PAPER_PROTOCOL}
     return Negotiator(
         settings,
         params=NegotiationParams(**{**base, **params}),
