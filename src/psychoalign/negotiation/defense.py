@@ -8,7 +8,7 @@ see docs/negotiation.md for the trigger table.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,10 +86,10 @@ class DefenseContext:
             if c.text.strip() not in response
         ]
 
-    def contradicted_facts(self) -> str:
+    def contradicted_facts(self, rules: Iterable[str] = ()) -> str:
         """The checked facts the blocked drafts contradicted, stated right (framework text), for a
-        channel's ``{facts}``; "" when none did."""
-        found = [fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text)]
+        channel's ``{facts}``: only those of ``rules`` when it names any; "" when none did."""
+        found = [fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text, rules)]
         return " ".join(dict.fromkeys(found))
 
     def supportive(self) -> SafeChannel | None:
