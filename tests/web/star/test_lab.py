@@ -321,10 +321,16 @@ async def test_an_import_line_of_the_wrong_shape_is_refused_not_stored_garbled(l
     before = len(await star.store.list_participants())
     for line, says in (
         ('{"display_name": "A", "expertise": "medical"}', 'expertise must be a list of strings, e.g. "expertise"'),
-        ('{"display_name": "B", "expertise": ["Medical doctor"]}', "unknown expertise ['Medical doctor']: use fact_checking, financial, legal, medical"),
+        (
+            '{"display_name": "B", "expertise": ["Medical doctor"]}',
+            "unknown expertise ['Medical doctor']: use fact_checking, financial, legal, medical",
+        ),
         ('{"display_name": "C", "expertise": [{"x": 1}]}', "expertise must be a list of strings"),
         ('{"display_name": "D", "roles": "annotator"}', 'roles must be a list of strings, e.g. "roles"'),
-        ('{"display_name": "E", "expertize": ["medical"]}', "unknown key 'expertize': a line has display_name, roles, expertise"),
+        (
+            '{"display_name": "E", "expertize": ["medical"]}',
+            "unknown key 'expertize': a line has display_name, roles, expertise",
+        ),
         ('{"display_name": {"first": "F"}}', "display_name must be a string"),
     ):
         body = b'{"display_name": "fine"}\n' + line.encode() + b"\n"
