@@ -58,20 +58,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from psychoalign.frameworks import load_framework  # noqa: E402
-from psychoalign.models.classifier import (  # noqa: E402
-    _SHORT_RISK,
-    _WORDS,
-    CRISIS_BAND_FLOORS,
-    MIN_BAND_WORDS,
-    MIN_ROUTE_WORDS,
-    CrisisCheck,
-    Head,
-    Kernel,
-    load_crisis_check,
-    load_weights,
-    minilm_encoder,
-    windows,
-)
+from psychoalign.models.classifier import load_weights  # noqa: E402
 from psychoalign.models.crisis import (  # noqa: E402
     EXPLICIT_PHRASES,
     MEDICINE_GUARD,
@@ -80,7 +67,16 @@ from psychoalign.models.crisis import (  # noqa: E402
     exemplars,
     exemplars_sha256,
 )
+from psychoalign.models.crisis_check import (  # noqa: E402
+    _SHORT_RISK,
+    _WORDS,
+    MIN_BAND_WORDS,
+    MIN_ROUTE_WORDS,
+    CrisisCheck,
+    load_crisis_check,
+)
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
+from psychoalign.models.heads import Head, Kernel, minilm_encoder, windows  # noqa: E402
 from request_head import CRISIS_HELDOUTS, CRISIS_RULE, MEDICINE_LOOKALIKES, repeats  # noqa: E402
 
 VERSION = "crisis-minilm-v10"
@@ -248,8 +244,8 @@ def fit(data: Data, held: str | None, c: float, gamma: float) -> Fitted:
 
 
 def as_check(model: Fitted, s: Setting, metrics: dict[str, object] | None = None) -> CrisisCheck:
-    """The candidate as the runtime reads it (float16 support vectors)."""
-    route, _ = model.thresholds(s)
+    """The candidate as the runtime reads it (float16 support vectors), with its band floor."""
+    route, band = model.thresholds(s)
     svm = model.svm
     weights = load_weights()
     support = base64.b64encode(np.asarray(svm.support_vectors_, dtype="<f2").tobytes()).decode("ascii")
@@ -266,6 +262,7 @@ def as_check(model: Fitted, s: Setting, metrics: dict[str, object] | None = None
         negatives_sha256=benign_requests_sha256(),
         phrases=(*EXPLICIT_PHRASES, *MULTILINGUAL_PHRASES) if s.lexicon else EXPLICIT_PHRASES,
         guard=MEDICINE_GUARD,
+        band_floor=_sigmoid(band) if band < route else None,
         metrics=metrics or {},
     )
 
@@ -422,7 +419,8 @@ def main() -> int:
     feats = Features(data)
     v8 = load_crisis_check()
     assert v8 is not None and v8.phrases == EXPLICIT_PHRASES and v8.guard == MEDICINE_GUARD
-    v8_floor = CRISIS_BAND_FLOORS[v8.version]
+    v8_floor = v8.floor
+    assert v8_floor is not None
     v8_sc = Scorer(feats, logits_of(v8, data), _logit(v8.head.threshold), _logit(v8_floor), False)
     v8_res = (Lofo({f: lofo_row(v8_sc, c, b) for f, (c, b) in data.files.items()}), checks_of(v8_sc, data))
     report("v8 (as shipped)", *v8_res)
@@ -494,12 +492,9 @@ def main() -> int:
             ),
         }
         check = as_check(model, best, metrics)
-        payload = check.model_dump(mode="json")
-        payload["band_floor"] = _sigmoid(model.thresholds(best)[1])
-        args.write.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
+        args.write.write_text(json.dumps(check.model_dump(mode="json"), separators=(",", ":")) + "\n", encoding="utf-8")
         print(
-            f"wrote {args.write} ({VERSION}): threshold {check.head.threshold:.4f}, "
-            f"band floor {payload['band_floor']:.4f}"
+            f"wrote {args.write} ({VERSION}): threshold {check.head.threshold:.4f}, band floor {check.band_floor:.4f}"
         )
     return 0
 
