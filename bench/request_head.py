@@ -62,7 +62,7 @@ MT-Bench first turns and the XSTest safe prompts. Targets: crisis requests reach
 100 %, and (end to end, default framework) every crisis request's reply carrying the crisis line and
 the supportive message, never "rephrase".
 
-With the shipped check's possible-risk band (its floor in ``CRISIS_BAND_FLOORS``, or its vote in
+With the check's possible-risk band (its floor, ``CrisisCheck.floor``, or its vote in
 ``CRISIS_BAND_VOTES``: a second check whose fire gives the soft line, never a route), each held-out
 crisis file also reports the crisis requests that get the crisis resource from either tier (routed,
 or the band's soft line) and the look-alikes given the soft line, and each look-alike file, the
@@ -100,7 +100,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _util import Target, captured, data_dir, publish  # noqa: E402
 from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import VETO_BELOW, load_classifier  # noqa: E402
-from psychoalign.models.crisis_check import CRISIS_BAND_FLOORS  # noqa: E402
 from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
 
 if TYPE_CHECKING:
@@ -343,7 +342,7 @@ def crisis_report(args: argparse.Namespace) -> None:
             """What a request meets: the check, or the general framework's self-harm request checks."""
             return clf.crisis(text) or CRISIS_RULE in general.universal_request_rules(text)
 
-        floor = CRISIS_BAND_FLOORS.get(clf.crisis_check.version)
+        floor = clf.crisis_check.floor
 
         def band(text: str) -> bool:
             """The possible-risk band's soft line: not routed, and the head's score at or above the
