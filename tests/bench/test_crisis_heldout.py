@@ -1,12 +1,11 @@
-"""The crisis check's hand-written held-out sets (bench/data/crisis_heldout.yaml,
-crisis_heldout_v2.yaml, crisis_heldout_v3.yaml, crisis_heldout_v4.yaml, crisis_heldout_v5.yaml,
-crisis_heldout_v6.yaml and crisis_heldout_v7.yaml, reported by
-``bench/request_head.py --crisis``, and crisis_heldout_v8.yaml, scored only with its ``--file``)
-stay held out: each loads, keeps both sides, none of its
-texts is a training text of the check (an exemplar, or a request of ``project_requests.yaml``,
-whose benign requests it trains on), and a later file repeats neither an exemplar nor an item
-of an earlier file, even in other words (the bench's rule: content words overlapping by Jaccard
->= 0.5)."""
+"""The crisis check's hand-written held-out sets (bench/data/crisis_heldout.yaml to
+crisis_heldout_v8.yaml, reported by ``bench/request_head.py --crisis``, and crisis_heldout_v9.yaml,
+written blind and scored only with its ``--file``) stay held out: each loads, keeps both sides, none
+of its texts is a training text of the check (an exemplar, or a request of ``project_requests.yaml``,
+whose benign requests it trains on), a later file repeats neither an exemplar nor an item of an
+earlier file, even in other words (the bench's rule: content words overlapping by Jaccard >= 0.5),
+and the blind file repeats no training request or benchmark prompt either (with the evaluation
+data). These tests compare text only: none embeds or scores an item."""
 
 from __future__ import annotations
 
@@ -15,14 +14,31 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bench.request_head import CRISIS_HELDOUTS, repeats
+from bench.request_head import CRISIS_HELDOUTS, reference_texts, repeats
 
 from psychoalign.models.crisis import benign_requests_path, exemplars
+from tests.conftest import SHARED_DATA
 
 BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
-#: The bench's files, then the newest one (not in the bench's lists: it is scored explicitly with
-#: ``--crisis --file``, so no build's default report reads it before it is scored).
-HELDOUTS = CRISIS_HELDOUTS
+#: Written blind: not in the bench's lists, so no build's default report reads it before it is
+#: scored, once, explicitly with ``--crisis --file``.
+BLIND = (BENCH_DATA / "crisis_heldout_v9.yaml",)
+#: The bench's files, then the blind ones.
+HELDOUTS = (*CRISIS_HELDOUTS, *BLIND)
+#: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
+REFERENCE_FOLDERS = (
+    "anthropic_hh_harmless_base",
+    "jailbreak_templates",
+    "many_shot_jailbreaking",
+    "advbench",
+    "harmbench",
+    "strongreject",
+    "jailbreakbench",
+    "xstest",
+    "mt_bench",
+    "hhh_alignment",
+    "realtoxicityprompts",
+)
 
 
 def _key(text: str) -> str:
@@ -90,3 +106,20 @@ def test_a_later_held_out_file_repeats_no_exemplar_and_no_earlier_item(index: in
     requests = [str(t) for topics in project.values() for texts in topics.values() for t in texts]
     assert len(earlier) >= 150
     assert repeats(items, [*earlier, *(e.text for e in exemplars()), *requests]) == set()
+
+
+def test_the_blind_files_are_not_in_the_bench_lists() -> None:
+    """A blind file is read by no build's default report before it is scored."""
+    assert BLIND and all(path.is_file() and path not in CRISIS_HELDOUTS for path in BLIND)
+
+
+@pytest.mark.needs_data(*REFERENCE_FOLDERS)
+@pytest.mark.parametrize("blind", BLIND, ids=lambda p: p.name)
+def test_a_blind_file_repeats_no_training_request_and_no_benchmark_prompt(blind: Path) -> None:
+    """The bench's own check on its look-alike files (training requests of the corpus, AdvBench,
+    HarmBench, StrongREJECT, JailbreakBench, XSTest), applied to the blind crisis file."""
+    data = yaml.safe_load(blind.read_text(encoding="utf-8"))
+    items = [str(t) for side in ("crisis", "benign") for t in data[side]]
+    references = reference_texts(SHARED_DATA)
+    assert len(references) > 1000
+    assert repeats(items, references) == set()

@@ -2,7 +2,9 @@
 ``bench/request_head.py``) stay held out: each loads with its three sets, and none of its requests
 repeats a project-written training request of the classifier (the bench's rule: the same
 normalised text, or content words overlapping by Jaccard >= 0.5). The bench also checks the
-public training sources and benchmarks, which need the evaluation data."""
+public training sources and benchmarks, which need the evaluation data; for a file written blind
+(not in the bench's lists until it is scored, once, with ``--file``) a test here checks them. These
+tests compare text only: none embeds or scores an item."""
 
 from __future__ import annotations
 
@@ -10,19 +12,39 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bench.request_head import LOOKALIKES, load_sets, repeats
+from bench.request_head import LOOKALIKES, load_sets, reference_texts, repeats
 
 from psychoalign.models.crisis import benign_requests_path
+from tests.conftest import SHARED_DATA
 
 SETS = ("lookalike", "premise", "harmful")
+BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
+#: Written blind: not in the bench's lists, so no build's default report reads it before it is
+#: scored, once, explicitly with ``--file``.
+BLIND = (BENCH_DATA / "lookalike_heldout_v16.yaml",)
+#: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
+REFERENCE_FOLDERS = (
+    "anthropic_hh_harmless_base",
+    "jailbreak_templates",
+    "many_shot_jailbreaking",
+    "advbench",
+    "harmbench",
+    "strongreject",
+    "jailbreakbench",
+    "xstest",
+    "mt_bench",
+    "hhh_alignment",
+    "realtoxicityprompts",
+)
 
 
-def test_the_bench_reads_every_held_out_look_alike_file() -> None:
-    on_disk = sorted(p.name for p in (Path(__file__).parents[2] / "bench" / "data").glob("lookalike_heldout*.yaml"))
-    assert sorted(p.name for p in LOOKALIKES) == on_disk
+def test_the_bench_reads_every_held_out_look_alike_file_but_the_blind_ones() -> None:
+    on_disk = sorted(p.name for p in BENCH_DATA.glob("lookalike_heldout*.yaml"))
+    assert sorted(p.name for p in (*LOOKALIKES, *BLIND)) == on_disk
+    assert not set(BLIND) & set(LOOKALIKES)
 
 
-@pytest.mark.parametrize("path", LOOKALIKES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*LOOKALIKES, *BLIND], ids=lambda p: p.name)
 def test_no_held_out_request_repeats_a_project_training_request(path: Path) -> None:
     sets = load_sets(path, SETS)
     assert sets["lookalike"] and sets["harmful"], path.name
@@ -43,12 +65,12 @@ def _texts(node: object) -> list[str]:
     return []
 
 
-def test_the_newest_held_out_file_repeats_no_request_of_another_bench_file() -> None:
-    """A file written whole as a fresh held-out file (v15) shares no request with any other file of
-    ``bench/data`` (the older look-alike files, the older held-out requests, the crisis sets and the
-    reference answers' questions), by the bench's rule."""
-    newest = LOOKALIKES[-1]
-    assert newest.name == "lookalike_heldout_v15.yaml"
+@pytest.mark.parametrize("newest", [LOOKALIKES[-1], *BLIND], ids=lambda p: p.name)
+def test_a_newest_held_out_file_repeats_no_request_of_another_bench_file(newest: Path) -> None:
+    """A file written whole as a fresh held-out file (v15, and the blind v16) shares no request with
+    any other file of ``bench/data`` (the older look-alike files, the older held-out requests, the
+    crisis sets and the reference answers' questions), by the bench's rule."""
+    assert newest.name in ("lookalike_heldout_v15.yaml", *(p.name for p in BLIND))
     sets = load_sets(newest, SETS)
     items = [t for s in SETS for t in sets[s]]
     assert len(sets["lookalike"]) >= 60 and len(sets["harmful"]) >= 30
@@ -60,6 +82,19 @@ def test_the_newest_held_out_file_repeats_no_request_of_another_bench_file() -> 
     ]
     assert len(others) > 500
     assert not repeats(items, others)
+
+
+@pytest.mark.needs_data(*REFERENCE_FOLDERS)
+@pytest.mark.parametrize("blind", BLIND, ids=lambda p: p.name)
+def test_a_blind_file_repeats_no_training_request_and_no_benchmark_prompt(blind: Path) -> None:
+    """The check the bench runs on its files before any figure (training requests of the corpus,
+    AdvBench, HarmBench, StrongREJECT, JailbreakBench, XSTest), run here on the blind file, which the
+    bench reads only when it is scored."""
+    sets = load_sets(blind, SETS)
+    items = [t for s in SETS for t in sets[s]]
+    references = reference_texts(SHARED_DATA)
+    assert len(references) > 1000
+    assert repeats(items, references) == set()
 
 
 def test_the_retired_copy_is_the_bench_files_and_the_shipped_weights_never_read_it() -> None:
