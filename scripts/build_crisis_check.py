@@ -1,9 +1,11 @@
-"""Build the embedded classifier's crisis check from its written exemplars and benign requests.
+"""Build the crisis check ``crisis-minilm-v8`` from its written exemplars and benign requests.
 
-Run from the repo root (needs the evaluation data folder, shared/data, to split the benign requests
-as the request head does):
+v8 is the previous shipped check, kept for comparison in ``bench/candidates/crisis-minilm-v8.json``;
+the shipped check, ``crisis-minilm-v10``, is built by ``scripts/explore_crisis_v10.py --write``
+(MODEL_CARD.md, "The crisis check"). Run from the repo root (needs the evaluation data folder,
+shared/data, to split the benign requests as the request head does):
 
-    .venv/bin/python scripts/build_crisis_check.py            # writes classifier_data/crisis-minilm-v8.json
+    .venv/bin/python scripts/build_crisis_check.py            # writes bench/candidates/crisis-minilm-v8.json
     .venv/bin/python scripts/build_crisis_check.py --dry-run  # the figures only
 
 Method (src/psychoalign/models/classifier_data/MODEL_CARD.md, "The crisis check"):
@@ -62,9 +64,12 @@ from psychoalign.models.crisis import (  # noqa: E402
     exemplars_sha256,
     says_self_harm,
 )
-from psychoalign.models.crisis_check import DEFAULT_CRISIS_CHECK, CrisisCheck, default_crisis_path  # noqa: E402
+from psychoalign.models.crisis_check import CrisisCheck  # noqa: E402
 from psychoalign.models.heads import Head, Kernel, minilm_encoder  # noqa: E402
 
+VERSION = "crisis-minilm-v8"
+#: Where the build writes: v8 is no longer the shipped check, so its copy lives beside the candidates.
+OUT = ROOT / "bench" / "candidates" / f"{VERSION}.json"
 #: The grid cross-validation chooses from: C, and gamma as a multiple of 1 / (dim x variance).
 CS = (1.0, 3.0, 10.0)
 GAMMAS = (0.5, 1.0, 1.5)
@@ -194,7 +199,7 @@ def main() -> int:
         threshold=1.0 / (1.0 + math.exp(-best.threshold)),
     )
     check = CrisisCheck(
-        version=DEFAULT_CRISIS_CHECK,
+        version=VERSION,
         encoder=weights.encoder,
         dim=weights.dim,
         head=head,
@@ -216,7 +221,7 @@ def main() -> int:
         },
     )
     if not args.dry_run:
-        out = default_crisis_path()
+        out = OUT
         out.write_text(json.dumps(check.model_dump(mode="json"), separators=(",", ":")) + "\n", encoding="utf-8")
         print(f"wrote {out.relative_to(ROOT)}")
     return 0

@@ -2,8 +2,13 @@
 
 Run from the repo root (needs the evaluation data folder, shared/data, as the build does):
 
-    .venv/bin/python scripts/explore_crisis_v10.py                 # the LOFO estimate and the choice (prints only)
-    .venv/bin/python scripts/explore_crisis_v10.py --write FILE    # the chosen setting trained on all eight files
+    .venv/bin/python scripts/explore_crisis_v10.py               # the LOFO estimate and the choice (prints only)
+    .venv/bin/python scripts/explore_crisis_v10.py --write       # the chosen setting trained on all eight files,
+                                                                 # written to classifier_data/crisis-minilm-v10.json
+    .venv/bin/python scripts/explore_crisis_v10.py --write FILE  # the same, written to FILE
+
+``crisis-minilm-v10`` is the shipped crisis check (MODEL_CARD.md, "The crisis check"); v8, which
+it replaced, is read from ``bench/candidates/crisis-minilm-v8.json`` for the comparison.
 
 Development data only: the exemplars (folds 1-3 for training; fold 0 is reported), the project
 benign requests and look-alikes (as ``scripts/build_crisis_check.py`` reads them), the eight crisis
@@ -54,6 +59,8 @@ from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.svm import SVC
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The check this script compares against (the previous shipped check, kept beside the candidates).
+V8_CHECK = ROOT / "bench" / "candidates" / "crisis-minilm-v8.json"
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -73,6 +80,7 @@ from psychoalign.models.crisis_check import (  # noqa: E402
     MIN_BAND_WORDS,
     MIN_ROUTE_WORDS,
     CrisisCheck,
+    default_crisis_path,
     load_crisis_check,
 )
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
@@ -397,7 +405,15 @@ def report(name: str, lofo: Lofo, chk: dict[str, tuple[int, int, int]]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", type=Path, default=None, help="write the chosen candidate (all eight files) here")
+    ap.add_argument(
+        "--write",
+        type=Path,
+        nargs="?",
+        const=default_crisis_path(),
+        default=None,
+        help="write the chosen check (all eight files) to FILE (default: the shipped classifier_data/"
+        "crisis-minilm-v10.json)",
+    )
     ap.add_argument("--data", type=Path, default=None, help="evaluation data folder (default shared/data)")
     ap.add_argument(
         "--only",
@@ -417,7 +433,7 @@ def main() -> int:
         pairs = [(only[0], only[1])]
     data = Data(args.data)
     feats = Features(data)
-    v8 = load_crisis_check()
+    v8 = load_crisis_check(str(V8_CHECK))
     assert v8 is not None and v8.phrases == EXPLICIT_PHRASES and v8.guard == MEDICINE_GUARD
     v8_floor = v8.floor
     assert v8_floor is not None
@@ -464,6 +480,8 @@ def main() -> int:
         model = fit(data, None, best.c, best.gamma)
         lofo = results[best][0]
         metrics: dict[str, object] = {
+            # Kept as written when the check was frozen (before it was scored and shipped), so that a
+            # rebuild writes the shipped file byte for byte (its label hashes the metrics too).
             "candidate": "scripts/explore_crisis_v10.py, frozen for a fresh file; not shipped",
             "setting": {
                 "c": best.c,

@@ -1,11 +1,11 @@
 """The crisis check's hand-written held-out sets (bench/data/crisis_heldout.yaml to
-crisis_heldout_v8.yaml, reported by ``bench/request_head.py --crisis``, and crisis_heldout_v9.yaml,
+crisis_heldout_v9.yaml, reported by ``bench/request_head.py --crisis``, and any file in ``BLIND``,
 written blind and scored only with its ``--file``) stay held out: each loads, keeps both sides, none
 of its texts is a training text of the check (an exemplar, or a request of ``project_requests.yaml``,
 whose benign requests it trains on), a later file repeats neither an exemplar nor an item of an
 earlier file, even in other words (the bench's rule: content words overlapping by Jaccard >= 0.5),
-and the blind file repeats no training request or benchmark prompt either (with the evaluation
-data). These tests compare text only: none embeds or scores an item."""
+and a file written blind (v9 on) repeats no training request or benchmark prompt either (with the
+evaluation data). These tests compare text only: none embeds or scores an item."""
 
 from __future__ import annotations
 
@@ -21,10 +21,16 @@ from tests.conftest import SHARED_DATA
 
 BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
 #: Written blind: not in the bench's lists, so no build's default report reads it before it is
-#: scored, once, explicitly with ``--crisis --file``.
-BLIND = (BENCH_DATA / "crisis_heldout_v9.yaml",)
+#: scored, once, explicitly with ``--crisis --file``. Empty while no blind file waits: the next one
+#: goes here until it is scored, then into ``CRISIS_HELDOUTS`` (as crisis_heldout_v9.yaml did).
+BLIND: tuple[Path, ...] = ()
 #: The bench's files, then the blind ones.
 HELDOUTS = (*CRISIS_HELDOUTS, *BLIND)
+#: The files written blind (crisis_heldout_v9.yaml on, scored or not): each is checked against the
+#: training requests and benchmark prompts too.
+WRITTEN_BLIND = (*CRISIS_HELDOUTS[8:], *BLIND)
+#: No blind file waits: the tests of one skip (the mechanism stays for the next).
+NO_BLIND = pytest.mark.skip(reason="no blind crisis file waits to be scored (BLIND is empty)")
 #: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
 REFERENCE_FOLDERS = (
     "anthropic_hh_harmless_base",
@@ -108,16 +114,25 @@ def test_a_later_held_out_file_repeats_no_exemplar_and_no_earlier_item(index: in
     assert repeats(items, [*earlier, *(e.text for e in exemplars()), *requests]) == set()
 
 
-def test_the_blind_files_are_not_in_the_bench_lists() -> None:
+@pytest.mark.parametrize("blind", BLIND or [pytest.param(None, marks=NO_BLIND, id="none")], ids=lambda p: p.name)
+def test_a_blind_file_is_not_in_the_bench_lists(blind: Path) -> None:
     """A blind file is read by no build's default report before it is scored."""
-    assert BLIND and all(path.is_file() and path not in CRISIS_HELDOUTS for path in BLIND)
+    assert blind.is_file() and blind not in CRISIS_HELDOUTS
+
+
+def test_every_crisis_file_on_disk_is_in_the_bench_list_or_blind() -> None:
+    """A crisis file is either read by the bench or waiting blind, never both, never neither."""
+    on_disk = sorted(p.name for p in BENCH_DATA.glob("crisis_heldout*.yaml"))
+    assert sorted(p.name for p in HELDOUTS) == on_disk
+    assert not set(BLIND) & set(CRISIS_HELDOUTS)
+    assert CRISIS_HELDOUTS[8].name == "crisis_heldout_v9.yaml"  # the first written blind
 
 
 @pytest.mark.needs_data(*REFERENCE_FOLDERS)
-@pytest.mark.parametrize("blind", BLIND, ids=lambda p: p.name)
+@pytest.mark.parametrize("blind", WRITTEN_BLIND, ids=lambda p: p.name)
 def test_a_blind_file_repeats_no_training_request_and_no_benchmark_prompt(blind: Path) -> None:
     """The bench's own check on its look-alike files (training requests of the corpus, AdvBench,
-    HarmBench, StrongREJECT, JailbreakBench, XSTest), applied to the blind crisis file."""
+    HarmBench, StrongREJECT, JailbreakBench, XSTest), applied to each crisis file written blind."""
     data = yaml.safe_load(blind.read_text(encoding="utf-8"))
     items = [str(t) for side in ("crisis", "benign") for t in data[side]]
     references = reference_texts(SHARED_DATA)

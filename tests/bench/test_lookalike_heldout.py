@@ -3,7 +3,7 @@
 repeats a project-written training request of the classifier (the bench's rule: the same
 normalised text, or content words overlapping by Jaccard >= 0.5). The bench also checks the
 public training sources and benchmarks, which need the evaluation data; for a file written blind
-(not in the bench's lists until it is scored, once, with ``--file``) a test here checks them. These
+(not in the bench's lists until it is scored, once, with ``--file``; v16 on) a test here checks them. These
 tests compare text only: none embeds or scores an item."""
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ from tests.conftest import SHARED_DATA
 SETS = ("lookalike", "premise", "harmful")
 BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
 #: Written blind: not in the bench's lists, so no build's default report reads it before it is
-#: scored, once, explicitly with ``--file``.
-BLIND = (BENCH_DATA / "lookalike_heldout_v16.yaml",)
+#: scored, once, explicitly with ``--file``. Empty while no blind file waits: the next one goes here
+#: until it is scored, then into ``LOOKALIKES`` (as lookalike_heldout_v16.yaml did).
+BLIND: tuple[Path, ...] = ()
+#: The files written blind (lookalike_heldout_v16.yaml on, scored or not): each is checked here against
+#: the training requests and benchmark prompts too (the bench checks its own list every run as well).
+WRITTEN_BLIND = (*LOOKALIKES[10:], *BLIND)
 #: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
 REFERENCE_FOLDERS = (
     "anthropic_hh_harmless_base",
@@ -65,12 +69,12 @@ def _texts(node: object) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("newest", [LOOKALIKES[-1], *BLIND], ids=lambda p: p.name)
+@pytest.mark.parametrize("newest", [*LOOKALIKES[-2:], *BLIND], ids=lambda p: p.name)
 def test_a_newest_held_out_file_repeats_no_request_of_another_bench_file(newest: Path) -> None:
-    """A file written whole as a fresh held-out file (v15, and the blind v16) shares no request with
-    any other file of ``bench/data`` (the older look-alike files, the older held-out requests, the
-    crisis sets and the reference answers' questions), by the bench's rule."""
-    assert newest.name in ("lookalike_heldout_v15.yaml", *(p.name for p in BLIND))
+    """A file written whole as a fresh held-out file (v15, v16 written blind, and any blind one
+    waiting) shares no request with any other file of ``bench/data`` (the older look-alike files, the
+    older held-out requests, the crisis sets and the reference answers' questions), by the bench's rule."""
+    assert newest.name in ("lookalike_heldout_v15.yaml", "lookalike_heldout_v16.yaml", *(p.name for p in BLIND))
     sets = load_sets(newest, SETS)
     items = [t for s in SETS for t in sets[s]]
     assert len(sets["lookalike"]) >= 60 and len(sets["harmful"]) >= 30
@@ -85,7 +89,7 @@ def test_a_newest_held_out_file_repeats_no_request_of_another_bench_file(newest:
 
 
 @pytest.mark.needs_data(*REFERENCE_FOLDERS)
-@pytest.mark.parametrize("blind", BLIND, ids=lambda p: p.name)
+@pytest.mark.parametrize("blind", WRITTEN_BLIND, ids=lambda p: p.name)
 def test_a_blind_file_repeats_no_training_request_and_no_benchmark_prompt(blind: Path) -> None:
     """The check the bench runs on its files before any figure (training requests of the corpus,
     AdvBench, HarmBench, StrongREJECT, JailbreakBench, XSTest), run here on the blind file, which the

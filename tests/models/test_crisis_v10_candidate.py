@@ -1,5 +1,6 @@
-"""The frozen crisis check candidate ``bench/candidates/crisis-minilm-v10.json``
-(``scripts/explore_crisis_v10.py --write``): it loads as a crisis check, records the data it was
+"""The shipped crisis check ``classifier_data/crisis-minilm-v10.json`` (``scripts/explore_crisis_v10.py
+--write``; frozen as a candidate, then shipped after its fresh file): the loader reads it, it loads
+as a crisis check, records the data it was
 built from (the exemplars, the project requests and the eight crisis files, each by SHA-256, all
 still the bytes in the repository), carries v8's phrases with the multilingual lexicon, v8's
 medicine guard and a band floor of its own below its routing threshold; on the encoder it routes
@@ -21,11 +22,17 @@ from psychoalign.models.crisis import (
     benign_requests_sha256,
     exemplars_sha256,
 )
-from psychoalign.models.crisis_check import CRISIS_BAND_FLOORS, CrisisCheck
+from psychoalign.models.crisis_check import (
+    CRISIS_BAND_FLOORS,
+    DEFAULT_CRISIS_CHECK,
+    CrisisCheck,
+    default_crisis_path,
+    load_crisis_check,
+)
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES
 
 ROOT = Path(__file__).resolve().parents[2]
-CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v10.json"
+CANDIDATE = default_crisis_path()
 KNOWN_FALSE_FIRES = (
     "Tell me exactly which antidepressant I should switch to",
     "Tell me exactly which antidepressant I should switch to.",
@@ -39,7 +46,14 @@ def candidate() -> CrisisCheck:
     return CrisisCheck.model_validate_json(CANDIDATE.read_bytes())
 
 
-def test_the_candidate_loads_with_its_own_band_floor(candidate: CrisisCheck) -> None:
+def test_the_loader_reads_it_as_the_shipped_check(candidate: CrisisCheck) -> None:
+    shipped = load_crisis_check()
+    assert DEFAULT_CRISIS_CHECK == "crisis-minilm-v10"
+    assert shipped is not None and shipped.label == candidate.label
+    assert not (ROOT / "bench" / "candidates" / "crisis-minilm-v10.json").exists()  # one copy, the shipped one
+
+
+def test_the_check_loads_with_its_own_band_floor(candidate: CrisisCheck) -> None:
     assert candidate.version == "crisis-minilm-v10" and candidate.version not in CRISIS_BAND_FLOORS
     assert candidate.band_floor is not None and 0.0 < candidate.band_floor < candidate.head.threshold
     assert candidate.floor == candidate.band_floor

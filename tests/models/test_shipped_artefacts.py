@@ -1,4 +1,4 @@
-"""The shipped classifier weights, the shipped crisis check and the bench's candidate check load as
+"""The shipped classifier weights, the shipped crisis check and the bench's candidate checks load as
 the same artefacts: their models read every field of the file and write it back unchanged, and
 their labels (version and weights hash, as traces record and model specs pin them) stay put."""
 
@@ -15,13 +15,14 @@ from psychoalign.models.heads import ClassifierWeights
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v9c.json"
-CANDIDATE_V10 = ROOT / "bench" / "candidates" / "crisis-minilm-v10.json"
+#: The previous shipped crisis check, kept for comparison.
+PREVIOUS = ROOT / "bench" / "candidates" / "crisis-minilm-v8.json"
 
 ARTEFACTS: list[tuple[type[ClassifierWeights] | type[CrisisCheck], Path, str]] = [
     (ClassifierWeights, default_weights_path(), "evaluator-minilm-v8@242e308abca2"),
-    (CrisisCheck, default_crisis_path(), "crisis-minilm-v8@4675d82e3599"),
+    (CrisisCheck, default_crisis_path(), "crisis-minilm-v10@4e27ecb9d14b"),
+    (CrisisCheck, PREVIOUS, "crisis-minilm-v8@4675d82e3599"),
     (CrisisCheck, CANDIDATE, "crisis-minilm-v9c@839360fb7106"),
-    (CrisisCheck, CANDIDATE_V10, "crisis-minilm-v10@4e27ecb9d14b"),
 ]
 
 
