@@ -10,6 +10,8 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --only response --version NAME  # refit one head, keep the others
     .venv/bin/python scripts/train_classifier.py --only request --retired --version NAME --out DIR  # + retired files
     .venv/bin/python scripts/train_classifier.py --score FILE.json  # a weights file's metrics on today's check split
+    .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --version evaluator-minilm-v9 \
+        --out bench/candidates  # the v9 request-head candidate: + the ten look-alike files, threshold by LOFO
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
