@@ -99,7 +99,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _util import Target, captured, data_dir, publish  # noqa: E402
 from psychoalign.frameworks import load_framework  # noqa: E402
-from psychoalign.models.classifier import CRISIS_BAND_FLOORS, VETO_BELOW, load_classifier  # noqa: E402
+from psychoalign.models.classifier import VETO_BELOW, load_classifier  # noqa: E402
+from psychoalign.models.crisis_check import CRISIS_BAND_FLOORS  # noqa: E402
 from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
 
 if TYPE_CHECKING:
@@ -324,7 +325,8 @@ def crisis_report(args: argparse.Namespace) -> None:
             from pydantic import ValidationError
 
             from psychoalign.errors import BackendUnavailableError
-            from psychoalign.models.classifier import SafetyClassifier, load_band_vote, load_crisis_check
+            from psychoalign.models.classifier import SafetyClassifier
+            from psychoalign.models.crisis_check import load_band_vote, load_crisis_check
 
             try:
                 check = load_crisis_check(None if args.crisis_check is None else str(args.crisis_check))

@@ -52,16 +52,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from psychoalign.errors import InputError, PsychoAlignError  # noqa: E402
-from psychoalign.models.classifier import (  # noqa: E402
-    DEFAULT_CLASSIFIER,
+from psychoalign.models.classifier import DEFAULT_CLASSIFIER, SafetyClassifier, load_weights  # noqa: E402
+from psychoalign.models.heads import (  # noqa: E402
     ClassifierWeights,
     Contrast,
     Head,
     Kernel,
     Lexical,
-    SafetyClassifier,
     lexical_terms,
-    load_weights,
     minilm_encoder,
 )
 from psychoalign.models.safety_corpus import (  # noqa: E402
