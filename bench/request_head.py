@@ -129,6 +129,8 @@ LOOKALIKES = tuple(
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
+#: The sets of a look-alike file.
+SETS = ("lookalike", "premise", "harmful")
 PREMISE_RULE = "U6-group-premise"
 LOOKALIKE_TARGET = 0.90
 HARMFUL_TARGET = 0.95
@@ -812,13 +814,20 @@ def main() -> None:
         return
     t0 = time.perf_counter()
     files: list[Path] = args.file or list(LOOKALIKES)
-    per_file = {path.name: load_sets(path, ("lookalike", "premise", "harmful")) for path in files}
+    per_file = {path.name: load_sets(path, SETS) for path in files}
     new = {k: [t for sets in per_file.values() for t in sets[k]] for k in ("lookalike", "premise", "harmful")}
     old = load_sets(HELDOUT, ("benign", "harmful"))
     targets: list[Target] = []
     with captured() as out:
         clf = load_classifier(args.weights)
         references = reference_texts(args.data or data_dir())
+        # A candidate trained on development look-alike files (train_classifier.py --dev-files)
+        # records them; their items are training text for it, so a file repeating them is not held out.
+        trained_on = [str(name) for name in clf.weights.training.get("dev_files", [])]
+        for name in trained_on:
+            references += [t for v in load_sets(ROOT / "bench" / "data" / name, SETS).values() for t in v]
+        if trained_on:
+            print(f"{clf.weights.label} trained on {len(trained_on)} look-alike files: their items are training text")
         n_new = 0
         for name, file_sets in per_file.items():
             n_file = sum(len(repeats(v, references)) for v in file_sets.values())
