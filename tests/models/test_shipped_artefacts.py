@@ -15,11 +15,13 @@ from psychoalign.models.heads import ClassifierWeights
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v9c.json"
+CANDIDATE_V10 = ROOT / "bench" / "candidates" / "crisis-minilm-v10.json"
 
 ARTEFACTS: list[tuple[type[ClassifierWeights] | type[CrisisCheck], Path, str]] = [
     (ClassifierWeights, default_weights_path(), "evaluator-minilm-v8@242e308abca2"),
     (CrisisCheck, default_crisis_path(), "crisis-minilm-v8@4675d82e3599"),
     (CrisisCheck, CANDIDATE, "crisis-minilm-v9c@839360fb7106"),
+    (CrisisCheck, CANDIDATE_V10, "crisis-minilm-v10@4e27ecb9d14b"),
 ]
 
 

@@ -109,15 +109,23 @@ class CrisisCheck(BaseModel):
     vote: CharVote | None = Field(
         default=None, description="A second vote over the request's character n-grams (v9); the guard holds for it too."
     )
+    band_floor: float | None = Field(
+        default=None,
+        gt=0.0,
+        lt=1.0,
+        description="The possible-risk band's floor carried by the check itself (a candidate built with its band); "
+        "None: the floor in CRISIS_BAND_FLOORS for its version, if any.",
+    )
     metrics: dict[str, Any] = Field(default_factory=dict)
 
     @model_serializer(mode="wrap")
     def _without_absent_vote(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A check without the character vote serialises as before the field existed: a rebuild of
-        # v8 writes the same file.
+        # A check without the character vote or a floor of its own serialises as before the fields
+        # existed: a rebuild of v8 writes the same file.
         out: dict[str, Any] = handler(self)
-        if out.get("vote") is None:
-            out.pop("vote", None)
+        for optional in ("vote", "band_floor"):
+            if out.get(optional) is None:
+                out.pop(optional, None)
         return out
 
     @model_validator(mode="after")
@@ -132,7 +140,17 @@ class CrisisCheck(BaseModel):
                 re.compile(phrase)
             except re.error as exc:
                 raise ValueError(f"crisis phrase {phrase!r} is not a regular expression ({exc})") from None
+        if self.band_floor is not None and self.band_floor >= self.head.threshold:
+            raise ValueError(
+                f"crisis band floor {self.band_floor} is not below the routing threshold {self.head.threshold}"
+            )
         return self
+
+    @property
+    def floor(self) -> float | None:
+        """The possible-risk band's floor: the check's own ``band_floor``, else its version's entry in
+        :data:`CRISIS_BAND_FLOORS`; None: no band."""
+        return self.band_floor if self.band_floor is not None else CRISIS_BAND_FLOORS.get(self.version)
 
     @functools.cached_property
     def label(self) -> str:
@@ -155,9 +173,9 @@ class CrisisCheck(BaseModel):
 
     def band(self, request: str, x: NDArray[np.float32]) -> float | None:
         """The head score when ``request`` is in the possible-risk band (not routed, score at or
-        above the check's band floor, :data:`CRISIS_BAND_FLOORS`), else None. An ordinary medicine
+        above the check's band floor, :attr:`floor`), else None. An ordinary medicine
         question by the guard is never in it: the guard's word is that it carries no risk cue."""
-        floor = CRISIS_BAND_FLOORS.get(self.version)
+        floor = self.floor
         if floor is None or _words(request) < MIN_BAND_WORDS or self.fires_on(request, x) or self.guarded(request):
             return None
         value = self.score(x)
