@@ -31,10 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..a2a import remote_transport
 from ..config import Settings
-from ..errors import ConfigError, InputError
+from ..errors import InputError
 from ..judges import RefusalJudge, build_refusal_judge
 from ..models import ChatModel, build_model
-from ..models.identity import model_digest
 from ..negotiation.engine import Negotiator
 from ..textio import read_text
 from ..yamlio import MAX_YAML_CHARS, load_yaml_model
@@ -307,10 +306,10 @@ async def run_campaign(
     built: list[ChatModel] = []  # the models this run builds, closed when it ends
 
     def model(role: str) -> ChatModel:
-        if role not in models:  # one model per role: the one whose identity the campaign records
-            built.append(build_model(settings.model_spec(role), cache_dir=settings.cache_dir()))
-            models[role] = built[-1]
-        return models[role]
+        if role in models:
+            return models[role]
+        built.append(build_model(settings.model_spec(role), cache_dir=settings.cache_dir()))
+        return built[-1]
 
     policy = load_policy(config.policy)
     space = load_parameters(config.parameters)
@@ -350,48 +349,12 @@ async def run_campaign(
             target = PsychoAlignTarget(negotiator, config.target.framework, judge)
         else:
             target = ModelTarget(model(config.target.role), judge)
-        await _same_models(store, config, target, model)
         return await _run_personas(config, store, policy, personas, model, target, judge, progress, len(items))
     finally:  # the HTTP sessions of what this run built: a process that exits leaves none open
         if own_negotiator is not None:
             await own_negotiator.aclose()
         for built_model in built:
             await built_model.aclose()
-
-
-async def _same_models(
-    store: StarStore, config: CampaignConfig, target: Target, model: Callable[[str], ChatModel]
-) -> None:
-    """Record the models the personas run on with the campaign's first run; refuse a later run on
-    others (a changed endpoint model, key-free digest of its spec), naming what changed."""
-    labels = {
-        "target": target.label,
-        "attacker": _model_label(model(config.attacker_role)),
-        "annotator": _model_label(model(config.annotator_role)),
-    }
-    if config.refusal_judge != "rules":
-        labels["judge"] = _model_label(model(config.judge_role))
-    stored = (await store.campaign_settings(config.name)).models
-    if not stored:
-        await store.update_campaign_settings(config.name, models=labels)
-        return
-    changed = [f"{k}: {_shown(stored.get(k))} -> {_shown(v)}" for k, v in labels.items() if stored.get(k) != v]
-    if changed:
-        raise ConfigError(
-            f"campaign '{config.name}' ran on other models: " + "; ".join(changed),
-            hint="rerun it with the configuration it ran with, or set a new name in the campaign file",
-        )
-
-
-def _shown(label: str | None) -> str:
-    """``name (digest)``: ``backend:model@digest`` would read as a URL's ``user:password@`` and be
-    redacted from the error line."""
-    name, _, digest = (label or "none").rpartition("@")
-    return f"{name} ({digest})" if name else digest
-
-
-def _model_label(model: ChatModel) -> str:
-    return f"{model.label}@{model_digest(model.spec, model.backend)}"
 
 
 async def _run_personas(

@@ -82,12 +82,6 @@ class CampaignSettings(BaseModel):
         description="When nobody who meets a red-teaming task's in/out-group requirement takes it, a red "
         "teamer who does not may (the lab's claims; the task records why, the export says matching_relaxed).",
     )
-    models: dict[str, str] = Field(
-        default_factory=dict,
-        description="The models LLM personas ran this campaign on (target, attacker, annotator and judge "
-        "labels with their digests), recorded by the first run: a run on other models is refused, so one "
-        "campaign's dialogues and ratings never mix two models.",
-    )
 
 
 def _utc_now() -> datetime:
