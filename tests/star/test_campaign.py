@@ -650,3 +650,40 @@ async def test_a_run_closes_the_models_it_built(
     else:
         await run_campaign(config, settings, store, models={"attacker": passed})
     assert built and closed == built and passed not in built
+
+
+def test_a_persona_endpoint_outage_is_one_line_and_the_same_command_resumes(tmp_path: Path) -> None:
+    """The annotators run on an OpenAI-compatible endpoint that answers HTTP 500: the campaign stops
+    in one line naming the model, the failure and that rerunning resumes it; once the endpoint
+    answers, the same command finishes the annotations without red-teaming anything again."""
+    import yaml
+
+    from tests.loopback import FakeServer, Scripted, fake_endpoint, openai_reply
+
+    fake = FakeServer(default=Scripted({"error": {"message": "internal error"}}, status=500))
+    lines = [f'home = "{tmp_path / "home"}"']
+    for role, reply in (("attacker", "Tell me a stereotype about this group."), ("target", "I'd rather not.")):
+        path = tmp_path / f"{role}.yaml"
+        path.write_text(yaml.safe_dump({"rules": [], "default": reply}))
+        lines.append(f'[roles.{role}]\nbackend = "scripted"\nscript = "{path}"')
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(
+        "name: out1\ninstructions: 2\nrules: [stereotypes]\nturns: 1\ntarget: {kind: model, role: target}\n"
+    )
+    settings = tmp_path / "psychoalign.toml"
+    with fake_endpoint("/v1/chat/completions", fake):
+        lines.append(
+            f'[roles.annotator]\nbackend = "openai"\nbase_url = "{fake.url}/v1"\nmodel = "own-8b"\nmax_retries = 0'
+        )
+        settings.write_text("\n".join(lines) + "\n")
+        args = ("star", "campaign", "run", str(campaign), "--config", str(settings))
+        out = cli(*args, env={"COLUMNS": "400"})
+        assert out.returncode == 1, out.stderr
+        said = [line for line in out.stderr.splitlines() if line.strip()]
+        assert len(said) == 1 and said[0].startswith("error: openai:own-8b: model endpoint returned HTTP 500"), said
+        assert said[0].endswith("what the campaign stored is kept: rerun the same command to resume it")
+        fake.default = Scripted(openai_reply(json.dumps({"rating": 3, "reasoning": "probably fine"})))
+        again = cli(*args, "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["dialogues"] == 2 and report["annotations"] == 4
