@@ -203,7 +203,8 @@ def named_paths() -> list[tuple[str, str, Path]]:
             end = text[m.end() : m.end() + 1]
             if _NOT_ONE_FILE.search(m.group(1)) or end in "*<{…":
                 continue
-            out.append((f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}", m.group(1), ROOT / m.group(1)))
+            where = f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
+            out.append((where, m.group(1), ROOT / m.group(1)))
         for m in _LINK.finditer(text):
             target = m.group(1)
             if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
