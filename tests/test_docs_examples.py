@@ -243,3 +243,34 @@ def test_every_example_that_needs_the_data_says_so() -> None:
                 silent.append(f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}")
     assert found >= 5, found
     assert not silent, f"blocks marked needs data whose text does not name the evaluation data: {silent}"
+
+
+# --- every script the docs tell the reader to run starts ------------------------------------------
+
+_SCRIPT = re.compile(r"\bpython ((?:bench|scripts)/\w+\.py)\b")
+#: ``bench/NAME.py`` stands for any of them.
+SCRIPTS = sorted({m for doc in DOCS for m in _SCRIPT.findall(doc.read_text(encoding="utf-8")) if "NAME" not in m})
+
+
+def test_the_docs_name_scripts() -> None:
+    assert len(SCRIPTS) >= 15, SCRIPTS
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_documented_script_starts(script: str, tmp_path: Path) -> None:
+    """``python bench/x.py --help`` from the checkout, with no evaluation data and no model: it
+    imports (no module of bench/ shadows a package) and parses its arguments before it reads data."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PSYCHOALIGN_HOME": str(tmp_path / "home"),
+        "PSYCHOALIGN_DATA_DIR": str(tmp_path / "no-data"),
+    }
+    out = subprocess.run(
+        [sys.executable, script, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert out.returncode == 0, f"`python {script} --help` exited {out.returncode}:\n{out.stderr[-2000:]}"
+    assert "usage:" in out.stdout, out.stdout[-500:]
