@@ -48,7 +48,7 @@ def spec(copies: int, n: int, concurrency: int) -> ExperimentSpec:
     )
 
 
-async def overhead(cells: int, store: ResultStore, home: Path, data: Path) -> float:
+async def overhead(cells: int, store: ResultStore, home: Path, data: Path) -> tuple[float, float]:
     settings = Settings(home=str(home), experiments={"data_dir": str(data)})
     mspec = ModelSpec(backend="scripted", model="zero")
     models = {"chat": ChatModel(mspec, ScriptedBackend(mspec, replies=["I can't help with that."], cycle=True))}
