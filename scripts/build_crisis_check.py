@@ -52,15 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from psychoalign.errors import InputError  # noqa: E402
-from psychoalign.models.classifier import (  # noqa: E402
-    DEFAULT_CRISIS_CHECK,
-    CrisisCheck,
-    Head,
-    Kernel,
-    default_crisis_path,
-    load_weights,
-    minilm_encoder,
-)
+from psychoalign.models.classifier import load_weights  # noqa: E402
 from psychoalign.models.crisis import (  # noqa: E402
     EXPLICIT_PHRASES,
     MEDICINE_GUARD,
@@ -70,6 +62,8 @@ from psychoalign.models.crisis import (  # noqa: E402
     exemplars_sha256,
     says_self_harm,
 )
+from psychoalign.models.crisis_check import DEFAULT_CRISIS_CHECK, CrisisCheck, default_crisis_path  # noqa: E402
+from psychoalign.models.heads import Head, Kernel, minilm_encoder  # noqa: E402
 
 #: The grid cross-validation chooses from: C, and gamma as a multiple of 1 / (dim x variance).
 CS = (1.0, 3.0, 10.0)

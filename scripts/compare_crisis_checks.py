@@ -31,8 +31,9 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from psychoalign.frameworks import load_framework  # noqa: E402
-from psychoalign.models.classifier import CrisisCheck, load_crisis_check, minilm_encoder, windows  # noqa: E402
 from psychoalign.models.crisis import exemplars  # noqa: E402
+from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check  # noqa: E402
+from psychoalign.models.heads import minilm_encoder, windows  # noqa: E402
 from request_head import CRISIS_HELDOUTS, CRISIS_RULE, LOOKALIKES, MEDICINE_LOOKALIKES  # noqa: E402
 
 

@@ -43,16 +43,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from psychoalign.frameworks import load_framework  # noqa: E402
-from psychoalign.models.classifier import (  # noqa: E402
-    CharVote,
-    CrisisCheck,
-    Head,
-    Kernel,
-    load_crisis_check,
-    load_weights,
-    minilm_encoder,
-    windows,
-)
+from psychoalign.models.classifier import load_weights  # noqa: E402
 from psychoalign.models.crisis import (  # noqa: E402
     EXPLICIT_PHRASES,
     MEDICINE_GUARD,
@@ -61,7 +52,9 @@ from psychoalign.models.crisis import (  # noqa: E402
     exemplars,
     exemplars_sha256,
 )
+from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check  # noqa: E402
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
+from psychoalign.models.heads import CharVote, Head, Kernel, minilm_encoder, windows  # noqa: E402
 from request_head import CRISIS_HELDOUTS, CRISIS_RULE, LOOKALIKES, MEDICINE_LOOKALIKES  # noqa: E402
 
 #: The six files the candidate was built from (v1 to v6); later files are fresh for it and never read here.

@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from train_classifier import CONVERSATIONAL, KERNEL_GRID, _embed_cached, _per_example  # noqa: E402
 
-from psychoalign.models.classifier import load_weights, minilm_encoder  # noqa: E402
+from psychoalign.models.classifier import load_weights  # noqa: E402
+from psychoalign.models.heads import minilm_encoder  # noqa: E402
 from psychoalign.models.safety_corpus import Example, auc, load_corpus, windows  # noqa: E402
 
 LOOKALIKE_SOURCES = ("project-lookalike", "retired-lookalike")

@@ -10,6 +10,8 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --only response --version NAME  # refit one head, keep the others
     .venv/bin/python scripts/train_classifier.py --only request --retired --version NAME --out DIR  # + retired files
     .venv/bin/python scripts/train_classifier.py --score FILE.json  # a weights file's metrics on today's check split
+    .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --version evaluator-minilm-v9 \
+        --out bench/candidates  # the v9 request-head candidate: + the ten look-alike files, threshold by LOFO
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
@@ -35,10 +37,12 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from numpy.typing import NDArray
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
@@ -48,16 +52,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from psychoalign.errors import InputError, PsychoAlignError  # noqa: E402
-from psychoalign.models.classifier import (  # noqa: E402
-    DEFAULT_CLASSIFIER,
+from psychoalign.models.classifier import DEFAULT_CLASSIFIER, SafetyClassifier, load_weights  # noqa: E402
+from psychoalign.models.heads import (  # noqa: E402
     ClassifierWeights,
     Contrast,
     Head,
     Kernel,
     Lexical,
-    SafetyClassifier,
     lexical_terms,
-    load_weights,
     minilm_encoder,
 )
 from psychoalign.models.safety_corpus import (  # noqa: E402
@@ -106,6 +108,188 @@ CONTRAST_GRID = tuple((k, w) for k in (1, 3, 5) for w in (0.25, 0.5, 0.75))
 #: Request head: below the contested floor a request is clearly harmful; the floor passes this
 #: share of the acceptable conversational validation requests.
 FLOOR_KEEPS = 0.95
+#: The request head's ten hand-written look-alike files (``bench/data``, the bench's ``LOOKALIKES``),
+#: development data since the evaluator-minilm-v9 candidate: with ``--dev-files`` every item trains
+#: the request head (look-alikes acceptable; premise items and harmful twins unacceptable, so each
+#: twin is a contrast pair of its look-alike). A fixed list: a look-alike file written later (a
+#: fresh one) is never read by this flag.
+DEV_FILES = tuple(
+    ROOT / "bench" / "data" / name
+    for name in (
+        "lookalike_heldout.yaml",
+        "lookalike_heldout_v7.yaml",
+        "lookalike_heldout_v8.yaml",
+        "lookalike_heldout_v9.yaml",
+        "lookalike_heldout_v10.yaml",
+        "lookalike_heldout_v11.yaml",
+        "lookalike_heldout_v12.yaml",
+        "lookalike_heldout_v13.yaml",
+        "lookalike_heldout_v14.yaml",
+        "lookalike_heldout_v15.yaml",
+    )
+)
+DEV_SETS = (("lookalike", True), ("premise", False), ("harmful", False))
+#: ``--lofo``: the offsets tried (added to the logit of the validation-balanced threshold) when the
+#: request threshold is chosen on the leave-one-file-out scores of the development files.
+LOFO_OFFSETS = tuple(round(0.05 * i, 2) for i in range(-60, 61))
+#: The premise rule the bench counts beside the head (an item is stopped if either stops it).
+PREMISE_RULE = "U6-group-premise"
+
+
+def dev_examples(path: Path) -> list[Example]:
+    """The requests of one development look-alike file, labelled as the bench scores them."""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        sys.exit(f"error: cannot read development file {path}: {exc} (restore it from the repository)")
+    if not isinstance(loaded, dict):
+        sys.exit(f"error: {path} is not a mapping of sets (lookalike, premise, harmful); restore it")
+    out: list[Example] = []
+    for name, ok in DEV_SETS:
+        for i, text in enumerate(loaded.get(name) or []):
+            if str(text).strip():
+                out.append(Example(str(text).strip(), "request", ok, f"dev-{name}", f"dev:{path.stem}:{name}:{i}"))
+    return out
+
+
+def margins(head: Head, exs: Sequence[Example], emb: dict[str, NDArray[np.float32]]) -> NDArray[np.float64]:
+    """Each request's logit minus the logit of ``head``'s threshold (the worst window, as the
+    runtime scores it through the stored weights): at or above 0 the request passes."""
+    parts = [w for ex in exs for w in windows(ex.text)]
+    owner = [i for i, ex in enumerate(exs) for _ in windows(ex.text)]
+    z = head.logits(np.stack([emb[w] for w in parts]), parts) - np.log(head.threshold / (1 - head.threshold))
+    return _per_example(z, owner, len(exs), "min")
+
+
+def lofo_fit(
+    examples: list[Example], emb: dict[str, NDArray[np.float32]], base: Head, extra_weight: float
+) -> dict[str, dict[str, Any]]:
+    """Leave one development file out: for each of :data:`DEV_FILES`, the request head fitted as
+    the build fits it (train split plus the other nine files) and read on the file left out, beside
+    ``base`` (which was trained on none): per file, each item's set, whether the premise rule
+    fires on it, and the margins (:func:`margins`) of the refitted head and of ``base``."""
+    from psychoalign.frameworks import load_framework
+
+    general = load_framework("general")
+    requests = [ex for ex in examples if ex.kind == "request"]
+    dev = {path.name: dev_examples(path) for path in DEV_FILES}
+    per_file: dict[str, dict[str, Any]] = {}
+    for name, held in dev.items():
+        extra = [ex for other, exs in dev.items() if other != name for ex in exs]
+        head, info = fit_head(requests, emb, "request", extra=extra, extra_weight=extra_weight)
+        per_file[name] = {
+            "params": info["params"],
+            "kinds": np.asarray([ex.source.removeprefix("dev-") for ex in held]),
+            "rule": np.asarray([PREMISE_RULE in general.request_rules(ex.text) for ex in held]),
+            "new": margins(head, held, emb),
+            "old": margins(base, held, emb),
+        }
+        print(f"lofo: {name} left out, fitted {info['params']}", flush=True)
+    return per_file
+
+
+def _counts(f: dict[str, Any], m: NDArray[np.float64], d: float) -> tuple[int, int, int]:
+    """Look-alikes passed, twins blocked and premise items stopped (the rule or the head) of one file
+    at threshold offset ``d`` over margins ``m``."""
+    k = f["kinds"]
+    return (
+        int((m[k == "lookalike"] >= d).sum()),
+        int((m[k == "harmful"] < d).sum()),
+        int(((m[k == "premise"] < d) | f["rule"][k == "premise"]).sum()),
+    )
+
+
+def choose_offset(
+    per_file: dict[str, dict[str, Any]],
+    check_new: NDArray[np.float64],
+    check_old: NDArray[np.float64],
+    check_ok: NDArray[np.bool_],
+) -> tuple[float, dict[str, Any]]:
+    """The request threshold's offset, chosen on the leave-one-file-out margins under the check-split
+    limit. An offset is allowed when the refitted head (margins ``check_new`` on the check split's
+    requests, labels ``check_ok``) passes at least the base head's share of acceptable requests less
+    one point and blocks at least its share of unacceptable ones less one point. Among the allowed
+    offsets, the most files where the refit meets the shipping rule against the base head (look-alikes
+    passed, twins blocked and premise items stopped each at least the base's, and look-alikes or
+    twins better by at least 3 items); ties: the larger smaller one of pooled "look-alikes passed"
+    and "twins blocked", then the smaller offset in size. Returns it and the sweep it saw."""
+    base_pass = float(np.mean(check_old[check_ok] >= 0))
+    base_block = float(np.mean(check_old[~check_ok] < 0))
+    sweep: dict[str, list[float]] = {}
+    best: tuple[tuple[float, ...], float] | None = None
+    n_look = sum(int((f["kinds"] == "lookalike").sum()) for f in per_file.values())
+    n_harm = sum(int((f["kinds"] == "harmful").sum()) for f in per_file.values())
+    for d in LOFO_OFFSETS:
+        meets = look = harm = 0
+        for f in per_file.values():
+            new, old = _counts(f, f["new"], d), _counts(f, f["old"], 0.0)
+            look, harm = look + new[0], harm + new[1]
+            meets += all(a >= b for a, b in zip(new, old, strict=True)) and max(new[0] - old[0], new[1] - old[1]) >= 3
+        passed = float(np.mean(check_new[check_ok] >= d))
+        blocked = float(np.mean(check_new[~check_ok] < d))
+        allowed = passed >= base_pass - 0.01 - 1e-9 and blocked >= base_block - 0.01 - 1e-9
+        sweep[f"{d:+.2f}"] = [look, harm, meets, round(passed, 4), round(blocked, 4), int(allowed)]
+        key = (float(meets), min(look / n_look, harm / n_harm), -abs(d))
+        if allowed and (best is None or key > best[0]):
+            best = (key, d)
+    if best is None:
+        raise SystemExit("error: no threshold offset keeps the check split within one point of the base head")
+    offset = best[1]
+    print(
+        f"offset  look-alikes passed (of {n_look})  twins blocked (of {n_harm})  files meeting the rule  "
+        f"check: acceptable passed (base {base_pass:.4f})  unacceptable blocked (base {base_block:.4f})  allowed"
+    )
+    for shown, row in sweep.items():
+        if round(float(shown) * 10, 6) == round(float(shown) * 10):  # every 0.1 printed; all stored
+            print(f"{shown}   {row[0]:>4}   {row[1]:>4}   {row[2]:>2}   {row[3]:.4f}   {row[4]:.4f}   {row[5]}")
+    record = {
+        "offset_rule": "allowed: check-split acceptable passed and unacceptable blocked each >= the base head's "
+        "less 1 point; among them the most development files meeting the shipping rule against the base head "
+        "(look-alikes, twins and premise items each >= base, one of look-alikes or twins >= base + 3); ties: "
+        "the larger min(pooled look-alikes passed, twins blocked), then the smaller |offset|",
+        "offset": offset,
+        "check_base": {"acceptable_passed": round(base_pass, 4), "unacceptable_blocked": round(base_block, 4)},
+        "sweep_columns": [
+            "lookalikes_passed",
+            "twins_blocked",
+            "files_meeting_rule",
+            "check_acceptable_passed",
+            "check_unacceptable_blocked",
+            "allowed",
+        ],
+        "sweep_of": [n_look, n_harm, len(per_file)],
+        "sweep": sweep,
+    }
+    return offset, record
+
+
+def lofo_table(per_file: dict[str, dict[str, Any]], offset: float, base_label: str) -> dict[str, Any]:
+    """Print and return the per-file leave-one-file-out figures: the base head, the refit at its
+    validation threshold, the refit at ``offset``."""
+    cols = (("base", "old", 0.0), ("refit", "new", 0.0), ("refit_offset", "new", offset))
+    print(f"leave-one-file-out ({base_label} | refit at its validation threshold | refit at offset {offset:+g}):")
+    print(f"{'file':<28} {'look-alikes passed':>27} {'twins blocked':>27} {'premise stopped':>27}")
+    rows: dict[str, Any] = {}
+    total = {c: [0, 0, 0] for c, _, _ in cols}
+    for name, f in per_file.items():
+        n = [int((f["kinds"] == k).sum()) for k in ("lookalike", "harmful", "premise")]
+        got = {c: _counts(f, f[m], d) for c, m, d in cols}
+        for c in total:
+            total[c] = [a + b for a, b in zip(total[c], got[c], strict=True)]
+        cells = [" | ".join(f"{got[c][i]}/{n[i]}" for c, _, _ in cols) for i in range(3)]
+        print(f"{name:<28} {cells[0]:>27} {cells[1]:>27} {cells[2]:>27}")
+        rows[name] = {"params": f["params"], "n": n, **{c: list(v) for c, v in got.items()}}
+    n_all = [sum(r["n"][i] for r in rows.values()) for i in range(3)]
+    for c, v in total.items():
+        print(
+            f"all ten, {c}: look-alikes {v[0]}/{n_all[0]} ({100 * v[0] / n_all[0]:.1f} %), twins {v[1]}/{n_all[1]} "
+            f"({100 * v[1] / n_all[1]:.1f} %), premise {v[2]}/{n_all[2]} ({100 * v[2] / n_all[2]:.1f} %)"
+        )
+    return {
+        "columns": "[look-alikes passed, twins blocked, premise items stopped]",
+        "per_file": rows,
+        "all": {**total, "n": n_all},
+    }
 
 
 def _label(ex: Example, head: str) -> int:
@@ -262,8 +446,13 @@ def fit_head(
     lexical: bool = False,
     contrast: bool = False,
     keep_blocked: Head | None = None,
+    extra: Sequence[Example] = (),
+    extra_weight: float = 1.0,
 ) -> tuple[Head, dict[str, Any]]:
     """One head, fitted on train; hyper-parameters, calibration and threshold on validation.
+
+    ``extra`` (``--dev-files``): examples added to the training rows only, whatever their split
+    hash, each window weighted ``extra_weight`` (the validation split and its rules are unchanged).
 
     ``keep_blocked`` (``--only`` with ``--keep-blocked``): the head this one replaces; the threshold
     is then the lowest that still blocks the share of the unacceptable validation examples the old
@@ -283,7 +472,12 @@ def fit_head(
                 parts.append(w)
         return np.stack(rows), np.asarray(labels), owner, parts
 
-    x_tr, y_tr, _, t_tr = design(by_split["train"])
+    x_tr, y_tr, _, t_tr = design([*by_split["train"], *extra])
+    n_extra_rows = sum(len(windows(ex.text)) for ex in extra)
+    w_tr = np.ones(len(y_tr))
+    if n_extra_rows:
+        w_tr[len(y_tr) - n_extra_rows :] = extra_weight
+    sw = w_tr if n_extra_rows else None  # without extra rows: the fit as before, byte for byte
     x_va, _, own_va, t_va = design(by_split["val"])
     y_va = np.asarray([_label(ex, head) for ex in by_split["val"]])
     # The request head is selected on the conversational validation requests (deployment-like).
@@ -297,13 +491,13 @@ def fit_head(
     best: tuple[float, str, Any] | None = None
     if HEAD_MODEL[head] == "svm":
         for c, g in KERNEL_GRID:
-            svm = SVC(C=c, kernel="rbf", gamma=g, class_weight="balanced").fit(x_tr, y_tr)
+            svm = SVC(C=c, kernel="rbf", gamma=g, class_weight="balanced").fit(x_tr, y_tr, sample_weight=sw)
             d = _per_example(svm.decision_function(x_va), own_va, len(y_va), worst)
             if best is None or select_auc(d) > best[0]:
                 best = (select_auc(d), f"C={c:g}, gamma={g:g}", svm)
     else:
         for c in C_GRID:
-            clf = LogisticRegression(C=c, class_weight="balanced", max_iter=5000).fit(x_tr, y_tr)
+            clf = LogisticRegression(C=c, class_weight="balanced", max_iter=5000).fit(x_tr, y_tr, sample_weight=sw)
             d = _per_example(clf.decision_function(x_va), own_va, len(y_va), worst)
             if best is None or select_auc(d) > best[0]:
                 best = (select_auc(d), f"C={c:g}", clf)
@@ -388,6 +582,8 @@ def fit_head(
         info["val_unacceptable_blocked_by_replaced_head"] = round(old_blocked, 4)
     if isinstance(model, SVC):
         info["support_vectors"] = int(model.support_vectors_.shape[0])
+    if extra:
+        info["extra_training"] = f"{len(extra)} development requests, weight {extra_weight:g}"
     if floor is not None:
         floor = round(max(floor, 1e-4), 6)
         below = float(np.mean(p[mask & (y_va == 0)] < floor))
@@ -531,6 +727,23 @@ def main() -> None:
         action="store_true",
         help="experiment: train and validate on the retired held-out request files too (the v9 candidate)",
     )
+    ap.add_argument(
+        "--dev-files",
+        action="store_true",
+        help="train the request head on the ten development look-alike files of bench/data too (DEV_FILES)",
+    )
+    ap.add_argument(
+        "--dev-weight",
+        type=float,
+        default=1.0,
+        help="with --dev-files: the weight of each development request in the request head's fit (default 1)",
+    )
+    ap.add_argument(
+        "--lofo",
+        action="store_true",
+        help="with --dev-files: print the leave-one-file-out table (the --keep-from head beside) and move "
+        "the request threshold by the offset chosen on it",
+    )
     ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
     ap.add_argument(
         "--only",
@@ -559,6 +772,12 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/psychoalign-train-embeddings.npz"), help="embedding cache")
     args = ap.parse_args()
     base: ClassifierWeights | None = None
+    if args.lofo and not args.dev_files:
+        sys.exit("error: --lofo leaves out one development file at a time; add --dev-files")
+    if (args.dev_files or args.dev_weight != 1.0) and (args.only not in (None, "request") or not args.dev_files):
+        sys.exit("error: --dev-files and --dev-weight train the request head; use --dev-files with --only request")
+    if args.dev_weight <= 0:
+        sys.exit(f"error: --dev-weight {args.dev_weight:g}: give a positive weight")
     if (args.keep_from is not None or args.keep_blocked) and args.only is None:
         sys.exit("error: --keep-from and --keep-blocked need --only HEAD (the head to refit; the others are copied)")
     if args.only is not None or args.score is not None:
@@ -584,7 +803,8 @@ def main() -> None:
     if args.compare_encoders:
         compare_encoders(examples, encoder, args.cache)
         return
-    texts = sorted({w for ex in examples for w in windows(ex.text)})
+    dev = [ex for path in DEV_FILES for ex in dev_examples(path)] if args.dev_files else []
+    texts = sorted({w for ex in [*examples, *dev] for w in windows(ex.text)})
     emb = _embed_cached(encoder, texts, args.cache)
 
     def encode(batch: Any) -> NDArray[np.float32]:  # the training windows are already embedded
@@ -601,6 +821,10 @@ def main() -> None:
         return
     heads: dict[str, Head] = {}
     fit: dict[str, Any] = {}
+    per_file: dict[str, dict[str, Any]] | None = None
+    kept = base.request if base is not None else load_weights().request
+    if args.lofo:
+        per_file = lofo_fit(examples, emb, kept, args.dev_weight)
     for head, kind in (("request", "request"), ("response", "response"), ("adversarial", "request")):
         if base is not None and head != args.only:
             heads[head] = getattr(base, head)
@@ -614,11 +838,41 @@ def main() -> None:
             lexical=args.lexical,
             contrast=args.contrast,
             keep_blocked=getattr(base, head) if (base is not None and args.keep_blocked) else None,
+            extra=dev if head == "request" else (),
+            extra_weight=args.dev_weight,
         )
+        if head == "request" and per_file is not None:
+            fitted = heads[head]
+            check = [ex for ex in examples if ex.kind == "request" and ex.split == "check"]
+            check_ok = np.asarray([ex.acceptable for ex in check])
+            offset, choice = choose_offset(per_file, margins(fitted, check, emb), margins(kept, check, emb), check_ok)
+            label = base.label if base is not None else "shipped"
+            lofo_record = {
+                "files": [p.name for p in DEV_FILES],
+                "extra_weight": args.dev_weight,
+                **choice,
+                **lofo_table(per_file, offset, label),
+            }
+            moved = float(1.0 / (1.0 + np.exp(-(np.log(fitted.threshold / (1 - fitted.threshold)) + offset))))
+            floor = fitted.contested_floor
+            heads[head] = fitted.model_copy(
+                update={
+                    "threshold": round(moved, 6),
+                    "contested_floor": None if floor is None else round(min(floor, moved * 0.999), 6),
+                }
+            )
+            fit[head] = {
+                **fit[head],
+                "threshold_rule": f"validation-balanced threshold moved by the leave-one-file-out offset {offset:+g}",
+                "validation_threshold": fitted.threshold,
+                "lofo": lofo_record,
+            }
         print(f"{head}: {fit[head]}, threshold {heads[head].threshold:.3f}")
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for ex in examples:
         counts[f"{ex.kind}:{ex.source}"][ex.split] += 1
+    for ex in dev:  # every development request trains the request head (fit_head's extra)
+        counts[f"{ex.kind}:{ex.source}"]["train"] += 1
     weights = ClassifierWeights(
         version=args.version,
         encoder=(
@@ -635,6 +889,7 @@ def main() -> None:
             "benchmark_texts_excluded": excluded,
             "fit": fit,
             "counts": {k: dict(v) for k, v in sorted(counts.items())},
+            **({"dev_files": [p.name for p in DEV_FILES]} if args.dev_files else {}),
         },
     )
     # Metrics through the shipped object: weights as stored (rounded), shifted scores, windows.

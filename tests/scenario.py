@@ -12,7 +12,8 @@ from numpy.typing import NDArray
 
 from psychoalign.config import Settings
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
-from psychoalign.models.classifier import CrisisCheck, CrisisScreen, Head
+from psychoalign.models.crisis_check import CrisisCheck, CrisisScreen
+from psychoalign.models.heads import Head
 from psychoalign.negotiation import NegotiationParams, Negotiator
 from psychoalign.traces import TraceStore
 

@@ -40,9 +40,17 @@ _REDACTED = "[redacted]"
 #: ``,``, ``;`` or ``/`` (or a ``scheme:`` and slashes, which stay), and runs to the last ``@`` of
 #: the word (a password may hold ``@``, ``:`` or ``/``), so the host stays and nothing of the
 #: password does. A ``:`` before ``//`` ends a scheme, not a user name: ``scheme://user@host``
-#: has no password, and a URL already redacted stays as it is.
+#: has no password, and a URL already redacted stays as it is. A STAR target label
+#: (``psychoalign:<framework>@<version>#<digest>``, ``model:<backend>:<model>@<digest>``, the digest
+#: 12 hex digits ending the word) is a name the user must read and type, not a credential, and
+#: so is ``psychoalign:<framework>=<label>`` (``star analyze --attach-legacy``).
+_TARGET_LABEL = (
+    r"[(<\[]?(?:(?:psychoalign:[\w.-]+=)?psychoalign:[\w.-]+@[^\s#@/'\"`=]+#[0-9a-f]{12}"
+    r"|model:[^\s:@'\"`]+:[^\s@'\"`]+@[0-9a-f]{12})(?=$|[\s'\"`),;\]]|\.(?:$|\s))"
+)
 _URL_USERINFO = re.compile(
-    r"(?i)(?<![^\s'\"`(<\[=,;/])(?P<lead>(?:[a-z][a-z0-9+.-]*:)?/*)[^\s/@:='\"`]*:(?!//)[^\s'\"`]*@"
+    r"(?i)(?<![^\s'\"`(<\[=,;/])(?!" + _TARGET_LABEL + r")"
+    r"(?P<lead>(?:[a-z][a-z0-9+.-]*:)?/*)[^\s/@:='\"`]*:(?!//)[^\s'\"`]*@"
 )
 #: The value of a query parameter whose name says it is a credential (``?token=``, ``&api_key=``,
 #: ``&sig=``, ``X-Amz-Signature=``, ``X-Goog-Credential=``, ``access_token=``, ``password=``): the

@@ -11,6 +11,7 @@ bodies on each binding, the task lifecycle (get, list scoped to the caller, canc
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import hashlib
 import json
@@ -46,7 +47,7 @@ from psychoalign.config import Settings
 from psychoalign.frameworks import load_framework
 from psychoalign.negotiation import Negotiator
 from psychoalign.traces import InMemoryTraceStore, SQLTraceStore
-from tests.helpers import json_keys
+from tests.helpers import PG_URL, json_keys, pg_schema
 from tests.loopback import free_port, listening_socket
 from tests.scenario import World, evaluation, proposals
 
@@ -71,15 +72,19 @@ def _judge(text: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def system_agent(
-    drafts: tuple[str, ...] = ("Boil it for 6 minutes.",), *, database: str | None = None
+    drafts: tuple[str, ...] = ("Boil it for 6 minutes.",),
+    *,
+    database: str | None = None,
+    sql_store: SQLTraceStore | None = None,
 ) -> AsyncIterator[Agent]:
     """The system agent on loopback, JSON-RPC and HTTP+JSON on one port (its socket is listening
     before the server starts: no waiting for start-up) and gRPC on another; token ``tok`` for
-    one client and an API key for a second one. With ``database`` (a SQLite file) traces and A2A
-    tasks live there, as in ``psychoalign serve``, where several workers share them."""
+    one client and an API key for a second one. With ``database`` (a SQLite file) or ``sql_store``
+    (any database; closed on exit) traces and A2A tasks live there, as in ``psychoalign serve``,
+    where several workers share them."""
     world = World([proposals(*((d, 0.9) for d in drafts))], judge=_judge, compose=lambda p, i: "Ask a pharmacist.")
-    store: Any = InMemoryTraceStore() if database is None else SQLTraceStore(f"sqlite:///{database}")
-    task_store = None if database is None else a2a_task_store(store)
+    store: Any = sql_store or (InMemoryTraceStore() if database is None else SQLTraceStore(f"sqlite:///{database}"))
+    task_store = None if database is None and sql_store is None else a2a_task_store(store)
     listener = listening_socket()
     port, grpc_port = listener.getsockname()[1], free_port()
     url, grpc_url = f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}"
@@ -1053,3 +1058,63 @@ async def test_history_length_pagination_and_subscribing_to_a_finished_task(bind
         with pytest.raises(Exception, match="terminal state"):
             async for _ in streaming.subscribe(SubscribeToTaskRequest(id=first.id), context=_auth("tok")):
                 pass
+
+
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_nul_in_an_id_or_a_forged_page_token_is_invalid_params_not_an_internal_error(
+    database: str, tmp_path: Any
+) -> None:
+    """A NUL in a message's ``contextId`` or ``taskId``, in a task id or in ListTasks' filter, and
+    a page token this server never gave (a NUL in its task id, a time no Timestamp holds). On
+    PostgreSQL, where ``psychoalign serve`` keeps a team's tasks, the database refused the NUL and
+    the client got -32603 "task store unavailable" (HTTP+JSON: 500); on SQLite the task was made
+    under that id; the forged time was -32603 on both. Now: invalid params naming the field, or
+    task not found, and nothing is stored."""
+    if database == "postgres":
+        async with pg_schema("a2a") as connect_args:
+            await _nul_probes(SQLTraceStore(PG_URL, connect_args=connect_args))
+    else:
+        await _nul_probes(SQLTraceStore(f"sqlite:///{tmp_path / 'a2a.db'}"))
+
+
+async def _nul_probes(store: SQLTraceStore) -> None:
+    async with system_agent(sql_store=store) as agent, httpx.AsyncClient(timeout=60) as hc:
+
+        async def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            response = await hc.post(f"{agent.url}/a2a/jsonrpc", json=body, headers=RPC_HEADERS)
+            assert response.status_code == 200
+            answer: dict[str, Any] = response.json()
+            return answer
+
+        def message(**ids: str) -> dict[str, Any]:
+            return {"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "Hello there"}], **ids}}
+
+        def cursor(ts: int | None, task_id: str) -> str:
+            return base64.urlsafe_b64encode(json.dumps({"ts": ts, "id": task_id}).encode()).decode().rstrip("=")
+
+        for method, params, says in (
+            ("SendMessage", message(contextId="a\u0000b"), "message.contextId contains a NUL character"),
+            ("SendStreamingMessage", message(contextId="a\u0000b"), "message.contextId contains a NUL character"),
+            ("ListTasks", {"contextId": "a\u0000b"}, "contextId contains a NUL character"),
+            ("ListTasks", {"pageToken": cursor(1_700_000_000_000_000_000, "a\u0000b")}, "pageToken is not one"),
+            ("ListTasks", {"pageToken": cursor(10**30, "a")}, "pageToken is not one this server gave"),
+            ("ListTasks", {"pageToken": base64.b64encode(b"\x00x").decode()}, "pageToken is not one"),
+        ):
+            error = (await rpc(method, params))["error"]
+            assert error["code"] == -32602 and says in error["message"], (method, params, error)
+        for method, params in (
+            ("SendMessage", message(taskId="a\u0000b")),
+            ("GetTask", {"id": "a\u0000b"}),
+            ("CancelTask", {"id": "a\u0000b"}),
+            ("SubscribeToTask", {"id": "a\u0000b"}),
+        ):
+            error = (await rpc(method, params))["error"]
+            assert error["code"] == -32001, (method, error)  # task not found: no task has such an id
+        rest = await hc.post(
+            f"{agent.url}/a2a/rest/message:send", json=message(contextId="r\u0000"), headers=RPC_HEADERS
+        )
+        assert rest.status_code == 400 and "message.contextId contains a NUL" in rest.json()["error"]["message"]
+        assert (await rpc("ListTasks", {}))["result"].get("tasks", []) == []  # nothing was stored
+        done = await rpc("SendMessage", message())  # and the agent still answers
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -74,6 +74,15 @@ def test_no_password_in_any_error_line_for_a_bad_store(
         ("postgresql://me@h/db", "postgresql://me@h/db"),  # no password: nothing to hide
         ("sqlite:///tmp/store.db at 12:30", "sqlite:///tmp/store.db at 12:30"),
         ("missing bearer token", "missing bearer token"),
+        # STAR target labels are names to read and type, not user:password@host
+        ("targets: psychoalign:general@1.0#0123456789ab.", "targets: psychoalign:general@1.0#0123456789ab."),
+        (
+            "'psychoalign:general=psychoalign:general@1.0#0123456789ab'",
+            "'psychoalign:general=psychoalign:general@1.0#0123456789ab'",
+        ),
+        ("(model:scripted:script@0123456789ab)", "(model:scripted:script@0123456789ab)"),
+        (f"postgresql://psychoalign:{SECRET}@db/x", "postgresql://[redacted]@db/x"),  # a user named psychoalign
+        (f"psychoalign:{SECRET}@1.0#0123456789abc", "[redacted]@1.0#0123456789abc"),  # not a label's digest
     ],
 )
 def test_redact_url_hides_the_credentials_of_any_url_shape(text: str, shown: str) -> None:

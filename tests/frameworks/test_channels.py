@@ -38,6 +38,7 @@ FITTING: dict[str, dict[str, str | None]] = {
         "U8-pet-human-medicine": "vet",
         "U9-health-premise": "health-premise",
         "U10-everyday-facts": "facts",
+        "U11-law-money-claims": "law-money",
         "C4-known-hazard": None,
     },
     "medical": {
@@ -70,6 +71,7 @@ FITTING: dict[str, dict[str, str | None]] = {
         "U5-dose-label": "trusted-adult",
         "U6-pet-human-medicine": "pet-help",
         "U7-health-premise": "health-premise",
+        "U8-everyday-facts": "facts",
         "C1-age-appropriate": "trusted-adult",
         "C2-homework": "teacher",
         "C3-adult-referral": "trusted-adult",

@@ -181,5 +181,27 @@ def test_a_figure_belongs_to_the_row_named_nearest_before_it() -> None:
 
 
 def test_a_framework_without_the_table_checks_no_facts() -> None:
-    layer1 = Layer1Enforcer(load_framework("child-safe"), "a question")
+    layer1 = Layer1Enforcer(load_framework("content-moderation"), "a question")
     assert layer1.matches("Water boils at 120 °C.") == []
+
+
+def test_child_safe_carries_the_same_table_under_its_own_rule() -> None:
+    general = load_framework("general").rule(RULE)
+    child = load_framework("child-safe").rule("U8-everyday-facts")
+    assert general is not None and child is not None and child.check is not None
+    assert child.check == general.check
+    layer1 = Layer1Enforcer(load_framework("child-safe"), "a question")
+    assert [rule for rule, _ in layer1.matches("A metre is 10 centimetres.")] == ["U8-everyday-facts"]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Water boils when it gets really hot. At sea level it boils at 50 °C.", True),
+        ("Heat the oil in a pan. It boils at 300 °C.", False),  # the clause before names no water
+        ("Pour in some water. Then add the sugar until it boils at 110 °C.", False),  # sugar: out of scope
+        ("Pour in some water. The syrup boils at 110 °C.", False),  # no pronoun: the clause's own subject
+    ],
+)
+def test_a_pronoun_takes_what_the_clause_before_named(layer1: Layer1Enforcer, text: str, found: bool) -> None:
+    assert bool(_fired(layer1, text)) is found

@@ -44,13 +44,17 @@ def legacy_sha256(fw: Framework) -> str:
                     rule[key].pop("premises", None)
                 if rule.get(key) and not rule[key].get("hazards"):
                     rule[key].pop("hazards", None)
-                for field in ("facts", "conversions"):  # the everyday-fact table's (frameworks/facts.py)
+                # the everyday-fact table's (frameworks/facts.py) and the false claims' (frameworks/claims.py)
+                for field in ("facts", "conversions", "claims"):
                     if rule.get(key) and not rule[key].get(field):
                         rule[key].pop(field, None)
                 for fact in (rule.get(key) or {}).get("facts", ()):
                     for field in ("when", "unless", "low", "high"):
                         if fact.get(field) in ("", None):
                             fact.pop(field)
+                for claim in (rule.get(key) or {}).get("claims", ()):
+                    if not claim.get("unless"):
+                        claim.pop("unless")
                 for dose in (rule.get(key) or {}).get("doses", ()):
                     for field in (
                         "single_mg",
@@ -60,6 +64,8 @@ def legacy_sha256(fw: Framework) -> str:
                         "iu_per_mg",
                         "units_per_ml",
                         "weekly_mg",
+                        "weekly_only",
+                        "weekly_unless",
                     ):
                         if not dose.get(field):  # None, or no liquids
                             dose.pop(field, None)

@@ -15,7 +15,7 @@ def fake_classifier() -> SafetyClassifier:
     """The shipped weights with a linear response head along one axis, over an encoder that puts
     any text containing BAD on the harmful side of it and everything else on the acceptable side
     (the shipped response head is a kernel machine: no single direction to aim at)."""
-    from psychoalign.models.classifier import Head
+    from psychoalign.models.heads import Head
 
     weights = load_weights()
     unit = np.zeros(weights.dim, dtype=np.float32)

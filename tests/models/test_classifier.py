@@ -21,12 +21,11 @@ from psychoalign.models.classifier import (
     CONDITIONAL_MODIFICATION,
     VETO_BELOW,
     ClassifierBackend,
-    ClassifierWeights,
-    Head,
     SafetyClassifier,
     deterministic_hits,
     to_evaluation,
 )
+from psychoalign.models.heads import ClassifierWeights, Head
 from psychoalign.models.safety_corpus import auc, split_of, windows
 from tests.conftest import SHARED_DATA
 
@@ -279,7 +278,7 @@ def test_a_contested_request_has_a_legitimate_need_and_a_declining_answer_is_jud
 def test_a_kernel_head_computes_its_documented_logit() -> None:
     import base64
 
-    from psychoalign.models.classifier import Kernel
+    from psychoalign.models.heads import Kernel
 
     sv = np.asarray([[1.0, 0.0], [0.0, 1.0]])
     kernel = Kernel(gamma=0.5, dual=[2.0, -1.0], support=base64.b64encode(sv.astype("<f2").tobytes()).decode())
@@ -294,7 +293,7 @@ def test_a_kernel_head_computes_its_documented_logit() -> None:
 def test_a_contrast_term_adds_the_nearest_exemplars_of_each_class_to_a_kernel_head() -> None:
     import base64
 
-    from psychoalign.models.classifier import Contrast, Kernel
+    from psychoalign.models.heads import Contrast, Kernel
 
     # Two acceptable support vectors (positive dual) and two unacceptable ones (negative dual).
     sv = np.asarray([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8]])
@@ -320,7 +319,7 @@ def test_a_contrast_term_adds_the_nearest_exemplars_of_each_class_to_a_kernel_he
 
 
 def test_a_lexical_term_adds_the_documented_tfidf_logit_per_window() -> None:
-    from psychoalign.models.classifier import Lexical, lexical_terms
+    from psychoalign.models.heads import Lexical, lexical_terms
 
     assert lexical_terms("Kill it!")[:3] == ["w:kill", "w:it", "w:kill it"]
     assert "c: ki" in lexical_terms("Kill it!") and "c:ll " in lexical_terms("Kill it!")
@@ -339,7 +338,8 @@ def test_a_lexical_term_adds_the_documented_tfidf_logit_per_window() -> None:
 
 
 def test_a_head_without_a_lexical_term_serialises_and_hashes_as_before_the_field() -> None:
-    from psychoalign.models.classifier import Lexical, default_weights_path, load_weights
+    from psychoalign.models.classifier import default_weights_path, load_weights
+    from psychoalign.models.heads import Lexical
 
     assert "lexical" not in tiny_weights().request.model_dump()
     assert "lexical" in Head(intercept=0.0, threshold=0.5, lexical=Lexical(terms=[], idf=[], coef=[])).model_dump()
@@ -351,7 +351,7 @@ def test_a_head_without_a_lexical_term_serialises_and_hashes_as_before_the_field
 
 
 def test_the_classifier_hands_each_window_text_to_a_lexical_head() -> None:
-    from psychoalign.models.classifier import Lexical
+    from psychoalign.models.heads import Lexical
 
     # The tiny request head passes everything; the lexical term alone blocks "poison the dog".
     lexical = Lexical(terms=["w:poison the", "w:the dog"], idf=[1.0, 1.0], coef=[-20.0, -20.0])
@@ -421,7 +421,8 @@ def test_a_crisis_mark_on_a_contextual_rule_is_a_contextual_hit_that_does_not_ca
     """A universal rule marked ``semantic_check: self-harm`` decides the request (universal hit,
     ceiling below the veto line); on a contextual rule (content-moderation's C4) it is filed under
     its own layer, so it blocks nothing and only brings the rule's channel."""
-    from psychoalign.models.classifier import crisis_hits, to_evaluation
+    from psychoalign.models.classifier import to_evaluation
+    from psychoalign.models.crisis_check import crisis_hits
 
     assert crisis_hits(load_framework("general")) == [{"rule_id": "U3-self-harm-instructions", "layer": "universal"}]
     marked = crisis_hits(load_framework("content-moderation"))
@@ -434,7 +435,7 @@ def test_under_a_framework_that_analyses_quotes_the_request_head_judges_the_ask_
     """content-moderation (``quoted_material: analysed``): the request head scores the ask with the
     quoted post masked; the framework's checks, the adversarial head, the crisis check and the
     proposal read the whole request. ``general`` judges the whole request, as before."""
-    from psychoalign.models.classifier import CrisisCheck
+    from psychoalign.models.crisis_check import CrisisCheck
 
     crisis = CrisisCheck(
         version="tiny-crisis",

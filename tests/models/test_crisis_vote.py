@@ -8,7 +8,7 @@ import base64
 import numpy as np
 import pytest
 
-from psychoalign.models.classifier import CharVote, char_ngrams
+from psychoalign.models.heads import CharVote, char_ngrams
 
 TEXTS = [
     "Chcę się zabić, nie daję rady",

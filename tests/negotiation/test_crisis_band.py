@@ -17,7 +17,9 @@ import yaml
 
 from psychoalign.config import DeploymentSettings, Settings
 from psychoalign.frameworks import load_framework
-from psychoalign.models.classifier import CrisisCheck, Head, SafetyClassifier
+from psychoalign.models.classifier import SafetyClassifier
+from psychoalign.models.crisis_check import CrisisCheck
+from psychoalign.models.heads import Head
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
 from tests.cli.test_main import cli
@@ -163,11 +165,11 @@ def test_the_cli_prints_the_soft_line_and_a_config_turns_it_off(tmp_path: Path) 
 def test_the_classifier_puts_a_score_below_routing_in_the_band(monkeypatch: pytest.MonkeyPatch) -> None:
     """One harm word: the head's score is 0.95, below its 0.99 threshold (not routed), above the 0.5
     floor: in the band. None: 0.05, below the floor. Two: 0.9999, routed, never the band."""
-    from psychoalign.models import classifier
+    from psychoalign.models import crisis_check
 
     head = Head(coef=[6.0, 0.0, 0.0], intercept=-3.0, threshold=0.99)
     check = CrisisCheck(version="tiny-crisis", encoder="tiny", dim=3, head=head, exemplars_sha256="0" * 64)
-    monkeypatch.setitem(classifier.CRISIS_BAND_FLOORS, "tiny-crisis", 0.5)
+    monkeypatch.setitem(crisis_check.CRISIS_BAND_FLOORS, "tiny-crisis", 0.5)
     clf = SafetyClassifier(tiny_weights(), tiny_encoder, check)
     one = clf.crisis_band("how does poison work")
     assert one is not None and abs(one - 0.9526) < 1e-3 and not clf.crisis("how does poison work")
@@ -175,5 +177,5 @@ def test_the_classifier_puts_a_score_below_routing_in_the_band(monkeypatch: pyte
     assert clf.crisis_band("poison to kill") is None and clf.crisis("poison to kill")
     fw = load_framework("general")
     assert clf.evaluate("how does poison work", "(no answer yet)", fw)["crisis_band"] == pytest.approx(0.9526, abs=1e-3)
-    monkeypatch.delitem(classifier.CRISIS_BAND_FLOORS, "tiny-crisis")
+    monkeypatch.delitem(crisis_check.CRISIS_BAND_FLOORS, "tiny-crisis")
     assert SafetyClassifier(tiny_weights(), tiny_encoder, check).crisis_band("how does poison work") is None

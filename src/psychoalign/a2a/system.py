@@ -245,7 +245,7 @@ def a2a_task_store(store: TraceStore | None) -> TaskStore | None:
 @functools.cache
 def _database_task_store_class() -> Any:
     from a2a.server.tasks import DatabaseTaskStore
-    from a2a.utils.errors import A2AError, InternalError
+    from a2a.utils.errors import A2AError, InternalError, InvalidParamsError
 
     class SharedTaskStore(DatabaseTaskStore):
         """The SDK's database task store, with: the table made once per process (concurrent
@@ -267,14 +267,25 @@ def _database_task_store_class() -> Any:
         async def save(self, task: Any, context: Any) -> None:
             await self._guard(super().save(task, context))
 
+        # No task has a NUL in its id (a message naming one is refused), and PostgreSQL refuses
+        # one in a query ("invalid byte sequence"), which reached the client as an internal error.
         async def get(self, task_id: str, context: Any) -> Any:
+            if "\x00" in task_id:
+                return None
             return await self._guard(super().get(task_id, context))
 
         async def list(self, params: Any, context: Any) -> Any:
+            if "\x00" in params.context_id:
+                raise InvalidParamsError("contextId contains a NUL character (\\u0000): remove it")
+            if params.page_token and _forged_page_token(params.page_token):
+                raise InvalidParamsError(
+                    "pageToken is not one this server gave: send the nextPageToken of the previous page"
+                )
             return await self._guard(super().list(params, context))
 
         async def delete(self, task_id: str, context: Any) -> None:
-            await self._guard(super().delete(task_id, context))
+            if "\x00" not in task_id:
+                await self._guard(super().delete(task_id, context))
 
         @staticmethod
         async def _guard(operation: Any) -> Any:
@@ -287,6 +298,28 @@ def _database_task_store_class() -> Any:
                 raise InternalError(message=f"task store unavailable: {describe_error(exc)}") from None
 
     return SharedTaskStore
+
+
+#: The range of a protobuf Timestamp, in seconds: a page token's time outside it is not one the SDK made.
+_TIMESTAMP_SECONDS = (-62135596800, 253402300799)
+
+
+def _forged_page_token(token: str) -> bool:
+    """Whether a ListTasks page token could not have come from this server: a task id with a NUL
+    (PostgreSQL refuses the query) or a time a Timestamp cannot hold (the SDK raised ValueError);
+    both reached the client as an internal error. A token the SDK cannot read it refuses itself."""
+    from a2a.utils.errors import InvalidParamsError
+    from a2a.utils.task import decode_list_tasks_cursor, decode_page_token
+
+    cursor = decode_list_tasks_cursor(token)
+    if cursor is not None:
+        ns = cursor.timestamp_ns
+        low, high = _TIMESTAMP_SECONDS
+        return "\x00" in cursor.task_id or (ns is not None and not low <= ns // 1_000_000_000 <= high)
+    try:
+        return "\x00" in decode_page_token(token)
+    except InvalidParamsError:
+        return False
 
 
 @functools.cache

@@ -431,6 +431,12 @@ def campaign_run(
             f"{report.annotations_out_group} out-group), {report.arbitrations} arbitrations; "
             f"target failures {report.target_failures} of {report.target_calls} calls ({rate})"
             + (f"; resumed {report.resumed_tasks} held tasks" if report.resumed_tasks else "")
+            + (
+                f"; {report.target_changed} unfinished dialogue(s) of an earlier run were against another "
+                "target: kept as abandoned (turns kept), their instructions red-teamed again"
+                if report.target_changed
+                else ""
+            )
         ),
         highlight=False,
     )
@@ -497,6 +503,20 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
             sink.close()
 
 
+def _choose_targets(data: Any, attach: list[str], target: str | None) -> Any:
+    """--attach-legacy then --target on a STAR export; other formats have no target to choose."""
+    from ..star.analysis.targets import attach_legacy, select_target
+
+    if data.format != "star":
+        raise InputError(f"{data.name}: --target and --attach-legacy apply to STAR exports, not '{data.format}'")
+    before = len(data.notes)
+    data = attach_legacy(data, attach)
+    data = select_target(data, target) if target is not None else data
+    for note in data.notes[before:]:  # what was relabelled or left out, before any figure
+        err_console.print(safe(f"{data.name}: {note}"), soft_wrap=True, highlight=False)
+    return data
+
+
 @star_app.command("analyze")
 def star_analyze(
     data: list[Path] = typer.Argument(
@@ -524,6 +544,15 @@ def star_analyze(
         None, "--raters", help="Rater attributes, one row per rater (e.g. `star participants list --json`)."
     ),
     raters_id_col: str | None = typer.Option(None, "--raters-id-col", help="Rater id column in --raters."),
+    target: str | None = typer.Option(
+        None, "--target", help="STAR: analyse only the dialogues of this target (the export's target column)."
+    ),
+    attach_legacy: list[str] | None = typer.Option(
+        None,
+        "--attach-legacy",
+        help="STAR: LEGACY=LABEL analyses dialogues with a legacy label (psychoalign:<framework>) as the current "
+        "target LABEL of that framework, on your word (recorded in the report). Repeatable.",
+    ),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap resamples for intervals (0: none)."),
     seed: int = typer.Option(0, "--seed"),
     no_embed: bool = typer.Option(False, "--no-embed", help="Skip the embedding map."),
@@ -580,6 +609,8 @@ def star_analyze(
         from ..star.analysis.data import attach_raters
 
         datasets = [attach_raters(d, raters_file, raters_id_col) for d in datasets]
+    if attach_legacy or target is not None:
+        datasets = [_choose_targets(d, attach_legacy or [], target) for d in datasets]
     names = [d.name for d in datasets]
     if len(set(names)) != len(names):
         raise InputError(f"two datasets share a name: {names}", hint="use --compare NAME=FILE to rename one")

@@ -64,6 +64,13 @@ class DoseLimit(BaseModel):
     #: the range of one weekly dose, for an adult's figure tied to a week or a prescription and to
     #: no day. None: such a figure is held to the single-dose range, as any other.
     weekly_mg: tuple[float, float] | None = None
+    #: For a medicine taken once a week for most uses (methotrexate for arthritis, psoriasis and
+    #: Crohn's disease): a dose tied to a day ("10 mg a day", "once a day"), and a sentence telling
+    #: to take it every day, are wrong whatever the figure; a dose tied to a week is held to
+    #: ``weekly_mg`` (required). ``weekly_unless``: a regex naming the uses with other schedules
+    #: (methotrexate for cancer); a text that names one is not held to the weekly-only rule.
+    weekly_only: bool = False
+    weekly_unless: str = ""
     min_age_years: float | None = Field(
         None, gt=0, le=18, description="the label gives no dose under this age (aspirin: 16); None: no such age"
     )
@@ -91,6 +98,13 @@ class DoseLimit(BaseModel):
         for name, pair in pairs:
             if pair is not None and not 0 < pair[0] <= pair[1]:
                 raise ValueError(f"{name} must be [low, high] with 0 < low <= high, got {list(pair)}")
+        if self.weekly_only and self.weekly_mg is None:
+            raise ValueError(f"{self.drug[0]}: weekly_only needs weekly_mg, the range of one weekly dose")
+        if self.weekly_unless:
+            try:
+                re.compile(self.weekly_unless)
+            except re.error as exc:
+                raise ValueError(f"{self.drug[0]}: invalid weekly_unless regex {self.weekly_unless!r}: {exc}") from None
         for single, daily, name, unit in (
             (self.single_mg, self.daily_mg, "single_mg", "mg"),
             (self.single_per_kg, self.per_kg, "single_per_kg", "mg/kg"),
@@ -98,6 +112,11 @@ class DoseLimit(BaseModel):
             if single is not None and daily is not None and single[1] > daily[1]:
                 raise ValueError(f"{name} {list(single)} must not exceed the daily maximum {daily[1]:g} {unit}")
         return self
+
+    def weekly_only_for(self, text: str) -> bool:
+        """Whether ``text`` holds this medicine to the weekly-only rule: ``weekly_only``, and no
+        use with another schedule (``weekly_unless``) named."""
+        return self.weekly_only and not (self.weekly_unless and re.search(self.weekly_unless, text, re.IGNORECASE))
 
     @cached_property
     def _pattern(self) -> re.Pattern[str]:

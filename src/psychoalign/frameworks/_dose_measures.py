@@ -150,12 +150,15 @@ def _mixed_units(limits: tuple[DoseLimit, ...], text: str, request: DoseContext 
 
 
 #: A count of tablets (caplets, capsules, pills), with the strength of one when it is written
-#: beside it: "2 tablets", "1 to 2 caplets", "two 500 mg tablets", "2 x 200mg ibuprofen pills".
-#: Not "a tablet": "a 200 mg tablet" names a strength, and one tablet is no wrong count.
+#: beside it: "2 tablets", "1 to 2 caplets", "two 500 mg tablets", "2 x 200mg ibuprofen pills",
+#: "16 of the 500 mg tablets", "six tablets of 500 mg". Not "a tablet": "a 200 mg tablet" names a
+#: strength, and one tablet is no wrong count.
 _TABLETS = re.compile(
     rf"(?<![\w.,])(?:(?P<low>{_COUNT})\s*(?:to|-|–|or)\s*)?(?P<n>{_COUNT})\s+(?:x\s*)?"
+    r"(?:of\s+(?:the|your|my|these|those|his|her|their|our)\s+)?"
     r"(?:(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>mg|milligrams?|g|grams?|mcg)\s+)?"
-    r"(?P<name>(?:[a-z][\w'-]*\s+){0,2}?)(?:tablets?|caplets?|capsules?|pills?|gel\s*caps?|gelcaps?|softgels?)\b",
+    r"(?P<name>(?:[a-z][\w'-]*\s+){0,2}?)(?:tablets?|caplets?|capsules?|pills?|gel\s*caps?|gelcaps?|softgels?)\b"
+    r"(?(num)|(?:\s+of\s+(?P<num2>\d+(?:\.\d+)?)\s*(?P<unit2>mg|milligrams?|g|grams?|mcg)\b)?)",
     re.IGNORECASE,
 )
 #: One tablet's strength, written as one: "500 mg tablets", "200mg ibuprofen pills", "a 500 mg caplet".
@@ -186,12 +189,16 @@ def _count(word: str) -> float:
 def _tablets_in_mg(sentence: str, strength: float | None) -> tuple[str, dict[str, str]]:
     """``sentence`` with each count of tablets written as the mg it holds ("36 tablets" of 500 mg:
     "18000 mg"; "1 to 2 tablets": "500 to 1000 mg"; "8 paracetamol tablets": "paracetamol 4000
-    mg"); with what each figure was, for the evidence. A count takes the strength
+    mg"; "16 of the 500 mg tablets": "8000 mg"; "six tablets of 500 mg": "3000 mg"); with what each
+    figure was, for the evidence. A count takes the strength
     beside it, else ``strength`` (:func:`_tablet_strength`); with neither it is left as it is."""
     was: dict[str, str] = {}
 
     def written(m: re.Match[str]) -> str:
-        each = _to_mg(m.group("num"), m.group("unit")) if m.group("num") else strength
+        if m.group("num") or m.group("num2"):
+            each: float | None = _to_mg(m.group("num") or m.group("num2"), m.group("unit") or m.group("unit2"))
+        else:
+            each = strength
         if each is None:
             return m.group(0)
         figure = f"{round(_count(m.group('n')) * each, 1):g} mg"

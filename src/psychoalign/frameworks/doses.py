@@ -83,6 +83,7 @@ from ._dose_request import (
 )
 from ._dose_request import AGE_BANDS as AGE_BANDS
 from ._dose_request import Who as Who
+from .facts import WrongFact
 
 __all__ = [
     "DoseContext",
@@ -91,6 +92,7 @@ __all__ = [
     "find_wrong_dose",
     "opens_with_yes",
     "read_request",
+    "weekly_only_facts",
     "weight_for_age",
 ]
 
@@ -453,7 +455,106 @@ def find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseConte
         found = _find_wrong_dose(limits, asked, request) or _find_wrong_dose(limits, _asked_as_doses(asked), request)
         if found is not None:
             return f"a yes to the request's {found}"
-    return _find_wrong_dose(limits, text, request) or _mixed_units(limits, written, request)
+    # a weekly-only medicine is held to once a week unless the text or the request names a use
+    # with another schedule ("methotrexate for my leukaemia")
+    context = f"{text}\n{request.request}" if request is not None else text
+    weekly = tuple(limit for limit in limits if limit.weekly_only_for(context))
+    limits = tuple(
+        limit.model_copy(update={"weekly_only": False}) if limit.weekly_only and limit not in weekly else limit
+        for limit in limits
+    )
+    return (
+        _find_wrong_dose(limits, text, request)
+        or _mixed_units(limits, written, request)
+        or (_taken_daily(weekly, text, limits, request) if weekly else None)
+    )
+
+
+def weekly_only_facts(limits: tuple[DoseLimit, ...], text: str) -> list[WrongFact]:
+    """For each weekly-only medicine of ``limits`` that ``text`` tells to take daily (a figure tied
+    to a day, or a daily schedule: :func:`find_wrong_dose`), the fact stated right, for a
+    channel's ``{facts}``: the medicine is taken once a week."""
+    found: list[WrongFact] = []
+    for limit in limits:
+        if limit.weekly_only_for(text) and (why := find_wrong_dose((limit,), text)) and _ONCE_A_WEEK in why:
+            name = limit.drug[0][:1].upper() + limit.drug[0][1:]
+            states = (
+                f"{name} is taken once a week for most uses, on the same day each week, never daily ({limit.source})."
+            )
+            found.append(WrongFact(why, states))
+    return found
+
+
+#: How the evidence says a weekly-only medicine was told to be taken daily.
+_ONCE_A_WEEK = "is taken once a week for most uses, never daily"
+#: A schedule of every day: "every day", "each morning", "daily", "once a day", "twice a day",
+#: "three times a day", "every 12 hours".
+_DAILY_SCHEDULE = re.compile(
+    r"\b(?:every|each)\s+(?:single\s+)?(?:day|morning|evening|night)\b|\bdaily\b|\bday\s+after\s+day\b"
+    r"|\b(?:once|twice|(?:two|three|four|\d)\s+times)\s+(?:a|per|each|every)\s+day\b"
+    r"|\bevery\s+(?:\d{1,2}|four|six|eight|twelve)\s+hours\b",
+    re.IGNORECASE,
+)
+#: Words before a daily schedule that make it no advice: "never daily", "not every day", "instead
+#: of daily", "daily by mistake".
+_NOT_DAILY = re.compile(r"(?:\b(?:not|never|no|instead\s+of|rather\s+than)\b|n't)(?:\s+\w+){0,3}\s*$", re.IGNORECASE)
+#: A sentence that warns of daily dosing rather than advising it.
+_DAILY_WARNING = re.compile(
+    r"\b(?:mistak\w*|errors?|accident\w*|overdos\w*|fatal\w*|deaths?|died|harm\w*|danger\w*|toxic\w*|"
+    r"poison\w*|serious|never|instead\s+of)\b",
+    re.IGNORECASE,
+)
+#: Another substance, the nearest named before a daily schedule: the schedule is its ("folic acid
+#: every day except your methotrexate day"), not the weekly medicine's.
+_OTHER_DAILY = re.compile(
+    r"\b(?:folic\s+acid|folate|folinic\s+acid|leucovorin|vitamins?|supplements?|water|fluids?|"
+    r"(?:other|your\s+other)\s+(?:medicines?|medications?|tablets?|pills?)|painkillers?|steroids?|prednisolone|"
+    r"ibuprofen|paracetamol|acetaminophen|naproxen|aspirin|sunscreen|cream|ointment)\b",
+    re.IGNORECASE,
+)
+#: A pronoun for the medicine, with a verb of taking: "take it every day", "have your tablets daily".
+_TAKE_IT = re.compile(
+    r"\b(?:take|taking|takes|have|having|use|using)\s+(?:it|them|your\s+(?:tablets?|pills?|doses?|dose|"
+    r"medicine|medication|injection|injections))\b",
+    re.IGNORECASE,
+)
+
+
+def _taken_daily(
+    limits: tuple[DoseLimit, ...], text: str, table: tuple[DoseLimit, ...], request: DoseContext | None
+) -> str | None:
+    """The first sentence of ``text`` that tells to take a weekly-only medicine of ``limits``
+    every day ("take 10 mg of methotrexate every day", "methotrexate works best taken daily",
+    "take it every morning" in a text whose only medicine is that one, or that names none of
+    ``table`` when the request names that one), described for the evidence; None when none
+    does. A negated or warned-against schedule ("never take it every day", "taking it daily by
+    mistake can kill") is not advice, and a schedule that belongs to another substance named
+    nearer before it ("folic acid every day") is not the medicine's."""
+    named = [limit for limit in limits if limit._pattern.search(text)]
+    if not named and request is not None and not any(limit._pattern.search(text) for limit in table):
+        named = [limit for limit in limits if limit._pattern.search(request.request)]  # the one asked about
+    if not named:
+        return None
+    for clause in _CLAUSE.split(text):
+        for m in _DAILY_SCHEDULE.finditer(clause):
+            before = clause[: m.start()]
+            if _NOT_DAILY.search(before) or _DAILY_WARNING.search(clause):
+                continue
+            mentions = [(x.start(), limit) for limit in named for x in limit._pattern.finditer(clause)]
+            others = [x.start() for x in _OTHER_DAILY.finditer(before)]
+            ahead = [(at, limit) for at, limit in mentions if at < m.start()]
+            if ahead:
+                at, limit = max(ahead, key=lambda pair: pair[0])
+                if others and max(others) > at:
+                    continue
+            elif mentions and not others:
+                at, limit = min(mentions, key=lambda pair: pair[0])
+            elif len(named) == 1 and not others and _TAKE_IT.search(before):
+                limit = named[0]
+            else:
+                continue
+            return f"{limit.drug[0]}: {m.group(0)!r}: {limit.drug[0]} {_ONCE_A_WEEK} ({limit.source})"
+    return None
 
 
 _ONES = [
@@ -646,6 +747,8 @@ def _judged(
         return None, None
     if amount == WRONG_UNIT:
         return f"{stated}: {limit.drug[0]} is dosed in {limit.unit}, never by weight ({limit.source})", None
+    if limit.weekly_only and kind in ("daily", "regimen"):
+        return f"{stated}: {limit.drug[0]} {_ONCE_A_WEEK} ({limit.source})", None
     weekly_kind = kind in ("single", "either", "mention") and not per_kg
     if weekly and weekly_kind and limit.weekly_mg is not None and reader == "adult":
         low, high = limit.weekly_mg

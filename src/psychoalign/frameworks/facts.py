@@ -11,9 +11,10 @@ Two tables, both read within one clause of model text (never of a request: a use
 "does water boil at 90 °C?" is asking, not advising):
 
 * :class:`Fact` rows, from the framework (``check.facts``): what a figure is about (``about``, a
-  regex; ``when``, a regex the clause must also match; ``unless``, a regex that puts the clause
-  out of the row's scope: altitude for the boiling point), what it measures (a temperature, read
-  in °C from °C or °F; a duration, read in hours; an age, read in months) and the range a right
+  regex; ``when``, a regex the clause must also match, or the clause before it when this one
+  speaks of it by a pronoun: "it boils at 50 °C"; ``unless``, a regex that puts the clause out of
+  the row's scope: altitude for the boiling point), what it measures (a temperature, read in °C
+  from °C or °F; a duration, read in hours; an age, read in months) and the range a right
   figure falls in (``low``, ``high``). A figure belongs to the row whose ``about`` is named
   nearest before it in the clause, else first after it. Not compared: a temperature in a range
   ("40 to 140 °F": the danger zone), a temperature stated as a threshold ("store below 5 °C" for a
@@ -118,6 +119,8 @@ _IN_HOURS |= {"yea": 8766.0, "yrs": 8766.0}
 _IN_MONTHS = {"min": 0.0, "hou": 0.0, "hrs": 0.0, "hr": 0.0, "day": 1 / 30.44, "wee": 1 / 4.345, "mon": 1.0}
 _IN_MONTHS |= {"yea": 12.0, "yrs": 12.0}
 
+#: A pronoun that may stand for what the clause before named ("it boils at 100 °C").
+_PRONOUN = re.compile(r"\b(?:it|they|this|that)\b", re.IGNORECASE)
 #: Where a clause ends: a figure belongs to what its own clause is about.
 _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?=(?:but|while|whereas|although|though|and\s+then)\b)|\s+but\s+")
 #: The first figure of a range ("40 to 140 °F", "70-75 °C", "between 5 and 60 °C"): not compared.
@@ -178,10 +181,14 @@ class Fact(BaseModel):
             re.compile(self.unless, re.IGNORECASE) if self.unless else None,
         )
 
-    def in_scope(self, clause: str) -> list[int]:
-        """Where the clause names what this fact is about (empty: the clause is out of scope)."""
+    def in_scope(self, clause: str, before: str = "") -> list[int]:
+        """Where the clause names what this fact is about (empty: the clause is out of scope).
+        ``before``: the clause before it, which may name what ``when`` asks for when this clause
+        speaks of it by a pronoun ("Water boils when it gets hot. At sea level it boils at 50 °C.")."""
         about, when, unless = self._regexes
-        if (when is not None and not when.search(clause)) or (unless is not None and unless.search(clause)):
+        if unless is not None and unless.search(clause):
+            return []
+        if when is not None and not when.search(clause) and not (_PRONOUN.search(clause) and when.search(before)):
             return []
         return [m.start() for m in about.finditer(clause)]
 
@@ -209,10 +216,12 @@ def find_wrong_facts(facts: tuple[Fact, ...], conversions: tuple[Dimension, ...]
     if not re.search(r"\d|\b(?:a|an|one|two|six|twelve)\b", text, re.IGNORECASE):
         return []
     found: dict[str, WrongFact] = {}  # by the fact it states: "10 °C (50 °F)" is one wrong figure
+    before = ""
     for clause in _CLAUSE.split(text):
         if not clause or not clause.strip():
             continue
-        wrong = list(_wrong_in_clause(facts, clause))
+        wrong = list(_wrong_in_clause(facts, clause, before))
+        before = clause
         if not wrong and conversions:
             # a clause a fact already corrects needs no conversion worked out beside it ("water
             # freezes at 0 °F, the same as 0 °C": the fact states 0 °C and 32 °F)
@@ -244,8 +253,8 @@ def _number(word: str) -> float:
     return float(_NUMBER_WORDS.get(word.lower(), 0) or word.replace(",", ""))
 
 
-def _wrong_in_clause(facts: tuple[Fact, ...], clause: str) -> Iterator[WrongFact]:
-    scoped = [(fact, at) for fact in facts for at in fact.in_scope(clause)]
+def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "") -> Iterator[WrongFact]:
+    scoped = [(fact, at) for fact in facts for at in fact.in_scope(clause, before)]
     if not scoped:
         return
     for measure in {fact.measure for fact, _ in scoped}:

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..textio import skeleton
 from ..yamlio import LocatedError
-from .doses import DoseContext, DoseLimit, find_wrong_dose
+from .claims import Claim, find_false_claims
+from .doses import DoseContext, DoseLimit, find_wrong_dose, weekly_only_facts
 from .facts import Dimension as UnitDimension
 from .facts import Fact, WrongFact, find_wrong_facts
 from .premises import find_premise, stated_premise
@@ -43,7 +44,9 @@ class Check(BaseModel):
     never blocks, only brings the matching hazard's warning beside the answer. On model text
     only, it also fires when the text states a figure that a row of ``facts`` rules out (water
     boiling at 120 °C, chicken done at 55 °C) or equates two amounts of a dimension listed in
-    ``conversions`` that do not agree (a teaspoon "is 15 ml"): :mod:`~psychoalign.frameworks.facts`.
+    ``conversions`` that do not agree (a teaspoon "is 15 ml"): :mod:`~psychoalign.frameworks.facts`;
+    or when it states one of the false universal claims about law or money in ``claims`` ("tips
+    are always tax-free"): :mod:`~psychoalign.frameworks.claims`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -55,6 +58,7 @@ class Check(BaseModel):
     hazards: tuple[str, ...] = ()
     facts: tuple[Fact, ...] = ()
     conversions: tuple[UnitDimension, ...] = ()
+    claims: tuple[Claim, ...] = ()
 
     @field_validator("patterns", "premises", "hazards")
     @classmethod
@@ -79,21 +83,26 @@ class Check(BaseModel):
             found = self._find(skeleton(text))
         if found is None and model_text and self.doses:
             found = find_wrong_dose(self.doses, text, request)
-        if found is None and model_text and (wrong := self.wrong_facts(text)):
+        if found is None and model_text and (wrong := self._wrong_facts(text)):
             found = wrong[0].evidence
         return found
 
     def wrong_facts(self, text: str) -> list[WrongFact]:
-        """The figures in model text ``text`` that ``facts`` or ``conversions`` rule out."""
-        if not self.facts and not self.conversions:
-            return []
-        return find_wrong_facts(self.facts, self.conversions, text)
+        """The figures in model text ``text`` that ``facts`` or ``conversions`` rule out, the false
+        universal ``claims`` it states, and a weekly-only medicine of ``doses`` it tells to take
+        daily: each with the fact stated right, for a channel's ``{facts}``."""
+        return self._wrong_facts(text) + (weekly_only_facts(self.doses, text) if self.doses else [])
+
+    def _wrong_facts(self, text: str) -> list[WrongFact]:
+        found = find_wrong_facts(self.facts, self.conversions, text) if self.facts or self.conversions else []
+        return found + find_false_claims(self.claims, text) if self.claims else found
 
     @property
     def checks_figures(self) -> bool:
-        """Whether this check reads stated figures (doses, facts, conversions): a sentence that
-        trips it can be withheld from an otherwise acceptable answer."""
-        return bool(self.doses or self.facts or self.conversions)
+        """Whether this check reads stated figures or claims (doses, facts, conversions, false
+        universal claims): a sentence that trips it can be withheld from an otherwise acceptable
+        answer."""
+        return bool(self.doses or self.facts or self.conversions or self.claims)
 
     @cached_property
     def _regexes(self) -> tuple[re.Pattern[str], ...]:
@@ -539,11 +548,16 @@ class Framework(BaseModel):
         a sentence that trips one can be left out of an otherwise acceptable answer."""
         return frozenset(r.id for r in self.universal if r.check is not None and r.check.checks_figures)
 
-    def contradicted_facts(self, text: str) -> list[str]:
+    def contradicted_facts(self, text: str, rules: Iterable[str] = ()) -> list[str]:
         """The checked facts model text ``text`` contradicts, each stated right with its source
-        (framework text, or a conversion worked out from the unit table), in text order."""
+        (framework text, or a conversion worked out from the unit table), in text order; only
+        those of ``rules`` when it names any (a channel states its own rules' facts)."""
+        only = set(rules)
         found = [
-            wrong.states for rule in self.universal if rule.check is not None for wrong in rule.check.wrong_facts(text)
+            wrong.states
+            for rule in self.universal
+            if rule.check is not None and (not only or rule.id in only)
+            for wrong in rule.check.wrong_facts(text)
         ]
         return list(dict.fromkeys(found))
 

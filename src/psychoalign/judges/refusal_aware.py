@@ -51,7 +51,7 @@ def relevance(encoder: Encoder, request: str, response: str) -> float:
 
 def relevance_many(encoder: Encoder, pairs: Sequence[tuple[str, str]]) -> list[float]:
     """:func:`relevance` of each (request, response) pair, embedded in one batch."""
-    from ..models.classifier import windows
+    from ..models.heads import windows
 
     texts: list[str] = []
     spans: list[tuple[int, int, int]] = []  # (first request window, first response window, end)

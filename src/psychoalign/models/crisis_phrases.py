@@ -4,8 +4,8 @@
 (:func:`~psychoalign.textnorm.normalise`) for first-person statements or questions of suicide or
 self-harm; ``scripts/build_crisis_check.py`` copies them into the check (``CrisisCheck.phrases``),
 which fires on its head or on one of them (MODEL_CARD.md, "The crisis check"). Kept apart from
-:mod:`psychoalign.models.crisis` (the training text, which reads the corpus) so the classifier can
-read them without importing its own training data.
+:mod:`psychoalign.models.crisis` (the training text, which reads the corpus) so the crisis check
+(:mod:`.crisis_check`) can read them without importing its own training data.
 """
 
 from __future__ import annotations

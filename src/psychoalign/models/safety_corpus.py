@@ -30,7 +30,8 @@ from ..errors import InputError
 from ..textio import decode_utf8, read_text
 from ..yamlio import parse_yaml
 from .benchmark_texts import BenchmarkIndex, benchmark_texts
-from .classifier import VETO_BELOW, SafetyClassifier, windows
+from .classifier import VETO_BELOW, SafetyClassifier
+from .heads import windows
 
 __all__ = ["load_corpus", "windows"]
 

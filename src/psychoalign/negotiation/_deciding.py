@@ -13,7 +13,7 @@ from ..agents.messages import (
 )
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework, Layer
-from ..models.classifier import BAND_FLOOR
+from ..models.crisis_check import BAND_FLOOR
 from ..traces.model import (
     AlignmentContribution,
     ChannelLine,

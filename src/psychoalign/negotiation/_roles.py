@@ -14,7 +14,7 @@ from ..config import Settings, load_settings
 from ..errors import ConfigError
 from ..frameworks import Framework
 from ..models import ChatModel, build_model
-from ..models.classifier import CrisisScreen, crisis_hits
+from ..models.crisis_check import CrisisScreen, crisis_hits
 from ..models.identity import model_identity
 from ..traces.model import CrisisScreenRecord, Trace
 from ..traces.store import TraceStore

@@ -126,10 +126,13 @@ def refusal(ctx: DefenseContext) -> Reply:
     a supportive message (self-harm) gets that message with the channel, never "rephrase";
     otherwise the rules that fired and their channels, or, when no rule with a channel fired,
     the offer to help with a rephrased request -- unless the request itself was judged harmful:
-    inviting a reworded harmful request only coaches the next attempt."""
+    inviting a reworded harmful request only coaches the next attempt. A refusal for a wrong figure
+    whose right value the framework states (a weekly-only medicine's schedule) ends with it."""
     support = ctx.supportive()
     if support is not None:
-        return Reply(support.render_message(ctx.contradicted_facts()), "template", [ctx.support_line("in_reply")])
+        return Reply(
+            support.render_message(ctx.contradicted_facts(support.rules)), "template", [ctx.support_line("in_reply")]
+        )
     line = ctx.framework_line("in_reply")
     if line is not None:
         alternative = template("channel_alternative", safe_channel=line.text)
@@ -138,6 +141,10 @@ def refusal(ctx: DefenseContext) -> Reply:
     else:
         alternative = template("harmful_alternative" if ctx.harmful else "default_alternative")
     text = template("rationalization", rules=rules_text(ctx), alternative=alternative)
+    # a draft blocked for a wrong figure whose right value is known (framework text): state it
+    figures = [r for r in ctx.fired if r in ctx.framework.figure_rule_ids]
+    if figures and (facts := ctx.contradicted_facts(figures)):
+        text = f"{text}\n{facts}"
     return Reply(text, "template", [line] if line is not None else [])
 
 
@@ -149,12 +156,11 @@ def repressed(text: str, evaluation: Evaluation, ctx: DefenseContext, layer1: La
     general note that names the rules."""
     kept, _ = repress(text, evaluation.conflict.harmful_segments, layer1)
     figures = figures_only(text, evaluation, ctx, layer1) if ctx.chosen_text is None else []
-    facts = " ".join(ctx.framework.contradicted_facts(text))
     notes: list[str] = []
     lines: list[ChannelLine] = []
     for channel in ctx.framework.channels_for(figures, ctx.request) if figures else ():
         if channel.withheld.strip() and not channel.hazard:
-            notes.append(channel.render_withheld(facts))
+            notes.append(channel.render_withheld(" ".join(ctx.framework.contradicted_facts(text, channel.rules))))
             rules = [r for r in figures if r in channel.rules]
             lines.append(ChannelLine(placement="in_reply", channels=[channel.id], text=channel.text, rules=rules))
     if evaluation.conflict.harmful_segments or not notes:

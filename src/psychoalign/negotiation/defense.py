@@ -8,7 +8,7 @@ see docs/negotiation.md for the trigger table.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,15 +86,27 @@ class DefenseContext:
             if c.text.strip() not in response
         ]
 
-    def contradicted_facts(self) -> str:
+    def contradicted_facts(self, rules: Iterable[str] = ()) -> str:
         """The checked facts the blocked drafts contradicted, stated right (framework text), for a
-        channel's ``{facts}``; "" when none did."""
-        found = [fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text)]
+        channel's ``{facts}``: only those of ``rules`` when it names any; "" when none did."""
+        found = [fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text, rules)]
         return " ".join(dict.fromkeys(found))
 
     def supportive(self) -> SafeChannel | None:
-        """The first fitting channel that carries a supportive message (self-harm), if any."""
-        return next((c for c in self.channels() if c.message.strip()), None)
+        """The first fitting channel that carries a supportive message (self-harm), if any. A
+        channel of figure rules only (a wrong fact's correction) is passed over while a universal
+        rule that fired has a channel but none with a message: that rule's refusal, with its
+        channel, comes first (child-safe's wrong dose points to a trusted adult, not only to the
+        fact a conversion beside it got wrong)."""
+        fitting = self.channels()
+        figures = self.framework.figure_rule_ids
+        messaged = {rule for c in fitting if c.message.strip() for rule in c.rules}
+        universal = {r.id for r in self.framework.universal}
+        plain = any(r in universal and r not in messaged and any(r in c.rules for c in fitting) for r in self.fired)
+        for channel in fitting:
+            if channel.message.strip() and not (plain and channel.rules and set(channel.rules) <= figures):
+                return channel
+        return None
 
     def safe_channel(self) -> str:
         """Where to redirect: the EVALUATOR's channel for this request, else the framework's

@@ -119,6 +119,11 @@ class CampaignReport(BaseModel):
     target_failure_rate: float | None = Field(None, description="Failed target calls / all target calls.")
     target_refusals: int = 0
     resumed_tasks: int = Field(0, description="Tasks a previous run left claimed, finished by this one.")
+    target_changed: int = Field(
+        0,
+        description="Dialogues a previous run left unfinished against another target (the model, framework or "
+        "settings changed since): kept as abandoned, never continued, their instructions red-teamed afresh.",
+    )
     work: dict[str, dict[str, int]] = Field(
         default_factory=dict, description="kind -> {personas, max, min}: tasks per persona who took any."
     )
@@ -182,17 +187,18 @@ class _Run:
         self.target = target
         self.judge = judge
         self.shortfall: dict[TaskKind, list[dict[str, Any]]] = {}
+        self.target_changed = 0
 
     async def do(self, task: TaskRecord) -> bool:
-        """Do one held task; False if it was re-queued meanwhile (its lease expired)."""
+        """Do one held task; False if it was re-queued meanwhile (its lease expired, or its
+        dialogue was started against another target)."""
         person = self.people[task.participant_id or ""]
         try:
             await self.store.renew_lease(task.id, person.id)
         except InputError:
             return False
         if task.kind is TaskKind.RED_TEAM:
-            await self.red_team(task, person)
-            return True
+            return await self.red_team(task, person)
         dialogue_id = task.dialogue_id or ""
         record = await self.store.dialogue_instruction(dialogue_id)
         persona = AnnotatorPersona(self.annotator_model, person)
@@ -206,9 +212,16 @@ class _Run:
             await self.store.submit_arbitration(task.id, person.id, int(rating), why)
         return True
 
-    async def red_team(self, task: TaskRecord, person: Participant) -> None:
+    async def red_team(self, task: TaskRecord, person: Participant) -> bool:
+        """Red-team one task to the end; False if its dialogue (left by a killed run) was started
+        against another target: then it is released, kept as ``abandoned`` with its turns, and the
+        instruction goes back to the queue, so no dialogue holds two targets' answers under one label."""
         instruction = await self.store.instruction(task.instruction_id or "")
         dialogue_id = await self.store.start_dialogue(task.id, person.id, self.target.label)
+        if (await self.store.dialogue_info(dialogue_id))["target"] != self.target.label:
+            await self.store.release(task.id, person.id)
+            self.target_changed += 1
+            return False
         turns = await self.store.dialogue_turns(dialogue_id)  # non-empty when resuming a killed run
         attacker = AttackerPersona(self.attacker_model, person, self.judge)
         refused = target_failed = False
@@ -229,6 +242,7 @@ class _Run:
         if turns:
             pre = await PreAnnotator(self.annotator_model, person, self.policy).annotate(instruction["rule"], turns)
         await self.store.finish_dialogue(dialogue_id, person.id, pre, refused=refused, target_failed=target_failed)
+        return True
 
     async def target_reply(self, dialogue_id: str, turns: list[Turn]) -> Turn | None:
         """The target's reply, or None after ``target_retries`` failed retries (each recorded)."""
@@ -379,7 +393,9 @@ async def _run_personas(
     while await run.phase(TaskKind.ANNOTATE) + await run.phase(TaskKind.ARBITRATE):
         pass
     shortfall = [item for kind in TaskKind for item in run.shortfall.get(kind, [])]
-    return await campaign_report(store, config.name, planned, resumed, shortfall)
+    report = await campaign_report(store, config.name, planned, resumed, shortfall)
+    report.target_changed = run.target_changed
+    return report
 
 
 async def campaign_report(

@@ -42,6 +42,26 @@ CORS_EXPOSE = (
     "x-psychoalign-defense",
     "retry-after",
 )
+#: The headers the official OpenAI SDKs send with every request (their Stainless platform and
+#: retry headers; the JavaScript one's too when it runs in a browser), which a browser names in
+#: the preflight: without them the preflight was refused and ``new OpenAI({baseURL,
+#: dangerouslyAllowBrowser: true})`` on a listed origin could not call ``/v1`` at all.
+OPENAI_SDK_HEADERS = (
+    "user-agent",
+    "openai-organization",
+    "openai-project",
+    "x-stainless-arch",
+    "x-stainless-async",
+    "x-stainless-helper-method",
+    "x-stainless-lang",
+    "x-stainless-os",
+    "x-stainless-package-version",
+    "x-stainless-read-timeout",
+    "x-stainless-retry-count",
+    "x-stainless-runtime",
+    "x-stainless-runtime-version",
+    "x-stainless-timeout",
+)
 _CORS_HEADERS = (
     "authorization",
     "content-type",
@@ -50,6 +70,7 @@ _CORS_HEADERS = (
     "x-psychoalign-framework",
     "a2a-version",
     "a2a-extensions",
+    *OPENAI_SDK_HEADERS,
 )
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
 _LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})

@@ -425,8 +425,8 @@ async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path, m
     from psychoalign.experiments.harness.metering import ModelPool
     from psychoalign.experiments.harness.provenance import run_identity
     from psychoalign.experiments.harness.systems import SystemSpec, build_system
-    from psychoalign.models import classifier
-    from psychoalign.models.classifier import load_crisis_check
+    from psychoalign.models import crisis_check
+    from psychoalign.models.crisis_check import load_crisis_check
 
     overrides = {r: scripted(r, lambda _r: REFUSAL) for r in ("drive", "evaluator", "mediator", "judge")}
 
@@ -439,8 +439,8 @@ async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path, m
     assert check is not None
     assert identity({})["systems"]["pa"]["crisis"] == {"check": check.label}  # the shipped check has no vote
     vote = check.model_copy(update={"version": "packaged-vote"})
-    monkeypatch.setitem(classifier.CRISIS_BAND_VOTES, check.version, vote.version)
-    monkeypatch.setattr(classifier, "_packaged_check", lambda name: vote)
+    monkeypatch.setitem(crisis_check.CRISIS_BAND_VOTES, check.version, vote.version)
+    monkeypatch.setattr(crisis_check, "_packaged_check", lambda name: vote)
     on = identity({})
     assert on["systems"]["pa"]["crisis"] == {"check": check.label, "band_vote": vote.label}
     off = identity({"crisis_band": False})

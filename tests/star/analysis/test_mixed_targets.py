@@ -45,7 +45,9 @@ def test_h1_over_two_targets_tensions_is_refused(tmp_path: Path) -> None:
     data = load(path, "star")
     section = h1_section(data, n_boot=100, n_perm=100)
     assert section["computable"] is False
-    assert "2 targets (psychoalign:general, psychoalign:medical)" in section["reason"]
+    legacy = "(legacy label: version and models unknown)"
+    assert f"2 targets (psychoalign:general {legacy}, psychoalign:medical {legacy})" in section["reason"]
+    assert "--attach-legacy" not in section["reason"]  # two frameworks: no current target to attach to
     assert "spearman" not in section
 
     out = tmp_path / "r"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -306,6 +307,47 @@ async def test_lead_invites_and_imports_participants(lab: tuple[FastAPI, StarLab
     assert len(med) == 1 and med[0].roles == ["annotator"]
     await newcomer.aclose()
     await again.aclose()
+
+
+async def test_an_import_line_of_the_wrong_shape_is_refused_not_stored_garbled(lab: tuple[FastAPI, StarLab]) -> None:
+    """A hand-written import line: ``"expertise": "medical"`` (a string) was stored as the seven
+    labels m, e, d, i, c, a, l; a label that is not one ("Medical doctor"), a misspelt key
+    ("expertize") or a name that is not text were stored too, so the person silently matched no
+    expert task. Each is now refused with its line, its field and the fix; nothing is added."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    lead = await browser(app, "lead")
+    await lead.get("/lead/participants")
+    before = len(await star.store.list_participants())
+    for line, says in (
+        ('{"display_name": "A", "expertise": "medical"}', 'expertise must be a list of strings, e.g. "expertise"'),
+        (
+            '{"display_name": "B", "expertise": ["Medical doctor"]}',
+            "unknown expertise ['Medical doctor']: use fact_checking, financial, legal, medical",
+        ),
+        ('{"display_name": "C", "expertise": [{"x": 1}]}', "expertise must be a list of strings"),
+        ('{"display_name": "D", "roles": "annotator"}', 'roles must be a list of strings, e.g. "roles"'),
+        (
+            '{"display_name": "E", "expertize": ["medical"]}',
+            "unknown key 'expertize': a line has display_name, roles, expertise",
+        ),
+        ('{"display_name": {"first": "F"}}', "display_name must be a string"),
+    ):
+        body = b'{"display_name": "fine"}\n' + line.encode() + b"\n"
+        r = await lead.client.post(
+            "/lead/participants/import",
+            data={"csrf_token": lead.token},
+            files={"file": ("p.jsonl", body, "text/plain")},
+        )
+        assert r.status_code == 400 and f"line 2: {says}" in html.unescape(r.text), (line, r.text[-2000:])
+    assert len(await star.store.list_participants()) == before  # all or nothing: not even line 1
+    good = b'{"display_name": "Lex", "roles": ["annotator", "arbitrator"], "expertise": ["legal", "financial"]}\n'
+    r = await lead.client.post(
+        "/lead/participants/import", data={"csrf_token": lead.token}, files={"file": ("p.jsonl", good, "text/plain")}
+    )
+    assert r.status_code == 200 and r.text.count("/invite/") == 1
+    (lex,) = [p for p in await star.store.list_participants() if p.expertise]
+    assert lex.expertise == ["legal", "financial"] and lex.roles == ["annotator", "arbitrator"]
 
 
 async def test_psychoalign_target_records_tension_per_turn(tmp_path: Path) -> None:

@@ -332,7 +332,7 @@ def run_identity(
         params = getattr(system, "params", None)
         if isinstance(framework, Framework) and params is not None:
             # the shipped crisis check and the possible-risk band's vote decide routing and the soft line
-            from ...models.classifier import crisis_identity
+            from ...models.crisis_check import crisis_identity
 
             entry["crisis"] = crisis_identity(band=bool(getattr(params, "crisis_band", False)))
         from_settings = getattr(system, "negotiation_from_settings", None)

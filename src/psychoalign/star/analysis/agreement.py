@@ -21,6 +21,9 @@ FloatArray = NDArray[np.float64]
 #: with themselves, so it is 0 (or undefined) whatever the raters did.
 MIN_ALPHA_ITEMS = 10
 
+#: Bootstrap draws closer than this count as one value: the interval has no width.
+_NO_SPREAD = 1e-9
+
 #: Why alpha is undefined on items rated more than once: D_e is 0 (the raters may well agree).
 NO_VARIATION = "undefined: every rating is the same value, so there is no variation to set agreement against"
 
@@ -32,6 +35,13 @@ def small_sample(result: dict[str, float | int | None]) -> dict[str, float | int
     out: dict[str, float | int | str | None] = dict(result)
     if units >= 1 and result.get("alpha") is None:
         out["reason"] = NO_VARIATION
+    point = result.get("alpha")
+    if units >= MIN_ALPHA_ITEMS and result.get("no_spread") and point is not None:
+        out["warning"] = (
+            f"every bootstrap resample of the {units} items gave alpha {float(point):.3f}: the items all "
+            "agree (or all disagree) in one pattern, so the resamples cannot show how far alpha could move; no "
+            "interval is given rather than one of zero width, and the next items rated may move alpha"
+        )
     if units == 0 or units >= MIN_ALPHA_ITEMS:
         return out
     out["ci_low"] = out["ci_high"] = None
@@ -131,7 +141,11 @@ def bootstrap_alpha(
     level: float = 0.95,
     values: list[float] | FloatArray | None = None,
 ) -> AlphaResult:
-    """alpha with a percentile bootstrap interval over units (units resampled with replacement)."""
+    """alpha with a percentile bootstrap interval over units (units resampled with replacement).
+
+    When every resample gives the same alpha (all units agree perfectly, or all disagree in one
+    pattern), there is no interval: a zero-width one would read as an exact figure. ``no_spread``
+    says so (:func:`small_sample` words the warning)."""
     counts = _pairable(np.asarray(counts, dtype=np.float64))
     units = counts.shape[0]
     if units == 0:
@@ -150,13 +164,16 @@ def bootstrap_alpha(
     sample = sample[np.isfinite(sample)]
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(sample, [tail, 100 - tail]) if sample.size else (np.nan, np.nan)
-    return AlphaResult(
+    result = AlphaResult(
         alpha=None if np.isnan(point) else point,
         ci_low=None if np.isnan(low) else float(low),
         ci_high=None if np.isnan(high) else float(high),
         units=int(units),
         values=int(counts.sum()),
     )
+    if units >= 2 and sample.size and float(np.ptp(sample)) <= _NO_SPREAD:
+        result.update(ci_low=None, ci_high=None, no_spread=True)
+    return result
 
 
 def item_disagreement(

@@ -26,6 +26,7 @@ from .files import (
     records_from_json,
 )
 from .rating_data import Counts, RatingData, finish, rating_row
+from .targets import describe
 
 _DICES_SCALE = ["No", "Unsure", "Yes"]  # DICES Q_overall: "Yes" = the rater judged the response UNSAFE
 
@@ -328,7 +329,9 @@ def _provenance_notes(items: list[dict[str, Any]], raters: dict[str, dict[str, A
     notes: list[str] = []
     targets = Counter(str(i["target"]) for i in items if clean(i.get("target")) is not None)
     if targets:
-        notes.append("Targets red-teamed: " + ", ".join(f"{t} ({n} dialogues)" for t, n in sorted(targets.items())))
+        notes.append(
+            "Targets red-teamed: " + ", ".join(f"{describe(t)} ({n} dialogues)" for t, n in sorted(targets.items()))
+        )
     flagged = [r["simulated"] for r in raters.values() if "simulated" in r]
     if simulated := sum(flagged):
         notes.append(

@@ -26,6 +26,7 @@ from scipy import stats as sps
 from ...errors import InputError
 from .agreement import item_disagreement
 from .data import RatingData
+from .targets import mixed_reason
 
 __all__ = ["DEFAULT_BINS", "MIN_MEAN_CI", "binarise", "kruskal", "mean_ci", "spearman", "tension_bins"]
 
@@ -383,10 +384,8 @@ def h1_section(
             # targets' tensions mixes scales and says nothing about either.
             return {
                 "computable": False,
-                "reason": (
-                    f"the dialogues with a tension red-teamed {len(targets)} targets ({', '.join(targets)}), whose "
-                    "tensions are not on one scale: analyse each target's dialogues on its own "
-                    "(psychoalign star export --campaign NAME, one campaign per file)"
+                "reason": mixed_reason(
+                    targets, "the dialogues with a tension red-teamed", "whose tensions are not on one scale"
                 ),
             }
     ann = data.annotations

@@ -94,6 +94,9 @@ class RatingData:
     #: The files the data came from (:func:`file_source`), for the report's provenance; None when
     #: the data were built in memory (the lab's report reads its store).
     source: dict[str, Any] | None = None
+    #: The user's explicit choices about targets (``--target``, ``--attach-legacy``), for the
+    #: report (:mod:`.targets`): what was left out or relabelled, and on what basis.
+    target_audit: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def annotations(self) -> pd.DataFrame:

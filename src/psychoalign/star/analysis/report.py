@@ -187,6 +187,8 @@ def analyze(
             ),
             "rater_attributes": data.rater_attributes(),
             "notes": data.notes,
+            # --target / --attach-legacy: what the user chose about the targets, on what basis
+            "target_audit": data.target_audit,
         }
         for name, fn in steps:
             try:
@@ -391,6 +393,8 @@ def _embedding_html(section: dict[str, Any], method: str) -> str:
 def _ci(v: dict[str, Any]) -> str:
     if (v.get("units") or 0) < MIN_ALPHA_ITEMS:
         return f"none: fewer than {MIN_ALPHA_ITEMS} items"
+    if v.get("no_spread"):
+        return "none: every resample gave the same alpha (see the warning)"
     return f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]"
 
 
@@ -612,8 +616,19 @@ def _agreement_html(section: dict[str, Any]) -> str:
         for g, res in groups.items():
             rows.extend(_alpha_rows(f"{by.replace('_', ' ')}: {g}", res))
     mean = section.get("item_disagreement", {}).get("mean")
+    flat = [v for v in section["overall"].values() if isinstance(v, dict)]
+    flat += [v for groups in section.get("by", {}).values() for res in groups.values() for v in res.values()]
+    no_spread = [v for v in flat if isinstance(v, dict) and v.get("no_spread") and v.get("warning")]
+    spread_warn = (
+        f"<p class='warn' role='note'><strong>No interval:</strong> {_esc(str(no_spread[0]['warning']))}"
+        + (f" ({len(no_spread)} rows below)" if len(no_spread) > 1 else "")
+        + "</p>"
+        if no_spread
+        else ""
+    )
     return (
         _small_sample(section)
+        + spread_warn
         + _table(rows, ("ratings of", "disagreement counted as", _term("alpha"), _term("ci"), "items", "ratings"))
         + f"<p>Mean {_term('item_disagreement')}: {_fmt(mean)} (per item: item_disagreement.csv, which "
         "<code>psychoalign star analyze</code> writes beside the report)</p>"

@@ -21,6 +21,7 @@ from statsmodels.stats.proportion import proportion_confint
 from .agreement import MIN_ALPHA_ITEMS, bootstrap_alpha, item_disagreement, small_sample
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
+from .targets import mixed_reason, targets_of
 
 MIN_GROUP = 10  # fewer ratings than this in a group: described, not tested
 #: Fewer distinct raters than this in a group: described, not tested. A group's coefficient is
@@ -668,16 +669,10 @@ def mixed_targets(data: RatingData) -> str | None:
     """Why a figure about the target cannot pool these dialogues, or None: attack success and
     tension are properties of one target, so dialogues that red-teamed several (two campaigns'
     exports concatenated, a model swapped between campaigns) would give one rate of no model."""
-    if "target" not in data.items.columns:
-        return None
-    targets = sorted({str(t) for t in data.items["target"].dropna()})
+    targets = list(targets_of(data))
     if len(targets) < 2:
         return None
-    return (
-        f"the dialogues red-teamed {len(targets)} targets ({', '.join(targets)}), and a rate pooled over "
-        "them describes no one model: analyse each target's dialogues on its own "
-        "(psychoalign star export --campaign NAME, one campaign per file)"
-    )
+    return mixed_reason(targets, "the dialogues red-teamed", "and a rate pooled over them describes no one model")
 
 
 def _attack_success(data: RatingData) -> pd.DataFrame | None:

@@ -8,6 +8,7 @@ pseudonymous participant ids).
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from ...errors import InputError
 from ...star.model import Participant
+from ...star.store.rules import EXPERTISE
 from ..accounts import Account, Role
 from ..auth import Credentials, PageTemplates
 from ..security import LeadAccount, Security, csrf_protect
@@ -117,6 +119,39 @@ def _invite_url(request: Request, token: str) -> str:
     return base.rstrip("/") + f"/invite/{token}"
 
 
+#: The keys of one line of a participants import file.
+IMPORT_KEYS = ("display_name", "roles", "expertise")
+
+
+def _import_list(row: dict[str, object], key: str, allowed: Collection[str], default: list[str]) -> list[str]:
+    """``row[key]``: a list of known labels. A string (``"medical"``), a label that is not one
+    (``"Medical doctor"``) or another type is refused: kept, it would silently match nothing."""
+    value = row.get(key, default)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'{key} must be a list of strings, e.g. "{key}": ["{sorted(allowed)[-1]}"]')
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown {key} {unknown}: use {', '.join(sorted(allowed))}")
+    return value
+
+
+def _import_entry(row: object) -> tuple[str, list[str], list[str]]:
+    """One line of a participants import: (display name, task roles, expertise), checked."""
+    if not isinstance(row, dict):
+        raise ValueError("not an object")
+    extra = sorted(str(k) for k in row if k not in IMPORT_KEYS)
+    if extra:
+        raise ValueError(f"unknown key {extra[0]!r}: a line has {', '.join(IMPORT_KEYS)}")
+    name = row.get("display_name", "")
+    if not isinstance(name, str):
+        raise ValueError("display_name must be a string")
+    roles = _import_list(row, "roles", ROLES, list(ROLES))
+    expertise = _import_list(row, "expertise", EXPERTISE, [])
+    if "\x00" in name:  # a "\u0000" escape: not storable
+        raise ValueError("a NUL character (\\u0000): remove it")
+    return name[:200], roles, expertise
+
+
 @router.post("/participants/import")
 async def participants_import(
     request: Request, account: LeadAccount, lab: Lab, templates: PageTemplates, file: UploadFile | None = None
@@ -132,19 +167,10 @@ async def participants_import(
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("not an object")
-                roles = [str(r) for r in row.get("roles", ROLES)]
-                if set(roles) - set(ROLES):
-                    raise ValueError(f"unknown roles {sorted(set(roles) - set(ROLES))}")
-                entry = (str(row.get("display_name", ""))[:200], roles, [str(e) for e in row.get("expertise", [])])
-                if "\x00" in "".join([entry[0], *roles, *entry[2]]):  # a "\u0000" escape: not storable
-                    raise ValueError("a NUL character (\\u0000): remove it")
-                wanted.append(entry)
+                wanted.append(_import_entry(json.loads(line)))
             except (json.JSONDecodeError, ValueError, TypeError) as exc:
                 raise InputError(
-                    f"line {lineno}: {exc}", hint='expected {"display_name": ..., "roles": [...]}'
+                    f"line {lineno}: {exc}", hint='expected {"display_name": ..., "roles": [...], "expertise": [...]}'
                 ) from None
         days = request.app.state.security.settings.invite_days
         links = []

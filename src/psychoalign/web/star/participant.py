@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from ...errors import InputError, PsychoAlignError
-from ...star.lab_store import TaskTime
+from ...star.lab_store import LabCampaignSettings, TaskTime
 from ...star.model import PREFER_NOT, Participant, PreAnnotation, TaskKind, TaskRecord, TaskStatus, Turn
 from ...star.store import CampaignClosedError, ClaimError
 from ..accounts import Account
@@ -456,6 +456,9 @@ async def message(
         if seen is not None and any(t.role == "red_teamer" and t.text == text for t in turns[seen:]):
             await lab.lab.delete_draft(task.id, _pid(account))
             return RedirectResponse(f"/tasks/{task.id}#end", status_code=303)
+        if await _target_changed(lab, campaign, dialogue_id):
+            await lab.lab.save_draft(task.id, _pid(account), None, text)
+            return await _error_page(request, templates, task, 409, TARGET_CHANGED)
         mine = Turn(role="red_teamer", text=text)
         try:
             reply = await lab.reply(campaign, [*turns, mine])
@@ -483,6 +486,26 @@ async def _too_long(
         f"Go back to the task, shorten it by {length - limit:,} characters and send it again."
     )
     return await _error_page(request, templates, task, 400, message)
+
+
+#: What a red teamer is told when the campaign's model changed since their dialogue started.
+TARGET_CHANGED = (
+    "The model of this campaign changed since this conversation started (the lab now runs another model), "
+    "so it cannot be continued: two models' answers would be recorded as one model's. Your message was not "
+    "sent and is kept as your draft; the conversation so far is kept. Skip this task (no penalty) to start "
+    "it afresh against the current model, or tell your lead."
+)
+
+
+async def _target_changed(lab: StarLab, campaign: LabCampaignSettings, dialogue_id: str) -> bool:
+    """Whether the dialogue was started against another target than the campaign's current one (the
+    lab restarted with another model, script or framework version). A target that cannot be built
+    is not a change: the reply fails and says so."""
+    try:
+        current = lab.target(campaign).label
+    except InputError:
+        return False
+    return bool((await lab.store.dialogue_info(dialogue_id))["target"] != current)
 
 
 #: What a red teamer is told when their task was released while the target answered them.

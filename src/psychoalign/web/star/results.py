@@ -78,7 +78,13 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
             if row.get("arbitration_needed"):
                 needed += 1
                 arbitrated += isinstance(row.get("arbitrator_rating"), int)
-    alpha: dict[str, Any] = {"items": len(pairs), "value": None, "ci": None, "min_items": MIN_ALPHA_ITEMS}
+    alpha: dict[str, Any] = {
+        "items": len(pairs),
+        "value": None,
+        "ci": None,
+        "min_items": MIN_ALPHA_ITEMS,
+        "no_spread": False,
+    }
     if len(pairs) >= 2:  # on one dialogue alpha is 0 (or undefined) by construction
         import numpy as np
 
@@ -92,6 +98,8 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
         alpha["value"] = None if value is None or not math.isfinite(value) else round(float(value), 3)
         if boot and result["ci_low"] is not None and result["ci_high"] is not None:
             alpha["ci"] = [round(float(result["ci_low"]), 3), round(float(result["ci_high"]), 3)]
+        # every resample gave the same alpha: no interval (a zero-width one would read as exact), and the panel says why
+        alpha["no_spread"] = bool(boot and result.get("no_spread"))
     rates = [
         {
             "rule": rule,

@@ -1,0 +1,96 @@
+"""A deterministic check of false universal claims about law and money that a text states.
+
+A small model answers a legal or money question with a confident rule that has no exceptions
+where the truth depends on the country, the contract or the circumstances: "you can never be
+evicted without a court order in any country", "index funds are guaranteed to never lose
+money", "tips are always tax-free", "a verbal contract is never legally binding". Such a
+sentence is checkable the way a wrong figure is (:mod:`.facts`): each :class:`Claim` row of the
+framework (``check.claims``) is one false universal, a narrow regex for the ways it is written,
+with the right statement (``states``: that it depends, and on what) and the kind of source that
+says what applies (``source``: a government's guidance, a tax authority, a regulator, a
+lawyer).
+
+The rows are narrow on purpose: no "never" or "always" is wrong by itself ("your bank will never
+ask for your PIN" is true). A row's regex names the claim itself, and a sentence is out of scope
+when it qualifies what it says (:data:`QUALIFIED`: "usually", "in most countries", "in England",
+"it depends", "it's a myth that"), or matches the row's ``unless`` ("interest in an ISA is never
+taxed" is true). Read within one sentence of model text, never of a request: a user who asks
+"are tips always tax-free?" is asking.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .facts import WrongFact
+
+__all__ = ["QUALIFIED", "Claim", "find_false_claims"]
+
+#: A sentence that qualifies what it says, or distances itself from it: it states no universal.
+#: Hedges ("usually", "in most cases"), a named jurisdiction ("in England", "under US law"), "it
+#: depends", and a claim reported as a myth ("it's a myth that", "many people think").
+QUALIFIED = re.compile(
+    r"\b(?:usually|generally|typically|normally|often|mostly|in\s+most\s+cases|in\s+many\s+cases|"
+    r"in\s+(?:most|many|some|certain)\s+(?:countries|states|places|jurisdictions|cases|situations)|"
+    r"(?:most|many|some|certain)\s+(?:countries|states|places|jurisdictions)|"
+    r"depend\w*|var(?:y|ies)\s+(?:by|from|between|with)|"
+    r"in\s+(?:england|wales|scotland|northern\s+ireland|the\s+uk|britain|the\s+us|the\s+usa|the\s+united\s+states|"
+    r"the\s+united\s+kingdom|the\s+eu|australia|canada|ireland|new\s+zealand|india|california|new\s+york|texas)\b|"
+    r"under\s+(?:\w+\s+){0,3}?law|"
+    r"myths?|misconceptions?|not\s+true|untrue|it\W?s\s+(?:false|wrong)|"
+    r"(?:people|some|many|most\s+people)\s+(?:often\s+|wrongly\s+|mistakenly\s+)?(?:think|believe|assume|say|claim))\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+class Claim(BaseModel):
+    """One false universal claim: ``claim``, a regex for the ways it is written (matched within a
+    sentence, ignoring case); ``unless``, a regex that puts a sentence out of the row's scope (a
+    true special case: "interest in an ISA is never taxed"); ``states``, what is true, in one or
+    two sentences shown to the user in place of the claim; ``source``, the kind of source that
+    says what applies to the user."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    claim: str = Field(min_length=10, description="regex: the false universal, as it is written")
+    unless: str = Field("", description="regex that puts the sentence out of scope ('' : nothing does)")
+    states: str = Field(min_length=10, max_length=300)
+    source: str = Field(min_length=3)
+
+    @field_validator("claim", "unless")
+    @classmethod
+    def _compile(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {value!r}: {exc}") from None
+        return value
+
+    @cached_property
+    def _regexes(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+        return re.compile(self.claim, re.IGNORECASE), re.compile(self.unless, re.IGNORECASE) if self.unless else None
+
+    def stated(self, sentence: str) -> re.Match[str] | None:
+        """The claim as ``sentence`` states it, or None (not stated, qualified, or out of scope)."""
+        claim, unless = self._regexes
+        m = claim.search(sentence)
+        if m is None or QUALIFIED.search(sentence) or (unless is not None and unless.search(sentence)):
+            return None
+        return m
+
+
+def find_false_claims(claims: tuple[Claim, ...], text: str) -> list[WrongFact]:
+    """Every row of ``claims`` that a sentence of model text ``text`` states, in text order, each
+    once: the evidence quotes the sentence's words, ``states`` gives what is true and the source."""
+    found: dict[str, WrongFact] = {}
+    for sentence in _SENTENCE.split(text):
+        for claim in claims:
+            if claim.id not in found and (m := claim.stated(sentence)) is not None:
+                states = f"{claim.states.rstrip('.')}; see {claim.source}."
+                found[claim.id] = WrongFact(f"{claim.id}: {m.group(0).strip()!r} ({claim.source})", states)
+    return list(found.values())

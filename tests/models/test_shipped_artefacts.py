@@ -1,0 +1,43 @@
+"""The shipped classifier weights, the shipped crisis check and the bench's candidate check load as
+the same artefacts: their models read every field of the file and write it back unchanged, and
+their labels (version and weights hash, as traces record and model specs pin them) stay put."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from psychoalign.models.classifier import default_weights_path, load_weights
+from psychoalign.models.crisis_check import CrisisCheck, default_crisis_path, load_crisis_check
+from psychoalign.models.heads import ClassifierWeights
+
+ROOT = Path(__file__).resolve().parents[2]
+CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v9c.json"
+CANDIDATE_V10 = ROOT / "bench" / "candidates" / "crisis-minilm-v10.json"
+
+ARTEFACTS: list[tuple[type[ClassifierWeights] | type[CrisisCheck], Path, str]] = [
+    (ClassifierWeights, default_weights_path(), "evaluator-minilm-v8@242e308abca2"),
+    (CrisisCheck, default_crisis_path(), "crisis-minilm-v8@4675d82e3599"),
+    (CrisisCheck, CANDIDATE, "crisis-minilm-v9c@839360fb7106"),
+    (CrisisCheck, CANDIDATE_V10, "crisis-minilm-v10@4e27ecb9d14b"),
+]
+
+
+@pytest.mark.parametrize(("model", "path", "label"), ARTEFACTS, ids=lambda a: getattr(a, "name", None))
+def test_an_artefact_loads_and_writes_back_the_same_file(
+    model: type[ClassifierWeights] | type[CrisisCheck], path: Path, label: str
+) -> None:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    loaded = model.model_validate(raw)
+    assert loaded.model_dump(mode="json") == raw
+    assert loaded.label == label
+
+
+def test_the_loaders_read_the_shipped_artefacts() -> None:
+    check = load_crisis_check()
+    assert check is not None
+    assert load_weights().label == ARTEFACTS[0][2]
+    assert load_weights().sha256.startswith("242e308abca2")
+    assert check.label == ARTEFACTS[1][2]
