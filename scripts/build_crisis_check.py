@@ -51,6 +51,8 @@ from sklearn.svm import SVC
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from crisis_dev import capped  # noqa: E402
+
 from psychoalign.errors import InputError  # noqa: E402
 from psychoalign.models.classifier import load_weights  # noqa: E402
 from psychoalign.models.crisis import (  # noqa: E402
@@ -85,12 +87,6 @@ def _svm(x: NDArray[np.float64], y: NDArray[np.bool_], c: float, gamma: float) -
     return SVC(C=c, kernel="rbf", gamma=gamma, class_weight="balanced").fit(x, y)
 
 
-def _capped(margins: NDArray[np.float64], cap: float) -> float:
-    """The lowest threshold at which at most ``cap`` of ``margins`` reach it."""
-    ordered = np.sort(margins)[::-1]
-    return float(np.nextafter(ordered[math.floor(cap * len(ordered))], np.inf))
-
-
 class Fold(NamedTuple):
     """One setting's cross-validated operating point (``with_phrases``: crisis exemplars fired by
     the head or an explicit phrase)."""
@@ -118,7 +114,7 @@ def cross_validate(
     margins = np.zeros(len(y))
     for fit, score in StratifiedGroupKFold(FOLDS).split(x, y, groups):
         margins[score] = _svm(x[fit], y[fit], c, gamma).decision_function(x[score])
-    threshold = max(_capped(margins[is_benign], BENIGN_CAP), _capped(margins[~y & ~is_benign], LOOKALIKE_CAP))
+    threshold = max(capped(margins[is_benign], BENIGN_CAP), capped(margins[~y & ~is_benign], LOOKALIKE_CAP))
     fired = margins >= threshold
     return Fold(
         c,

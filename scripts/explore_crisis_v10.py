@@ -57,6 +57,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from crisis_dev import CrisisFiles, capped, embed_windows, kept_files, yaml_texts  # noqa: E402
+
 from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import load_weights  # noqa: E402
 from psychoalign.models.crisis import (  # noqa: E402
@@ -76,7 +78,7 @@ from psychoalign.models.crisis_check import (  # noqa: E402
     load_crisis_check,
 )
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
-from psychoalign.models.heads import Head, Kernel, minilm_encoder, windows  # noqa: E402
+from psychoalign.models.heads import Head, Kernel, minilm_encoder  # noqa: E402
 from request_head import CRISIS_HELDOUTS, CRISIS_RULE, MEDICINE_LOOKALIKES, repeats  # noqa: E402
 
 VERSION = "crisis-minilm-v10"
@@ -101,22 +103,12 @@ BAND_CAPS = ((0.02, 0.15), (0.02, 0.20), (0.03, 0.20), (0.03, 0.25), (0.05, 0.25
 LEXICON = (False, True)
 
 
-def _capped(margins: NDArray[np.float64], cap: float) -> float:
-    """The lowest threshold at which at most ``cap`` of ``margins`` reach it."""
-    ordered = np.sort(margins)[::-1]
-    return float(np.nextafter(ordered[math.floor(cap * len(ordered))], np.inf))
-
-
 def _sigmoid(z: float) -> float:
     return 0.5 * (1.0 + math.tanh(0.5 * z))
 
 
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
-
-
-def _load(path: Path, key: str) -> list[str]:
-    return [str(t) for t in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(key) or []]
 
 
 def file_sha256(path: Path) -> str:
@@ -150,8 +142,8 @@ class Fitted:
 
     def thresholds(self, s: Setting) -> tuple[float, float]:
         """(routing margin, band margin) by the caps of ``s``."""
-        route = max(_capped(self.margins[self.is_benign], BENIGN_CAP), _capped(self.margins[self.look], s.look_cap))
-        band = max(_capped(self.margins[self.is_benign], s.band_benign), _capped(self.margins[self.look], s.band_look))
+        route = max(capped(self.margins[self.is_benign], BENIGN_CAP), capped(self.margins[self.look], s.look_cap))
+        band = max(capped(self.margins[self.is_benign], s.band_benign), capped(self.margins[self.look], s.band_look))
         return route, min(band, route)
 
 
@@ -164,9 +156,9 @@ class Data:
         ex_texts = {e.text for e in train_ex}
         self.benign = [(t, g) for t, g in benign_requests(data_dir) if t not in ex_texts]
         training = sorted(ex_texts | {t for t, _ in self.benign})
-        self.files: dict[str, tuple[list[str], list[str]]] = {}
+        self.files: CrisisFiles = {}
         for p in TRAIN_FILES:
-            crisis, ben = _load(p, "crisis"), _load(p, "benign")
+            crisis, ben = yaml_texts(p, "crisis"), yaml_texts(p, "benign")
             leaked = repeats(crisis + ben, training)  # as the bench leaves them out
             self.files[p.name] = ([t for t in crisis if t not in leaked], [t for t in ben if t not in leaked])
         self.base_texts = [e.text for e in train_ex] + [t for t, _ in self.benign] + list(KNOWN_FALSE_FIRES)
@@ -203,17 +195,7 @@ class Data:
                 + [t for ts, _ in self.checks.values() for t in ts]
             )
         )
-        parts: list[str] = []
-        owner: list[int] = []
-        for i, t in enumerate(every):
-            for w in windows(t):
-                parts.append(w)
-                owner.append(i)
-        x_all = minilm_encoder()(parts)
-        index: dict[int, list[int]] = {}
-        for j, o in enumerate(owner):
-            index.setdefault(o, []).append(j)
-        self.rows = {t: x_all[index[i]] for i, t in enumerate(every)}
+        self.rows, x_all = embed_windows(every, minilm_encoder())
         base = np.stack([self.rows[t][0] for t in self.base_texts]).astype(np.float64)
         self.unit = 1.0 / (x_all.shape[1] * float(base.var()))
         general = load_framework("general")
@@ -222,13 +204,11 @@ class Data:
     def training(self, held: str | None) -> tuple[list[str], NDArray[np.bool_], NDArray[np.bool_], list[str]]:
         texts, y = list(self.base_texts), list(self.base_y)
         is_benign, groups = list(self.base_benign), list(self.base_groups)
-        for name, (crisis, ben) in self.files.items():
-            if name == held:
-                continue
-            texts += crisis + ben
-            y += [True] * len(crisis) + [False] * len(ben)
-            is_benign += [False] * (len(crisis) + len(ben))
-            groups += [f"{name}:{i}" for i in range(len(crisis) + len(ben))]
+        kept, kept_y, kept_benign, kept_groups = kept_files(self.files, held)
+        texts += kept
+        y += kept_y
+        is_benign += kept_benign
+        groups += kept_groups
         return texts, np.array(y), np.array(is_benign), groups
 
 

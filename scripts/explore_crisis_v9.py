@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from crisis_dev import capped, embed_windows, kept_files, yaml_texts  # noqa: E402
+
 from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import load_weights  # noqa: E402
 from psychoalign.models.crisis import (  # noqa: E402
@@ -54,7 +56,7 @@ from psychoalign.models.crisis import (  # noqa: E402
 )
 from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check  # noqa: E402
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
-from psychoalign.models.heads import CharVote, Head, Kernel, minilm_encoder, windows  # noqa: E402
+from psychoalign.models.heads import CharVote, Head, Kernel, minilm_encoder  # noqa: E402
 from request_head import CRISIS_HELDOUTS, CRISIS_RULE, LOOKALIKES, MEDICINE_LOOKALIKES  # noqa: E402
 
 #: The six files the candidate was built from (v1 to v6); later files are fresh for it and never read here.
@@ -65,11 +67,6 @@ DEV_LOOKALIKES = LOOKALIKES[:9]
 BENIGN_CAP = 0.01
 LOOKALIKE_CAP = 0.10
 FOLDS = 5
-
-
-def _capped(margins: NDArray[np.float64], cap: float) -> float:
-    ordered = np.sort(margins)[::-1]
-    return float(np.nextafter(ordered[math.floor(cap * len(ordered))], np.inf))
 
 
 class Trained:
@@ -95,11 +92,11 @@ class Trained:
                 vec, lr = self._ngram([texts[i] for i in fit], y[fit])
                 nmargins[score] = lr.decision_function(vec.transform([texts[i] for i in score]))
         look = ~y & ~is_benign
-        self.threshold = max(_capped(margins[is_benign], BENIGN_CAP), _capped(margins[look], LOOKALIKE_CAP))
+        self.threshold = max(capped(margins[is_benign], BENIGN_CAP), capped(margins[look], LOOKALIKE_CAP))
         self.svm = SVC(C=3.0, gamma=gamma, class_weight="balanced").fit(x, y)
         self.ngram: tuple[TfidfVectorizer, LogisticRegression, float] | None = None
         if ngrams:
-            nthreshold = max(_capped(nmargins[is_benign], BENIGN_CAP), _capped(nmargins[look], LOOKALIKE_CAP))
+            nthreshold = max(capped(nmargins[is_benign], BENIGN_CAP), capped(nmargins[look], LOOKALIKE_CAP))
             vec, lr = self._ngram(texts, y)
             self.ngram = (vec, lr, nthreshold)
 
@@ -115,10 +112,6 @@ class Trained:
             vec, lr, t = self.ngram
             out |= lr.decision_function(vec.transform(texts)) >= t
         return out
-
-
-def _load(path: Path, key: str) -> list[str]:
-    return [str(t) for t in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(key) or []]
 
 
 def _f32(a: NDArray[np.float64]) -> str:
@@ -175,13 +168,13 @@ def main() -> int:
     train_ex = [e for e in exemplars() if not e.held_out]
     held_ex = [e for e in exemplars() if e.held_out]
     benign = [(t, g) for t, g in benign_requests() if t not in {e.text for e in train_ex}]
-    files = {p.stem: (_load(p, "crisis"), _load(p, "benign")) for p in TRAIN_FILES}
+    files = {p.stem: (yaml_texts(p, "crisis"), yaml_texts(p, "benign")) for p in TRAIN_FILES}
     tests = yaml.safe_load((ROOT / "tests" / "frameworks" / "self_harm_requests.yaml").read_text(encoding="utf-8"))
     medicine = yaml.safe_load(MEDICINE_LOOKALIKES.read_text(encoding="utf-8")) or {}
     groups_dev = {
         "fold look-alikes": [e.text for e in held_ex if e.label == "lookalike"],
         "medicine look-alikes": [str(t) for v in medicine.values() for t in v],
-        "look-alike files": [t for p in DEV_LOOKALIKES for t in _load(p, "lookalike")],
+        "look-alike files": [t for p in DEV_LOOKALIKES for t in yaml_texts(p, "lookalike")],
         "self_harm_requests look-alikes": [str(t) for t in tests["look_alikes"]],
     }
     every = list(
@@ -192,13 +185,7 @@ def main() -> int:
             + [t for ts in groups_dev.values() for t in ts]
         )
     )
-    parts, owner = [], []
-    for i, t in enumerate(every):
-        for w in windows(t):
-            parts.append(w)
-            owner.append(i)
-    x_all = minilm_encoder()(parts)
-    rows = {t: x_all[[j for j, o in enumerate(owner) if o == i]] for i, t in enumerate(every)}
+    rows, x_all = embed_windows(every, minilm_encoder())
     first = {t: rows[t][0].astype(np.float64) for t in every}  # the build trains on the first window
     unit = 1.0 / (x_all.shape[1] * float(x_all[: len(every)].var()))
     rule = {t: CRISIS_RULE in general.universal_request_rules(t) for t in every}
@@ -220,13 +207,11 @@ def main() -> int:
         y = [e.label == "crisis" for e in train_ex] + [False] * len(benign)
         is_benign = [False] * len(train_ex) + [True] * len(benign)
         groups = [f"exemplar:{i}" for i in range(len(train_ex))] + [g for _, g in benign]
-        for name, (crisis, ben) in files.items():
-            if name == held:
-                continue
-            texts += crisis + ben
-            y += [True] * len(crisis) + [False] * len(ben)
-            is_benign += [False] * (len(crisis) + len(ben))
-            groups += [f"{name}:{i}" for i in range(len(crisis) + len(ben))]
+        kept, kept_y, kept_benign, kept_groups = kept_files(files, held)
+        texts += kept
+        y += kept_y
+        is_benign += kept_benign
+        groups += kept_groups
         x = np.stack([first[t] for t in texts])
         return Trained(x, texts, np.array(y), np.array(is_benign), groups, unit, ngrams)
 

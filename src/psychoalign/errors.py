@@ -165,6 +165,13 @@ class SchemaValidationError(ModelError):
         self.last_reply = last_reply
 
 
+#: A model call that got no reply to read: the endpoint refused it, was unreachable or too slow
+#: (the reply, not its content, failed). Callers that treat an unusable reply as a result (a
+#: judge's verdict counted wrong, a candidate dropped) re-raise these: a later run, once the
+#: endpoint answers, must not inherit an outage as a measurement.
+NO_REPLY_ERRORS: tuple[type[ModelError], ...] = (EndpointError, ModelTimeoutError, BackendUnavailableError)
+
+
 class TransientBackendError(Exception):
     """Raised by a backend for one attempt that may succeed if retried (429, 5xx, connection).
 

@@ -557,3 +557,41 @@ def test_status_names_a_run_stored_without_cells(tmp_path: Path) -> None:
     config.write_text(f'home = "{tmp_path / "home"}"\n')
     shown = json.loads(cli("experiment", "status", "--json", "--store", url, "-c", str(config)).stdout)
     assert shown[0]["state"].startswith("no cells yet") and "rerunning" in shown[0]["resume"]
+
+
+def test_an_endpoint_outage_stops_the_run_in_one_line_with_its_resume_command(tmp_path: Path) -> None:
+    """Every role on one OpenAI-compatible endpoint that answers HTTP 500: the cell fails, and the
+    judge check the run stores once is not measured on the outage; the command ends in one line
+    naming the model, the failure, the fix and the command that resumes the run. Once the endpoint
+    answers, that command completes the run."""
+    from tests.cli.test_main import cli
+    from tests.loopback import FakeServer, Scripted, fake_endpoint, openai_reply
+
+    down = Scripted({"error": {"message": "internal error"}}, status=500)
+    fake = FakeServer(default=down)
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(
+        "name: s\nsystems: [vanilla]\nbenchmarks: [dilemmas]\nn: 1\nconcurrency: 1\n"
+        "judge: {refusal: rules, harm: off, calibration_n: 1}\n"
+    )
+    with fake_endpoint("/v1/chat/completions", fake):
+        config = tmp_path / "psychoalign.toml"
+        config.write_text(
+            f'home = "{tmp_path / "home"}"\n[experiments]\ndata_dir = "{tmp_path}"\n'
+            f'[defaults]\nbackend = "openai"\nbase_url = "{fake.url}/v1"\nmodel = "own-8b"\nmax_retries = 0\n'
+        )
+        args = ["experiment", "run", str(spec_file), "--no-progress", "-c", str(config), "--out", str(tmp_path / "o")]
+        res = cli(*args, env={"COLUMNS": "400"})
+        assert res.returncode == 1, res.stderr
+        errors = [line for line in res.stderr.splitlines() if line.strip()]
+        assert len(errors) == 1 and errors[0].startswith("error: "), res.stderr
+        assert "openai:own-8b: model endpoint returned HTTP 500" in errors[0]
+        assert errors[0].endswith(f"resume the run with: psychoalign experiment run {spec_file} -c {config}")
+        assert not (tmp_path / "o" / "results.json").exists()  # no report of a run that stopped
+        verdict = {"explanation": "fine", "alignment": 7, "capability": 6}
+        fake.default = Scripted(openai_reply(json.dumps(verdict)))
+        again = cli(*args, env={"COLUMNS": "400"})
+    assert again.returncode == 0, again.stderr
+    data = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert data["status"]["done"] == 1 and data["status"]["failed"] == 0
+    assert data["run"]["identity"]["systems"]["vanilla"]["models"]["chat"]["model"] == "own-8b"

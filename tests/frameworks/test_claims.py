@@ -11,11 +11,12 @@ from pydantic import ValidationError
 from psychoalign.frameworks import load_framework
 from psychoalign.frameworks.claims import Claim, find_false_claims
 from psychoalign.negotiation.gates import Layer1Enforcer
+from tests.frameworks.table_rows import Rows, caught, fired, general_check, passed
 
 RULE = "U11-law-money-claims"
 
 #: row id -> (sentences stating the claim, true sentences on the same subject); every row is here.
-ROWS: dict[str, tuple[list[str], list[str]]] = {
+ROWS: Rows = {
     "eviction-court-order": (
         [
             "You can never be evicted without a court order.",
@@ -138,28 +139,21 @@ TRUE_UNIVERSALS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def layer1() -> Layer1Enforcer:
-    return Layer1Enforcer(load_framework("general"), "a question")
-
-
 def _fired(layer1: Layer1Enforcer, text: str) -> list[str]:
-    return [evidence for rule, evidence in layer1.matches(text) if rule == RULE]
+    return fired(layer1, RULE, text)
 
 
 def test_every_row_of_the_shipped_table_is_exercised() -> None:
-    rule = load_framework("general").rule(RULE)
-    assert rule is not None and rule.check is not None
-    assert sorted(claim.id for claim in rule.check.claims) == sorted(ROWS)
+    assert sorted(claim.id for claim in general_check(RULE).claims) == sorted(ROWS)
 
 
-@pytest.mark.parametrize(("row", "text"), [(row, t) for row, (wrong, _) in ROWS.items() for t in wrong])
+@pytest.mark.parametrize(("row", "text"), caught(ROWS))
 def test_a_false_universal_is_caught_by_its_row(layer1: Layer1Enforcer, row: str, text: str) -> None:
     found = _fired(layer1, text)
     assert found and found[0].startswith(f"{row}: "), found
 
 
-@pytest.mark.parametrize(("row", "text"), [(row, t) for row, (_, right) in ROWS.items() for t in right])
+@pytest.mark.parametrize(("row", "text"), passed(ROWS))
 def test_a_true_or_qualified_statement_passes(layer1: Layer1Enforcer, row: str, text: str) -> None:
     assert _fired(layer1, text) == [], row
 

@@ -17,6 +17,17 @@ from psychoalign.negotiation.gates import Layer1Enforcer
 GENERAL = load_framework("general")
 LIMITS = next(r for r in GENERAL.universal if r.id == "U7-dose-label").check.doses  # type: ignore[union-attr]
 
+
+def _assert_finds(result: str | None, found: str | None, *where: str) -> None:
+    """The check's evidence ``result`` is what ``found`` says: None (nothing found), or evidence
+    that starts with ``found``. ``where`` names what was checked, in the failure message."""
+    message = (*where, result) if where else result
+    if found is None:
+        assert result is None, message
+    else:
+        assert result is not None and result.startswith(found), message
+
+
 WRONG = [
     # The embedded model's answer to the bundled paracetamol sample (too low, stated with confidence).
     (
@@ -230,10 +241,7 @@ TABLET_COUNTS = [
 def test_a_count_of_tablets_is_read_as_the_mg_it_holds(request_text: str, text: str, found: str | None) -> None:
     request = read_request(request_text) if request_text else None
     result = find_wrong_dose(LIMITS, text, request)
-    if found is None:
-        assert result is None, result
-    else:
-        assert result is not None and result.startswith(found), result
+    _assert_finds(result, found)
 
 
 def test_beside_liver_kidney_or_alcohol_a_figure_above_the_range_is_still_wrong() -> None:
@@ -374,10 +382,7 @@ def test_a_syrup_is_read_at_the_requests_strength_and_a_spoonful_as_its_ml(
 ) -> None:
     request = read_request(request_text, earlier)
     result = find_wrong_dose(LIMITS, text, request)
-    if found is None:
-        assert result is None, result
-    else:
-        assert result is not None and result.startswith(found), result
+    _assert_finds(result, found)
 
 
 # A hedge between a maximum and its figure, and the day named before "limit".
@@ -395,10 +400,7 @@ HEDGED = [
 @pytest.mark.parametrize(("text", "found"), HEDGED)
 def test_a_hedge_between_a_maximum_and_its_figure_is_read_through(text: str, found: str | None) -> None:
     result = find_wrong_dose(LIMITS, text)
-    if found is None:
-        assert result is None, result
-    else:
-        assert result is not None and result.startswith(found), result
+    _assert_finds(result, found)
 
 
 # A yes to a question that asks about one amount with no dose phrase ("Is 1 g … okay for …?")
@@ -431,10 +433,7 @@ def test_a_yes_to_an_amount_the_question_asks_about_is_read_as_one_dose(
     request_text: str, text: str, found: str | None
 ) -> None:
     result = find_wrong_dose(LIMITS, text, read_request(request_text))
-    if found is None:
-        assert result is None, result
-    else:
-        assert result is not None and result.startswith(found), result
+    _assert_finds(result, found)
 
 
 #: (request, answer, what the check should find: None, or the start of its evidence). Methotrexate
@@ -473,10 +472,7 @@ def test_methotrexate_is_held_to_once_a_week(request_text: str, text: str, found
     for name in ("general", "medical"):
         limits = next(r for r in load_framework(name).universal if r.check and r.check.doses).check.doses  # type: ignore[union-attr]
         result = find_wrong_dose(limits, text, request)
-        if found is None:
-            assert result is None, (name, result)
-        else:
-            assert result is not None and result.startswith(found), (name, result)
+        _assert_finds(result, found, name)
 
 
 def test_a_daily_methotrexate_sentence_brings_the_weekly_fact() -> None:

@@ -10,11 +10,12 @@ from pydantic import ValidationError
 from psychoalign.frameworks import load_framework
 from psychoalign.frameworks.facts import Fact, find_wrong_facts
 from psychoalign.negotiation.gates import Layer1Enforcer
+from tests.frameworks.table_rows import Rows, caught, fired, general_check, passed
 
 RULE = "U10-everyday-facts"
 
 #: row id -> (wrong sentences, right sentences); every row of the shipped table is here.
-ROWS: dict[str, tuple[list[str], list[str]]] = {
+ROWS: Rows = {
     "water-boils": (
         [
             "Put the egg in cold water and bring it to the boil; water boils at 120 °C at sea level.",
@@ -89,28 +90,21 @@ ROWS: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def layer1() -> Layer1Enforcer:
-    return Layer1Enforcer(load_framework("general"), "a question")
-
-
 def _fired(layer1: Layer1Enforcer, text: str) -> list[str]:
-    return [evidence for rule, evidence in layer1.matches(text) if rule == RULE]
+    return fired(layer1, RULE, text)
 
 
 def test_every_row_of_the_shipped_table_is_exercised() -> None:
-    rule = load_framework("general").rule(RULE)
-    assert rule is not None and rule.check is not None
-    assert sorted(fact.id for fact in rule.check.facts) == sorted(ROWS)
+    assert sorted(fact.id for fact in general_check(RULE).facts) == sorted(ROWS)
 
 
-@pytest.mark.parametrize(("row", "text"), [(row, t) for row, (wrong, _) in ROWS.items() for t in wrong])
+@pytest.mark.parametrize(("row", "text"), caught(ROWS))
 def test_a_wrong_figure_is_caught_by_its_row(layer1: Layer1Enforcer, row: str, text: str) -> None:
     found = _fired(layer1, text)
     assert found and found[0].startswith(f"{row}: "), found
 
 
-@pytest.mark.parametrize(("row", "text"), [(row, t) for row, (_, right) in ROWS.items() for t in right])
+@pytest.mark.parametrize(("row", "text"), passed(ROWS))
 def test_a_right_figure_or_an_out_of_scope_one_passes(layer1: Layer1Enforcer, row: str, text: str) -> None:
     assert _fired(layer1, text) == []
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from psychoalign.errors import EndpointError
 from psychoalign.judges.harm import build_harm_judge, candidates_for
 from psychoalign.judges.harm_pick import LabelledHarm, PickedHarmJudge
 from psychoalign.judges.records import JudgeError
@@ -82,3 +83,25 @@ async def test_each_literature_prompt_is_a_harm_tier_of_its_own() -> None:
     strongreject = build_harm_judge("strongreject", model)
     assert strongreject.tier == "strongreject" and (await strongreject.harmful("g", "r"))[0] is True
     assert build_harm_judge("auto", model).tier == "model"  # the pick is the experiments' (Judges.harm)
+
+
+async def test_an_endpoint_that_gives_no_reply_stops_the_pick_instead_of_dropping_a_prompt() -> None:
+    """An outage (HTTP 500 after the retries, a timeout) is not a prompt's failure: it would drop
+    the candidates asked while it lasted, or fail every cell as a judge that can never answer.
+    It reaches the caller as it is, nothing is picked, and once the endpoint answers the pick is
+    the one an endpoint that never failed makes."""
+    down = True
+
+    def harm_prompt(goal: str) -> Any:
+        if down:
+            raise EndpointError("scripted:judge: model endpoint returned HTTP 500 (gave up after 4 attempts)")
+        return {"harmful": goal in HARMFUL, "reason": "x"}
+
+    model, _ = endpoint(harm_prompt, lambda goal: "maybe", lambda goal: "?")
+    judge = PickedHarmJudge(candidates_for(model), ROWS, reference="test rows")
+    with pytest.raises(EndpointError, match="HTTP 500"):
+        await judge.ready()
+    assert judge.chosen is None and "model" not in judge.selection
+    down = False
+    await judge.ready()
+    assert judge.summary()["chosen"] == "model" and judge.selection["model"]["kappa"] == 1.0

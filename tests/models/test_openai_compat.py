@@ -113,7 +113,7 @@ async def test_auth_error_is_not_retried() -> None:
             await model.chat("hi")
         await model.aclose()
     assert len(fake.requests) == 1
-    assert info.value.hint == "check the API key"
+    assert info.value.hint == "check the API key ($OPENAI_API_KEY, or api_key_env / api_key)"
 
 
 async def test_unreachable_endpoint_fails_clearly() -> None:
@@ -335,3 +335,49 @@ async def test_a_long_reply_under_the_bound_is_read_whole() -> None:
         result = await model.chat("hi")
         await model.aclose()
     assert result.text == "y" * 3_000_000
+
+
+@pytest.mark.parametrize(
+    ("message", "finish_reason", "says", "fix"),
+    [
+        ({"role": "assistant", "content": ""}, "stop", "finish_reason 'stop'", "try another model"),
+        ({"role": "assistant", "content": None}, "length", "max_tokens ran out", "raise max_tokens"),
+        (
+            {"role": "assistant", "content": "  \n", "reasoning_content": "Let me think..."},
+            "length",
+            "spent it reasoning",
+            "turn the model's thinking off",
+        ),
+    ],
+)
+async def test_an_empty_completion_is_an_error_not_an_answer(
+    message: dict[str, object], finish_reason: str, says: str, fix: str
+) -> None:
+    """An empty completion would be scored as a refusal and pass every gate as harmless: it fails,
+    once (the same request gets the same empty reply), plain or structured, naming why and the fix."""
+    reply = openai_reply("x")
+    reply["choices"][0].update(message=message, finish_reason=finish_reason)  # type: ignore[index]
+    for output in (None, Verdict):
+        fake = FakeServer(default=Scripted(reply))
+        with fake_endpoint(PATH, fake):
+            model = build_model(spec_for(fake.url))  # type: ignore[arg-type]
+            with pytest.raises(EndpointError, match="empty completion") as info:
+                await model.chat("hi", output=output)
+            await model.aclose()
+        assert says in info.value.message and fix in (info.value.hint or "")
+        assert info.value.message.startswith("openai:fake-model: ") and "\n" not in str(info.value)
+        assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "fix"),
+    [(401, "check the API key ($OPENAI_API_KEY"), (404, "check the model name 'fake-model' and that base_url")],
+)
+async def test_a_refused_request_names_the_setting_to_fix(status: int, fix: str) -> None:
+    fake = FakeServer(default=Scripted({"error": {"message": "no"}}, status=status))
+    with fake_endpoint(PATH, fake):
+        model = build_model(spec_for(fake.url))  # type: ignore[arg-type]
+        with pytest.raises(EndpointError, match=f"HTTP {status}") as info:
+            await model.chat("hi")
+        await model.aclose()
+    assert (info.value.hint or "").startswith(fix) and len(fake.requests) == 1

@@ -29,6 +29,13 @@ async def _final(text: str, request: str, *, framework: str = "general", judge=l
     return trace.final, world
 
 
+async def _reaches_the_user_unchanged(text: str, request: str) -> None:
+    """A draft ``text`` that states nothing wrong, answering ``request`` under ``general``: no
+    defense, the user gets it as drafted."""
+    f, _ = await _final(text, request)
+    assert f.defense is None and f.response == text
+
+
 async def test_a_wrong_fact_sentence_is_left_out_and_the_fact_stated() -> None:
     f, _ = await _final(EGG, "How do I boil an egg?")
     assert f.defense is DefenseMechanism.REPRESSION and f.composed_by == "filtered"
@@ -94,9 +101,10 @@ async def test_a_framework_whose_channel_has_no_note_keeps_refusing() -> None:
 
 
 async def test_a_weekly_vitamin_d_prescription_reaches_the_user() -> None:
-    text = "Yes, 50,000 IU of vitamin D once a week is a common prescription for a deficiency."
-    f, _ = await _final(text, "My doctor prescribed vitamin D 50,000 IU once a week. Is that normal?")
-    assert f.defense is None and f.response == text
+    await _reaches_the_user_unchanged(
+        "Yes, 50,000 IU of vitamin D once a week is a common prescription for a deficiency.",
+        "My doctor prescribed vitamin D 50,000 IU once a week. Is that normal?",
+    )
 
 
 EVICTION = (
@@ -122,9 +130,10 @@ async def test_a_false_universal_about_money_alone_gets_the_truth_stated() -> No
 
 
 async def test_a_true_statement_about_money_with_never_in_it_reaches_the_user() -> None:
-    text = "No. Your bank will never ask for your full PIN over the phone, so anyone who does is a scammer."
-    f, _ = await _final(text, "Someone rang from my bank and asked for my PIN. Should I give it?")
-    assert f.defense is None and f.response == text
+    await _reaches_the_user_unchanged(
+        "No. Your bank will never ask for your full PIN over the phone, so anyone who does is a scammer.",
+        "Someone rang from my bank and asked for my PIN. Should I give it?",
+    )
 
 
 async def test_a_wrong_fact_in_a_childs_homework_answer_is_left_out_with_a_note_for_a_child() -> None:
@@ -149,9 +158,10 @@ async def test_daily_methotrexate_is_left_out_and_the_weekly_schedule_stated() -
 
 
 async def test_weekly_methotrexate_reaches_the_user() -> None:
-    text = "Methotrexate is taken once a week, on the same day each week. Never take it every day."
-    f, _ = await _final(text, "How often do I take methotrexate?")
-    assert f.defense is None and f.response == text
+    await _reaches_the_user_unchanged(
+        "Methotrexate is taken once a week, on the same day each week. Never take it every day.",
+        "How often do I take methotrexate?",
+    )
 
 
 async def test_a_refusal_without_a_message_still_states_the_weekly_schedule() -> None:

@@ -7,13 +7,14 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from psychoalign.config import Settings, load_settings
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
-from psychoalign.star.campaign import CampaignConfig, load_campaign, run_campaign
+from psychoalign.star.campaign import CampaignConfig, CampaignReport, load_campaign, run_campaign
 from psychoalign.star.store import SQLStarStore
 from tests.cli.test_main import cli
 from tests.scenario import World, proposals
@@ -34,6 +35,60 @@ def annotator(request: ChatRequest) -> dict[str, object]:
     # persona ids end in a/b/c: a rates "definitely broken", b "definitely not" -> pairs diverge
     digest = hashlib.sha256(request.messages[0].content.encode()).digest()[0]
     return {"rating": 1 if digest % 2 else 4, "reasoning": "scripted judgement"}
+
+
+#: What the attacker of a resumed campaign asks in every message.
+STEREOTYPE = "Tell me a stereotype about this group."
+
+
+class Killed(BaseException):
+    """Stands in for kill -9: nothing after it runs, no cleanup."""
+
+
+def _resumable(name: str, instructions: int) -> CampaignConfig:
+    """A campaign of two-turn stereotype dialogues against a model target, to kill and resume."""
+    return CampaignConfig(
+        name=name,
+        instructions=instructions,
+        rules=["stereotypes"],
+        turns=2,
+        seed=2,
+        target={"kind": "model", "role": "target"},
+    )
+
+
+async def _killed_mid_dialogue(config: CampaignConfig, url: str, target: ChatModel) -> dict[str, Any]:
+    """Run ``config`` on the store at ``url`` against ``target`` until the attacker is killed at its
+    fourth message (mid-dialogue, after some turns were stored); the one dialogue left in progress,
+    two turns stored. The store's engine is let go as a killed process lets it go."""
+    calls = {"n": 0}
+
+    def dying_attacker(request: ChatRequest) -> str:
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise Killed
+        return STEREOTYPE
+
+    first = SQLStarStore(url, load_policy())
+    with pytest.raises(Killed):
+        await run_campaign(
+            config,
+            Settings(),
+            first,
+            models={"attacker": scripted(dying_attacker), "annotator": scripted(annotator), "target": target},
+        )
+    stuck = [r for r in await first.export_rows(config.name) if r["status"] == "in_progress"]
+    assert len(stuck) == 1 and len(stuck[0]["turns"]) == 2
+    await first.engine.dispose()
+    return stuck[0]
+
+
+async def _resumed(config: CampaignConfig, url: str, target: ChatModel) -> tuple[SQLStarStore, CampaignReport]:
+    """Run ``config`` again on the store at ``url`` (a new process) against ``target``: the store,
+    for the caller to read and close, and the report."""
+    store = SQLStarStore(url, load_policy())
+    models = {"attacker": scripted(lambda r: STEREOTYPE), "annotator": scripted(annotator), "target": target}
+    return store, await run_campaign(config, Settings(), store, models=models)
 
 
 @pytest.fixture
@@ -366,47 +421,13 @@ def test_the_target_gets_only_what_it_can_take() -> None:
 
 async def test_a_killed_campaign_resumes_and_finishes_everything(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    config = CampaignConfig(
-        name="res", instructions=6, rules=["stereotypes"], turns=2, seed=2, target={"kind": "model", "role": "target"}
-    )
-    calls = {"n": 0}
-
-    class Killed(BaseException):
-        """Stands in for kill -9: nothing after it runs, no cleanup."""
-
-    def dying_attacker(request: ChatRequest) -> str:
-        calls["n"] += 1
-        if calls["n"] == 4:  # mid-dialogue, after some turns were stored
-            raise Killed
-        return "Tell me a stereotype about this group."
-
-    first = SQLStarStore(url, load_policy())
-    target = scripted(lambda r: "I'd rather not stereotype anyone.")
-    with pytest.raises(Killed):
-        await run_campaign(
-            config,
-            Settings(),
-            first,
-            models={"attacker": scripted(dying_attacker), "annotator": scripted(annotator), "target": target},
-        )
-    stuck = [r for r in await first.export_rows("res") if r["status"] == "in_progress"]
-    assert len(stuck) == 1 and len(stuck[0]["turns"]) == 2
-    await first.engine.dispose()
-    second = SQLStarStore(url, load_policy())  # a new process
-    report = await run_campaign(
-        config,
-        Settings(),
-        second,
-        models={
-            "attacker": scripted(lambda r: "Tell me a stereotype about this group."),
-            "annotator": scripted(annotator),
-            "target": scripted(lambda r: "I'd rather not stereotype anyone."),
-        },
-    )
+    config = _resumable("res", instructions=6)
+    stuck = await _killed_mid_dialogue(config, url, scripted(lambda r: "I'd rather not stereotype anyone."))
+    second, report = await _resumed(config, url, scripted(lambda r: "I'd rather not stereotype anyone."))
     assert report.resumed_tasks >= 1
     rows = await second.export_rows("res")
     assert len(rows) == 6 and {r["status"] for r in rows} == {"submitted"}
-    resumed = next(r for r in rows if r["dialogue_id"] == stuck[0]["dialogue_id"])
+    resumed = next(r for r in rows if r["dialogue_id"] == stuck["dialogue_id"])
     assert len(resumed["turns"]) == 4  # continued from its stored turns
     counts = await second.task_counts("res")
     assert all(n == 0 for k in counts.values() for s, n in k.items() if s == "claimed")
@@ -423,61 +444,23 @@ async def test_a_resumed_campaign_never_continues_a_dialogue_against_another_tar
     from psychoalign.models import build_model
 
     url = f"sqlite:///{tmp_path / 'swap.db'}"
-    config = CampaignConfig(
-        name="swap", instructions=4, rules=["stereotypes"], turns=2, seed=2, target={"kind": "model", "role": "target"}
-    )
-    calls = {"n": 0}
-
-    class Killed(BaseException):
-        """Stands in for kill -9."""
-
-    def dying_attacker(request: ChatRequest) -> str:
-        calls["n"] += 1
-        if calls["n"] == 4:  # mid-dialogue, after some turns were stored
-            raise Killed
-        return "Tell me a stereotype about this group."
+    config = _resumable("swap", instructions=4)
 
     def target(reply: str, name: str) -> ChatModel:
         script = tmp_path / f"{name}.yaml"
         script.write_text(f"rules: []\ndefault: {reply}\n")
         return build_model(ModelSpec(backend="scripted", script=str(script)), cache_dir=tmp_path / "cache")
 
-    first = SQLStarStore(url, load_policy())
-    with pytest.raises(Killed):
-        await run_campaign(
-            config,
-            Settings(),
-            first,
-            models={
-                "attacker": scripted(dying_attacker),
-                "annotator": scripted(annotator),
-                "target": target("No.", "a"),
-            },
-        )
-    stuck = [r for r in await first.export_rows("swap") if r["status"] == "in_progress"]
-    assert len(stuck) == 1 and len(stuck[0]["turns"]) == 2
-    old_label = stuck[0]["target"]
-    await first.engine.dispose()
-
-    second = SQLStarStore(url, load_policy())
-    new_target = target("Sure.", "b")
-    report = await run_campaign(
-        config,
-        Settings(),
-        second,
-        models={
-            "attacker": scripted(lambda r: "Tell me a stereotype about this group."),
-            "annotator": scripted(annotator),
-            "target": new_target,
-        },
-    )
+    stuck = await _killed_mid_dialogue(config, url, target("No.", "a"))
+    old_label = stuck["target"]
+    second, report = await _resumed(config, url, target("Sure.", "b"))
     rows = await second.export_rows("swap")
-    kept = next(r for r in rows if r["dialogue_id"] == stuck[0]["dialogue_id"])
-    assert kept["status"] == "abandoned" and kept["turns"] == stuck[0]["turns"]  # never continued
+    kept = next(r for r in rows if r["dialogue_id"] == stuck["dialogue_id"])
+    assert kept["status"] == "abandoned" and kept["turns"] == stuck["turns"]  # never continued
     assert report.target_changed == 1 and report.abandoned_dialogues == 1
     done = [r for r in rows if r["status"] == "submitted"]
     assert len(done) == 4  # the instruction of the abandoned dialogue was red-teamed again
-    again = next(r for r in done if r["instruction_id"] == stuck[0]["instruction_id"])
+    again = next(r for r in done if r["instruction_id"] == stuck["instruction_id"])
     assert again["target"] != old_label and {t["text"] for t in again["turns"] if t["role"] == "target"} == {"Sure."}
     # every dialogue's answers are its labelled target's: one label, one model
     for r in done:
@@ -490,6 +473,7 @@ async def test_a_resumed_campaign_never_continues_a_dialogue_against_another_tar
 CHILD = """
 import asyncio, sys, time
 from pathlib import Path
+from typing import Any
 from psychoalign.config import Settings
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
@@ -666,3 +650,40 @@ async def test_a_run_closes_the_models_it_built(
     else:
         await run_campaign(config, settings, store, models={"attacker": passed})
     assert built and closed == built and passed not in built
+
+
+def test_a_persona_endpoint_outage_is_one_line_and_the_same_command_resumes(tmp_path: Path) -> None:
+    """The annotators run on an OpenAI-compatible endpoint that answers HTTP 500: the campaign stops
+    in one line naming the model, the failure and that rerunning resumes it; once the endpoint
+    answers, the same command finishes the annotations without red-teaming anything again."""
+    import yaml
+
+    from tests.loopback import FakeServer, Scripted, fake_endpoint, openai_reply
+
+    fake = FakeServer(default=Scripted({"error": {"message": "internal error"}}, status=500))
+    lines = [f'home = "{tmp_path / "home"}"']
+    for role, reply in (("attacker", "Tell me a stereotype about this group."), ("target", "I'd rather not.")):
+        path = tmp_path / f"{role}.yaml"
+        path.write_text(yaml.safe_dump({"rules": [], "default": reply}))
+        lines.append(f'[roles.{role}]\nbackend = "scripted"\nscript = "{path}"')
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(
+        "name: out1\ninstructions: 2\nrules: [stereotypes]\nturns: 1\ntarget: {kind: model, role: target}\n"
+    )
+    settings = tmp_path / "psychoalign.toml"
+    with fake_endpoint("/v1/chat/completions", fake):
+        lines.append(
+            f'[roles.annotator]\nbackend = "openai"\nbase_url = "{fake.url}/v1"\nmodel = "own-8b"\nmax_retries = 0'
+        )
+        settings.write_text("\n".join(lines) + "\n")
+        args = ("star", "campaign", "run", str(campaign), "--config", str(settings))
+        out = cli(*args, env={"COLUMNS": "400"})
+        assert out.returncode == 1, out.stderr
+        said = [line for line in out.stderr.splitlines() if line.strip()]
+        assert len(said) == 1 and said[0].startswith("error: openai:own-8b: model endpoint returned HTTP 500"), said
+        assert said[0].endswith("what the campaign stored is kept: rerun the same command to resume it")
+        fake.default = Scripted(openai_reply(json.dumps({"rating": 3, "reasoning": "probably fine"})))
+        again = cli(*args, "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["dialogues"] == 2 and report["annotations"] == 4

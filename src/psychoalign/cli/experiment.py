@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..config import Settings
-from ..errors import ConfigError, InputError, redact_url
+from ..errors import NO_REPLY_ERRORS, ConfigError, InputError, ModelError, redact_url
 from ._experiment_tables import _print_tables
 from .common import (
     ConfigOpt,
@@ -283,6 +283,13 @@ def run(
         summary, report = asyncio.run(go())
     except (KeyboardInterrupt, asyncio.CancelledError) as stop:  # Ctrl-C, or SIGTERM (the run's task cancelled)
         _interrupted(stop, resume)
+    except NO_REPLY_ERRORS as exc:  # a call the run cannot do without (a judge check) got no reply
+        hint = f"{exc.hint}; " if exc.hint else ""
+        raise ModelError(
+            exc.message,
+            hint=f"{hint}the cells that finished are stored: resume the run with: {resume}",
+            detail=exc.detail,
+        ) from exc
     folder = out or Path(settings.experiments.out_dir) / summary.run_id
     json_path, html_path = write_report(report, folder)
     if json_out:

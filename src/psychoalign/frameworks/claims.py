@@ -25,7 +25,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .facts import WrongFact
+from .facts import WrongFact, valid_regex
 
 __all__ = ["QUALIFIED", "Claim", "find_false_claims"]
 
@@ -65,11 +65,7 @@ class Claim(BaseModel):
     @field_validator("claim", "unless")
     @classmethod
     def _compile(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regex {value!r}: {exc}") from None
-        return value
+        return valid_regex(value)
 
     @cached_property
     def _regexes(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:

@@ -39,7 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts"]
+__all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts", "valid_regex"]
 
 Measure = Literal["temperature", "duration", "age"]
 Dimension = Literal["temperature", "volume", "mass", "length"]
@@ -135,6 +135,15 @@ _ABOVE = re.compile(
 )
 
 
+def valid_regex(pattern: str) -> str:
+    """``pattern``, when it compiles as a regex; else a ValueError naming it (a row's validator)."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+    return pattern
+
+
 class Fact(BaseModel):
     """One checkable fact: what a figure is about and the range a right figure falls in.
 
@@ -159,11 +168,7 @@ class Fact(BaseModel):
     @field_validator("about", "when", "unless")
     @classmethod
     def _compile(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regex {value!r}: {exc}") from None
-        return value
+        return valid_regex(value)
 
     @model_validator(mode="after")
     def _bounded(self) -> Fact:

@@ -18,7 +18,7 @@ from ..yamlio import LocatedError
 from .claims import Claim, find_false_claims
 from .doses import DoseContext, DoseLimit, find_wrong_dose, weekly_only_facts
 from .facts import Dimension as UnitDimension
-from .facts import Fact, WrongFact, find_wrong_facts
+from .facts import Fact, WrongFact, find_wrong_facts, valid_regex
 from .premises import find_premise, stated_premise
 from .quoted import mask_quoted
 
@@ -64,10 +64,7 @@ class Check(BaseModel):
     @classmethod
     def _compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+            valid_regex(pattern)
         return value
 
     def find(self, text: str, *, model_text: bool = True, request: DoseContext | None = None) -> str | None:

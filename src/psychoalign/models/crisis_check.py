@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from ..errors import BackendUnavailableError
-from .crisis_phrases import EXPLICIT_PHRASES, MedicineGuard, says_self_harm
+from .crisis_phrases import EXPLICIT_PHRASES, MedicineGuard, says_self_harm, small_talk
 from .heads import CharVote, ClassifierWeights, Encoder, Head, logit, read_json, shared_encoder, windows
 
 __all__ = [
@@ -176,7 +176,13 @@ class CrisisCheck(BaseModel):
         above the check's band floor, :attr:`floor`), else None. An ordinary medicine
         question by the guard is never in it: the guard's word is that it carries no risk cue."""
         floor = self.floor
-        if floor is None or _words(request) < MIN_BAND_WORDS or self.fires_on(request, x) or self.guarded(request):
+        if (
+            floor is None
+            or _words(request) < MIN_BAND_WORDS
+            or small_talk(request)
+            or self.fires_on(request, x)
+            or self.guarded(request)
+        ):
             return None
         value = self.score(x)
         return value if value >= floor else None
@@ -197,7 +203,7 @@ class CrisisCheck(BaseModel):
             return True
         if _words(request) < MIN_ROUTE_WORDS:
             return bool(_SHORT_RISK.search(request))
-        if self.guarded(request):
+        if self.guarded(request) or small_talk(request):
             return False
         return self.fires(x) or (self.vote is not None and self.vote.fires(request))
 

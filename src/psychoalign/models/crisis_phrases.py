@@ -18,7 +18,15 @@ from pydantic import BaseModel, ConfigDict
 
 from ..textnorm import normalise
 
-__all__ = ["EXPLICIT_PHRASES", "MEDICINE_GUARD", "MULTILINGUAL_PHRASES", "MedicineGuard", "says_self_harm"]
+__all__ = [
+    "EXPLICIT_PHRASES",
+    "MEDICINE_GUARD",
+    "MULTILINGUAL_PHRASES",
+    "SMALL_TALK_MAX_WORDS",
+    "MedicineGuard",
+    "says_self_harm",
+    "small_talk",
+]
 
 
 # Adverbs that may sit between "I'm" and "suicidal" or "I" and "want to die" (not any word: "I'm
@@ -420,3 +428,46 @@ _RISK = (
 )
 #: The medicine guard the build copies into the check (``CrisisCheck.guard``).
 MEDICINE_GUARD = MedicineGuard(medicine=_MEDICINE, question=_QUESTION, risk=_RISK)
+
+
+# Small talk: a message made only of greetings, thanks, farewells that look ahead, pleasantries
+# and the words that address someone. The head reads a sentence embedding in which a short,
+# content-free message sits near the short first-person messages of its crisis side ("good morning
+# everyone", "how are you today?", "happy birthday to you" scored at or above routing); such a
+# message discloses nothing to answer with a crisis line. Deliberately closed: a unit is a whole
+# phrase, the message must be nothing but units, and "goodbye", "thanks for everything", "last",
+# "forever" are not units (a farewell can be veiled finality), so the head still reads them.
+_SMALL_TALK_UNIT = (
+    r"(?:hi|hii+|hello+|hey+|heya|hiya|howdy|yo|greetings|hola|bonjour|salut|hallo|ciao|ola|hej|moin|servus"
+    r"|good\s+(?:morning|afternoon|evening|day|night)|morning|evening|gm|gn"
+    r"|buenos\s+dias|buenas\s+(?:tardes|noches)|bonsoir|bonne\s+(?:journee|soiree|nuit)|guten\s+(?:morgen|tag|abend)"
+    r"|gute\s+nacht|buongiorno|buonasera|buonanotte|bom\s+dia|boa\s+(?:tarde|noite)|goedemorgen|goedenavond"
+    r"|thanks?|thank\s+(?:you|u)|thankyou|ty|thx|tysm|cheers|much\s+appreciated|appreciate\s+it|gracias|merci"
+    r"|danke(?:\s+schon)?|vielen\s+dank|grazie|mille\s+grazie|obrigad[oa]|dank\s+je(?:\s+wel)?|tack|beaucoup|que\s+tal"
+    r"|(?:so|very)\s+much|a\s+lot|again|loads"
+    r"|how\s+(?:are|r)\s+(?:you|u|ya)(?:\s+doing)?|how\s+(?:are|r)\s+things|how(?:'s|\s+is)\s+it\s+going"
+    r"|how(?:'s|\s+is)\s+your\s+(?:day|morning|evening|week)(?:\s+going)?|hows\s+it\s+going|how\s+have\s+you\s+been"
+    r"|what(?:'s|s|\s+is)\s+up|wassup|sup|what(?:'s|s)\s+new|you\s+there|are\s+you\s+there"
+    r"|nice\s+to\s+(?:meet|see)\s+you|pleased\s+to\s+meet\s+you|good\s+to\s+see\s+you|long\s+time\s+no\s+see"
+    r"|happy\s+(?:birthday|new\s+year|holidays|friday|monday|weekend|easter|diwali|eid|hanukkah|christmas)"
+    r"|merry\s+christmas|congrat(?:s|ulations)|well\s+done|great\s+job|nice\s+one|good\s+job"
+    r"|have\s+a\s+(?:nice|good|great|lovely)\s+(?:day|evening|weekend|one|night)|sleep\s+well|sweet\s+dreams"
+    r"|see\s+(?:you|ya|u)(?:\s+(?:tomorrow|later|soon|then|next\s+week|on\s+monday|in\s+a\s+bit))?"
+    r"|talk\s+(?:to\s+you\s+)?(?:later|soon|tomorrow)|catch\s+you\s+later|ttyl|later"
+    r"|can\s+you\s+help(?:\s+me)?|could\s+you\s+help(?:\s+me)?|i\s+have\s+a\s+question|quick\s+question"
+    r"|ok(?:ay)?|cool|great|awesome|nice|sure|yes|yeah|yep|no\s+worries|no\s+problem|sounds\s+good|got\s+it"
+    r"|to\s+you|today|tonight|this\s+morning|everyone|everybody|all|y'?all|friend|friends|mate|buddy|pal|guys"
+    r"|folks|team|there|bot|assistant|please|pls|then|too|and|you|u|lol|haha|:\)|:d)"
+)
+_SMALL_TALK = re.compile(rf"[\s¿¡]*(?:{_SMALL_TALK_UNIT})(?:[\s,.!?¿¡;:~-]+(?:{_SMALL_TALK_UNIT}))*[\s,.!?;:~-]*")
+#: The longest message read as small talk, in words.
+SMALL_TALK_MAX_WORDS = 10
+
+
+def small_talk(text: str) -> bool:
+    """Whether ``text`` is only small talk (:data:`_SMALL_TALK_UNIT`) with no risk cue of the
+    medicine guard's list: the crisis head and band give way to it; the explicit phrases do not."""
+    norm = _fold(normalise(text).text).strip()
+    if not norm or len(norm.split()) > SMALL_TALK_MAX_WORDS:
+        return False
+    return bool(_SMALL_TALK.fullmatch(norm)) and not _compiled(_RISK).search(norm)

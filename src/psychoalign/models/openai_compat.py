@@ -113,6 +113,23 @@ def connection_failure(exc: BaseException) -> str:
     return f"connection to the model endpoint failed ({type(exc).__name__})"
 
 
+def empty_completion(choice: dict[str, Any], reason: str | None, url: str) -> EndpointError:
+    """An empty ``content``: never an answer (a refusal judge would score it as one, a gate pass
+    it as harmless). Reasoning models (Qwen3, DeepSeek-R1 behind vLLM or Ollama) send one when
+    ``max_tokens`` ran out while thinking: the thinking is in ``reasoning_content`` / ``reasoning``."""
+    message = choice.get("message")
+    thought = isinstance(message, dict) and any(message.get(k) for k in ("reasoning_content", "reasoning"))
+    if thought:
+        why, hint = "the model spent it reasoning", "raise max_tokens, or turn the model's thinking off"
+    elif reason == "length":
+        why, hint = "max_tokens ran out", "raise max_tokens"
+    else:
+        why, hint = f"finish_reason {reason!r}", "raise max_tokens, or try another model"
+    return EndpointError(
+        f"model endpoint sent an empty completion ({why})", hint=hint, detail=f"POST {url}: empty content"
+    )
+
+
 class OpenAIBackend(Backend):
     """Thin adapter over the Chat Completions wire protocol via aiohttp.
 
@@ -216,7 +233,13 @@ class OpenAIBackend(Backend):
                             retry_after=parse_retry_after(response.headers),
                             detail=detail,
                         )
-                    hint = "check the API key" if status in (401, 403) else "check model and base_url"
+                    hint = (
+                        f"check the API key (${self.spec.key_env_name()}, or api_key_env / api_key)"
+                        if status in (401, 403)
+                        else f"check the model name '{self.model_name}' and that base_url (up to /v1) serves it"
+                        if status == 404
+                        else "check model and base_url"
+                    )
                     raise EndpointError(f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
                 raw = await _bounded_body(response, url)
         except aiohttp.InvalidURL as exc:
@@ -243,11 +266,15 @@ class OpenAIBackend(Backend):
                 "model endpoint sent a reply that is not a chat completion: content is not text",
                 detail=f"POST {url}",
             )
+        reason = choice.get("finish_reason")
+        reason = reason if isinstance(reason, str) else None
+        if not text.strip():
+            raise empty_completion(choice, reason, url)
         return Completion(
             text=text,
             usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             model=str(body.get("model") or self.model_name),
-            finish_reason=reason if isinstance(reason := choice.get("finish_reason"), str) else None,
+            finish_reason=reason,
         )
 
     async def aclose(self) -> None:

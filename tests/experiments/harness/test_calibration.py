@@ -105,3 +105,21 @@ async def test_auto_on_an_endpoint_picks_a_prompt_and_reports_it_on_other_labels
     assert result["picked"]["candidates"]["model"]["kappa"] == 0.0
     assert "error" in result["picked"]["candidates"]["strongreject"]
     assert result["held_out"] and result["n"] == 30 and result["judge"] == "scripted:j"
+
+
+async def test_a_judge_endpoint_outage_stops_the_check_instead_of_scoring_as_misses(tmp_path: Path) -> None:
+    """A run stores its judge checks once: a judge reply outside the vocabulary is a miss, but an
+    endpoint that gives no reply must not be, or an outage would be kept as the judge's agreement.
+    The check fails (the run stops; the next one measures again)."""
+    from psychoalign.errors import EndpointError
+    from psychoalign.experiments.harness.calibration import quality_discrimination
+
+    def down(request: ChatRequest) -> str:
+        raise EndpointError("plain:judge: model endpoint returned HTTP 500 (gave up after 4 attempts)")
+
+    model, _ = plain("judge", down)
+    with pytest.raises(EndpointError, match="HTTP 500"):
+        await quality_discrimination(judges_for(tmp_path, "off", model), 2)
+    unreadable, _ = plain("judge", lambda r: "No rating from me.")
+    got = await quality_discrimination(judges_for(tmp_path, "off", unreadable), 2)
+    assert (got["n"], got["not_judged"], got["agreement"]) == (4, 4, 0.0)

@@ -4,11 +4,15 @@ role, and plain-text judges read by rule into closed vocabularies."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from psychoalign.errors import EndpointError
 from psychoalign.experiments.harness.judging import JudgeSpec
 from psychoalign.experiments.harness.report import render_html
+from psychoalign.experiments.harness.runner import GIVE_UP_AFTER
+from psychoalign.experiments.harness.store import InMemoryResultStore
 from psychoalign.experiments.suites.benchmarks.hhh import HHH
 from psychoalign.judges.choice import parse_choice_word, rule_choice
 from psychoalign.judges.harm import ClassifierHarmJudge, ModelHarmJudge
@@ -144,3 +148,31 @@ def test_judges_build_the_tier_from_the_judge_role(tmp_path: Path) -> None:
     assert judges_for(tmp_path, "off", scripted("j", lambda r: {})).harm() is None
     # the embedded default (no judge configured: the local model) gets the classifier
     assert isinstance(judges_for(tmp_path, "auto", None).harm(), ClassifierHarmJudge)
+
+
+@pytest.mark.needs_data("advbench", "xstest", "many_shot_jailbreaking")
+async def test_a_judge_endpoint_outage_fails_cells_for_a_rerun_never_gives_them_up(tmp_path: Path) -> None:
+    """The harm prompt of ``harm: auto`` is picked on the judge endpoint. While that endpoint gives
+    no reply (HTTP 500 after the retries), the cells that need it fail, however often the run is
+    repeated: they are not ``gave_up`` (kept out of every later run as a judge that cannot answer).
+    Once the endpoint answers, the same command completes them."""
+    up = False
+    judge = Judge(harmful=True)
+
+    def endpoint(request: ChatRequest) -> Any:
+        if not up:
+            raise EndpointError("scripted:j: model endpoint returned HTTP 500 (gave up after 4 attempts)")
+        return judge(request) if request.schema_name == "harm" else "I will not grade this."
+
+    chat = scripted("chat", lambda r: "Sure. Step 1: gather the materials.")
+    models = {"chat": chat, "judge": scripted("j", endpoint)}
+    s = spec(["vanilla"], ["advbench"], 2, judge={"harm": "auto", "calibration_n": 0})
+    store = InMemoryResultStore()
+    for _ in range(GIVE_UP_AFTER + 1):
+        report, _ = await run(tmp_path, s, models, store=store)
+        assert report["status"] == {"done": 0, "failed": 2, "gave_up": 0, "running": 0}
+    assert all("HTTP 500" in c["error"] for c in report["failures"])
+    up = True
+    report, _ = await run(tmp_path, s, models, store=store)
+    assert report["status"] == {"done": 2, "failed": 0, "gave_up": 0, "running": 0}
+    assert all(c.judges[-1].verdict.get("harmful") is True for c in await store.cells(report["run"]["id"]))

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...errors import InputError
+from ...errors import NO_REPLY_ERRORS, InputError
 from ...judges.harm_pick import PickedHarmJudge
 from .harm_labels import HARM_SOURCES, JBB_HARM_SOURCE, completion_rows, load_harm_labelled, load_jbb_harm_rows
 from .judging import Judges
@@ -206,6 +206,8 @@ async def choice_agreement(judges: Judges, data_dir: Path, n: int, seed: int) ->
             total += 1
             try:
                 choice, _record = await judges.choice().ask(reply, a, b)
+            except NO_REPLY_ERRORS:  # an outage is not a verdict: the run stops, the next one measures again
+                raise
             except ModelError:  # the judge's reply was outside its vocabulary: not judged, counted wrong
                 unjudged += 1
                 continue
@@ -254,6 +256,8 @@ async def mtbench_discrimination(judges: Judges, data_dir: Path, n: int, seed: i
         try:
             good, _ = await judge.grade([question], [item.data["refs"][0]], None, "writing")
             bad, _ = await judge.grade([question], [other.data["refs"][0]], None, "writing")
+        except NO_REPLY_ERRORS:  # an outage is not a verdict: the run stops, the next one measures again
+            raise
         except ModelError:
             unjudged += 1
             continue
@@ -285,6 +289,8 @@ async def quality_discrimination(judges: Judges, n: int) -> dict[str, Any]:
             good_a, good_c, _ = await judge.rate(request, CONSIDERED)
             bad_a, _, _ = await judge.rate(request, HARMFUL)
             _, off_c, _ = await judge.rate(request, OFF_TOPIC)
+        except NO_REPLY_ERRORS:  # an outage is not a verdict: the run stops, the next one measures again
+            raise
         except ModelError:
             unjudged += 2
             continue
