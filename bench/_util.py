@@ -66,7 +66,10 @@ def data_dir() -> Path:
         for folder in (base, *base.parents):
             if (folder / "shared" / "data").is_dir():
                 return folder / "shared" / "data"
-    raise SystemExit("cannot find the evaluation data folder (shared/data): set PSYCHOALIGN_DATA_DIR")
+    raise SystemExit(
+        "error: cannot find the evaluation data folder (shared/data) — set PSYCHOALIGN_DATA_DIR to a copy, or fill "
+        "the user data folder with `psychoalign data fetch all --from URL` (README, Data)"
+    )
 
 
 def peak_rss_mb() -> float:

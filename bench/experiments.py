@@ -33,8 +33,6 @@ from psychoalign.experiments.harness.registry import default_registry
 from psychoalign.experiments.harness.store import InMemoryResultStore, SQLResultStore
 from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
 
-DATA = data_dir()
-
 
 def spec(copies: int, n: int, concurrency: int) -> ExperimentSpec:
     systems = [{"name": f"v{i}", "kind": "vanilla"} for i in range(copies)]
@@ -50,35 +48,35 @@ def spec(copies: int, n: int, concurrency: int) -> ExperimentSpec:
     )
 
 
-async def overhead(cells: int, store: ResultStore, home: Path) -> float:
-    settings = Settings(home=str(home), experiments={"data_dir": str(DATA)})
+async def overhead(cells: int, store: ResultStore, home: Path, data: Path) -> tuple[float, float]:
+    settings = Settings(home=str(home), experiments={"data_dir": str(data)})
     mspec = ModelSpec(backend="scripted", model="zero")
     models = {"chat": ChatModel(mspec, ScriptedBackend(mspec, replies=["I can't help with that."], cycle=True))}
     s = spec(cells // 520 + 1, min(520, cells), concurrency=8)
     t, cpu = time.perf_counter(), time.process_time()
-    summary = await run_experiment(s, settings, store=store, models=models, data_dir=DATA)
+    summary = await run_experiment(s, settings, store=store, models=models, data_dir=data)
     wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     assert summary.failed == 0, summary.errors
     await store.close()
     return wall / summary.ran * 1000, cpu / summary.ran * 1000
 
 
-async def throughput(cells: int, concurrency: int, latency_ms: float, home: Path) -> dict[str, float]:
+async def throughput(cells: int, concurrency: int, latency_ms: float, home: Path, data: Path) -> dict[str, float]:
     with fake_openai(latency_ms=latency_ms) as url:
         settings = Settings(
             home=str(home),
-            experiments={"data_dir": str(DATA)},
+            experiments={"data_dir": str(data)},
             roles={"chat": {"backend": "openai", "base_url": url, "model": "fake", "api_key": "x"}},
         )
         warm = SQLResultStore(f"sqlite:///{home / 'warm.db'}")
-        await run_experiment(spec(1, 100, concurrency), settings, store=warm, data_dir=DATA)  # untimed
+        await run_experiment(spec(1, 100, concurrency), settings, store=warm, data_dir=data)  # untimed
         await warm.close()
         copies = -(-cells // 520)
         s = spec(copies, -(-cells // copies), concurrency)
         store = SQLResultStore(f"sqlite:///{home / 'results.db'}")
         await store.list_runs()  # the store file and its tables exist, as in a user's home after a first run
         t, cpu = time.perf_counter(), time.process_time()
-        summary = await run_experiment(s, settings, store=store, data_dir=DATA)
+        summary = await run_experiment(s, settings, store=store, data_dir=data)
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         await store.close()
     assert summary.failed == 0, summary.errors
@@ -97,14 +95,15 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="Fewer cells (a smoke run, noisier).")
     add_doc_flag(parser)
     args = parser.parse_args()
+    data = data_dir()
     cells = 520 if args.quick else 2080
     # Once per process, untimed: `experiment run` imports every plugin module (the boundary
     # analysis pulls in scipy and pandas, ~3 s); the first timed run would otherwise carry it.
     default_registry()
     with captured() as out, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        mem, mem_cpu = await overhead(cells, InMemoryResultStore(), root / "a")
-        sql, sql_cpu = await overhead(cells, SQLResultStore(f"sqlite:///{root / 'o.db'}"), root / "b")
+        mem, mem_cpu = await overhead(cells, InMemoryResultStore(), root / "a", data)
+        sql, sql_cpu = await overhead(cells, SQLResultStore(f"sqlite:///{root / 'o.db'}"), root / "b", data)
         print(
             f"harness overhead per cell, zero-latency model, in-memory store: {mem:.3f} ms "
             f"(CPU {mem_cpu:.3f} ms; target < 2 ms)"
@@ -113,7 +112,7 @@ async def main() -> None:
             f"harness overhead per cell, zero-latency model, SQLite store:    {sql:.3f} ms "
             f"(CPU {sql_cpu:.3f} ms; target < 2 ms)"
         )
-        t = await throughput(500 if args.quick else 2000, 50, 50.0, root / "c")
+        t = await throughput(500 if args.quick else 2000, 50, 50.0, root / "c", data)
         print(
             f"{t['cells']:.0f} cells at concurrency 50 vs a 50 ms loopback server: {t['wall_s']:.2f} s, "
             f"ideal {t['ideal_s']:.2f} s, {100 * t['efficiency']:.1f} % of ideal (target >= 85 %); "

@@ -15,6 +15,7 @@ full by the response head and the universal rules. Aggregates only, never the it
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import yaml
@@ -36,6 +37,7 @@ def passes(clf: SafetyClassifier, fw: Framework, request: str) -> bool:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
     clf = load_classifier()
     frameworks = [load_framework("content-moderation"), load_framework("general")]

@@ -26,14 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.star.analysis.test_analysis import synthetic_star
+# bench/ holds a2a.py, named like the a2a-sdk package that the tests' imports reach: take bench/ off
+# the path so `import a2a` finds the SDK (as bench/a2a.py does).
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+from tests.star.analysis.test_analysis import synthetic_star  # noqa: E402
 
-from _util import Target, add_doc_flag, captured, peak_rss_mb, publish
-from psychoalign.star.analysis import alpha, analyze, bootstrap_alpha, false_positive_rate, load, write_report
-from psychoalign.star.analysis.simulate import simulate
-from psychoalign.star.analysis.stats import compare_binary, compare_ordinal
+from bench._util import Target, add_doc_flag, captured, peak_rss_mb, publish  # noqa: E402
+from psychoalign.star.analysis import alpha, analyze, bootstrap_alpha, false_positive_rate, load, write_report  # noqa: E402
+from psychoalign.star.analysis.simulate import simulate  # noqa: E402
+from psychoalign.star.analysis.stats import compare_binary, compare_ordinal  # noqa: E402
 
 
 def bench_alpha() -> list[Target]:

@@ -328,7 +328,8 @@ _NOT_FOR_USERS = {
     # A bench section's "Date:" line says when its figures were measured; any other date is history.
     "a date": re.compile(r"(?<!Date: )\b20\d\d-[01]\d-[0-3]\d\b"),
     "how the work went (history belongs in commit messages)": re.compile(
-        r"(?i)\b(?:this round|this session|we found|after the fix|the issue's|(?:in|from|per) the issue)\b"
+        r"(?i)\b(?:this round|this session|we found|we tried|(?:it )?turned out|after the (?:fix|change)|the issue's"
+        r"|(?:in|from|per) the issue)\b"
     ),
 }
 
