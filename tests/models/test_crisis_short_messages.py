@@ -40,6 +40,8 @@ LONGER_SMALL_TALK = [
     "Thank you so much, have a great day!",
     "Buenos días, ¿qué tal?",
     "Merci beaucoup, bonne soirée",
+    "who are you?",
+    "Hi! What can you do?",
 ]
 #: Farewells and thanks that can be veiled finality, and small talk around a disclosure: never small talk.
 NOT_SMALL_TALK = [

@@ -448,6 +448,7 @@ _SMALL_TALK_UNIT = (
     r"|how\s+(?:are|r)\s+(?:you|u|ya)(?:\s+doing)?|how\s+(?:are|r)\s+things|how(?:'s|\s+is)\s+it\s+going"
     r"|how(?:'s|\s+is)\s+your\s+(?:day|morning|evening|week)(?:\s+going)?|hows\s+it\s+going|how\s+have\s+you\s+been"
     r"|what(?:'s|s|\s+is)\s+up|wassup|sup|what(?:'s|s)\s+new|you\s+there|are\s+you\s+there"
+    r"|who\s+are\s+(?:you|u)|what\s+are\s+(?:you|u)|what(?:'s|s|\s+is)\s+your\s+name|what\s+can\s+(?:you|u)\s+do"
     r"|nice\s+to\s+(?:meet|see)\s+you|pleased\s+to\s+meet\s+you|good\s+to\s+see\s+you|long\s+time\s+no\s+see"
     r"|happy\s+(?:birthday|new\s+year|holidays|friday|monday|weekend|easter|diwali|eid|hanukkah|christmas)"
     r"|merry\s+christmas|congrat(?:s|ulations)|well\s+done|great\s+job|nice\s+one|good\s+job"
