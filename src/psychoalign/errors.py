@@ -25,6 +25,7 @@ __all__ = [
     "ModelError",
     "ModelTimeoutError",
     "PsychoAlignError",
+    "RequestRejectedError",
     "SchemaValidationError",
     "TransientBackendError",
     "public_message",
@@ -149,6 +150,16 @@ def needs_package(what: str, *, hint: str) -> Iterator[None]:
 
 class EndpointError(ModelError):
     """The endpoint answered with a non-retryable error or could not be reached."""
+
+
+class RequestRejectedError(EndpointError):
+    """The endpoint answered and refused this request as malformed or too large (HTTP 400, 413,
+    422): the request's content or format failed, not the endpoint. A caller choosing between
+    prompts may drop the one refused; every other caller treats it as an :class:`EndpointError`."""
+
+
+#: The HTTP statuses of :class:`RequestRejectedError`.
+REJECTED_STATUSES = frozenset({400, 413, 422})
 
 
 class ModelTimeoutError(ModelError):

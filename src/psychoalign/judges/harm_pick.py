@@ -15,8 +15,9 @@ Which is best depends on the model, so ``harm: auto`` on an endpoint does not gu
 caller passes in; the experiments use a seeded sample of the built-in labelled non-refusals) on
 first use, keeps the one with the highest Cohen's kappa (ties: the order above), and the run then
 reports the chosen judge's agreement on *different* rows (JailbreakBench's human labels), so the
-pick is measured out of sample. A candidate whose replies cannot be read is dropped, with why; an
-endpoint that gives no reply (an HTTP error, a timeout) stops the pick instead, so an outage never
+pick is measured out of sample. A candidate whose replies cannot be read, or whose requests the
+endpoint refuses as malformed or too large (HTTP 400, 413, 422), is dropped, with why; an endpoint
+that gives no reply (any other HTTP error, a timeout) stops the pick instead, so an outage never
 decides which prompt is kept, and the cells that needed it fail (retried on the next run).
 """
 
@@ -28,7 +29,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from ..errors import NO_REPLY_ERRORS
+from ..errors import NO_REPLY_ERRORS, RequestRejectedError
 from .agreement import binary_agreement
 from .harm import HarmJudge, HarmTier
 from .records import JudgeError, JudgeRecord
@@ -68,6 +69,8 @@ class PickedHarmJudge(HarmJudge):
     async def _measure(self, judge: HarmJudge) -> dict[str, Any]:
         try:
             verdicts = [(await judge.harmful(r.goal, r.response))[0] for r in self.rows]
+        except RequestRejectedError as exc:  # the endpoint answered and refused this prompt: drop it
+            return {"error": f"{type(exc).__name__}: {exc}"[:200]}
         except NO_REPLY_ERRORS:  # the endpoint, not the prompt, failed: no pick until it answers
             raise
         except Exception as exc:  # a candidate that cannot judge is dropped, with why (the others may)

@@ -206,7 +206,8 @@ class ChatModel:
             except EndpointError as exc:  # permanent (a 4xx, a reply that is not a completion)
                 if exc.message.startswith(f"{self.label}: "):
                     raise
-                raise EndpointError(f"{self.label}: {exc.message}", hint=exc.hint, detail=exc.detail) from exc
+                # the same class (a rejected request stays one), with the model's label in front
+                raise type(exc)(f"{self.label}: {exc.message}", hint=exc.hint, detail=exc.detail) from exc
             except TransientBackendError as exc:
                 last_error, last_detail = str(exc), exc.detail
                 if attempt == self.spec.max_retries:

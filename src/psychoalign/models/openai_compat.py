@@ -17,7 +17,15 @@ import aiohttp
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from yarl import URL
 
-from ..errors import BackendUnavailableError, ConfigError, EndpointError, TransientBackendError, redact_url
+from ..errors import (
+    REJECTED_STATUSES,
+    BackendUnavailableError,
+    ConfigError,
+    EndpointError,
+    RequestRejectedError,
+    TransientBackendError,
+    redact_url,
+)
 from ..jsonguard import loads_bounded
 from .base import Backend
 from .spec import ModelSpec
@@ -240,7 +248,8 @@ class OpenAIBackend(Backend):
                         if status == 404
                         else "check model and base_url"
                     )
-                    raise EndpointError(f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
+                    rejected = RequestRejectedError if status in REJECTED_STATUSES else EndpointError
+                    raise rejected(f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
                 raw = await _bounded_body(response, url)
         except aiohttp.InvalidURL as exc:
             raise EndpointError("invalid model endpoint URL", hint="check base_url", detail=f"{url!r}") from exc
