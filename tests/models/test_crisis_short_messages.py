@@ -42,6 +42,10 @@ LONGER_SMALL_TALK = [
     "Merci beaucoup, bonne soirée",
     "who are you?",
     "Hi! What can you do?",
+    "continue from there",
+    "translate this please",
+    "ok, try again",
+    "lorem ipsum dolor sit amet",
 ]
 #: Farewells and thanks that can be veiled finality, and small talk around a disclosure: never small talk.
 NOT_SMALL_TALK = [
@@ -52,6 +56,9 @@ NOT_SMALL_TALK = [
     "thank you for always being there, bye",
     "see you on the other side",
     "hey everyone, this is my last message",
+    "no more",
+    "I can't go on",
+    "try again tomorrow to end it",
 ]
 
 

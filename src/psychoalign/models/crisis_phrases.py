@@ -457,6 +457,10 @@ _SMALL_TALK_UNIT = (
     r"|talk\s+(?:to\s+you\s+)?(?:later|soon|tomorrow)|catch\s+you\s+later|ttyl|later"
     r"|can\s+you\s+help(?:\s+me)?|could\s+you\s+help(?:\s+me)?|i\s+have\s+a\s+question|quick\s+question"
     r"|ok(?:ay)?|cool|great|awesome|nice|sure|yes|yeah|yep|no\s+worries|no\s+problem|sounds\s+good|got\s+it"
+    r"|continue(?:\s+from\s+there)?|go\s+on|keep\s+going|carry\s+on|try\s+again|do\s+it\s+again|one\s+more"
+    r"|another\s+one|next(?:\s+one|\s+question)?|more|shorter|longer|simpler"
+    r"|(?:translate|summari[sz]e|rephrase|explain|rewrite|check|fix|shorten|expand)\s+(?:this|that|it|the\s+text"
+    r"(?:\s+below)?|my\s+code|this\s+code)|lorem\s+ipsum(?:\s+dolor(?:\s+sit\s+amet)?)?"
     r"|to\s+you|today|tonight|this\s+morning|everyone|everybody|all|y'?all|friend|friends|mate|buddy|pal|guys"
     r"|folks|team|there|bot|assistant|please|pls|then|too|and|you|u|lol|haha|:\)|:d)"
 )

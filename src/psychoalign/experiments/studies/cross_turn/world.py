@@ -136,6 +136,9 @@ class XTWorld:
 
     def negotiator(self, store: TraceStore | None, settings: Settings | None = None, **params: Any) -> Negotiator:
         settings = settings or Settings()
+        # The world's messages are markers ("Request [xt:s3]") whose scores its scripted EVALUATOR
+        # sets; the crisis screen reads real text, so it stays off unless a caller turns it on.
+        params.setdefault("crisis_screen", False)
         return Negotiator(
             settings,
             params=NegotiationParams(**params),
