@@ -95,3 +95,18 @@ def streamed_text(response: Any) -> str:
         if line.startswith("data: {"):
             pieces += [c["delta"].get("content") or "" for c in json.loads(line[len("data: ") :])["choices"]]
     return "".join(pieces)
+
+
+#: The reported benchmarks' dataset folders under the evaluation data.
+BENCHMARK_FOLDERS = (
+    "advbench",
+    "harmbench",
+    "strongreject",
+    "jailbreakbench",
+    "xstest",
+    "mt_bench",
+    "hhh_alignment",
+    "realtoxicityprompts",
+)
+#: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
+REFERENCE_FOLDERS = ("anthropic_hh_harmless_base", "jailbreak_templates", "many_shot_jailbreaking", *BENCHMARK_FOLDERS)

@@ -18,6 +18,7 @@ from bench.request_head import CRISIS_HELDOUTS, reference_texts, repeats
 
 from psychoalign.models.crisis import benign_requests_path, exemplars
 from tests.conftest import SHARED_DATA
+from tests.helpers import REFERENCE_FOLDERS
 
 BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
 #: Written blind: not in the bench's lists, so no build's default report reads it before it is
@@ -31,20 +32,6 @@ HELDOUTS = (*CRISIS_HELDOUTS, *BLIND)
 WRITTEN_BLIND = (*CRISIS_HELDOUTS[8:], *BLIND)
 #: No blind file waits: the tests of one skip (the mechanism stays for the next).
 NO_BLIND = pytest.mark.skip(reason="no blind crisis file waits to be scored (BLIND is empty)")
-#: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
-REFERENCE_FOLDERS = (
-    "anthropic_hh_harmless_base",
-    "jailbreak_templates",
-    "many_shot_jailbreaking",
-    "advbench",
-    "harmbench",
-    "strongreject",
-    "jailbreakbench",
-    "xstest",
-    "mt_bench",
-    "hhh_alignment",
-    "realtoxicityprompts",
-)
 
 
 def _key(text: str) -> str:

@@ -16,6 +16,7 @@ from bench.request_head import LOOKALIKES, load_sets, reference_texts, repeats
 
 from psychoalign.models.crisis import benign_requests_path
 from tests.conftest import SHARED_DATA
+from tests.helpers import REFERENCE_FOLDERS
 
 SETS = ("lookalike", "premise", "harmful")
 BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
@@ -26,20 +27,6 @@ BLIND: tuple[Path, ...] = ()
 #: The files written blind (lookalike_heldout_v16.yaml on, scored or not): each is checked here against
 #: the training requests and benchmark prompts too (the bench checks its own list every run as well).
 WRITTEN_BLIND = (*LOOKALIKES[10:], *BLIND)
-#: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
-REFERENCE_FOLDERS = (
-    "anthropic_hh_harmless_base",
-    "jailbreak_templates",
-    "many_shot_jailbreaking",
-    "advbench",
-    "harmbench",
-    "strongreject",
-    "jailbreakbench",
-    "xstest",
-    "mt_bench",
-    "hhh_alignment",
-    "realtoxicityprompts",
-)
 
 
 def test_the_bench_reads_every_held_out_look_alike_file_but_the_blind_ones() -> None:

@@ -10,17 +10,7 @@ from psychoalign.errors import InputError
 from psychoalign.models.benchmark_texts import BenchmarkIndex, benchmark_texts, normalise
 from psychoalign.models.safety_corpus import load_corpus_with_exclusions
 from tests.conftest import SHARED_DATA
-
-BENCHMARK_FOLDERS = (
-    "advbench",
-    "harmbench",
-    "strongreject",
-    "jailbreakbench",
-    "xstest",
-    "mt_bench",
-    "hhh_alignment",
-    "realtoxicityprompts",
-)
+from tests.helpers import BENCHMARK_FOLDERS
 
 
 def test_a_text_is_matched_exactly_after_normalising_or_by_a_long_enough_prompt_inside_it() -> None:
