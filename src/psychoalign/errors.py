@@ -28,6 +28,7 @@ __all__ = [
     "RequestRejectedError",
     "SchemaValidationError",
     "TransientBackendError",
+    "endpoint_error",
     "public_message",
     "redact",
     "redact_url",
@@ -160,6 +161,13 @@ class RequestRejectedError(EndpointError):
 
 #: The HTTP statuses of :class:`RequestRejectedError`.
 REJECTED_STATUSES = frozenset({400, 413, 422})
+
+
+def endpoint_error(status: int, message: str, *, hint: str | None, detail: str | None) -> EndpointError:
+    """The permanent error for an HTTP error ``status`` a backend does not retry: a
+    :class:`RequestRejectedError` for one of :data:`REJECTED_STATUSES`, else an :class:`EndpointError`."""
+    kind = RequestRejectedError if status in REJECTED_STATUSES else EndpointError
+    return kind(message, hint=hint, detail=detail)
 
 
 class ModelTimeoutError(ModelError):

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..errors import ModelError
 from ..textio import terminal_text
 
 if TYPE_CHECKING:
@@ -188,6 +189,13 @@ def deferred_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if caught:
         raise KeyboardInterrupt
+
+
+def no_reply_stop(exc: ModelError, resume: str) -> ModelError:
+    """The one-line error for a run a model call stopped with no reply (an outage, a refused key):
+    ``exc``'s message, its hint, then ``resume``, what was kept and how to go on."""
+    hint = f"{exc.hint}; " if exc.hint else ""
+    return ModelError(exc.message, hint=f"{hint}{resume}", detail=exc.detail)
 
 
 def safe(text: object, style: str = "") -> Text:

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..config import Settings
-from ..errors import NO_REPLY_ERRORS, ConfigError, InputError, ModelError, redact_url
+from ..errors import NO_REPLY_ERRORS, ConfigError, InputError, redact_url
 from ._experiment_tables import _print_tables
 from .common import (
     ConfigOpt,
@@ -24,6 +24,7 @@ from .common import (
     emit_json,
     emit_yaml,
     err_console,
+    no_reply_stop,
     out_console,
     print_wide,
     reflow_help,
@@ -284,12 +285,7 @@ def run(
     except (KeyboardInterrupt, asyncio.CancelledError) as stop:  # Ctrl-C, or SIGTERM (the run's task cancelled)
         _interrupted(stop, resume)
     except NO_REPLY_ERRORS as exc:  # a call the run cannot do without (a judge check) got no reply
-        hint = f"{exc.hint}; " if exc.hint else ""
-        raise ModelError(
-            exc.message,
-            hint=f"{hint}the cells that finished are stored: resume the run with: {resume}",
-            detail=exc.detail,
-        ) from exc
+        raise no_reply_stop(exc, f"the cells that finished are stored: resume the run with: {resume}") from exc
     folder = out or Path(settings.experiments.out_dir) / summary.run_id
     json_path, html_path = write_report(report, folder)
     if json_out:

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import NO_REPLY_ERRORS, InputError, ModelError
+from ..errors import NO_REPLY_ERRORS, InputError
 from ..star import Instruction, coverage, generate_instructions, load_parameters, load_policy
 from ..star.files import PolicyError
 from ..textio import nonblank_lines, read_text
@@ -23,6 +23,7 @@ from .common import (
     JsonOpt,
     emit_json,
     err_console,
+    no_reply_stop,
     out_console,
     progress_bar,
     run_closing,
@@ -421,12 +422,7 @@ def campaign_run(
     try:
         report = asyncio.run(go())
     except NO_REPLY_ERRORS as exc:  # a persona's model got no reply: what the campaign stored is kept
-        hint = f"{exc.hint}; " if exc.hint else ""
-        raise ModelError(
-            exc.message,
-            hint=f"{hint}what the campaign stored is kept: rerun the same command to resume it",
-            detail=exc.detail,
-        ) from exc
+        raise no_reply_stop(exc, "what the campaign stored is kept: rerun the same command to resume it") from exc
     if json_out:
         emit_json(report.model_dump())
         return

@@ -8,14 +8,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..errors import (
-    REJECTED_STATUSES,
-    BackendUnavailableError,
-    EndpointError,
-    RequestRejectedError,
-    TransientBackendError,
-    needs_package,
-)
+from ..errors import BackendUnavailableError, EndpointError, TransientBackendError, endpoint_error, needs_package
 from .spec import BackendName, ModelSpec
 from .types import ChatRequest, Completion
 
@@ -125,8 +118,7 @@ class SdkBackend(Backend):
         if status in cls.retry_statuses or status >= 500:
             return TransientBackendError(message, detail=detail)
         hint = "check the API key" if status in (401, 403) else "check the model name"
-        rejected = RequestRejectedError if status in REJECTED_STATUSES else EndpointError
-        return rejected(message, hint=hint, detail=detail)
+        return endpoint_error(status, message, hint=hint, detail=detail)
 
     @classmethod
     def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:

@@ -18,12 +18,11 @@ from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from yarl import URL
 
 from ..errors import (
-    REJECTED_STATUSES,
     BackendUnavailableError,
     ConfigError,
     EndpointError,
-    RequestRejectedError,
     TransientBackendError,
+    endpoint_error,
     redact_url,
 )
 from ..jsonguard import loads_bounded
@@ -248,8 +247,7 @@ class OpenAIBackend(Backend):
                         if status == 404
                         else "check model and base_url"
                     )
-                    rejected = RequestRejectedError if status in REJECTED_STATUSES else EndpointError
-                    raise rejected(f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
+                    raise endpoint_error(status, f"model endpoint returned HTTP {status}", hint=hint, detail=detail)
                 raw = await _bounded_body(response, url)
         except aiohttp.InvalidURL as exc:
             raise EndpointError("invalid model endpoint URL", hint="check base_url", detail=f"{url!r}") from exc
