@@ -489,5 +489,5 @@ def test_a_daily_methotrexate_sentence_brings_the_weekly_fact() -> None:
     ],
 )
 def test_a_weekly_only_row_needs_its_weekly_range_and_a_valid_regex(bad: dict[str, object]) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="weekly"):
         DoseLimit.model_validate(bad)

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .facts import valid_regex
+
 #: What a stated figure measures: a mass (read in mg), international units or units, or a volume (ml).
 Dimension = Literal["mass", "units", "volume"]
 #: :meth:`DoseLimit.amount` of a figure whose unit the medicine is never dosed in (mg of insulin).
@@ -102,9 +104,9 @@ class DoseLimit(BaseModel):
             raise ValueError(f"{self.drug[0]}: weekly_only needs weekly_mg, the range of one weekly dose")
         if self.weekly_unless:
             try:
-                re.compile(self.weekly_unless)
-            except re.error as exc:
-                raise ValueError(f"{self.drug[0]}: invalid weekly_unless regex {self.weekly_unless!r}: {exc}") from None
+                valid_regex(self.weekly_unless)
+            except ValueError as exc:
+                raise ValueError(f"{self.drug[0]}: weekly_unless: {exc}") from None
         for single, daily, name, unit in (
             (self.single_mg, self.daily_mg, "single_mg", "mg"),
             (self.single_per_kg, self.per_kg, "single_per_kg", "mg/kg"),
