@@ -27,10 +27,10 @@ and at most ``look_cap`` of the look-alikes fire), and a band floor by the same 
 it). v8's explicit phrases (and, in one setting, the multilingual lexicon), the medicine guard and
 the short-message guard are the shipped ones. The held-out file is scored as the runtime scores
 it (``CrisisCheck.fires_on``; "routed": the check or the ``general`` framework's self-harm request
-checks; "soft line": not routed, at least ``MIN_BAND_WORDS`` words, not guarded, head score at or
-above the floor). v8 is scored as shipped on the same items (its phrases were written from the
-misses of the first five files, so its figures there are fitted; so are those of every candidate,
-which keeps the phrases).
+checks; "soft line": not routed, read by the head (``crisis_check.head_reads``: words, guard,
+small talk), head score at or above the floor). v8 is scored as shipped on the same items (its
+phrases were written from the misses of the first five files, so its figures there are fitted;
+so are those of every candidate, which keeps the phrases).
 
 The choice (:func:`choose`), fixed before any candidate was scored: among the settings whose pooled
 LOFO look-alikes routed and given the soft line are each at most v8's, and whose all-files model
@@ -79,10 +79,10 @@ from psychoalign.models.crisis import (  # noqa: E402
 from psychoalign.models.crisis_check import (  # noqa: E402
     _SHORT_RISK,
     _WORDS,
-    MIN_BAND_WORDS,
     MIN_ROUTE_WORDS,
     CrisisCheck,
     default_crisis_path,
+    head_reads,
     load_crisis_check,
 )
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
@@ -263,9 +263,11 @@ class Features:
         texts = list(data.rows)
         self.says = {t: says_self_harm(t, EXPLICIT_PHRASES) for t in texts}
         self.says_lex = {t: self.says[t] or says_self_harm(t, MULTILINGUAL_PHRASES) for t in texts}
-        self.guarded = {t: MEDICINE_GUARD.holds(t) for t in texts}
         self.words = {t: len(_WORDS.findall(t)) for t in texts}
         self.short_risk = {t: bool(_SHORT_RISK.search(t)) for t in texts}
+        # the check's gates on its head (words, medicine guard, small talk): crisis_check.head_reads
+        self.reads = {t: head_reads(t, MEDICINE_GUARD) for t in texts}
+        self.reads_band = {t: head_reads(t, MEDICINE_GUARD, band=True) for t in texts}
         self.rule = data.rule
 
 
@@ -282,11 +284,11 @@ class Scorer:
             return True
         if f.words[t] < MIN_ROUTE_WORDS:
             return f.short_risk[t]
-        return not f.guarded[t] and self.logit[t] >= self.route
+        return f.reads[t] and self.logit[t] >= self.route
 
     def soft(self, t: str) -> bool:
         f = self.f
-        if self.floor is None or f.words[t] < MIN_BAND_WORDS or self.routed(t) or f.guarded[t]:
+        if self.floor is None or not f.reads_band[t] or self.routed(t):
             return False
         return self.logit[t] >= self.floor
 

@@ -82,6 +82,16 @@ def _words(request: str) -> int:
     return len(_WORDS.findall(request))
 
 
+def head_reads(request: str, guard: MedicineGuard | None, *, band: bool = False) -> bool:
+    """Whether a check's head (or its character vote) may decide on ``request``, for routing or,
+    with ``band``, for the possible-risk band: it has the words to read (:data:`MIN_ROUTE_WORDS`,
+    :data:`MIN_BAND_WORDS`), is not an ordinary medicine question by ``guard`` and is not small
+    talk (:func:`~.crisis_phrases.small_talk`). The one place these gates live: the check, the
+    band and the build scripts' replay of them all read it."""
+    least = MIN_BAND_WORDS if band else MIN_ROUTE_WORDS
+    return _words(request) >= least and not (guard is not None and guard.holds(request)) and not small_talk(request)
+
+
 class CrisisCheck(BaseModel):
     """The crisis check: a head over the request embedding the classifier already computed that
     fires on a person at risk asking for a way to die or hurt themselves, or saying they want to
@@ -178,13 +188,7 @@ class CrisisCheck(BaseModel):
         above the check's band floor, :attr:`floor`), else None. An ordinary medicine
         question by the guard is never in it: the guard's word is that it carries no risk cue."""
         floor = self.floor
-        if (
-            floor is None
-            or _words(request) < MIN_BAND_WORDS
-            or small_talk(request)
-            or self.fires_on(request, x)
-            or self.guarded(request)
-        ):
+        if floor is None or not head_reads(request, self.guard, band=True) or self.fires_on(request, x):
             return None
         value = self.score(x)
         return value if value >= floor else None
@@ -205,7 +209,7 @@ class CrisisCheck(BaseModel):
             return True
         if _words(request) < MIN_ROUTE_WORDS:
             return bool(_SHORT_RISK.search(request))
-        if self.guarded(request) or small_talk(request):
+        if not head_reads(request, self.guard):
             return False
         return self.fires(x) or (self.vote is not None and self.vote.fires(request))
 
@@ -228,7 +232,7 @@ def band_verdict(
     threshold, phrases and character vote; None when the check routes it, or the check's medicine
     guard holds (an ordinary medicine question is never in the band), or the request is too short
     to read (:data:`MIN_BAND_WORDS`), or neither tier fires."""
-    if _words(request) < MIN_BAND_WORDS or check.fires_on(request, x) or check.guarded(request):
+    if not head_reads(request, check.guard, band=True) or check.fires_on(request, x):
         return None
     by = [BAND_FLOOR] if check.band(request, x) is not None else []
     if vote is not None and vote.fires_on(request, x):
