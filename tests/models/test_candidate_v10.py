@@ -96,7 +96,8 @@ def test_the_candidate_records_the_eleven_development_files_and_its_choice() -> 
 
     candidate = load_weights(str(CANDIDATE))
     names = [p.name for p in GUARD_DEV_FILES]
-    assert names == [p.name for p in LOOKALIKES] and len(names) == 11
+    # The eleven look-alike files the bench read when the candidate was built (a later one is fresh).
+    assert names == [p.name for p in LOOKALIKES][:11] and len(names) == 11
     assert "lookalike_heldout_v17.yaml" not in names
     assert candidate.training["dev_files"] == names
     lofo = candidate.training["fit"]["request"]["lofo"]
