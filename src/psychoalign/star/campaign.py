@@ -167,26 +167,28 @@ def persona_models(attacker: ChatModel, annotator: ChatModel, tier: str, judge: 
 
 
 async def check_persona_models(store: StarStore, campaign: str, models: dict[str, str]) -> bool:
-    """Record ``models`` with a campaign that has none recorded, or refuse (:class:`InputError`)
-    when they differ from the recorded ones: the campaign's stored attacks, ratings and refusal
-    flags came from the recorded models, and one campaign's export and analysis would pool two
-    models' work under one name. True: the campaign already had work from unrecorded models."""
+    """Check ``models`` (by role; a caller may give some roles only, as the lab's annotator
+    personas do) against the ones recorded with ``campaign``, and record the roles not yet
+    recorded. A role recorded with another model is refused (:class:`InputError`) before any work:
+    the campaign's stored attacks, ratings and refusal flags came from the recorded model, and its
+    export and analysis would pool two models' work under one name. True: nothing was recorded
+    yet and the campaign already holds simulated work, whose models are unknown."""
     recorded = (await store.campaign_settings(campaign)).persona_models
-    if not recorded:
-        await store.update_campaign_settings(campaign, persona_models=models)
-        counts = await store.task_counts(campaign)
-        return any(n for kind in counts.values() for status, n in kind.items() if status != "open")
-    changed = [role for role in PERSONA_ROLES if recorded.get(role) != models.get(role)]
+    changed = [role for role in PERSONA_ROLES if role in models and role in recorded and recorded[role] != models[role]]
     if changed:
-        what = "; ".join(
-            f"{PERSONA_ROLES[r]} {recorded.get(r, 'not recorded')} -> {models.get(r, 'none')}" for r in changed
-        )
+        what = "; ".join(f"{PERSONA_ROLES[r]} {recorded[r]} -> {models[r]}" for r in changed)
         raise InputError(
             f"campaign '{campaign}' ran on other persona models: {what}",
             hint="rerun it with the roles it ran with (its export and analysis would pool two models' work), "
             "or give the campaign file a new name to start a new campaign beside it",
         )
-    return False
+    if all(role in recorded for role in models):
+        return False
+    await store.update_campaign_settings(campaign, persona_models={**models, **recorded})
+    if recorded:
+        return False
+    slots = ("red_teamer", "annotator1", "annotator2")
+    return any(r.get(f"{slot}_simulated") for r in await store.export_rows(campaign) for slot in slots)
 
 
 def _generated_personas(config: CampaignConfig, policy: Policy) -> list[Participant]:
