@@ -14,7 +14,7 @@ import pytest
 from psychoalign.config import Settings, load_settings
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
-from psychoalign.star.campaign import CampaignConfig, CampaignReport, load_campaign, run_campaign
+from psychoalign.star.campaign import PERSONA_ROLES, CampaignConfig, CampaignReport, load_campaign, run_campaign
 from psychoalign.star.store import SQLStarStore
 from tests.cli.test_main import cli
 from tests.scenario import World, proposals
@@ -710,7 +710,8 @@ async def test_a_rerun_on_other_persona_models_is_refused_before_any_work(tmp_pa
     store = SQLStarStore(url, load_policy())
     before = await store.export_rows("pm")
     recorded = (await store.campaign_settings("pm")).persona_models
-    assert set(recorded) == {"attacker", "annotator", "refusal_judge"} and recorded["refusal_judge"] == "rules"
+    assert set(recorded) == set(PERSONA_ROLES) and recorded["refusal_judge"] == "rules"
+    assert recorded["annotator_prompts"].startswith("prompts:") and recorded["attacker"].startswith("model:scripted:")
 
     other_annotator = {"attacker": scripted(lambda r: STEREOTYPE), "annotator": _sampled(annotator, 0.9)}
     with pytest.raises(InputError) as refused:
@@ -725,7 +726,13 @@ async def test_a_rerun_on_other_persona_models_is_refused_before_any_work(tmp_pa
     same_personas = {"attacker": scripted(lambda r: STEREOTYPE), "annotator": scripted(annotator), "target": target}
     with pytest.raises(InputError, match="refusal judge rules -> model:model:scripted"):
         await run_campaign(model_judge, Settings(), store, models={**same_personas, **judge})
-    assert await store.export_rows("pm") == before  # neither refused run did any work
+    # the persona prompts of another PsychoAlign version: the same models write other ratings
+    stored = {**recorded, "annotator_prompts": "prompts:000000000000"}
+    await store.update_campaign_settings("pm", persona_models=stored)
+    with pytest.raises(InputError, match=r"models: annotator prompts prompts:000000000000 -> prompts:[0-9a-f]{12} \("):
+        await run_campaign(config, Settings(), store, models=same_personas)
+    await store.update_campaign_settings("pm", persona_models=recorded)
+    assert await store.export_rows("pm") == before  # none of the refused runs did any work
 
     report = await run_campaign(config, Settings(), store, models=same_personas)
     assert report.models == recorded and not report.models_recorded_late
@@ -749,7 +756,7 @@ async def test_a_campaign_stored_before_its_models_were_recorded_says_so(tmp_pat
         store,
         models={"attacker": scripted(lambda r: STEREOTYPE), "annotator": scripted(annotator), "target": target},
     )
-    assert report.models_recorded_late and set(report.models) == {"attacker", "annotator", "refusal_judge"}
+    assert report.models_recorded_late and set(report.models) == set(PERSONA_ROLES)
     await store.close()
 
 

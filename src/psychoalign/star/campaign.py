@@ -53,6 +53,7 @@ from .personas import (
     Target,
     TargetError,
     model_label,
+    prompt_digest,
 )
 from .policy import Policy, load_policy
 from .store import StarStore
@@ -152,16 +153,25 @@ def load_campaign(path: str | Path) -> CampaignConfig:
 
 
 #: The roles a persona campaign records, as its errors and reports name them.
-PERSONA_ROLES = {"attacker": "attacker", "annotator": "annotator", "refusal_judge": "refusal judge"}
+PERSONA_ROLES = {
+    "attacker": "attacker",
+    "attacker_prompts": "attacker prompts",
+    "annotator": "annotator",
+    "annotator_prompts": "annotator prompts",
+    "refusal_judge": "refusal judge",
+}
 
 
 def persona_models(attacker: ChatModel, annotator: ChatModel, tier: str, judge: ChatModel | None) -> dict[str, str]:
     """What about the personas changes their output, by role: each model's label with its digest
     (:func:`~.personas.model_label`: backend, model, endpoint, sampling, script hash) and the refusal
-    judge's tier (with its model's label for the model tiers)."""
+    judge's tier (with its model's label for the model tiers); and the digest of the packaged
+    prompts each persona role writes with (:func:`~.personas.prompt_digest`)."""
     return {
         "attacker": model_label(attacker),
+        "attacker_prompts": prompt_digest("attacker"),
         "annotator": model_label(annotator),
+        "annotator_prompts": prompt_digest("annotator"),
         "refusal_judge": tier if judge is None else f"{tier}:{model_label(judge)}",
     }
 
@@ -179,8 +189,9 @@ async def check_persona_models(store: StarStore, campaign: str, models: dict[str
         what = "; ".join(f"{PERSONA_ROLES[r]} {recorded[r]} -> {models[r]}" for r in changed)
         raise InputError(
             f"campaign '{campaign}' ran on other persona models: {what}",
-            hint="rerun it with the roles it ran with (its export and analysis would pool two models' work), "
-            "or give the campaign file a new name to start a new campaign beside it",
+            hint="rerun it with the roles (and the PsychoAlign version, for prompts) it ran with: its export and "
+            "analysis would pool two models' work; or give the campaign file a new name to start a new campaign "
+            "beside it",
         )
     if all(role in recorded for role in models):
         return False

@@ -454,7 +454,8 @@ async def test_lead_mixes_in_personas_for_the_shortfall(tmp_path: Path) -> None:
     assert row["annotator1_simulated"] is True and row["annotator2_simulated"] is True
     assert row["annotator1_id"].startswith("sim-med-") and row["annotator1_id"] != row["annotator2_id"]
     recorded = row["persona_models"]["annotator"]
-    assert set(row["persona_models"]) == {"annotator"} and recorded.startswith("model:scripted:script@")
+    assert set(row["persona_models"]) == {"annotator", "annotator_prompts"}  # no attacker: people red-teamed
+    assert recorded.startswith("model:scripted:script@")
     # the annotator's script edited: its ratings would be pooled with the first one's, so the next
     # persona run stops before any work, and the lead's page says why
     script.write_text('{"rules": [], "default": {"rating": 4, "reasoning": "other view"}}', encoding="utf-8")
