@@ -147,7 +147,7 @@ async def test_the_issue_example_is_cut_to_two_tokens_before_the_stop_word(
 async def test_a_stop_starting_just_past_the_limit_is_a_length_cut_whole_and_streamed(
     client: tuple[openai.AsyncOpenAI, InMemoryTraceStore],
 ) -> None:
-    """"Sure, here is a" is five tokens; "helpful" starts on the sixth, which max_tokens=5 never
+    """ "Sure, here is a" is five tokens; "helpful" starts on the sixth, which max_tokens=5 never
     generates: OpenAI ends such a reply with "length" (was: cut before the stop, "stop")."""
     ai, _ = client
     messages: Any = [{"role": "user", "content": "Eggs?"}]
