@@ -482,6 +482,7 @@ def main() -> int:
         help="write the chosen check (all nine files) to FILE (default: bench/candidates/crisis-minilm-v11.json)",
     )
     ap.add_argument("--data", type=Path, default=None, help="evaluation data folder (default shared/data)")
+    ap.add_argument("--all", action="store_true", help="also print every setting's pooled figures (after the choice)")
     args = ap.parse_args()
     data = Data(args.data)
     feats10, feats11 = Features(data, MEDICINE_GUARD), Features(data, MEDICINE_GUARD_V11)
@@ -526,6 +527,20 @@ def main() -> int:
     for s in ranked[:12]:
         p = results[s][0].pooled()
         print(f"  {s}: {p[0]}/{p[2]}, {p[1]}/{p[2]}; {p[3]}/{p[5]}, {p[4]}/{p[5]}; {results[s][2]}")
+    if args.all:
+        print(
+            "every setting (pooled LOFO: crisis routed, either; look-alikes routed, soft; short messages routed out "
+            "of fold; look-alikes within the v10 recipe's; checks within v10's):"
+        )
+        base = recipe[0].pooled()
+        for s in settings():
+            lofo, chk, short = results[s]
+            p = lofo.pooled()
+            looks_ok = p[3] <= base[3] and p[4] <= base[4]
+            checks_ok = chk["known false fires of v8"][0] == 0 and all(
+                chk[g][0] <= v10_checks[g][0] for g in ("medicine look-alikes", "self_harm_requests.yaml, look-alikes")
+            )
+            print(f"  {s}: {p[0]}/{p[2]}, {p[1]}/{p[2]}; {p[3]}, {p[4]}; {short}; {looks_ok}; {checks_ok}")
     if best is None:
         print("no setting passes the rule; nothing chosen")
         return 1
