@@ -14,12 +14,11 @@ Data (aggregates are printed, never the items):
   ``bench/data/lookalike_heldout_v8.yaml``, ``bench/data/lookalike_heldout_v9.yaml``,
   ``bench/data/lookalike_heldout_v10.yaml``, ``bench/data/lookalike_heldout_v11.yaml``,
   ``bench/data/lookalike_heldout_v12.yaml``, ``bench/data/lookalike_heldout_v13.yaml``,
-  ``bench/data/lookalike_heldout_v14.yaml``, ``bench/data/lookalike_heldout_v15.yaml`` and
-  ``bench/data/lookalike_heldout_v16.yaml``: held-out
+  ``bench/data/lookalike_heldout_v14.yaml``, ``bench/data/lookalike_heldout_v15.yaml``,
+  ``bench/data/lookalike_heldout_v16.yaml`` and ``bench/data/lookalike_heldout_v17.yaml``: held-out
   hand-written requests (the first three are the hash-split held-out parts of three pools, the last
-  eight were each written whole as a held-out
-  file before the request head they test; each file's header says how): benign
-  look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
+  nine were each written whole as a held-out file before the request head they test; each file's
+  header says how): benign look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
 * the harmful and benign sets of ``bench/data/heldout_requests.yaml``, less the items that a
   training text now repeats (that file was written before the latest training data).
@@ -59,16 +58,16 @@ no offer to "rephrase", under every built-in framework (the target is the defaul
 the newest file's look-alikes given the crisis line under the default framework; then, as
 out-of-sample reports only, the requests it fires on among the look-alikes of the held-out files
 above, each list of ``tests/frameworks/self_harm_requests.yaml`` (the request checks' test set), the
-MT-Bench first turns and the XSTest safe prompts. Targets: crisis requests reaching the channel
-100 %, and (end to end, default framework) every crisis request's reply carrying the crisis line and the
-supportive message, never "rephrase".
+MT-Bench first turns, HHH's helpful, honest and other inputs and the XSTest safe prompts. Targets:
+crisis requests reaching the channel 100 %, and (end to end, default framework) every crisis
+request's reply carrying the crisis line and the supportive message, never "rephrase".
 
 With the check's possible-risk band (its floor, ``CrisisCheck.floor``, or its vote in
 ``CRISIS_BAND_VOTES``: a second check whose fire gives the soft line, never a route), each held-out
 crisis file also reports the crisis requests that get the crisis resource from either tier (routed,
 or the band's soft line) and the look-alikes given the soft line, and each look-alike file, the
-request checks' test look-alikes, XSTest safe and MT-Bench first turns the share given the soft
-line. ``--no-band-vote`` scores the band without its vote (the floor tier alone) for comparison.
+request checks' test look-alikes, XSTest safe, MT-Bench first turns and HHH inputs the share given
+the soft line. ``--no-band-vote`` scores the band without its vote (the floor tier alone) for comparison.
 ``--crisis --choose-band`` chooses the floor by its rule on the development sets only (never
 ``crisis_heldout_v6.yaml``, ``crisis_heldout_v7.yaml``, ``lookalike_heldout_v14.yaml`` nor
 ``lookalike_heldout_v15.yaml``): the
@@ -86,6 +85,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import sys
 import time
@@ -126,6 +126,7 @@ LOOKALIKES = tuple(
         "lookalike_heldout_v14.yaml",
         "lookalike_heldout_v15.yaml",
         "lookalike_heldout_v16.yaml",
+        "lookalike_heldout_v17.yaml",
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -250,7 +251,6 @@ def choose_band(args: argparse.Namespace) -> None:
     development look-alike group the soft line would be given, and the lowest floor that keeps
     every group at or under ``BAND_MAX_LOOKALIKES``; then the development crisis requests that
     floor gives either tier. Prints only."""
-    import json
 
     from psychoalign.models.crisis import exemplars
 
@@ -320,7 +320,6 @@ def choose_band(args: argparse.Namespace) -> None:
 def crisis_report(args: argparse.Namespace) -> None:
     """The crisis check's held-out figures (``--crisis``), then its out-of-sample reports."""
     import csv
-    import json
 
     from psychoalign.models.crisis import benign_requests, exemplars
 
@@ -481,6 +480,11 @@ def crisis_report(args: argparse.Namespace) -> None:
         rate("MT-Bench first turns", sum(map(clf.crisis, mt)), len(mt), "fired", None, targets)
         if banded is not None:
             rate("MT-Bench first turns, the band's soft line", sum(map(banded, mt)), len(mt), "given", None, targets)
+        # HHH's helpful, honest and other inputs: ordinary requests, some sad or apologetic in tone.
+        hhh = hhh_inputs(data)
+        rate("HHH helpful/honest/other inputs", sum(map(clf.crisis, hhh)), len(hhh), "fired", None, targets)
+        if banded is not None:
+            rate("HHH inputs, the band's soft line", sum(map(banded, hhh)), len(hhh), "given", None, targets)
         # A development set (the medicine guard and v7's look-alike exemplars were written against it).
         medicine = yaml.safe_load(MEDICINE_LOOKALIKES.read_text(encoding="utf-8")) or {}
         questions = [str(t) for texts in medicine.values() for t in texts]
@@ -506,9 +510,10 @@ def crisis_report(args: argparse.Namespace) -> None:
             "`tests/models/crisis_medicine_lookalikes.yaml` are development sets (the phrases and medicine guard "
             "were written from their misses), so their figures are not out of sample either "
             '(MODEL_CARD.md, "The crisis check"). The look-alike files, the request checks\' test file, XSTest '
-            "safe and MT-Bench first turns are reported only: never trained on, never a threshold (MT-Bench's soft "
-            "line was a shipping condition). The possible-risk band (the second, soft tier: a crisis score from "
-            "its floor up to routing gets the framework's soft crisis line after the reply) has its floor carried "
+            "safe, MT-Bench first turns and HHH inputs are reported only: never trained on, never a threshold "
+            "(MT-Bench's soft line was a shipping condition). The possible-risk band (the second, soft tier: "
+            "a crisis score from its floor up to routing gets the framework's soft crisis line after the reply) "
+            "has its floor carried "
             "by the check, chosen by the same rule as the routing threshold one tier down on the same training "
             "data; `crisis_heldout_v9.yaml` and every look-alike file are fresh for it. "
             "End to end, the "
@@ -735,6 +740,15 @@ def validation_band(args: argparse.Namespace) -> None:
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
 
 
+def hhh_inputs(data: Path) -> list[str]:
+    """The distinct inputs of HHH's helpful, honest and other tasks (reported only, never trained on)."""
+    texts: list[str] = []
+    for part in ("helpful", "honest", "other"):
+        raw = (data / "hhh_alignment" / f"{part}.task.json").read_text(encoding="utf-8")
+        texts += [str(ex["input"]).strip() for ex in json.loads(raw)["examples"]]
+    return list(dict.fromkeys(t for t in texts if t))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -908,13 +922,11 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Ten hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            note="Twelve hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
             "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
-            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and seven files each "
-            "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml`, "
-            "`bench/data/lookalike_heldout_v10.yaml`, `bench/data/lookalike_heldout_v11.yaml`, "
-            "`bench/data/lookalike_heldout_v12.yaml`, `bench/data/lookalike_heldout_v13.yaml`, "
-            "`bench/data/lookalike_heldout_v14.yaml`, `bench/data/lookalike_heldout_v15.yaml`) "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and nine files each "
+            "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml` to "
+            "`bench/data/lookalike_heldout_v17.yaml`; the last two were written blind and scored once) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "

@@ -12,6 +12,8 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --score FILE.json  # a weights file's metrics on today's check split
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --version evaluator-minilm-v9 \
         --out bench/candidates  # the v9 request-head candidate: + the ten look-alike files, threshold by LOFO
+    .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --guard --harm-weight 1 2 \
+        --version evaluator-minilm-v10 --out bench/candidates  # v10: + the eleven files, the shipped head as guard
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
@@ -128,12 +130,21 @@ DEV_FILES = tuple(
         "lookalike_heldout_v15.yaml",
     )
 )
+#: ``--guard`` (the evaluator-minilm-v10 candidate): the ten files and ``lookalike_heldout_v16.yaml``,
+#: the request head's fresh file until v9 was scored on it. A fixed list: never a later file.
+GUARD_DEV_FILES = (*DEV_FILES, ROOT / "bench" / "data" / "lookalike_heldout_v16.yaml")
 DEV_SETS = (("lookalike", True), ("premise", False), ("harmful", False))
 #: ``--lofo``: the offsets tried (added to the logit of the validation-balanced threshold) when the
 #: request threshold is chosen on the leave-one-file-out scores of the development files.
 LOFO_OFFSETS = tuple(round(0.05 * i, 2) for i in range(-60, 61))
 #: The premise rule the bench counts beside the head (an item is stopped if either stops it).
 PREMISE_RULE = "U6-group-premise"
+#: ``--guard``: the guard's confident-harm cuts tried, as logit offsets from the kept head's threshold
+#: (a request the kept head scores below the cut is blocked whatever the refit says; ``None``: no guard).
+GUARD_CUTS: tuple[float | None, ...] = (None, *(round(-0.1 * i, 1) for i in range(40, -1, -1)))
+#: ``--guard``: the share of the check split's acceptable requests the two-head rule may pass below
+#: the kept head's share (the ordinary benign requests must not pay for the look-alikes).
+GUARD_ACCEPTABLE_SLACK = 0.01
 
 
 def dev_examples(path: Path) -> list[Example]:
@@ -162,21 +173,26 @@ def margins(head: Head, exs: Sequence[Example], emb: dict[str, NDArray[np.float3
 
 
 def lofo_fit(
-    examples: list[Example], emb: dict[str, NDArray[np.float32]], base: Head, extra_weight: float
+    examples: list[Example],
+    emb: dict[str, NDArray[np.float32]],
+    base: Head,
+    extra_weight: float,
+    files: Sequence[Path] = DEV_FILES,
+    harm_weight: float = 1.0,
 ) -> dict[str, dict[str, Any]]:
-    """Leave one development file out: for each of :data:`DEV_FILES`, the request head fitted as
-    the build fits it (train split plus the other nine files) and read on the file left out, beside
-    ``base`` (which was trained on none): per file, each item's set, whether the premise rule
+    """Leave one development file out: for each of ``files`` (:data:`DEV_FILES`), the request head
+    fitted as the build fits it (train split plus the other files) and read on the file left out,
+    beside ``base`` (which was trained on none): per file, each item's set, whether the premise rule
     fires on it, and the margins (:func:`margins`) of the refitted head and of ``base``."""
     from psychoalign.frameworks import load_framework
 
     general = load_framework("general")
     requests = [ex for ex in examples if ex.kind == "request"]
-    dev = {path.name: dev_examples(path) for path in DEV_FILES}
+    dev = {path.name: dev_examples(path) for path in files}
     per_file: dict[str, dict[str, Any]] = {}
     for name, held in dev.items():
         extra = [ex for other, exs in dev.items() if other != name for ex in exs]
-        head, info = fit_head(requests, emb, "request", extra=extra, extra_weight=extra_weight)
+        head, info = fit_head(requests, emb, "request", extra=extra, extra_weight=extra_weight, harm_weight=harm_weight)
         per_file[name] = {
             "params": info["params"],
             "kinds": np.asarray([ex.source.removeprefix("dev-") for ex in held]),
@@ -263,11 +279,128 @@ def choose_offset(
     return offset, record
 
 
-def lofo_table(per_file: dict[str, dict[str, Any]], offset: float, base_label: str) -> dict[str, Any]:
+def two_head(new: NDArray[np.float64], old: NDArray[np.float64], d: float, c: float | None) -> NDArray[np.float64]:
+    """The two-head rule's margin (:attr:`Head.guard`): the refit's margin ``new`` less the offset
+    ``d``, capped by the kept head's margin ``old`` less the guard's cut ``c`` (None: no guard). At or
+    above 0 a request passes."""
+    out = new - d
+    return out if c is None else np.minimum(out, old - c)
+
+
+def choose_guard(
+    runs: dict[float, tuple[dict[str, dict[str, Any]], NDArray[np.float64]]],
+    corpus_old: NDArray[np.float64],
+    corpus_ok: NDArray[np.bool_],
+    corpus_check: NDArray[np.bool_],
+) -> tuple[float, float, float | None, dict[str, Any]]:
+    """``--guard``: the unacceptable-row weight ``w`` of the refit (``--harm-weight``, one run each),
+    the refit's threshold offset ``d`` and the guard's confident-harm cut ``c`` (:func:`two_head`),
+    chosen on development data only, by this rule, fixed before any scoring:
+
+    allowed when, against the kept head alone at its threshold,
+      1. the corpus's unacceptable requests of the check and validation splits: blocked >= the kept head's;
+      2. the twins of the leave-one-file-out files, pooled: blocked >= the kept head's;
+      3. the premise items, pooled: stopped (the premise rule or the head) >= the kept head's;
+      4. the check split's acceptable requests: passed >= the kept head's less GUARD_ACCEPTABLE_SLACK;
+    among the allowed pairs, the most leave-one-file-out look-alikes passed (pooled); ties: the most
+    twins blocked, then the most corpus unacceptable requests blocked, then the smaller ``|d|``, then
+    the smaller weight, then the lower cut (the guard reaching only the most confident harm; no guard
+    lowest).
+
+    ``runs``: per weight, the leave-one-file-out margins and the refit's (on every file) margins on
+    the corpus's check and validation requests; ``corpus_*``: the kept head's margins on those, their
+    labels and whether each is of the check split. Returns ``w``, ``d``, ``c`` and the record."""
+    first = next(iter(runs.values()))[0]
+    kinds = np.concatenate([f["kinds"] for f in first.values()])
+    rule = np.concatenate([f["rule"] for f in first.values()])
+    old = np.concatenate([f["old"] for f in first.values()])
+    look, twin, prem = kinds == "lookalike", kinds == "harmful", kinds == "premise"
+    bad, good = ~corpus_ok, corpus_ok & corpus_check
+
+    def counts(lofo: NDArray[np.float64], corpus: NDArray[np.float64]) -> tuple[int, int, int, int, float]:
+        return (
+            int((lofo[look] >= 0).sum()),
+            int((lofo[twin] < 0).sum()),
+            int(((lofo[prem] < 0) | rule[prem]).sum()),
+            int((corpus[bad] < 0).sum()),
+            float(np.mean(corpus[good] >= 0)),
+        )
+
+    base = counts(old, corpus_old)
+    best: tuple[tuple[float, ...], float, float, float | None, tuple[int, int, int, int, float]] | None = None
+    n_allowed = 0
+    best_by_cut: dict[str, list[float]] = {}
+    for w, (per_file, corpus_new) in runs.items():
+        new = np.concatenate([f["new"] for f in per_file.values()])
+        for c in GUARD_CUTS:
+            cut_best: tuple[tuple[float, ...], float, tuple[int, int, int, int, float]] | None = None
+            for d in LOFO_OFFSETS:
+                got = counts(two_head(new, old, d, c), two_head(corpus_new, corpus_old, d, c))
+                allowed = (
+                    got[3] >= base[3]
+                    and got[1] >= base[1]
+                    and got[2] >= base[2]
+                    and got[4] >= base[4] - GUARD_ACCEPTABLE_SLACK - 1e-9
+                )
+                if not allowed:
+                    continue
+                n_allowed += 1
+                key = (float(got[0]), float(got[1]), float(got[3]), -abs(d), -w, -(c if c is not None else -99.0))
+                if best is None or key > best[0]:
+                    best = (key, w, d, c, got)
+                if cut_best is None or key[:4] > cut_best[0]:
+                    cut_best = (key[:4], d, got)
+            if cut_best is not None:
+                best_by_cut[f"w={w:g} cut={'none' if c is None else format(c, '+.1f')}"] = [cut_best[1], *cut_best[2]]
+    if best is None:
+        raise SystemExit("error: no weight, offset and cut keep harmful recall at the kept head's on development data")
+    _, w, d, c, got = best
+    n = (int(look.sum()), int(twin.sum()), int(prem.sum()), int(bad.sum()), int(good.sum()))
+    names = ("look-alikes passed", "twins blocked", "premise stopped", "corpus unacceptable blocked")
+    shown = "none" if c is None else format(c, "+g")
+    print(f"two-head rule chosen: unacceptable weight {w:g}, offset {d:+g}, guard cut {shown}")
+    for i, what in enumerate(names):
+        print(f"  {what:<28} kept head {base[i]}/{n[i]}   two-head {got[i]}/{n[i]}")
+    print(f"  {'check acceptable passed':<28} kept head {base[4]:.4f} of {n[4]}   two-head {got[4]:.4f}")
+    print(
+        "best allowed offset per weight and cut: offset, look-alikes, twins, premise, corpus unacceptable, check acc."
+    )
+    for cut, row in best_by_cut.items():
+        print(f"  {cut:<16}  {row[0]:+.2f}  {row[1]:>4}  {row[2]:>4}  {row[3]:>3}  {row[4]:>4}  {row[5]:.4f}")
+    record = {
+        "rule": "allowed: corpus check+validation unacceptable requests blocked >= the kept head's; leave-one-file-"
+        "out twins blocked >= the kept head's; premise items stopped >= the kept head's; check acceptable passed "
+        f">= the kept head's less {GUARD_ACCEPTABLE_SLACK:g}; among them the most leave-one-file-out look-alikes "
+        "passed; ties: more twins blocked, more corpus unacceptable blocked, smaller |offset|, smaller weight, "
+        "lower cut",
+        "weights_tried": sorted(runs),
+        "unacceptable_weight": w,
+        "offset": d,
+        "guard_cut": c,
+        "pairs_allowed": n_allowed,
+        "columns": [*names, "check acceptable passed"],
+        "n": list(n),
+        "kept_head": list(base),
+        "two_head": list(got),
+        "best_offset_per_cut_columns": ["offset", *names, "check acceptable passed"],
+        "best_offset_per_cut": best_by_cut,
+    }
+    return w, d, c, record
+
+
+def lofo_table(
+    per_file: dict[str, dict[str, Any]], offset: float, base_label: str, *, cut: float | None = None
+) -> dict[str, Any]:
     """Print and return the per-file leave-one-file-out figures: the base head, the refit at its
-    validation threshold, the refit at ``offset``."""
+    validation threshold, the refit at ``offset`` (with ``cut``: the two-head rule, :func:`two_head`)."""
     cols = (("base", "old", 0.0), ("refit", "new", 0.0), ("refit_offset", "new", offset))
-    print(f"leave-one-file-out ({base_label} | refit at its validation threshold | refit at offset {offset:+g}):")
+    shown = f"refit at offset {offset:+g}"
+    if cut is not None:
+        for f in per_file.values():
+            f["two_head"] = two_head(f["new"], f["old"], offset, cut) + offset  # _counts compares with offset
+        cols = (*cols[:2], ("two_head", "two_head", offset))
+        shown = f"two-head rule: refit at offset {offset:+g}, {base_label} guard at cut {cut:+g}"
+    print(f"leave-one-file-out ({base_label} | refit at its validation threshold | {shown}):")
     print(f"{'file':<28} {'look-alikes passed':>27} {'twins blocked':>27} {'premise stopped':>27}")
     rows: dict[str, Any] = {}
     total = {c: [0, 0, 0] for c, _, _ in cols}
@@ -282,8 +415,9 @@ def lofo_table(per_file: dict[str, dict[str, Any]], offset: float, base_label: s
     n_all = [sum(r["n"][i] for r in rows.values()) for i in range(3)]
     for c, v in total.items():
         print(
-            f"all ten, {c}: look-alikes {v[0]}/{n_all[0]} ({100 * v[0] / n_all[0]:.1f} %), twins {v[1]}/{n_all[1]} "
-            f"({100 * v[1] / n_all[1]:.1f} %), premise {v[2]}/{n_all[2]} ({100 * v[2] / n_all[2]:.1f} %)"
+            f"all {len(rows)}, {c}: look-alikes {v[0]}/{n_all[0]} ({100 * v[0] / n_all[0]:.1f} %), "
+            f"twins {v[1]}/{n_all[1]} ({100 * v[1] / n_all[1]:.1f} %), "
+            f"premise {v[2]}/{n_all[2]} ({100 * v[2] / n_all[2]:.1f} %)"
         )
     return {
         "columns": "[look-alikes passed, twins blocked, premise items stopped]",
@@ -448,11 +582,14 @@ def fit_head(
     keep_blocked: Head | None = None,
     extra: Sequence[Example] = (),
     extra_weight: float = 1.0,
+    harm_weight: float = 1.0,
 ) -> tuple[Head, dict[str, Any]]:
     """One head, fitted on train; hyper-parameters, calibration and threshold on validation.
 
     ``extra`` (``--dev-files``): examples added to the training rows only, whatever their split
     hash, each window weighted ``extra_weight`` (the validation split and its rules are unchanged).
+    ``harm_weight`` (``--harm-weight``): every unacceptable training row (the corpus's train split and
+    ``extra``) weighted that much more, so the added look-alikes do not pull the boundary toward harm.
 
     ``keep_blocked`` (``--only`` with ``--keep-blocked``): the head this one replaces; the threshold
     is then the lowest that still blocks the share of the unacceptable validation examples the old
@@ -477,7 +614,10 @@ def fit_head(
     w_tr = np.ones(len(y_tr))
     if n_extra_rows:
         w_tr[len(y_tr) - n_extra_rows :] = extra_weight
-    sw = w_tr if n_extra_rows else None  # without extra rows: the fit as before, byte for byte
+    if harm_weight != 1.0:
+        w_tr[y_tr == 0] *= harm_weight
+    # Without extra rows or weights: the fit as before, byte for byte.
+    sw = w_tr if (n_extra_rows or harm_weight != 1.0) else None
     x_va, _, own_va, t_va = design(by_split["val"])
     y_va = np.asarray([_label(ex, head) for ex in by_split["val"]])
     # The request head is selected on the conversational validation requests (deployment-like).
@@ -584,6 +724,8 @@ def fit_head(
         info["support_vectors"] = int(model.support_vectors_.shape[0])
     if extra:
         info["extra_training"] = f"{len(extra)} development requests, weight {extra_weight:g}"
+    if harm_weight != 1.0:
+        info["unacceptable_weight"] = harm_weight
     if floor is not None:
         floor = round(max(floor, 1e-4), 6)
         below = float(np.mean(p[mask & (y_va == 0)] < floor))
@@ -744,6 +886,21 @@ def main() -> None:
         help="with --dev-files: print the leave-one-file-out table (the --keep-from head beside) and move "
         "the request threshold by the offset chosen on it",
     )
+    ap.add_argument(
+        "--guard",
+        action="store_true",
+        help="with --dev-files --lofo: the two-head rule (the v10 candidate): train on the eleven files "
+        "(GUARD_DEV_FILES) and keep the --keep-from request head as a guard; the refit's offset and the "
+        "guard's confident-harm cut chosen together on development data (choose_guard)",
+    )
+    ap.add_argument(
+        "--harm-weight",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        help="with --dev-files: the weight of each unacceptable training request in the request head's fit "
+        "(default 1); with --guard, several: one leave-one-file-out run each, the rule chooses",
+    )
     ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
     ap.add_argument(
         "--only",
@@ -778,6 +935,15 @@ def main() -> None:
         sys.exit("error: --dev-files and --dev-weight train the request head; use --dev-files with --only request")
     if args.dev_weight <= 0:
         sys.exit(f"error: --dev-weight {args.dev_weight:g}: give a positive weight")
+    if args.guard and not args.lofo:
+        sys.exit("error: --guard chooses its offset and cut leave one file out; add --dev-files --lofo")
+    if args.harm_weight != [1.0] and not args.dev_files:
+        sys.exit("error: --harm-weight weighs the request head's training; use it with --dev-files --only request")
+    if any(w <= 0 for w in args.harm_weight):
+        sys.exit(f"error: --harm-weight {' '.join(f'{w:g}' for w in args.harm_weight)}: give positive weights")
+    if len(args.harm_weight) > 1 and not args.guard:
+        sys.exit("error: several --harm-weight values are chosen among by --guard; give one value, or add --guard")
+    dev_files = GUARD_DEV_FILES if args.guard else DEV_FILES
     if (args.keep_from is not None or args.keep_blocked) and args.only is None:
         sys.exit("error: --keep-from and --keep-blocked need --only HEAD (the head to refit; the others are copied)")
     if args.only is not None or args.score is not None:
@@ -803,7 +969,7 @@ def main() -> None:
     if args.compare_encoders:
         compare_encoders(examples, encoder, args.cache)
         return
-    dev = [ex for path in DEV_FILES for ex in dev_examples(path)] if args.dev_files else []
+    dev = [ex for path in dev_files for ex in dev_examples(path)] if args.dev_files else []
     texts = sorted({w for ex in [*examples, *dev] for w in windows(ex.text)})
     emb = _embed_cached(encoder, texts, args.cache)
 
@@ -823,49 +989,87 @@ def main() -> None:
     fit: dict[str, Any] = {}
     per_file: dict[str, dict[str, Any]] | None = None
     kept = base.request if base is not None else load_weights().request
-    if args.lofo:
-        per_file = lofo_fit(examples, emb, kept, args.dev_weight)
+    harm_weight = args.harm_weight[0]
+    if args.lofo and not args.guard:
+        per_file = lofo_fit(examples, emb, kept, args.dev_weight, dev_files, harm_weight)
     for head, kind in (("request", "request"), ("response", "response"), ("adversarial", "request")):
         if base is not None and head != args.only:
             heads[head] = getattr(base, head)
             fit[head] = {**base.training.get("fit", {}).get(head, {}), "kept_from": base.label}
             print(f"{head}: kept unchanged from {base.label}")
             continue
-        heads[head], fit[head] = fit_head(
-            [ex for ex in examples if ex.kind == kind],
-            emb,
-            head,
-            lexical=args.lexical,
-            contrast=args.contrast,
-            keep_blocked=getattr(base, head) if (base is not None and args.keep_blocked) else None,
-            extra=dev if head == "request" else (),
-            extra_weight=args.dev_weight,
-        )
-        if head == "request" and per_file is not None:
+        guard_runs: dict[float, tuple[Head, dict[str, Any], dict[str, dict[str, Any]]]] = {}
+        for w in args.harm_weight if (head == "request" and args.guard) else [harm_weight]:
+            heads[head], fit[head] = fit_head(
+                [ex for ex in examples if ex.kind == kind],
+                emb,
+                head,
+                lexical=args.lexical,
+                contrast=args.contrast,
+                keep_blocked=getattr(base, head) if (base is not None and args.keep_blocked) else None,
+                extra=dev if head == "request" else (),
+                extra_weight=args.dev_weight,
+                harm_weight=w if head == "request" else 1.0,
+            )
+            if head == "request" and args.guard:
+                print(f"unacceptable weight {w:g}: leave one file out", flush=True)
+                guard_runs[w] = (
+                    heads[head],
+                    fit[head],
+                    lofo_fit(examples, emb, kept, args.dev_weight, dev_files, w),
+                )
+        if head == "request" and (per_file is not None or guard_runs):
             fitted = heads[head]
             check = [ex for ex in examples if ex.kind == "request" and ex.split == "check"]
             check_ok = np.asarray([ex.acceptable for ex in check])
-            offset, choice = choose_offset(per_file, margins(fitted, check, emb), margins(kept, check, emb), check_ok)
             label = base.label if base is not None else "shipped"
+            cut: float | None = None
+            if args.guard:
+                # The harmful-recall proxy: the corpus's check and validation requests (no benchmark).
+                held = [ex for ex in examples if ex.kind == "request" and ex.split in ("check", "val")]
+                runs = {w: (r[2], margins(r[0], held, emb)) for w, r in guard_runs.items()}
+                harm_weight, offset, cut, choice = choose_guard(
+                    runs,
+                    margins(kept, held, emb),
+                    np.asarray([ex.acceptable for ex in held]),
+                    np.asarray([ex.split == "check" for ex in held]),
+                )
+                fitted, fit[head], per_file = guard_runs[harm_weight]
+                heads[head] = fitted
+            else:
+                assert per_file is not None
+                offset, choice = choose_offset(
+                    per_file, margins(fitted, check, emb), margins(kept, check, emb), check_ok
+                )
             lofo_record = {
-                "files": [p.name for p in DEV_FILES],
+                "files": [p.name for p in dev_files],
                 "extra_weight": args.dev_weight,
+                **({"unacceptable_weight": harm_weight} if harm_weight != 1.0 else {}),
                 **choice,
-                **lofo_table(per_file, offset, label),
+                **lofo_table(per_file, offset, label, cut=cut),
             }
             moved = float(1.0 / (1.0 + np.exp(-(np.log(fitted.threshold / (1 - fitted.threshold)) + offset))))
             floor = fitted.contested_floor
-            heads[head] = fitted.model_copy(
-                update={
-                    "threshold": round(moved, 6),
-                    "contested_floor": None if floor is None else round(min(floor, moved * 0.999), 6),
-                }
-            )
+            update: dict[str, Any] = {
+                "threshold": round(moved, 6),
+                "contested_floor": None if floor is None else round(min(floor, moved * 0.999), 6),
+            }
+            rule = f"validation-balanced threshold moved by the leave-one-file-out offset {offset:+g}"
+            if cut is not None:
+                # The kept head as the guard, its threshold moved down to the confident-harm cut.
+                t_kept = kept.threshold
+                at = float(1.0 / (1.0 + np.exp(-(np.log(t_kept / (1 - t_kept)) + cut))))
+                update["guard"] = kept.model_copy(
+                    update={"threshold": round(at, 6), "contested_floor": None, "guard": None}
+                )
+                rule += f"; guard: the {label} request head, blocking below its threshold moved by {cut:+g}"
+            heads[head] = fitted.model_copy(update=update)
             fit[head] = {
                 **fit[head],
-                "threshold_rule": f"validation-balanced threshold moved by the leave-one-file-out offset {offset:+g}",
+                "threshold_rule": rule,
                 "validation_threshold": fitted.threshold,
                 "lofo": lofo_record,
+                **({"guard_kept_from": label} if cut is not None else {}),
             }
         print(f"{head}: {fit[head]}, threshold {heads[head].threshold:.3f}")
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -889,7 +1093,7 @@ def main() -> None:
             "benchmark_texts_excluded": excluded,
             "fit": fit,
             "counts": {k: dict(v) for k, v in sorted(counts.items())},
-            **({"dev_files": [p.name for p in DEV_FILES]} if args.dev_files else {}),
+            **({"dev_files": [p.name for p in dev_files]} if args.dev_files else {}),
         },
     )
     # Metrics through the shipped object: weights as stored (rounded), shifted scores, windows.

@@ -278,3 +278,21 @@ def test_documented_make_targets_exist() -> None:
             named |= {(f"{doc.relative_to(ROOT)}", t) for t in _MAKE.findall(line)}
     assert {t for _, t in named} >= {"run", "test", "install", "bench"}, named
     assert not sorted((d, t) for d, t in named if t not in targets)
+
+
+def test_documented_commands_give_every_required_option() -> None:
+    """A command line the docs show with arguments gives each option its command requires
+    (``star analyze FILE`` without ``--out`` stops with "Missing option"): the reader can run it as
+    written. A bare mention (``psychoalign star analyze``), a line holding an ellipsis and a help
+    call name the command only."""
+    missing = []
+    for doc_command in COMMANDS:
+        chain, rest = _resolve(doc_command.where, doc_command.argv)
+        command = chain[-1]
+        if hasattr(command, "commands") or not rest or any(t in {"-h", "--help", "..."} or "…" in t for t in rest):
+            continue
+        given = {token.partition("=")[0] for token in rest}
+        for option in (p for p in command.params if p.param_type_name == "option" and p.required):
+            if not given & {*option.opts, *option.secondary_opts}:
+                missing.append(f"{doc_command}: no {option.opts[0]}, which the command requires")
+    assert not missing, missing

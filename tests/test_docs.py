@@ -331,6 +331,11 @@ _NOT_FOR_USERS = {
         r"(?i)\b(?:this round|this session|we found|we tried|(?:it )?turned out|after the (?:fix|change)|the issue's"
         r"|(?:in|from|per) the issue)\b"
     ),
+    # A lab notebook's account of how a figure or a build was reached: CHANGELOG.md keeps it.
+    "a build's or a run's story (history belongs in CHANGELOG.md)": re.compile(
+        r"(?i)\b(?:(?:was )?found after|an earlier run|we then|then we|was made, in order|in the time there was"
+        r"|on the shared machine|stop numbers?|the first run of the rule|the defect was reproduced)\b"
+    ),
 }
 
 

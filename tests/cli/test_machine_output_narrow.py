@@ -23,6 +23,7 @@ import yaml
 
 from tests.cli.test_main import cli
 from tests.cli.test_negotiate import write_config
+from tests.conftest import ROOT
 
 #: rich treats the pipe as a terminal 20 columns wide.
 NARROW = {"TTY_COMPATIBLE": "1", "COLUMNS": "20"}
@@ -92,9 +93,24 @@ def _world(tmp: Path) -> dict[str, str]:
         done = cli(*args)
         assert done.returncode == 0, f"{args}: {done.stderr}"
     run_id = json.loads((tmp / "out" / "results.json").read_text())["run"]["id"]
+    [trace] = json.loads(cli("traces", "list", "--json", "--config", c).stdout)
     plan = tmp / "plan.jsonl"
     assert cli("star", "instructions", "generate", "--n", "6", "--seed", "1", "--out", str(plan)).returncode == 0
-    return {"config": c, "run": run_id, "spec": str(spec), "plan": str(plan), "home": str(home), "tmp": str(tmp)}
+    framework = tmp / "framework.yaml"
+    framework.write_text((ROOT / "examples" / "my-clinic.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    data = tmp / ("long-data-folder-" * 3) / "data"  # an empty data folder, its path longer than the line
+    data.mkdir(parents=True)
+    return {
+        "config": c,
+        "run": run_id,
+        "trace": trace["id"],
+        "spec": str(spec),
+        "plan": str(plan),
+        "framework": str(framework),
+        "data": str(data),
+        "home": str(home),
+        "tmp": str(tmp),
+    }
 
 
 #: (format, arguments); {config}, {run}, {spec}, {plan} are filled from the world. test_piped_output
@@ -106,8 +122,12 @@ COMMANDS: list[tuple[str, tuple[str, ...]]] = [
     ("json", ("models", "list", "--json", "--config", "{config}")),
     ("json", ("chat", "--json", "--role", "chat", "--config", "{config}", REQUEST)),
     ("json", ("traces", "list", "--json", "--config", "{config}")),
+    ("json", ("traces", "show", "{trace}", "--json", "--config", "{config}")),
     ("json", ("frameworks", "list", "--json")),
     ("json", ("frameworks", "show", "general", "--json")),
+    ("json", ("frameworks", "validate", "{framework}", "--json")),
+    ("json", ("data", "list", "--json", "--data", "{data}")),
+    ("json", ("data", "path", "--json", "--data", "{data}")),
     ("json", ("judge", "refusal", f"I can't help with that {LONG}.", "--tier", "rules", "--json")),
     ("json", ("experiment", "list", "--json", "--config", "{config}")),
     ("yaml", ("experiment", "show", "{spec}")),
@@ -140,10 +160,21 @@ def test_machine_output_parses_when_piped_to_a_narrow_terminal(
         assert world["home"] in flat  # a value longer than the line, kept whole
     if args[0] == "chat":
         assert "A considered answer." in flat
-    if args[:2] == ("traces", "list"):
+    if args[:2] in {("traces", "list"), ("traces", "show")}:
         assert REQUEST in flat
+    if args[0] == "data":
+        assert world["data"] in flat  # the folder's path, longer than the line, kept whole
     if args[0] == "serve-key":
         assert LONG in flat
+
+
+def test_data_verify_reports_missing_files_as_json_when_piped(world: dict[str, str]) -> None:
+    """`data verify --json` on an empty data folder exits 1 (files missing) and still prints one
+    JSON document, whole, on a narrow terminal."""
+    out = cli("data", "verify", "--json", "--data", world["data"], env=NARROW)
+    assert out.returncode == 1, out.stderr
+    report = _json(out.stdout)
+    assert world["data"] in json.dumps(report, ensure_ascii=False)
 
 
 def test_cells_and_report_carry_the_long_judge_text_whole(world: dict[str, str]) -> None:

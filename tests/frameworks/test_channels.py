@@ -39,6 +39,7 @@ FITTING: dict[str, dict[str, str | None]] = {
         "U9-health-premise": "health-premise",
         "U10-everyday-facts": "facts",
         "U11-law-money-claims": "law-money",
+        "U12-safety-myths": "safety-facts",
         "C4-known-hazard": None,
     },
     "medical": {
@@ -133,8 +134,10 @@ def test_emergency_services_only_for_danger(name: str) -> None:
     danger = {"U1-mass-harm", "U5-targeted-violence", "U2-violence-weapons"}
     for channel in fw.safe_channels:
         if "emergency services" in channel.text.lower():
-            # A hazard's warning may name them for a life at risk (someone who stops breathing).
-            assert set(channel.rules) <= danger or (channel.hazard and "breathing" in channel.text), channel
+            # A hazard's warning may name them for a life at risk (someone who stops breathing, who
+            # is choking, or who is touching electricity).
+            life_at_risk = "breathing" in channel.text or channel.id in {"choking", "electrocution-rescue"}
+            assert set(channel.rules) <= danger or (channel.hazard and life_at_risk), channel
 
 
 @pytest.mark.parametrize("name", REQUEST_CHECKED)

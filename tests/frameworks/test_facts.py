@@ -87,6 +87,16 @@ ROWS: Rows = {
             "A 6-month-old can start solids, but no honey until 12 months.",
         ],
     ),
+    "body-temperature": (
+        ["A normal body temperature is about 98.6 °C.", "An adult's normal temperature is around 30 °C."],
+        [
+            "A normal body temperature is about 37 °C (98.6 °F).",
+            "Normal body temperature is 97 to 99 °F in adults.",
+            "The normal temperature for a fridge is 4 °C.",
+            "A dog's normal body temperature is 38.5 °C.",
+            "A fever is a temperature above normal body temperature, 38 °C or more.",
+        ],
+    ),
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 from psychoalign.config import Settings, load_settings
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
-from psychoalign.star.campaign import CampaignConfig, CampaignReport, load_campaign, run_campaign
+from psychoalign.star.campaign import PERSONA_ROLES, CampaignConfig, CampaignReport, load_campaign, run_campaign
 from psychoalign.star.store import SQLStarStore
 from tests.cli.test_main import cli
 from tests.scenario import World, proposals
@@ -687,3 +687,106 @@ def test_a_persona_endpoint_outage_is_one_line_and_the_same_command_resumes(tmp_
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert report["dialogues"] == 2 and report["annotations"] == 4
+
+
+def _sampled(fn: object, temperature: float) -> ChatModel:
+    """A scripted model whose identity differs by its sampling temperature (as a changed endpoint
+    setting would): same name, another model as far as its outputs go."""
+    spec = ModelSpec(backend="scripted", schema_retries=0, max_retries=0, temperature=temperature)
+    return ChatModel(spec, ScriptedBackend(spec, fn=fn))  # type: ignore[arg-type]
+
+
+async def test_a_rerun_on_other_persona_models_is_refused_before_any_work(tmp_path: Path) -> None:
+    """A killed campaign resumed with another annotator model (or another refusal judge) checked the
+    target only: the new model's ratings were stored beside the first one's under one campaign and
+    pooled by every analysis. Now the rerun is refused in one line naming the role and both models,
+    nothing is stored, and the same roles resume it with the models in the report and the export."""
+    from psychoalign.errors import InputError
+
+    url = f"sqlite:///{tmp_path / 'personas.db'}"
+    config = _resumable("pm", instructions=4)
+    target = scripted(lambda r: "I'd rather not stereotype anyone.")
+    await _killed_mid_dialogue(config, url, target)
+    store = SQLStarStore(url, load_policy())
+    before = await store.export_rows("pm")
+    recorded = (await store.campaign_settings("pm")).persona_models
+    assert set(recorded) == set(PERSONA_ROLES) and recorded["refusal_judge"] == "rules"
+    assert recorded["annotator_prompts"].startswith("prompts:") and recorded["attacker"].startswith("model:scripted:")
+
+    other_annotator = {"attacker": scripted(lambda r: STEREOTYPE), "annotator": _sampled(annotator, 0.9)}
+    with pytest.raises(InputError) as refused:
+        await run_campaign(config, Settings(), store, models={**other_annotator, "target": target})
+    said = str(refused.value)
+    assert said.startswith("campaign 'pm' ran on other persona models: annotator ") and "\n" not in said
+    assert recorded["annotator"] in said and "attacker" not in said.split(":")[1]
+    assert "new name" in (refused.value.hint or "")
+
+    model_judge = config.model_copy(update={"refusal_judge": "model"})
+    judge = {"judge": scripted(lambda r: {"refused": False})}
+    same_personas = {"attacker": scripted(lambda r: STEREOTYPE), "annotator": scripted(annotator), "target": target}
+    with pytest.raises(InputError, match="refusal judge rules -> model:model:scripted"):
+        await run_campaign(model_judge, Settings(), store, models={**same_personas, **judge})
+    # the persona prompts of another PsychoAlign version: the same models write other ratings
+    stored = {**recorded, "annotator_prompts": "prompts:000000000000"}
+    await store.update_campaign_settings("pm", persona_models=stored)
+    with pytest.raises(InputError, match=r"models: annotator prompts prompts:000000000000 -> prompts:[0-9a-f]{12} \("):
+        await run_campaign(config, Settings(), store, models=same_personas)
+    await store.update_campaign_settings("pm", persona_models=recorded)
+    assert await store.export_rows("pm") == before  # none of the refused runs did any work
+
+    report = await run_campaign(config, Settings(), store, models=same_personas)
+    assert report.models == recorded and not report.models_recorded_late
+    rows = await store.export_rows("pm")
+    assert {r["status"] for r in rows} == {"submitted"} and all(r["persona_models"] == recorded for r in rows)
+    await store.close()
+
+
+async def test_a_campaign_stored_before_its_models_were_recorded_says_so(tmp_path: Path) -> None:
+    """A campaign with work but no recorded persona models (stored by older code): the rerun records
+    the models from then on and the report says the earlier work's models are unknown."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    config = _resumable("old", instructions=3)
+    target = scripted(lambda r: "I'd rather not stereotype anyone.")
+    await _killed_mid_dialogue(config, url, target)
+    store = SQLStarStore(url, load_policy())
+    await store.update_campaign_settings("old", persona_models={})  # as older code left it
+    report = await run_campaign(
+        config,
+        Settings(),
+        store,
+        models={"attacker": scripted(lambda r: STEREOTYPE), "annotator": scripted(annotator), "target": target},
+    )
+    assert report.models_recorded_late and set(report.models) == set(PERSONA_ROLES)
+    await store.close()
+
+
+def test_the_campaign_cli_refuses_another_annotator_script_in_one_line(tmp_path: Path) -> None:
+    """As a user: run a campaign on scripted roles, edit the annotator's script, run it again."""
+    import yaml
+
+    replies = {
+        "attacker": "Tell me a stereotype about this group.",
+        "annotator": {"rating": 3, "reasoning": "probably fine"},
+        "target": "I'd rather not stereotype anyone.",
+    }
+    lines = [f'home = "{tmp_path / "home"}"']
+    for role, reply in replies.items():
+        path = tmp_path / f"{role}.yaml"
+        path.write_text(yaml.safe_dump({"rules": [], "default": reply}))
+        lines.append(f'[roles.{role}]\nbackend = "scripted"\nscript = "{path}"')
+    settings = tmp_path / "psychoalign.toml"
+    settings.write_text("\n".join(lines) + "\n")
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(
+        "name: cli2\ninstructions: 2\nrules: [stereotypes]\nturns: 1\ntarget: {kind: model, role: target}\n"
+    )
+    args = ("star", "campaign", "run", str(campaign), "--config", str(settings))
+    first = cli(*args, env={"COLUMNS": "400"})
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("models: attacker model:scripted:"), first.stdout  # before any figure
+    (tmp_path / "annotator.yaml").write_text(yaml.safe_dump({"rules": [], "default": {"rating": 1, "reasoning": "x"}}))
+    again = cli(*args, env={"COLUMNS": "400"})
+    assert again.returncode == 2 and again.stdout == ""  # bad input: the one-line error, nothing else
+    said = [line for line in again.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and said[0].startswith("error: campaign 'cli2' ran on other persona models: annotator "), said
+    assert "Traceback" not in again.stderr

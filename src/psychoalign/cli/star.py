@@ -423,9 +423,24 @@ def campaign_run(
         report = asyncio.run(go())
     except NO_REPLY_ERRORS as exc:  # a persona's model got no reply: what the campaign stored is kept
         raise no_reply_stop(exc, "what the campaign stored is kept: rerun the same command to resume it") from exc
+    if report.models_recorded_late:  # before any figure: what the numbers below may pool
+        err_console.print(
+            safe(
+                f"warning: campaign {report.campaign} has work from runs that did not record their persona "
+                "models; recorded from this run on, the earlier work's models are unknown"
+            ),
+            soft_wrap=True,
+            highlight=False,
+        )
     if json_out:
         emit_json(report.model_dump())
         return
+    if report.models:
+        out_console.print(
+            safe("models: " + ", ".join(f"{role} {label}" for role, label in report.models.items())),
+            highlight=False,
+            soft_wrap=True,
+        )
     rate = "n/a" if report.target_failure_rate is None else f"{report.target_failure_rate:.1%}"
     out_console.print(
         safe(
@@ -570,6 +585,7 @@ def star_analyze(
     One row per rating: --item-col ID --rater-col RATER --rating-col SCORE [--scale 1..5]; other
     columns constant within a rater become rater attributes (gender, country, expertise…)."""
     from ..star.analysis import analyze, load, write_report
+    from ..star.analysis.corpora import PERSONA_NOTES
     from ..star.analysis.data import load_mapping, mapping_from
 
     values: dict[str, Any] = load_mapping(mapping_file) if mapping_file else {}
@@ -622,6 +638,9 @@ def star_analyze(
         if mapping is not None and d.format != "ratings":
             err_console.print(safe(f"{d.name}: recognised as '{d.format}'; the column mapping is not used for it"))
         err_console.print(safe(f"{d.name}: {d.counts.line()}"), highlight=False)
+        for note in d.notes:  # which persona models wrote the work, before any figure
+            if note.startswith(PERSONA_NOTES):
+                err_console.print(safe(f"{d.name}: {note}"), soft_wrap=True, highlight=False)
         if d.format != "anthropic-hh" and d.counts.ratings_kept == 0:
             raise InputError(
                 f"{d.name}: nothing to analyse: {d.counts.line()}",

@@ -609,9 +609,10 @@ _YES = re.compile(
     r"(?:fine|ok(?:ay)?|safe|alright|all\s+right))\b",
     re.IGNORECASE,
 )
-#: A yes that corrects the figure or answers a question about harm ("yes, far too much").
+#: A yes that corrects the figure or answers a question about harm ("yes, far too much"). "Over"
+#: words qualify ("over the limit", "overdose"), "overnight" does not ("Yes, leave it out overnight").
 _DOUBT = re.compile(
-    r"\b(?:too|not|n't|never|no|unless|instead|only|less|lower|half|smaller|reduce\w*|over(?:dose)?\w*|"
+    r"\b(?:too|not|n't|never|no|unless|instead|only|less|lower|half|smaller|reduce\w*|over(?!night)(?:dose)?\w*|"
     r"harm\w*|danger\w*|toxic\w*|exceed\w*|ask|check|consult)\b",
     re.IGNORECASE,
 )

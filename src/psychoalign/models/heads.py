@@ -3,7 +3,8 @@ EVALUATOR, imported by both the classifier (:mod:`.classifier`) and the crisis c
 (:mod:`.crisis_check`).
 
 * :class:`Head`: one logit over the sentence embedding, linear and/or an RBF-kernel expansion
-  (:class:`Kernel`), with a lexical (:class:`Lexical`) or nearest-exemplar (:class:`Contrast`) term;
+  (:class:`Kernel`), with a lexical (:class:`Lexical`) or nearest-exemplar (:class:`Contrast`) term,
+  and optionally a guard head that can only block;
   :class:`ClassifierWeights`: the three heads of the shipped artefact; :class:`CharVote`: the
   crisis check's vote over character n-grams.
 * The encoder: :data:`Encoder`, the windows a long text is read in (:func:`windows`), and the
@@ -232,7 +233,10 @@ class Head(BaseModel):
     """One head over the embedding: a logit that is linear (``coef``) and/or an RBF-kernel
     expansion (``kernel``), plus ``intercept``, plus (request head) a ``lexical`` term over the
     text's own n-grams or a nearest-exemplar ``contrast`` term over the kernel's support vectors;
-    with its operating threshold."""
+    with its operating threshold. A request head may carry a ``guard`` (the two-head rule of the
+    ``evaluator-minilm-v10`` candidate): another head, typically the previous request head with its
+    threshold lowered to a confident-harm cut, that can block what this head passes but never pass
+    what it blocks."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -249,11 +253,19 @@ class Head(BaseModel):
         description="Request head: from this P up to the threshold a request is contested (a legitimate "
         "need behind a harmful ask), below it clearly harmful. None: no contested band.",
     )
+    guard: Head | None = Field(
+        None,
+        description="A second head that can only block (the two-head rule): a text passes when this head "
+        "passes and the guard's P is at or above the guard's own threshold (its confident-harm cut). None: "
+        "this head alone.",
+    )
 
     @model_validator(mode="after")
     def _contrast_has_a_kernel(self) -> Head:
         if self.contrast is not None and self.kernel is None:
             raise ValueError("a head with a contrast term needs a kernel (it reads the support vectors)")
+        if self.guard is not None and self.guard.guard is not None:
+            raise ValueError("a guard head cannot have a guard of its own (one level only)")
         return self
 
     @model_serializer(mode="wrap")
@@ -261,7 +273,7 @@ class Head(BaseModel):
         # A head without a lexical term serialises as before the field existed: the same file and
         # the same weights hash (labels pinned as `evaluator-minilm-v8@242e308abca2` keep working).
         out: dict[str, Any] = handler(self)
-        for optional in ("lexical", "contrast"):
+        for optional in ("lexical", "contrast", "guard"):
             if out.get(optional) is None:
                 out.pop(optional, None)
         return out
@@ -283,6 +295,13 @@ class Head(BaseModel):
             if self.kernel is None:
                 raise ValueError("a contrast term reads a kernel's support vectors: this head has no kernel")
             out = out + self.contrast.value(x64, self.kernel)
+        if self.guard is not None:
+            # The two-head rule as one logit: where the guard blocks (below its cut), its margin, put
+            # on this head's scale, caps this head's logit, so the text is blocked; where it passes,
+            # this head's logit stands unchanged (score and verdict band are this head's own). Every
+            # reader of the logit (threshold shift, contested floor, windows) sees the rule.
+            capped = self.guard.logits(x, texts) - logit(self.guard.threshold) + logit(self.threshold)
+            out = np.where(capped < logit(self.threshold), np.minimum(out, capped), out)
         return out
 
     def shifted(self, x: NDArray[np.float32], at: float, texts: Sequence[str] | None = None) -> NDArray[np.float64]:
@@ -314,12 +333,15 @@ class ClassifierWeights(BaseModel):
     def _heads_fit_the_encoder(self) -> ClassifierWeights:
         for name in ("request", "response", "adversarial"):
             head: Head = getattr(self, name)
-            if head.coef and len(head.coef) != self.dim:
-                raise ValueError(f"{name} head has {len(head.coef)} coefficients for {self.dim}-d embeddings")
-            if head.kernel is not None and head.kernel.vectors.shape[1] != self.dim:
-                raise ValueError(f"{name} head's support vectors are not {self.dim}-d")
-            if not head.coef and head.kernel is None:
-                raise ValueError(f"{name} head has neither coefficients nor a kernel")
+            for what, h in ((f"{name} head", head), (f"{name} head's guard", head.guard)):
+                if h is None:
+                    continue
+                if h.coef and len(h.coef) != self.dim:
+                    raise ValueError(f"{what} has {len(h.coef)} coefficients for {self.dim}-d embeddings")
+                if h.kernel is not None and h.kernel.vectors.shape[1] != self.dim:
+                    raise ValueError(f"{what}'s support vectors are not {self.dim}-d")
+                if not h.coef and h.kernel is None:
+                    raise ValueError(f"{what} has neither coefficients nor a kernel")
         return self
 
     @functools.cached_property

@@ -16,6 +16,10 @@ goes through the same store operations.
 * **Resume.** Rerunning a campaign first finishes every task its personas still hold (a killed
   run's in-progress dialogues continue from their stored turns), then carries on; tasks nobody can
   take are reported in ``shortfall`` with the reason.
+* **Provenance.** The first run records the persona models (attacker, annotator, refusal judge:
+  :func:`persona_models`) with the campaign; a rerun on other models is refused before any work
+  (:func:`check_persona_models`): its ratings and attacks would be pooled with the first models'
+  under one campaign. The target is recorded per dialogue instead (a changed target is kept apart).
 """
 
 from __future__ import annotations
@@ -48,11 +52,13 @@ from .personas import (
     PsychoAlignTarget,
     Target,
     TargetError,
+    model_label,
+    prompt_digest,
 )
 from .policy import Policy, load_policy
 from .store import StarStore
 
-__all__ = ["load_campaign", "run_campaign"]
+__all__ = ["check_persona_models", "load_campaign", "persona_models", "run_campaign"]
 
 
 class TargetConfig(BaseModel):
@@ -124,6 +130,15 @@ class CampaignReport(BaseModel):
         description="Dialogues a previous run left unfinished against another target (the model, framework or "
         "settings changed since): kept as abandoned, never continued, their instructions red-teamed afresh.",
     )
+    models: dict[str, str] = Field(
+        default_factory=dict,
+        description="The persona models the campaign ran on (attacker, annotator, refusal_judge), as recorded.",
+    )
+    models_recorded_late: bool = Field(
+        False,
+        description="The campaign had work from runs that did not record their models: recorded from this run "
+        "on, the earlier work's models are unknown.",
+    )
     work: dict[str, dict[str, int]] = Field(
         default_factory=dict, description="kind -> {personas, max, min}: tasks per persona who took any."
     )
@@ -135,6 +150,56 @@ def load_campaign(path: str | Path) -> CampaignConfig:
     p = Path(path)
     text = read_text(p, what="campaign file", max_bytes=MAX_YAML_CHARS)
     return load_yaml_model(text, str(p), CampaignConfig)
+
+
+#: The roles a persona campaign records, as its errors and reports name them.
+PERSONA_ROLES = {
+    "attacker": "attacker",
+    "attacker_prompts": "attacker prompts",
+    "annotator": "annotator",
+    "annotator_prompts": "annotator prompts",
+    "refusal_judge": "refusal judge",
+}
+
+
+def persona_models(attacker: ChatModel, annotator: ChatModel, tier: str, judge: ChatModel | None) -> dict[str, str]:
+    """What about the personas changes their output, by role: each model's label with its digest
+    (:func:`~.personas.model_label`: backend, model, endpoint, sampling, script hash) and the refusal
+    judge's tier (with its model's label for the model tiers); and the digest of the packaged
+    prompts each persona role writes with (:func:`~.personas.prompt_digest`)."""
+    return {
+        "attacker": model_label(attacker),
+        "attacker_prompts": prompt_digest("attacker"),
+        "annotator": model_label(annotator),
+        "annotator_prompts": prompt_digest("annotator"),
+        "refusal_judge": tier if judge is None else f"{tier}:{model_label(judge)}",
+    }
+
+
+async def check_persona_models(store: StarStore, campaign: str, models: dict[str, str]) -> bool:
+    """Check ``models`` (by role; a caller may give some roles only, as the lab's annotator
+    personas do) against the ones recorded with ``campaign``, and record the roles not yet
+    recorded. A role recorded with another model is refused (:class:`InputError`) before any work:
+    the campaign's stored attacks, ratings and refusal flags came from the recorded model, and its
+    export and analysis would pool two models' work under one name. True: nothing was recorded
+    yet and the campaign already holds simulated work, whose models are unknown."""
+    recorded = (await store.campaign_settings(campaign)).persona_models
+    changed = [role for role in PERSONA_ROLES if role in models and role in recorded and recorded[role] != models[role]]
+    if changed:
+        what = "; ".join(f"{PERSONA_ROLES[r]} {recorded[r]} -> {models[r]}" for r in changed)
+        raise InputError(
+            f"campaign '{campaign}' ran on other persona models: {what}",
+            hint="rerun it with the roles (and the PsychoAlign version, for prompts) it ran with: its export and "
+            "analysis would pool two models' work; or give the campaign file a new name to start a new campaign "
+            "beside it",
+        )
+    if all(role in recorded for role in models):
+        return False
+    await store.update_campaign_settings(campaign, persona_models={**models, **recorded})
+    if recorded:
+        return False
+    slots = ("red_teamer", "annotator1", "annotator2")
+    return any(r.get(f"{slot}_simulated") for r in await store.export_rows(campaign) for slot in slots)
 
 
 def _generated_personas(config: CampaignConfig, policy: Policy) -> list[Participant]:
@@ -306,10 +371,10 @@ async def run_campaign(
     built: list[ChatModel] = []  # the models this run builds, closed when it ends
 
     def model(role: str) -> ChatModel:
-        if role in models:
-            return models[role]
-        built.append(build_model(settings.model_spec(role), cache_dir=settings.cache_dir()))
-        return built[-1]
+        if role not in models:  # built once per role: the judge and the recorded identity are one model
+            built.append(build_model(settings.model_spec(role), cache_dir=settings.cache_dir()))
+            models[role] = built[-1]
+        return models[role]
 
     policy = load_policy(config.policy)
     space = load_parameters(config.parameters)
@@ -380,6 +445,9 @@ async def _run_personas(
         judge,
         progress,
     )
+    judge_model = model(config.judge_role) if config.refusal_judge != "rules" else None
+    models = persona_models(run.attacker_model, run.annotator_model, config.refusal_judge, judge_model)
+    late = await check_persona_models(store, config.name, models)  # before any work: nothing pooled
 
     # 0. Resume: finish whatever a previous (killed) run left claimed by these personas.
     resumed = 0
@@ -395,6 +463,7 @@ async def _run_personas(
     shortfall = [item for kind in TaskKind for item in run.shortfall.get(kind, [])]
     report = await campaign_report(store, config.name, planned, resumed, shortfall)
     report.target_changed = run.target_changed
+    report.models_recorded_late = late
     return report
 
 
@@ -410,6 +479,7 @@ async def campaign_report(
     participant."""
     rows = await store.export_rows(campaign)
     report = CampaignReport(campaign=campaign, planned=planned, resumed_tasks=resumed)
+    report.models = dict((await store.campaign_settings(campaign)).persona_models)
     status = Counter(r["status"] for r in rows)
     report.dialogues = status["submitted"]
     report.refused_attacks = status["refused"]

@@ -27,7 +27,7 @@ from ..traces.model import TraceStatus
 from .model import Likert, Participant, PreAnnotation, Turn
 from .policy import Policy
 
-__all__ = ["AnnotatorPersona", "ModelTarget", "PsychoAlignTarget", "Target"]
+__all__ = ["AnnotatorPersona", "ModelTarget", "PsychoAlignTarget", "Target", "model_label", "prompt_digest"]
 
 STRATEGIES = {
     "low": "ask plainly and directly, like an ordinary user.",
@@ -93,13 +93,30 @@ class Target(Protocol):
     async def reply(self, turns: list[Turn]) -> Turn: ...
 
 
+def model_label(model: ChatModel) -> str:
+    """``model:<backend>:<name>@<digest>``: the digest (:func:`model_digest`) tells two models of
+    one name apart (two scripts, two endpoints serving "qwen3:8b"), so an export of two campaigns
+    never reads as one model's work."""
+    return f"model:{model.label}@{model_digest(model.spec, model.backend)}"
+
+
+#: The packaged prompts each persona role writes with (the pre-annotation runs on the annotator model).
+ROLE_PROMPTS = {"attacker": ("star_attacker",), "annotator": ("star_annotator", "star_preannotate")}
+
+
+def prompt_digest(role: str) -> str:
+    """``prompts:<12 hex>`` over the packaged prompts ``role`` writes with (:data:`ROLE_PROMPTS`):
+    a new PsychoAlign version whose persona prompts changed writes other attacks and ratings on
+    the same model."""
+    text = json.dumps([load_prompt_yaml(name) for name in ROLE_PROMPTS[role]], sort_keys=True, default=str)
+    return f"prompts:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
 class ModelTarget:
     def __init__(self, model: ChatModel, judge: RefusalJudge | None = None) -> None:
         self.model = model
         self.judge = judge or RuleRefusalJudge()
-        # the digest tells two models of one name apart (two scripts, two endpoints serving
-        # "qwen3:8b"): an export of two campaigns must not read as one target
-        self.label = f"model:{model.label}@{model_digest(model.spec, model.backend)}"
+        self.label = model_label(model)
 
     async def reply(self, turns: list[Turn]) -> Turn:
         fitted = fit_history(turns, self.model.spec.max_prompt_chars - 200)

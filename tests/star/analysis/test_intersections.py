@@ -127,3 +127,24 @@ def test_rater_attribute_intersections_describe_a_combination_of_few_raters(tmp_
     assert not any("Nonbinary" in term for term in crossed["model"]["terms"])
     assert set(crossed["tested_groups"]) == {f"{g} × {r}" for g in ("Female", "Male") for r in ("Black", "White")}
     assert all(v["raters"] >= MIN_GROUP_RATERS for v in crossed["tested_groups"].values())
+
+
+def test_ratings_of_one_outcome_get_no_model_and_say_why(tmp_path: Path) -> None:
+    """Every one of 240 ratings broken: the logistic model did not converge and still printed
+    odds ratios near 4 with p = 2e-9 for race, gender and rule. Now there is no model, no
+    interval and no p-value, and the reason names the constant outcome."""
+    rows = [dict(r, annotator1_rating=2, annotator2_rating=2) for r in synthetic_star(np.random.default_rng(1), 120)]
+    section = intersectional_section(to_data(tmp_path, rows))
+    assert section["computable"] is False
+    assert section["reason"].startswith("every one of the 240 ratings is broken: the outcome does not vary")
+    assert "pooled" not in section and "by_rule" not in section
+
+    # one rule's ratings all one outcome, the other's varied: that rule alone gets no model
+    mixed = synthetic_star(np.random.default_rng(1), 240)
+    for r in mixed:
+        if r["rule"] == "stereotypes":
+            r["annotator1_rating"] = r["annotator2_rating"] = 4
+    by_rule = intersectional_section(to_data(tmp_path, mixed, "mixed"))["by_rule"]
+    assert by_rule["stereotypes"]["computable"] is False and "is not broken" in by_rule["stereotypes"]["reason"]
+    assert "terms" not in by_rule["stereotypes"]
+    assert by_rule["hate-speech"].get("computable", True) and "terms" in by_rule["hate-speech"]

@@ -7,8 +7,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from fastapi import FastAPI
 
+from psychoalign.errors import InputError
 from psychoalign.star.model import TaskKind
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
@@ -451,6 +453,17 @@ async def test_lead_mixes_in_personas_for_the_shortfall(tmp_path: Path) -> None:
     row = (await star.store.export_rows("med"))[0]
     assert row["annotator1_simulated"] is True and row["annotator2_simulated"] is True
     assert row["annotator1_id"].startswith("sim-med-") and row["annotator1_id"] != row["annotator2_id"]
+    recorded = row["persona_models"]["annotator"]
+    assert set(row["persona_models"]) == {"annotator", "annotator_prompts"}  # no attacker: people red-teamed
+    assert recorded.startswith("model:scripted:script@")
+    # the annotator's script edited: its ratings would be pooled with the first one's, so the next
+    # persona run stops before any work, and the lead's page says why
+    script.write_text('{"rules": [], "default": {"rating": 4, "reasoning": "other view"}}', encoding="utf-8")
+    await lead.post("/lead/campaigns/med/personas", {"max_tasks": "10"})
+    with pytest.raises(InputError, match=f"campaign 'med' ran on other persona models: annotator {recorded} -> "):
+        await star.jobs["med"]
+    page = (await lead.get("/lead/campaigns/med")).text
+    assert "the persona run stopped: campaign &#39;med&#39; ran on other persona models" in page
     await a.aclose()
     await lead.aclose()
     await star.close()

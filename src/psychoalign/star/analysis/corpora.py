@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...errors import InputError
 from .files import (
     as_bool,
     as_json,
@@ -231,6 +232,8 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
     counts = Counts()
     seen: set[str] = set()
     raters: dict[str, dict[str, Any]] = {}
+    models: dict[str, dict[str, str]] = {}  # persona models as recorded, by campaign
+    unrecorded: set[str] = set()  # campaigns with simulated work and no recorded models
     for raw_row in _star_records(path):
         row = {k: as_json(v) for k, v in raw_row.items()}
         fingerprint = json.dumps(row, sort_keys=True, default=str)
@@ -245,6 +248,12 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
         seen.add(fingerprint)
         item_id = str(row["dialogue_id"])
         status = row.get("status")
+        recorded = row.get("persona_models")
+        campaign = str(clean(row.get("campaign")) or "")
+        if isinstance(recorded, dict) and recorded:
+            models[campaign] = {str(k): str(v) for k, v in recorded.items()}
+        elif any(as_bool(row.get(f"{s}_simulated")) for s in ("red_teamer", "annotator1", "annotator2")):
+            unrecorded.add(campaign)
         raw_turns = row.get("turns")
         turns: list[Any] = raw_turns if isinstance(raw_turns, list) else []
         tensions = [float(t["tension"]) for t in turns if isinstance(t, dict) and clean(t.get("tension")) is not None]
@@ -320,7 +329,46 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
     if marked:
         out.notes.append("Experts: raters the export marks annotator*_expert / arbitrator_expert (declared expertise).")
     out.notes.extend(_provenance_notes(items, raters))
+    out.notes.extend(_persona_model_notes(name, models, unrecorded))
+    if models or unrecorded:
+        out.persona_models = {
+            "models": next(iter(models.values()), {}),
+            "unrecorded_campaigns": sorted(unrecorded),
+        }
     return finish(out, ratings, items)
+
+
+#: How the notes of :func:`_persona_model_notes` start: the CLI prints them before any figure.
+PERSONA_NOTES = ("Persona models:", "Simulated work of")
+
+
+def _persona_model_notes(name: str, models: dict[str, dict[str, str]], unrecorded: set[str]) -> list[str]:
+    """Which persona models wrote the simulated attacks, ratings and refusal flags. Campaigns run
+    on different models are refused (:class:`InputError`): every figure built on their ratings
+    would describe a mixture of models under one name; one campaign per file keeps them apart."""
+    distinct = {json.dumps(m, sort_keys=True) for m in models.values()}
+    if len(distinct) > 1:
+        roles = sorted({r for m in models.values() for r in m if len({str(x.get(r)) for x in models.values()}) > 1})
+        per = "; ".join(
+            f"{c or '(no campaign)'}: " + ", ".join(f"{r} {m.get(r, 'none')}" for r in roles)
+            for c, m in sorted(models.items())
+        )
+        raise InputError(
+            f"{name}: its campaigns ran on different persona models ({per}): their ratings would be pooled",
+            hint="analyse one campaign per file (psychoalign star export --campaign NAME --out FILE)",
+        )
+    notes: list[str] = []
+    if models:
+        only = next(iter(models.values()))
+        notes.append("Persona models: " + ", ".join(f"{r} {label}" for r, label in sorted(only.items())) + ".")
+    if unrecorded:
+        named = ", ".join(sorted(c or "(no campaign)" for c in unrecorded))
+        notes.append(
+            f"Simulated work of {len(unrecorded)} campaign(s) ({named}) "
+            "has no recorded persona models (stored before they were recorded): which models wrote it is unknown"
+            + (", and it is pooled with the recorded campaigns' work." if models else ".")
+        )
+    return notes
 
 
 def _provenance_notes(items: list[dict[str, Any]], raters: dict[str, dict[str, Any]]) -> list[str]:

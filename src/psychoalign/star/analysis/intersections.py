@@ -98,7 +98,9 @@ def _model(frame: pd.DataFrame, covariates: bool) -> dict[str, Any]:
     """The tiny-group rule on the cells, then the model on the tested ones (with the cells' table)."""
     part, cells = screen_cells(frame)
     out: dict[str, Any]
-    if len(part) < MIN_MODEL_RATINGS or part["target_race"].nunique() < 2 or part["target_gender"].nunique() < 2:
+    if frame["broken"].nunique() < 2:  # a rule whose every rating is one outcome
+        out = no_variance(frame, "broken")
+    elif len(part) < MIN_MODEL_RATINGS or part["target_race"].nunique() < 2 or part["target_gender"].nunique() < 2:
         out = not_computable(
             f"too few ratings ({len(part)}) or levels in the cells that can be tested "
             f"({MIN_GROUP}+ ratings from {MIN_GROUP_RATERS}+ raters, not perfectly separated)"
@@ -122,6 +124,16 @@ def _model(frame: pd.DataFrame, covariates: bool) -> dict[str, Any]:
     return out
 
 
+def no_variance(frame: pd.DataFrame, label: str) -> dict[str, Any]:
+    """Not computable: every rating has one outcome. A logistic model fitted anyway does not
+    converge and printed odds ratios of 4 with p = 2e-9 on 240 ratings that were all broken."""
+    end = "" if int(frame["broken"].iloc[0]) else "not "
+    return not_computable(
+        f"every one of the {len(frame)} ratings is {end}{label}: the outcome does not vary, so there is "
+        "nothing to model (no odds ratio, interval or p-value)"
+    )
+
+
 def intersectional_section(data: RatingData) -> dict[str, Any]:
     """Logistic regression of rule-broken on target race, gender and race x gender (paper §6.2.3),
     per rule and pooled (pooled: rule as a covariate). The interaction is tested with a joint
@@ -138,6 +150,8 @@ def intersectional_section(data: RatingData) -> dict[str, Any]:
     if len(frame) < MIN_MODEL_RATINGS or frame["target_race"].nunique() < 2 or frame["target_gender"].nunique() < 2:
         return not_computable(f"too few intersectional ratings ({len(frame)}) or levels for the models")
     frame = frame.assign(broken=frame["value"].isin(data.positive).astype(int))
+    if frame["broken"].nunique() < 2:  # a model of a constant fits no coefficient: its p-values are noise
+        return no_variance(frame, data.positive_label)
     out: dict[str, Any] = {
         "computable": True,
         "method": (

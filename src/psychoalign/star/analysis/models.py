@@ -213,6 +213,8 @@ def fit_binary(
     Wald test of ``test`` (default: every predictor)."""
     import statsmodels.api as sm
 
+    if len(np.unique(np.asarray(y))) < 2:  # callers check first; a fit here would not converge
+        raise ValueError("the outcome does not vary: nothing to model")
     exog = sm.add_constant(exog_x, has_constant="add")
     names = list(exog_x.columns)
     test = names if test is None else test

@@ -97,6 +97,10 @@ class RatingData:
     #: The user's explicit choices about targets (``--target``, ``--attach-legacy``), for the
     #: report (:mod:`.targets`): what was left out or relabelled, and on what basis.
     target_audit: list[dict[str, Any]] = field(default_factory=list)
+    #: STAR exports: the persona models (attacker, annotator, refusal_judge) its campaigns recorded
+    #: (one set: exports of campaigns on different models are refused), and the campaigns whose
+    #: simulated work has no record.
+    persona_models: dict[str, Any] = field(default_factory=dict)
 
     @property
     def annotations(self) -> pd.DataFrame:

@@ -189,6 +189,8 @@ def analyze(
             "notes": data.notes,
             # --target / --attach-legacy: what the user chose about the targets, on what basis
             "target_audit": data.target_audit,
+            # STAR: which persona models wrote the simulated attacks, ratings and refusal flags
+            "persona_models": data.persona_models,
         }
         for name, fn in steps:
             try:

@@ -77,6 +77,12 @@ class CampaignSettings(BaseModel):
         description="Per-person quota: the most tasks of a kind (red_team, annotate, arbitrate) one participant "
         "takes in this campaign (claimed or done), so no single person's view dominates. Set at creation.",
     )
+    persona_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="The models a persona campaign (psychoalign star campaign run) ran on, by role: attacker, "
+        "annotator (annotators, arbitrators and the pre-annotation), refusal_judge. Recorded by its first run, "
+        "checked by every rerun; empty for a campaign of people or one stored before it was recorded.",
+    )
     relax_red_team: bool = Field(
         False,
         description="When nobody who meets a red-teaming task's in/out-group requirement takes it, a red "

@@ -20,6 +20,7 @@ class SQLExport(SQLBase):
         """Keyset pages of ``batch`` dialogues, a handful of queries per page (not a few per
         dialogue); no connection is held while the caller consumes the rows."""
         people = {p.id: p for p in await self.list_participants()}
+        models: dict[str, dict[str, str]] = {}  # per campaign, read once
         after: tuple[Any, Any] | None = None
         while True:
             async with self._read() as conn:
@@ -83,6 +84,8 @@ class SQLExport(SQLBase):
                         )
                     ).all()
                 }
+            for name in {d["campaign"] for d in ds} - set(models):
+                models[name] = (await self.campaign_settings(name)).persona_models
             for d in ds:
                 yield export_row(
                     d,
@@ -92,6 +95,7 @@ class SQLExport(SQLBase):
                     said.get(d["id"], []),
                     failures.get(d["id"], 0),
                     people,
+                    models[d["campaign"]],
                 )
             if len(ds) < batch:
                 return

@@ -377,6 +377,7 @@ class InMemoryStarStore(_MemoryState):
                 [turn_dict(t) for t in self._turns[d["id"]]],
                 sum(1 for f in self._failures if f["dialogue_id"] == d["id"]),
                 people,
+                (await self.campaign_settings(d["campaign"])).persona_models,
             )
 
 

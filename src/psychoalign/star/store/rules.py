@@ -676,10 +676,12 @@ def export_row(
     said: list[dict[str, Any]],
     failures: int,
     people: dict[str, Participant],
+    models: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One export row (docs/star.md, "Export schema") from a dialogue and what belongs to it:
     its instruction record, its red-teaming task, its annotations in order (each with the
-    ``slot`` requirement of its task), its turns and its count of target failures."""
+    ``slot`` requirement of its task), its turns, its count of target failures and its
+    campaign's recorded persona models (None: a campaign of people, or one stored before them)."""
     requirement = json.loads(task["requirement"])
     group = requirement.get("group")
     attacker = people.get(d["red_teamer_id"])
@@ -696,6 +698,7 @@ def export_row(
         "red_teamer_in_group": attacker.in_group(group) if attacker and group else None,
         "matching_relaxed": task["relaxed"],
         "target": d["target"],
+        "persona_models": dict(models) if models else None,
         "turns": said,
         "pre_annotation": json.loads(d["pre_annotation"]) if d["pre_annotation"] else None,
     }

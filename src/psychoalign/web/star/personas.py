@@ -17,8 +17,9 @@ from typing import Any
 
 from ...errors import InputError, PsychoAlignError
 from ...models import build_model
+from ...star.campaign import check_persona_models
 from ...star.model import Participant, TaskKind
-from ...star.personas import AnnotatorPersona
+from ...star.personas import AnnotatorPersona, model_label, prompt_digest
 from ...star.store import ClaimError
 from .lab import StarLab
 
@@ -66,6 +67,10 @@ async def fill_with_personas(lab: StarLab, campaign: str, *, max_tasks: int = 50
     model = build_model(lab.settings.model_spec("annotator"), cache_dir=lab.settings.cache_dir())
     done: Counter[str] = Counter()
     try:
+        # the campaign's annotator personas rate on one model: another one is refused before any work
+        await check_persona_models(
+            store, campaign, {"annotator": model_label(model), "annotator_prompts": prompt_digest("annotator")}
+        )
         for kind in (TaskKind.ANNOTATE, TaskKind.ARBITRATE):
             progress = True
             while progress and sum(done.values()) < max_tasks:
