@@ -20,7 +20,9 @@ count once; the classifier's evaluations, the request screen included, count as 
 calls that cost LLM tokens are also counted apart), wall time. The models are wrapped to time
 their calls with the wrapped backend's abilities, so the engine runs the path a deployment runs
 (the request screen before any draft on the embedded default). Targets: benign
-<= 1.5x tokens and <= 2 sequential calls, contested <= 3x tokens, embedded benign <= 2x wall time.
+<= 1.5x tokens and <= 2 sequential calls, contested <= 3x tokens, embedded benign <= 2x wall time,
+judged on 20 or more requests per class (with fewer, ``--quick`` included, the figures are printed
+and no target is judged: one small draw could flip it).
 With ``--scripted`` the models are scripted, so tokens and time mean nothing: it prints call
 accounting only (sequential and total model calls per request).
 
@@ -302,6 +304,10 @@ async def measure(args: argparse.Namespace) -> None:
     await negotiator.aclose()
 
 
+#: The fewest requests per class on which the cost part judges its targets (``--quick`` prints them only).
+MIN_JUDGED = 20
+
+
 async def cost(
     negotiator: Negotiator,
     plain: ChatModel,
@@ -342,6 +348,8 @@ async def cost(
             f"  {wr:5.2f}x   {target}"
         )
         calls = statistics.mean(seq)
+        if len(requests) < MIN_JUDGED:
+            continue  # too few to judge a target: one small draw could flip it
         if cls == "benign":
             targets += [
                 Target("benign: tokens vs one plain call", f"{tr:.2f}x", "<= 1.5x", tr <= 1.5),
@@ -350,6 +358,8 @@ async def cost(
             ]
         elif cls == "contested":
             targets.append(Target("contested: tokens vs one plain call", f"{tr:.2f}x", "<= 3x", tr <= 3))
+    if not targets:
+        print(f"(fewer than {MIN_JUDGED} requests per class: figures printed, no target judged)")
     return targets
 
 

@@ -392,12 +392,15 @@ async def test_a_request_without_an_id_is_an_invalid_request_and_nothing_runs() 
                 assert resp.status_code == 200, resp.text
                 body = resp.json()
                 assert body["jsonrpc"] == "2.0" and body["id"] is None and "result" not in body
-                assert body["error"]["code"] == -32600 and "send an 'id'" in body["error"]["message"]
+                assert (
+                    body["error"]["code"] == -32600
+                    and "send an 'id' (a string or an integer)" in body["error"]["message"]
+                )
             for request_id in ("abc", 7):
                 no_method = {"jsonrpc": "2.0", "id": request_id, "params": {}}
                 resp = await hc.post(f"{agent.url}{path}", json=no_method)
                 assert resp.json()["error"]["code"] == -32600 and resp.json()["id"] == request_id, resp.text
-            for request_id in ({"bad": "type"}, True):
+            for request_id in ({"bad": "type"}, True, 1.5):  # the SDK takes strings and integers only
                 resp = await hc.post(f"{agent.url}{path}", json={"jsonrpc": "2.0", "id": request_id, "params": {}})
                 assert resp.json()["error"]["code"] == -32600 and resp.json()["id"] is None, resp.text
         null_id = {"jsonrpc": "2.0", "id": None, "method": "GetTask", "params": {"id": "x"}}

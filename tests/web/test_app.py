@@ -194,6 +194,37 @@ async def test_bad_input_is_a_400_naming_the_field(
     assert [t async for t in store.iter_all()] == []  # nothing ran
 
 
+@pytest.mark.parametrize(
+    ("fields", "param", "code", "message"),
+    [
+        # "model": "" or null is no model, as OpenAI's "you must provide a model parameter"
+        ({"model": ""}, "model", "missing_required_parameter", "model is required: name a deployment"),
+        ({"model": None}, "model", "missing_required_parameter", "model is required: name a deployment"),
+        ({"model": 5}, "model", "invalid_type", "model: input should be a valid string: send a valid model"),
+        (
+            {"user": 5},
+            "user",
+            "invalid_type",
+            "user: input should be a valid string: send a valid user or leave it out",
+        ),
+        # the empty stop sequence named as the client sent it: a string, not a list
+        ({"stop": ""}, "stop", "invalid_value", "stop is empty: send non-empty stop sequences or none"),
+        ({"stop": ["x", ""]}, "stop", "invalid_value", "stop[1] is empty: send non-empty stop sequences or none"),
+    ],
+)
+def test_a_refused_field_is_named_with_its_fix_in_one_line(
+    fields: dict[str, Any], param: str, code: str, message: str
+) -> None:
+    from psychoalign.web.errors import APIError
+    from psychoalign.web.openai_schema import parse_request
+
+    with pytest.raises(APIError) as caught:
+        parse_request(json.dumps(_chat(**fields)).encode(), max_body_bytes=100_000)
+    err = caught.value
+    assert (err.status, err.param, err.code) == (400, param, code)
+    assert err.message.startswith(message) and "\n" not in err.message
+
+
 async def test_paths_and_methods_v1_does_not_serve_answer_in_the_openai_shape(
     client: tuple[httpx.AsyncClient, InMemoryTraceStore],
 ) -> None:

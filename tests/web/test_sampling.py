@@ -79,8 +79,16 @@ def test_valid_sampling_is_kept() -> None:
         ("one two ", Sampling(max_tokens=2), ("one two ", None)),
         ("internationalisation", Sampling(max_tokens=2), ("internat", "length")),  # ~4 characters a token
         ("Hi, you.", Sampling(max_tokens=2), ("Hi,", "length")),
-        ("a helpful b", Sampling(stop=("helpful",), max_tokens=1), ("a ", "stop")),  # the stop came first
+        ("a helpful b", Sampling(stop=("helpful",), max_tokens=3), ("a ", "stop")),  # the stop came first
+        # the stop starts on the token just past the limit: it is never generated (OpenAI: "length")
+        ("a helpful b", Sampling(stop=("helpful",), max_tokens=1), ("a", "length")),
         ("ab cd helpful", Sampling(stop=("helpful",), max_tokens=1), ("ab", "length")),  # the limit came first
+        ("ab cd helpful", Sampling(stop=("helpful",), max_tokens=2), ("ab cd", "length")),
+        # a stop begun within the limit but completed past it is not generated whole either
+        ("ab helpful", Sampling(stop=("helpful",), max_tokens=2), ("ab help", "length")),
+        ("ab helpful", Sampling(stop=("helpful",), max_tokens=3), ("ab ", "stop")),
+        ("one two", Sampling(stop=("two",), max_tokens=2), ("one ", "stop")),  # completes on the last token
+        ("abc END def", Sampling(stop=("abc END", "c")), ("ab", "stop")),  # the stop completed first wins
         ("plain", Sampling(), ("plain", None)),
     ],
 )
@@ -134,6 +142,29 @@ async def test_the_issue_example_is_cut_to_two_tokens_before_the_stop_word(
     trace = await store.get(extra["trace_id"])
     assert trace is not None and trace.response == ANSWER
     assert trace.metadata["sampling"] == {"seed": 7, "stop": ["helpful"]}
+
+
+async def test_a_stop_starting_just_past_the_limit_is_a_length_cut_whole_and_streamed(
+    client: tuple[openai.AsyncOpenAI, InMemoryTraceStore],
+) -> None:
+    """ "Sure, here is a" is five tokens; "helpful" starts on the sixth, which max_tokens=5 never
+    generates: OpenAI ends such a reply with "length" (was: cut before the stop, "stop")."""
+    ai, _ = client
+    messages: Any = [{"role": "user", "content": "Eggs?"}]
+    whole = await ai.chat.completions.create(model="psychoalign", messages=messages, stop=["helpful"], max_tokens=5)
+    assert (whole.choices[0].message.content, whole.choices[0].finish_reason) == ("Sure, here is a", "length")
+    stream = await ai.chat.completions.create(
+        model="psychoalign", messages=messages, stop=["helpful"], max_tokens=5, stream=True
+    )
+    pieces, finish = [], None
+    async for chunk in stream:
+        for c in chunk.choices:
+            pieces.append(c.delta.content or "")
+            finish = c.finish_reason or finish
+    assert ("".join(pieces), finish) == ("Sure, here is a", "length")
+    # one more token and the stop is complete within the limit: cut before it, "stop"
+    seven = await ai.chat.completions.create(model="psychoalign", messages=messages, stop=["helpful"], max_tokens=7)
+    assert (seven.choices[0].message.content, seven.choices[0].finish_reason) == ("Sure, here is a ", "stop")
 
 
 async def test_the_client_sees_the_400_for_a_bad_temperature(

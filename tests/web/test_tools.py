@@ -280,6 +280,27 @@ def test_tool_choice_without_tools_is_openais_400_before_any_agent_runs(
     assert world.calls == before
 
 
+def test_an_empty_tool_calls_array_is_openais_empty_array_400(
+    served: tuple[Running, InMemoryTraceStore, ToolWorld],
+) -> None:
+    """OpenAI's API refuses an assistant message's ``tool_calls: []`` with code ``empty_array``
+    (the gateway refused it too, but as ``invalid_type``, which clients that branch on the code
+    read as another mistake)."""
+    running, _, world = served
+    before = dict(world.calls)
+    messages: Any = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello", "tool_calls": []},
+        {"role": "user", "content": "weather?"},
+    ]
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(running).chat.completions.create(model="agent", messages=messages, tools=[WEATHER])
+    error = caught.value
+    assert (error.status_code, error.type, error.code) == (400, "invalid_request_error", "empty_array")
+    assert error.param == "messages[1].tool_calls" and "is empty" in error.message
+    assert world.calls == before
+
+
 def test_the_docs_round_trip_resends_the_clients_own_message(
     served: tuple[Running, InMemoryTraceStore, ToolWorld],
 ) -> None:

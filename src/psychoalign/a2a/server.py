@@ -492,7 +492,7 @@ def _invalid_jsonrpc(body: bytes) -> tuple[str, str | int | None] | None:
     if isinstance(data, dict) and "id" not in data:
         return (
             "no 'id': a request without one is a JSON-RPC notification, and A2A defines none "
-            "(every A2A method answers): send an 'id' (a string or a number)",
+            "(every A2A method answers): send an 'id' (a string or an integer)",
             None,
         )
     return None

@@ -179,20 +179,26 @@ _TOKEN = re.compile(r"\s*(?:\w{1,4}|[^\w\s])")
 
 def shape_text(text: str, sampling: Sampling) -> tuple[str, str | None]:
     """The text the client receives under ``stop`` and ``max_tokens``, and why it was cut
-    (``"stop"``, ``"length"``, or ``None``). As generation would: the text ends before the first
-    stop sequence, and after ``max_tokens`` tokens (estimated, see ``_TOKEN``) if that comes first."""
-    cut: str | None = None
-    if sampling.stop:
-        found = [i for i in (text.find(seq) for seq in sampling.stop) if i >= 0]
-        if found:
-            text, cut = text[: min(found)], "stop"
+    (``"stop"``, ``"length"``, or ``None``), as generation would: a stop sequence ends the text
+    (before it) only when it is complete within the first ``max_tokens`` tokens (estimated, see
+    ``_TOKEN``); one that completes later is never generated, so the text ends after
+    ``max_tokens`` tokens with ``"length"``. Of several stop sequences, the one completed first
+    wins (ties: the one starting first)."""
+    limit_end: int | None = None
     if sampling.max_tokens is not None:
         for n, match in enumerate(_TOKEN.finditer(text), start=1):
             if n == sampling.max_tokens:
                 if text[match.end() :].strip():
-                    text, cut = text[: match.end()], "length"
+                    limit_end = match.end()
                 break
-    return text, cut
+    found = [(i + len(seq), i) for seq in sampling.stop for i in (text.find(seq),) if i >= 0]
+    if found:
+        stop_end, stop_start = min(found)
+        if limit_end is None or stop_end <= limit_end:
+            return text[:stop_start], "stop"
+    if limit_end is not None:
+        return text[:limit_end], "length"
+    return text, None
 
 
 def deliver(outcome: GatewayOutcome, sampling: Sampling) -> tuple[str, str]:

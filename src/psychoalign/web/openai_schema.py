@@ -153,7 +153,8 @@ def _sampling(data: dict[str, Any]) -> Sampling:
             raise _bad("stop", f"stop has {len(sequences)} sequences; send at most {MAX_STOP_SEQUENCES}")
         for i, seq in enumerate(sequences):
             if not seq:
-                raise _bad("stop", f"stop[{i}] is empty: send non-empty stop sequences or none")
+                where = "stop" if isinstance(stop, str) else f"stop[{i}]"  # as the client sent it
+                raise _bad("stop", f"{where} is empty: send non-empty stop sequences or none")
             _check_text(seq, f"stop[{i}]")
         values["stop"] = tuple(sequences)
     return Sampling(**values)
@@ -431,7 +432,7 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     fields["tools"] = parse_tools(fields.get("tools"), fields.pop("tool_choice", None))
     fields["messages"] = parse_messages(fields.get("messages"), tools=fields["tools"] is not None)
     fields["response_format"] = _response_format(fields.get("response_format"))
-    if "model" not in fields:
+    if fields.get("model") in (None, ""):  # left out, null or "": OpenAI's "you must provide a model"
         raise _bad(
             "model", "model is required: name a deployment (GET /v1/models lists them)", "missing_required_parameter"
         )
@@ -446,9 +447,16 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
             got = json.dumps(err["input"])[:40]
             raise _bad(param, f"{param} must be a JSON boolean (true or false); got {got}", "invalid_type") from None
         kind = "invalid_type" if err["type"].endswith("_type") else "invalid_value"  # "model": 3 is a type error
-        raise _bad(param, f"{param}: {err['msg']}", kind) from None
+        raise _bad(param, _fix(param, err["msg"]), kind) from None
     _semantics(req)
     return req
+
+
+def _fix(param: str, problem: str) -> str:
+    """One line for a field pydantic refused: what is wrong and the fix (``model`` and
+    ``messages``, the required fields, have their own messages; every other field may be left out)."""
+    fix = f"send a valid {param}" if param == "model" else f"send a valid {param} or leave it out"
+    return f"{param}: {problem[:1].lower()}{problem[1:]}: {fix}"
 
 
 def _semantics(req: ChatCompletionRequest) -> None:
@@ -550,7 +558,7 @@ def parse_check(body: bytes, *, max_body_bytes: int) -> CheckRequest:
     except ValidationError as exc:
         err = exc.errors()[0]
         param = "psychoalign." + _param(tuple(err["loc"]))
-        raise _bad(param, f"{param}: {err['msg']}") from None
+        raise _bad(param, _fix(param, err["msg"])) from None
     return CheckRequest(model=model, messages=messages, framework=ext.framework)
 
 

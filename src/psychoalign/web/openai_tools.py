@@ -161,8 +161,10 @@ def _check_schema(schema: Any, where: str) -> None:
 
 def parse_tool_calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
     """An assistant message's ``tool_calls`` as the client resends them."""
-    if not isinstance(raw, list) or not raw:
+    if not isinstance(raw, list):
         raise _bad(where, f"{where} must be a non-empty list of tool calls", "invalid_type")
+    if not raw:  # OpenAI's code for it; a client that made no call leaves the field out
+        raise _bad(where, f"{where} is empty: leave tool_calls out of a message that made no call", "empty_array")
     calls = []
     for j, call in enumerate(raw):
         here = f"{where}[{j}]"

@@ -314,6 +314,10 @@ async def test_coverage_map_shows_the_planned_cells(lab: tuple[FastAPI, StarLab]
     planned = len(re.findall(r"<td class=\"heat-\d\"", heat.group(0)))
     shown = heat.group(0).count("<td ")
     assert planned == 4 and shown <= 16  # at most 4 rows × 4 columns
+    # every header names its row or column (axe: empty-table-header), the corner one included
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", heat.group(0), re.S)
+    assert headers and all(re.sub(r"<[^>]+>", "", h).strip() for h in headers), headers
+    assert '<th scope="col">Rule — target group</th>' in heat.group(0)
     assert "with no planned dialogue are left out" in page
     assert "<dt>Rules</dt><dd>harassment, sexually-explicit</dd>" in page or "sexually-explicit, harassment" in page
 
