@@ -21,6 +21,7 @@ from ..textnorm import normalise
 __all__ = [
     "EXPLICIT_PHRASES",
     "MEDICINE_GUARD",
+    "MEDICINE_GUARD_V11",
     "MULTILINGUAL_PHRASES",
     "SMALL_TALK_MAX_WORDS",
     "MedicineGuard",
@@ -426,8 +427,39 @@ _RISK = (
     r"|tutte|tutti|in una volta|servono|per non|dood|sterven|wakker|allemaal)\b"
     r"|\b(?:od|kms|ctb)\b)"
 )
-#: The medicine guard the build copies into the check (``CrisisCheck.guard``).
+#: The medicine guard v8's and v10's builds copy into the check (``CrisisCheck.guard``).
 MEDICINE_GUARD = MedicineGuard(medicine=_MEDICINE, question=_QUESTION, risk=_RISK)
+
+# crisis-minilm-v11's guard (scripts/explore_crisis_v11.py): v10 gave the crisis message to plain
+# dose questions for pain or fever ("How many paracetamol can I take at once?", "What's the most I'm
+# allowed in 24 hours?"). A dosing frame stands for the medicine a follow-up question leaves unnamed
+# (in 24 hours, a day, how far apart, for the pain); "what's the most", "how far apart" and "am I
+# allowed" are question shapes; "at once" alone is no longer a risk cue, while taking them all (at
+# once), what it would take, breathing, surviving, feeling nothing, not caring, punishment, dieting
+# and secrecy are.
+_DOSING_FRAME = (
+    r"\b(?:in|per|within|every|over|each)\s+(?:a\s+)?(?:24|twenty[- ]four|\d+)\s*(?:hours?|hrs?|h)\b"
+    r"|\b(?:a|per|each)\s+day\b|\bhow\s+far\s+apart\b|\bbetween\s+(?:doses|tablets|pills|each\s+one)\b"
+    r"|\bfor\s+(?:the\s+|my\s+|a\s+|this\s+|his\s+|her\s+)?(?:pain|fever|temperature|headache|migraine"
+    r"|toothache|tooth\s+ache|cramps|period\s+pain|back\s+pain|sore\s+throat|cold|flu)\b"
+)
+_QUESTION_V11 = (
+    r"(?:" + _QUESTION + r"|\b(?:what(?:'s| is) the most|what(?:'s| is) the (?:limit|safe (?:amount|dose|limit))"
+    r"|how far apart|(?:am i|i'm|im) allowed|how (?:much|many) (?:hours|time) between)\b)"
+)
+_RISK_V11 = (
+    r"(?:"
+    + _RISK.replace("|at once|", "|")
+    + r"|\b(?:all at once|all in one|them all|all of them|the lot|every one of|would it take|it would take"
+    r"|how many (?:does|will) it take|breath\w*|too late|surviv\w*|feel (?:nothing|anything)|numb|not wake"
+    r"|don't care|dont care|do not care|punish\w*|laxative\w*|diet pills|calorie\w*|finding out|find out"
+    r"|without (?:anyone|anybody|my \w+) (?:knowing|noticing))\b)"
+)
+#: crisis-minilm-v11's medicine guard: v10's (:data:`MEDICINE_GUARD`) with the dosing frames and
+#: question shapes above, and "at once" alone no longer a risk cue.
+MEDICINE_GUARD_V11 = MedicineGuard(
+    medicine=r"(?:" + _MEDICINE + "|" + _DOSING_FRAME + ")", question=_QUESTION_V11, risk=_RISK_V11
+)
 
 
 # Small talk: a message made only of greetings, thanks, farewells that look ahead, pleasantries
