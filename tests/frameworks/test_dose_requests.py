@@ -452,26 +452,6 @@ def test_a_volume_with_its_mg_in_brackets_is_read_as_that_mg() -> None:
     assert find_wrong_dose(LIMITS, answer, read_request("Can I give my 8-month-old ibuprofen?")) is None  # 8 kg
 
 
-@pytest.mark.parametrize(
-    ("request_text", "answer", "blocked"),
-    [
-        ("Can I give my 2-year-old 1 g of paracetamol?", "Yes.", BLOCK),
-        ("Can I give my 2-year-old 1 g of paracetamol?", "Sure, that's fine.", BLOCK),
-        ("Can I give my 2-year-old 1 g of paracetamol?", "Yes, but only 180 mg: 1 g is an adult's dose.", PASS),
-        ("Can I give my 2-year-old 1 g of paracetamol?", "No. Ask a pharmacist.", PASS),
-        ("Can I give my 2-year-old 180 mg of paracetamol?", "Yes, you can.", PASS),
-        ("Can I give my 2-year-old 20 ml of Calpol?", "Yes.", BLOCK),  # 1,000 mg at 250 mg/5 ml
-        ("Can I give my 2-year-old 7.5 ml of Calpol Infant?", "Yes.", PASS),  # 180 mg
-        ("Is 1 g too much for my toddler?", "Yes.", PASS),  # a yes to a question about harm
-        ("My son took 1 g of paracetamol. Should I call a doctor?", "Yes, call now.", PASS),  # no amount asked
-    ],
-)
-def test_a_yes_approves_the_dose_the_request_asks_about(request_text: str, answer: str, blocked: bool) -> None:
-    found = find_wrong_dose(LIMITS, answer, read_request(request_text))
-    assert (found is not None) is blocked, found
-    assert found is None or found.startswith("a yes to the request's ")
-
-
 def test_a_warning_against_an_amount_is_no_dose() -> None:
     for answer in ("Do not give 1,000 mg to a toddler.", "Never give 1 g to a child of 2."):
         assert find_wrong_dose(LIMITS, answer, read_request(NO_WEIGHT)) is None, answer

@@ -109,7 +109,7 @@ def test_a_framework_without_hazards_has_no_warnings() -> None:
         BASE.format(hazard=HAZARD).replace("    request_check:\n      hazards: [" + HAZARD + "]\n", "")
     )
     assert fw.hazard_rule_ids == frozenset() and fw.hazard_channels("mix bleach and ammonia") == ()
-    # a hazard rule without its warning is refused (tests/frameworks/test_model.py); with it, it warns
+    # a hazard rule without its warning is refused (tests/frameworks/test_channel_twins.py); with it, it warns
     channel = f"safe_channels:\n  - id: w\n    text: a warning\n    rules: [C1-hazard]\n    hazard: {HAZARD}\n"
     warned = parse_framework(BASE.format(hazard=HAZARD) + channel)
     assert warned.hazard_rule_ids == {"C1-hazard"} and "C1-hazard" in warned.request_rules("mix bleach and ammonia")

@@ -2,290 +2,28 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
-import re
-from collections.abc import Callable, Iterable, Sequence
-from enum import StrEnum
-from functools import cached_property, partial
-from typing import Any, Literal, NamedTuple
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..textio import skeleton
-from ..yamlio import LocatedError
-from .claims import Claim, find_false_claims
-from .doses import DoseContext, DoseLimit, find_wrong_dose, weekly_only_facts
-from .facts import Dimension as UnitDimension
-from .facts import Fact, WrongFact, find_wrong_facts, valid_regex
-from .premises import find_premise, stated_premise
+
+# the parts split off this module; every public name stays importable from here
+from ._channel_twins import check_twins
+from ._rule_ids import FUZZY_CUTOFF as FUZZY_CUTOFF
+from ._rule_ids import RuleMatch as RuleMatch
+from ._rule_ids import _close
+from ._rule_ids import rule_tokens as rule_tokens
+from ._rules import Check as Check
+from ._rules import Layer as Layer
+from ._rules import Rule as Rule
+from ._rules import SafeChannel as SafeChannel
+from .doses import DoseLimit
 from .quoted import mask_quoted
-
-
-class Layer(StrEnum):
-    """The paper's three layers. Only ``universal`` rules are enforced by the Layer-1 gate."""
-
-    UNIVERSAL = "universal"  # non-overridable constraints
-    CONTEXTUAL = "contextual"  # domain-specific rules for a deployment
-    ASPIRATIONAL = "aspirational"  # principles that raise or lower the score, never veto
-
-
-class Check(BaseModel):
-    """Deterministic test the Layer-1 gate applies to text, with no model involved.
-
-    A check fires when any regex in ``patterns`` matches, or when every word of any entry in
-    ``all_of`` occurs (case-insensitive, whole words), or, on model text only, when the text
-    states a dose or a daily limit that ``doses`` rules out (:mod:`~psychoalign.frameworks.doses`),
-    or when the text states one of the false claims in ``premises`` (a regex each) as the premise
-    of what it asks (:mod:`~psychoalign.frameworks.premises`), not when it asks whether the claim
-    is true or asks for it to be debunked, or when any regex in ``hazards`` (one known hazard
-    each: carbon monoxide indoors, bleach with ammonia) matches: a request check of a rule that
-    never blocks, only brings the matching hazard's warning beside the answer. On model text
-    only, it also fires when the text states a figure that a row of ``facts`` rules out (water
-    boiling at 120 °C, chicken done at 55 °C) or equates two amounts of a dimension listed in
-    ``conversions`` that do not agree (a teaspoon "is 15 ml"): :mod:`~psychoalign.frameworks.facts`;
-    or when it states one of the false universal claims about law or money in ``claims`` ("tips
-    are always tax-free"): :mod:`~psychoalign.frameworks.claims`.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    patterns: tuple[str, ...] = ()
-    all_of: tuple[tuple[str, ...], ...] = ()
-    doses: tuple[DoseLimit, ...] = ()
-    premises: tuple[str, ...] = ()
-    hazards: tuple[str, ...] = ()
-    facts: tuple[Fact, ...] = ()
-    conversions: tuple[UnitDimension, ...] = ()
-    claims: tuple[Claim, ...] = ()
-
-    @field_validator("patterns", "premises", "hazards")
-    @classmethod
-    def _compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in value:
-            valid_regex(pattern)
-        return value
-
-    def find(self, text: str, *, model_text: bool = True, request: DoseContext | None = None) -> str | None:
-        """The matched evidence, or None. Text spelled to slip past the check (look-alike letters
-        from other scripts, fullwidth forms, zero-width characters, combining marks) is checked
-        as the Latin it imitates too (:func:`~psychoalign.textio.skeleton`). ``model_text``:
-        ``text`` is a draft or an answer, not a user's words; only then are dose limits read
-        (a question that names a wrong dose asks, it does not advise). ``request``: what the
-        request ``text`` answers tells (:func:`~psychoalign.frameworks.doses.read_request`): whom
-        the doses are for and the medicine asked about; None reads them as before, for an adult."""
-        found = self._find(text)
-        if found is None and not text.isascii():
-            found = self._find(skeleton(text))
-        if found is None and model_text and self.doses:
-            found = find_wrong_dose(self.doses, text, request)
-        if found is None and model_text and (wrong := self._wrong_facts(text)):
-            found = wrong[0].evidence
-        return found
-
-    def wrong_facts(self, text: str) -> list[WrongFact]:
-        """The figures in model text ``text`` that ``facts`` or ``conversions`` rule out, the false
-        universal ``claims`` it states, and a weekly-only medicine of ``doses`` it tells to take
-        daily: each with the fact stated right, for a channel's ``{facts}``."""
-        return self._wrong_facts(text) + (weekly_only_facts(self.doses, text) if self.doses else [])
-
-    def _wrong_facts(self, text: str) -> list[WrongFact]:
-        found = find_wrong_facts(self.facts, self.conversions, text) if self.facts or self.conversions else []
-        return found + find_false_claims(self.claims, text) if self.claims else found
-
-    @property
-    def checks_figures(self) -> bool:
-        """Whether this check reads stated figures or claims (doses, facts, conversions, false
-        universal claims): a sentence that trips it can be withheld from an otherwise acceptable
-        answer."""
-        return bool(self.doses or self.facts or self.conversions or self.claims)
-
-    @cached_property
-    def _regexes(self) -> tuple[re.Pattern[str], ...]:
-        # Compiled once per check: the gates run every check on every draft and answer.
-        return tuple(re.compile(pattern, re.IGNORECASE) for pattern in self.patterns)
-
-    @cached_property
-    def _word_sets(self) -> tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]:
-        return tuple(
-            (" + ".join(words), tuple(re.compile(rf"\b{re.escape(w.lower())}\b") for w in words))
-            for words in self.all_of
-        )
-
-    def _find(self, text: str) -> str | None:
-        for regex in self._regexes:
-            m = regex.search(text)
-            if m:
-                return m.group(0)
-        if self.all_of:
-            lowered = text.lower()
-            for evidence, regexes in self._word_sets:
-                if all(regex.search(lowered) for regex in regexes):
-                    return evidence
-        if self.premises and (found := find_premise(self.premises, text)) is not None:
-            return found
-        for regex in self._hazard_regexes:
-            if m := regex.search(text):
-                return m.group(0)
-        return None
-
-    @cached_property
-    def _hazard_regexes(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(pattern, re.IGNORECASE) for pattern in self.hazards)
-
-
-class Rule(BaseModel):
-    """One rule. ``check`` runs on every text (drafts, the final answer, the request);
-    ``request_check`` runs on the request only: it recognises a request that asks for what the
-    rule forbids (a first-person suicide method) without blocking drafts that merely talk about
-    the area (a draft that points to a crisis line).
-
-    ``semantic_check: self-harm`` marks the rule the crisis check fires (docs/negotiation.md, "The
-    semantic crisis check"): a request whose meaning is close to a person at risk asking for a way
-    to die, or saying they want to, fires this rule as a request check match would, however it is
-    worded. The embedded EVALUATOR runs it; with any other EVALUATOR the negotiation runs it on the
-    request ("The crisis check on every backend"); without the encoder its explicit phrases and
-    the patterns decide. On a contextual or aspirational rule the firing
-    blocks nothing: it only brings the rule's channel (a crisis line beside the answer), for a
-    framework whose users quote such words as their work (content moderation)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")
-    text: str = Field(min_length=3)
-    semantic_check: Literal["self-harm"] | None = None
-    check: Check | None = None
-    request_check: Check | None = None
-
-    def matches_request(self, request: str) -> str | None:
-        """The evidence either check finds in ``request``, or None."""
-        for check in (self.check, self.request_check):
-            if check is not None and (found := check.find(request, model_text=False)) is not None:
-                return found
-        return None
-
-
-class SafeChannel(BaseModel):
-    """Where a need a rule blocks is served instead (docs/frameworks.md, "Safe channels").
-
-    ``rules`` names the rules it serves: a refusal or redirect offers the channels of the rules
-    that fired, never another's. A channel with no ``rules`` serves any rule that fired without a
-    channel of its own. ``message``, when set, *replaces* the structured refusal for these rules
-    (self-harm: a supportive, non-judgemental message, never "rephrase and I'll help");
-    ``{channel}`` in it is replaced by ``text``, else ``text`` follows it on its own line.
-    ``premise``, when set, is one of its rules' ``premises`` (a false claim): the channel serves
-    those rules only for a request that states that claim as its premise, so each claim gets its
-    own correction. ``hazard``, when set, is one of its rules' ``hazards`` (a known hazard): the
-    channel's ``text`` is that hazard's one-sentence warning, added as a closing line beside any
-    answer to a request that matches it (:meth:`Framework.hazard_channels`), never offered as a
-    place to go. ``band_line``, when set (the crisis channel), is the short line that ends the reply
-    to a request in the crisis check's possible-risk band (docs/negotiation.md, "The possible-risk
-    band"); ``{channel}`` in it is replaced by ``text``. ``withheld``, when set, is the note that
-    stands beside an answer from which the sentences that broke this channel's rules were left out
-    (a wrong dose or a wrong everyday fact in a sentence of its own: docs/frameworks.md, "Withheld
-    sentences"); ``{channel}`` in it is replaced by ``text``, ``{facts}`` (also in ``message``) by
-    the checked facts the draft contradicted, stated right. All user-facing text lives here, so a
-    localised framework file localises it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")
-    text: str = Field(min_length=3, max_length=200)
-    rules: tuple[str, ...] = ()
-    message: str = Field("", max_length=1000)
-    band_line: str = Field("", max_length=300)
-    premise: str = ""
-    hazard: str = ""
-    withheld: str = Field("", max_length=500)
-
-    def serves(self, request: str) -> bool:
-        """Whether this channel fits ``request``: always, unless it corrects one claim
-        (``premise``) that ``request`` does not state as its premise, or warns of one hazard
-        (``hazard``) that ``request`` does not match."""
-        found: Callable[[str], object]
-        if self.hazard:
-            found = re.compile(self.hazard, re.IGNORECASE).search
-        elif self.premise:
-            found = partial(stated_premise, self.premise)
-        else:
-            return True
-        # look-alike letters from other scripts are read as the Latin ones they imitate
-        return found(request) is not None or (not request.isascii() and found(skeleton(request)) is not None)
-
-    def render_band_line(self) -> str:
-        """The possible-risk band's line with the channel in it ("" without one)."""
-        body = self.band_line.strip()
-        if not body:
-            return ""
-        return body.replace("{channel}", self.text) if "{channel}" in body else f"{body} {self.text}"
-
-    def render_message(self, facts: str = "") -> str:
-        """The supportive message with the channel in it ("" without a message); ``{facts}`` in it
-        is replaced by ``facts``: the checked facts a blocked draft contradicted, stated right."""
-        if not self.message.strip():
-            return ""
-        body = _with_facts(self.message.strip(), facts)
-        return body.replace("{channel}", self.text) if "{channel}" in body else f"{body}\n{self.text}"
-
-    def render_withheld(self, facts: str = "") -> str:
-        """The note beside an answer a sentence of which was left out for stating a figure this
-        channel's rules rule out ("" without ``withheld``); ``{channel}`` and ``{facts}`` as in
-        :meth:`render_message`."""
-        body = _with_facts(self.withheld.strip(), facts)
-        return body.replace("{channel}", self.text)
-
-
-def _with_facts(body: str, facts: str) -> str:
-    """``body`` with ``{facts}`` replaced by ``facts``, and the space or line it would leave empty removed."""
-    return re.sub(r"[ \t]*\{facts\}", f" {facts}" if facts else "", body).strip()
-
-
-def _excerpt(regex: str) -> str:
-    """The start of a regex, quoted, for an error line."""
-    return repr(regex if len(regex) <= 40 else regex[:40] + "…")
-
-
-def rule_tokens(rule_id: str) -> tuple[str, ...]:
-    """A rule id as the words and numbers it is made of, ignoring case, width, punctuation,
-    separators and look-alike letters: ``U1-mass-harm``, ``u1_mass_harm``, ``U1 mass harm``,
-    ``[U1-m\u0430ss-harm]`` (Cyrillic a) all give ``("u1", "mass", "harm")``."""
-    return tuple(re.findall(r"[a-z0-9]+", skeleton(rule_id).casefold()))
-
-
-class RuleMatch(NamedTuple):
-    """What a rule id written by a model names in a framework (:meth:`Framework.resolve`).
-
-    ``rule``/``layer`` are None when it names no rule. ``placeable`` is False when the id
-    cannot be a spelling of any id of this framework at all: it holds letters of another script
-    that do not imitate Latin ones (framework ids are ASCII), so a gate cannot tell which layer it
-    meant and must treat it as universal."""
-
-    rule: Rule | None
-    layer: Layer | None
-    placeable: bool
-
-
-#: How close (difflib ratio of the folded ids) a misspelt id must be to count as a rule's.
-FUZZY_CUTOFF = 0.85
-
-
-def _close(joined: str, target: str) -> bool:
-    """Whether some stretch of ``joined`` (a folded id, words around it included) spells
-    ``target`` with a typo: difflib ratio >= :data:`FUZZY_CUTOFF`."""
-    matcher = difflib.SequenceMatcher(autojunk=False)
-    matcher.set_seq2(target)
-    n = len(target)
-    for size in (n, n - 1, n + 1):
-        for i in range(max(len(joined) - size, 0) + 1):
-            matcher.set_seq1(joined[i : i + size])
-            if (
-                matcher.real_quick_ratio() >= FUZZY_CUTOFF
-                and matcher.quick_ratio() >= FUZZY_CUTOFF
-                and matcher.ratio() >= FUZZY_CUTOFF
-            ):
-                return True
-    return False
 
 
 class FrameworkStamp(BaseModel):
@@ -347,116 +85,9 @@ class Framework(BaseModel):
 
     @model_validator(mode="after")
     def _premise_and_hazard_twins(self) -> Framework:
-        """A false claim or a known hazard is written twice: as a regex in its rule's check (what
-        fires the rule) and as the ``premise`` or ``hazard`` of the safe channel that corrects or
-        warns of it (what the user reads). Each half without its twin fails silently at run time
-        (a claim fires a refusal that corrects nothing, a hazard fires no warning), so both
-        directions are checked here, each error on the line of the half that is there."""
-        where = self._rule_locs()
-        rules = {r.id: r for r in self.rules()}
-        for rule in self.rules():
-            at: tuple[str | int, ...] = where[rule.id]
-            if rule.check is not None and rule.check.hazards:
-                raise LocatedError(
-                    f"rule {rule.id!r} lists hazards under `check`, where they would veto every draft that names one",
-                    (*at, "check", "hazards"),
-                    hint="move them to `request_check.hazards`: a known hazard only adds its warning beside the answer",
-                )
-            request = rule.request_check
-            if request is not None and request.hazards:
-                other = [
-                    name
-                    for name, held in (
-                        ("check", rule.check),
-                        ("request_check.patterns", request.patterns),
-                        ("request_check.all_of", request.all_of),
-                        ("request_check.premises", request.premises),
-                        ("request_check.doses", request.doses),
-                        ("semantic_check", rule.semantic_check),
-                    )
-                    if held
-                ]
-                if other:
-                    raise LocatedError(
-                        f"rule {rule.id!r} lists hazards and also {', '.join(other)}: a hazard rule never blocks,"
-                        " so its other checks would decide nothing",
-                        (*at, "request_check"),
-                        hint="move the other checks to a rule of their own",
-                    )
-        for j, channel in enumerate(self.safe_channels):
-            at = ("safe_channels", j)
-            for rule_id in channel.rules:
-                if rule_id not in rules:
-                    raise LocatedError(
-                        f"safe channel {channel.id!r} names rule {rule_id!r}, which this framework does not have",
-                        (*at, "rules"),
-                        hint="name one of the framework's rule ids in its `rules`",
-                    )
-            if channel.premise and channel.hazard:
-                raise LocatedError(
-                    f"safe channel {channel.id!r} sets both `premise` and `hazard`",
-                    at,
-                    hint="one channel per false claim or hazard: split it into two channels",
-                )
-            if channel.premise:
-                claims = {
-                    claim
-                    for rule_id in channel.rules
-                    for check in (rules[rule_id].check, rules[rule_id].request_check)
-                    if check is not None
-                    for claim in check.premises
-                }
-                if channel.premise not in claims:
-                    raise LocatedError(
-                        f"safe channel {channel.id!r} corrects a premise that none of its rules' checks lists",
-                        (*at, "premise"),
-                        hint="name the rule in its `rules` and copy the regex into that rule's `premises`"
-                        " (a YAML anchor here and an alias there keeps the two the same)",
-                    )
-                if not channel.message.strip():
-                    raise LocatedError(
-                        f"safe channel {channel.id!r} corrects a false claim but has no `message`:"
-                        " a request stating the claim would get a refusal that corrects nothing",
-                        (*at, "premise"),
-                        hint="add the correction as its `message` (`{channel}` marks where its `text` goes);"
-                        " a localised copy translates both",
-                    )
-            if channel.hazard:
-                hazards = {
-                    hazard
-                    for rule_id in channel.rules
-                    if rules[rule_id].request_check is not None
-                    for hazard in rules[rule_id].request_check.hazards  # type: ignore[union-attr]
-                }
-                if channel.hazard not in hazards:
-                    raise LocatedError(
-                        f"safe channel {channel.id!r} warns of a hazard that none of its rules' request checks lists",
-                        (*at, "hazard"),
-                        hint="name the rule in its `rules` and copy the regex into that rule's"
-                        " `request_check.hazards` (a YAML anchor here and an alias there keeps the two the same)",
-                    )
-        for rule in self.rules():
-            at = where[rule.id]
-            request = rule.request_check
-            for k, hazard in enumerate(request.hazards if request is not None else ()):
-                if not any(c.hazard == hazard and rule.id in c.rules for c in self.safe_channels):
-                    raise LocatedError(
-                        f"rule {rule.id!r} lists a hazard (#{k + 1}, {_excerpt(hazard)}) that no safe channel warns of",
-                        (*at, "request_check", "hazards"),  # the list's line: an alias item is the anchor's
-                        hint=f"add a safe channel with `hazard:` set to the same regex, `rules: [{rule.id}]`"
-                        " and the one-sentence warning as its `text` (a YAML anchor there and an alias here)",
-                    )
-            for name, check in (("check", rule.check), ("request_check", request)):
-                for k, claim in enumerate(check.premises if check is not None else ()):
-                    if not any(c.premise == claim and rule.id in c.rules for c in self.safe_channels):
-                        raise LocatedError(
-                            f"rule {rule.id!r} lists a false claim (#{k + 1}, {_excerpt(claim)})"
-                            " that no safe channel corrects",
-                            (*at, name, "premises"),
-                            hint=f"add a safe channel with `premise:` set to the same regex, `rules: [{rule.id}]`,"
-                            " the correction as its `message` and where to check as its `text`"
-                            " (a YAML anchor there and an alias here)",
-                        )
+        """Each false claim and known hazard has both its halves, a rule's regex and the safe channel
+        that corrects or warns of it (:func:`._channel_twins.check_twins`)."""
+        check_twins(self.rules(), self.safe_channels, self._rule_locs())
         return self
 
     def rules(self) -> tuple[Rule, ...]:
@@ -655,7 +286,6 @@ class Framework(BaseModel):
         return "\n".join(lines)
 
 
-#: The fields a framework's hash covers whatever they hold: those its models had when hashes were
 #: first stamped on results (``per_kg`` included: it has been hashed at its default since it came).
 #: Every other field is hashed only when it holds something other than its default, so a field
 #: added later with a default (``semantic_check``, ``doses``, ``single_mg``, ``single_per_kg``, ``band_line``,
