@@ -530,5 +530,5 @@ def test_a_known_hazards_warning_is_named_as_a_warning_not_as_a_place_to_go(caps
     )
     print_trace(trace)
     shown = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
-    assert "Safe channels: added after the answer: Safety warning: aspirin, ibuprofen" in shown
+    assert "Safe channels: a known-hazard warning: Safety warning: aspirin, ibuprofen" in shown
     assert "pointing to Safety warning" not in shown

@@ -282,7 +282,7 @@ async def test_detail_shows_the_recorded_channels_and_blocks_escaped_and_older_t
     assert XSS not in page and "<i>R1</i>" not in page
     # a known hazard's warning is said as one, not as a place the reply points to
     assert (
-        '<li data-placement="warning">added after the answer: '
+        '<li data-placement="warning">a known-hazard warning: '
         '<bdi dir="auto">Safety warning: &lt;b&gt;CO&lt;/b&gt;.</bdi>' in page
     )
     assert '<bdi dir="auto">&lt;script&gt;alert(&#39;req&#39;)&lt;/script&gt;' in page

@@ -350,8 +350,8 @@ def added_pointer(final: FinalDecision) -> str:
 
 
 def added_warnings(final: FinalDecision) -> str:
-    """The known hazards whose safety warning the engine added after the answer, by channel id
-    (e.g. ``carbon-monoxide``), as recorded, or ""."""
+    """The known hazards whose safety warning the engine added to the reply (first in a refusal,
+    after an answer), by channel id (e.g. ``carbon-monoxide``), as recorded, or ""."""
     ids = [i for c in final.channels or () if c.placement == "warning" for i in (c.channels or ["unnamed"])]
     return ", ".join(dict.fromkeys(ids))
 
@@ -365,7 +365,7 @@ def describe_channels(channels: list[ChannelLine] | None) -> str:
         return "none"
     parts = []
     for c in channels:
-        how = {"closing_line": "a closing line pointing to", "warning": "added after the answer:"}.get(
+        how = {"closing_line": "a closing line pointing to", "warning": "a known-hazard warning:"}.get(
             c.placement, "the reply points to"
         )
         rules = f" (rule {', '.join(c.rules)})" if c.rules else ""

@@ -31,9 +31,9 @@ from .decision import (
     contribution,
     fired_rules,
     guarded_evaluation,
+    reaction,
     refusal,
     repressed,
-    rules_text,
     with_hazard_warnings,
 )
 from .defense import (
@@ -134,6 +134,7 @@ class _Deciding(_Roles):
             if not final_gate.admissible:
                 fallback = True
                 mechanism, reply = self._fallback(ctx)
+        # A known hazard's warning after a redirect or a crisis message; a refusal opens with it.
         response, hazards = with_hazard_warnings(reply.text, ctx)
         trace.final = FinalDecision(
             response=response,
@@ -219,7 +220,8 @@ class _Deciding(_Roles):
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
             line = ctx.support_line("closing_line")
             response, channels = closing_line(response, line), [*channels, line]
-        # A known hazard's warning goes beside whatever answers the request (framework text).
+        # A known hazard's warning follows whatever answers the request (framework text); a
+        # refusal opens with it already (decision.hazard_refusal).
         response, hazards = with_hazard_warnings(response, ctx)
         channels = [*channels, *hazards]
 
@@ -328,7 +330,7 @@ class _Deciding(_Roles):
         ):
             return refusal(ctx)
         if mechanism is DefenseMechanism.REACTION_FORMATION:
-            return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
+            return reaction(ctx)
         if mechanism is DefenseMechanism.REPRESSION:
             source = repression_source(ctx, layer1)
             assert source is not None
@@ -377,7 +379,7 @@ class _Deciding(_Roles):
         EVALUATOR's free text was dropped (so Projection and Displacement cannot be selected)."""
         if ctx.chosen_text is None:
             if mechanism is DefenseMechanism.REACTION_FORMATION:
-                return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
+                return reaction(ctx)
             return refusal(ctx)
         if mechanism is DefenseMechanism.REPRESSION and ctx.chosen_eval is not None:
             return repressed(ctx.chosen_text, ctx.chosen_eval, ctx, layer1)

@@ -123,29 +123,59 @@ class Reply(NamedTuple):
 
 def refusal(ctx: DefenseContext) -> Reply:
     """The refusal, from framework text and fixed templates only. A rule whose channel carries
-    a supportive message (self-harm) gets that message with the channel, never "rephrase";
-    otherwise the rules that fired and their channels, or, when no rule with a channel fired,
-    the offer to help with a rephrased request -- unless the request itself was judged harmful:
-    inviting a reworded harmful request only coaches the next attempt. A refusal for a wrong figure
-    whose right value the framework states (a weekly-only medicine's schedule) ends with it."""
+    a supportive message (self-harm) gets that message with the channel, never "rephrase" (a
+    known hazard's warning then follows it: a crisis comes first). A request that involves a
+    known hazard gets :func:`hazard_refusal`. Otherwise the rules that fired and their channels,
+    or, when no rule with a channel fired, the offer to help with a rephrased request -- unless
+    the request itself was judged harmful: inviting a reworded harmful request only coaches the
+    next attempt. A refusal for a wrong figure whose right value the framework states (a
+    weekly-only medicine's schedule) ends with it."""
     support = ctx.supportive()
     if support is not None:
         return Reply(
             support.render_message(ctx.contradicted_facts(support.rules)), "template", [ctx.support_line("in_reply")]
         )
     line = ctx.framework_line("in_reply")
+    if hazards := ctx.hazard_lines(""):
+        return hazard_refusal(ctx, hazards, line)
     if line is not None:
         alternative = template("channel_alternative", safe_channel=line.text)
-    elif ctx.framework.hazard_channels(ctx.request):
-        alternative = template("hazard_alternative")  # the hazard's warning follows: no "rephrase"
     else:
         alternative = template("harmful_alternative" if ctx.harmful else "default_alternative")
     text = template("rationalization", rules=rules_text(ctx), alternative=alternative)
-    # a draft blocked for a wrong figure whose right value is known (framework text): state it
-    figures = [r for r in ctx.fired if r in ctx.framework.figure_rule_ids]
-    if figures and (facts := ctx.contradicted_facts(figures)):
+    if facts := _figure_facts(ctx):
         text = f"{text}\n{facts}"
     return Reply(text, "template", [line] if line is not None else [])
+
+
+def hazard_refusal(ctx: DefenseContext, hazards: list[ChannelLine], line: ChannelLine | None) -> Reply:
+    """A refusal of a request that involves known hazards: their warnings first, in framework
+    order (for "my toddler is choking" the warning is the help, and a person in an emergency must
+    not read a refusal before it), then the right value of a wrong figure when the framework states
+    one, then one closing line that declines the rest without inviting a reworded request, with
+    ``line``'s channel (a fired rule's place to go) when there is one. Framework text and fixed
+    templates only; the trace lists the channels in the order the reply gives them."""
+    closing = template("hazard_refusal", rules=rules_text(ctx))
+    if line is not None:
+        closing = f"{closing} {template('sublimation_channel', safe_channel=line.text)}"
+    facts = _figure_facts(ctx)
+    text = "\n\n".join([*(h.text for h in hazards), *([facts] if facts else []), closing])
+    return Reply(text, "template", [*hazards, *([line] if line is not None else [])])
+
+
+def reaction(ctx: DefenseContext) -> Reply:
+    """Reaction Formation's reply to a manipulation attempt: the fixed text naming the rules that
+    stay in force; for a request that involves a known hazard, :func:`hazard_refusal` (its warning
+    first, and no invitation to ask again)."""
+    if hazards := ctx.hazard_lines(""):
+        return hazard_refusal(ctx, hazards, None)
+    return Reply(template("reaction_formation", rules=rules_text(ctx)), "template", [])
+
+
+def _figure_facts(ctx: DefenseContext) -> str:
+    """The right value of a wrong figure a blocked draft stated, when the framework states it ("")."""
+    figures = [r for r in ctx.fired if r in ctx.framework.figure_rule_ids]
+    return ctx.contradicted_facts(figures) if figures else ""
 
 
 def repressed(text: str, evaluation: Evaluation, ctx: DefenseContext, layer1: Layer1Enforcer) -> Reply:
@@ -179,8 +209,9 @@ def closing_line(text: str, line: ChannelLine) -> str:
 
 
 def with_hazard_warnings(text: str, ctx: DefenseContext) -> tuple[str, list[ChannelLine]]:
-    """``text`` with the warning of each known hazard the request matches after it, and
-    those lines: beside any answer, a refusal included, which stays as it was above them."""
+    """``text`` with the warning of each known hazard the request matches that it does not carry
+    yet after it, and those lines: after an answer, a redirect or a crisis message. A refusal
+    carries them already, first (:func:`hazard_refusal`): nothing is added to it."""
     lines = ctx.hazard_lines(text)
     for line in lines:
         text = f"{text}\n\n{line.text}" if text else line.text

@@ -197,6 +197,7 @@ async def release_in_windows(
         ending = refusal(ctx)
         channels = ending.channels
         response = f"{stream.text}\n\n{ending.text}" if stream.released else ending.text
+        # as on the whole path: a refusal opens with a known hazard's warning, a crisis message has it after
         response, hazards = with_hazard_warnings(response, ctx)
         channels = [*channels, *hazards]
         mechanism = DefenseMechanism.SUBLIMATION if support is not None else DefenseMechanism.RATIONALIZATION
