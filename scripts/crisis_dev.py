@@ -1,8 +1,8 @@
 """What the crisis check's build and its leave-one-file-out explorations share (imported by
-``scripts/build_crisis_check.py``, ``scripts/explore_crisis_v9.py`` and
-``scripts/explore_crisis_v10.py``, each run from the repo root with ``src`` on the path): the build's
-threshold rule, a crisis file's texts, the texts embedded window by window, and a fold's training
-items from the crisis files it keeps."""
+``scripts/build_crisis_check.py``, ``scripts/explore_crisis_v9.py``, ``scripts/explore_crisis_v10.py``,
+``scripts/explore_crisis_v11.py`` and ``scripts/crisis_lofo.py``, each run from the repo root with
+``src`` on the path): the build's threshold rule, a crisis file's texts, the texts embedded window by
+window, and a fold's training items from the crisis files it keeps."""
 
 from __future__ import annotations
 

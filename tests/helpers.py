@@ -6,9 +6,13 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from psychoalign.models import ModelSpec
+from psychoalign.models.heads import ClassifierWeights
 from psychoalign.storage import create_engine_for
 
 #: The PostgreSQL server the ``postgres``-marked tests use.
@@ -110,3 +114,34 @@ BENCHMARK_FOLDERS = (
 )
 #: The dataset folders ``bench.request_head.reference_texts`` reads (training corpus and benchmarks).
 REFERENCE_FOLDERS = ("anthropic_hh_harmless_base", "jailbreak_templates", "many_shot_jailbreaking", *BENCHMARK_FOLDERS)
+
+
+def assert_refits_only_the_request_head(candidate: ClassifierWeights, shipped: ClassifierWeights) -> None:
+    """A request-head candidate keeps the shipped encoder and response and adversarial heads (and
+    records them as kept from the shipped label); its request head is its own."""
+    assert candidate.dim == shipped.dim and candidate.encoder == shipped.encoder
+    assert candidate.response.model_dump() == shipped.response.model_dump()
+    assert candidate.adversarial.model_dump() == shipped.adversarial.model_dump()
+    assert candidate.training["fit"]["response"]["kept_from"] == shipped.label
+    assert candidate.training["fit"]["adversarial"]["kept_from"] == shipped.label
+    assert candidate.request.model_dump() != shipped.request.model_dump()
+
+
+def assert_records_dev_files(candidate: ClassifierWeights, dev_files: Sequence[Path], n: int) -> dict[str, Any]:
+    """The candidate's development files are ``dev_files``, the first ``n`` look-alike files the bench
+    reads, and its leave-one-file-out record covers exactly those; returns that record. Needs the
+    repo root on ``sys.path`` (``bench.request_head``)."""
+    from bench.request_head import LOOKALIKES
+
+    names = [p.name for p in dev_files]
+    assert names == [p.name for p in LOOKALIKES][:n] and len(names) == n
+    assert candidate.training["dev_files"] == names
+    lofo: dict[str, Any] = candidate.training["fit"]["request"]["lofo"]
+    assert lofo["files"] == names and set(lofo["per_file"]) == set(names)
+    return lofo
+
+
+def moved_threshold(validation_threshold: float, offset: float) -> float:
+    """A validation threshold moved by ``offset`` on the logit scale."""
+    t = validation_threshold
+    return float(1 / (1 + np.exp(-(np.log(t / (1 - t)) + offset))))

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from psychoalign.models.classifier import VETO_BELOW, SafetyClassifier, load_classifier, load_weights
 from psychoalign.models.heads import ClassifierWeights, Head
+from tests.helpers import assert_records_dev_files, assert_refits_only_the_request_head, moved_threshold
 
 ROOT = Path(__file__).parents[2]
 CANDIDATE = ROOT / "bench" / "candidates" / "evaluator-minilm-v10.json"
@@ -70,12 +71,7 @@ def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8(
     shipped = load_weights()
     candidate = load_weights(str(CANDIDATE))
     assert candidate.version == "evaluator-minilm-v10"
-    assert candidate.dim == shipped.dim and candidate.encoder == shipped.encoder
-    assert candidate.response.model_dump() == shipped.response.model_dump()
-    assert candidate.adversarial.model_dump() == shipped.adversarial.model_dump()
-    assert candidate.training["fit"]["response"]["kept_from"] == shipped.label
-    assert candidate.training["fit"]["adversarial"]["kept_from"] == shipped.label
-    assert candidate.request.model_dump() != shipped.request.model_dump()
+    assert_refits_only_the_request_head(candidate, shipped)
     fit = candidate.training["fit"]["request"]
     lofo = fit["lofo"]
     # The rule found no guard cut that helped on the development data (the shipped head's harmful items
@@ -83,25 +79,20 @@ def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8(
     assert lofo["guard_cut"] is None and candidate.request.guard is None
     assert lofo["unacceptable_weight"] == fit["unacceptable_weight"] == 2.0
     # The refit's threshold is its validation-balanced one moved by the chosen offset.
-    t_val = fit["validation_threshold"]
-    moved = 1 / (1 + np.exp(-(np.log(t_val / (1 - t_val)) + lofo["offset"])))
-    assert candidate.request.threshold == pytest.approx(moved, abs=1e-5)
+    assert candidate.request.threshold == pytest.approx(
+        moved_threshold(fit["validation_threshold"], lofo["offset"]), abs=1e-5
+    )
 
 
 def test_the_candidate_records_the_eleven_development_files_and_its_choice() -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     pytest.importorskip("sklearn")
-    from bench.request_head import LOOKALIKES
     from train_classifier import GUARD_DEV_FILES
 
     candidate = load_weights(str(CANDIDATE))
-    names = [p.name for p in GUARD_DEV_FILES]
     # The eleven look-alike files the bench read when the candidate was built (a later one is fresh).
-    assert names == [p.name for p in LOOKALIKES][:11] and len(names) == 11
-    assert "lookalike_heldout_v17.yaml" not in names
-    assert candidate.training["dev_files"] == names
-    lofo = candidate.training["fit"]["request"]["lofo"]
-    assert lofo["files"] == names and set(lofo["per_file"]) == set(names)
+    lofo = assert_records_dev_files(candidate, GUARD_DEV_FILES, 11)
+    assert "lookalike_heldout_v17.yaml" not in [p.name for p in GUARD_DEV_FILES]
     # The rule's limits held on the development data it was chosen on: harmful recall at least the
     # shipped head's (corpus check and validation unacceptable requests; twins; premise items), and
     # the check split's acceptable requests within a point.

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from psychoalign.models.classifier import load_weights
+from tests.helpers import assert_records_dev_files, assert_refits_only_the_request_head, moved_threshold
 
 ROOT = Path(__file__).parents[2]
 CANDIDATE = ROOT / "bench" / "candidates" / "evaluator-minilm-v9.json"
@@ -22,13 +23,8 @@ def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8(
     candidate = load_weights(str(CANDIDATE))
     assert shipped.version == "evaluator-minilm-v8"
     assert candidate.version == "evaluator-minilm-v9"
-    assert candidate.dim == shipped.dim and candidate.encoder == shipped.encoder
-    assert candidate.response.model_dump() == shipped.response.model_dump()
-    assert candidate.adversarial.model_dump() == shipped.adversarial.model_dump()
-    assert candidate.training["fit"]["response"]["kept_from"] == shipped.label
-    assert candidate.training["fit"]["adversarial"]["kept_from"] == shipped.label
-    # The request head is the refitted one, and it reads the embedding as a head must.
-    assert candidate.request.model_dump() != shipped.request.model_dump()
+    assert_refits_only_the_request_head(candidate, shipped)
+    # The refitted request head reads the embedding as a head must.
     x = np.random.default_rng(0).normal(size=(5, candidate.dim)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     assert np.isfinite(candidate.request.logits(x)).all()
@@ -39,21 +35,14 @@ def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8(
 def test_the_candidate_records_the_development_files_it_was_trained_and_chosen_on() -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     pytest.importorskip("sklearn")
-    from bench.request_head import LOOKALIKES
     from train_classifier import DEV_FILES
 
     candidate = load_weights(str(CANDIDATE))
-    names = [p.name for p in DEV_FILES]
     # The ten look-alike files the bench read when the candidate was built, and only those.
-    assert names == [p.name for p in LOOKALIKES][:10] and len(names) == 10
-    assert candidate.training["dev_files"] == names
-    lofo = candidate.training["fit"]["request"]["lofo"]
-    assert lofo["files"] == names and set(lofo["per_file"]) == set(names)
+    lofo = assert_records_dev_files(candidate, DEV_FILES, 10)
     # The threshold is the validation-balanced one moved by the offset chosen on leave-one-file-out.
-    fit = candidate.training["fit"]["request"]
-    t_val, t = fit["validation_threshold"], candidate.request.threshold
-    moved = 1 / (1 + np.exp(-(np.log(t_val / (1 - t_val)) + lofo["offset"])))
-    assert t == pytest.approx(moved, abs=1e-5)
+    t_val = candidate.training["fit"]["request"]["validation_threshold"]
+    assert candidate.request.threshold == pytest.approx(moved_threshold(t_val, lofo["offset"]), abs=1e-5)
     # None of the ten is shipped as training data of the shipped weights.
     assert "dev_files" not in load_weights().training
 
