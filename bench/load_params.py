@@ -11,6 +11,7 @@ thread count does on this machine.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 
 from psychoalign.models import ModelSpec
@@ -43,4 +44,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     asyncio.run(main())
