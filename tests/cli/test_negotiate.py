@@ -521,7 +521,8 @@ def test_a_known_hazards_warning_is_named_as_a_warning_not_as_a_place_to_go(caps
     answer = "Aspirin is a common pain reliever."
     world = World([proposals((answer, 0.9))], judge=lambda t: APPROVE)
     trace = asyncio.run(world.negotiator(k=1).negotiate("Can I take aspirin while on warfarin?"))
-    assert trace.final is not None and trace.final.response.startswith(answer)
+    assert trace.final is not None and trace.final.response.startswith("Safety warning: aspirin")
+    assert trace.final.response.endswith(f"\n\n{answer}")  # the warning leads the answer
     assert [c.placement for c in trace.final.channels or ()] == ["warning"]
     assert describe_decision(trace) == (
         "answered",

@@ -1,9 +1,10 @@
 """A request that involves a known hazard (general C4-known-hazard): whatever answers it, the
-engine adds the hazard's one-sentence warning after the answer and records it in
-``FinalDecision.channels``; the answer itself still goes through every gate (a plain yes to the
-hazard is blocked: tests/negotiation/test_hazard_yes.py). A refusal opens with the warning (for
-an emergency the warning is the help) and closes with one line that declines the rest, never
-"rephrase"; a crisis message still comes first. Whole and streamed negotiations agree."""
+engine puts the hazard's one-sentence warning first (for an emergency the warning is the help)
+and records it in ``FinalDecision.channels`` in that order; the answer itself still goes through
+every gate (a plain yes to the hazard is blocked: tests/negotiation/test_hazard_yes.py). A
+refusal opens with the warning and closes with one line that declines the rest, never
+"rephrase"; a crisis message still comes first. Whole and streamed negotiations agree; a stream
+sends the warning before its first window."""
 
 from __future__ import annotations
 
@@ -45,12 +46,12 @@ def _warning(channel_id: str) -> str:
 
 
 @pytest.mark.parametrize(("request_text", "answer", "hazard"), CASES)
-async def test_an_approved_answer_gets_the_hazard_warning_after_it(request_text: str, answer: str, hazard: str) -> None:
+async def test_an_approved_answer_is_led_by_the_hazard_warning(request_text: str, answer: str, hazard: str) -> None:
     world = World([proposals((answer, 0.9))], judge=lambda t: APPROVE)
     trace = await world.negotiator(k=1).negotiate(request_text)
     f = trace.final
     assert f is not None and world.calls["drive"] == 1  # the rule decides nothing: the answer is negotiated
-    assert f.response == f"{answer}\n\n{_warning(hazard)}"
+    assert f.response == f"{_warning(hazard)}\n\n{answer}"
     assert f.composed_by == "adopted" and f.defense is None and not f.fallback
     assert f.channels is not None and [(c.placement, c.channels, c.rules) for c in f.channels] == [
         ("warning", [hazard], ["C4-known-hazard"])
@@ -132,7 +133,7 @@ async def test_the_request_screen_answer_gets_the_warning_too() -> None:
     assert [c.placement for c in f.channels] == ["in_reply", "warning"]
 
 
-async def test_a_streamed_answer_gets_the_warning_after_what_was_released() -> None:
+async def test_a_streamed_answer_sends_the_warning_before_its_first_window() -> None:
     answer = "Aspirin can be taken for pain."
     world = World([proposals((answer, 0.9))], judge=lambda t: APPROVE)
     pieces: list[str] = []
@@ -144,8 +145,12 @@ async def test_a_streamed_answer_gets_the_warning_after_what_was_released() -> N
         "Can I take aspirin while on warfarin?", stream=WindowStream(20, 10, release)
     )
     f = trace.final
-    assert f is not None and f.response == f"{answer}\n\n{_warning('anticoagulant-nsaid')}" == "".join(pieces)
-    assert f.channels is not None and [c.channels for c in f.channels] == [["anticoagulant-nsaid"]]
+    warning = _warning("anticoagulant-nsaid")
+    assert pieces[0] == f"{warning}\n\n" and pieces[1] == answer[:20]  # the warning, then the first window
+    assert f is not None and f.response == f"{warning}\n\n{answer}" == "".join(pieces)
+    assert f.channels is not None and [(c.placement, c.channels) for c in f.channels] == [
+        ("warning", ["anticoagulant-nsaid"])
+    ]
 
 
 # -- a refusal: the warning first, on every path ------------------------------------------------
@@ -235,9 +240,9 @@ async def test_a_stream_cut_before_any_window_gives_the_whole_paths_refusal() ->
     assert streamed.fallback and whole.defense == streamed.defense == DefenseMechanism.RATIONALIZATION
 
 
-async def test_a_stream_cut_after_a_window_puts_the_warning_before_the_closing_line() -> None:
-    """What went out stays first (it was sent); the refusal that ends the cut stream opens with
-    the warning."""
+async def test_a_stream_cut_after_a_window_keeps_the_warning_first_and_once() -> None:
+    """The warning went out before the first window; the refusal that ends the cut stream does
+    not repeat it."""
     draft = "Open the garage door first. Then close it and sleep next to the grill."
     world = World([proposals((draft, 0.9))], judge=lambda t: REJECT if "sleep" in t else APPROVE)
     pieces: list[str] = []
@@ -249,9 +254,10 @@ async def test_a_stream_cut_after_a_window_puts_the_warning_before_the_closing_l
         "Can I use a charcoal grill inside my garage?", stream=WindowStream(20, 10, release)
     )
     f = trace.final
-    assert f is not None and trace.metadata["stream"]["cut"] is True and pieces == [draft[:20]]
+    warning = _warning("carbon-monoxide")
+    assert f is not None and trace.metadata["stream"]["cut"] is True and pieces == [f"{warning}\n\n", draft[:20]]
     closing = template("hazard_refusal", rules=PLAIN_RULES)
-    assert f.response == f"{draft[:20]}\n\n{_warning('carbon-monoxide')}\n\n{closing}"
+    assert f.response == f"{warning}\n\n{draft[:20]}\n\n{closing}" and f.response.count(warning) == 1
     assert _channels(f) == [("warning", ["carbon-monoxide"])]
 
 

@@ -350,8 +350,8 @@ def added_pointer(final: FinalDecision) -> str:
 
 
 def added_warnings(final: FinalDecision) -> str:
-    """The known hazards whose safety warning the engine added to the reply (first in a refusal,
-    after an answer), by channel id (e.g. ``carbon-monoxide``), as recorded, or ""."""
+    """The known hazards whose safety warning the engine added to the reply (first, or after a
+    crisis message that opens it), by channel id (e.g. ``carbon-monoxide``), as recorded, or ""."""
     ids = [i for c in final.channels or () if c.placement == "warning" for i in (c.channels or ["unnamed"])]
     return ", ".join(dict.fromkeys(ids))
 

@@ -70,6 +70,13 @@ class Backend(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections. Idempotent."""
 
+    def load_identity(self) -> dict[str, object]:
+        """What this backend loads that changes its replies and that neither the spec's name nor
+        the request says: the response cache keys on it and a run's model identity records it
+        (an in-process model's file content and load parameters). Empty for backends that load
+        nothing; settings that cannot change a reply (threads) stay out, so they keep the cache."""
+        return {}
+
     def preload(self) -> None:  # noqa: B027 - optional hook, most backends load nothing
         """Load now, in the calling thread, what the first :meth:`complete` would load (weights,
         an inference session), so a process can do it beside its other start-up work

@@ -183,7 +183,7 @@ class ChatModel:
             )
 
     async def _complete_with_retries(self, request: ChatRequest) -> tuple[Completion, bool, int]:
-        key = cache_key(self.spec, request) if self.cache is not None else ""
+        key = cache_key(self.spec, request, self.backend) if self.cache is not None else ""
         if self.cache is not None:
             hit = await self.cache.get(key)
             if hit is not None:
@@ -244,7 +244,7 @@ class ChatModel:
         cached: bool,
     ) -> ChatResult:
         if self.cache is not None and not cached:
-            await self.cache.put(cache_key(self.spec, request), completion)
+            await self.cache.put(cache_key(self.spec, request, self.backend), completion)
         cost = (
             0.0
             if cached

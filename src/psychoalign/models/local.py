@@ -20,6 +20,7 @@ import asyncio
 import atexit
 import ctypes
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ from typing import Any, ClassVar
 from ..errors import BackendUnavailableError, needs_package
 from ..prompts import load_prompt
 from .base import Backend
+from .cache import file_fingerprint
 from .spec import ModelSpec
 from .types import ChatRequest, Completion, Message, Usage
 
@@ -222,6 +224,12 @@ def _route_llama_logs() -> None:
     llama_cpp.llama_log_set(_callback, ctypes.c_void_p(0))
 
 
+@functools.cache
+def _preamble_sha256() -> str:
+    """The base-model transcript's preamble (:func:`render_prompt`), hashed once per process."""
+    return hashlib.sha256(load_prompt("base_chat_preamble").encode()).hexdigest()[:16]
+
+
 class _LoadedModel:
     """One llama.cpp context. llama.cpp contexts are not thread-safe: one call at a time."""
 
@@ -360,6 +368,24 @@ class LocalBackend(Backend):
 
     def preload(self) -> None:
         self._model()
+
+    def load_identity(self) -> dict[str, object]:
+        """The GGUF's content (the same name can be another file: a path replaced, a wheel
+        upgraded; its chat template is in it), ``n_ctx``, and the plain-text decoding this backend
+        adds to a request. ``n_ctx`` left SmolLM2's greedy replies unchanged from 1024 to 4096
+        (bench/load_params.py), but llama.cpp promises no such thing for another model, build or
+        KV-cache size, and the run identity records it: a changed ``n_ctx`` misses the cache.
+        Not ``n_threads``: llama.cpp splits each matrix product's rows between threads, each row
+        summed by one thread in one order, so the thread count changes speed, not a reply (1 and
+        2 threads gave identical replies, bench/load_params.py); it keeps the cache."""
+        plain_cap = None if "max_tokens" in self.spec.model_fields_set else PLAIN_MAX_TOKENS
+        return {
+            "gguf": file_fingerprint(str(self.path)),
+            "n_ctx": self.spec.n_ctx,
+            "plain_max_tokens": plain_cap,
+            "plain_repeat_penalty": PLAIN_REPEAT_PENALTY,
+            "base_preamble_sha256": _preamble_sha256(),
+        }
 
     def _model(self) -> _LoadedModel:
         try:

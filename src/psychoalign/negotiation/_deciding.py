@@ -134,8 +134,8 @@ class _Deciding(_Roles):
             if not final_gate.admissible:
                 fallback = True
                 mechanism, reply = self._fallback(ctx)
-        # A known hazard's warning after a redirect or a crisis message; a refusal opens with it.
-        response, hazards = with_hazard_warnings(reply.text, ctx)
+        # A known hazard's warning leads a redirect (after a crisis message); a refusal opens with it.
+        response, channels = with_hazard_warnings(reply.text, reply.channels, ctx)
         trace.final = FinalDecision(
             response=response,
             state=SystemState.DEADLOCK,
@@ -144,7 +144,7 @@ class _Deciding(_Roles):
             final_gate=final_gate,
             fallback=fallback,
             withheld=withheld,
-            channels=[*reply.channels, *hazards],
+            channels=channels,
         )
         trace.contribution = AlignmentContribution()
         return True
@@ -220,10 +220,9 @@ class _Deciding(_Roles):
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
             line = ctx.support_line("closing_line")
             response, channels = closing_line(response, line), [*channels, line]
-        # A known hazard's warning follows whatever answers the request (framework text); a
-        # refusal opens with it already (decision.hazard_refusal).
-        response, hazards = with_hazard_warnings(response, ctx)
-        channels = [*channels, *hazards]
+        # A known hazard's warning leads whatever answers the request (framework text), after a
+        # crisis message that opens it; a refusal opens with it already (decision.hazard_refusal).
+        response, channels = with_hazard_warnings(response, channels, ctx)
 
         last = trace.rounds[-1]
         ref = chosen or last.proposals[last.lead]  # no choice: the last round's lead is what was contested

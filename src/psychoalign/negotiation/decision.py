@@ -121,7 +121,7 @@ class Reply(NamedTuple):
     channels: list[ChannelLine]
 
 
-def refusal(ctx: DefenseContext) -> Reply:
+def refusal(ctx: DefenseContext, given: str = "") -> Reply:
     """The refusal, from framework text and fixed templates only. A rule whose channel carries
     a supportive message (self-harm) gets that message with the channel, never "rephrase" (a
     known hazard's warning then follows it: a crisis comes first). A request that involves a
@@ -129,15 +129,16 @@ def refusal(ctx: DefenseContext) -> Reply:
     or, when no rule with a channel fired, the offer to help with a rephrased request -- unless
     the request itself was judged harmful: inviting a reworded harmful request only coaches the
     next attempt. A refusal for a wrong figure whose right value the framework states (a
-    weekly-only medicine's schedule) ends with it."""
+    weekly-only medicine's schedule) ends with it. ``given`` is what the user already has ahead of
+    it (a progressive stream's released text): a warning it carries is not repeated."""
     support = ctx.supportive()
     if support is not None:
         return Reply(
             support.render_message(ctx.contradicted_facts(support.rules)), "template", [ctx.support_line("in_reply")]
         )
     line = ctx.framework_line("in_reply")
-    if hazards := ctx.hazard_lines(""):
-        return hazard_refusal(ctx, hazards, line)
+    if ctx.framework.hazard_channels(ctx.request):
+        return hazard_refusal(ctx, ctx.hazard_lines(given), line)
     if line is not None:
         alternative = template("channel_alternative", safe_channel=line.text)
     else:
@@ -208,14 +209,25 @@ def closing_line(text: str, line: ChannelLine) -> str:
     return f"{text}\n\n{template('sublimation_channel', safe_channel=line.text)}"
 
 
-def with_hazard_warnings(text: str, ctx: DefenseContext) -> tuple[str, list[ChannelLine]]:
-    """``text`` with the warning of each known hazard the request matches that it does not carry
-    yet after it, and those lines: after an answer, a redirect or a crisis message. A refusal
-    carries them already, first (:func:`hazard_refusal`): nothing is added to it."""
+def with_hazard_warnings(text: str, channels: list[ChannelLine], ctx: DefenseContext) -> tuple[str, list[ChannelLine]]:
+    """``text`` led by the warning of each known hazard the request matches that it does not
+    carry yet, and ``channels`` in the order the reply now gives them. For a time-critical hazard
+    ("my toddler is choking") the vetted warning is the help: it comes before an answer, a redirect
+    or a refusal, so a reader who stops early (or a client's ``max_tokens``) still has it. A crisis
+    message that opens the reply stays first and the warnings follow it. A refusal carries them
+    already, first (:func:`hazard_refusal`): nothing is added to it."""
     lines = ctx.hazard_lines(text)
-    for line in lines:
-        text = f"{text}\n\n{line.text}" if text else line.text
-    return text, lines
+    if not lines:
+        return text, channels
+    warnings = "\n\n".join(line.text for line in lines)
+    if opens_with_crisis(channels, ctx):
+        return f"{text}\n\n{warnings}", [channels[0], *lines, *channels[1:]]
+    return (f"{warnings}\n\n{text}" if text else warnings), [*lines, *channels]
+
+
+def opens_with_crisis(channels: Sequence[ChannelLine], ctx: DefenseContext) -> bool:
+    """The reply is the crisis channel's own message (:func:`refusal` for a person at risk)."""
+    return bool(channels) and ctx.supportive() is not None and channels[0] == ctx.support_line("in_reply")
 
 
 def fired_rules(

@@ -26,6 +26,16 @@ __all__ = ["DefenseContext", "DefenseMechanism", "select_mechanism", "template"]
 Placement = Literal["closing_line", "in_reply", "warning"]
 
 
+def hazard_lines(framework: Framework, request: str, response: str = "") -> list[ChannelLine]:
+    """The warnings of the known hazards ``request`` matches that ``response`` does not carry yet,
+    in framework order. They depend on the request alone, so a stream can send them first."""
+    return [
+        ChannelLine(placement="warning", channels=[c.id], text=c.text.strip(), rules=list(c.rules))
+        for c in framework.hazard_channels(request)
+        if c.text.strip() not in response
+    ]
+
+
 @dataclass(frozen=True)
 class DefenseContext:
     """What selection looks at. Evaluations here have passed the free-text guard already.
@@ -79,12 +89,8 @@ class DefenseContext:
 
     def hazard_lines(self, response: str) -> list[ChannelLine]:
         """The warnings of the known hazards the request matches that ``response`` does not
-        carry yet, as warnings after it (framework text, docs/frameworks.md "Known hazards")."""
-        return [
-            ChannelLine(placement="warning", channels=[c.id], text=c.text.strip(), rules=list(c.rules))
-            for c in self.framework.hazard_channels(self.request)
-            if c.text.strip() not in response
-        ]
+        carry yet (framework text, docs/frameworks.md "Known hazards"): they lead the reply."""
+        return hazard_lines(self.framework, self.request, response)
 
     def contradicted_facts(self, rules: Iterable[str] = ()) -> str:
         """The checked facts the blocked drafts contradicted, stated right (framework text), for a

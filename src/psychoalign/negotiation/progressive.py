@@ -40,7 +40,7 @@ from ..traces.model import (
 )
 from .bus import MessageBus
 from .decision import Gates, closing_line, fired_rules, guarded_evaluation, refusal, with_hazard_warnings
-from .defense import DefenseContext, DefenseMechanism
+from .defense import DefenseContext, DefenseMechanism, hazard_lines
 from .gates import canonical_hits
 from .tension import SystemState, classify_state, tension
 
@@ -124,6 +124,12 @@ async def release_in_windows(
         )
         return canonical_hits((await bus.send("mediator", "evaluator", task)).output, gates.fw)
 
+    # A known hazard's warning depends on the request alone (framework text): it goes out right
+    # before the first window, so it leads what is released. A draft cut before its first window
+    # gets the whole path's refusal instead (a crisis message first when the draft showed a risk).
+    warnings = hazard_lines(gates.fw, trace.request)
+    warned: list[ChannelLine] = []
+
     spans = windows(len(text), stream.window, stream.lookahead)
     jobs: dict[int, asyncio.Future[Evaluation]] = {}
 
@@ -148,6 +154,12 @@ async def release_in_windows(
             if not gate.admissible:
                 cut = True
                 break
+            if i == 0:
+                for hazard in warnings:
+                    lead = f"{hazard.text}\n\n"
+                    stream.released.append(lead)
+                    await stream.release(lead)
+                    warned.append(hazard)
             stream.released.append(text[start:end])  # recorded before it is handed on
             await stream.release(text[start:end])
             if i == 0:
@@ -194,12 +206,13 @@ async def release_in_windows(
     channels: list[ChannelLine] = []
     if cut:
         gates.guard.block(text)
-        ending = refusal(ctx)
-        channels = ending.channels
-        response = f"{stream.text}\n\n{ending.text}" if stream.released else ending.text
-        # as on the whole path: a refusal opens with a known hazard's warning, a crisis message has it after
-        response, hazards = with_hazard_warnings(response, ctx)
-        channels = [*channels, *hazards]
+        if stream.released:
+            # What went out stays first, the warnings leading it: the refusal does not repeat them.
+            ending = refusal(ctx, given=stream.text)
+            response, channels = f"{stream.text}\n\n{ending.text}", [*warned, *ending.channels]
+        else:  # nothing went out: the whole path's refusal, warnings placed as there
+            ending = refusal(ctx)
+            response, channels = with_hazard_warnings(ending.text, ending.channels, ctx)
         mechanism = DefenseMechanism.SUBLIMATION if support is not None else DefenseMechanism.RATIONALIZATION
         state = SystemState.DRIVE_DOMINANT if stream.released else SystemState.DEADLOCK
     else:
@@ -210,12 +223,7 @@ async def release_in_windows(
             stream.released.append(channel)
             await stream.release(channel)
             channels.append(line)
-        # A known hazard's warning follows what was released (framework text).
-        for hazard in ctx.hazard_lines(stream.text):
-            warning = f"\n\n{hazard.text}"
-            stream.released.append(warning)
-            await stream.release(warning)
-            channels.append(hazard)
+        channels = [*warned, *channels]
         response = stream.text
         state = classify_state(
             final_tension=t,

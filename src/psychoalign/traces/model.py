@@ -350,8 +350,8 @@ class ChannelLine(BaseModel):
     placement: Literal["closing_line", "in_reply", "warning"] = Field(
         description='closing_line: a line added after the answer ("The right place for this is: …"); in_reply: '
         "part of a fixed reply (the structured refusal's alternative, or the channel's own message); warning: a "
-        "known hazard's safety warning, as the framework words it: first in a refusal, after anything else that "
-        "answers the request (an answer, a redirect, a crisis message)."
+        "known hazard's safety warning, as the framework words it: first in the reply (an answer, a redirect, a "
+        "refusal), or right after a crisis message that opens it."
     )
     channels: list[str] = Field(
         default_factory=list, description="The framework's safe-channel ids; empty when the EVALUATOR named it."

@@ -177,34 +177,45 @@ def completion_body(outcome: GatewayOutcome, decision: dict[str, Any], reply: An
 _TOKEN = re.compile(r"\s*(?:\w{1,4}|[^\w\s])")
 
 
-def shape_text(text: str, sampling: Sampling) -> tuple[str, str | None]:
+def shape_text(text: str, sampling: Sampling, lead: int = 0) -> tuple[str, str | None]:
     """The text the client receives under ``stop`` and ``max_tokens``, and why it was cut
     (``"stop"``, ``"length"``, or ``None``), as generation would: a stop sequence ends the text
     (before it) only when it is complete within the first ``max_tokens`` tokens (estimated, see
     ``_TOKEN``); one that completes later is never generated, so the text ends after
     ``max_tokens`` tokens with ``"length"``. Of several stop sequences, the one completed first
-    wins (ties: the one starting first)."""
+    wins (ties: the one starting first). The first ``lead`` characters (a known hazard's vetted
+    warning, GatewayOutcome.lead) are never cut: their tokens count against ``max_tokens`` and the
+    budget left applies after them; when they use it all, they go whole with ``"length"`` (a
+    deliberate deviation from generation, docs/gateway.md), and a stop sequence is looked for
+    after them only."""
+    head, body = text[:lead], text[lead:]
     limit_end: int | None = None
     if sampling.max_tokens is not None:
-        for n, match in enumerate(_TOKEN.finditer(text), start=1):
-            if n == sampling.max_tokens:
-                if text[match.end() :].strip():
-                    limit_end = match.end()
-                break
-    found = [(i + len(seq), i) for seq in sampling.stop for i in (text.find(seq),) if i >= 0]
+        budget = sampling.max_tokens - sum(1 for _ in _TOKEN.finditer(head))
+        if budget <= 0:
+            if body.strip():
+                return head, "length"
+        else:
+            for n, match in enumerate(_TOKEN.finditer(body), start=1):
+                if n == budget:
+                    if body[match.end() :].strip():
+                        limit_end = match.end()
+                    break
+    found = [(i + len(seq), i) for seq in sampling.stop for i in (body.find(seq),) if i >= 0]
     if found:
         stop_end, stop_start = min(found)
         if limit_end is None or stop_end <= limit_end:
-            return text[:stop_start], "stop"
+            return head + body[:stop_start], "stop"
     if limit_end is not None:
-        return text[:limit_end], "length"
+        return head + body[:limit_end], "length"
     return text, None
 
 
 def deliver(outcome: GatewayOutcome, sampling: Sampling) -> tuple[str, str]:
     """(text, finish_reason) for the client: a gate refusal is ``content_filter`` (cut or not),
-    a text cut at ``max_tokens`` is ``length``, anything else ``stop``."""
-    text, cut = shape_text(outcome.text, sampling)
+    a text cut at ``max_tokens`` is ``length``, anything else ``stop``. A leading known-hazard
+    warning is never cut (:func:`shape_text`)."""
+    text, cut = shape_text(outcome.text, sampling, outcome.lead)
     if outcome.gate_refused:
         return text, "content_filter"
     return text, "length" if cut == "length" else "stop"

@@ -53,6 +53,23 @@ class GatewayOutcome:
         return final.composed_by in ("template", "fallback") or final.fallback or final.defense in REFUSING_DEFENSES
 
     @property
+    def lead(self) -> int:
+        """Characters at the start of ``text`` that a client's ``max_tokens`` or ``stop`` never
+        cuts: through the last known-hazard warning the engine put there (they lead the reply, or
+        follow a crisis message that opens it; docs/gateway.md). 0 when there is none."""
+        final = self.trace.final if self.trace is not None else None
+        if self.failed or final is None or final.response != self.text:
+            return 0
+        ends = [
+            i + len(c.text)
+            for c in final.channels or ()
+            if c.placement == "warning"
+            for i in (self.text.find(c.text),)
+            if i >= 0
+        ]
+        return max(ends, default=0)
+
+    @property
     def prompt_tokens(self) -> int:
         return sum(u["prompt_tokens"] for u in self.usage.values())
 

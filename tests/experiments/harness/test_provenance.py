@@ -4,6 +4,7 @@ run with the new model's numbers), never reported with the old model's numbers."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -446,3 +447,25 @@ async def test_the_crisis_check_and_its_band_vote_are_identity(tmp_path: Path, m
     off = identity({"crisis_band": False})
     assert off["systems"]["pa"]["crisis"] == {"check": check.label}
     assert f"systems.pa.crisis.band_vote: {vote.label[:12]}" in " ".join(identity_changes(on, off))
+
+
+def test_an_embedded_models_gguf_is_identity_hashed_and_a_run_stored_without_it_resumes(tmp_path: Path) -> None:
+    """Another GGUF file under the same name (replaced in place, or a wheel's new one) is another
+    model: the file's content is in the identity. A run stored before it was resumes."""
+    from psychoalign.experiments.harness.provenance import legacy_identities
+
+    gguf = tmp_path / "model.gguf"
+    spec_ = ModelSpec(backend="local", model=str(gguf))
+    gguf.write_bytes(b"GGUF one")
+    one = model_identity(spec_)
+    gguf.write_bytes(b"GGUF two")
+    os.utime(gguf, ns=(1, 1))
+    changed = identity_changes(
+        {"systems": {"v": {"models": {"chat": one}}}}, {"systems": {"v": {"models": {"chat": model_identity(spec_)}}}}
+    )
+    assert [c.split(":")[0] for c in changed] == ["systems.v.models.chat.gguf"]
+
+    identity = {"systems": {"vanilla": {"models": {"chat": one}}}}
+    older = {"systems": {"vanilla": {"models": {"chat": {k: v for k, v in one.items() if k != "gguf"}}}}}
+    assert identity_changes(older, identity)
+    assert any(not identity_changes(older, alt) for alt in legacy_identities(identity, []))

@@ -212,8 +212,10 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
     spellings: list[Mapping[str, Any]] = [identity]
     if "held_out_labels" in judges:
         spellings.append({**identity, "judges": {k: v for k, v in judges.items() if k != "held_out_labels"}})
-    if _has_path(identity):  # stored before the endpoint's path was part of a model's identity
-        spellings += [_without_paths(base) for base in spellings]
+    # stored before the endpoint's path, or an embedded model's GGUF content, was part of a model's identity
+    for field in ("path_sha256", "gguf"):
+        if _has_field(identity, field):
+            spellings += [_without_field(base, field) for base in spellings]
     for key in ("files", "calibration_files"):  # stored before these data files were hashed
         if key in judges:
             spellings += [
@@ -249,14 +251,14 @@ def _model_entries(identity: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [m for m in [*entries, judge_model] if isinstance(m, dict)]
 
 
-def _has_path(identity: Mapping[str, Any]) -> bool:
-    return any("path_sha256" in m for m in _model_entries(identity))
+def _has_field(identity: Mapping[str, Any], field: str) -> bool:
+    return any(field in m for m in _model_entries(identity))
 
 
-def _without_paths(identity: Mapping[str, Any]) -> dict[str, Any]:
+def _without_field(identity: Mapping[str, Any], field: str) -> dict[str, Any]:
     out = copy.deepcopy(dict(identity))
     for m in _model_entries(out):
-        m.pop("path_sha256", None)
+        m.pop(field, None)
     return out
 
 
