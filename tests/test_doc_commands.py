@@ -237,8 +237,8 @@ _SCRIPT = re.compile(r"\bpython (?:-m )?((?:bench|scripts|tests)/[\w/]+\.py|test
 
 def test_documented_scripts_and_their_options_exist() -> None:
     """Every repository script the docs tell the reader to run is there, and takes each ``--option``
-    the docs give it (an argparse option is a string literal in the script or the benches' shared
-    helpers, bench/_util.py)."""
+    the docs give it (an argparse option is a string literal in the script, in a module beside it
+    that it imports, or in the benches' shared helpers, bench/_util.py)."""
     helpers = (ROOT / "bench" / "_util.py").read_text(encoding="utf-8")
     found, problems = 0, []
     for doc in DOCS:
@@ -254,6 +254,9 @@ def test_documented_scripts_and_their_options_exist() -> None:
                 problems.append(f"{where}: no script {name}")
                 continue
             source = path.read_text(encoding="utf-8") + helpers
+            for sibling in re.findall(r"^(?:import|from) (\w+)", source, flags=re.M):
+                if (path.parent / f"{sibling}.py").is_file():  # e.g. scripts/crisis_lofo.py
+                    source += (path.parent / f"{sibling}.py").read_text(encoding="utf-8")
             for option in re.findall(r"(?<!\S)--[a-z][a-z0-9-]*", match.group(2)):
                 if f'"{option}"' not in source and f"'{option}'" not in source:
                     problems.append(f"{where}: {name} has no option {option}")
