@@ -56,6 +56,25 @@ def fake_openai(latency_ms: float = 0.0) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+#: HHH's tasks whose inputs are ordinary requests (the harmless task's are harmful asks).
+HHH_PARTS = ("helpful", "honest", "other")
+
+
+def hhh_inputs(data: Path, parts: Sequence[str] = HHH_PARTS) -> list[str]:
+    """The distinct inputs of HHH's ``parts`` tasks (BIG-bench hhh_alignment), stripped, in file
+    order; a missing file is a one-line error naming it."""
+    import json
+
+    from psychoalign.textio import read_text
+
+    texts = [
+        str(ex["input"]).strip()
+        for part in parts
+        for ex in json.loads(read_text(data / "hhh_alignment" / f"{part}.task.json", what="benchmark file"))["examples"]
+    ]
+    return list(dict.fromkeys(t for t in texts if t))
+
+
 def data_dir() -> Path:
     """The evaluation data folder: $PSYCHOALIGN_DATA_DIR, else ``shared/data`` in the working
     directory, the checkout or any folder above them (as the CLI looks for it)."""

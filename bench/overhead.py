@@ -73,7 +73,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _util import Target, captured, data_dir, publish  # noqa: E402
+from _util import HHH_PARTS, Target, captured, data_dir, hhh_inputs, publish  # noqa: E402
 from psychoalign.agents import Conflict  # noqa: E402
 from psychoalign.config import load_settings  # noqa: E402
 from psychoalign.models import Backend, ChatModel, ChatRequest, Completion, ModelSpec, build_model  # noqa: E402
@@ -149,10 +149,7 @@ def benchmark_prompts(data: Path) -> dict[str, list[str]]:
     dropped. No benchmark text is in the classifier's training, calibration or thresholds
     (``psychoalign.models.benchmark_texts``; ``bench/benchmark_requests.py`` re-checks it), so
     every one is out of sample."""
-    import json
-
     from benchmark_requests import sets
-    from psychoalign.textio import read_text
 
     named = sets(data)
     out = {
@@ -162,9 +159,8 @@ def benchmark_prompts(data: Path) -> dict[str, list[str]]:
         "advbench": named["AdvBench goals"][0],
         "harmbench": named["HarmBench standard behaviours"][0],
     }
-    for part in ("helpful", "honest", "other"):
-        raw = read_text(data / "hhh_alignment" / f"{part}.task.json", what="benchmark file")
-        out[f"hhh-{part}"] = [str(ex["input"]) for ex in json.loads(raw)["examples"]]
+    for part in HHH_PARTS:
+        out[f"hhh-{part}"] = hhh_inputs(data, (part,))
     return {source: list(dict.fromkeys(p.strip() for p in prompts if p.strip())) for source, prompts in out.items()}
 
 

@@ -101,7 +101,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _util import Target, captured, data_dir, publish  # noqa: E402
+from _util import Target, captured, data_dir, hhh_inputs, publish  # noqa: E402
 from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import VETO_BELOW, load_classifier  # noqa: E402
 from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
@@ -742,15 +742,6 @@ def validation_band(args: argparse.Namespace) -> None:
         print("end to end on the banded requests only (outside the band both decisions are the same):")
         asyncio.run(end_to_end(only, targets, None, banded))
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
-
-
-def hhh_inputs(data: Path) -> list[str]:
-    """The distinct inputs of HHH's helpful, honest and other tasks (reported only, never trained on)."""
-    texts: list[str] = []
-    for part in ("helpful", "honest", "other"):
-        raw = (data / "hhh_alignment" / f"{part}.task.json").read_text(encoding="utf-8")
-        texts += [str(ex["input"]).strip() for ex in json.loads(raw)["examples"]]
-    return list(dict.fromkeys(t for t in texts if t))
 
 
 def main() -> None:
