@@ -173,9 +173,9 @@ class SafeChannel(BaseModel):
     ``premise``, when set, is one of its rules' ``premises`` (a false claim): the channel serves
     those rules only for a request that states that claim as its premise, so each claim gets its
     own correction. ``hazard``, when set, is one of its rules' ``hazards`` (a known hazard): the
-    channel's ``text`` is that hazard's one-sentence warning, added as a closing line beside any
-    answer to a request that matches it (:meth:`.model.Framework.hazard_channels`), never offered as a
-    place to go. ``band_line``, when set (the crisis channel), is the short line that ends the reply
+    channel's ``text`` is that hazard's one-sentence warning, leading any reply to a request that
+    matches it (:meth:`.model.Framework.hazard_channels`), never offered as a place to go.
+    ``band_line``, when set (the crisis channel), is the short line that ends the reply
     to a request in the crisis check's possible-risk band (docs/negotiation.md, "The possible-risk
     band"); ``{channel}`` in it is replaced by ``text``. ``withheld``, when set, is the note that
     stands beside an answer from which the sentences that broke this channel's rules were left out

@@ -166,7 +166,8 @@ class Framework(BaseModel):
 
     def hazard_channels(self, request: str) -> tuple[SafeChannel, ...]:
         """The warnings (channels with a ``hazard``) of the known hazards ``request`` matches, in
-        file order: each is added as a closing line beside whatever answers the request."""
+        file order: each leads whatever answers the request (after a crisis message that opens it;
+        negotiation.decision.with_hazard_warnings)."""
         fired = set(self.request_rules(request)) & self.hazard_rule_ids
         return tuple(c for c in self.safe_channels if c.hazard and fired & set(c.rules) and c.serves(request))
 
