@@ -39,7 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts", "valid_regex"]
+__all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts", "states_figures", "valid_regex"]
 
 Measure = Literal["temperature", "duration", "age"]
 Dimension = Literal["temperature", "volume", "mass", "length"]
@@ -236,6 +236,12 @@ def find_wrong_facts(facts: tuple[Fact, ...], conversions: tuple[Dimension, ...]
     return list(found.values())
 
 
+def states_figures(text: str) -> bool:
+    """Whether ``text`` states a figure of its own that a fact or a conversion could read (an
+    amount with a unit, a temperature, a duration or an age)."""
+    return bool(_AMOUNT.search(text) or _TEMPERATURE.search(text) or _SPAN.search(text))
+
+
 def _figures(clause: str, measure: Measure) -> Iterator[tuple[re.Match[str], float]]:
     """Each figure of ``measure`` in ``clause`` with its value in the measure's unit (°C, hours,
     months); the figures of a range are not read."""
@@ -338,6 +344,15 @@ def _amount(m: re.Match[str]) -> _Amount | None:
 #: "one mile is 1.6 km", "a teaspoon holds 5 ml", "350 °F is about 175 °C", "55 °C (130 °F)",
 #: "180 °C/350 °F", "0 °C, the same as 32 °F".
 _EQUATED = re.compile(rf"^,?(?:{_LINK}|\s*[(/]\s*{_HEDGE})$", re.IGNORECASE)
+#: A unit stated as made of another ("a metre has 100 centimetres", "a litre contains 1,000 ml", "a
+#: foot is made up of 12 inches"): read only after one of the unit ("a", "one", "1", "each"), so
+#: "a 2 litre bottle has 500 ml left" equates nothing.
+_HAS = re.compile(
+    rf"^\s*(?:has|have|contains?|holds?|is\s+(?:made\s+up\s+of|made\s+of|divided\s+into|split\s+into|equal\s+to)|"
+    rf"consists\s+of|is\s+comprised\s+of|comprises|is\s+worth|equals|has\s+got|is\s+the\s+same\s+as)\s+{_HEDGE}$",
+    re.IGNORECASE,
+)
+_ONE = {"a", "an", "one", "1", "each", "every"}
 #: "there are 454 grams in a pound", "16 ounces to the pound".
 _IN_A = re.compile(rf"^\s*(?:in|to)\s+(?:a|an|one|1|the|every|each)\s+(?P<unit>{_unit_regex()})\b", re.IGNORECASE)
 
@@ -347,7 +362,9 @@ def _wrong_conversions(dimensions: tuple[Dimension, ...], clause: str) -> Iterat
     for (m1, first), (m2, second) in pairwise(amounts):
         if first.unit != second.unit and first.dimension == second.dimension:
             between = clause[m1.end() : m2.start()]
-            if _EQUATED.search(between) and len(between) <= 40:
+            if len(between) <= 40 and (
+                _EQUATED.search(between) or (_HAS.search(between) and (m1.group("num") or "").lower() in _ONE)
+            ):
                 yield from _disagree(first, second)
     for m, amount in amounts:
         if (unit := _IN_A.match(clause[m.end() :])) is not None:  # "454 grams in a pound"
