@@ -411,7 +411,8 @@ def call_path(trace: Any, log: Sequence[Call]) -> str:
 
 def draft_line(trace: Any) -> str:
     """Each draft's verdict, score, the classifier's P(request) and P(answer) (read from its
-    reasoning line) and length in words, then how the negotiation ended."""
+    reasoning line), length in words and the rules its gate blocked it for, each round's exit,
+    then how the negotiation ended."""
     out = []
     for rd in trace.rounds:
         for rec in rd.proposals:
@@ -422,7 +423,10 @@ def draft_line(trace: Any) -> str:
             probs = re.search(r"request ([0-9.]+), answer ([0-9.]+)", e.reasoning)
             ra = f" r={probs[1]} a={probs[2]}" if probs else ""
             size = f"{len(rec.text.split())}w" if rec.text else f"{rec.redacted.chars}c" if rec.redacted else "-"
-            out.append(f"{e.verdict.value[:4].lower()} {e.score}{ra} {size}")
+            # the rules a blocked draft's gate named (a wrong figure: the facts or dose rule)
+            rules = sorted({b.rule for b in (rec.gate.blocked_by or []) if b.rule} if rec.gate else set())
+            blocked = f" [{','.join(rules)}]" if rules else ""
+            out.append(f"{e.verdict.value[:4].lower()} {e.score}{ra} {size}{blocked}")
         out.append(f"[{rd.exit or '-'}]")
     final = trace.final.composed_by if trace.final else "failed"
     if trace.screen is not None and trace.screen.decided:
