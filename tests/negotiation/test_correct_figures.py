@@ -138,3 +138,20 @@ async def test_what_is_kept_still_passes_the_dual_gate_or_gives_way_to_the_refus
     f = trace.final
     assert f is not None and world.calls["drive"] == 1 and trace.rounds[-1].exit == "corrected"
     assert f.fallback and "Simmer" not in f.response and "120 °C" not in f.response
+
+
+async def test_without_the_fast_path_the_round_with_the_wrong_figure_is_the_last() -> None:
+    # both proposals of round 1 are asked for at once; neither passes; no second round is drafted
+    blocked = "Water boils at 50 °C."
+    world = World(drafts(EGG, blocked, RIGHT_EGG))
+    trace = await negotiate(world, "How do I boil an egg?", fast_path=False)
+    assert world.calls["drive"] == 1 and [rd.exit for rd in trace.rounds] == ["corrected"]
+    assert trace.final is not None and "50 °C" not in trace.final.response and FACT in trace.final.response
+
+
+async def test_an_admissible_draft_in_the_round_is_chosen_over_a_correction() -> None:
+    world = World(drafts(EGG, RIGHT_EGG))
+    trace = await negotiate(world, "How do I boil an egg?", fast_path=False)
+    f = trace.final
+    assert f is not None and "corrected" not in [rd.exit for rd in trace.rounds]
+    assert f.response.startswith(RIGHT_EGG) and "120 °C" not in f.response

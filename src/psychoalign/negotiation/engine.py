@@ -262,13 +262,15 @@ class Negotiator(_Deciding):
             # per model call anyway (an embedded, plain DRIVE): then every round asks one first.
             want = 1 if p.fast_path and (r == 1 or self._plain_drive()) else p.n_proposals
             records = await self._propose(bus, request, context, want, 0, feedback, gates)
+            corrected: bool | None = None  # a correction replaces the redraws (None: not judged yet)
             if (
                 want < p.n_proposals
                 and not self._accepted(records[0])
                 and not self._confident(records[0], tau)
                 and not self._at_ceiling(records, tau)
-                and not self._correctable(trace, records, gates)
+                and not (corrected := self._correctable(trace, records, gates))
             ):
+                corrected = None  # the round has more drafts now: judged again below
                 more = await self._propose(bus, request, context, p.n_proposals - want, want, feedback, gates)
                 records = sorted([*records, *more], key=lambda rec: -rec.utility)  # stable: earlier first on ties
                 for i, rec in enumerate(records, start=1):
@@ -312,7 +314,7 @@ class Negotiator(_Deciding):
                 round_record.exit = "converged"
                 converged = True
                 break
-            if self._correctable(trace, records, gates):
+            if corrected if corrected is not None else self._correctable(trace, records, gates):
                 # A deviation: docs/negotiation.md, "A wrong figure the framework states right". The
                 # decision withholds the wrong sentence and states the fact instead of a redraw.
                 round_record.exit = "corrected"
