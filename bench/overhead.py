@@ -131,6 +131,21 @@ class Timed(Backend):
             self.log.append(Call(start, time.perf_counter(), self.role, tokens))
 
 
+def forget_prompt_prefix(plain: ChatModel) -> None:
+    """Make the next timed call start as the first call of a request does. llama.cpp keeps the
+    tokens of the last call and skips a matching prompt prefix, and every local backend of one
+    model file shares one context (the DRIVE's included: ``plain`` runs on the DRIVE's model): a
+    negotiation timed right after the plain call with the same prompt would have its draft skip
+    the prompt the plain call paid for (and, from another batch split, decode differently). Other
+    backends keep nothing between calls."""
+    backend = getattr(plain.backend, "inner", plain.backend)  # Timed wraps the real backend
+    loaded = getattr(backend, "_model", None)  # psychoalign.models.local.LocalBackend's shared context
+    if backend.name == "local" and loaded is not None:
+        context = loaded()
+        with context.lock:
+            context.llama.reset()
+
+
 def sequential_calls(log: Sequence[Call], *, llm_only: bool = False) -> int:
     """Calls on the critical path: overlapping calls (run concurrently) count as one.
     ``llm_only``: only the calls that cost LLM tokens (not the classifier's evaluations)."""
@@ -323,11 +338,13 @@ async def cost(
         tok_p, tok_n, seq, seq_llm, wall_p, wall_n = [], [], [], [], [], []
         for req in requests:
             log.clear()
+            forget_prompt_prefix(plain)
             t = time.perf_counter()
             r = await plain.chat(req)
             wall_p.append(time.perf_counter() - t)
             tok_p.append(r.usage.total_tokens)
             log.clear()
+            forget_prompt_prefix(plain)
             t = time.perf_counter()
             trace = await negotiator.negotiate(req)
             wall_n.append(time.perf_counter() - t)
@@ -467,12 +484,14 @@ async def usefulness(
     split: list[tuple[int, int, int, int, int]] = []
     for item in items:
         log.clear()
+        forget_prompt_prefix(plain)
         t = time.perf_counter()
         r = await plain.chat(item.question)
         wall_p.append(time.perf_counter() - t)
         tok_p.append(r.usage.total_tokens)
         ok_p += is_correct(r.text, item)
         log.clear()
+        forget_prompt_prefix(plain)
         t = time.perf_counter()
         trace = await negotiator.negotiate(item.question)
         wall_n.append(time.perf_counter() - t)
