@@ -19,7 +19,10 @@ plain ``chat`` call on the DRIVE's model vs one negotiation on the configured ro
 count once; the classifier's evaluations, the request screen included, count as calls, and the
 calls that cost LLM tokens are also counted apart), wall time. The models are wrapped to time
 their calls with the wrapped backend's abilities, so the engine runs the path a deployment runs
-(the request screen before any draft on the embedded default). Targets: benign
+(the request screen before any draft on the embedded default), and each timed call starts without
+the prompt prefix llama.cpp kept from the call before it (the plain call and the negotiation's
+draft share the prompt and the model's context: the draft would skip what the plain call paid
+for). Targets: benign
 <= 1.5x tokens and <= 2 sequential calls, contested <= 3x tokens, embedded benign <= 2x wall time,
 judged on 20 or more requests per class (with fewer, ``--quick`` included, the figures are printed
 and no target is judged: one small draw could flip it).
