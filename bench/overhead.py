@@ -19,7 +19,10 @@ plain ``chat`` call on the DRIVE's model vs one negotiation on the configured ro
 count once; the classifier's evaluations, the request screen included, count as calls, and the
 calls that cost LLM tokens are also counted apart), wall time. The models are wrapped to time
 their calls with the wrapped backend's abilities, so the engine runs the path a deployment runs
-(the request screen before any draft on the embedded default). Targets: benign
+(the request screen before any draft on the embedded default), and each timed call starts without
+the prompt prefix llama.cpp kept from the call before it (the plain call and the negotiation's
+draft share the prompt and the model's context: the draft would skip what the plain call paid
+for). Targets: benign
 <= 1.5x tokens and <= 2 sequential calls, contested <= 3x tokens, embedded benign <= 2x wall time,
 judged on 20 or more requests per class (with fewer, ``--quick`` included, the figures are printed
 and no target is judged: one small draw could flip it).
@@ -129,6 +132,21 @@ class Timed(Backend):
             return completion
         finally:
             self.log.append(Call(start, time.perf_counter(), self.role, tokens))
+
+
+def forget_prompt_prefix(plain: ChatModel) -> None:
+    """Make the next timed call start as the first call of a request does. llama.cpp keeps the
+    tokens of the last call and skips a matching prompt prefix, and every local backend of one
+    model file shares one context (the DRIVE's included: ``plain`` runs on the DRIVE's model): a
+    negotiation timed right after the plain call with the same prompt would have its draft skip
+    the prompt the plain call paid for (and, from another batch split, decode differently). Other
+    backends keep nothing between calls."""
+    backend = getattr(plain.backend, "inner", plain.backend)  # Timed wraps the real backend
+    loaded = getattr(backend, "_model", None)  # psychoalign.models.local.LocalBackend's shared context
+    if backend.name == "local" and loaded is not None:
+        context = loaded()
+        with context.lock:
+            context.llama.reset()
 
 
 def sequential_calls(log: Sequence[Call], *, llm_only: bool = False) -> int:
@@ -323,11 +341,13 @@ async def cost(
         tok_p, tok_n, seq, seq_llm, wall_p, wall_n = [], [], [], [], [], []
         for req in requests:
             log.clear()
+            forget_prompt_prefix(plain)
             t = time.perf_counter()
             r = await plain.chat(req)
             wall_p.append(time.perf_counter() - t)
             tok_p.append(r.usage.total_tokens)
             log.clear()
+            forget_prompt_prefix(plain)
             t = time.perf_counter()
             trace = await negotiator.negotiate(req)
             wall_n.append(time.perf_counter() - t)
@@ -411,7 +431,8 @@ def call_path(trace: Any, log: Sequence[Call]) -> str:
 
 def draft_line(trace: Any) -> str:
     """Each draft's verdict, score, the classifier's P(request) and P(answer) (read from its
-    reasoning line) and length in words, then how the negotiation ended."""
+    reasoning line), length in words and the rules its gate blocked it for, each round's exit,
+    then how the negotiation ended."""
     out = []
     for rd in trace.rounds:
         for rec in rd.proposals:
@@ -422,7 +443,10 @@ def draft_line(trace: Any) -> str:
             probs = re.search(r"request ([0-9.]+), answer ([0-9.]+)", e.reasoning)
             ra = f" r={probs[1]} a={probs[2]}" if probs else ""
             size = f"{len(rec.text.split())}w" if rec.text else f"{rec.redacted.chars}c" if rec.redacted else "-"
-            out.append(f"{e.verdict.value[:4].lower()} {e.score}{ra} {size}")
+            # the rules a blocked draft's gate named (a wrong figure: the facts or dose rule)
+            rules = sorted({b.rule for b in (rec.gate.blocked_by or []) if b.rule} if rec.gate else set())
+            blocked = f" [{','.join(rules)}]" if rules else ""
+            out.append(f"{e.verdict.value[:4].lower()} {e.score}{ra} {size}{blocked}")
         out.append(f"[{rd.exit or '-'}]")
     final = trace.final.composed_by if trace.final else "failed"
     if trace.screen is not None and trace.screen.decided:
@@ -463,12 +487,14 @@ async def usefulness(
     split: list[tuple[int, int, int, int, int]] = []
     for item in items:
         log.clear()
+        forget_prompt_prefix(plain)
         t = time.perf_counter()
         r = await plain.chat(item.question)
         wall_p.append(time.perf_counter() - t)
         tok_p.append(r.usage.total_tokens)
         ok_p += is_correct(r.text, item)
         log.clear()
+        forget_prompt_prefix(plain)
         t = time.perf_counter()
         trace = await negotiator.negotiate(item.question)
         wall_n.append(time.perf_counter() - t)

@@ -42,9 +42,10 @@ from .bus import CallObserver, MessageBus
 from .decision import (
     AnswerCheck,
     Gates,
+    fired_rules,
     relay_feedback,
 )
-from .defense import template
+from .defense import DefenseContext, DefenseMechanism, figures_only, select_mechanism, template
 from .events import EventHook, NegotiationEvent, emit
 from .gates import FreeTextGuard, Layer1Enforcer, TauFilter, canonical_hits
 from .progressive import WindowStream, release_in_windows
@@ -263,12 +264,15 @@ class Negotiator(_Deciding):
             # per model call anyway (an embedded, plain DRIVE): then every round asks one first.
             want = 1 if p.fast_path and (r == 1 or self._plain_drive()) else p.n_proposals
             records = await self._propose(bus, request, context, want, 0, feedback, gates)
+            corrected: bool | None = None  # a correction replaces the redraws (None: not judged yet)
             if (
                 want < p.n_proposals
                 and not self._accepted(records[0])
                 and not self._confident(records[0], tau)
                 and not self._at_ceiling(records, tau)
+                and not (corrected := self._correctable(trace, records, gates))
             ):
+                corrected = None  # the round has more drafts now: judged again below
                 more = await self._propose(bus, request, context, p.n_proposals - want, want, feedback, gates)
                 records = sorted([*records, *more], key=lambda rec: -rec.utility)  # stable: earlier first on ties
                 for i, rec in enumerate(records, start=1):
@@ -311,6 +315,11 @@ class Negotiator(_Deciding):
             if r > 1 and admissible and abs(round_record.tension - trace.rounds[-2].tension) < p.epsilon:
                 round_record.exit = "converged"
                 converged = True
+                break
+            if corrected if corrected is not None else self._correctable(trace, records, gates):
+                # A deviation: docs/negotiation.md, "A wrong figure the framework states right". The
+                # decision withholds the wrong sentence and states the fact instead of a redraw.
+                round_record.exit = "corrected"
                 break
             if p.fast_path and self._at_ceiling(records, tau):
                 # No other draft can score higher: converged on the lead if it is admissible,
@@ -419,6 +428,59 @@ class Negotiator(_Deciding):
             and not e.rule_hits
             and not (e.conflict.harmful_intent or e.conflict.adversarial_intent or e.conflict.third_party_harm)
             and not e.conflict.harmful_segments
+        )
+
+    def _correctable(self, trace: Trace, records: list[ProposalRecord], gates: Gates) -> bool:
+        """Deviation from the paper (docs/negotiation.md, "A wrong figure the framework states
+        right"): no proposal of the round is admissible and one was blocked only for stating a wrong
+        figure that the framework states right (a checked fact or conversion, a weekly-only
+        medicine's schedule), with the decision after the rounds giving the user that draft with
+        the sentence left out and the fact stated (Repression), or the fact alone when the draft is
+        all wrong figure (the figure channel's message). Drafting stops there: a redraw could only
+        be blocked again or give another answer to the same figure, which the checked fact already
+        states. Never with ``final_gate`` off (nothing would evaluate what is kept), for a
+        manipulation attempt, a draft with a harmful sentence or harm to others, harmful intent
+        apart from the figure, another rule that fired (a person at risk included) or a caller's
+        check that blocks the draft."""
+        p = self.params
+        if not (p.correct_figures and p.final_gate):
+            return False
+        if any(rec.gate is not None and rec.gate.admissible for rec in records):
+            return False
+        return any(self._only_figure(trace, rec, gates) for rec in records)
+
+    def _only_figure(self, trace: Trace, rec: ProposalRecord, gates: Gates) -> bool:
+        """``rec``'s only fault is a wrong figure the framework states right (:meth:`_correctable`)."""
+        e, fw, layer1 = rec.evaluation, gates.fw, gates.layer1
+        if e is None or rec.gate is None:
+            return False
+        figures = fw.figure_rule_ids
+        c = e.conflict
+        if c.adversarial_intent or c.third_party_harm or c.harmful_segments:
+            return False
+        if c.harmful_intent and not any(hit.rule_id in figures for hit in e.rule_hits):
+            return False
+        if gates.extra is not None and gates.extra(rec.text):
+            return False
+        ctx = DefenseContext(
+            chosen_text=None,
+            chosen_eval=None,
+            round_evals=[e],
+            deadlock=True,
+            framework=fw,
+            blocked=[(rec.text, e)],
+            verified=True,
+            fired=fired_rules(trace.request, [rec], fw, layer1, also=self._at_risk_earlier(trace, fw)),
+            request=trace.request,
+        )
+        broke = figures_only(rec.text, e, ctx, layer1)
+        if not broke or not fw.contradicted_facts(rec.text, broke):
+            return False
+        # What the decision will give: the draft with the sentence left out, or the figure's message.
+        mechanism = select_mechanism(ctx, layer1)
+        support = ctx.supportive()
+        return mechanism is DefenseMechanism.REPRESSION or (
+            mechanism is DefenseMechanism.SUBLIMATION and support is not None and set(support.rules) <= figures
         )
 
     async def _assess(self, bus: MessageBus, request: str, context: str, admissible: list[ProposalRecord]) -> None:

@@ -99,6 +99,16 @@ class NegotiationParams(BaseModel):
             "paper's protocol). docs/negotiation.md."
         ),
     )
+    correct_figures: bool = Field(
+        True,
+        description=(
+            "Stop drafting at a blocked draft whose only fault is a wrong figure the framework states right "
+            "(a checked fact, a conversion, a weekly-only medicine's schedule): the user gets the draft with "
+            "that sentence left out and the fact stated (or, when it is all wrong figure, the fact alone), as "
+            "after the last round, without the redraw. Needs final_gate. Off: the draft is re-drafted (the "
+            "paper's protocol). docs/negotiation.md."
+        ),
+    )
     confident_request: float = Field(
         0.98,
         gt=0.0,
@@ -309,7 +319,7 @@ class RoundRecord(BaseModel):
     admissible: int
     feedback_to_drive: str | None = None
     exit: str | None = Field(
-        None, description="Why the loop stopped here: early_exit, accepted, converged, ceiling, confident."
+        None, description="Why the loop stopped here: early_exit, accepted, converged, ceiling, confident, corrected."
     )
 
 
