@@ -108,9 +108,10 @@ def _key(text: str) -> str:
 
 def check_labels_apart(labels: LabelFile, benchmarks: Mapping[str, tuple[Sequence[str], Sequence[Item]]]) -> None:
     """Refuse a calibration file that asks the judge about a prompt of a benchmark it judges in
-    this run (``benchmarks``: name -> (the judges it needs, every item as loaded)): there the judge
-    is measured on the very items it scores, and its agreement says nothing about how it does on
-    anything else. The first such row is named with the benchmark and item."""
+    this run (``benchmarks``: name -> (the judges it needs, every item as loaded)): the judge would
+    be validated on the very items it scores, and the scores corrected with that agreement
+    (Rogan-Gladen) would count those items twice. The first such row is named with the benchmark
+    and item."""
     texts, _ = USER_LABEL_FIELDS[labels.judge]
     asked = {}
     for row in labels.rows:
@@ -126,5 +127,5 @@ def check_labels_apart(labels: LabelFile, benchmarks: Mapping[str, tuple[Sequenc
                         f"{labels.path}:{line}: the {labels.judge} calibration file asks about a prompt of "
                         f"benchmark '{name}' (item {item.id}), which this judge scores in the run",
                         hint="measure the judge on labelled answers to prompts outside the benchmarks it judges: "
-                        "agreement on its own items is no validation",
+                        "the items a run scores cannot also validate its judge and correct its scores",
                     )
