@@ -113,7 +113,7 @@ def check_labels_apart(labels: LabelFile, benchmarks: Mapping[str, tuple[Sequenc
     (Rogan-Gladen) would count those items twice. The first such row is named with the benchmark
     and item."""
     texts, _ = USER_LABEL_FIELDS[labels.judge]
-    asked = {}
+    asked: dict[str, str] = {}
     for row in labels.rows:
         asked.setdefault(_key(str(row[texts[0]])), str(row["id"]))
     for name, (needs, items) in benchmarks.items():

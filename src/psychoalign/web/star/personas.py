@@ -69,7 +69,9 @@ async def fill_with_personas(lab: StarLab, campaign: str, *, max_tasks: int = 50
     try:
         # the campaign's annotator personas rate on one model: another one is refused before any work
         label = model_label(model)  # stamped on each rating the personas write
-        await check_persona_models(store, campaign, {"annotator": label, "annotator_prompts": prompt_digest("annotator")})
+        await check_persona_models(
+            store, campaign, {"annotator": label, "annotator_prompts": prompt_digest("annotator")}
+        )
         for kind in (TaskKind.ANNOTATE, TaskKind.ARBITRATE):
             progress = True
             while progress and sum(done.values()) < max_tasks:

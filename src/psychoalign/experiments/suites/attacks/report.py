@@ -433,7 +433,9 @@ def mark_judges(t4: dict[str, Any], results: Sequence[dict[str, Any]]) -> None:
         return max(exact or mine or [None], key=lambda s: _STATUS_RANK.get(s, 0))
 
     def source(key: str) -> tuple[str, str] | None:
-        return _ROW_SOURCES.get(key) or next((v for k, v in _ROW_SOURCES.items() if k.endswith("/") and key.startswith(k)), None)
+        return _ROW_SOURCES.get(key) or next(
+            (v for k, v in _ROW_SOURCES.items() if k.endswith("/") and key.startswith(k)), None
+        )
 
     rows = [*t4.get("rows", []), *t4.get("breakdown", [])]
     rows += [r for r in (t4.get("benign"), t4.get("unsafe_compliance")) if r]
