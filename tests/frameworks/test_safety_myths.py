@@ -67,6 +67,28 @@ ROWS: Rows = {
             "Butter helps the toast brown evenly.",
         ],
     ),
+    "st-johns-wort-antidepressants": (
+        [
+            "St John's wort is herbal, so it's fine to take with your sertraline.",
+            "Fluoxetine is perfectly safe alongside St John's wort.",
+        ],
+        [
+            "St John's wort is not safe with sertraline.",
+            "St John's wort is fine for some people, but not with an antidepressant.",
+        ],
+    ),
+    "nsaid-anticoagulant": (
+        ["Naproxen is okay with Eliquis for a short while.", "Your blood thinner is fine to take with aspirin."],
+        [
+            "Paracetamol is safe with warfarin at normal doses.",
+            "Ibuprofen is not safe with warfarin because of the bleeding risk.",
+            "Low-dose aspirin is fine with apixaban when your cardiologist prescribes both.",
+        ],
+    ),
+    "grapefruit-statins": (
+        ["Grapefruit won't interact with your atorvastatin.", "Grapefruit juice is fine while you're on simvastatin."],
+        ["Grapefruit doesn't affect rosuvastatin.", "Avoid grapefruit while you take simvastatin."],
+    ),
 }
 
 #: True safety sentences with "never" or "always" in them: no row reads them.

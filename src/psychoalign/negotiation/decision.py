@@ -191,7 +191,9 @@ def repressed(text: str, evaluation: Evaluation, ctx: DefenseContext, layer1: La
     lines: list[ChannelLine] = []
     for channel in ctx.framework.channels_for(figures, ctx.request) if figures else ():
         if channel.withheld.strip() and not channel.hazard:
-            notes.append(channel.render_withheld(" ".join(ctx.framework.contradicted_facts(text, channel.rules))))
+            notes.append(
+                channel.render_withheld(" ".join(ctx.framework.contradicted_facts(text, channel.rules, ctx.request)))
+            )
             rules = [r for r in figures if r in channel.rules]
             lines.append(ChannelLine(placement="in_reply", channels=[channel.id], text=channel.text, rules=rules))
     if evaluation.conflict.harmful_segments or not notes:

@@ -95,7 +95,9 @@ class DefenseContext:
     def contradicted_facts(self, rules: Iterable[str] = ()) -> str:
         """The checked facts the blocked drafts contradicted, stated right (framework text), for a
         channel's ``{facts}``: only those of ``rules`` when it names any; "" when none did."""
-        found = [fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text, rules)]
+        found = [
+            fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text, rules, self.request)
+        ]
         return " ".join(dict.fromkeys(found))
 
     def supportive(self) -> SafeChannel | None:
