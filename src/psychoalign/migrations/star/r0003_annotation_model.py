@@ -12,7 +12,11 @@ down_revision = "0002"
 
 
 def upgrade() -> None:
-    op.add_column("star_annotations", sa.Column("model", sa.String(300), nullable=True))
+    # a store without a version table is brought up to the baseline and upgraded from there: one
+    # written by code that already had this column (its version table lost) has it
+    columns = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("star_annotations")}
+    if "model" not in columns:
+        op.add_column("star_annotations", sa.Column("model", sa.String(300), nullable=True))
 
 
 def downgrade() -> None:
