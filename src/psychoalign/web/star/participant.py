@@ -75,6 +75,7 @@ def typed(text: str) -> str:
     text the counter accepted is never refused as too long, and nothing stored carries a CR."""
     return text.replace("\r\n", "\n")
 
+
 #: The browser-session cookie listing the content warnings read (per rule and target group): a
 #: warning is shown once per login session for each, not before every task.
 WARNED_COOKIE = "psa_warned"
