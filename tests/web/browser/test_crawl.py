@@ -137,18 +137,18 @@ async def _seed(url: str, store_url: str) -> dict[str, str]:
     lead = Browser(base_url=url)
     assert (await lead.login("lead")).status_code == 303
     await lead.get("/lead/participants")
-    for name in ("writer", "holder", "ann1", "ann2", "annotator", "arb"):
+    for name in ("writer", "holder", "ann1", "ann2", "annotator", "arb", "fresh"):
         data = {"display_name": f"{name} {NAME}", "username": name, "password": PASSWORD, "role": "participant"}
         assert (await lead.post("/lead/participants", data)).status_code == 200
     await lead.get("/lead/campaigns/new")
     files = {"policy_file": ("policy.yaml", POLICY.encode(), "application/x-yaml")}
-    form = {"name": "hostile", "instructions": "3", "target_kind": "model", "target_role": "target"}
+    form = {"name": "hostile", "instructions": "4", "target_kind": "model", "target_role": "target"}
     r = await lead.client.post("/lead/campaigns", data={**form, "csrf_token": lead.token}, files=files)
     assert r.status_code == 303, r.text[:300]
     r = await lead.post("/lead/campaigns/hostile/status", {"action": "launch", "areas_ok": "yes", "anyway": "yes"})
     assert r.status_code == 303, r.text[:300]
     people = {}
-    for name in ("writer", "holder", "ann1", "ann2", "annotator", "arb"):
+    for name in ("writer", "holder", "ann1", "ann2", "annotator", "arb", "fresh"):
         people[name] = Browser(base_url=url)
         assert (await people[name].login(name)).status_code == 303
     for name in ("writer", "writer", "holder"):  # two dialogues done (both annotated), one held
@@ -176,6 +176,14 @@ async def _seed(url: str, store_url: str) -> dict[str, str]:
         held[name] = tid = task_id(r.headers["location"])
         await person.post(f"/tasks/{tid}/start")
         await person.post(f"/tasks/{tid}/draft", {"rating": "2", "text": f"draft {LONG}"[:4000]})
+    # a red-teaming task started without a topic (the topic page) and an annotation not started
+    # (the content warning, listing the policy's support lines)
+    fresh = people["fresh"]
+    held["topic"] = tid = task_id((await fresh.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+    await fresh.post(f"/tasks/{tid}/start")
+    r = await fresh.post("/tasks/claim", {"kind": "annotate"})
+    assert "msg=" not in r.headers["location"], r.headers["location"]
+    held["warning"] = task_id(r.headers["location"])
     for person in (lead, *people.values()):
         await person.aclose()
 
@@ -283,6 +291,7 @@ def test_every_reachable_page_with_extreme_text(chromium: Any, hostile_lab: tupl
         "holder": ["/tasks", "/lead"],
         "annotator": [f"/tasks/{held['annotator']}"],
         "arb": [f"/tasks/{held['arb']}"],
+        "fresh": [f"/tasks/{held['topic']}", f"/tasks/{held['warning']}"],
         "lead": ["/lead", f"/traces/{held['trace']}", "/experiments", "/tasks/no-such-task"],
     }
     for who, pages in starts.items():
@@ -292,9 +301,10 @@ def test_every_reachable_page_with_extreme_text(chromium: Any, hostile_lab: tupl
         queue, seen = [url + p for p in pages], set()
         while queue:
             href = queue.pop(0)
-            if shape(href) in seen:
+            key = href if href[len(url) :] in pages else shape(href)  # every start page is visited
+            if key in seen:
                 continue
-            seen.add(shape(href))
+            seen.add(key)
             heard = len(events)
             response = person.page.goto(href)
             name = f"{who} {href[len(url) :]}"
@@ -331,7 +341,13 @@ def test_every_reachable_page_with_extreme_text(chromium: Any, hostile_lab: tupl
     arb.close()
     assert len(crawled) >= 15, sorted(crawled)
     # the hostile text reached the pages that show what people and models wrote
-    for part in ("/lead/campaigns/hostile", "/lead/participants", "/traces/", f"/tasks/{held['arb']}"):
+    for part in (
+        "/lead/campaigns/hostile",
+        "/lead/participants",
+        "/traces/",
+        f"/tasks/{held['arb']}",
+        f"/tasks/{held['warning']}",
+    ):
         assert any(part in name and n for name, n in crawled.items()), (part, crawled)
     assert not found, "\n".join(found)
     assert [e for e in events if "alert" in e or "page error" in e or "console" in e] == [], events
