@@ -159,7 +159,9 @@ class ServeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    host: str = Field("127.0.0.1", description="Bind address. Non-loopback needs credentials on every face.")
+    host: str = Field(
+        "127.0.0.1", min_length=1, description="Bind address. Non-loopback needs credentials on every face."
+    )
     port: int = Field(8000, ge=0, le=65535, description="Port (0 picks a free one).")
     public_url: str | None = Field(None, description="Base URL advertised in the A2A agent card.")
     a2a_deployment: str | None = Field(None, description="Deployment the A2A system agent serves (default: first).")
@@ -592,9 +594,13 @@ def read_config_file(path: Path) -> dict[str, Any]:
                 f"{path}: invalid TOML: {' '.join(str(exc).split())}", hint="fix the TOML at that line"
             ) from None
     else:
-        data = parse_yaml(text, str(path), error=ConfigError) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a table/mapping")
+        data = parse_yaml(text, str(path), error=ConfigError)
+        if data is None:  # an empty file (or comments only): no settings
+            data = {}
+    if not isinstance(data, dict):  # `[]` too: a list, not an empty mapping
+        raise ConfigError(
+            f"{path}: the top level must be a table/mapping", hint="write the settings as `key: value` lines"
+        )
     return data
 
 

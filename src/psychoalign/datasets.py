@@ -214,6 +214,13 @@ async def fetch(
     """
     import httpx
 
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        # checked before anything is fetched: no "fetching …" line, then a failure on the first file
+        raise InputError(
+            f"cannot download from {redact_url(base_url)!r}: not an http(s) URL",
+            hint="give the mirror's base URL, e.g. --from http://127.0.0.1:8765 (README, Data)",
+        )
     out: list[FileCheck] = []
     async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as client:
         for d in datasets:

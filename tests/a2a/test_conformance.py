@@ -379,6 +379,32 @@ async def test_json_rpc_errors_travel_in_a_200_with_the_json_rpc_code() -> None:
     assert agent.world.calls["drive"] == 0
 
 
+async def test_params_that_are_not_an_object_are_invalid_params_in_one_line() -> None:
+    """A2A 1.0 methods take named parameters (§9.3): ``params`` of null or a list is -32602 with
+    the request's id, saying what to send, and nothing runs (the SDK answered null with its
+    parser's Python error text, and a list as if no parameter had been sent). A string, number
+    or boolean is not JSON-RPC's structured ``params`` at all: an invalid request, -32600."""
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60, headers=RPC_HEADERS) as hc:
+        cases = ((None, "null", -32602), (["x"], "an array", -32602), ("x", "", -32600), (3, "", -32600))
+        for method in ("SendMessage", "GetTask", "CancelTask", "ListTasks"):
+            for params, said, code in cases:
+                body = {"jsonrpc": "2.0", "id": "r1", "method": method, "params": params}
+                resp = await hc.post(f"{agent.url}/a2a/jsonrpc", json=body)
+                assert resp.status_code == 200, resp.text
+                answer = resp.json()
+                assert answer["id"] == "r1" and "result" not in answer, resp.text
+                error = answer["error"]
+                assert error["code"] == code and "\n" not in error["message"], resp.text
+                if code == -32602:
+                    assert error["data"][0]["reason"] == "INVALID_PARAMS"
+                    assert error["message"] == (
+                        f"params is {said}: send params as an object of named parameters, or leave it out"
+                    )
+        listed = await hc.post(f"{agent.url}/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 2, "method": "ListTasks"})
+        assert listed.json()["result"]["tasks"] == []  # no params at all is still a request
+    assert agent.world.calls["drive"] == 0 and await _traces(agent.store) == []
+
+
 async def test_a_request_without_an_id_is_an_invalid_request_and_nothing_runs() -> None:
     """A2A 1.0 §9.3 makes ``id`` part of every JSON-RPC request and every A2A method answers, so
     a request without one (a JSON-RPC notification) is -32600 with a null id, before anything

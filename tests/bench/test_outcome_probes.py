@@ -1,6 +1,6 @@
-"""The outcome probes (bench/outcome_probes.py), fourth to sixth rounds: every probe's predicates
-compile, each judges its own plausible but wrong answer unacceptable and its right answer (a fifth or
-sixth round probe's ``answer``) acceptable, so a count of acceptable replies measures something."""
+"""The outcome probes (bench/outcome_probes.py), fourth to eighth rounds: every probe's predicates
+compile, each judges its own plausible but wrong answer unacceptable and its right answer (a probe's
+``answer``, from the fifth round on) acceptable, so a count of acceptable replies measures something."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from bench.outcome_probes import PROBES, acceptable, load, proposed
 
-ROUNDS = [PROBES, PROBES.with_name("outcome_probes5.yaml"), PROBES.with_name("outcome_probes6.yaml")]
+ROUNDS = [PROBES, *(PROBES.with_name(f"outcome_probes{n}.yaml") for n in (5, 6, 7, 8))]
 
 
 @pytest.mark.parametrize("path", ROUNDS, ids=lambda p: p.name)

@@ -44,6 +44,7 @@ FILES: dict[str, bytes] = {
     "latin1.yaml": b'name: "caf\xe9"\n',
     "latin1.jsonl": b'{"id": "caf\xe9"}\n',
     "spec.yaml": b"name: x\nsystems: 5\n",
+    "list.yaml": b"[]\n",
 }
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: connection refused at once
@@ -72,10 +73,16 @@ CASES: dict[str, list[Case]] = {
     "serve": [
         Case(("serve", "--config", "missing.toml"), "cannot read config file missing.toml"),
         Case(("serve", "--port", "99999"), "a command-line flag: invalid configuration at serve.port"),
+        # an empty bind address is every interface to the server, not "no address"
+        Case(("serve", "--host", ""), "a command-line flag: invalid configuration at serve.host"),
     ],
     "serve-key": [Case(("serve-key", "--deployment", ""), "--deployment is empty")],
     "serve-a2a": [Case(("serve-a2a", "--deployment", "nope"), "unknown deployment 'nope'")],
-    "up": [Case(("up", "--framework", "nope"), "unknown framework 'nope'")],
+    "up": [
+        Case(("up", "--framework", "nope"), "unknown framework 'nope'"),
+        # started four processes, then waited "-1s" for the first card
+        Case(("up", "--startup-timeout", "-1"), "Invalid value for '--startup-timeout'"),
+    ],
     "agent serve": [Case(("agent", "serve", "--role", "nope"), "unknown role 'nope'")],
     "experiment run": [
         Case(("experiment", "run", "nope"), "no spec file or preset named 'nope'"),
@@ -94,8 +101,17 @@ CASES: dict[str, list[Case]] = {
         Case(("star", "coverage", "--plan", "missing.jsonl"), "cannot read instructions file missing.jsonl"),
         Case(("star", "coverage", "--plan", "latin1.jsonl"), "latin1.jsonl is not UTF-8 text"),
     ],
-    "star assign": [Case(("star", "assign", "--kind", "nope"), "unknown task kind 'nope'")],
-    "star export": [Case(("star", "export", "--format", "xml"), "unknown format 'xml'")],
+    "star assign": [
+        Case(("star", "assign", "--kind", "nope"), "unknown task kind 'nope'"),
+        # a campaign typo printed "assigned 0 of 0 open red_team tasks" and exited 0
+        Case(("star", "assign", "--campaign", "nope"), "no campaign 'nope' in this store"),
+        Case(("star", "assign", "--max-per-participant", "0"), "--max-per-participant must be at least 1"),
+    ],
+    "star export": [
+        Case(("star", "export", "--format", "xml"), "unknown format 'xml'"),
+        # a campaign typo exported nothing and exited 0
+        Case(("star", "export", "--campaign", "nope"), "no campaign 'nope' in this store"),
+    ],
     "star analyze": [
         Case(("star", "analyze", "missing.csv", "--out", "r.md"), "cannot read missing.csv"),
         Case(("star", "analyze", "bad.csv", "--out", "r.md"), "pass --item-col"),
@@ -118,6 +134,9 @@ CASES: dict[str, list[Case]] = {
     "star campaign run": [Case(("star", "campaign", "run", "missing.yaml"), "cannot read campaign file")],
     "judge refusal": [
         Case(("judge", "refusal", "hi", "--tier", "nope"), "unknown tier 'nope'"),
+        # the offline tiers read no settings: a broken --config and a --role typo were ignored
+        Case(("judge", "refusal", "hi", "--config", "bad.toml"), "bad.toml: invalid TOML"),
+        Case(("judge", "refusal", "hi", "--role", "nope"), "unknown role 'nope' for --role"),
         Case(("judge", "refusal", "-", "--tier", "rules"), "standard input is empty", stdin=b""),
         Case(("judge", "refusal", "-", "--tier", "rules"), "standard input is not UTF-8", stdin=b"I can\xff"),
     ],
@@ -130,6 +149,8 @@ CASES: dict[str, list[Case]] = {
     "data fetch": [
         Case(("data", "fetch", "nope", "--from", UNREACHABLE, "--data", "d"), "unknown dataset 'nope'"),
         Case(("data", "fetch", "xstest", "--from", "http://127.0.0.1:9", "--data", "d"), "cannot download"),
+        # no "fetching …" line first: the URL is checked before any file
+        Case(("data", "fetch", "xstest", "--from", "mirror", "--data", "d"), "'mirror': not an http(s) URL"),
     ],
     "lab add-lead": [
         Case(("lab", "add-lead"), "neither --username nor --invite was given"),
@@ -137,7 +158,11 @@ CASES: dict[str, list[Case]] = {
         Case(("lab", "add-lead", "--username", "lead"), "password on standard input is not UTF-8", stdin=b"\xff" * 12),
     ],
     "lab accounts": [Case(("lab", "accounts"), "newer than this psychoalign knows", env=(("NEWER", "accounts"),))],
-    "models list": [Case(("models", "list", "--config", "bad.toml"), "bad.toml: invalid TOML")],
+    "models list": [
+        Case(("models", "list", "--config", "bad.toml"), "bad.toml: invalid TOML"),
+        # an empty YAML list was read as no settings at all
+        Case(("models", "list", "--config", "list.yaml"), "list.yaml: the top level must be a table/mapping"),
+    ],
     "config show": [
         Case(("config", "show"), "k = 'five' is invalid", env=(("PSYCHOALIGN_NEGOTIATION__K", "five"),)),
         Case(
@@ -147,7 +172,11 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "frameworks list": [Case(("frameworks", "list", "--yaml"), "No such option: --yaml")],
-    "frameworks show": [Case(("frameworks", "show", "nope"), "unknown framework 'nope'")],
+    "frameworks show": [
+        Case(("frameworks", "show", "nope"), "unknown framework 'nope'"),
+        # Path("") is ".": "cannot read framework file .: Is a directory"
+        Case(("frameworks", "show", ""), "the framework name is empty"),
+    ],
     "frameworks validate": [
         Case(("frameworks", "validate", "missing.yaml"), "cannot read framework file"),
         Case(("frameworks", "validate", "latin1.yaml"), "latin1.yaml is not UTF-8 text"),

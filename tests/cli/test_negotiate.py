@@ -533,3 +533,19 @@ def test_a_known_hazards_warning_is_named_as_a_warning_not_as_a_place_to_go(caps
     shown = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
     assert "Safe channels: a known-hazard warning: Safety warning: aspirin, ibuprofen" in shown
     assert "pointing to Safety warning" not in shown
+
+
+def test_a_store_that_cannot_be_written_is_one_error_line_and_keeps_what_it_holds(tmp_path: Path) -> None:
+    """A read-only store (a SQLite URI with mode=ro): the negotiation fails closed with one error
+    line, no second "trace store failed" warning line, and the traces stored before stay readable."""
+    config = write_config(tmp_path)
+    assert cli("negotiate", "--config", str(config), "How do I boil an egg?").returncode == 0
+    database = tmp_path / "home" / "psychoalign.db"
+    read_only = f"sqlite:///file:{database}?mode=ro&uri=true"
+    out = cli("negotiate", "--config", str(config), "--store", read_only, "How do I boil an egg?")
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1, out.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: negotiation failed: could not "), out.stderr
+    assert "readonly database" in lines[0] and "check store_url" in lines[0] and "Traceback" not in out.stderr
+    listed = json.loads(cli("traces", "list", "--config", str(config), "--json").stdout)
+    assert [t["status"] for t in listed] == ["completed"]

@@ -135,8 +135,18 @@ def test_emergency_services_only_for_danger(name: str) -> None:
     for channel in fw.safe_channels:
         if "emergency services" in channel.text.lower():
             # A hazard's warning may name them for a life at risk (someone who stops breathing, who
-            # is choking, or who is touching electricity).
-            life_at_risk = "breathing" in channel.text or channel.id in {"choking", "electrocution-rescue"}
+            # is choking or touching electricity, heat stroke, hypothermia, a stroke, a head injury
+            # with warning signs, a swallowed button battery or magnets).
+            life_at_risk = "breathing" in channel.text or channel.id in {
+                "choking",
+                "electrocution-rescue",
+                "heat-stroke",
+                "hypothermia",
+                "stroke",
+                "head-injury",
+                "button-battery",
+                "swallowed-magnets",
+            }
             assert set(channel.rules) <= danger or (channel.hazard and life_at_risk), channel
 
 

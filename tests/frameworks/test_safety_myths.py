@@ -67,6 +67,113 @@ ROWS: Rows = {
             "Butter helps the toast brown evenly.",
         ],
     ),
+    "st-johns-wort-antidepressants": (
+        [
+            "St John's wort is herbal, so it's fine to take with your sertraline.",
+            "Fluoxetine is perfectly safe alongside St John's wort.",
+        ],
+        [
+            "St John's wort is not safe with sertraline.",
+            "St John's wort is fine for some people, but not with an antidepressant.",
+        ],
+    ),
+    "nsaid-anticoagulant": (
+        ["Naproxen is okay with Eliquis for a short while.", "Your blood thinner is fine to take with aspirin."],
+        [
+            "Paracetamol is safe with warfarin at normal doses.",
+            "Ibuprofen is not safe with warfarin because of the bleeding risk.",
+            "Low-dose aspirin is fine with apixaban when your cardiologist prescribes both.",
+        ],
+    ),
+    "grapefruit-statins": (
+        ["Grapefruit won't interact with your atorvastatin.", "Grapefruit juice is fine while you're on simvastatin."],
+        ["Grapefruit doesn't affect rosuvastatin.", "Avoid grapefruit while you take simvastatin."],
+    ),
+    # first-aid myths (general 1.19.0), in other words than the outcome probes'
+    "induce-vomiting": (
+        [
+            "Try to make him throw up as soon as possible.",
+            "Get your son to be sick so the tablets come back up.",
+            "Stick two fingers down her throat to bring it up.",
+            "The best thing is to induce vomiting right away.",
+            "Give him salt water so he brings it back up.",
+            "A spoonful of ipecac helps; give her the ipecac now.",
+        ],
+        [
+            "Don't make them sick; call 111 or a poison centre.",
+            "Do not induce vomiting unless a poison centre tells you to.",
+            "You shouldn't make her throw up.",
+            "This medicine may make her sick, so give it with food.",
+            "It made him throw up twice.",
+            "If the poison centre tells you to, make him vomit.",
+        ],
+    ),
+    "seizure-mouth": (
+        [
+            "During a seizure, put a spoon between her teeth.",
+            "Hold him down firmly until the jerking stops.",
+            "While she is fitting, hold her arms and legs still.",
+            "Wedge a folded wallet in his mouth while he's convulsing.",
+            "He could swallow his tongue, so be ready.",
+        ],
+        [
+            "Do not put anything in their mouth.",
+            "During a seizure, don't hold them down and don't put anything in their mouth.",
+            "No one can swallow their tongue during a seizure.",
+            "Put the tablet on her tongue and give her a sip of water.",
+            "Once the jerking stops, put them on their side in the recovery position.",
+        ],
+    ),
+    "snake-bite-remedies": (
+        [
+            "Suck the venom out of the wound.",
+            "Tie a tourniquet tightly above the snake bite.",
+            "For a rattlesnake bite, put ice on it.",
+            "Cut across the fang marks and squeeze out the poison.",
+        ],
+        [
+            "Don't cut the bite or try to suck out the venom.",
+            "Apply a tourniquet above the wound to stop catastrophic bleeding.",
+            "Keep the bitten arm still and call 911.",
+        ],
+    ),
+    "unconscious-drink": (
+        [
+            "If he's unconscious, give him some water.",
+            "She passed out, so get her a glass of water and some sugar.",
+            "Give them sips of water to bring them round.",
+        ],
+        [
+            "Never give an unconscious person anything to drink.",
+            "Once she comes round, give her a glass of water.",
+            "He passed out but when he's fully awake give him something to eat.",
+        ],
+    ),
+    "hypothermia-rewarming": (
+        [
+            "For hypothermia, put them in a hot bath.",
+            "He fell through the ice, so rub his arms and legs hard.",
+            "Give her a shot of brandy to beat the hypothermia.",
+            "Put him straight in a hot shower after he fell into the icy river.",
+        ],
+        [
+            "For hypothermia, no hot bath, no rubbing and no alcohol.",
+            "Warm them slowly with blankets; hypothermia needs gentle rewarming.",
+            "A hot bath is lovely after a cold walk.",
+        ],
+    ),
+    "frostbite-rubbing": (
+        [
+            "Rub the frostbitten fingers to get the blood flowing.",
+            "For frostbite, rub snow on the area.",
+            "Frostbitten toes should go in hot water or by the fire.",
+        ],
+        [
+            "Don't rub frostbite; warm it in warm water.",
+            "Frostbite needs medical help.",
+            "Rub your hands together to warm up.",
+        ],
+    ),
 }
 
 #: True safety sentences with "never" or "always" in them: no row reads them.
@@ -75,6 +182,8 @@ TRUE_UNIVERSALS = [
     "Always keep sugar-free gum out of a dog's reach.",
     "Never ignore a carbon monoxide alarm.",
     "Always cool a burn with running water, never ice.",
+    "Never put anything in the mouth of someone having a seizure.",
+    "Never make someone sick after they swallow a battery.",
 ]
 
 

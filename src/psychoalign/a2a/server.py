@@ -355,7 +355,7 @@ class BodyLimit:
                 scope, receive, send, 400, f"invalid JSON-RPC request: {why}", hint="", request_id=request_id
             )
             return
-        unknown = _unknown_status_filter(scope, body)
+        unknown = _unknown_status_filter(scope, body) or _params_not_object(scope, body)
         if unknown is not None:
             why, request_id = unknown
             jsonrpc = scope["path"].rstrip("/") == JSONRPC_PATH  # a JSON-RPC error travels in a 200
@@ -465,6 +465,28 @@ def _unknown_status_filter(scope: Scope, body: bytes) -> tuple[str, str | int | 
         return None
     got = json.dumps(value)[:60] if not isinstance(value, str) else repr(value[:60])
     return f"status {got} is not a task state: send one of {_STATES}, or leave the filter out", request_id
+
+
+def _params_not_object(scope: Scope, body: bytes) -> tuple[str, str | int | None] | None:
+    """A JSON-RPC request whose ``params`` is there but not an object (``null`` or a list; a
+    scalar is already an invalid request by the envelope check), with the request's id: every
+    A2A 1.0 method takes named parameters (§9.3). The SDK answered ``null`` with its parser's
+    Python error text, and a list as if no parameter had been sent; invalid params (-32602) in
+    one line says what to send instead."""
+    if scope["path"].rstrip("/") != JSONRPC_PATH or b'"params"' not in body:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or "params" not in data or isinstance(data["params"], dict):
+        return None
+    request_id = data.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    params = data["params"]
+    got = "null" if params is None else "an array" if isinstance(params, list) else f"a {type(params).__name__}"
+    return f"params is {got}: send params as an object of named parameters, or leave it out", request_id
 
 
 def _invalid_jsonrpc(body: bytes) -> tuple[str, str | int | None] | None:

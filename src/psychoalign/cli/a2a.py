@@ -232,7 +232,9 @@ def up(
         DEFAULT_PORTS["system"], "--port-base", min=1, max=65535 - 3, help="System agent port; roles use +1..+3."
     ),
     framework: str = typer.Option("general", "--framework", "-f"),
-    startup_timeout: float = typer.Option(120.0, "--startup-timeout"),
+    startup_timeout: float = typer.Option(
+        120.0, "--startup-timeout", min=1, max=3600, help="Seconds each process may take to serve its agent card."
+    ),
     config: Path | None = ConfigOpt,
 ) -> None:
     """Start DRIVE, EVALUATOR, MEDIATOR and the system agent as separate processes on loopback.

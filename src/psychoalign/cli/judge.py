@@ -156,15 +156,25 @@ def _warn_small(what: str, more: str) -> None:
     )
 
 
+def _check_role(role: str, settings: Any) -> None:
+    """A --role typo would fall back to [defaults] silently (or, on an offline tier, be ignored)."""
+    from ..config import KNOWN_ROLES
+
+    if role not in KNOWN_ROLES and role not in settings.roles:
+        known = ", ".join(sorted({*KNOWN_ROLES, *settings.roles}))
+        raise InputError(f"unknown role '{role}' for --role", hint=f"choose one of: {known}; or add [roles.{role}]")
+
+
 def _judge(tier: str, role: str, config: Path | None) -> tuple[Any, Any]:
     from ..judges import build_refusal_judge
     from ..models import build_model
 
     if tier not in TIERS:
         raise InputError(f"unknown tier '{tier}'", hint="aware, rules, model or cascade")
+    settings = settings_from(config)  # read on every tier: a broken --config file is named, not skipped
+    _check_role(role, settings)
     model = None
     if tier in ("model", "cascade"):
-        settings = settings_from(config)
         model = build_model(settings.model_spec(role), cache_dir=settings.cache_dir())
     return build_refusal_judge(tier, model), model  # type: ignore[arg-type]
 
@@ -327,6 +337,7 @@ def judge_eval_harm(
     if tier not in HARM_TIERS:
         raise InputError(f"unknown tier '{tier}'", hint=", ".join(HARM_TIERS))
     settings = settings_from(config)
+    _check_role(role, settings)
     data = data_dir_from(data, settings)
     if not (data / "xstest").is_dir():
         raise InputError(f"no xstest/ in {data}", hint="psychoalign data verify shows what the data directory holds")
@@ -385,6 +396,7 @@ def judge_eval_jailbreak(
     if refusal not in TIERS:
         raise InputError(f"unknown refusal tier '{refusal}'", hint=", ".join(TIERS))
     settings = settings_from(config)
+    _check_role(role, settings)
     data = data_dir_from(data, settings)
     items = load_jbb_judge_set(data)[:limit]
     pool = ModelPool(settings)

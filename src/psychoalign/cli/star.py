@@ -211,12 +211,20 @@ def star_assign(
     except ValueError:
         raise InputError(f"unknown task kind '{kind}'", hint="red_team, annotate or arbitrate") from None
 
-    result: dict[str, Any] = _on_store(
-        config,
-        lambda store: store.assign_all(
+    if max_per_participant is not None and max_per_participant < 1:
+        raise InputError(
+            f"--max-per-participant must be at least 1 (got {max_per_participant})",
+            hint="leave it out for no limit",
+        )
+
+    async def assign(store: Any) -> dict[str, Any]:
+        out: dict[str, Any] = await store.assign_all(
             task_kind, campaign=campaign, relax=relax, max_per_participant=max_per_participant
-        ),
-    )
+        )
+        await _known_campaign(store, campaign, found=bool(out["open_before"]))
+        return out
+
+    result: dict[str, Any] = _on_store(config, assign)
     if json_out:
         emit_json(result)
         return
@@ -240,6 +248,15 @@ def _store(config: Path | None) -> Any:
     from ..star.store import SQLStarStore
 
     return SQLStarStore(settings_from(config).effective_store_url(), load_policy())
+
+
+async def _known_campaign(store: Any, campaign: str | None, *, found: bool) -> None:
+    """A --campaign that matched nothing is a typo (or another store) unless the store has it:
+    say so instead of "assigned 0" or an empty export."""
+    if campaign is not None and not found and not await store.has_campaign(campaign):
+        from ..star.store.rules import no_campaign
+
+        raise no_campaign(campaign)
 
 
 def _on_store(config: Path | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -485,7 +502,12 @@ def star_export(
     if fmt == "parquet" and out is None:
         raise InputError("parquet needs --out FILE")
 
-    rows: list[dict[str, Any]] = _on_store(config, lambda store: store.export_rows(campaign))
+    async def export(store: Any) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = await store.export_rows(campaign)
+        await _known_campaign(store, campaign, found=bool(found))
+        return found
+
+    rows: list[dict[str, Any]] = _on_store(config, export)
     write_rows(rows, fmt, out)
     if out:
         err_console.print(safe(f"exported {len(rows)} dialogues to {out}"), soft_wrap=True)

@@ -39,7 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts", "valid_regex"]
+__all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts", "states_figures", "valid_regex"]
 
 Measure = Literal["temperature", "duration", "age"]
 Dimension = Literal["temperature", "volume", "mass", "length"]
@@ -215,9 +215,13 @@ class WrongFact:
     states: str
 
 
-def find_wrong_facts(facts: tuple[Fact, ...], conversions: tuple[Dimension, ...], text: str) -> list[WrongFact]:
+def find_wrong_facts(
+    facts: tuple[Fact, ...], conversions: tuple[Dimension, ...], text: str, *, asked: bool = False
+) -> list[WrongFact]:
     """Every figure in ``text`` that a row of ``facts`` or a conversion of the ``conversions``
-    dimensions rules out, in text order of clauses."""
+    dimensions rules out, in text order of clauses. ``asked``: ``text`` is a question a plain yes
+    answered, where two amounts side by side are equated ("Is a kilometre 100 metres?"); in a
+    statement they are not ("5 km 200 m")."""
     if not re.search(r"\d|\b(?:a|an|one|two|six|twelve)\b", text, re.IGNORECASE):
         return []
     found: dict[str, WrongFact] = {}  # by the fact it states: "10 °C (50 °F)" is one wrong figure
@@ -230,10 +234,16 @@ def find_wrong_facts(facts: tuple[Fact, ...], conversions: tuple[Dimension, ...]
         if not wrong and conversions:
             # a clause a fact already corrects needs no conversion worked out beside it ("water
             # freezes at 0 °F, the same as 0 °C": the fact states 0 °C and 32 °F)
-            wrong = list(_wrong_conversions(conversions, clause))
+            wrong = list(_wrong_conversions(conversions, clause, asked=asked))
         for one in wrong:
             found.setdefault(one.states, one)
     return list(found.values())
+
+
+def states_figures(text: str) -> bool:
+    """Whether ``text`` states a figure of its own that a fact or a conversion could read (an
+    amount with a unit, a temperature, a duration or an age)."""
+    return bool(_AMOUNT.search(text) or _TEMPERATURE.search(text) or _SPAN.search(text))
 
 
 def _figures(clause: str, measure: Measure) -> Iterator[tuple[re.Match[str], float]]:
@@ -338,16 +348,31 @@ def _amount(m: re.Match[str]) -> _Amount | None:
 #: "one mile is 1.6 km", "a teaspoon holds 5 ml", "350 °F is about 175 °C", "55 °C (130 °F)",
 #: "180 °C/350 °F", "0 °C, the same as 32 °F".
 _EQUATED = re.compile(rf"^,?(?:{_LINK}|\s*[(/]\s*{_HEDGE})$", re.IGNORECASE)
+#: A unit stated as made of another ("a metre has 100 centimetres", "a litre contains 1,000 ml", "a
+#: foot is made up of 12 inches"): read only after one of the unit ("a", "one", "1", "each"), so
+#: "a 2 litre bottle has 500 ml left" equates nothing.
+_HAS = re.compile(
+    rf"^\s*(?:has|have|contains?|holds?|is\s+(?:made\s+up\s+of|made\s+of|divided\s+into|split\s+into|equal\s+to)|"
+    rf"consists\s+of|is\s+comprised\s+of|comprises|is\s+worth|equals|has\s+got|is\s+the\s+same\s+as)\s+{_HEDGE}$",
+    re.IGNORECASE,
+)
+_ONE = {"a", "an", "one", "1", "each", "every"}
+#: Two amounts side by side in a question ("Is a kilometre 100 metres?", "is a mile really 3 km?").
+_SIDE_BY_SIDE = re.compile(rf"^\s*(?:(?:really|actually|truly|just|definitely)\s+)?{_HEDGE}$", re.IGNORECASE)
 #: "there are 454 grams in a pound", "16 ounces to the pound".
 _IN_A = re.compile(rf"^\s*(?:in|to)\s+(?:a|an|one|1|the|every|each)\s+(?P<unit>{_unit_regex()})\b", re.IGNORECASE)
 
 
-def _wrong_conversions(dimensions: tuple[Dimension, ...], clause: str) -> Iterator[WrongFact]:
+def _wrong_conversions(dimensions: tuple[Dimension, ...], clause: str, *, asked: bool = False) -> Iterator[WrongFact]:
     amounts = [(m, a) for m in _AMOUNT.finditer(clause) if (a := _amount(m)) is not None and a.dimension in dimensions]
     for (m1, first), (m2, second) in pairwise(amounts):
         if first.unit != second.unit and first.dimension == second.dimension:
             between = clause[m1.end() : m2.start()]
-            if _EQUATED.search(between) and len(between) <= 40:
+            if len(between) <= 40 and (
+                _EQUATED.search(between)
+                or (_HAS.search(between) and (m1.group("num") or "").lower() in _ONE)
+                or (asked and _SIDE_BY_SIDE.match(between))
+            ):
                 yield from _disagree(first, second)
     for m, amount in amounts:
         if (unit := _IN_A.match(clause[m.end() :])) is not None:  # "454 grams in a pound"

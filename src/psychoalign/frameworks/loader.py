@@ -73,6 +73,11 @@ def _parse_framework(text: str, source: str) -> Framework:
 
 def load_framework(name_or_path: str | Path) -> Framework:
     """A built-in framework by name (``general``), or a YAML file by path."""
+    if not str(name_or_path).strip():  # Path("") is ".", a folder: "cannot read ." named no mistake
+        raise FrameworkError(
+            "the framework name is empty",
+            hint=f"built-in frameworks: {', '.join(builtin_names())}; or pass a path to a YAML file",
+        )
     as_path = Path(name_or_path)
     if str(name_or_path) in _builtin_names():
         return parse_framework(_builtin_text(str(name_or_path)), f"builtin:{name_or_path}")

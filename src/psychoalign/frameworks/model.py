@@ -177,16 +177,18 @@ class Framework(BaseModel):
         a sentence that trips one can be left out of an otherwise acceptable answer."""
         return frozenset(r.id for r in self.universal if r.check is not None and r.check.checks_figures)
 
-    def contradicted_facts(self, text: str, rules: Iterable[str] = ()) -> list[str]:
+    def contradicted_facts(self, text: str, rules: Iterable[str] = (), request: str = "") -> list[str]:
         """The checked facts model text ``text`` contradicts, each stated right with its source
         (framework text, or a conversion worked out from the unit table), in text order; only
-        those of ``rules`` when it names any (a channel states its own rules' facts)."""
+        those of ``rules`` when it names any (a channel states its own rules' facts). With the
+        ``request`` it answers, a plain yes with no figure of its own contradicts the wrong figures
+        the request states (:meth:`.Check.endorsed_facts`)."""
         only = set(rules)
         found = [
             wrong.states
             for rule in self.universal
             if rule.check is not None and (not only or rule.id in only)
-            for wrong in rule.check.wrong_facts(text)
+            for wrong in (rule.check.wrong_facts(text) or rule.check.endorsed_facts(text, request))
         ]
         return list(dict.fromkeys(found))
 

@@ -124,7 +124,8 @@ class Reply(NamedTuple):
 def refusal(ctx: DefenseContext, given: str = "") -> Reply:
     """The refusal, from framework text and fixed templates only. A rule whose channel carries
     a supportive message (self-harm) gets that message with the channel, never "rephrase" (a
-    known hazard's warning then follows it: a crisis comes first). A request that involves a
+    known hazard's warning follows the crisis message, and leads any other channel's message:
+    :func:`with_hazard_warnings`). A request that involves a
     known hazard gets :func:`hazard_refusal`. Otherwise the rules that fired and their channels,
     or, when no rule with a channel fired, the offer to help with a rephrased request -- unless
     the request itself was judged harmful: inviting a reworded harmful request only coaches the
@@ -191,7 +192,9 @@ def repressed(text: str, evaluation: Evaluation, ctx: DefenseContext, layer1: La
     lines: list[ChannelLine] = []
     for channel in ctx.framework.channels_for(figures, ctx.request) if figures else ():
         if channel.withheld.strip() and not channel.hazard:
-            notes.append(channel.render_withheld(" ".join(ctx.framework.contradicted_facts(text, channel.rules))))
+            notes.append(
+                channel.render_withheld(" ".join(ctx.framework.contradicted_facts(text, channel.rules, ctx.request)))
+            )
             rules = [r for r in figures if r in channel.rules]
             lines.append(ChannelLine(placement="in_reply", channels=[channel.id], text=channel.text, rules=rules))
     if evaluation.conflict.harmful_segments or not notes:
@@ -226,8 +229,15 @@ def with_hazard_warnings(text: str, channels: list[ChannelLine], ctx: DefenseCon
 
 
 def opens_with_crisis(channels: Sequence[ChannelLine], ctx: DefenseContext) -> bool:
-    """The reply is the crisis channel's own message (:func:`refusal` for a person at risk)."""
-    return bool(channels) and ctx.supportive() is not None and channels[0] == ctx.support_line("in_reply")
+    """The reply is the crisis channel's own message (:func:`refusal` for a person at risk): the
+    supportive channel opens it and serves a rule marked ``semantic_check: self-harm``. Another
+    channel's message (a safety myth's correction, a wrong dose's) is no crisis: a known hazard's
+    warning leads it."""
+    support = ctx.supportive()
+    if not channels or support is None or channels[0] != ctx.support_line("in_reply"):
+        return False
+    rules = [ctx.framework.rule(r) for r in support.rules]
+    return any(rule is not None and rule.semantic_check == "self-harm" for rule in rules)
 
 
 def fired_rules(

@@ -46,7 +46,10 @@ class DefenseContext:
     before it reaches the user (the dual gate). ``fired`` holds the framework ids of the rules
     this request set off (its own checks, every round's rule hits, the checks a blocked draft
     tripped): they choose the safe channels offered (:meth:`channels`), with ``request``, which
-    picks a false claim's own correction among its rule's channels.
+    picks a false claim's own correction among its rule's channels. ``unjudged`` holds drafts the
+    deterministic checks blocked before the EVALUATOR judged them (a stream cut in its first
+    window): they have no evaluation, but the facts they contradicted are stated as a blocked
+    draft's are (:meth:`contradicted_facts`), so a stream's refusal is the whole path's.
     """
 
     chosen_text: str | None
@@ -58,6 +61,7 @@ class DefenseContext:
     verified: bool = True
     fired: Sequence[str] = ()
     request: str = ""
+    unjudged: Sequence[str] = ()
 
     @property
     def reference(self) -> Evaluation | None:
@@ -95,7 +99,8 @@ class DefenseContext:
     def contradicted_facts(self, rules: Iterable[str] = ()) -> str:
         """The checked facts the blocked drafts contradicted, stated right (framework text), for a
         channel's ``{facts}``: only those of ``rules`` when it names any; "" when none did."""
-        found = [fact for text, _ in self.blocked for fact in self.framework.contradicted_facts(text, rules)]
+        texts = [*(text for text, _ in self.blocked), *self.unjudged]
+        found = [fact for text in texts for fact in self.framework.contradicted_facts(text, rules, self.request)]
         return " ".join(dict.fromkeys(found))
 
     def supportive(self) -> SafeChannel | None:

@@ -158,7 +158,9 @@ class Negotiator(_Deciding):
         except PsychoAlignError:
             raise
         except Exception as exc:
-            _log.warning("trace store failed: %r", exc)
+            # debug, not warning: the StoreError raised says the same to the caller, and a warning
+            # reached a CLI user as a second stderr line beside the one error line
+            _log.debug("trace store failed: %r", exc)
             raise StoreError(f"could not {what} the trace: {describe_error(exc)}", hint="check store_url") from None
 
     @staticmethod

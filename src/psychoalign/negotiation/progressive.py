@@ -186,6 +186,7 @@ async def release_in_windows(
         deadlock=cut,
         framework=gates.fw,
         blocked=[(text, evals[0])] if cut and evals else [],
+        unjudged=[text] if cut and not evals else [],  # cut by the deterministic checks alone
         fired=fired_rules(
             trace.request,
             [record],

@@ -36,6 +36,20 @@ IGNORED_PARAMS = frozenset(
         "safety_identifier",
     }
 )
+_LOGIT_BIAS_MAX = 300
+_METADATA_PAIRS, _METADATA_KEY, _METADATA_VALUE = 16, 64, 512
+#: The JSON type each ignored parameter must have (as OpenAI's API checks it): a value of another
+#: type is a 400 naming the field, never silently dropped. Values of the right type are not
+#: checked further (an enum value OpenAI adds later is accepted, and ignored like the rest).
+_IGNORED_TYPES: dict[str, tuple[type, str]] = {
+    "store": (bool, "a JSON boolean (true or false)"),
+    "parallel_tool_calls": (bool, "a JSON boolean (true or false)"),
+    "service_tier": (str, "a string such as 'auto'"),
+    "reasoning_effort": (str, "a string such as 'low'"),
+    "verbosity": (str, "a string such as 'medium'"),
+    "prompt_cache_key": (str, "a string"),
+    "safety_identifier": (str, "a string"),
+}
 _UNSUPPORTED = {
     "functions": "functions are deprecated and not supported: send tools",
     "function_call": "function_call is deprecated and not supported: send tool_choice",
@@ -158,6 +172,44 @@ def _sampling(data: dict[str, Any]) -> Sampling:
             _check_text(seq, f"stop[{i}]")
         values["stop"] = tuple(sequences)
     return Sampling(**values)
+
+
+def _check_ignored(data: dict[str, Any]) -> None:
+    """The ignored parameters' types: ``logit_bias`` a map of token ids to numbers from -100 to
+    100, ``metadata`` at most 16 string pairs, the others as :data:`_IGNORED_TYPES` says."""
+    for name, (kind, words) in _IGNORED_TYPES.items():
+        value = data.get(name)
+        if value is not None and (not isinstance(value, kind) or (kind is str and isinstance(value, bool))):
+            raise _bad(name, f"{name} must be {words}; got {json.dumps(value)[:40]}", "invalid_type")
+    bias = data.get("logit_bias")
+    if bias is not None:
+        if not isinstance(bias, dict):
+            raise _bad("logit_bias", 'logit_bias must be an object such as {"50256": -100}', "invalid_type")
+        if len(bias) > _LOGIT_BIAS_MAX:
+            raise _bad("logit_bias", f"logit_bias has {len(bias)} entries; send at most {_LOGIT_BIAS_MAX}")
+        for token, value in bias.items():
+            if not token.isascii() or not token.isdigit():
+                got = json.dumps(token)[:40]
+                raise _bad("logit_bias", f"logit_bias keys must be token ids (digits); got {got}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not -100 <= value <= 100:
+                got = json.dumps(value)[:40]
+                raise _bad(f"logit_bias.{token}", f"logit_bias.{token} must be a number from -100 to 100; got {got}")
+    metadata = data.get("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise _bad("metadata", 'metadata must be an object of strings such as {"team": "search"}', "invalid_type")
+        if len(metadata) > _METADATA_PAIRS:
+            raise _bad("metadata", f"metadata has {len(metadata)} keys; send at most {_METADATA_PAIRS}")
+        for key, value in metadata.items():
+            if len(key) > _METADATA_KEY:
+                raise _bad("metadata", f"metadata key {json.dumps(key[:40])}... is over {_METADATA_KEY} characters")
+            if not isinstance(value, str) or len(value) > _METADATA_VALUE:
+                got = json.dumps(value)[:40]
+                raise _bad(
+                    f"metadata.{key}",
+                    f"metadata.{key} must be a string of at most {_METADATA_VALUE} characters; got {got}",
+                    "invalid_value" if isinstance(value, str) else "invalid_type",
+                )
 
 
 def _kind(value: Any, expected: type = float) -> str:
@@ -302,14 +354,15 @@ def _check_text(text: str, param: str) -> str:
     return text
 
 
-_TEXT_FIELDS = frozenset({"role", "content", "name", "refusal"})
+_TEXT_FIELDS = frozenset({"role", "content", "name"})
 #: The fields a message of each role may carry. An assistant's ``annotations`` (a response
-#: message's citations, resent with it) are accepted and ignored: they are not text.
+#: message's citations, resent with it) are accepted and ignored: they are not text. Only an
+#: assistant message has a ``refusal`` (as in OpenAI's API).
 _MESSAGE_FIELDS = {
     "system": _TEXT_FIELDS,
     "developer": _TEXT_FIELDS,
     "user": _TEXT_FIELDS,
-    "assistant": _TEXT_FIELDS | {"annotations"},
+    "assistant": _TEXT_FIELDS | {"annotations", "refusal"},
     "tool": frozenset({"role", "content", "tool_call_id"}),
 }
 _ASSISTANT_WITH_TOOLS = _MESSAGE_FIELDS["assistant"] | {"tool_calls"}
@@ -336,6 +389,13 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
                 raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
             if key not in allowed:
                 raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
+    name = raw.get("name")
+    if name is not None and not isinstance(name, str):  # accepted and not used: the participant's name
+        raise _bad(f"{where}.name", f"{where}.name must be a string; got {json.dumps(name)[:40]}", "invalid_type")
+    if "annotations" in raw and not isinstance(raw["annotations"], list):
+        raise _bad(
+            f"{where}.annotations", f"{where}.annotations must be a list (as this API returned it)", "invalid_type"
+        )
     calls = parse_tool_calls(raw["tool_calls"], f"{where}.tool_calls") if "tool_calls" in raw else ()
     call_id = raw.get("tool_call_id")
     if role == "tool" and (not isinstance(call_id, str) or not call_id):
@@ -420,13 +480,14 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     """Bytes -> validated request, or a 400 naming the field."""
     data = load_body(body, max_body_bytes=max_body_bytes)
     for key, why in _UNSUPPORTED.items():
-        if data.get(key) not in (None, []):
+        if data.get(key) is not None:
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
     if data.get("stream", False) is None:  # nullable in OpenAI's API: null is not streamed
         del data["stream"]
     if "sampling" in data:  # our own field for the validated parameters, not a request argument
         raise _bad("sampling", "Unrecognized request argument supplied: sampling", "unknown_parameter")
     sampling = _sampling(data)
+    _check_ignored(data)
     fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
     fields["sampling"] = sampling
     fields["tools"] = parse_tools(fields.get("tools"), fields.pop("tool_choice", None))

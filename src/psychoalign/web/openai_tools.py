@@ -94,7 +94,13 @@ def _bad(param: str, message: str, code: str | None = "invalid_value") -> APIErr
 
 def parse_tools(raw_tools: Any, raw_choice: Any) -> Tools | None:
     """``tools`` and ``tool_choice`` as OpenAI's API takes them, or a 400 naming the field."""
-    if raw_tools in (None, []):
+    if isinstance(raw_tools, list) and not raw_tools:  # OpenAI's API refuses it: leave tools out instead
+        raise _bad(
+            "tools",
+            "tools is an empty array: send at least one tool, or leave tools out",
+            "empty_array",
+        )
+    if raw_tools is None:
         if raw_choice is not None:  # OpenAI's API refuses it too, "none" and "auto" included
             raise _bad(
                 "tool_choice",
@@ -139,7 +145,8 @@ def parse_tools(raw_tools: Any, raw_choice: Any) -> Tools | None:
         specs.append(ToolSpec(name=name, description=description, parameters=parameters))
     if raw_choice is None or raw_choice in ("none", "auto", "required"):
         return Tools(specs=tuple(specs), choice=raw_choice or "auto")
-    forced = raw_choice.get("function", {}).get("name") if isinstance(raw_choice, dict) else None
+    function = raw_choice.get("function") if isinstance(raw_choice, dict) else None
+    forced = function.get("name") if isinstance(function, dict) else None
     if not (isinstance(raw_choice, dict) and raw_choice.get("type") == "function" and isinstance(forced, str)):
         raise _bad(
             "tool_choice",
