@@ -292,3 +292,29 @@ async def test_detail_shows_the_recorded_channels_and_blocks_escaped_and_older_t
     assert '<td class="blocked-by"><span class="muted">not recorded</span></td>' in page
     assert "trace-blocked" in page  # the count comes from the gate outcome, recorded in every version
     await lead.aclose()
+
+
+async def test_a_conversation_link_leads_to_its_traces_and_no_dead_end(
+    served: tuple[httpx.AsyncClient, object, TraceStore, dict[str, str]],
+) -> None:
+    """A trace's conversation id links to the list of that conversation's traces, a list that
+    opens; an id the list's filter cannot take (a trace another program stored, with spaces or
+    other text in it) is shown isolated without a link, never a link to the filter's 400 page."""
+    import re
+    from html import unescape
+
+    from psychoalign.traces.model import NegotiationParams, Trace
+
+    _, app, store, ids = served
+    odd = Trace(request="r", params=NegotiationParams(), metadata={"conversation_id": "chat with Ana 🙂", "turn": 2})
+    await store.start(odd)
+    lead = await _browser(app, "lead")
+    page = (await lead.get(f"/traces/{ids['xss']}")).text
+    links = re.findall(r'href="(/traces\?conversation=[^"]*)"', page)
+    assert len(links) == 1
+    listed = await lead.get(unescape(links[0]))
+    assert listed.status_code == 200 and ids["xss"] in listed.text and ids["harm"] not in listed.text
+    page = (await lead.get(f"/traces/{odd.id}")).text
+    assert "/traces?conversation=" not in page
+    assert '<dd><bdi dir="auto">chat with Ana 🙂</bdi> (turn 2)</dd>' in page
+    await lead.aclose()

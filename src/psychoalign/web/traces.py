@@ -47,6 +47,19 @@ def _filters(request: Request) -> dict[str, str]:
     return {k: v.strip() for k in FILTER_FIELDS if (v := request.query_params.get(k)) is not None and v.strip()}
 
 
+def _conversation_filter(conversation_id: object) -> str | None:
+    """The trace list's URL of a conversation's traces, when its id is one the list's filter takes
+    (ids the API and the agent make always are; a trace stored by another program may hold any
+    text there, and a link to the filter's 400 page would be a dead end)."""
+    if not isinstance(conversation_id, str):
+        return None
+    try:
+        TraceQuery(conversation=conversation_id)
+    except ValidationError:
+        return None
+    return "/traces?" + urlencode({"conversation": conversation_id})
+
+
 def _describe_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"]) or "filter"
@@ -146,6 +159,7 @@ def trace_router(gateway: Gateway) -> APIRouter:
             "view": redacted(trace, show_internal=internal),
             "internal": internal,
             "chart": tension_chart(trace),
+            "conversation_link": _conversation_filter(trace.metadata.get("conversation_id")),
         }
         return await templates.render(request, "traces/detail.html", context)
 

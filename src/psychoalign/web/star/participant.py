@@ -67,6 +67,15 @@ TURNS_GOAL = (10, 15)
 #: length named, never cut: the page counts as you type, and the server keeps it as your draft.
 MAX_REASONING = 4000
 MAX_MESSAGE = 8000
+
+
+def typed(text: str) -> str:
+    """Text from a form's text box as the person typed it: a browser sends each line end of a
+    ``<textarea>`` as CRLF, while the box (and its counter) holds LF; stored and counted as LF, a
+    text the counter accepted is never refused as too long, and nothing stored carries a CR."""
+    return text.replace("\r\n", "\n")
+
+
 #: The browser-session cookie listing the content warnings read (per rule and target group): a
 #: warning is shown once per login session for each, not before every task.
 WARNED_COOKIE = "psa_warned"
@@ -405,7 +414,7 @@ async def begin(
 ) -> Response:
     """Red teamer holding the task: commit to a topic, then the dialogue starts."""
     task = await _red_teaming(lab, task_id, account)
-    topic = topic.strip()[:300]
+    topic = typed(topic).strip()[:300]
     if not topic:
         raise HTTPException(status_code=400, detail="write down your topic before you start")
     campaign = await lab.campaign(await _campaign_of(lab, task))
@@ -444,7 +453,7 @@ async def message(
     dialogue_id = await lab.store.dialogue_of_task(task.id)
     if dialogue_id is None:
         raise HTTPException(status_code=409, detail="commit to a topic first")
-    text = text.strip()
+    text = typed(text).strip()
     if not text:
         raise HTTPException(status_code=400, detail="write a message before you send it")
     if len(text) > MAX_MESSAGE:
@@ -562,7 +571,7 @@ async def rate(
     ``next``, straight on to the next task of the same kind (submit & next)."""
     task, time = await _held_task(lab, task_id, account)
     time = _running(time)
-    reasoning = reasoning.strip()
+    reasoning = typed(reasoning).strip()
     if len(reasoning) > MAX_REASONING:
         await lab.lab.save_draft(task.id, _pid(account), rating or None, reasoning)
         return await _too_long(
@@ -601,7 +610,7 @@ async def save_draft(
     """Participant holding the task: autosave what they typed (the page sends it as they type),
     so a reload, a crash or an ended session loses nothing. JSON: when it was saved."""
     task, _ = await _held_task(lab, task_id, account)
-    draft = await lab.lab.save_draft(task.id, _pid(account), rating if 1 <= rating <= 4 else None, text)
+    draft = await lab.lab.save_draft(task.id, _pid(account), rating if 1 <= rating <= 4 else None, typed(text))
     return JSONResponse({"saved_at": draft.updated_at.isoformat(), "length": len(draft.text)})
 
 

@@ -18,12 +18,13 @@ document.addEventListener("DOMContentLoaded", function () {
     });
   });
   // Character counters: the count as you type; over the limit the browser refuses to send and says
-  // by how much (the server refuses too, and keeps the text as a draft): never a silent cut.
+  // by how much (the server refuses too, and keeps the text as a draft): never a silent cut. Counted
+  // as the server counts: characters (an emoji is one, not two UTF-16 units) of the trimmed text.
   document.querySelectorAll("textarea[data-max]").forEach(function (box) {
     var max = parseInt(box.getAttribute("data-max"), 10);
     var counter = document.getElementById(box.getAttribute("aria-describedby"));
     function update() {
-      var n = box.value.length;
+      var n = Array.from(box.value.trim()).length;
       if (counter) {
         counter.querySelector(".count").textContent = n.toLocaleString("en");
         counter.classList.toggle("over", n > max);
