@@ -188,7 +188,7 @@ class Framework(BaseModel):
             wrong.states
             for rule in self.universal
             if rule.check is not None and (not only or rule.id in only)
-            for wrong in (rule.check.wrong_facts(text) or rule.check.endorsed_facts(text, request))
+            for wrong in (rule.check.wrong_facts(text, request) or rule.check.endorsed_facts(text, request))
         ]
         return list(dict.fromkeys(found))
 
