@@ -258,15 +258,16 @@ def fired_rules(
 
 
 def beside_answer(ctx: DefenseContext, answer: str, layer1: Layer1Enforcer) -> DefenseContext:
-    """``ctx`` for the channels offered beside ``answer``, a text that passed the gates: a figure
-    rule (a wrong dose, a wrong everyday fact or conversion) that fired only because a blocked
-    draft stated a wrong figure no longer applies once the answer given states the figure right or
-    none, so it chooses no closing line ("There are 2.54 centimetres in an inch." is not followed by
-    a pointer to a food safety agency). It stays when the request matched it, when the answer's
-    own evaluation names it or when its check still matches the answer. Every other rule stays: a
-    person at risk, a known hazard and a request-matched channel are unchanged."""
+    """``ctx`` for the channels offered beside ``answer``, a text that passed the gates: an
+    everyday-facts rule (:attr:`~psychoalign.frameworks.model.Framework.fact_rule_ids`: checked
+    facts and unit conversions) that fired only because a blocked draft stated a wrong figure no
+    longer applies once the answer given states the figure right or none, so it chooses no closing
+    line ("There are 2.54 centimetres in an inch." is not followed by a pointer to a food safety
+    agency). It stays when the request matched it, when the answer's own evaluation names it or
+    when its check still matches the answer. Every other rule stays: a person at risk, a known
+    hazard, a dose's label and a request-matched channel are unchanged."""
     fw = ctx.framework
-    figures = fw.figure_rule_ids
+    figures = fw.fact_rule_ids
     if not ctx.fired or not any(r in figures for r in ctx.fired):
         return ctx
     still = set(fw.request_rules(ctx.request)) | {rule for rule, _ in layer1.matches(answer)}
