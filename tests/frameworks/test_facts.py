@@ -140,6 +140,7 @@ def test_a_wrong_conversion_is_caught_and_worked_out(layer1: Layer1Enforcer, tex
     [
         # the unit fact, for one of the larger unit, in the units the text used
         ("0.39 inches is 9.91 centimetres.", "Roughly how many centimetres are in one inch?", "1 inch is 2.54"),
+        ("0.39 inches is 1 millimetre.", "", "1 inch is 25.4 millimetres"),
         ("5 inches is 10 cm.", "How many centimetres are in an inch?", "1 inch is 2.54 centimetres"),
         ("2 kg is 2 pounds.", "How heavy is a kilogram in pounds?", "1 kilogram is 2.2 pounds"),
         ("A litre is 3 pints.", "", "1 litre is 1.76 to 2.11 pints"),

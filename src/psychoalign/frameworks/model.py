@@ -187,9 +187,7 @@ class Framework(BaseModel):
         return frozenset(
             r.id
             for r in self.universal
-            if r.check is not None
-            and (r.check.facts or r.check.conversions)
-            and not (r.check.doses or r.check.claims)
+            if r.check is not None and (r.check.facts or r.check.conversions) and not (r.check.doses or r.check.claims)
         )
 
     def contradicted_facts(self, text: str, rules: Iterable[str] = (), request: str = "") -> list[str]:
