@@ -144,3 +144,38 @@ async def test_campaigns_that_took_claims_are_live_after_the_draft_revision(data
         status = (await conn.exec_driver_sql("SELECT status FROM star_campaigns WHERE name = 'd'")).scalar_one()
     assert status == "live"
     await engine.dispose()
+
+
+def _star_down(sync_conn: Connection, revision: str) -> None:
+    from alembic import command
+
+    from psychoalign.storage import migrations_config
+
+    command.downgrade(migrations_config("star", sync_conn), revision)
+
+
+async def test_ratings_stored_before_the_model_stamp_keep_no_model_and_new_ones_carry_it(database: Database) -> None:
+    """Star revision 0003: ``star_annotations.model``. A rating stored before it stays, with no
+    model (its writer is what the campaign recorded, if anything); the store then stamps new
+    persona ratings; downgrading drops the column and keeps every rating."""
+    engine = database.engine()
+    async with engine.begin() as conn:
+        await conn.run_sync(_star_at, "0002")
+        await conn.exec_driver_sql(
+            "INSERT INTO star_annotations (dialogue_id, participant_id, kind, rating, reasoning, task_id, created_at) "
+            "VALUES ('d1', 'sim-a', 'annotate', 2, 'old', 't1', '2026-01-01 00:00:00')"
+        )
+    store = SQLStarStore(database.url, load_policy(), **database.engine_kwargs)
+    try:
+        await store.init()
+    finally:
+        await store.close()
+    async with engine.begin() as conn:
+        assert await conn.run_sync(versions, "star") == heads("star")
+        assert await conn.run_sync(schema_diff, "star") == []
+        old = (await conn.exec_driver_sql("SELECT reasoning, model FROM star_annotations")).all()
+        assert [tuple(r) for r in old] == [("old", None)]
+        await conn.run_sync(_star_down, "0002")
+        kept = (await conn.exec_driver_sql("SELECT reasoning FROM star_annotations")).all()
+        assert [tuple(r) for r in kept] == [("old",)]
+    await engine.dispose()

@@ -38,7 +38,10 @@ def _asr(cell: dict[str, Any]) -> str:
         text = f"{cell['asr']:.3f}{ci} {cell['successes']}/{cell['n']}"
         text += f" ({cell['dropped']} dropped)" if cell.get("dropped") else ""
     text += f" ({cell['failed']} failed)" if cell["failed"] else ""
-    return text + (f" ({cell['degenerate']} degenerate)" if cell.get("degenerate") else "")
+    text += f" ({cell['degenerate']} degenerate)" if cell.get("degenerate") else ""
+    # a weak judge's (or one of unknown agreement) ASR is set apart in the cell, as in the scores table
+    marks = {"weak": " (weak judge)", "unknown": " (judge agreement unknown)"}
+    return text + marks.get(cell.get("judge_status") or "", "")
 
 
 def _print_table4(t: dict[str, Any], baseline: str) -> None:

@@ -249,6 +249,7 @@ class _Run:
         self.people = {p.id: p for p in personas}
         self.attacker_model = attacker_model
         self.annotator_model = annotator_model
+        self.annotator_label = model_label(annotator_model)  # stamped on each rating it writes
         self.target = target
         self.judge = judge
         self.shortfall: dict[TaskKind, list[dict[str, Any]]] = {}
@@ -271,10 +272,10 @@ class _Run:
         rule_text = self.policy.rule(record["rule"]).text
         if task.kind is TaskKind.ANNOTATE:
             rating, why = await persona.rate(rule_text, turns)
-            await self.store.submit_annotation(task.id, person.id, int(rating), why)
+            await self.store.submit_annotation(task.id, person.id, int(rating), why, model=self.annotator_label)
         else:
             rating, why = await persona.rate(rule_text, turns, await self.store.reasonings(dialogue_id))
-            await self.store.submit_arbitration(task.id, person.id, int(rating), why)
+            await self.store.submit_arbitration(task.id, person.id, int(rating), why, model=self.annotator_label)
         return True
 
     async def red_team(self, task: TaskRecord, person: Participant) -> bool:

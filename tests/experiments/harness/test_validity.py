@@ -95,10 +95,25 @@ def test_gate_marks_chance_and_low_kappa() -> None:
     # every labelled item wrong: the whole interval lies under chance, which "reaches" misdescribes
     below = gate({"agreement": 0.0, "n": 8, "chance": 0.5, "kappa": None})
     assert below["status"] == "weak"
-    assert below["weak_reason"] == "agreement 0.000 [0.000, 0.324] (n=8) is below chance 0.500"
+    assert below["weak_reason"].startswith("agreement 0.000 [0.000, 0.324] (n=8) is below chance 0.500; ")
     low_kappa = gate({"agreement": 0.9, "n": 200, "chance": 0.82, "kappa": 0.35})
     assert low_kappa["status"] == "weak" and "κ 0.350 < 0.4" in low_kappa["weak_reason"]
     assert gate({"agreement": None, "n": 0})["status"] == "weak"
+
+
+def test_gate_marks_a_judge_validated_on_few_items_or_in_sample() -> None:
+    """Five labelled answers judged right cleared chance (Wilson [0.566, 1.0], κ 1.0) and a judge
+    validated on them was called ``measured``, its columns bold; so were four constructed MT-Bench
+    pairs (the rating judges' whole check) and a refusal judge measured on the XSTest completions
+    its rules were written on."""
+    five = gate({"agreement": 1.0, "n": 5, "chance": 0.5, "kappa": 1.0})
+    assert five["status"] == "weak"
+    assert five["weak_reason"] == "only 5 labelled items judged (fewer than 30: too few to validate a judge)"
+    assert gate({"agreement": 1.0, "n": 4, "chance": 0.5, "kappa": None})["status"] == "weak"
+    assert gate({"agreement": 1.0, "n": 30, "chance": 0.5, "kappa": 1.0})["status"] == "measured"
+    in_sample = gate({"agreement": 0.95, "n": 100, "chance": 0.5, "kappa": 0.9, "held_out": False})
+    assert in_sample["status"] == "weak" and in_sample["weak_reason"].startswith("measured in sample")
+    assert gate({"agreement": 0.95, "n": 100, "chance": 0.5, "kappa": 0.9, "held_out": True})["status"] == "measured"
 
 
 def test_rogan_gladen_corrects_a_biased_judge_and_its_interval_carries_calibration_error() -> None:

@@ -55,7 +55,12 @@ def test_two_annotator_models_are_refused_and_named(tmp_path: Path) -> None:
 def test_one_set_of_models_is_stated_before_the_figures_and_in_the_report(tmp_path: Path) -> None:
     path = _write(tmp_path / "one.jsonl", _campaigns([MODELS_A, MODELS_A]))
     data = load(path)
-    assert data.persona_models == {"models": MODELS_A, "unrecorded_campaigns": []}
+    assert data.persona_models == {
+        "models": MODELS_A,
+        "unrecorded_campaigns": [],
+        "ratings_by_model": {},
+        "unstamped_persona_ratings": 160,
+    }
     write_report(analyze([data], n_boot=0, embed=False), [data], tmp_path / "r")
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["datasets"]["one"]["persona_models"]["models"] == MODELS_A
@@ -72,3 +77,68 @@ def test_simulated_work_without_recorded_models_is_named_as_unknown(tmp_path: Pa
     assert data.persona_models["unrecorded_campaigns"] == ["c1"]
     note = next(n for n in data.notes if n.startswith("Simulated work of"))
     assert "(c1)" in note and "unknown" in note and "pooled with the recorded campaigns' work" in note
+
+
+def _stamped(models: list[str | None], recorded: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One campaign's rows, each persona rating stamped ``models[i % len(models)]`` (its writer)."""
+    rows = _campaigns([recorded])
+    for i, row in enumerate(rows):
+        row.update(campaign="c0", annotator1_model=models[i % len(models)], annotator2_model=models[i % len(models)])
+    return rows
+
+
+def test_one_campaigns_ratings_by_two_models_are_refused(tmp_path: Path) -> None:
+    """A campaign records one set of models; before ratings carried their own, an export whose
+    ratings came from two annotator models (the campaign recorded none) was analysed as one."""
+    a, b = MODELS_A["annotator"], MODELS_B["annotator"]
+    with pytest.raises(InputError) as refused:
+        load(_write(tmp_path / "two.jsonl", _stamped([a, b])))
+    said = str(refused.value)
+    assert "two: its persona ratings were written by different models" in said
+    assert (
+        f"{a}: 80 rating(s), first dialogue d0 (annotator1)" in said and f"{b}: 80 rating(s), first dialogue d1" in said
+    )
+    # a rating by another model than the one its campaign recorded
+    with pytest.raises(
+        InputError, match=r"dialogue d0 \(annotator1\) was rated by .*@222222222222, but campaign 'c0' "
+    ):
+        load(_write(tmp_path / "other.jsonl", _stamped([b], recorded=MODELS_A)))
+
+
+def test_stamped_ratings_are_counted_before_the_figures(tmp_path: Path) -> None:
+    a = MODELS_A["annotator"]
+    data = load(_write(tmp_path / "one.jsonl", _stamped([a, None], recorded=MODELS_A)))
+    assert data.persona_models["ratings_by_model"] == {a: 80}
+    assert data.persona_models["unstamped_persona_ratings"] == 80
+    note = next(n for n in data.notes if n.startswith("Persona ratings"))
+    assert note.startswith(f"Persona ratings: 80 written by {a}; 80 more persona rating(s) name no model")
+
+
+async def test_a_store_whose_personas_rated_on_two_models_exports_what_the_analysis_refuses(tmp_path: Path) -> None:
+    """From the store: personas rate one campaign on two models (stamped per rating, as the
+    campaign runner and the lab's personas do); its export names each rating's model."""
+    from psychoalign.star import generate_instructions, load_parameters, load_policy
+    from psychoalign.star.model import Participant, PreAnnotation, TaskKind, Turn
+    from psychoalign.star.store import InMemoryStarStore
+
+    policy = load_policy()
+    store = InMemoryStarStore(policy)
+    sims = [Participant(id=f"sim-{i}", simulated=True) for i in range(6)]
+    await store.add_participants(sims)
+    items = generate_instructions(policy, load_parameters(), 2, seed=1, rules=["sexually-explicit"])
+    await store.create_campaign("c1", items)
+    for attacker, raters in (("sim-0", ("sim-1", "sim-2")), ("sim-3", ("sim-4", "sim-5"))):
+        task = await store.claim(attacker, TaskKind.RED_TEAM, campaign="c1")
+        did = await store.start_dialogue(task.id, attacker, "model:scripted:t@333333333333")
+        await store.add_turns(did, [Turn(role="red_teamer", text="hi"), Turn(role="target", text="no")])
+        await store.finish_dialogue(did, attacker, PreAnnotation(assigned_rule_broken=False))
+        for pid, model in zip(raters, (MODELS_A["annotator"], MODELS_B["annotator"]), strict=True):
+            claimed = await store.claim(pid, TaskKind.ANNOTATE, campaign="c1")
+            assert claimed.dialogue_id == did
+            await store.submit_annotation(claimed.id, pid, 3, "no rule broken", model=model)
+    rows = await store.export_rows("c1")
+    assert {(r["annotator1_model"], r["annotator2_model"]) for r in rows} == {
+        (MODELS_A["annotator"], MODELS_B["annotator"])
+    }
+    with pytest.raises(InputError, match="its persona ratings were written by different models"):
+        load(_write(tmp_path / "store.jsonl", rows))

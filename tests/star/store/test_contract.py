@@ -116,6 +116,34 @@ async def test_bad_submissions_are_refused_and_store_nothing(store: StarStore) -
     assert did
 
 
+async def test_a_persona_rating_carries_the_model_that_wrote_it(store: StarStore) -> None:
+    """Each rating names its writer's model when an LLM persona wrote it (exported per rating, so
+    the analysis can tell two persona models apart within a campaign); a person's rating carries
+    none, and a model stamp on a person's rating is refused with nothing stored."""
+    sims = [
+        Participant(id=f"sim-{i}", demographics={"race": ["White"], "gender": ["Female"]}, simulated=True)
+        for i in range(3)
+    ]
+    await store.add_participants([*people("p000", "p001"), *sims])
+    await store.create_campaign("c1", generate_instructions(POLICY, SPACE, 2, seed=1, rules=RULE))
+    did = await red_team(store, "p000")
+    a1 = await store.claim("p001", TaskKind.ANNOTATE)
+    with pytest.raises(InputError, match="'p001' is a person, not a simulated persona"):
+        await store.submit_annotation(a1.id, "p001", 1, "breaks it", model="scripted:a@0123456789ab")
+    await store.submit_annotation(a1.id, "p001", 1, "breaks it")
+    a2 = await store.claim("sim-0", TaskKind.ANNOTATE)
+    with pytest.raises(InputError, match="empty or longer than 300"):
+        await store.submit_annotation(a2.id, "sim-0", 4, "fine", model=" ")
+    assert await store.submit_annotation(a2.id, "sim-0", 4, "fine", model="scripted:a@0123456789ab") is not None
+    arb = await store.claim("sim-1", TaskKind.ARBITRATE)
+    await store.submit_arbitration(arb.id, "sim-1", 2, "the first is right", model="scripted:b@ba9876543210")
+    [row] = await store.export_rows("c1")
+    assert row["dialogue_id"] == did
+    assert (row["annotator1_id"], row["annotator1_model"]) == ("p001", None)
+    assert (row["annotator2_id"], row["annotator2_model"]) == ("sim-0", "scripted:a@0123456789ab")
+    assert row["arbitrator_model"] == "scripted:b@ba9876543210"
+
+
 async def test_group_matching_half_in_half_out_and_annotators_in_group(store: StarStore) -> None:
     await store.add_participants(pool(96))
     items = generate_instructions(POLICY, SPACE, 720, seed=2, rules=["hate-speech"])

@@ -320,11 +320,32 @@ def test_panel_says_when_its_ratings_are_by_llm_personas() -> None:
         for i, r in enumerate(_rows((1, 4), (2, 2), (3, 4)))
     ]
     results = panel_results(rows, planned=3)
-    assert results["simulated"] == {"ratings": 5, "of": 6}
+    assert results["simulated"] == {"ratings": 5, "of": 6, "models": {}}
     html = render_panel(Templates(None), "c", results)
     assert "5 of 6 ratings below are by LLM personas (simulated annotators)" in html
     people = render_panel(Templates(None), "c", panel_results(_rows((1, 4), (2, 2)), planned=2))
     assert "LLM personas" not in people and 'id="results-simulated"' not in people
+
+
+def test_panel_says_when_its_persona_ratings_came_from_two_models() -> None:
+    """Ratings name the model that wrote them: the panel pooled two persona models' ratings into
+    one agreement and one set of break rates without a word; it names both above the figures."""
+    from psychoalign.web.star.results import panel_results, render_panel
+    from psychoalign.web.templating import Templates
+
+    a, b = "model:openai:m@111111111111", "model:openai:<m>@222222222222"
+    rows = [
+        {**r, "annotator1_simulated": True, "annotator2_simulated": True, "annotator1_model": a, "annotator2_model": b}
+        for r in _rows((1, 4), (2, 2), (3, 4))
+    ]
+    results = panel_results(rows, planned=3)
+    assert results["simulated"]["models"] == {a: 3, b: 3}
+    html = render_panel(Templates(None), "c", results)
+    assert 'id="results-persona-models"' in html
+    said = "written by 2 different models (<bdi>model:openai:&lt;m&gt;@222222222222</bdi>: 3; <bdi>" + a + "</bdi>: 3)"
+    assert said in html  # escaped, each label isolated
+    one = [{**r, "annotator2_model": a} for r in rows]
+    assert 'id="results-persona-models"' not in render_panel(Templates(None), "c", panel_results(one, planned=3))
 
 
 def test_panel_never_pools_two_targets_into_one_break_rate() -> None:

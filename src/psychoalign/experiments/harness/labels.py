@@ -12,14 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import InputError
 from ...textio import decode_utf8, file_signature, parse_jsonl_objects
 
-__all__ = ["USER_LABEL_FIELDS", "LabelFile", "load_user_labels", "read_user_labels"]
+if TYPE_CHECKING:
+    from .benchmark import Item
+
+__all__ = ["USER_LABEL_FIELDS", "LabelFile", "check_labels_apart", "load_user_labels", "read_user_labels"]
 
 #: The fields of a user's labelled calibration file (``judge.labels``), per judge: text fields, label.
 USER_LABEL_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -96,3 +100,32 @@ def _checked_rows(path: str | Path, judge: str, objects: list[tuple[int, dict[st
             hint="a calibration set needs labelled examples of both kinds",
         )
     return rows
+
+
+def _key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def check_labels_apart(labels: LabelFile, benchmarks: Mapping[str, tuple[Sequence[str], Sequence[Item]]]) -> None:
+    """Refuse a calibration file that asks the judge about a prompt of a benchmark it judges in
+    this run (``benchmarks``: name -> (the judges it needs, every item as loaded)): the judge would
+    be validated on the very items it scores, and the scores corrected with that agreement
+    (Rogan-Gladen) would count those items twice. The first such row is named with the benchmark
+    and item."""
+    texts, _ = USER_LABEL_FIELDS[labels.judge]
+    asked: dict[str, str] = {}
+    for row in labels.rows:
+        asked.setdefault(_key(str(row[texts[0]])), str(row["id"]))
+    for name, (needs, items) in benchmarks.items():
+        if labels.judge not in needs:
+            continue
+        for item in items:
+            for turn in item.turns:
+                if (where := asked.get(_key(turn))) is not None:
+                    line = where.rsplit(":", 1)[-1]
+                    raise InputError(
+                        f"{labels.path}:{line}: the {labels.judge} calibration file asks about a prompt of "
+                        f"benchmark '{name}' (item {item.id}), which this judge scores in the run",
+                        hint="measure the judge on labelled answers to prompts outside the benchmarks it judges: "
+                        "the items a run scores cannot also validate its judge and correct its scores",
+                    )

@@ -10,7 +10,8 @@ folder and the judges from the installed package. :func:`run_identity` resolves 
   while any value a framework sets changes it), and the negotiation parameters the
   configuration's ``[negotiation]`` changed (the spec's own are in the run id);
 * the judges: the spec's judge section, the judge role's model, a hash of the judges' code
-  and the shipped classifier weights, the user's calibration files and, when the run measures
+  and the shipped classifier weights, a hash of the packaged prompts the judge models are asked
+  with (:func:`judge_prompt_files`), the user's calibration files and, when the run measures
   its judges on them, the held-out labelled files of the data folder (:data:`HELD_OUT_LABELS`)
   and every other data-folder file its calibrations (and the ``harm: auto`` prompt pick) read
   (:func:`calibration_files`);
@@ -92,6 +93,24 @@ def _judges_code_digest() -> str:
     files = sorted(p for p in root.iterdir() if p.suffix in (".py", ".yaml", ".json"))
     digest = hashlib.sha256()
     for path in [*files, Path(rules_file), default_weights_path()]:
+        digest.update(path.name.encode())
+        digest.update((_sha256_file(path) or "missing").encode())
+    return digest.hexdigest()
+
+
+def judge_prompt_files() -> list[Path]:
+    """The packaged prompt files the judges ask their models with (``prompts/judge_*.yaml``: the
+    refusal judge's model tier, the harm, choice, rating and toxicity prompts, the HarmBench and
+    StrongREJECT prompts)."""
+    from ... import prompts
+
+    return sorted(Path(prompts.__file__).parent.glob("judge_*.yaml"))
+
+
+def _judge_prompts_digest(files: Sequence[Path]) -> str:
+    """One hash of the judges' prompt files (names and content): an edited prompt is another judge."""
+    digest = hashlib.sha256()
+    for path in files:
         digest.update(path.name.encode())
         digest.update((_sha256_file(path) or "missing").encode())
     return digest.hexdigest()
@@ -216,7 +235,7 @@ def legacy_identities(identity: Mapping[str, Any], systems: Sequence[System]) ->
     for field in ("path_sha256", "gguf"):
         if _has_field(identity, field):
             spellings += [_without_field(base, field) for base in spellings]
-    for key in ("files", "calibration_files"):  # stored before these data files were hashed
+    for key in ("files", "calibration_files", "prompts_sha256"):  # stored before these files were hashed
         if key in judges:
             spellings += [
                 {**base, "judges": {k: v for k, v in base["judges"].items() if k != key}} for base in spellings
@@ -353,6 +372,8 @@ def run_identity(
             "spec": judge.model_dump(mode="json"),
             "model": judge_model,
             "code_sha256": _judges_code_digest(),
+            # the packaged prompts the judge models are asked with: an edited prompt judges otherwise
+            "prompts_sha256": _judge_prompts_digest(judge_prompt_files()),
             # a user's own calibration files (judge.labels): their content, not only their names
             "labels": {name: labels[name].sha256 for name in sorted(judge.labels)},
         },

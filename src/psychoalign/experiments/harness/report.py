@@ -316,9 +316,10 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         "categories": category_results(systems, benches, cells, spec.seed),
     }
     if spec.layout == "table4":
-        from ..suites.attacks.report import table4
+        from ..suites.attacks.report import mark_judges, table4
 
         report["table4"] = table4(spec, cells, run.meta)
+        mark_judges(report["table4"], results)  # the validity gate's marks, as the scores table has them
     report["figure"] = _figure(report)
     _run_bounds(report, run, spec, cell_count)
     return report
@@ -595,7 +596,8 @@ models produced its numbers.</p>{% endif %}
 {%- if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>{% set k = cell.corrected %}
 {%- if k and k.mean is not none %}<br><span class="ci">corrected {{ "%.3f"|format(k.mean) }}
 {%- if k.ci_low is not none %} [{{ "%.3f"|format(k.ci_low) }}, {{ "%.3f"|format(k.ci_high) }}]{% endif %}</span>
-{%- endif %}{% endif %}
+{%- endif %}{% if cell.judge_status == "weak" %}<br><span class="warn">weak judge</span>
+{%- elif cell.judge_status == "unknown" %}<br><span class="warn">judge agreement unknown</span>{% endif %}{% endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}
 {% if cell.degenerate %}<span class="warn">({{ cell.degenerate }} degenerate)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>
@@ -617,6 +619,8 @@ prompts refused: a system that refuses everything shows no attack success and re
 <span class="ci">{% if cell.ci_low is not none %}[{{ "%.3f"|format(cell.ci_low) }}, {{ "%.3f"|format(cell.ci_high) }}]
 {% elif cell.ci_note %}<span title="{{ cell.ci_note }}">(no interval)</span>
 {% endif %}{{ cell.successes }}/{{ cell.n }}{% if cell.dropped %}, {{ cell.dropped }} dropped{% endif %}</span>
+{%- if cell.judge_status == "weak" %}<br><span class="warn">weak judge</span>
+{%- elif cell.judge_status == "unknown" %}<br><span class="warn">judge agreement unknown</span>{% endif %}
 {%- endif %}
 {% if cell.failed %}<span class="fail">({{ cell.failed }} failed)</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>{% endif %}

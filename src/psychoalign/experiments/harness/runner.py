@@ -54,7 +54,7 @@ from ._flow import AdaptiveLimiter, _GroupCommit, _Silent
 from ._identity import _calibrations, _check_identity, _measures_on_held_out, _stored_id
 from .benchmark import Benchmark, Item
 from .judging import Judges
-from .labels import LabelFile, read_user_labels
+from .labels import LabelFile, check_labels_apart, read_user_labels
 from .limits import Budget
 from .metering import CallMeter, ModelPool
 from .provenance import (
@@ -156,21 +156,24 @@ def plan_cells(
     spec: ExperimentSpec, data_dir: Path, registry: Registry, shard: tuple[int, int] = (0, 1)
 ) -> tuple[list[Cell], dict[str, Benchmark]]:
     """Every cell of ``spec`` in this shard, interleaved by item so partial runs cover all systems."""
-    cells, benchmarks, _ = _plan(spec, data_dir, registry, shard)
+    cells, benchmarks, _, _ = _plan(spec, data_dir, registry, shard)
     return cells, benchmarks
 
 
 def _plan(
     spec: ExperimentSpec, data_dir: Path, registry: Registry, shard: tuple[int, int]
-) -> tuple[list[Cell], dict[str, Benchmark], dict[str, list[Item]]]:
-    """:func:`plan_cells`, and every benchmark's sampled items (all shards': the run's identity)."""
+) -> tuple[list[Cell], dict[str, Benchmark], dict[str, list[Item]], dict[str, list[Item]]]:
+    """:func:`plan_cells`, every benchmark's sampled items (all shards': the run's identity) and
+    every benchmark's items as loaded (what a judge's calibration file must keep apart from)."""
     benchmarks: dict[str, Benchmark] = {}
     sampled: dict[str, list[Item]] = {}
+    loaded: dict[str, list[Item]] = {}
     cells: list[Cell] = []
     for bspec in spec.benchmarks:
         bench = build_benchmark(bspec.name, bspec.options, registry.benchmarks)
         benchmarks[bspec.name] = bench
-        items = bench.sample(bench.load(data_dir), spec.n_for(bspec), spec.seed)
+        loaded[bspec.name] = bench.load(data_dir)
+        items = bench.sample(loaded[bspec.name], spec.n_for(bspec), spec.seed)
         sampled[bspec.name] = items
         for item in items:
             for repeat in range(1, spec.repeats + 1):
@@ -180,7 +183,7 @@ def _plan(
     i, n = shard
     if n > 1:
         cells = [c for c in cells if _shard_of(c.key, n) == i]
-    return cells, benchmarks, sampled
+    return cells, benchmarks, sampled, loaded
 
 
 class SampleLimitError(Exception):
@@ -366,12 +369,14 @@ async def _run_experiment(
         raise ConfigError(f"invalid shard {shard[0]}/{shard[1]}", hint="use --shard i/n with 0 <= i < n")
     started = time.perf_counter()
     systems: dict[str, System] = {s.name: build_system(s, settings, registry.systems) for s in spec.systems}
-    cells, benchmarks, sampled = _plan(spec, data_dir, registry, shard)
+    cells, benchmarks, sampled, loaded = _plan(spec, data_dir, registry, shard)
     pool = ModelPool(settings, models)
     judges: Judges | None = None
     try:
         # the user's calibration files, read once: hashed into the identity, measured at the end
         labels: dict[str, LabelFile] = {name: read_user_labels(path, name) for name, path in spec.judge.labels.items()}
+        for label_file in labels.values():  # a judge validated on the items it judges: refused
+            check_labels_apart(label_file, {name: (benchmarks[name].needs, items) for name, items in loaded.items()})
         identity = run_identity(
             list(systems.values()),
             pool,

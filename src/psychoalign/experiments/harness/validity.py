@@ -27,13 +27,21 @@ from .stats import wilson_ci
 #: Kappa below this marks a judge weak.
 MIN_KAPPA = 0.4
 
+#: Fewer labelled items than this mark a judge weak, however well it did on them: five right out
+#: of five clear chance (Wilson 95 % interval [0.566, 1]) yet show next to nothing about the judge,
+#: and a constructed check of four pairs is a smoke test, not a validation.
+MIN_LABELLED = 30
+
 #: (right, total): a measured rate, e.g. sensitivity = (true positives, labelled positives).
 Rate = tuple[int, int]
 
 
 def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[str, Any]:
     """The gate's fields for one judge's measured calibration: the agreement's interval, the chance
-    level it is compared with, ``status`` (``measured`` or ``weak``) and, when weak, why."""
+    level it is compared with, ``status`` (``measured`` or ``weak``) and, when weak, why. Weak: the
+    interval reaches chance, kappa is below :data:`MIN_KAPPA`, fewer than :data:`MIN_LABELLED`
+    items were judged, or the labels are in sample (``held_out`` False: the judge was written,
+    tuned or picked on them, so its agreement there is optimistic)."""
     agreement = calibration.get("agreement")
     n = int(calibration.get("n") or 0)
     if agreement is None or n == 0:
@@ -49,6 +57,10 @@ def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[st
     kappa = calibration.get("kappa")
     if kappa is not None and float(kappa) < MIN_KAPPA:
         reasons.append(f"κ {float(kappa):.3f} < {MIN_KAPPA}")
+    if n < MIN_LABELLED:
+        reasons.append(f"only {n} labelled items judged (fewer than {MIN_LABELLED}: too few to validate a judge)")
+    if calibration.get("held_out") is False:
+        reasons.append("measured in sample (on labels it was written, tuned or picked on): its agreement is optimistic")
     out: dict[str, Any] = {
         "agreement_ci": [round(lo, 3), round(hi, 3)],
         "chance": round(chance, 3),

@@ -234,6 +234,7 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
     raters: dict[str, dict[str, Any]] = {}
     models: dict[str, dict[str, str]] = {}  # persona models as recorded, by campaign
     unrecorded: set[str] = set()  # campaigns with simulated work and no recorded models
+    stamps = _Stamps()  # the model each persona rating names (exports with per-rating stamps)
     for raw_row in _star_records(path):
         row = {k: as_json(v) for k, v in raw_row.items()}
         fingerprint = json.dumps(row, sort_keys=True, default=str)
@@ -291,6 +292,7 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
                 continue
             rater = clean(row.get(f"{slot}_id"))
             rater = None if rater is None else str(rater)
+            stamps.add(name, row, slot, campaign, recorded if isinstance(recorded, dict) else None)
             if rater is not None and k:
                 simulated = as_bool(row.get(f"{slot}_simulated"))
                 if simulated is not None:
@@ -330,16 +332,71 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
         out.notes.append("Experts: raters the export marks annotator*_expert / arbitrator_expert (declared expertise).")
     out.notes.extend(_provenance_notes(items, raters))
     out.notes.extend(_persona_model_notes(name, models, unrecorded))
-    if models or unrecorded:
+    out.notes.extend(stamps.notes(name))
+    if models or unrecorded or stamps.by_model:
         out.persona_models = {
             "models": next(iter(models.values()), {}),
             "unrecorded_campaigns": sorted(unrecorded),
+            "ratings_by_model": dict(sorted(stamps.by_model.items())),
+            "unstamped_persona_ratings": stamps.unstamped,
         }
     return finish(out, ratings, items)
 
 
-#: How the notes of :func:`_persona_model_notes` start: the CLI prints them before any figure.
-PERSONA_NOTES = ("Persona models:", "Simulated work of")
+#: How the notes of :func:`_persona_model_notes` and :meth:`_Stamps.notes` start: the CLI prints
+#: them before any figure.
+PERSONA_NOTES = ("Persona models:", "Simulated work of", "Persona ratings")
+
+
+class _Stamps:
+    """The model each persona rating of a STAR export names (``<slot>_model``: exports since
+    ratings carry it; null for a person's rating). Ratings of two models in one export are refused
+    however their campaigns were recorded (a campaign's record is one set of models, its ratings
+    could still come from two); so is a rating whose model is not the one its campaign recorded."""
+
+    def __init__(self) -> None:
+        self.by_model: dict[str, int] = {}
+        self.first: dict[str, str] = {}  # model -> the first dialogue and slot it rated
+        self.unstamped = 0  # simulated annotators' ratings that name no model
+
+    def add(self, name: str, row: dict[str, Any], slot: str, campaign: str, recorded: dict[str, Any] | None) -> None:
+        model = clean(row.get(f"{slot}_model"))
+        if model is None:
+            if as_bool(row.get(f"{slot}_simulated")):
+                self.unstamped += 1
+            return
+        model = str(model)
+        where = f"dialogue {row.get('dialogue_id')} ({slot})"
+        wanted = (recorded or {}).get("annotator")
+        if wanted is not None and str(wanted) != model:
+            raise InputError(
+                f"{name}: {where} was rated by {model}, but campaign '{campaign or '(no campaign)'}' recorded the "
+                f"annotator {wanted}: its ratings would be pooled under the recorded model",
+                hint="analyse ratings of the recorded model only: re-export the campaign from its own store, "
+                "or rate it again with that model",
+            )
+        self.by_model[model] = self.by_model.get(model, 0) + 1
+        self.first.setdefault(model, where)
+
+    def notes(self, name: str) -> list[str]:
+        """What the stamps say, once every row is read; ratings of two models are refused."""
+        if len(self.by_model) > 1:
+            per = "; ".join(f"{m}: {n} rating(s), first {self.first[m]}" for m, n in sorted(self.by_model.items()))
+            raise InputError(
+                f"{name}: its persona ratings were written by different models ({per}): they would be pooled",
+                hint="analyse one model's ratings per file (psychoalign star export --campaign NAME --out FILE, "
+                "one campaign per persona model)",
+            )
+        if not self.by_model:
+            return []
+        [(model, n)] = self.by_model.items()
+        note = f"Persona ratings: {n} written by {model}"
+        if self.unstamped:
+            note += (
+                f"; {self.unstamped} more persona rating(s) name no model (stored before ratings carried one): "
+                "the campaign's recorded models, if any, are all that says who wrote them"
+            )
+        return [note + "."]
 
 
 def _persona_model_notes(name: str, models: dict[str, dict[str, str]], unrecorded: set[str]) -> list[str]:

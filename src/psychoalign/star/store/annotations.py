@@ -13,6 +13,7 @@ from .rules import (
     annotation_row,
     arbitration_needed,
     arbitration_requirement,
+    check_model_stamp,
     check_reasoning,
     likert,
     nothing_to_arbitrate,
@@ -23,12 +24,15 @@ from .sqlbase import SQLBase
 
 
 class SQLAnnotations(SQLBase):
-    async def submit_annotation(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> str | None:
+    async def submit_annotation(
+        self, task_id: str, participant_id: str, rating: int, reasoning: str, *, model: str | None = None
+    ) -> str | None:
         rating = likert(rating)
         check_reasoning(reasoning, "an annotation")
         async with self.engine.begin() as conn:
             row = await self._own(conn, task_id, participant_id, TaskKind.ANNOTATE)
-            await self._write_annotation(conn, row, participant_id, TaskKind.ANNOTATE, rating, reasoning)
+            check_model_stamp(model, await self._participant(conn, participant_id))
+            await self._write_annotation(conn, row, participant_id, TaskKind.ANNOTATE, rating, reasoning, model)
             ratings = await _annotator_ratings(conn, row["dialogue_id"])
             if len(ratings) == 2 and arbitration_needed(*ratings):
                 arbitration = task_row(
@@ -42,20 +46,30 @@ class SQLAnnotations(SQLBase):
                 return str(arbitration["id"])
         return None
 
-    async def submit_arbitration(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> None:
+    async def submit_arbitration(
+        self, task_id: str, participant_id: str, rating: int, reasoning: str, *, model: str | None = None
+    ) -> None:
         rating = likert(rating)
         check_reasoning(reasoning, "an arbitration")
         async with self.engine.begin() as conn:
             row = await self._own(conn, task_id, participant_id, TaskKind.ARBITRATE)
+            check_model_stamp(model, await self._participant(conn, participant_id))
             ratings = await _annotator_ratings(conn, row["dialogue_id"])
             if len(ratings) != 2 or not arbitration_needed(*ratings):
                 raise nothing_to_arbitrate(row["dialogue_id"])
-            await self._write_annotation(conn, row, participant_id, TaskKind.ARBITRATE, rating, reasoning)
+            await self._write_annotation(conn, row, participant_id, TaskKind.ARBITRATE, rating, reasoning, model)
 
     async def _write_annotation(
-        self, conn: AsyncConnection, row: Any, participant_id: str, kind: TaskKind, rating: int, reasoning: str
+        self,
+        conn: AsyncConnection,
+        row: Any,
+        participant_id: str,
+        kind: TaskKind,
+        rating: int,
+        reasoning: str,
+        model: str | None,
     ) -> None:
-        values = annotation_row(row, participant_id, kind, rating, reasoning, self._now())
+        values = annotation_row(row, participant_id, kind, rating, reasoning, self._now(), model)
         await conn.execute(insert(annotation_rows).values(**values))
         await conn.execute(
             update(tasks).where(tasks.c.id == row["id"]).values(status="submitted", updated_at=self._now())

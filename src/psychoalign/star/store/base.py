@@ -586,15 +586,21 @@ class StarStore(ABC):
 
     # -- annotation and arbitration -----------------------------------------------------------------
     @abstractmethod
-    async def submit_annotation(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> str | None:
-        """Store a rating (1-4) with its reasoning and submit the task. Returns the arbitration
+    async def submit_annotation(
+        self, task_id: str, participant_id: str, rating: int, reasoning: str, *, model: str | None = None
+    ) -> str | None:
+        """Store a rating (1-4) with its reasoning and submit the task; ``model``: the label of the
+        model that wrote it when an LLM persona did (exported per rating, checked by the analysis;
+        refused for a participant who is not simulated). Returns the arbitration
         task id when this completes a pair that is two or more steps apart
         (:func:`~psychoalign.star.store.arbitration_needed`), else None. :class:`InputError` for a
         rating off the scale, an empty reasoning, or a task the participant does not hold;
         :class:`CampaignClosedError` if closed."""
 
     @abstractmethod
-    async def submit_arbitration(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> None:
+    async def submit_arbitration(
+        self, task_id: str, participant_id: str, rating: int, reasoning: str, *, model: str | None = None
+    ) -> None:
         """Store the arbitrator's rating: as :meth:`submit_annotation`, and :class:`InputError`
         unless the dialogue has a diverging pair of annotations."""
 

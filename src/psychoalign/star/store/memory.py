@@ -28,6 +28,7 @@ from .rules import (
     arbitration_needed,
     arbitration_requirement,
     available_count,
+    check_model_stamp,
     check_reasoning,
     dialogue_requirement,
     dialogue_row,
@@ -313,11 +314,14 @@ class InMemoryStarStore(_MemoryState):
         return {i: d["task_id"] for i, d in self._dialogues.items() if d["campaign"] == campaign}
 
     # -- annotation and arbitration -----------------------------------------------------------------
-    async def submit_annotation(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> str | None:
+    async def submit_annotation(
+        self, task_id: str, participant_id: str, rating: int, reasoning: str, *, model: str | None = None
+    ) -> str | None:
         rating = likert(rating)
         check_reasoning(reasoning, "an annotation")
         row = self._own(task_id, participant_id, TaskKind.ANNOTATE)
-        self._write_annotation(row, participant_id, TaskKind.ANNOTATE, rating, reasoning)
+        check_model_stamp(model, self._person(participant_id))
+        self._write_annotation(row, participant_id, TaskKind.ANNOTATE, rating, reasoning, model)
         ratings = [rating for rating, _ in await self.reasonings(row["dialogue_id"])]
         if len(ratings) == 2 and arbitration_needed(*ratings):
             requirement = arbitration_requirement(row["requirement"])
@@ -328,19 +332,22 @@ class InMemoryStarStore(_MemoryState):
             return str(arbitration["id"])
         return None
 
-    async def submit_arbitration(self, task_id: str, participant_id: str, rating: int, reasoning: str) -> None:
+    async def submit_arbitration(
+        self, task_id: str, participant_id: str, rating: int, reasoning: str, *, model: str | None = None
+    ) -> None:
         rating = likert(rating)
         check_reasoning(reasoning, "an arbitration")
         row = self._own(task_id, participant_id, TaskKind.ARBITRATE)
+        check_model_stamp(model, self._person(participant_id))
         ratings = [rating for rating, _ in await self.reasonings(row["dialogue_id"])]
         if len(ratings) != 2 or not arbitration_needed(*ratings):
             raise nothing_to_arbitrate(row["dialogue_id"])
-        self._write_annotation(row, participant_id, TaskKind.ARBITRATE, rating, reasoning)
+        self._write_annotation(row, participant_id, TaskKind.ARBITRATE, rating, reasoning, model)
 
     def _write_annotation(
-        self, row: dict[str, Any], participant_id: str, kind: TaskKind, rating: int, reasoning: str
+        self, row: dict[str, Any], participant_id: str, kind: TaskKind, rating: int, reasoning: str, model: str | None
     ) -> None:
-        self._annotations.append(annotation_row(row, participant_id, kind, rating, reasoning, self._now()))
+        self._annotations.append(annotation_row(row, participant_id, kind, rating, reasoning, self._now(), model))
         row.update(status="submitted", updated_at=self._now())
 
     async def reasonings(self, dialogue_id: str) -> list[tuple[int, str]]:

@@ -120,11 +120,40 @@ def finished_status(dialogue_id: str, n_turns: int, refused: bool, target_failed
     return "refused" if refused else ("target_failed" if n_turns == 0 else "submitted")
 
 
+#: The longest model label a rating carries (the column's width).
+MAX_MODEL_LABEL = 300
+
+
+def check_model_stamp(model: str | None, person: Participant) -> None:
+    """A rating's model stamp (:meth:`StarStore.submit_annotation`): only a simulated participant's
+    rating names the model that wrote it, and the label fits its column."""
+    if model is None:
+        return
+    if not person.simulated:
+        raise InputError(
+            f"participant '{person.id}' is a person, not a simulated persona: their rating carries no model",
+            hint="pass model= only for an LLM persona's rating",
+        )
+    if not model.strip() or len(model) > MAX_MODEL_LABEL:
+        raise InputError(
+            f"model label of participant '{person.id}''s rating is empty or longer than {MAX_MODEL_LABEL} characters",
+            hint="pass the persona model's label (psychoalign.star.personas.model_label)",
+        )
+
+
 def annotation_row(
-    task: Mapping[Any, Any], participant_id: str, kind: TaskKind, rating: int, reasoning: str, now: datetime
+    task: Mapping[Any, Any],
+    participant_id: str,
+    kind: TaskKind,
+    rating: int,
+    reasoning: str,
+    now: datetime,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """A ``star_annotations`` row: a rating given on an annotation or arbitration task."""
+    """A ``star_annotations`` row: a rating given on an annotation or arbitration task, with the
+    model that wrote it when an LLM persona did (None: a person's)."""
     return {
+        "model": model,
         "dialogue_id": task["dialogue_id"],
         "participant_id": participant_id,
         "kind": kind.value,
@@ -711,6 +740,7 @@ def export_row(
         row[f"annotator{i}_reasoning"] = a["reasoning"]
         row[f"annotator{i}_in_group"] = p.in_group(group) if p and group else None
         row[f"annotator{i}_simulated"] = p.simulated if p else None
+        row[f"annotator{i}_model"] = a.get("model")
         row[f"annotator{i}_required"] = json.loads(a["slot"]).get("annotator") if a["slot"] else None
         row[f"annotator{i}_expert"] = _is_expert(p)
         row[f"annotator{i}_matched_expertise"] = _expert_slot(a["slot"])
@@ -718,6 +748,7 @@ def export_row(
     row["arbitrator_id"] = arb["participant_id"] if arb else None
     row["arbitrator_rating"] = arb["rating"] if arb else None
     row["arbitrator_reasoning"] = arb["reasoning"] if arb else None
+    row["arbitrator_model"] = arb.get("model") if arb else None
     arbitrator = people.get(arb["participant_id"]) if arb else None
     row["arbitrator_in_group"] = arbitrator.in_group(group) if arbitrator and group else None
     row["arbitrator_expert"] = _is_expert(arbitrator)

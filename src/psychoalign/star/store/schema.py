@@ -128,6 +128,8 @@ annotation_rows = Table(
     Column("rating", Integer, nullable=False),
     Column("reasoning", Text, nullable=False),
     Column("task_id", String(32), nullable=False, unique=True),
+    # an LLM persona's rating: the model that wrote it (label with digest); null for a person's
+    Column("model", String(300)),
     created_at_column(),
     PrimaryKeyConstraint("dialogue_id", "participant_id"),
 )

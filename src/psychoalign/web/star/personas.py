@@ -68,8 +68,9 @@ async def fill_with_personas(lab: StarLab, campaign: str, *, max_tasks: int = 50
     done: Counter[str] = Counter()
     try:
         # the campaign's annotator personas rate on one model: another one is refused before any work
+        label = model_label(model)  # stamped on each rating the personas write
         await check_persona_models(
-            store, campaign, {"annotator": model_label(model), "annotator_prompts": prompt_digest("annotator")}
+            store, campaign, {"annotator": label, "annotator_prompts": prompt_digest("annotator")}
         )
         for kind in (TaskKind.ANNOTATE, TaskKind.ARBITRATE):
             progress = True
@@ -91,10 +92,10 @@ async def fill_with_personas(lab: StarLab, campaign: str, *, max_tasks: int = 50
                     try:
                         if kind is TaskKind.ANNOTATE:
                             rating, why = await rater.rate(rule_text, turns)
-                            await store.submit_annotation(task.id, person.id, int(rating), why)
+                            await store.submit_annotation(task.id, person.id, int(rating), why, model=label)
                         else:
                             rating, why = await rater.rate(rule_text, turns, await store.reasonings(dialogue_id))
-                            await store.submit_arbitration(task.id, person.id, int(rating), why)
+                            await store.submit_arbitration(task.id, person.id, int(rating), why, model=label)
                     except PsychoAlignError:
                         await store.release(task.id, person.id)  # nothing half-done: the task goes back
                         raise

@@ -56,7 +56,9 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     ``arbitration``: of the dialogues rated twice, how many were two or more steps apart, and how
     many of those were arbitrated (``rate`` from :data:`MIN_RATE_RATINGS` dialogues rated twice).
     ``coverage``: submitted dialogues against the plan. ``simulated``: how many of the annotators'
-    ratings are by LLM personas (their agreement and break rates describe the persona model)."""
+    ratings are by LLM personas (their agreement and break rates describe the persona model) and,
+    by model, the ones whose rating names the model that wrote it (``models``: more than one
+    means the figures pool two persona models, which the panel says above them)."""
     from ...star.analysis import bootstrap_alpha
 
     pairs = []
@@ -64,6 +66,7 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
     targets = sorted({str(row["target"]) for row in rows if row.get("target")})
     needed = arbitrated = 0
     submitted = simulated = 0
+    models: dict[str, int] = defaultdict(int)
     for row in rows:
         if row.get("status") in ("submitted", "refused"):
             submitted += 1
@@ -71,6 +74,9 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
         simulated += sum(
             1 for k in (1, 2) if isinstance(row.get(f"annotator{k}_rating"), int) and row.get(f"annotator{k}_simulated")
         )
+        for k in (1, 2):
+            if isinstance(row.get(f"annotator{k}_rating"), int) and row.get(f"annotator{k}_model"):
+                models[str(row[f"annotator{k}_model"])] += 1
         target = str(row.get("target") or "") if len(targets) > 1 else ""
         by_cell[(str(row.get("rule") or "?"), str(row.get("target_group") or ""), target)].extend(ratings)
         if len(ratings) == 2:
@@ -130,7 +136,11 @@ def panel_results(rows: Sequence[dict[str, Any]], planned: int) -> dict[str, Any
         },
         "coverage": {"done": submitted, "planned": planned},
         # ratings by LLM personas measure the persona model: the panel says so above its figures
-        "simulated": {"ratings": simulated, "of": sum(len(r) for r in by_cell.values())},
+        "simulated": {
+            "ratings": simulated,
+            "of": sum(len(r) for r in by_cell.values()),
+            "models": dict(sorted(models.items())),
+        },
     }
 
 

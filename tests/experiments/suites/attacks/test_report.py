@@ -98,6 +98,13 @@ async def test_a_run_stores_the_harm_calibration_and_table4_shows_it(tmp_path: P
     assert t4["judges"] == ["scripted:j"] and t4["calibration"]["specificity"] == 0.0
     assert t4["calibration"]["picked"]["chosen"] == "model"
     assert any("agreement with labels" in note for note in report["table4"]["notes"])
+    # the weak harm judge's ASR is set apart in Table 4 too, on the page as in results.json
+    assert {r["judge_status"] for r in report["table4"]["rows"]} == {"weak"}
+    from psychoalign.experiments.harness.report import render_html
+
+    html = render_html(report)
+    table = html[html.index("<h2>Table 4") : html.index("</table>", html.index("<h2>Table 4"))]
+    assert table.count('<span class="warn">weak judge</span>') == 2 * len(report["table4"]["rows"])
 
 
 def wilson3(k: int, n: int) -> tuple[float, float]:
@@ -544,3 +551,52 @@ def test_the_pooled_corrected_asr_counts_repeated_attacks_once_too() -> None:
     t = table4(_spec([*configs, "vanilla"]), few + [_direct("vanilla", i, False) for i in range(9)], meta)
     corrected = t["rows"][0]["pooled"]["corrected"]
     assert corrected["mean"] is not None and (corrected["ci_low"], corrected["ci_high"]) == (None, None)
+
+
+def test_table4_sets_apart_the_asr_a_weak_judge_decided() -> None:
+    """Table 4 printed "1.000 [0.510, 1.000] 4/4" with no mark (and first, before any judge line)
+    while the scores table showed the same ASR as "(weak judge)": its rows take the validity gate's
+    marks, in results.json, the printed table and the page."""
+    from psychoalign.cli._experiment_tables import _asr
+    from psychoalign.experiments.harness.store import CellResult
+    from psychoalign.experiments.suites.attacks.report import mark_judges, table4
+
+    s = spec(["vanilla"], ["attack-direct", "xstest"], 4, layout="table4")
+    cells = [
+        CellResult(
+            run_id="r",
+            key=f"vanilla|attack-direct|{i}",
+            system="vanilla",
+            benchmark="attack-direct",
+            item_id=str(i),
+            status="done",
+            metrics={"success": 1.0},
+        )
+        for i in range(4)
+    ]
+    cells += [
+        CellResult(
+            run_id="r",
+            key=f"vanilla|xstest|{i}",
+            system="vanilla",
+            benchmark="xstest",
+            item_id=str(i),
+            status="done",
+            metrics={"over_refusal": 0.0},
+            details={"label": "safe"},
+        )
+        for i in range(4)
+    ]
+    t4 = table4(s, cells, {})
+    results = [
+        {"benchmark": "attack-direct", "metric": "success", "judge_status": "weak"},
+        {"benchmark": "xstest", "metric": "over_refusal", "judge_status": "unknown"},
+        {"benchmark": "xstest", "metric": "unsafe_compliance"},
+    ]
+    mark_judges(t4, results)
+    rows = {r["key"]: r for r in [*t4["rows"], t4["benign"], t4["unsafe_compliance"]]}
+    assert rows["direct"]["judge_status"] == rows["overall"]["judge_status"] == "weak"
+    assert _asr(rows["direct"]["cells"][0]) == "1.000 [0.510, 1.000] 4/4 (weak judge)"
+    assert _asr(rows["overall"]["pooled"]).endswith("(weak judge)")
+    assert _asr(rows["benign-over-refusal"]["cells"][0]).endswith("(judge agreement unknown)")
+    assert "judge_status" not in rows["xstest-unsafe-compliance"]  # a measured judge's figure: no mark

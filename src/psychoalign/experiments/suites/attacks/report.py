@@ -20,7 +20,7 @@ template family, and the multi-turn category under the paper's first-turn scorer
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...harness.spec import ExperimentSpec
@@ -403,3 +403,53 @@ def harm_judge_summary(spec: ExperimentSpec, cells: list[CellResult], meta: dict
             "model (judge.harm: model) for an independent judgement."
         )
     return out
+
+
+#: Each Table 4 row's figures, by the row key's start: (benchmark, metric) of the cells it counts.
+_ROW_SOURCES = {
+    **{key: (bench, "success") for key, bench, _ in TABLE4_ORDER},
+    "multi-turn/naive": ("attack-multiturn", "naive_first_turn"),
+    "many-shot/": ("attack-manyshot", "success"),
+    "role-play/": ("attack-roleplay", "success"),
+    "benign-over-refusal": ("xstest", "over_refusal"),
+    "xstest-unsafe-compliance": ("xstest", "unsafe_compliance"),
+}
+
+#: How much a judge status weighs: a row pooled over benchmarks takes its worst.
+_STATUS_RANK = {None: 0, "unknown": 1, "weak": 2}
+
+
+def mark_judges(t4: dict[str, Any], results: Sequence[dict[str, Any]]) -> None:
+    """Set apart every Table 4 figure a weak judge (or one of unknown agreement) decided, as the
+    scores table does (``judge_status`` on the row, each cell and the pooled cell): the rows were
+    printed and shown unmarked while the same ASR in the scores table said "weak judge". A row's
+    status is its benchmark and metric's in ``results`` (the report's rows after the validity gate),
+    or the worst over the benchmark's rows for a figure no column shows; ``overall`` takes the
+    worst of the attack rows."""
+
+    def status(bench: str, metric: str) -> str | None:
+        mine = [r.get("judge_status") for r in results if r["benchmark"] == bench]
+        exact = [r.get("judge_status") for r in results if r["benchmark"] == bench and r["metric"] == metric]
+        return max(exact or mine or [None], key=lambda s: _STATUS_RANK.get(s, 0))
+
+    def source(key: str) -> tuple[str, str] | None:
+        return _ROW_SOURCES.get(key) or next(
+            (v for k, v in _ROW_SOURCES.items() if k.endswith("/") and key.startswith(k)), None
+        )
+
+    rows = [*t4.get("rows", []), *t4.get("breakdown", [])]
+    rows += [r for r in (t4.get("benign"), t4.get("unsafe_compliance")) if r]
+    keys = {r["key"] for r in rows}
+    attack = [status(bench, "success") for key, bench, _title in TABLE4_ORDER if key in keys]
+    for row in rows:
+        found = source(row["key"])
+        worst = (
+            max(attack or [None], key=lambda s: _STATUS_RANK.get(s, 0))
+            if row["key"] == "overall"
+            else (status(*found) if found else None)
+        )
+        if worst is None:
+            continue
+        row["judge_status"] = worst
+        for cell in [*row["cells"], row["pooled"]]:
+            cell["judge_status"] = worst
