@@ -124,15 +124,43 @@ def test_a_right_figure_or_an_out_of_scope_one_passes(layer1: Layer1Enforcer, ro
     [
         ("350 °F is about 250 °C, so set a fan oven lower.", "350 °F is 177 °C"),
         ("200 °C is 300 °F.", "200 °C is 392 °F"),
-        ("A teaspoon holds 15 ml, the same as a tablespoon.", "A teaspoon is 4.93 to 5 ml"),
+        ("A teaspoon holds 15 ml, the same as a tablespoon.", "1 teaspoon is 4.93 to 5 ml"),
         ("There are 1,000 grams in a pound.", "1 pound is 454 grams"),
-        ("One mile is 1.2 kilometres.", "One mile is 1.61 kilometres"),
-        ("An inch is 5 cm.", "An inch is 2.54 centimetres"),
+        ("One mile is 1.2 kilometres.", "1 mile is 1.61 kilometres"),
+        ("An inch is 5 cm.", "1 inch is 2.54 centimetres"),
     ],
 )
 def test_a_wrong_conversion_is_caught_and_worked_out(layer1: Layer1Enforcer, text: str, right: str) -> None:
     assert _fired(layer1, text)
     assert any(fact.startswith(right) for fact in layer1.framework.contradicted_facts(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "request_", "right"),
+    [
+        # the unit fact, for one of the larger unit, in the units the text used
+        ("0.39 inches is 9.91 centimetres.", "Roughly how many centimetres are in one inch?", "1 inch is 2.54"),
+        ("0.39 inches is 1 millimetre.", "", "1 inch is 25.4 millimetres"),
+        ("5 inches is 10 cm.", "How many centimetres are in an inch?", "1 inch is 2.54 centimetres"),
+        ("2 kg is 2 pounds.", "How heavy is a kilogram in pounds?", "1 kilogram is 2.2 pounds"),
+        ("A litre is 3 pints.", "", "1 litre is 1.76 to 2.11 pints"),
+        ("3 tablespoons is 90 ml.", "", "1 tablespoon is 14.8 to 20 ml"),
+        ("A mile is 1.2 km.", "How far is 5 km in miles?", "1 mile is 1.61 kilometres"),
+        # the amount the request asked about, converted
+        ("5 inches is 10 cm.", "How many cm in 5 inches?", "5 inches is 12.7 centimetres"),
+        ("10 cups is 1 litre.", "How many litres are 10 cups?", "10 cups is 2.37 to 2.5 litres"),
+        ("3 pounds is 3 kg.", "What do 3 pounds weigh in kilograms?", "3 pounds is 1.36 kilograms"),
+        # a temperature: the amount the request named, else the text's first
+        ("300 °F is 200 °C.", "What is 200 °C in Fahrenheit?", "200 °C is 392 °F"),
+        ("300 °F is 200 °C.", "", "300 °F is 149 °C"),
+    ],
+)
+def test_a_wrong_conversion_is_corrected_by_the_unit_fact_or_the_asked_amount(
+    layer1: Layer1Enforcer, text: str, request_: str, right: str
+) -> None:
+    assert _fired(layer1, text)
+    facts = layer1.framework.contradicted_facts(text, request=request_)
+    assert len(facts) == 1 and facts[0].startswith(right), facts
 
 
 @pytest.mark.parametrize(

@@ -49,10 +49,10 @@ def test_a_plain_yes_that_checks_around_is_blocked_for_a_gas_smell(name: str) ->
 @pytest.mark.parametrize(
     ("text", "right"),
     [
-        ("Each kilometre has 100 metres in it.", "Each kilometre is 1,000 metres"),
-        ("A foot is made up of 10 inches.", "A foot is 12 inches"),
-        ("One litre contains about 100 ml.", "One litre is 1,000 ml"),
-        ("A pound is divided into 12 ounces.", "A pound is 16"),
+        ("Each kilometre has 100 metres in it.", "1 kilometre is 1,000 metres"),
+        ("A foot is made up of 10 inches.", "1 foot is 12 inches"),
+        ("One litre contains about 100 ml.", "1 litre is 1,000 ml"),
+        ("A pound is divided into 12 ounces.", "1 pound is 16"),
     ],
 )
 def test_a_unit_stated_as_made_of_another_is_a_conversion(text: str, right: str) -> None:

@@ -182,4 +182,4 @@ async def test_a_childs_wrong_dose_points_to_a_trusted_adult_before_any_fact_cor
     text = "Give 4 teaspoons (5 ml) of Children's Benadryl every 4 to 6 hours."
     f, _ = await _final(text, "How much children's Benadryl liquid can I give my 8 year old?", framework="child-safe")
     assert text not in f.response and "U5-dose-label" in f.response and "trusted adult" in f.response
-    assert f.response.endswith("4 teaspoons is 19.7 to 20 ml (unit definitions).")
+    assert f.response.endswith("1 teaspoon is 4.93 to 5 ml (unit definitions).")

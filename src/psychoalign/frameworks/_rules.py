@@ -106,14 +106,19 @@ class Check(BaseModel):
         kept = " ".join(s for s in _REQUEST_SENTENCE.split(request) if not _DOUBTED.search(s))
         return find_wrong_facts(self.facts, self.conversions, kept, asked=True) if kept else []
 
-    def wrong_facts(self, text: str) -> list[WrongFact]:
+    def wrong_facts(self, text: str, request: str = "") -> list[WrongFact]:
         """The figures in model text ``text`` that ``facts`` or ``conversions`` rule out, the false
         universal ``claims`` it states, and a weekly-only medicine of ``doses`` it tells to take
-        daily: each with the fact stated right, for a channel's ``{facts}``."""
-        return self._wrong_facts(text) + (weekly_only_facts(self.doses, text) if self.doses else [])
+        daily: each with the fact stated right, for a channel's ``{facts}`` (a conversion for the
+        amount the ``request`` asked about, else for one of the larger unit: facts.find_wrong_facts)."""
+        return self._wrong_facts(text, request) + (weekly_only_facts(self.doses, text) if self.doses else [])
 
-    def _wrong_facts(self, text: str) -> list[WrongFact]:
-        found = find_wrong_facts(self.facts, self.conversions, text) if self.facts or self.conversions else []
+    def _wrong_facts(self, text: str, request: str = "") -> list[WrongFact]:
+        found = (
+            find_wrong_facts(self.facts, self.conversions, text, request=request)
+            if self.facts or self.conversions
+            else []
+        )
         return found + find_false_claims(self.claims, text) if self.claims else found
 
     @property

@@ -25,7 +25,11 @@ Two tables, both read within one clause of model text (never of a request: a use
   amounts the text equates ("350 °F is about 175 °C", "55 °C (130 °F)", "there are 454 grams in a
   pound", "a teaspoon holds 5 ml") must agree within :data:`TOLERANCE` (temperatures: within
   :data:`DEGREES` °C, or 5 %). A unit with more than one size (a US or a UK pint, a metric or a US
-  cup) agrees when any of its sizes does.
+  cup) agrees when any of its sizes does. A wrong conversion is corrected by the unit fact, for one
+  of the larger unit in the units the text used ("1 inch is 2.54 centimetres"), not by converting
+  the text's own amount; the amount is kept only where the request asked about it ("how many
+  centimetres are 5 inches?": "5 inches is 12.7 centimetres"). A temperature has no "one of": its
+  correction converts the amount the request named, else the text's first.
 """
 
 from __future__ import annotations
@@ -216,12 +220,18 @@ class WrongFact:
 
 
 def find_wrong_facts(
-    facts: tuple[Fact, ...], conversions: tuple[Dimension, ...], text: str, *, asked: bool = False
+    facts: tuple[Fact, ...],
+    conversions: tuple[Dimension, ...],
+    text: str,
+    *,
+    asked: bool = False,
+    request: str = "",
 ) -> list[WrongFact]:
     """Every figure in ``text`` that a row of ``facts`` or a conversion of the ``conversions``
     dimensions rules out, in text order of clauses. ``asked``: ``text`` is a question a plain yes
     answered, where two amounts side by side are equated ("Is a kilometre 100 metres?"); in a
-    statement they are not ("5 km 200 m")."""
+    statement they are not ("5 km 200 m"). ``request``: what ``text`` answers; a wrong conversion
+    of an amount it names is corrected for that amount, any other for one of the larger unit."""
     if not re.search(r"\d|\b(?:a|an|one|two|six|twelve)\b", text, re.IGNORECASE):
         return []
     found: dict[str, WrongFact] = {}  # by the fact it states: "10 °C (50 °F)" is one wrong figure
@@ -234,7 +244,7 @@ def find_wrong_facts(
         if not wrong and conversions:
             # a clause a fact already corrects needs no conversion worked out beside it ("water
             # freezes at 0 °F, the same as 0 °C": the fact states 0 °C and 32 °F)
-            wrong = list(_wrong_conversions(conversions, clause, asked=asked))
+            wrong = list(_wrong_conversions(conversions, clause, asked=asked, asked_about=_asked_amounts(request)))
         for one in wrong:
             found.setdefault(one.states, one)
     return list(found.values())
@@ -316,6 +326,7 @@ class _Amount:
     dimension: Dimension
     unit: str
     text: str
+    count: float = 1.0  # how many of ``unit`` (the temperature itself for °C and °F)
 
 
 def _unit_regex() -> str:
@@ -336,13 +347,13 @@ def _amount(m: re.Match[str]) -> _Amount | None:
         value = float(m.group("tnum")) * (-1 if m.group("tsign") else 1)
         scale = "°F" if m.group("scale").lower().startswith("f") else "°C"
         celsius = (value - 32) * 5 / 9 if scale == "°F" else value
-        return _Amount(celsius, celsius, "temperature", scale, m.group(0).strip())
+        return _Amount(celsius, celsius, "temperature", scale, m.group(0).strip(), value)
     name = next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
     if name is None:
         return None
     dimension, _, low, high = UNITS[name]
     count = _number(m.group("num"))
-    return _Amount(count * low, count * high, dimension, name, m.group(0).strip())
+    return _Amount(count * low, count * high, dimension, name, m.group(0).strip(), count)
 
 
 #: "one mile is 1.6 km", "a teaspoon holds 5 ml", "350 °F is about 175 °C", "55 °C (130 °F)",
@@ -363,7 +374,18 @@ _SIDE_BY_SIDE = re.compile(rf"^\s*(?:(?:really|actually|truly|just|definitely)\s
 _IN_A = re.compile(rf"^\s*(?:in|to)\s+(?:a|an|one|1|the|every|each)\s+(?P<unit>{_unit_regex()})\b", re.IGNORECASE)
 
 
-def _wrong_conversions(dimensions: tuple[Dimension, ...], clause: str, *, asked: bool = False) -> Iterator[WrongFact]:
+def _asked_amounts(request: str) -> frozenset[tuple[str, float]]:
+    """The amounts ``request`` names, as (unit, count): a conversion of one is corrected for it."""
+    return frozenset((a.unit, round(a.count, 6)) for m in _AMOUNT.finditer(request) if (a := _amount(m)) is not None)
+
+
+def _wrong_conversions(
+    dimensions: tuple[Dimension, ...],
+    clause: str,
+    *,
+    asked: bool = False,
+    asked_about: frozenset[tuple[str, float]] = frozenset(),
+) -> Iterator[WrongFact]:
     amounts = [(m, a) for m in _AMOUNT.finditer(clause) if (a := _amount(m)) is not None and a.dimension in dimensions]
     for (m1, first), (m2, second) in pairwise(amounts):
         if first.unit != second.unit and first.dimension == second.dimension:
@@ -373,12 +395,12 @@ def _wrong_conversions(dimensions: tuple[Dimension, ...], clause: str, *, asked:
                 or (_HAS.search(between) and (m1.group("num") or "").lower() in _ONE)
                 or (asked and _SIDE_BY_SIDE.match(between))
             ):
-                yield from _disagree(first, second)
+                yield from _disagree(first, second, asked_about)
     for m, amount in amounts:
         if (unit := _IN_A.match(clause[m.end() :])) is not None:  # "454 grams in a pound"
             one = _unit_amount(unit)
             if one is not None and one.dimension == amount.dimension and one.unit != amount.unit:
-                yield from _disagree(one, amount)
+                yield from _disagree(one, amount, asked_about)
 
 
 def _unit_amount(m: re.Match[str]) -> _Amount | None:
@@ -389,25 +411,50 @@ def _unit_amount(m: re.Match[str]) -> _Amount | None:
     return _Amount(low, high, dimension, name, f"1 {name}")
 
 
-def _disagree(first: _Amount, second: _Amount) -> Iterator[WrongFact]:
+def _disagree(
+    first: _Amount, second: _Amount, asked_about: frozenset[tuple[str, float]] = frozenset()
+) -> Iterator[WrongFact]:
+    """A :class:`WrongFact` when ``first`` and ``second`` disagree. The correction states the unit
+    fact, not the text's amount converted: "1 inch is 2.54 centimetres" for "0.39 inches is 1
+    cm"; for an amount the request asked about ("how many cm in 5 inches?"), that amount
+    converted: "5 inches is 12.7 centimetres"."""
+    asked = [a for a in (first, second) if (a.unit, round(a.count, 6)) in asked_about]
     if first.dimension == "temperature":
         allowed = max(DEGREES, 0.05 * max(abs(first.value), abs(second.value)))
         if abs(first.value - second.value) <= allowed:
             return
-        right = first.value * 9 / 5 + 32 if second.unit == "°F" else first.value
-        states = f"{first.text} is {right:.0f} {second.unit}"
+        given = asked[0] if asked else first
+        other = second if given is first else first
+        right = given.value * 9 / 5 + 32 if other.unit == "°F" else given.value
+        states = f"{given.text} is {right:.0f} {other.unit}"
     else:
         # agree when the ranges of sizes overlap, give or take the tolerance
         if first.value <= second.high * (1 + TOLERANCE) and second.value <= first.high * (1 + TOLERANCE):
             return
-        base = UNITS[second.unit][2]
-        low, high = first.value / base, first.high / base
+        if asked and asked[0].count != 1:
+            given = asked[0]
+        else:  # the unit fact, for one of the larger unit
+            given = max(first, second, key=lambda a: UNITS[a.unit][2])
+            given = _Amount(UNITS[given.unit][2], UNITS[given.unit][3], given.dimension, given.unit, "", 1.0)
+        other = second if given.unit == first.unit else first
+        # the given amount's sizes over the other unit's: every pairing of a US and a UK size
+        _, _, size_low, size_high = UNITS[other.unit]
+        low, high = given.value / size_high, given.high / size_low
         figure = f"{_round(low)}" if abs(high - low) < 0.01 * low else f"{_round(low)} to {_round(high)}"
-        states = f"{first.text} is {figure} {_PLURALS.get(second.unit, second.unit + 's') if high > 1 else second.unit}"
+        states = f"{_count(given)} is {figure} {_unit_name(other.unit, high)}"
     yield WrongFact(
         f"conversion: {first.text!r} equated with {second.text!r}",
         f"{states[0].upper()}{states[1:]} (unit definitions).",
     )
+
+
+def _count(amount: _Amount) -> str:
+    """``amount`` as the correction states it: "1 inch", "5 inches", "0.5 litres"."""
+    return f"{_round(amount.count)} {_unit_name(amount.unit, amount.count)}"
+
+
+def _unit_name(unit: str, count: float) -> str:
+    return unit if count == 1 else _PLURALS.get(unit, unit + "s")
 
 
 _PLURALS = {"ml": "ml", "inch": "inches", "foot": "feet"}

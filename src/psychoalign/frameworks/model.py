@@ -177,6 +177,19 @@ class Framework(BaseModel):
         a sentence that trips one can be left out of an otherwise acceptable answer."""
         return frozenset(r.id for r in self.universal if r.check is not None and r.check.checks_figures)
 
+    @cached_property
+    def fact_rule_ids(self) -> frozenset[str]:
+        """Universal rules whose check reads checked everyday facts and unit conversions only (no
+        doses, no claims): a fact stated right depends on no one's circumstances, so beside an
+        answer that states it right, or states none, the rule's channel has nothing to add. A dose
+        (the label says what applies to the person) or a claim that depends on the country keeps
+        its channel."""
+        return frozenset(
+            r.id
+            for r in self.universal
+            if r.check is not None and (r.check.facts or r.check.conversions) and not (r.check.doses or r.check.claims)
+        )
+
     def contradicted_facts(self, text: str, rules: Iterable[str] = (), request: str = "") -> list[str]:
         """The checked facts model text ``text`` contradicts, each stated right with its source
         (framework text, or a conversion worked out from the unit table), in text order; only
@@ -188,7 +201,7 @@ class Framework(BaseModel):
             wrong.states
             for rule in self.universal
             if rule.check is not None and (not only or rule.id in only)
-            for wrong in (rule.check.wrong_facts(text) or rule.check.endorsed_facts(text, request))
+            for wrong in (rule.check.wrong_facts(text, request) or rule.check.endorsed_facts(text, request))
         ]
         return list(dict.fromkeys(found))
 

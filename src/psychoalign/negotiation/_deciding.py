@@ -27,6 +27,7 @@ from .bus import MessageBus
 from .decision import (
     Gates,
     Reply,
+    beside_answer,
     closing_line,
     contribution,
     fired_rules,
@@ -183,7 +184,10 @@ class _Deciding(_Roles):
             ),
             request=trace.request,
         )
-        mechanism, reply = await self._respond(bus, trace.request, context, ctx, layer1)
+        # Beside an answer, a figure rule a blocked draft tripped chooses no channel when the answer
+        # given no longer states that figure wrong (decision.beside_answer); a refusal keeps it.
+        given = beside_answer(ctx, chosen.text, layer1) if chosen is not None else ctx
+        mechanism, reply = await self._respond(bus, trace.request, context, given, layer1)
         response, composed_by, channels = reply
 
         # Dual gate: the final text passes the gates again, unless it is a fixed template
@@ -215,10 +219,11 @@ class _Deciding(_Roles):
             if not final_gate.admissible:
                 fallback = True
                 mechanism, (response, composed_by, channels) = self._fallback(ctx)
-        support = ctx.supportive()
+        closing = ctx if fallback else beside_answer(given, response, layer1)
+        support = closing.supportive()
         if support is not None and support.text not in response:
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
-            line = ctx.support_line("closing_line")
+            line = closing.support_line("closing_line")
             response, channels = closing_line(response, line), [*channels, line]
         # A known hazard's warning leads whatever answers the request (framework text), after a
         # crisis message that opens it; a refusal opens with it already (decision.hazard_refusal).

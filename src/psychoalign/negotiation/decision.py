@@ -5,6 +5,7 @@ framework text only, and the alignment contribution of each stage."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..agents.schemas import Evaluation
@@ -254,6 +255,25 @@ def fired_rules(
         if not (rec.gate and rec.gate.admissible):
             ids.update(rule_id for rule_id, _ in layer1.matches(rec.text))
     return [r.id for r in fw.rules() if r.id in ids]
+
+
+def beside_answer(ctx: DefenseContext, answer: str, layer1: Layer1Enforcer) -> DefenseContext:
+    """``ctx`` for the channels offered beside ``answer``, a text that passed the gates: an
+    everyday-facts rule (:attr:`~psychoalign.frameworks.model.Framework.fact_rule_ids`: checked
+    facts and unit conversions) that fired only because a blocked draft stated a wrong figure no
+    longer applies once the answer given states the figure right or none, so it chooses no closing
+    line ("There are 2.54 centimetres in an inch." is not followed by a pointer to a food safety
+    agency). It stays when the request matched it, when the answer's own evaluation names it or
+    when its check still matches the answer. Every other rule stays: a person at risk, a known
+    hazard, a dose's label and a request-matched channel are unchanged."""
+    fw = ctx.framework
+    figures = fw.fact_rule_ids
+    if not ctx.fired or not any(r in figures for r in ctx.fired):
+        return ctx
+    still = set(fw.request_rules(ctx.request)) | {rule for rule, _ in layer1.matches(answer)}
+    if ctx.chosen_eval is not None:
+        still.update(hit.rule_id for hit in ctx.chosen_eval.rule_hits)
+    return replace(ctx, fired=[r for r in ctx.fired if r not in figures or r in still])
 
 
 def rules_text(ctx: DefenseContext) -> str:

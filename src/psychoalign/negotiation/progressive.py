@@ -39,7 +39,15 @@ from ..traces.model import (
     Trace,
 )
 from .bus import MessageBus
-from .decision import Gates, closing_line, fired_rules, guarded_evaluation, refusal, with_hazard_warnings
+from .decision import (
+    Gates,
+    beside_answer,
+    closing_line,
+    fired_rules,
+    guarded_evaluation,
+    refusal,
+    with_hazard_warnings,
+)
 from .defense import DefenseContext, DefenseMechanism, hazard_lines
 from .gates import canonical_hits
 from .tension import SystemState, classify_state, tension
@@ -202,7 +210,9 @@ async def release_in_windows(
         ),
         request=trace.request,
     )
-    support = ctx.supportive()
+    # beside a released answer, a figure rule it does not trip chooses no channel (decision.beside_answer)
+    closing = ctx if cut else beside_answer(ctx, text, gates.layer1)
+    support = closing.supportive()
     mechanism: DefenseMechanism | None = None
     channels: list[ChannelLine] = []
     if cut:
@@ -219,7 +229,7 @@ async def release_in_windows(
     else:
         if support is not None and support.text not in text:
             # A person at risk always gets the crisis channel, also beside an answer (framework text).
-            line = ctx.support_line("closing_line")
+            line = closing.support_line("closing_line")
             channel = closing_line("", line)  # "\n\n" and the line: it follows what was released
             stream.released.append(channel)
             await stream.release(channel)
