@@ -303,8 +303,7 @@ async def measure(args: argparse.Namespace) -> None:
             default = stem == "reference_answers"
             section(
                 "overhead-usefulness" if default else f"overhead-usefulness-{stem}",
-                "Embedded default: usefulness and cost on the reference-answer set"
-                + ("" if default else f" `{stem}`"),
+                "Embedded default: usefulness and cost on the reference-answer set" + ("" if default else f" `{stem}`"),
                 out.getvalue(),
                 targets,
                 f"Every question of `bench/data/{Path(args.useful).name}` (benign questions with short checkable "
