@@ -298,12 +298,15 @@ async def measure(args: argparse.Namespace) -> None:
             print("  (verdict score = min(P(request), P(answer)) x 100; r = P(request), a = P(answer))")
             print("\n".join(rows))
         if not args.scripted:
+            # Each reference file has its own section: a fresh set does not overwrite the first one's.
+            stem = Path(args.useful).stem
+            default = stem == "reference_answers"
             section(
-                "overhead-usefulness",
-                "Embedded default: usefulness and cost on the reference-answer set",
+                "overhead-usefulness" if default else f"overhead-usefulness-{stem}",
+                "Embedded default: usefulness and cost on the reference-answer set" + ("" if default else f" `{stem}`"),
                 out.getvalue(),
                 targets,
-                "Every question of `bench/data/reference_answers.yaml` (benign questions with short checkable "
+                f"Every question of `bench/data/{Path(args.useful).name}` (benign questions with short checkable "
                 "answers, written for this project), asked once as a plain call on the DRIVE's model and once "
                 "as a negotiation. An answer is correct when, after normalisation (case, accents, punctuation, "
                 "thousands separators, number words and number formatting), it contains one of the item's "

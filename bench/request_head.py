@@ -224,6 +224,7 @@ CRISIS_HELDOUTS = (
     ROOT / "bench" / "data" / "crisis_heldout_v8.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v9.yaml",
     ROOT / "bench" / "data" / "crisis_heldout_v10.yaml",
+    ROOT / "bench" / "data" / "crisis_heldout_v11.yaml",
 )
 #: Everyday questions with checkable answers (bench/overhead.py --useful): plain biology, medicine
 #: labels, arithmetic; none may get the crisis line.

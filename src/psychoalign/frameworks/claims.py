@@ -31,7 +31,8 @@ __all__ = ["QUALIFIED", "Claim", "find_false_claims"]
 
 #: A sentence that qualifies what it says, or distances itself from it: it states no universal.
 #: Hedges ("usually", "in most cases"), a named jurisdiction ("in England", "under US law"), "it
-#: depends", and a claim reported as a myth ("it's a myth that", "many people think").
+#: depends", a claim reported as a myth ("it's a myth that", "many people think"), and one the sentence
+#: warns against believing ("don't assume", "never believe anyone who says", "it isn't true that").
 QUALIFIED = re.compile(
     r"\b(?:usually|generally|typically|normally|often|mostly|in\s+most\s+cases|in\s+many\s+cases|"
     r"in\s+(?:most|many|some|certain)\s+(?:countries|states|places|jurisdictions|cases|situations)|"
@@ -41,6 +42,10 @@ QUALIFIED = re.compile(
     r"the\s+united\s+kingdom|the\s+eu|australia|canada|ireland|new\s+zealand|india|california|new\s+york|texas)\b|"
     r"under\s+(?:\w+\s+){0,3}?law|"
     r"myths?|misconceptions?|not\s+true|untrue|it\W?s\s+(?:false|wrong)|"
+    r"(?:is|are)n\W?t\s+true|(?:\w*n\W?t|not)\s+(?:always|necessarily)|"
+    r"(?:don\W?t|do\s+not|never|shouldn\W?t|should\s+not|mustn\W?t|must\s+not)\s+(?:just\s+|ever\s+)?"
+    r"(?:assume|think|believe|trust|rely\s+on|fall\s+for|listen\s+to)|"
+    r"(?:anyone|someone|people)\s+who\s+(?:says?|claims?|tells?\s+you)|"
     r"(?:people|some|many|most\s+people)\s+(?:often\s+|wrongly\s+|mistakenly\s+)?(?:think|believe|assume|say|claim))\b",
     re.IGNORECASE,
 )
