@@ -375,3 +375,32 @@ async def test_only_the_cards_interface_urls_are_served_and_nothing_redirects(se
                     assert r.status_code == 404 and "location" not in r.headers, (method, path, host, r.status_code)
                     assert r.json()["error"]["status"] == "NOT_FOUND"
     assert world.calls["drive"] == 0
+
+
+@pytest.mark.parametrize("service", ["role", "system"])
+async def test_the_old_card_path_is_a_404_naming_the_card_with_or_without_a_token(service: str) -> None:
+    """``/.well-known/agent.json`` (where earlier A2A versions served the card) answers as any
+    unknown path does, but without asking for a token first: a client probing for the card learns
+    where it is. A method its route does not answer still needs the token."""
+    from psychoalign.a2a.system import build_system_app
+
+    world = World(EGG)
+    if service == "role":
+        app = build_role_app(
+            "drive", Negotiator(Settings(), models=world.models()).transport, "http://testserver", "tok"
+        )
+    else:
+        app = build_system_app(Negotiator(Settings(), models=world.models()), "http://testserver", token="tok")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as hc:
+        for headers in ({}, {"Authorization": "Bearer tok"}, {"Authorization": "Bearer wrong"}):
+            for method in ("GET", "POST", "DELETE"):
+                r = await hc.request(method, "/.well-known/agent.json", headers=headers)
+                assert r.status_code == 404 and "location" not in r.headers, (method, headers, r.status_code)
+                error = r.json()["error"]
+                assert error["status"] == "NOT_FOUND"
+                assert error["message"] == (
+                    "no A2A route at /.well-known/agent.json: the agent card is at /.well-known/agent-card.json"
+                )
+        assert (await hc.request("PROPFIND", "/.well-known/agent.json")).status_code == 401
+        assert (await hc.get("/.well-known/agent-card.json")).status_code == 200
+    assert world.calls["drive"] == 0

@@ -264,8 +264,8 @@ async def test_the_api_roots_are_404s_in_their_faces_shape_never_redirects(
 ) -> None:
     """`/v1` and `/a2a` serve nothing themselves, with or without a trailing slash: each form
     is a 404 in its face's error shape, never a redirect (`GET /v1` was a 307 to `/v1/`, itself a
-    404). The card lives at its well-known URI only: the slash form is the A2A 404 that
-    `serve-a2a` answers too (it was a 307 here)."""
+    404). The card lives at its well-known URI only: the slash form and the old
+    ``/.well-known/agent.json`` are the A2A 404s that `serve-a2a` answers too (it was a 307 here)."""
     c, _ = client
     for method in ("GET", "POST", "HEAD"):
         for path in ("/v1", "/v1/"):
@@ -273,11 +273,13 @@ async def test_the_api_roots_are_404s_in_their_faces_shape_never_redirects(
             assert r.status_code == 404 and "location" not in r.headers, (method, path, r.status_code)
             if method != "HEAD":
                 assert r.json()["error"]["code"] == "unknown_url"
-        for path in ("/a2a", "/a2a/", "/.well-known/agent-card.json/"):
+        for path in ("/a2a", "/a2a/", "/.well-known/agent-card.json/", "/.well-known/agent.json"):
             r = await c.request(method, path)
             assert r.status_code == 404 and "location" not in r.headers, (method, path, r.status_code)
             if method != "HEAD":
                 assert r.json()["error"]["status"] == "NOT_FOUND"
+    # the card's old path (earlier A2A versions) names where the card is
+    assert "the agent card is at /.well-known/agent-card.json" in (await c.get("/.well-known/agent.json")).text
 
 
 async def test_a_refusal_resent_as_history_is_an_earlier_turn(

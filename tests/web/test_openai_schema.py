@@ -108,6 +108,7 @@ def _bodies() -> Iterator[dict[str, Any]]:
         yield {"model": "m", "messages": ASK, "tools": [TOOL], "tool_choice": {"type": "function", "function": value}}
         yield {"model": "m", "messages": ASK, "tools": [{"type": "function", "function": {"name": "f", "x": value}}]}
         yield {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": value}]}]}
+        yield {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "x": value}]}]}
         yield {"model": "m", "messages": ASK, "logit_bias": {"50256": value}}
         yield {"model": "m", "messages": ASK, "metadata": {"team": value}}
         yield {"model": "m", "messages": ASK, "stream": True, "stream_options": {"include_usage": value}}
@@ -165,6 +166,22 @@ def test_every_field_of_every_json_type_is_taken_or_a_400_naming_it() -> None:
             "messages[1].annotations",
             "invalid_type",
         ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {}}]}]},
+            "messages[0].content[0].cache_control",
+            "unknown_parameter",
+        ),
+        (
+            {
+                "messages": [
+                    ASK[0],
+                    {"role": "assistant", "content": [{"type": "refusal", "refusal": "No.", "text": "No."}]},
+                    ASK[0],
+                ]
+            },
+            "messages[1].content[0].text",
+            "unknown_parameter",
+        ),
     ],
 )
 def test_the_official_client_gets_openais_400_naming_the_field(
@@ -177,6 +194,19 @@ def test_the_official_client_gets_openais_400_naming_the_field(
     assert (error.status_code, error.code, error.param) == (400, code, param), error.body
     assert isinstance(error.body, dict) and set(error.body) == {"message", "type", "param", "code"}
     assert error.body["type"] == "invalid_request_error" and "\n" not in error.body["message"]
+
+
+def test_a_content_part_refuses_an_unknown_key_as_a_message_does() -> None:
+    """A content part's unknown key is named as a message's is; one sent as null is left out."""
+    part = {"type": "text", "text": "How do I boil an egg?"}
+    answer = _parse({"model": "m", "messages": [ASK[0], {"role": "user", "content": [part, {**part, "detail": 1}]}]})
+    assert isinstance(answer, APIError) and (answer.param, answer.code) == (
+        "messages[1].content[1].detail",
+        "unknown_parameter",
+    )
+    assert answer.message == "unrecognized field messages[1].content[1].detail: remove it"
+    taken = _parse({"model": "m", "messages": [{"role": "user", "content": [{**part, "detail": None}]}]})
+    assert isinstance(taken, ChatCompletionRequest) and taken.messages[0].text == part["text"]
 
 
 #: Commonly sent fields that are accepted: sampling applied or recorded, the rest ignored.

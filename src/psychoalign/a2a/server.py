@@ -51,6 +51,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agents.messages import AgentRole
@@ -60,10 +61,16 @@ from ..negotiation.bus import AgentTransport
 from .codec import decode_task, encode_reply, is_packed
 from .routing import allowed_methods
 
-__all__ = ["CARD_PATH", "error_response"]
+__all__ = ["CARD_PATH", "OLD_CARD_PATH", "error_response"]
 
 _log = logging.getLogger(__name__)
 CARD_PATH = "/.well-known/agent-card.json"
+#: Where earlier A2A versions served the card: a 404 that names :data:`CARD_PATH`, credentials or not
+#: (a client probing for the card must learn where it is, not that it needs a token).
+OLD_CARD_PATH = "/.well-known/agent.json"
+#: The methods its route answers: only these skip credentials, so no other method can pass it
+#: unauthenticated to a route of the SDK (the REST binding's catch-all tenant mount).
+_OLD_CARD_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 #: JSON-RPC code for a missing or invalid credential: A2A 1.0 defines none, so one from the
 #: implementation-defined server-error range (-32000..-32099), outside A2A's own -32001..-32009.
 UNAUTHENTICATED_CODE = -32040
@@ -122,7 +129,8 @@ class BearerBackend(AuthenticationBackend):
         return found or self._digests.get(hashlib.sha256(raw).hexdigest())
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser] | None:
-        if conn.url.path == CARD_PATH:
+        path = conn.url.path
+        if path == CARD_PATH or (path == OLD_CARD_PATH and conn.scope.get("method") in _OLD_CARD_METHODS):
             return None
         header = conn.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
@@ -162,6 +170,13 @@ def error_response(
 def _unauthorized(conn: HTTPConnection, exc: Exception) -> Response:
     """401 in the shape of the binding the client used."""
     return error_response(conn.url.path, 401, "UNAUTHENTICATED", f"Unauthenticated: {exc}", code=UNAUTHENTICATED_CODE)
+
+
+async def _old_card(request: Request) -> Response:
+    """The card's old path (earlier A2A versions): a 404 in the HTTP+JSON shape that names the current one."""
+    return error_response(
+        request.url.path, 404, "NOT_FOUND", f"no A2A route at {OLD_CARD_PATH}: the agent card is at {CARD_PATH}"
+    )
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -841,6 +856,7 @@ def a2a_app(
     routes: list[Any] = [
         # card first: the REST routes add a catch-all mount
         *create_agent_card_routes(card, cache_control=CARD_CACHE_CONTROL),
+        Route(OLD_CARD_PATH, _old_card, methods=list(_OLD_CARD_METHODS)),
         *create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH),
         # Most JSON-RPC clients (and the A2A TCK) POST to the interface URL plus "/"; Starlette
         # does not redirect a POST, so serve both.

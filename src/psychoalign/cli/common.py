@@ -10,13 +10,13 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..errors import ModelError
+from ..errors import InputError, ModelError
 from ..textio import terminal_text
 
 if TYPE_CHECKING:
@@ -135,6 +135,18 @@ def run_closing(open_store: Callable[[], _S], work: Callable[[_S], Awaitable[_T]
             await store.close()
 
     return asyncio.run(go())
+
+
+def open_out(out: Path, *, binary: bool = False, newline: str | None = None) -> IO[Any]:
+    """``--out FILE`` opened for writing, or one line naming the flag, the path and why (a
+    directory, no permission, a missing folder) instead of the operating system's bare error."""
+    try:
+        if binary:
+            return out.open("wb")
+        return out.open("w", encoding="utf-8", newline=newline)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise InputError(f"--out {out}: cannot write there: {why}", hint="pick a writable path") from None
 
 
 def emit_json(data: Any) -> None:

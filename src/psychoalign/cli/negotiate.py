@@ -32,6 +32,7 @@ from .common import (
     deferred_interrupt,
     emit_json,
     err_console,
+    open_out,
     out_console,
     print_wide,
     progress_bar,
@@ -782,11 +783,7 @@ def traces_export(
     if fmt != "jsonl":
         raise InputError(f"unknown export format '{fmt}'", hint="use --format jsonl")
 
-    try:
-        sink = out.open("w", encoding="utf-8") if out else sys.stdout
-    except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        raise InputError(f"--out {out}: cannot write there: {why}", hint="pick a writable path") from None
+    sink = open_out(out) if out else sys.stdout
 
     async def go() -> int:
         store = _open(config, store_url)

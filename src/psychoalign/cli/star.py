@@ -24,6 +24,7 @@ from .common import (
     emit_json,
     err_console,
     no_reply_stop,
+    open_out,
     out_console,
     progress_bar,
     run_closing,
@@ -345,6 +346,11 @@ def participants_import(
                 entries.append((f"{path}:{lineno}", json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg}", hint=shape) from None
+    if not entries:
+        raise InputError(
+            f"no participants in {path}: expected one participant object per line (JSONL), or a JSON array of them",
+            hint="add at least one participant, or check that this is the file you meant",
+        )
     people = []
     for where, body in entries:
         if not isinstance(body, dict):
@@ -523,9 +529,12 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
             import pyarrow.parquet as pq
         except ImportError:
             raise InputError("parquet export needs pyarrow", hint="pip install 'psychoalign[star]'") from None
-        pq.write_table(pa.Table.from_pylist(flat), str(out))
+        assert out is not None  # the command refuses parquet without --out
+        table = pa.Table.from_pylist(flat)
+        with open_out(out, binary=True) as sink:
+            pq.write_table(table, sink)
         return
-    sink = out.open("w", encoding="utf-8", newline="") if out else sys.stdout
+    sink = open_out(out, newline="") if out else sys.stdout
     try:
         if fmt == "jsonl":
             for r in rows:

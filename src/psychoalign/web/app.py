@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..a2a.server import CARD_CACHE_CONTROL, CARD_PATH, UNAUTHENTICATED_CODE
+from ..a2a.server import CARD_CACHE_CONTROL, CARD_PATH, OLD_CARD_PATH, UNAUTHENTICATED_CODE
 from ..a2a.server import error_response as a2a_error
 from ..config import Settings
 from ..negotiation.engine import Negotiator
@@ -89,7 +89,8 @@ def _get_only(scope: Scope) -> bool:
 class A2AMount(BaseRoute):
     """Hands the A2A paths (the card, ``/a2a`` and everything under it) to the SDK's Starlette
     app, unchanged: the SDK builds absolute routes, so a prefix ``Mount`` would not match them.
-    The card's slash form goes there too: the A2A 404 that ``serve-a2a`` answers, not a redirect."""
+    The card's slash form and its old path go there too: the A2A 404s that ``serve-a2a`` answers
+    (the old path's names the card), not a redirect."""
 
     def __init__(self, app: ASGIApp, *, loopback_only: bool = False, built_at: datetime | None = None) -> None:
         self.app = app
@@ -102,7 +103,7 @@ class A2AMount(BaseRoute):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http":
             path = scope["path"]
-            if path in (CARD_PATH, CARD_PATH + "/", "/a2a") or path.startswith("/a2a/"):
+            if path in (CARD_PATH, CARD_PATH + "/", OLD_CARD_PATH, "/a2a") or path.startswith("/a2a/"):
                 return Match.FULL, {}
         return Match.NONE, {}
 
@@ -113,7 +114,8 @@ class A2AMount(BaseRoute):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
-        public = scope["path"].rstrip("/") == CARD_PATH  # the card (its slash form: a 404) needs no credential
+        # the card (its slash form and old path: 404s) needs no credential
+        public = scope["path"].rstrip("/") in (CARD_PATH, OLD_CARD_PATH)
         if self.loopback_only and not public and not is_loopback(client[0] if client else None):
             # As keyless /v1 answers such a caller: 401, here in the A2A binding's error shape.
             message = "Unauthenticated: this A2A agent has no credentials configured and answers loopback clients only"

@@ -428,6 +428,10 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
             raise _bad(f"{pwhere}.type", f"{pwhere}.type must be 'text' (only text is supported); got {got}")
         if not isinstance(part.get(kind), str):
             raise _bad(f"{pwhere}.{kind}", f"{pwhere}.{kind} must be a string", "invalid_type")
+        if len(part) > 2:  # as for a message: a field sent as null is the field left out
+            extra = next((k for k, v in part.items() if k not in ("type", kind) and v is not None), None)
+            if extra is not None:
+                raise _bad(f"{pwhere}.{extra}", f"unrecognized field {pwhere}.{extra}: remove it", "unknown_parameter")
         texts.append(_check_text(part[kind], f"{pwhere}.{kind}"))
     return ChatMessage(role=role, text="\n".join(texts), tool_calls=calls, tool_call_id=call_id)
 

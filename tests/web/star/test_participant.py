@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from psychoalign.web.accounts import Role
 from psychoalign.web.star import StarLab
-from psychoalign.web.star.participant import MAX_MESSAGE, MAX_REASONING
+from psychoalign.web.star.participant import MAX_MESSAGE, MAX_REASONING, MAX_TOPIC
 from tests.web.star.test_lab import create_campaign, task_id
 from tests.weblab import Browser, add_person
 
@@ -70,3 +70,23 @@ async def test_typed_text_at_its_limit_is_accepted_and_stored_without_cr(lab: tu
     assert [len(text) for _, text in reasons] == [MAX_REASONING] and "\r" not in reasons[0][1]
     for person in people.values():
         await person.aclose()
+
+
+async def test_a_topic_over_its_limit_is_refused_not_cut(lab: tuple[FastAPI, StarLab]) -> None:
+    """The topic box carries its limit; a longer topic sent anyway is refused with both lengths
+    named and no conversation starts; one at the limit is stored whole."""
+    app, star = lab
+    await add_person(star, "lead", Role.LEAD)
+    await add_person(star, "writer")
+    lead, writer = Browser(app), Browser(app)
+    assert (await lead.login("lead")).status_code == 303 and (await writer.login("writer")).status_code == 303
+    await create_campaign(lead, "c", ["sexually-explicit"], n=1)
+    tid = task_id((await writer.post("/tasks/claim", {"kind": "red_team"})).headers["location"])
+    await writer.post(f"/tasks/{tid}/start")
+    assert f'name="topic" maxlength="{MAX_TOPIC}"' in (await writer.get(f"/tasks/{tid}")).text
+    r = await writer.post(f"/tasks/{tid}/begin", {"topic": "🙂" * (MAX_TOPIC + 1)})
+    assert r.status_code == 400
+    assert f"Your topic is {MAX_TOPIC + 1} characters long; the limit is {MAX_TOPIC}." in r.text
+    assert await star.store.dialogue_of_task(tid) is None
+    assert (await writer.post(f"/tasks/{tid}/begin", {"topic": "🙂" * MAX_TOPIC})).status_code == 303
+    assert await star.lab.topics("c") == {tid: "🙂" * MAX_TOPIC}

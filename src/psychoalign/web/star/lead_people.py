@@ -54,6 +54,16 @@ async def _new_participant(
     return account
 
 
+def _check_roles(role: str, roles: list[str]) -> None:
+    """The account role and task roles a form sent: a forged value is refused, not dropped."""
+    accounts = [r.value for r in Role]
+    if role not in accounts:
+        raise InputError(f"role: {role!r} is not an account role; choose {' or '.join(accounts)}")
+    unknown = sorted(set(roles) - set(ROLES))
+    if unknown:
+        raise InputError(f"roles: {unknown[0]!r} is not a task role; choose from {', '.join(ROLES)}")
+
+
 @router.post("/participants")
 async def participants_add(
     request: Request, account: LeadAccount, lab: Lab, templates: PageTemplates, form: Annotated[NewAccountForm, Form()]
@@ -63,7 +73,8 @@ async def participants_add(
     roles = [str(r) for r in (await request.form()).getlist("roles")]
     invite_url = None
     try:
-        if role == "lead":
+        _check_roles(role, roles)
+        if role == Role.LEAD:
             created = await lab.accounts.create_account(
                 Role.LEAD, username=username or None, password=password or None, display_name=display_name
             )
@@ -190,8 +201,11 @@ async def participants_import(
 @router.post("/participants/{participant_id}/roles")
 async def participant_roles(request: Request, participant_id: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: set which task roles a participant may take."""
-    form = await request.form()
-    roles = [str(r) for r in form.getlist("roles") if str(r) in ROLES]
+    roles = [str(r) for r in (await request.form()).getlist("roles")]
+    try:
+        _check_roles(Role.PARTICIPANT, roles)
+    except InputError as exc:
+        raise HTTPException(status_code=400, detail=exc.message) from None
     try:
         person = await lab.store.participant(participant_id)
     except InputError:

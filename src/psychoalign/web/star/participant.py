@@ -67,6 +67,8 @@ TURNS_GOAL = (10, 15)
 #: length named, never cut: the page counts as you type, and the server keeps it as your draft.
 MAX_REASONING = 4000
 MAX_MESSAGE = 8000
+#: The longest topic a red teamer commits to (characters): longer is refused, never cut.
+MAX_TOPIC = 300
 
 
 def typed(text: str) -> str:
@@ -304,6 +306,7 @@ async def task_page(
         "draft": draft,
         "max_reasoning": MAX_REASONING,
         "max_message": MAX_MESSAGE,
+        "max_topic": MAX_TOPIC,
     }
     if task.kind is TaskKind.RED_TEAM:
         instruction = await lab.store.instruction(task.instruction_id or "")
@@ -414,9 +417,15 @@ async def begin(
 ) -> Response:
     """Red teamer holding the task: commit to a topic, then the dialogue starts."""
     task = await _red_teaming(lab, task_id, account)
-    topic = typed(topic).strip()[:300]
+    topic = typed(topic).strip()
     if not topic:
         raise HTTPException(status_code=400, detail="write down your topic before you start")
+    if len(topic) > MAX_TOPIC:
+        message = (
+            f"Your topic is {len(topic):,} characters long; the limit is {MAX_TOPIC:,}. The conversation did not "
+            f"start. Go back to the task, shorten the topic by {len(topic) - MAX_TOPIC:,} characters and commit again."
+        )
+        return await _error_page(request, templates, task, 400, message)
     campaign = await lab.campaign(await _campaign_of(lab, task))
     try:
         target = lab.target(campaign)
