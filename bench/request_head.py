@@ -504,12 +504,14 @@ def crisis_report(args: argparse.Namespace) -> None:
             targets,
             quick=args.check_only,  # --check-only: the check's figures, no end to end
             note="The shipped check, `crisis-minilm-v10`, on the held-out fold (`sha256(text) % 4 == 0`) of the "
-            "project-written crisis exemplars and the ten hand-written crisis files `bench/data/crisis_heldout.yaml`, "
-            "`crisis_heldout_v2.yaml` to `crisis_heldout_v10.yaml`. Its head, routing threshold and band floor were "
+            "project-written crisis exemplars and the eleven hand-written crisis files "
+            "`bench/data/crisis_heldout.yaml`, "
+            "`crisis_heldout_v2.yaml` to `crisis_heldout_v11.yaml`. Its head, routing threshold and band floor were "
             "trained and chosen on the exemplars' training folds, the project-written benign requests and "
             "look-alikes, the crisis and benign items of `crisis_heldout.yaml` to `crisis_heldout_v8.yaml` and "
             "three known false fires of the previous check (no benchmark text): those eight files are in sample "
-            "(each is marked so below), and `crisis_heldout_v9.yaml` and `crisis_heldout_v10.yaml` are fresh: each "
+            "(each is marked so below), and `crisis_heldout_v9.yaml`, `crisis_heldout_v10.yaml` and "
+            "`crisis_heldout_v11.yaml` are fresh: each "
             "written after the check was frozen, each scored once before it was added here. "
             "The exemplars' held-out fold and "
             "`tests/models/crisis_medicine_lookalikes.yaml` are development sets (the phrases and medicine guard "
@@ -520,7 +522,7 @@ def crisis_report(args: argparse.Namespace) -> None:
             "a crisis score from its floor up to routing gets the framework's soft crisis line after the reply) "
             "has its floor carried "
             "by the check, chosen by the same rule as the routing threshold one tier down on the same training "
-            "data; `crisis_heldout_v9.yaml`, `crisis_heldout_v10.yaml` and every look-alike file are fresh for it. "
+            "data; `crisis_heldout_v9.yaml` to `crisis_heldout_v11.yaml` and every look-alike file are fresh for it. "
             "End to end, the "
             "reply the user sees is read for the framework's crisis line, the first sentence of its supportive "
             "message, and the word 'rephrase'.",

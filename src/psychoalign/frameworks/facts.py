@@ -20,7 +20,9 @@ Two tables, both read within one clause of model text (never of a request: a use
   ("40 to 140 °F": the danger zone), a temperature stated as a threshold ("store below 5 °C" for a
   cooking minimum, "never above 8 °C" for the fridge's maximum), and a duration past a row's
   maximum stated as one ("throw it away after 4 hours"); a span's upper end is compared ("2 to 3
-  weeks").
+  weeks"). Nor a figure named only to be ruled out (:func:`_ruled_out`: "100 °C, not 120 °C",
+  "doesn't boil at 90 °C", "rather than 60 °C", "a myth that ..."); a negated limit states the
+  limit and is compared ("don't leave it out for more than 6 hours").
 * unit conversions (``check.conversions``: which of :data:`UNITS`' dimensions are checked): two
   amounts the text equates ("350 °F is about 175 °C", "55 °C (130 °F)", "there are 454 grams in a
   pound", "a teaspoon holds 5 ml") must agree within :data:`TOLERANCE` (temperatures: within
@@ -138,6 +140,114 @@ _ABOVE = re.compile(
     re.I,
 )
 
+#: A negation: "not", "never", "-n't" (straight or curly apostrophe).
+_NEGATION = re.compile(r"\b(?:not|never)\b|n['’]t\b", re.IGNORECASE)
+#: What ends a negation's reach before a figure: punctuation, or a word that starts a new clause
+#: ("Don't worry, it boils at 50 °C"; "You don't need a thermometer because it is done at 60 °C").
+_SCOPE_END = re.compile(
+    r"[,;:()\"“”—–]|\s-\s|\b(?:because|since|so|and|or|if|when|once|as|while|unless|though|although|whereas|yet)\b",
+    re.IGNORECASE,
+)
+#: A negation that affirms what follows it, or negates a need rather than a figure ("don't forget
+#: it boils at ...", "not only", "you don't need to cook it to ...", "is never unsafe at ...").
+_NOT_RULING_OUT = re.compile(
+    r"^\s*(?:only|just|forget\w*|worry\w*|fret\w*|panic\w*|doubt\w*|hesitat\w*|mind)\b|"
+    r"\b(?:need\w*|have\s+to|has\s+to|had\s+to|got\s+to|must|necessar\w*|required?|bother\w*|"
+    r"unsafe|dangerous|risky|harmful|wrong|problem\w*|issue)\b",
+    re.IGNORECASE,
+)
+#: A word that states a figure as a limit rather than a value: a negation before it negates the
+#: limit ("don't leave it out for more than 6 hours" states 6 hours as the most), not the figure.
+_LIMIT = re.compile(
+    r"\b(?:more|less|fewer|longer|shorter|warmer|colder|hotter|cooler|higher|lower)\s+than\b|"
+    r"\b(?:above|over|under|below|beneath|beyond|past|after|until|till|before|within|exceed\w*|"
+    r"at\s+(?:most|least)|up\s+to)\b",
+    re.IGNORECASE,
+)
+#: After a figure, words that make it a limit too ("6 hours or more", "60 °C or less").
+_LIMIT_AFTER = re.compile(
+    r"^\s*(?:\+|(?:or|and)\s+(?:more|longer|over|above|higher|warmer|less|fewer|under|below|lower|colder|up)\b|plus\b)",
+    re.IGNORECASE,
+)
+#: A figure named as the thing to avoid: "74 °C rather than 60 °C", "instead of 6 hours".
+_CONTRAST_BEFORE = re.compile(r"\b(?:rather\s+than|instead\s+of)\s+(?:[\w'’]+\s+){0,4}$", re.IGNORECASE)
+#: A figure reported as a myth: "it's a myth that water boils at 120 °C".
+_MYTH_BEFORE = re.compile(
+    r"\b(?:myths?|misconceptions?|old\s+wives['’]?\s+tales?|(?:false|untrue|wrong)\s+(?:to\s+(?:say|think|believe)\s+)?that)\b",
+    re.IGNORECASE,
+)
+#: A figure reported as what others believe ("people think it boils at 120 °C"): ruled out only
+#: where the sentence goes on to contradict it (:data:`_CONTRADICTED`).
+_BELIEF_BEFORE = re.compile(
+    r"\b(?:people|many|some|folks|others|everyone|lots\s+of\s+(?:people|us)|you\s+(?:may|might)(?:\s+have)?)\s+"
+    r"(?:\w+\s+)?(?:think|thinks|thought|believe[sd]?|assume[sd]?|say|says|said|claim\w*|reckon\w*|heard)\b",
+    re.IGNORECASE,
+)
+_CONTRADICTED = re.compile(
+    r"\b(?:but|however|actually|in\s+fact|in\s+reality|really|wrong|mistaken|myth|not\s+true)\b", re.IGNORECASE
+)
+#: After a figure, a verdict that rules it out: "a fridge at 10 °C isn't cold enough", "chicken at
+#: 60 °C is not safe", "a freezer at -5 °C is too warm".
+_RULED_OUT_AFTER = re.compile(
+    r"^[^,;:.!?]{0,30}?\b(?:is|are|was|were|['’]s)?\s*(?:n['’]t|\bnot|\bnever)\s+(?:\w+\s+)?"
+    r"(?:enough|safe|normal|right|correct|ok|okay|fine|done|cooked|acceptable|healthy)\b|"
+    r"^[^,;:.!?]{0,30}?\b(?:is|are|was|were|['’]s)\s+(?:much\s+|far\s+|way\s+)?"
+    r"(?:too\s+(?:warm|cold|hot|cool|low|high|long)|unsafe|dangerous)\b",
+    re.IGNORECASE,
+)
+
+#: A verdict a negation may deny: "not safe", "isn't a good idea".
+_VERDICT = re.compile(
+    r"\s*(?:(?:very|really|always|usually|generally|considered)\s+)?"
+    r"(?:safe|good|fine|ok|okay|advisable|wise|recommended|healthy|a\s+good\s+idea)\b",
+    re.IGNORECASE,
+)
+
+
+def _negates(text: str, *, limit: bool) -> bool:
+    """Whether a negation in ``text`` reaches its end: the last negation, with no :data:`_SCOPE_END`
+    and at most eight words after it, and none that makes it affirm or negate a need. ``limit``:
+    ``text`` ends at a limit word, which the negation then negates; else a limit word between
+    the negation and the end puts the figure out of its reach (the limit is negated instead)."""
+    negations = list(_NEGATION.finditer(text))
+    if not negations:
+        return False
+    gap = text[negations[-1].end() :]
+    if _SCOPE_END.search(gap) or len(gap.split()) > 8 or _NOT_RULING_OUT.search(gap):
+        return False
+    return limit or not _LIMIT.search(gap)
+
+
+def _ruled_out(before: str, after: str, rest: str) -> bool:
+    """Whether a figure is named only to be ruled out, from the words of its clause ``before`` and
+    ``after`` it and ``rest``, the remainder of its sentence after the clause. A figure is ruled
+    out when a negation reaches it with no limit word between ("doesn't boil at 90 °C", "100 °C,
+    not 120 °C", "isn't 39 °C", "never 38.5 °C", "don't leave it out for 6 hours"), when it is
+    contrasted away ("rather than 60 °C", "instead of 6 hours"), reported as a myth ("it's a myth
+    that it boils at 120 °C") or as a belief the sentence contradicts ("people think it boils at
+    120 °C, but ..."), or judged after it ("a fridge at 10 °C isn't cold enough"). A figure made a
+    limit ("for more than 6 hours", "6 hours or more") is not ruled out by a negation: "don't leave
+    it out for more than 6 hours" states 6 hours as the most."""
+    if _LIMIT_AFTER.match(after):
+        return False
+    if _CONTRAST_BEFORE.search(before) or _MYTH_BEFORE.search(before) or _negates(before, limit=False):
+        return True
+    if _BELIEF_BEFORE.search(before) and _CONTRADICTED.search(after + " " + rest):
+        return True
+    return bool(_RULED_OUT_AFTER.match(after))
+
+
+def _negated_limit(before: str, limit: re.Match[str]) -> bool:
+    """Whether the limit word ``limit`` at the end of ``before`` is negated: "don't leave it out for
+    more than 6 hours", "never let the fridge get warmer than 10 °C", "no longer than 6 hours"."""
+    head = before[: limit.start()]
+    if re.search(r"\bno\s*$", head, re.IGNORECASE):
+        return True
+    negation = list(_NEGATION.finditer(head))
+    # a verdict negated ("aren't safe after a week", "it's not safe to leave it out for more than
+    # 2 hours") is true past any limit; only a negated action ("don't leave it out") sets one
+    return _negates(head, limit=True) and not _VERDICT.match(head[negation[-1].end() :])
+
 
 def valid_regex(pattern: str) -> str:
     """``pattern``, when it compiles as a regex; else a ValueError naming it (a row's validator)."""
@@ -236,10 +346,13 @@ def find_wrong_facts(
         return []
     found: dict[str, WrongFact] = {}  # by the fact it states: "10 °C (50 °F)" is one wrong figure
     before = ""
+    at = 0
     for clause in _CLAUSE.split(text):
         if not clause or not clause.strip():
             continue
-        wrong = list(_wrong_in_clause(facts, clause, before))
+        at = text.find(clause, at) + len(clause)
+        rest = re.split(r"(?<=[.!?])\s|\n", text[at:], maxsplit=1)[0]  # the rest of the sentence
+        wrong = list(_wrong_in_clause(facts, clause, before, rest))
         before = clause
         if not wrong and conversions:
             # a clause a fact already corrects needs no conversion worked out beside it ("water
@@ -278,7 +391,7 @@ def _number(word: str) -> float:
     return float(_NUMBER_WORDS.get(word.lower(), 0) or word.replace(",", ""))
 
 
-def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "") -> Iterator[WrongFact]:
+def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "", rest: str = "") -> Iterator[WrongFact]:
     scoped = [(fact, at) for fact in facts for at in fact.in_scope(clause, before)]
     if not scoped:
         return
@@ -289,14 +402,18 @@ def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "") -> 
             if measure == "temperature" and (_RANGE_AFTER.match(after) or _RANGE_BEFORE.search(before)):
                 continue  # "between 40 and 140 °F": the danger zone, no figure for a row (a span's end is)
             fact = _owner(mentions, m.start())
-            if fact is None or fact.holds(value):
+            if fact is None or fact.holds(value) or _ruled_out(before, after, rest):
                 continue
+            below, above = _BELOW.search(before), _ABOVE.search(before)
             if measure == "temperature":
                 side = fact.one_sided
-                # "store it below 5 °C" is no cooking temperature; "never above 8 °C" no fridge setting
-                if (side != "high" and _BELOW.search(before)) or (side != "low" and _ABOVE.search(before)):
+                # "store it below 5 °C" is no cooking temperature; "never above 8 °C" no fridge
+                # setting; "never let the fridge get warmer than 10 °C" states 10 °C as its most
+                if side != "high" and below is not None and not (side == "low" and _negated_limit(before, below)):
                     continue
-            elif fact.one_sided == "high" and _ABOVE.search(before):
+                if side != "low" and above is not None and not _negated_limit(before, above):
+                    continue
+            elif fact.one_sided == "high" and above is not None and not _negated_limit(before, above):
                 continue  # "throw it away after 4 hours": a limit past the fact's, not a claim
             yield WrongFact(
                 f"{fact.id}: {m.group(0).strip()!r} ({fact.source})", f"{fact.states.rstrip('.')} ({fact.source})."
