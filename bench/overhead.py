@@ -124,6 +124,9 @@ class Timed(Backend):
     def model_name(self) -> str:
         return self.inner.model_name
 
+    def reset_prompt_cache(self) -> None:
+        self.inner.reset_prompt_cache()
+
     async def complete(self, request: ChatRequest) -> Completion:
         start, tokens = time.perf_counter(), 0
         try:
@@ -140,13 +143,8 @@ def forget_prompt_prefix(plain: ChatModel) -> None:
     model file shares one context (the DRIVE's included: ``plain`` runs on the DRIVE's model): a
     negotiation timed right after the plain call with the same prompt would have its draft skip
     the prompt the plain call paid for (and, from another batch split, decode differently). Other
-    backends keep nothing between calls."""
-    backend = getattr(plain.backend, "inner", plain.backend)  # Timed wraps the real backend
-    loaded = getattr(backend, "_model", None)  # psychoalign.models.local.LocalBackend's shared context
-    if backend.name == "local" and loaded is not None:
-        context = loaded()
-        with context.lock:
-            context.llama.reset()
+    backends keep nothing between calls (``reset_prompt_cache`` is a no-op there)."""
+    plain.backend.reset_prompt_cache()
 
 
 def sequential_calls(log: Sequence[Call], *, llm_only: bool = False) -> int:

@@ -152,3 +152,15 @@ def test_closing_models_twice_and_loading_again_works() -> None:
     close_models()  # idempotent: nothing left to free
     again = _load(path, 2048, None)
     assert again is not first and again.llama.tokenize(b"hi")
+
+
+async def test_reset_prompt_cache_forgets_the_tokens_llama_cpp_kept() -> None:
+    """llama.cpp reuses the kept tokens (``Llama.n_tokens`` of them) as a prompt prefix; after
+    ``reset_prompt_cache`` none are kept, so the next call evaluates its whole prompt."""
+    spec = ModelSpec(backend="local", max_tokens=4, seed=0)
+    model = build_model(spec)
+    await model.chat("Name a colour.")
+    loaded = _load(resolve_model(None)[1], spec.n_ctx, spec.n_threads)
+    assert loaded.llama.n_tokens > 0
+    model.backend.reset_prompt_cache()
+    assert loaded.llama.n_tokens == 0

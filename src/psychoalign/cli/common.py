@@ -6,9 +6,11 @@ import errno
 import inspect
 import json
 import os
+import secrets
+import stat
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -137,16 +139,62 @@ def run_closing(open_store: Callable[[], _S], work: Callable[[_S], Awaitable[_T]
     return asyncio.run(go())
 
 
-def open_out(out: Path, *, binary: bool = False, newline: str | None = None) -> IO[Any]:
-    """``--out FILE`` opened for writing, or one line naming the flag, the path and why (a
-    directory, no permission, a missing folder) instead of the operating system's bare error."""
-    try:
-        if binary:
-            return out.open("wb")
-        return out.open("w", encoding="utf-8", newline=newline)
+def _cannot_write(out: Path, why: str) -> InputError:
+    return InputError(f"--out {out}: cannot write there: {why}", hint="pick a writable path")
+
+
+@contextmanager
+def open_out(out: Path, *, binary: bool = False, newline: str | None = None) -> Iterator[IO[Any]]:
+    """``--out FILE`` for writing, all or nothing. The block writes a temporary file beside FILE,
+    which replaces FILE (``os.replace``, atomic) only when the block ends without an error; on an
+    error (a store that fails mid-read, Ctrl-C) FILE keeps its old bytes and the temporary file is
+    removed. A path that cannot be written (a directory, no permission, a missing folder) is one
+    line naming the flag, the path and why, before the block runs. Through a symbolic link the
+    file it names is replaced and the link stays; an existing FILE keeps its permission bits."""
+    target = Path(os.path.realpath(out))
+    if target.is_dir():
+        raise _cannot_write(out, os.strerror(errno.EISDIR))
+    if target.exists() and not os.access(target, os.W_OK):
+        raise _cannot_write(out, os.strerror(errno.EACCES))
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
+    try:  # 0o666 less the umask, as a plain open would create FILE
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        raise InputError(f"--out {out}: cannot write there: {why}", hint="pick a writable path") from None
+        raise _cannot_write(out, exc.strerror or type(exc).__name__) from None
+    sink: IO[Any] = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+    try:
+        yield sink
+    except BaseException:  # the block's own error, as it was
+        _discard(sink, partial)
+        raise
+    try:
+        if not sink.closed:  # a writer may close what it was given
+            sink.flush()
+            os.fsync(sink.fileno())
+            sink.close()
+        if target.exists():
+            os.chmod(partial, stat.S_IMODE(target.stat().st_mode))
+        os.replace(partial, target)
+    except OSError as exc:  # the disk filled, FILE became a directory meanwhile, ...
+        _discard(sink, partial)
+        raise _cannot_write(out, exc.strerror or type(exc).__name__) from None
+
+
+def _discard(sink: IO[Any], partial: Path) -> None:
+    with suppress(OSError):
+        sink.close()
+    with suppress(OSError):
+        partial.unlink()
+
+
+@contextmanager
+def out_or_stdout(out: Path | None, *, newline: str | None = None) -> Iterator[IO[Any]]:
+    """Text output to ``--out FILE`` (all or nothing, :func:`open_out`) or, without it, stdout."""
+    if out is None:
+        yield sys.stdout
+        return
+    with open_out(out, newline=newline) as sink:
+        yield sink
 
 
 def emit_json(data: Any) -> None:

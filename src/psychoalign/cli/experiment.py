@@ -25,6 +25,7 @@ from .common import (
     emit_yaml,
     err_console,
     no_reply_stop,
+    open_out,
     out_console,
     print_wide,
     reflow_help,
@@ -725,14 +726,16 @@ def cells(
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
         else:
-            out.write_bytes(data)
+            with open_out(out, binary=True) as sink:
+                sink.write(data)
             err_console.print(safe(f"cells: {out}"), soft_wrap=True)
         return
     text = write_cells(records, fmt)  # type: ignore[arg-type]
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
+        with open_out(out) as sink:
+            sink.write(text)
         err_console.print(safe(f"cells: {out}"), soft_wrap=True)
 
 

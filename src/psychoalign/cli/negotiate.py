@@ -6,7 +6,7 @@ import asyncio
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import typer
 from rich.panel import Panel
@@ -32,8 +32,8 @@ from .common import (
     deferred_interrupt,
     emit_json,
     err_console,
-    open_out,
     out_console,
+    out_or_stdout,
     print_wide,
     progress_bar,
     run_closing,
@@ -783,9 +783,7 @@ def traces_export(
     if fmt != "jsonl":
         raise InputError(f"unknown export format '{fmt}'", hint="use --format jsonl")
 
-    sink = open_out(out) if out else sys.stdout
-
-    async def go() -> int:
+    async def go(sink: IO[str]) -> int:
         store = _open(config, store_url)
         n = 0
         try:
@@ -793,11 +791,10 @@ def traces_export(
                 sink.write(trace.model_dump_json() + "\n")
                 n += 1
         finally:
-            if out:
-                sink.close()
             await store.close()
         return n
 
-    n = asyncio.run(go())
+    with out_or_stdout(out) as sink:  # --out FILE is replaced only when every trace is written
+        n = asyncio.run(go(sink))
     if out:
         err_console.print(safe(f"exported {n} traces to {out}"), soft_wrap=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from .common import (
     no_reply_stop,
     open_out,
     out_console,
+    out_or_stdout,
     progress_bar,
     run_closing,
     safe,
@@ -123,13 +123,9 @@ def instructions_generate(
         rules=rules,
         balance=balance,  # type: ignore[arg-type]
     )
-    sink = out.open("w", encoding="utf-8") if out else sys.stdout
-    try:
+    with out_or_stdout(out) as sink:
         for item in items:
             sink.write(json.dumps(item.record(), ensure_ascii=False) + "\n")
-    finally:
-        if out:
-            sink.close()
     if out:
         err_console.print(safe(f"wrote {len(items)} instructions to {out}"), soft_wrap=True)
 
@@ -534,8 +530,7 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
         with open_out(out, binary=True) as sink:
             pq.write_table(table, sink)
         return
-    sink = open_out(out, newline="") if out else sys.stdout
-    try:
+    with out_or_stdout(out, newline="") as sink:  # --out FILE is replaced only when it is whole
         if fmt == "jsonl":
             for r in rows:
                 sink.write(json.dumps(r, ensure_ascii=False) + "\n")
@@ -548,9 +543,6 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
             writer = csv.DictWriter(sink, fieldnames=columns)
             writer.writeheader()
             writer.writerows({k: spreadsheet_safe(v) for k, v in r.items()} for r in flat)
-    finally:
-        if out:
-            sink.close()
 
 
 def _choose_targets(data: Any, attach: list[str], target: str | None) -> Any:

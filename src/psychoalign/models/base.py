@@ -83,6 +83,11 @@ class Backend(ABC):
         (:func:`~psychoalign.models.registry.preload`). Loads are shared per process, so the
         first call then finds them ready. A failure here is raised again by that first call."""
 
+    def reset_prompt_cache(self) -> None:  # noqa: B027 - optional hook, most backends keep no prompt
+        """Make the next call evaluate its whole prompt: forget any prompt prefix this backend kept
+        from an earlier call to skip re-evaluating it. Nothing else changes (the loaded model,
+        settings, caches of replies). A no-op for backends that keep no prompt between calls."""
+
     @classmethod
     def availability(cls, spec: ModelSpec | None = None) -> tuple[bool, str]:
         """Whether this backend can be used here, and why not."""

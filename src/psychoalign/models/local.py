@@ -294,8 +294,12 @@ _LOG_CALLBACK: list[Any] = []
 _log = logging.getLogger("psychoalign.models.local")
 
 
+def _key(path: Path, n_ctx: int, n_threads: int | None) -> tuple[str, int, int | None]:
+    return (str(path), n_ctx, n_threads)
+
+
 def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
-    key = (str(path), n_ctx, n_threads)
+    key = _key(path, n_ctx, n_threads)
     with _MODELS_LOCK:
         if key not in _MODELS:
             _MODELS[key] = _LoadedModel(path, n_ctx, n_threads)
@@ -396,6 +400,22 @@ class LocalBackend(Backend):
             ) from exc
         except ValueError as exc:
             raise BackendUnavailableError(f"cannot load {self.path}: {exc}") from exc
+
+    def reset_prompt_cache(self) -> None:
+        """Make the next call evaluate its whole prompt. llama.cpp keeps the tokens of the last
+        call in its context and skips re-evaluating the prefix a new prompt shares with them; this
+        forgets them (``Llama.reset``). Nothing else changes: the model stays loaded and the reply
+        cache is untouched. The context is shared by every local backend of the same model file,
+        ``n_ctx`` and ``n_threads`` (one per process), so their next calls start afresh too. It
+        waits for a call running on the context; with no model loaded yet it does nothing (and
+        loads nothing). For measurements: a call that skips a prefix costs less time, and from a
+        different batch split may decode differently (bench/overhead.py)."""
+        with _MODELS_LOCK:
+            loaded = _MODELS.get(_key(self.path, self.spec.n_ctx, self.spec.n_threads))
+        if loaded is None:
+            return
+        with loaded.lock:
+            loaded.llama.reset()  # type: ignore[no-untyped-call]  # unannotated in llama-cpp-python
 
     def _run(self, request: ChatRequest) -> Completion:
         model = self._model()
