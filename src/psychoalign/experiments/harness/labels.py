@@ -15,13 +15,22 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...errors import InputError
 from ...textio import decode_utf8, file_signature, parse_jsonl_objects
 
-if TYPE_CHECKING:
-    from .benchmark import Item
+
+class _Prompted(Protocol):
+    """What :func:`check_labels_apart` reads of a benchmark item (``benchmark.Item`` has it); a
+    protocol, so this module needs no import of the benchmark module, which imports the judges."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def turns(self) -> tuple[str, ...]: ...
+
 
 __all__ = ["USER_LABEL_FIELDS", "LabelFile", "check_labels_apart", "load_user_labels", "read_user_labels"]
 
@@ -106,7 +115,7 @@ def _key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def check_labels_apart(labels: LabelFile, benchmarks: Mapping[str, tuple[Sequence[str], Sequence[Item]]]) -> None:
+def check_labels_apart(labels: LabelFile, benchmarks: Mapping[str, tuple[Sequence[str], Sequence[_Prompted]]]) -> None:
     """Refuse a calibration file that asks the judge about a prompt of a benchmark it judges in
     this run (``benchmarks``: name -> (the judges it needs, every item as loaded)): the judge would
     be validated on the very items it scores, and the scores corrected with that agreement
