@@ -15,8 +15,7 @@ from psychoalign.experiments import run_experiment
 from psychoalign.experiments.harness import provenance
 from psychoalign.experiments.harness.registry import Registry
 from psychoalign.experiments.harness.store import InMemoryResultStore
-from tests.experiments.harness.test_judge_apart import _OwnXSTest
-from tests.experiments.helpers import REFUSAL, Judge, scripted, settings, spec
+from tests.experiments.helpers import REFUSAL, Judge, OwnXSTest, scripted, settings, spec
 
 
 async def test_an_edited_judge_prompt_is_another_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,7 +28,7 @@ async def test_an_edited_judge_prompt_is_another_judge(tmp_path: Path, monkeypat
     monkeypatch.setattr(provenance, "judge_prompt_files", lambda: sorted(copies.glob("judge_*.yaml")))
 
     registry = Registry()
-    registry.add_benchmark(_OwnXSTest)
+    registry.add_benchmark(OwnXSTest)
     models = {"chat": scripted("refuser", lambda r: REFUSAL), "judge": scripted("j", Judge())}
     s = spec(["vanilla"], ["own-xstest"], 4, judge={"calibration_n": 0})
     store = InMemoryResultStore()
