@@ -347,6 +347,7 @@ def find_wrong_facts(
     found: dict[str, WrongFact] = {}  # by the fact it states: "10 °C (50 °F)" is one wrong figure
     before = ""
     at = 0
+    asked_about = _asked_amounts(request) if conversions else frozenset()  # the request's amounts, read once
     for clause in _CLAUSE.split(text):
         if not clause or not clause.strip():
             continue
@@ -357,7 +358,7 @@ def find_wrong_facts(
         if not wrong and conversions:
             # a clause a fact already corrects needs no conversion worked out beside it ("water
             # freezes at 0 °F, the same as 0 °C": the fact states 0 °C and 32 °F)
-            wrong = list(_wrong_conversions(conversions, clause, asked=asked, asked_about=_asked_amounts(request)))
+            wrong = list(_wrong_conversions(conversions, clause, asked=asked, asked_about=asked_about))
         for one in wrong:
             found.setdefault(one.states, one)
     return list(found.values())
