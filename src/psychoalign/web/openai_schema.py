@@ -494,7 +494,7 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     _check_ignored(data)
     fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
     fields["sampling"] = sampling
-    fields["tools"] = parse_tools(fields.get("tools"), fields.pop("tool_choice", None))
+    fields["tools"] = parse_tools(fields.get("tools"), fields.pop("tool_choice", None), data.get("parallel_tool_calls"))
     fields["messages"] = parse_messages(fields.get("messages"), tools=fields["tools"] is not None)
     fields["response_format"] = _response_format(fields.get("response_format"))
     if fields.get("model") in (None, ""):  # left out, null or "": OpenAI's "you must provide a model"
