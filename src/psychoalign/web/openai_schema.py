@@ -340,7 +340,7 @@ class ChatCompletionRequest(BaseModel):
         return self.messages[self.request_index].text
 
 
-def _bad(param: str | None, message: str, code: str = "invalid_value") -> APIError:
+def _bad(param: str | None, message: str, code: str | None = "invalid_value") -> APIError:
     return APIError(400, message, param=param, code=code)
 
 
@@ -544,6 +544,15 @@ def _semantics(req: ChatCompletionRequest) -> None:
         raise _bad("top_logprobs", "top_logprobs is not supported", "unsupported_parameter")
     if req.modalities not in (None, ["text"]):
         raise _bad("modalities", "only the 'text' modality is supported", "unsupported_parameter")
+    fmt = req.response_format
+    if fmt is not None and fmt.type == "json_object" and not any("json" in m.text.lower() for m in req.messages):
+        # OpenAI's API refuses JSON mode unless a message asks for JSON (param messages, code null).
+        raise _bad(
+            "messages",
+            "messages must contain the word 'json' in some form to use response_format of type 'json_object': "
+            "ask for JSON in a message, or send a json_schema",
+            None,
+        )
     last = req.messages[-1]
     where = f"messages[{len(req.messages) - 1}]"
     if last.role not in ("user", "tool") or not any(m.role == "user" for m in req.messages):
