@@ -119,3 +119,44 @@ def test_the_harm_first_flags_refuse_a_wrong_combination_in_one_line(args: list[
     done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=False)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [error]
+
+
+CANDIDATE = ROOT / "bench" / "candidates" / "evaluator-minilm-v11.json"
+
+
+def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8() -> None:
+    from psychoalign.models.classifier import load_weights
+    from tests.helpers import assert_refits_only_the_request_head, moved_threshold
+
+    shipped = load_weights()
+    candidate = load_weights(str(CANDIDATE))
+    assert candidate.version == "evaluator-minilm-v11"
+    assert_refits_only_the_request_head(candidate, shipped)
+    fit = candidate.training["fit"]["request"]
+    lofo = fit["lofo"]
+    assert candidate.request.threshold == pytest.approx(
+        moved_threshold(fit["validation_threshold"], lofo["offset"]), abs=1e-5
+    )
+    # The rule chose the shipped request head as the guard at its own threshold (cut 0): whatever the
+    # shipped head blocks stays blocked, and the refit blocks more only where it is confident.
+    assert lofo["guard_cut"] == 0.0 and candidate.request.guard is not None
+    guard = candidate.request.guard
+    assert guard.threshold == pytest.approx(shipped.request.threshold, abs=1e-6)
+    assert guard.model_dump(exclude={"threshold", "contested_floor"}) == shipped.request.model_dump(
+        exclude={"threshold", "contested_floor"}
+    )
+
+
+def test_the_candidate_records_the_twelve_files_and_its_limits_held() -> None:
+    tc = _rule()
+    from psychoalign.models.classifier import load_weights
+    from tests.helpers import assert_records_dev_files
+
+    candidate = load_weights(str(CANDIDATE))
+    lofo = assert_records_dev_files(candidate, tc.HARM_FIRST_DEV_FILES, 12)
+    assert candidate.training["fit"]["request"]["heldout_limit"] == "heldout_requests.yaml"
+    kept, got = lofo["kept_head"], lofo["chosen"]
+    # Every limit of choose_harm_first held on the development data it was chosen on.
+    assert got[1] >= kept[1] and got[2] >= kept[2] and got[3] >= kept[3] and got[4] >= kept[4]
+    assert got[5] >= kept[5] - tc.GUARD_ACCEPTABLE_SLACK
+    assert all(f["chosen"] >= f["kept_head"] for f in lofo["twins_blocked_per_file"].values())
