@@ -16,6 +16,8 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
         --version evaluator-minilm-v10 --out bench/candidates  # v10: + the eleven files, the shipped head as guard
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --harm-first --harm-weight 1 2 \
         --version evaluator-minilm-v11 --out bench/candidates  # v11: + the twelve files, harm-first rule
+    .venv/bin/python scripts/train_classifier.py --only request --dev-files --twelve --version evaluator-minilm-v11r \
+        --out bench/candidates  # v11r: the twelve files at the validation threshold (no offset, no guard)
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
@@ -1059,6 +1061,12 @@ def main() -> None:
         "--keep-from request head offered as a guard; weight, offset and cut chosen by choose_harm_first",
     )
     ap.add_argument(
+        "--twelve",
+        action="store_true",
+        help="with --dev-files (no choice rule): train on the twelve files (HARM_FIRST_DEV_FILES) at the "
+        "validation threshold (the evaluator-minilm-v11r candidate)",
+    )
+    ap.add_argument(
         "--harm-weight",
         type=float,
         nargs="+",
@@ -1116,7 +1124,12 @@ def main() -> None:
             "error: several --harm-weight values are chosen among by --guard or --harm-first; give one value, "
             "or add one of them"
         )
-    dev_files = HARM_FIRST_DEV_FILES if args.harm_first else GUARD_DEV_FILES if args.guard else DEV_FILES
+    if args.twelve and (not args.dev_files or two_head_rule):
+        sys.exit(
+            "error: --twelve trains on the twelve files at the validation threshold; use it with --dev-files alone"
+        )
+    twelve = args.harm_first or args.twelve
+    dev_files = HARM_FIRST_DEV_FILES if twelve else GUARD_DEV_FILES if args.guard else DEV_FILES
     if (args.keep_from is not None or args.keep_blocked) and args.only is None:
         sys.exit("error: --keep-from and --keep-blocked need --only HEAD (the head to refit; the others are copied)")
     if args.only is not None or args.score is not None:

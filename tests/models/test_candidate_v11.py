@@ -112,6 +112,14 @@ def test_the_twelve_files_are_a_fixed_list_and_the_older_lists_are_unchanged() -
             ["--dev-files", "--lofo", "--only", "request", "--harm-first", "--guard"],
             "error: --harm-first and --guard are two choice rules; give one",
         ),
+        (
+            ["--only", "request", "--twelve"],
+            "error: --twelve trains on the twelve files at the validation threshold; use it with --dev-files alone",
+        ),
+        (
+            ["--dev-files", "--lofo", "--only", "request", "--twelve", "--harm-first"],
+            "error: --twelve trains on the twelve files at the validation threshold; use it with --dev-files alone",
+        ),
     ],
 )
 def test_the_harm_first_flags_refuse_a_wrong_combination_in_one_line(args: list[str], error: str) -> None:
