@@ -83,3 +83,27 @@ def test_one_item_report_has_no_disagreement_figure(tmp_path: Path) -> None:
     assert "only one item was rated more than once" in d["item_disagreement"]["reason"]
     header, line = (out / "item_disagreement.csv").read_text().splitlines()[:2]
     assert line.split(",")[header.split(",").index("disagreement_ordinal")] == ""
+
+
+def test_an_empty_arbitrator_cell_is_a_rating_only_where_arbitration_was_needed(tmp_path: Path) -> None:
+    """Exports carry arbitrator columns on every dialogue: 40 dialogues that needed no arbitration
+    were read as "80 kept, 40 dropped (missing rating)". Only a needed, missing arbitration is one."""
+    rows = [
+        {
+            "dialogue_id": f"d{i}",
+            "status": "submitted",
+            "annotator1_id": "a",
+            "annotator1_rating": 1 + i % 4,
+            "annotator2_id": "b",
+            "annotator2_rating": 1 + i % 4 if i else 4,
+            "arbitration_needed": i == 0,
+            "arbitrator_id": None,
+            "arbitrator_rating": None,
+        }
+        for i in range(12)
+    ]
+    path = tmp_path / "arb.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    counts = load(path, "star").counts
+    assert counts.ratings_read == 25 and counts.ratings_kept == 24
+    assert counts.dropped == {"missing rating": 1}  # d0: 1 vs 4, arbitration pending

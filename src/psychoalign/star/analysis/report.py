@@ -598,7 +598,9 @@ def _expert_html(section: dict[str, Any]) -> str:
             warnings.append(f"{view}: {v['warning']}")
     who = f"<p>Experts: {_esc(str(section['experts']))}</p>" if "experts" in section else ""
     warn = "".join(
-        f"<p class='nc'>{_esc(w)}</p>" if ": not computable: " in w else f"<p class='warn' role='note'><strong>Small sample:</strong> {_esc(w)}</p>"
+        f"<p class='nc'>{_esc(w)}</p>"
+        if ": not computable: " in w
+        else f"<p class='warn' role='note'><strong>Small sample:</strong> {_esc(w)}</p>"
         for w in warnings
     )
     head = (
@@ -675,6 +677,8 @@ def _groups_html(section: dict[str, Any]) -> str:
         parts.append(_views_html(f"intersection {attrs}", views))
     if section.get("intersections_note"):
         parts.append(f"<p class='note'>{_esc(section['intersections_note'])}</p>")
+    if section.get("multiple_comparisons"):
+        parts.append(f"<p class='note'>Multiple comparisons: {_esc(section['multiple_comparisons'])}.</p>")
     return "".join(parts)
 
 

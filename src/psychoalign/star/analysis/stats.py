@@ -368,7 +368,9 @@ def _compare(
         if yv.min() == yv.max():
             # a constant outcome has no cut-points to fit (OrderedModel fails on a shape error)
             out["model"] = not_computable(
-                "every rating has the same outcome" if not ordinal else "every rating is at one scale point: the outcome does not vary"
+                "every rating has the same outcome"
+                if not ordinal
+                else "every rating is at one scale point: the outcome does not vary"
             )
         else:
             try:
@@ -471,6 +473,18 @@ def groups_section(data: RatingData) -> dict[str, Any]:
             crossed[name] = _views(data, frame, name)
     if crossed:
         out["intersections"] = crossed
+    # every attribute and intersection is one more test of "do these raters differ": with a dozen of
+    # them one comes out below 0.05 by chance, so each view's joint tests are Holm-adjusted together
+    family = {
+        **out["attributes"],
+        **{f"intersection {name}": views for name, views in crossed.items()},
+    }
+    for view in {v for views in family.values() for v in views}:
+        _holm({name: views[view] for name, views in family.items() if view in views})
+    out["multiple_comparisons"] = (
+        "each view's joint tests over all rater attributes and their intersections are also given "
+        "Holm-adjusted (p_value_holm), as one family"
+    )
     if len(pairs) > MAX_INTERSECTIONS:
         out["intersections_note"] = (
             f"the first {MAX_INTERSECTIONS} of {len(pairs)} attribute pairs are crossed; for another, join "
