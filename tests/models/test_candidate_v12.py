@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from bench.request_head import repeats
 
 from psychoalign.models.classifier import load_weights
 from psychoalign.models.safety_corpus import _package_file, _safety_answers
+from tests.conftest import SHARED_DATA
 from tests.models.test_short_answers import BENCH_DATA, _texts
 
 CANDIDATE = Path(__file__).parents[2] / "bench" / "candidates" / "evaluator-minilm-v12.json"
@@ -55,3 +57,11 @@ def test_the_candidate_refits_only_the_response_head_with_the_safety_answers() -
     n = {side: sum(counts[f"response:project-safety-{side}"].values()) for side in ("acceptable", "unacceptable")}
     assert n == {side: len(texts) for side, texts in _answers().items()}
     assert not any("project-safety" in key for key in shipped.training["counts"])
+
+
+@pytest.mark.needs_data
+def test_no_safety_answer_is_left_out_as_benchmark_text() -> None:
+    from psychoalign.models.safety_corpus import load_corpus
+
+    kept = [ex for ex in load_corpus(SHARED_DATA, safety_answers=True) if ex.source.startswith("project-safety-")]
+    assert len(kept) == sum(len(texts) for texts in _answers().values())
