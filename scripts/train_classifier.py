@@ -1154,9 +1154,7 @@ def main() -> None:
             )
     try:
         data = args.data or default_data_dir()
-        examples, excluded = load_corpus_with_exclusions(
-            data, retired=args.retired, safety_answers=args.safety_answers
-        )
+        examples, excluded = load_corpus_with_exclusions(data, retired=args.retired, safety_answers=args.safety_answers)
     except InputError as exc:  # training needs the shared data (tests never train)
         sys.exit(f"error: {exc}")
     # Benchmark texts never reach training, calibration or thresholds (see benchmark_texts).
