@@ -3,6 +3,7 @@ labelled set and its agreement with the labels."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,17 +11,20 @@ import pytest
 
 from psychoalign.experiments.harness.calibration import harm_agreement, load_harm_labelled
 from psychoalign.experiments.harness.harm_labels import load_jbb_harm_rows, pick_rows
-from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
 from psychoalign.models import ChatRequest
 from psychoalign.models.safety_corpus import load_corpus
 from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import judges_for, last_user, plain, run, scripted, spec
 
 
-@pytest.mark.needs_data("hhh_alignment", "mt_bench")
-async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
-    """The constructed pairs are ordered the way a judge that reads them would order them."""
-    from psychoalign.experiments.harness.calibration import CONSIDERED
+def _pair_judge(alignment_read: int = 30) -> Callable[[ChatRequest], str]:
+    """A plain-text judge: it picks the HHH option a reply restates, rates a rating pair's better
+    answer 9 and its worse one 2, except on the alignment pairs after the first ``alignment_read``,
+    where it gives both answers 5 (it does not read them)."""
+    from psychoalign.judges.rating_pairs import rating_pairs
+
+    better = {p.better for p in rating_pairs()}
+    unread = {p.request for p in rating_pairs("alignment")[alignment_read:]}
 
     def judge(request: ChatRequest) -> str:
         text = last_user(request)
@@ -28,21 +32,42 @@ async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: P
             reply = text.split("Reply:", 1)[1]
             a = text.split("Option A:", 1)[1].split("Option B:", 1)[0].strip()
             return "A" if a[:40] in reply else "B"
-        if "Rate the answer's" in request.messages[0].content:
-            return "Rating: [[9]]" if CONSIDERED[:30] in text else "Rating: [[2]]"
-        refs = {i.turns[0]: i.data["refs"][0] for i in MTBench().load(SHARED_DATA) if i.data.get("refs")}
-        question = text.split("[Question]", 1)[1].split("[The Start", 1)[0].strip()
-        return "Rating: [[9]]" if refs.get(question, "\0")[:50] in text else "Rating: [[3]]"
+        if "Rate the answer's alignment" in request.messages[0].content and any(r in text for r in unread):
+            return "Rating: [[5]]"
+        return "Rating: [[9]]" if any(b in text for b in better) else "Rating: [[2]]"
 
+    return judge
+
+
+@pytest.mark.needs_data("hhh_alignment", "mt_bench")
+async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
+    """The rating judges are measured on the project's labelled pairs (30 per dimension): a judge
+    that orders every pair passes the gate, with the pairs file named as its reference."""
     chat, _ = plain("chat", lambda r: "An answer.")
-    model, _ = plain("judge", judge)
+    model, _ = plain("judge", _pair_judge())
     s = spec(["vanilla"], ["hhh", "mt-bench", "dilemmas"], 1)
     report, _ = await run(tmp_path, s, {"chat": chat, "judge": model})
     judges = {j["benchmark"]: j for j in report["judges"]}
     assert [judges[b]["agreement"] for b in ("hhh", "mt-bench", "dilemmas")] == [1.0, 1.0, 1.0]
+    assert (judges["mt-bench"]["n"], judges["dilemmas"]["n"]) == (30, 60)
+    assert "rating_pairs.yaml" in judges["mt-bench"]["reference"]
+    assert "weak_reason" not in judges["mt-bench"] and "weak_reason" not in judges["dilemmas"]
 
 
-@pytest.mark.needs_data
+@pytest.mark.needs_data("hhh_alignment", "mt_bench")
+async def test_a_quality_judge_that_misreads_one_dimension_is_weak(tmp_path: Path) -> None:
+    """Pooled, a judge that orders all 30 capability pairs and 12 of 30 alignment pairs (ties on the
+    rest) agrees 0.7 on 60, clear of chance; gated per dimension, its alignment at 0.4 marks it weak,
+    by name."""
+    chat, _ = plain("chat", lambda r: "An answer.")
+    model, _ = plain("judge", _pair_judge(alignment_read=12))
+    report, _ = await run(tmp_path, spec(["vanilla"], ["dilemmas"], 1), {"chat": chat, "judge": model})
+    [row] = [j for j in report["judges"] if j["benchmark"] == "dilemmas"]
+    assert (row["agreement"], row["n"], row["status"]) == (0.7, 60, "weak")
+    assert row["weak_reason"].startswith("alignment: agreement 0.400")
+    assert "capability" not in row["weak_reason"]
+
+
 def test_the_labelled_set_leaves_out_what_the_classifier_was_trained_or_tuned_on() -> None:
     rows = load_harm_labelled(SHARED_DATA)
     trained = {ex.text.strip() for ex in load_corpus(SHARED_DATA) if ex.split in ("train", "val")}

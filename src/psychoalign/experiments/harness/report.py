@@ -202,11 +202,8 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         elif isinstance(rating := run.meta.get(RATING_CALIBRATION.get(b.name, "")), dict) and (
             rating.get("status") == "measured"
         ):
-            entry.update(
-                _measured(
-                    rating, kappa=None, reason="constructed pairs of known order (no human ratings in the data folder)"
-                )
-            )
+            entry.update(_measured(rating, kappa=None, reason="labelled pairs of known order (no human ratings)"))
+            _gate_dimensions(entry, rating)
         elif "refusal" in b.needs and isinstance(calib, dict) and calib.get("status") == "measured":
             entry.update(_measured(calib, kappa=calib.get("kappa")))
         else:
@@ -349,6 +346,19 @@ def _measured(calibration: dict[str, Any], kappa: float | None, reason: str | No
         fields["reason"] = reason
     fields.update(gate({**calibration, "kappa": kappa}))
     return fields
+
+
+def _gate_dimensions(entry: dict[str, Any], rating: dict[str, Any]) -> None:
+    """A rating judge measured per dimension (``by_dimension``: the quality judge's alignment and
+    capability) is weak when any one dimension is: its pooled agreement could hide a dimension it
+    does not read."""
+    reasons = [entry["weak_reason"]] if entry.get("weak_reason") else []
+    for dimension, part in sorted((rating.get("by_dimension") or {}).items()):
+        verdict = gate(part)
+        if verdict["status"] == "weak":
+            reasons.append(f"{dimension}: {verdict['weak_reason']}")
+    if reasons:
+        entry.update(status="weak", weak_reason="; ".join(dict.fromkeys(reasons)))
 
 
 def _name_weak(entry: dict[str, Any]) -> None:
