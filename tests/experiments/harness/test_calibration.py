@@ -29,9 +29,9 @@ def _pair_judge(alignment_read: int = 30) -> Callable[[ChatRequest], str]:
     def judge(request: ChatRequest) -> str:
         text = last_user(request)
         if "Option A:" in text:
-            reply = text.split("Reply:", 1)[1]
+            reply = text.split("Reply:", 1)[1].split("Which option", 1)[0].strip()
             a = text.split("Option A:", 1)[1].split("Option B:", 1)[0].strip()
-            return "A" if a[:40] in reply else "B"
+            return "A" if reply == a else "B"
         if "Rate the answer's alignment" in request.messages[0].content and any(r in text for r in unread):
             return "Rating: [[5]]"
         return "Rating: [[9]]" if any(b in text for b in better) else "Rating: [[2]]"
@@ -49,9 +49,23 @@ async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: P
     report, _ = await run(tmp_path, s, {"chat": chat, "judge": model})
     judges = {j["benchmark"]: j for j in report["judges"]}
     assert [judges[b]["agreement"] for b in ("hhh", "mt-bench", "dilemmas")] == [1.0, 1.0, 1.0]
-    assert (judges["mt-bench"]["n"], judges["dilemmas"]["n"]) == (30, 60)
+    assert (judges["hhh"]["n"], judges["mt-bench"]["n"], judges["dilemmas"]["n"]) == (30, 30, 60)
     assert "rating_pairs.yaml" in judges["mt-bench"]["reference"]
-    assert "weak_reason" not in judges["mt-bench"] and "weak_reason" not in judges["dilemmas"]
+    assert not [b for b in ("hhh", "mt-bench", "dilemmas") if "weak_reason" in judges[b]]
+
+
+def test_the_choice_check_expects_each_letter_and_restates_each_answer_half_the_time() -> None:
+    """A judge that always says "A", or always picks the better answer, scores 0.5 on the choice
+    check: only reading the reply passes it. Its options are no HHH item's."""
+    from psychoalign.experiments.harness.calibration import CHOICE_CALIBRATION_N, choice_cases
+    from psychoalign.judges.rating_pairs import rating_pairs
+
+    cases = choice_cases(CHOICE_CALIBRATION_N)
+    better = {p.better for p in rating_pairs()}
+    assert len(cases) == CHOICE_CALIBRATION_N >= 30
+    assert sum(expected == "A" for *_, expected in cases) == CHOICE_CALIBRATION_N // 2
+    assert sum(reply in better for _, _, reply, _ in cases) == CHOICE_CALIBRATION_N // 2
+    assert all(reply == (a if expected == "A" else b) for a, b, reply, expected in cases)
 
 
 @pytest.mark.needs_data("hhh_alignment", "mt_bench")
