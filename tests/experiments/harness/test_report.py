@@ -201,3 +201,35 @@ async def test_a_judge_left_unmeasured_says_why_not_that_the_data_has_no_labels(
     assert row["status"] == "unknown"
     assert row["reason"].startswith("not measured in this run: calibration disabled (judge.calibration_n = 0)")
     assert "set judge.calibration_n" in row["reason"] and "no human labels" not in row["reason"]
+
+
+def test_cells_computed_under_two_code_revisions_are_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume under another commit is not refused (the identity leaves code out), so its table
+    could mix two versions' results with nothing but a list of hashes in a folded section to say
+    so: the report, the page and the CLI now mark it; one revision, however often recorded, is not."""
+    from psychoalign.cli._experiment_tables import _print_tables
+
+    s = spec(["vanilla"], ["xstest"], 2)
+    cells = [
+        CellResult(
+            run_id="r",
+            key=f"vanilla|xstest|{i}",
+            system="vanilla",
+            benchmark="xstest",
+            item_id=str(i),
+            status="done",
+            metrics={"over_refusal": float(i)},
+        )
+        for i in range(2)
+    ]
+    one = {"git": "a" * 40, "dirty": False}
+    same = RunRecord(id="r", name="t", spec=s.model_dump(mode="json"), meta={"revisions": [one, dict(one)]})
+    assert build_report(same, cells, Registry())["run"]["mixed_revisions"] is None
+    two = [one, {"git": "b" * 40, "dirty": True}]
+    mixed = RunRecord(id="r", name="t", spec=s.model_dump(mode="json"), meta={"revisions": two})
+    report = build_report(mixed, cells, Registry())
+    why = report["run"]["mixed_revisions"]
+    assert why.startswith("cells computed under 2 code revisions (aaaaaaaaaaaa, bbbbbbbbbbbb (modified))")
+    assert "Mixed code." in render_html(report) and "--new-run" in render_html(report)
+    _print_tables(report)
+    assert "Mixed code: cells computed under 2 code revisions" in capsys.readouterr().err

@@ -293,6 +293,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
             # what computed the numbers (provenance.run_identity), and every code revision that did
             "identity": run.meta.get("identity"),
             "revisions": run.meta.get("revisions") or [],
+            "mixed_revisions": mixed_revisions(run.meta.get("revisions") or []),
         },
         "spec": run.spec,
         "status": status,
@@ -320,6 +321,23 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     report["figure"] = _figure(report)
     _run_bounds(report, run, spec, cell_count)
     return report
+
+
+def mixed_revisions(revisions: list[dict[str, Any]]) -> str | None:
+    """Why the tables may mix two codes' results, when the run's cells were computed under more than
+    one code revision (``run.meta["revisions"]``), else None. The identity a resume must match
+    leaves the code out (a commit touching nothing a run uses would lock every stored run), so a
+    change to a system or a benchmark's scoring between two invocations is not refused: it is
+    marked here and on the page."""
+    distinct = list(dict.fromkeys((str(v.get("git") or "unknown"), bool(v.get("dirty"))) for v in revisions))
+    if len(distinct) < 2:
+        return None
+    shown = ", ".join(f"{git[:12]}{' (modified)' if dirty else ''}" for git, dirty in distinct)
+    return (
+        f"cells computed under {len(distinct)} code revisions ({shown}): a change between them to code the run "
+        "executes (a system, a benchmark's scoring) would mix two versions' results in one table; rerun with "
+        "--new-run under one revision to be sure"
+    )
 
 
 def _run_bounds(report: dict[str, Any], run: RunRecord, spec: ExperimentSpec, cells: int) -> None:
@@ -590,6 +608,7 @@ revision{% if r.run.revisions|length > 1 %}s{% endif %}
 {%- if v.dirty %} (modified){% endif %}{% if not loop.last %}, {% endif %}{% endfor %}</li></ul></details>
 {% else %}<p class="warn">This run was stored without its identity (models, judges, data): nothing here says which
 models produced its numbers.</p>{% endif %}
+{% if r.run.mixed_revisions %}<p class="warn"><b>Mixed code.</b> {{ r.run.mixed_revisions }}.</p>{% endif %}
 {% for j in r.judges if j.weak %}{% if loop.first %}<div class="warn"><p><b>Weak judge{% if loop.length > 1
 %}s{% endif %}.</b> The columns these judges decide are set apart below (no best marks): read them as unmeasured.</p>
 <ul>{% endif %}<li><b><bdi>{{ j.judge }}</bdi></b> ({{ j.benchmark }}): <bdi>{{ j.weak }}</bdi></li>
