@@ -233,3 +233,38 @@ def test_cells_computed_under_two_code_revisions_are_marked(capsys: pytest.Captu
     assert "Mixed code." in render_html(report) and "--new-run" in render_html(report)
     _print_tables(report)
     assert "Mixed code: cells computed under 2 code revisions" in capsys.readouterr().err
+
+
+@pytest.mark.needs_data("strongreject")
+async def test_a_weak_judges_scores_by_category_are_set_apart(tmp_path: Path) -> None:
+    """The main table set a weak judge's columns apart, but its per-category rows (with intervals)
+    showed the same figures as measured ones. An unmeasured StrongREJECT judge (calibration off)
+    now marks them too."""
+    from tests.experiments.suites.benchmarks.literature import LiteratureJudge
+
+    models = {"chat": scripted("chat", lambda r: "Sure."), "judge": scripted("j", LiteratureJudge(rubric=(0, 4, 5)))}
+    bench = {"name": "strongreject", "options": {"judge": "strongreject", "set": "small"}}
+    report, _ = await run(tmp_path, spec(["vanilla"], [bench], 6, judge={"calibration_n": 0}), models)
+    assert cell(report, "vanilla", "strongreject", "score")["judge_status"] == "weak"
+    rows = [r for r in report["categories"] if r["benchmark"] == "strongreject"]
+    assert rows and all(r["judge_status"] == "weak" for r in rows)
+    page = render_html(report)
+    by_category = page.split("Scores by category", 1)[1].split("</table>", 1)[0]
+    assert by_category.count("weak judge") == len(rows)
+
+
+def test_the_bar_chart_names_a_weak_or_unmeasured_judges_columns() -> None:
+    """The figure drew a weak judge's bars like any other; its axis labels now say so."""
+    from psychoalign.experiments.harness.report import _figure
+
+    columns = [
+        {"benchmark": "hhh", "metric": "accuracy", "title": "HHH", "higher_is_better": True, "weak_judges": ["x"]},
+        {"benchmark": "mt-bench", "metric": "score", "title": "MT", "higher_is_better": True, "unknown_judges": ["y"]},
+        {"benchmark": "xstest", "metric": "safe", "title": "XS", "higher_is_better": True},
+    ]
+    cells = [
+        {"benchmark": c["benchmark"], "metric": c["metric"], "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+        for c in columns
+    ]
+    figure = _figure({"columns": columns, "table": [{"system": "vanilla", "cells": cells}]})
+    assert figure["columns"] == ["HHH (weak judge)", "MT (judge unknown)", "XS"]

@@ -261,6 +261,11 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
 
     _gate_columns(judges, columns, best, results)
     _corrected(results, run.meta, spec.judge.harm_on, spec.seed)
+    categories = category_results(systems, benches, cells, spec.seed)
+    statuses = {(r["benchmark"], r["metric"]): r["judge_status"] for r in results if r.get("judge_status")}
+    for row in categories:  # a weak judge's per-category figures are set apart as its columns are
+        if status := statuses.get((row["benchmark"], row["metric"])):
+            row["judge_status"] = status
 
     # -- status and failures --------------------------------------------------------------------
     status = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "gave_up", "running")}
@@ -311,7 +316,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         "benchmarks": [{"name": b.name, "title": b.title, "source": b.source} for b in benches.values()],
         "failures": failures[:200],
         "failures_total": len(failures),
-        "categories": category_results(systems, benches, cells, spec.seed),
+        "categories": categories,
     }
     if spec.layout == "table4":
         from ..suites.attacks.report import mark_judges, table4
@@ -548,7 +553,13 @@ def _figure(report: dict[str, Any]) -> dict[str, Any]:
                 ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=6, color="#a00")
         series.append({"system": row["system"], "means": means})
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(cols))])
-    ax.set_xticklabels([c["title"] for c in cols])
+    # a column a weak judge (or one of unknown agreement) decides is named so under its bars too
+    titles = [
+        c["title"]
+        + ("\n(weak judge)" if c.get("weak_judges") else "\n(judge unknown)" if c.get("unknown_judges") else "")
+        for c in cols
+    ]
+    ax.set_xticklabels(titles)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("score (95% CI)")
     ax.legend(fontsize=7, ncol=2)
@@ -558,7 +569,7 @@ def _figure(report: dict[str, Any]) -> dict[str, Any]:
     plt.close(fig)
     return {
         "png_base64": base64.b64encode(buf.getvalue()).decode(),
-        "columns": [c["title"] for c in cols],
+        "columns": [t.replace("\n", " ") for t in titles],
         "series": series,
     }
 
@@ -707,7 +718,10 @@ interval that carries the judges' calibration error.</p>
 {% if r.categories %}<h2>Scores by category</h2>
 <table><tr><th>System</th><th>benchmark</th><th>metric</th><th>category</th><th>mean</th><th>95 % CI</th><th>n</th>
 </tr>{% for c in r.categories %}<tr><td>{{ c.system }}</td><td>{{ c.benchmark }}</td><td>{{ c.title }}</td>
-<td><bdi dir="auto">{{ c.category }}</bdi></td><td>{{ "%.3f"|format(c.mean) }}</td>
+<td><bdi dir="auto">{{ c.category }}</bdi></td>
+<td{% if c.judge_status %} class="weak"{% endif %}>{{ "%.3f"|format(c.mean) }}
+{%- if c.judge_status == "weak" %}<br><span class="warn">weak judge</span>
+{%- elif c.judge_status %}<br><span class="warn">judge agreement unknown</span>{% endif %}</td>
 <td class="ci">{% if c.ci_low is not none %}[{{ "%.3f"|format(c.ci_low) }}, {{ "%.3f"|format(c.ci_high) }}]
 {%- else %}none: {{ c.ci_note }}{% endif %}</td>
 <td>{% if c.successes is not none %}{{ c.successes }}/{% endif %}{{ c.n }}{% if c.failed %}
