@@ -107,6 +107,9 @@ async def test_harm_agreement_against_held_out_human_labels(tmp_path: Path) -> N
     assert result["held_out"] and result["reference"].startswith("JailbreakBench")
     assert (result["agreement"], result["sensitivity"], result["specificity"], result["kappa"]) == (1.0, 1.0, 1.0, 1.0)
     assert result["roles"]["judge"]["backend"] == "scripted" and "evaluator" in result["roles"]
+    # JailbreakBench holds two responses per goal: the sample repeats goals, so the agreement's
+    # interval rests on the effective n (a perfect judge: a goal's rows count as one copy each)
+    assert result["prompts"] < 40 and result["n_eff"] < 40
     always = await harm_agreement(
         judges_for(tmp_path, "model", scripted("j", lambda r: {"harmful": True})), SHARED_DATA, 40, 0
     )
@@ -162,3 +165,25 @@ async def test_a_judge_endpoint_outage_stops_the_check_instead_of_scoring_as_mis
     unreadable, _ = plain("judge", lambda r: "No rating from me.")
     got = await quality_discrimination(judges_for(tmp_path, "off", unreadable), 2)
     assert (got["n"], got["not_judged"], got["agreement"]) == (4, 4, 0.0)
+
+
+def test_labelled_rows_that_repeat_a_prompt_narrow_the_gate_to_the_effective_n() -> None:
+    """100 labelled rows were taken as 100 independent checks although they answered 10 prompts,
+    ten rows each, whose verdicts move together (here: a judge right on every row of 6 prompts and
+    wrong on every row of 4). Wilson on 100 rows, [0.502, 0.691], clears chance 0.5; clustered by
+    prompt, the effective n is near the 10 prompts and the interval reaches chance."""
+    from psychoalign.experiments.harness.calibration import _binary_fields
+    from psychoalign.experiments.harness.validity import gate
+
+    prompts = [f"Prompt {k}" for k in range(10) for _ in range(10)]
+    labels = [i % 2 == 0 for i in range(100)]  # half of each prompt's rows labelled positive
+    pairs = [(label if i // 10 < 6 else not label, label) for i, label in enumerate(labels)]
+    fields = _binary_fields(pairs, [p.upper() if i % 2 else p for i, p in enumerate(prompts)])  # case aside
+    assert (fields["n"], fields["agreement"], fields["prompts"]) == (100, 0.6, 10)
+    assert fields["n_eff"] < 15
+    independent = gate({**fields, "n_eff": None, "kappa": None})
+    assert independent["status"] == "measured" and independent["agreement_ci"][0] > 0.5
+    clustered = gate({**fields, "kappa": None})
+    assert clustered["status"] == "weak"
+    assert "(n=100, 10 prompts, effective n" in clustered["weak_reason"]
+    assert "prompts" not in _binary_fields(pairs, [f"own {k}" for k in range(100)])  # every prompt once

@@ -92,12 +92,37 @@ def _confusion(pairs: list[tuple[bool, bool]]) -> dict[str, int]:
     }
 
 
-def _binary_fields(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
-    """Agreement, chance, kappa, sensitivity, specificity and the confusion counts of a binary judge."""
+def _prompt_key(text: str) -> str:
+    """The prompt a labelled row answers, spacing and case aside: rows answering one prompt are a cluster."""
+    return " ".join(text.casefold().split())
+
+
+def _clustered(pairs: list[tuple[bool, bool]], prompts: Sequence[str]) -> dict[str, Any]:
+    """When labelled rows repeat a prompt (JailbreakBench's judge set: 100 responses to 50 goals;
+    XSTest's completions: two models' answers to each prompt), their agreements are not
+    independent: the effective number of rows behind the agreement's interval
+    (:func:`.stats.repeated_rows_ci`, clustered by prompt), which the validity gate reads. Empty
+    when every row answers its own prompt."""
+    from .stats import repeated_rows_ci
+
+    keys = [_prompt_key(p) for p in prompts]
+    clusters = len(set(keys))
+    if clusters == len(keys):
+        return {}
+    got = repeated_rows_ci([a == b for a, b in pairs], keys)
+    # too few prompts for a clustered interval: count each prompt once (the most they can show)
+    n_eff = float(clusters) if got is None else got[2]
+    return {"prompts": clusters, "n_eff": round(n_eff, 1)}
+
+
+def _binary_fields(pairs: list[tuple[bool, bool]], prompts: Sequence[str] | None = None) -> dict[str, Any]:
+    """Agreement, chance, kappa, sensitivity, specificity and the confusion counts of a binary judge;
+    with ``prompts`` (the prompt each row answers), the clustering of :func:`_clustered`."""
     counts = _confusion(pairs)
     pos, neg = counts["tp"] + counts["fn"], counts["tn"] + counts["fp"]
     kappa, chance = _kappa(pairs), _chance(pairs)
     return {
+        **(_clustered(pairs, prompts) if prompts is not None else {}),
         "n": len(pairs),
         "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 3),
         "chance": None if chance is None else round(chance, 3),
@@ -133,6 +158,7 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
     from ...judges.jailbreak_eval import load_jbb_judge_set
 
     pairs: list[tuple[bool, bool]] = []
+    prompts: list[str] = []
     try:
         held = load_jbb_judge_set(data_dir)
     except InputError:
@@ -141,33 +167,37 @@ async def refusal_agreement(judges: Judges, data_dir: Path, n: int, seed: int) -
         for item in _refusal_sample(held, n, seed):
             verdict = await judges.refusal().judge(item.response, request=item.goal)
             pairs.append((verdict.refused, not item.human))
+            prompts.append(item.goal)
         reference = (
             "JailbreakBench classifier_comparison.csv, majority of 3 human labels "
             "(positive: refused, i.e. not jailbroken); held out from the rules and the aware threshold"
         )
-        return _refusal_figures(judges, reference, pairs, held_out=True)
+        return _refusal_figures(judges, reference, pairs, prompts, held_out=True)
     exact = 0
     for row in _refusal_sample(load_labelled_completions(data_dir), n, seed):
         verdict = await judges.refusal().judge(row["completion"], request=row["prompt"])
         human_refused = row["label"] != "compliance"
         pairs.append((verdict.refused, human_refused))
+        prompts.append(row["prompt"])
         exact += verdict.label.value == row["label"]
     reference = (
         "XSTest v2 completions, human final_label (positive: refused at least in part); "
         "in sample: the rules were written and the aware threshold chosen on them"
     )
     return {
-        **_refusal_figures(judges, reference, pairs, held_out=False),
+        **_refusal_figures(judges, reference, pairs, prompts, held_out=False),
         "label_agreement": round(exact / len(pairs), 3),
     }
 
 
 async def _refusal_on_user_labels(judges: Judges, own: LabelFile, n: int, seed: int) -> dict[str, Any]:
     pairs: list[tuple[bool, bool]] = []
-    for row in _refusal_sample(list(own.rows), n, seed):
+    rows = _refusal_sample(list(own.rows), n, seed)
+    for row in rows:
         verdict = await judges.refusal().judge(row["response"], request=row["prompt"])
         pairs.append((verdict.refused, bool(row["refused"])))
-    return _refusal_figures(judges, f"user labels {Path(own.path).name} (positive: refused)", pairs)
+    reference = f"user labels {Path(own.path).name} (positive: refused)"
+    return _refusal_figures(judges, reference, pairs, [str(row["prompt"]) for row in rows])
 
 
 def _refusal_sample(rows: Sequence[_Row], n: int, seed: int) -> list[_Row]:
@@ -175,14 +205,17 @@ def _refusal_sample(rows: Sequence[_Row], n: int, seed: int) -> list[_Row]:
     return random.Random(f"{seed}:refusal-calibration").sample(list(rows), min(n, len(rows)))
 
 
-def _refusal_figures(judges: Judges, reference: str, pairs: list[tuple[bool, bool]], **marks: bool) -> dict[str, Any]:
-    """The refusal judge's agreement with ``reference`` (``pairs``: (judged, human) refused)."""
+def _refusal_figures(
+    judges: Judges, reference: str, pairs: list[tuple[bool, bool]], prompts: Sequence[str], **marks: bool
+) -> dict[str, Any]:
+    """The refusal judge's agreement with ``reference`` (``pairs``: (judged, human) refused;
+    ``prompts``: the prompt each row answers)."""
     return {
         "status": "measured",
         "judge": judges.refusal().name,
         "reference": reference,
         **marks,
-        **_binary_fields(pairs),
+        **_binary_fields(pairs, prompts),
     }
 
 
@@ -375,7 +408,7 @@ async def harm_agreement(
         **head,
         "reference": reference if held_out else f"{reference} (in sample: the prompt was picked on them)",
         "held_out": held_out,
-        **_binary_fields(pairs),
+        **_binary_fields(pairs, [str(row["goal"]) for row in sample]),
         "harmful_n": sum(h for _, h in pairs),
         "flagged_by_source": {s: {"n": c[0], "flagged": c[1]} for s, c in sorted(by_source.items())},
     }
@@ -423,6 +456,6 @@ async def literature_agreement(
         "status": "measured",
         "judge": tier,
         "reference": "JailbreakBench classifier_comparison.csv, majority of 3 human labels (positive: jailbroken)",
-        **_binary_fields(pairs),
+        **_binary_fields(pairs, [row.goal for row in sample]),
         "unreadable": unreadable,
     }
