@@ -54,8 +54,8 @@ TABLE: dict[tuple[str, str], tuple[int | str, ...]] = {
     # /v1: an API key or the local token, never a session cookie
     ("GET", "/v1/models"): (401, 401, 401, 401, 401, 401),
     ("HEAD", "/v1/models"): (401, 401, 401, 401, 401, 401),
-    ("GET", "/v1/models/{name}"): (401, 401, 401, 401, 401, 401),
-    ("HEAD", "/v1/models/{name}"): (401, 401, 401, 401, 401, 401),
+    ("GET", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401),
+    ("HEAD", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401),
     ("POST", "/v1/chat/completions"): (401, 401, 401, 401, 401, 401),
     ("POST", "/v1/guardrail/checks"): (401, 401, 401, 401, 401, 401),
     ("POST", "/v1/guardrail/beta/litellm_basic_guardrail_api"): (401, 401, 401, 401, 401, 401),
