@@ -212,7 +212,8 @@ async def test_the_page_link_signs_the_owner_in_to_the_lab_and_the_trace_viewer(
         new = await browser.get("/lead/campaigns/new")
         match = CSRF.search(new.text)
         assert match
-        form = {"name": "owned", "instructions": "Try.", "rules": ["sexually-explicit"]}
+        form: dict[str, str | list[str]] = {"name": "owned", "instructions": "2", "seed": "3"}
+        form |= {"target_kind": "model", "target_role": "target", "rules": ["sexually-explicit"]}
         assert (await browser.post("/lead/campaigns", data=form)).status_code == 403
         made = await browser.post("/lead/campaigns", data={**form, "csrf_token": match.group(1)})
         assert made.status_code == 303, made.text[:300]
