@@ -51,6 +51,8 @@ MUTATES = "mutates"  # the visitor the form is for: not sent (see the module doc
 LOCAL_TOKEN = "route-table-token"
 BASE = "http://localhost:8000"  # a name a loopback server answers (the origin guard refuses others)
 
+#: A lead's form: the lead's and the owner's own request changes the lab; everyone else is refused.
+LEAD_FORM: tuple[int | str, ...] = (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES)
 #: Route -> the answer (anon, red_teamer, annotator, arbitrator, lead, outsider, api_token, owner).
 #: ``{task_id}`` is the red teamer's held task of ``camp``; ``{name}`` is ``camp``.
 TABLE: dict[tuple[str, str], tuple[int | str, ...]] = {
@@ -100,16 +102,7 @@ TABLE: dict[tuple[str, str], tuple[int | str, ...]] = {
         ("POST", f"/lead/campaigns/{{name}}/{action}"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES)
         for action in ("relax", "release-expired", "personas", "status", "access", "members")
     },
-    ("POST", "/lead/campaigns/{name}/members/{participant_id}/remove"): (
-        LOGIN,
-        403,
-        403,
-        403,
-        MUTATES,
-        403,
-        LOGIN,
-        MUTATES,
-    ),
+    ("POST", "/lead/campaigns/{name}/members/{participant_id}/remove"): LEAD_FORM,
     ("GET", "/lead/participants"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
     ("POST", "/lead/participants"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES),
     ("POST", "/lead/participants/import"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES),
