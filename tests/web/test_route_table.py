@@ -63,8 +63,8 @@ TABLE: dict[tuple[str, str], tuple[int | str, ...]] = {
     # link), never a session cookie; past the token, a form body is 415 and model "camp" a 404
     ("GET", "/v1/models"): (401, 401, 401, 401, 401, 401, 200, 200),
     ("HEAD", "/v1/models"): (401, 401, 401, 401, 401, 401, 200, 200),
-    ("GET", "/v1/models/{name}"): (401, 401, 401, 401, 401, 401, 404, 404),
-    ("HEAD", "/v1/models/{name}"): (401, 401, 401, 401, 401, 401, 404, 404),
+    ("GET", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401, 404, 404),
+    ("HEAD", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401, 404, 404),
     ("POST", "/v1/chat/completions"): (401, 401, 401, 401, 401, 401, 415, 415),
     ("POST", "/v1/guardrail/checks"): (401, 401, 401, 401, 401, 401, 415, 415),
     ("POST", "/v1/guardrail/beta/litellm_basic_guardrail_api"): (401, 401, 401, 401, 401, 401, 415, 415),
