@@ -18,8 +18,17 @@ from psychoalign.errors import InputError
 from psychoalign.experiments.studies.cross_turn import run
 
 
-class Boom(Exception):
+class BoomError(Exception):
     pass
+
+
+def _write(out: Path, files: dict[str, str], *, fail: bool = False) -> None:
+    """``files`` written into ``--out out`` through :func:`out_folder`; with ``fail``, an error after them."""
+    with out_folder(out) as partial:
+        for name, text in files.items():
+            (partial / name).write_text(text)
+        if fail:
+            raise BoomError
 
 
 def _leftovers(parent: Path) -> list[str]:
@@ -42,9 +51,8 @@ def test_a_new_folder_appears_whole(tmp_path: Path) -> None:
 
 def test_a_failure_half_way_leaves_no_folder_and_no_folder_above_it_made_for_it(tmp_path: Path) -> None:
     out = tmp_path / "new" / "deeper" / "report"
-    with pytest.raises(Boom), out_folder(out) as partial:
-        (partial / "results.json").write_text("{}")
-        raise Boom
+    with pytest.raises(BoomError):
+        _write(out, {"results.json": "{}"}, fail=True)
     assert sorted(os.listdir(tmp_path)) == []
 
 
@@ -53,9 +61,8 @@ def test_an_existing_folder_keeps_its_old_report_when_the_new_one_fails(tmp_path
     out.mkdir()
     (out / "results.json").write_text("old results")
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(Boom), out_folder(out) as partial:
-        (partial / "results.json").write_text("new results")
-        raise Boom
+    with pytest.raises(BoomError):
+        _write(out, {"results.json": "new results"}, fail=True)
     assert _files(out) == {"notes.txt": "mine", "results.json": "old results"}
     assert _leftovers(tmp_path) == []
 
@@ -85,9 +92,8 @@ def test_a_move_that_fails_puts_the_old_files_back(tmp_path: Path, monkeypatch: 
         real(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    with pytest.raises(InputError, match=f"--out {out}: cannot write there: No space left"), out_folder(out) as partial:
-        (partial / "a.json").write_text("new a")
-        (partial / "b.json").write_text("new b")
+    with pytest.raises(InputError, match=f"--out {out}: cannot write there: No space left"):
+        _write(out, {"a.json": "new a", "b.json": "new b"})
     assert _files(out) == {"a.json": "old a", "b.json": "old b"}
     assert _leftovers(tmp_path) == []
 
