@@ -105,7 +105,7 @@ def _world(tmp: Path) -> dict[str, str]:
     data = tmp / ("long-data-folder-" * 3) / "data"  # an empty data folder, its path longer than the line
     data.mkdir(parents=True)
     people = tmp / "participants.jsonl"
-    people.write_text(json.dumps({"id": "p-imported", "expertise": LONG}) + "\n")
+    people.write_text(json.dumps({"id": "p-imported", "expertise": [LONG]}) + "\n")
     return {
         "participants": str(people),
         "policy": str(ROOT / "src" / "psychoalign" / "star" / "builtin" / "policy.yaml"),
