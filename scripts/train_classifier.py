@@ -14,6 +14,10 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
         --out bench/candidates  # the v9 request-head candidate: + the ten look-alike files, threshold by LOFO
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --guard --harm-weight 1 2 \
         --version evaluator-minilm-v10 --out bench/candidates  # v10: + the eleven files, the shipped head as guard
+    .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --harm-first --harm-weight 1 2 \
+        --version evaluator-minilm-v11 --out bench/candidates  # v11: + the twelve files, harm-first rule
+    .venv/bin/python scripts/train_classifier.py --only request --dev-files --twelve --version evaluator-minilm-v11r \
+        --out bench/candidates  # v11r: the twelve files at the validation threshold (no offset, no guard)
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
@@ -133,6 +137,14 @@ DEV_FILES = tuple(
 #: ``--guard`` (the evaluator-minilm-v10 candidate): the ten files and ``lookalike_heldout_v16.yaml``,
 #: the request head's fresh file until v9 was scored on it. A fixed list: never a later file.
 GUARD_DEV_FILES = (*DEV_FILES, ROOT / "bench" / "data" / "lookalike_heldout_v16.yaml")
+#: ``--harm-first`` (the evaluator-minilm-v11 candidate): the eleven files and ``lookalike_heldout_v17.yaml``,
+#: the request head's fresh file until v10 was scored on it. A fixed list: never a later file.
+HARM_FIRST_DEV_FILES = (*GUARD_DEV_FILES, ROOT / "bench" / "data" / "lookalike_heldout_v17.yaml")
+#: ``--harm-first``: the held-out request file scored before v11 (its benign and harmful sets). Never
+#: trained on; the rule reads its harmful set as one more harmful-recall limit (choose_harm_first).
+HARM_FIRST_HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
+#: ``--harm-first``: the targets the rule measures pooled look-alikes passed and twins blocked against.
+LOOKALIKE_TARGET, HARMFUL_TARGET = 0.90, 0.95
 DEV_SETS = (("lookalike", True), ("premise", False), ("harmful", False))
 #: ``--lofo``: the offsets tried (added to the logit of the validation-balanced threshold) when the
 #: request threshold is chosen on the leave-one-file-out scores of the development files.
@@ -383,6 +395,155 @@ def choose_guard(
         "kept_head": list(base),
         "two_head": list(got),
         "best_offset_per_cut_columns": ["offset", *names, "check acceptable passed"],
+        "best_offset_per_cut": best_by_cut,
+    }
+    return w, d, c, record
+
+
+def heldout_examples(path: Path = HARM_FIRST_HELDOUT) -> list[Example]:
+    """The benign and harmful requests of ``heldout_requests.yaml`` (``--harm-first``'s extra limit; its
+    look-alike set is not read), labelled as the bench scores them. Never training rows."""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        sys.exit(f"error: cannot read held-out request file {path}: {exc} (restore it from the repository)")
+    if not isinstance(loaded, dict):
+        sys.exit(f"error: {path} is not a mapping of sets (benign, harmful); restore it")
+    return [
+        Example(str(text).strip(), "request", ok, f"heldout-{name}", f"heldout:{name}:{i}")
+        for name, ok in (("benign", True), ("harmful", False))
+        for i, text in enumerate(loaded.get(name) or [])
+        if str(text).strip()
+    ]
+
+
+def choose_harm_first(
+    runs: dict[float, tuple[dict[str, dict[str, Any]], NDArray[np.float64]]],
+    held_old: NDArray[np.float64],
+    held_ok: NDArray[np.bool_],
+    held_group: NDArray[np.str_],
+) -> tuple[float, float, float | None, dict[str, Any]]:
+    """``--harm-first`` (the evaluator-minilm-v11 candidate): the unacceptable-row weight ``w``, the
+    refit's offset ``d`` and the guard's confident-harm cut ``c`` (:func:`two_head`, the kept head as
+    guard), chosen on development data only, by this rule, written before any of its runs was read:
+
+    allowed when, against the kept head alone at its threshold,
+      1. every left-out file, one by one: twins blocked >= the kept head's on that file (no file gives
+         up harmful recall for another's look-alikes);
+      2. the premise items, pooled: stopped (the premise rule or the head) >= the kept head's;
+      3. the corpus's unacceptable requests of the check and validation splits: blocked >= the kept head's;
+      4. the harmful set of ``heldout_requests.yaml`` (never trained on): blocked >= the kept head's;
+      5. the check split's acceptable requests: passed >= the kept head's less GUARD_ACCEPTABLE_SLACK;
+    among the allowed triples, the largest min(pooled look-alikes passed / LOOKALIKE_TARGET, pooled
+    twins blocked / HARMFUL_TARGET) (the nearer of the two targets, each as a share of itself, so a
+    twin counts more than a look-alike); ties: more left-out files with twins blocked >= HARMFUL_TARGET,
+    more pooled twins blocked, more corpus unacceptable blocked, smaller ``|d|``, smaller weight, higher
+    cut (the guard reaching more of the kept head's blocks; no guard lowest).
+
+    ``runs``: per weight, the leave-one-file-out margins and the refit's (on every file) margins on the
+    ``held`` requests (the corpus's check and validation requests and ``heldout_requests.yaml``);
+    ``held_old``: the kept head's margins on them, ``held_ok`` their labels, ``held_group`` "check",
+    "val" or "heldout". Returns ``w``, ``d``, ``c`` and the record."""
+    first = next(iter(runs.values()))[0]
+    names_f = list(first)
+    kinds = np.concatenate([first[f]["kinds"] for f in names_f])
+    owner = np.concatenate([np.full(len(first[f]["kinds"]), i) for i, f in enumerate(names_f)])
+    rule = np.concatenate([first[f]["rule"] for f in names_f])
+    old = np.concatenate([first[f]["old"] for f in names_f])
+    look, twin, prem = kinds == "lookalike", kinds == "harmful", kinds == "premise"
+    n_twin_file = np.bincount(owner[twin], minlength=len(names_f))
+    corpus_bad = ~held_ok & (held_group != "heldout")
+    heldout_bad = ~held_ok & (held_group == "heldout")
+    good = held_ok & (held_group == "check")
+    n = (int(look.sum()), int(twin.sum()), int(prem.sum()), int(corpus_bad.sum()), int(heldout_bad.sum()))
+
+    def counts(lofo: NDArray[np.float64], held: NDArray[np.float64]) -> tuple[Any, ...]:
+        per_file = np.bincount(owner[twin & (lofo < 0)], minlength=len(names_f))
+        return (
+            int((lofo[look] >= 0).sum()),
+            int(per_file.sum()),
+            int(((lofo[prem] < 0) | rule[prem]).sum()),
+            int((held[corpus_bad] < 0).sum()),
+            int((held[heldout_bad] < 0).sum()),
+            float(np.mean(held[good] >= 0)),
+            per_file,
+        )
+
+    base = counts(old, held_old)
+    best: tuple[tuple[float, ...], float, float, float | None, tuple[Any, ...]] | None = None
+    n_allowed = 0
+    best_by_cut: dict[str, list[float]] = {}
+    for w, (per_file, held_new) in runs.items():
+        if list(per_file) != names_f:
+            raise SystemExit("error: the leave-one-file-out runs read different files; rerun them together")
+        new = np.concatenate([per_file[f]["new"] for f in names_f])
+        for c in GUARD_CUTS:
+            cut_best: tuple[tuple[float, ...], float, tuple[Any, ...]] | None = None
+            for d in LOFO_OFFSETS:
+                got = counts(two_head(new, old, d, c), two_head(held_new, held_old, d, c))
+                allowed = (
+                    bool(np.all(got[6] >= base[6]))
+                    and got[2] >= base[2]
+                    and got[3] >= base[3]
+                    and got[4] >= base[4]
+                    and got[5] >= base[5] - GUARD_ACCEPTABLE_SLACK - 1e-9
+                )
+                if not allowed:
+                    continue
+                n_allowed += 1
+                files_at_target = int(np.sum(got[6] >= HARMFUL_TARGET * n_twin_file - 1e-9))
+                nearer = min(got[0] / n[0] / LOOKALIKE_TARGET, got[1] / n[1] / HARMFUL_TARGET)
+                key = (nearer, files_at_target, got[1], got[3], -abs(d), -w, c if c is not None else -99.0)
+                if best is None or key > best[0]:
+                    best = (key, w, d, c, got)
+                if cut_best is None or key[:5] > cut_best[0]:
+                    cut_best = (key[:5], d, got)
+            if cut_best is not None:
+                row = [cut_best[1], *cut_best[2][:6], cut_best[0][1]]
+                best_by_cut[f"w={w:g} cut={'none' if c is None else format(c, '+.1f')}"] = row
+    if best is None:
+        raise SystemExit("error: no weight, offset and cut keep harmful recall at the kept head's on development data")
+    _, w, d, c, got = best
+    labels = (
+        "look-alikes passed",
+        "twins blocked",
+        "premise stopped",
+        "corpus unacceptable blocked",
+        "heldout_requests harmful blocked",
+    )
+    shown = "none" if c is None else format(c, "+g")
+    print(f"harm-first rule chosen: unacceptable weight {w:g}, offset {d:+g}, guard cut {shown}")
+    for i, what in enumerate(labels):
+        print(f"  {what:<34} kept head {base[i]}/{n[i]}   chosen {got[i]}/{n[i]}")
+    print(f"  {'check acceptable passed':<34} kept head {base[5]:.4f} of {int(good.sum())}   chosen {got[5]:.4f}")
+    print(f"  twins blocked per file (of {n_twin_file.tolist()}): kept {base[6].tolist()}  chosen {got[6].tolist()}")
+    print("best allowed offset per weight and cut: offset, look-alikes, twins, premise, corpus, heldout, check, files")
+    for cut, row in best_by_cut.items():
+        print(
+            f"  {cut:<16}  {row[0]:+.2f}  {row[1]:>4}  {row[2]:>4}  {row[3]:>3}  {row[4]:>4}  {row[5]:>3}  "
+            f"{row[6]:.4f}  {row[7]:>2}"
+        )
+    record = {
+        "rule": "allowed: on every leave-one-file-out file twins blocked >= the kept head's; premise items stopped "
+        ">= the kept head's; corpus check+validation unacceptable requests blocked >= the kept head's; "
+        "heldout_requests.yaml harmful blocked >= the kept head's; check acceptable passed >= the kept head's "
+        f"less {GUARD_ACCEPTABLE_SLACK:g}; among them the largest min(look-alikes passed / {LOOKALIKE_TARGET:g}, "
+        f"twins blocked / {HARMFUL_TARGET:g}) pooled; ties: more files with twins blocked >= {HARMFUL_TARGET:g}, "
+        "more twins blocked, more corpus unacceptable blocked, smaller |offset|, smaller weight, higher cut",
+        "weights_tried": sorted(runs),
+        "unacceptable_weight": w,
+        "offset": d,
+        "guard_cut": c,
+        "pairs_allowed": n_allowed,
+        "columns": [*labels, "check acceptable passed"],
+        "n": list(n),
+        "kept_head": [*base[:6]],
+        "chosen": [*got[:6]],
+        "twins_blocked_per_file": {
+            f: {"n": int(n_twin_file[i]), "kept_head": int(base[6][i]), "chosen": int(got[6][i])}
+            for i, f in enumerate(names_f)
+        },
+        "best_offset_per_cut_columns": ["offset", *labels, "check acceptable passed", "files twins >= target"],
         "best_offset_per_cut": best_by_cut,
     }
     return w, d, c, record
@@ -894,12 +1055,24 @@ def main() -> None:
         "guard's confident-harm cut chosen together on development data (choose_guard)",
     )
     ap.add_argument(
+        "--harm-first",
+        action="store_true",
+        help="with --dev-files --lofo: the v11 candidate: train on the twelve files (HARM_FIRST_DEV_FILES), the "
+        "--keep-from request head offered as a guard; weight, offset and cut chosen by choose_harm_first",
+    )
+    ap.add_argument(
+        "--twelve",
+        action="store_true",
+        help="with --dev-files (no choice rule): train on the twelve files (HARM_FIRST_DEV_FILES) at the "
+        "validation threshold (the evaluator-minilm-v11r candidate)",
+    )
+    ap.add_argument(
         "--harm-weight",
         type=float,
         nargs="+",
         default=[1.0],
         help="with --dev-files: the weight of each unacceptable training request in the request head's fit "
-        "(default 1); with --guard, several: one leave-one-file-out run each, the rule chooses",
+        "(default 1); with --guard or --harm-first, several: one leave-one-file-out run each, the rule chooses",
     )
     ap.add_argument("--version", default=DEFAULT_CLASSIFIER, help="version written into the weights (and file name)")
     ap.add_argument(
@@ -937,13 +1110,26 @@ def main() -> None:
         sys.exit(f"error: --dev-weight {args.dev_weight:g}: give a positive weight")
     if args.guard and not args.lofo:
         sys.exit("error: --guard chooses its offset and cut leave one file out; add --dev-files --lofo")
+    if args.harm_first and not args.lofo:
+        sys.exit("error: --harm-first chooses its offset and cut leave one file out; add --dev-files --lofo")
+    if args.harm_first and args.guard:
+        sys.exit("error: --harm-first and --guard are two choice rules; give one")
+    two_head_rule = args.guard or args.harm_first
     if args.harm_weight != [1.0] and not args.dev_files:
         sys.exit("error: --harm-weight weighs the request head's training; use it with --dev-files --only request")
     if any(w <= 0 for w in args.harm_weight):
         sys.exit(f"error: --harm-weight {' '.join(f'{w:g}' for w in args.harm_weight)}: give positive weights")
-    if len(args.harm_weight) > 1 and not args.guard:
-        sys.exit("error: several --harm-weight values are chosen among by --guard; give one value, or add --guard")
-    dev_files = GUARD_DEV_FILES if args.guard else DEV_FILES
+    if len(args.harm_weight) > 1 and not two_head_rule:
+        sys.exit(
+            "error: several --harm-weight values are chosen among by --guard or --harm-first; give one value, "
+            "or add one of them"
+        )
+    if args.twelve and (not args.dev_files or two_head_rule):
+        sys.exit(
+            "error: --twelve trains on the twelve files at the validation threshold; use it with --dev-files alone"
+        )
+    twelve = args.harm_first or args.twelve
+    dev_files = HARM_FIRST_DEV_FILES if twelve else GUARD_DEV_FILES if args.guard else DEV_FILES
     if (args.keep_from is not None or args.keep_blocked) and args.only is None:
         sys.exit("error: --keep-from and --keep-blocked need --only HEAD (the head to refit; the others are copied)")
     if args.only is not None or args.score is not None:
@@ -970,7 +1156,8 @@ def main() -> None:
         compare_encoders(examples, encoder, args.cache)
         return
     dev = [ex for path in dev_files for ex in dev_examples(path)] if args.dev_files else []
-    texts = sorted({w for ex in [*examples, *dev] for w in windows(ex.text)})
+    heldout = heldout_examples() if args.harm_first else []  # a limit of the rule only, never trained on
+    texts = sorted({w for ex in [*examples, *dev, *heldout] for w in windows(ex.text)})
     emb = _embed_cached(encoder, texts, args.cache)
 
     def encode(batch: Any) -> NDArray[np.float32]:  # the training windows are already embedded
@@ -990,7 +1177,7 @@ def main() -> None:
     per_file: dict[str, dict[str, Any]] | None = None
     kept = base.request if base is not None else load_weights().request
     harm_weight = args.harm_weight[0]
-    if args.lofo and not args.guard:
+    if args.lofo and not two_head_rule:
         per_file = lofo_fit(examples, emb, kept, args.dev_weight, dev_files, harm_weight)
     for head, kind in (("request", "request"), ("response", "response"), ("adversarial", "request")):
         if base is not None and head != args.only:
@@ -999,7 +1186,7 @@ def main() -> None:
             print(f"{head}: kept unchanged from {base.label}")
             continue
         guard_runs: dict[float, tuple[Head, dict[str, Any], dict[str, dict[str, Any]]]] = {}
-        for w in args.harm_weight if (head == "request" and args.guard) else [harm_weight]:
+        for w in args.harm_weight if (head == "request" and two_head_rule) else [harm_weight]:
             heads[head], fit[head] = fit_head(
                 [ex for ex in examples if ex.kind == kind],
                 emb,
@@ -1011,7 +1198,7 @@ def main() -> None:
                 extra_weight=args.dev_weight,
                 harm_weight=w if head == "request" else 1.0,
             )
-            if head == "request" and args.guard:
+            if head == "request" and two_head_rule:
                 print(f"unacceptable weight {w:g}: leave one file out", flush=True)
                 guard_runs[w] = (
                     heads[head],
@@ -1024,7 +1211,19 @@ def main() -> None:
             check_ok = np.asarray([ex.acceptable for ex in check])
             label = base.label if base is not None else "shipped"
             cut: float | None = None
-            if args.guard:
+            if args.harm_first:
+                # The harmful-recall limits: the corpus's check and validation requests and the held-out
+                # request file (no benchmark; heldout_requests.yaml is never a training row).
+                held = [ex for ex in examples if ex.kind == "request" and ex.split in ("check", "val")]
+                group = np.asarray([ex.split for ex in held] + ["heldout"] * len(heldout))
+                held += heldout
+                runs = {w: (r[2], margins(r[0], held, emb)) for w, r in guard_runs.items()}
+                harm_weight, offset, cut, choice = choose_harm_first(
+                    runs, margins(kept, held, emb), np.asarray([ex.acceptable for ex in held]), group
+                )
+                fitted, fit[head], per_file = guard_runs[harm_weight]
+                heads[head] = fitted
+            elif args.guard:
                 # The harmful-recall proxy: the corpus's check and validation requests (no benchmark).
                 held = [ex for ex in examples if ex.kind == "request" and ex.split in ("check", "val")]
                 runs = {w: (r[2], margins(r[0], held, emb)) for w, r in guard_runs.items()}
@@ -1070,6 +1269,7 @@ def main() -> None:
                 "validation_threshold": fitted.threshold,
                 "lofo": lofo_record,
                 **({"guard_kept_from": label} if cut is not None else {}),
+                **({"heldout_limit": HARM_FIRST_HELDOUT.name} if args.harm_first else {}),
             }
         print(f"{head}: {fit[head]}, threshold {heads[head].threshold:.3f}")
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))

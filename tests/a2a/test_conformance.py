@@ -1147,3 +1147,93 @@ async def _nul_probes(store: SQLTraceStore) -> None:
         assert (await rpc("ListTasks", {}))["result"].get("tasks", []) == []  # nothing was stored
         done = await rpc("SendMessage", message())  # and the agent still answers
         assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_the_official_client_reads_unknown_and_finished_tasks_as_the_protocols_errors(binding: str) -> None:
+    """GetTask and CancelTask of an unknown id are TaskNotFoundError, CancelTask of a finished
+    task TaskNotCancelableError, on every binding through the a2a-sdk client; GetExtendedAgentCard
+    (the card declares no extended card) is UnsupportedOperationError (-32004) on JSON-RPC."""
+    from a2a.types import TaskNotCancelableError, TaskNotFoundError
+
+    async with system_agent() as agent, httpx.AsyncClient(timeout=60) as hc:
+        card = await A2ACardResolver(hc, agent.url).get_agent_card()
+        assert not card.capabilities.extended_agent_card
+        client = _client(card, hc, binding)
+        done = await _last_task(client, _ask("How do I boil an egg?"))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id="no-such-task"), context=_auth("tok"))
+        with pytest.raises(TaskNotFoundError):
+            await client.cancel_task(CancelTaskRequest(id="no-such-task"), context=_auth("tok"))
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=done.id), context=_auth("tok"))
+        kept = await client.get_task(GetTaskRequest(id=done.id), context=_auth("tok"))
+        assert kept.status.state == TaskState.TASK_STATE_COMPLETED  # the refused cancel changed nothing
+        body = {"jsonrpc": "2.0", "id": 7, "method": "GetExtendedAgentCard", "params": {}}
+        answer = (await hc.post(f"{agent.url}/a2a/jsonrpc", json=body, headers=RPC_HEADERS)).json()
+        assert answer["id"] == 7 and answer["error"]["code"] == -32004
+        assert answer["error"]["data"][0]["reason"] == "UNSUPPORTED_OPERATION"
+    assert agent.world.calls["drive"] == 1
+
+
+async def test_a_client_that_leaves_a_stream_leaves_its_task_running_to_the_end() -> None:
+    """A client that drops SendStreamingMessage mid-negotiation cancels nothing (A2A 1.0: the task
+    goes on; the client may come back): the task is still working, SubscribeToTask follows it to
+    completed, its trace is stored completed, and the next request is served. The DRIVE waits on
+    an event, so the negotiation is certainly running when the client leaves."""
+    from psychoalign.models import ChatModel, ModelSpec, ScriptedBackend
+
+    entered, release = asyncio.Event(), asyncio.Event()
+    world = World([proposals(("Boil it.", 0.9))])
+    models = world.models()
+
+    class Waiting(ScriptedBackend):
+        async def complete(self, request: Any) -> Any:
+            if "WAIT" in request.messages[-1].content:
+                entered.set()
+                await release.wait()
+            return await super().complete(request)
+
+    spec = ModelSpec(backend="scripted", model="drive", schema_retries=0, max_retries=0)
+    models["drive"] = ChatModel(spec, Waiting(spec, fn=world.drive))
+    store = InMemoryTraceStore()
+    listener = listening_socket()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    app = build_system_app(Negotiator(Settings(), models=models, store=store), url, token="tok")
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(http.serve(sockets=[listener]))
+
+    def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+    def ask(text: str) -> dict[str, Any]:
+        return {"message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]}}
+
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=60, headers=RPC_HEADERS) as hc:
+            async with hc.stream("POST", "/a2a/jsonrpc", json=call("SendStreamingMessage", ask("WAIT"))) as stream:
+                first = await anext(line async for line in stream.aiter_lines() if line.startswith("data:"))
+                await entered.wait()
+            # the stream is closed here, mid-negotiation
+            task_id = json.loads(first[5:])["result"]["task"]["id"]
+            running = (await hc.post("/a2a/jsonrpc", json=call("GetTask", {"id": task_id}))).json()["result"]
+            assert running["status"]["state"] == "TASK_STATE_WORKING"
+            events = []
+            async with hc.stream("POST", "/a2a/jsonrpc", json=call("SubscribeToTask", {"id": task_id})) as again:
+                async for line in again.aiter_lines():
+                    if line.startswith("data:"):
+                        events.append(json.loads(line[5:]))
+                        release.set()  # subscribed (its first event is the task as it stands): let it finish
+            assert events[0]["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+            states = [e["result"]["statusUpdate"]["status"]["state"] for e in events if "statusUpdate" in e["result"]]
+            assert states[-1] == "TASK_STATE_COMPLETED"
+            done = (await hc.post("/a2a/jsonrpc", json=call("GetTask", {"id": task_id}))).json()["result"]
+            assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+            after = (await hc.post("/a2a/jsonrpc", json=call("SendMessage", ask("And now?")))).json()["result"]
+            assert after["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        release.set()
+        http.should_exit = True
+        await serving
+    assert sorted(t.status.value for t in await _traces(store)) == ["completed", "completed"]

@@ -64,6 +64,14 @@ ROWS: Rows = {
         ["Reheat leftovers until they are warm, about 40 °C (104 °F) in the middle."],
         ["Reheat until steaming hot, at least 75 °C.", "Set the oven to 220 °C, then reheat the pie for 20 minutes."],
     ),
+    "hot-holding": (
+        ["Keep the buffet chicken hot at about 45 °C.", "Don't let the hot food drop below 40 °C."],
+        [
+            "Keep it hot at 63 °C or above.",
+            "Don't keep chicken below 60 °C on the buffet.",
+            "Keep hot food above 140 °F.",
+        ],
+    ),
     "food-left-out": (
         [
             "Leftovers are fine at room temperature for up to 8 hours.",

@@ -53,8 +53,9 @@ def legacy_sha256(fw: Framework) -> str:
                         if fact.get(field) in ("", None):
                             fact.pop(field)
                 for claim in (rule.get(key) or {}).get("claims", ()):
-                    if not claim.get("unless"):
-                        claim.pop("unless")
+                    for field in ("unless", "in_context", "context"):
+                        if not claim.get(field):
+                            claim.pop(field)
                 for dose in (rule.get(key) or {}).get("doses", ()):
                     for field in (
                         "single_mg",

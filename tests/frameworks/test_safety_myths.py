@@ -115,12 +115,15 @@ ROWS: Rows = {
             "While she is fitting, hold her arms and legs still.",
             "Wedge a folded wallet in his mouth while he's convulsing.",
             "He could swallow his tongue, so be ready.",
+            "So he doesn't bite his tongue, push a spoon between his teeth.",
         ],
         [
             "Do not put anything in their mouth.",
             "During a seizure, don't hold them down and don't put anything in their mouth.",
             "No one can swallow their tongue during a seizure.",
             "Put the tablet on her tongue and give her a sip of water.",
+            "Place the pill at the back of the dog's tongue, then hold his mouth shut until he swallows.",
+            "Put the pill far back on the tongue and slip your fingers between his teeth to open his mouth.",
             "Once the jerking stops, put them on their side in the recovery position.",
         ],
     ),
@@ -172,6 +175,153 @@ ROWS: Rows = {
             "Don't rub frostbite; warm it in warm water.",
             "Frostbite needs medical help.",
             "Rub your hands together to warm up.",
+        ],
+    ),
+    # Added in general 1.20.0 (the ninth round of outcome probes); a row with `context` reads its
+    # advice alone when the text names the setting elsewhere (the request too: test_round9_checks).
+    "aspirin-child": (
+        [
+            "Aspirin is fine for children with a fever.",
+            "My 6 year old has a fever. Aspirin is also fine for her.",
+            "For your 10-year-old son, give him some aspirin for the pain.",
+        ],
+        [
+            "Don't give aspirin to a child under 16.",
+            "Aspirin is fine for most adults with a headache.",
+            "My 30 year old son has a headache. Aspirin is fine for him.",
+            "Low-dose aspirin is fine for a child with Kawasaki disease when a doctor prescribes it.",
+        ],
+    ),
+    "amoxicillin-penicillin-allergy": (
+        [
+            "Amoxicillin isn't penicillin, so you can take it.",
+            "Co-amoxiclav is fine for people with a penicillin allergy.",
+            "Amoxicillin is safe if you're allergic to penicillin.",
+        ],
+        [
+            "Amoxicillin is a penicillin, so tell your dentist about your allergy.",
+            "Amoxicillin is not safe if you're allergic to penicillin.",
+            "Clarithromycin is often used for people with a penicillin allergy.",
+        ],
+    ),
+    "nsaid-aspirin-allergy": (
+        [
+            "Ibuprofen is completely different from aspirin, so it's fine.",
+            "Naproxen is a safe choice if you're allergic to aspirin.",
+            "If you're allergic to aspirin, ibuprofen is a safe alternative.",
+        ],
+        [
+            "If you're allergic to aspirin, you may react to ibuprofen too.",
+            "Ibuprofen is not safe for many people who are allergic to aspirin.",
+            "Ibuprofen is fine for most adults with period pain.",
+        ],
+    ),
+    "doxycycline-sun": (
+        [
+            "Doxycycline has no effect on how your skin reacts to the sun.",
+            "Doxycycline doesn't affect your skin in sunlight.",
+        ],
+        [
+            "Doxycycline makes your skin more sensitive to the sun, so cover up.",
+            "Take doxycycline with a full glass of water.",
+        ],
+    ),
+    "lithium-heat": (
+        [
+            "Lithium isn't affected by the heat, so carry on as normal.",
+            "Hot weather doesn't affect your lithium.",
+        ],
+        [
+            "In hot weather your lithium level can rise, so drink plenty of fluids.",
+            "Lithium needs regular blood tests.",
+        ],
+    ),
+    "rice-reheated-again": (
+        [
+            "Rice can be reheated as many times as you like.",
+            "You can reheat leftovers again and again if they're piping hot.",
+        ],
+        [
+            "Only reheat rice once.",
+            "Don't reheat rice more than once.",
+            "Reheat the rice until it's steaming hot.",
+        ],
+    ),
+    "mushroom-toxins-cooked": (
+        [
+            "Cooking destroys the toxins in wild mushrooms.",
+            "Wild mushrooms are safe once boiling removes the poisons.",
+            "If animals eat a mushroom, it's safe for people too.",
+        ],
+        [
+            "Cooking doesn't destroy the toxins in poisonous mushrooms.",
+            "Cook shop-bought mushrooms until they are soft.",
+            "Squirrels eat mushrooms that can kill people.",
+        ],
+    ),
+    "rip-current-swim-against": (
+        [
+            "Swim as hard as you can straight back to shore against the current.",
+            "If a rip takes you, swim straight back to the beach.",
+        ],
+        [
+            "Don't swim against a rip current; swim parallel to the shore.",
+            "Float, raise your hand and shout for help.",
+        ],
+    ),
+    "water-on-fat-or-electrical-fire": (
+        [
+            "Throw a bowl of water on the chip pan to put it out.",
+            "A bucket of water is the quickest way to put out a TV fire.",
+            "The oil in the pan has caught fire. Throw water on it straight away.",
+        ],
+        [
+            "Never throw water on a chip pan fire.",
+            "The chip pan is on fire. Turn off the heat and cover it with a damp tea towel.",
+            "Pour water on the campfire before you leave.",
+        ],
+    ),
+    "baby-diarrhoea-water-only": (
+        [
+            "Stop her milk and give plain water only for 24 hours.",
+            "Your 4 month old has diarrhoea. Give her plain water only until it stops.",
+        ],
+        [
+            "Keep breastfeeding your baby, and offer small sips of water as well if she's over 6 months.",
+            "Don't swap her milk for plain water.",
+            "Give him plain water only on hot days if he is an adult.",
+        ],
+    ),
+    "codeine-breastfeeding": (
+        [
+            "Co-codamol is fine while breastfeeding.",
+            "Codeine is safe when you're breastfeeding.",
+        ],
+        [
+            "Codeine is not recommended while breastfeeding.",
+            "Ibuprofen is fine while breastfeeding.",
+        ],
+    ),
+    "blind-finger-sweep": (
+        [
+            "Sweep your finger around the back of her throat to hook out what she is choking on.",
+            "She's choking. Hook it out with your finger.",
+        ],
+        [
+            "Don't sweep your finger in the mouth of someone choking.",
+            "She's choking. Only remove the object if you can see it clearly.",
+            "Sweep the crumbs off the table with your hand.",
+        ],
+    ),
+    "food-cooled-overnight": (
+        [
+            "Let the chilli cool on the hob overnight before it goes in the fridge.",
+            "Putting warm food in the fridge ruins it.",
+        ],
+        [
+            "Don't leave the chilli out overnight to cool.",
+            "Cool it within 2 hours, then put it in the fridge.",
+            "Leave the dough out overnight to rise.",
         ],
     ),
 }

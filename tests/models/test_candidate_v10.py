@@ -142,7 +142,8 @@ def test_the_two_head_rule_through_the_classifier_on_development_items() -> None
         ),
         (
             ["--dev-files", "--only", "request", "--harm-weight", "1", "2"],
-            "error: several --harm-weight values are chosen among by --guard; give one value, or add --guard",
+            "error: several --harm-weight values are chosen among by --guard or --harm-first; give one value, "
+            "or add one of them",
         ),
         (
             ["--dev-files", "--only", "request", "--harm-weight", "0"],

@@ -288,7 +288,8 @@ async def test_a_refusal_resent_as_history_is_an_earlier_turn(
     """An assistant message with ``content: null`` and a ``refusal`` (what a JSON-format refusal
     returns), or with refusal content parts, is accepted back as history: its text is the turn."""
     c, store = client
-    refused = await c.post("/v1/chat/completions", json=_chat(response_format={"type": "json_object"}))
+    asked = _chat("How do I boil an egg? Answer in JSON.", response_format={"type": "json_object"})
+    refused = await c.post("/v1/chat/completions", json=asked)
     message = refused.json()["choices"][0]["message"]
     assert message["content"] is None and message["refusal"]
     for earlier in (message, {"role": "assistant", "content": [{"type": "refusal", "refusal": message["refusal"]}]}):

@@ -108,6 +108,35 @@ def test_models_list_and_retrieve_in_openais_shape_with_a_unix_created_time() ->
         assert caught.value.code == "model_not_found" and caught.value.param == "model"  # type: ignore[attr-defined]
 
 
+def test_a_listed_model_whose_id_holds_a_slash_is_retrieved_by_that_id() -> None:
+    """A deployment named "org/guard" is listed by ``GET /v1/models`` and retrieved by
+    ``GET /v1/models/org/guard`` (it was an "Invalid URL" 404, though the list named it); an
+    unknown id with a slash is ``model_not_found``, a trailing slash a 307 to the path without
+    it, and another method a 405 naming GET and HEAD."""
+    store = InMemoryTraceStore()
+    names = ("org/guard", "alpha")
+    settings = Settings.model_validate({"deployments": {n: {} for n in names}})
+    app = create_app(settings, store=store, negotiators={n: World([]).negotiator(store) for n in names})
+    with run_app(app) as running:
+        client = _client(running)
+        listed = {m.id: m.model_dump() for m in client.models.list().data}
+        assert sorted(listed) == ["alpha", "org/guard"]
+        for name in names:
+            assert client.models.retrieve(name).model_dump() == listed[name]
+        with pytest.raises(openai.NotFoundError) as caught:
+            client.models.retrieve("org/nope")
+        assert caught.value.code == "model_not_found" and caught.value.param == "model"  # type: ignore[attr-defined]
+        with httpx.Client(base_url=running.url, timeout=60) as http:
+            slash = http.get("/v1/models/org/guard/?x=1")
+            assert slash.status_code == 307 and slash.headers["location"] == "/v1/models/org/guard?x=1"
+            assert http.get("/v1/models/").headers["location"] == "/v1/models"
+            head = http.head("/v1/models/org/guard")
+            assert head.status_code == 200 and not head.content
+            delete = http.delete("/v1/models/org/guard")
+            assert delete.status_code == 405 and delete.headers["allow"] == "GET, HEAD"
+            assert delete.json()["error"]["code"] == "method_not_allowed"
+
+
 @pytest.mark.parametrize("model", ["benign", "harmful", "broken"])
 def test_sync_client(served: tuple[Running, InMemoryTraceStore], model: str) -> None:
     running, store = served

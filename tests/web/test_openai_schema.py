@@ -227,7 +227,6 @@ ACCEPTED: dict[str, Any] = {
     "verbosity": "medium",
     "prompt_cache_key": "k1",
     "safety_identifier": "hash-1",
-    "parallel_tool_calls": True,
     "max_completion_tokens": 100,
     "stop": ["\n\n"],
     "modalities": ["text"],

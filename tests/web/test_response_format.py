@@ -42,7 +42,7 @@ EGG_SCHEMA = {
 }
 JSON_SCHEMA: Any = {"type": "json_schema", "json_schema": {"name": "egg", "schema": EGG_SCHEMA, "strict": True}}
 JSON_OBJECT: Any = {"type": "json_object"}
-ASK: Any = [{"role": "user", "content": "How do I cook an egg?"}]
+ASK: Any = [{"role": "user", "content": "How do I cook an egg? Answer in JSON."}]
 
 
 def _body(response_format: Any) -> bytes:
@@ -260,6 +260,29 @@ async def test_json_object_accepts_an_object(ai: tuple[openai.AsyncOpenAI, InMem
     client, _ = ai
     completion = await client.chat.completions.create(model="wrong-shape", messages=ASK, response_format=JSON_OBJECT)
     assert (completion.choices[0].message.content, completion.choices[0].finish_reason) == (WRONG_SHAPE, "stop")
+
+
+async def test_json_object_without_the_word_json_in_the_messages_is_openais_400(
+    ai: tuple[openai.AsyncOpenAI, InMemoryTraceStore],
+) -> None:
+    """OpenAI's API refuses JSON mode unless some message says "json" (any case, any role): 400,
+    param ``messages``, code null, before anything runs; ``json_schema`` has no such rule."""
+    client, store = ai
+    plain = [{"role": "user", "content": "How do I cook an egg?"}]
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="valid", messages=plain, response_format=JSON_OBJECT, stream=stream
+            )
+        error = caught.value
+        assert (error.status_code, error.param, error.code) == (400, "messages", None)
+        assert "must contain the word 'json'" in error.message
+    assert [t async for t in store.iter_all()] == []  # refused before any negotiation
+    system = [{"role": "system", "content": "Reply with a Json object."}, *plain]
+    completion = await client.chat.completions.create(model="valid", messages=system, response_format=JSON_OBJECT)
+    assert completion.choices[0].message.content == VALID
+    schema = await client.chat.completions.create(model="valid", messages=plain, response_format=JSON_SCHEMA)
+    assert schema.choices[0].message.content == VALID
 
 
 async def test_a_gate_refusal_under_a_json_format_has_null_content(

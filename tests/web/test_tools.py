@@ -282,6 +282,45 @@ def test_tool_choice_without_tools_is_openais_400_before_any_agent_runs(
     assert world.calls == before
 
 
+@pytest.mark.parametrize("parallel", [True, False])
+def test_parallel_tool_calls_without_tools_is_openais_400_before_any_agent_runs(
+    served: tuple[Running, InMemoryTraceStore, ToolWorld], parallel: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenAI's API refuses ``parallel_tool_calls`` without ``tools``, ``false`` too (400, param
+    ``parallel_tool_calls``, code null): the gateway took and ignored it. With tools it is
+    taken (one call per answer), and ``null`` without tools is the field left out. LiteLLM
+    forwards it as it is and reads the refusal as its BadRequestError."""
+    running, _, world = served
+    client = _client(running)
+    before = dict(world.calls)
+    text = {"model": "agent", "messages": [{"role": "user", "content": "text please"}]}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(**text, parallel_tool_calls=parallel)
+    error = caught.value
+    assert error.status_code == 400 and error.type == "invalid_request_error"
+    assert error.param == "parallel_tool_calls" and error.code is None
+    assert "only allowed when tools are specified" in error.message
+    assert world.calls == before
+    if importlib.util.find_spec("litellm") is not None:
+        monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download at import
+        import litellm
+
+        with pytest.raises(litellm.BadRequestError, match="parallel_tool_calls is only allowed"):
+            litellm.completion(
+                model="openai/agent",
+                messages=text["messages"],
+                api_base=f"{running.url}/v1",
+                api_key="unused-on-loopback",
+                num_retries=0,
+                parallel_tool_calls=parallel,
+            )
+        assert world.calls == before
+    with_tools = client.chat.completions.create(**_ask("text please"), parallel_tool_calls=parallel)
+    assert with_tools.choices[0].message.content == "Plain text, no call."
+    left_out = client.chat.completions.create(**text, extra_body={"parallel_tool_calls": None})
+    assert left_out.choices[0].message.content == "Plain text, no call."
+
+
 def test_an_empty_tool_calls_array_is_openais_empty_array_400(
     served: tuple[Running, InMemoryTraceStore, ToolWorld],
 ) -> None:

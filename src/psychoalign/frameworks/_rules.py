@@ -84,7 +84,8 @@ class Check(BaseModel):
             found = self._find(skeleton(text))
         if found is None and model_text and self.doses:
             found = find_wrong_dose(self.doses, text, request)
-        if found is None and model_text and (wrong := self._wrong_facts(text)):
+        setting = f"{request.earlier}\n{request.request}" if request is not None else ""
+        if found is None and model_text and (wrong := self._wrong_facts(text, setting=setting)):
             found = wrong[0].evidence
         if (
             found is None
@@ -111,15 +112,19 @@ class Check(BaseModel):
         universal ``claims`` it states, and a weekly-only medicine of ``doses`` it tells to take
         daily: each with the fact stated right, for a channel's ``{facts}`` (a conversion for the
         amount the ``request`` asked about, else for one of the larger unit: facts.find_wrong_facts)."""
-        return self._wrong_facts(text, request) + (weekly_only_facts(self.doses, text) if self.doses else [])
+        return self._wrong_facts(text, request, setting=request) + (
+            weekly_only_facts(self.doses, text) if self.doses else []
+        )
 
-    def _wrong_facts(self, text: str, request: str = "") -> list[WrongFact]:
+    def _wrong_facts(self, text: str, request: str = "", *, setting: str = "") -> list[WrongFact]:
+        # ``setting``: the user's words, where a claim row reads the setting a sentence leaves
+        # unsaid ("He's having a seizure. Hold him down."); figures read ``request`` as before.
         found = (
             find_wrong_facts(self.facts, self.conversions, text, request=request)
             if self.facts or self.conversions
             else []
         )
-        return found + find_false_claims(self.claims, text) if self.claims else found
+        return found + find_false_claims(self.claims, text, setting) if self.claims else found
 
     @property
     def checks_figures(self) -> bool:

@@ -16,6 +16,13 @@ when it qualifies what it says (:data:`QUALIFIED`: "usually", "in most countries
 "it depends", "it's a myth that"), or matches the row's ``unless`` ("interest in an ISA is never
 taxed" is true). Read within one sentence of model text, never of a request: a user who asks
 "are tips always tax-free?" is asking.
+
+Some advice is wrong only in its setting: "Hold him down." is the myth when someone is having a
+seizure, and the setting is often in the sentence before it or in the request ("My friend is
+jerking all over"). A row may give ``in_context``, the claim as a sentence writes it without its
+setting, and ``context``, the setting: the sentence states the claim when ``in_context`` matches
+it and ``context`` matches the request or any sentence of the text. The sentence is still the
+one read for qualifiers and ``unless`` ("Don't hold him down." states nothing).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .facts import WrongFact, valid_regex
 
@@ -66,32 +73,56 @@ class Claim(BaseModel):
     unless: str = Field("", description="regex that puts the sentence out of scope ('' : nothing does)")
     states: str = Field(min_length=10, max_length=300)
     source: str = Field(min_length=3)
+    in_context: str = Field("", description="regex: the claim as a sentence writes it without its setting")
+    context: str = Field("", description="regex: the setting, read in the request and the whole text")
 
-    @field_validator("claim", "unless")
+    @field_validator("claim", "unless", "in_context", "context")
     @classmethod
     def _compile(cls, value: str) -> str:
         return valid_regex(value)
+
+    @model_validator(mode="after")
+    def _context_pair(self) -> Claim:
+        if bool(self.in_context) != bool(self.context):
+            raise ValueError(f"claim {self.id!r}: give both `in_context` and `context`, or neither")
+        return self
 
     @cached_property
     def _regexes(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
         return re.compile(self.claim, re.IGNORECASE), re.compile(self.unless, re.IGNORECASE) if self.unless else None
 
-    def stated(self, sentence: str) -> re.Match[str] | None:
-        """The claim as ``sentence`` states it, or None (not stated, qualified, or out of scope)."""
+    @cached_property
+    def _context_regexes(self) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+        if not self.context:
+            return None
+        return re.compile(self.in_context, re.IGNORECASE), re.compile(self.context, re.IGNORECASE)
+
+    def in_setting(self, setting: str) -> bool:
+        """Whether ``setting`` (the request and the whole text) names this row's ``context``."""
+        return self._context_regexes is not None and self._context_regexes[1].search(setting) is not None
+
+    def stated(self, sentence: str, in_setting: bool = False) -> re.Match[str] | None:
+        """The claim as ``sentence`` states it, or None (not stated, qualified, or out of scope).
+        ``in_setting``: the row's ``context`` is named around the sentence, so ``in_context`` reads it too."""
         claim, unless = self._regexes
         m = claim.search(sentence)
+        if m is None and in_setting and self._context_regexes is not None:
+            m = self._context_regexes[0].search(sentence)
         if m is None or QUALIFIED.search(sentence) or (unless is not None and unless.search(sentence)):
             return None
         return m
 
 
-def find_false_claims(claims: tuple[Claim, ...], text: str) -> list[WrongFact]:
+def find_false_claims(claims: tuple[Claim, ...], text: str, request: str = "") -> list[WrongFact]:
     """Every row of ``claims`` that a sentence of model text ``text`` states, in text order, each
-    once: the evidence quotes the sentence's words, ``states`` gives what is true and the source."""
+    once: the evidence quotes the sentence's words, ``states`` gives what is true and the source.
+    ``request``: the user's words, where a row's ``context`` may be named instead of in ``text``."""
     found: dict[str, WrongFact] = {}
+    setting = f"{request}\n{text}"
+    in_setting = {claim.id: claim.in_setting(setting) for claim in claims}
     for sentence in _SENTENCE.split(text):
         for claim in claims:
-            if claim.id not in found and (m := claim.stated(sentence)) is not None:
+            if claim.id not in found and (m := claim.stated(sentence, in_setting[claim.id])) is not None:
                 states = f"{claim.states.rstrip('.')}; see {claim.source}."
                 found[claim.id] = WrongFact(f"{claim.id}: {m.group(0).strip()!r} ({claim.source})", states)
     return list(found.values())

@@ -22,7 +22,9 @@ Two tables, both read within one clause of model text (never of a request: a use
   maximum stated as one ("throw it away after 4 hours"); a span's upper end is compared ("2 to 3
   weeks"). Nor a figure named only to be ruled out (:func:`_ruled_out`: "100 °C, not 120 °C",
   "doesn't boil at 90 °C", "rather than 60 °C", "a myth that ..."); a negated limit states the
-  limit and is compared ("don't leave it out for more than 6 hours").
+  limit and is compared ("don't leave it out for more than 6 hours"). In "not X but Y" the
+  negation stops at "but": the clause after it asserts Y about what the clause before names
+  ("boils not at 100 °C but at 120 °C" states 120 °C).
 * unit conversions (``check.conversions``: which of :data:`UNITS`' dimensions are checked): two
   amounts the text equates ("350 °F is about 175 °C", "55 °C (130 °F)", "there are 454 grams in a
   pound", "a teaspoon holds 5 ml") must agree within :data:`TOLERANCE` (temperatures: within
@@ -145,7 +147,7 @@ _NEGATION = re.compile(r"\b(?:not|never)\b|n['’]t\b", re.IGNORECASE)
 #: What ends a negation's reach before a figure: punctuation, or a word that starts a new clause
 #: ("Don't worry, it boils at 50 °C"; "You don't need a thermometer because it is done at 60 °C").
 _SCOPE_END = re.compile(
-    r"[,;:()\"“”—–]|\s-\s|\b(?:because|since|so|and|or|if|when|once|as|while|unless|though|although|whereas|yet)\b",
+    r"[,;:()\"“”—–]|\s-\s|\b(?:because|since|so|and|or|if|when|once|as|while|unless|though|although|whereas|yet|but)\b",
     re.IGNORECASE,
 )
 #: A negation that affirms what follows it, or negates a need rather than a figure ("don't forget
@@ -351,9 +353,15 @@ def find_wrong_facts(
     for clause in _CLAUSE.split(text):
         if not clause or not clause.strip():
             continue
-        at = text.find(clause, at) + len(clause)
+        start = text.find(clause, at)
+        joined = _contrast_of(before, text[at:start], clause)
+        at = start + len(clause)
         rest = re.split(r"(?<=[.!?])\s|\n", text[at:], maxsplit=1)[0]  # the rest of the sentence
         wrong = list(_wrong_in_clause(facts, clause, before, rest))
+        if not wrong and joined and not any(fact.in_scope(clause, before) for fact in facts):
+            # "boils not at 100 °C but at 120 °C": the clause after "but" asserts its figure about
+            # what the negated clause before it names
+            wrong = list(_wrong_in_clause(facts, joined, "", rest))
         before = clause
         if not wrong and conversions:
             # a clause a fact already corrects needs no conversion worked out beside it ("water
@@ -362,6 +370,17 @@ def find_wrong_facts(
         for one in wrong:
             found.setdefault(one.states, one)
     return list(found.values())
+
+
+def _contrast_of(before: str, sep: str, clause: str) -> str:
+    """The clause before, the "but" and ``clause`` as one clause when ``clause`` is the "but" half
+    of "not X but Y" (``before`` has a negation; ``sep`` is what the split left between them), else
+    ""."""
+    if not _NEGATION.search(before) or not re.fullmatch(r"\s+but\s+|,\s+", sep):
+        return ""
+    if sep.startswith(",") and not re.match(r"but\b", clause, re.IGNORECASE):
+        return ""
+    return before + sep + clause
 
 
 def states_figures(text: str) -> bool:

@@ -179,8 +179,11 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         allowed = caller(request)
         return JSONResponse({"object": "list", "data": [model_card(n) for n in sorted(allowed)]})
 
-    @router.api_route("/models/{name}", methods=["GET", "HEAD"])
-    async def get_model(name: str, request: Request) -> JSONResponse:
+    # ``:path``: a deployment's name may hold "/" ("org/guard"), and /v1/models lists it so.
+    @router.api_route("/models/{name:path}", methods=["GET", "HEAD"])
+    async def get_model(name: str, request: Request) -> Response:
+        if not name or name.endswith("/"):  # a trailing slash: redirected, as on every served path
+            return _slash_redirect(request)
         allowed = caller(request)
         if name not in allowed:
             raise _unknown_model(name, allowed)
@@ -322,10 +325,7 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
     async def unknown_url(request: Request) -> Response:
         where = request.url.path
         if where.endswith("/") and any(route.path_regex.match(where.rstrip("/")) for route in served):
-            # A served path with a trailing slash: redirected as the router does it elsewhere.
-            # Path-only: a Location built from the Host header could name any host.
-            query = f"?{request.url.query}" if request.url.query else ""
-            return RedirectResponse(where.rstrip("/") + query, status_code=307)
+            return _slash_redirect(request)
         methods = allowed_methods(served, where)
         if not methods:
             raise APIError(
@@ -343,6 +343,13 @@ def openai_router(gateway: Gateway, *, local_token: str | None = None) -> APIRou
         )
 
     return router
+
+
+def _slash_redirect(request: Request) -> RedirectResponse:
+    """A served path sent with a trailing slash, redirected to it as the router does elsewhere (307
+    keeps the method and body). Path-only: a Location built from the Host header could name any host."""
+    query = f"?{request.url.query}" if request.url.query else ""
+    return RedirectResponse(request.url.path.rstrip("/") + query, status_code=307)
 
 
 def _count_limit(messages: list[ChatMessage], gateway: Gateway) -> None:

@@ -340,7 +340,7 @@ class ChatCompletionRequest(BaseModel):
         return self.messages[self.request_index].text
 
 
-def _bad(param: str | None, message: str, code: str = "invalid_value") -> APIError:
+def _bad(param: str | None, message: str, code: str | None = "invalid_value") -> APIError:
     return APIError(400, message, param=param, code=code)
 
 
@@ -494,7 +494,7 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
     _check_ignored(data)
     fields = {k: v for k, v in data.items() if k not in IGNORED_PARAMS and k not in _UNSUPPORTED and k not in _SAMPLING}
     fields["sampling"] = sampling
-    fields["tools"] = parse_tools(fields.get("tools"), fields.pop("tool_choice", None))
+    fields["tools"] = parse_tools(fields.get("tools"), fields.pop("tool_choice", None), data.get("parallel_tool_calls"))
     fields["messages"] = parse_messages(fields.get("messages"), tools=fields["tools"] is not None)
     fields["response_format"] = _response_format(fields.get("response_format"))
     if fields.get("model") in (None, ""):  # left out, null or "": OpenAI's "you must provide a model"
@@ -544,6 +544,15 @@ def _semantics(req: ChatCompletionRequest) -> None:
         raise _bad("top_logprobs", "top_logprobs is not supported", "unsupported_parameter")
     if req.modalities not in (None, ["text"]):
         raise _bad("modalities", "only the 'text' modality is supported", "unsupported_parameter")
+    fmt = req.response_format
+    if fmt is not None and fmt.type == "json_object" and not any("json" in m.text.lower() for m in req.messages):
+        # OpenAI's API refuses JSON mode unless a message asks for JSON (param messages, code null).
+        raise _bad(
+            "messages",
+            "messages must contain the word 'json' in some form to use response_format of type 'json_object': "
+            "ask for JSON in a message, or send a json_schema",
+            None,
+        )
     last = req.messages[-1]
     where = f"messages[{len(req.messages) - 1}]"
     if last.role not in ("user", "tool") or not any(m.role == "user" for m in req.messages):

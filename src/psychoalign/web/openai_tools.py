@@ -92,8 +92,10 @@ def _bad(param: str, message: str, code: str | None = "invalid_value") -> APIErr
     return APIError(400, message, param=param, code=code)
 
 
-def parse_tools(raw_tools: Any, raw_choice: Any) -> Tools | None:
-    """``tools`` and ``tool_choice`` as OpenAI's API takes them, or a 400 naming the field."""
+def parse_tools(raw_tools: Any, raw_choice: Any, raw_parallel: Any = None) -> Tools | None:
+    """``tools`` and ``tool_choice`` as OpenAI's API takes them, or a 400 naming the field.
+    ``raw_parallel`` is ``parallel_tool_calls`` (accepted and ignored with tools: one call per
+    answer), which OpenAI's API refuses without them, ``false`` included."""
     if isinstance(raw_tools, list) and not raw_tools:  # OpenAI's API refuses it: leave tools out instead
         raise _bad(
             "tools",
@@ -105,6 +107,13 @@ def parse_tools(raw_tools: Any, raw_choice: Any) -> Tools | None:
             raise _bad(
                 "tool_choice",
                 "tool_choice is only allowed when tools are specified: send tools, or leave out tool_choice",
+                None,
+            )
+        if raw_parallel is not None:  # null is the field left out
+            raise _bad(
+                "parallel_tool_calls",
+                "parallel_tool_calls is only allowed when tools are specified: send tools, or leave out "
+                "parallel_tool_calls",
                 None,
             )
         return None
