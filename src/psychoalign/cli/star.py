@@ -696,5 +696,5 @@ def star_analyze(
         )
     with out_folder(out) as partial:
         written = write_report(report, datasets, partial)
-    for path in written:
-        err_console.print(safe(f"wrote {out / path.name}"), soft_wrap=True)
+    for file in written:
+        err_console.print(safe(f"wrote {out / file.name}"), soft_wrap=True)
