@@ -158,6 +158,29 @@ def test_models_list_json() -> None:
     assert rows["openai"]["usable"] is False  # no key in the test environment
 
 
+def test_models_list_probes_a_backend_with_the_configured_roles_spec(tmp_path: Path) -> None:
+    """With every role on an endpoint's base_url (docs/configuration.md, "Try it"), the backends
+    table says that backend is usable there, not "set $OPENAI_API_KEY or base_url"."""
+    config = tmp_path / "psychoalign.toml"
+    config.write_text('[defaults]\nbackend = "openai"\nbase_url = "http://127.0.0.1:11434/v1"\nmodel = "qwen3:8b"\n')
+    env = {"OPENAI_API_KEY": ""}
+    out = cli("models", "list", "--json", "--config", str(config), env=env)
+    assert out.returncode == 0, out.stderr
+    rows = {r["backend"]: r for r in json.loads(out.stdout)["backends"]}
+    assert (rows["openai"]["usable"], rows["openai"]["detail"]) == (True, "endpoint http://127.0.0.1:11434/v1")
+    assert set(json.loads(out.stdout)["roles"].values()) == {"openai:qwen3:8b"}
+
+
+def test_experiment_list_shows_each_named_experiments_whole_summary() -> None:
+    """A summary wrapped over two docstring lines was cut at the first ("… psychoalign with and
+    without"): the list shows the first paragraph whole."""
+    out = cli("experiment", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)["experiments"]["cross-turn-scripted"]
+    assert summary.startswith("Cross-turn tension on a scripted world")
+    assert "with and without the track" in summary and "\n" not in summary
+
+
 # Commands that print no data of their own: servers (experiment view is one), and those whose output goes to files (with
 # --format / -o / --out: every format they write is machine-readable already).
 _NO_JSON = {"serve", "serve-a2a", "up", "agent serve", "experiment view"}

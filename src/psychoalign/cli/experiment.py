@@ -520,7 +520,8 @@ def list_(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     registry = experiment_registry()
     data = {
         "presets": {name: load_spec(name).description for name in preset_names()},
-        "experiments": {name: e.help.splitlines()[0] if e.help else "" for name, e in registry.commands.items()},
+        # a docstring's first paragraph, not its first line: a summary wrapped over two lines stays whole
+        "experiments": {name: " ".join(e.help.split("\n\n")[0].split()) for name, e in registry.commands.items()},
         "systems": {kind: cls.info.source for kind, cls in sorted(registry.systems.items())},
         "benchmarks": {name: cls.source for name, cls in sorted(registry.benchmarks.items())},
     }

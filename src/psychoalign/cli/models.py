@@ -17,12 +17,16 @@ models_app = typer.Typer(help="Model backends: what is installed and usable here
 def models_list(config: Path | None = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """List backends, whether each is usable here, and the model each role resolves to."""
     settings = settings_from(config)
+    specs = {r: settings.model_spec(r) for r in ("drive", "evaluator", "mediator", "chat")}
     rows = []
     for name in BACKENDS:
         cls = backend_class(name)
-        ok, detail = cls.availability(ModelSpec(backend=name))
+        # a backend a role is configured on is probed with that role's spec (its base_url, its key
+        # variable): "set base_url" beside a configured base_url would contradict the roles below
+        spec = next((s for s in specs.values() if s.backend == name), ModelSpec(backend=name))
+        ok, detail = cls.availability(spec)
         rows.append({"backend": name, "usable": ok, "detail": detail, "default_model": cls.default_model})
-    roles = {r: resolved_label(settings.model_spec(r)) for r in ("drive", "evaluator", "mediator", "chat")}
+    roles = {r: resolved_label(spec) for r, spec in specs.items()}
     if json_out:
         emit_json({"backends": rows, "roles": roles})
         return
