@@ -193,6 +193,24 @@ async def test_repression_keeps_the_answers_lines() -> None:
     assert f.response.startswith(kept + "\n\n[Part of this answer was removed")
 
 
+def test_repression_takes_a_list_items_number_with_its_sentences() -> None:
+    """A numbered item whose only sentence states a wrong figure went, and its "3." stayed behind
+    on a line of its own (seen on the embedded model's egg answer); an item keeping a sentence
+    keeps its number."""
+    from psychoalign.frameworks import load_framework
+    from psychoalign.negotiation.defense import repress
+    from psychoalign.negotiation.gates import Layer1Enforcer
+
+    layer1 = Layer1Enforcer(load_framework("general"), "How do I boil an egg so the yolk stays soft?")
+    text = (
+        "Here's how:\n\n1. Lower the egg into boiling water.\n2. Cook it for six minutes. Water boils at 120°C.\n"
+        "3. Add 1 tablespoon (5 ml) of vinegar.\n- Serve it warm."
+    )
+    kept, removed = repress(text, [], layer1)
+    assert removed == 2
+    assert kept == "Here's how:\n\n1. Lower the egg into boiling water.\n2. Cook it for six minutes.\n- Serve it warm."
+
+
 async def test_projection_adds_stakeholders() -> None:
     text = "Install the tracking app on the family phone."
     world = World(

@@ -170,6 +170,8 @@ def _sentences(text: str) -> list[str]:
 
 
 _DIGIT = re.compile(r"\d")
+#: A list item's marker at the start of a line: "3. ", "3) ", "- ", "* ", "• ".
+_LIST_MARKER = re.compile(r"(?:\d{1,3}[.)]|[-*•+])[ \t]+")
 
 
 def _norm(text: str) -> str:
@@ -195,6 +197,13 @@ def repress(text: str, segments: Sequence[str], layer1: Layer1Enforcer) -> tuple
             units.append(None)
             continue
         indent = line[: len(line) - len(line.lstrip())]
+        # a list item's marker ("3. ") is no sentence of its own: it goes with the item's sentences,
+        # so dropping them all leaves no bare "3." behind; each unit carries it, and _joined writes
+        # it once, before the line's first kept sentence
+        marker = _LIST_MARKER.match(line.lstrip())
+        if marker is not None:
+            indent += marker.group(0)
+            line = line.lstrip()[marker.end() :]
         for sentence in _sentences(line):
             n = _norm(sentence)
             if any(f in n or (n and n in f) for f in flagged) or layer1.deterministic(sentence):
