@@ -123,3 +123,33 @@ def test_star_export_of_a_lab_campaign_has_the_labs_columns(tmp_path: Path) -> N
     assert cli("star", "export", "--format", "csv", "--out", str(table), "--config", str(config)).returncode == 0
     (cells,) = list(csv.DictReader(table.open(encoding="utf-8")))
     assert set(LAB_EXPORT_COLUMNS) <= set(cells) and cells["committed_topic"] == "'=a joke about age"
+
+
+def test_star_analyze_prints_the_arbitrators_shares_with_n_and_interval(tmp_path: Path) -> None:
+    """The arbitration verdicts were counts in the report alone; `star analyze` now prints each
+    share with the number arbitrated and its Wilson 95 % interval, one line per STAR dataset."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    rows = [
+        {
+            "dialogue_id": f"d{i:02d}",
+            "status": "submitted",
+            "rule": "harassment",
+            "annotator1_id": f"a{i % 3}",
+            "annotator1_rating": 1,
+            "annotator2_id": f"b{i % 4}",
+            "annotator2_rating": 4,
+            "arbitration_needed": True,
+            "arbitrator_id": "z",
+            "arbitrator_rating": 1 if i < 9 else 4,  # 9 of 12 with the first annotator
+        }
+        for i in range(12)
+    ]
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = cli("star", "analyze", str(export), "--out", str(tmp_path / "r"), "--no-embed", "--bootstrap", "0")
+    assert out.returncode == 0, out.stderr
+    low, high = proportion_confint(9, 12, method="wilson")
+    (line,) = [ln for ln in out.stderr.splitlines() if "arbitrator sided with" in ln]
+    assert f"closer to the first annotator 9 (75% of 12 arbitrated [95% CI {low:.0%}, {high:.0%}])" in line, line
+    assert "closer to the second annotator 3 (25% of 12 arbitrated" in line

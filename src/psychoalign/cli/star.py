@@ -701,3 +701,9 @@ def star_analyze(
         written = write_report(report, datasets, partial)
     for file in written:
         err_console.print(safe(f"wrote {out / file.name}"), soft_wrap=True)
+    from ..star.analysis.report import sided_summary
+
+    for name, entry in report["datasets"].items():  # the arbitration verdicts: shares with n and interval
+        line = sided_summary(entry.get("arbitration") or {})
+        if line is not None:
+            err_console.print(safe(f"{name}: {line}"), soft_wrap=True, highlight=False)
