@@ -90,6 +90,7 @@ def test_eval_jailbreak_clusters_its_intervals_by_goal_as_the_gate_does(tmp_path
         text.stdout
     )
     assert "n = 40 (20 positive), 20 prompts: intervals clustered by prompt" in text.stdout
+    assert (low, high, n_eff) == (0.562, 0.926, 16.7)  # the example in docs/judges.md
 
 
 def test_rows_that_answer_their_own_prompts_keep_the_plain_interval(capsys: pytest.CaptureFixture[str]) -> None:
