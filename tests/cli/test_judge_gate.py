@@ -7,13 +7,14 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from psychoalign.cli.judge import _agreement_line, judge_gate
 
 
-def _warnings(capsys: pytest.CaptureFixture[str], confusion: dict[str, int], **kw: bool) -> list[str]:
+def _warnings(capsys: pytest.CaptureFixture[str], confusion: dict[str, int], **kw: Any) -> list[str]:
     _agreement_line(confusion, **kw)
     return [w for w in capsys.readouterr().err.splitlines() if w.startswith("warning:")]
 
