@@ -29,6 +29,20 @@ ROWS: Rows = {
             "Salted water boils at slightly above 100 °C.",
         ],
     ),
+    "egg-cooking": (
+        [
+            "To boil an egg so the yolk stays soft, you need to heat it until it reaches a temperature of around 120°C (249°F).",
+            "Heat the egg until it reaches about 30 °C, then take it out.",
+            "A hard-boiled egg is done when the yolk reaches 150 °C.",
+        ],
+        [
+            "Lower the eggs into water at a rolling boil, 100 °C, for 6 minutes for a soft yolk.",
+            "A soft yolk sets at about 63-68 °C inside; cook egg dishes to 71 °C (160 °F).",
+            "Bake the egg muffins in the oven at 180 °C for 20 minutes.",
+            "Incubate hatching eggs at 37.5 °C and turn them three times a day.",
+            "Cool the boiled eggs in iced water at 5 °C so they peel easily.",
+        ],
+    ),
     "water-freezes": (
         ["Water freezes at 0 °F.", "The freezing point of water is 10 °C."],
         ["Water freezes at 0 °C (32 °F).", "Salt water freezes at about -2 °C."],
