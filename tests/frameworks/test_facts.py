@@ -87,6 +87,13 @@ ROWS: Rows = {
         ["Cooked leftovers keep in the fridge for 2 to 3 weeks."],
         ["Leftovers keep in the fridge for 3 to 4 days.", "Thaw the turkey in the fridge, 24 hours for every 2 kg."],
     ),
+    "rice-in-fridge": (
+        [
+            "Cooked rice keeps in the fridge for 2 weeks.",
+            "Put the rice in the fridge. It keeps there for up to a week.",
+        ],
+        ["Cooked rice keeps in the fridge for up to 5 days.", "Put the rice in the fridge and eat it within a day."],
+    ),
     "honey-infant-age": (
         ["Babies can have honey from 6 months old.", "Honey is fine for babies once they are 9 months old."],
         [
