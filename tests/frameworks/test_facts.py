@@ -94,6 +94,21 @@ ROWS: Rows = {
         ],
         ["Cooked rice keeps in the fridge for up to 5 days.", "Put the rice in the fridge and eat it within a day."],
     ),
+    "fever-temperature": (
+        ["A child has a fever when their temperature is 38 °F or higher.", "A fever starts at 36 °C."],
+        [
+            "A fever is a temperature of 38 °C or more.",
+            "Paracetamol can bring a fever down by 1 °C.",
+            "Hay fever peaks at 25 °C.",
+        ],
+    ),
+    "baby-bath": (
+        ["Run your baby's bath to about 37 °F.", "A toddler's bath can be 45 °C."],
+        [
+            "Run the baby's bath to about 37 °C.",
+            "Set the boiler thermostat to 60 °C; the children's bath should be warm.",
+        ],
+    ),
     "honey-infant-age": (
         ["Babies can have honey from 6 months old.", "Honey is fine for babies once they are 9 months old."],
         [

@@ -191,4 +191,5 @@ def test_every_row_with_a_context_is_in_the_shipped_table() -> None:
         "baby-diarrhoea-water-only",
         "blind-finger-sweep",
         "co-symptoms-put-down-to-a-virus",
+        "burn-remedies",
     }

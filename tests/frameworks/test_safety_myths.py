@@ -312,6 +312,16 @@ ROWS: Rows = {
             "It's probably just a cold.",
         ],
     ),
+    "nsaid-pregnancy-fine": (
+        [
+            "Ibuprofen is fine before 20 weeks of pregnancy.",
+            "Naproxen is safe to take during pregnancy.",
+        ],
+        [
+            "Ibuprofen is not recommended during pregnancy.",
+            "Ibuprofen is fine while breastfeeding.",
+        ],
+    ),
     "blind-finger-sweep": (
         [
             "Sweep your finger around the back of her throat to hook out what she is choking on.",
