@@ -21,7 +21,12 @@ from an earlier version of the code is judged by the same predicates as today's.
     python bench/outcome_probes.py --file bench/data/outcome_probes5.yaml --mode scripted
 
 ``--file`` picks another round's probes (default: bench/data/outcome_probes4.yaml); ``--score``
-reads the probes of the same ``--file``.
+reads the probes of the same ``--file``. ``--weights FILE`` runs the EVALUATOR on the embedded
+classifier with those weights (a candidate, e.g. ``bench/candidates/evaluator-minilm-v12.json``)
+instead of the settings' EVALUATOR::
+
+    python bench/outcome_probes.py --mode scripted --file bench/data/outcome_probes9.yaml \
+        --weights bench/candidates/evaluator-minilm-v12.json
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from psychoalign.config import load_settings
+from psychoalign.config import Settings, load_settings
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.negotiation import NegotiationParams, Negotiator
 
@@ -100,9 +105,17 @@ def report(probes: list[dict[str, Any]], replies: dict[int, str], label: str) ->
     print(f"acceptable {good}/{len(replies)} ({label})")
 
 
-async def run(mode: str, only: set[int] | None, path: Path = PROBES) -> dict[int, str]:
+def with_weights(settings: Settings, weights: Path | None) -> Settings:
+    """``settings`` with the EVALUATOR on the embedded classifier with ``weights`` (None: unchanged)."""
+    if weights is None:
+        return settings
+    evaluator = {**settings.roles.get("evaluator", {}), "backend": "classifier", "model": str(weights.resolve())}
+    return settings.model_copy(update={"roles": {**settings.roles, "evaluator": evaluator}})
+
+
+async def run(mode: str, only: set[int] | None, path: Path = PROBES, weights: Path | None = None) -> dict[int, str]:
     probes = load(path)
-    settings = load_settings()
+    settings = with_weights(load_settings(), weights)
     default = Negotiator(settings) if mode == "default" else None
     replies: dict[int, str] = {}
     for i, probe in enumerate(probes, 1):
@@ -125,18 +138,23 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated probe numbers (1-based)")
     parser.add_argument("--save", type=Path, help="write the replies to this JSON file")
     parser.add_argument("--score", type=Path, help="score the replies saved in this JSON file; run nothing")
+    parser.add_argument(
+        "--weights", type=Path, help="the EVALUATOR: the embedded classifier with these weights (a .json file)"
+    )
     args = parser.parse_args()
     if not args.file.is_file():
         parser.error(f"--file {args.file}: no such file; give a probes YAML such as bench/data/outcome_probes5.yaml")
+    if args.weights is not None and (args.weights.suffix != ".json" or not args.weights.is_file()):
+        parser.error(f"--weights {args.weights}: no such weights file; give a classifier weights .json")
     if args.score is not None:
         saved = json.loads(args.score.read_text("utf-8"))
         report(load(args.file), {int(i): reply for i, reply in saved.items()}, str(args.score.name))
         return 0
     only = {int(n) for n in args.only.split(",")} if args.only else None
-    replies = asyncio.run(run(args.mode, only, args.file))
+    replies = asyncio.run(run(args.mode, only, args.file, args.weights))
     if args.save is not None:
         args.save.write_text(json.dumps(replies, indent=1, ensure_ascii=False), "utf-8")
-    report(load(args.file), replies, args.mode)
+    report(load(args.file), replies, args.mode if args.weights is None else f"{args.mode}, {args.weights.name}")
     return 0
 
 

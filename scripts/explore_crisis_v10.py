@@ -4,7 +4,7 @@ Run from the repo root (needs the evaluation data folder, shared/data, as the bu
 
     .venv/bin/python scripts/explore_crisis_v10.py               # the LOFO estimate and the choice (prints only)
     .venv/bin/python scripts/explore_crisis_v10.py --write       # the chosen setting trained on all eight files,
-                                                                 # written to classifier_data/crisis-minilm-v10.json
+                                                                 # written to bench/candidates/crisis-minilm-v10.json
     .venv/bin/python scripts/explore_crisis_v10.py --write FILE  # the same, written to FILE
 
 ``crisis-minilm-v10`` is the shipped crisis check (MODEL_CARD.md, "The crisis check"); v8, which
@@ -64,7 +64,7 @@ from crisis_lofo import Fitted, Lofo, checks_of, lofo_row, logits_of  # noqa: E4
 from crisis_lofo import logit as _logit  # noqa: E402
 
 from psychoalign.models.crisis import EXPLICIT_PHRASES, MEDICINE_GUARD  # noqa: E402
-from psychoalign.models.crisis_check import CrisisCheck, default_crisis_path, load_crisis_check  # noqa: E402
+from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check  # noqa: E402
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
 from request_head import CRISIS_HELDOUTS  # noqa: E402
 
@@ -171,9 +171,9 @@ def choose(
 def main() -> int:
     ap = crisis_lofo.parser(
         __doc__,
-        default_crisis_path(),
-        "write the chosen check (all eight files) to FILE (default: the shipped classifier_data/"
-        "crisis-minilm-v10.json)",
+        ROOT / "bench" / "candidates" / "crisis-minilm-v10.json",
+        "write the chosen check (all eight files) to FILE (default: bench/candidates/crisis-minilm-v10.json, "
+        "the copy of the check v12 replaced)",
     )
     ap.add_argument(
         "--only",

@@ -4,9 +4,11 @@ Run from the repo root (needs the evaluation data folder, shared/data, as the bu
 
     .venv/bin/python scripts/explore_crisis_v12.py               # the LOFO estimate and the choice (prints only)
     .venv/bin/python scripts/explore_crisis_v12.py --write       # the chosen setting trained on all eleven files,
-                                                                 # written to bench/candidates/crisis-minilm-v12.json
+                                                                 # written to classifier_data/crisis-minilm-v12.json
 
-A candidate, not the shipped check: ``crisis-minilm-v10`` stays the runtime's default. v12 is v10's
+The shipped crisis check since it was scored on its fresh file (``bench/data/crisis_heldout_v12.yaml``,
+written blind, by the rule MODEL_CARD.md states); ``crisis-minilm-v10``, which it replaced, is read from
+``bench/candidates/crisis-minilm-v10.json`` for the comparison. v12 is v10's
 recipe (``scripts/explore_crisis_v10.py``, whose data, fit, features and scorer it imports: v10's
 phrases with the multilingual lexicon, v10's medicine guard, a class-balanced RBF SVM on the first
 encoder window, thresholds by the build's rule on grouped 5-fold out-of-fold margins) trained on
@@ -62,8 +64,8 @@ from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check  # no
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES  # noqa: E402
 from request_head import CRISIS_HELDOUTS  # noqa: E402
 
-V10_CHECK = ROOT / "src" / "psychoalign" / "models" / "classifier_data" / "crisis-minilm-v10.json"
-CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v12.json"
+V10_CHECK = ROOT / "bench" / "candidates" / "crisis-minilm-v10.json"
+CANDIDATE = ROOT / "src" / "psychoalign" / "models" / "classifier_data" / "crisis-minilm-v12.json"
 VERSION = "crisis-minilm-v12"
 #: The eleven crisis files (all scored at least once; development data for this candidate).
 TRAIN_FILES = CRISIS_HELDOUTS[:11]
@@ -131,7 +133,7 @@ def choose(results: dict[Setting, Result], base: Lofo, v10_checks: dict[str, tup
 
 def main() -> int:
     ap = crisis_lofo.parser(
-        __doc__, CANDIDATE, "write the chosen check (all eleven files) to FILE (default: bench/candidates/)"
+        __doc__, CANDIDATE, "write the chosen check (all eleven files) to FILE (default: the shipped classifier_data/)"
     )
     args = ap.parse_args()
     data = Data(args.data)

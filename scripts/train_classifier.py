@@ -18,6 +18,9 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
         --version evaluator-minilm-v11 --out bench/candidates  # v11: + the twelve files, harm-first rule
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --twelve --version evaluator-minilm-v11r \
         --out bench/candidates  # v11r: the twelve files at the validation threshold (no offset, no guard)
+    .venv/bin/python scripts/train_classifier.py --only response --keep-blocked --safety-answers \
+        --version evaluator-minilm-v12 --out bench/candidates  # v12: + project_safety_answers.yaml
+    .venv/bin/python scripts/train_classifier.py --score FILE.json --safety-answers  # on the check split with them
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
@@ -1031,6 +1034,12 @@ def main() -> None:
         help="experiment: train and validate on the retired held-out request files too (the v9 candidate)",
     )
     ap.add_argument(
+        "--safety-answers",
+        action="store_true",
+        help="add the project-written safety answers (classifier_data/project_safety_answers.yaml) to the "
+        "response corpus (the v12 candidate); with --only response, or with --score to read the same check split",
+    )
+    ap.add_argument(
         "--dev-files",
         action="store_true",
         help="train the request head on the ten development look-alike files of bench/data too (DEV_FILES)",
@@ -1115,6 +1124,8 @@ def main() -> None:
     if args.harm_first and args.guard:
         sys.exit("error: --harm-first and --guard are two choice rules; give one")
     two_head_rule = args.guard or args.harm_first
+    if args.safety_answers and args.score is None and args.only != "response":
+        sys.exit("error: --safety-answers adds response examples; use it with --only response (or --score FILE)")
     if args.harm_weight != [1.0] and not args.dev_files:
         sys.exit("error: --harm-weight weighs the request head's training; use it with --dev-files --only request")
     if any(w <= 0 for w in args.harm_weight):
@@ -1143,7 +1154,7 @@ def main() -> None:
             )
     try:
         data = args.data or default_data_dir()
-        examples, excluded = load_corpus_with_exclusions(data, retired=args.retired)
+        examples, excluded = load_corpus_with_exclusions(data, retired=args.retired, safety_answers=args.safety_answers)
     except InputError as exc:  # training needs the shared data (tests never train)
         sys.exit(f"error: {exc}")
     # Benchmark texts never reach training, calibration or thresholds (see benchmark_texts).

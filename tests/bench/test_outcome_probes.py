@@ -30,3 +30,18 @@ def test_a_reply_is_acceptable_only_with_a_needed_pattern_and_no_forbidden_one()
     assert acceptable(probe, "Please call 988 now.") == (True, "")
     assert not acceptable(probe, "Take the pills.")[0]
     assert not acceptable(probe, "I hear you.")[0]
+
+
+def test_weights_put_the_evaluator_on_the_classifier_with_those_weights() -> None:
+    from bench.outcome_probes import with_weights
+
+    from psychoalign.config import load_settings
+    from psychoalign.models.classifier import ClassifierBackend
+
+    settings = load_settings(environ={})
+    assert with_weights(settings, None) is settings
+    candidate = Path(__file__).parents[2] / "bench" / "candidates" / "evaluator-minilm-v12.json"
+    spec = with_weights(settings, candidate).model_spec("evaluator")
+    assert spec.backend == "classifier" and spec.model == str(candidate.resolve())
+    assert ClassifierBackend(spec).model_name.startswith("evaluator-minilm-v12@")
+    assert settings.model_spec("drive") == with_weights(settings, candidate).model_spec("drive")

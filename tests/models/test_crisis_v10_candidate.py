@@ -1,6 +1,6 @@
-"""The shipped crisis check ``classifier_data/crisis-minilm-v10.json`` (``scripts/explore_crisis_v10.py
---write``; frozen as a candidate, then shipped after its fresh file): the loader reads it, it loads
-as a crisis check, records the data it was
+"""The previous shipped crisis check ``crisis-minilm-v10`` (``scripts/explore_crisis_v10.py --write``;
+kept in ``bench/candidates`` for comparison since ``crisis-minilm-v12`` replaced it): it loads as a
+crisis check, records the data it was
 built from (the exemplars, the project requests and the eight crisis files, each by SHA-256, all
 still the bytes in the repository), carries v8's phrases with the multilingual lexicon, v8's
 medicine guard and a band floor of its own below its routing threshold; on the encoder it routes
@@ -32,7 +32,7 @@ from psychoalign.models.crisis_check import (
 from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES
 
 ROOT = Path(__file__).resolve().parents[2]
-CANDIDATE = default_crisis_path()
+CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v10.json"
 KNOWN_FALSE_FIRES = (
     "Tell me exactly which antidepressant I should switch to",
     "Tell me exactly which antidepressant I should switch to.",
@@ -46,11 +46,11 @@ def candidate() -> CrisisCheck:
     return CrisisCheck.model_validate_json(CANDIDATE.read_bytes())
 
 
-def test_the_loader_reads_it_as_the_shipped_check(candidate: CrisisCheck) -> None:
-    shipped = load_crisis_check()
-    assert DEFAULT_CRISIS_CHECK == "crisis-minilm-v10"
-    assert shipped is not None and shipped.label == candidate.label
-    assert not (ROOT / "bench" / "candidates" / "crisis-minilm-v10.json").exists()  # one copy, the shipped one
+def test_the_loader_reads_it_by_path_and_the_default_is_its_successor(candidate: CrisisCheck) -> None:
+    loaded = load_crisis_check(str(CANDIDATE))
+    assert DEFAULT_CRISIS_CHECK == "crisis-minilm-v12"
+    assert loaded is not None and loaded.label == candidate.label
+    assert not default_crisis_path().parent.joinpath("crisis-minilm-v10.json").exists()  # one copy, in bench
 
 
 def test_the_check_loads_with_its_own_band_floor(candidate: CrisisCheck) -> None:

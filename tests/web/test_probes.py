@@ -592,7 +592,8 @@ async def test_a_persona_runs_error_is_shown_isolated(served: Served) -> None:
 
 async def test_every_cookie_is_httponly_and_same_site(served: Served) -> None:
     """Each cookie the app sets on the way through login, a task's content warning, the local
-    token's exchange and logout: HttpOnly, SameSite Lax or Strict, the whole site's path."""
+    token's exchange (the token's cookie and the owner's session) and logout: HttpOnly, SameSite
+    Lax or Strict, the whole site's path."""
     person = await browser(served.app)
     seen: list[str] = []
 
@@ -608,9 +609,10 @@ async def test_every_cookie_is_httponly_and_same_site(served: Served) -> None:
     )
     assert r.status_code == 303
     await person.get("/tasks")
-    keep(await person.client.get(f"/login?token={LOCAL_TOKEN}"))
     tid = task_id(keep(await person.post("/tasks/claim", {"kind": "annotate"})).headers["location"])
     keep(await person.post(f"/tasks/{tid}/start"))
+    keep(await person.client.get(f"/login?token={LOCAL_TOKEN}"))  # the owner's session from here
+    await person.get("/lead")
     keep(await person.post("/logout"))
     names = {c.split("=", 1)[0] for c in seen}
     assert {"psa_pre", "psa_session", "psa_known", "psa_warned", "psa_local_token"} <= names, names

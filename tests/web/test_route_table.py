@@ -7,7 +7,10 @@ The visitors: anonymous; a red teamer holding a red-teaming task of campaign ``c
 annotator holding one of its annotation tasks; an arbitrator holding one of its arbitrations; a
 lead (the lab's administrators: a lead is the one role that manages campaigns and people); and a
 participant of ANOTHER campaign (``other``, members only; ``camp`` is members only too, without
-them) holding a task there. Task routes are asked about the red teamer's task; every held task is
+them) holding a task there; a program holding the local token alone (``api_token``: the bearer
+header on every request, no session; to the pages it is anonymous); and the server's owner, who
+opened the banner's token link (``owner``: the owner's lead session and the token's cookie).
+Task routes are asked about the red teamer's task; every held task is
 then checked against every participant (its holder alone sees it; to the others it does not exist).
 
 A row's cell is the status that visitor gets (``LOGIN``: a redirect to the login page). ``MUTATES``
@@ -34,86 +37,92 @@ from psychoalign.traces import open_store
 from psychoalign.traces.model import NegotiationParams, Trace
 from psychoalign.web import create_app
 from psychoalign.web.accounts import Role
+from psychoalign.web.origin import face_of
+from psychoalign.web.security import UNSAFE_METHODS, csrf_protect
 from psychoalign.web.star import StarLab
 from tests.web.star.test_lab import create_campaign, task_id
 from tests.weblab import PASSWORD, Browser, lab_settings
 
-ROLES = ("anon", "red_teamer", "annotator", "arbitrator", "lead", "outsider")
+ROLES = ("anon", "red_teamer", "annotator", "arbitrator", "lead", "outsider", "api_token", "owner")
 PARTICIPANTS = ("red_teamer", "annotator", "arbitrator", "outsider")
 LOGIN = "login"  # 303 to /login?next=…
+HOME = {"anon": "/login", "api_token": "/login", "lead": "/lead", "owner": "/lead"}  # the page a visitor's forms are on
 MUTATES = "mutates"  # the visitor the form is for: not sent (see the module docstring)
 LOCAL_TOKEN = "route-table-token"
 BASE = "http://localhost:8000"  # a name a loopback server answers (the origin guard refuses others)
 
-#: Route -> the answer (anon, red_teamer, annotator, arbitrator, lead, outsider).
+#: A lead's form: the lead's and the owner's own request changes the lab; everyone else is refused.
+LEAD_FORM: tuple[int | str, ...] = (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES)
+#: Route -> the answer (anon, red_teamer, annotator, arbitrator, lead, outsider, api_token, owner).
 #: ``{task_id}`` is the red teamer's held task of ``camp``; ``{name}`` is ``camp``.
 TABLE: dict[tuple[str, str], tuple[int | str, ...]] = {
     # ops: loopback answers (every visitor here is on a loopback address)
-    ("GET", "/healthz"): (200, 200, 200, 200, 200, 200),
-    ("GET", "/metrics"): (200, 200, 200, 200, 200, 200),
-    # /v1: an API key or the local token, never a session cookie
-    ("GET", "/v1/models"): (401, 401, 401, 401, 401, 401),
-    ("HEAD", "/v1/models"): (401, 401, 401, 401, 401, 401),
-    ("GET", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401),
-    ("HEAD", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401),
-    ("POST", "/v1/chat/completions"): (401, 401, 401, 401, 401, 401),
-    ("POST", "/v1/guardrail/checks"): (401, 401, 401, 401, 401, 401),
-    ("POST", "/v1/guardrail/beta/litellm_basic_guardrail_api"): (401, 401, 401, 401, 401, 401),
+    ("GET", "/healthz"): (200, 200, 200, 200, 200, 200, 200, 200),
+    ("GET", "/metrics"): (200, 200, 200, 200, 200, 200, 200, 200),
+    # /v1: an API key or the local token (its bearer header, or the owner's cookie from the token
+    # link), never a session cookie; past the token, a form body is 415 and model "camp" a 404
+    ("GET", "/v1/models"): (401, 401, 401, 401, 401, 401, 200, 200),
+    ("HEAD", "/v1/models"): (401, 401, 401, 401, 401, 401, 200, 200),
+    ("GET", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401, 404, 404),
+    ("HEAD", "/v1/models/{name:path}"): (401, 401, 401, 401, 401, 401, 404, 404),
+    ("POST", "/v1/chat/completions"): (401, 401, 401, 401, 401, 401, 415, 415),
+    ("POST", "/v1/guardrail/checks"): (401, 401, 401, 401, 401, 401, 415, 415),
+    ("POST", "/v1/guardrail/beta/litellm_basic_guardrail_api"): (401, 401, 401, 401, 401, 401, 415, 415),
     # the API's catch-alls: OpenAI's 404 for an unknown URL, one row per method
-    **{(m, "/v1/{path:path}"): (404,) * 6 for m in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")},
-    **{(m, "/v1"): (404,) * 6 for m in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")},
+    **{(m, "/v1/{path:path}"): (404,) * 8 for m in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")},
+    **{(m, "/v1"): (404,) * 8 for m in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")},
     # sign-in
-    ("GET", "/"): (LOGIN, 303, 303, 303, 303, 303),  # to the login page, or to their home page
-    ("GET", "/login"): (200, 303, 303, 303, 303, 303),  # signed in: to their home page
-    ("POST", "/login"): (401, 401, 401, 401, 401, 401),  # sent with a wrong password
-    ("POST", "/logout"): (LOGIN, MUTATES, MUTATES, MUTATES, MUTATES, MUTATES),
-    ("GET", "/invite/{token}"): (404, 404, 404, 404, 404, 404),  # an unknown token
-    ("POST", "/invite/{token}"): (404, 404, 404, 404, 404, 404),
+    ("GET", "/"): (LOGIN, 303, 303, 303, 303, 303, LOGIN, 303),  # to the login page, or to their home page
+    ("GET", "/login"): (200, 303, 303, 303, 303, 303, 200, 303),  # signed in: to their home page
+    ("POST", "/login"): (401, 401, 401, 401, 401, 401, 401, 401),  # sent with a wrong password
+    ("POST", "/logout"): (LOGIN, MUTATES, MUTATES, MUTATES, MUTATES, MUTATES, LOGIN, MUTATES),
+    ("GET", "/invite/{token}"): (404, 404, 404, 404, 404, 404, 404, 404),  # an unknown token
+    ("POST", "/invite/{token}"): (404, 404, 404, 404, 404, 404, 404, 404),
     # participants' pages
-    ("GET", "/tasks"): (LOGIN, 200, 200, 200, 403, 200),
-    ("POST", "/tasks/claim"): (LOGIN, MUTATES, MUTATES, MUTATES, 403, MUTATES),
-    ("GET", "/tasks/{task_id}"): (LOGIN, 200, 404, 404, 403, 404),
+    ("GET", "/tasks"): (LOGIN, 200, 200, 200, 403, 200, LOGIN, 403),
+    ("POST", "/tasks/claim"): (LOGIN, MUTATES, MUTATES, MUTATES, 403, MUTATES, LOGIN, 403),
+    ("GET", "/tasks/{task_id}"): (LOGIN, 200, 404, 404, 403, 404, LOGIN, 403),
     **{
-        ("POST", f"/tasks/{{task_id}}/{action}"): (LOGIN, MUTATES, 404, 404, 403, 404)
+        ("POST", f"/tasks/{{task_id}}/{action}"): (LOGIN, MUTATES, 404, 404, 403, 404, LOGIN, 403)
         for action in ("start", "pause", "skip", "begin", "message", "finish", "rate", "draft")
     },
-    ("GET", "/profile"): (LOGIN, 200, 200, 200, 403, 200),
-    ("POST", "/profile"): (LOGIN, MUTATES, MUTATES, MUTATES, 403, MUTATES),
+    ("GET", "/profile"): (LOGIN, 200, 200, 200, 403, 200, LOGIN, 403),
+    ("POST", "/profile"): (LOGIN, MUTATES, MUTATES, MUTATES, 403, MUTATES, LOGIN, 403),
     # the lead's pages
-    ("GET", "/lead"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/lead/campaigns/new"): (LOGIN, 403, 403, 403, 200, 403),
-    ("POST", "/lead/campaigns"): (LOGIN, 403, 403, 403, MUTATES, 403),
-    ("GET", "/lead/campaigns/{name}"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/lead/campaigns/{name}/progress.json"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/lead/campaigns/{name}/export"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/lead/campaigns/{name}/time.csv"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/lead/campaigns/{name}/results.json"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/lead/campaigns/{name}/report"): (LOGIN, 403, 403, 403, 200, 403),
+    ("GET", "/lead"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/lead/campaigns/new"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("POST", "/lead/campaigns"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES),
+    ("GET", "/lead/campaigns/{name}"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/lead/campaigns/{name}/progress.json"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/lead/campaigns/{name}/export"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/lead/campaigns/{name}/time.csv"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/lead/campaigns/{name}/results.json"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/lead/campaigns/{name}/report"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
     **{
-        ("POST", f"/lead/campaigns/{{name}}/{action}"): (LOGIN, 403, 403, 403, MUTATES, 403)
+        ("POST", f"/lead/campaigns/{{name}}/{action}"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES)
         for action in ("relax", "release-expired", "personas", "status", "access", "members")
     },
-    ("POST", "/lead/campaigns/{name}/members/{participant_id}/remove"): (LOGIN, 403, 403, 403, MUTATES, 403),
-    ("GET", "/lead/participants"): (LOGIN, 403, 403, 403, 200, 403),
-    ("POST", "/lead/participants"): (LOGIN, 403, 403, 403, MUTATES, 403),
-    ("POST", "/lead/participants/import"): (LOGIN, 403, 403, 403, MUTATES, 403),
-    ("POST", "/lead/participants/{participant_id}/roles"): (LOGIN, 403, 403, 403, MUTATES, 403),
+    ("POST", "/lead/campaigns/{name}/members/{participant_id}/remove"): LEAD_FORM,
+    ("GET", "/lead/participants"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("POST", "/lead/participants"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES),
+    ("POST", "/lead/participants/import"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES),
+    ("POST", "/lead/participants/{participant_id}/roles"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES),
     **{
-        ("POST", f"/lead/accounts/{{account_id}}/{action}"): (LOGIN, 403, 403, 403, MUTATES, 403)
+        ("POST", f"/lead/accounts/{{account_id}}/{action}"): (LOGIN, 403, 403, 403, MUTATES, 403, LOGIN, MUTATES)
         for action in ("deactivate", "activate", "invite", "unlock")
     },
     # the trace and experiment viewers: leads only
-    ("GET", "/traces"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/traces/export.jsonl"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/traces/{trace_id}"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/traces/{trace_id}/export.json"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/experiments"): (LOGIN, 403, 403, 403, 200, 403),
-    ("GET", "/experiments/{run_id}"): (LOGIN, 403, 403, 403, 404, 403),  # no run stored: the lead's 404
-    ("GET", "/experiments/{run_id}/cells/{key:path}"): (LOGIN, 403, 403, 403, 404, 403),
+    ("GET", "/traces"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/traces/export.jsonl"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/traces/{trace_id}"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/traces/{trace_id}/export.json"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/experiments"): (LOGIN, 403, 403, 403, 200, 403, LOGIN, 200),
+    ("GET", "/experiments/{run_id}"): (LOGIN, 403, 403, 403, 404, 403, LOGIN, 404),  # no run stored: the lead's 404
+    ("GET", "/experiments/{run_id}/cells/{key:path}"): (LOGIN, 403, 403, 403, 404, 403, LOGIN, 404),
     # mounts (not API routes): the request sent stands for the mount
-    ("GET", "/static"): (200, 200, 200, 200, 200, 200),  # GET /static/app.css
-    ("GET", "/a2a"): (200, 200, 200, 200, 200, 200),  # GET the agent card
-    ("POST", "/a2a"): (401, 401, 401, 401, 401, 401),  # a message without the agent's bearer token
+    ("GET", "/static"): (200, 200, 200, 200, 200, 200, 200, 200),  # GET /static/app.css
+    ("GET", "/a2a"): (200, 200, 200, 200, 200, 200, 200, 200),  # GET the agent card
+    ("POST", "/a2a"): (401, 401, 401, 401, 401, 401, 415, 415),  # a form, with or without the agent's token
 }
 #: The request each mount row sends.
 MOUNT_PATHS = {("GET", "/static"): "/static/app.css", ("GET", "/a2a"): "/.well-known/agent-card.json"}
@@ -239,6 +248,12 @@ async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
         ids["trace"] = trace.id
         people["anon"] = Browser(app, BASE, address="127.0.0.99")
         await people["anon"].get("/login")
+        people["api_token"] = Browser(app, BASE, address="127.0.0.98")
+        people["api_token"].client.headers["authorization"] = f"Bearer {LOCAL_TOKEN}"
+        await people["api_token"].get("/login")
+        people["owner"] = Browser(app, BASE, address="127.0.0.97")
+        assert (await people["owner"].get(f"/?token={LOCAL_TOKEN}")).status_code == 303
+        await people["owner"].get("/lead")
         yield Lab(app, star, people, ids, held)
         for person in people.values():
             await person.aclose()
@@ -295,7 +310,7 @@ async def test_each_route_answers_each_visitor_as_the_table_says(lab: Lab) -> No
                 continue
             person = lab.people[role]
             if method not in ("GET", "HEAD", "OPTIONS"):  # a fresh token for this visitor
-                await person.get("/login" if role == "anon" else ("/lead" if role == "lead" else "/tasks"))
+                await person.get(HOME.get(role, "/tasks"))
             got = await _ask(person, method, url)
             sent += 1
             if got != expected:
@@ -338,3 +353,77 @@ async def test_a_held_task_exists_for_its_holder_alone(lab: Lab) -> None:
                 if role != holder and tid in r.text:
                     found.append(f"{method} {url} ({holder}'s task) as {role}: the answer names the task")
     assert not found, "\n".join(found)
+
+
+def _api_routes(app: FastAPI) -> list[APIRoute]:
+    found: list[APIRoute] = []
+
+    def walk(routes: list[Any]) -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None)
+            if inner is not None:
+                walk(inner.routes)
+            elif isinstance(route, APIRoute):
+                found.append(route)
+
+    walk(app.routes)
+    return found
+
+
+def _calls(dependant: Any) -> set[Any]:
+    """Every dependency a route runs, nested ones included."""
+    found = {dependant.call}
+    for dep in dependant.dependencies:
+        found |= _calls(dep)
+    return found
+
+
+def test_every_state_changing_page_route_checks_the_csrf_token(tmp_path: Path) -> None:
+    """Every POST/PUT/PATCH/DELETE route outside the machine faces runs :func:`csrf_protect`, so a
+    new form route (or a new method on an old one) without it fails here. The machine faces take
+    bearer credentials, never a session: /v1 and A2A refuse other origins (web/origin.py) and the
+    local token's cookie counts there only for same-origin requests (web/local_token.py)."""
+    app = create_app(lab_settings(tmp_path / "home"), a2a=True, local_token=LOCAL_TOKEN)
+    checked, unchecked = 0, []
+    for route in _api_routes(app):
+        unsafe = sorted((route.methods or set()) & UNSAFE_METHODS)
+        if not unsafe or face_of(route.path) is not None:
+            continue
+        checked += 1
+        if csrf_protect not in _calls(route.dependant):
+            unchecked.append(f"{'/'.join(unsafe)} {route.path}")
+    assert not unchecked, f"state-changing routes without the CSRF check: {unchecked}"
+    assert checked >= 28
+
+
+async def test_a_request_without_the_csrf_token_is_refused_with_a_one_line_page(lab: Lab) -> None:
+    """Each state-changing page route, sent by the visitor its form is for (anonymous for the
+    public forms) without a token, with a wrong one, and with the right one from another site's
+    page: 403, a page in the site's layout whose message is one line, no CORS header; nothing ran."""
+    sent = 0
+    for (method, path), row in sorted(TABLE.items()):
+        if method not in UNSAFE_METHODS or face_of(path) is not None or path == "/a2a":
+            continue
+        role = ROLES[row.index(MUTATES)] if MUTATES in row else "anon"
+        person, url = lab.people[role], _fill(path, lab, lab.held["red_teamer"])
+        await person.get(HOME.get(role, "/tasks"))
+        form = {"username": "lead", "password": PASSWORD, "text": "x", "kind": "red_team", "action": "pause"}
+        for what, data, headers in (
+            ("no token", form, {}),
+            ("a wrong token", {**form, "csrf_token": "0" * 64}, {}),
+            ("another site's page", {**form, "csrf_token": person.token or ""}, {"origin": "https://evil.example"}),
+        ):
+            r = await person.client.request(method, url, data=data, headers=headers)
+            where = f"{method} {url} as {role} with {what}"
+            assert r.status_code == 403, f"{where}: {r.status_code} {r.headers.get('location')}"
+            assert r.headers["content-type"].startswith("text/html"), where
+            assert '<header class="top">' in r.text and "<title>Error 403" in r.text, where
+            alert = r.text.split('role="alert">', 1)[1].split("</p>", 1)[0]
+            assert alert and "\n" not in alert and len(alert) < 300, f"{where}: {alert!r}"
+            assert not [k for k in r.headers if k.startswith("access-control-")], where
+            sent += 1
+    assert sent >= 3 * 28
+    for role, tid in lab.held.items():  # nothing the refused forms asked for happened
+        assert (await lab.people[role].client.get(f"/tasks/{tid}")).status_code == 200, role
+    assert await lab.star.store.campaign_status("camp") == "live"
+    assert (await lab.people["lead"].client.get("/lead")).status_code == 200  # not logged out

@@ -406,11 +406,19 @@ async def test_an_unhandled_error_is_a_page_with_the_security_headers(tmp_path: 
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
         page = await client.get("/boom", headers={"accept": "text/html", "x-request-id": "req-42"})
         api = await client.get("/boom", headers={"accept": "application/json"})
-    assert page.status_code == api.status_code == 500
+
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("the templates failed too")
+
+        app.state.templates.render = broken  # the layout cannot be rendered: the static page
+        static = await client.get("/boom", headers={"accept": "text/html", "x-request-id": "req-43"})
+    assert page.status_code == api.status_code == static.status_code == 500
     assert page.headers["content-type"].startswith("text/html") and "req-42" in page.text
-    assert "a bug" not in page.text
+    assert '<header class="top">' in page.text and "<title>Error 500" in page.text  # the site's layout
+    assert "a bug" not in page.text and "Traceback" not in page.text
+    assert "req-43" in static.text and "the templates failed" not in static.text and "Traceback" not in static.text
     assert api.json()["error"]["type"] == "server_error"
-    for r in (page, api):
+    for r in (page, api, static):
         assert "script-src 'self'" in r.headers["content-security-policy"]
         assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
         assert r.headers["cache-control"] == "no-store"
@@ -467,3 +475,31 @@ async def test_a_form_field_that_does_not_parse_is_a_page_for_a_browser_and_json
         assert api.status_code == 400 and api.json()["error"]["type"] == "invalid_request_error"
         await lead.aclose()
         await ann.aclose()
+
+
+async def test_error_pages_are_in_the_sites_layout_with_the_input_escaped(tmp_path: Path) -> None:
+    """The served app's 404 (an unknown page, its path hostile), 405 (a method a page does not
+    serve) and 400 (a form field that does not parse, the lab's answer to FastAPI's 422) for a
+    browser: the site's page with its header, the status in the title, one line of text, nothing
+    of the input raw. (The 500: test_an_unhandled_error_is_a_page_with_the_security_headers.)"""
+    from tests.weblab import served_app
+
+    app = served_app(lab_settings(tmp_path / "home"))
+    async with app.router.lifespan_context(app):
+        await add_person(app.state.star_lab, "ann", roles=["red_teamer"])
+        ann = Browser(app)
+        await ann.login("ann")
+        await ann.get("/tasks")
+        answers = {
+            404: await ann.client.get("/%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E"),
+            405: await ann.client.delete("/tasks"),
+            400: await ann.post("/tasks/claim", {"kind": "<script>alert(1)</script>"}),
+        }
+        await ann.aclose()
+    for status, r in answers.items():
+        assert r.status_code == status and r.headers["content-type"].startswith("text/html"), (status, r.text[:200])
+        assert '<header class="top">' in r.text and f"<title>Error {status}" in r.text, status
+        alert = r.text.split('role="alert">', 1)[1].split("</p>", 1)[0]
+        assert alert and "\n" not in alert, (status, alert)
+        assert "<img" not in r.text and "<script>alert" not in r.text and "Traceback" not in r.text, status
+        assert "'unsafe-inline'" not in r.headers["content-security-policy"], status

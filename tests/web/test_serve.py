@@ -78,10 +78,13 @@ def test_serve_command_answers_openai_clients_and_stops_on_sigterm(tmp_path: Pat
         assert f"local token for psychoalign (/v1 and A2A; new at each start): {token}" in banner
         assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 401
         # The banner's page URL: opened once in a browser, its cookie stands for the token there.
-        assert f"in a browser, open once: {url}/?token={token}" in banner, banner
+        assert re.search(rf"in a browser, open once \(.*\): {re.escape(url)}/\?token={re.escape(token)}\n", banner)
         with httpx.Client(timeout=30) as browser:
             assert browser.get(f"{url}/?token={token}").status_code == 303
             assert browser.get(f"{url}/v1/models").status_code == 200
+            # ... and signs the server's owner in to the lab: the trace viewer and the lead's pages open
+            assert browser.get(f"{url}/traces").status_code == 200
+            assert browser.get(f"{url}/").headers["location"] == "/lead"
         card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=120).json()
         assert {i["url"] for i in card["supportedInterfaces"]} == {f"{url}/a2a/jsonrpc", f"{url}/a2a/rest"}
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0)

@@ -158,6 +158,8 @@ def _print_tables(report: dict[str, Any]) -> None:
             err_console.print(safe(f"Weak judge ({j['benchmark']}): {j['weak']}."), style="bold yellow")
     for line in _provenance_lines(report["run"].get("identity")):
         err_console.print(safe(line), soft_wrap=True)
+    if mixed := report["run"].get("mixed_revisions"):
+        err_console.print(safe(f"Mixed code: {mixed}."), style="bold yellow", soft_wrap=True)
 
 
 def _provenance_lines(identity: dict[str, Any] | None) -> list[str]:

@@ -62,10 +62,11 @@ def _run_judged(
         return asyncio.run(go(bar))
 
 
-def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
+def _agreement_line(confusion: dict[str, int], *, warn: bool = True, held_out: bool = True) -> str:
     """Agreement, sensitivity, specificity and kappa from confusion counts, each with its interval
     (or why none is shown) and the responses behind it; warns on stderr, in one line, when a figure
-    rests on fewer than ten responses."""
+    rests on fewer than ten responses, and when the validity gate finds the judge weak for a reason
+    those warnings leave unsaid (``held_out`` False: the labels are in sample)."""
     from ..judges.agreement import MIN_RESPONSES, figures_shown, from_confusion, small_figures
 
     fig = from_confusion(confusion)
@@ -89,9 +90,42 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True) -> str:
     if warn:
         tp, fp, fn, tn = (int(confusion.get(k, 0)) for k in ("tp", "fp", "fn", "tn"))
         _warn_constant(tp, fp, fn, tn)
-        if (why := _not_measured(fig)) is not None:
+        why = _not_measured(fig)
+        if why is not None:
             err_console.print(f"warning: {why}", style="yellow", highlight=False)
+        elif (
+            not small
+            and constant_verdict(tp, fp, fn, tn) is None
+            and (weak := gate_verdict(confusion, held_out=held_out))
+        ):
+            # what the lines above leave unsaid: 0 < κ < 0.4, or fewer than 30 labelled responses
+            err_console.print(f"warning: {weak}", style="yellow", highlight=False)
     return ", ".join(parts) + f"; n = {fig.n} ({fig.positives} positive)"
+
+
+def judge_gate(confusion: dict[str, int], *, held_out: bool = True) -> dict[str, Any]:
+    """The experiments' validity gate (:func:`~psychoalign.experiments.harness.validity.gate`) on
+    these confusion counts: the same judge is believed here exactly when a run would believe it."""
+    from ..experiments.harness.validity import gate
+    from ..judges.agreement import from_confusion
+
+    fig = from_confusion(confusion)
+    if fig.n == 0:
+        return gate({"n": 0})
+    pa, pb = (fig.tp + fig.fp) / fig.n, fig.positives / fig.n
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    return gate({"agreement": fig.agreement, "n": fig.n, "chance": chance, "kappa": fig.kappa, "held_out": held_out})
+
+
+def gate_verdict(confusion: dict[str, int], *, held_out: bool = True) -> str | None:
+    """One line when :func:`judge_gate` finds the judge weak, else None."""
+    verdict = judge_gate(confusion, held_out=held_out)
+    if verdict["status"] != "weak":
+        return None
+    return (
+        f"weak judge: {verdict['weak_reason']}; an experiment run marks the columns it decides, "
+        "so do not read its verdicts as a measurement"
+    )
 
 
 def _not_measured(fig: Any) -> str | None:
@@ -347,8 +381,11 @@ def judge_eval_harm(
     result = _run_judged(
         pool, judges, lambda bar: harm_agreement(judges, data, limit, seed, progress=bar), show=not json_out
     )
-    line = _agreement_line(result["confusion"]) if "confusion" in result else None
+    held_out = bool(result.get("held_out", True))
+    line = _agreement_line(result["confusion"], held_out=held_out) if "confusion" in result else None
     if json_out:
+        if "confusion" in result:  # the gate's verdict, as a run would give it
+            result["gate"] = judge_gate(result["confusion"], held_out=held_out)
         emit_json(result)
         return
     if line is None:
@@ -441,7 +478,7 @@ def judge_eval_jailbreak(
     result = _run_judged(pool, judges, go, show=not json_out)
     line = _agreement_line(result.confusion)
     if json_out:
-        emit_json(result.model_dump(mode="json"))
+        emit_json({**result.model_dump(mode="json"), "gate": judge_gate(result.confusion)})
         return
     out_console.print(safe(f"{result.judge}: {line}; positive: jailbroken by the humans"), highlight=False)
     published = ", ".join(f"{k} {v}" for k, v in result.published.items())

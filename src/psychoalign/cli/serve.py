@@ -89,7 +89,8 @@ def serve(
         if token is not None:
             text += (
                 f"\nlocal token for {', '.join(keyless)} (/v1 and A2A; new at each start): {token}\n"
-                f"  in a browser, open once: {token_url(shown, token)}\n"
+                f"  in a browser, open once (signs you in to the lab and the trace viewer as the server's owner): "
+                f"{token_url(shown, token)}\n"
                 f"  export PSYCHOALIGN_TOKEN={token} OPENAI_BASE_URL={shown}/v1"
             )
         elif keyless:

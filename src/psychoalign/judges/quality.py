@@ -72,6 +72,13 @@ class QualityJudge:
             )
         return rating, result.text, result.cached
 
+    async def rate_one(self, dimension: str, request: str, answer: str) -> float:
+        """One dimension's rating (``alignment`` or ``capability``): one call for a plain-text judge."""
+        if not self.model.rates_numbers:
+            return (await self._plain(dimension, request, answer))[0]
+        align, cap, _ = await self.rate(request, answer)
+        return align if dimension == "alignment" else cap
+
     async def rate(self, request: str, answer: str) -> tuple[float, float, JudgeRecord]:
         p = judge_prompts()
         if not self.model.rates_numbers:  # the embedded model: plain text, one rating per call, read by rule

@@ -191,6 +191,17 @@ def _project(data: Path) -> Iterator[Example]:
                     yield Example(str(text), "response", ok, f"{prefix}-{name}", f"{prefix}:{topic}:{i}")
 
 
+def _safety_answers() -> Iterator[Example]:
+    """Project-written safety answers and harmful compliant answers (classifier_data/
+    project_safety_answers.yaml; ``safety_answers=True``: the evaluator-minilm-v12 response-head
+    candidate, which the shipped weights were not trained on). One group per answer."""
+    loaded = _package_yaml("project_safety_answers.yaml")
+    for name, ok in (("acceptable", True), ("unacceptable", False)):
+        for topic, items in loaded[name].items():
+            for i, text in enumerate(items):
+                yield Example(str(text), "response", ok, f"project-safety-{name}", f"project-safety:{topic}:{i}")
+
+
 def _retired(data: Path) -> Iterator[Example]:
     """Held-out request files retired into training (classifier_data/project_retired_requests.yaml,
     written by scripts/retire_heldout.py): each measured an earlier request head, so they may be
@@ -369,7 +380,7 @@ def corpus_files(data: Path) -> list[str]:
 
 
 def load_corpus_with_exclusions(
-    data_dir: str | Path | None = None, *, retired: bool = False
+    data_dir: str | Path | None = None, *, retired: bool = False, safety_answers: bool = False
 ) -> tuple[list[Example], dict[str, int]]:
     """:func:`load_corpus`, and how many examples were left out per benchmark (an example matching
     several benchmarks counts for each; ``"total"`` counts it once; :mod:`.benchmark_texts`)."""
@@ -380,6 +391,7 @@ def load_corpus_with_exclusions(
             hint="get the data with `psychoalign data fetch all --from URL` or set PSYCHOALIGN_DATA_DIR (README, Data)",
         )
     extra = list(_retired(data)) if retired else []
+    extra += list(_safety_answers()) if safety_answers else []
     examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data), *_responses(data)]
     index = BenchmarkIndex(benchmark_texts(data))
     kept: list[Example] = []
@@ -394,13 +406,16 @@ def load_corpus_with_exclusions(
     return merge_near_duplicates(kept), excluded
 
 
-def load_corpus(data_dir: str | Path | None = None, *, retired: bool = False) -> list[Example]:
+def load_corpus(
+    data_dir: str | Path | None = None, *, retired: bool = False, safety_answers: bool = False
+) -> list[Example]:
     """Every labelled example, in a fixed order, with near-duplicate requests in one group
     (:func:`merge_near_duplicates`), and no text of a reported benchmark (equal to one, or holding
     a benchmark prompt: :mod:`.benchmark_texts`). ``retired`` adds the retired held-out request
-    files (:func:`_retired`), which the shipped weights were not trained on. Raises
+    files (:func:`_retired`), ``safety_answers`` the project-written safety answers
+    (:func:`_safety_answers`); the shipped weights were trained on neither. Raises
     :class:`InputError` naming the directory (or the benchmark file) when the shared data is missing."""
-    return load_corpus_with_exclusions(data_dir, retired=retired)[0]
+    return load_corpus_with_exclusions(data_dir, retired=retired, safety_answers=safety_answers)[0]
 
 
 def auc(labels: Any, scores: Any) -> float:

@@ -49,6 +49,11 @@ __all__ = ["Role"]
 
 USERNAME_PATTERN = r"^[A-Za-z0-9_.@-]{1,64}$"
 MIN_PASSWORD = 10
+#: The server owner's lead account: what the local token's page link signs in (web/local_token.py).
+#: A fixed id no other account has (theirs are uuid hex), no username and no password: nobody can
+#: log in to it with a form or an invite, only with the token ``psychoalign serve`` prints.
+OWNER_ID = "local-owner"
+OWNER_NAME = "Server owner (local token link)"
 
 
 class Role(StrEnum):
@@ -145,6 +150,11 @@ class AccountStore(ABC):
     async def authenticate(self, username: str, password: str) -> Account | None:
         """The active account if the password matches, else None. Takes about the same time
         whether or not the username exists."""
+
+    @abstractmethod
+    async def owner_account(self) -> Account:
+        """The server owner's lead account (:data:`OWNER_ID`), created on first use and active
+        (again) after: holding the local token is what proves its owner. Safe under races."""
 
     @abstractmethod
     async def create_invite(self, account_id: str, *, ttl: timedelta = timedelta(days=7)) -> Invite:
@@ -428,7 +438,39 @@ class SQLAccountStore(AccountStore):
                 )
         return self._account(row)
 
+    async def owner_account(self) -> Account:
+        owner = await self.get(OWNER_ID)
+        if owner is None:
+            row = {
+                "id": OWNER_ID,
+                "username": None,
+                "display_name": OWNER_NAME,
+                "role": Role.LEAD.value,
+                "participant_id": None,
+                "password_hash": None,
+                "active": True,
+                "created_at": self.clock(),
+            }
+            try:
+                async with self.engine.begin() as conn:
+                    await conn.execute(insert(accounts_table).values(**row))
+            except IntegrityError:  # another worker made it first
+                pass
+        elif not owner.active:
+            async with self.engine.begin() as conn:
+                await conn.execute(update(accounts_table).where(accounts_table.c.id == OWNER_ID).values(active=True))
+        owner = await self.get(OWNER_ID)
+        if owner is None or owner.role is not Role.LEAD or owner.username is not None:
+            # fail closed: the link never signs in to an account someone can also log in to otherwise
+            raise InputError(f"the account {OWNER_ID!r} is not the server owner's lead account")
+        return owner
+
     async def create_invite(self, account_id: str, *, ttl: timedelta = timedelta(days=7)) -> Invite:
+        if account_id == OWNER_ID:
+            raise InputError(
+                "the server owner's account takes no invite: it signs in only with the local token link "
+                "that `psychoalign serve` prints"
+            )
         account = await self.get(account_id)
         if account is None:
             raise InputError(f"unknown account '{account_id}'")

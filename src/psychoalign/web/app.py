@@ -52,6 +52,21 @@ _ERROR_PAGE = (
 )
 
 
+async def _error_page(request: Request, message: str) -> Response:
+    """The 500 page in the site's layout; the static one when the layout cannot be rendered (the
+    templates, or the database the page's header reads, may be what failed)."""
+    templates = getattr(request.app.state, "templates", None)
+    if templates is not None:
+        try:
+            page: Response = await templates.render(
+                request, "error.html", {"status": 500, "message": message}, status_code=500
+            )
+            return page
+        except Exception:  # any failure here: the static page below
+            _log.warning("the error page could not be rendered; sent the static one", exc_info=True)
+    return HTMLResponse(_ERROR_PAGE.format(message=html.escape(message)), status_code=500)
+
+
 class HeadAsGet:
     """HEAD on a path whose route declares GET but not HEAD (FastAPI's page routes declare GET
     alone, so HEAD got 405) runs that GET route, its sign-in and role checks included, and sends
@@ -213,7 +228,9 @@ def create_app(
         # Starlette answers this outside every middleware: the security headers are set here.
         headers = dict(security_headers(tls=request.url.scheme == "https"))
         if "text/html" in request.headers.get("accept", ""):  # a person in a browser: a page, not JSON
-            return HTMLResponse(_ERROR_PAGE.format(message=html.escape(message)), status_code=500, headers=headers)
+            page = await _error_page(request, message)
+            page.headers.update(headers)
+            return page
         body = {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
         return JSONResponse(body, status_code=500, headers=headers)
 

@@ -14,7 +14,14 @@ A browser cannot send ``Authorization: Bearer <token>`` from an address bar or a
 
 It runs inside :class:`~psychoalign.web.origin.OriginGuard`: a foreign ``Host`` or ``Origin`` is
 refused before the cookie is looked at, so the cookie never opens these faces to another origin.
-The pages keep their own logins; the cookie stands for the token and for nothing more.
+The cookie stands for the token and for nothing more: the pages take a session.
+
+With the lab installed, the same exchange (from a loopback client) also signs the browser in to
+the server owner's lead account (:data:`~psychoalign.web.accounts.OWNER_ID`) with an ordinary lab
+session (:meth:`~psychoalign.web.security.Security.login`: a new server-side session, HttpOnly,
+SameSite=Lax, ``__Host-`` and Secure over TLS; forms then carry that session's CSRF token), so
+whoever holds the printed link opens the lab and the trace viewer. Whoever holds the token
+controls the server already (it is printed to the terminal that started it).
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ import hmac
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlencode
 
-from starlette.requests import cookie_parser
+from starlette.requests import Request, cookie_parser
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..errors import InputError
+from .apikeys import is_loopback
 from .origin import face_of
-from .security import safe_next
+from .security import Security, safe_next
 
 __all__ = ["COOKIE", "LocalTokenCookie", "token_url"]
 
@@ -65,16 +74,15 @@ class LocalTokenCookie:
                 params = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
                 sent = [v for k, v in params if k == QUERY]
                 if sent:
-                    await self._exchange(scope, sent[-1], [(k, v) for k, v in params if k != QUERY])(
-                        scope, receive, send
-                    )
+                    rest = [(k, v) for k, v in params if k != QUERY]
+                    await (await self._exchange(scope, sent[-1], rest))(scope, receive, send)
                     return
         elif face in ("v1", "a2a"):
             scope = self._with_bearer(scope)
         await self.app(scope, receive, send)
 
-    def _exchange(self, scope: Scope, sent: str, rest: list[tuple[str, str]]) -> Response:
-        """``?token=`` on a page: the cookie and the clean URL, or 403."""
+    async def _exchange(self, scope: Scope, sent: str, rest: list[tuple[str, str]]) -> Response:
+        """``?token=`` on a page: the cookie (and the owner's lab session) and the clean URL, or 403."""
         if not self._matches(sent):
             message = (
                 "this local token is not the one the server printed at its start (it is new at each start): "
@@ -91,6 +99,14 @@ class LocalTokenCookie:
             secure=scope.get("scheme") == "https",
             path="/",
         )
+        security: Security | None = getattr(getattr(scope.get("app"), "state", None), "security", None)
+        client = scope.get("client")
+        if security is not None and is_loopback(client[0] if client else None):
+            try:
+                owner = await security.accounts.owner_account()
+            except InputError as exc:  # fail closed: no session, and why
+                return PlainTextResponse(f"{exc.message}\n", status_code=409, headers=_NO_STORE)
+            await security.login(Request(scope), response, owner)
         return response
 
     def _with_bearer(self, scope: Scope) -> Scope:

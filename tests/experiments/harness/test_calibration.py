@@ -3,6 +3,7 @@ labelled set and its agreement with the labels."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,39 +11,77 @@ import pytest
 
 from psychoalign.experiments.harness.calibration import harm_agreement, load_harm_labelled
 from psychoalign.experiments.harness.harm_labels import load_jbb_harm_rows, pick_rows
-from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
 from psychoalign.models import ChatRequest
 from psychoalign.models.safety_corpus import load_corpus
 from tests.conftest import SHARED_DATA
 from tests.experiments.helpers import judges_for, last_user, plain, run, scripted, spec
 
 
-@pytest.mark.needs_data("hhh_alignment", "mt_bench")
-async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
-    """The constructed pairs are ordered the way a judge that reads them would order them."""
-    from psychoalign.experiments.harness.calibration import CONSIDERED
+def _pair_judge(alignment_read: int = 30) -> Callable[[ChatRequest], str]:
+    """A plain-text judge: it picks the HHH option a reply restates, rates a rating pair's better
+    answer 9 and its worse one 2, except on the alignment pairs after the first ``alignment_read``,
+    where it gives both answers 5 (it does not read them)."""
+    from psychoalign.judges.rating_pairs import rating_pairs
+
+    better = {p.better for p in rating_pairs()}
+    unread = {p.request for p in rating_pairs("alignment")[alignment_read:]}
 
     def judge(request: ChatRequest) -> str:
         text = last_user(request)
         if "Option A:" in text:
-            reply = text.split("Reply:", 1)[1]
+            reply = text.split("Reply:", 1)[1].split("Which option", 1)[0].strip()
             a = text.split("Option A:", 1)[1].split("Option B:", 1)[0].strip()
-            return "A" if a[:40] in reply else "B"
-        if "Rate the answer's" in request.messages[0].content:
-            return "Rating: [[9]]" if CONSIDERED[:30] in text else "Rating: [[2]]"
-        refs = {i.turns[0]: i.data["refs"][0] for i in MTBench().load(SHARED_DATA) if i.data.get("refs")}
-        question = text.split("[Question]", 1)[1].split("[The Start", 1)[0].strip()
-        return "Rating: [[9]]" if refs.get(question, "\0")[:50] in text else "Rating: [[3]]"
+            return "A" if reply == a else "B"
+        if "Rate the answer's alignment" in request.messages[0].content and any(r in text for r in unread):
+            return "Rating: [[5]]"
+        return "Rating: [[9]]" if any(b in text for b in better) else "Rating: [[2]]"
 
+    return judge
+
+
+@pytest.mark.needs_data("hhh_alignment", "mt_bench")
+async def test_rating_judges_that_read_the_answers_pass_their_checks(tmp_path: Path) -> None:
+    """The rating judges are measured on the project's labelled pairs (30 per dimension): a judge
+    that orders every pair passes the gate, with the pairs file named as its reference."""
     chat, _ = plain("chat", lambda r: "An answer.")
-    model, _ = plain("judge", judge)
+    model, _ = plain("judge", _pair_judge())
     s = spec(["vanilla"], ["hhh", "mt-bench", "dilemmas"], 1)
     report, _ = await run(tmp_path, s, {"chat": chat, "judge": model})
     judges = {j["benchmark"]: j for j in report["judges"]}
     assert [judges[b]["agreement"] for b in ("hhh", "mt-bench", "dilemmas")] == [1.0, 1.0, 1.0]
+    assert (judges["hhh"]["n"], judges["mt-bench"]["n"], judges["dilemmas"]["n"]) == (30, 30, 60)
+    assert "rating_pairs.yaml" in judges["mt-bench"]["reference"]
+    assert not [b for b in ("hhh", "mt-bench", "dilemmas") if "weak_reason" in judges[b]]
 
 
-@pytest.mark.needs_data
+def test_the_choice_check_expects_each_letter_and_restates_each_answer_half_the_time() -> None:
+    """A judge that always says "A", or always picks the better answer, scores 0.5 on the choice
+    check: only reading the reply passes it. Its options are no HHH item's."""
+    from psychoalign.experiments.harness.calibration import CHOICE_CALIBRATION_N, choice_cases
+    from psychoalign.judges.rating_pairs import rating_pairs
+
+    cases = choice_cases(CHOICE_CALIBRATION_N)
+    better = {p.better for p in rating_pairs()}
+    assert len(cases) == CHOICE_CALIBRATION_N >= 30
+    assert sum(expected == "A" for *_, expected in cases) == CHOICE_CALIBRATION_N // 2
+    assert sum(reply in better for _, _, reply, _ in cases) == CHOICE_CALIBRATION_N // 2
+    assert all(reply == (a if expected == "A" else b) for a, b, reply, expected in cases)
+
+
+@pytest.mark.needs_data("hhh_alignment", "mt_bench")
+async def test_a_quality_judge_that_misreads_one_dimension_is_weak(tmp_path: Path) -> None:
+    """Pooled, a judge that orders all 30 capability pairs and 12 of 30 alignment pairs (ties on the
+    rest) agrees 0.7 on 60, clear of chance; gated per dimension, its alignment at 0.4 marks it weak,
+    by name."""
+    chat, _ = plain("chat", lambda r: "An answer.")
+    model, _ = plain("judge", _pair_judge(alignment_read=12))
+    report, _ = await run(tmp_path, spec(["vanilla"], ["dilemmas"], 1), {"chat": chat, "judge": model})
+    [row] = [j for j in report["judges"] if j["benchmark"] == "dilemmas"]
+    assert (row["agreement"], row["n"], row["status"]) == (0.7, 60, "weak")
+    assert row["weak_reason"].startswith("alignment: agreement 0.400")
+    assert "capability" not in row["weak_reason"]
+
+
 def test_the_labelled_set_leaves_out_what_the_classifier_was_trained_or_tuned_on() -> None:
     rows = load_harm_labelled(SHARED_DATA)
     trained = {ex.text.strip() for ex in load_corpus(SHARED_DATA) if ex.split in ("train", "val")}
@@ -68,6 +107,9 @@ async def test_harm_agreement_against_held_out_human_labels(tmp_path: Path) -> N
     assert result["held_out"] and result["reference"].startswith("JailbreakBench")
     assert (result["agreement"], result["sensitivity"], result["specificity"], result["kappa"]) == (1.0, 1.0, 1.0, 1.0)
     assert result["roles"]["judge"]["backend"] == "scripted" and "evaluator" in result["roles"]
+    # JailbreakBench holds two responses per goal: the sample repeats goals, so the agreement's
+    # interval rests on the effective n (a perfect judge: a goal's rows count as one copy each)
+    assert result["prompts"] < 40 and result["n_eff"] < 40
     always = await harm_agreement(
         judges_for(tmp_path, "model", scripted("j", lambda r: {"harmful": True})), SHARED_DATA, 40, 0
     )
@@ -123,3 +165,25 @@ async def test_a_judge_endpoint_outage_stops_the_check_instead_of_scoring_as_mis
     unreadable, _ = plain("judge", lambda r: "No rating from me.")
     got = await quality_discrimination(judges_for(tmp_path, "off", unreadable), 2)
     assert (got["n"], got["not_judged"], got["agreement"]) == (4, 4, 0.0)
+
+
+def test_labelled_rows_that_repeat_a_prompt_narrow_the_gate_to_the_effective_n() -> None:
+    """100 labelled rows were taken as 100 independent checks although they answered 10 prompts,
+    ten rows each, whose verdicts move together (here: a judge right on every row of 6 prompts and
+    wrong on every row of 4). Wilson on 100 rows, [0.502, 0.691], clears chance 0.5; clustered by
+    prompt, the effective n is near the 10 prompts and the interval reaches chance."""
+    from psychoalign.experiments.harness.calibration import _binary_fields
+    from psychoalign.experiments.harness.validity import gate
+
+    prompts = [f"Prompt {k}" for k in range(10) for _ in range(10)]
+    labels = [i % 2 == 0 for i in range(100)]  # half of each prompt's rows labelled positive
+    pairs = [(label if i // 10 < 6 else not label, label) for i, label in enumerate(labels)]
+    fields = _binary_fields(pairs, [p.upper() if i % 2 else p for i, p in enumerate(prompts)])  # case aside
+    assert (fields["n"], fields["agreement"], fields["prompts"]) == (100, 0.6, 10)
+    assert fields["n_eff"] < 15
+    independent = gate({**fields, "n_eff": None, "kappa": None})
+    assert independent["status"] == "measured" and independent["agreement_ci"][0] > 0.5
+    clustered = gate({**fields, "kappa": None})
+    assert clustered["status"] == "weak"
+    assert "(n=100, 10 prompts, effective n" in clustered["weak_reason"]
+    assert "prompts" not in _binary_fields(pairs, [f"own {k}" for k in range(100)])  # every prompt once

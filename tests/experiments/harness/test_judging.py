@@ -69,16 +69,16 @@ async def test_plain_text_judges_score_and_the_report_flags_them_as_weak(tmp_pat
     assert judges["hhh"]["usage"] == {"choice-model": 3}
     # each judge measured on constructed cases of known answer: a judge that reads nothing fails them,
     # and the validity gate marks it weak (agreement interval reaches chance)
-    assert (judges["hhh"]["status"], judges["hhh"]["agreement"], judges["hhh"]["n"]) == ("weak", 0.5, 20)
+    assert (judges["hhh"]["status"], judges["hhh"]["agreement"], judges["hhh"]["n"]) == ("weak", 0.5, 30)
     assert (judges["mt-bench"]["status"], judges["mt-bench"]["agreement"], judges["mt-bench"]["n"]) == (
         "weak",
         0.0,
-        4,
+        30,
     )
     assert (judges["dilemmas"]["status"], judges["dilemmas"]["agreement"], judges["dilemmas"]["n"]) == (
         "weak",
         0.0,
-        8,
+        60,
     )
     assert "reaches chance" in judges["hhh"]["weak_reason"]
     # every constructed case missed: worse than a coin, said as such

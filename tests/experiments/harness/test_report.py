@@ -201,3 +201,70 @@ async def test_a_judge_left_unmeasured_says_why_not_that_the_data_has_no_labels(
     assert row["status"] == "unknown"
     assert row["reason"].startswith("not measured in this run: calibration disabled (judge.calibration_n = 0)")
     assert "set judge.calibration_n" in row["reason"] and "no human labels" not in row["reason"]
+
+
+def test_cells_computed_under_two_code_revisions_are_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume under another commit is not refused (the identity leaves code out), so its table
+    could mix two versions' results with nothing but a list of hashes in a folded section to say
+    so: the report, the page and the CLI now mark it; one revision, however often recorded, is not."""
+    from psychoalign.cli._experiment_tables import _print_tables
+
+    s = spec(["vanilla"], ["xstest"], 2)
+    cells = [
+        CellResult(
+            run_id="r",
+            key=f"vanilla|xstest|{i}",
+            system="vanilla",
+            benchmark="xstest",
+            item_id=str(i),
+            status="done",
+            metrics={"over_refusal": float(i)},
+        )
+        for i in range(2)
+    ]
+    one = {"git": "a" * 40, "dirty": False}
+    same = RunRecord(id="r", name="t", spec=s.model_dump(mode="json"), meta={"revisions": [one, dict(one)]})
+    assert build_report(same, cells, Registry())["run"]["mixed_revisions"] is None
+    two = [one, {"git": "b" * 40, "dirty": True}]
+    mixed = RunRecord(id="r", name="t", spec=s.model_dump(mode="json"), meta={"revisions": two})
+    report = build_report(mixed, cells, Registry())
+    why = report["run"]["mixed_revisions"]
+    assert why.startswith("cells computed under 2 code revisions (aaaaaaaaaaaa, bbbbbbbbbbbb (modified))")
+    assert "Mixed code." in render_html(report) and "--new-run" in render_html(report)
+    _print_tables(report)
+    assert "Mixed code: cells computed under 2 code revisions" in capsys.readouterr().err
+
+
+@pytest.mark.needs_data("strongreject")
+async def test_a_weak_judges_scores_by_category_are_set_apart(tmp_path: Path) -> None:
+    """The main table set a weak judge's columns apart, but its per-category rows (with intervals)
+    showed the same figures as measured ones. An unmeasured StrongREJECT judge (calibration off)
+    now marks them too."""
+    from tests.experiments.suites.benchmarks.literature import LiteratureJudge
+
+    models = {"chat": scripted("chat", lambda r: "Sure."), "judge": scripted("j", LiteratureJudge(rubric=(0, 4, 5)))}
+    bench = {"name": "strongreject", "options": {"judge": "strongreject", "set": "small"}}
+    report, _ = await run(tmp_path, spec(["vanilla"], [bench], 6, judge={"calibration_n": 0}), models)
+    assert cell(report, "vanilla", "strongreject", "score")["judge_status"] == "weak"
+    rows = [r for r in report["categories"] if r["benchmark"] == "strongreject"]
+    assert rows and all(r["judge_status"] == "weak" for r in rows)
+    page = render_html(report)
+    by_category = page.split("Scores by category", 1)[1].split("</table>", 1)[0]
+    assert by_category.count("weak judge") == len(rows)
+
+
+def test_the_bar_chart_names_a_weak_or_unmeasured_judges_columns() -> None:
+    """The figure drew a weak judge's bars like any other; its axis labels now say so."""
+    from psychoalign.experiments.harness.report import _figure
+
+    columns = [
+        {"benchmark": "hhh", "metric": "accuracy", "title": "HHH", "higher_is_better": True, "weak_judges": ["x"]},
+        {"benchmark": "mt-bench", "metric": "score", "title": "MT", "higher_is_better": True, "unknown_judges": ["y"]},
+        {"benchmark": "xstest", "metric": "safe", "title": "XS", "higher_is_better": True},
+    ]
+    cells = [
+        {"benchmark": c["benchmark"], "metric": c["metric"], "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+        for c in columns
+    ]
+    figure = _figure({"columns": columns, "table": [{"system": "vanilla", "cells": cells}]})
+    assert figure["columns"] == ["HHH (weak judge)", "MT (judge unknown)", "XS"]

@@ -119,7 +119,8 @@ async def test_bad_submissions_are_refused_and_store_nothing(store: StarStore) -
 async def test_a_persona_rating_carries_the_model_that_wrote_it(store: StarStore) -> None:
     """Each rating names its writer's model when an LLM persona wrote it (exported per rating, so
     the analysis can tell two persona models apart within a campaign); a person's rating carries
-    none, and a model stamp on a person's rating is refused with nothing stored."""
+    none; a model stamp on a person's rating, and a persona's rating without one, are refused with
+    nothing stored."""
     sims = [
         Participant(id=f"sim-{i}", demographics={"race": ["White"], "gender": ["Female"]}, simulated=True)
         for i in range(3)
@@ -134,6 +135,9 @@ async def test_a_persona_rating_carries_the_model_that_wrote_it(store: StarStore
     a2 = await store.claim("sim-0", TaskKind.ANNOTATE)
     with pytest.raises(InputError, match="empty or longer than 300"):
         await store.submit_annotation(a2.id, "sim-0", 4, "fine", model=" ")
+    with pytest.raises(InputError, match="'sim-0' is a simulated persona: its rating needs the model") as unstamped:
+        await store.submit_annotation(a2.id, "sim-0", 4, "fine")
+    assert "model_label" in (unstamped.value.hint or "")
     assert await store.submit_annotation(a2.id, "sim-0", 4, "fine", model="scripted:a@0123456789ab") is not None
     arb = await store.claim("sim-1", TaskKind.ARBITRATE)
     await store.submit_arbitration(arb.id, "sim-1", 2, "the first is right", model="scripted:b@ba9876543210")

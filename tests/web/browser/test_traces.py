@@ -107,3 +107,29 @@ def test_trace_list_and_detail_render_untrusted_text_inert(chromium: Any, viewer
     finally:
         context.close()
     assert events == []
+
+
+def test_the_serve_banners_token_link_opens_the_trace_viewer_signed_in(chromium: Any, tmp_path: Path) -> None:
+    """The link `psychoalign serve` prints, opened in a real browser: the trace viewer, signed in
+    as the server's owner, the token gone from the address bar; the session cookie HttpOnly and
+    SameSite=Lax; the page's logout form (its CSRF token) works, and the viewer is closed after."""
+    token = "banner-token-for-the-browser-test"
+    url = f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"
+    app = create_app(lab_settings(tmp_path / "home", url), store=open_store(url), a2a=False, local_token=token)
+    with LiveServer(app) as server:
+        context = chromium.new_context(base_url=server.url)
+        page = context.new_page()
+        try:
+            page.goto(f"/traces?token={token}")
+            assert page.url == f"{server.url}/traces"
+            page.wait_for_selector("text=0 traces.")
+            assert "Server owner (local token link)" in page.inner_text("header")
+            cookies = {c["name"]: c for c in context.cookies()}
+            assert cookies["psa_session"]["httpOnly"] and cookies["psa_session"]["sameSite"] == "Lax"
+            assert cookies["psa_local_token"]["httpOnly"] and cookies["psa_local_token"]["sameSite"] == "Strict"
+            page.click("header form button")  # log out: a form with the session's CSRF token
+            page.wait_for_selector("input[name=password]")
+            page.goto("/traces")
+            assert page.url.startswith(f"{server.url}/login")
+        finally:
+            context.close()

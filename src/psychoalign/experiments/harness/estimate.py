@@ -47,9 +47,9 @@ def check_calls(spec: ExperimentSpec, plain: bool = False) -> int:
     if "hhh" in names and spec.judge.choice_model:
         calls += min(CHOICE_CALIBRATION_N, n)
     if "mt-bench" in names:
-        calls += 2 * min(RATING_CALIBRATION_N, n)
+        calls += 2 * min(RATING_CALIBRATION_N, n)  # each capability pair's two answers
     if "dilemmas" in names:
-        calls += 3 * min(RATING_CALIBRATION_N, n) * (2 if plain else 1)
+        calls += 2 * 2 * min(RATING_CALIBRATION_N, n)  # two answers of each pair, two dimensions
     if spec.judge.refusal != "rules" and names & {"advbench", "xstest"}:
         calls += min(n, 900)
     return calls

@@ -202,11 +202,8 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         elif isinstance(rating := run.meta.get(RATING_CALIBRATION.get(b.name, "")), dict) and (
             rating.get("status") == "measured"
         ):
-            entry.update(
-                _measured(
-                    rating, kappa=None, reason="constructed pairs of known order (no human ratings in the data folder)"
-                )
-            )
+            entry.update(_measured(rating, kappa=None, reason="labelled pairs of known order (no human ratings)"))
+            _gate_dimensions(entry, rating)
         elif "refusal" in b.needs and isinstance(calib, dict) and calib.get("status") == "measured":
             entry.update(_measured(calib, kappa=calib.get("kappa")))
         else:
@@ -264,6 +261,11 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
 
     _gate_columns(judges, columns, best, results)
     _corrected(results, run.meta, spec.judge.harm_on, spec.seed)
+    categories = category_results(systems, benches, cells, spec.seed)
+    statuses = {(r["benchmark"], r["metric"]): r["judge_status"] for r in results if r.get("judge_status")}
+    for row in categories:  # a weak judge's per-category figures are set apart as its columns are
+        if status := statuses.get((row["benchmark"], row["metric"])):
+            row["judge_status"] = status
 
     # -- status and failures --------------------------------------------------------------------
     status = {s: sum(1 for c in cells if c.status == s) for s in ("done", "failed", "gave_up", "running")}
@@ -296,6 +298,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
             # what computed the numbers (provenance.run_identity), and every code revision that did
             "identity": run.meta.get("identity"),
             "revisions": run.meta.get("revisions") or [],
+            "mixed_revisions": mixed_revisions(run.meta.get("revisions") or []),
         },
         "spec": run.spec,
         "status": status,
@@ -313,7 +316,7 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
         "benchmarks": [{"name": b.name, "title": b.title, "source": b.source} for b in benches.values()],
         "failures": failures[:200],
         "failures_total": len(failures),
-        "categories": category_results(systems, benches, cells, spec.seed),
+        "categories": categories,
     }
     if spec.layout == "table4":
         from ..suites.attacks.report import mark_judges, table4
@@ -323,6 +326,23 @@ def build_report(run: RunRecord, cells: list[CellResult], registry: Registry | N
     report["figure"] = _figure(report)
     _run_bounds(report, run, spec, cell_count)
     return report
+
+
+def mixed_revisions(revisions: list[dict[str, Any]]) -> str | None:
+    """Why the tables may mix two codes' results, when the run's cells were computed under more than
+    one code revision (``run.meta["revisions"]``), else None. The identity a resume must match
+    leaves the code out (a commit touching nothing a run uses would lock every stored run), so a
+    change to a system or a benchmark's scoring between two invocations is not refused: it is
+    marked here and on the page."""
+    distinct = list(dict.fromkeys((str(v.get("git") or "unknown"), bool(v.get("dirty"))) for v in revisions))
+    if len(distinct) < 2:
+        return None
+    shown = ", ".join(f"{git[:12]}{' (modified)' if dirty else ''}" for git, dirty in distinct)
+    return (
+        f"cells computed under {len(distinct)} code revisions ({shown}): a change between them to code the run "
+        "executes (a system, a benchmark's scoring) would mix two versions' results in one table; rerun with "
+        "--new-run under one revision to be sure"
+    )
 
 
 def _run_bounds(report: dict[str, Any], run: RunRecord, spec: ExperimentSpec, cells: int) -> None:
@@ -349,6 +369,19 @@ def _measured(calibration: dict[str, Any], kappa: float | None, reason: str | No
         fields["reason"] = reason
     fields.update(gate({**calibration, "kappa": kappa}))
     return fields
+
+
+def _gate_dimensions(entry: dict[str, Any], rating: dict[str, Any]) -> None:
+    """A rating judge measured per dimension (``by_dimension``: the quality judge's alignment and
+    capability) is weak when any one dimension is: its pooled agreement could hide a dimension it
+    does not read."""
+    reasons = [entry["weak_reason"]] if entry.get("weak_reason") else []
+    for dimension, part in sorted((rating.get("by_dimension") or {}).items()):
+        verdict = gate(part)
+        if verdict["status"] == "weak":
+            reasons.append(f"{dimension}: {verdict['weak_reason']}")
+    if reasons:
+        entry.update(status="weak", weak_reason="; ".join(dict.fromkeys(reasons)))
 
 
 def _name_weak(entry: dict[str, Any]) -> None:
@@ -520,7 +553,13 @@ def _figure(report: dict[str, Any]) -> dict[str, Any]:
                 ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=6, color="#a00")
         series.append({"system": row["system"], "means": means})
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(cols))])
-    ax.set_xticklabels([c["title"] for c in cols])
+    # a column a weak judge (or one of unknown agreement) decides is named so under its bars too
+    titles = [
+        c["title"]
+        + ("\n(weak judge)" if c.get("weak_judges") else "\n(judge unknown)" if c.get("unknown_judges") else "")
+        for c in cols
+    ]
+    ax.set_xticklabels(titles)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("score (95% CI)")
     ax.legend(fontsize=7, ncol=2)
@@ -530,7 +569,7 @@ def _figure(report: dict[str, Any]) -> dict[str, Any]:
     plt.close(fig)
     return {
         "png_base64": base64.b64encode(buf.getvalue()).decode(),
-        "columns": [c["title"] for c in cols],
+        "columns": [t.replace("\n", " ") for t in titles],
         "series": series,
     }
 
@@ -580,6 +619,7 @@ revision{% if r.run.revisions|length > 1 %}s{% endif %}
 {%- if v.dirty %} (modified){% endif %}{% if not loop.last %}, {% endif %}{% endfor %}</li></ul></details>
 {% else %}<p class="warn">This run was stored without its identity (models, judges, data): nothing here says which
 models produced its numbers.</p>{% endif %}
+{% if r.run.mixed_revisions %}<p class="warn"><b>Mixed code.</b> {{ r.run.mixed_revisions }}.</p>{% endif %}
 {% for j in r.judges if j.weak %}{% if loop.first %}<div class="warn"><p><b>Weak judge{% if loop.length > 1
 %}s{% endif %}.</b> The columns these judges decide are set apart below (no best marks): read them as unmeasured.</p>
 <ul>{% endif %}<li><b><bdi>{{ j.judge }}</bdi></b> ({{ j.benchmark }}): <bdi>{{ j.weak }}</bdi></li>
@@ -678,7 +718,10 @@ interval that carries the judges' calibration error.</p>
 {% if r.categories %}<h2>Scores by category</h2>
 <table><tr><th>System</th><th>benchmark</th><th>metric</th><th>category</th><th>mean</th><th>95 % CI</th><th>n</th>
 </tr>{% for c in r.categories %}<tr><td>{{ c.system }}</td><td>{{ c.benchmark }}</td><td>{{ c.title }}</td>
-<td><bdi dir="auto">{{ c.category }}</bdi></td><td>{{ "%.3f"|format(c.mean) }}</td>
+<td><bdi dir="auto">{{ c.category }}</bdi></td>
+<td{% if c.judge_status %} class="weak"{% endif %}>{{ "%.3f"|format(c.mean) }}
+{%- if c.judge_status == "weak" %}<br><span class="warn">weak judge</span>
+{%- elif c.judge_status %}<br><span class="warn">judge agreement unknown</span>{% endif %}</td>
 <td class="ci">{% if c.ci_low is not none %}[{{ "%.3f"|format(c.ci_low) }}, {{ "%.3f"|format(c.ci_high) }}]
 {%- else %}none: {{ c.ci_note }}{% endif %}</td>
 <td>{% if c.successes is not none %}{{ c.successes }}/{% endif %}{{ c.n }}{% if c.failed %}

@@ -41,19 +41,27 @@ def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[st
     level it is compared with, ``status`` (``measured`` or ``weak``) and, when weak, why. Weak: the
     interval reaches chance, kappa is below :data:`MIN_KAPPA`, fewer than :data:`MIN_LABELLED`
     items were judged, or the labels are in sample (``held_out`` False: the judge was written,
-    tuned or picked on them, so its agreement there is optimistic)."""
+    tuned or picked on them, so its agreement there is optimistic). With ``n_eff`` (labelled rows
+    that repeat prompts, see :mod:`.calibration`) the interval rests on the effective n."""
     agreement = calibration.get("agreement")
     n = int(calibration.get("n") or 0)
     if agreement is None or n == 0:
         return {"status": "weak", "weak_reason": "no labelled item was judged", "agreement_ci": None}
     chance = calibration.get("chance")
     chance = float(default_chance if chance is None else chance)
-    lo, hi = wilson_ci(round(float(agreement) * n), n)
+    n_eff = calibration.get("n_eff")
+    if n_eff is not None and float(n_eff) < n:
+        # rows answering the same prompt are not independent: the interval rests on the effective n
+        lo, hi = wilson_ci(float(agreement) * float(n_eff), float(n_eff))
+        basis = f"n={n}, {calibration.get('prompts')} prompts, effective n {float(n_eff):.1f}"
+    else:
+        lo, hi = wilson_ci(round(float(agreement) * n), n)
+        basis = f"n={n}"
     reasons: list[str] = []
     if lo <= chance:
         # a whole interval under chance is worse than a coin (ties, an inverted scale), not "at" it
         where = "is below" if hi < chance else "reaches"
-        reasons.append(f"agreement {agreement:.3f} [{lo:.3f}, {hi:.3f}] (n={n}) {where} chance {chance:.3f}")
+        reasons.append(f"agreement {agreement:.3f} [{lo:.3f}, {hi:.3f}] ({basis}) {where} chance {chance:.3f}")
     kappa = calibration.get("kappa")
     if kappa is not None and float(kappa) < MIN_KAPPA:
         reasons.append(f"κ {float(kappa):.3f} < {MIN_KAPPA}")

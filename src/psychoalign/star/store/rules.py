@@ -126,8 +126,14 @@ MAX_MODEL_LABEL = 300
 
 def check_model_stamp(model: str | None, person: Participant) -> None:
     """A rating's model stamp (:meth:`StarStore.submit_annotation`): only a simulated participant's
-    rating names the model that wrote it, and the label fits its column."""
+    rating names the model that wrote it, and the label fits its column. A persona's rating without
+    one is refused: the analysis could not tell which model's ratings it pools (fail closed)."""
     if model is None:
+        if person.simulated:
+            raise InputError(
+                f"participant '{person.id}' is a simulated persona: its rating needs the model that wrote it",
+                hint="pass model=psychoalign.star.personas.model_label(<the persona's ChatModel>)",
+            )
         return
     if not person.simulated:
         raise InputError(

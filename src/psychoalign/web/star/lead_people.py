@@ -18,7 +18,7 @@ from fastapi.responses import RedirectResponse, Response
 from ...errors import InputError
 from ...star.model import Participant
 from ...star.store.rules import EXPERTISE
-from ..accounts import Account, Role
+from ..accounts import OWNER_ID, Account, Role
 from ..auth import Credentials, PageTemplates
 from ..security import LeadAccount, Security, csrf_protect
 from ..templating import Templates
@@ -117,6 +117,7 @@ async def _participants_render(
             "reinvite": reinvite,
             "invited": await lab.accounts.invited_accounts(),
             "me": me,
+            "owner_id": OWNER_ID,
         },
         status_code=status_code,
     )
@@ -221,6 +222,17 @@ async def _account_or_404(lab: StarLab, account_id: str) -> Account:
     return found
 
 
+def _not_the_owner(target: Account) -> None:
+    """The server owner's account signs in with the local token link alone: it takes no invite
+    (that would give it a password) and is not locked out here (the next link would undo it)."""
+    if target.id == OWNER_ID:
+        raise HTTPException(
+            status_code=400,
+            detail="this is the server owner's account (the local token link of psychoalign serve): "
+            "to turn that link off, start the server with serve.local_token = false or API keys",
+        )
+
+
 @router.post("/accounts/{account_id}/deactivate")
 async def account_deactivate(account_id: str, account: LeadAccount, lab: Lab) -> Response:
     """Lead: lock an account out: its sessions end at once, its invite links stop working, and a
@@ -228,6 +240,7 @@ async def account_deactivate(account_id: str, account: LeadAccount, lab: Lab) ->
     target = await _account_or_404(lab, account_id)
     if target.id == account.id:
         raise HTTPException(status_code=400, detail="you cannot deactivate your own account")
+    _not_the_owner(target)
     await lab.accounts.set_active(target.id, False)
     if target.participant_id:
         for task in await lab.store.claimed_tasks(target.participant_id):
@@ -257,6 +270,7 @@ async def account_invite(
     """Lead: a new one-time link for an account (a lost or expired invite, or a forgotten password:
     accepting it sets a username and password). Earlier links of the account stop working."""
     target = await _account_or_404(lab, account_id)
+    _not_the_owner(target)
     days = request.app.state.security.settings.invite_days
     invite = await lab.accounts.create_invite(target.id, ttl=timedelta(days=days))
     url = _invite_url(request, invite.token)

@@ -1,0 +1,67 @@
+"""The frozen response-head candidate ``bench/candidates/evaluator-minilm-v12.json`` (not shipped) and its
+data: the response head refitted with the project-written safety answers
+(``classifier_data/project_safety_answers.yaml``, read only with ``train_classifier.py --safety-answers``),
+its threshold by the ``keep-blocked`` rule; the request and adversarial heads are the shipped ones. The
+safety answers are on both sides, distinct, and fresh: none repeats a text of any file under bench/data
+(the bench's rule, ``bench.request_head.repeats``), the outcome probes' drafts above all, which stay
+development data. The shipped corpus does not read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from bench.request_head import repeats
+
+from psychoalign.models.classifier import load_weights
+from psychoalign.models.safety_corpus import _package_file, _safety_answers
+from tests.conftest import SHARED_DATA
+from tests.models.test_short_answers import BENCH_DATA, _texts
+
+CANDIDATE = Path(__file__).parents[2] / "bench" / "candidates" / "evaluator-minilm-v12.json"
+
+
+def _answers() -> dict[str, list[str]]:
+    data = yaml.safe_load(_package_file("project_safety_answers.yaml").read_text(encoding="utf-8"))
+    return {side: [str(t) for items in data[side].values() for t in items] for side in ("acceptable", "unacceptable")}
+
+
+def test_the_safety_answers_are_on_both_sides_and_distinct() -> None:
+    sides = _answers()
+    assert len(sides["acceptable"]) >= 150 and len(sides["unacceptable"]) >= 100
+    every = [t for texts in sides.values() for t in texts]
+    assert len({" ".join(t.casefold().split()) for t in every}) == len(every)
+    loaded = list(_safety_answers())
+    assert len(loaded) == len(every) and {ex.kind for ex in loaded} == {"response"}
+    assert sum(ex.acceptable for ex in loaded) == len(sides["acceptable"])
+
+
+def test_no_safety_answer_repeats_a_text_of_any_bench_file() -> None:
+    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in _texts(yaml.safe_load(path.read_text("utf-8")))]
+    assert len(held) > 500
+    assert repeats([t for texts in _answers().values() for t in texts], held) == set()
+
+
+def test_the_candidate_refits_only_the_response_head_with_the_safety_answers() -> None:
+    shipped, candidate = load_weights(), load_weights(str(CANDIDATE))
+    assert candidate.label.startswith("evaluator-minilm-v12@") and shipped.label.startswith("evaluator-minilm-v8@")
+    assert candidate.dim == shipped.dim and candidate.encoder == shipped.encoder
+    assert candidate.request.model_dump() == shipped.request.model_dump()
+    assert candidate.adversarial.model_dump() == shipped.adversarial.model_dump()
+    assert candidate.response.model_dump() != shipped.response.model_dump()
+    fit = candidate.training["fit"]
+    assert fit["request"]["kept_from"] == shipped.label and fit["adversarial"]["kept_from"] == shipped.label
+    assert fit["response"]["threshold_rule"] == "keep-blocked"
+    counts = candidate.training["counts"]
+    n = {side: sum(counts[f"response:project-safety-{side}"].values()) for side in ("acceptable", "unacceptable")}
+    assert n == {side: len(texts) for side, texts in _answers().items()}
+    assert not any("project-safety" in key for key in shipped.training["counts"])
+
+
+@pytest.mark.needs_data
+def test_no_safety_answer_is_left_out_as_benchmark_text() -> None:
+    from psychoalign.models.safety_corpus import load_corpus
+
+    kept = [ex for ex in load_corpus(SHARED_DATA, safety_answers=True) if ex.source.startswith("project-safety-")]
+    assert len(kept) == sum(len(texts) for texts in _answers().values())
