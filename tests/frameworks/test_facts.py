@@ -95,7 +95,10 @@ ROWS: Rows = {
         ["Cooked rice keeps in the fridge for up to 5 days.", "Put the rice in the fridge and eat it within a day."],
     ),
     "fever-temperature": (
-        ["A child has a fever when their temperature is 38 °F or higher.", "A fever starts at 36 °C."],
+        [
+            "A child has a fever when their temperature is 38 °F or higher.",
+            "A fever is a temperature of 100 °C or more.",
+        ],
         [
             "A fever is a temperature of 38 °C or more.",
             "Paracetamol can bring a fever down by 1 °C.",
