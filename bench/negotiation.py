@@ -44,6 +44,9 @@ class DepthMeteredBackend(Backend):
         super().__init__(inner.spec)
         self.inner = inner
 
+    def reset_prompt_cache(self) -> None:
+        self.inner.reset_prompt_cache()  # a measurement's reset must reach the model that keeps the prompt
+
     async def complete(self, request: ChatRequest) -> Completion:
         meter = _METER.get()
         depth = meter.start()

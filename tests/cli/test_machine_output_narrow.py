@@ -1,8 +1,10 @@
 """Every command that prints JSON, JSONL, CSV or YAML, run as a subprocess whose standard output is
-a pipe, on a 20-column "terminal" (rich is told the pipe is one): the output parses and holds
-values longer than the line exactly. None of these commands needs the evaluation data or a model
-endpoint (scripted models, the package's own dilemmas benchmark), so the test runs in a clone with
-nothing beside it.
+a pipe: a plain pipe with COLUMNS=20 and with COLUMNS=300, and a 20-column "terminal" (rich is told
+the pipe is one): the output parses, holds values longer than the line exactly and carries no
+terminal escape. test_every_machine_readable_option_is_run_here walks the CLI's own command tree,
+so a new command with ``--json``, ``--yaml`` or ``--format`` fails until it is added here. None
+of these commands needs the evaluation data or a model endpoint (scripted models, the package's
+own dilemmas benchmark), so the test runs in a clone with nothing beside it.
 
 Also: a link or path printed for a person to copy (the lab invite link) is not folded with hard
 line breaks on a narrow terminal, where copying it back would give a broken link.
@@ -27,6 +29,8 @@ from tests.conftest import ROOT
 
 #: rich treats the pipe as a terminal 20 columns wide.
 NARROW = {"TTY_COMPATIBLE": "1", "COLUMNS": "20"}
+#: A pipe, as `cmd | jq` gives it, under a narrow and a wide COLUMNS.
+PIPES: dict[str, dict[str, str]] = {"tty-20": NARROW, "pipe-20": {"COLUMNS": "20"}, "pipe-300": {"COLUMNS": "300"}}
 #: Longer than any line here, with a word too long to break.
 LONG = "a-rather-long-value-" * 5
 REQUEST = f"How do I boil an egg for a {LONG} breakfast?"
@@ -100,7 +104,11 @@ def _world(tmp: Path) -> dict[str, str]:
     framework.write_text((ROOT / "examples" / "my-clinic.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     data = tmp / ("long-data-folder-" * 3) / "data"  # an empty data folder, its path longer than the line
     data.mkdir(parents=True)
+    people = tmp / "participants.jsonl"
+    people.write_text(json.dumps({"id": "p-imported", "expertise": [LONG]}) + "\n")
     return {
+        "participants": str(people),
+        "policy": str(ROOT / "src" / "psychoalign" / "star" / "builtin" / "policy.yaml"),
         "config": c,
         "run": run_id,
         "trace": trace["id"],
@@ -144,16 +152,47 @@ COMMANDS: list[tuple[str, tuple[str, ...]]] = [
     ("csv", ("star", "export", "--format", "csv", "--config", "{config}")),
     ("json", ("lab", "accounts", "--json", "--config", "{config}")),
     ("json", ("serve-key", "--deployment", LONG, "--json")),
+    ("jsonl", ("traces", "export", "--format", "jsonl", "--config", "{config}")),
+    ("json", ("negotiate", "--json", "--no-store", "--config", "{config}", REQUEST)),
+    ("json", ("star", "policy", "validate", "{policy}", "--json")),
+    ("json", ("star", "participants", "list", "--json", "--config", "{config}")),
+    ("json", ("star", "assign", "--json", "--config", "{config}")),
+    # {fresh}: a configuration of its own, with an empty home, for a command that adds what it can add once
+    ("json", ("star", "participants", "add", "--id", "p-2", "--expertise", LONG, "--json", "--config", "{fresh}")),
+    ("json", ("star", "participants", "import", "{participants}", "--json", "--config", "{fresh}")),
+    (
+        "json",
+        ("lab", "add-lead", "--invite", "--base-url", f"https://lab.example.org/{LONG}", "--json", "-c", "{fresh}"),
+    ),
+    (
+        "json",
+        ("experiment", "run", "{spec}", "--json", "--no-progress", "--out", "{tmp}/{fresh_name}", "-c", "{fresh}"),
+    ),
 ]
 
+#: Commands with such an option that this test does not run, and why.
+NOT_RUN: dict[tuple[str, ...], str] = {
+    ("data", "verify"): "exits 1 on an empty data folder: test_data_verify_reports_missing_files_as_json_when_piped",
+    ("data", "fetch"): "downloads the public datasets",
+    ("judge", "eval-refusal"): "reads the evaluation data",
+    ("judge", "eval-harm"): "reads the evaluation data",
+    ("judge", "eval-jailbreak"): "reads the evaluation data",
+    ("star", "campaign", "run"): "runs a whole red-teaming campaign on the configured models",
+    ("star", "analyze"): "--format names the input files' format; it writes a report folder",
+    ("experiment", "run", "h1"): "--format names the ratings file's format; it negotiates every rated item",
+}
 
-@pytest.mark.parametrize(("fmt", "args"), COMMANDS, ids=[" ".join(a[:2]) + f" {f}" for f, a in COMMANDS])
+
+@pytest.mark.parametrize("pipe", sorted(PIPES))
+@pytest.mark.parametrize(("fmt", "args"), COMMANDS, ids=[" ".join(a[:3]) + f" {f}" for f, a in COMMANDS])
 def test_machine_output_parses_when_piped_to_a_narrow_terminal(
-    world: dict[str, str], fmt: str, args: tuple[str, ...]
+    world: dict[str, str], fmt: str, args: tuple[str, ...], pipe: str, tmp_path: Path
 ) -> None:
-    filled = [a.format(**world) for a in args]
-    out = cli(*filled, env=NARROW)
+    fresh = write_config(tmp_path) if "{fresh}" in args else ""
+    filled = [a.format(**world, fresh=fresh, fresh_name=tmp_path.name) for a in args]
+    out = cli(*filled, env=PIPES[pipe])
     assert out.returncode == 0, f"{' '.join(filled)}: {out.stderr}"
+    assert "\x1b" not in out.stdout, "a terminal escape in machine-readable output"
     parsed = PARSERS[fmt](out.stdout)
     flat = json.dumps(parsed, ensure_ascii=False)
     if args[:2] == ("config", "show") and "--sources" not in args:
@@ -193,3 +232,48 @@ def test_an_invite_link_is_not_folded_on_a_narrow_terminal(tmp_path: Path) -> No
     [line] = [line for line in out.stdout.splitlines() if line.strip()]
     link = line.split(": ", 1)[1]
     assert link.startswith(f"{base}/invite/") and " " not in link
+
+
+_FORMAT_OPTIONS = ("--json", "--yaml", "--format")
+
+
+def _commands_with_a_format_option() -> set[tuple[str, ...]]:
+    """Every command path of the CLI (named experiments included) that has one of _FORMAT_OPTIONS."""
+    import typer
+
+    from psychoalign.cli.experiment import experiment_registry
+    from psychoalign.cli.main import COMMANDS as TOP
+    from psychoalign.cli.main import load_command
+
+    def walk(command: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+        if hasattr(command, "commands"):
+            return [leaf for name, sub in command.commands.items() for leaf in walk(sub, (*path, name))]
+        return [(path, command)]
+
+    leaves = [leaf for name in TOP for leaf in walk(load_command(name), (name,))]
+    for name, named in experiment_registry().commands.items():
+        app = typer.Typer()
+        app.command(name)(named.command)
+        leaves.append((("experiment", "run", name), typer.main.get_command(app)))
+    return {
+        path
+        for path, command in leaves
+        if any(opt in _FORMAT_OPTIONS for param in command.params for opt in getattr(param, "opts", []))
+    }
+
+
+def _path_of(args: tuple[str, ...], known: set[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The longest known command path ``args`` starts with."""
+    for n in (3, 2, 1):
+        if tuple(args[:n]) in known:
+            return tuple(args[:n])
+    return None
+
+
+def test_every_machine_readable_option_is_run_here() -> None:
+    known = _commands_with_a_format_option()
+    assert {("config", "show"), ("experiment", "cells"), ("traces", "export")} <= known  # the walk finds them
+    run_here = {_path_of(args, known) for _, args in COMMANDS} - {None}
+    missing = sorted(" ".join(p) for p in known - run_here - set(NOT_RUN))
+    assert not missing, f"add these to COMMANDS (or NOT_RUN, with why): {missing}"
+    assert not set(NOT_RUN) - known, "NOT_RUN names a command that has no such option now"

@@ -33,8 +33,10 @@ from .common import (
     NoStoreOpt,
     ProposalsOpt,
     RoundsOpt,
+    check_out_folder,
     err_console,
     out_console,
+    out_folder,
     print_wide,
     safe,
     settings_from,
@@ -243,6 +245,15 @@ def _out(out: Path | None, name: str) -> Path:
     return out or Path("experiments") / f"{name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
+def write_report_folder(out: Path, report: dict[str, Any], html_text: str) -> tuple[Path, Path]:
+    """``out/results.json`` and ``out/report.html``, both or neither (:func:`.common.out_folder`)."""
+    from ..experiments.studies.boundary.report import write_report
+
+    with out_folder(out) as partial:
+        json_path, html_path = write_report(partial, report, html_text)
+    return out / json_path.name, out / html_path.name
+
+
 def _progress(total: int, label: str) -> tuple[Progress, Callable[[], None]]:
     """A transient bar on a terminal (nothing when piped) and the call that advances it."""
     progress = Progress(
@@ -313,11 +324,13 @@ def boundary_command(
     the work between runners."""
     from ..experiments.studies.boundary.cells import outcomes_from_cells, study_spec
     from ..experiments.studies.boundary.corpus import load_corpus
-    from ..experiments.studies.boundary.report import render_boundary_html, write_report
+    from ..experiments.studies.boundary.report import render_boundary_html
     from ..experiments.studies.boundary.retest import SAMPLED_ROLES, sampled_settings
     from ..experiments.studies.boundary.run import boundary_report
 
     settings = settings_from(config)
+    if out is not None:  # before the run, not after it
+        check_out_folder(out)
     definition = _definition(tension)
     data = load_corpus(corpus).subset(n)
     params = _params(settings, rounds, proposals)
@@ -361,7 +374,7 @@ def boundary_command(
     report["run_id"] = summary.run_id
     report["models"] = _labels(settings)
     report["params"] = params.model_dump(mode="json")
-    json_path, html_path = write_report(_out(out, "boundary"), report, render_boundary_html(report))
+    json_path, html_path = write_report_folder(_out(out, "boundary"), report, render_boundary_html(report))
     _print_boundary(report)
     out_console.print(safe(f"report: {html_path}\nresults: {json_path}"), soft_wrap=True)
 
@@ -449,9 +462,11 @@ def h1_command(
     the work between runners."""
     from ..experiments.studies.boundary.cells import outcomes_from_cells, study_spec
     from ..experiments.studies.boundary.h1 import h1_corpus, h1_report, load_h1_dataset
-    from ..experiments.studies.boundary.report import render_h1_html, write_report
+    from ..experiments.studies.boundary.report import render_h1_html
 
     settings = settings_from(config)
+    if out is not None:  # before the run, not after it
+        check_out_folder(out)
     definition = _definition(tension)
     columns = None
     if mapping is not None:
@@ -507,7 +522,7 @@ def h1_command(
     report = h1_report(dataset, outcomes, definition=definition, n_boot=n_boot, n_perm=n_perm, seed=seed)
     report["run_id"] = summary.run_id
     report["models"] = _labels(settings)
-    json_path, html_path = write_report(_out(out, "h1"), report, render_h1_html(report))
+    json_path, html_path = write_report_folder(_out(out, "h1"), report, render_h1_html(report))
     from ..star.analysis.pvalues import p_text
 
     s = report["spearman"]

@@ -187,6 +187,93 @@ def _discard(sink: IO[Any], partial: Path) -> None:
         partial.unlink()
 
 
+def check_out_folder(out: Path) -> None:
+    """Fail before any work when ``--out DIR`` cannot be a folder: a file is there, or DIR (or
+    the nearest folder above it that exists) cannot be written."""
+    target = Path(os.path.realpath(out))
+    if target.exists() and not target.is_dir():
+        raise _cannot_write(out, os.strerror(errno.ENOTDIR))
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise _cannot_write(out, os.strerror(errno.ENOTDIR))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise _cannot_write(out, os.strerror(errno.EACCES))
+
+
+@contextmanager
+def out_folder(out: Path) -> Iterator[Path]:
+    """``--out DIR`` for writing several files, all or nothing. The block writes into a new
+    temporary folder beside DIR. When it ends without an error, a DIR that did not exist is that
+    folder renamed (atomic); an existing DIR keeps every file the block did not write and gets
+    the block's files each replaced whole (``os.replace``), its old ones put back if a move fails.
+    On an error DIR is as it was (absent, or with its old files) and the temporary folder is
+    removed, with any folder above DIR that this call created."""
+    import shutil
+
+    check_out_folder(out)
+    target = Path(os.path.realpath(out))
+    made: list[Path] = []  # folders above DIR created here, innermost first
+    parent = target.parent
+    while not parent.exists():
+        made.insert(0, parent)
+        parent = parent.parent
+    made.reverse()
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial.mkdir()
+    except OSError as exc:
+        _remove_empty(made)
+        raise _cannot_write(out, exc.strerror or type(exc).__name__) from None
+    try:
+        yield partial
+        if target.is_dir():
+            _merge_into(partial, target)
+        else:
+            os.replace(partial, target)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        _remove_empty(made)
+        raise _cannot_write(out, exc.strerror or type(exc).__name__) from None
+    except BaseException:  # the block's own error, as it was
+        shutil.rmtree(partial, ignore_errors=True)
+        _remove_empty(made)
+        raise
+    shutil.rmtree(partial, ignore_errors=True)  # what a merge left: the old files it replaced
+
+
+def _merge_into(partial: Path, target: Path) -> None:
+    """Each file of ``partial`` into ``target`` (one level: report folders are flat); a file it
+    replaces is kept in ``partial`` until every move has succeeded, and put back if one fails."""
+    old = partial / f".old-{secrets.token_hex(4)}"
+    old.mkdir()
+    done: list[tuple[str, bool]] = []  # (name, had an old file)
+    try:
+        for new in sorted(p for p in partial.iterdir() if p != old):
+            dest = target / new.name
+            had = dest.exists()
+            if had:
+                os.replace(dest, old / new.name)
+            done.append((new.name, had))
+            os.replace(new, dest)
+    except OSError:
+        for name, had in reversed(done):
+            with suppress(OSError):
+                if had:
+                    os.replace(old / name, target / name)
+                elif (target / name).exists():
+                    (target / name).unlink()
+        raise
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:  # innermost first
+        with suppress(OSError):
+            folder.rmdir()
+
+
 @contextmanager
 def out_or_stdout(out: Path | None, *, newline: str | None = None) -> Iterator[IO[Any]]:
     """Text output to ``--out FILE`` (all or nothing, :func:`open_out`) or, without it, stdout."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from .common import out_console
+from .common import check_out_folder, out_console, out_folder
 
 if TYPE_CHECKING:
     from ..experiments.harness.registry import Registry
@@ -66,10 +66,12 @@ def cross_turn_scripted(
     the track (no model involved; docs/experiments.md, "Cross-turn tension")."""
     from ..experiments.studies.cross_turn.run import simulate
 
+    if out is not None:  # before the run, not after it
+        check_out_folder(out)
     result = asyncio.run(simulate(n, seed))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        with out_folder(out) as partial:
+            (partial / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if json_out:
         typer.echo(json.dumps(result, indent=2))
     else:

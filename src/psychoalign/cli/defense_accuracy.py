@@ -15,7 +15,7 @@ from rich.text import Text
 from ..a2a import remote_transport
 from ..errors import ModelError
 from ..negotiation import Negotiator
-from .boundary import _out, _params, _progress, _with_store
+from .boundary import _out, _params, _progress, _with_store, write_report_folder
 from .common import (
     ConcurrencyOpt,
     FrameworkOpt,
@@ -23,6 +23,7 @@ from .common import (
     ProposalsOpt,
     RoundsOpt,
     TraceStoreOpt,
+    check_out_folder,
     err_console,
     out_console,
     print_wide,
@@ -107,12 +108,12 @@ def defense_accuracy_command(
     config: Path | None = typer.Option(None, "--config", "-c", help="Config file (TOML or YAML)."),
 ) -> None:
     """Defense-mechanism accuracy on a labelled item set (paper Experiment 3)."""
-    from ..experiments.studies.boundary.report import write_report
     from ..experiments.studies.defense_accuracy import load_items, negotiate_items, render_html, rule_table_label, score
     from ..frameworks import load_framework
 
     items = load_items(items_source)[:n]
     target = _out(out, "defense-accuracy")
+    check_out_folder(target)  # before the negotiations, not after them
     fw = load_framework(framework)
     if oracle:
         report = score(items, [rule_table_label(it, fw) for it in items])
@@ -149,7 +150,7 @@ def defense_accuracy_command(
         report = asyncio.run(_with_store(settings, store_url, no_store, body))
         report["mode"] = "negotiated (configured models)"
     report["framework"] = f"{fw.name}@{fw.version}"
-    json_path, html_path = write_report(target, report, render_html(report))
+    json_path, html_path = write_report_folder(target, report, render_html(report))
     print_report(report)
     out_console.print(safe(f"report: {html_path}\nresults: {json_path}"), soft_wrap=True)
     if report["accuracy"] is None and report["failed"]:

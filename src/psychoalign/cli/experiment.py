@@ -21,12 +21,14 @@ from ._experiment_tables import _print_tables
 from .common import (
     ConfigOpt,
     JsonOpt,
+    check_out_folder,
     emit_json,
     emit_yaml,
     err_console,
     no_reply_stop,
     open_out,
     out_console,
+    out_folder,
     print_wide,
     reflow_help,
     safe,
@@ -219,7 +221,7 @@ def run(
         return
     if ctx.args:
         raise InputError(f"unknown option(s) for a spec run: {' '.join(ctx.args)}", hint="see --help")
-    from ..experiments.harness.report import build_report, write_report
+    from ..experiments.harness.report import build_report
     from ..experiments.harness.runner import run_experiment
     from ..experiments.harness.spec import load_spec
     from ..traces import open_store
@@ -243,6 +245,8 @@ def run(
     if dry_run:
         _dry_run(spec, settings, registry, shard_t, json_out)
         return
+    if out is not None:  # before the run, not after it
+        check_out_folder(out)
 
     resume = _resume_command(
         spec_name,
@@ -288,7 +292,7 @@ def run(
     except NO_REPLY_ERRORS as exc:  # a call the run cannot do without (a judge check) got no reply
         raise no_reply_stop(exc, f"the cells that finished are stored: resume the run with: {resume}") from exc
     folder = out or Path(settings.experiments.out_dir) / summary.run_id
-    json_path, html_path = write_report(report, folder)
+    json_path, html_path = _write_report(report, folder)
     if json_out:
         emit_json({"summary": summary.__dict__, "report": str(html_path), "results": str(json_path)})
         if summary.stopped or summary.failed:
@@ -639,6 +643,15 @@ def _resume_hint(interrupted: dict[str, Any] | None) -> str:
     return "resume it by rerunning the `psychoalign experiment run` command that started it"
 
 
+def _write_report(report: dict[str, Any], folder: Path) -> tuple[Path, Path]:
+    """FOLDER/results.json and FOLDER/report.html, both or neither (:func:`.common.out_folder`)."""
+    from ..experiments.harness.report import write_report
+
+    with out_folder(folder) as partial:
+        json_path, html_path = write_report(report, partial)
+    return folder / json_path.name, folder / html_path.name
+
+
 @experiment_app.command("report")
 def report(
     run_id: str = typer.Argument(..., help="A run id or unique prefix (see `experiment status`)."),
@@ -648,7 +661,7 @@ def report(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rebuild DIR/report.html and DIR/results.json of a run from the store (no model calls)."""
-    from ..experiments.harness.report import build_report, write_report
+    from ..experiments.harness.report import build_report
 
     settings = settings_from(config)
 
@@ -664,7 +677,7 @@ def report(
 
     data = asyncio.run(go())
     folder = out or Path(settings.experiments.out_dir) / data["run"]["id"]
-    json_path, html_path = write_report(data, folder)
+    json_path, html_path = _write_report(data, folder)
     if json_out:
         emit_json({"report": str(html_path), "results": str(json_path)})
         return

@@ -20,11 +20,13 @@ from ..yamlio import MAX_YAML_CHARS, parse_yaml
 from .common import (
     ConfigOpt,
     JsonOpt,
+    check_out_folder,
     emit_json,
     err_console,
     no_reply_stop,
     open_out,
     out_console,
+    out_folder,
     out_or_stdout,
     progress_bar,
     run_closing,
@@ -611,6 +613,7 @@ def star_analyze(
     from ..star.analysis.corpora import PERSONA_NOTES
     from ..star.analysis.data import load_mapping, mapping_from
 
+    check_out_folder(out)  # before the analysis, not after it
     values: dict[str, Any] = load_mapping(mapping_file) if mapping_file else {}
     flags: dict[str, Any] = {
         "item_col": item_col,
@@ -691,5 +694,7 @@ def star_analyze(
             n_clusters=clusters,
             progress=bar,
         )
-    for written in write_report(report, datasets, out):
-        err_console.print(safe(f"wrote {written}"), soft_wrap=True)
+    with out_folder(out) as partial:
+        written = write_report(report, datasets, partial)
+    for file in written:
+        err_console.print(safe(f"wrote {out / file.name}"), soft_wrap=True)

@@ -4,6 +4,7 @@ gate (a part of :class:`~psychoalign.negotiation.engine.Negotiator`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..agents.messages import (
@@ -150,9 +151,42 @@ class _Deciding(_Roles):
         trace.contribution = AlignmentContribution()
         return True
 
+    def _round_context(
+        self,
+        trace: Trace,
+        deciding: Sequence[ProposalRecord],
+        drafts: Sequence[ProposalRecord],
+        gates: Gates,
+        *,
+        chosen: ProposalRecord | None = None,
+        deadlock: bool = True,
+        judged: Callable[[Evaluation], Evaluation] = lambda e: e,
+    ) -> DefenseContext:
+        """The decision's view of a round whose drafts are ``deciding``: their evaluations (as
+        ``judged`` gives them), the blocked ones, and the rules set off by the request and by
+        ``drafts`` (every round's so far, ``deciding`` included)."""
+        fw, layer1 = gates.fw, gates.layer1
+        return DefenseContext(
+            chosen_text=chosen.text if chosen else None,
+            chosen_eval=judged(chosen.evaluation) if chosen and chosen.evaluation else None,
+            round_evals=[judged(rec.evaluation) for rec in deciding if rec.evaluation is not None],
+            deadlock=deadlock,
+            framework=fw,
+            blocked=[
+                (rec.text, judged(rec.evaluation))
+                for rec in deciding
+                if rec.evaluation is not None and not (rec.gate and rec.gate.admissible)
+            ],
+            verified=self.params.final_gate,
+            # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
+            # still chooses the channel when the last round's drafts failed for other reasons.
+            fired=fired_rules(trace.request, list(drafts), fw, layer1, also=self._at_risk_earlier(trace, fw)),
+            request=trace.request,
+        )
+
     async def _decide(self, trace: Trace, bus: MessageBus, gates: Gates, context: str) -> None:
         p = self.params
-        fw, fw_payload, layer1, _, guard, _ = gates
+        _, fw_payload, layer1, _, guard, _ = gates
         chosen_round, chosen = self._choose(trace)
         deadlock = not trace.converged
         withheld: list[str] = []
@@ -160,29 +194,14 @@ class _Deciding(_Roles):
         def guarded(e: Evaluation) -> Evaluation:
             return guarded_evaluation(e, guard, p.final_gate, withheld)
 
-        deciding = trace.rounds[-1].proposals
-        ctx = DefenseContext(
-            chosen_text=chosen.text if chosen else None,
-            chosen_eval=guarded(chosen.evaluation) if chosen and chosen.evaluation else None,
-            round_evals=[guarded(rec.evaluation) for rec in deciding if rec.evaluation is not None],
+        ctx = self._round_context(
+            trace,
+            trace.rounds[-1].proposals,
+            [rec for rd in trace.rounds for rec in rd.proposals],
+            gates,
+            chosen=chosen,
             deadlock=deadlock,
-            framework=fw,
-            blocked=[
-                (rec.text, guarded(rec.evaluation))
-                for rec in deciding
-                if rec.evaluation is not None and not (rec.gate and rec.gate.admissible)
-            ],
-            verified=p.final_gate,
-            # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
-            # still chooses the channel when the last round's drafts failed for other reasons.
-            fired=fired_rules(
-                trace.request,
-                [rec for rd in trace.rounds for rec in rd.proposals],
-                fw,
-                layer1,
-                also=self._at_risk_earlier(trace, fw),
-            ),
-            request=trace.request,
+            judged=guarded,
         )
         # Beside an answer, a figure rule a blocked draft tripped chooses no channel when the answer
         # given no longer states that figure wrong (decision.beside_answer); a refusal keeps it.

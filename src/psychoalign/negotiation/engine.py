@@ -42,7 +42,6 @@ from .bus import CallObserver, MessageBus
 from .decision import (
     AnswerCheck,
     Gates,
-    fired_rules,
     relay_feedback,
 )
 from .defense import DefenseContext, DefenseMechanism, figures_only, select_mechanism, template
@@ -447,10 +446,14 @@ class Negotiator(_Deciding):
             return False
         if any(rec.gate is not None and rec.gate.admissible for rec in records):
             return False
-        return any(self._only_figure(trace, rec, gates) for rec in records)
+        # The context the decision after the rounds builds if drafting stops here (this round deciding).
+        drafts = [*(rec for rd in trace.rounds for rec in rd.proposals), *records]
+        ctx = self._round_context(trace, records, drafts, gates)
+        return any(self._only_figure(rec, ctx, gates) for rec in records)
 
-    def _only_figure(self, trace: Trace, rec: ProposalRecord, gates: Gates) -> bool:
-        """``rec``'s only fault is a wrong figure the framework states right (:meth:`_correctable`)."""
+    def _only_figure(self, rec: ProposalRecord, ctx: DefenseContext, gates: Gates) -> bool:
+        """``rec``'s only fault is a wrong figure the framework states right (:meth:`_correctable`),
+        and the decision given ``ctx`` (the round's) leaves it out or states the fact."""
         e, fw, layer1 = rec.evaluation, gates.fw, gates.layer1
         if e is None or rec.gate is None:
             return False
@@ -462,17 +465,6 @@ class Negotiator(_Deciding):
             return False
         if gates.extra is not None and gates.extra(rec.text):
             return False
-        ctx = DefenseContext(
-            chosen_text=None,
-            chosen_eval=None,
-            round_evals=[e],
-            deadlock=True,
-            framework=fw,
-            blocked=[(rec.text, e)],
-            verified=True,
-            fired=fired_rules(trace.request, [rec], fw, layer1, also=self._at_risk_earlier(trace, fw)),
-            request=trace.request,
-        )
         broke = figures_only(rec.text, e, ctx, layer1)
         if not broke or not fw.contradicted_facts(rec.text, broke):
             return False

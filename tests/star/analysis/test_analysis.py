@@ -430,6 +430,27 @@ def test_star_export_with_participant_demographics_compares_annotator_groups(tmp
     assert any("50 of 50 raters found" in n for n in data.notes)
 
 
+def test_group_tests_are_holm_adjusted_as_one_family(tmp_path: Path) -> None:
+    """Every rater attribute and intersection is one more test: each view's joint p-values get a
+    Holm adjustment over all of them (the exact Holm values of that family)."""
+    from statsmodels.stats.multitest import multipletests
+
+    rows = ratings_rows(np.random.default_rng(5), n_items=200, n_raters=60)
+    data = load(
+        write_csv(rows, tmp_path / "h.csv"), mapping=mapping_from({**MAPPING, "positive": "4..5", "neutral": "3"})
+    )
+    section = groups_section(data)
+    assert "Holm-adjusted" in section["multiple_comparisons"]
+    family = {**section["attributes"], **{f"x {k}": v for k, v in section.get("intersections", {}).items()}}
+    for view in ("binary_positive", "ordinal"):
+        comps = [v[view] for v in family.values() if "p_value" in v[view]["model"].get("joint_test", {})]
+        assert len(comps) >= 3  # gender, country, and their intersection at least
+        raw = [c["model"]["joint_test"]["p_value"] for c in comps]
+        want = multipletests(raw, method="holm")[1]
+        assert [c["p_value_holm"] for c in comps] == pytest.approx(list(want))
+        assert all(c["p_value_holm"] >= p for c, p in zip(comps, raw, strict=True))
+
+
 def test_ingroup_comparison_is_clustered_and_finds_a_planted_effect(tmp_path: Path) -> None:
     data = to_data(tmp_path, synthetic_star(np.random.default_rng(2), 800, in_effect=0.2))
     result = ingroup_section(data)

@@ -111,6 +111,9 @@ class MeteredBackend(Backend):
     def model_name(self) -> str:
         return self.inner.model_name
 
+    def reset_prompt_cache(self) -> None:
+        self.inner.reset_prompt_cache()  # a measurement's reset must reach the model that keeps the prompt
+
     async def complete(self, request: ChatRequest) -> Completion:
         depth = self.meter.start()
         # Yield once so that calls issued together all start before any of them finishes.

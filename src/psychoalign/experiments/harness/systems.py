@@ -568,6 +568,9 @@ class _GenericPrompts(Backend):
     def model_name(self) -> str:
         return self.inner.model_name
 
+    def reset_prompt_cache(self) -> None:
+        self.inner.reset_prompt_cache()  # a measurement's reset must reach the model that keeps the prompt
+
     async def complete(self, request: ChatRequest) -> Completion:
         messages = list(request.messages)
         if messages and messages[0].role == "system":

@@ -180,11 +180,13 @@ def item_disagreement(
     counts: FloatArray, metric: Metric = "nominal", values: list[float] | FloatArray | None = None
 ) -> FloatArray:
     """Per unit: D_o(unit) / D_e(all) = 1 - alpha_item (0 = the raters agree; ~1 = chance level).
-    NaN for units with fewer than two values. This is the per-item score H1 correlates with tension."""
+    NaN for units with fewer than two values, and for every unit when only one unit is pairable: D_e
+    then comes from that unit alone, so its score is 1 whatever the raters did. This is the per-item
+    score H1 correlates with tension."""
     counts = np.asarray(counts, dtype=np.float64)
     pairable = counts[counts.sum(axis=1) >= 2]
     out = np.full(counts.shape[0], np.nan)
-    if pairable.shape[0] == 0:
+    if pairable.shape[0] < 2:
         return out
     o = _unit_coincidences(pairable).sum(axis=0)
     n_v = o.sum(axis=1)

@@ -279,6 +279,10 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
         for k, slot in ((1, "annotator1"), (2, "annotator2"), (0, "arbitrator")):
             if f"{slot}_rating" not in row:
                 continue
+            if not k and _star_rating(row.get("arbitrator_rating")) is None and not item["arbitration_needed"]:
+                # an export has an arbitrator column on every dialogue; where no arbitration was
+                # needed the empty cell is no rating, and counting it "dropped" misreads the data
+                continue
             counts.ratings_read += 1
             parsed = _star_rating(row.get(f"{slot}_rating"))
             if not submitted:

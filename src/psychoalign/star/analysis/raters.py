@@ -25,11 +25,13 @@ def _flat_value(v: Any) -> Any:
     return v
 
 
-def attach_raters(data: RatingData, path: Path, id_col: str | None = None) -> RatingData:
+def attach_raters(data: RatingData, path: Path, id_col: str | None = None, label: str | None = None) -> RatingData:
     """Join rater attributes from a table with one row per rater (CSV/TSV/JSONL/JSON/Parquet): a
     ``psychoalign star participants list --json`` dump (``demographics`` objects become one column
     per dimension; several labels become one combined group, e.g. "Black + White"; "prefer not to
-    say" is missing) or any table with a rater id column. Attributes already in the data win."""
+    say" is missing) or any table with a rater id column. Attributes already in the data win.
+    ``label`` names the table in the notes (default: the file's name)."""
+    label = label or path.name
     frame = read_table(path)
     frame.columns = [str(c) for c in frame.columns]
     if data.source is not None:
@@ -64,7 +66,7 @@ def attach_raters(data: RatingData, path: Path, id_col: str | None = None) -> Ra
     known = set(data.ratings["rater_id"].dropna().astype(str))
     matched = len(known & set(table.index))
     if not known:
-        data.notes.append(f"{path.name}: this dataset has no rater ids; rater attributes not joined.")
+        data.notes.append(f"{label}: this dataset has no rater ids; rater attributes not joined.")
         return data
     base = data.raters.reindex(sorted(known | set(data.raters.index))) if not data.raters.empty else None
     new_cols = [c for c in table.columns if base is None or c not in base.columns]
@@ -72,6 +74,6 @@ def attach_raters(data: RatingData, path: Path, id_col: str | None = None) -> Ra
     data.raters = joined if base is None else base.join(joined)
     data.raters.index.name = "rater_id"
     data.notes.append(
-        f"Rater attributes from {path.name}: {new_cols or '—'}; {matched} of {len(known)} raters found there."
+        f"Rater attributes from {label}: {new_cols or '—'}; {matched} of {len(known)} raters found there."
     )
     return data

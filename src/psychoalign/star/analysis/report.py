@@ -577,6 +577,10 @@ def _expert_html(section: dict[str, Any]) -> str:
     rows = []
     warnings = []
     for view, v in section.items():
+        if isinstance(v, dict) and v.get("computable") is False:
+            # a view with no figure still says why, instead of an empty table
+            warnings.append(f"{view}: not computable: {v.get('reason')}")
+            continue
         if not isinstance(v, dict) or "agreement" not in v:
             continue
         rows.append(
@@ -593,7 +597,12 @@ def _expert_html(section: dict[str, Any]) -> str:
         if v.get("warning"):
             warnings.append(f"{view}: {v['warning']}")
     who = f"<p>Experts: {_esc(str(section['experts']))}</p>" if "experts" in section else ""
-    warn = "".join(f"<p class='warn' role='note'><strong>Small sample:</strong> {_esc(w)}</p>" for w in warnings)
+    warn = "".join(
+        f"<p class='nc'>{_esc(w)}</p>"
+        if ": not computable: " in w
+        else f"<p class='warn' role='note'><strong>Small sample:</strong> {_esc(w)}</p>"
+        for w in warnings
+    )
     head = (
         "view",
         "items",
@@ -617,7 +626,9 @@ def _agreement_html(section: dict[str, Any]) -> str:
     for by, groups in section.get("by", {}).items():
         for g, res in groups.items():
             rows.extend(_alpha_rows(f"{by.replace('_', ' ')}: {g}", res))
-    mean = section.get("item_disagreement", {}).get("mean")
+    disagreement = section.get("item_disagreement", {})
+    mean = disagreement.get("mean")
+    mean_text = _fmt(mean) if mean is not None or not disagreement.get("reason") else _esc(str(disagreement["reason"]))
     flat = [v for v in section["overall"].values() if isinstance(v, dict)]
     flat += [v for groups in section.get("by", {}).values() for res in groups.values() for v in res.values()]
     no_spread = [v for v in flat if isinstance(v, dict) and v.get("no_spread") and v.get("warning")]
@@ -632,7 +643,7 @@ def _agreement_html(section: dict[str, Any]) -> str:
         _small_sample(section)
         + spread_warn
         + _table(rows, ("ratings of", "disagreement counted as", _term("alpha"), _term("ci"), "items", "ratings"))
-        + f"<p>Mean {_term('item_disagreement')}: {_fmt(mean)} (per item: item_disagreement.csv, which "
+        + f"<p>Mean {_term('item_disagreement')}: {mean_text} (per item: item_disagreement.csv, which "
         "<code>psychoalign star analyze</code> writes beside the report)</p>"
     )
 
@@ -666,6 +677,8 @@ def _groups_html(section: dict[str, Any]) -> str:
         parts.append(_views_html(f"intersection {attrs}", views))
     if section.get("intersections_note"):
         parts.append(f"<p class='note'>{_esc(section['intersections_note'])}</p>")
+    if section.get("multiple_comparisons"):
+        parts.append(f"<p class='note'>Multiple comparisons: {_esc(section['multiple_comparisons'])}.</p>")
     return "".join(parts)
 
 

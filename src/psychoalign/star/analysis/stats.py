@@ -116,6 +116,14 @@ def agreement_section(data: RatingData, *, n_boot: int = 1000, seed: int = 0) ->
         "items": {i: (None if math.isnan(s) else float(s)) for i, s in zip(ids, scores, strict=True)},
         "mean": float(np.nanmean(scores)) if np.isfinite(scores).any() else None,
     }
+    if section["item_disagreement"]["mean"] is None:
+        # say why, as alpha does: a bare dash reads like a missing number
+        section["item_disagreement"]["reason"] = (
+            "undefined: every rating is the same value (no expected disagreement to divide by)"
+            if ann["value"].nunique() <= 1
+            else "undefined: only one item was rated more than once, and its disagreement set against "
+            "its own ratings is 1 by construction"
+        )
     return section
 
 
@@ -357,8 +365,13 @@ def _compare(
     else:
         exog_x = design(part, column, levels[0])
         yv = part["__y"].to_numpy()
-        if not ordinal and yv.min() == yv.max():
-            out["model"] = not_computable("every rating has the same outcome")
+        if yv.min() == yv.max():
+            # a constant outcome has no cut-points to fit (OrderedModel fails on a shape error)
+            out["model"] = not_computable(
+                "every rating has the same outcome"
+                if not ordinal
+                else "every rating is at one scale point: the outcome does not vary"
+            )
         else:
             try:
                 out["model"] = (fit_ordinal if ordinal else fit_binary)(yv, exog_x, part)
@@ -460,6 +473,18 @@ def groups_section(data: RatingData) -> dict[str, Any]:
             crossed[name] = _views(data, frame, name)
     if crossed:
         out["intersections"] = crossed
+    # every attribute and intersection is one more test of "do these raters differ": with a dozen of
+    # them one comes out below 0.05 by chance, so each view's joint tests are Holm-adjusted together
+    family = {
+        **out["attributes"],
+        **{f"intersection {name}": views for name, views in crossed.items()},
+    }
+    for view in {v for views in family.values() for v in views}:
+        _holm({name: views[view] for name, views in family.items() if view in views})
+    out["multiple_comparisons"] = (
+        "each view's joint tests over all rater attributes and their intersections are also given "
+        "Holm-adjusted (p_value_holm), as one family"
+    )
     if len(pairs) > MAX_INTERSECTIONS:
         out["intersections_note"] = (
             f"the first {MAX_INTERSECTIONS} of {len(pairs)} attribute pairs are crossed; for another, join "

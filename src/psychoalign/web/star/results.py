@@ -229,7 +229,10 @@ def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, A
         if people:  # no one registered yet (a fresh draft): nothing to attach, an empty report
             raters = Path(tmp) / "raters.json"
             raters.write_text(json.dumps(people, ensure_ascii=False), encoding="utf-8")
-            data = attach_raters(data, raters)
+            data = attach_raters(data, raters, label="the participants' questionnaire answers")
+        # the rows come from the store, not a file: the temporary file's name and hash would name
+        # a file nobody can find or check (docs: `source` is null in the lab's report)
+        data.source = None
         report = analyze([data], n_boot=200, embed=False)
         back = (f"/lead/campaigns/{name}", f"Back to the campaign {name}")
         write_report(report, [data], Path(tmp) / "out", back=back)

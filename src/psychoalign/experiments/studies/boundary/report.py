@@ -17,7 +17,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ....errors import InputError
 from ....star.analysis.pvalues import p_text, p_value
 
 __all__ = ["render_boundary_html", "render_h1_html", "write_report"]
@@ -311,14 +310,10 @@ def render_h1_html(report: dict[str, Any]) -> str:
 
 
 def write_report(out: Path, report: dict[str, Any], html_text: str) -> tuple[Path, Path]:
-    """Write ``out/results.json`` and ``out/report.html``; returns both paths."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        json_path, html_path = out / "results.json", out / "report.html"
-        json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-        html_path.write_text(html_text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"cannot write the report to {out}: {exc.strerror}", hint="pass --out DIR you can write"
-        ) from None
+    """Write ``out/results.json`` and ``out/report.html``; returns both paths. The command line
+    writes into a temporary folder that becomes ``--out DIR`` whole (cli.common.out_folder)."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = out / "results.json", out / "report.html"
+    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    html_path.write_text(html_text, encoding="utf-8")
     return json_path, html_path
