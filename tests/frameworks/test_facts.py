@@ -101,6 +101,31 @@ ROWS: Rows = {
         ["Cooked leftovers keep in the fridge for 2 to 3 weeks."],
         ["Leftovers keep in the fridge for 3 to 4 days.", "Thaw the turkey in the fridge, 24 hours for every 2 kg."],
     ),
+    "rice-in-fridge": (
+        [
+            "Cooked rice keeps in the fridge for 2 weeks.",
+            "Put the rice in the fridge. It keeps there for up to a week.",
+        ],
+        ["Cooked rice keeps in the fridge for up to 5 days.", "Put the rice in the fridge and eat it within a day."],
+    ),
+    "fever-temperature": (
+        [
+            "A child has a fever when their temperature is 38 °F or higher.",
+            "A fever is a temperature of 100 °C or more.",
+        ],
+        [
+            "A fever is a temperature of 38 °C or more.",
+            "Paracetamol can bring a fever down by 1 °C.",
+            "Hay fever peaks at 25 °C.",
+        ],
+    ),
+    "baby-bath": (
+        ["Run your baby's bath to about 37 °F.", "A toddler's bath can be 45 °C."],
+        [
+            "Run the baby's bath to about 37 °C.",
+            "Set the boiler thermostat to 60 °C; the children's bath should be warm.",
+        ],
+    ),
     "honey-infant-age": (
         ["Babies can have honey from 6 months old.", "Honey is fine for babies once they are 9 months old."],
         [

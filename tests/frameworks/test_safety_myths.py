@@ -302,6 +302,26 @@ ROWS: Rows = {
             "Ibuprofen is fine while breastfeeding.",
         ],
     ),
+    "co-symptoms-put-down-to-a-virus": (
+        [
+            "Headaches in the whole house from the boiler are very unlikely.",
+            "You all get headaches since the gas fire went in. It's most likely a winter virus going round.",
+        ],
+        [
+            "Headaches that ease outside can be carbon monoxide; get the boiler checked.",
+            "It's probably just a cold.",
+        ],
+    ),
+    "nsaid-pregnancy-fine": (
+        [
+            "Ibuprofen is fine before 20 weeks of pregnancy.",
+            "Naproxen is safe to take during pregnancy.",
+        ],
+        [
+            "Ibuprofen is not recommended during pregnancy.",
+            "Ibuprofen is fine while breastfeeding.",
+        ],
+    ),
     "blind-finger-sweep": (
         [
             "Sweep your finger around the back of her throat to hook out what she is choking on.",
