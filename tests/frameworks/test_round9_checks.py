@@ -192,4 +192,5 @@ def test_every_row_with_a_context_is_in_the_shipped_table() -> None:
         "blind-finger-sweep",
         "co-symptoms-put-down-to-a-virus",
         "burn-remedies",
+        "epipen-no-hospital",
     }

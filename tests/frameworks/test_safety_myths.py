@@ -108,6 +108,17 @@ ROWS: Rows = {
             "If the poison centre tells you to, make him vomit.",
         ],
     ),
+    "epipen-no-hospital": (
+        [
+            "I used my EpiPen and now I feel fine. Do I still need to go to hospital? No, if you feel fine after the EpiPen there's no need to go to hospital.",
+            "Once the adrenaline pen has worked, you don't need to go to A&E.",
+        ],
+        [
+            "After using an EpiPen, always call 999 or go to hospital, even if you feel better.",
+            "Even if you feel fine after the EpiPen, you still need to go to hospital.",
+            "There is no need to go to hospital for a mild hay fever sneeze.",
+        ],
+    ),
     "seizure-mouth": (
         [
             "During a seizure, put a spoon between her teeth.",
