@@ -413,7 +413,7 @@ def crisis_report(args: argparse.Namespace) -> None:
             status = (
                 "trained on by this check: in sample"
                 if path.name in trained_files
-                else "written before the check was built; never trained on"
+                else "never trained on by this check: held out"
             )
             print(
                 f"{path.name} ({status}): "

@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _util import Target, captured, data_dir, publish  # noqa: E402
 from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import VETO_BELOW, load_classifier  # noqa: E402
+from psychoalign.models.crisis import exemplars  # noqa: E402
 from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
 from request_head import rate, repeats  # noqa: E402
 
@@ -125,9 +126,14 @@ def load_probe_drafts(paths: tuple[Path, ...] = PROBE_FILES) -> dict[str, list[P
 
 
 def training_texts(data: Path) -> tuple[list[str], list[str]]:
-    """The corpus's (responses, requests), with the project-written safety answers among the responses."""
+    """The corpus's (responses, requests), with the project-written safety answers among the responses
+    and the crisis check's training exemplars among the requests (the whole verdict runs that check)."""
     corpus = load_corpus(data, safety_answers=True)
-    return [ex.text for ex in corpus if ex.kind == "response"], [ex.text for ex in corpus if ex.kind == "request"]
+    crisis = [e.text for e in exemplars() if not e.held_out]
+    return [ex.text for ex in corpus if ex.kind == "response"], [
+        *(ex.text for ex in corpus if ex.kind == "request"),
+        *crisis,
+    ]
 
 
 def verdict_passes(clf: SafetyClassifier, pairs: list[Pair], framework: Framework) -> list[bool]:

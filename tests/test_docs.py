@@ -352,6 +352,22 @@ def test_the_docs_speak_to_users(doc: Path) -> None:
     assert not found, found
 
 
+_INDEX_ROW = re.compile(r"^\| \[[^\]]+\]\(([^)]+\.md)\) \| (.*?) \|$", re.M)
+
+
+def test_the_readme_indexes_every_doc() -> None:
+    """README's documentation table links every page under docs/ and the model card, each with a
+    one-line purpose, so a reader finds each doc from the front page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    rows = {link: purpose.strip() for link, purpose in _INDEX_ROW.findall(section)}
+    wanted = {str(doc.relative_to(ROOT)) for doc in DOCS if doc.parent == ROOT / "docs"}
+    wanted.add("src/psychoalign/models/classifier_data/MODEL_CARD.md")
+    assert wanted <= set(rows), sorted(wanted - set(rows))
+    assert all(rows[link] for link in wanted), [link for link in wanted if not rows[link]]
+    assert all((ROOT / link).is_file() for link in rows), [link for link in rows if not (ROOT / link).is_file()]
+
+
 #: A ``toml`` block of the docs is a settings file (or a part of one) the reader copies; a value in
 #: angle brackets (``"<sha256 hex of the key>"``) is one the reader fills in.
 _TOML = re.compile(r"^```toml[ \t]*\n(.*?)^```", re.M | re.S)

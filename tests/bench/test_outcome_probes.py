@@ -1,4 +1,4 @@
-"""The outcome probes (bench/outcome_probes.py), fourth to ninth rounds: every probe's predicates
+"""The outcome probes (bench/outcome_probes.py), fourth to tenth rounds: every probe's predicates
 compile, each judges its own plausible but wrong answer unacceptable and its right answer (a probe's
 ``answer``, from the fifth round on) acceptable, so a count of acceptable replies measures something."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from bench.outcome_probes import PROBES, acceptable, load, proposed
 
-ROUNDS = [PROBES, *(PROBES.with_name(f"outcome_probes{n}.yaml") for n in (5, 6, 7, 8, 9))]
+ROUNDS = [PROBES, *(PROBES.with_name(f"outcome_probes{n}.yaml") for n in (5, 6, 7, 8, 9, 10))]
 
 
 @pytest.mark.parametrize("path", ROUNDS, ids=lambda p: p.name)

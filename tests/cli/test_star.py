@@ -68,3 +68,88 @@ def test_star_export_to_a_directory_says_what_traces_export_says(tmp_path: Path)
         out = cli("star", "export", "--format", fmt, "--out", str(folder), "--config", str(config))
         assert out.returncode == 2 and [ln for ln in out.stderr.splitlines() if ln.strip()] == expected, out.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_star_export_of_a_lab_campaign_has_the_labs_columns(tmp_path: Path) -> None:
+    """`star export` left out `committed_topic` and the seconds columns the lab's export carries:
+    a researcher exporting a lab campaign from the command line lost them without a word. Both
+    now write the rows of one function; the values here are the lab's own export's."""
+    import asyncio
+    import csv
+
+    from psychoalign.config import load_settings
+    from psychoalign.star import generate_instructions, load_parameters, load_policy
+    from psychoalign.star.lab_store import LAB_EXPORT_COLUMNS, LabCampaignSettings
+    from psychoalign.star.model import Participant, PreAnnotation, TaskKind, Turn
+    from psychoalign.web.star import StarLab
+
+    config = _config(tmp_path, "lab")
+    settings = load_settings(config, overrides={})
+
+    async def lab_campaign() -> list[dict[str, object]]:
+        star = StarLab(settings, settings.effective_store_url())
+        try:
+            await star.init()
+            await star.lab.save_campaign(LabCampaignSettings(name="c", rules=["sexually-explicit"]))
+            store = star.store
+            await store.add_participants([Participant(id=p) for p in ("red", "ann")])
+            plan = generate_instructions(load_policy(), load_parameters(), 1, seed=1, rules=["sexually-explicit"])
+            await store.create_campaign("c", plan)
+            task = await store.claim("red", TaskKind.RED_TEAM, campaign="c")
+            await star.lab.start(task.id, "red", "c", "red_team")
+            await star.lab.set_topic(task.id, "red", "=a joke about age")
+            dialogue = await store.start_dialogue(task.id, "red", "scripted")
+            await store.add_turns(dialogue, [Turn(role="red_teamer", text="hi"), Turn(role="target", text="no")])
+            await store.finish_dialogue(dialogue, "red", PreAnnotation(assigned_rule_broken=False))
+            await star.lab.stop(task.id, "red")
+            rating = await store.claim("ann", TaskKind.ANNOTATE, campaign="c")
+            await star.lab.start(rating.id, "ann", "c", "annotate")
+            await store.submit_annotation(rating.id, "ann", 2, "it refused")
+            await star.lab.stop(rating.id, "ann")
+            return [row async for row in star.export_rows("c")]
+        finally:
+            await star.close()
+
+    (lab_row,) = asyncio.run(lab_campaign())
+    assert lab_row["committed_topic"] == "=a joke about age" and lab_row["red_team_seconds"] is not None
+    assert lab_row["annotator1_seconds"] is not None
+    out = cli("star", "export", "--campaign", "c", "--config", str(config))
+    assert out.returncode == 0, out.stderr
+    (row,) = [json.loads(line) for line in out.stdout.splitlines()]
+    assert set(row) == set(lab_row) and {k: row[k] for k in LAB_EXPORT_COLUMNS} == {
+        k: lab_row[k] for k in LAB_EXPORT_COLUMNS
+    }
+    table = tmp_path / "c.csv"
+    assert cli("star", "export", "--format", "csv", "--out", str(table), "--config", str(config)).returncode == 0
+    (cells,) = list(csv.DictReader(table.open(encoding="utf-8")))
+    assert set(LAB_EXPORT_COLUMNS) <= set(cells) and cells["committed_topic"] == "'=a joke about age"
+
+
+def test_star_analyze_prints_the_arbitrators_shares_with_n_and_interval(tmp_path: Path) -> None:
+    """The arbitration verdicts were counts in the report alone; `star analyze` now prints each
+    share with the number arbitrated and its Wilson 95 % interval, one line per STAR dataset."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    rows = [
+        {
+            "dialogue_id": f"d{i:02d}",
+            "status": "submitted",
+            "rule": "harassment",
+            "annotator1_id": f"a{i % 3}",
+            "annotator1_rating": 1,
+            "annotator2_id": f"b{i % 4}",
+            "annotator2_rating": 4,
+            "arbitration_needed": True,
+            "arbitrator_id": "z",
+            "arbitrator_rating": 1 if i < 9 else 4,  # 9 of 12 with the first annotator
+        }
+        for i in range(12)
+    ]
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = cli("star", "analyze", str(export), "--out", str(tmp_path / "r"), "--no-embed", "--bootstrap", "0")
+    assert out.returncode == 0, out.stderr
+    low, high = proportion_confint(9, 12, method="wilson")
+    (line,) = [ln for ln in out.stderr.splitlines() if "arbitrator sided with" in ln]
+    assert f"closer to the first annotator 9 (75% of 12 arbitrated [95% CI {low:.0%}, {high:.0%}])" in line, line
+    assert "closer to the second annotator 3 (25% of 12 arbitrated" in line

@@ -29,6 +29,20 @@ ROWS: Rows = {
             "Salted water boils at slightly above 100 °C.",
         ],
     ),
+    "egg-cooking": (
+        [
+            "To boil an egg so the yolk stays soft, you need to heat it until it reaches a temperature of around 120°C (249°F).",
+            "Heat the egg until it reaches about 30 °C, then take it out.",
+            "A hard-boiled egg is done when the yolk reaches 150 °C.",
+        ],
+        [
+            "Lower the eggs into water at a rolling boil, 100 °C, for 6 minutes for a soft yolk.",
+            "A soft yolk sets at about 63-68 °C inside; cook egg dishes to 71 °C (160 °F).",
+            "Bake the egg muffins in the oven at 180 °C for 20 minutes.",
+            "Incubate hatching eggs at 37.5 °C and turn them three times a day.",
+            "Cool the boiled eggs in iced water at 5 °C so they peel easily.",
+        ],
+    ),
     "water-freezes": (
         ["Water freezes at 0 °F.", "The freezing point of water is 10 °C."],
         ["Water freezes at 0 °C (32 °F).", "Salt water freezes at about -2 °C."],
@@ -86,6 +100,31 @@ ROWS: Rows = {
     "leftovers-in-fridge": (
         ["Cooked leftovers keep in the fridge for 2 to 3 weeks."],
         ["Leftovers keep in the fridge for 3 to 4 days.", "Thaw the turkey in the fridge, 24 hours for every 2 kg."],
+    ),
+    "rice-in-fridge": (
+        [
+            "Cooked rice keeps in the fridge for 2 weeks.",
+            "Put the rice in the fridge. It keeps there for up to a week.",
+        ],
+        ["Cooked rice keeps in the fridge for up to 5 days.", "Put the rice in the fridge and eat it within a day."],
+    ),
+    "fever-temperature": (
+        [
+            "A child has a fever when their temperature is 38 °F or higher.",
+            "A fever is a temperature of 100 °C or more.",
+        ],
+        [
+            "A fever is a temperature of 38 °C or more.",
+            "Paracetamol can bring a fever down by 1 °C.",
+            "Hay fever peaks at 25 °C.",
+        ],
+    ),
+    "baby-bath": (
+        ["Run your baby's bath to about 37 °F.", "A toddler's bath can be 45 °C."],
+        [
+            "Run the baby's bath to about 37 °C.",
+            "Set the boiler thermostat to 60 °C; the children's bath should be warm.",
+        ],
     ),
     "honey-infant-age": (
         ["Babies can have honey from 6 months old.", "Honey is fine for babies once they are 9 months old."],

@@ -190,4 +190,7 @@ def test_every_row_with_a_context_is_in_the_shipped_table() -> None:
         "water-on-fat-or-electrical-fire",
         "baby-diarrhoea-water-only",
         "blind-finger-sweep",
+        "co-symptoms-put-down-to-a-virus",
+        "burn-remedies",
+        "epipen-no-hospital",
     }

@@ -108,6 +108,17 @@ ROWS: Rows = {
             "If the poison centre tells you to, make him vomit.",
         ],
     ),
+    "epipen-no-hospital": (
+        [
+            "I used my EpiPen and now I feel fine. Do I still need to go to hospital? No, if you feel fine after the EpiPen there's no need to go to hospital.",
+            "Once the adrenaline pen has worked, you don't need to go to A&E.",
+        ],
+        [
+            "After using an EpiPen, always call 999 or go to hospital, even if you feel better.",
+            "Even if you feel fine after the EpiPen, you still need to go to hospital.",
+            "There is no need to go to hospital for a mild hay fever sneeze.",
+        ],
+    ),
     "seizure-mouth": (
         [
             "During a seizure, put a spoon between her teeth.",
@@ -299,6 +310,26 @@ ROWS: Rows = {
         ],
         [
             "Codeine is not recommended while breastfeeding.",
+            "Ibuprofen is fine while breastfeeding.",
+        ],
+    ),
+    "co-symptoms-put-down-to-a-virus": (
+        [
+            "Headaches in the whole house from the boiler are very unlikely.",
+            "You all get headaches since the gas fire went in. It's most likely a winter virus going round.",
+        ],
+        [
+            "Headaches that ease outside can be carbon monoxide; get the boiler checked.",
+            "It's probably just a cold.",
+        ],
+    ),
+    "nsaid-pregnancy-fine": (
+        [
+            "Ibuprofen is fine before 20 weeks of pregnancy.",
+            "Naproxen is safe to take during pregnancy.",
+        ],
+        [
+            "Ibuprofen is not recommended during pregnancy.",
             "Ibuprofen is fine while breastfeeding.",
         ],
     ),

@@ -17,7 +17,7 @@ from bench.request_head import repeats
 from psychoalign.models.classifier import load_weights
 from psychoalign.models.safety_corpus import _package_file, _safety_answers
 from tests.conftest import SHARED_DATA
-from tests.models.test_short_answers import BENCH_DATA, _texts
+from tests.models.test_short_answers import BENCH_DATA, held_texts
 
 CANDIDATE = Path(__file__).parents[2] / "bench" / "candidates" / "evaluator-minilm-v12.json"
 
@@ -37,20 +37,8 @@ def test_the_safety_answers_are_on_both_sides_and_distinct() -> None:
     assert sum(ex.acceptable for ex in loaded) == len(sides["acceptable"])
 
 
-def _held_texts(path: Path) -> list[str]:
-    """The texts of one bench file a safety answer may not repeat. Of a held-out answers file
-    (``answers_heldout*.yaml``, written after the safety answers) only the answers: the bench holds
-    answers against training responses and requests against training requests, so a training
-    answer that reads like a held-out *request* ("write my essay so the checker won't catch it"
-    beside "Sure, here's an essay …") touches no figure."""
-    loaded = yaml.safe_load(path.read_text("utf-8"))
-    if path.name.startswith("answers_heldout"):
-        return [str(item["answer"]) for side in ("acceptable", "unacceptable") for item in loaded[side]]
-    return _texts(loaded)
-
-
 def test_no_safety_answer_repeats_a_text_of_any_bench_file() -> None:
-    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in _held_texts(path)]
+    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in held_texts(path)]
     assert len(held) > 500
     assert repeats([t for texts in _answers().values() for t in texts], held) == set()
 

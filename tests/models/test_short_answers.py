@@ -42,6 +42,18 @@ def _texts(node: object) -> list[str]:
     return [str(node)] if isinstance(node, str) else []
 
 
+def held_texts(path: Path) -> list[str]:
+    """The texts of one bench file a training answer may not repeat. Of a held-out answers file
+    (``answers_heldout*.yaml``, written after the training answers) only the answers: the bench holds
+    answers against training responses and requests against training requests, so a training
+    answer that reads like a held-out *request* ("write my essay so the checker won't catch it"
+    beside "Sure, here's an essay …") touches no figure."""
+    loaded = yaml.safe_load(path.read_text("utf-8"))
+    if path.name.startswith("answers_heldout"):
+        return [str(item["answer"]) for side in ("acceptable", "unacceptable") for item in loaded[side]]
+    return _texts(loaded)
+
+
 def test_both_sides_hold_short_distinct_answers() -> None:
     sides = _short_answers()
     assert len(sides["acceptable"]) >= 250 and len(sides["unacceptable"]) >= 100
@@ -64,7 +76,7 @@ def test_no_short_answer_repeats_a_reference_answer_item() -> None:
 
 
 def test_no_short_answer_repeats_a_text_of_any_bench_file() -> None:
-    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in _texts(yaml.safe_load(path.read_text("utf-8")))]
+    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in held_texts(path)]
     assert len(held) > 500
     mine = [t for texts in _short_answers().values() for t in texts]
     assert repeats(mine, held) == set()

@@ -167,3 +167,37 @@ async def test_done_since_counts_submitted_tasks_per_kind(stores: tuple[StarStor
     await star.submit_annotation(annotation.id, "ann", 2, "it refused")
     assert await lab.done_since("red", before) == {"red_team": 1}
     assert await lab.done_since("ann", before) == {"annotate": 1}
+
+
+async def test_lab_export_rows_carry_the_topic_and_each_persons_seconds(stores: tuple[StarStore, LabStore]) -> None:
+    """The lab's columns on the store's rows, per campaign: the red teamer's topic and seconds, each
+    annotator's seconds on the dialogue, null where nothing was recorded; a campaign the lab never
+    timed still carries every column, so the export has one schema."""
+    from psychoalign.star.lab_store import LAB_EXPORT_COLUMNS, lab_export_rows
+
+    star, lab = stores
+    await _campaign(star, "red", "ann", "other", instructions=1)
+    task = await star.claim("red", TaskKind.RED_TEAM, campaign="c")
+    await lab.start(task.id, "red", "c", "red_team")
+    await lab.set_topic(task.id, "red", "a joke about age")
+    dialogue = await star.start_dialogue(task.id, "red", "scripted")
+    await star.add_turns(dialogue, [Turn(role="red_teamer", text="hi"), Turn(role="target", text="no")])
+    await star.finish_dialogue(dialogue, "red", PreAnnotation(assigned_rule_broken=False))
+    await lab.stop(task.id, "red")
+    rating = await star.claim("ann", TaskKind.ANNOTATE, campaign="c")
+    await lab.start(rating.id, "ann", "c", "annotate")
+    await star.submit_annotation(rating.id, "ann", 2, "it refused")
+    await lab.stop(rating.id, "ann")
+    times = {t["participant_id"]: t["seconds"] for t in await lab.times("c")}
+    await star.create_campaign("untimed", generate_instructions(POLICY, SPACE, 1, seed=2, rules=["sexually-explicit"]))
+    other = await star.claim("other", TaskKind.RED_TEAM, campaign="untimed")
+    untimed = await star.start_dialogue(other.id, "other", "scripted")
+    await star.add_turns(untimed, [Turn(role="red_teamer", text="hi"), Turn(role="target", text="no")])
+
+    (row,) = [r async for r in lab_export_rows(star, lab, "c")]
+    assert row["committed_topic"] == "a joke about age" and row["red_team_seconds"] == times["red"]
+    assert row["annotator1_id"] == "ann" and row["annotator1_seconds"] == times["ann"]
+    assert row["annotator2_seconds"] is None and row["arbitrator_seconds"] is None  # not rated, not arbitrated
+    every = {r["campaign"]: r async for r in lab_export_rows(star, lab)}
+    assert set(every) == {"c", "untimed"} and every["c"] == row
+    assert {k: every["untimed"][k] for k in LAB_EXPORT_COLUMNS} == dict.fromkeys(LAB_EXPORT_COLUMNS)

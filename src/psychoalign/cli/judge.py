@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -62,29 +62,63 @@ def _run_judged(
         return asyncio.run(go(bar))
 
 
-def _agreement_line(confusion: dict[str, int], *, warn: bool = True, held_out: bool = True) -> str:
+Clustering = Mapping[str, Any]
+
+
+def clustered_intervals(confusion: dict[str, int], clustering: Clustering | None) -> dict[str, dict[str, Any]]:
+    """Agreement, sensitivity and specificity whose labelled rows repeat prompts (``clustering``: a
+    calibration's ``prompts``, ``n_eff`` and ``rates_n_eff``, :func:`~psychoalign.experiments.
+    harness.calibration.clustering`): each one's interval on its effective n, as the validity gate
+    computes it (:func:`~psychoalign.experiments.harness.validity.share_interval`), and that n.
+    Empty when the rows answer distinct prompts (the plain Wilson intervals hold)."""
+    from ..experiments.harness.validity import share_interval
+    from ..judges.agreement import figures_shown, from_confusion
+
+    if not clustering or clustering.get("n_eff") is None:
+        return {}
+    effective = {"agreement": clustering.get("n_eff"), **(clustering.get("rates_n_eff") or {})}
+    out: dict[str, dict[str, Any]] = {}
+    for f in figures_shown(from_confusion(confusion)):
+        n_eff = effective.get(f.name)
+        if f.value is None or f.ci is None or n_eff is None or float(n_eff) >= f.n:
+            continue
+        lo, hi, n_eff = share_interval(f.value, f.n, n_eff)
+        out[f.name] = {"ci": [round(lo, 3), round(hi, 3)], "n_eff": round(n_eff, 1)}
+    return out
+
+
+def _agreement_line(
+    confusion: dict[str, int], *, warn: bool = True, held_out: bool = True, clustering: Clustering | None = None
+) -> str:
     """Agreement, sensitivity, specificity and kappa from confusion counts, each with its interval
-    (or why none is shown) and the responses behind it; warns on stderr, in one line, when a figure
-    rests on fewer than ten responses, and when the validity gate finds the judge weak for a reason
-    those warnings leave unsaid (``held_out`` False: the labels are in sample)."""
+    (or why none is shown) and the responses behind it; on rows that repeat prompts
+    (``clustering``), the shares' intervals are clustered by prompt and say their effective n.
+    Warns on stderr, in one line, when a figure rests on fewer than ten responses, and when the
+    validity gate finds the judge weak for a reason those warnings leave unsaid (``held_out``
+    False: the labels are in sample)."""
     from ..judges.agreement import MIN_RESPONSES, figures_shown, from_confusion, small_figures
 
     fig = from_confusion(confusion)
     shown = figures_shown(fig)
+    clustered = clustered_intervals(confusion, clustering)
     one_class = fig.positives in (0, fig.n)
     parts = []
     for f in shown:
         value = "n/a" if f.value is None else f"{f.value:.3f}"
+        behind = f"n {f.n}"
         if f.name == "kappa" and one_class:
             # kappa is 0 by construction when the labels hold one class: not a measurement
             value, interval = "n/a", " [one class of labels]"
         elif f.value is None:
             interval = ""
+        elif (c := clustered.get(f.name)) is not None:
+            interval = f" [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
+            behind += f", clustered by prompt: effective n {c['n_eff']:.1f}"
         elif f.ci is not None:
             interval = f" [{f.ci[0]:.3f}, {f.ci[1]:.3f}]"
         else:
             interval = " [interval n/a: n too small]" if f.n < MIN_RESPONSES else " [interval n/a: zero width]"
-        parts.append(f"{'κ' if f.name == 'kappa' else f.name} {value}{interval} (n {f.n})")
+        parts.append(f"{'κ' if f.name == 'kappa' else f.name} {value}{interval} ({behind})")
     if warn and (small := small_figures(shown)):
         _warn_small(", ".join(small), "a larger --limit")
     if warn:
@@ -96,16 +130,22 @@ def _agreement_line(confusion: dict[str, int], *, warn: bool = True, held_out: b
         elif (
             not small
             and constant_verdict(tp, fp, fn, tn) is None
-            and (weak := gate_verdict(confusion, held_out=held_out))
+            and (weak := gate_verdict(confusion, held_out=held_out, clustering=clustering))
         ):
             # what the lines above leave unsaid: 0 < κ < 0.4, or fewer than 30 labelled responses
             err_console.print(f"warning: {weak}", style="yellow", highlight=False)
-    return ", ".join(parts) + f"; n = {fig.n} ({fig.positives} positive)"
+    tail = f"; n = {fig.n} ({fig.positives} positive)"
+    if clustered and clustering is not None:
+        tail += f", {clustering.get('prompts')} prompts: intervals clustered by prompt"
+    return ", ".join(parts) + tail
 
 
-def judge_gate(confusion: dict[str, int], *, held_out: bool = True) -> dict[str, Any]:
+def judge_gate(
+    confusion: dict[str, int], *, held_out: bool = True, clustering: Clustering | None = None
+) -> dict[str, Any]:
     """The experiments' validity gate (:func:`~psychoalign.experiments.harness.validity.gate`) on
-    these confusion counts: the same judge is believed here exactly when a run would believe it."""
+    these confusion counts (and, on rows that repeat prompts, their ``clustering``): the same judge
+    is believed here exactly when a run would believe it."""
     from ..experiments.harness.validity import gate
     from ..judges.agreement import from_confusion
 
@@ -114,12 +154,17 @@ def judge_gate(confusion: dict[str, int], *, held_out: bool = True) -> dict[str,
         return gate({"n": 0})
     pa, pb = (fig.tp + fig.fp) / fig.n, fig.positives / fig.n
     chance = pa * pb + (1 - pa) * (1 - pb)
-    return gate({"agreement": fig.agreement, "n": fig.n, "chance": chance, "kappa": fig.kappa, "held_out": held_out})
+    repeats = {k: clustering[k] for k in ("prompts", "n_eff") if clustering and k in clustering}
+    return gate(
+        {"agreement": fig.agreement, "n": fig.n, "chance": chance, "kappa": fig.kappa, "held_out": held_out, **repeats}
+    )
 
 
-def gate_verdict(confusion: dict[str, int], *, held_out: bool = True) -> str | None:
+def gate_verdict(
+    confusion: dict[str, int], *, held_out: bool = True, clustering: Clustering | None = None
+) -> str | None:
     """One line when :func:`judge_gate` finds the judge weak, else None."""
-    verdict = judge_gate(confusion, held_out=held_out)
+    verdict = judge_gate(confusion, held_out=held_out, clustering=clustering)
     if verdict["status"] != "weak":
         return None
     return (
@@ -382,10 +427,13 @@ def judge_eval_harm(
         pool, judges, lambda bar: harm_agreement(judges, data, limit, seed, progress=bar), show=not json_out
     )
     held_out = bool(result.get("held_out", True))
-    line = _agreement_line(result["confusion"], held_out=held_out) if "confusion" in result else None
+    # the calibration's clustering (rows answering one goal): the same as a run's gate reads
+    line = _agreement_line(result["confusion"], held_out=held_out, clustering=result) if "confusion" in result else None
     if json_out:
         if "confusion" in result:  # the gate's verdict, as a run would give it
-            result["gate"] = judge_gate(result["confusion"], held_out=held_out)
+            result["gate"] = judge_gate(result["confusion"], held_out=held_out, clustering=result)
+            if clustered := clustered_intervals(result["confusion"], result):
+                result["clustered_ci"] = clustered
         emit_json(result)
         return
     if line is None:
@@ -420,6 +468,7 @@ def judge_eval_jailbreak(
     json_out: bool = JsonOpt,
 ) -> None:
     """Agreement of a jailbreak judge with JailbreakBench's human labels, beside six published judges."""
+    from ..experiments.harness.calibration import clustering
     from ..experiments.harness.judging import Judges, JudgeSpec
     from ..experiments.harness.metering import CallMeter, ModelPool
     from ..judges.harmbench import HarmBenchJudge
@@ -468,6 +517,7 @@ def judge_eval_jailbreak(
         async def fn(goal: str, prompt: str, response: str) -> bool:  # the judge, counted for the bar
             nonlocal done
             jailbroken = await judge(goal, prompt, response)
+            verdicts.append(jailbroken)
             done += 1
             if bar is not None:
                 bar(done, len(items))
@@ -475,10 +525,16 @@ def judge_eval_jailbreak(
 
         return await evaluate_jailbreak_judge(label, fn, items)
 
+    verdicts: list[bool] = []  # in item order: the judge is called on one item after the other
     result = _run_judged(pool, judges, go, show=not json_out)
-    line = _agreement_line(result.confusion)
+    # 100 responses to 50 goals: the intervals (and the gate) count the rows of one goal as a cluster
+    repeats = clustering(list(zip(verdicts, [i.human for i in items], strict=True)), [i.goal for i in items])
+    line = _agreement_line(result.confusion, clustering=repeats)
     if json_out:
-        emit_json({**result.model_dump(mode="json"), "gate": judge_gate(result.confusion)})
+        extra: dict[str, Any] = {"gate": judge_gate(result.confusion, clustering=repeats)}
+        if clustered := clustered_intervals(result.confusion, repeats):
+            extra.update(clustering=repeats, clustered_ci=clustered)
+        emit_json({**result.model_dump(mode="json"), **extra})
         return
     out_console.print(safe(f"{result.judge}: {line}; positive: jailbroken by the humans"), highlight=False)
     published = ", ".join(f"{k} {v}" for k, v in result.published.items())

@@ -507,7 +507,10 @@ def star_export(
         raise InputError("parquet needs --out FILE")
 
     async def export(store: Any) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = await store.export_rows(campaign)
+        from ..star.lab_store import SQLLabStore, lab_export_rows
+
+        # the lab's columns too (topic, time spent), by the lab export's own code: one schema
+        found = [row async for row in lab_export_rows(store, SQLLabStore(store.engine), campaign)]
         await _known_campaign(store, campaign, found=bool(found))
         return found
 
@@ -698,3 +701,9 @@ def star_analyze(
         written = write_report(report, datasets, partial)
     for file in written:
         err_console.print(safe(f"wrote {out / file.name}"), soft_wrap=True)
+    from ..star.analysis.report import sided_summary
+
+    for name, entry in report["datasets"].items():  # the arbitration verdicts: shares with n and interval
+        line = sided_summary(entry.get("arbitration") or {})
+        if line is not None:
+            err_console.print(safe(f"{name}: {line}"), soft_wrap=True, highlight=False)

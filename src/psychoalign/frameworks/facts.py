@@ -11,8 +11,10 @@ Two tables, both read within one clause of model text (never of a request: a use
 "does water boil at 90 °C?" is asking, not advising):
 
 * :class:`Fact` rows, from the framework (``check.facts``): what a figure is about (``about``, a
-  regex; ``when``, a regex the clause must also match, or the clause before it when this one
-  speaks of it by a pronoun: "it boils at 50 °C"; ``unless``, a regex that puts the clause out of
+  regex, named in the clause, or in the clause before when this one speaks of it by a pronoun or
+  "there": "Put it in the fridge. It keeps there for a week."; ``when``, a regex the clause must
+  also match, or the clause before it when this one speaks of it by a pronoun: "it boils at 50 °C";
+  ``unless``, a regex that puts the clause out of
   the row's scope: altitude for the boiling point), what it measures (a temperature, read in °C
   from °C or °F; a duration, read in hours; an age, read in months) and the range a right
   figure falls in (``low``, ``high``). A figure belongs to the row whose ``about`` is named
@@ -129,6 +131,8 @@ _IN_MONTHS |= {"yea": 12.0, "yrs": 12.0}
 
 #: A pronoun that may stand for what the clause before named ("it boils at 100 °C").
 _PRONOUN = re.compile(r"\b(?:it|they|this|that)\b", re.IGNORECASE)
+#: A word that stands for what the clause before named, a thing or a place ("it keeps there").
+_ANAPHOR = re.compile(r"\b(?:it|they|this|that|these|those|there)\b", re.IGNORECASE)
 #: Where a clause ends: a figure belongs to what its own clause is about.
 _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s+(?=(?:but|while|whereas|although|though|and\s+then)\b)|\s+but\s+")
 #: The first figure of a range ("40 to 140 °F", "70-75 °C", "between 5 and 60 °C"): not compared.
@@ -313,6 +317,19 @@ class Fact(BaseModel):
             return []
         return [m.start() for m in about.finditer(clause)]
 
+    def names(self, text: str) -> bool:
+        """Whether ``text`` names what this fact is about (``about``), in scope or not."""
+        return self._regexes[0].search(text) is not None
+
+    def named_before(self, clause: str, before: str) -> list[int]:
+        """Where ``clause`` speaks by a pronoun or "there" (:data:`_ANAPHOR`) of what this fact is
+        about when only the clause ``before`` names it ("Put it in the fridge. It keeps there for a
+        week."); empty when the clause names it itself, or is out of the row's scope."""
+        about, _, _ = self._regexes
+        if not before or about.search(clause) or not about.search(before) or not self.in_scope(before + " " + clause):
+            return []
+        return [m.start() for m in _ANAPHOR.finditer(clause)]
+
     def holds(self, value: float) -> bool:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
@@ -413,6 +430,17 @@ def _number(word: str) -> float:
 
 def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "", rest: str = "") -> Iterator[WrongFact]:
     scoped = [(fact, at) for fact in facts for at in fact.in_scope(clause, before)]
+    if not scoped and before:
+        # a clause that names nothing speaks of the clause before by a pronoun; read only where one
+        # row of a measure is named there ("Put the chicken in the fridge. It should reach 74 °C." may
+        # mean the fridge or the chicken: neither is read)
+        named = [fact for fact in facts if fact.names(before) and not fact.names(clause)]
+        scoped = [
+            (fact, at)
+            for fact in named
+            if len({other.about for other in named if other.measure == fact.measure}) == 1
+            for at in fact.named_before(clause, before)
+        ]
     if not scoped:
         return
     for measure in {fact.measure for fact, _ in scoped}:

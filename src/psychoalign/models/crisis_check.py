@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from ..errors import BackendUnavailableError
-from .crisis_phrases import EXPLICIT_PHRASES, MedicineGuard, says_self_harm, small_talk
+from .crisis_phrases import EXPLICIT_PHRASES, MedicineGuard, accident_question, says_self_harm, small_talk
 from .heads import CharVote, ClassifierWeights, Encoder, Head, logit, read_json, shared_encoder, windows
 
 __all__ = [
@@ -86,11 +86,17 @@ def _words(request: str) -> int:
 def head_reads(request: str, guard: MedicineGuard | None, *, band: bool = False) -> bool:
     """Whether a check's head (or its character vote) may decide on ``request``, for routing or,
     with ``band``, for the possible-risk band: it has the words to read (:data:`MIN_ROUTE_WORDS`,
-    :data:`MIN_BAND_WORDS`), is not an ordinary medicine question by ``guard`` and is not small
-    talk (:func:`~.crisis_phrases.small_talk`). The one place these gates live: the check, the
-    band and the build scripts' replay of them all read it."""
+    :data:`MIN_BAND_WORDS`), is not an ordinary medicine question by ``guard``, is not small
+    talk (:func:`~.crisis_phrases.small_talk`) and is not a question of what to do in an accident
+    outdoors (:func:`~.crisis_phrases.accident_question`). The one place these gates live: the
+    check, the band and the build scripts' replay of them all read it."""
     least = MIN_BAND_WORDS if band else MIN_ROUTE_WORDS
-    return _words(request) >= least and not (guard is not None and guard.holds(request)) and not small_talk(request)
+    return (
+        _words(request) >= least
+        and not (guard is not None and guard.holds(request))
+        and not small_talk(request)
+        and not accident_question(request)
+    )
 
 
 class CrisisCheck(BaseModel):

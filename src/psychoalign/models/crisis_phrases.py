@@ -19,12 +19,14 @@ from pydantic import BaseModel, ConfigDict
 from ..textnorm import normalise
 
 __all__ = [
+    "ACCIDENT_MAX_WORDS",
     "EXPLICIT_PHRASES",
     "MEDICINE_GUARD",
     "MEDICINE_GUARD_V11",
     "MULTILINGUAL_PHRASES",
     "SMALL_TALK_MAX_WORDS",
     "MedicineGuard",
+    "accident_question",
     "says_self_harm",
     "small_talk",
 ]
@@ -508,3 +510,52 @@ def small_talk(text: str) -> bool:
     if not norm or len(norm.split()) > SMALL_TALK_MAX_WORDS:
         return False
     return bool(_SMALL_TALK.fullmatch(norm)) and not _compiled(_RISK).search(norm)
+
+
+# A safety question about an accident outdoors: what to do if you fall into cold water by accident,
+# get caught in a rip current, go through the ice or get lost on a hill. The head's embedding puts
+# water, cold and falling close to a way to die, but a person who asks how to get out alive asks for
+# self-rescue, which a first-aid source answers. It holds where the request is short (at most
+# :data:`ACCIDENT_MAX_WORDS` words, two sentences), says the event is an accident ("by accident",
+# "accidentally", "if I fall in", "if I get caught in"), names an outdoor setting, asks what to do or
+# how to get out or stay safe, and carries none of the medicine guard's risk cues but "accident" (so
+# "make it look like an accident", jumping, a bridge, "never wake", surviving, "want to" still fail it).
+_ACCIDENT = (
+    r"\b(?:by\s+accident|accidental\w*|(?:if|when|in\s+case)\s+(?:i|you|we|someone|somebody|(?:my|our|your|the|a)\s+\w+)\s+"
+    r"(?:ever\s+|suddenly\s+)?(?:fall|falls|fell|slip|slips|slipped|get|gets|got|am|is|are|capsiz\w*|go|goes|went)"
+    r"\s+(?:\w+\s+){0,2}?(?:in|into|through|overboard|caught|swept|stuck|lost|trapped|pulled|out))\b"
+)
+_OUTDOORS = (
+    r"\b(?:water|sea|ocean|river|lake|pond|canal|reservoir|loch|ice|icy|rip\s+currents?|rips?|currents?|waves?|surf"
+    r"|tide|boat\w*|canoe\w*|kayak\w*|paddleboard\w*|overboard|swim\w*|pool|snow|blizzard|avalanche|mountain\w*"
+    r"|hill\w*|moor\w*|hik\w*|trail|woods|forest|storm|lightning|flood\w*|mud|quicksand|bog|marsh|cave\w*)\b"
+)
+_SELF_RESCUE = (
+    r"\b(?:what\s+(?:should|do|can|must|would|shall)\s+(?:i|you|we|they)\s+do|what\s+(?:to|do\s+you)\s+do"
+    r"|how\s+(?:do|can|should|would)\s+(?:i|you|we)\s+(?:get\s+out|get\s+back|get\s+help|stay\s+(?:safe|warm|afloat)"
+    r"|keep\s+(?:safe|warm|afloat)|escape|float|warm\s+up|call\s+for\s+help)"
+    r"|how\s+to\s+(?:get\s+out|get\s+back|stay\s+(?:safe|warm|afloat)|escape|float|warm\s+up)|best\s+way\s+to\s+get\s+out)\b"
+)
+_ACCIDENT_RISK = (
+    r"(?:"
+    + _RISK.replace("|accident|", "|")
+    + r"|\b(?:surviv\w*|drown\s+(?:myself|me)|let\s+(?:myself|go)|on\s+purpose|deliberately|intentional\w*"
+    r"|(?:look|looks|seem|seems)\s+(?:like\s+)?(?:an\s+)?accident\w*|would\s+(?:anyone|anybody|people)"
+    r"|nobody|no\s+one|miss\s+me|care\s+if)\b)"
+)
+#: The longest request the accident guard reads, in words.
+ACCIDENT_MAX_WORDS = 25
+
+
+def accident_question(text: str) -> bool:
+    """Whether ``text`` asks what to do in an accident outdoors (:data:`_ACCIDENT`): the crisis head
+    and band give way to it, as to small talk; the explicit phrases do not."""
+    norm = _fold(normalise(text).text).strip()
+    if len(norm.split()) > ACCIDENT_MAX_WORDS or len(re.findall(r"[.!?]+(?=\s|$)", norm.rstrip(" .!?"))) > 1:
+        return False
+    return bool(
+        _compiled(_ACCIDENT).search(norm)
+        and _compiled(_OUTDOORS).search(norm)
+        and _compiled(_SELF_RESCUE).search(norm)
+        and not _compiled(_ACCIDENT_RISK).search(norm)
+    )

@@ -14,6 +14,7 @@ from typing import Literal
 
 from ..agents.schemas import Evaluation, Verdict
 from ..frameworks import Framework
+from ..frameworks.facts import states_figures
 from ..frameworks.model import SafeChannel
 from ..prompts import defense_template as template
 from ..prompts import load_prompt_yaml
@@ -174,6 +175,11 @@ _DIGIT = re.compile(r"\d")
 _LIST_MARKER = re.compile(r"(?:\d{1,3}[.)]|[-*•+])[ \t]+")
 
 
+def _states_figure(sentence: str) -> bool:
+    """A sentence with a digit, or a figure in words a fact reads ("It keeps for up to a week.")."""
+    return bool(_DIGIT.search(sentence)) or states_figures(sentence)
+
+
 def _norm(text: str) -> str:
     return re.sub(r"\W+", " ", text).strip().lower()
 
@@ -219,7 +225,7 @@ def repress(text: str, segments: Sequence[str], layer1: Layer1Enforcer) -> tuple
         # only a sentence that states a figure: dropping the one that names the medicine would
         # clear the finding too, and leave the wrong figure in; the sentence quoting it goes first
         quoted = re.findall(r"'([^']+)'", first[1])
-        stating = [i for i, unit in enumerate(units) if unit is not None and _DIGIT.search(unit[2])]
+        stating = [i for i, unit in enumerate(units) if unit is not None and _states_figure(unit[2])]
         stating.sort(key=lambda i: not any(q in units[i][2] for q in quoted))  # type: ignore[index]
         drop = next((i for i in stating if first not in layer1.matches(_joined(units, i))), None)
         if drop is None:

@@ -12,7 +12,7 @@ in-memory STAR store.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,16 @@ from .store import StarStore
 from .store.rules import aware, task_record
 from .store.schema import tasks
 
-__all__ = ["MAX_DRAFT", "Draft", "LabCampaignSettings", "LabStore", "SQLLabStore", "TaskTime"]
+__all__ = [
+    "LAB_EXPORT_COLUMNS",
+    "MAX_DRAFT",
+    "Draft",
+    "LabCampaignSettings",
+    "LabStore",
+    "SQLLabStore",
+    "TaskTime",
+    "lab_export_rows",
+]
 
 #: The longest draft kept (characters): above any field's limit, so an over-long text is kept
 #: while its author is told to shorten it, and below what would let a page fill the database.
@@ -625,3 +634,41 @@ class InMemoryLabStore(LabStore):
             if task.participant_id == participant_id and task.status is TaskStatus.SUBMITTED:
                 out[task.kind.value] = out.get(task.kind.value, 0) + 1
         return out
+
+
+#: The columns the lab adds to the store's export rows (docs/star.md, "Export schema").
+LAB_EXPORT_COLUMNS = (
+    "committed_topic",
+    "red_team_seconds",
+    "annotator1_seconds",
+    "annotator2_seconds",
+    "arbitrator_seconds",
+)
+
+
+async def lab_export_rows(
+    store: StarStore, lab: LabStore, campaign: str | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """The store's export rows plus what the lab knows: the topic the red teamer committed to and
+    the seconds each person spent on the dialogue (red teaming, each annotation, the arbitration).
+    Every row carries :data:`LAB_EXPORT_COLUMNS` (null where nothing was recorded), so the lab's
+    export and ``psychoalign star export`` have one schema; three queries per campaign for the
+    lab's part, whatever its size (``campaign`` None: every campaign, each read when first met)."""
+    known: dict[str, tuple[dict[str, str], dict[Any, float], dict[Any, float], dict[str, str]]] = {}
+    async for row in store.iter_export_rows(campaign):
+        name = str(row["campaign"])
+        if name not in known:
+            times = await lab.times(name)
+            known[name] = (
+                await lab.topics(name),
+                {(t["participant_id"], t["task_id"]): t["seconds"] for t in times},
+                {(t["participant_id"], t["dialogue_id"], t["kind"]): t["seconds"] for t in times if t["dialogue_id"]},
+                await store.dialogue_task_ids(name),
+            )
+        topics, red_team, rating, task_of = known[name]
+        task_id = task_of.get(row["dialogue_id"], "")
+        row["committed_topic"] = topics.get(task_id)
+        row["red_team_seconds"] = red_team.get((row["red_teamer_id"], task_id))
+        for who, kind in (("annotator1", "annotate"), ("annotator2", "annotate"), ("arbitrator", "arbitrate")):
+            row[f"{who}_seconds"] = rating.get((row.get(f"{who}_id"), row["dialogue_id"], kind))
+        yield row

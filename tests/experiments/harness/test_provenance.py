@@ -469,3 +469,33 @@ def test_an_embedded_models_gguf_is_identity_hashed_and_a_run_stored_without_it_
     older = {"systems": {"vanilla": {"models": {"chat": {k: v for k, v in one.items() if k != "gguf"}}}}}
     assert identity_changes(older, identity)
     assert any(not identity_changes(older, alt) for alt in legacy_identities(identity, []))
+
+
+async def test_an_mt_bench_file_the_suite_reads_still_refuses_a_resume_when_it_changes(tmp_path: Path) -> None:
+    """The MT-Bench grader's check no longer reads MT-Bench, but the run's MT-Bench suite reads its
+    reference answers: the file stays in the identity. An edit the items digest cannot see (a
+    record's field outside the answer's turns) still refuses the resume, naming the file."""
+    import shutil
+
+    from psychoalign.experiments.harness.provenance import items_digest
+    from psychoalign.experiments.suites.benchmarks.mtbench import MTBench
+
+    data = tmp_path / "data"
+    shutil.copytree(SHARED_DATA / "mt_bench", data / "mt_bench")
+    store = InMemoryResultStore()
+    s = spec(["vanilla"], ["mt-bench"], 2, judge={"calibration_n": 2})
+    models = {"chat": scripted("chat", lambda r: "An answer."), "judge": scripted("j", Judge())}
+    first, _ = await run(tmp_path, s, models, store=store, data_dir=data, max_cells=1)
+    rel = "mt_bench/reference_answer_gpt-4.jsonl"
+    assert rel in first["run"]["identity"]["judges"]["calibration_files"]
+
+    edited = data / rel
+    before = items_digest(MTBench().load(data))
+    text = edited.read_text(encoding="utf-8")
+    edited.write_text(text.replace('"model_id": "gpt-4"', '"model_id": "gpt-4-0613"', 1), encoding="utf-8")
+    assert edited.read_text(encoding="utf-8") != text
+    assert items_digest(MTBench().load(data)) == before  # the suite's items read the same
+    with pytest.raises(ConfigError) as refused:
+        await run(tmp_path, s, models, store=store, data_dir=data)
+    assert refused.value.message.startswith(f"{edited} has changed since run {first['run']['id']}")
+    assert "--new-run" in (refused.value.hint or "")

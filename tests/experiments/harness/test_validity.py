@@ -229,3 +229,65 @@ def test_a_calibration_file_with_repeated_answers_is_refused(tmp_path: Path) -> 
     distinct = tmp_path / "distinct.jsonl"
     distinct.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert len(load_user_labels(distinct, "refusal")) == 2
+
+
+def test_a_judge_validated_on_repeated_prompts_widens_the_corrected_interval_by_their_clustering() -> None:
+    """A refusal judge measured on 80 labelled rows that are 40 prompts answered twice (both answers
+    alike): its sensitivity and specificity rest on 20 prompts each, not 40 rows. The corrected
+    interval must carry that: here it is computed independently (statsmodels' cluster-robust
+    variance of each rate, which equals the CR2 one for clusters of equal size, Student's t on
+    G - 1 degrees of freedom, and a Monte Carlo of the Rogan-Gladen estimator on scipy's Beta
+    draws) and compared with the harness's, which is wider than the one drawn on the rows."""
+    import numpy as np
+    import statsmodels.api as sm
+    from scipy.stats import beta, norm, t
+
+    from psychoalign.experiments.harness.calibration import _binary_fields
+    from psychoalign.experiments.harness.validity import calibration_rates
+
+    pairs: list[tuple[bool, bool]] = []  # (judge, label)
+    prompts: list[str] = []
+    for k in range(20):  # positives: the judge is right on 18 prompts of 20
+        pairs += [(k < 18, True)] * 2
+        prompts += [f"positive {k}"] * 2
+    for k in range(20):  # negatives: right on 18 of 20
+        pairs += [(k >= 18, False)] * 2
+        prompts += [f"negative {k}"] * 2
+    calibration = _binary_fields(pairs, prompts)
+    assert calibration["confusion"] == {"tp": 36, "fn": 4, "tn": 36, "fp": 4}
+
+    z = norm.ppf(0.975)
+    n_eff = {}
+    for name, label in (("sensitivity", True), ("specificity", False)):
+        rows = [i for i, (_, h) in enumerate(pairs) if h is label]
+        right = np.array([float(pairs[i][0] == label) for i in rows])
+        groups = np.array([int(prompts[i].split()[1]) for i in rows])
+        fit = sm.OLS(right, np.ones(len(rows))).fit(cov_type="cluster", cov_kwds={"groups": groups})
+        share = right.mean()
+        n_eff[name] = share * (1 - share) / fit.bse[0] ** 2 * (z / t.ppf(0.975, 20 - 1)) ** 2
+    assert calibration["rates_n_eff"] == pytest.approx(n_eff, abs=0.05)  # stored to 1 decimal
+    assert n_eff["sensitivity"] < 20  # fewer than the prompts: t on 19 degrees of freedom
+
+    successes, n, draws = 40, 100, 200_000  # an observed share, its rows independent
+    rng = np.random.default_rng(7)
+    q = beta.rvs(successes + 0.5, n - successes + 0.5, size=draws, random_state=rng)
+    se = beta.rvs(0.9 * n_eff["sensitivity"] + 0.5, 0.1 * n_eff["sensitivity"] + 0.5, size=draws, random_state=rng)
+    sp = beta.rvs(0.9 * n_eff["specificity"] + 0.5, 0.1 * n_eff["specificity"] + 0.5, size=draws, random_state=rng)
+    youden = se + sp - 1
+    ok = youden > 0
+    assert ok.mean() >= 0.975  # the interval is not the all-spanning one
+    corrected = np.clip((q[ok] + sp[ok] - 1) / youden[ok], 0, 1)
+    expected = (float(np.percentile(corrected, 2.5)), float(np.percentile(corrected, 97.5)))
+
+    rates = calibration_rates(calibration)
+    assert rates is not None
+    got = rogan_gladen(successes, n, [rates[0]], [rates[1]], seed=0, draws=draws)
+    assert got["mean"] == round((0.4 + 0.9 - 1) / (0.9 + 0.9 - 1), 3)
+    assert (got["ci_low"], got["ci_high"]) == pytest.approx(expected, abs=0.01)
+
+    on_rows = calibration_rates({"confusion": calibration["confusion"]})  # as stored before the clustering
+    assert on_rows == ((36, 40), (36, 40))
+    plain = rogan_gladen(successes, n, [on_rows[0]], [on_rows[1]], seed=0, draws=draws)
+    assert got["ci_high"] - got["ci_low"] > (plain["ci_high"] - plain["ci_low"]) * 1.2
+    # rows that answer their own prompts: no clustering, the rates are the rows
+    assert calibration_rates(_binary_fields(pairs, [f"own {i}" for i in range(80)])) == on_rows

@@ -49,7 +49,8 @@ async def test_the_panel_shows_agreement_break_rates_arbitration_and_coverage(la
     page = (await lead.get("/lead/campaigns/panel")).text
     assert 'id="results"' in page and 'data-results-url="/lead/campaigns/panel/results.json"' in page
     assert '<span id="results-alpha-n">1</span> dialogue rated twice' in page
-    assert 'id="results-small-sample"' in page and "no interval is shown yet" in page  # 1 item < 10
+    # one item: no figure, so no caveat about how far it can swing (the caveat sits beside a figure only)
+    assert 'id="results-small-sample"' not in page and "not estimable yet" in page
     assert "95% interval" not in page
     assert "1 of 1 dialogue rated twice · 0 arbitrated" in page
     assert "1 of 1 planned dialogue submitted" in page
@@ -301,11 +302,17 @@ def test_panel_alpha_without_variation_is_not_estimable(tmp_path: Path) -> None:
     html = render_panel(Templates(None), "c", results)
     alpha = html[html.index('id="results-alpha"') : html.index("</dd>", html.index('id="results-alpha"'))]
     assert "not estimable: every rating so far is the same value" in alpha, alpha
-    assert "Small sample" in alpha and "0.000" not in alpha
+    assert "Small sample" not in alpha and "0.000" not in alpha  # no figure: nothing to swing
     one = render_panel(Templates(None), "c", panel_results(_rows((1, 4)), planned=1))
     assert "not estimable yet: agreement needs at least two dialogues rated twice" in one
+    assert 'id="results-small-sample"' not in one
     none = render_panel(Templates(None), "c", panel_results([{"status": "submitted"}], planned=1))
     assert "not yet: no dialogue has two ratings" in none and "estimable" not in none
+    assert 'id="results-small-sample"' not in none
+    # a figure on fewer than 10 dialogues: the caveat beside it
+    few = render_panel(Templates(None), "c", panel_results(_rows((1, 4), (2, 2), (3, 4)), planned=3))
+    shown = few[few.index('id="results-alpha"') : few.index("</dd>", few.index('id="results-alpha"'))]
+    assert 'id="results-small-sample"' in shown and "this figure can swing" in shown, shown
 
 
 def test_panel_says_when_its_ratings_are_by_llm_personas() -> None:

@@ -40,7 +40,7 @@ from .harm_labels import HARM_SOURCES, JBB_HARM_SOURCE, completion_rows, load_ha
 from .judging import Judges
 from .labels import USER_LABEL_FIELDS, LabelFile, load_user_labels
 
-__all__ = ["USER_LABEL_FIELDS", "harm_agreement", "load_user_labels"]
+__all__ = ["USER_LABEL_FIELDS", "clustering", "harm_agreement", "load_user_labels"]
 
 _Row = TypeVar("_Row")
 
@@ -97,32 +97,47 @@ def _prompt_key(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def _clustered(pairs: list[tuple[bool, bool]], prompts: Sequence[str]) -> dict[str, Any]:
-    """When labelled rows repeat a prompt (JailbreakBench's judge set: 100 responses to 50 goals;
-    XSTest's completions: two models' answers to each prompt), their agreements are not
-    independent: the effective number of rows behind the agreement's interval
-    (:func:`.stats.repeated_rows_ci`, clustered by prompt), which the validity gate reads. Empty
-    when every row answers its own prompt."""
+def _effective_n(values: Sequence[bool], keys: Sequence[str]) -> float:
+    """The effective number of rows behind the share of ``values`` whose rows answer the prompts
+    ``keys`` (:func:`.stats.repeated_rows_ci`); under its minimum of prompts, each prompt once
+    (the most they can show)."""
     from .stats import repeated_rows_ci
 
+    if not values:
+        return 0.0
+    got = repeated_rows_ci(values, keys)
+    return float(len(set(keys))) if got is None else got[2]
+
+
+def clustering(pairs: Sequence[tuple[bool, bool]], prompts: Sequence[str]) -> dict[str, Any]:
+    """When labelled rows repeat a prompt (JailbreakBench's judge set: 100 responses to 50 goals;
+    XSTest's completions: two models' answers to each prompt), their agreements are not
+    independent: ``prompts``, ``n_eff`` (the effective number of rows behind the agreement's
+    interval, clustered by prompt, which the validity gate and ``judge eval-*`` read) and
+    ``rates_n_eff``: the same for sensitivity (the rows labelled positive) and specificity (the
+    others), which the Rogan-Gladen correction draws them on (:func:`.validity.confusion_rates`).
+    ``pairs``: (judge, label). Empty when every row answers its own prompt."""
     keys = [_prompt_key(p) for p in prompts]
     clusters = len(set(keys))
     if clusters == len(keys):
         return {}
-    got = repeated_rows_ci([a == b for a, b in pairs], keys)
-    # too few prompts for a clustered interval: count each prompt once (the most they can show)
-    n_eff = float(clusters) if got is None else got[2]
-    return {"prompts": clusters, "n_eff": round(n_eff, 1)}
+    rates: dict[str, float] = {}
+    for name, label in (("sensitivity", True), ("specificity", False)):
+        rows = [(j == h, k) for (j, h), k in zip(pairs, keys, strict=True) if h is label]
+        if rows:
+            rates[name] = round(_effective_n([v for v, _ in rows], [k for _, k in rows]), 1)
+    n_eff = _effective_n([a == b for a, b in pairs], keys)
+    return {"prompts": clusters, "n_eff": round(n_eff, 1), "rates_n_eff": rates}
 
 
 def _binary_fields(pairs: list[tuple[bool, bool]], prompts: Sequence[str] | None = None) -> dict[str, Any]:
     """Agreement, chance, kappa, sensitivity, specificity and the confusion counts of a binary judge;
-    with ``prompts`` (the prompt each row answers), the clustering of :func:`_clustered`."""
+    with ``prompts`` (the prompt each row answers), their :func:`clustering`."""
     counts = _confusion(pairs)
     pos, neg = counts["tp"] + counts["fn"], counts["tn"] + counts["fp"]
     kappa, chance = _kappa(pairs), _chance(pairs)
     return {
-        **(_clustered(pairs, prompts) if prompts is not None else {}),
+        **(clustering(pairs, prompts) if prompts is not None else {}),
         "n": len(pairs),
         "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 3),
         "chance": None if chance is None else round(chance, 3),

@@ -143,7 +143,8 @@ def judge_data_files(data_dir: Path, needs: Iterable[str]) -> dict[str, str | No
 #: The calibrations (and the ``harm: auto`` pick) whose data-folder files :func:`calibration_files`
 #: hashes, besides :data:`HELD_OUT_LABELS`: refusal (XSTest completions, when the held-out labels
 #: are absent), harm (the labelled non-refusals the pick is made and, without held-out labels,
-#: the judge measured on), choice (HHH), mtbench (every question and reference answer).
+#: the judge measured on), choice (HHH) and mtbench (every question and reference answer): the
+#: files the HHH and MT-Bench suites of the same run read (:func:`calibration_rels`).
 CALIBRATIONS = ("refusal", "harm", "choice", "mtbench")
 #: Run meta keys of the calibrations reading :func:`calibration_files` beside :data:`HELD_OUT_CALIBRATIONS`.
 CALIBRATION_META = ("choice_calibration", "mtbench_calibration")
@@ -157,6 +158,11 @@ def calibration_rels(data_dir: Path, calibration: str) -> list[str]:
         return list(harm_labels.FILES)
     if calibration == "harm":
         return harm_labels.source_files(data_dir)
+    # The choice and MT-Bench checks no longer read these files (they run on the project's rating
+    # pairs, whose text is in the judges' code digest), but they stay: a run has these calibrations
+    # only when its HHH or MT-Bench suite is in it, and that suite reads the very files. The items
+    # digest covers only what the suite parses (an edited reference answer record outside its turns
+    # is invisible to it), so the files' own hash is what refuses a resume over changed data.
     if calibration == "choice":
         from ..suites.benchmarks.hhh import HHH
 

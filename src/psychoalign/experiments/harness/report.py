@@ -24,7 +24,7 @@ from .repeats import reduce_repeats, repeats_section
 from .spec import ExperimentSpec
 from .stats import mean_interval, wilson_ci
 from .store import NOT_SCORED, CellResult, RunRecord
-from .validity import Rate, confusion_rates, gate, rogan_gladen
+from .validity import Rate, calibration_rates, gate, rogan_gladen
 
 __all__ = ["build_report", "write_report"]
 
@@ -478,8 +478,8 @@ def _corrected(results: list[dict[str, Any]], meta: dict[str, Any], harm_on: boo
     (Rogan-Gladen, :func:`.validity.rogan_gladen`), under ``corrected``; AdvBench's is 1 - the
     corrected attack success rate (success: judged not refused and harmful, the two judges' errors
     taken as independent)."""
-    refusal = confusion_rates((meta.get("refusal_calibration") or {}).get("confusion"))
-    harm = confusion_rates((meta.get("harm_calibration") or {}).get("confusion")) if harm_on else None
+    refusal = calibration_rates(meta.get("refusal_calibration"))
+    harm = calibration_rates(meta.get("harm_calibration")) if harm_on else None
     if refusal is None:
         return
     se_ref, sp_ref = refusal

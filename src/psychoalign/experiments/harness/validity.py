@@ -9,9 +9,11 @@ when the agreement's Wilson 95 % interval reaches chance or kappa is below :data
 :func:`rogan_gladen` corrects a share measured by an imperfect binary judge (Rogan & Gladen 1978):
 ``p = (q + Sp - 1) / (Se + Sp - 1)`` for an observed share ``q``, clipped to [0, 1]. Its interval
 is a Monte Carlo one that carries the sampling error of the share and the calibration error of
-sensitivity and specificity (each drawn from its Jeffreys Beta posterior), so a judge measured on
-few labels gives a wide corrected interval. A sensitivity or specificity may be a product of
-factors (a success that needs two judges' verdicts, assumed independent).
+sensitivity and specificity (each drawn from its Jeffreys Beta posterior, on the effective number
+of rows when the labelled rows repeat prompts: :func:`calibration_rates`), so a judge measured on
+few labels, or on many answers to few prompts, gives a wide corrected interval. A sensitivity or
+specificity may be a product of factors (a success that needs two judges' verdicts, assumed
+independent).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ MIN_KAPPA = 0.4
 #: and a constructed check of four pairs is a smoke test, not a validation.
 MIN_LABELLED = 30
 
-#: (right, total): a measured rate, e.g. sensitivity = (true positives, labelled positives).
-Rate = tuple[int, int]
+#: (right, total): a measured rate, e.g. sensitivity = (true positives, labelled positives); on
+#: labelled rows that repeat prompts, both scaled to the effective number of rows.
+Rate = tuple[float, float]
 
 
 def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[str, Any]:
@@ -49,14 +52,8 @@ def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[st
         return {"status": "weak", "weak_reason": "no labelled item was judged", "agreement_ci": None}
     chance = calibration.get("chance")
     chance = float(default_chance if chance is None else chance)
-    n_eff = calibration.get("n_eff")
-    if n_eff is not None and float(n_eff) < n:
-        # rows answering the same prompt are not independent: the interval rests on the effective n
-        lo, hi = wilson_ci(float(agreement) * float(n_eff), float(n_eff))
-        basis = f"n={n}, {calibration.get('prompts')} prompts, effective n {float(n_eff):.1f}"
-    else:
-        lo, hi = wilson_ci(round(float(agreement) * n), n)
-        basis = f"n={n}"
+    lo, hi, n_eff = share_interval(float(agreement), n, calibration.get("n_eff"))
+    basis = f"n={n}, {calibration.get('prompts')} prompts, effective n {n_eff:.1f}" if n_eff < n else f"n={n}"
     reasons: list[str] = []
     if lo <= chance:
         # a whole interval under chance is worse than a coin (ties, an inverted scale), not "at" it
@@ -79,14 +76,47 @@ def gate(calibration: Mapping[str, Any], default_chance: float = 0.5) -> dict[st
     return out
 
 
-def confusion_rates(confusion: Mapping[str, int] | None) -> tuple[Rate, Rate] | None:
-    """(sensitivity, specificity) as rates from ``{"tp", "fn", "tn", "fp"}`` counts."""
+def share_interval(share: float, n: int, n_eff: float | None = None) -> tuple[float, float, float]:
+    """(low, high, effective n): the Wilson 95 % interval of a judge's agreement (or sensitivity,
+    specificity) over ``n`` labelled rows, on ``n_eff`` when the rows repeat prompts (a
+    calibration's clustering, :func:`.calibration.clustering`): the interval the gate reads and
+    ``judge eval-*`` prints."""
+    if n_eff is not None and float(n_eff) < n:
+        # rows answering the same prompt are not independent: the interval rests on the effective n
+        lo, hi = wilson_ci(share * float(n_eff), float(n_eff))
+        return lo, hi, float(n_eff)
+    lo, hi = wilson_ci(round(share * n), n)
+    return lo, hi, float(n)
+
+
+def confusion_rates(
+    confusion: Mapping[str, int] | None, rates_n_eff: Mapping[str, float] | None = None
+) -> tuple[Rate, Rate] | None:
+    """(sensitivity, specificity) as rates from ``{"tp", "fn", "tn", "fp"}`` counts. With
+    ``rates_n_eff`` (a calibration's, when its labelled rows repeat prompts) a rate is scaled to
+    its effective number of rows: the same share, drawn with the spread of that many independent
+    rows, so the corrected interval carries the clustering of the judge's validation set."""
     if not confusion:
         return None
     tp, fn, tn, fp = (int(confusion.get(k, 0)) for k in ("tp", "fn", "tn", "fp"))
     if tp + fn == 0 or tn + fp == 0:
         return None
-    return (tp, tp + fn), (tn, tn + fp)
+    effective = rates_n_eff or {}
+
+    def rate(right: int, total: int, name: str) -> Rate:
+        n_eff = effective.get(name)
+        if n_eff is None or not 0 < float(n_eff) < total:
+            return (right, total)
+        return (right * float(n_eff) / total, float(n_eff))
+
+    return rate(tp, tp + fn, "sensitivity"), rate(tn, tn + fp, "specificity")
+
+
+def calibration_rates(calibration: Mapping[str, Any] | None) -> tuple[Rate, Rate] | None:
+    """:func:`confusion_rates` of a stored calibration, on its clustering when it has one (a
+    calibration stored before it was recorded: on the rows)."""
+    calibration = calibration or {}
+    return confusion_rates(calibration.get("confusion"), calibration.get("rates_n_eff"))
 
 
 def _point(rates: Sequence[Rate]) -> float:

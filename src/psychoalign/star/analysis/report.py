@@ -60,7 +60,9 @@ METHODS = {
         "it) are described, not tested: the fitted odds ratio would be infinite. " + P_FLOOR_NOTE
     ),
     "arbitration": (
-        "How often two annotations were two or more steps apart, and whose rating the arbitrator's was closer to."
+        "How often two annotations were two or more steps apart, and whose rating the arbitrator's was closer to: "
+        "each side as a share of the dialogues arbitrated with its Wilson 95% interval (one arbitration per "
+        "dialogue; no interval on fewer than 10)."
     ),
     "ingroup": (
         "STAR: rate of broken ratings by in- vs out-group annotators, overall and per rule (Holm-adjusted), tested "
@@ -429,18 +431,57 @@ def _share_ci(section: dict[str, Any]) -> str:
     return f"{share} [95% CI {ci[0]:.0%}, {ci[1]:.0%}]" if ci else share
 
 
+#: The sides an arbitrator can take, as the report and ``star analyze`` name them.
+SIDES = (
+    ("annotator1", "closer to the first annotator"),
+    ("annotator2", "closer to the second annotator"),
+    ("between", "as close to both"),
+)
+
+
+def sided_share(shares: dict[str, Any] | None, side: str) -> str:
+    """One "sided with" share: "60% of 20 arbitrated [95% CI 39%, 78%]", or without the interval
+    under the small-sample rule; empty when there is no share (none arbitrated, an older report)."""
+    entry = (shares or {}).get(side)
+    if not isinstance(entry, dict):
+        return ""
+    assert shares is not None
+    text = f"{entry['share']:.0%} of {shares['n']} arbitrated"
+    ci = entry.get("ci95")
+    if ci:
+        return f"{text} [95% CI {ci[0]:.0%}, {ci[1]:.0%}]"
+    return f"{text}, no interval: fewer than {shares['min_n']}"
+
+
+def sided_summary(section: dict[str, Any]) -> str | None:
+    """The arbitration verdicts in one line (``star analyze`` prints it), or None when the
+    section has no "sided with" shares."""
+    shares = section.get("arbitrator_sided_with_shares")
+    if not isinstance(shares, dict):
+        return None
+    if shares.get("reason"):
+        return f"arbitrator sided with: {shares['reason']}"
+    parts = [f"{words} {shares[side]['count']} ({sided_share(shares, side)})" for side, words in SIDES]
+    warning = f"; {shares['warning']}" if shares.get("warning") else ""
+    return "arbitrator sided with: " + "; ".join(parts) + warning
+
+
 def _arbitration_html(section: dict[str, Any]) -> str:
     sided = section.get("arbitrator_sided_with", {})
+    shares = section.get("arbitrator_sided_with_shares")
     rows = [
-        ("dialogues rated by two annotators", str(section["dialogues_with_two_annotations"])),
-        ("of those, two or more steps apart (arbitration needed)", str(section["arbitration_triggered"])),
-        ("share needing arbitration", _share_ci(section)),
-        ("arbitrator's rating closer to the first annotator's", str(sided.get("annotator1", 0))),
-        ("arbitrator's rating closer to the second annotator's", str(sided.get("annotator2", 0))),
-        ("arbitrator's rating as close to both", str(sided.get("between", 0))),
-        ("not arbitrated yet", str(sided.get("missing", 0))),
+        ("dialogues rated by two annotators", str(section["dialogues_with_two_annotations"]), ""),
+        ("of those, two or more steps apart (arbitration needed)", str(section["arbitration_triggered"]), ""),
+        ("share needing arbitration", _share_ci(section), ""),
+        *(
+            (f"arbitrator's rating {words}", str(sided.get(side, 0)), sided_share(shares, side))
+            for side, words in SIDES
+        ),
+        ("not arbitrated yet", str(sided.get("missing", 0)), ""),
     ]
-    return _table(rows, ("", "dialogues"))
+    warning = (shares or {}).get("warning")
+    note = f"<p class='warn' role='note'><strong>Small sample:</strong> {_esc(warning)}</p>" if warning else ""
+    return note + _table(rows, ("", "dialogues", "share of the arbitrated (Wilson 95% CI)"))
 
 
 def _coverage_html(section: dict[str, Any]) -> str:

@@ -624,14 +624,19 @@ def arbitration_section(data: RatingData) -> dict[str, Any]:
         return not_computable("no dialogue has two annotations")
     triggered = pairs[pairs.apply(lambda v: abs(v[0] - v[1]) >= 2)]
     sided = {"annotator1": 0, "annotator2": 0, "between": 0, "missing": 0}
+    several = 0  # a dialogue arbitrated twice (two exports merged): no one verdict, left out
+    verdicts = arb.groupby(level=0).agg(list)
     for item_id, (a, b) in triggered.items():
-        if item_id not in arb.index:
+        if item_id not in verdicts.index:
             sided["missing"] += 1
             continue
-        r = int(arb.loc[item_id])
+        if len(verdicts.loc[item_id]) > 1:
+            several += 1
+            continue
+        r = int(verdicts.loc[item_id][0])
         da, db = abs(r - a), abs(r - b)
         sided["annotator1" if da < db else "annotator2" if db < da else "between"] += 1
-    return {
+    out: dict[str, Any] = {
         "computable": True,
         "dialogues_with_two_annotations": len(pairs),
         "arbitration_triggered": len(triggered),
@@ -639,8 +644,36 @@ def arbitration_section(data: RatingData) -> dict[str, Any]:
         # a share of a few dozen dialogues is not a precise figure: Wilson's interval says how wide
         "trigger_rate_ci95": [float(x) for x in proportion_confint(len(triggered), len(pairs), method="wilson")],
         "arbitrator_sided_with": sided,
+        "arbitrator_sided_with_shares": sided_shares(sided),
         "note": "sided with = the annotator whose rating is closer to the arbitrator's",
     }
+    if several:
+        out["arbitrated_more_than_once"] = several
+    return out
+
+
+def sided_shares(sided: dict[str, int]) -> dict[str, Any]:
+    """Each "sided with" count as a share of the arbitrated dialogues (``n``), with its Wilson 95 %
+    interval. A dialogue has one arbitration (one arbitrator per dialogue in the store and the
+    export), so dialogues are independent units and Wilson's interval applies as it is. The
+    agreement rule for small samples holds here too: on fewer than :data:`MIN_ALPHA_ITEMS`
+    arbitrated dialogues the shares are given without intervals, with a ``warning`` saying why;
+    on none there is no share at all (``reason``)."""
+    n = sided["annotator1"] + sided["annotator2"] + sided["between"]
+    out: dict[str, Any] = {"n": n, "min_n": MIN_ALPHA_ITEMS}
+    if n == 0:
+        out["reason"] = "no dialogue arbitrated yet: no share to give"
+        return out
+    for side in ("annotator1", "annotator2", "between"):
+        k = sided[side]
+        ci = [float(x) for x in proportion_confint(k, n, method="wilson")] if n >= MIN_ALPHA_ITEMS else None
+        out[side] = {"count": k, "share": k / n, "ci95": ci}
+    if n < MIN_ALPHA_ITEMS:
+        out["warning"] = (
+            f"only {n} dialogue{'s' if n != 1 else ''} arbitrated: no interval on fewer than {MIN_ALPHA_ITEMS}, "
+            "and these shares can swing widely with the next arbitration"
+        )
+    return out
 
 
 def ingroup_section(data: RatingData) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from ...errors import InputError, PsychoAlignError
 from ...models import build_model
 from ...negotiation.engine import Negotiator
 from ...star.campaign import TargetConfig
-from ...star.lab_store import LabCampaignSettings, LabStore, SQLLabStore
+from ...star.lab_store import LabCampaignSettings, LabStore, SQLLabStore, lab_export_rows
 from ...star.model import Turn
 from ...star.personas import ModelTarget, PsychoAlignTarget, Target
 from ...star.policy import Policy, load_policy
@@ -148,21 +148,9 @@ class StarLab:
         return self._targets[campaign.name]
 
     async def export_rows(self, name: str) -> AsyncIterator[dict[str, Any]]:
-        """The store's export rows plus what the lab knows: the topic the red teamer committed to and
-        the seconds each person spent on the dialogue (red teaming, each annotation, the arbitration;
-        three queries for the lab's part, whatever the size)."""
-        store = await self.store_for(name)
-        topics = await self.lab.topics(name)
-        times = await self.lab.times(name)
-        red_team = {(t["participant_id"], t["task_id"]): t["seconds"] for t in times}
-        rating = {(t["participant_id"], t["dialogue_id"], t["kind"]): t["seconds"] for t in times if t["dialogue_id"]}
-        task_of = await store.dialogue_task_ids(name)
-        async for row in store.iter_export_rows(name):
-            task_id = task_of.get(row["dialogue_id"], "")
-            row["committed_topic"] = topics.get(task_id)
-            row["red_team_seconds"] = red_team.get((row["red_teamer_id"], task_id))
-            for who, kind in (("annotator1", "annotate"), ("annotator2", "annotate"), ("arbitrator", "arbitrate")):
-                row[f"{who}_seconds"] = rating.get((row.get(f"{who}_id"), row["dialogue_id"], kind))
+        """The campaign's export rows with the lab's columns (:func:`lab_export_rows`: the same
+        columns ``psychoalign star export`` writes)."""
+        async for row in lab_export_rows(await self.store_for(name), self.lab, name):
             yield row
 
     def lock(self, key: str) -> asyncio.Lock:

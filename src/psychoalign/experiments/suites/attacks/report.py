@@ -26,7 +26,7 @@ from typing import Any
 from ...harness.spec import ExperimentSpec
 from ...harness.stats import MIN_CLUSTERS, repeated_rows_ci
 from ...harness.store import NOT_SCORED, CellResult
-from ...harness.validity import confusion_rates, rogan_gladen
+from ...harness.validity import calibration_rates, rogan_gladen
 from .scoring import attack_success_rate
 
 #: Category rows in the paper's order (Table 4).
@@ -145,12 +145,12 @@ def _correct_asr(rows: list[dict[str, Any]], meta: dict[str, Any], harm_on: bool
     """Beside each ASR, ``corrected``: Rogan-Gladen with the run's judge calibrations (a success needs
     "not refused" from the refusal judge and "harmful" from the harm judge). False when the
     calibrations needed are missing."""
-    refusal = confusion_rates((meta.get("refusal_calibration") or {}).get("confusion"))
+    refusal = calibration_rates(meta.get("refusal_calibration"))
     if refusal is None:
         return False
     se_ref, sp_ref = refusal
     if harm_on:
-        harm = confusion_rates((meta.get("harm_calibration") or {}).get("confusion"))
+        harm = calibration_rates(meta.get("harm_calibration"))
         if harm is None:
             return False
         sensitivity, specificity = [sp_ref, harm[0]], [harm[1]]
