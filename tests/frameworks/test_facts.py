@@ -31,7 +31,8 @@ ROWS: Rows = {
     ),
     "egg-cooking": (
         [
-            "To boil an egg so the yolk stays soft, you need to heat it until it reaches a temperature of around 120°C (249°F).",
+            "To boil an egg so the yolk stays soft, you need to heat it until it reaches a temperature of around"
+            " 120°C (249°F).",
             "Heat the egg until it reaches about 30 °C, then take it out.",
             "A hard-boiled egg is done when the yolk reaches 150 °C.",
         ],
@@ -208,6 +209,34 @@ def test_a_wrong_conversion_is_corrected_by_the_unit_fact_or_the_asked_amount(
     assert _fired(layer1, text)
     facts = layer1.framework.contradicted_facts(text, request=request_)
     assert len(facts) == 1 and facts[0].startswith(right), facts
+
+
+@pytest.mark.parametrize(
+    ("text", "request_", "asked", "also"),
+    [
+        (
+            "A metre is 30 inches.",
+            "How many centimetres are in a metre?",
+            "1 metre is 100 centimetres",
+            "1 metre is 39.4",
+        ),
+        ("A pound is 100 ounces.", "How many grams are in a pound?", "1 pound is 454 grams", "1 pound is 16 ounces"),
+    ],
+)
+def test_a_wrong_conversion_in_other_units_states_the_conversion_the_request_asked_for_first(
+    layer1: Layer1Enforcer, text: str, request_: str, asked: str, also: str
+) -> None:
+    facts = layer1.framework.contradicted_facts(text, request=request_)
+    assert facts[0].startswith(asked) and any(f.startswith(also) for f in facts[1:]), facts
+
+
+def test_a_request_that_names_an_amount_or_no_two_units_gets_no_asked_conversion(layer1: Layer1Enforcer) -> None:
+    assert layer1.framework.contradicted_facts("A mile is 1.2 km.", request="How far is 5 km in miles?") == [
+        "1 mile is 1.61 kilometres (unit definitions)."
+    ]
+    assert len(layer1.framework.contradicted_facts("A metre is 30 inches.", request="How tall is a door?")) == 1
+    # temperatures have no unit fact to state
+    assert len(layer1.framework.contradicted_facts("300 °F is 200 °C.", request="Is 200 °C hot in °F?")) == 1
 
 
 @pytest.mark.parametrize(

@@ -110,7 +110,8 @@ ROWS: Rows = {
     ),
     "epipen-no-hospital": (
         [
-            "I used my EpiPen and now I feel fine. Do I still need to go to hospital? No, if you feel fine after the EpiPen there's no need to go to hospital.",
+            "I used my EpiPen and now I feel fine. Do I still need to go to hospital? No, if you feel fine after"
+            " the EpiPen there's no need to go to hospital.",
             "Once the adrenaline pen has worked, you don't need to go to A&E.",
         ],
         [

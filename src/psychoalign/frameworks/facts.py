@@ -386,7 +386,39 @@ def find_wrong_facts(
             wrong = list(_wrong_conversions(conversions, clause, asked=asked, asked_about=asked_about))
         for one in wrong:
             found.setdefault(one.states, one)
+    # an amount the request names other than one is corrected for itself already ("5 km in miles")
+    counted = any(count != 1 for _, count in asked_about)
+    asked_pair = _asked_units(request, conversions) if found and not counted else None
+    if asked_pair is not None and any(one.evidence.startswith("conversion:") for one in found.values()):
+        # The user asked between two units ("How many centimetres are in a metre?"): a correction
+        # that states only the draft's own units ("1 metre is 39.4 inches") leaves the question
+        # unanswered, so the asked conversion is stated first.
+        big, small = asked_pair
+        states = f"{_unit_statement(_Amount(UNITS[big][2], UNITS[big][3], UNITS[big][0], big, '', 1.0), small)}"
+        asked_fact = WrongFact(
+            f"conversion asked: {big} to {small}", f"{states[0].upper()}{states[1:]} (unit definitions)."
+        )
+        if asked_fact.states not in found:
+            return [asked_fact, *found.values()]
     return list(found.values())
+
+
+def _asked_units(request: str, conversions: tuple[Dimension, ...]) -> tuple[str, str] | None:
+    """The two units of one checked dimension a request asks between ("how many centimetres are in
+    a metre?", "convert cups to millilitres"), the larger first; None unless exactly two are named.
+    Temperatures are left out: "1 °C" is no unit fact."""
+    named: list[str] = []
+    for m in _UNIT_WORD.finditer(request):
+        name = next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
+        if name is not None and name not in named:
+            named.append(name)
+    if len(named) != 2:
+        return None
+    first, second = named
+    dimension = UNITS[first][0]
+    if dimension != UNITS[second][0] or dimension not in conversions or dimension == "temperature":
+        return None
+    return (first, second) if UNITS[first][2] >= UNITS[second][2] else (second, first)
 
 
 def _contrast_of(before: str, sep: str, clause: str) -> str:
@@ -536,6 +568,8 @@ _ONE = {"a", "an", "one", "1", "each", "every"}
 #: Two amounts side by side in a question ("Is a kilometre 100 metres?", "is a mile really 3 km?").
 _SIDE_BY_SIDE = re.compile(rf"^\s*(?:(?:really|actually|truly|just|definitely)\s+)?{_HEDGE}$", re.IGNORECASE)
 #: "there are 454 grams in a pound", "16 ounces to the pound".
+#: A unit named in a request, with or without a number ("how many centimetres in a metre?").
+_UNIT_WORD = re.compile(rf"(?<![\w])(?:{_unit_regex()})(?![\w])", re.IGNORECASE)
 _IN_A = re.compile(rf"^\s*(?:in|to)\s+(?:a|an|one|1|the|every|each)\s+(?P<unit>{_unit_regex()})\b", re.IGNORECASE)
 
 
@@ -602,15 +636,20 @@ def _disagree(
             given = max(first, second, key=lambda a: UNITS[a.unit][2])
             given = _Amount(UNITS[given.unit][2], UNITS[given.unit][3], given.dimension, given.unit, "", 1.0)
         other = second if given.unit == first.unit else first
-        # the given amount's sizes over the other unit's: every pairing of a US and a UK size
-        _, _, size_low, size_high = UNITS[other.unit]
-        low, high = given.value / size_high, given.high / size_low
-        figure = f"{_round(low)}" if abs(high - low) < 0.01 * low else f"{_round(low)} to {_round(high)}"
-        states = f"{_count(given)} is {figure} {_unit_name(other.unit, high)}"
+        states = _unit_statement(given, other.unit)
     yield WrongFact(
         f"conversion: {first.text!r} equated with {second.text!r}",
         f"{states[0].upper()}{states[1:]} (unit definitions).",
     )
+
+
+def _unit_statement(given: _Amount, other: str) -> str:
+    """``given`` in ``other`` units: "1 inch is 2.54 centimetres", "1 cup is 236.6 to 250 millilitres"
+    (the given amount's sizes over the other unit's: every pairing of a US and a UK size)."""
+    _, _, size_low, size_high = UNITS[other]
+    low, high = given.value / size_high, given.high / size_low
+    figure = f"{_round(low)}" if abs(high - low) < 0.01 * low else f"{_round(low)} to {_round(high)}"
+    return f"{_count(given)} is {figure} {_unit_name(other, high)}"
 
 
 def _count(amount: _Amount) -> str:
