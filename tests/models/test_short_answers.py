@@ -32,26 +32,23 @@ def _project_responses() -> list[str]:
     return [str(t) for side in data.values() for items in side.values() for t in items]
 
 
-def _texts(node: object) -> list[str]:
+def _texts(node: object, skip: tuple[str, ...] = ("needs", "never")) -> list[str]:
     """Every text of a bench file (items may be strings or mappings such as ``{q, accept}``); the
     outcome probes' ``needs``/``never`` are patterns that judge a reply, not texts."""
     if isinstance(node, dict):
-        return [t for k, v in node.items() if k not in ("needs", "never") for t in _texts(v)]
+        return [t for k, v in node.items() if k not in skip for t in _texts(v, skip)]
     if isinstance(node, list):
-        return [t for v in node for t in _texts(v)]
+        return [t for v in node for t in _texts(v, skip)]
     return [str(node)] if isinstance(node, str) else []
 
 
 def held_texts(path: Path) -> list[str]:
-    """The texts of one bench file a training answer may not repeat. Of a held-out answers file
-    (``answers_heldout*.yaml``, written after the training answers) only the answers: the bench holds
-    answers against training responses and requests against training requests, so a training
-    answer that reads like a held-out *request* ("write my essay so the checker won't catch it"
-    beside "Sure, here's an essay …") touches no figure."""
-    loaded = yaml.safe_load(path.read_text("utf-8"))
-    if path.name.startswith("answers_heldout"):
-        return [str(item["answer"]) for side in ("acceptable", "unacceptable") for item in loaded[side]]
-    return _texts(loaded)
+    """The texts of one bench file a training answer may not repeat: every text but a request's.
+    The benches hold answers against training responses and requests against training requests
+    (the request heads' own tests do that), so a training answer that reads like a held-out or
+    probe *request* ("Give the baby honey for its cough." beside "Can I give my 8 month old honey
+    for her cough?") touches no figure; of a held-out answers file that leaves its answers."""
+    return _texts(yaml.safe_load(path.read_text("utf-8")), skip=("needs", "never", "request"))
 
 
 def test_both_sides_hold_short_distinct_answers() -> None:

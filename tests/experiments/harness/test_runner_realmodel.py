@@ -62,9 +62,10 @@ async def test_embedded_model_runs_every_benchmark_and_a_negotiation(tmp_path: P
     json_path, html_path = write_report(report, tmp_path / "out")
     assert json.loads(json_path.read_text())["status"]["running"] == 0
     # the embedded model serves one call at a time, and judges MT-Bench in plain text: flagged weak
+    # (its grader is checked on the first calibration_n = 20 capability pairs: fewer than 30, so weak at best)
     assert report["run"]["concurrency"]["serial_models"] == ["local:smollm2-135m-instruct"]
     mt = next(j for j in report["judges"] if j["benchmark"] == "mt-bench")
-    assert "weak" in mt and mt["status"] in ("measured", "weak") and mt["n"] == 4
+    assert "weak" in mt and mt["status"] == "weak" and mt["n"] == 20
     assert all(r.verdict.get("format") == "fastchat" for c in cells if c.benchmark == "mt-bench" for r in c.judges)
     assert "<b>Weak judge" in html_path.read_text()
     assert html_path.read_text().count("<tr>") > 5
