@@ -75,13 +75,16 @@ def _texts(value: object) -> list[str]:
 
 
 def test_no_training_exemplar_repeats_a_request_of_any_bench_file() -> None:
-    """Every file under bench/data measures something (this check, the request head, the useful
-    answers): no exemplar the check trains on may repeat one of its requests (the bench's rule: the
-    same normalised text, or content words overlapping by Jaccard >= 0.5)."""
+    """Every held-out file under bench/data measures something (this check, the request head, the
+    useful answers): no exemplar the check trains on may repeat one of its requests (the bench's
+    rule: the same normalised text, or content words overlapping by Jaccard >= 0.5). Left out: the
+    held-out answers files (their requests are counted by the answers bench, below) and the outcome
+    probes, development data for the framework's checks that no crisis-check figure is read on (a
+    probe asking a child's paracetamol dose reads like a medicine look-alike the check trains on)."""
     held = [
         t
         for path in sorted(BENCH_DATA.glob("*.yaml"))
-        if not path.name.startswith("answers_heldout")
+        if not path.name.startswith(("answers_heldout", "outcome_probes"))
         for t in _texts(yaml.safe_load(path.read_text("utf-8")))
     ]
     assert len(held) > 500
