@@ -82,6 +82,7 @@ async def test_a_quality_judge_that_misreads_one_dimension_is_weak(tmp_path: Pat
     assert "capability" not in row["weak_reason"]
 
 
+@pytest.mark.needs_data
 def test_the_labelled_set_leaves_out_what_the_classifier_was_trained_or_tuned_on() -> None:
     rows = load_harm_labelled(SHARED_DATA)
     trained = {ex.text.strip() for ex in load_corpus(SHARED_DATA) if ex.split in ("train", "val")}
