@@ -394,10 +394,7 @@ def find_wrong_facts(
         # that states only the draft's own units ("1 metre is 39.4 inches") leaves the question
         # unanswered, so the asked conversion is stated first.
         big, small = asked_pair
-        states = f"{_unit_statement(_Amount(UNITS[big][2], UNITS[big][3], UNITS[big][0], big, '', 1.0), small)}"
-        asked_fact = WrongFact(
-            f"conversion asked: {big} to {small}", f"{states[0].upper()}{states[1:]} (unit definitions)."
-        )
+        asked_fact = _by_definition(f"conversion asked: {big} to {small}", _unit_statement(_one(big), small))
         if asked_fact.states not in found:
             return [asked_fact, *found.values()]
     return list(found.values())
@@ -409,7 +406,7 @@ def _asked_units(request: str, conversions: tuple[Dimension, ...]) -> tuple[str,
     Temperatures are left out: "1 °C" is no unit fact."""
     named: list[str] = []
     for m in _UNIT_WORD.finditer(request):
-        name = next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
+        name = _unit_of(m)
         if name is not None and name not in named:
             named.append(name)
     if len(named) != 2:
@@ -545,7 +542,7 @@ def _amount(m: re.Match[str]) -> _Amount | None:
         scale = "°F" if m.group("scale").lower().startswith("f") else "°C"
         celsius = (value - 32) * 5 / 9 if scale == "°F" else value
         return _Amount(celsius, celsius, "temperature", scale, m.group(0).strip(), value)
-    name = next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
+    name = _unit_of(m)
     if name is None:
         return None
     dimension, _, low, high = UNITS[name]
@@ -602,12 +599,20 @@ def _wrong_conversions(
                 yield from _disagree(one, amount, asked_about)
 
 
+def _unit_of(m: re.Match[str]) -> str | None:
+    """The unit a match of :func:`_unit_regex`'s named groups names, as a key of :data:`UNITS`."""
+    return next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
+
+
 def _unit_amount(m: re.Match[str]) -> _Amount | None:
-    name = next((n[2:].replace("_", " ") for n, v in m.groupdict().items() if n.startswith("u_") and v), None)
-    if name is None:
-        return None
-    dimension, _, low, high = UNITS[name]
-    return _Amount(low, high, dimension, name, f"1 {name}")
+    name = _unit_of(m)
+    return None if name is None else _one(name)
+
+
+def _one(unit: str) -> _Amount:
+    """One of ``unit``, the amount a unit fact is stated for ("1 inch is 2.54 centimetres")."""
+    dimension, _, low, high = UNITS[unit]
+    return _Amount(low, high, dimension, unit, f"1 {unit}")
 
 
 def _disagree(
@@ -633,14 +638,15 @@ def _disagree(
         if asked and asked[0].count != 1:
             given = asked[0]
         else:  # the unit fact, for one of the larger unit
-            given = max(first, second, key=lambda a: UNITS[a.unit][2])
-            given = _Amount(UNITS[given.unit][2], UNITS[given.unit][3], given.dimension, given.unit, "", 1.0)
+            given = _one(max(first, second, key=lambda a: UNITS[a.unit][2]).unit)
         other = second if given.unit == first.unit else first
         states = _unit_statement(given, other.unit)
-    yield WrongFact(
-        f"conversion: {first.text!r} equated with {second.text!r}",
-        f"{states[0].upper()}{states[1:]} (unit definitions).",
-    )
+    yield _by_definition(f"conversion: {first.text!r} equated with {second.text!r}", states)
+
+
+def _by_definition(evidence: str, states: str) -> WrongFact:
+    """A wrong conversion's :class:`WrongFact`: ``states`` as a sentence, sourced to the unit definitions."""
+    return WrongFact(evidence, f"{states[0].upper()}{states[1:]} (unit definitions).")
 
 
 def _unit_statement(given: _Amount, other: str) -> str:
