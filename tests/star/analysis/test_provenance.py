@@ -84,8 +84,9 @@ def test_a_star_report_names_the_campaigns_it_read_and_a_rerun_with_more_work_sa
         return dict(report["datasets"]["export"])
 
     before = report_of(star_rows(14, "pilot", rated=11) + star_rows(2, "other", rated=2))
-    assert "Campaigns read: other (2 dialogues: submitted 2); pilot (14 dialogues: submitted 11, in_progress 3)" in (
-        before["notes"]
+    assert (
+        "Campaigns read: other (2 dialogues: submitted 2); pilot (14 dialogues: submitted 11, in_progress 3)"
+        in (before["notes"])
     )
     after = report_of(star_rows(14, "pilot", rated=14) + star_rows(2, "other", rated=2))
     assert "Campaigns read: other (2 dialogues: submitted 2); pilot (14 dialogues: submitted 14)" in after["notes"]

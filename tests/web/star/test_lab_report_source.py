@@ -29,9 +29,7 @@ def test_the_lab_report_names_no_temporary_file() -> None:
 def test_the_lab_report_names_the_store_state_it_read() -> None:
     """The lab's report has no file to name; it names the campaign's data version instead, so two
     reports of one campaign say which saw more work (a rerun after new annotations reads more)."""
-    rows = [
-        {"dialogue_id": f"d{i}", "campaign": "pilot-1", "status": "submitted", "rule": "r1"} for i in range(2)
-    ] + [
+    rows = [{"dialogue_id": f"d{i}", "campaign": "pilot-1", "status": "submitted", "rule": "r1"} for i in range(2)] + [
         {
             "dialogue_id": "d9",
             "campaign": "pilot-1",
