@@ -232,7 +232,8 @@ def data_read(name: str, data_version: str) -> str:
     return (
         f"Read from the lab's store: campaign {name} with {count} submitted task(s) (dialogues, annotations "
         f"and arbitrations), latest submission {when} (data version {data_version}); "
-        "the report is built again after every submission."
+        "the report is built again after every submission (a dialogue started or abandoned since "
+        "shows in its counts from the next one)."
     )
 
 
