@@ -23,7 +23,18 @@ PACKAGE = "psychoalign"
 LAYERS: tuple[tuple[frozenset[str], str], ...] = (
     (
         frozenset(
-            {"errors", "lazy", "textio", "textnorm", "yamlio", "jsonguard", "storage", "migrations", "datasets", "intervals"}
+            {
+                "errors",
+                "lazy",
+                "textio",
+                "textnorm",
+                "yamlio",
+                "jsonguard",
+                "storage",
+                "migrations",
+                "datasets",
+                "intervals",
+            }
         ),
         "ground floor: errors, text, YAML and bounded JSON reading, database engines and their migrations, "
         "the intervals of a share (plain and clustered), "

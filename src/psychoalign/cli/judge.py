@@ -360,7 +360,9 @@ def judge_eval_refusal(
     for col in ("subset", "n", "precision [95% CI]", "recall [95% CI]", "F1", "accuracy [95% CI]"):
         table.add_column(col)
 
-    def fmt(x: float | None, ci: tuple[float, float] | None = None, n: int | None = None, eff: float | None = None) -> str:
+    def fmt(
+        x: float | None, ci: tuple[float, float] | None = None, n: int | None = None, eff: float | None = None
+    ) -> str:
         if x is None:
             return "n/a"
         behind = "" if n is None else f" (n {n}" + ("" if eff is None else f", effective n {eff:.1f}") + ")"
@@ -375,7 +377,9 @@ def judge_eval_refusal(
         )
         table.add_row(safe(name), str(m.n), *row)
     out_console.print(table)
-    if repeated := [f"{name} {m.n} responses to {m.prompts} prompts" for name, m in report.refused.items() if m.prompts]:
+    if repeated := [
+        f"{name} {m.n} responses to {m.prompts} prompts" for name, m in report.refused.items() if m.prompts
+    ]:
         out_console.print(
             safe(
                 f"responses repeat prompts ({'; '.join(repeated)}): intervals clustered by prompt, on the effective n; "

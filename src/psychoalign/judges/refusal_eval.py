@@ -192,9 +192,7 @@ class BinaryMetrics(BaseModel):
         return [(name, k) for name, k in behind.items() if 0 < k < MIN_RESPONSES]
 
 
-def _share_ci(
-    hits: Sequence[bool], keys: Sequence[str] | None, name: str, n_eff: dict[str, float]
-) -> Interval | None:
+def _share_ci(hits: Sequence[bool], keys: Sequence[str] | None, name: str, n_eff: dict[str, float]) -> Interval | None:
     """The 95 % Wilson interval of the share of ``hits``; when ``keys`` (the prompt each row
     answers) repeat, Wilson's on the effective number of rows, clustered by prompt
     (:func:`~psychoalign.intervals.effective_n`, as ``judge eval-harm`` and ``eval-jailbreak``

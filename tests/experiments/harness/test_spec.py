@@ -152,7 +152,9 @@ def test_a_system_without_a_kind_shows_its_name_as_kind_and_keeps_its_run_id() -
     assert [(s.name, s.kind) for s in bare.systems] == [("psychoalign", "psychoalign"), ("plain", "vanilla")]
     assert [s["kind"] for s in bare.model_dump(mode="json")["systems"]] == ["psychoalign", "vanilla"]
     assert bare.run_id() == "kinds-323fd0ca01cb"
-    explicit = spec_from_text(KINDS_SPEC.replace("  - psychoalign\n", "  - {name: psychoalign, kind: psychoalign}\n"), "k")
+    explicit = spec_from_text(
+        KINDS_SPEC.replace("  - psychoalign\n", "  - {name: psychoalign, kind: psychoalign}\n"), "k"
+    )
     assert explicit.run_id() == bare.run_id()
     assert spec_from_text(KINDS_SPEC.replace("kind: vanilla", "kind: ''"), "k").systems[1].kind == "plain"
     # a run stored by older code (kind '' in its spec, or the kind written out) resumes under its id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+
 def test_a_graded_metric_where_every_item_scored_the_same_gets_no_interval() -> None:
     """Two dilemmas both rated 5.5 printed '0.550 [0.550, 0.550]': a zero-width interval that
     reads as certainty, from a judge that gave one rating to everything. Nothing varied, so the

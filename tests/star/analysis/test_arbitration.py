@@ -222,3 +222,17 @@ def test_clustered_by_arbitrator_the_interval_covers_95_percent_where_wilson_doe
         clustered += ci[0] <= 0.3 <= ci[1]
     assert naive / runs < 0.85
     assert 0.93 <= clustered / runs <= 0.98
+
+
+def test_the_share_needing_arbitration_of_a_few_annotators_has_no_interval(tmp_path: Path) -> None:
+    """Whether two ratings diverge depends on who rated: 24 dialogues all rated by the same two
+    annotators showed "46% [95% CI 28%, 65%]" as a rate of arbitration in general. Under 10
+    annotators the share is given without an interval, and the report says why."""
+    rows = [{**r, "annotator1_id": "a", "annotator2_id": "b"} for r in _rows(24, 11)]
+    data = to_data(tmp_path, rows)
+    section = arbitration_section(data)
+    assert section["trigger_rate"] == 11 / 24 and section["trigger_rate_ci95"] is None
+    assert section["trigger_rate_note"].startswith("the 24 dialogues were rated by 2 annotators: whether two ratings")
+    out = tmp_path / "r"
+    write_report(analyze([data], n_boot=50, embed=False), [data], out)
+    assert "46%, no interval: the 24 dialogues were rated by 2 annotators" in (out / "report.html").read_text()

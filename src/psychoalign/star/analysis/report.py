@@ -426,9 +426,12 @@ def _small_sample(section: dict[str, Any]) -> str:
 
 
 def _share_ci(section: dict[str, Any]) -> str:
-    """The share with its Wilson interval (reports written before it had one: the share alone)."""
+    """The share with its Wilson interval, or without one and why (reports written before it had
+    one: the share alone)."""
     ci = section.get("trigger_rate_ci95")
     share = f"{section['trigger_rate']:.0%}"
+    if section.get("trigger_rate_note"):
+        return f"{share}, no interval: {section['trigger_rate_note']}"
     return f"{share} [95% CI {ci[0]:.0%}, {ci[1]:.0%}]" if ci else share
 
 

@@ -643,13 +643,27 @@ def arbitration_section(data: RatingData) -> dict[str, Any]:
         sided[side] += 1
         who = deciders.loc[item_id][0]
         decisions.append((side, None if who is None or pd.isna(who) else str(who)))
+    # who annotated the dialogues rated twice: a handful of annotators make every divergence theirs
+    raters = ann[ann["item_id"].isin(pairs.index)]["rater_id"]
+    annotators = None if raters.isna().any() else int(raters.nunique())
+    trigger_ci: list[float] | None = None
+    trigger_note: str | None = None
+    if annotators is not None and annotators < MIN_CLUSTERS:
+        trigger_note = (
+            f"the {len(pairs)} dialogues were rated by {annotators} annotator{'s' if annotators != 1 else ''}: whether "
+            "two ratings diverge depends on who rated, so the rate describes them, and no interval is given "
+            f"on fewer than {MIN_CLUSTERS}"
+        )
+    else:
+        # a share of a few dozen dialogues is not a precise figure: Wilson's interval says how wide
+        trigger_ci = [float(x) for x in proportion_confint(len(triggered), len(pairs), method="wilson")]
     out: dict[str, Any] = {
         "computable": True,
         "dialogues_with_two_annotations": len(pairs),
         "arbitration_triggered": len(triggered),
         "trigger_rate": float(len(triggered) / len(pairs)),
-        # a share of a few dozen dialogues is not a precise figure: Wilson's interval says how wide
-        "trigger_rate_ci95": [float(x) for x in proportion_confint(len(triggered), len(pairs), method="wilson")],
+        "trigger_rate_ci95": trigger_ci,
+        **({"trigger_rate_note": trigger_note} if trigger_note else {}),
         "arbitrator_sided_with": sided,
         "arbitrator_sided_with_shares": sided_shares(sided, [who for _, who in decisions], [s for s, _ in decisions]),
         "note": "sided with = the annotator whose rating is closer to the arbitrator's",
@@ -672,10 +686,10 @@ def _no_arbitrator_interval(n: int, arbitrators: list[str | None]) -> str | None
         )
     count = len(set(arbitrators))
     if count < n and count < MIN_ARBITRATORS:
-        who = "one arbitrator" if count == 1 else f"{count} arbitrators"
+        who, them = ("one arbitrator", "that arbitrator") if count == 1 else (f"{count} arbitrators", "them")
         return (
             f"{who} decided all {n}: one arbitrator's decisions are not independent, and an interval clustered by "
-            f"arbitrator needs at least {MIN_ARBITRATORS}; these shares describe {'that arbitrator' if count == 1 else 'them'}"
+            f"arbitrator needs at least {MIN_ARBITRATORS}; these shares describe {them}"
         )
     return None
 
@@ -702,9 +716,7 @@ def sided_shares(
         return out
     if arbitrators is None or sides is None:
         arbitrators, sides = [None] * n, []
-    why = (
-        f"fewer than {MIN_ALPHA_ITEMS}" if n < MIN_ALPHA_ITEMS else _no_arbitrator_interval(n, arbitrators)
-    )
+    why = f"fewer than {MIN_ALPHA_ITEMS}" if n < MIN_ALPHA_ITEMS else _no_arbitrator_interval(n, arbitrators)
     if all(a is not None for a in arbitrators):
         out["arbitrators"] = len(set(arbitrators))
     for side in ("annotator1", "annotator2", "between"):
