@@ -343,8 +343,8 @@ def system_card(base_url: str, auth: bool, grpc_url: str | None = None) -> Agent
         description=(
             "Answers a request after a DRIVE / EVALUATOR / MEDIATOR negotiation under an ethical framework. "
             "Send text; optional message metadata {framework (one the deployment offers), context}. The response "
-            "artifact carries the answer (text) and {traceId, status, rounds, tension, state, defense, framework} "
-            "(data)."
+            "artifact carries the answer (text) and {traceId, status, rounds, tension, state, defense, framework, "
+            "outcome (answered, filtered, redirected, refused, failed), rules, channels} (data)."
         ),
         tags=["psychoalign", "alignment", "safety", "negotiation"],
         examples=["Is it safe to take ibuprofen with paracetamol?"],
