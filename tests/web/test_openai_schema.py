@@ -273,6 +273,18 @@ def test_every_parameter_of_the_official_clients_create_is_known_to_the_server()
     assert not unknown, unknown
 
 
+def test_a_null_stream_option_is_the_option_left_out() -> None:
+    """``null`` for an optional field is the field left out, inside ``stream_options`` too (it was
+    a 400 though ``"stream": null`` and ``"stream_options": null`` were taken); a string is still
+    refused by name."""
+    body = {"model": "m", "messages": ASK, "stream": True}
+    taken = _parse({**body, "stream_options": {"include_usage": None, "include_obfuscation": None}})
+    assert isinstance(taken, ChatCompletionRequest) and taken.stream_options is not None
+    assert not taken.stream_options.include_usage
+    refused = _parse({**body, "stream_options": {"include_usage": "yes"}})
+    assert isinstance(refused, APIError) and refused.param == "stream_options.include_usage"
+
+
 def test_a_content_part_refuses_an_unknown_key_as_a_message_does() -> None:
     """A content part's unknown key is named as a message's is; one sent as null is left out."""
     part = {"type": "text", "text": "How do I boil an egg?"}

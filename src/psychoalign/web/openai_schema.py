@@ -509,6 +509,9 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
     if data.get("stream", False) is None:  # nullable in OpenAI's API: null is not streamed
         del data["stream"]
+    options = data.get("stream_options")
+    if isinstance(options, dict) and None in options.values():  # as everywhere: null is the field left out
+        data["stream_options"] = {k: v for k, v in options.items() if v is not None}
     if "sampling" in data:  # our own field for the validated parameters, not a request argument
         raise _bad("sampling", "Unrecognized request argument supplied: sampling", "unknown_parameter")
     sampling = _sampling(data)
