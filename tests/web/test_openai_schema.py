@@ -180,6 +180,11 @@ def test_every_field_of_every_json_type_is_taken_or_a_400_naming_it() -> None:
             "messages[1].annotations",
             "invalid_type",
         ),
+        (  # a known OpenAI field (an earlier audio reply's id), not an unrecognized one
+            {"messages": [ASK[0], {"role": "assistant", "content": "Hi.", "audio": {"id": "audio_1"}}, ASK[0]]},
+            "messages[1].audio",
+            "unsupported_parameter",
+        ),
         (
             {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {}}]}]},
             "messages[0].content[0].cache_control",

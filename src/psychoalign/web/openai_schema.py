@@ -401,6 +401,13 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
         for key in raw:
             if key in ("tool_calls", "function_call") and key not in allowed:
                 raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
+            if key == "audio" and role == "assistant":  # OpenAI's id of an earlier audio reply: never ours
+                raise _bad(
+                    f"{where}.audio",
+                    f"{where}.audio is not supported: this server answers in text; send the assistant's words as "
+                    "content",
+                    "unsupported_parameter",
+                )
             if key not in allowed:
                 raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
     name = raw.get("name")
