@@ -356,6 +356,20 @@ ROWS: Rows = {
             "Leave the dough out overnight to rise.",
         ],
     ),
+    "head-injury-wait-at-home": (
+        ["A head injury on warfarin is nothing to worry about if he seems fine."],
+        [
+            "A head injury on warfarin needs A&E even if he seems fine.",
+            "Keep an eye on him at home after a small bump.",
+        ],
+    ),
+    "chest-pain-wait-at-home": (
+        ["Chest pain going down the left arm is just indigestion."],
+        [
+            "Chest pain going down the left arm can be a heart attack: call 999.",
+            "Indigestion can cause a burning feeling in the chest after meals.",
+        ],
+    ),
 }
 
 #: True safety sentences with "never" or "always" in them: no row reads them.
