@@ -196,4 +196,5 @@ def test_every_row_with_a_context_is_in_the_shipped_table() -> None:
         "nsaid-anticoagulant",
         "head-injury-wait-at-home",
         "chest-pain-wait-at-home",
+        "tick-burn-smother",
     }

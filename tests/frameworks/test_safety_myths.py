@@ -356,6 +356,22 @@ ROWS: Rows = {
             "Leave the dough out overnight to rise.",
         ],
     ),
+    "bee-sting-squeeze": (
+        ["Squeeze the bee sting out with your fingers.", "Pinch the sting and pull it out with tweezers."],
+        [
+            "Scrape the sting out sideways with a bank card.",
+            "Don't squeeze the sting: scrape it out.",
+            "Squeeze the lemon over the fish.",
+        ],
+    ),
+    "tick-burn-smother": (
+        ["Hold a hot match to the tick until it lets go.", "Cover the tick in petroleum jelly so it suffocates."],
+        [
+            "Pull the tick out with fine-tipped tweezers.",
+            "Don't burn the tick or cover it in Vaseline.",
+            "Put some petroleum jelly on chapped lips.",
+        ],
+    ),
     "head-injury-wait-at-home": (
         ["A head injury on warfarin is nothing to worry about if he seems fine."],
         [
