@@ -156,6 +156,12 @@ def test_star_analyze_prints_the_arbitrators_shares_with_n_and_interval(tmp_path
     (line,) = [ln for ln in out.stderr.splitlines() if "arbitrator sided with" in ln]
     assert f"closer to the first annotator 9 (75% of 12 arbitrated [95% CI {low:.0%}, {high:.0%}])" in line, line
     assert "closer to the second annotator 3 (25% of 12 arbitrated" in line
+    export.write_text("".join(json.dumps({**r, "arbitrator_id": "z"}) + "\n" for r in rows))
+    out = cli("star", "analyze", str(export), "--out", str(tmp_path / "one"), "--no-embed", "--bootstrap", "0")
+    assert out.returncode == 0, out.stderr
+    (line,) = [ln for ln in out.stderr.splitlines() if "arbitrator sided with" in ln]
+    assert "closer to the first annotator 9 (75% of 12 arbitrated, no interval)" in line, line
+    assert "one arbitrator decided all 12: one arbitrator's decisions are not independent" in line
 
 
 def test_star_analyze_names_the_campaigns_it_read_before_any_figure(tmp_path: Path) -> None:
@@ -181,12 +187,6 @@ def test_star_analyze_names_the_campaigns_it_read_before_any_figure(tmp_path: Pa
     lines = out.stderr.splitlines()
     said = lines.index("export: Campaigns read: pilot-1 (12 dialogues: submitted 10, in_progress 2)")
     assert said < next(i for i, ln in enumerate(lines) if ln.startswith("wrote "))
-    export.write_text("".join(json.dumps({**r, "arbitrator_id": "z"}) + "\n" for r in rows))
-    out = cli("star", "analyze", str(export), "--out", str(tmp_path / "one"), "--no-embed", "--bootstrap", "0")
-    assert out.returncode == 0, out.stderr
-    (line,) = [ln for ln in out.stderr.splitlines() if "arbitrator sided with" in ln]
-    assert "closer to the first annotator 9 (75% of 12 arbitrated, no interval)" in line, line
-    assert "one arbitrator decided all 12: one arbitrator's decisions are not independent" in line
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
