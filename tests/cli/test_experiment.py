@@ -36,9 +36,11 @@ def test_cli_run_status_report_dry_run_and_errors(tmp_path: Path) -> None:
     spec_file.write_text("name: mini\nsystems: [vanilla, rlhf]\nbenchmarks: [hhh, advbench]\nn: 3\n")
     out = tmp_path / "out"
     # no --no-progress: piped, the run draws no bar (stderr is a pipe here, as in scripts and CI logs)
+    # but is not silent either: plain lines say how far it got
     res = cli("experiment", "run", str(spec_file), "--n", "2", "--out", str(out), "-c", str(config))
     assert res.returncode == 0, res.stderr
     assert "━" not in res.stderr and "ETA" not in res.stderr
+    assert ": 8 cells to run" in res.stderr and ": 8 of 8 cells done, 0 failed" in res.stderr
     assert "Table 3" in res.stdout and "Cost per item" in res.stdout
     data = json.loads((out / "results.json").read_text())
     assert data["status"] == {"done": 8, "failed": 0, "gave_up": 0, "running": 0}
@@ -61,6 +63,8 @@ def test_cli_run_status_report_dry_run_and_errors(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "not in spec" in bad.stderr
     bad = cli("experiment", "run", str(spec_file), "--shard", "3/2", "-c", str(config))
     assert bad.returncode == 2 and "invalid --shard" in bad.stderr
+    quiet = cli("experiment", "run", str(spec_file), "--n", "2", "--new-run", "--no-progress", "-c", str(config))
+    assert quiet.returncode == 0 and "cells done" not in quiet.stderr
 
 
 def test_named_experiments_plug_into_experiment_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -99,6 +99,41 @@ class _ProgressBar:
         self._bar.stop()
 
 
+class _ProgressLines:
+    """A run's progress when stderr is not a terminal (piped, logged, CI): plain lines, at most about
+    twenty per run, so a long run is not silent and a log file stays readable."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._name = ""
+        self._total = 0
+        self._done = 0
+
+    def note(self, message: str) -> None:
+        self.console.print(safe(message), soft_wrap=True)
+
+    def start(self, name: str, total: int) -> None:
+        self._name, self._total, self._done = name, total, 0
+        self.console.print(safe(f"{name}: {total} cell{'s' if total != 1 else ''} to run"), soft_wrap=True)
+
+    def advance(self, failed: int) -> None:
+        self._done += 1
+        step = max(1, self._total // 20)
+        if self._done % step == 0 or self._done == self._total:
+            line = f"{self._name}: {self._done} of {self._total} cells done, {failed} failed"
+            self.console.print(safe(line), soft_wrap=True)
+
+    def stop(self) -> None:
+        return None
+
+
+def _progress(console: Console, *, off: bool) -> _ProgressBar | _ProgressLines | None:
+    """A bar on a terminal, plain lines elsewhere (a piped run used to print nothing until it ended)."""
+    if off:
+        return None
+    return _ProgressBar(console) if console.is_terminal else _ProgressLines(console)
+
+
 def _store(settings: Settings, url: str | None, *, existing: bool = False) -> ResultStore:
     """The result store; ``existing`` for commands that only read runs: a SQLite file that is not
     there is an error (opening it would create an empty store and report that nothing ran)."""
@@ -274,7 +309,7 @@ def run(
                 reclaim=reclaim,
                 follow=follow,
                 new_run=new_run,
-                progress=None if no_progress or json_out or not err_console.is_terminal else _ProgressBar(err_console),
+                progress=_progress(err_console, off=no_progress or json_out),
                 resume_command=resume,
             )
             run_record = await store.get_run(summary.run_id)
