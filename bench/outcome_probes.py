@@ -29,12 +29,12 @@ instead of the settings' EVALUATOR::
         --weights bench/candidates/evaluator-minilm-v12.json
 
 ``--crisis-check FILE`` runs the crisis check in ``FILE`` (a candidate, e.g.
-``bench/candidates/crisis-minilm-v13.json``) in place of the shipped one, both in the embedded
+``bench/candidates/crisis-minilm-v12.json``) in place of the shipped one, both in the embedded
 classifier EVALUATOR and in the negotiation's own crisis screen (for an EVALUATOR that does not run
 it); nothing is installed or shipped::
 
     python bench/outcome_probes.py --mode scripted --file bench/data/outcome_probes5.yaml \
-        --crisis-check bench/candidates/crisis-minilm-v13.json
+        --crisis-check bench/candidates/crisis-minilm-v12.json
 """
 
 from __future__ import annotations

@@ -4,11 +4,12 @@ Run from the repo root (needs the evaluation data folder, shared/data, as the bu
 
     .venv/bin/python scripts/explore_crisis_v12.py               # the LOFO estimate and the choice (prints only)
     .venv/bin/python scripts/explore_crisis_v12.py --write       # the chosen setting trained on all eleven files,
-                                                                 # written to classifier_data/crisis-minilm-v12.json
+                                                                 # written to bench/candidates/crisis-minilm-v12.json
 
-The shipped crisis check since it was scored on its fresh file (``bench/data/crisis_heldout_v12.yaml``,
-written blind, by the rule MODEL_CARD.md states); ``crisis-minilm-v10``, which it replaced, is read from
-``bench/candidates/crisis-minilm-v10.json`` for the comparison. v12 is v10's
+The shipped crisis check from its fresh file (``bench/data/crisis_heldout_v12.yaml``, written blind,
+scored by the rule MODEL_CARD.md states) until ``crisis-minilm-v13`` replaced it; kept in
+``bench/candidates/crisis-minilm-v12.json`` for comparison, as ``crisis-minilm-v10``, which it
+replaced, is read from ``bench/candidates/crisis-minilm-v10.json``. v12 is v10's
 recipe (``scripts/explore_crisis_v10.py``, whose data, fit, features and scorer it imports: v10's
 phrases with the multilingual lexicon, v10's medicine guard, a class-balanced RBF SVM on the first
 encoder window, thresholds by the build's rule on grouped 5-fold out-of-fold margins) trained on
@@ -70,7 +71,7 @@ from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, MedicineGuar
 from request_head import CRISIS_HELDOUTS  # noqa: E402
 
 V10_CHECK = ROOT / "bench" / "candidates" / "crisis-minilm-v10.json"
-CANDIDATE = ROOT / "src" / "psychoalign" / "models" / "classifier_data" / "crisis-minilm-v12.json"
+CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v12.json"
 VERSION = "crisis-minilm-v12"
 #: The eleven crisis files (all scored at least once; development data for this candidate).
 TRAIN_FILES = CRISIS_HELDOUTS[:11]
@@ -319,7 +320,8 @@ def main() -> int:
     ap = crisis_lofo.parser(
         __doc__,
         CANDIDATE,
-        f"write the chosen check (all {V12.files_word} files) to FILE (default: the shipped classifier_data/)",
+        f"write the chosen check (all {V12.files_word} files) to FILE (default: bench/candidates/, the copy of "
+        "the check v13 replaced)",
     )
     crisis_lofo.add_jobs(ap)
     args = ap.parse_args()

@@ -4,11 +4,11 @@ Run from the repo root (needs the evaluation data folder, shared/data, as the bu
 
     .venv/bin/python scripts/explore_crisis_v13.py               # the LOFO estimate and the choice (prints only)
     .venv/bin/python scripts/explore_crisis_v13.py --write       # the chosen setting trained on all twelve files,
-                                                                 # written to bench/candidates/crisis-minilm-v13.json
+                                                                 # written to classifier_data/crisis-minilm-v13.json
 
-A candidate, not the shipped check: ``crisis-minilm-v12`` stays shipped until v13 is scored on a
-crisis file written after it was frozen. Score it with ``python bench/request_head.py --crisis
---check-only --no-doc --crisis-check bench/candidates/crisis-minilm-v13.json --file FILE``.
+The shipped crisis check since it was scored once on its fresh file (``bench/data/crisis_heldout_v13.yaml``,
+written blind after it was frozen, by the rule MODEL_CARD.md states); ``crisis-minilm-v12``, which it
+replaced, is read from ``bench/candidates/crisis-minilm-v12.json`` for the comparison.
 
 v12's recipe (``scripts/explore_crisis_v12.py``, whose data, grid, rule and build it runs through
 :func:`explore_crisis_v12.explore` with its own :class:`~explore_crisis_v12.Recipe`), with two changes:
@@ -55,7 +55,7 @@ from psychoalign.models.crisis_phrases import MEDICINE_GUARD_V11  # noqa: E402
 from request_head import CRISIS_HELDOUTS  # noqa: E402
 
 VERSION = "crisis-minilm-v13"
-CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v13.json"
+CANDIDATE = ROOT / "src" / "psychoalign" / "models" / "classifier_data" / "crisis-minilm-v13.json"
 #: The twelve crisis files (all scored at least once; development data for this candidate).
 TRAIN_FILES = CRISIS_HELDOUTS[:12]
 #: v12's chosen setting (its file's ``metrics["setting"]``), run with v12's guard as the baseline.
@@ -78,7 +78,7 @@ V13 = v12.Recipe(
 
 def main() -> int:
     ap = crisis_lofo.parser(
-        __doc__, CANDIDATE, "write the chosen check (all twelve files) to FILE (default: bench/candidates/)"
+        __doc__, CANDIDATE, "write the chosen check (all twelve files) to FILE (default: the shipped classifier_data/)"
     )
     crisis_lofo.add_jobs(ap)
     args = ap.parse_args()
