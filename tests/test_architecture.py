@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[frozenset[str], str], ...] = (
                 "textio",
                 "textnorm",
                 "yamlio",
+                "tomlio",
                 "jsonguard",
                 "storage",
                 "migrations",

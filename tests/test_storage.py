@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
+from psychoalign.errors import ConfigError
 from psychoalign.storage import BUSY_TIMEOUT_MS, create_engine_for, describe_error
 from psychoalign.traces import SQLTraceStore, TraceStatus
 from tests.scenario import World, evaluation, proposals
@@ -44,3 +48,25 @@ def test_describe_error_never_shows_sql_or_parameters() -> None:
 
     exc = OperationalError("SELECT secret FROM t WHERE x = ?", ("PARAM",), Exception("database is locked"))
     assert describe_error(exc) == "Exception: database is locked"
+
+
+def test_a_damaged_sqlite_file_is_named_as_damaged_and_left_as_it_is(tmp_path: Path) -> None:
+    """A file that is not a database (or a truncated one) is no matter of permissions: the error
+    says the file is damaged and how to go on, and the file is not touched."""
+    good = tmp_path / "good.db"
+    with closing(sqlite3.connect(good)) as conn:
+        conn.execute("CREATE TABLE t (x TEXT)")
+        conn.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 200)
+        conn.commit()
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(good.read_bytes()[:5000])
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"garbage\n")
+    for damaged in (truncated, garbage):
+        before = damaged.read_bytes()
+        with pytest.raises(ConfigError) as caught:
+            create_engine_for(f"sqlite:///{damaged}")
+        assert "cannot open store" in caught.value.message
+        assert "damaged or is not a SQLite database" in caught.value.hint
+        assert "writable" not in caught.value.hint
+        assert damaged.read_bytes() == before

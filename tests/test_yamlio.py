@@ -109,7 +109,7 @@ def test_config_file_duplicates_are_refused_yaml_and_toml(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as info:
         load_settings(toml, environ={})
     message = _one_line(str(info.value))
-    assert message.startswith(f"{toml}: invalid TOML: ") and "line 3" in message
+    assert message.startswith(f"{toml}:3:10: invalid TOML: Cannot overwrite a value ")
     out = cli("config", "show", "--config", str(toml))
     assert out.returncode == 2 and "invalid TOML" in out.stderr and "Traceback" not in out.stderr
     assert len([ln for ln in out.stderr.splitlines() if ln.strip()]) == 1, out.stderr

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from .errors import ConfigError, PsychoAlignError, redact_url
 from .models.spec import ModelSpec, backend_of
 from .textio import read_text
+from .tomlio import parse_toml
 from .yamlio import MAX_YAML_CHARS, parse_yaml
 
 __all__ = [
@@ -587,12 +587,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML or YAML config file; errors name the file and line."""
     text = read_text(path, what="config file", error=ConfigError, max_bytes=MAX_YAML_CHARS)
     if path.suffix.lower() == ".toml":
-        try:
-            data: Any = tomllib.loads(text)  # refuses a key defined twice ("Cannot overwrite a value")
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(
-                f"{path}: invalid TOML: {' '.join(str(exc).split())}", hint="fix the TOML at that line"
-            ) from None
+        data: Any = parse_toml(text, str(path))  # refuses a key defined twice ("Cannot overwrite a value")
     else:
         data = parse_yaml(text, str(path), error=ConfigError)
         if data is None:  # an empty file (or comments only): no settings

@@ -137,8 +137,7 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
         try:
             _enter_wal(engine.url.database or "")
         except sqlite3.Error as exc:
-            hint = "check store_url: a writable SQLite file"
-            raise ConfigError(f"cannot open store {shown}: {exc}", hint=hint) from None
+            raise ConfigError(f"cannot open store {shown}: {exc}", hint=_sqlite_hint(exc)) from None
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -149,6 +148,17 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> AsyncEngine:
             cursor.close()
 
     return engine
+
+
+def _sqlite_hint(exc: sqlite3.Error) -> str:
+    """The fix for a SQLite file that cannot be opened: a damaged file (or one that is not a
+    database) is no matter of permissions, and nothing was written to it."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return (
+            "the file is damaged or is not a SQLite database (it was left as it is): restore it from a "
+            "backup, or move it aside and rerun to start a new store, or point store_url (or --store) elsewhere"
+        )
+    return "check store_url: a writable SQLite file"
 
 
 def _enter_wal(path: str) -> None:

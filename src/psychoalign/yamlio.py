@@ -255,7 +255,7 @@ def load_yaml_model(
     """
     node, data = parse_yaml_node(text, source, error=error)
     if not isinstance(data, dict) or node is None:
-        raise error(f"{source}:1: expected a YAML mapping at the top level")
+        raise error(f"{source}:1: expected a YAML mapping at the top level", hint=hint)
     try:
         return model.model_validate(prepare(data) if prepare else data)
     except ValidationError as exc:

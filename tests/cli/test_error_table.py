@@ -53,7 +53,7 @@ UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: connection refused at
 CASES: dict[str, list[Case]] = {
     "chat": [
         Case(("chat", "--temperature", "warm", "hi"), "Invalid value for '--temperature'"),
-        Case(("chat", "--config", "bad.toml", "hi"), "bad.toml: invalid TOML"),
+        Case(("chat", "--config", "bad.toml", "hi"), "bad.toml:1:10: invalid TOML"),
         Case(("chat", "--backend", "scripted", "--schema", "bad.json", "hi"), "bad.json:2:16: invalid JSON"),
         Case(("chat", "--backend", "scripted", "-"), "standard input is not UTF-8", stdin=b"\xff\xfehi"),
         Case(("chat", "--backend", "scripted", "-"), "the prompt is empty", stdin=b""),
@@ -135,7 +135,7 @@ CASES: dict[str, list[Case]] = {
     "judge refusal": [
         Case(("judge", "refusal", "hi", "--tier", "nope"), "unknown tier 'nope'"),
         # the offline tiers read no settings: a broken --config and a --role typo were ignored
-        Case(("judge", "refusal", "hi", "--config", "bad.toml"), "bad.toml: invalid TOML"),
+        Case(("judge", "refusal", "hi", "--config", "bad.toml"), "bad.toml:1:10: invalid TOML"),
         Case(("judge", "refusal", "hi", "--role", "nope"), "unknown role 'nope' for --role"),
         Case(("judge", "refusal", "-", "--tier", "rules"), "standard input is empty", stdin=b""),
         Case(("judge", "refusal", "-", "--tier", "rules"), "standard input is not UTF-8", stdin=b"I can\xff"),
@@ -159,7 +159,7 @@ CASES: dict[str, list[Case]] = {
     ],
     "lab accounts": [Case(("lab", "accounts"), "newer than this psychoalign knows", env=(("NEWER", "accounts"),))],
     "models list": [
-        Case(("models", "list", "--config", "bad.toml"), "bad.toml: invalid TOML"),
+        Case(("models", "list", "--config", "bad.toml"), "bad.toml:1:10: invalid TOML"),
         # an empty YAML list was read as no settings at all
         Case(("models", "list", "--config", "list.yaml"), "list.yaml: the top level must be a table/mapping"),
     ],

@@ -164,6 +164,31 @@ def test_star_analyze_prints_the_arbitrators_shares_with_n_and_interval(tmp_path
     assert "one arbitrator decided all 12: one arbitrator's decisions are not independent" in line
 
 
+def test_star_analyze_names_the_campaigns_it_read_before_any_figure(tmp_path: Path) -> None:
+    """Which campaign's export a report was made from, and how far along it was, is said when the
+    command starts: a rerun on a later export prints other counts."""
+    rows = [
+        {
+            "dialogue_id": f"d{i}",
+            "campaign": "pilot-1",
+            "status": "submitted" if i < 10 else "in_progress",
+            "rule": "harassment",
+            "annotator1_id": "a",
+            "annotator1_rating": 1 + i % 4,
+            "annotator2_id": "b",
+            "annotator2_rating": 1 + (i + 1) % 4,
+        }
+        for i in range(12)
+    ]
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = cli("star", "analyze", str(export), "--out", str(tmp_path / "r"), "--no-embed", "--bootstrap", "0")
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    said = lines.index("export: Campaigns read: pilot-1 (12 dialogues: submitted 10, in_progress 2)")
+    assert said < next(i for i, ln in enumerate(lines) if ln.startswith("wrote "))
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_star_export_rows_keep_a_field_only_a_later_row_has(tmp_path: Path, fmt: str) -> None:
     """Parquet took its columns from the first row: a field only a later dialogue carries (an

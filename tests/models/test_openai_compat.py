@@ -125,6 +125,16 @@ async def test_unreachable_endpoint_fails_clearly() -> None:
     assert url not in str(info.value) and info.value.detail and url in info.value.detail
 
 
+async def test_the_give_up_line_counts_one_attempt_in_the_singular() -> None:
+    """max_retries = 0: one attempt, "gave up after 1 attempt" (was "1 attempts"); two read in the plural."""
+    url = f"http://127.0.0.1:{free_port()}"
+    for retries, words in ((0, "(gave up after 1 attempt)"), (1, "(gave up after 2 attempts)")):
+        async with build_model(spec_for(url, max_retries=retries)) as model:  # type: ignore[arg-type]
+            with pytest.raises(EndpointError) as info:
+                await model.chat("hi")
+        assert info.value.message.endswith(words), info.value.message
+
+
 async def test_a_model_used_as_a_context_closes_its_session_when_a_call_fails() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     async with build_model(spec_for(url, max_retries=0)) as model:  # type: ignore[arg-type]

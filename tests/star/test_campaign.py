@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from psychoalign.config import Settings, load_settings
+from psychoalign.errors import ConfigError
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
 from psychoalign.star import load_policy
 from psychoalign.star.campaign import PERSONA_ROLES, CampaignConfig, CampaignReport, load_campaign, run_campaign
@@ -245,6 +246,23 @@ def test_campaign_file_errors_have_lines(tmp_path: Path) -> None:
     path.write_text("name: ok\nturns: 99\n")
     with pytest.raises(Exception, match=rf"{path}:2: turns"):
         load_campaign(path)
+
+
+def test_campaign_file_errors_name_the_fix(tmp_path: Path) -> None:
+    """A bad key or value, or a file that is not a mapping, points to the documented campaign file;
+    a rule the policy lacks lists the rules it has."""
+    path = tmp_path / "c.yaml"
+    for text in ("name: ok\nturns: many\n", "- a list\n"):
+        path.write_text(text)
+        with pytest.raises(ConfigError) as caught:
+            load_campaign(path)
+        assert caught.value.hint is not None and "docs/star.md" in caught.value.hint
+    path.write_text("name: ok\nrules: [hate-speach]\n")
+    out = cli("star", "campaign", "run", str(path))
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert "unknown rule(s) for policy star-default: hate-speach" in lines[0]
+    assert "hate-speech" in lines[0].split("—", 1)[1]  # the rule meant, among those named as the fix
 
 
 # -- issue #10 items 11-14: identity, spread, target failures, resume, pre-annotation ------------

@@ -165,8 +165,9 @@ def test_invalid_policy_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_bad_requests_are_refused() -> None:
-    with pytest.raises(InputError, match="unknown rule"):
+    with pytest.raises(InputError, match="unknown rule") as caught:
         generate_instructions(POLICY, SPACE, 10, rules=["nope"])
+    assert caught.value.hint is not None and all(r.id in caught.value.hint for r in POLICY.rules())
     with pytest.raises(InputError, match="between 1 and 100000"):
         generate_instructions(POLICY, SPACE, 0)
     # `star instructions generate --n 99999999999999999999` used to run until memory ran out

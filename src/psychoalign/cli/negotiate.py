@@ -558,6 +558,8 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
                 row.append(safe(kept))
             table.add_row(*row)
         out_console.print(table)
+    if trace.rounds:
+        out_console.print(Text(ROUND_LEGEND, style="dim"))
     f = trace.final
     if trace.status is TraceStatus.FAILED:
         out_console.print(Text.assemble(("FAILED: ", "bold red"), safe(trace.error or "")))
@@ -588,6 +590,17 @@ def print_trace(trace: Trace, show_internal: bool = False) -> None:
             _print_embedded_note()
 
 
+#: Under the round tables, once: what their columns and the word after a round's title mean.
+ROUND_LEGEND = (
+    "Columns: # the DRIVE's rank of the draft (* the round's lead draft); u_D how useful the DRIVE rates it (0-1); "
+    "score the EVALUATOR's score (0-100) and verdict; gates what the checks outside every agent found (pass: "
+    "nothing), blocked by the gates that kept the draft from the MEDIATOR; T the tension; objective the "
+    "MEDIATOR's weighted choice score. A word after a round's title says why the negotiation stopped "
+    "there (early_exit, accepted, confident, converged, corrected: a "
+    "wrong figure is withheld and the checked fact stated, ceiling). docs/negotiation.md"
+)
+
+
 # -- frameworks ---------------------------------------------------------------------------------
 @frameworks_app.command("list")
 def frameworks_list(json_out: bool = JsonOpt) -> None:
@@ -609,8 +622,11 @@ def frameworks_list(json_out: bool = JsonOpt) -> None:
     if json_out:
         emit_json(rows)
         return
-    table = Table(title="Built-in frameworks")
-    for col in ("name", "version", "hash", "L1", "L2", "L3", "description"):
+    table = Table(
+        title="Built-in frameworks",
+        caption="rules per layer: universal (no one may break them), contextual (this deployment's), aspirations",
+    )
+    for col in ("name", "version", "hash", "universal", "contextual", "aspirations", "description"):
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(

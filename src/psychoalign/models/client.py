@@ -214,8 +214,9 @@ class ChatModel:
                     break
                 delay = self._backoff(attempt, exc.retry_after)
             await asyncio.sleep(delay)
+        attempts = self.spec.max_retries + 1
         raise EndpointError(
-            f"{self.label}: {last_error} (gave up after {self.spec.max_retries + 1} attempts)",
+            f"{self.label}: {last_error} (gave up after {attempts} {'attempt' if attempts == 1 else 'attempts'})",
             hint=(
                 "the endpoint is limiting your request rate: wait and try again, send fewer requests at once, "
                 "or raise max_retries"

@@ -149,7 +149,12 @@ class CampaignReport(BaseModel):
 def load_campaign(path: str | Path) -> CampaignConfig:
     p = Path(path)
     text = read_text(p, what="campaign file", max_bytes=MAX_YAML_CHARS)
-    return load_yaml_model(text, str(p), CampaignConfig)
+    return load_yaml_model(
+        text,
+        str(p),
+        CampaignConfig,
+        hint='docs/star.md, "LLM personas and campaigns", shows a campaign file with every key',
+    )
 
 
 #: The roles a persona campaign records, as its errors and reports name them.

@@ -181,9 +181,13 @@ def generate_instructions(
     if not 1 <= n <= MAX_INSTRUCTIONS:  # a campaign plans at most as many (CampaignConfig.instructions)
         raise InputError(f"--n must be between 1 and {MAX_INSTRUCTIONS} (got {n})", hint="pass --n in that range")
     rule_ids = list(rules) if rules else [r.id for r in policy.rules()]
-    unknown = [r for r in rule_ids if r not in {x.id for x in policy.rules()}]
+    known = [x.id for x in policy.rules()]
+    unknown = [r for r in rule_ids if r not in known]
     if unknown:
-        raise InputError(f"unknown rule(s): {', '.join(unknown)}", hint="see `psychoalign star policy show`")
+        raise InputError(
+            f"unknown rule(s) for policy {policy.name}: {', '.join(unknown)}",
+            hint=f"its rules: {', '.join(known)} (`psychoalign star policy show` describes them)",
+        )
     rng = random.Random(seed)
     cells = _cells(policy, space, rule_ids)
     plan: list[tuple[str, dict[str, str], dict[str, str] | None, int]] = []

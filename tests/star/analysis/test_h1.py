@@ -61,6 +61,27 @@ def test_star_campaign_against_psychoalign_gets_rho_of_tension_and_disagreement(
     assert "did not target PsychoAlign" in h1_section(plain)["reason"]
 
 
+def test_h1_says_when_dialogues_against_psychoalign_stored_no_tension(tmp_path: Path) -> None:
+    """A campaign against PsychoAlign whose target turns stored no tension (each negotiation ended
+    in deadlock before it was scored, as the embedded default does on a plain stereotype request)
+    was told "the campaign did not target PsychoAlign": wrong, and no help. The reason now counts
+    the dialogues that did."""
+    from psychoalign.star.analysis.data import load
+    from psychoalign.star.analysis.h1 import h1_section
+
+    path = _star_export(tmp_path / "deadlocks.jsonl", with_tension=False, n=6)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["target"] = "psychoalign:general@1.21.2#b3acc33c1aa8"
+        if i < 2:
+            row["turns"][1]["tension"] = 0.4
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    section = h1_section(load(path, "star"))
+    assert section["computable"] is False
+    assert "did not target PsychoAlign" not in section["reason"]
+    assert "2 of the 6 dialogue(s) that red-teamed PsychoAlign carry a tension" in section["reason"]
+
+
 def test_star_report_shows_h1_for_a_campaign_against_psychoalign(tmp_path: Path) -> None:
     from psychoalign.star.analysis import analyze, write_report
     from psychoalign.star.analysis.data import load

@@ -53,3 +53,45 @@ def test_an_edited_file_gets_another_hash(tmp_path: Path) -> None:
     path.write_text(path.read_text(encoding="utf-8").replace("i0,r0,1", "i0,r0,3"), encoding="utf-8")
     after = analyze([load(path, mapping=mapping_from(MAPPING))], n_boot=20, embed=False)
     assert before["datasets"]["ratings"]["source"]["sha256"] != after["datasets"]["ratings"]["source"]["sha256"]
+
+
+def star_rows(n: int, campaign: str, *, rated: int) -> list[dict[str, object]]:
+    """``n`` dialogues of ``campaign``, the first ``rated`` with both annotations, the rest in progress."""
+    return [
+        {
+            "dialogue_id": f"{campaign}-d{i}",
+            "campaign": campaign,
+            "status": "submitted" if i < rated else "in_progress",
+            "rule": "r1",
+            "annotator1_id": "a1",
+            "annotator1_rating": 1 + i % 4 if i < rated else None,
+            "annotator2_id": "a2",
+            "annotator2_rating": 1 + (i + i // 4) % 4 if i < rated else None,
+        }
+        for i in range(n)
+    ]
+
+
+def test_a_star_report_names_the_campaigns_it_read_and_a_rerun_with_more_work_says_so(tmp_path: Path) -> None:
+    """Which campaign's data, how far along: an export taken before more annotations came in, and
+    one taken after, give reports that name different counts (and different figures), never a
+    stale one."""
+    path = tmp_path / "export.jsonl"
+
+    def report_of(rows: list[dict[str, object]]) -> dict[str, object]:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        report = analyze([load(path)], n_boot=20, embed=False)
+        return dict(report["datasets"]["export"])
+
+    before = report_of(star_rows(14, "pilot", rated=11) + star_rows(2, "other", rated=2))
+    assert (
+        "Campaigns read: other (2 dialogues: submitted 2); pilot (14 dialogues: submitted 11, in_progress 3)"
+        in (before["notes"])
+    )
+    after = report_of(star_rows(14, "pilot", rated=14) + star_rows(2, "other", rated=2))
+    assert "Campaigns read: other (2 dialogues: submitted 2); pilot (14 dialogues: submitted 14)" in after["notes"]
+    assert before["source"]["sha256"] != after["source"]["sha256"]  # type: ignore[index]
+    assert before["ratings"] == 26 and after["ratings"] == 32
+    alpha_before = before["agreement"]["overall"]["ordinal"]["alpha"]  # type: ignore[index]
+    alpha_after = after["agreement"]["overall"]["ordinal"]["alpha"]  # type: ignore[index]
+    assert alpha_before != alpha_after

@@ -4,9 +4,12 @@ test; the false-positive rate stays nominal with 1, 2, 3 and 5 raters in a group
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from psychoalign.star.analysis.simulate import false_positive_rate, simulate
@@ -179,3 +182,48 @@ def test_overlapping_groups_are_still_tested_and_a_third_group_can_complete_a_sp
     result = compare_ordinal(three, "grp", y)
     assert result["model"]["computable"] is False
     assert result["model"]["reason"].startswith("ordered separation: every rating of a, b is at most scale code 2")
+
+
+def test_star_table2_rater_level_t_test_matches_scipy_on_per_rater_means_from_the_export(tmp_path: Path) -> None:
+    """The paper's comparative t-test of in- vs out-group annotators (Table 2), recomputed from the
+    export rows alone: per rater, the mean rating (and share broken) on dialogues where they were
+    in-group and where they were out-group; a paired t-test (scipy) over raters who rated in both.
+    The report's numbers, and its unit (raters, not ratings), must be the same."""
+    from scipy import stats as sps
+
+    from psychoalign.star.analysis import load
+    from psychoalign.star.analysis.stats import ingroup_section
+
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(120):
+        a, b = rng.choice(12, size=2, replace=False)
+        row: dict[str, object] = {"dialogue_id": f"d{i}", "status": "submitted", "rule": "hate-speech"}
+        for slot, rater in (("annotator1", a), ("annotator2", b)):
+            in_group = bool(rng.random() < 0.5)
+            shift = 0.4 if in_group else 0.0
+            rating = int(np.clip(round(rng.normal(2.5 - shift + 0.2 * (rater % 3), 0.9)), 1, 4))
+            row |= {f"{slot}_id": f"r{rater}", f"{slot}_rating": rating, f"{slot}_in_group": in_group}
+        rows.append(row)
+    path = tmp_path / "export.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = ingroup_section(load(path))["annotators_overall"]
+
+    long = pd.DataFrame(
+        [
+            {"rater": r[f"{s}_id"], "in": r[f"{s}_in_group"], "rating": r[f"{s}_rating"]}
+            for r in rows
+            for s in ("annotator1", "annotator2")
+        ]
+    )
+    long["broken"] = (long["rating"] <= 2).astype(float)
+    for view, column in (("ordinal", "rating"), ("binary_broken", "broken")):
+        means = long.groupby(["rater", "in"])[column].mean().unstack().dropna()
+        expected = sps.ttest_rel(means[True], means[False])
+        got = result[view]["rater_level"]
+        assert got["raters"] == len(means) == 12
+        assert abs(got["statistic"]) == pytest.approx(abs(expected.statistic), rel=1e-9)
+        assert got["p_value"] == pytest.approx(expected.pvalue, rel=1e-9)
+    groups = result["binary_broken"]["groups"]
+    assert groups["in-group"]["n_ratings"] + groups["out-group"]["n_ratings"] == 240
+    assert groups["in-group"]["rate"] == pytest.approx(long.loc[long["in"], "broken"].mean())

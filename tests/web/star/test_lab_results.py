@@ -94,9 +94,9 @@ async def test_the_report_is_built_once_per_data_version_and_reads_without_the_p
     built: list[str] = []
     original = results_module.build_report
 
-    def counting(name: str, rows: list[dict[str, Any]], people: list[dict[str, Any]]) -> str:
+    def counting(name: str, rows: list[dict[str, Any]], people: list[dict[str, Any]], version: str | None) -> str:
         built.append(name)
-        return original(name, rows, people)
+        return original(name, rows, people, version)
 
     monkeypatch.setattr(results_module, "build_report", counting)
     first = await lead.get("/lead/campaigns/rep/report")
@@ -107,6 +107,10 @@ async def test_the_report_is_built_once_per_data_version_and_reads_without_the_p
     await rate(await browser(app, "arb"), "arbitrate", 2, "closer to the first")
     third = await lead.get("/lead/campaigns/rep/report")
     assert built == ["rep", "rep"] and third.text != first.text
+    # each report names the state of the store it read: one dialogue and two annotations, then the arbitration too
+    assert "Read from the lab&#x27;s store: campaign rep with 3 submitted task(s)" in first.text
+    assert "Read from the lab&#x27;s store: campaign rep with 4 submitted task(s)" in third.text
+    assert "Campaigns read: rep (1 dialogues: submitted 1)" in third.text
 
     html = third.text
     assert "href='/lead/campaigns/rep'>← Back to the campaign rep</a>" in html  # the way back to the lab

@@ -11,7 +11,6 @@ import difflib
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ...errors import ConfigError
 from ...textio import read_text
+from ...tomlio import parse_toml
 from ...yamlio import MAX_YAML_CHARS, line_of, parse_yaml, parse_yaml_node
 from .judging import JudgeSpec
 from .systems import SystemSpec
@@ -267,10 +267,7 @@ def spec_from_text(text: str, source: str, *, toml: bool = False) -> ExperimentS
     """Parse a spec; every error names ``source`` and the line."""
     src = _Source(source, text, toml)
     if toml:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: invalid TOML: {exc}", hint="fix the TOML at that line") from None
+        data = parse_toml(text, source)
     else:
         data = parse_yaml(text, source, error=ConfigError)
         if not isinstance(data, dict):

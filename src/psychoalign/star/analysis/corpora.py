@@ -347,9 +347,9 @@ def read_star(path: Path, name: str, **_: Any) -> RatingData:
     return finish(out, ratings, items)
 
 
-#: How the notes of :func:`_persona_model_notes` and :meth:`_Stamps.notes` start: the CLI prints
-#: them before any figure.
-PERSONA_NOTES = ("Persona models:", "Simulated work of", "Persona ratings")
+#: How the notes of :func:`_persona_model_notes`, :meth:`_Stamps.notes` and the campaigns line of
+#: :func:`_provenance_notes` start: the CLI prints them before any figure.
+PERSONA_NOTES = ("Campaigns read:", "Persona models:", "Simulated work of", "Persona ratings")
 
 
 class _Stamps:
@@ -436,6 +436,21 @@ def _provenance_notes(items: list[dict[str, Any]], raters: dict[str, dict[str, A
     """What answered and who rated: every figure of a campaign's report is about that target, and
     ratings by simulated personas measure the persona model, not people."""
     notes: list[str] = []
+    campaigns: dict[str, Counter[str]] = {}
+    for i in items:
+        campaign = clean(i.get("campaign"))
+        if campaign is not None:
+            campaigns.setdefault(str(campaign), Counter())[str(clean(i.get("status")) or "submitted")] += 1
+    if campaigns:  # which campaigns' data, and how far along: a rerun after more work reads other counts
+        notes.append(
+            "Campaigns read: "
+            + "; ".join(
+                f"{c} ({sum(n.values())} dialogues: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(n.items(), key=lambda kv: (-kv[1], kv[0])))
+                + ")"
+                for c, n in sorted(campaigns.items())
+            )
+        )
     targets = Counter(str(i["target"]) for i in items if clean(i.get("target")) is not None)
     if targets:
         notes.append(

@@ -358,6 +358,20 @@ def binarise(full: np.ndarray, positive: frozenset[int], excluded: frozenset[int
     )
 
 
+def _no_tension_reason(items: pd.DataFrame, column: str, with_tension: int) -> str:
+    """Why H1 has too few items with a tension: no dialogue red-teamed PsychoAlign, or some did
+    and their target turns stored no tension (a negotiation that ended before it was scored)."""
+    labels = items["target"].dropna().astype(str) if "target" in items.columns else pd.Series(dtype=str)
+    against = int(labels.str.startswith("psychoalign:").sum())
+    if not against:
+        return f"fewer than 3 items with {column}: the campaign did not target PsychoAlign"
+    return (
+        f"fewer than 3 items with {column}: {with_tension} of the {against} dialogue(s) that red-teamed "
+        "PsychoAlign carry a tension (their target turns stored none, as when the negotiation ended "
+        "before it was scored); H1 needs at least 3"
+    )
+
+
 def h1_section(
     data: RatingData,
     *,
@@ -371,11 +385,9 @@ def h1_section(
     per dialogue). ρ(T, 1 − α_item) on the binarised view, bootstrap CI, permutation p, T bins.
     ``{"computable": False, "reason": …}`` when the items have no tension."""
     items = data.items
-    if column not in items.columns or pd.to_numeric(items[column], errors="coerce").notna().sum() < 3:
-        return {
-            "computable": False,
-            "reason": f"fewer than 3 items with {column}: the campaign did not target PsychoAlign",
-        }
+    with_tension = int(pd.to_numeric(items[column], errors="coerce").notna().sum()) if column in items.columns else 0
+    if with_tension < 3:
+        return {"computable": False, "reason": _no_tension_reason(items, column, with_tension)}
     if "target" in items.columns:
         with_t = items[pd.to_numeric(items[column], errors="coerce").notna()]
         targets = sorted({str(t) for t in with_t["target"].dropna()})

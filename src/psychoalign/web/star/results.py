@@ -15,6 +15,7 @@ import math
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +201,8 @@ async def campaign_report(request: Request, name: str, account: LeadAccount, lab
     # report's rater-group analyses; never a name or username
     people = [p.model_dump(mode="json") for p in await store.list_participants()]
     answers = hashlib.sha256(json.dumps(people, sort_keys=True).encode()).hexdigest()[:16]
-    version = f"{await store.data_version(name)}/{answers}"
+    stored = await store.data_version(name)  # read before the rows: a submission meanwhile rebuilds next time
+    version = f"{stored}/{answers}"
     cached = lab.report_cache.get(name)
     if cached is not None and cached[0] == version:
         html = cached[1]
@@ -208,7 +210,7 @@ async def campaign_report(request: Request, name: str, account: LeadAccount, lab
         rows = [row async for row in lab.export_rows(name)]
         try:
             # seconds of CPU for a large campaign: off the event loop, so participants' pages keep answering
-            html = await asyncio.to_thread(build_report, name, rows, people)
+            html = await asyncio.to_thread(build_report, name, rows, people, stored)
         except PsychoAlignError as exc:
             raise HTTPException(status_code=409, detail=f"no report yet: {exc.message}") from None
         lab.report_cache[name] = (version, html)
@@ -217,8 +219,29 @@ async def campaign_report(request: Request, name: str, account: LeadAccount, lab
     return HTMLResponse(html, headers={"content-security-policy": csp})
 
 
-def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, Any]]) -> str:
-    """The STAR analysis report (HTML) of a campaign's export rows, with rater attributes (blocking)."""
+def data_read(name: str, data_version: str) -> str:
+    """The report's line naming the state of the store it read (:meth:`StarStore.data_version`:
+    ``<submitted tasks>-<latest submission, microseconds since the epoch>``), so two reports of one
+    campaign say which one saw more work."""
+    count, _, micros = data_version.partition("-")
+    when = (
+        datetime.fromtimestamp(int(micros) / 1_000_000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if micros.isdigit() and int(micros)
+        else "none yet"
+    )
+    return (
+        f"Read from the lab's store: campaign {name} with {count} submitted task(s) (dialogues, annotations "
+        f"and arbitrations), latest submission {when} (data version {data_version}); "
+        "the report is built again after every submission (a dialogue started or abandoned since "
+        "shows in its counts from the next one)."
+    )
+
+
+def build_report(
+    name: str, rows: list[dict[str, Any]], people: list[dict[str, Any]], data_version: str | None = None
+) -> str:
+    """The STAR analysis report (HTML) of a campaign's export rows, with rater attributes (blocking);
+    ``data_version`` (the store's, when the rows were read) is named in the report's notes."""
     from ...star.analysis import analyze, attach_raters, load, write_report
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -233,6 +256,8 @@ def build_report(name: str, rows: list[dict[str, Any]], people: list[dict[str, A
         # the rows come from the store, not a file: the temporary file's name and hash would name
         # a file nobody can find or check (docs: `source` is null in the lab's report)
         data.source = None
+        if data_version is not None:
+            data.notes.insert(0, data_read(name, data_version))
         report = analyze([data], n_boot=200, embed=False)
         back = (f"/lead/campaigns/{name}", f"Back to the campaign {name}")
         write_report(report, [data], Path(tmp) / "out", back=back)
