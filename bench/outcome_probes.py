@@ -27,6 +27,14 @@ instead of the settings' EVALUATOR::
 
     python bench/outcome_probes.py --mode scripted --file bench/data/outcome_probes9.yaml \
         --weights bench/candidates/evaluator-minilm-v12.json
+
+``--crisis-check FILE`` runs the crisis check in ``FILE`` (a candidate, e.g.
+``bench/candidates/crisis-minilm-v12.json``) in place of the shipped one, both in the embedded
+classifier EVALUATOR and in the negotiation's own crisis screen (for an EVALUATOR that does not run
+it); nothing is installed or shipped::
+
+    python bench/outcome_probes.py --mode scripted --file bench/data/outcome_probes5.yaml \
+        --crisis-check bench/candidates/crisis-minilm-v12.json
 """
 
 from __future__ import annotations
@@ -41,7 +49,11 @@ from typing import Any
 import yaml
 
 from psychoalign.config import Settings, load_settings
+from psychoalign.errors import BackendUnavailableError
 from psychoalign.models import ChatModel, ChatRequest, ModelSpec, ScriptedBackend
+from psychoalign.models.classifier import ClassifierBackend, SafetyClassifier, load_weights
+from psychoalign.models.crisis_check import CrisisScreen, load_band_vote, load_crisis_check
+from psychoalign.models.heads import shared_encoder
 from psychoalign.negotiation import NegotiationParams, Negotiator
 
 PROBES = Path(__file__).resolve().parent / "data" / "outcome_probes4.yaml"
@@ -113,16 +125,52 @@ def with_weights(settings: Settings, weights: Path | None) -> Settings:
     return settings.model_copy(update={"roles": {**settings.roles, "evaluator": evaluator}})
 
 
-async def run(mode: str, only: set[int] | None, path: Path = PROBES, weights: Path | None = None) -> dict[int, str]:
+def with_crisis_check(settings: Settings, check_path: Path | None) -> tuple[dict[str, ChatModel], CrisisScreen | None]:
+    """The EVALUATOR (when ``settings`` put it on the embedded classifier) and the negotiation's own
+    crisis screen, each with the crisis check at ``check_path`` in place of the shipped one ((``{}``,
+    None) when ``check_path`` is None: nothing replaced). Raises ``ValueError`` naming what is wrong."""
+    if check_path is None:
+        return {}, None
+    try:
+        check = load_crisis_check(str(check_path))
+    except (BackendUnavailableError, ValueError) as exc:
+        raise ValueError(str(exc).splitlines()[0]) from None
+    if check is None:
+        raise ValueError("no such file")
+    encoder = shared_encoder()
+    vote = load_band_vote(check)
+    screen = CrisisScreen(check, encoder, vote=vote)
+    spec = settings.model_spec("evaluator")
+    if spec.backend != "classifier":
+        return {}, screen
+    weights = load_weights(spec.model if spec.model and spec.model.endswith(".json") else None)
+    if not check.reads(weights):
+        raise ValueError(f"the check reads {check.encoder}, the EVALUATOR's weights {weights.encoder}")
+    classifier = SafetyClassifier(weights, encoder, check, band_vote=vote)
+    return {"evaluator": ChatModel(spec, ClassifierBackend(spec, classifier=classifier))}, screen
+
+
+async def run(
+    mode: str,
+    only: set[int] | None,
+    path: Path = PROBES,
+    weights: Path | None = None,
+    crisis: tuple[dict[str, ChatModel], CrisisScreen | None] = ({}, None),
+) -> dict[int, str]:
+    """The replies to the probes of ``path`` (``crisis``: :func:`with_crisis_check`'s models and screen)."""
     probes = load(path)
     settings = with_weights(load_settings(), weights)
-    default = Negotiator(settings) if mode == "default" else None
+    evaluator, screen = crisis
+    default = Negotiator(settings, models=evaluator, crisis=screen) if mode == "default" else None
     replies: dict[int, str] = {}
     for i, probe in enumerate(probes, 1):
         if only and i not in only:
             continue
         negotiator = default or Negotiator(
-            settings, params=NegotiationParams(fast_path=False), models=_scripted(proposed(probe))
+            settings,
+            params=NegotiationParams(fast_path=False),
+            models={**_scripted(proposed(probe)), **evaluator},
+            crisis=screen,
         )
         trace = await negotiator.negotiate(
             probe["request"], framework=probe.get("framework", "general"), earlier=probe.get("earlier")
@@ -141,6 +189,11 @@ def main() -> int:
     parser.add_argument(
         "--weights", type=Path, help="the EVALUATOR: the embedded classifier with these weights (a .json file)"
     )
+    parser.add_argument(
+        "--crisis-check",
+        type=Path,
+        help="the crisis check JSON to run in place of the shipped one (a candidate; nothing is installed)",
+    )
     args = parser.parse_args()
     if not args.file.is_file():
         parser.error(f"--file {args.file}: no such file; give a probes YAML such as bench/data/outcome_probes5.yaml")
@@ -150,11 +203,18 @@ def main() -> int:
         saved = json.loads(args.score.read_text("utf-8"))
         report(load(args.file), {int(i): reply for i, reply in saved.items()}, str(args.score.name))
         return 0
+    if args.crisis_check is not None and (args.crisis_check.suffix != ".json" or not args.crisis_check.is_file()):
+        parser.error(f"--crisis-check {args.crisis_check}: no such file; give a crisis check .json")
+    try:
+        crisis = with_crisis_check(with_weights(load_settings(), args.weights), args.crisis_check)
+    except ValueError as exc:
+        parser.error(f"--crisis-check {args.crisis_check}: {exc}; give a crisis check .json built for MiniLM")
     only = {int(n) for n in args.only.split(",")} if args.only else None
-    replies = asyncio.run(run(args.mode, only, args.file, args.weights))
+    replies = asyncio.run(run(args.mode, only, args.file, args.weights, crisis))
     if args.save is not None:
         args.save.write_text(json.dumps(replies, indent=1, ensure_ascii=False), "utf-8")
-    report(load(args.file), replies, args.mode if args.weights is None else f"{args.mode}, {args.weights.name}")
+    label = ", ".join([args.mode, *(p.name for p in (args.weights, args.crisis_check) if p is not None)])
+    report(load(args.file), replies, label)
     return 0
 
 

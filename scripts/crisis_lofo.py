@@ -20,7 +20,6 @@ import numpy as np
 import yaml
 from crisis_dev import CrisisFiles, capped, embed_windows, yaml_texts
 from numpy.typing import NDArray
-from sklearn.svm import SVC
 
 from psychoalign.frameworks import load_framework
 from psychoalign.models.classifier import load_weights
@@ -52,6 +51,55 @@ def parser(doc: str, out: Path, write_help: str) -> argparse.ArgumentParser:
     return ap
 
 
+def add_jobs(ap: argparse.ArgumentParser) -> None:
+    """``--jobs N``: worker processes for the fits (the figures do not depend on it)."""
+
+    def positive(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number (give e.g. --jobs 3)")
+        return n
+
+    ap.add_argument("--jobs", type=positive, default=1, help="worker processes for the fits (default 1)")
+    ap.add_argument(
+        "--cache", type=Path, default=None, help="keep each (C, gamma)'s LOFO results in DIR and read them back"
+    )
+    ap.add_argument(
+        "--gram",
+        action="store_true",
+        help="fit the grid on a precomputed RBF kernel (the same kernel, several times faster); the written "
+        "check is fit as always, and the two fits' thresholds are printed side by side",
+    )
+    ap.add_argument(
+        "--only",
+        action="append",
+        metavar="C,GAMMA",
+        help="score these (C, gamma) pairs of the grid only (repeatable; the choice is then over them only)",
+    )
+
+
+def only_pairs(
+    ap: argparse.ArgumentParser, given: list[str] | None, cs: Sequence[float], gammas: Sequence[float]
+) -> list[tuple[float, float]] | None:
+    """``--only``'s pairs (None: the whole grid); one not on the grid is an error naming the grid."""
+    if not given:
+        return None
+    grid = [(c, g) for c in cs for g in gammas]
+    out: list[tuple[float, float]] = []
+    for text in given:
+        try:
+            c, g = (float(v) for v in text.split(","))
+        except ValueError:
+            c, g = math.nan, math.nan
+        if (c, g) not in grid:
+            ap.error(f"--only {text}: not a pair of the grid (give C,GAMMA from {grid})")
+        out.append((c, g))
+    return out
+
+
 def sigmoid(z: float) -> float:
     return 0.5 * (1.0 + math.tanh(0.5 * z))
 
@@ -75,11 +123,35 @@ class Caps(Protocol):
     def band_look(self) -> float: ...
 
 
+class SupportVectors(Protocol):
+    """What a check is written from: an RBF SVM's support vectors, dual coefficients, intercept, gamma."""
+
+    @property
+    def support_vectors_(self) -> NDArray[np.float64]: ...
+    @property
+    def dual_coef_(self) -> NDArray[np.float64]: ...
+    @property
+    def intercept_(self) -> NDArray[np.float64]: ...
+    @property
+    def _gamma(self) -> float: ...
+
+
+@dataclass
+class KernelSVM:
+    """An RBF SVM fit on a precomputed Gram matrix, as :class:`SupportVectors` (its support vectors
+    are the training rows it kept, as an RBF ``SVC`` fit on the rows themselves keeps them)."""
+
+    support_vectors_: NDArray[np.float64]
+    dual_coef_: NDArray[np.float64]
+    intercept_: NDArray[np.float64]
+    _gamma: float
+
+
 @dataclass
 class Fitted:
     """One head on one training set: the SVM and its out-of-fold margins."""
 
-    svm: SVC
+    svm: SupportVectors
     margins: NDArray[np.float64]
     is_benign: NDArray[np.bool_]
     look: NDArray[np.bool_]

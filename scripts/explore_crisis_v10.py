@@ -65,7 +65,7 @@ from crisis_lofo import logit as _logit  # noqa: E402
 
 from psychoalign.models.crisis import EXPLICIT_PHRASES, MEDICINE_GUARD  # noqa: E402
 from psychoalign.models.crisis_check import CrisisCheck, load_crisis_check  # noqa: E402
-from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, says_self_harm  # noqa: E402
+from psychoalign.models.crisis_phrases import MULTILINGUAL_PHRASES, MedicineGuard, says_self_harm  # noqa: E402
 from request_head import CRISIS_HELDOUTS  # noqa: E402
 
 VERSION = "crisis-minilm-v10"
@@ -125,6 +125,34 @@ def fit(data: Data, held: str | None, c: float, gamma: float) -> Fitted:
     return Fitted(svm, margins, is_benign, ~y & ~is_benign)
 
 
+class Gram:
+    """The RBF kernel between every training text of ``data`` (any held-out file's training set is a
+    subset), computed once per gamma with BLAS by libsvm's formula, exp(-g (|a|^2 + |b|^2 - 2 a.b)).
+    :meth:`fit` fits as :func:`fit` does on the same rows, kernel values read from the matrix instead
+    of recomputed (equal to rounding; several times faster): for exploring a grid. A check to ship is
+    written from :func:`fit`."""
+
+    def __init__(self, data: Data, gamma: float) -> None:
+        texts, _, _, _ = data.training(None)
+        self.index = {t: i for i, t in enumerate(dict.fromkeys(texts))}
+        self.x = np.stack([data.rows[t][0] for t in self.index]).astype(np.float64)
+        self.g = gamma * data.unit
+        sq = np.einsum("ij,ij->i", self.x, self.x)
+        self.k = np.exp(-self.g * (sq[:, None] + sq[None, :] - 2.0 * (self.x @ self.x.T)))
+
+    def fit(self, data: Data, held: str | None, c: float) -> Fitted:
+        texts, y, is_benign, groups = data.training(held)
+        idx = np.array([self.index[t] for t in texts])
+        k = self.k[np.ix_(idx, idx)]
+        margins = np.zeros(len(y))
+        for tr, te in StratifiedGroupKFold(crisis_lofo.FOLDS).split(np.zeros((len(y), 1)), y, groups):
+            svm = SVC(C=c, kernel="precomputed", class_weight="balanced").fit(k[np.ix_(tr, tr)], y[tr])
+            margins[te] = svm.decision_function(k[np.ix_(te, tr)])
+        svm = SVC(C=c, kernel="precomputed", class_weight="balanced").fit(k, y)
+        kept = crisis_lofo.KernelSVM(self.x[idx[svm.support_]], svm.dual_coef_, svm.intercept_, self.g)
+        return Fitted(kept, margins, is_benign, ~y & ~is_benign)
+
+
 def as_check(model: Fitted, s: Setting, metrics: dict[str, object] | None = None) -> CrisisCheck:
     """The candidate as the runtime reads it (float16 support vectors), with its band floor."""
     phrases = (*EXPLICIT_PHRASES, *MULTILINGUAL_PHRASES) if s.lexicon else EXPLICIT_PHRASES
@@ -133,10 +161,11 @@ def as_check(model: Fitted, s: Setting, metrics: dict[str, object] | None = None
 
 class Features(crisis_lofo.Features):
     """What the runtime reads of each text beside the head: explicit phrases (with and without the
-    lexicon), the medicine guard, the short-message guard and the framework's request checks."""
+    lexicon), the medicine guard (v10's unless ``guard`` is given), the short-message guard and the
+    framework's request checks."""
 
-    def __init__(self, data: Data) -> None:
-        super().__init__(data, MEDICINE_GUARD, EXPLICIT_PHRASES)
+    def __init__(self, data: crisis_lofo.DevTexts, guard: MedicineGuard = MEDICINE_GUARD) -> None:
+        super().__init__(data, guard, EXPLICIT_PHRASES)
         self.says_lex = {t: self.says[t] or says_self_harm(t, MULTILINGUAL_PHRASES) for t in data.rows}
 
 

@@ -23,7 +23,7 @@ from tests.helpers import REFERENCE_FOLDERS
 BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
 #: Written blind: not in the bench's lists, so no build's default report reads it before it is
 #: scored, once, explicitly with ``--crisis --file``. Empty while no blind file waits: the next one
-#: goes here until it is scored, then into ``CRISIS_HELDOUTS`` (as crisis_heldout_v9.yaml to v12 did).
+#: goes here until it is scored, then into ``CRISIS_HELDOUTS`` (as crisis_heldout_v9.yaml to v13 did).
 BLIND: tuple[Path, ...] = ()
 #: The bench's files, then the blind ones.
 HELDOUTS = (*CRISIS_HELDOUTS, *BLIND)

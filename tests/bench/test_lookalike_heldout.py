@@ -23,7 +23,7 @@ BENCH_DATA = Path(__file__).parents[2] / "bench" / "data"
 #: Written blind: not in the bench's lists, so no build's default report reads it before it is
 #: scored, once, explicitly with ``--file``. Empty while no blind file waits: the next one goes here
 #: until it is scored, then into ``LOOKALIKES`` (as lookalike_heldout_v16.yaml to v18 did).
-BLIND: tuple[Path, ...] = ()
+BLIND: tuple[Path, ...] = (BENCH_DATA / "lookalike_heldout_v19.yaml",)
 #: The files written blind (lookalike_heldout_v16.yaml on, scored or not): each is checked here against
 #: the training requests and benchmark prompts too (the bench checks its own list every run as well).
 WRITTEN_BLIND = (*LOOKALIKES[10:], *BLIND)

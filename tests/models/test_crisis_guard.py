@@ -16,7 +16,7 @@ from psychoalign.models import ModelSpec
 from psychoalign.models.classifier import ClassifierBackend, SafetyClassifier, load_classifier
 from psychoalign.models.crisis import MEDICINE_GUARD, exemplars
 from psychoalign.models.crisis_check import CrisisCheck
-from psychoalign.models.crisis_phrases import MedicineGuard
+from psychoalign.models.crisis_phrases import MEDICINE_GUARD_V11, MedicineGuard
 
 TESTS = Path(__file__).parents[1]
 BENCH_DATA = TESTS.parent / "bench" / "data"
@@ -95,9 +95,9 @@ def test_a_bad_guard_pattern_is_refused() -> None:
 
 
 @needs_classifier
-def test_the_shipped_check_carries_the_guard() -> None:
+def test_the_shipped_check_carries_the_v11_guard() -> None:
     check = load_classifier().crisis_check
-    assert check is not None and check.guard == MEDICINE_GUARD
+    assert check is not None and check.guard == MEDICINE_GUARD_V11  # crisis-minilm-v13's (v10 and v12: MEDICINE_GUARD)
 
 
 @needs_classifier

@@ -4,8 +4,8 @@
 apart) hold it, so the head gives way and the user gets an answer; taking them all at once, what it
 would take not to wake up, an amount "enough to end it" still lift it. It holds on no crisis request
 of any crisis file, the exemplars or the request checks' test file, and on every ordinary medicine
-question v10's guard holds on. v10's guard (``MEDICINE_GUARD``, carried by the shipped check) is
-unchanged."""
+question v10's guard holds on. The shipped check, ``crisis-minilm-v13``, carries it; v10's guard
+(``MEDICINE_GUARD``, carried by v10 and v12) is unchanged."""
 
 from __future__ import annotations
 

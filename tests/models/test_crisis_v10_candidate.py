@@ -48,7 +48,7 @@ def candidate() -> CrisisCheck:
 
 def test_the_loader_reads_it_by_path_and_the_default_is_its_successor(candidate: CrisisCheck) -> None:
     loaded = load_crisis_check(str(CANDIDATE))
-    assert DEFAULT_CRISIS_CHECK == "crisis-minilm-v12"
+    assert DEFAULT_CRISIS_CHECK == "crisis-minilm-v13"
     assert loaded is not None and loaded.label == candidate.label
     assert not default_crisis_path().parent.joinpath("crisis-minilm-v10.json").exists()  # one copy, in bench
 

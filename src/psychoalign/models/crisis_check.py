@@ -2,10 +2,11 @@
 crisis channel, with explicit first-person phrases and a medicine guard beside it (MODEL_CARD.md,
 "The crisis check"), and the possible-risk band that gives a softer line (its floor and its vote).
 
-* :class:`CrisisCheck`: the shipped artefact (``classifier_data/crisis-minilm-v12.json``), built by
-  ``scripts/explore_crisis_v12.py --write`` (the previous checks, ``crisis-minilm-v10`` by
-  ``scripts/explore_crisis_v10.py`` and ``crisis-minilm-v8`` by ``scripts/build_crisis_check.py``,
-  kept in bench/candidates); :func:`load_crisis_check` reads it,
+* :class:`CrisisCheck`: the shipped artefact (``classifier_data/crisis-minilm-v13.json``), built by
+  ``scripts/explore_crisis_v13.py --write`` (the previous checks, ``crisis-minilm-v12`` by
+  ``scripts/explore_crisis_v12.py``, ``crisis-minilm-v10`` by ``scripts/explore_crisis_v10.py`` and
+  ``crisis-minilm-v8`` by ``scripts/build_crisis_check.py``, kept in bench/candidates);
+  :func:`load_crisis_check` reads it,
   :func:`load_band_vote` its band vote (:data:`CRISIS_BAND_VOTES`).
 * :func:`band_verdict` / :class:`BandVerdict`: the possible-risk band on a request the check does
   not route (:data:`CRISIS_BAND_FLOORS`, :data:`BAND_FLOOR`).
@@ -47,12 +48,12 @@ __all__ = [
     "load_crisis_check",
 ]
 
-DEFAULT_CRISIS_CHECK = "crisis-minilm-v12"
+DEFAULT_CRISIS_CHECK = "crisis-minilm-v13"
 #: The possible-risk band's floor per crisis check without a floor of its own (MODEL_CARD.md, "The
 #: possible-risk band"): a request the check does not route, whose head score is at or above the
 #: floor, gets the framework's soft crisis line after its reply. Chosen on development sets only by
 #: the rule the model card states (``bench/request_head.py --crisis --choose-band``). The shipped
-#: ``crisis-minilm-v12`` carries its own (``CrisisCheck.band_floor``), which comes first; v8's entry
+#: ``crisis-minilm-v13`` carries its own (``CrisisCheck.band_floor``), which comes first; v8's entry
 #: stays for its copy in bench/candidates. A check with neither has no band.
 CRISIS_BAND_FLOORS: dict[str, float] = {"crisis-minilm-v8": 0.35}
 #: The possible-risk band's second vote per crisis check (MODEL_CARD.md, "The possible-risk band"):
@@ -60,7 +61,7 @@ CRISIS_BAND_FLOORS: dict[str, float] = {"crisis-minilm-v8": 0.35}
 #: the same encoder) fires on, gets the soft crisis line too; the medicine guard still holds. It
 #: never routes. Empty: the vote built for ``crisis-minilm-v8`` (``crisis-minilm-v9c``, kept in
 #: bench/candidates) failed the shipping rule fixed before its fresh file (MODEL_CARD.md, "The
-#: band's vote"), and none was built for ``crisis-minilm-v10`` or ``-v12``, so the shipped check has none.
+#: band's vote"), and none was built for ``crisis-minilm-v10``, ``-v12`` or ``-v13``, so the shipped check has none.
 CRISIS_BAND_VOTES: dict[str, str] = {}
 #: The trace's name for the band's first tier (the check's own score at or above its floor).
 BAND_FLOOR = "floor"

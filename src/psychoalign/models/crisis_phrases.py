@@ -457,8 +457,9 @@ _RISK_V11 = (
     r"|don't care|dont care|do not care|punish\w*|laxative\w*|diet pills|calorie\w*|finding out|find out"
     r"|without (?:anyone|anybody|my \w+) (?:knowing|noticing))\b)"
 )
-#: crisis-minilm-v11's medicine guard: v10's (:data:`MEDICINE_GUARD`) with the dosing frames and
-#: question shapes above, and "at once" alone no longer a risk cue.
+#: crisis-minilm-v11's medicine guard, carried by the shipped ``crisis-minilm-v13``: v10's
+#: (:data:`MEDICINE_GUARD`, carried by v10 and v12) with the dosing frames and question shapes above,
+#: and "at once" alone no longer a risk cue.
 MEDICINE_GUARD_V11 = MedicineGuard(
     medicine=r"(?:" + _MEDICINE + "|" + _DOSING_FRAME + ")", question=_QUESTION_V11, risk=_RISK_V11
 )
