@@ -427,10 +427,12 @@ def load_corpus_with_exclusions(
     extra = list(_retired(data)) if retired else []
     extra += list(_safety_answers()) if (safety_answers or response_no_benchmarks) else []
     extra += list(_long_responses()) if response_no_benchmarks else []
-    responses = list(_responses(data))
+    examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data)]
+    responses = _responses(data)  # read after the requests, in the order of the files as before
     if response_no_benchmarks:
-        responses = [ex for ex in responses if not ex.source.startswith(BENCHMARK_RESPONSE_SOURCES)]
-    examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data), *responses]
+        examples += [ex for ex in responses if not ex.source.startswith(BENCHMARK_RESPONSE_SOURCES)]
+    else:
+        examples += responses
     index = BenchmarkIndex(benchmark_texts(data))
     # Responses are held against the benchmark answers too (requests against the prompts alone).
     answers = BenchmarkIndex(benchmark_answers(data)) if response_no_benchmarks else None
