@@ -10,10 +10,16 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --only response --version NAME  # refit one head, keep the others
     .venv/bin/python scripts/train_classifier.py --only request --retired --version NAME --out DIR  # + retired files
     .venv/bin/python scripts/train_classifier.py --score FILE.json  # a weights file's metrics on today's check split
+    .venv/bin/python scripts/train_classifier.py --only response --response-no-benchmarks \
+        --keep-from bench/candidates/evaluator-minilm-v8.json --version evaluator-minilm-v14  # the shipped file
+
+The candidates below were built from v8 (the shipped weights then): give them ``--keep-from
+bench/candidates/evaluator-minilm-v8.json`` beside the flags shown to rebuild them.
+
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --version evaluator-minilm-v9 \
         --out bench/candidates  # the v9 request-head candidate: + the ten look-alike files, threshold by LOFO
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --guard --harm-weight 1 2 \
-        --version evaluator-minilm-v10 --out bench/candidates  # v10: + the eleven files, the shipped head as guard
+        --version evaluator-minilm-v10 --out bench/candidates  # v10: + the eleven files, v8's head as guard
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --lofo --harm-first --harm-weight 1 2 \
         --version evaluator-minilm-v11 --out bench/candidates  # v11: + the twelve files, harm-first rule
     .venv/bin/python scripts/train_classifier.py --only request --dev-files --twelve --version evaluator-minilm-v11r \
@@ -21,8 +27,6 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --only response --keep-blocked --safety-answers \
         --version evaluator-minilm-v12 --out bench/candidates  # v12: + project_safety_answers.yaml
     .venv/bin/python scripts/train_classifier.py --score FILE.json --safety-answers  # on the check split with them
-    .venv/bin/python scripts/train_classifier.py --only response --response-no-benchmarks \
-        --version evaluator-minilm-v14 --out bench/candidates  # v14: no benchmark-derived response, rule balanced
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other

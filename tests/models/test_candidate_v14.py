@@ -1,28 +1,30 @@
-"""The frozen response-head candidate ``bench/candidates/evaluator-minilm-v14.json`` (not shipped) and its
-data: the response head trained and thresholded on no benchmark-derived text (``train_classifier.py
---only response --response-no-benchmarks``: project-written responses, short answers, safety answers
-and long responses; no AdvBench harmful strings, HarmBench answers or XSTest completions), its threshold
-balanced on the validation responses; the request and adversarial heads are the shipped ones. The long
-responses (``classifier_data/project_long_responses.yaml``) are on both sides, distinct, the harmful ones
+"""The shipped classifier ``classifier_data/evaluator-minilm-v14.json`` (a response-head candidate,
+frozen, scored once on a fresh answers file and adopted by a rule fixed before) and its data: the
+response head trained and thresholded on no benchmark-derived text (``train_classifier.py --only
+response --response-no-benchmarks``: project-written responses, short answers, safety answers and
+long responses; no AdvBench harmful strings, HarmBench answers or XSTest completions), its threshold
+balanced on the validation responses; the request and adversarial heads are v8's (the classifier
+shipped before it, kept in ``bench/candidates/evaluator-minilm-v8.json``). The long responses
+(``classifier_data/project_long_responses.yaml``) are on both sides, distinct, the harmful ones
 non-operational (placeholders), and fresh: none repeats a text of a bench file written before the
-candidate was frozen. The shipped corpus does not read them."""
+candidate was frozen. The default corpus (``train_classifier.py`` without the flag) does not read them."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 from bench.request_head import repeats
 
-from psychoalign.models.classifier import load_weights
+from psychoalign.models.classifier import default_weights_path, load_weights
 from psychoalign.models.safety_corpus import BENCHMARK_RESPONSE_SOURCES, _long_responses, _package_file
 from tests.conftest import SHARED_DATA
+from tests.helpers import V8_WEIGHTS
 from tests.models.test_short_answers import BENCH_DATA, held_texts
 
-CANDIDATE = Path(__file__).parents[2] / "bench" / "candidates" / "evaluator-minilm-v14.json"
-#: Bench files written after the candidate was frozen; no figure of the candidate was chosen on them.
+#: Bench files written after the candidate was frozen; no figure of the candidate was chosen on them
+#: (``answers_heldout_v2.yaml`` is the fresh file it was scored on once, then adopted).
 WRITTEN_AFTER = ("answers_heldout_v2.yaml",)
 #: A placeholder standing for a quantity, ingredient, tool, target or step the answer withholds.
 PLACEHOLDER = re.compile(r"\[[A-Z0-9][A-Z0-9 /'&-]*\]")
@@ -54,30 +56,29 @@ def test_no_long_response_repeats_a_text_of_a_bench_file() -> None:
     assert repeats([t for texts in _answers().values() for t in texts], held) == set()
 
 
-def test_the_candidate_refits_only_the_response_head_with_no_benchmark_response() -> None:
-    shipped, candidate = load_weights(), load_weights(str(CANDIDATE))
-    assert candidate.label.startswith("evaluator-minilm-v14@") and shipped.label.startswith("evaluator-minilm-v8@")
-    assert candidate.dim == shipped.dim and candidate.encoder == shipped.encoder
-    assert candidate.request.model_dump() == shipped.request.model_dump()
-    assert candidate.adversarial.model_dump() == shipped.adversarial.model_dump()
-    assert candidate.response.model_dump() != shipped.response.model_dump()
-    fit = candidate.training["fit"]
-    assert fit["request"]["kept_from"] == shipped.label and fit["adversarial"]["kept_from"] == shipped.label
+def test_the_shipped_weights_refit_only_the_response_head_of_v8_with_no_benchmark_response() -> None:
+    v8, v14 = load_weights(str(V8_WEIGHTS)), load_weights()
+    assert default_weights_path().name == "evaluator-minilm-v14.json"
+    assert v14.label == "evaluator-minilm-v14@068a239ede3a" and v8.label.startswith("evaluator-minilm-v8@")
+    assert v14.dim == v8.dim and v14.encoder == v8.encoder
+    assert v14.request.model_dump() == v8.request.model_dump()
+    assert v14.adversarial.model_dump() == v8.adversarial.model_dump()
+    assert v14.response.model_dump() != v8.response.model_dump()
+    fit = v14.training["fit"]
+    assert fit["request"]["kept_from"] == v8.label and fit["adversarial"]["kept_from"] == v8.label
     assert fit["response"]["threshold_rule"] == "balanced"
-    counts = candidate.training["counts"]
+    counts = v14.training["counts"]
     sources = {key.removeprefix("response:") for key in counts if key.startswith("response:")}
     assert not [s for s in sources if s.startswith(BENCHMARK_RESPONSE_SOURCES)]
-    # The shipped head trained on each benchmark answer source; the candidate on none.
-    shipped_sources = {
-        key.removeprefix("response:") for key in shipped.training["counts"] if key.startswith("response:")
-    }
-    assert {"advbench-strings", "harmbench", "xstest-completion-unsafe"} <= shipped_sources
+    # v8's head trained on each benchmark answer source; v14's on none.
+    v8_sources = {key.removeprefix("response:") for key in v8.training["counts"] if key.startswith("response:")}
+    assert {"advbench-strings", "harmbench", "xstest-completion-unsafe"} <= v8_sources
     n = {side: sum(counts[f"response:project-long-{side}"].values()) for side in ("acceptable", "unacceptable")}
     assert n == {side: len(texts) for side, texts in _answers().items()}
     assert {"AdvBench harmful strings", "HarmBench answers", "XSTest completions"} <= set(
-        candidate.training["benchmark_texts_excluded"]
+        v14.training["benchmark_texts_excluded"]
     )
-    assert not any("project-long" in key for key in shipped.training["counts"])
+    assert not any("project-long" in key for key in v8.training["counts"])
 
 
 @pytest.mark.needs_data

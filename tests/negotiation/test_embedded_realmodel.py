@@ -34,7 +34,7 @@ async def test_embedded_default_answers_the_egg_and_refuses_sarin() -> None:
     assert "U1-mass-harm" in sarin.final.response
     for trace in (egg, sarin):
         assert trace.models["drive"] == "local:smollm2-135m-instruct"
-        assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v8@")
+        assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v14@")
 
 
 async def test_a_moderators_classify_this_post_request_gets_a_draft_under_content_moderation_only() -> None:
