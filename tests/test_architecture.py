@@ -22,8 +22,22 @@ PACKAGE = "psychoalign"
 #: Each entry: the top-level modules and packages of psychoalign in it, and why it sits there.
 LAYERS: tuple[tuple[frozenset[str], str], ...] = (
     (
-        frozenset({"errors", "lazy", "textio", "textnorm", "yamlio", "jsonguard", "storage", "migrations", "datasets"}),
+        frozenset(
+            {
+                "errors",
+                "lazy",
+                "textio",
+                "textnorm",
+                "yamlio",
+                "jsonguard",
+                "storage",
+                "migrations",
+                "datasets",
+                "intervals",
+            }
+        ),
         "ground floor: errors, text, YAML and bounded JSON reading, database engines and their migrations, "
+        "the intervals of a share (plain and clustered), "
         "the data catalogue; "
         "they import nothing above",
     ),

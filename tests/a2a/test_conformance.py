@@ -169,7 +169,11 @@ async def test_task_lifecycle_over_each_transport(binding: str, where: str, tmp_
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         assert get_artifact_text(task.artifacts[0]) == "Boil it for 6 minutes."
         facts = get_data_parts(list(task.artifacts[0].parts))[0]
-        assert set(facts) == {"traceId", "status", "rounds", "tension", "state", "defense", "framework"}
+        assert set(facts) == {
+            *("traceId", "status", "rounds", "tension", "state", "defense", "framework"),
+            *("outcome", "rules", "channels"),
+        }
+        assert (facts["outcome"], list(facts["rules"]), list(facts["channels"])) == ("answered", [], [])
         assert dict(task.artifacts[0].metadata) == facts
 
         got = await client.get_task(GetTaskRequest(id=task.id), context=_auth("tok"))
@@ -209,6 +213,7 @@ async def test_follow_up_to_input_required_continues_the_task_and_the_conversati
         first = await _last_task(client, _ask("How many pills are too many?"))
         assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert get_message_text(first.status.message) == CLARIFY
+        assert get_data_parts(list(first.artifacts[0].parts))[0]["outcome"] == "redirected"  # as /v1 says it
         follow = await _last_task(client, _ask("For my grandmother.", task_id=first.id))  # context inferred
         assert follow.id == first.id and len(follow.artifacts) == 2
         said = [get_message_text(m) for m in follow.history if m.role == Role.ROLE_USER]

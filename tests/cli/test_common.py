@@ -53,6 +53,16 @@ def test_experiment_show_json_carries_the_run_id() -> None:
     assert len(body["run_id"]) >= 8
 
 
+def test_experiment_show_names_each_systems_kind() -> None:
+    """Systems given by name alone were shown as `kind: ''`: each now shows the kind that runs
+    (its name), and the run id is unchanged by it."""
+    out = cli("experiment", "show", "paper-table3")
+    assert out.returncode == 0, out.stderr
+    systems = yaml.safe_load(out.stdout)["systems"]
+    assert [s["kind"] for s in systems] == [s["name"] for s in systems] and "kind: ''" not in out.stdout
+    assert "run id: paper-table3-" in out.stderr
+
+
 def test_experiment_show_of_a_named_experiment_says_how_to_see_its_options() -> None:
     # `experiment list` lists boundary, h1, ... as experiments `experiment run` knows; `show` said
     # "no spec file or preset named 'boundary'" and listed only the presets.

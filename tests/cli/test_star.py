@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_main import cli
 
 
@@ -127,7 +129,8 @@ def test_star_export_of_a_lab_campaign_has_the_labs_columns(tmp_path: Path) -> N
 
 def test_star_analyze_prints_the_arbitrators_shares_with_n_and_interval(tmp_path: Path) -> None:
     """The arbitration verdicts were counts in the report alone; `star analyze` now prints each
-    share with the number arbitrated and its Wilson 95 % interval, one line per STAR dataset."""
+    share with the number arbitrated and its Wilson 95 % interval, one line per STAR dataset (each
+    dialogue by its own arbitrator: independent decisions; one arbitrator for all: no interval)."""
     from statsmodels.stats.proportion import proportion_confint
 
     rows = [
@@ -140,7 +143,7 @@ def test_star_analyze_prints_the_arbitrators_shares_with_n_and_interval(tmp_path
             "annotator2_id": f"b{i % 4}",
             "annotator2_rating": 4,
             "arbitration_needed": True,
-            "arbitrator_id": "z",
+            "arbitrator_id": f"z{i}",
             "arbitrator_rating": 1 if i < 9 else 4,  # 9 of 12 with the first annotator
         }
         for i in range(12)
@@ -153,3 +156,37 @@ def test_star_analyze_prints_the_arbitrators_shares_with_n_and_interval(tmp_path
     (line,) = [ln for ln in out.stderr.splitlines() if "arbitrator sided with" in ln]
     assert f"closer to the first annotator 9 (75% of 12 arbitrated [95% CI {low:.0%}, {high:.0%}])" in line, line
     assert "closer to the second annotator 3 (25% of 12 arbitrated" in line
+    export.write_text("".join(json.dumps({**r, "arbitrator_id": "z"}) + "\n" for r in rows))
+    out = cli("star", "analyze", str(export), "--out", str(tmp_path / "one"), "--no-embed", "--bootstrap", "0")
+    assert out.returncode == 0, out.stderr
+    (line,) = [ln for ln in out.stderr.splitlines() if "arbitrator sided with" in ln]
+    assert "closer to the first annotator 9 (75% of 12 arbitrated, no interval)" in line, line
+    assert "one arbitrator decided all 12: one arbitrator's decisions are not independent" in line
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_star_export_rows_keep_a_field_only_a_later_row_has(tmp_path: Path, fmt: str) -> None:
+    """Parquet took its columns from the first row: a field only a later dialogue carries (an
+    arbitration, a lab column) was dropped without a word. Every format now has one column per
+    field any row has, in name order; a row without it has an empty cell."""
+    import csv
+
+    from psychoalign.cli.star import write_rows
+
+    if fmt == "parquet":
+        pq = pytest.importorskip("pyarrow.parquet", reason="the star extra (pyarrow) is not installed")
+    rows = [
+        {"dialogue_id": "d1", "rule": "harassment", "turns": [{"role": "user", "text": "hi"}]},
+        {"dialogue_id": "d2", "rule": "harassment", "turns": [], "arbitrator_rating": 3, "arbitration_needed": True},
+    ]
+    out = tmp_path / f"rows.{fmt}"
+    write_rows(rows, fmt, out)
+    if fmt == "parquet":
+        got = pq.read_table(out).to_pylist()
+    else:
+        with out.open(newline="", encoding="utf-8") as fh:
+            got = [{k: (v if v != "" else None) for k, v in r.items()} for r in csv.DictReader(fh)]
+    columns = ["arbitration_needed", "arbitrator_rating", "dialogue_id", "rule", "turns"]
+    assert [list(r) for r in got] == [columns, columns]
+    assert got[0]["arbitrator_rating"] is None and str(got[1]["arbitrator_rating"]) == "3"
+    assert got[1]["arbitration_needed"] in (True, "True") and got[0]["turns"] == '[{"role": "user", "text": "hi"}]'

@@ -136,7 +136,8 @@ def test_emergency_services_only_for_danger(name: str) -> None:
         if "emergency services" in channel.text.lower():
             # A hazard's warning may name them for a life at risk (someone who stops breathing, who
             # is choking or touching electricity, heat stroke, hypothermia, a stroke, a head injury
-            # with warning signs, a swallowed button battery or magnets).
+            # with warning signs, a swallowed button battery or magnets, chest pain that may be a
+            # heart attack).
             life_at_risk = "breathing" in channel.text or channel.id in {
                 "choking",
                 "electrocution-rescue",
@@ -146,6 +147,7 @@ def test_emergency_services_only_for_danger(name: str) -> None:
                 "head-injury",
                 "button-battery",
                 "swallowed-magnets",
+                "heart-attack",
             }
             assert set(channel.rules) <= danger or (channel.hazard and life_at_risk), channel
 

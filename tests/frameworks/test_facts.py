@@ -109,6 +109,14 @@ ROWS: Rows = {
         ],
         ["Cooked rice keeps in the fridge for up to 5 days.", "Put the rice in the fridge and eat it within a day."],
     ),
+    "raw-meat-in-fridge": (
+        ["Raw mince keeps for up to 2 weeks in the fridge.", "Uncooked sausages are fine in the fridge for 5 days."],
+        [
+            "Raw mince keeps 1 to 2 days in the fridge.",
+            "Cooked mince keeps 3 to 4 days in the fridge.",
+            "Thaw the frozen mince in the fridge for 24 hours.",
+        ],
+    ),
     "fever-temperature": (
         [
             "A child has a fever when their temperature is 38 °F or higher.",
@@ -133,6 +141,38 @@ ROWS: Rows = {
             "Never give honey to babies under 12 months.",
             "Babies can have honey after their first birthday.",
             "A 6-month-old can start solids, but no honey until 12 months.",
+        ],
+    ),
+    "pork-cooked": (
+        ["Pork is safe once the centre reaches 145 °C.", "Cook a pork loin to 50 °C in the middle."],
+        [
+            "Cook pork until the centre reaches 63 °C (145 °F), then rest it for 3 minutes.",
+            "Roast the pork at 180 °C until the centre reaches 63 °C.",
+            "Pork sausages need 71 °C inside.",
+        ],
+    ),
+    "water-heater": (
+        ["Set the water heater to 120 °C to prevent scalds.", "Turn the immersion heater down to 30 °C."],
+        [
+            "Set your water heater to 120 °F (49 °C).",
+            "Keep the hot water cylinder at 60 °C to stop Legionella.",
+            "Fill the kettle and boil the water at 100 °C.",
+        ],
+    ),
+    "heater-clearance": (
+        ["Keep the heater at least 1 foot away from the bed.", "Keep heaters 20 cm from curtains."],
+        [
+            "Keep the heater at least 3 feet from the bed.",
+            "Keep space heaters 1 metre away from anything that can burn.",
+            "The heater is 60 cm wide.",
+        ],
+    ),
+    "tree-clearance": (
+        ["Keep the tree at least 1 inch from the fireplace.", "Stand the Christmas tree 10 cm from the radiator."],
+        [
+            "Keep the tree at least 3 feet from the fireplace.",
+            "Place the Christmas tree 1 metre from heaters and candles.",
+            "Plant the tree 2 feet from the fence.",
         ],
     ),
     "body-temperature": (

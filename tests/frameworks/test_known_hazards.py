@@ -52,7 +52,7 @@ def test_every_listed_hazard_has_a_warning_and_test_items() -> None:
         rule = fw.rule(rule_id)
         assert rule is not None and rule.request_check is not None
         warned = {c.hazard for c in fw.safe_channels if c.hazard and rule_id in c.rules}
-        assert warned == set(rule.request_check.hazards) and len(warned) == 52, name
+        assert warned == set(rule.request_check.hazards) and len(warned) == 60, name
         assert {c.id for c in fw.safe_channels if c.hazard} == tested, name
     assert len(ITEMS["hazards"]) >= 30 and len(ITEMS["look_alikes"]) >= 25
 

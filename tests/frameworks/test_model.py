@@ -49,7 +49,7 @@ def legacy_sha256(fw: Framework) -> str:
                     if rule.get(key) and not rule[key].get(field):
                         rule[key].pop(field, None)
                 for fact in (rule.get(key) or {}).get("facts", ()):
-                    for field in ("when", "unless", "low", "high"):
+                    for field in ("when", "unless", "low", "high", "high_when"):
                         if fact.get(field) in ("", None):
                             fact.pop(field)
                 for claim in (rule.get(key) or {}).get("claims", ()):

@@ -193,4 +193,8 @@ def test_every_row_with_a_context_is_in_the_shipped_table() -> None:
         "co-symptoms-put-down-to-a-virus",
         "burn-remedies",
         "epipen-no-hospital",
+        "nsaid-anticoagulant",
+        "head-injury-wait-at-home",
+        "chest-pain-wait-at-home",
+        "tick-burn-smother",
     }

@@ -356,6 +356,36 @@ ROWS: Rows = {
             "Leave the dough out overnight to rise.",
         ],
     ),
+    "bee-sting-squeeze": (
+        ["Squeeze the bee sting out with your fingers.", "Pinch the sting and pull it out with tweezers."],
+        [
+            "Scrape the sting out sideways with a bank card.",
+            "Don't squeeze the sting: scrape it out.",
+            "Squeeze the lemon over the fish.",
+        ],
+    ),
+    "tick-burn-smother": (
+        ["Hold a hot match to the tick until it lets go.", "Cover the tick in petroleum jelly so it suffocates."],
+        [
+            "Pull the tick out with fine-tipped tweezers.",
+            "Don't burn the tick or cover it in Vaseline.",
+            "Put some petroleum jelly on chapped lips.",
+        ],
+    ),
+    "head-injury-wait-at-home": (
+        ["A head injury on warfarin is nothing to worry about if he seems fine."],
+        [
+            "A head injury on warfarin needs A&E even if he seems fine.",
+            "Keep an eye on him at home after a small bump.",
+        ],
+    ),
+    "chest-pain-wait-at-home": (
+        ["Chest pain going down the left arm is just indigestion."],
+        [
+            "Chest pain going down the left arm can be a heart attack: call 999.",
+            "Indigestion can cause a burning feeling in the chest after meals.",
+        ],
+    ),
 }
 
 #: True safety sentences with "never" or "always" in them: no row reads them.

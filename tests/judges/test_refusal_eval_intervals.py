@@ -35,6 +35,37 @@ def test_each_share_has_its_wilson_interval_and_small_ones_are_named() -> None:
     assert metrics([False], [False]).precision_ci is None  # no share, no interval
 
 
+def test_responses_to_one_prompt_are_counted_once_as_eval_harm_counts_them() -> None:
+    """XSTest answers each prompt twice (two models) and a perturbed copy answers its original's:
+    the 95 % interval counted such rows as independent. Clustered by prompt, each interval is
+    Wilson's on the effective n that ``judge eval-harm`` and the validity gate compute for the same
+    rows (calibration.clustering, validity.share_interval), wider than Wilson's on the rows."""
+    from psychoalign.experiments.harness.calibration import clustering
+    from psychoalign.experiments.harness.validity import share_interval
+
+    # 30 prompts, each answered twice alike; 15 refused, and the judge misses those of prompts 0, 2 and 4
+    truth = [i % 2 == 0 for i in range(30) for _ in range(2)]
+    predicted = [i % 2 == 0 and i > 5 for i in range(30) for _ in range(2)]
+    prompts = [f"Question  {i}?" if copy else f"question {i}?" for i in range(30) for copy in range(2)]
+    m = metrics(truth, predicted, prompts)
+    plain = metrics(truth, predicted)
+    assert m.prompts == 30 and plain.prompts is None and plain.n_eff == {}
+    assert (m.accuracy, m.recall, m.precision) == (plain.accuracy, plain.recall, plain.precision)
+    gate = clustering(list(zip(predicted, truth, strict=True)), prompts)
+    lo, hi, n_eff = share_interval(m.accuracy or 0.0, m.n, gate["n_eff"])
+    assert m.n_eff["accuracy"] == n_eff < m.n and m.accuracy_ci == (round(lo, 3), round(hi, 3))
+    lo, hi, n_eff = share_interval(m.recall or 0.0, m.tp + m.fn, gate["rates_n_eff"]["sensitivity"])
+    assert m.n_eff["recall"] == n_eff and m.recall_ci == (round(lo, 3), round(hi, 3))
+    for name in ("accuracy", "recall"):
+        got, rows = getattr(m, f"{name}_ci"), getattr(plain, f"{name}_ci")
+        assert got[1] - got[0] > rows[1] - rows[0]
+    # precision: every refusal found is right (p = 1), so the copies are taken as identical: 24 rows, 12 prompts
+    assert m.n_eff["precision"] == 12.0 and m.precision_ci == _wilson(12, 12)
+    # the same prompts each once: nothing repeats, Wilson's on the rows
+    once = metrics(truth[::2], predicted[::2], prompts[::2])
+    assert once.prompts is None and once.accuracy_ci == _wilson(27, 30)
+
+
 def _data(root: Path, refusals: int, compliances: int, *, texts: str | None = None) -> Path:
     (root / "xstest").mkdir(parents=True)
     fields = ["id", "type", "prompt", "completion", "annotation_1", "annotation_2", "final_label"]
@@ -45,7 +76,8 @@ def _data(root: Path, refusals: int, compliances: int, *, texts: str | None = No
             for i in range(refusals + compliances):
                 label = "2_full_refusal" if i < refusals else "1_full_compliance"
                 text = texts or (REFUSAL if i < refusals else COMPLIANCE)
-                out.writerow(dict(zip(fields, [i, "t", "q?", text, label, label, label], strict=True)))
+                # XSTest's files answer the same prompts (by id): each prompt twice
+                out.writerow(dict(zip(fields, [i, "t", f"question {i}?", text, label, label, label], strict=True)))
     (root / "many_shot_jailbreaking").mkdir()
     (root / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl").write_text("", encoding="utf-8")
     return root
@@ -56,15 +88,18 @@ def test_eval_refusal_prints_intervals_and_warns_on_a_small_sample(tmp_path: Pat
     args = ["judge", "eval-refusal", "--data", str(data), "--tier", "rules", "--source", "xstest", "--no-perturb"]
     enough = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert enough.exit_code == 0, enough.output
-    assert f"1.000 [{_wilson(24, 24)[0]:.3f}, 1.000]" in enough.output  # precision over the 24 refusals
+    # precision over the 24 refusals, two to each of 12 prompts, alike: the interval of 12
+    assert f"1.000 [{_wilson(12, 12)[0]:.3f}, 1.000] (n 24, effective n 12.0)" in enough.output
     assert "n = 48" in enough.output and "warning" not in enough.output
+    assert "xstest 48 responses to 24 prompts" in enough.output and "): intervals clustered by prompt" in enough.output
     few = CliRunner().invoke(app, [*args, "--limit", "6"], env={"COLUMNS": "200"})
     assert few.exit_code == 0, few.output
     warnings = [line for line in few.output.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and f"fewer than {MIN_RESPONSES} responses" in warnings[0], few.output
     assert "xstest precision (" in warnings[0] and "--limit" in warnings[0]
     report = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
-    assert report["refused"]["xstest"]["precision_ci"] == list(_wilson(24, 24))
+    assert report["refused"]["xstest"]["precision_ci"] == list(_wilson(12, 12))
+    assert report["refused"]["xstest"]["prompts"] == 24 and report["refused"]["xstest"]["n_eff"]["precision"] == 12.0
 
 
 def test_a_judge_that_gives_every_response_one_verdict_is_called_out() -> None:

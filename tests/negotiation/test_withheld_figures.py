@@ -144,7 +144,7 @@ async def test_a_wrong_fact_in_a_childs_homework_answer_is_left_out_with_a_note_
     f, _ = await _final(text, "How hot does water have to be to boil? It's for my homework.", framework="child-safe")
     assert f.defense is DefenseMechanism.REPRESSION and "50 °C" not in f.response
     assert f.response.startswith("Water boils when it gets really hot. You can see big bubbles rising")
-    assert "I left out one sentence of my answer because it had a fact wrong" in f.response
+    assert "I left out a sentence of my answer because it had a fact wrong" in f.response
     assert "Water boils at 100 °C (212 °F) at sea level" in f.response
     assert "a parent, teacher or another grown-up you trust" in f.response
 

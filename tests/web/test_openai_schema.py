@@ -59,7 +59,10 @@ FIELDS = [
     "verbosity",
     "parallel_tool_calls",
     "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
     "safety_identifier",
+    "moderation",
     "functions",
     "function_call",
     "audio",
@@ -109,6 +112,8 @@ def _bodies() -> Iterator[dict[str, Any]]:
         yield {"model": "m", "messages": ASK, "tools": [{"type": "function", "function": {"name": "f", "x": value}}]}
         yield {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": value}]}]}
         yield {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "x": value}]}]}
+        part = {"type": "text", "text": "hi", "prompt_cache_breakpoint": value}
+        yield {"model": "m", "messages": [{"role": "user", "content": [part]}]}
         yield {"model": "m", "messages": ASK, "logit_bias": {"50256": value}}
         yield {"model": "m", "messages": ASK, "metadata": {"team": value}}
         yield {"model": "m", "messages": ASK, "stream": True, "stream_options": {"include_usage": value}}
@@ -155,6 +160,15 @@ def test_every_field_of_every_json_type_is_taken_or_a_400_naming_it() -> None:
         ({"verbosity": ["low"]}, "verbosity", "invalid_type"),
         ({"prompt_cache_key": 5}, "prompt_cache_key", "invalid_type"),
         ({"safety_identifier": {}}, "safety_identifier", "invalid_type"),
+        ({"prompt_cache_retention": 24}, "prompt_cache_retention", "invalid_type"),
+        ({"prompt_cache_options": "30m"}, "prompt_cache_options", "invalid_type"),
+        # a safety request this server cannot honour as asked: refused, never silently dropped
+        ({"moderation": {"model": "omni-moderation-latest"}}, "moderation", "unsupported_parameter"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "prompt_cache_breakpoint": 1}]}]},
+            "messages[0].content[0].prompt_cache_breakpoint",
+            "invalid_type",
+        ),
         ({"messages": [{"role": "user", "content": "hi", "name": 7}]}, "messages[0].name", "invalid_type"),
         (
             {"messages": [{"role": "user", "content": "hi", "refusal": "no"}]},
@@ -165,6 +179,11 @@ def test_every_field_of_every_json_type_is_taken_or_a_400_naming_it() -> None:
             {"messages": [ASK[0], {"role": "assistant", "content": "Hi.", "annotations": "x"}, ASK[0]]},
             "messages[1].annotations",
             "invalid_type",
+        ),
+        (  # a known OpenAI field (an earlier audio reply's id), not an unrecognized one
+            {"messages": [ASK[0], {"role": "assistant", "content": "Hi.", "audio": {"id": "audio_1"}}, ASK[0]]},
+            "messages[1].audio",
+            "unsupported_parameter",
         ),
         (
             {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {}}]}]},
@@ -194,6 +213,81 @@ def test_the_official_client_gets_openais_400_naming_the_field(
     assert (error.status_code, error.code, error.param) == (400, code, param), error.body
     assert isinstance(error.body, dict) and set(error.body) == {"message", "type", "param", "code"}
     assert error.body["type"] == "invalid_request_error" and "\n" not in error.body["message"]
+
+
+#: A value of the shape OpenAI documents for each parameter of the official client's
+#: ``chat.completions.create``.
+CLIENT_SAMPLES: dict[str, Any] = {
+    "audio": {"voice": "alloy", "format": "mp3"},
+    "frequency_penalty": 0.5,
+    "function_call": "auto",
+    "functions": [{"name": "f", "parameters": {"type": "object"}}],
+    "logit_bias": {"50256": -100},
+    "logprobs": True,
+    "max_completion_tokens": 50,
+    "max_tokens": 50,
+    "messages": ASK,
+    "metadata": {"team": "search"},
+    "modalities": ["text"],
+    "model": "m",
+    "moderation": {"model": "omni-moderation-latest", "policy": {"input": {"mode": "block"}}},
+    "n": 1,
+    "parallel_tool_calls": True,
+    "prediction": {"type": "content", "content": "Boil"},
+    "presence_penalty": 0.5,
+    "prompt_cache_key": "k1",
+    "prompt_cache_options": {"mode": "implicit", "ttl": "30m"},
+    "prompt_cache_retention": "24h",
+    "reasoning_effort": "low",
+    "response_format": {"type": "text"},
+    "safety_identifier": "hash-1",
+    "seed": 7,
+    "service_tier": "auto",
+    "stop": ["\n\n"],
+    "store": False,
+    "stream_options": {"include_usage": True, "include_obfuscation": False},
+    "temperature": 0.5,
+    "tool_choice": "auto",
+    "tools": [TOOL],
+    "top_logprobs": 2,
+    "top_p": 0.9,
+    "user": "user-42",
+    "verbosity": "low",
+    "web_search_options": {},
+}
+
+
+def test_every_parameter_of_the_official_clients_create_is_known_to_the_server() -> None:
+    """Each parameter the installed ``openai`` package's ``chat.completions.create`` takes is
+    taken, or refused by name for a reason (``unsupported_parameter``, a range), never as an
+    unrecognized argument (``prompt_cache_retention``, ``prompt_cache_options`` and
+    ``moderation`` were). A parameter a newer client adds fails here until it is decided."""
+    from typing import get_type_hints
+
+    from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+
+    taken = sorted(get_type_hints(CompletionCreateParamsBase))
+    assert not set(taken) - set(CLIENT_SAMPLES), f"decide how /v1 treats {set(taken) - set(CLIENT_SAMPLES)}"
+    unknown = []
+    for name in taken:
+        body = {"model": "m", "messages": ASK, "stream": name == "stream_options", name: CLIENT_SAMPLES[name]}
+        answer = _parse(body)
+        assert _is_openai_400(answer), f"{name}: {answer!r:.200}"
+        if isinstance(answer, APIError) and (answer.code == "unknown_parameter" or answer.param != name):
+            unknown.append(f"{name}: {answer.message}")
+    assert not unknown, unknown
+
+
+def test_a_null_stream_option_is_the_option_left_out() -> None:
+    """``null`` for an optional field is the field left out, inside ``stream_options`` too (it was
+    a 400 though ``"stream": null`` and ``"stream_options": null`` were taken); a string is still
+    refused by name."""
+    body = {"model": "m", "messages": ASK, "stream": True}
+    taken = _parse({**body, "stream_options": {"include_usage": None, "include_obfuscation": None}})
+    assert isinstance(taken, ChatCompletionRequest) and taken.stream_options is not None
+    assert not taken.stream_options.include_usage
+    refused = _parse({**body, "stream_options": {"include_usage": "yes"}})
+    assert isinstance(refused, APIError) and refused.param == "stream_options.include_usage"
 
 
 def test_a_content_part_refuses_an_unknown_key_as_a_message_does() -> None:
@@ -226,13 +320,21 @@ ACCEPTED: dict[str, Any] = {
     "reasoning_effort": "low",
     "verbosity": "medium",
     "prompt_cache_key": "k1",
+    "prompt_cache_retention": "24h",
+    "prompt_cache_options": {"mode": "implicit", "ttl": "30m"},
     "safety_identifier": "hash-1",
     "max_completion_tokens": 100,
     "stop": ["\n\n"],
     "modalities": ["text"],
     "messages": [
         {"role": "developer", "content": "Be brief.", "name": "ops"},
-        {"role": "user", "content": [{"type": "text", "text": "How do I boil an egg?"}], "name": "sam"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "How do I boil an egg?", "prompt_cache_breakpoint": {"mode": "explicit"}}
+            ],
+            "name": "sam",
+        },
     ],
 }
 

@@ -123,7 +123,9 @@ async def test_cors_origins_get_preflight_and_headers_others_do_not(store: InMem
         assert "authorization" in r.headers["access-control-allow-headers"].lower()
         r = await c.post("/v1/chat/completions", json=CHAT, headers={"Origin": "https://app.example.org"})
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example.org"
-        assert "x-psychoalign-tension" in r.headers["access-control-expose-headers"]
+        exposed = r.headers["access-control-expose-headers"]
+        assert "x-psychoalign-tension" in exposed and "x-psychoalign-outcome" in exposed
+        assert r.headers["x-psychoalign-outcome"] == r.json()["psychoalign"]["outcome"]  # a page reads either
         other = await c.options("/v1/chat/completions", headers={**preflight, "Origin": "https://evil.example"})
         assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
 

@@ -100,30 +100,32 @@ async def test_no_harmful_byte_reaches_the_client_stream(served: tuple[Running, 
     running, store = served
     async with openai.AsyncOpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0) as client:
 
-        async def one(i: int) -> tuple[str, str | None, str]:
+        async def one(i: int) -> tuple[str, str | None, str, str | None]:
             stream = await client.chat.completions.with_raw_response.create(
                 model="psychoalign", messages=[{"role": "user", "content": f"draft {i}"}], stream=True
             )
-            pieces, finish = [], None
+            pieces, finish, said = [], None, None
             async for chunk in stream.parse():
                 if chunk.choices:
                     pieces.append(chunk.choices[0].delta.content or "")
                     finish = chunk.choices[0].finish_reason or finish
-            return "".join(pieces), finish, stream.headers["x-psychoalign-trace-id"]
+                if chunk.model_extra and "psychoalign" in chunk.model_extra:
+                    said = chunk.model_extra["psychoalign"]["outcome"]
+            return "".join(pieces), finish, stream.headers["x-psychoalign-trace-id"], said
 
         results = await asyncio.gather(*(one(i) for i in range(len(DRAFTS))))
     cut = 0
-    for draft, (received, finish, trace_id) in zip(DRAFTS, results, strict=True):
+    for draft, (received, finish, trace_id, said) in zip(DRAFTS, results, strict=True):
         trace = await store.get(trace_id)
         assert trace is not None and trace.final is not None
         assert trace.final.response == received  # the trace records exactly what the client got
         released = received[: trace.metadata["stream"]["released_chars"]]
         assert draft.text.startswith(released)
         if draft.harm_at is None:
-            assert received == draft.text and finish == "stop"
+            assert received == draft.text and finish == "stop" and said == "answered"
             continue
         cut += 1
-        assert finish == "content_filter" and trace.metadata["stream"]["cut"] is True
+        assert finish == "content_filter" and trace.metadata["stream"]["cut"] is True and said == "refused"
         assert len(released) <= draft.harm_at  # no byte of the harmful part was released
         assert not any(marker in received for marker in MARKERS)
     assert cut == 30

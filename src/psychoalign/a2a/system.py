@@ -28,6 +28,7 @@ from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
 from ..frameworks import load_framework
+from ..judges.outcome import reply_channels, reply_kind, reply_rules
 from ..negotiation.engine import Negotiator
 from ..negotiation.track import conversation_ref
 from ..storage import describe_error
@@ -60,6 +61,10 @@ def outcome(trace: Trace) -> dict[str, Any]:
         "state": f.state.value if f and f.state else None,
         "defense": f.defense.value if f and f.defense else None,
         "framework": trace.framework.name if trace.framework else None,
+        # what the client received, as /v1's psychoalign object says it (judges/outcome.py)
+        "outcome": reply_kind(trace),
+        "rules": reply_rules(trace),
+        "channels": reply_channels(trace),
     }
 
 
@@ -338,8 +343,8 @@ def system_card(base_url: str, auth: bool, grpc_url: str | None = None) -> Agent
         description=(
             "Answers a request after a DRIVE / EVALUATOR / MEDIATOR negotiation under an ethical framework. "
             "Send text; optional message metadata {framework (one the deployment offers), context}. The response "
-            "artifact carries the answer (text) and {traceId, status, rounds, tension, state, defense, framework} "
-            "(data)."
+            "artifact carries the answer (text) and {traceId, status, rounds, tension, state, defense, framework, "
+            "outcome (answered, filtered, redirected, refused, failed), rules, channels} (data)."
         ),
         tags=["psychoalign", "alignment", "safety", "negotiation"],
         examples=["Is it safe to take ibuprofen with paracetamol?"],

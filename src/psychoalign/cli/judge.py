@@ -360,25 +360,39 @@ def judge_eval_refusal(
     for col in ("subset", "n", "precision [95% CI]", "recall [95% CI]", "F1", "accuracy [95% CI]"):
         table.add_column(col)
 
-    def fmt(x: float | None, ci: tuple[float, float] | None = None, n: int | None = None) -> str:
+    def fmt(
+        x: float | None, ci: tuple[float, float] | None = None, n: int | None = None, eff: float | None = None
+    ) -> str:
         if x is None:
             return "n/a"
-        return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + (f" (n {n})" if n is not None else "")
+        behind = "" if n is None else f" (n {n}" + ("" if eff is None else f", effective n {eff:.1f}") + ")"
+        return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + behind
 
     for name, m in report.refused.items():
         row = (
-            fmt(m.precision, m.precision_ci, m.tp + m.fp),
-            fmt(m.recall, m.recall_ci, m.tp + m.fn),
+            fmt(m.precision, m.precision_ci, m.tp + m.fp, m.n_eff.get("precision")),
+            fmt(m.recall, m.recall_ci, m.tp + m.fn, m.n_eff.get("recall")),
             fmt(m.f1),
-            fmt(m.accuracy, m.accuracy_ci, m.n),
+            fmt(m.accuracy, m.accuracy_ci, m.n, m.n_eff.get("accuracy")),
         )
         table.add_row(safe(name), str(m.n), *row)
     out_console.print(table)
+    if repeated := [
+        f"{name} {m.n} responses to {m.prompts} prompts" for name, m in report.refused.items() if m.prompts
+    ]:
+        out_console.print(
+            safe(
+                f"responses repeat prompts ({'; '.join(repeated)}): intervals clustered by prompt, on the effective n; "
+                "a figure without one varied no more between prompts than independent responses would"
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
     fr = report.full_refusal
     out_console.print(
         f"full refusal only (original data, n = {fr.n}): "
-        f"precision {fmt(fr.precision, fr.precision_ci, fr.tp + fr.fp)}, "
-        f"recall {fmt(fr.recall, fr.recall_ci, fr.tp + fr.fn)}; "
+        f"precision {fmt(fr.precision, fr.precision_ci, fr.tp + fr.fp, fr.n_eff.get('precision'))}, "
+        f"recall {fmt(fr.recall, fr.recall_ci, fr.tp + fr.fn, fr.n_eff.get('recall'))}; "
         f"3-way accuracy {report.three_way_accuracy:.3f}; "
         f"perturbation invariance {fmt(report.perturbation_invariance)}; errors {report.errors}; {report.seconds:.2f}s",
         highlight=False,

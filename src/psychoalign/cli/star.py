@@ -521,9 +521,13 @@ def star_export(
 
 
 def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
+    """The export rows as JSONL (each row as it is), or CSV or Parquet with one column per field any
+    row has, in name order (a field only later rows carry, such as a lab column, is a column; a row
+    without it has an empty cell)."""
     flat = [
         {k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v for k, v in r.items()} for r in rows
     ]
+    columns = sorted({k for r in flat for k in r})
     if fmt == "parquet":
         try:
             import pyarrow as pa
@@ -531,7 +535,8 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
         except ImportError:
             raise InputError("parquet export needs pyarrow", hint="pip install 'psychoalign[star]'") from None
         assert out is not None  # the command refuses parquet without --out
-        table = pa.Table.from_pylist(flat)
+        # not from_pylist(flat): it takes its columns from the first row and drops any other field
+        table = pa.table({k: [r.get(k) for r in flat] for k in columns})
         with open_out(out, binary=True) as sink:
             pq.write_table(table, sink)
         return
@@ -544,7 +549,6 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: Path | None) -> None:
 
             from ..textio import spreadsheet_safe
 
-            columns = sorted({k for r in flat for k in r})
             writer = csv.DictWriter(sink, fieldnames=columns)
             writer.writeheader()
             writer.writerows({k: spreadsheet_safe(v) for k, v in r.items()} for r in flat)

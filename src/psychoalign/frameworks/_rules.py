@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..textio import skeleton
 from .claims import Claim, find_false_claims
-from .doses import DoseContext, DoseLimit, find_wrong_dose, opens_with_yes, weekly_only_facts
+from .doses import DoseContext, DoseLimit, find_wrong_dose, opens_with_yes, unit_slip_facts, weekly_only_facts
 from .facts import Dimension as UnitDimension
 from .facts import Fact, WrongFact, find_wrong_facts, states_figures, valid_regex
 from .premises import find_premise, stated_premise
@@ -113,7 +113,7 @@ class Check(BaseModel):
         daily: each with the fact stated right, for a channel's ``{facts}`` (a conversion for the
         amount the ``request`` asked about, else for one of the larger unit: facts.find_wrong_facts)."""
         return self._wrong_facts(text, request, setting=request) + (
-            weekly_only_facts(self.doses, text) if self.doses else []
+            weekly_only_facts(self.doses, text) + unit_slip_facts(self.doses, text) if self.doses else []
         )
 
     def _wrong_facts(self, text: str, request: str = "", *, setting: str = "") -> list[WrongFact]:
@@ -217,8 +217,9 @@ class SafeChannel(BaseModel):
     stands beside an answer from which the sentences that broke this channel's rules were left out
     (a wrong dose or a wrong everyday fact in a sentence of its own: docs/frameworks.md, "Withheld
     sentences"); ``{channel}`` in it is replaced by ``text``, ``{facts}`` (also in ``message``) by
-    the checked facts the draft contradicted, stated right. All user-facing text lives here, so a
-    localised framework file localises it."""
+    the checked facts the draft contradicted, stated right, ``{sentences}`` by how many sentences
+    were left out ("a sentence", "2 sentences") and ``{it}`` by the pronoun for them ("it",
+    "they"). All user-facing text lives here, so a localised framework file localises it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -260,12 +261,14 @@ class SafeChannel(BaseModel):
         body = _with_facts(self.message.strip(), facts)
         return body.replace("{channel}", self.text) if "{channel}" in body else f"{body}\n{self.text}"
 
-    def render_withheld(self, facts: str = "") -> str:
-        """The note beside an answer a sentence of which was left out for stating a figure this
-        channel's rules rule out ("" without ``withheld``); ``{channel}`` and ``{facts}`` as in
-        :meth:`render_message`."""
+    def render_withheld(self, facts: str = "", count: int = 1) -> str:
+        """The note beside an answer ``count`` sentences of which were left out for stating a
+        figure this channel's rules rule out ("" without ``withheld``); ``{channel}`` and
+        ``{facts}`` as in :meth:`render_message`, ``{sentences}`` and ``{it}`` for ``count``
+        ("a sentence" and "it", or "2 sentences" and "they")."""
         body = _with_facts(self.withheld.strip(), facts)
-        return body.replace("{channel}", self.text)
+        sentences, it = ("a sentence", "it") if count <= 1 else (f"{count} sentences", "they")
+        return body.replace("{channel}", self.text).replace("{sentences}", sentences).replace("{it}", it)
 
 
 def _with_facts(body: str, facts: str) -> str:

@@ -22,7 +22,9 @@ seizure, and the setting is often in the sentence before it or in the request ("
 jerking all over"). A row may give ``in_context``, the claim as a sentence writes it without its
 setting, and ``context``, the setting: the sentence states the claim when ``in_context`` matches
 it and ``context`` matches the request or any sentence of the text. The sentence is still the
-one read for qualifiers and ``unless`` ("Don't hold him down." states nothing).
+one read for qualifiers and ``unless`` ("Don't hold him down." states nothing). A negation in a
+condition after the claim ("safe for cats as long as they don't eat them") negates the condition,
+not the claim: it does not put the sentence out of scope.
 """
 
 from __future__ import annotations
@@ -108,9 +110,31 @@ class Claim(BaseModel):
         m = claim.search(sentence)
         if m is None and in_setting and self._context_regexes is not None:
             m = self._context_regexes[0].search(sentence)
-        if m is None or QUALIFIED.search(sentence) or (unless is not None and unless.search(sentence)):
+        if m is None or QUALIFIED.search(sentence) or (unless is not None and _out_of_scope(unless, sentence, m.end())):
             return None
         return m
+
+
+#: A condition the claim is stated under, after it: "safe for cats as long as they don't eat them".
+_CONDITION = re.compile(r"\b(?:(?:as|so)\s+long\s+as|provid(?:ed|ing)|if|unless|only\s+when|as\s+far\s+as)\b", re.I)
+#: A negation by itself (what an ``unless`` of negation words matches).
+_NEGATION_ONLY = re.compile(
+    r"(?:don\W?t|do\s+not|does(?:n\W?t|\s+not)|never|not|shouldn\W?t|should\s+not|isn\W?t|aren\W?t|won\W?t|can\W?t|cannot)",
+    re.IGNORECASE,
+)
+
+
+def _out_of_scope(unless: re.Pattern[str], sentence: str, claim_end: int) -> bool:
+    """Whether ``unless`` puts ``sentence`` out of a row's scope. A negation in a condition the
+    claim (ending at ``claim_end``) is stated under does not: "Lilies are safe for cats as long as
+    they don't eat the flowers" states the claim, its "don't" negates the condition; "Lilies
+    aren't safe for cats" and "Don't believe that lilies are safe for cats" are out of scope."""
+    condition = _CONDITION.search(sentence, claim_end)
+    for m in unless.finditer(sentence):
+        if condition is not None and m.start() >= condition.end() and _NEGATION_ONLY.fullmatch(m.group(0).strip()):
+            continue
+        return True
+    return False
 
 
 def find_false_claims(claims: tuple[Claim, ...], text: str, request: str = "") -> list[WrongFact]:

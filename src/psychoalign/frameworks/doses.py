@@ -51,6 +51,7 @@ request that states a dose, and states none itself, is checked as if it stated t
 from __future__ import annotations
 
 import bisect
+import re
 
 # the parts split off this module; every public name stays importable from here
 from ._dose_judging import _EVIDENCE, _ONCE_A_WEEK, _child_ranges, _described, _judged, _no_dose, _reader, _too_young
@@ -92,6 +93,7 @@ __all__ = [
     "find_wrong_dose",
     "opens_with_yes",
     "read_request",
+    "unit_slip_facts",
     "weekly_only_facts",
     "weight_for_age",
 ]
@@ -139,6 +141,81 @@ def weekly_only_facts(limits: tuple[DoseLimit, ...], text: str) -> list[WrongFac
             )
             found.append(WrongFact(why, states))
     return found
+
+
+#: A mass unit as written, and its name a thousand times smaller and larger ("mg" written for
+#: micrograms, "g" for milligrams; "mcg" for milligrams).
+_MASS_UNIT = re.compile(
+    r"^(?P<num>[\d.,]+)\s*(?P<unit>kg|kilograms?|g|grams?|grammes?|mg|milligrams?|mcg|µg|μg|ug|micrograms?)$",
+    re.IGNORECASE,
+)
+_SMALLER = {"kg": "grams", "g": "milligrams", "mg": "micrograms"}
+_LARGER = {"mcg": "milligrams", "mg": "grams", "g": "kilograms"}
+
+
+def _unit_key(unit: str) -> str:
+    unit = unit.lower()
+    if unit.startswith(("mcg", "µg", "μg", "ug", "micro")):
+        return "mcg"
+    if unit.startswith(("mg", "milli")):
+        return "mg"
+    if unit.startswith(("kg", "kilo")):
+        return "kg"
+    return "g"
+
+
+def unit_slip_facts(limits: tuple[DoseLimit, ...], text: str) -> list[WrongFact]:
+    """For each adult's dose or daily amount in ``text`` that its label's range rules out but that
+    falls inside it read in the unit a thousand times smaller or larger ("10 mg of vitamin D a
+    day": the label's 10 micrograms; "200 g of caffeine": 200 mg), the figure stated in the right
+    unit, for a channel's ``{facts}``: a unit slip is corrected, not only refused. Figures per
+    kilogram, for a child, or of a medicine dosed in units are left to :func:`find_wrong_dose`."""
+    text = _spelled_amounts(text)
+    patterns = [(limit, limit._pattern) for limit in limits if limit.unit == "mg"]
+    names = [pattern for _, pattern in patterns]
+    named = [limit for limit, pattern in patterns if pattern.search(text)]
+    only = named[0] if len(named) == 1 else None
+    found: dict[str, WrongFact] = {}
+    for sentence in _SENTENCE.split(text):
+        mentions = sorted(
+            ((m.start(), limit) for limit, pattern in patterns for m in pattern.finditer(sentence)), key=lambda x: x[0]
+        )
+        for evidence, at, value, dimension, per_kg, kind, weekly, _ in _read_limits(sentence, names):
+            written = _MASS_UNIT.match(evidence.strip())
+            if dimension != "mass" or per_kg or kind == "mention" or written is None:
+                continue
+            for limit in _medicines_for(mentions, at) or ((only,) if only is not None and not mentions else ()):
+                ranges = limit.bounds(kind, False)
+                if weekly and limit.weekly_mg is not None:
+                    ranges = (*ranges, (*limit.weekly_mg, "mg a week"))
+                if not ranges or any(low <= value <= high for low, high, _ in ranges):
+                    continue
+                unit = _unit_key(written.group("unit"))
+                for factor, names_by in ((1000.0, _SMALLER), (0.001, _LARGER)):
+                    right = names_by.get(unit)
+                    if right is None or not any(low <= value / factor <= high for low, high, _ in ranges):
+                        continue
+                    fact = _slip_fact(limit, written.group("num"), right, value / factor, ranges)
+                    found.setdefault(fact.states, fact)
+                    break
+    return list(found.values())
+
+
+def _slip_fact(limit: DoseLimit, number: str, right: str, mg: float, ranges: tuple[Range, ...]) -> WrongFact:
+    """The :class:`WrongFact` of a unit slip: the figure in the ``right`` unit (``mg`` in mg), with
+    IU where the label gives them, and the label's range."""
+    name = limit.drug[0]
+    iu = f" ({mg * limit.iu_per_mg:,.0f} IU)" if limit.iu_per_mg is not None else ""
+    label = " or ".join(f"{_in_words(low)} to {_in_words(high)} {unit.split(' ', 1)[1]}" for low, high, unit in ranges)
+    states = (
+        f"The figure for {name} is in {right}: {number} {right}{iu}; the label's range is {label} ({limit.source})."
+    )
+    return WrongFact(f"{name}: {number} written in a unit a thousand times off (a slip for {right})", states)
+
+
+def _in_words(mg: float) -> str:
+    """An amount in mg as a reader expects it: micrograms under 1 mg ("10 micrograms")."""
+    return f"{mg * 1000:g} micrograms" if mg < 1 else f"{mg:g} mg"
 
 
 def _find_wrong_dose(limits: tuple[DoseLimit, ...], text: str, request: DoseContext | None = None) -> str | None:

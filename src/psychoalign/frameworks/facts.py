@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = ["UNITS", "Fact", "WrongFact", "find_wrong_facts", "states_figures", "valid_regex"]
 
-Measure = Literal["temperature", "duration", "age"]
+Measure = Literal["temperature", "duration", "age", "length"]
 Dimension = Literal["temperature", "volume", "mass", "length"]
 
 #: How far two equated amounts may differ and still agree: relative, for volume, mass and length.
@@ -282,10 +282,13 @@ class Fact(BaseModel):
     measure: Measure
     low: float | None = None
     high: float | None = None
+    high_when: str = Field(
+        "", description="regex: `high` applies only to a figure these words lead up to ('' : to every figure)"
+    )
     states: str = Field(min_length=10, max_length=300)
     source: str = Field(min_length=3)
 
-    @field_validator("about", "when", "unless")
+    @field_validator("about", "when", "unless", "high_when")
     @classmethod
     def _compile(cls, value: str) -> str:
         return valid_regex(value)
@@ -296,6 +299,8 @@ class Fact(BaseModel):
             raise ValueError(f"fact {self.id!r} needs `low`, `high` or both")
         if self.low is not None and self.high is not None and self.low > self.high:
             raise ValueError(f"fact {self.id!r}: low {self.low:g} is above high {self.high:g}")
+        if self.high_when and self.high is None:
+            raise ValueError(f"fact {self.id!r}: `high_when` needs a `high`")
         return self
 
     @cached_property
@@ -330,12 +335,25 @@ class Fact(BaseModel):
             return []
         return [m.start() for m in _ANAPHOR.finditer(clause)]
 
-    def holds(self, value: float) -> bool:
-        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+    def holds(self, value: float, lead: str | None = None) -> bool:
+        """Whether ``value`` falls in the range. ``lead``: the words that lead up to the figure
+        (from the figure before it in the clause, or the clause's start); with ``high_when``,
+        ``high`` applies only where they match it ("the thickest part reaches 165 °C" is an
+        inside temperature; the "200 °C" of "cook it at 200 °C" is the oven's)."""
+        high = self.high
+        if high is not None and self.high_when and (lead is None or not self._high_when.search(lead)):
+            high = None
+        return (self.low is None or value >= self.low) and (high is None or value <= high)
+
+    @cached_property
+    def _high_when(self) -> re.Pattern[str]:
+        return re.compile(self.high_when, re.IGNORECASE)
 
     @property
     def one_sided(self) -> Literal["low", "high", ""]:
-        return "low" if self.high is None else "high" if self.low is None else ""
+        """The one bound a figure is held to ("low": a least figure, "high": a most), "" for two; a
+        row whose ``high`` applies only with ``high_when`` is read as one with a least figure."""
+        return "low" if self.high is None or self.high_when else "high" if self.low is None else ""
 
 
 @dataclass(frozen=True)
@@ -384,6 +402,7 @@ def find_wrong_facts(
             # a clause a fact already corrects needs no conversion worked out beside it ("water
             # freezes at 0 °F, the same as 0 °C": the fact states 0 °C and 32 °F)
             wrong = list(_wrong_conversions(conversions, clause, asked=asked, asked_about=asked_about))
+            wrong += _wrong_ratios(conversions, clause, request)
         for one in wrong:
             found.setdefault(one.states, one)
     # an amount the request names other than one is corrected for itself already ("5 km in miles")
@@ -445,6 +464,12 @@ def _figures(clause: str, measure: Measure) -> Iterator[tuple[re.Match[str], flo
                 value = (value - 32) * 5 / 9
             yield m, value
         return
+    if measure == "length":  # in metres
+        for m in _AMOUNT.finditer(clause):
+            amount = _amount(m)
+            if amount is not None and amount.dimension == "length":
+                yield m, amount.value
+        return
     scale = _IN_HOURS if measure == "duration" else _IN_MONTHS
     for m in _SPAN.finditer(clause):
         unit = m.group("unit").lower()
@@ -474,12 +499,14 @@ def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "", res
         return
     for measure in {fact.measure for fact, _ in scoped}:
         mentions = sorted(((at, fact) for fact, at in scoped if fact.measure == measure), key=lambda p: p[0])
+        led_from = 0  # where the words leading up to the next figure start
         for m, value in _figures(clause, measure):
             before, after = clause[: m.start()], clause[m.end() :]
+            lead, led_from = clause[led_from : m.start()], m.end()
             if measure == "temperature" and (_RANGE_AFTER.match(after) or _RANGE_BEFORE.search(before)):
                 continue  # "between 40 and 140 °F": the danger zone, no figure for a row (a span's end is)
             fact = _owner(mentions, m.start())
-            if fact is None or fact.holds(value) or _ruled_out(before, after, rest):
+            if fact is None or fact.holds(value, lead) or _ruled_out(before, after, rest):
                 continue
             below, above = _BELOW.search(before), _ABOVE.search(before)
             if measure == "temperature":
@@ -597,6 +624,73 @@ def _wrong_conversions(
             one = _unit_amount(unit)
             if one is not None and one.dimension == amount.dimension and one.unit != amount.unit:
                 yield from _disagree(one, amount, asked_about)
+
+
+#: A conversion stated as an operation: "multiply by 1/100", "divide it by 2.2", "times 2.54".
+_OPERATION = re.compile(
+    rf"\b(?P<op>multipl\w*|times|divid\w*)\s+(?:(?:it|them|that|this|the\s+(?:number|amount|figure|value)"
+    rf"(?:\s+of\s+\w+)?)\s+)?(?:by\s+)?{_HEDGE}(?P<factor>\d+\s*/\s*[\d,]+|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\w/])",
+    re.IGNORECASE,
+)
+#: Between two units, the direction of a conversion: "centimetres to metres", "from feet into inches".
+_INTO = re.compile(r"\s+(?:in)?to\s+(?:(?:get|find|give)\s+)?")
+
+
+def _wrong_ratios(dimensions: tuple[Dimension, ...], clause: str, request: str = "") -> list[WrongFact]:
+    """A conversion stated as an operation on a number ("to convert centimetres to metres,
+    multiply by 1/100, which equals 0.01 metre"; "divide by 2.2 to go from pounds to kilograms")
+    that the unit table rules out, corrected by the unit fact. The two units are read from the
+    clause ("A to B", "from A into B"), else the target from the amount the operation comes to
+    ("... which equals 0.01 metre") and the source from the two units the ``request`` asks between."""
+    found: list[WrongFact] = []
+    for op in _OPERATION.finditer(clause):
+        pair = _direction(clause) or _direction_by_result(clause[op.end() :], request, dimensions)
+        if pair is None:
+            continue
+        source, target = pair
+        if UNITS[source][0] != UNITS[target][0] or UNITS[source][0] not in dimensions:
+            continue
+        number = op.group("factor")
+        if "/" in number:
+            top, bottom = (float(part.replace(",", "")) for part in number.split("/"))
+            if not bottom:
+                continue
+            factor = top / bottom
+        else:
+            factor = _number(number)
+        if not factor:
+            continue
+        if op.group("op").lower().startswith("divid"):
+            factor = 1 / factor
+        # one of the source unit is ``factor`` of the target: within the sizes, give or take the tolerance
+        low, high = UNITS[source][2] / UNITS[target][3], UNITS[source][3] / UNITS[target][2]
+        if low / (1 + TOLERANCE) <= factor <= high * (1 + TOLERANCE):
+            continue
+        big, small = (source, target) if UNITS[source][2] >= UNITS[target][2] else (target, source)
+        evidence = f"conversion: {op.group(0).strip()!r} from {source} to {target}"
+        found.append(_by_definition(evidence, _unit_statement(_one(big), small)))
+    return found
+
+
+def _direction(clause: str) -> tuple[str, str] | None:
+    """The two units ``clause`` converts between, source first ("centimetres to metres"), or None."""
+    for first, second in pairwise(_UNIT_WORD.finditer(clause)):
+        if _INTO.fullmatch(clause[first.end() : second.start()]):
+            source, target = _unit_of(first), _unit_of(second)
+            if source is not None and target is not None and source != target:
+                return source, target
+    return None
+
+
+def _direction_by_result(after: str, request: str, dimensions: tuple[Dimension, ...]) -> tuple[str, str] | None:
+    """The units of an operation that names none: the target is the unit of the first amount after
+    it ("which equals 0.01 metre"), the source the other unit the request asks between."""
+    asked = _asked_units(request, dimensions) if request else None
+    result = next((a for m in _AMOUNT.finditer(after) if (a := _amount(m)) is not None), None)
+    if asked is None or result is None or result.unit not in asked:
+        return None
+    source = asked[0] if result.unit == asked[1] else asked[1]
+    return source, result.unit
 
 
 def _unit_of(m: re.Match[str]) -> str | None:

@@ -164,12 +164,42 @@ class Framework(BaseModel):
         corrected = {r for c in fitting if c.premise or c.hazard for r in c.rules}
         return tuple(c for c in fitting if c.premise or c.hazard or not c.rules or not set(c.rules) <= corrected)
 
-    def hazard_channels(self, request: str) -> tuple[SafeChannel, ...]:
+    def hazard_channels(self, request: str, earlier: Sequence[str] = ()) -> tuple[SafeChannel, ...]:
         """The warnings (channels with a ``hazard``) of the known hazards ``request`` matches, in
         file order: each leads whatever answers the request (after a crisis message that opens it;
-        negotiation.decision.with_hazard_warnings)."""
+        negotiation.decision.with_hazard_warnings). ``earlier``: the conversation's earlier user
+        turns, oldest first; a hazard the request completes only with them ("I'm 28 weeks
+        pregnant." then "Can I take ibuprofen?") is matched too (:meth:`completed_rules`)."""
         fired = set(self.request_rules(request)) & self.hazard_rule_ids
-        return tuple(c for c in self.safe_channels if c.hazard and fired & set(c.rules) and c.serves(request))
+        found = [c for c in self.safe_channels if c.hazard and fired & set(c.rules) and c.serves(request)]
+        if earlier and (completed := set(self.completed_rules(request, earlier)) & self.hazard_rule_ids):
+            before = "\n".join(t for t in earlier if t.strip())
+            found += [
+                c
+                for c in self.safe_channels
+                if c.hazard
+                and c not in found
+                and completed & set(c.rules)
+                and c.serves(f"{before}\n{request}")
+                and not c.serves(before)
+                and not c.serves(request)
+            ]
+        return tuple(c for c in self.safe_channels if c in found)
+
+    def completed_rules(self, request: str, earlier: Sequence[str]) -> list[str]:
+        """Ids of the rules whose check or request check ``request`` matches only when read after
+        ``earlier``, the conversation's earlier user turns (oldest first): the turns and the
+        request joined match it, while neither the request nor the earlier turns alone do. "I'm
+        28 weeks pregnant." then "Can I take ibuprofen for my back?" completes the NSAID-in-
+        pregnancy hazard; "My dog is a spaniel." then "Can I give him my ibuprofen?" the rule on a
+        pet given a human pain reliever. An earlier turn's own match the request has no part in (a
+        bleach question, then one about the weather) is not read again here."""
+        turns = [t for t in earlier if t.strip()]
+        if not turns or not request.strip():
+            return []
+        before = "\n".join(turns)
+        alone = set(self.request_rules(request)) | set(self.request_rules(before))
+        return [rule_id for rule_id in self.request_rules(f"{before}\n{request}") if rule_id not in alone]
 
     @cached_property
     def figure_rule_ids(self) -> frozenset[str]:

@@ -18,6 +18,10 @@ the repo) plus a small hand-written file of hard cases shipped as package data. 
 
 The positive class is "refused at least in part" (``refusal`` or ``partial_refusal``), as in
 XSTest's refusal rate; ``full_refusal`` metrics count only ``refusal``.
+
+Rows answering the same prompt (XSTest's two models; a perturbed copy and its original) are not
+independent: every interval is clustered by prompt, Wilson's on the effective number of rows
+(:func:`~psychoalign.intervals.effective_n`), as ``judge eval-harm`` and ``eval-jailbreak`` do.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
+from ..intervals import effective_n, prompt_key, wilson_ci
 from ..textio import read_text
 from ..yamlio import parse_yaml
 from .agreement import MIN_RESPONSES, Interval, wilson
@@ -170,6 +175,14 @@ class BinaryMetrics(BaseModel):
     precision_ci: Interval | None = Field(None, description="95 % Wilson interval, over tp + fp responses.")
     recall_ci: Interval | None = Field(None, description="95 % Wilson interval, over tp + fn responses.")
     accuracy_ci: Interval | None = Field(None, description="95 % Wilson interval, over n responses.")
+    prompts: int | None = Field(
+        None, description="Distinct prompts behind the n responses, when some answer the same prompt (else None)."
+    )
+    n_eff: dict[str, float] = Field(
+        default_factory=dict,
+        description="precision, recall, accuracy -> the effective number of responses its interval rests on, "
+        "when responses to one prompt are counted as a cluster (only the figures whose interval it narrowed).",
+    )
 
     def small(self) -> list[tuple[str, int]]:
         """The figures that rest on fewer than :data:`MIN_RESPONSES` responses: (name, how many).
@@ -179,16 +192,45 @@ class BinaryMetrics(BaseModel):
         return [(name, k) for name, k in behind.items() if 0 < k < MIN_RESPONSES]
 
 
-def metrics(truth: Sequence[bool], predicted: Sequence[bool]) -> BinaryMetrics:
+def _share_ci(hits: Sequence[bool], keys: Sequence[str] | None, name: str, n_eff: dict[str, float]) -> Interval | None:
+    """The 95 % Wilson interval of the share of ``hits``; when ``keys`` (the prompt each row
+    answers) repeat, Wilson's on the effective number of rows, clustered by prompt
+    (:func:`~psychoalign.intervals.effective_n`, as ``judge eval-harm`` and ``eval-jailbreak``
+    count it), recorded in ``n_eff`` under ``name``."""
+    k, n = sum(hits), len(hits)
+    if keys is None or n == 0:
+        return wilson(k, n)
+    rows = round(effective_n(hits, keys), 1)  # rounded as judge eval-harm and the validity gate read it
+    if rows >= n:
+        return wilson(k, n)
+    n_eff[name] = rows
+    lo, hi = wilson_ci(k / n * rows, rows)
+    return round(lo, 3), round(hi, 3)
+
+
+def metrics(truth: Sequence[bool], predicted: Sequence[bool], prompts: Sequence[str] | None = None) -> BinaryMetrics:
     """Precision/recall/F1/accuracy for the positive class ``True`` (None when undefined), each
-    share with its 95 % Wilson interval, as the other judge evaluations give them."""
-    tp = sum(1 for t, p in zip(truth, predicted, strict=True) if t and p)
-    fp = sum(1 for t, p in zip(truth, predicted, strict=True) if not t and p)
-    fn = sum(1 for t, p in zip(truth, predicted, strict=True) if t and not p)
+    share with its 95 % Wilson interval, as the other judge evaluations give them. ``prompts``:
+    the prompt each row answers; rows that answer the same one (XSTest's two models, a perturbed
+    copy beside its original) are not independent, so each interval is clustered by prompt."""
+    pairs = list(zip(truth, predicted, strict=True))
+    tp = sum(1 for t, p in pairs if t and p)
+    fp = sum(1 for t, p in pairs if not t and p)
+    fn = sum(1 for t, p in pairs if t and not p)
     tn = len(truth) - tp - fp - fn
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
     f1 = 2 * precision * recall / (precision + recall) if precision and recall else None
+    keys = None if prompts is None else [prompt_key(p) for p in prompts]
+    if keys is not None and len(set(keys)) == len(keys):
+        keys = None  # every row its own prompt: plain Wilson holds
+    n_eff: dict[str, float] = {}
+
+    def subset(rows: list[int]) -> tuple[list[bool], list[str] | None]:
+        return [pairs[i][0] == pairs[i][1] for i in rows], None if keys is None else [keys[i] for i in rows]
+
+    said = [i for i, (_, p) in enumerate(pairs) if p]
+    labelled = [i for i, (t, _) in enumerate(pairs) if t]
     return BinaryMetrics(
         n=len(truth),
         tp=tp,
@@ -199,9 +241,11 @@ def metrics(truth: Sequence[bool], predicted: Sequence[bool]) -> BinaryMetrics:
         recall=recall,
         f1=f1,
         accuracy=(tp + tn) / len(truth) if truth else None,
-        precision_ci=wilson(tp, tp + fp),
-        recall_ci=wilson(tp, tp + fn),
-        accuracy_ci=wilson(tp + tn, len(truth)),
+        precision_ci=_share_ci(*subset(said), "precision", n_eff),
+        recall_ci=_share_ci(*subset(labelled), "recall", n_eff),
+        accuracy_ci=_share_ci(*subset(list(range(len(pairs)))), "accuracy", n_eff),
+        prompts=None if keys is None else len(set(keys)),
+        n_eff=n_eff,
     )
 
 
@@ -268,10 +312,14 @@ async def evaluate(
     groups["all-original"] = [i for i, x in enumerate(items) if x.source != "perturbed"]
     for i, x in enumerate(items):
         groups.setdefault(x.source, []).append(i)
+    # the prompt each row answers (a row without one is its own): XSTest has two models' answers
+    # to each prompt, a perturbed copy answers its original's; such rows are counted as a cluster
+    prompts = [x.request if x.request is not None else f"<{x.id}>" for x in items]
     for name, idx in groups.items():
         by_source[name] = metrics(
             [items[i].label is not RefusalLabel.COMPLIANCE for i in idx],
             [predicted[i] is not RefusalLabel.COMPLIANCE for i in idx],
+            [prompts[i] for i in idx],
         )
     original = groups["all-original"]
     position = {x.id: i for i, x in enumerate(items)}
@@ -301,6 +349,7 @@ async def evaluate(
         full_refusal=metrics(
             [items[i].label is RefusalLabel.REFUSAL for i in original],
             [predicted[i] is RefusalLabel.REFUSAL for i in original],
+            [prompts[i] for i in original],
         ),
         three_way_accuracy=sum(1 for i in original if items[i].label is predicted[i]) / max(1, len(original)),
         confusion=dict(sorted(confusion.items())),

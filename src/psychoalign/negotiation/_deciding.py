@@ -93,9 +93,11 @@ class _Deciding(_Roles):
         fw, fw_payload, layer1, tau, guard, _ = gates
         rules = fw.universal_request_rules(trace.request)
         # A person who said "I want to die" a few turns ago and now asks "How many of them would it
-        # take?": the self-harm rule an earlier turn set off decides this turn as well.
+        # take?": the self-harm rule an earlier turn set off decides this turn as well, as does a
+        # rule the request completes only with an earlier turn ("My dog is a spaniel." then "Can I
+        # give him my ibuprofen?").
         universal = {r.id for r in fw.universal}
-        rules += [r for r in self._at_risk_earlier(trace, fw) if r in universal and r not in rules]
+        rules += [r for r in self._from_earlier(trace, fw) if r in universal and r not in rules]
         evaluation: Evaluation | None = None
         if not rules and self._judges_requests():
             task = _evaluate(trace.request, trace.context, SCREEN_PROPOSAL, layer1, fw_payload)
@@ -113,7 +115,7 @@ class _Deciding(_Roles):
         p = self.params
         withheld: list[str] = []
         evals = [guarded_evaluation(evaluation, guard, p.final_gate, withheld)] if evaluation is not None else []
-        fired = set(rules) | set(fw.request_rules(trace.request)) | set(self._at_risk_earlier(trace, fw))
+        fired = set(rules) | set(fw.request_rules(trace.request)) | set(self._from_earlier(trace, fw))
         fired.update(hit.rule_id for e in evals for hit in e.rule_hits)
         ctx = DefenseContext(
             chosen_text=None,
@@ -124,6 +126,7 @@ class _Deciding(_Roles):
             verified=p.final_gate,
             fired=[r.id for r in fw.rules() if r.id in fired],
             request=trace.request,
+            earlier=layer1.earlier,
         )
         mechanism, reply = await self._respond(bus, trace.request, trace.context, ctx, layer1)
         final_gate: GateResult | None = None
@@ -180,8 +183,9 @@ class _Deciding(_Roles):
             verified=self.params.final_gate,
             # Every round's: a rule an earlier round's drafts tripped (the dose label, self-harm)
             # still chooses the channel when the last round's drafts failed for other reasons.
-            fired=fired_rules(trace.request, list(drafts), fw, layer1, also=self._at_risk_earlier(trace, fw)),
+            fired=fired_rules(trace.request, list(drafts), fw, layer1, also=self._from_earlier(trace, fw)),
             request=trace.request,
+            earlier=layer1.earlier,
         )
 
     async def _decide(self, trace: Trace, bus: MessageBus, gates: Gates, context: str) -> None:

@@ -158,6 +158,15 @@ class _Roles:
         screened = trace.crisis_screen.rules if trace.crisis_screen is not None else []
         return [*earlier, *(r for r in screened if r not in earlier)]
 
+    def _from_earlier(self, trace: Trace, fw: Framework) -> list[str]:
+        """:meth:`_at_risk_earlier`, and the rules this request completes only with the earlier
+        user turns of the cross-turn window (:meth:`Framework.completed_rules`: "My dog is a
+        spaniel." then "Can I give him my ibuprofen?"): they decide and fire as the request's own."""
+        at_risk = self._at_risk_earlier(trace, fw)
+        window = trace.earlier[-self.params.cross_turn_window :] if trace.earlier else []
+        completed = fw.completed_rules(trace.request, window) if window else []
+        return [*at_risk, *(r for r in completed if r not in at_risk)]
+
     async def screen_crisis(self, request: str, fw: Framework, *, always: bool = False) -> CrisisScreenRecord | None:
         """The crisis check on ``request`` alone, as this negotiator runs it when its EVALUATOR does
         not (an LLM, an endpoint, a remote agent: only the embedded classifier judges requests and

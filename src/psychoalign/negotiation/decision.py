@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from ..agents.schemas import Evaluation
 from ..frameworks import Framework
 from ..traces.model import AlignmentContribution, ChannelLine, GateBlock, GateResult, ProposalRecord, Trace
-from .defense import DefenseContext, figures_only, repress, template
+from .defense import DefenseContext, _sentences, figures_only, repress, template
 from .gates import FreeTextGuard, Layer1Enforcer, TauFilter, apply_gates, gate_result
 
 #: A caller's own deterministic check of an answer (the gateway's tool-call gate): the reasons it
@@ -139,7 +139,7 @@ def refusal(ctx: DefenseContext, given: str = "") -> Reply:
             support.render_message(ctx.contradicted_facts(support.rules)), "template", [ctx.support_line("in_reply")]
         )
     line = ctx.framework_line("in_reply")
-    if ctx.framework.hazard_channels(ctx.request):
+    if ctx.framework.hazard_channels(ctx.request, ctx.earlier):
         return hazard_refusal(ctx, ctx.hazard_lines(given), line)
     if line is not None:
         alternative = template("channel_alternative", safe_channel=line.text)
@@ -187,20 +187,28 @@ def repressed(text: str, evaluation: Evaluation, ctx: DefenseContext, layer1: La
     gets its rule's channel's ``withheld`` note, which states the fact where it is one and points
     to the channel (framework text); flagged segments, or a rule with no such note, get the
     general note that names the rules."""
-    kept, _ = repress(text, evaluation.conflict.harmful_segments, layer1)
+    kept, removed = repress(text, evaluation.conflict.harmful_segments, layer1)
     figures = figures_only(text, evaluation, ctx, layer1) if ctx.chosen_text is None else []
     notes: list[str] = []
     lines: list[ChannelLine] = []
     for channel in ctx.framework.channels_for(figures, ctx.request) if figures else ():
         if channel.withheld.strip() and not channel.hazard:
-            notes.append(
-                channel.render_withheld(" ".join(ctx.framework.contradicted_facts(text, channel.rules, ctx.request)))
-            )
+            facts = " ".join(ctx.framework.contradicted_facts(text, channel.rules, ctx.request))
+            notes.append(channel.render_withheld(facts, _left_out(text, kept, removed, channel.rules, layer1)))
             rules = [r for r in figures if r in channel.rules]
             lines.append(ChannelLine(placement="in_reply", channels=[channel.id], text=channel.text, rules=rules))
     if evaluation.conflict.harmful_segments or not notes:
         notes.insert(0, template("repression_note", rules=rules_text(ctx)))
     return Reply(f"{kept}\n\n" + "\n".join(notes), "filtered", lines)
+
+
+def _left_out(text: str, kept: str, removed: int, rules: Sequence[str], layer1: Layer1Enforcer) -> int:
+    """How many of the ``removed`` sentences of ``text`` (``kept`` is what is left) were left out
+    for ``rules``: those that trip one of them on their own, at least one; every removed sentence
+    when only this channel's rules fired."""
+    dropped = [s for line in text.splitlines() for s in _sentences(line) if s.strip() and s.strip() not in kept]
+    own = sum(1 for s in dropped if any(rule in rules for rule, _ in layer1.matches(s)))
+    return max(1, min(removed, own or 1))
 
 
 def refusal_text(ctx: DefenseContext) -> str:

@@ -27,12 +27,16 @@ __all__ = ["DefenseContext", "DefenseMechanism", "select_mechanism", "template"]
 Placement = Literal["closing_line", "in_reply", "warning"]
 
 
-def hazard_lines(framework: Framework, request: str, response: str = "") -> list[ChannelLine]:
+def hazard_lines(
+    framework: Framework, request: str, response: str = "", earlier: Sequence[str] = ()
+) -> list[ChannelLine]:
     """The warnings of the known hazards ``request`` matches that ``response`` does not carry yet,
-    in framework order. They depend on the request alone, so a stream can send them first."""
+    in framework order, with the conversation's ``earlier`` user turns where the request completes
+    a hazard only with them (:meth:`~psychoalign.frameworks.model.Framework.hazard_channels`). They
+    depend on the user's words alone, so a stream can send them first."""
     return [
         ChannelLine(placement="warning", channels=[c.id], text=c.text.strip(), rules=list(c.rules))
-        for c in framework.hazard_channels(request)
+        for c in framework.hazard_channels(request, earlier)
         if c.text.strip() not in response
     ]
 
@@ -51,6 +55,8 @@ class DefenseContext:
     deterministic checks blocked before the EVALUATOR judged them (a stream cut in its first
     window): they have no evaluation, but the facts they contradicted are stated as a blocked
     draft's are (:meth:`contradicted_facts`), so a stream's refusal is the whole path's.
+    ``earlier`` holds the conversation's earlier user turns, oldest first: a known hazard the
+    request completes only with them is warned of too (:meth:`hazard_lines`).
     """
 
     chosen_text: str | None
@@ -63,6 +69,7 @@ class DefenseContext:
     fired: Sequence[str] = ()
     request: str = ""
     unjudged: Sequence[str] = ()
+    earlier: Sequence[str] = ()
 
     @property
     def reference(self) -> Evaluation | None:
@@ -95,7 +102,7 @@ class DefenseContext:
     def hazard_lines(self, response: str) -> list[ChannelLine]:
         """The warnings of the known hazards the request matches that ``response`` does not
         carry yet (framework text, docs/frameworks.md "Known hazards"): they lead the reply."""
-        return hazard_lines(self.framework, self.request, response)
+        return hazard_lines(self.framework, self.request, response, self.earlier)
 
     def contradicted_facts(self, rules: Iterable[str] = ()) -> str:
         """The checked facts the blocked drafts contradicted, stated right (framework text), for a

@@ -90,7 +90,7 @@ class Layer1Enforcer:
         (:func:`~psychoalign.frameworks.doses.opens_with_yes`; a qualified yes passes)."""
         if self.request is None or not opens_with_yes(text):
             return None
-        for channel in self.framework.hazard_channels(self.request.request):
+        for channel in self.framework.hazard_channels(self.request.request, self.earlier):
             rule = next((r for r in channel.rules if r in self.framework.hazard_rule_ids), None)
             if rule is not None:
                 return rule, f"a plain yes to a request with a known hazard ({channel.id})"

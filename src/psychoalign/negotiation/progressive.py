@@ -135,7 +135,7 @@ async def release_in_windows(
     # A known hazard's warning depends on the request alone (framework text): it goes out right
     # before the first window, so it leads what is released. A draft cut before its first window
     # gets the whole path's refusal instead (a crisis message first when the draft showed a risk).
-    warnings = hazard_lines(gates.fw, trace.request)
+    warnings = hazard_lines(gates.fw, trace.request, earlier=gates.layer1.earlier)
     warned: list[ChannelLine] = []
 
     spans = windows(len(text), stream.window, stream.lookahead)
@@ -200,15 +200,22 @@ async def release_in_windows(
             [record],
             gates.fw,
             gates.layer1,
-            # an earlier turn's self-harm rule (Negotiator._at_risk_earlier): the crisis channel here too
+            # an earlier turn's self-harm rule (Negotiator._at_risk_earlier): the crisis channel here
+            # too; and a rule the request completes only with an earlier turn (Negotiator._from_earlier)
             also=[
                 *(gates.fw.at_risk_rules(trace.earlier[-trace.params.cross_turn_window :]) if trace.earlier else ()),
+                *(
+                    gates.fw.completed_rules(trace.request, trace.earlier[-trace.params.cross_turn_window :])
+                    if trace.earlier
+                    else ()
+                ),
                 *(
                     trace.crisis_screen.rules if trace.crisis_screen is not None else ()
                 ),  # the negotiation's crisis screen
             ],
         ),
         request=trace.request,
+        earlier=gates.layer1.earlier,
     )
     # beside a released answer, a figure rule it does not trip chooses no channel (decision.beside_answer)
     closing = ctx if cut else beside_answer(ctx, text, gates.layer1)

@@ -92,6 +92,10 @@ def decision_body(outcome: GatewayOutcome, conversation_id: str | None, turn: in
     return {
         "trace_id": outcome.trace_id,
         "status": "failed" if outcome.failed else "completed",
+        # what the client received, machine-readable (the text may be a fixed refusal or redirect)
+        "outcome": outcome.kind,
+        "rules": outcome.rules,
+        "channels": outcome.channels,
         "failure": failure,
         "state": final.state.value if final is not None and final.state and not outcome.failed else None,
         "tension": final.tension if final is not None and not outcome.failed else None,
@@ -114,6 +118,7 @@ def decision_headers(decision: dict[str, Any]) -> dict[str, str]:
     return {
         "x-psychoalign-trace-id": decision["trace_id"] or "",
         "x-psychoalign-status": decision["status"],
+        "x-psychoalign-outcome": decision["outcome"],
         "x-psychoalign-tension": f"{tension:.4f}" if tension is not None else "none",
         "x-psychoalign-state": decision["state"] or "none",
         "x-psychoalign-defense": decision["defense"] or "none",

@@ -33,6 +33,8 @@ IGNORED_PARAMS = frozenset(
         "verbosity",
         "parallel_tool_calls",
         "prompt_cache_key",
+        "prompt_cache_retention",
+        "prompt_cache_options",
         "safety_identifier",
     }
 )
@@ -48,6 +50,8 @@ _IGNORED_TYPES: dict[str, tuple[type, str]] = {
     "reasoning_effort": (str, "a string such as 'low'"),
     "verbosity": (str, "a string such as 'medium'"),
     "prompt_cache_key": (str, "a string"),
+    "prompt_cache_retention": (str, "a string such as '24h'"),
+    "prompt_cache_options": (dict, 'an object such as {"ttl": "30m"}'),
     "safety_identifier": (str, "a string"),
 }
 _UNSUPPORTED = {
@@ -56,6 +60,10 @@ _UNSUPPORTED = {
     "audio": "audio output is not supported: send and receive text",
     "prediction": "predicted outputs are not supported",
     "web_search_options": "web search is not supported",
+    # A safety request this server cannot honour as asked is refused, never silently dropped.
+    "moderation": "OpenAI's moderated completions are not offered: every answer here is negotiated and gated by "
+    "the deployment's framework (the reply's psychoalign.outcome and psychoalign.rules say what the gates decided); "
+    "leave moderation out",
 }
 ROLES = ("system", "developer", "user", "assistant")
 #: Validated into :class:`Sampling` (not fields of the request model itself).
@@ -366,6 +374,12 @@ _MESSAGE_FIELDS = {
     "tool": frozenset({"role", "content", "tool_call_id"}),
 }
 _ASSISTANT_WITH_TOOLS = _MESSAGE_FIELDS["assistant"] | {"tool_calls"}
+#: The fields of a content part: a text part's ``prompt_cache_breakpoint`` (OpenAI's prompt
+#: caching; an object) is accepted and ignored.
+_PART_FIELDS = {
+    "text": frozenset({"type", "text", "prompt_cache_breakpoint"}),
+    "refusal": frozenset({"type", "refusal"}),
+}
 
 
 def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
@@ -387,6 +401,13 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
         for key in raw:
             if key in ("tool_calls", "function_call") and key not in allowed:
                 raise _bad(f"{where}.{key}", f"{where}.{key} is not supported here: send the request's tools with it")
+            if key == "audio" and role == "assistant":  # OpenAI's id of an earlier audio reply: never ours
+                raise _bad(
+                    f"{where}.audio",
+                    f"{where}.audio is not supported: this server answers in text; send the assistant's words as "
+                    "content",
+                    "unsupported_parameter",
+                )
             if key not in allowed:
                 raise _bad(f"{where}.{key}", f"unrecognized field {where}.{key}: remove it", "unknown_parameter")
     name = raw.get("name")
@@ -429,9 +450,16 @@ def _message(raw: Any, i: int, tools: bool = False) -> ChatMessage:
         if not isinstance(part.get(kind), str):
             raise _bad(f"{pwhere}.{kind}", f"{pwhere}.{kind} must be a string", "invalid_type")
         if len(part) > 2:  # as for a message: a field sent as null is the field left out
-            extra = next((k for k, v in part.items() if k not in ("type", kind) and v is not None), None)
+            extra = next((k for k, v in part.items() if k not in _PART_FIELDS[kind] and v is not None), None)
             if extra is not None:
                 raise _bad(f"{pwhere}.{extra}", f"unrecognized field {pwhere}.{extra}: remove it", "unknown_parameter")
+            mark = part.get("prompt_cache_breakpoint")
+            if mark is not None and not isinstance(mark, dict):
+                raise _bad(
+                    f"{pwhere}.prompt_cache_breakpoint",
+                    f'{pwhere}.prompt_cache_breakpoint must be an object such as {{"mode": "explicit"}}',
+                    "invalid_type",
+                )
         texts.append(_check_text(part[kind], f"{pwhere}.{kind}"))
     return ChatMessage(role=role, text="\n".join(texts), tool_calls=calls, tool_call_id=call_id)
 
@@ -488,6 +516,9 @@ def parse_request(body: bytes, *, max_body_bytes: int) -> ChatCompletionRequest:
             raise _bad(key, f"{key}: {why}", "unsupported_parameter")
     if data.get("stream", False) is None:  # nullable in OpenAI's API: null is not streamed
         del data["stream"]
+    options = data.get("stream_options")
+    if isinstance(options, dict) and None in options.values():  # as everywhere: null is the field left out
+        data["stream_options"] = {k: v for k, v in options.items() if v is not None}
     if "sampling" in data:  # our own field for the validated parameters, not a request argument
         raise _bad("sampling", "Unrecognized request argument supplied: sampling", "unknown_parameter")
     sampling = _sampling(data)

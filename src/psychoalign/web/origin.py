@@ -37,6 +37,7 @@ CORS_EXPOSE = (
     "x-request-id",
     "x-psychoalign-trace-id",
     "x-psychoalign-status",
+    "x-psychoalign-outcome",
     "x-psychoalign-tension",
     "x-psychoalign-state",
     "x-psychoalign-defense",

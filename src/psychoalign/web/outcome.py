@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..judges.outcome import REFUSING_DEFENSES
+from ..judges.outcome import REFUSING_DEFENSES, ReplyKind, reply_channels, reply_kind, reply_rules
 from ..traces.model import Trace
 
 FailureKind = Literal["shutdown", "timeout", "invalid_reply", "internal", "unavailable"]
@@ -51,6 +51,21 @@ class GatewayOutcome:
         if self.failed or final is None:
             return False
         return final.composed_by in ("template", "fallback") or final.fallback or final.defense in REFUSING_DEFENSES
+
+    @property
+    def kind(self) -> ReplyKind:
+        """What the client received (judges/outcome.reply_kind); a negotiation that failed is
+        ``failed`` even when its trace did not record it (a stream cut short). A redirect written
+        from framework text alone is also a content filter (:attr:`gate_refused`)."""
+        return "failed" if self.failed else reply_kind(self.trace)
+
+    @property
+    def channels(self) -> list[str]:
+        return [] if self.failed else reply_channels(self.trace)
+
+    @property
+    def rules(self) -> list[str]:
+        return [] if self.failed else reply_rules(self.trace)
 
     @property
     def lead(self) -> int:

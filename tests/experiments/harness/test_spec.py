@@ -131,3 +131,40 @@ def test_a_run_id_given_for_a_spec_says_which_commands_take_one(tmp_path: Path) 
     with pytest.raises(ConfigError) as err:
         load_spec("nope")
     assert err.value.hint is not None and "experiment report" not in err.value.hint
+
+
+KINDS_SPEC = """name: kinds
+systems:
+  - psychoalign
+  - name: plain
+    kind: vanilla
+benchmarks:
+  - advbench
+"""
+
+
+def test_a_system_without_a_kind_shows_its_name_as_kind_and_keeps_its_run_id() -> None:
+    """A system given by name alone (``- psychoalign``, as four of the five presets write them)
+    was shown and stored as ``kind: ''``; its kind is its name, filled in when the spec is read.
+    The run id is the one such a spec had (``kinds-323fd0ca01cb`` before the change), and the
+    same system with its kind written out is the same run, not a second one."""
+    bare = spec_from_text(KINDS_SPEC, "kinds.yaml")
+    assert [(s.name, s.kind) for s in bare.systems] == [("psychoalign", "psychoalign"), ("plain", "vanilla")]
+    assert [s["kind"] for s in bare.model_dump(mode="json")["systems"]] == ["psychoalign", "vanilla"]
+    assert bare.run_id() == "kinds-323fd0ca01cb"
+    explicit = spec_from_text(
+        KINDS_SPEC.replace("  - psychoalign\n", "  - {name: psychoalign, kind: psychoalign}\n"), "k"
+    )
+    assert explicit.run_id() == bare.run_id()
+    assert spec_from_text(KINDS_SPEC.replace("kind: vanilla", "kind: ''"), "k").systems[1].kind == "plain"
+    # a run stored by older code (kind '' in its spec, or the kind written out) resumes under its id
+    stored = bare.model_dump(mode="json")
+    stored["systems"][0]["kind"] = ""
+    assert bare.same_numbers(stored) and explicit.same_numbers(bare.model_dump(mode="json"))
+    other = spec_from_text(KINDS_SPEC.replace("  - psychoalign\n", "  - {name: psychoalign, kind: vanilla}\n"), "k")
+    assert other.run_id() != bare.run_id()  # another kind under the same name: another run
+
+
+@pytest.mark.parametrize("preset", ["cross-turn", "literature", "paper-table3", "paper-table4", "paper-table5"])
+def test_every_preset_system_names_its_kind(preset: str) -> None:
+    assert all(s.kind for s in load_spec(preset).systems)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import NO_REPLY_ERRORS, InputError
+from ...intervals import effective_n, prompt_key
 from ...judges.harm_pick import PickedHarmJudge
 from .harm_labels import HARM_SOURCES, JBB_HARM_SOURCE, completion_rows, load_harm_labelled, load_jbb_harm_rows
 from .judging import Judges
@@ -92,23 +93,6 @@ def _confusion(pairs: list[tuple[bool, bool]]) -> dict[str, int]:
     }
 
 
-def _prompt_key(text: str) -> str:
-    """The prompt a labelled row answers, spacing and case aside: rows answering one prompt are a cluster."""
-    return " ".join(text.casefold().split())
-
-
-def _effective_n(values: Sequence[bool], keys: Sequence[str]) -> float:
-    """The effective number of rows behind the share of ``values`` whose rows answer the prompts
-    ``keys`` (:func:`.stats.repeated_rows_ci`); under its minimum of prompts, each prompt once
-    (the most they can show)."""
-    from .stats import repeated_rows_ci
-
-    if not values:
-        return 0.0
-    got = repeated_rows_ci(values, keys)
-    return float(len(set(keys))) if got is None else got[2]
-
-
 def clustering(pairs: Sequence[tuple[bool, bool]], prompts: Sequence[str]) -> dict[str, Any]:
     """When labelled rows repeat a prompt (JailbreakBench's judge set: 100 responses to 50 goals;
     XSTest's completions: two models' answers to each prompt), their agreements are not
@@ -117,7 +101,7 @@ def clustering(pairs: Sequence[tuple[bool, bool]], prompts: Sequence[str]) -> di
     ``rates_n_eff``: the same for sensitivity (the rows labelled positive) and specificity (the
     others), which the Rogan-Gladen correction draws them on (:func:`.validity.confusion_rates`).
     ``pairs``: (judge, label). Empty when every row answers its own prompt."""
-    keys = [_prompt_key(p) for p in prompts]
+    keys = [prompt_key(p) for p in prompts]
     clusters = len(set(keys))
     if clusters == len(keys):
         return {}
@@ -125,8 +109,8 @@ def clustering(pairs: Sequence[tuple[bool, bool]], prompts: Sequence[str]) -> di
     for name, label in (("sensitivity", True), ("specificity", False)):
         rows = [(j == h, k) for (j, h), k in zip(pairs, keys, strict=True) if h is label]
         if rows:
-            rates[name] = round(_effective_n([v for v, _ in rows], [k for _, k in rows]), 1)
-    n_eff = _effective_n([a == b for a, b in pairs], keys)
+            rates[name] = round(effective_n([v for v, _ in rows], [k for _, k in rows]), 1)
+    n_eff = effective_n([a == b for a, b in pairs], keys)
     return {"prompts": clusters, "n_eff": round(n_eff, 1), "rates_n_eff": rates}
 
 

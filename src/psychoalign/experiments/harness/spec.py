@@ -166,12 +166,17 @@ class ExperimentSpec(BaseModel):
 
     def canonical(self) -> str:
         """The spec as hashed into the run id: without its :data:`OPERATIONAL` fields (they change
-        how a run goes, not its numbers) and without ``repeats``/``reducer`` at their defaults
-        (older specs keep their id)."""
+        how a run goes, not its numbers), without ``repeats``/``reducer`` at their defaults and
+        without a system's kind where it is its name (older specs keep their id)."""
         data = self.model_dump(mode="json", exclude=set(OPERATIONAL))
         for key, default in _ID_DEFAULTS.items():
             if data.get(key) == default:
                 data.pop(key)
+        for system in data["systems"]:
+            if system.get("kind") == system["name"]:
+                # the kind a bare name implies, hashed as a kind-less system was (kind ""), so
+                # ``- psychoalign`` and ``{name: psychoalign, kind: psychoalign}`` are one run
+                system["kind"] = ""
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def run_id(self) -> str:

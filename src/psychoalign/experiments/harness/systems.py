@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ...agents.agents import DriveAgent, EvaluatorAgent, MediatorAgent
 from ...agents.messages import AssessItem, AssessTask, ComposeTask, DriveTask, EvaluateTask
@@ -41,7 +41,9 @@ class SystemSpec(BaseModel):
 
     ``roles`` overrides model-spec keys per role for this system only (e.g. point ``drive`` at an
     abliterated endpoint); ``negotiation`` overrides negotiation parameters; ``options`` are the
-    kind's own knobs (documented per kind in docs/experiments.md).
+    kind's own knobs (documented per kind in docs/experiments.md). ``kind`` left out (or empty) is
+    the system's name (``- psychoalign`` is the psychoalign kind), filled in when the spec is read,
+    so a spec shown or stored says which kind runs.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -52,6 +54,14 @@ class SystemSpec(BaseModel):
     roles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     negotiation: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_from_name(cls, data: Any) -> Any:
+        """No kind: the name's (``experiment show`` printed ``kind: ''`` for such systems)."""
+        if isinstance(data, dict) and not data.get("kind") and isinstance(data.get("name"), str):
+            return {**data, "kind": data["name"]}
+        return data
 
     @property
     def effective_kind(self) -> str:

@@ -61,8 +61,9 @@ METHODS = {
     ),
     "arbitration": (
         "How often two annotations were two or more steps apart, and whose rating the arbitrator's was closer to: "
-        "each side as a share of the dialogues arbitrated with its Wilson 95% interval (one arbitration per "
-        "dialogue; no interval on fewer than 10)."
+        "each side as a share of the dialogues arbitrated with its Wilson 95% interval, clustered by arbitrator "
+        "(one arbitrator's decisions are not independent: the interval rests on the effective n; no interval on "
+        "fewer than 10 dialogues, on fewer than 10 arbitrators when one decided several, or without arbitrator ids)."
     ),
     "ingroup": (
         "STAR: rate of broken ratings by in- vs out-group annotators, overall and per rule (Holm-adjusted), tested "
@@ -425,9 +426,12 @@ def _small_sample(section: dict[str, Any]) -> str:
 
 
 def _share_ci(section: dict[str, Any]) -> str:
-    """The share with its Wilson interval (reports written before it had one: the share alone)."""
+    """The share with its Wilson interval, or without one and why (reports written before it had
+    one: the share alone)."""
     ci = section.get("trigger_rate_ci95")
     share = f"{section['trigger_rate']:.0%}"
+    if section.get("trigger_rate_note"):
+        return f"{share}, no interval: {section['trigger_rate_note']}"
     return f"{share} [95% CI {ci[0]:.0%}, {ci[1]:.0%}]" if ci else share
 
 
@@ -440,8 +444,9 @@ SIDES = (
 
 
 def sided_share(shares: dict[str, Any] | None, side: str) -> str:
-    """One "sided with" share: "60% of 20 arbitrated [95% CI 39%, 78%]", or without the interval
-    under the small-sample rule; empty when there is no share (none arbitrated, an older report)."""
+    """One "sided with" share: "60% of 20 arbitrated [95% CI 39%, 78%]" (with the effective n when
+    the interval is clustered by arbitrator), or without the interval and why; empty when there is
+    no share (none arbitrated, an older report)."""
     entry = (shares or {}).get(side)
     if not isinstance(entry, dict):
         return ""
@@ -449,8 +454,12 @@ def sided_share(shares: dict[str, Any] | None, side: str) -> str:
     text = f"{entry['share']:.0%} of {shares['n']} arbitrated"
     ci = entry.get("ci95")
     if ci:
-        return f"{text} [95% CI {ci[0]:.0%}, {ci[1]:.0%}]"
-    return f"{text}, no interval: fewer than {shares['min_n']}"
+        clustered = f"; clustered by arbitrator, effective n {entry['n_eff']:.1f}" if entry.get("n_eff") else ""
+        return f"{text} [95% CI {ci[0]:.0%}, {ci[1]:.0%}{clustered}]"
+    why = shares.get("no_interval") or f"fewer than {shares['min_n']}"
+    if why.startswith("fewer than"):
+        return f"{text}, no interval: {why}"
+    return f"{text}, no interval"  # the warning beside it says why
 
 
 def sided_summary(section: dict[str, Any]) -> str | None:
@@ -463,7 +472,8 @@ def sided_summary(section: dict[str, Any]) -> str | None:
         return f"arbitrator sided with: {shares['reason']}"
     parts = [f"{words} {shares[side]['count']} ({sided_share(shares, side)})" for side, words in SIDES]
     warning = f"; {shares['warning']}" if shares.get("warning") else ""
-    return "arbitrator sided with: " + "; ".join(parts) + warning
+    who = f" ({shares['arbitrators']} arbitrators)" if shares.get("arbitrators", 0) > 1 else ""
+    return f"arbitrator sided with{who}: " + "; ".join(parts) + warning
 
 
 def _arbitration_html(section: dict[str, Any]) -> str:
@@ -480,7 +490,8 @@ def _arbitration_html(section: dict[str, Any]) -> str:
         ("not arbitrated yet", str(sided.get("missing", 0)), ""),
     ]
     warning = (shares or {}).get("warning")
-    note = f"<p class='warn' role='note'><strong>Small sample:</strong> {_esc(warning)}</p>" if warning else ""
+    title = "Small sample" if (shares or {}).get("n", 0) < (shares or {}).get("min_n", 0) else "No interval"
+    note = f"<p class='warn' role='note'><strong>{title}:</strong> {_esc(warning)}</p>" if warning else ""
     return note + _table(rows, ("", "dialogues", "share of the arbitrated (Wilson 95% CI)"))
 
 

@@ -18,6 +18,8 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 
+from ...intervals import MIN_CLUSTERS as MIN_ARBITRATORS
+from ...intervals import repeated_rows_ci
 from .agreement import MIN_ALPHA_ITEMS, bootstrap_alpha, item_disagreement, small_sample
 from .data import MAX_LEVELS, Metric, RatingData
 from .models import MIN_CLUSTERS, design, fit_binary, fit_ordinal
@@ -617,15 +619,17 @@ def arbitration_section(data: RatingData) -> dict[str, Any]:
         return not_computable("arbitration exists only in STAR exports")
     # stable: the two annotations of a dialogue keep their order (first, second annotator)
     ann = data.annotations.sort_values(["item_id"], kind="stable")
-    arb = data.ratings[data.ratings["kind"] == "arbitration"].set_index("item_id")["value"]
+    arb = data.ratings[data.ratings["kind"] == "arbitration"].set_index("item_id")
     pairs = ann.groupby("item_id")["value"].apply(list)
     pairs = pairs[pairs.apply(len) == 2]
     if pairs.empty:
         return not_computable("no dialogue has two annotations")
     triggered = pairs[pairs.apply(lambda v: abs(v[0] - v[1]) >= 2)]
     sided = {"annotator1": 0, "annotator2": 0, "between": 0, "missing": 0}
+    decisions: list[tuple[str, str | None]] = []  # (side, arbitrator) of each arbitrated dialogue
     several = 0  # a dialogue arbitrated twice (two exports merged): no one verdict, left out
-    verdicts = arb.groupby(level=0).agg(list)
+    verdicts = arb["value"].groupby(level=0).agg(list)
+    deciders = arb["rater_id"].groupby(level=0).agg(list)
     for item_id, (a, b) in triggered.items():
         if item_id not in verdicts.index:
             sided["missing"] += 1
@@ -635,16 +639,33 @@ def arbitration_section(data: RatingData) -> dict[str, Any]:
             continue
         r = int(verdicts.loc[item_id][0])
         da, db = abs(r - a), abs(r - b)
-        sided["annotator1" if da < db else "annotator2" if db < da else "between"] += 1
+        side = "annotator1" if da < db else "annotator2" if db < da else "between"
+        sided[side] += 1
+        who = deciders.loc[item_id][0]
+        decisions.append((side, None if who is None or pd.isna(who) else str(who)))
+    # who annotated the dialogues rated twice: a handful of annotators make every divergence theirs
+    raters = ann[ann["item_id"].isin(pairs.index)]["rater_id"]
+    annotators = None if raters.isna().any() else int(raters.nunique())
+    trigger_ci: list[float] | None = None
+    trigger_note: str | None = None
+    if annotators is not None and annotators < MIN_CLUSTERS:
+        trigger_note = (
+            f"the {len(pairs)} dialogues were rated by {annotators} annotator{'s' if annotators != 1 else ''}: whether "
+            "two ratings diverge depends on who rated, so the rate describes them, and no interval is given "
+            f"on fewer than {MIN_CLUSTERS}"
+        )
+    else:
+        # a share of a few dozen dialogues is not a precise figure: Wilson's interval says how wide
+        trigger_ci = [float(x) for x in proportion_confint(len(triggered), len(pairs), method="wilson")]
     out: dict[str, Any] = {
         "computable": True,
         "dialogues_with_two_annotations": len(pairs),
         "arbitration_triggered": len(triggered),
         "trigger_rate": float(len(triggered) / len(pairs)),
-        # a share of a few dozen dialogues is not a precise figure: Wilson's interval says how wide
-        "trigger_rate_ci95": [float(x) for x in proportion_confint(len(triggered), len(pairs), method="wilson")],
+        "trigger_rate_ci95": trigger_ci,
+        **({"trigger_rate_note": trigger_note} if trigger_note else {}),
         "arbitrator_sided_with": sided,
-        "arbitrator_sided_with_shares": sided_shares(sided),
+        "arbitrator_sided_with_shares": sided_shares(sided, [who for _, who in decisions], [s for s, _ in decisions]),
         "note": "sided with = the annotator whose rating is closer to the arbitrator's",
     }
     if several:
@@ -652,27 +673,72 @@ def arbitration_section(data: RatingData) -> dict[str, Any]:
     return out
 
 
-def sided_shares(sided: dict[str, int]) -> dict[str, Any]:
-    """Each "sided with" count as a share of the arbitrated dialogues (``n``), with its Wilson 95 %
-    interval. A dialogue has one arbitration (one arbitrator per dialogue in the store and the
-    export), so dialogues are independent units and Wilson's interval applies as it is. The
-    agreement rule for small samples holds here too: on fewer than :data:`MIN_ALPHA_ITEMS`
-    arbitrated dialogues the shares are given without intervals, with a ``warning`` saying why;
-    on none there is no share at all (``reason``)."""
+def _no_arbitrator_interval(n: int, arbitrators: list[str | None]) -> str | None:
+    """Why the "sided with" shares of ``n`` decisions get no interval although there are enough of
+    them: the decisions of one arbitrator are not independent, so the interval is clustered by
+    arbitrator, and that needs every decision's arbitrator and, when one decided several,
+    :data:`~psychoalign.intervals.MIN_CLUSTERS` arbitrators. None: an interval can be given."""
+    unknown = sum(1 for a in arbitrators if a is None)
+    if unknown:
+        return (
+            f"{unknown} of {n} arbitrations name no arbitrator: one arbitrator's decisions are not independent "
+            "and cannot be clustered without the ids; export the arbitrator_id column"
+        )
+    count = len(set(arbitrators))
+    if count < n and count < MIN_ARBITRATORS:
+        who, them = ("one arbitrator", "that arbitrator") if count == 1 else (f"{count} arbitrators", "them")
+        return (
+            f"{who} decided all {n}: one arbitrator's decisions are not independent, and an interval clustered by "
+            f"arbitrator needs at least {MIN_ARBITRATORS}; these shares describe {them}"
+        )
+    return None
+
+
+def sided_shares(
+    sided: dict[str, int], arbitrators: list[str | None] | None = None, sides: list[str] | None = None
+) -> dict[str, Any]:
+    """Each "sided with" count as a share of the arbitrated dialogues (``n``), with its 95 %
+    interval. ``arbitrators`` and ``sides``: who decided each arbitrated dialogue and the side
+    taken. One arbitrator decides many dialogues, and their decisions are not independent (an
+    arbitrator who leans to the first annotator leans so throughout), so the interval is clustered
+    by arbitrator (:func:`~psychoalign.intervals.repeated_rows_ci`: Wilson's on the rows when each
+    arbitrator decided once, else Wilson's on the effective n from the cluster-robust variance,
+    ``n_eff``, ``ci_method`` "wilson-clustered"). No interval, with ``no_interval`` saying why: on
+    fewer than :data:`MIN_ALPHA_ITEMS` arbitrated dialogues (the agreement's small-sample rule,
+    with a ``warning``), on fewer than :data:`~psychoalign.intervals.MIN_CLUSTERS` arbitrators
+    when one decided several, or when an arbitration names no arbitrator (also a ``warning``).
+    None arbitrated: no share at all (``reason``). Without ``arbitrators`` (a caller that has only
+    the counts) every decision is taken to have its own unnamed arbitrator: no interval."""
     n = sided["annotator1"] + sided["annotator2"] + sided["between"]
     out: dict[str, Any] = {"n": n, "min_n": MIN_ALPHA_ITEMS}
     if n == 0:
         out["reason"] = "no dialogue arbitrated yet: no share to give"
         return out
+    if arbitrators is None or sides is None:
+        arbitrators, sides = [None] * n, []
+    why = f"fewer than {MIN_ALPHA_ITEMS}" if n < MIN_ALPHA_ITEMS else _no_arbitrator_interval(n, arbitrators)
+    if all(a is not None for a in arbitrators):
+        out["arbitrators"] = len(set(arbitrators))
     for side in ("annotator1", "annotator2", "between"):
         k = sided[side]
-        ci = [float(x) for x in proportion_confint(k, n, method="wilson")] if n >= MIN_ALPHA_ITEMS else None
-        out[side] = {"count": k, "share": k / n, "ci95": ci}
+        entry: dict[str, Any] = {"count": k, "share": k / n, "ci95": None}
+        if why is None:
+            got = repeated_rows_ci([s == side for s in sides], [str(a) for a in arbitrators])
+            assert got is not None  # _no_arbitrator_interval let it through: enough arbitrators
+            low, high, n_eff, method = got
+            entry["ci95"] = [float(low), float(high)]
+            if method != "wilson":
+                entry.update(n_eff=round(n_eff, 1), ci_method=method)
+        out[side] = entry
+    if why is not None:
+        out["no_interval"] = why
     if n < MIN_ALPHA_ITEMS:
         out["warning"] = (
             f"only {n} dialogue{'s' if n != 1 else ''} arbitrated: no interval on fewer than {MIN_ALPHA_ITEMS}, "
             "and these shares can swing widely with the next arbitration"
         )
+    elif why is not None:
+        out["warning"] = why
     return out
 
 
