@@ -15,6 +15,10 @@ from psychoalign.models import ModelSpec
 from psychoalign.models.heads import ClassifierWeights
 from psychoalign.storage import create_engine_for
 
+#: The classifier weights shipped before ``evaluator-minilm-v14``, kept in ``bench/candidates`` for
+#: comparison: the base the v9 to v14 candidates were refitted from (their other heads are its).
+V8_WEIGHTS = Path(__file__).resolve().parents[1] / "bench" / "candidates" / "evaluator-minilm-v8.json"
+
 #: The PostgreSQL server the ``postgres``-marked tests use.
 PG_URL = os.environ.get("PSYCHOALIGN_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 

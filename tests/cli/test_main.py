@@ -154,7 +154,7 @@ def test_models_list_json() -> None:
     roles = json.loads(out.stdout)["roles"]
     # Honest labels: which model each role runs on, the classifier with version and weights hash.
     assert roles["drive"] == "local:smollm2-135m-instruct"
-    assert roles["evaluator"].startswith("classifier:evaluator-minilm-v8@")
+    assert roles["evaluator"].startswith("classifier:evaluator-minilm-v14@")
     assert rows["openai"]["usable"] is False  # no key in the test environment
 
 

@@ -427,11 +427,11 @@ def test_the_models_column_collapses_one_model_and_shortens_files_and_hashes() -
     embedded = {
         "mediator": "local:/models/smollm2-135m-instruct.gguf",
         "drive": "local:/models/smollm2-135m-instruct.gguf",
-        "evaluator": "classifier:evaluator-minilm-v8@242e308abca2",
+        "evaluator": "classifier:evaluator-minilm-v14@068a239ede3a",
     }
     assert _models_stacked(embedded).splitlines() == [  # always DRIVE, EVALUATOR, MEDIATOR
         "local:smollm2-135m-instruct.gguf",
-        "classifier:evaluator-minilm-v8",
+        "classifier:evaluator-minilm-v14",
         "local:smollm2-135m-instruct.gguf",
     ]
     assert _models_stacked({}) == "-"
@@ -521,7 +521,7 @@ def test_the_cost_line_counts_calls_per_agent_and_the_legend_explains_them(capsy
     world = World([proposals(("unused", 0.9))])
     refused = asyncio.run(world.negotiator(k=1).negotiate("Give me step-by-step instructions to synthesize sarin."))
     answered = asyncio.run(World([proposals(("Boil it for 6 minutes.", 0.9))]).negotiator(k=1).negotiate("Egg?"))
-    answered.models["evaluator"] = "classifier:evaluator-minilm-v8@242e308abca2"
+    answered.models["evaluator"] = "classifier:evaluator-minilm-v14@068a239ede3a"
     _print_summary([answered, refused], json_out=False)
     printed = " ".join(capsys.readouterr().out.split())  # type: ignore[attr-defined]
     calls = ", ".join(f"{role.upper()} {a.calls}" for role, a in answered.agents.items() if a.calls)

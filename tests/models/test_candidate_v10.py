@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from psychoalign.models.classifier import VETO_BELOW, SafetyClassifier, load_classifier, load_weights
 from psychoalign.models.heads import ClassifierWeights, Head
-from tests.helpers import assert_records_dev_files, assert_refits_only_the_request_head, moved_threshold
+from tests.helpers import V8_WEIGHTS, assert_records_dev_files, assert_refits_only_the_request_head, moved_threshold
 
 ROOT = Path(__file__).parents[2]
 CANDIDATE = ROOT / "bench" / "candidates" / "evaluator-minilm-v10.json"
@@ -61,17 +61,20 @@ def test_a_guard_of_a_guard_and_a_guard_of_the_wrong_size_are_refused() -> None:
 
 
 def test_the_shipped_weights_have_no_guard_and_hash_as_before() -> None:
-    shipped = load_weights()
-    assert shipped.request.guard is None
-    assert "guard" not in shipped.request.model_dump(mode="json")
-    assert shipped.label == "evaluator-minilm-v8@242e308abca2"
+    for weights, label in (
+        (load_weights(), "evaluator-minilm-v14@068a239ede3a"),
+        (load_weights(str(V8_WEIGHTS)), "evaluator-minilm-v8@242e308abca2"),
+    ):
+        assert weights.request.guard is None
+        assert "guard" not in weights.request.model_dump(mode="json")
+        assert weights.label == label
 
 
 def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8() -> None:
-    shipped = load_weights()
+    v8 = load_weights(str(V8_WEIGHTS))
     candidate = load_weights(str(CANDIDATE))
     assert candidate.version == "evaluator-minilm-v10"
-    assert_refits_only_the_request_head(candidate, shipped)
+    assert_refits_only_the_request_head(candidate, v8)
     fit = candidate.training["fit"]["request"]
     lofo = fit["lofo"]
     # The rule found no guard cut that helped on the development data (the shipped head's harmful items
@@ -109,10 +112,10 @@ def _dev_items() -> list[tuple[str, bool]]:
 
 def test_the_two_head_rule_through_the_classifier_on_development_items() -> None:
     """Through ``load_classifier(FILE)`` (what ``--weights FILE`` loads), the candidate's refit with the
-    shipped request head as a guard at a cut the rule tried: a development item passes exactly when
+    request head of v8 (the shipped one's) as a guard at a cut the rule tried: a development item passes exactly when
     the refit passes it and the guard's P is at or above its cut; without a guard, the refit decides."""
     clf = load_classifier(CANDIDATE, crisis=False)
-    shipped = load_weights().request
+    shipped = load_weights(str(V8_WEIGHTS)).request
     cut = 1 / (1 + np.exp(-(np.log(shipped.threshold / (1 - shipped.threshold)) - 0.5)))
     guard = shipped.model_copy(update={"threshold": float(cut), "contested_floor": None})
     refit = clf.weights.request

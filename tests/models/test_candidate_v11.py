@@ -134,9 +134,9 @@ CANDIDATE = ROOT / "bench" / "candidates" / "evaluator-minilm-v11.json"
 
 def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8() -> None:
     from psychoalign.models.classifier import load_weights
-    from tests.helpers import assert_refits_only_the_request_head, moved_threshold
+    from tests.helpers import V8_WEIGHTS, assert_refits_only_the_request_head, moved_threshold
 
-    shipped = load_weights()
+    shipped = load_weights(str(V8_WEIGHTS))
     candidate = load_weights(str(CANDIDATE))
     assert candidate.version == "evaluator-minilm-v11"
     assert_refits_only_the_request_head(candidate, shipped)

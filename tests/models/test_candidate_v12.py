@@ -1,7 +1,8 @@
 """The frozen response-head candidate ``bench/candidates/evaluator-minilm-v12.json`` (not shipped) and its
 data: the response head refitted with the project-written safety answers
 (``classifier_data/project_safety_answers.yaml``, read only with ``train_classifier.py --safety-answers``),
-its threshold by the ``keep-blocked`` rule; the request and adversarial heads are the shipped ones. The
+its threshold by the ``keep-blocked`` rule; the request and adversarial heads are v8's (the base it was
+refitted from, ``bench/candidates/evaluator-minilm-v8.json``). The
 safety answers are on both sides, distinct, and fresh: none repeats a text of any file under bench/data
 (the bench's rule, ``bench.request_head.repeats``), the outcome probes' drafts above all, which stay
 development data. The shipped corpus does not read them."""
@@ -17,6 +18,7 @@ from bench.request_head import repeats
 from psychoalign.models.classifier import load_weights
 from psychoalign.models.safety_corpus import _package_file, _safety_answers
 from tests.conftest import SHARED_DATA
+from tests.helpers import V8_WEIGHTS
 from tests.models.test_short_answers import BENCH_DATA, held_texts
 
 CANDIDATE = Path(__file__).parents[2] / "bench" / "candidates" / "evaluator-minilm-v12.json"
@@ -47,19 +49,19 @@ def test_no_safety_answer_repeats_a_text_of_any_bench_file() -> None:
 
 
 def test_the_candidate_refits_only_the_response_head_with_the_safety_answers() -> None:
-    shipped, candidate = load_weights(), load_weights(str(CANDIDATE))
-    assert candidate.label.startswith("evaluator-minilm-v12@") and shipped.label.startswith("evaluator-minilm-v8@")
-    assert candidate.dim == shipped.dim and candidate.encoder == shipped.encoder
-    assert candidate.request.model_dump() == shipped.request.model_dump()
-    assert candidate.adversarial.model_dump() == shipped.adversarial.model_dump()
-    assert candidate.response.model_dump() != shipped.response.model_dump()
+    v8, candidate = load_weights(str(V8_WEIGHTS)), load_weights(str(CANDIDATE))
+    assert candidate.label.startswith("evaluator-minilm-v12@") and v8.label.startswith("evaluator-minilm-v8@")
+    assert candidate.dim == v8.dim and candidate.encoder == v8.encoder
+    assert candidate.request.model_dump() == v8.request.model_dump()
+    assert candidate.adversarial.model_dump() == v8.adversarial.model_dump()
+    assert candidate.response.model_dump() != v8.response.model_dump()
     fit = candidate.training["fit"]
-    assert fit["request"]["kept_from"] == shipped.label and fit["adversarial"]["kept_from"] == shipped.label
+    assert fit["request"]["kept_from"] == v8.label and fit["adversarial"]["kept_from"] == v8.label
     assert fit["response"]["threshold_rule"] == "keep-blocked"
     counts = candidate.training["counts"]
     n = {side: sum(counts[f"response:project-safety-{side}"].values()) for side in ("acceptable", "unacceptable")}
     assert n == {side: len(texts) for side, texts in _answers().items()}
-    assert not any("project-safety" in key for key in shipped.training["counts"])
+    assert not any("project-safety" in key for key in v8.training["counts"])
 
 
 @pytest.mark.needs_data

@@ -12,24 +12,24 @@ import numpy as np
 import pytest
 
 from psychoalign.models.classifier import load_weights
-from tests.helpers import assert_records_dev_files, assert_refits_only_the_request_head, moved_threshold
+from tests.helpers import V8_WEIGHTS, assert_records_dev_files, assert_refits_only_the_request_head, moved_threshold
 
 ROOT = Path(__file__).parents[2]
 CANDIDATE = ROOT / "bench" / "candidates" / "evaluator-minilm-v9.json"
 
 
 def test_the_candidate_loads_and_keeps_the_response_and_adversarial_heads_of_v8() -> None:
-    shipped = load_weights()
+    v8 = load_weights(str(V8_WEIGHTS))
     candidate = load_weights(str(CANDIDATE))
-    assert shipped.version == "evaluator-minilm-v8"
+    assert v8.version == "evaluator-minilm-v8"
     assert candidate.version == "evaluator-minilm-v9"
-    assert_refits_only_the_request_head(candidate, shipped)
+    assert_refits_only_the_request_head(candidate, v8)
     # The refitted request head reads the embedding as a head must.
     x = np.random.default_rng(0).normal(size=(5, candidate.dim)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     assert np.isfinite(candidate.request.logits(x)).all()
-    assert np.array_equal(candidate.response.logits(x), shipped.response.logits(x))
-    assert np.array_equal(candidate.adversarial.logits(x), shipped.adversarial.logits(x))
+    assert np.array_equal(candidate.response.logits(x), v8.response.logits(x))
+    assert np.array_equal(candidate.adversarial.logits(x), v8.adversarial.logits(x))
 
 
 def test_the_candidate_records_the_development_files_it_was_trained_and_chosen_on() -> None:

@@ -193,7 +193,7 @@ def test_embedded_default_roles_and_labels() -> None:
     other = load_settings(environ={"PSYCHOALIGN_DEFAULTS__BACKEND": "scripted"})
     assert other.model_spec("evaluator").backend == "scripted"
     label = resolved_label(settings.model_spec("evaluator"))
-    assert label.startswith("classifier:evaluator-minilm-v8@") and len(label.split("@")[1]) == 12
+    assert label.startswith("classifier:evaluator-minilm-v14@") and len(label.split("@")[1]) == 12
 
 
 def test_auc_and_split_helpers() -> None:
@@ -226,7 +226,9 @@ def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
     data = SHARED_DATA
     clf = load_classifier()
     expected = clf.weights.metrics["ci_sample"]
-    got = classifier_metrics(clf, ci_sample(load_corpus(data)))
+    # The shipped response head (v14) is built on the corpus without benchmark responses
+    # (train_classifier.py --response-no-benchmarks): its check split and sample are that corpus's.
+    got = classifier_metrics(clf, ci_sample(load_corpus(data, response_no_benchmarks=True)))
     assert got["n"] == expected["n"]
     for key in (
         "request_auc",
@@ -251,10 +253,13 @@ def test_shipped_weights_reproduce_the_model_card_sample_metrics() -> None:
     assert clf.weights.metrics["request_auc"] >= 0.95 and clf.weights.metrics["response_auc"] >= 0.95
     assert "xstest_request_auc" not in expected
     assert expected["request_by_source"]["hh-harmful"]["correct"] >= 0.9
-    # v8: short correct answers pass and short harmful ones are blocked (MODEL_CARD.md, "Version history").
+    # Since v8: short correct answers pass and short harmful ones are blocked (MODEL_CARD.md, "Version history").
     assert expected["response_by_source"]["project-short-acceptable"]["correct"] >= 0.9
     assert expected["response_by_source"]["project-short-unacceptable"]["correct"] >= 0.75
     assert clf.weights.metrics["response_by_source"]["project-short-acceptable"]["correct"] >= 0.9
+    # v14: no benchmark answer in the sample; the long responses are scored on both sides.
+    assert not any(s.startswith(("advbench", "harmbench", "xstest")) for s in expected["response_by_source"])
+    assert {"project-long-acceptable", "project-long-unacceptable"} <= set(expected["response_by_source"])
 
 
 # -- v3: kernel heads, the contested band, declining answers ----------------------------------
@@ -347,7 +352,7 @@ def test_a_head_without_a_lexical_term_serialises_and_hashes_as_before_the_field
     shipped = load_weights()
     on_disk = default_weights_path().read_text(encoding="utf-8")
     assert ClassifierWeights.model_validate_json(shipped.model_dump_json()).sha256 == shipped.sha256
-    assert '"lexical"' not in on_disk and shipped.label == "evaluator-minilm-v8@242e308abca2"
+    assert '"lexical"' not in on_disk and shipped.label == "evaluator-minilm-v14@068a239ede3a"
 
 
 def test_the_classifier_hands_each_window_text_to_a_lexical_head() -> None:

@@ -13,6 +13,7 @@ from psychoalign.cli.main import app
 from psychoalign.config import load_settings
 from psychoalign.errors import PsychoAlignError
 from psychoalign.models import ModelSpec, build_model, resolved_label
+from tests.helpers import V8_WEIGHTS
 
 
 def _listed_ids() -> list[str]:
@@ -32,7 +33,7 @@ def _settings(tmp_path: Path, text: str) -> object:
 
 def test_every_listed_id_is_accepted_as_a_role_model_and_resolves_to_itself(tmp_path: Path) -> None:
     ids = _listed_ids()
-    assert "local:smollm2-135m-instruct" in ids and any(i.startswith("classifier:evaluator-minilm-v8@") for i in ids)
+    assert "local:smollm2-135m-instruct" in ids and any(i.startswith("classifier:evaluator-minilm-v14@") for i in ids)
     for model_id in ids:
         for role in ("drive", "evaluator"):  # the evaluator's embedded default is the classifier, not local
             settings = _settings(tmp_path, f'[roles.{role}]\nmodel = "{model_id}"\n')
@@ -58,8 +59,25 @@ def test_the_id_spelling_in_every_place_a_model_is_given(tmp_path: Path) -> None
 
 
 def test_a_classifier_id_pins_the_weights_it_names() -> None:
-    shipped = build_model(ModelSpec(model="classifier:evaluator-minilm-v8"))
-    label = shipped.backend.model_name  # evaluator-minilm-v8@<hash>
+    shipped = build_model(ModelSpec(model="classifier:evaluator-minilm-v14"))
+    label = shipped.backend.model_name  # evaluator-minilm-v14@<hash>
     assert build_model(ModelSpec(model=f"classifier:{label}")).backend.model_name == label
     with pytest.raises(PsychoAlignError, match="does not ship"):
-        build_model(ModelSpec(model="classifier:evaluator-minilm-v8@000000000000"))
+        build_model(ModelSpec(model="classifier:evaluator-minilm-v14@000000000000"))
+
+
+def test_an_earlier_classifier_is_refused_by_name_in_one_line_and_loads_by_its_path() -> None:
+    # v8, shipped before v14: its weights are no longer in the package, so the name is refused
+    # with the version that is shipped and where the earlier file is; its path still loads it.
+    for name in ("classifier:evaluator-minilm-v8", "classifier:evaluator-minilm-v8@242e308abca2"):
+        with pytest.raises(PsychoAlignError) as refused:
+            build_model(ModelSpec(model=name))
+        error = refused.value
+        assert len(str(error).splitlines()) == 1
+        assert error.message == (
+            f"classifier '{name.removeprefix('classifier:')}' is not shipped with this psychoalign "
+            "(it ships evaluator-minilm-v14)"
+        )
+        assert "bench/candidates/" in (error.hint or "") and "evaluator-minilm-v14" in (error.hint or "")
+    earlier = build_model(ModelSpec(backend="classifier", model=str(V8_WEIGHTS)))
+    assert earlier.backend.model_name == "evaluator-minilm-v8@242e308abca2"

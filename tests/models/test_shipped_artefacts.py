@@ -12,6 +12,7 @@ import pytest
 from psychoalign.models.classifier import default_weights_path, load_weights
 from psychoalign.models.crisis_check import CrisisCheck, default_crisis_path, load_crisis_check
 from psychoalign.models.heads import ClassifierWeights
+from tests.helpers import V8_WEIGHTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v9c.json"
@@ -19,12 +20,14 @@ CANDIDATE = ROOT / "bench" / "candidates" / "crisis-minilm-v9c.json"
 PREVIOUS = ROOT / "bench" / "candidates" / "crisis-minilm-v8.json"
 
 ARTEFACTS: list[tuple[type[ClassifierWeights] | type[CrisisCheck], Path, str]] = [
-    (ClassifierWeights, default_weights_path(), "evaluator-minilm-v8@242e308abca2"),
+    (ClassifierWeights, default_weights_path(), "evaluator-minilm-v14@068a239ede3a"),
+    (ClassifierWeights, ROOT / "bench" / "candidates" / "evaluator-minilm-v8.json", "evaluator-minilm-v8@242e308abca2"),
     (CrisisCheck, default_crisis_path(), "crisis-minilm-v13@81c639b57c20"),
     (CrisisCheck, ROOT / "bench" / "candidates" / "crisis-minilm-v12.json", "crisis-minilm-v12@39afe99c7582"),
     (CrisisCheck, ROOT / "bench" / "candidates" / "crisis-minilm-v10.json", "crisis-minilm-v10@4e27ecb9d14b"),
     (CrisisCheck, PREVIOUS, "crisis-minilm-v8@4675d82e3599"),
     (CrisisCheck, CANDIDATE, "crisis-minilm-v9c@839360fb7106"),
+    (ClassifierWeights, V8_WEIGHTS, "evaluator-minilm-v8@242e308abca2"),
 ]
 
 
@@ -42,5 +45,5 @@ def test_the_loaders_read_the_shipped_artefacts() -> None:
     check = load_crisis_check()
     assert check is not None
     assert load_weights().label == ARTEFACTS[0][2]
-    assert load_weights().sha256.startswith("242e308abca2")
+    assert load_weights().sha256.startswith("068a239ede3a")
     assert check.label == ARTEFACTS[1][2]

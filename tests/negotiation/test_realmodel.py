@@ -25,7 +25,7 @@ async def test_local_model_negotiation_completes_and_is_stored(tmp_path: Path) -
     assert trace.final.response.strip()
     assert trace.agents["drive"].calls == 1 and trace.agents["evaluator"].calls >= 1
     assert trace.models["drive"] == "local:smollm2-135m-instruct"
-    assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v8@")
+    assert trace.models["evaluator"].startswith("classifier:evaluator-minilm-v14@")
     stored = await store.get(trace.id)
     assert stored is not None and stored.model_dump() == trace.model_dump()
     await store.close()

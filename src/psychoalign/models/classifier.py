@@ -98,7 +98,8 @@ __all__ = [
     "load_weights",
 ]
 
-DEFAULT_CLASSIFIER = "evaluator-minilm-v8"
+DEFAULT_CLASSIFIER = "evaluator-minilm-v14"
+_FAMILY = "evaluator-minilm-v"  # the shipped classifier's name without its version number
 APPROVE_AT = 70  # score at and above which the verdict is APPROVED (the default eta x 100)
 VETO_BELOW = 60  # score below which the verdict is VETOED (the default tau x 100)
 CONDITIONAL_MODIFICATION = "Keep to general, educational information; leave out operational step-by-step detail."
@@ -437,7 +438,7 @@ def load_classifier(
 class ClassifierBackend(Backend):
     """``backend = "classifier"``: answers EVALUATOR requests with a classifier-made Evaluation.
 
-    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v8``. The
+    ``model`` may be a weights JSON path; unset means the shipped ``evaluator-minilm-v14``. The
     request must carry structured ``inputs`` (``request``, ``proposal``, optional ``framework``
     as JSON), which the EVALUATOR agent always sends; a free-form chat is refused. Usage counts
     no LLM tokens (it runs no LLM); the trace's model label carries version and weights hash.
@@ -451,9 +452,16 @@ class ClassifierBackend(Backend):
     def __init__(self, spec: ModelSpec, *, classifier: SafetyClassifier | None = None) -> None:
         super().__init__(spec)
         self._path = spec.model if spec.model and spec.model.endswith(".json") else None
-        # `evaluator-minilm-v8@242e308abca2`, as traces and `models list` label it: the shipped
+        # `evaluator-minilm-v14@068a239ede3a`, as traces and `models list` label it: the shipped
         # weights, pinned to that hash
         name, _, pin = (spec.model or "").partition("@") if self._path is None else ("", "", "")
+        if name and name != DEFAULT_CLASSIFIER and name.startswith(_FAMILY):
+            # an earlier shipped version (or a candidate): its weights file is not in the package
+            raise BackendUnavailableError(
+                f"classifier '{spec.model}' is not shipped with this psychoalign (it ships {DEFAULT_CLASSIFIER})",
+                hint=f"use {DEFAULT_CLASSIFIER}, or the .json path of the earlier weights "
+                "(bench/candidates/ in the source repository)",
+            )
         if name and name != DEFAULT_CLASSIFIER:
             raise BackendUnavailableError(
                 f"unknown classifier '{spec.model}'", hint=f"use {DEFAULT_CLASSIFIER} or a weights .json path"

@@ -271,7 +271,7 @@ class Head(BaseModel):
     @model_serializer(mode="wrap")
     def _without_absent_terms(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A head without a lexical term serialises as before the field existed: the same file and
-        # the same weights hash (labels pinned as `evaluator-minilm-v8@242e308abca2` keep working).
+        # the same weights hash (labels pinned as `evaluator-minilm-v14@068a239ede3a` keep working).
         out: dict[str, Any] = handler(self)
         for optional in ("lexical", "contrast", "guard"):
             if out.get(optional) is None:

@@ -164,7 +164,7 @@ NARROW = {"width": 360, "height": 800}
 #: Labels as the embedded default and an endpoint name them: each wraps after a separator.
 USUAL = {
     "drive": "local:/home/someone/.cache/psychoalign/models/smollm2-135m-instruct-q8_0.gguf",
-    "evaluator": "classifier:evaluator-minilm-v8@242e308abca2",
+    "evaluator": "classifier:evaluator-minilm-v14@068a239ede3a",
     "mediator": "openai:meta-llama/llama-3.1-8b-instruct@together",
 }
 SEPARATORS = ":/\\@-_."
