@@ -18,10 +18,11 @@ An answers file (YAML) holds two lists of (request, answer) pairs::
         answer: "..."
 
 Before any figure the bench checks by text that no answer repeats a response the classifier is
-trained on (the corpus's responses, with ``models/classifier_data/project_safety_answers.yaml``
-whichever weights are scored): the same text after normalisation, or content words overlapping by
-Jaccard >= 0.5 (``bench/request_head.py``'s rule). It counts them (the target is 0) and leaves them
-out of every figure; it also counts, as a report, the requests that repeat a training request.
+trained on (the corpus's responses, with ``models/classifier_data/project_safety_answers.yaml`` and
+``project_long_responses.yaml`` whichever weights are scored): the same text after normalisation, or
+content words overlapping by Jaccard >= 0.5 (``bench/request_head.py``'s rule). It counts them (the
+target is 0) and leaves them out of every figure; it also counts, as a report, the requests that repeat
+a training request.
 
 Figures, with 95 % Wilson intervals, per file and pooled (aggregates only, never the items):
 
@@ -60,7 +61,7 @@ from _util import Target, captured, data_dir, publish  # noqa: E402
 from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import VETO_BELOW, load_classifier  # noqa: E402
 from psychoalign.models.crisis import exemplars  # noqa: E402
-from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
+from psychoalign.models.safety_corpus import _long_responses, load_corpus  # noqa: E402
 from request_head import rate, repeats  # noqa: E402
 
 if TYPE_CHECKING:
@@ -126,11 +127,13 @@ def load_probe_drafts(paths: tuple[Path, ...] = PROBE_FILES) -> dict[str, list[P
 
 
 def training_texts(data: Path) -> tuple[list[str], list[str]]:
-    """The corpus's (responses, requests), with the project-written safety answers among the responses
-    and the crisis check's training exemplars among the requests (the whole verdict runs that check)."""
+    """The corpus's (responses, requests), with the project-written safety answers and long responses
+    (the candidates' response data) among the responses and the crisis check's training exemplars among
+    the requests (the whole verdict runs that check)."""
     corpus = load_corpus(data, safety_answers=True)
     crisis = [e.text for e in exemplars() if not e.held_out]
-    return [ex.text for ex in corpus if ex.kind == "response"], [
+    long = [ex.text for ex in _long_responses()]
+    return [*(ex.text for ex in corpus if ex.kind == "response"), *long], [
         *(ex.text for ex in corpus if ex.kind == "request"),
         *crisis,
     ]

@@ -21,6 +21,8 @@ Run from the repo root (the shared data must be at ../shared/data or $PSYCHOALIG
     .venv/bin/python scripts/train_classifier.py --only response --keep-blocked --safety-answers \
         --version evaluator-minilm-v12 --out bench/candidates  # v12: + project_safety_answers.yaml
     .venv/bin/python scripts/train_classifier.py --score FILE.json --safety-answers  # on the check split with them
+    .venv/bin/python scripts/train_classifier.py --only response --response-no-benchmarks \
+        --version evaluator-minilm-v14 --out bench/candidates  # v14: no benchmark-derived response, rule balanced
 
 With ``--only HEAD`` the other heads are copied unchanged (weights, threshold, fit record) from
 ``--keep-from`` (default: the shipped weights), so a change to one head's data leaves the other
@@ -764,6 +766,8 @@ def fit_head(
     harm_weight: float = 1.0,
     keep_recall: Head | None = None,
     kernel_grid: Sequence[tuple[float, float]] = KERNEL_GRID,
+    rule_override: str | None = None,
+    reference: Head | None = None,
 ) -> tuple[Head, dict[str, Any]]:
     """One head, fitted on train; hyper-parameters, calibration and threshold on validation.
 
@@ -782,7 +786,11 @@ def fit_head(
 
     ``keep_blocked`` (``--only`` with ``--keep-blocked``): the head this one replaces; the threshold
     is then the lowest that still blocks the share of the unacceptable validation examples the old
-    head blocks at its own threshold (rule ``keep-blocked``: it may pass more, never block fewer)."""
+    head blocks at its own threshold (rule ``keep-blocked``: it may pass more, never block fewer).
+
+    ``rule_override`` (``--response-no-benchmarks``: ``"balanced"``): the threshold rule instead of
+    :data:`OPERATING_RULE`'s, on the whole validation split of this head. ``reference``: a head whose
+    share of unacceptable validation examples blocked is recorded beside the fit (a report only)."""
     worst = "max" if head == "adversarial" else "min"
     by_split: dict[str, list[Example]] = defaultdict(list)
     for ex in examples:
@@ -862,8 +870,14 @@ def fit_head(
     # blocked": the outcome targets are symmetric, >= 90 % each); response: the highest
     # threshold that still passes KEEP_ACCEPTABLE of the acceptable answers (a second line behind
     # the request head: answer first); adversarial: Youden's J.
-    rule = LEXICAL[head] if lexical_info else OPERATING_RULE[head]
+    rule = LEXICAL[head] if lexical_info else rule_override or OPERATING_RULE[head]
     old_blocked = None
+    reference_blocked = None
+    if reference is not None:
+        p_ref = _per_example(reference.logits(x_va, t_va), own_va, len(y_va), worst)
+        t_ref = reference.threshold
+        at = np.log(t_ref / (1 - t_ref))
+        reference_blocked = (float(np.mean(p_ref[y_va == 0] < at)), float(np.mean(p_ref[y_va == 1] >= at)))
     if keep_blocked is not None:
         rule = "keep-blocked"
         p_old = _per_example(keep_blocked.logits(x_va, t_va), own_va, len(y_va), worst)
@@ -938,6 +952,13 @@ def fit_head(
     }
     if old_blocked is not None:
         info["val_unacceptable_blocked_by_replaced_head"] = round(old_blocked, 4)
+    if reference_blocked is not None:
+        tnr = float(np.mean(p[y_va == 0] < t_best))
+        tpr = float(np.mean(p[y_va == 1] >= t_best))
+        info["val_unacceptable_blocked"] = round(tnr, 4)
+        info["val_acceptable_passed"] = round(tpr, 4)
+        info["val_unacceptable_blocked_by_kept_head"] = round(reference_blocked[0], 4)
+        info["val_acceptable_passed_by_kept_head"] = round(reference_blocked[1], 4)
     if isinstance(model, SVC):
         info["support_vectors"] = int(model.support_vectors_.shape[0])
     if extra:
@@ -1094,6 +1115,13 @@ def main() -> None:
         "response corpus (the v12 candidate); with --only response, or with --score to read the same check split",
     )
     ap.add_argument(
+        "--response-no-benchmarks",
+        action="store_true",
+        help="with --only response: train and threshold the response head on no benchmark-derived text (no "
+        "AdvBench harmful strings, HarmBench answers or XSTest completions; the project-written safety answers "
+        "and long responses added), its threshold balanced on the validation responses (the v14 candidate)",
+    )
+    ap.add_argument(
         "--dev-files",
         action="store_true",
         help="train the request head on the ten development look-alike files of bench/data too (DEV_FILES)",
@@ -1208,6 +1236,11 @@ def main() -> None:
     two_head_rule = args.guard or args.harm_first
     if args.safety_answers and args.score is None and args.only != "response":
         sys.exit("error: --safety-answers adds response examples; use it with --only response (or --score FILE)")
+    if args.response_no_benchmarks and args.score is None and (args.only != "response" or args.keep_blocked):
+        sys.exit(
+            "error: --response-no-benchmarks refits the response head on its own rule; use it with --only response "
+            "and without --keep-blocked (its reference head was trained on benchmark answers), or with --score FILE"
+        )
     if args.harm_weight != [1.0] and not args.dev_files:
         sys.exit("error: --harm-weight weighs the request head's training; use it with --dev-files --only request")
     if any(w <= 0 for w in args.harm_weight):
@@ -1257,7 +1290,11 @@ def main() -> None:
     try:
         data = args.data or default_data_dir()
         examples, excluded = load_corpus_with_exclusions(
-            data, retired=args.retired, safety_answers=args.safety_answers, more_harmful=args.more_harmful
+            data,
+            retired=args.retired,
+            safety_answers=args.safety_answers,
+            more_harmful=args.more_harmful,
+            response_no_benchmarks=args.response_no_benchmarks,
         )
     except InputError as exc:  # training needs the shared data (tests never train)
         sys.exit(f"error: {exc}")
@@ -1315,6 +1352,8 @@ def main() -> None:
                 harm_weight=w if head == "request" else 1.0,
                 keep_recall=recall_head if head == "request" else None,
                 kernel_grid=request_grid if head == "request" else KERNEL_GRID,
+                rule_override="balanced" if (head == "response" and args.response_no_benchmarks) else None,
+                reference=getattr(base, head) if (base is not None and args.response_no_benchmarks) else None,
             )
             if head == "request" and two_head_rule:
                 print(f"unacceptable weight {w:g}: leave one file out", flush=True)

@@ -52,3 +52,57 @@ def test_the_training_corpus_holds_no_benchmark_prompt() -> None:
     # None of the project-written harmful requests was left out as benchmark text: all are written anew.
     kept = {ex.text for ex in examples}
     assert all(ex.text in kept for ex in more_harmful_requests())
+
+
+def _benchmark_answer_texts() -> dict[str, list[str]]:
+    """The benchmark-derived answers, read straight from their files (not through the module):
+    AdvBench's harmful strings, the many-shot file's HarmBench compliant answers, XSTest's model
+    completions; normalised."""
+    import csv
+    import json
+
+    out: dict[str, list[str]] = {}
+    with (SHARED_DATA / "advbench" / "harmful_strings.csv").open(encoding="utf-8", newline="") as fh:
+        out["AdvBench harmful strings"] = [normalise(row["target"]) for row in csv.DictReader(fh)]
+    lines = (SHARED_DATA / "many_shot_jailbreaking" / "many_shot_examples_filtered.jsonl").read_text("utf-8")
+    out["HarmBench answers"] = [normalise(str(json.loads(x)["assistant"])) for x in lines.splitlines() if x.strip()]
+    out["XSTest completions"] = []
+    for path in sorted((SHARED_DATA / "xstest").glob("xstest_v2_completions_*.csv")):
+        with path.open(encoding="utf-8", newline="") as fh:
+            out["XSTest completions"] += [normalise(row["completion"]) for row in csv.DictReader(fh)]
+    return {name: [t for t in texts if t] for name, texts in out.items()}
+
+
+def _holding(responses: list[str], answers: list[str]) -> list[str]:
+    """The responses equal to a benchmark answer or containing one of five words or more (brute force)."""
+    every = frozenset(answers)
+    long = [a for a in every if len(a.split(" ")) >= 5]
+    return [r for r in responses if r in every or any(a in r for a in long if len(a) < len(r))]
+
+
+@pytest.mark.needs_data(
+    "anthropic_hh_harmless_base", "jailbreak_templates", "many_shot_jailbreaking", *BENCHMARK_FOLDERS
+)
+def test_the_no_benchmark_response_corpus_holds_no_benchmark_answer() -> None:
+    """The response corpus of ``train_classifier.py --response-no-benchmarks`` (the evaluator-minilm-v14
+    candidate) holds no text of AdvBench's harmful strings, HarmBench's compliant answers or XSTest's
+    completions, and no response from any benchmark source; the shipped corpus does hold them, so the
+    check reads the right files and a build that brings them back fails here."""
+    answers = _benchmark_answer_texts()
+    assert min(len(texts) for texts in answers.values()) > 100
+    examples, excluded = load_corpus_with_exclusions(SHARED_DATA, response_no_benchmarks=True)
+    responses = [ex for ex in examples if ex.kind == "response"]
+    assert len(responses) > 1000
+    assert {ex.source.rsplit("-", 1)[0] for ex in responses} == {
+        "project-response",
+        "project-short",
+        "project-safety",
+        "project-long",
+    }
+    texts = [normalise(ex.text) for ex in responses]
+    for name, held in answers.items():
+        assert _holding(texts, held) == [], name
+    assert set(answers) <= set(excluded)  # counted, so a build prints what it dropped
+    shipped = [normalise(ex.text) for ex in load_corpus_with_exclusions(SHARED_DATA)[0] if ex.kind == "response"]
+    for name, held in answers.items():
+        assert _holding(shipped, held), name  # the shipped v8 corpus trains on each of them

@@ -92,6 +92,38 @@ def benchmark_texts(data: Path) -> dict[str, frozenset[str]]:
     return {name: frozenset(t for t in map(normalise, texts) if t) for name, texts in sources.items()}
 
 
+#: The benchmark-derived *answers* the shipped response head was trained on (AdvBench's harmful
+#: strings, the many-shot file's HarmBench compliant answers, XSTest's model completions). They are
+#: not in :func:`benchmark_texts` (so the shipped build stays reproducible); a build that trains its
+#: response head with no benchmark text (``scripts/train_classifier.py --response-no-benchmarks``)
+#: reads none of these files as training text and drops any response that repeats one of them.
+BENCHMARK_ANSWER_FILES = {
+    "AdvBench harmful strings": ("advbench/harmful_strings.csv",),
+    "HarmBench answers": ("many_shot_jailbreaking/many_shot_examples_filtered.jsonl",),
+    "XSTest completions": (
+        "xstest/xstest_v2_completions_mistralinstruct.csv",
+        "xstest/xstest_v2_completions_llama2orig.csv",
+    ),
+}
+
+
+def benchmark_answers(data: Path) -> dict[str, frozenset[str]]:
+    """Normalised answer texts of the benchmark-derived response sources
+    (:data:`BENCHMARK_ANSWER_FILES`). Raises :class:`InputError` naming the file when one is
+    missing (fail closed)."""
+    out: dict[str, frozenset[str]] = {}
+    for name, files in BENCHMARK_ANSWER_FILES.items():
+        texts: list[str] = []
+        for rel in files:
+            path = data / rel
+            if path.suffix == ".jsonl":
+                texts += [str(row.get("assistant", "")) for row in _jsonl(path)]
+            else:
+                texts += list(_csv_column(path, "target" if "advbench" in rel else "completion"))
+        out[name] = frozenset(t for t in map(normalise, texts) if t)
+    return out
+
+
 class BenchmarkIndex:
     """Every reported benchmark's normalised texts, indexed for the exact and substring checks."""
 

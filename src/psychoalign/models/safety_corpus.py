@@ -29,7 +29,7 @@ from ..datasets import resolve_data_dir
 from ..errors import InputError
 from ..textio import decode_utf8, read_text
 from ..yamlio import parse_yaml
-from .benchmark_texts import BenchmarkIndex, benchmark_texts
+from .benchmark_texts import BenchmarkIndex, benchmark_answers, benchmark_texts
 from .classifier import VETO_BELOW, SafetyClassifier
 from .heads import windows
 
@@ -200,6 +200,31 @@ def _safety_answers() -> Iterator[Example]:
         for topic, items in loaded[name].items():
             for i, text in enumerate(items):
                 yield Example(str(text), "response", ok, f"project-safety-{name}", f"project-safety:{topic}:{i}")
+
+
+def _long_responses() -> Iterator[Example]:
+    """Project-written answers of several sentences (classifier_data/project_long_responses.yaml):
+    useful answers and refusals, and harmful compliance that is not operational (placeholders for
+    every quantity and step). Read only with ``response_no_benchmarks=True`` (the
+    evaluator-minilm-v14 response-head candidate). One group per answer."""
+    loaded = _package_yaml("project_long_responses.yaml")
+    for name, ok in (("acceptable", True), ("unacceptable", False)):
+        for topic, items in loaded[name].items():
+            for i, text in enumerate(items):
+                yield Example(str(text), "response", ok, f"project-long-{name}", f"project-long:{topic}:{i}")
+
+
+#: The response sources :func:`_responses` reads from benchmark files (AdvBench, HarmBench, XSTest,
+#: MT-Bench, HHH); ``response_no_benchmarks=True`` reads none of them.
+BENCHMARK_RESPONSE_SOURCES = (
+    "advbench-target",
+    "advbench-strings",
+    "harmbench",
+    "xstest-completion-safe",
+    "xstest-completion-unsafe",
+    "mt-bench-reference",
+    "hhh-",
+)
 
 
 def _retired(data: Path) -> Iterator[Example]:
@@ -407,9 +432,15 @@ def load_corpus_with_exclusions(
     retired: bool = False,
     safety_answers: bool = False,
     more_harmful: bool = False,
+    response_no_benchmarks: bool = False,
 ) -> tuple[list[Example], dict[str, int]]:
     """:func:`load_corpus`, and how many examples were left out per benchmark (an example matching
-    several benchmarks counts for each; ``"total"`` counts it once; :mod:`.benchmark_texts`)."""
+    several benchmarks counts for each; ``"total"`` counts it once; :mod:`.benchmark_texts`).
+
+    ``response_no_benchmarks`` (the evaluator-minilm-v14 response-head candidate): no response is
+    read from a benchmark file (:data:`BENCHMARK_RESPONSE_SOURCES`); the project-written safety
+    answers and long responses are added, and a response that repeats a benchmark answer
+    (:func:`.benchmark_texts.benchmark_answers`) is dropped too and counted under its name."""
     data = Path(data_dir) if data_dir is not None else default_data_dir()
     if not (data / "advbench" / "harmful_behaviors.csv").is_file():
         raise InputError(
@@ -417,14 +448,25 @@ def load_corpus_with_exclusions(
             hint="get the data with `psychoalign data fetch all --from URL` or set PSYCHOALIGN_DATA_DIR (README, Data)",
         )
     extra = list(_retired(data)) if retired else []
-    extra += list(_safety_answers()) if safety_answers else []
+    extra += list(_safety_answers()) if (safety_answers or response_no_benchmarks) else []
     extra += list(_more_harmful()) if more_harmful else []
-    examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data), *_responses(data)]
+    extra += list(_long_responses()) if response_no_benchmarks else []
+    examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data)]
+    responses = _responses(data)  # read after the requests, in the order of the files as before
+    if response_no_benchmarks:
+        examples += [ex for ex in responses if not ex.source.startswith(BENCHMARK_RESPONSE_SOURCES)]
+    else:
+        examples += responses
     index = BenchmarkIndex(benchmark_texts(data))
+    # Responses are held against the benchmark answers too (requests against the prompts alone).
+    answers = BenchmarkIndex(benchmark_answers(data)) if response_no_benchmarks else None
     kept: list[Example] = []
-    excluded = dict.fromkeys([*index.benchmarks, "total"], 0)
+    names_of = [*index.benchmarks, *(answers.benchmarks if answers is not None else ())]
+    excluded = dict.fromkeys([*names_of, "total"], 0)
     for ex in examples:
         names = index.benchmarks_of(ex.text)
+        if answers is not None and ex.kind == "response":
+            names += answers.benchmarks_of(ex.text)
         if not names:
             kept.append(ex)
         for name in [*names, "total"] if names else ():
@@ -439,16 +481,23 @@ def load_corpus(
     retired: bool = False,
     safety_answers: bool = False,
     more_harmful: bool = False,
+    response_no_benchmarks: bool = False,
 ) -> list[Example]:
     """Every labelled example, in a fixed order, with near-duplicate requests in one group
     (:func:`merge_near_duplicates`), and no text of a reported benchmark (equal to one, or holding
     a benchmark prompt: :mod:`.benchmark_texts`). ``retired`` adds the retired held-out request
     files (:func:`_retired`), ``safety_answers`` the project-written safety answers
     (:func:`_safety_answers`), ``more_harmful`` the project-written harmful requests of
-    :data:`MORE_HARMFUL_FILE` (:func:`_more_harmful`); the shipped weights were trained on none. Raises
-    :class:`InputError` naming the directory (or the benchmark file) when the shared data is missing."""
+    :data:`MORE_HARMFUL_FILE` (:func:`_more_harmful`), ``response_no_benchmarks`` no
+    benchmark-derived response and the project-written long responses too
+    (:func:`load_corpus_with_exclusions`). Raises :class:`InputError` naming the directory (or the
+    benchmark file) when the shared data is missing."""
     return load_corpus_with_exclusions(
-        data_dir, retired=retired, safety_answers=safety_answers, more_harmful=more_harmful
+        data_dir,
+        retired=retired,
+        safety_answers=safety_answers,
+        more_harmful=more_harmful,
+        response_no_benchmarks=response_no_benchmarks,
     )[0]
 
 
