@@ -105,7 +105,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _util import Target, captured, data_dir, hhh_inputs, publish  # noqa: E402
 from psychoalign.frameworks import load_framework  # noqa: E402
 from psychoalign.models.classifier import VETO_BELOW, load_classifier  # noqa: E402
-from psychoalign.models.safety_corpus import load_corpus  # noqa: E402
+from psychoalign.models.safety_corpus import load_corpus, more_harmful_requests  # noqa: E402
 
 if TYPE_CHECKING:
     from psychoalign.frameworks import Framework
@@ -837,6 +837,11 @@ def main() -> None:
             references += [t for v in load_sets(ROOT / "bench" / "data" / name, SETS).values() for t in v]
         if trained_on:
             print(f"{clf.weights.label} trained on {len(trained_on)} look-alike files: their items are training text")
+        # A candidate trained with --more-harmful: those project-written requests are training text too.
+        more = clf.weights.training.get("more_harmful_file")
+        if more:
+            references += [ex.text for ex in more_harmful_requests()]
+            print(f"{clf.weights.label} trained on {more}: its requests are training text")
         n_new = 0
         for name, file_sets in per_file.items():
             n_file = sum(len(repeats(v, references)) for v in file_sets.values())

@@ -78,6 +78,7 @@ from psychoalign.models.heads import (  # noqa: E402
     minilm_encoder,
 )
 from psychoalign.models.safety_corpus import (  # noqa: E402
+    MORE_HARMFUL_FILE,
     Example,
     auc,
     ci_sample,
@@ -149,6 +150,9 @@ GUARD_DEV_FILES = (*DEV_FILES, ROOT / "bench" / "data" / "lookalike_heldout_v16.
 #: ``--harm-first`` (the evaluator-minilm-v11 candidate): the eleven files and ``lookalike_heldout_v17.yaml``,
 #: the request head's fresh file until v10 was scored on it. A fixed list: never a later file.
 HARM_FIRST_DEV_FILES = (*GUARD_DEV_FILES, ROOT / "bench" / "data" / "lookalike_heldout_v17.yaml")
+#: ``--thirteen`` (the evaluator-minilm-v13 candidate): the twelve files and ``lookalike_heldout_v18.yaml``,
+#: the request head's fresh file until v11 and v11r were scored on it. A fixed list: never a later file.
+THIRTEEN_DEV_FILES = (*HARM_FIRST_DEV_FILES, ROOT / "bench" / "data" / "lookalike_heldout_v18.yaml")
 #: ``--harm-first``: the held-out request file scored before v11 (its benign and harmful sets). Never
 #: trained on; the rule reads its harmful set as one more harmful-recall limit (choose_harm_first).
 HARM_FIRST_HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -200,6 +204,8 @@ def lofo_fit(
     extra_weight: float,
     files: Sequence[Path] = DEV_FILES,
     harm_weight: float = 1.0,
+    keep_recall: Head | None = None,
+    kernel_grid: Sequence[tuple[float, float]] = KERNEL_GRID,
 ) -> dict[str, dict[str, Any]]:
     """Leave one development file out: for each of ``files`` (:data:`DEV_FILES`), the request head
     fitted as the build fits it (train split plus the other files) and read on the file left out,
@@ -213,7 +219,16 @@ def lofo_fit(
     per_file: dict[str, dict[str, Any]] = {}
     for name, held in dev.items():
         extra = [ex for other, exs in dev.items() if other != name for ex in exs]
-        head, info = fit_head(requests, emb, "request", extra=extra, extra_weight=extra_weight, harm_weight=harm_weight)
+        head, info = fit_head(
+            requests,
+            emb,
+            "request",
+            extra=extra,
+            extra_weight=extra_weight,
+            harm_weight=harm_weight,
+            keep_recall=keep_recall,
+            kernel_grid=kernel_grid,
+        )
         per_file[name] = {
             "params": info["params"],
             "kinds": np.asarray([ex.source.removeprefix("dev-") for ex in held]),
@@ -753,10 +768,20 @@ def fit_head(
     extra: Sequence[Example] = (),
     extra_weight: float = 1.0,
     harm_weight: float = 1.0,
+    keep_recall: Head | None = None,
+    kernel_grid: Sequence[tuple[float, float]] = KERNEL_GRID,
     rule_override: str | None = None,
     reference: Head | None = None,
 ) -> tuple[Head, dict[str, Any]]:
     """One head, fitted on train; hyper-parameters, calibration and threshold on validation.
+
+    ``kernel_grid`` (``--kernel C GAMMA``): the (C, gamma) pairs an SVM head is selected among.
+
+    ``keep_recall`` (``--keep-recall``, request head): the head this one would replace; the balanced
+    threshold is then raised, if need be, to the lowest that blocks, in each source of the
+    conversational validation unacceptable requests (project-written, HH, ...), at least as many as
+    that head blocks at its own threshold (rule ``balanced-conversational, keep-recall``: never fewer
+    harmful requests blocked there, source by source).
 
     ``extra`` (``--dev-files``): examples added to the training rows only, whatever their split
     hash, each window weighted ``extra_weight`` (the validation split and its rules are unchanged).
@@ -806,7 +831,7 @@ def fit_head(
 
     best: tuple[float, str, Any] | None = None
     if HEAD_MODEL[head] == "svm":
-        for c, g in KERNEL_GRID:
+        for c, g in kernel_grid:
             svm = SVC(C=c, kernel="rbf", gamma=g, class_weight="balanced").fit(x_tr, y_tr, sample_weight=sw)
             d = _per_example(svm.decision_function(x_va), own_va, len(y_va), worst)
             if best is None or select_auc(d) > best[0]:
@@ -885,6 +910,34 @@ def fit_head(
                 j_best, t_best = tpr + tnr - 1, float(t)
         elif tpr >= KEEP_ACCEPTABLE:
             j_best, t_best = tpr + tnr - 1, float(t)
+    recall_info: dict[str, Any] = {}
+    if keep_recall is not None and head == "request" and rule.startswith("balanced"):
+        # Per source of the conversational validation unacceptable requests (project-written, HH, ...):
+        # blocked at least as many as the replaced head blocks at its own threshold, each source alone.
+        z_old = _per_example(keep_recall.logits(x_va, t_va), own_va, len(y_va), worst)
+        old_blocks = z_old < np.log(keep_recall.threshold / (1 - keep_recall.threshold))
+        bad = mask & (y_va == 0)
+        source = np.asarray([ex.source for ex in by_split["val"]])
+        groups = {str(s): bad & (source == s) for s in sorted(set(source[bad].tolist()))}
+        need = {s: int(old_blocks[g].sum()) for s, g in groups.items()}
+
+        def keeps(t: float) -> bool:
+            return all(int((p[g] < t).sum()) >= need[s] for s, g in groups.items())
+
+        balanced = t_best
+        if not keeps(t_best):
+            t_best = next((float(t) for t in candidates if t > balanced and keeps(float(t))), float(candidates[-1]))
+            j_best = float(np.mean(p[mask & (y_va == 1)] >= t_best)) + float(np.mean(p[bad] < t_best)) - 1
+        rule = f"{rule}, keep-recall"
+        recall_info = {
+            "val_unacceptable_blocked_by_replaced_head": round(float(np.mean(old_blocks[bad])), 4),
+            "val_unacceptable_blocked": round(float(np.mean(p[bad] < t_best)), 4),
+            "val_unacceptable_blocked_per_source": {
+                s: {"n": int(g.sum()), "replaced_head": need[s], "this_head": int((p[g] < t_best).sum())}
+                for s, g in groups.items()
+            },
+            "balanced_threshold": round(balanced, 6),
+        }
     floor = None
     if head == "request":
         ok = np.sort(p[mask & (y_va == 1)])
@@ -899,6 +952,7 @@ def fit_head(
         "val_auc": round(auc(y_va, p), 4),
         "val_youden_j": round(j_best, 4),
         "threshold_rule": rule,
+        **recall_info,
     }
     if old_blocked is not None:
         info["val_unacceptable_blocked_by_replaced_head"] = round(old_blocked, 4)
@@ -1108,6 +1162,34 @@ def main() -> None:
         "validation threshold (the evaluator-minilm-v11r candidate)",
     )
     ap.add_argument(
+        "--thirteen",
+        action="store_true",
+        help="with --dev-files (no choice rule): train on the thirteen files (THIRTEEN_DEV_FILES) at the "
+        "validation threshold; with --lofo, the leave-one-file-out table at that threshold, no offset (the "
+        "evaluator-minilm-v13 candidate)",
+    )
+    ap.add_argument(
+        "--keep-recall",
+        action="store_true",
+        help="with --only request: raise the validation-balanced request threshold, if need be, until it blocks "
+        "as many conversational validation unacceptable requests as the --keep-from request head",
+    )
+    ap.add_argument(
+        "--more-harmful",
+        action="store_true",
+        help="with --only request (or --score): add the project-written harmful requests of "
+        "classifier_data/project_harmful_requests.yaml to the corpus",
+    )
+    ap.add_argument(
+        "--kernel",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("C", "GAMMA"),
+        help="with --only request: fit the request head's SVM at this C and gamma only (every fold of --lofo "
+        "too) instead of selecting them on validation among KERNEL_GRID",
+    )
+    ap.add_argument(
         "--harm-weight",
         type=float,
         nargs="+",
@@ -1176,8 +1258,28 @@ def main() -> None:
         sys.exit(
             "error: --twelve trains on the twelve files at the validation threshold; use it with --dev-files alone"
         )
+    if args.thirteen and (not args.dev_files or two_head_rule or args.twelve):
+        sys.exit(
+            "error: --thirteen trains on the thirteen files at the validation threshold; use it with --dev-files "
+            "(and --lofo, --keep-recall, --more-harmful), not with --twelve, --guard or --harm-first"
+        )
+    if (args.keep_recall or args.kernel) and args.only != "request":
+        sys.exit("error: --keep-recall and --kernel change the request head; use them with --only request")
+    if args.more_harmful and args.only != "request" and args.score is None:
+        sys.exit("error: --more-harmful adds request examples; use it with --only request (or --score FILE)")
+    if args.kernel is not None and min(args.kernel) <= 0:
+        sys.exit(f"error: --kernel {args.kernel[0]:g} {args.kernel[1]:g}: give a positive C and gamma")
+    request_grid = ((args.kernel[0], args.kernel[1]),) if args.kernel is not None else KERNEL_GRID
     twelve = args.harm_first or args.twelve
-    dev_files = HARM_FIRST_DEV_FILES if twelve else GUARD_DEV_FILES if args.guard else DEV_FILES
+    dev_files = (
+        THIRTEEN_DEV_FILES
+        if args.thirteen
+        else HARM_FIRST_DEV_FILES
+        if twelve
+        else GUARD_DEV_FILES
+        if args.guard
+        else DEV_FILES
+    )
     if (args.keep_from is not None or args.keep_blocked) and args.only is None:
         sys.exit("error: --keep-from and --keep-blocked need --only HEAD (the head to refit; the others are copied)")
     if args.only is not None or args.score is not None:
@@ -1195,6 +1297,7 @@ def main() -> None:
             data,
             retired=args.retired,
             safety_answers=args.safety_answers,
+            more_harmful=args.more_harmful,
             response_no_benchmarks=args.response_no_benchmarks,
         )
     except InputError as exc:  # training needs the shared data (tests never train)
@@ -1230,8 +1333,9 @@ def main() -> None:
     per_file: dict[str, dict[str, Any]] | None = None
     kept = base.request if base is not None else load_weights().request
     harm_weight = args.harm_weight[0]
+    recall_head = kept if args.keep_recall else None
     if args.lofo and not two_head_rule:
-        per_file = lofo_fit(examples, emb, kept, args.dev_weight, dev_files, harm_weight)
+        per_file = lofo_fit(examples, emb, kept, args.dev_weight, dev_files, harm_weight, recall_head, request_grid)
     for head, kind in (("request", "request"), ("response", "response"), ("adversarial", "request")):
         if base is not None and head != args.only:
             heads[head] = getattr(base, head)
@@ -1250,6 +1354,8 @@ def main() -> None:
                 extra=dev if head == "request" else (),
                 extra_weight=args.dev_weight,
                 harm_weight=w if head == "request" else 1.0,
+                keep_recall=recall_head if head == "request" else None,
+                kernel_grid=request_grid if head == "request" else KERNEL_GRID,
                 rule_override="balanced" if (head == "response" and args.response_no_benchmarks) else None,
                 reference=getattr(base, head) if (base is not None and args.response_no_benchmarks) else None,
             )
@@ -1290,6 +1396,9 @@ def main() -> None:
                 )
                 fitted, fit[head], per_file = guard_runs[harm_weight]
                 heads[head] = fitted
+            elif args.thirteen:
+                # No offset: the validation rule's threshold, read leave one file out (the table below).
+                offset, choice = 0.0, {"rule": "no offset: the validation threshold rule, read leave one file out"}
             else:
                 assert per_file is not None
                 offset, choice = choose_offset(
@@ -1309,6 +1418,8 @@ def main() -> None:
                 "contested_floor": None if floor is None else round(min(floor, moved * 0.999), 6),
             }
             rule = f"validation-balanced threshold moved by the leave-one-file-out offset {offset:+g}"
+            if args.thirteen:
+                rule = f"{fit[head]['threshold_rule']} (no offset; read leave one file out)"
             if cut is not None:
                 # The kept head as the guard, its threshold moved down to the confident-harm cut.
                 t_kept = kept.threshold
@@ -1349,6 +1460,7 @@ def main() -> None:
             "fit": fit,
             "counts": {k: dict(v) for k, v in sorted(counts.items())},
             **({"dev_files": [p.name for p in dev_files]} if args.dev_files else {}),
+            **({"more_harmful_file": MORE_HARMFUL_FILE} if args.more_harmful else {}),
         },
     )
     # Metrics through the shipped object: weights as stored (rounded), shifted scores, windows.

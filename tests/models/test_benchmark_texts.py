@@ -8,7 +8,7 @@ import pytest
 
 from psychoalign.errors import InputError
 from psychoalign.models.benchmark_texts import BenchmarkIndex, benchmark_texts, normalise
-from psychoalign.models.safety_corpus import load_corpus_with_exclusions
+from psychoalign.models.safety_corpus import load_corpus_with_exclusions, more_harmful_requests
 from tests.conftest import SHARED_DATA
 from tests.helpers import BENCHMARK_FOLDERS
 
@@ -35,10 +35,10 @@ def test_a_missing_benchmark_file_fails_closed_naming_it(tmp_path: Path) -> None
     "anthropic_hh_harmless_base", "jailbreak_templates", "many_shot_jailbreaking", *BENCHMARK_FOLDERS
 )
 def test_the_training_corpus_holds_no_benchmark_prompt() -> None:
-    """The corpus exactly as scripts/train_classifier.py loads it: no example equals a benchmark
-    text or contains a benchmark prompt of five words or more (checked here by brute force, not
-    through the index the loader uses)."""
-    examples, excluded = load_corpus_with_exclusions(SHARED_DATA)
+    """The corpus exactly as scripts/train_classifier.py loads it (with the project-written harmful
+    requests of ``--more-harmful``): no example equals a benchmark text or contains a benchmark
+    prompt of five words or more (checked here by brute force, not through the index the loader uses)."""
+    examples, excluded = load_corpus_with_exclusions(SHARED_DATA, more_harmful=True)
     benchmarks = benchmark_texts(SHARED_DATA)
     every = frozenset().union(*benchmarks.values())
     long_prompts = [p for p in every if len(p.split(" ")) >= 5]
@@ -49,6 +49,9 @@ def test_the_training_corpus_holds_no_benchmark_prompt() -> None:
     # The many-shot file's HarmBench behaviours and AdvBench's goals were in the corpus: dropped.
     assert excluded["HarmBench"] > 200 and excluded["AdvBench"] > 500 and excluded["XSTest"] > 400
     assert not any(ex.source in ("advbench", "advbench-jailbreak", "mt-bench") for ex in examples)
+    # None of the project-written harmful requests was left out as benchmark text: all are written anew.
+    kept = {ex.text for ex in examples}
+    assert all(ex.text in kept for ex in more_harmful_requests())
 
 
 def _benchmark_answer_texts() -> dict[str, list[str]]:

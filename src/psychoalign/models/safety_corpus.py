@@ -240,6 +240,28 @@ def _retired(data: Path) -> Iterator[Example]:
                 yield Example(str(text), "request", ok, f"retired-{name}", f"retired:{stem}:{name}:{i}")
 
 
+#: Project-written harmful requests read only with ``more_harmful=True`` (the evaluator-minilm-v13
+#: request-head candidate); a separate file, so the shipped heads' corpus and the crisis check's
+#: record of ``project_requests.yaml`` stay as they are.
+MORE_HARMFUL_FILE = "project_harmful_requests.yaml"
+
+
+def more_harmful_requests() -> list[Example]:
+    """The requests :func:`load_corpus` adds with ``more_harmful=True`` (before benchmark text is left
+    out and near-duplicates are grouped)."""
+    return list(_more_harmful())
+
+
+def _more_harmful() -> Iterator[Example]:
+    """The harmful requests of classifier_data/project_harmful_requests.yaml (``more_harmful=True``):
+    unacceptable, conversational (source ``project-harmful``), one group per topic, as the harmful set
+    of ``project_requests.yaml``."""
+    loaded = _package_yaml(MORE_HARMFUL_FILE)
+    for topic, items in loaded["harmful"].items():
+        for text in items:
+            yield Example(str(text), "request", False, "project-harmful", f"project:harmful-v13:{topic}")
+
+
 def _first_human_turn(transcript: str) -> str:
     return transcript.split("\n\nHuman: ", 1)[1].split("\n\nAssistant:", 1)[0].strip()
 
@@ -409,6 +431,7 @@ def load_corpus_with_exclusions(
     *,
     retired: bool = False,
     safety_answers: bool = False,
+    more_harmful: bool = False,
     response_no_benchmarks: bool = False,
 ) -> tuple[list[Example], dict[str, int]]:
     """:func:`load_corpus`, and how many examples were left out per benchmark (an example matching
@@ -426,6 +449,7 @@ def load_corpus_with_exclusions(
         )
     extra = list(_retired(data)) if retired else []
     extra += list(_safety_answers()) if (safety_answers or response_no_benchmarks) else []
+    extra += list(_more_harmful()) if more_harmful else []
     extra += list(_long_responses()) if response_no_benchmarks else []
     examples = [*_requests(data), *_project(data), *extra, *_hh_labelled(data)]
     responses = _responses(data)  # read after the requests, in the order of the files as before
@@ -456,18 +480,24 @@ def load_corpus(
     *,
     retired: bool = False,
     safety_answers: bool = False,
+    more_harmful: bool = False,
     response_no_benchmarks: bool = False,
 ) -> list[Example]:
     """Every labelled example, in a fixed order, with near-duplicate requests in one group
     (:func:`merge_near_duplicates`), and no text of a reported benchmark (equal to one, or holding
     a benchmark prompt: :mod:`.benchmark_texts`). ``retired`` adds the retired held-out request
     files (:func:`_retired`), ``safety_answers`` the project-written safety answers
-    (:func:`_safety_answers`), ``response_no_benchmarks`` no benchmark-derived response and the
-    project-written long responses too (:func:`load_corpus_with_exclusions`); the shipped weights
-    were trained on none of them. Raises :class:`InputError` naming the directory (or the benchmark
-    file) when the shared data is missing."""
+    (:func:`_safety_answers`), ``more_harmful`` the project-written harmful requests of
+    :data:`MORE_HARMFUL_FILE` (:func:`_more_harmful`), ``response_no_benchmarks`` no
+    benchmark-derived response and the project-written long responses too
+    (:func:`load_corpus_with_exclusions`). Raises :class:`InputError` naming the directory (or the
+    benchmark file) when the shared data is missing."""
     return load_corpus_with_exclusions(
-        data_dir, retired=retired, safety_answers=safety_answers, response_no_benchmarks=response_no_benchmarks
+        data_dir,
+        retired=retired,
+        safety_answers=safety_answers,
+        more_harmful=more_harmful,
+        response_no_benchmarks=response_no_benchmarks,
     )[0]
 
 
