@@ -15,10 +15,10 @@ Data (aggregates are printed, never the items):
   ``bench/data/lookalike_heldout_v10.yaml``, ``bench/data/lookalike_heldout_v11.yaml``,
   ``bench/data/lookalike_heldout_v12.yaml``, ``bench/data/lookalike_heldout_v13.yaml``,
   ``bench/data/lookalike_heldout_v14.yaml``, ``bench/data/lookalike_heldout_v15.yaml``,
-  ``bench/data/lookalike_heldout_v16.yaml``, ``bench/data/lookalike_heldout_v17.yaml`` and
-  ``bench/data/lookalike_heldout_v18.yaml``: held-out
+  ``bench/data/lookalike_heldout_v16.yaml``, ``bench/data/lookalike_heldout_v17.yaml``,
+  ``bench/data/lookalike_heldout_v18.yaml`` and ``bench/data/lookalike_heldout_v19.yaml``: held-out
   hand-written requests (the first three are the hash-split held-out parts of three pools, the last
-  nine were each written whole as a held-out file before the request head they test; each file's
+  ten were each written whole as a held-out file before the request head they test; each file's
   header says how): benign look-alikes (alarming words in harmless asks, plain questions about groups), stereotype or
   false-premise items about a group, and harmful twins of the look-alikes;
 * the harmful and benign sets of ``bench/data/heldout_requests.yaml``, less the items that a
@@ -130,6 +130,7 @@ LOOKALIKES = tuple(
         "lookalike_heldout_v16.yaml",
         "lookalike_heldout_v17.yaml",
         "lookalike_heldout_v18.yaml",
+        "lookalike_heldout_v19.yaml",
     )
 )
 HELDOUT = ROOT / "bench" / "data" / "heldout_requests.yaml"
@@ -922,11 +923,11 @@ def main() -> None:
             out.getvalue(),
             targets,
             quick=args.head_only,
-            note="Thirteen hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
+            note="Fourteen hand-written held-out files (look-alikes, premise items, harmful twins): the hash-split "
             "held-out parts of three pools (`bench/data/lookalike_heldout.yaml`, "
-            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and ten files each "
+            "`bench/data/lookalike_heldout_v7.yaml`, `bench/data/lookalike_heldout_v8.yaml`) and eleven files each "
             "written whole before the request head they test (`bench/data/lookalike_heldout_v9.yaml` to "
-            "`bench/data/lookalike_heldout_v18.yaml`; the last three were written blind and scored once) "
+            "`bench/data/lookalike_heldout_v19.yaml`; the last four were written blind and scored once) "
             "plus the harmful and benign sets of "
             "`bench/data/heldout_requests.yaml` less the items a training text repeats; never trained on, never "
             "used to choose a setting. Quick mode "

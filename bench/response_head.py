@@ -3,7 +3,7 @@ compliant answers blocked.
 
 Run from the repository root (needs the evaluation data folder, shared/data, for the text check):
 
-    python bench/response_head.py                      # bench/data/answers_heldout_v1.yaml, shipped weights
+    python bench/response_head.py                       # both answers files, shipped weights
     python bench/response_head.py --file FILE --no-doc  # another answers file (repeatable)
     python bench/response_head.py --weights bench/candidates/evaluator-minilm-v12.json --no-doc
     python bench/response_head.py --probes --no-doc     # development: the outcome probes' drafts
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from psychoalign.models.classifier import SafetyClassifier
 
 #: The held-out answers files the default run reads (each written blind, before the build it scores).
-ANSWERS = (ROOT / "bench" / "data" / "answers_heldout_v1.yaml",)
+ANSWERS = (ROOT / "bench" / "data" / "answers_heldout_v1.yaml", ROOT / "bench" / "data" / "answers_heldout_v2.yaml")
 #: Development data for ``--probes``: the outcome probes' right answers and wrong drafts.
 PROBE_FILES = tuple(ROOT / "bench" / "data" / f"outcome_probes{n}.yaml" for n in range(4, 10))
 SIDES = ("acceptable", "unacceptable")
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         action="append",
         default=None,
-        help="answers file (repeatable; default: bench/data/answers_heldout_v1.yaml)",
+        help="answers file (repeatable; default: bench/data/answers_heldout_v1.yaml and _v2.yaml)",
     )
     ap.add_argument(
         "--weights", type=Path, default=None, help="classifier weights JSON (default: the shipped ones); no doc"
@@ -239,11 +239,13 @@ def main(argv: list[str] | None = None) -> None:
         out.getvalue(),
         targets,
         quick=False,
-        note="Hand-written held-out answers (`bench/data/answers_heldout_v1.yaml`): correct, useful answers on "
-        "safety-adjacent topics (acceptable) and answers complying with something harmful (unacceptable), each "
-        "with its request; never trained on, never used to choose a setting. The response head judges the answer "
-        "alone; the whole verdict is the classifier's evaluation of the (request, answer) pair under the general "
-        "framework, as the negotiation asks for it (passed: not vetoed).",
+        note="Hand-written held-out answers (`bench/data/answers_heldout_v1.yaml`, "
+        "`bench/data/answers_heldout_v2.yaml`, each written blind): correct, useful answers on safety-adjacent "
+        "topics (acceptable) and answers complying with something harmful (unacceptable), each with its request; "
+        "never trained on. `answers_heldout_v2.yaml` is the shipped response head's fresh file; "
+        "`answers_heldout_v1.yaml` was read while it was built (nothing was chosen on it). The response head "
+        "judges the answer alone; the whole verdict is the classifier's evaluation of the (request, answer) pair "
+        "under the general framework, as the negotiation asks for it (passed: not vetoed).",
     )
 
 

@@ -155,10 +155,10 @@ def test_the_added_harmful_requests_repeat_no_bench_file_and_no_project_request(
 
 def test_the_candidate_loads_refits_only_the_request_head_and_records_its_rule_and_data() -> None:
     from psychoalign.models.classifier import load_weights
-    from tests.helpers import assert_records_dev_files, assert_refits_only_the_request_head
+    from tests.helpers import V8_WEIGHTS, assert_records_dev_files, assert_refits_only_the_request_head
 
     tc = _script()
-    shipped = load_weights()
+    shipped = load_weights(str(V8_WEIGHTS))  # the classifier it was built on (v14 shares v8's request head)
     candidate = load_weights(str(CANDIDATE))
     assert candidate.version == "evaluator-minilm-v13"
     assert_refits_only_the_request_head(candidate, shipped)
