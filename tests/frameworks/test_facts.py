@@ -35,10 +35,17 @@ ROWS: Rows = {
             " 120°C (249°F).",
             "Heat the egg until it reaches about 30 °C, then take it out.",
             "A hard-boiled egg is done when the yolk reaches 150 °C.",
+            # `ranges`: a range whose ends both miss on one side (make run's first sample)
+            "First, you need to heat an egg until it reaches a temperature around 20-35°C (68-95°F).",
+            "Heat the egg until the yolk is between 20 and 35 °C.",
+            "Boil the egg until it reaches 120 °C to 130 °C.",
         ],
         [
             "Lower the eggs into water at a rolling boil, 100 °C, for 6 minutes for a soft yolk.",
             "A soft yolk sets at about 63-68 °C inside; cook egg dishes to 71 °C (160 °F).",
+            "Heat the egg until the yolk is between 63 and 68 °C.",
+            "Cook the egg until the yolk reaches 145-160 °F.",
+            "Heat the egg until it is somewhere between 20 and 100 °C.",  # spans the right range: vague, not wrong
             "Bake the egg muffins in the oven at 180 °C for 20 minutes.",
             "Incubate hatching eggs at 37.5 °C and turn them three times a day.",
             "Cool the boiled eggs in iced water at 5 °C so they peel easily.",
@@ -315,6 +322,16 @@ def test_a_row_needs_a_bound_and_valid_regexes() -> None:
         Fact.model_validate({**base, "low": 5, "high": 1})
     with pytest.raises(ValidationError, match="invalid regex"):
         Fact.model_validate({**base, "low": 1, "about": "(unclosed"})
+
+
+def test_a_range_is_compared_only_by_a_row_that_asks_for_it() -> None:
+    row = {"id": "x", "about": "yolk", "measure": "temperature", "low": 60, "high": 100}
+    row |= {"states": "A yolk sets at 63-68 °C.", "source": "src"}
+    text = "Heat it until the yolk is at 20-35 °C."
+    assert find_wrong_facts((Fact(**row),), (), text) == []  # a range is not read by default
+    wrong = find_wrong_facts((Fact(**row, ranges=True),), (), text)
+    assert len(wrong) == 1 and "20-35 °C" in wrong[0].evidence
+    assert find_wrong_facts((Fact(**row, ranges=True),), (), "Heat it until the yolk is at 20-70 °C.") == []
 
 
 def test_a_figure_belongs_to_the_row_named_nearest_before_it() -> None:

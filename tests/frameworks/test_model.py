@@ -52,6 +52,8 @@ def legacy_sha256(fw: Framework) -> str:
                     for field in ("when", "unless", "low", "high", "high_when"):
                         if fact.get(field) in ("", None):
                             fact.pop(field)
+                    if fact.get("ranges") is False:
+                        fact.pop("ranges")
                 for claim in (rule.get(key) or {}).get("claims", ()):
                     for field in ("unless", "in_context", "context"):
                         if not claim.get(field):

@@ -285,6 +285,11 @@ class Fact(BaseModel):
     high_when: str = Field(
         "", description="regex: `high` applies only to a figure these words lead up to ('' : to every figure)"
     )
+    ranges: bool = Field(
+        False,
+        description="compare a temperature range too: wrong when both its ends fall on one side of low..high "
+        "(off: a range is never compared, as in 'bacteria grow between 5 and 60 °C')",
+    )
     states: str = Field(min_length=10, max_length=300)
     source: str = Field(min_length=3)
 
@@ -504,7 +509,22 @@ def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "", res
             before, after = clause[: m.start()], clause[m.end() :]
             lead, led_from = clause[led_from : m.start()], m.end()
             if measure == "temperature" and (_RANGE_AFTER.match(after) or _RANGE_BEFORE.search(before)):
-                continue  # "between 40 and 140 °F": the danger zone, no figure for a row (a span's end is)
+                # "between 40 and 140 °F": the danger zone, no figure for a row (a span's end is); a row
+                # with `ranges` reads a range at its last figure, wrong when both ends miss on one side
+                fact = _owner(mentions, m.start())
+                ends = _range_start(before, m)
+                if (
+                    fact is not None
+                    and fact.ranges
+                    and ends is not None
+                    and _misses_on_one_side(fact, (ends, value), lead)
+                    and not _ruled_out(before, after, rest)
+                ):
+                    yield WrongFact(
+                        f"{fact.id}: {clause[_ends_at(before) : m.end()].strip()!r} ({fact.source})",
+                        f"{fact.states.rstrip('.')} ({fact.source}).",
+                    )
+                continue
             fact = _owner(mentions, m.start())
             if fact is None or fact.holds(value, lead) or _ruled_out(before, after, rest):
                 continue
@@ -522,6 +542,39 @@ def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "", res
             yield WrongFact(
                 f"{fact.id}: {m.group(0).strip()!r} ({fact.source})", f"{fact.states.rstrip('.')} ({fact.source})."
             )
+
+
+#: The first figure of a range that ends at the next figure: "20-", "70 °C to ", "between 5 and ".
+_RANGE_START = re.compile(
+    r"(?:(?<![\w.])(?P<a>[-−]?\d+(?:\.\d+)?)\s*(?:°\s*[cf]\b)?\s*(?:-|–|to)\s*"
+    r"|between\s+(?P<b>[-−]?\d+(?:\.\d+)?)\S*\s+and\s+)$",
+    re.IGNORECASE,
+)
+
+
+def _ends_at(before: str) -> int:
+    """Where the range that ends at the figure after ``before`` starts (its first figure)."""
+    m = _RANGE_START.search(before)
+    return m.start() if m is not None else len(before)
+
+
+def _range_start(before: str, end: re.Match[str]) -> float | None:
+    """The first figure of the range ending at the temperature ``end`` (in °C, read in the end's
+    scale: "68-95 °F"), or None when ``end`` is not the last figure of a range."""
+    m = _RANGE_START.search(before)
+    if m is None:
+        return None
+    value = float((m.group("a") or m.group("b")).replace("−", "-"))
+    return (value - 32) * 5 / 9 if end.group("scale").lower().startswith("f") else value
+
+
+def _misses_on_one_side(fact: Fact, ends: tuple[float, float], lead: str) -> bool:
+    """Whether both ends of a range fall below the row's least figure, or both above its most (a
+    range that spans the right one, "0 to 200 °C", is vague, not wrong)."""
+    if any(fact.holds(v, lead) for v in ends):
+        return False
+    below = fact.low is not None and all(v < fact.low for v in ends)
+    return below or (fact.high is not None and all(v > fact.high for v in ends))
 
 
 def _owner(mentions: list[tuple[int, Fact]], at: int) -> Fact | None:
