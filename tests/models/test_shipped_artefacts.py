@@ -23,7 +23,6 @@ ARTEFACTS: list[tuple[type[ClassifierWeights] | type[CrisisCheck], Path, str]] =
     (ClassifierWeights, default_weights_path(), "evaluator-minilm-v14@068a239ede3a"),
     (CrisisCheck, default_crisis_path(), "crisis-minilm-v13@81c639b57c20"),
     (CrisisCheck, ROOT / "bench" / "candidates" / "crisis-minilm-v12.json", "crisis-minilm-v12@39afe99c7582"),
-    (ClassifierWeights, ROOT / "bench" / "candidates" / "evaluator-minilm-v8.json", "evaluator-minilm-v8@242e308abca2"),
     (CrisisCheck, ROOT / "bench" / "candidates" / "crisis-minilm-v10.json", "crisis-minilm-v10@4e27ecb9d14b"),
     (CrisisCheck, PREVIOUS, "crisis-minilm-v8@4675d82e3599"),
     (CrisisCheck, CANDIDATE, "crisis-minilm-v9c@839360fb7106"),
