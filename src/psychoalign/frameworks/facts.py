@@ -464,10 +464,7 @@ def _figures(clause: str, measure: Measure) -> Iterator[tuple[re.Match[str], flo
     months); the figures of a range are not read."""
     if measure == "temperature":
         for m in _TEMPERATURE.finditer(clause):
-            value = float(m.group("num")) * (-1 if m.group("sign") else 1)
-            if m.group("scale").lower().startswith("f"):
-                value = (value - 32) * 5 / 9
-            yield m, value
+            yield m, _celsius(float(m.group("num")) * (-1 if m.group("sign") else 1), m)
         return
     if measure == "length":  # in metres
         for m in _AMOUNT.finditer(clause):
@@ -512,18 +509,14 @@ def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "", res
                 # "between 40 and 140 °F": the danger zone, no figure for a row (a span's end is); a row
                 # with `ranges` reads a range at its last figure, wrong when both ends miss on one side
                 fact = _owner(mentions, m.start())
-                ends = _range_start(before, m)
+                start = _range_start(before, m) if fact is not None and fact.ranges else None
                 if (
                     fact is not None
-                    and fact.ranges
-                    and ends is not None
-                    and _misses_on_one_side(fact, (ends, value), lead)
+                    and start is not None
+                    and _misses_on_one_side(fact, (start[1], value), lead)
                     and not _ruled_out(before, after, rest)
                 ):
-                    yield WrongFact(
-                        f"{fact.id}: {clause[_ends_at(before) : m.end()].strip()!r} ({fact.source})",
-                        f"{fact.states.rstrip('.')} ({fact.source}).",
-                    )
+                    yield _wrong_fact(fact, clause[start[0] : m.end()])
                 continue
             fact = _owner(mentions, m.start())
             if fact is None or fact.holds(value, lead) or _ruled_out(before, after, rest):
@@ -539,9 +532,17 @@ def _wrong_in_clause(facts: tuple[Fact, ...], clause: str, before: str = "", res
                     continue
             elif fact.one_sided == "high" and above is not None and not _negated_limit(before, above):
                 continue  # "throw it away after 4 hours": a limit past the fact's, not a claim
-            yield WrongFact(
-                f"{fact.id}: {m.group(0).strip()!r} ({fact.source})", f"{fact.states.rstrip('.')} ({fact.source})."
-            )
+            yield _wrong_fact(fact, m.group(0))
+
+
+def _wrong_fact(fact: Fact, quoted: str) -> WrongFact:
+    """What a row rules out: the figure quoted for the trace, the row's fact for the user."""
+    return WrongFact(f"{fact.id}: {quoted.strip()!r} ({fact.source})", f"{fact.states.rstrip('.')} ({fact.source}).")
+
+
+def _celsius(value: float, temperature: re.Match[str]) -> float:
+    """``value`` in °C, read in the scale ``temperature`` (a :data:`_TEMPERATURE` match) names."""
+    return (value - 32) * 5 / 9 if temperature.group("scale").lower().startswith("f") else value
 
 
 #: The first figure of a range that ends at the next figure: "20-", "70 °C to ", "between 5 and ".
@@ -552,20 +553,13 @@ _RANGE_START = re.compile(
 )
 
 
-def _ends_at(before: str) -> int:
-    """Where the range that ends at the figure after ``before`` starts (its first figure)."""
-    m = _RANGE_START.search(before)
-    return m.start() if m is not None else len(before)
-
-
-def _range_start(before: str, end: re.Match[str]) -> float | None:
-    """The first figure of the range ending at the temperature ``end`` (in °C, read in the end's
-    scale: "68-95 °F"), or None when ``end`` is not the last figure of a range."""
+def _range_start(before: str, end: re.Match[str]) -> tuple[int, float] | None:
+    """Where the range ending at the temperature ``end`` starts in the clause, and its first figure
+    (in °C, read in the end's scale: "68-95 °F"); None when ``end`` is not the last figure of a range."""
     m = _RANGE_START.search(before)
     if m is None:
         return None
-    value = float((m.group("a") or m.group("b")).replace("−", "-"))
-    return (value - 32) * 5 / 9 if end.group("scale").lower().startswith("f") else value
+    return m.start(), _celsius(float((m.group("a") or m.group("b")).replace("−", "-")), end)
 
 
 def _misses_on_one_side(fact: Fact, ends: tuple[float, float], lead: str) -> bool:
